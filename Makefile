@@ -1,0 +1,32 @@
+# Two entry points for a fresh machine (Python >= 3.10, a C compiler, CMake):
+#   make topo   set up .venv, build nodemap, show this node
+#   make test   set up .venv with the test extras, run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Reinstall whenever the build inputs change (C sources, CMake, metadata).
+BUILD_INPUTS := pyproject.toml CMakeLists.txt $(wildcard native/*.c native/*.h)
+
+.PHONY: topo test dev clean
+topo: $(VENV)/.installed
+	$(BIN)/nodemap topo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+dev: $(VENV)/.installed-test
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(VENV)/bin/python $(BUILD_INPUTS)
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/bin/python $(BUILD_INPUTS)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+clean:
+	rm -rf build $(VENV) .pytest_cache .hypothesis

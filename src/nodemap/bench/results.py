@@ -1,0 +1,187 @@
+"""The one result record of every benchmark, and its versioned JSON file.
+
+A Result says what was measured, in which unit, how bytes were counted, the
+sample statistics, the topology path crossed, the peak it is compared with
+and the efficiency, and how the output was verified. Reports read only
+Results (and a Topology), never run measurements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import socket
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .. import __version__
+
+SCHEMA = "nodemap.results/1"
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Statistics of the per-repetition values, in the Result's unit."""
+
+    n: int
+    best: float  # max for higher-is-better units, min otherwise
+    median: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    spread: float  # (max - min) / median, 0 for one sample
+
+    @classmethod
+    def of(cls, values: Iterable[float], higher_is_better: bool = True) -> "Stats":
+        v = [float(x) for x in values]
+        if not v:
+            raise ValueError("no samples")
+        med = statistics.median(v)
+        lo, hi = min(v), max(v)
+        return cls(
+            n=len(v),
+            best=hi if higher_is_better else lo,
+            median=med,
+            min=lo,
+            max=hi,
+            mean=statistics.fmean(v),
+            stdev=statistics.stdev(v) if len(v) > 1 else 0.0,
+            spread=(hi - lo) / med if med and len(v) > 1 else 0.0,
+        )
+
+
+HIGHER_IS_BETTER = {"GB/s": True, "GB/s busbw": True, "lookups/s": True, "ns": False, "us": False, "s": False, "ms": False}
+
+
+@dataclass(frozen=True)
+class Result:
+    benchmark: str  # "memory", "numa", "latency", "gpu", "copies", "mpi", "nccl", "ring", "placement"
+    metric: str  # "triad", "h2d_ce", "all_reduce busbw", "pingpong latency"...
+    unit: str  # "GB/s" (1e9 bytes/s), "ns", "us", "lookups/s"
+    stats: Stats
+    samples: tuple[float, ...] = ()  # per repetition, in `unit`
+    params: dict[str, Any] = field(default_factory=dict)  # size, threads, cpus, dtype...
+    bytes: int = 0  # bytes counted per repetition (0 when not a bandwidth)
+    counting: str = ""  # how `bytes` was counted, e.g. "STREAM: 3 x 8 B per element"
+    path: str = ""  # "NUMA0 cores -> NUMA1 memory", "GPU0->GPU1 NV18"
+    path_class: str = ""  # "NV18", "PIX", "SYS", "local", "remote-socket"
+    peak: float | None = None  # in `unit`, the hardware limit of that path
+    peak_source: str = ""  # "H200 datasheet HBM3e 4.8 TB/s", "PCIe Gen5 x16"
+    verified: bool = False
+    verification: str = ""  # what was checked: "all 3 arrays against STREAM gold values"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def efficiency(self) -> float | None:
+        if not self.peak:
+            return None
+        v = self.stats.best
+        return v / self.peak if HIGHER_IS_BETTER.get(self.unit, True) else self.peak / v
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["efficiency"] = self.efficiency
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Result":
+        d = dict(d)
+        d.pop("efficiency", None)
+        d["stats"] = Stats(**d["stats"])
+        d["samples"] = tuple(d.get("samples", ()))
+        d["notes"] = tuple(d.get("notes", ()))
+        return cls(**d)
+
+
+def make_result(
+    benchmark: str,
+    metric: str,
+    unit: str,
+    samples: Iterable[float],
+    *,
+    verified: bool,
+    **kw: Any,
+) -> Result:
+    """Build a Result; refuses unverified or non-finite numbers.
+
+    DESIGN: a number without its verification is not reported.
+    """
+    vals = tuple(float(s) for s in samples)
+    if not verified:
+        raise ValueError(f"{benchmark}/{metric}: refusing to record an unverified result")
+    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise ValueError(f"{benchmark}/{metric}: non-positive or non-finite samples {vals[:4]}")
+    return Result(
+        benchmark=benchmark,
+        metric=metric,
+        unit=unit,
+        stats=Stats.of(vals, HIGHER_IS_BETTER.get(unit, True)),
+        samples=vals,
+        verified=True,
+        **kw,
+    )
+
+
+@dataclass
+class ResultSet:
+    """What one `nodemap bench ...` invocation produced, saved as one file."""
+
+    command: str
+    results: list[Result] = field(default_factory=list)
+    host: str = field(default_factory=socket.gethostname)
+    started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    complete: bool = True  # False when interrupted (Ctrl-C) or a part failed
+    environment: dict[str, Any] = field(default_factory=dict)  # versions, CPU model, GPU driver
+    messages: list[str] = field(default_factory=list)  # what was skipped and why
+
+    def add(self, r: Result) -> None:
+        self.results.append(r)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "nodemap_version": __version__,
+            "command": self.command,
+            "host": self.host,
+            "started": self.started,
+            "complete": self.complete,
+            "environment": self.environment,
+            "messages": self.messages,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ResultSet":
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"not a nodemap result file (schema {d.get('schema')!r}, expected {SCHEMA!r})")
+        return cls(
+            command=d["command"],
+            results=[Result.from_dict(r) for r in d["results"]],
+            host=d["host"],
+            started=d["started"],
+            complete=d["complete"],
+            environment=d.get("environment", {}),
+            messages=d.get("messages", []),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def save(self, path: str) -> None:
+        """Atomic: a crash never leaves a half-written file."""
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".nodemap-", suffix=".json", dir=d)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise

@@ -1,0 +1,87 @@
+"""nodemap's command line: parse, call, print. Thin by design.
+
+Each command lives in nodemap/commands/<name>.py with two functions:
+`add_arguments(parser)` (imports nothing heavy) and `run(args) -> int`.
+Heavy imports (NVML, CuPy, mpi4py) happen inside `run`, so `nodemap --help`
+and `nodemap topo` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import NodemapError
+
+# name -> (module, one-line help). Order is the order --help shows.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "topo": ("nodemap.commands.topo", "show the node: NUMA, caches, cores, GPUs, NICs and the paths between them"),
+    "plan": ("nodemap.commands.plan", "plan where each rank's cores, memory, GPUs and NICs go"),
+    "run": ("nodemap.commands.run", "apply the plan to this rank and exec the application"),
+    "show": ("nodemap.commands.show", "report the binding in effect for every rank, with verdicts"),
+    "bench": ("nodemap.commands.bench", "measure memory, GPU copies, MPI and NCCL paths against their peaks"),
+    "place": ("nodemap.commands.place", "place data larger than one GPU across GPUs by access counts"),
+}
+
+EPILOG = """\
+examples:
+  nodemap topo                      the node as a tree (like lstopo)
+  nodemap topo --matrix             GPU/NIC paths (like nvidia-smi topo -m)
+  nodemap plan --tasks 8            one rank per GPU, cores/memory/NIC near it
+  srun nodemap run -- ./app         bind each rank as planned, then exec ./app
+  mpirun -np 4 nodemap run -- nodemap show    check the binding really in effect
+
+every command takes --json for machine-readable output.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nodemap",
+        description="Map MPI+X applications onto multi-GPU nodes and prove the mapping by measurement.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"nodemap {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (modname, help_) in COMMANDS.items():
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name != modname:
+                raise
+            continue  # command not built yet
+        sp = sub.add_parser(
+            name,
+            help=help_,
+            description=getattr(mod, "DESCRIPTION", help_),
+            epilog=getattr(mod, "EPILOG", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        mod.add_arguments(sp)
+        sp.set_defaults(_module=mod)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.run(args) or 0)
+    except NodemapError as e:
+        print(f"nodemap {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"nodemap {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""The one model of a node: immutable, typed, JSON round-trippable.
+
+Every source (sysfs, hwloc XML, NVML) produces a `Topology`; planning,
+rendering and benchmarks read only this. Devices are referred to by stable
+keys: GPUs by physical index (PCI bus order, as NVML numbers them), NICs by
+name, PCI devices by normalized bus id ("0000:3b:00.0", lower case).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cpuset import CpuSet
+
+SCHEMA = "nodemap.topology/1"
+
+# Bus id NVML reports for NVSwitches hidden from the VM/container.
+HIDDEN_BUS_ID = "ffffffff:ff:ff.0"
+
+
+def norm_bus_id(bus_id: str) -> str:
+    """'00000000:3B:00.0' (NVML) or '3b:00.0' -> '0000:3b:00.0'."""
+    b = bus_id.strip().lower()
+    parts = b.split(":")
+    if len(parts) == 2:
+        parts = ["0000", *parts]
+    if len(parts) != 3:
+        return b
+    dom = parts[0][-8:].lstrip("0").rjust(4, "0")
+    return f"{dom}:{parts[1].rjust(2, '0')}:{parts[2]}"
+
+
+@dataclass(frozen=True)
+class Machine:
+    hostname: str = ""
+    arch: str = ""
+    memory: int = 0  # bytes, sum of NUMA nodes when known
+    info: tuple[tuple[str, str], ...] = ()  # (name, value): DMI, OS...
+
+
+@dataclass(frozen=True)
+class Package:
+    os_index: int
+    cpuset: CpuSet
+    cpu_model: str = ""
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    os_index: int
+    cpuset: CpuSet  # may be empty: memory-only nodes (HBM, CXL, GPU memory)
+    memory: int = 0  # bytes
+    kind: str = ""  # "", "HBM", "CXL", "NVM", "GPUMemory"... when a source says
+
+
+@dataclass(frozen=True)
+class Group:
+    """hwloc Group/Die objects: a level between package and cache/core."""
+
+    kind: str  # "Die", "Group", "Module", "Cluster"
+    os_index: int
+    cpuset: CpuSet
+
+
+@dataclass(frozen=True)
+class Cache:
+    level: int
+    kind: str  # "unified" | "data" | "instruction"
+    size: int  # bytes
+    cpuset: CpuSet
+    line_size: int = 0
+    ways: int = 0  # 0 unknown, -1 fully associative
+
+
+@dataclass(frozen=True)
+class Core:
+    os_index: int  # core id within its package (not unique across packages)
+    package: int  # package os_index, -1 unknown
+    cpuset: CpuSet  # the PUs (hardware threads) of this core
+
+
+@dataclass(frozen=True)
+class PU:
+    os_index: int
+    online: bool = True
+    allowed: bool = True
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    bus_id: str  # normalized "dddd:bb:dd.f"
+    class_id: int  # e.g. 0x0302 3D controller, 0x0207 InfiniBand
+    vendor_id: int = 0
+    device_id: int = 0
+    name: str = ""  # vendor/device names when a source has them
+    numa_node: int = -1  # -1: the source did not say (sysfs numa_node=-1)
+    cpuset: CpuSet = field(default_factory=CpuSet)  # local CPUs
+    # Upstream bridges from the root: ("pci0000:00", "0000:00:01.0", ...).
+    # The first entry names the host bridge (root complex).
+    pci_path: tuple[str, ...] = ()
+    link_gen: int = 0  # current PCIe generation, 0 unknown
+    link_width: int = 0  # current lanes, 0 unknown
+    link_speed: float = 0.0  # GB/s one direction per hwloc, 0 unknown
+
+
+@dataclass(frozen=True)
+class GPU:
+    index: int  # physical index: PCI bus order among GPUs of the node
+    vendor: str  # "NVIDIA", "AMD", "Intel"
+    model: str = ""
+    memory: int = 0  # bytes
+    pci_bus_id: str = ""
+    uuid: str = ""
+    numa_node: int = -1
+    cpuset: CpuSet = field(default_factory=CpuSet)
+    pcie_gen: int = 0
+    pcie_width: int = 0
+    os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
+    visible: bool = True  # False when CUDA/ROCR_VISIBLE_DEVICES hides it
+
+    @property
+    def key(self) -> str:
+        return f"GPU{self.index}"
+
+
+@dataclass(frozen=True)
+class Port:
+    number: int
+    state: str = ""  # "ACTIVE", "DOWN", "up", "down"...
+    link_layer: str = ""  # "InfiniBand", "Ethernet"
+    rate_gbps: float = 0.0  # Gb/s as the device reports it
+
+
+@dataclass(frozen=True)
+class NIC:
+    name: str  # "mlx5_0", "cxi0", "hfi1_0", or netdev "eth0" if no RDMA device
+    kind: str  # "InfiniBand" | "Ethernet" | "Slingshot" | "OmniPath" | "unknown"
+    pci_bus_id: str = ""
+    numa_node: int = -1
+    cpuset: CpuSet = field(default_factory=CpuSet)
+    ports: tuple[Port, ...] = ()
+    netdevs: tuple[str, ...] = ()  # ib0, hsn0, eth0
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Link:
+    """A direct device link (NVLink, xGMI): `a` and `b` are device keys.
+
+    `b` may be "NVSwitch" (any switch, hidden ones included) or "CPU" (POWER9
+    NVLink to the host). Bandwidth is per direction, GB/s, all links summed.
+    """
+
+    a: str
+    b: str
+    kind: str = "NVLink"
+    count: int = 1
+    bandwidth: float = 0.0
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class Topology:
+    machine: Machine = field(default_factory=Machine)
+    packages: tuple[Package, ...] = ()
+    numa_nodes: tuple[NumaNode, ...] = ()
+    # SLIT distances, rows/columns in the order of numa_nodes; () unknown
+    distances: tuple[tuple[int, ...], ...] = ()
+    groups: tuple[Group, ...] = ()
+    caches: tuple[Cache, ...] = ()
+    cores: tuple[Core, ...] = ()
+    pus: tuple[PU, ...] = ()
+    pci_devices: tuple[PciDevice, ...] = ()
+    gpus: tuple[GPU, ...] = ()
+    nics: tuple[NIC, ...] = ()
+    links: tuple[Link, ...] = ()
+    allowed_mems: CpuSet = field(default_factory=CpuSet)
+    source: str = ""  # "sysfs:/", "hwloc-xml:file.xml", "+nvml"...
+    notes: tuple[str, ...] = ()  # what a source had to guess or repair
+
+    # --- derived sets -----------------------------------------------------
+    @property
+    def cpuset(self) -> CpuSet:
+        """All online PUs of the node."""
+        return CpuSet(p.os_index for p in self.pus if p.online)
+
+    @property
+    def allowed_cpus(self) -> CpuSet:
+        return CpuSet(p.os_index for p in self.pus if p.online and p.allowed)
+
+    @property
+    def nodeset(self) -> CpuSet:
+        return CpuSet(n.os_index for n in self.numa_nodes)
+
+    # --- lookups ------------------------------------------------------------
+    def numa(self, os_index: int) -> NumaNode:
+        for n in self.numa_nodes:
+            if n.os_index == os_index:
+                return n
+        raise KeyError(f"no NUMA node {os_index}")
+
+    def distance(self, i: int, j: int) -> int | None:
+        """SLIT distance between NUMA os indexes i and j, None if unknown."""
+        if not self.distances:
+            return None
+        idx = {n.os_index: k for k, n in enumerate(self.numa_nodes)}
+        try:
+            return self.distances[idx[i]][idx[j]]
+        except (KeyError, IndexError):
+            return None
+
+    def numa_of(self, cpus: CpuSet) -> CpuSet:
+        """NUMA nodes whose CPUs intersect `cpus`."""
+        return CpuSet(n.os_index for n in self.numa_nodes if not n.cpuset.isdisjoint(cpus))
+
+    def gpu(self, index: int) -> GPU:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(f"no GPU {index}")
+
+    def nic(self, name: str) -> NIC:
+        for n in self.nics:
+            if n.name == name:
+                return n
+        raise KeyError(f"no NIC {name}")
+
+    def pci(self, bus_id: str) -> PciDevice | None:
+        b = norm_bus_id(bus_id)
+        for d in self.pci_devices:
+            if d.bus_id == b:
+                return d
+        return None
+
+    def caches_at(self, level: int, kinds: tuple[str, ...] = ("unified", "data")) -> tuple[Cache, ...]:
+        return tuple(c for c in self.caches if c.level == level and c.kind in kinds)
+
+    def last_level_caches(self) -> tuple[Cache, ...]:
+        levels = [c.level for c in self.caches if c.kind != "instruction"]
+        return self.caches_at(max(levels)) if levels else ()
+
+    # --- serialization ------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = _encode(self)
+        d["schema"] = SCHEMA
+        return d
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Topology":
+        schema = d.get("schema")
+        if schema != SCHEMA:
+            raise ValueError(f"not a nodemap topology (schema {schema!r}, expected {SCHEMA!r})")
+        return _decode(cls, {k: v for k, v in d.items() if k != "schema"})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Topology":
+        return cls.from_dict(json.loads(text))
+
+
+# --- generic dataclass <-> JSON -------------------------------------------------
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, CpuSet):
+        return obj.format()
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (tuple, list)):
+        return [_encode(x) for x in obj]
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _decode(tp: Any, value: Any) -> Any:
+    if tp is CpuSet:
+        return CpuSet.parse(value)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = _HINTS.get(tp)
+        if hints is None:
+            hints = _HINTS[tp] = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = set(value) - names
+        if unknown:
+            raise ValueError(f"unknown field(s) {sorted(unknown)} in {tp.__name__}")
+        return tp(**{k: _decode(hints[k], v) for k, v in value.items()})
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], x) for x in value)
+        return tuple(_decode(a, x) for a, x in zip(args, value))
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
