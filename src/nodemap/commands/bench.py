@@ -1,0 +1,57 @@
+"""`nodemap bench KIND`: dispatch to one benchmark module per measurement.
+
+Each module in BENCHES provides `add_arguments(parser)` and `run(args) -> int`,
+like a top-level command, and builds Results through nodemap.bench.harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+DESCRIPTION = """\
+Measure a data path of this node against its hardware limit. Every number is
+verified (outputs poisoned before, checked after), comes with its statistics
+(best, median, spread over repetitions) and names the path it crossed and its
+percentage of that path's peak."""
+
+BENCHES: dict[str, tuple[str, str]] = {
+    "memory": ("nodemap.bench.host_memory", "STREAM bandwidth for a thread placement, or --sweep over placements"),
+    "numa": ("nodemap.bench.numa", "NUMA bandwidth and idle-latency matrices (threads on node i, memory on node j)"),
+    "latency": ("nodemap.bench.latency", "load latency against working-set size, L1 through DRAM"),
+    "gpu": ("nodemap.bench.gpu_memory", "GPU memory bandwidth (BabelStream kernels) per GPU and all at once"),
+    "copies": ("nodemap.bench.copies", "host<->device and device<->device copy matrices (copy engine and SM)"),
+    "mpi": ("nodemap.bench.mpi_p2p", "MPI latency and bandwidth, host and GPU buffers, staged and CUDA-aware"),
+    "nccl": ("nodemap.bench.collectives", "NCCL collectives: algbw and busbw per size"),
+    "ring": ("nodemap.bench.ring", "1D periodic ring halo exchange over every GPU transport"),
+    "placement": ("nodemap.bench.placement_bench", "data larger than one GPU: placement strategies compared"),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="bench", metavar="KIND")
+    for name, (modname, help_) in BENCHES.items():
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name != modname:
+                raise
+            continue  # not built yet
+        sp = sub.add_parser(
+            name,
+            help=help_,
+            description=getattr(mod, "DESCRIPTION", help_),
+            epilog=getattr(mod, "EPILOG", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        mod.add_arguments(sp)
+        sp.set_defaults(_bench_module=mod)
+    p.set_defaults(_bench_parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    mod = getattr(args, "_bench_module", None)
+    if mod is None:
+        args._bench_parser.print_help()
+        return 2
+    return int(mod.run(args) or 0)

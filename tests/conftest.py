@@ -1,0 +1,15 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# ../shared/fixtures beside the checkout (never copied into the project)
+FIXTURES = Path(os.environ.get("NODEMAP_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.skip(f"fixtures not found at {FIXTURES} (../shared/fixtures beside the checkout)")
+    return FIXTURES
