@@ -1,0 +1,91 @@
+"""`nodemap place`: plan data placement across GPUs from access counts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DESCRIPTION = """\
+Place data larger than one GPU across the GPUs of a node by access analysis
+(Jaros et al., ACM TOG 2021): chunks sorted by access count, the hottest
+replicated on every GPU as far as memory allows, every other accessed chunk
+owned by the GPU that reads it most, never-accessed chunks dealt round-robin.
+The plan is applied to CUDA managed memory with nodemap.placement.apply."""
+
+EPILOG = """\
+examples:
+  nodemap place plan --counts counts.npz --budget 60GiB
+  nodemap place plan --counts counts.npz --budget 70GiB,70GiB --replicate 5% --chunk 16MiB -o plan.npz
+  nodemap place show plan.npz --json
+
+counts.npz holds counts[chunks x GPUs], alloc_sizes and chunk_size; write it
+with nodemap.placement.profiler (GPU pre-pass) or AccessCounts.save."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="place_cmd", metavar="ACTION")
+    pl = sub.add_parser("plan", help="plan a placement from access counts", epilog=EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pl.add_argument("--counts", required=True, help="access counts file (.npz)")
+    pl.add_argument("--budget", required=True,
+                    help="bytes each GPU may hold: one size for all (60GiB) or one per GPU (60GiB,70GiB)")
+    pl.add_argument("--chunk", help="chunk size (default: the profiled one; must be a multiple of it), e.g. 16MiB")
+    pl.add_argument("--replicate", default="auto", help="auto (most that fits), a percentage (5%%) or a size (4GiB)")
+    pl.add_argument("--spill", action="store_true", help="put what does not fit in host memory instead of failing")
+    pl.add_argument("-o", "--output", help="save the plan (.npz) for nodemap.placement.apply")
+    pl.add_argument("--json", action="store_true", help="print the plan summary as JSON")
+    sh = sub.add_parser("show", help="summarize a saved plan")
+    sh.add_argument("plan", help="plan file (.npz)")
+    sh.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(_place_parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import NodemapError
+    from ..placement.counts import AccessCounts
+    from ..placement.planner import PlacementPlan, Replication, parse_bytes, plan_placement
+
+    if args.place_cmd is None:
+        args._place_parser.print_help()
+        return 2
+    if args.place_cmd == "show":
+        plan = PlacementPlan.load(args.plan)
+    else:
+        ac = AccessCounts.load(args.counts)
+        if args.chunk:
+            ac = ac.rechunk(parse_bytes(args.chunk))
+        budgets = [parse_bytes(b) for b in args.budget.split(",")]
+        if len(budgets) == 1:
+            budgets *= ac.n_gpus
+        if len(budgets) != ac.n_gpus:
+            raise NodemapError(f"--budget names {len(budgets)} GPUs, the counts have {ac.n_gpus}: give one size or one per GPU")
+        plan = plan_placement(ac.layout, ac.counts, budgets, Replication.parse(args.replicate), args.spill)
+        if args.output:
+            plan.save(args.output)
+    summary = plan.summary()
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(_table(summary))
+        if args.place_cmd == "plan" and args.output:
+            print(f"saved: {args.output}")
+    return 0
+
+
+def _table(s: dict) -> str:
+    gib = 1 << 30
+    lines = [
+        f"chunks: {s['chunks']} of {s['chunk_size'] / (1 << 20):g} MiB, data {s['total_bytes'] / gib:.2f} GiB over {s['gpus']} GPUs",
+        f"replicated: {s['replicated_chunks']} chunks, {s['replicated_bytes'] / gib:.2f} GiB on every GPU",
+    ]
+    if s["host_bytes"]:
+        lines.append(f"host (spilled): {s['host_bytes'] / gib:.2f} GiB")
+    lines.append(f"{'GPU':>4} {'budget GiB':>11} {'used GiB':>9} {'owned chunks':>13} {'local reads':>12}")
+    for g in range(s["gpus"]):
+        lines.append(
+            f"{g:>4} {s['budgets'][g] / gib:>11.2f} {s['bytes_per_gpu'][g] / gib:>9.2f} "
+            f"{s['owned_chunks_per_gpu'][g]:>13} {100 * s['predicted_local_fraction_per_gpu'][g]:>11.2f}%"
+        )
+    lines.append(f"predicted local fraction of accesses: {100 * s['predicted_local_fraction']:.2f}%")
+    lines += [f"note: {n}" for n in s["notes"]]
+    return "\n".join(lines)
