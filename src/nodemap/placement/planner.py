@@ -71,7 +71,7 @@ class Layout:
 @dataclass(frozen=True)
 class Replication:
     """How much to replicate: 'auto' (the most that fits), a fraction of the
-    accessed bytes, or a byte count."""
+    whole data, or a byte count (never more than fits)."""
 
     mode: str = "auto"  # "auto" | "fraction" | "bytes"
     value: float = 0.0
@@ -282,7 +282,8 @@ def _replicated_count(sizes, accessed, budgets, rep: Replication, spill: bool, t
     fit = int(np.argmin(ok)) if not ok.all() else len(ok)
     if rep.mode == "auto":
         return fit
-    target = rep.value * (cum[-1] if rep.mode == "fraction" else 1.0)
+    # a fraction is of the whole data, as the paper states replication (1-5%)
+    target = rep.value * (total_bytes if rep.mode == "fraction" else 1.0)
     want = int(np.searchsorted(cum, target, side="right"))
     return min(want, fit)
 

@@ -1,0 +1,453 @@
+"""`nodemap bench placement`: when does access-analysis placement pay?
+
+A table of fixed-size rows, larger than one GPU's budget, gathered by every
+GPU at once with Zipf-distributed keys (rows permuted so hot rows scatter
+over chunks; each GPU mixes a hot set of its own with a shared one), reduced
+to a checksum that must equal the one computed from the row formula alone.
+Every strategy runs the same keys; lookups/s per GPU and in total after
+warm-up, first-iteration time, profile/plan/apply costs, memory per GPU, and
+predicted vs measured local fraction are reported.
+
+Memory safety: each GPU's free memory is first cut down with plain cudaMalloc
+ballast so that it holds the table plus a margin, never less: managed memory
+is never oversubscribed (that can hang a shared GPU). The per-GPU *budget*
+(default 60% of the table) is what the planner must respect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import NodemapError
+from .harness import Progress, repeat
+from .results import ResultSet, make_result
+
+DESCRIPTION = __doc__
+
+EPILOG = """\
+examples:
+  nodemap bench placement                               defaults: 8 GiB table, Zipf 0,0.8,1.0,1.2
+  nodemap bench placement --table 4GiB --zipf 1.0 --strategies copies,round-robin,analysis
+  nodemap bench placement --chunks 2MiB,16MiB,64MiB --replication 0,1%,2%,5%,auto --json -o placement.json
+"""
+
+STRATEGIES = ("gpu0", "round-robin", "split", "no-hints", "replicate-all", "copies", "analysis")
+MiB = 1 << 20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--table", default="8GiB", help="table size (default 8GiB)")
+    p.add_argument("--row-bytes", type=int, default=256, help="bytes per row, a multiple of 16 (default 256)")
+    p.add_argument("--lookups", type=int, default=1 << 24, help="lookups per GPU per iteration (default 16M)")
+    p.add_argument("--zipf", default="0,0.8,1.0,1.2", help="Zipf exponents s to run (0 = uniform)")
+    p.add_argument("--hot-mix", type=float, default=0.5, help="share of lookups drawn from the GPU's own hot set (default 0.5)")
+    p.add_argument("--budget-fraction", type=float, default=0.6, help="per-GPU budget as a fraction of the table (default 0.6)")
+    p.add_argument("--chunks", default="2MiB,16MiB,64MiB", help="chunk sizes for the analysis strategy")
+    p.add_argument("--replication", default="0,1%,2%,5%,auto", help="replication settings for the analysis strategy")
+    p.add_argument("--strategies", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
+    p.add_argument("--iterations", type=int, default=5, help="timed repetitions (default 5)")
+    p.add_argument("--gpus", help="CUDA device ordinals to use (default: all visible)")
+    p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
+    p.add_argument("-o", "--output", help="save the ResultSet (JSON)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..placement.planner import Replication, parse_bytes
+
+    cp = _cupy()
+    devices = _devices(cp, args.gpus)
+    if len(devices) < 2:
+        raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
+    table = parse_bytes(args.table)
+    if args.row_bytes % 16 or args.row_bytes <= 0:
+        raise NodemapError("--row-bytes must be a positive multiple of 16")
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    bad = set(strategies) - set(STRATEGIES)
+    if bad:
+        raise NodemapError(f"unknown strategies {sorted(bad)}: choose from {', '.join(STRATEGIES)}")
+    cfg = Config(
+        table=table // args.row_bytes * args.row_bytes,
+        row_bytes=args.row_bytes,
+        lookups=args.lookups,
+        hot_mix=args.hot_mix,
+        budget=int(args.budget_fraction * table),
+        chunks=[parse_bytes(c) for c in args.chunks.split(",")],
+        replications=[Replication.parse(r) for r in args.replication.split(",")],
+        iterations=args.iterations,
+        devices=devices,
+    )
+    rs = ResultSet(command="bench placement")
+    rs.environment = _environment(cp, devices)
+    zipfs = [float(z) for z in args.zipf.split(",")]
+    steps = len(zipfs) * sum(len(cfg.chunks) * len(cfg.replications) if s == "analysis" else 1 for s in strategies)
+    prog = Progress(steps, "placement")
+    bench = Bench(cp, cfg)
+    try:
+        with bench:
+            for s in zipfs:
+                bench.run_zipf(s, strategies, rs, prog)
+    except KeyboardInterrupt:
+        rs.complete = False
+        rs.messages.append("interrupted: results so far")
+    finally:
+        if args.output:
+            rs.save(args.output)
+    _print(rs, args.json)
+    return 0 if rs.complete else 130
+
+
+@dataclass
+class Config:
+    table: int
+    row_bytes: int
+    lookups: int
+    hot_mix: float
+    budget: int
+    chunks: list
+    replications: list
+    iterations: int
+    devices: list
+
+
+class Bench:
+    """GPU state for one run: module, ballast, keys; one strategy at a time."""
+
+    def __init__(self, cp, cfg: Config) -> None:
+        self.cp, self.cfg = cp, cfg
+        self.rows = cfg.table // cfg.row_bytes
+        self.words = cfg.row_bytes // 8
+        self.ballast = []
+        self.mods = {}
+
+    # --- set-up --------------------------------------------------------------
+    def __enter__(self):
+        cp = self.cp
+        margin = 2 << 30
+        for dev in self.cfg.devices:
+            with cp.cuda.Device(dev):
+                self.mods[dev] = _module(cp)
+                free, _ = cp.cuda.runtime.memGetInfo()
+                need = self.cfg.table + margin + 4 * self.cfg.lookups * 8
+                if free < need:
+                    raise NodemapError(
+                        f"GPU {dev} has {free / 2**30:.1f} GiB free, the run needs {need / 2**30:.1f} GiB: use a smaller --table"
+                    )
+                extra = free - need
+                if extra > 0:  # plain cudaMalloc, outside CuPy's pool
+                    self.ballast.append(cp.cuda.memory.Memory(extra))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ballast.clear()
+        for dev in self.cfg.devices:
+            with self.cp.cuda.Device(dev):
+                self.cp.get_default_memory_pool().free_all_blocks()
+
+    def keys(self, s: float, seed: int) -> list:
+        """Row index arrays, one per GPU (on that GPU)."""
+        cp, cfg = self.cp, self.cfg
+        with cp.cuda.Device(cfg.devices[0]):
+            rng = cp.random.default_rng(seed)
+            ranks_cdf = None
+            if s > 0:
+                w = (cp.arange(1, self.rows + 1, dtype=cp.float64)) ** (-s)
+                ranks_cdf = cp.cumsum(w)
+                ranks_cdf /= ranks_cdf[-1]
+            shared = rng.permutation(self.rows)
+            out = []
+            for g, dev in enumerate(cfg.devices):
+                own = cp.random.default_rng(seed * 1000 + g + 1).permutation(self.rows)
+                u = rng.random(cfg.lookups)
+                ranks = cp.searchsorted(ranks_cdf, u) if ranks_cdf is not None else (u * self.rows).astype(cp.int64)
+                ranks = cp.minimum(ranks, self.rows - 1)
+                mine = rng.random(cfg.lookups) < cfg.hot_mix
+                rows = cp.where(mine, own[ranks], shared[ranks]).astype(cp.int64)
+                with cp.cuda.Device(dev):
+                    out.append(cp.asarray(rows))
+                del own, u, ranks, mine, rows
+            return out
+
+    # --- one Zipf exponent --------------------------------------------------------
+    def run_zipf(self, s: float, strategies: list[str], rs: ResultSet, prog: Progress) -> None:
+        from ..placement.planner import Layout
+
+        prof_keys = self.keys(s, seed=11)
+        run_keys = self.keys(s, seed=23)
+        expected = [self._expected(k, dev) for k, dev in zip(run_keys, self.cfg.devices)]
+        lay2 = Layout((self.cfg.table,), min(self.cfg.chunks))
+        counts = None
+        for strat in strategies:
+            if strat != "analysis":
+                prog.step(f"s={s} {strat}")
+                self._one(s, strat, run_keys, expected, rs, None, {})
+                continue
+            if counts is None:
+                counts, prof_s = self._profile(lay2, prof_keys)
+            for chunk in self.cfg.chunks:
+                c = counts.rechunk(chunk)
+                for rep in self.cfg.replications:
+                    label = f"analysis chunk={chunk // MiB}MiB rep={_rep_label(rep)}"
+                    prog.step(f"s={s} {label}")
+                    self._one(s, label, run_keys, expected, rs, (c, rep), {"profile_s": prof_s})
+
+    def _one(self, s, strat, keys, expected, rs, analysis, costs) -> None:
+        try:
+            r = self._measure(s, strat, keys, expected, analysis, dict(costs))
+        except NodemapError as e:
+            rs.messages.append(f"s={s} {strat}: skipped: {e}")
+            return
+        rs.add(r)
+
+    # --- measurement ---------------------------------------------------------------
+    def _measure(self, s, strat, keys, expected, analysis, costs):
+        cp, cfg = self.cp, self.cfg
+        n = len(cfg.devices)
+        if strat == "copies":
+            tables = []
+            for dev in cfg.devices:  # the upper bound: a plain copy per GPU
+                with cp.cuda.Device(dev):
+                    t = cp.empty(self.rows * self.words, dtype=cp.uint64)
+                    self._fill(t.data.ptr, dev)
+                    tables.append(t.data.ptr)
+            decision, plan_bytes, notes = None, [cfg.table] * n, ["explicit cudaMalloc copy on every GPU (ignores the budget)"]
+            mem = cp.cuda.malloc_managed(8)  # placeholder so cleanup is uniform
+        else:
+            mem = cp.cuda.malloc_managed(cfg.table)
+            ptr = mem.ptr
+            self._fill(ptr, cfg.devices[0])
+            tables = [ptr] * n
+            decision, plan_bytes, notes = self._hint(strat, ptr, analysis, costs)
+        try:
+            t0 = time.perf_counter()
+            sums = self._gather_all(tables, keys)
+            costs["first_iteration_s"] = time.perf_counter() - t0
+            if sums != expected:
+                raise RuntimeError(f"{strat}: checksum mismatch {sums} != {expected}")
+            times = repeat(lambda: self._timed(tables, keys, expected), repeats=cfg.iterations, warmup=1)
+        finally:
+            del mem
+            if strat == "copies":
+                del tables
+            cp.get_default_memory_pool().free_all_blocks()
+        total = [n * cfg.lookups / t for t in times]
+        measured = self._local_fraction(decision, keys) if decision is not None else (1.0 if strat == "copies" else None)
+        params = {
+            "zipf_s": s, "strategy": strat, "table_bytes": cfg.table, "row_bytes": cfg.row_bytes,
+            "lookups_per_gpu": cfg.lookups, "gpus": cfg.devices, "budget_per_gpu": cfg.budget,
+            "bytes_per_gpu": [int(b) for b in plan_bytes], "measured_local_fraction": measured, **costs,
+        }
+        return make_result(
+            "placement", f"{strat} s={s}", "lookups/s", total, verified=True,
+            params=params, bytes=n * cfg.lookups * cfg.row_bytes,
+            counting=f"{cfg.row_bytes} B read per lookup, all GPUs together",
+            path=f"GPUs {','.join(map(str, cfg.devices))}: local HBM or peer memory over NVLink/PCIe",
+            path_class="placement",
+            verification="per-GPU checksum of every gathered row equals the checksum from the row formula",
+            notes=tuple(notes),
+        )
+
+    def _hint(self, strat, ptr, analysis, costs):
+        from ..placement.apply import apply_plan
+        from ..placement.planner import REPLICATED, Layout, PlacementPlan, plan_placement
+
+        cfg, cp = self.cfg, self.cp
+        n = len(cfg.devices)
+        lay = Layout((cfg.table,), min(cfg.chunks) if analysis is None else analysis[0].layout.chunk_size)
+        nch = lay.n_chunks
+        if strat == "no-hints":
+            return None, [0] * n, ["no advice: pages migrate on fault"]
+        if analysis is not None:
+            counts, rep = analysis
+            t0 = time.perf_counter()
+            budgets = [cfg.budget] * n
+            plan = plan_placement(counts.layout, counts.counts, budgets, rep)
+            costs["plan_s"] = time.perf_counter() - t0
+            costs["predicted_local_fraction"] = plan.local_fraction
+            costs["replicated_bytes"] = plan.replicated_bytes()
+        else:
+            dec = {
+                "gpu0": np.zeros(nch, dtype=np.int64),
+                "round-robin": np.arange(nch) % n,
+                "split": np.arange(nch) * n // nch,
+                "replicate-all": np.full(nch, REPLICATED),
+            }[strat]
+            plan = PlacementPlan(lay, np.array([cfg.budget] * n), dec.astype(np.int64), np.zeros(nch), 0.0, np.zeros(n))
+            if strat == "replicate-all" and cfg.table > cfg.budget:
+                raise NodemapError("full replication does not fit the per-GPU budget")
+        rep = apply_plan(plan, [(ptr, cfg.table)], cfg.devices)
+        if not rep.verified:
+            raise RuntimeError(f"{strat}: hints not in effect: {rep.problems[:3]}")
+        costs["apply_s"] = rep.seconds
+        costs["applied_ranges"] = rep.ranges
+        return plan.decision, plan.bytes_per_gpu(), []
+
+    def _profile(self, layout, keys):
+        from ..placement.profiler import Profiler
+
+        cp = self.cp
+        prof = Profiler(layout, self.cfg.devices)
+        mem = cp.cuda.malloc_managed(self.cfg.table)
+        try:
+            self._fill(mem.ptr, self.cfg.devices[0])
+            from ..placement import cudadrv as drv
+
+            for dev in self.cfg.devices:
+                drv.advise(mem.ptr, self.cfg.table, drv.SET_ACCESSED_BY, dev)
+            t0 = time.perf_counter()
+            self._gather_all([mem.ptr] * len(self.cfg.devices), keys,
+                             counts=[prof.counts_ptr(g) for g in range(len(self.cfg.devices))], shift=prof.chunk_shift)
+            secs = time.perf_counter() - t0
+        finally:
+            del mem
+        counts = prof.collect()
+        if counts.counts.sum() != self.cfg.lookups * len(self.cfg.devices):
+            raise RuntimeError("profiler lost accesses: counts do not add up to the lookups")
+        return counts, secs
+
+    # --- kernels ---------------------------------------------------------------------
+    def _fill(self, ptr, dev) -> None:
+        cp = self.cp
+        with cp.cuda.Device(dev):
+            f = self.mods[dev].get_function("nm_fill_rows")
+            f((1024,), (256,), (cp.uint64(ptr), cp.uint64(self.rows), cp.uint32(self.words)))
+            cp.cuda.Device(dev).synchronize()
+
+    def _launch(self, dev, table_ptr, rows, out, counts=0, shift=0):
+        cp = self.cp
+        f = self.mods[dev].get_function("nm_gather_rows")
+        sms = cp.cuda.Device(dev).attributes["MultiProcessorCount"]
+        f((sms * 8,), (256,), (cp.uint64(table_ptr), rows, cp.uint64(rows.size), cp.uint32(self.words), out,
+                               cp.uint64(counts), cp.uint32(shift), cp.uint32(1)))
+
+    def _gather_all(self, tables, keys, counts=None, shift=0) -> list[int]:
+        cp = self.cp
+        outs = []
+        for g, dev in enumerate(self.cfg.devices):
+            with cp.cuda.Device(dev):
+                o = cp.zeros(1, dtype=cp.uint64)
+                self._launch(dev, tables[g], keys[g], o, counts[g] if counts else 0, shift)
+                outs.append(o)
+        res = []
+        for dev, o in zip(self.cfg.devices, outs):
+            with cp.cuda.Device(dev):
+                res.append(int(o.get()[0]))
+        return res
+
+    def _timed(self, tables, keys, expected) -> float:
+        cp = self.cp
+        ev, outs = [], []
+        for g, dev in enumerate(self.cfg.devices):
+            with cp.cuda.Device(dev):
+                o = cp.zeros(1, dtype=cp.uint64)
+                a, b = cp.cuda.Event(), cp.cuda.Event()
+                a.record()
+                self._launch(dev, tables[g], keys[g], o)
+                b.record()
+                ev.append((a, b))
+                outs.append(o)
+        secs = []
+        for (a, b), dev, o, want in zip(ev, self.cfg.devices, outs, expected):
+            with cp.cuda.Device(dev):
+                b.synchronize()
+                secs.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
+                if int(o.get()[0]) != want:
+                    raise RuntimeError("checksum changed between repetitions")
+        return max(secs)  # the node is done when the slowest GPU is
+
+    def _expected(self, rows, dev) -> int:
+        """Checksum from the row formula alone, no table read."""
+        cp = self.cp
+        with cp.cuda.Device(dev):
+            k = cp.ElementwiseKernel(
+                "int64 r, uint32 words", "uint64 s",
+                """
+                unsigned long long acc = 0;
+                for (unsigned int w = 0; w < words; ++w) {
+                    unsigned long long x = (unsigned long long)r * 0x9E3779B97F4A7C15ull + w * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull;
+                    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29;
+                    acc += x;
+                }
+                s = acc;
+                """, "nm_row_sum")
+            sums = k(rows, cp.uint32(self.words))
+            return int(sums.sum(dtype=cp.uint64).get())
+
+    def _local_fraction(self, decision, keys) -> float:
+        from ..placement.planner import REPLICATED
+
+        cp = self.cp
+        local = total = 0
+        nch = len(decision)
+        chunk_size = -(-self.cfg.table // nch)
+        for g, (dev, rows) in enumerate(zip(self.cfg.devices, keys)):
+            with cp.cuda.Device(dev):
+                d = cp.asarray(decision)
+                c = d[(rows * self.cfg.row_bytes) // chunk_size]
+                local += int(((c == g) | (c == REPLICATED)).sum())
+                total += rows.size
+        return local / total
+
+
+def _module(cp):
+    from importlib import resources
+
+    from ..placement.profiler import include_dir
+
+    src = (resources.files("nodemap") / "kernels" / "placement.cu").read_text()
+    return cp.RawModule(code=src, options=("-std=c++17", f"-I{include_dir()}"))
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise NodemapError("CuPy is missing: install the [cuda] extra (pip install 'nodemap[cuda]')") from None
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        n = 0
+    if n == 0:
+        raise NodemapError("no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
+    return cupy
+
+
+def _devices(cp, spec):
+    n = cp.cuda.runtime.getDeviceCount()
+    if not spec:
+        return list(range(n))
+    devs = [int(x) for x in spec.split(",")]
+    if any(d < 0 or d >= n for d in devs):
+        raise NodemapError(f"--gpus {spec}: only devices 0-{n - 1} are visible")
+    return devs
+
+
+def _environment(cp, devices):
+    env = {"cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+           "driver": cp.cuda.runtime.driverGetVersion()}
+    for d in devices:
+        env[f"gpu{d}"] = cp.cuda.runtime.getDeviceProperties(d)["name"].decode()
+    return env
+
+
+def _rep_label(rep) -> str:
+    return "auto" if rep.mode == "auto" else (f"{rep.value * 100:g}%" if rep.mode == "fraction" else f"{rep.value / 2**30:g}GiB")
+
+
+def _print(rs: ResultSet, as_json: bool) -> None:
+    if as_json:
+        print(rs.to_json())
+        return
+    print(f"{'strategy':<38} {'s':>4} {'Mlookups/s':>11} {'spread':>7} {'pred.local':>10} {'meas.local':>10} {'1st it s':>8}")
+    for r in rs.results:
+        p = r.params
+        pl = p.get("predicted_local_fraction")
+        ml = p.get("measured_local_fraction")
+        print(f"{p['strategy']:<38} {p['zipf_s']:>4} {r.stats.median / 1e6:>11.1f} {100 * r.stats.spread:>6.1f}% "
+              f"{'' if pl is None else f'{100 * pl:.1f}%':>10} {'' if ml is None else f'{100 * ml:.1f}%':>10} "
+              f"{p['first_iteration_s']:>8.3f}")
+    for m in rs.messages:
+        print(f"note: {m}")
