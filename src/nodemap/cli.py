@@ -37,7 +37,9 @@ every command takes --json for machine-readable output.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with `only`, other commands get a help-only stub so
+    that their modules (and what they import) are not loaded."""
     p = argparse.ArgumentParser(
         prog="nodemap",
         description="Map MPI+X applications onto multi-GPU nodes and prove the mapping by measurement.",
@@ -47,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"nodemap {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_)
+            continue
         try:
             mod = importlib.import_module(modname)
         except ModuleNotFoundError as e:
@@ -66,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    first = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_module", None):
         parser.print_help()

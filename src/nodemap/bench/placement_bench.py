@@ -20,8 +20,6 @@ import argparse
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import NodemapError
 from .harness import Progress, repeat
 from .results import ResultSet, make_result
@@ -251,6 +249,8 @@ class Bench:
         )
 
     def _hint(self, strat, ptr, analysis, costs):
+        import numpy as np
+
         from ..placement.apply import apply_plan
         from ..placement.planner import REPLICATED, Layout, PlacementPlan, plan_placement
 

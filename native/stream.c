@@ -1,0 +1,330 @@
+/* STREAM kernels (copy, scale, add, triad, plus a read-only sum) on an
+ * explicit list of CPUs: one pthread per CPU, pinned before it first touches
+ * its slice, kept alive across repetitions behind a barrier so that thread
+ * creation is never timed. Thread 0 takes one CLOCK_MONOTONIC pair per
+ * kernel repetition, between barriers. Every array is poisoned (NaN) first,
+ * so an element a kernel failed to write fails the final check. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nodemap_native.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#define NM_ALIGN (2UL << 20) /* 2 MiB: slices and huge pages start aligned */
+#define NM_EPS 1e-13
+#define NM_SUM_BLOCK 512 /* keeps the sum's rounding error far below NM_EPS */
+#define MPOL_BIND_ 2
+#define MPOL_INTERLEAVE_ 3
+
+/* sqrt(2)-1 makes copy;scale;add;triad map a to a*s*(2+s) = a: values stay
+ * bounded for any number of repetitions (STREAM's 3.0 grows 15x per rep). */
+static const double SCALAR = 0.41421356237309504880;
+
+enum { A, B, C };
+/* reads and the written array of each kernel, in NM_K_* order */
+static const int K_READS[NM_NKERNELS][2] = {{A, -1}, {C, -1}, {A, B}, {B, C}, {A, -1}};
+static const int K_WRITES[NM_NKERNELS] = {C, B, C, A, -1};
+
+typedef struct {
+    int nthreads, nt;
+    const int *cpus;
+    long n;
+    double *arr[3];
+    int init[3];
+    double init_val[3];
+    const int *kernels;
+    int nkernels, reps;
+    long skip; /* test hook: element the kernels leave unwritten, -1 none */
+    double *times;
+    double *partial; /* per-thread sum results */
+    pthread_barrier_t bar;
+    int pin_err;
+} shared_t;
+
+typedef struct {
+    shared_t *s;
+    int id;
+} targ_t;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Slices start on 8-element (64 B) boundaries: no line is shared between
+ * threads and aligned NT stores stay legal. */
+static void slice(long n, int nthreads, int id, long *lo, long *hi) {
+    long per = (n / nthreads + 7) & ~7L;
+    *lo = per * id < n ? per * id : n;
+    *hi = per * (id + 1) < n ? per * (id + 1) : n;
+}
+
+#if defined(__SSE2__)
+/* Non-temporal variants: stores bypass the cache, so no write-allocate read.
+ * Every array is 2 MiB aligned and slices start at even indexes, so one
+ * plain element (after a skipped one) realigns them to 16 B. */
+static long kernel_nt(int k, double *restrict a, double *restrict b, double *restrict c, long lo, long hi) {
+    const __m128d s = _mm_set1_pd(SCALAR);
+    long j = lo, end = lo + ((hi - lo) & ~1L);
+    switch (k) {
+    case NM_K_COPY:
+        for (; j < end; j += 2) _mm_stream_pd(c + j, _mm_load_pd(a + j));
+        break;
+    case NM_K_SCALE:
+        for (; j < end; j += 2) _mm_stream_pd(b + j, _mm_mul_pd(s, _mm_load_pd(c + j)));
+        break;
+    case NM_K_ADD:
+        for (; j < end; j += 2) _mm_stream_pd(c + j, _mm_add_pd(_mm_load_pd(a + j), _mm_load_pd(b + j)));
+        break;
+    case NM_K_TRIAD:
+        for (; j < end; j += 2)
+            _mm_stream_pd(a + j, _mm_add_pd(_mm_load_pd(b + j), _mm_mul_pd(s, _mm_load_pd(c + j))));
+        break;
+    }
+    _mm_sfence();
+    return end; /* the caller finishes [end, hi) with plain stores */
+}
+#else
+static long kernel_nt(int k, double *a, double *b, double *c, long lo, long hi) {
+    (void)k, (void)a, (void)b, (void)c, (void)hi;
+    return lo; /* no NT stores on this target: plain stores do it all */
+}
+#endif
+
+/* One kernel over [lo, hi). Plain loops with restrict pointers: -O3
+ * vectorizes them. */
+static double kernel(int k, double *restrict a, double *restrict b, double *restrict c, long lo, long hi, int nt) {
+    const double s = SCALAR;
+    if (nt && k != NM_K_SUM) {
+        if (lo & 1) {
+            kernel(k, a, b, c, lo, lo + 1, 0);
+            lo++;
+        }
+        lo = kernel_nt(k, a, b, c, lo, hi);
+    }
+    switch (k) {
+    case NM_K_COPY:
+#pragma GCC ivdep
+        for (long j = lo; j < hi; j++) c[j] = a[j];
+        return 0;
+    case NM_K_SCALE:
+#pragma GCC ivdep
+        for (long j = lo; j < hi; j++) b[j] = s * c[j];
+        return 0;
+    case NM_K_ADD:
+#pragma GCC ivdep
+        for (long j = lo; j < hi; j++) c[j] = a[j] + b[j];
+        return 0;
+    case NM_K_TRIAD:
+#pragma GCC ivdep
+        for (long j = lo; j < hi; j++) a[j] = b[j] + s * c[j];
+        return 0;
+    case NM_K_SUM: {
+        /* Blocks of 8 independent accumulators, blocks combined with Kahan
+         * compensation: fast, and exact enough to check against n*a. */
+        double total = 0, comp = 0;
+        for (long j0 = lo; j0 < hi; j0 += NM_SUM_BLOCK) {
+            long j1 = j0 + NM_SUM_BLOCK < hi ? j0 + NM_SUM_BLOCK : hi;
+            double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            long j = j0;
+            for (; j + 8 <= j1; j += 8)
+                for (int u = 0; u < 8; u++) p[u] += a[j + u];
+            for (; j < j1; j++) p[0] += a[j];
+            double blk = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+            double y = blk - comp, t = total + y;
+            comp = (t - total) - y;
+            total = t;
+        }
+        return total;
+    }
+    }
+    return 0;
+}
+
+/* Runs kernel k on this thread's slice, honouring the skip hook. */
+static double run_slice(shared_t *s, int k, long lo, long hi) {
+    double **x = s->arr;
+    if (s->skip >= lo && s->skip < hi && K_WRITES[k] >= 0) {
+        kernel(k, x[A], x[B], x[C], lo, s->skip, s->nt);
+        return kernel(k, x[A], x[B], x[C], s->skip + 1, hi, s->nt);
+    }
+    return kernel(k, x[A], x[B], x[C], lo, hi, s->nt);
+}
+
+static void *worker(void *p) {
+    targ_t *t = p;
+    shared_t *s = t->s;
+    long lo, hi;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(s->cpus[t->id], &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) __atomic_store_n(&s->pin_err, 1, __ATOMIC_RELAXED);
+    slice(s->n, s->nthreads, t->id, &lo, &hi);
+    /* first touch: poison, then give read-before-written arrays their value */
+    for (int x = 0; x < 3; x++) {
+        double v = s->init[x] ? s->init_val[x] : NAN;
+        for (long j = lo; j < hi; j++) s->arr[x][j] = v;
+    }
+    pthread_barrier_wait(&s->bar);
+    /* rep -1 is the untimed warm-up (pages faulted, caches and TLBs warm) */
+    for (int r = -1; r < s->reps; r++) {
+        for (int i = 0; i < s->nkernels; i++) {
+            int k = s->kernels[i];
+            pthread_barrier_wait(&s->bar);
+            double t0 = t->id == 0 ? now() : 0;
+            double v = run_slice(s, k, lo, hi);
+            pthread_barrier_wait(&s->bar);
+            if (t->id == 0 && r >= 0) s->times[(long)i * s->reps + r] = now() - t0;
+            if (k == NM_K_SUM) s->partial[t->id] = v;
+        }
+    }
+    return NULL;
+}
+
+static int bind_memory(void *p, size_t len, const int *nodes, int nnodes) {
+    unsigned long mask[16] = {0};
+    for (int i = 0; i < nnodes; i++) {
+        if (nodes[i] < 0 || nodes[i] >= 1024) return EINVAL;
+        mask[nodes[i] / 64] |= 1UL << (nodes[i] % 64);
+    }
+    int mode = nnodes == 1 ? MPOL_BIND_ : MPOL_INTERLEAVE_;
+    return syscall(SYS_mbind, p, len, mode, mask, 1024UL, 0U) == 0 ? 0 : errno;
+}
+
+/* Scalar replay of the kernel sequence: the value every element must hold. */
+static void gold(shared_t *s, double g[3], double *sum_expect) {
+    for (int x = 0; x < 3; x++) g[x] = s->init[x] ? s->init_val[x] : NAN;
+    *sum_expect = NAN;
+    for (int r = -1; r < s->reps; r++)
+        for (int i = 0; i < s->nkernels; i++) {
+            double t[3] = {0, 0, 0};
+            memcpy(t, g, sizeof t);
+            switch (s->kernels[i]) {
+            case NM_K_COPY: g[C] = t[A]; break;
+            case NM_K_SCALE: g[B] = SCALAR * t[C]; break;
+            case NM_K_ADD: g[C] = t[A] + t[B]; break;
+            case NM_K_TRIAD: g[A] = t[B] + SCALAR * t[C]; break;
+            case NM_K_SUM: *sum_expect = (double)s->n * t[A]; break;
+            }
+        }
+}
+
+static int rel_ok(double got, double want) {
+    double d = fabs(got - want), m = fabs(want);
+    return m > 0 ? d <= NM_EPS * m : d <= NM_EPS; /* NaN fails both */
+}
+
+/* Check every element of every array the sequence used; the count of bad
+ * elements per array goes to bad[3], the sum's relative error to *sum_err. */
+static void check(shared_t *s, long bad[3], double *sum_err) {
+    double g[3], sum_expect;
+    int used[3] = {0, 0, 0};
+    gold(s, g, &sum_expect);
+    for (int i = 0; i < s->nkernels; i++) {
+        int k = s->kernels[i];
+        for (int r = 0; r < 2; r++)
+            if (K_READS[k][r] >= 0) used[K_READS[k][r]] = 1;
+        if (K_WRITES[k] >= 0) used[K_WRITES[k]] = 1;
+    }
+    for (int x = 0; x < 3; x++) {
+        bad[x] = 0;
+        if (!used[x]) continue;
+        for (long j = 0; j < s->n; j++) bad[x] += !rel_ok(s->arr[x][j], g[x]);
+    }
+    *sum_err = 0;
+    if (!isnan(sum_expect)) {
+        double total = 0;
+        for (int t = 0; t < s->nthreads; t++) total += s->partial[t];
+        *sum_err = rel_ok(total, sum_expect) ? fabs(total - sum_expect) / fabs(sum_expect) : INFINITY;
+    }
+}
+
+/* Which arrays a sequence reads before writing: those get a start value,
+ * the others stay NaN so a missed write cannot hide. */
+static void plan_init(shared_t *s) {
+    int written[3] = {0, 0, 0};
+    static const double start[3] = {1.0, 2.0, 0.5};
+    for (int x = 0; x < 3; x++) {
+        s->init[x] = 0;
+        s->init_val[x] = start[x];
+    }
+    for (int i = 0; i < s->nkernels; i++) {
+        int k = s->kernels[i];
+        for (int r = 0; r < 2; r++) {
+            int x = K_READS[k][r];
+            if (x >= 0 && !written[x]) s->init[x] = 1;
+        }
+        if (K_WRITES[k] >= 0) written[K_WRITES[k]] = 1;
+    }
+}
+
+int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int nt_stores,
+                  const int *mem_nodes, int nmem, long skip, double *times, long *bad, double *sum_err) {
+    if (nthreads < 1 || n < 1 || reps < 1 || nkernels < 1) return EINVAL;
+    for (int i = 0; i < nkernels; i++)
+        if (kernels[i] < 0 || kernels[i] >= NM_NKERNELS) return EINVAL;
+    shared_t s;
+    memset(&s, 0, sizeof s);
+    s.nthreads = nthreads;
+    s.nt = nt_stores;
+    s.cpus = cpus;
+    s.n = n;
+    s.kernels = kernels;
+    s.nkernels = nkernels;
+    s.reps = reps;
+    s.skip = skip;
+    s.times = times;
+    plan_init(&s);
+    size_t len = ((size_t)n * sizeof(double) + NM_ALIGN - 1) & ~(NM_ALIGN - 1);
+    int err = 0;
+    for (int x = 0; x < 3 && !err; x++) {
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            err = errno;
+            break;
+        }
+        s.arr[x] = p;
+#ifdef MADV_HUGEPAGE
+        madvise(p, len, MADV_HUGEPAGE); /* best effort: THP may be off */
+#endif
+        if (nmem > 0) err = bind_memory(p, len, mem_nodes, nmem);
+    }
+    s.partial = calloc(nthreads, sizeof(double));
+    pthread_t *th = calloc(nthreads, sizeof(pthread_t));
+    targ_t *ta = calloc(nthreads, sizeof(targ_t));
+    if (!err && (!s.partial || !th || !ta)) err = ENOMEM;
+    int started = 0;
+    if (!err) {
+        pthread_barrier_init(&s.bar, NULL, nthreads);
+        for (; started < nthreads; started++) {
+            ta[started].s = &s;
+            ta[started].id = started;
+            if ((err = pthread_create(&th[started], NULL, worker, &ta[started])) != 0) break;
+        }
+        /* a thread that failed to start would leave the others stuck at the
+         * barrier: only report errors when every thread ran */
+        for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+        pthread_barrier_destroy(&s.bar);
+    }
+    if (!err && s.pin_err) err = -1;
+    if (!err) check(&s, bad, sum_err);
+    for (int x = 0; x < 3; x++)
+        if (s.arr[x]) munmap(s.arr[x], len);
+    free(s.partial);
+    free(th);
+    free(ta);
+    return err;
+}

@@ -1,0 +1,86 @@
+"""`nodemap topo`: show the node as a tree, a GPU/NIC path matrix, or JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Show this node (or a saved one): packages, NUMA nodes with memory, L3
+groups, cores and PUs as ranges, GPUs and NICs under the NUMA node they are
+local to. --matrix shows the path between every two GPUs/NICs the way
+`nvidia-smi topo -m` does (NV#, PIX, PXB, PHB, NODE, SYS) with CPU and
+NUMA affinity."""
+
+EPILOG = """\
+examples:
+  nodemap topo                              this machine as a tree
+  nodemap topo --matrix                     GPU/NIC path matrix and legend
+  nodemap topo --json > node.json           the full model as JSON
+  nodemap topo --export node.json           same, written atomically to a file
+  nodemap topo --input node.json --matrix   a saved node, shown elsewhere
+  nodemap topo --input lstopo.xml           an hwloc XML export (lstopo --of xml)
+  nodemap topo --input snapshot.tar.bz2     a sysfs snapshot (directory or tarball)
+  nodemap topo --source hwloc               this machine read through lstopo
+
+sources (--source, for this machine):
+  auto   sysfs on Linux + the allowed set + NVML where a driver exists (default)
+  sysfs  /sys only;  hwloc  lstopo-no-graphics;  nvml  sysfs + NVML
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--matrix", action="store_true", help="GPU/NIC path matrix (like nvidia-smi topo -m)")
+    p.add_argument("--json", action="store_true", help="print the topology as JSON (with --matrix: add the paths)")
+    p.add_argument("--input", metavar="PATH", help="read a saved node: hwloc XML, sysfs snapshot dir/tarball, or nodemap JSON")
+    p.add_argument("--source", default="auto", choices=("auto", "sysfs", "hwloc", "nvml"),
+                   help="how to read this machine (default: auto)")
+    p.add_argument("--export", metavar="FILE", help="also write the topology JSON to FILE (atomically)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..topology.discover import discover
+
+    topo = discover(args.input, args.source)
+    if args.export:
+        _export(topo.to_json(), args.export)
+    if args.json:
+        print(_json(topo, args.matrix))
+    elif args.matrix:
+        from ..topology.render import matrix
+
+        print(matrix(topo), end="")
+    else:
+        from ..topology.render import tree
+
+        print(tree(topo), end="")
+    return 0
+
+
+def _json(topo, with_matrix: bool) -> str:
+    import json
+
+    d = topo.to_dict()
+    if not with_matrix:
+        return json.dumps(d, indent=1)
+    from ..topology.paths import matrix_to_dict, path_matrix
+
+    return json.dumps({"topology": d, "paths": matrix_to_dict(path_matrix(topo))}, indent=1)
+
+
+def _export(text: str, dest: str) -> None:
+    import os
+    import tempfile
+
+    from ..errors import InputError
+
+    folder = os.path.dirname(os.path.abspath(dest))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".nodemap-", suffix=".json", dir=folder)
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, dest)
+    except OSError as e:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise InputError(dest, f"cannot write the export: {e.strerror or e} (pick a writable path)") from None

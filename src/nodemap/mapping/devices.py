@@ -1,0 +1,175 @@
+"""GPUs and NICs for tasks: where each device lives and which tasks get it.
+
+GPUs are matched to tasks by locality (the GPU's local CPUs and its PCIe
+path), never by the order a source listed them. NICs are chosen by their
+path to the task's GPUs (same switch, then same NUMA node, then same
+package), balancing tasks over equally near NICs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import NodemapError
+from ..topology import paths
+from ..topology.cpuset import CpuSet
+from ..topology.model import GPU, NIC, Topology
+from .spread import blocks
+
+# NIC tiers, nearest first: the order of the policy, not nvidia-smi's legend.
+TIERS = {"X": 0, "NV": 0, "PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3}
+SAME_PACKAGE, FAR = 4, 5
+_FABRIC_KINDS = ("InfiniBand", "Slingshot", "OmniPath")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    gpu: GPU
+    home: int  # NUMA os_index the GPU is local to, -1 unknown
+    cpus: CpuSet  # its local CPUs (may be empty)
+    sort_key: tuple  # locality order: local CPUs, then PCIe path, then bus order
+
+
+def gpu_infos(topo: Topology) -> list[GpuInfo]:
+    """Visible GPUs with their home NUMA node, in locality order."""
+    out = []
+    for g in topo.gpus:
+        if not g.visible:
+            continue
+        home = paths.device_numa(topo, g.key)
+        cpus = paths.cpu_affinity(topo, g.key)
+        pci = topo.pci(g.pci_bus_id) if g.pci_bus_id else None
+        key = (cpus.first(), pci.pci_path if pci else (), g.pci_bus_id, g.index)
+        out.append(GpuInfo(g, home, cpus, key))
+    return sorted(out, key=lambda i: i.sort_key)
+
+
+def _score(cpus: CpuSet, infos: list[GpuInfo]) -> int:
+    return sum(len(cpus & i.cpus) for i in infos)
+
+
+def _match(groups: list[CpuSet], chunks: list[list[GpuInfo]]) -> list[int]:
+    """Chunk index for each group: most shared local CPUs first, ties in order."""
+    free = list(range(len(chunks)))
+    out = []
+    for cpus in groups:
+        best = max(free, key=lambda c: (_score(cpus, chunks[c]), -c))
+        out.append(best)
+        free.remove(best)
+    return out
+
+
+def deal(task_cpus: list[CpuSet], gpus: list[GpuInfo], per_task: int) -> list[tuple[int, ...]]:
+    """GPU indexes for each task of one domain (tasks in hierarchy order).
+
+    per_task < 0 (auto): with at least as many tasks as GPUs, consecutive
+    tasks share a GPU evenly; otherwise the GPUs are cut into one chunk per
+    task (neighbours on a PCIe switch stay together). per_task = G: chunks
+    of G GPUs, shared evenly by consecutive tasks when there are fewer
+    chunks than tasks.
+    """
+    k, g = len(task_cpus), len(gpus)
+    if not g or not k or per_task == 0:
+        return [()] * k
+    if per_task < 0:
+        size = 1 if k >= g else 0
+        chunks = [gpus[a:b] for a, b in blocks(g, k)] if k < g else [[x] for x in gpus]
+    else:
+        size = per_task
+        chunks = [gpus[i * size:(i + 1) * size] for i in range(g // size)]
+    if not chunks:
+        return [()] * k
+    if len(chunks) >= k:
+        picks = _match(task_cpus, chunks)
+        return [_indexes(chunks[c]) for c in picks]
+    groups = blocks(k, len(chunks))
+    union = [CpuSet.union_all(task_cpus[a:b]) for a, b in groups]
+    picks = _match(union, chunks)
+    out: list[tuple[int, ...]] = [()] * k
+    for (a, b), c in zip(groups, picks):
+        for t in range(a, b):
+            out[t] = _indexes(chunks[c])
+    return out
+
+
+def _indexes(chunk: list[GpuInfo]) -> tuple[int, ...]:
+    return tuple(sorted(i.gpu.index for i in chunk))
+
+
+# --- NICs -----------------------------------------------------------------------
+
+
+def fabric_nics(topo: Topology) -> list[NIC]:
+    """NICs a rank should use: RDMA-capable fabric ports that are not down;
+    all NICs when none is recognizably a fabric NIC."""
+    def up(n: NIC) -> bool:
+        return not n.ports or any(p.state.upper() in ("ACTIVE", "UP", "") for p in n.ports)
+
+    fabric = [n for n in topo.nics if n.kind in _FABRIC_KINDS or (n.netdevs and n.name not in n.netdevs)]
+    # Name order (mlx5_2 before mlx5_10), whatever order a source listed them in.
+    return sorted((n for n in (fabric or topo.nics) if up(n)), key=lambda n: _natural(n.name))
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+class NicChooser:
+    """Tier of every NIC from every GPU and NUMA node, computed once."""
+
+    def __init__(self, topo: Topology, nics: list[NIC], package_of: dict[int, int]):
+        self.topo = topo
+        self.nics = nics
+        self.package_of = package_of
+        self.home = [paths.device_numa(topo, n.key) for n in nics]
+        self.load = [0] * len(nics)
+        self._gpu_tier: dict[int, list[int]] = {}
+
+    def _numa_tier(self, node: int, i: int) -> int:
+        h = self.home[i]
+        if h < 0 or node < 0:
+            return FAR
+        if h == node:
+            return TIERS["NODE"]
+        same = self.package_of.get(h, -1) == self.package_of.get(node, -2)
+        return SAME_PACKAGE if same else FAR
+
+    def gpu_tiers(self, gpu: GpuInfo) -> list[int]:
+        idx = gpu.gpu.index
+        if idx not in self._gpu_tier:
+            row = []
+            for i, n in enumerate(self.nics):
+                kind = paths.path(self.topo, gpu.gpu.key, n.key).kind
+                row.append(TIERS.get(kind, self._numa_tier(gpu.home, i)))
+            self._gpu_tier[idx] = row
+        return self._gpu_tier[idx]
+
+    def tiers(self, gpus: list[GpuInfo], mems: CpuSet) -> list[int]:
+        """Each NIC's tier for a task: from its nearest GPU, else its memory."""
+        if gpus:
+            rows = [self.gpu_tiers(g) for g in gpus]
+            return [min(col) for col in zip(*rows)]
+        nodes = list(mems) or [-1]
+        return [min(self._numa_tier(m, i) for m in nodes) for i in range(len(self.nics))]
+
+    def choose(self, gpus: list[GpuInfo], mems: CpuSet, rails: int) -> tuple[str, ...]:
+        if rails == 0 or not self.nics:
+            return ()
+        tier = self.tiers(gpus, mems)
+        order = sorted(range(len(self.nics)), key=lambda i: (tier[i], self.load[i], i))
+        if rails < 0:
+            best = tier[order[0]]
+            pick = [i for i in order if tier[i] == best]
+        else:
+            pick = order[:rails]
+        for i in pick:
+            self.load[i] += 1
+        return tuple(self.nics[i].name for i in sorted(pick, key=lambda i: (tier[i], i)))
+
+
+def check_rails(rails: int, nics: list[NIC]) -> None:
+    if rails > 1 and rails > len(nics):
+        names = ", ".join(n.name for n in nics) or "none"
+        raise NodemapError(f"--nic-rails {rails} asks for more NICs than this node has ({len(nics)}: {names}); "
+                           f"use --nic-rails {max(len(nics), 1)} or --nic-rails all")

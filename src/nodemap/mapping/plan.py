@@ -1,0 +1,322 @@
+"""plan(topology, request) -> Plan: where every task's PUs, memory, GPUs and
+NICs go. Pure: no I/O, deterministic, milliseconds.
+
+The policy, step by step (docs/mapping.md tells it with examples):
+1. Usable PUs: online and allowed, within --cpus and the CPUs of --mems.
+2. Domains: the NUMA nodes holding usable PUs, in hierarchy order.
+3. Tasks over domains in proportion to the GPUs homed there (or to usable
+   PUs without GPUs); fewer tasks than such domains: each task takes a
+   contiguous run of domains (greedy) or one domain.
+4. Within a domain, tasks take contiguous blocks at the first level (L3,
+   L2, group, core, PU) with at least as many objects as tasks; one PU per
+   core unless threads or --smt need more.
+5. GPUs of the domain are dealt to its tasks by locality; memory is bound
+   to the task's NUMA node(s); NICs are the nearest to the task's GPUs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..errors import NodemapError
+from ..topology.cpuset import CpuSet
+from ..topology.model import Topology
+from . import devices, hierarchy
+from .devices import GpuInfo
+from .hierarchy import Domain
+from .request import Plan, Request, TaskBinding
+from .spread import apportion, blocks, split_balanced
+
+__all__ = ["plan"]
+
+
+@dataclass
+class _Group:
+    domains: list[Domain]
+    ntasks: int
+
+
+@dataclass
+class _Task:
+    cpus: list[int]  # PUs in hierarchy order
+    cores: list[list[int]]  # the PUs used of each core, for places
+    level: str
+    group: int
+
+
+def plan(topo: Topology, req: Request) -> Plan:
+    _check_request(req)
+    notes: list[str] = []
+    usable = _usable(topo, req, notes)
+    doms = hierarchy.domains(topo, usable)
+    npus = len(usable)
+    if req.tasks > npus and not req.oversubscribe:
+        raise NodemapError(
+            f"{req.tasks} tasks need {req.tasks} PUs but only {npus} are usable ({usable.format()}); "
+            "pass --oversubscribe to let tasks share PUs, or run fewer tasks")
+    gpus = devices.gpu_infos(topo) if req.gpus_per_task != 0 else []
+    if req.gpus_per_task > len(gpus):
+        raise NodemapError(
+            f"--gpus-per-task {req.gpus_per_task} but this node has {len(gpus)} visible GPU(s); "
+            f"use --gpus-per-task {len(gpus)} or fewer" + (" (or --no-gpus)" if not gpus else ""))
+    homes = _gpu_homes(doms, gpus, notes)
+    groups = _groups(doms, homes, req, notes)
+    tasks = [t for gi, g in enumerate(groups) for t in _split(g, gi, req, doms)]
+    if req.oversubscribe and req.tasks > npus:
+        notes.append(f"{req.tasks} tasks share {npus} PUs (oversubscribed)")
+    task_gpus = _deal_gpus(topo, doms, groups, tasks, homes, gpus, req, notes)
+    bindings = _bind(topo, groups, tasks, task_gpus, gpus, req, notes)
+    if req.gpu_order == "index":
+        bindings = _by_gpu_index(bindings)
+    level = ",".join(dict.fromkeys(t.level for t in tasks))
+    return Plan(request=req, tasks=tuple(bindings), level=level, notes=tuple(notes))
+
+
+# --- 1. what may be used ---------------------------------------------------------
+
+
+def _check_request(req: Request) -> None:
+    bad = [
+        (req.tasks < 1, f"--tasks must be at least 1 (got {req.tasks})"),
+        (req.threads < 0, f"--threads must be 0 (auto) or more (got {req.threads})"),
+        (req.smt < 0, f"--smt must be 0 (auto) or more (got {req.smt})"),
+        (req.gpus_per_task < -1, f"--gpus-per-task must be -1 (auto), 0 or more (got {req.gpus_per_task})"),
+        (req.nic_rails < -1, f"--nic-rails must be a count or 'all' (got {req.nic_rails})"),
+        (req.spread_by not in ("auto", "gpus", "pus"), f"spread_by must be auto, gpus or pus (got {req.spread_by!r})"),
+        (req.gpu_order not in ("locality", "index"), f"--gpu-order must be locality or index (got {req.gpu_order!r})"),
+    ]
+    for wrong, msg in bad:
+        if wrong:
+            raise NodemapError(msg)
+
+
+def _usable(topo: Topology, req: Request, notes: list[str]) -> CpuSet:
+    allowed = topo.allowed_cpus
+    if not allowed:
+        raise NodemapError("the topology has no online, allowed PU; check the input (or the cgroup cpuset)")
+    usable = allowed
+    if req.restrict_cpus is not None:
+        outside = req.restrict_cpus - topo.cpuset
+        if outside:
+            raise NodemapError(f"--cpus {req.restrict_cpus}: PUs {outside} are not online on this node; "
+                               f"pick CPUs from {topo.cpuset}")
+        usable = usable & req.restrict_cpus
+        if not usable:
+            raise NodemapError(f"--cpus {req.restrict_cpus}: none of these PUs is allowed to this process "
+                               f"(allowed: {allowed}, e.g. the job's cgroup); pick CPUs from {allowed}")
+        if not req.restrict_cpus.issubset(allowed):
+            notes.append(f"--cpus {req.restrict_cpus} cut to the allowed PUs {usable}")
+    if req.restrict_mems is not None:
+        known = topo.nodeset
+        outside = req.restrict_mems - known
+        if outside:
+            raise NodemapError(f"--mems {req.restrict_mems}: NUMA node(s) {outside} do not exist; "
+                               f"pick from {known or 'none (no NUMA information)'}")
+        cpus = CpuSet.union_all(topo.numa(i).cpuset for i in req.restrict_mems)
+        if usable.isdisjoint(cpus):
+            raise NodemapError(f"--mems {req.restrict_mems}: these NUMA nodes hold no usable PU "
+                               f"(usable: {usable}); pick nodes with CPUs, e.g. {topo.numa_of(usable)}")
+        usable = usable & cpus
+    return usable
+
+
+# --- 2-3. tasks over domains -------------------------------------------------------
+
+
+def _gpu_homes(doms: list[Domain], gpus: list[GpuInfo], notes: list[str]) -> list[int]:
+    """Domain index of every GPU; -1 when its NUMA node has no usable PU."""
+    where = {d.numa: i for i, d in enumerate(doms)}
+    homes, unknown, away = [], [], []
+    for g in gpus:
+        if g.home >= 0:
+            homes.append(where.get(g.home, -1))
+            if homes[-1] < 0:
+                away.append(g.gpu.index)
+        else:
+            unknown.append(g)
+            homes.append(-1)
+    if unknown:
+        # No locality known: deal them over domains so no domain hoards them.
+        for k, g in enumerate(unknown):
+            homes[gpus.index(g)] = k * len(doms) // len(unknown)
+        if len(doms) > 1:
+            notes.append(f"GPU {','.join(str(g.gpu.index) for g in unknown)}: NUMA locality unknown, "
+                         "spread over domains")
+    if away:
+        notes.append(f"GPU {','.join(map(str, away))}: no usable PU in its NUMA node; used only with --gpus-per-task")
+    return homes
+
+
+def _groups(doms: list[Domain], homes: list[int], req: Request, notes: list[str]) -> list[_Group]:
+    ngpu = [0] * len(doms)
+    for h in homes:
+        if h >= 0:
+            ngpu[h] += 1
+    caps = [d.npus for d in doms]
+    if req.tasks > sum(caps):  # oversubscribed (plan() refused it otherwise): no caps
+        caps = None
+    by_gpus = req.spread_by != "pus" and any(ngpu)
+    if req.spread_by == "gpus" and not any(ngpu):
+        notes.append("no usable GPU: tasks spread by PUs")
+    if by_gpus and caps and req.tasks > sum(c for c, n in zip(caps, ngpu) if n):
+        notes.append(f"{req.tasks} tasks do not fit the PUs of the GPUs' NUMA nodes: spread over all PUs")
+        by_gpus = False
+    weights = ngpu if by_gpus else [d.npus for d in doms]
+    live = [i for i, w in enumerate(weights) if w]
+    if req.tasks >= len(live):
+        counts = apportion(req.tasks, weights, caps)
+        return [_Group([doms[i]], n) for i, n in enumerate(counts) if n]
+    if not req.greedy:
+        return [_Group([doms[live[i * len(live) // req.tasks]]], 1) for i in range(req.tasks)]
+    cuts = split_balanced([weights[i] for i in live], req.tasks)
+    spans = [(live[a], live[b - 1]) for a, b in cuts]
+    return [_Group(doms[lo:hi + 1], 1) for lo, hi in _widen(spans, doms)]
+
+
+def _widen(spans: list[tuple[int, int]], doms: list[Domain]) -> list[tuple[int, int]]:
+    """Give the domains between spans (no GPU there) to a neighbour: cut at a
+    package boundary when there is one, else join the next span. A span of
+    one GPU domain stays as it is, so its task's CPUs stay beside its GPUs."""
+    out = []
+    for k, (lo, hi) in enumerate(spans):
+        if k == 0:
+            lo = 0
+        if k + 1 < len(spans):
+            nxt = spans[k + 1][0]
+            cut = next((j for j in range(hi + 1, nxt + 1) if doms[j].package != doms[j - 1].package), hi + 1)
+            hi = cut - 1
+        else:
+            hi = len(doms) - 1
+        if out:
+            lo = out[-1][1] + 1
+        out.append((lo, hi))
+    return [span if span[0] == span[1] else wide for span, wide in zip(spans, out)]
+
+
+# --- 4. CPUs within a domain -----------------------------------------------------
+
+
+def _split(g: _Group, gi: int, req: Request, doms: list[Domain]) -> list[_Task]:
+    cores = [c for d in g.domains for c in d.cores]
+    k = g.ntasks
+    if k == 1:
+        return [_task(cores, _span_name(g.domains, doms), gi, req)]
+    d = g.domains[0]
+    for lv in d.levels:
+        if len(lv.starts) >= k:
+            ends = lv.starts[1:] + [len(cores)]
+            return [_task(cores[lv.starts[a]:ends[b - 1]], lv.name, gi, req) for a, b in blocks(len(lv.starts), k)]
+    if len(cores) >= k:
+        return [_task(cores[a:b], "Core", gi, req) for a, b in blocks(len(cores), k)]
+    leaves = [p for c in cores for p in c]
+    return [_Task(leaves[a:b], [leaves[a:b]], "PU", gi) for a, b in blocks(len(leaves), k)]
+
+
+def _span_name(span: list[Domain], doms: list[Domain]) -> str:
+    if len(span) == 1 or len(span) == len(doms) == 1:
+        return "NUMA"
+    if len(span) == len(doms):
+        return "Machine"
+    pkgs = {d.package for d in span}
+    whole = len(pkgs) == 1 and sum(d.package in pkgs for d in doms) == len(span)
+    return "Package" if whole else "NUMA"
+
+
+def _task(cores: list[list[int]], level: str, gi: int, req: Request) -> _Task:
+    most = max(len(c) for c in cores)
+    if req.smt:
+        smt = req.smt
+    elif req.threads:
+        smt = -(-req.threads // len(cores))
+    else:
+        smt = 1
+    used = [c[:smt] for c in cores] if smt < most else cores
+    return _Task([p for c in used for p in c], used, level, gi)
+
+
+def _places(t: _Task, threads: int) -> tuple[CpuSet, ...]:
+    """One place per thread: blocks of cores, or of PUs when threads
+    outnumber cores; one per PU when threads outnumber PUs."""
+    if threads <= len(t.cores):
+        units = [CpuSet(c) for c in t.cores]
+    else:
+        units = [CpuSet((p,)) for p in t.cpus]
+    if threads >= len(units):
+        return tuple(units)
+    return tuple(CpuSet.union_all(units[a:b]) for a, b in blocks(len(units), threads))
+
+
+# --- 5. devices, memory, bindings ------------------------------------------------------
+
+
+def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: list[_Task],
+               homes: list[int], gpus: list[GpuInfo], req: Request, notes: list[str]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = []
+    bare = []
+    per = req.gpus_per_task
+    load = {x.gpu.index: 0 for x in gpus}  # tasks per GPU so far: borrowing spreads over them
+    for gi, g in enumerate(groups):
+        mine = [t for t in tasks if t.group == gi]
+        ids = {id(d) for d in g.domains}
+        pool = [x for x, h in zip(gpus, homes) if h >= 0 and id(doms[h]) in ids]
+        if per > 0:
+            pool.sort(key=lambda x: (load[x.gpu.index], x.sort_key))
+        if per > len(pool):  # not enough at home: borrow the nearest, least used
+            others = [x for x in gpus if x not in pool]
+            pool += _nearest(topo, g.domains[0].numa, others, per - len(pool), load)
+        dealt = devices.deal([CpuSet(t.cpus) for t in mine], pool, per)
+        for d in dealt:
+            for i in d:
+                load[i] += 1
+        bare += [len(out) + i for i, d in enumerate(dealt) if not d]
+        out += dealt
+    if bare and gpus and per != 0:
+        notes.append(f"task(s) {_ranges(bare)} have no GPU in their NUMA domain; "
+                     "--gpus-per-task 1 gives them the nearest one")
+    return out
+
+
+def _nearest(topo: Topology, numa: int, others: list[GpuInfo], n: int, load: dict[int, int]) -> list[GpuInfo]:
+    def dist(x: GpuInfo) -> int:
+        d = topo.distance(numa, x.home) if numa >= 0 and x.home >= 0 else None
+        return d if d is not None else 1 << 20
+
+    return sorted(others, key=lambda x: (dist(x), load[x.gpu.index], x.sort_key))[:n]
+
+
+def _bind(topo: Topology, groups: list[_Group], tasks: list[_Task], task_gpus: list[tuple[int, ...]],
+          gpus: list[GpuInfo], req: Request, notes: list[str]) -> list[TaskBinding]:
+    nics = devices.fabric_nics(topo) if req.nic_rails else []
+    devices.check_rails(req.nic_rails, nics)
+    chooser = devices.NicChooser(topo, nics, _package_of(topo))
+    info = {x.gpu.index: x for x in gpus}
+    allowed_mems = topo.allowed_mems
+    out = []
+    for i, (t, gids) in enumerate(zip(tasks, task_gpus)):
+        cpus = CpuSet(t.cpus)
+        mems = CpuSet(d.numa for d in groups[t.group].domains if d.numa >= 0 and not d.cpus.isdisjoint(cpus))
+        if allowed_mems and not mems.issubset(allowed_mems):
+            mems = (mems & allowed_mems) or allowed_mems
+        threads = req.threads or len(t.cpus)
+        out.append(TaskBinding(
+            task=i, cpus=cpus, mems=mems, gpus=gids,
+            nics=chooser.choose([info[g] for g in gids], mems, req.nic_rails),
+            threads=threads, places=_places(t, threads)))
+    return out
+
+
+def _package_of(topo: Topology) -> dict[int, int]:
+    return {n.os_index: next((p.os_index for p in topo.packages if not p.cpuset.isdisjoint(n.cpuset)), -1)
+            for n in topo.numa_nodes}
+
+
+def _by_gpu_index(bindings: list[TaskBinding]) -> list[TaskBinding]:
+    """Renumber tasks so task k holds GPU k (codes that pick the GPU by local
+    rank); every task keeps its local CPUs, memory and NICs."""
+    order = sorted(range(len(bindings)), key=lambda i: (bindings[i].gpus[:1] or (1 << 30,), i))
+    return [dataclasses.replace(bindings[j], task=k) for k, j in enumerate(order)]
+
+
+def _ranges(items: list[int]) -> str:
+    return CpuSet(items).format()

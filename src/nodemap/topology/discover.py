@@ -1,0 +1,169 @@
+"""One entry point to a Topology: a file given by the user, or this machine.
+
+`discover(input, source)` picks the reader. Inputs are recognized by
+content, not name: a directory holding sys/ is a sysfs snapshot, bz2/gzip/xz
+or tar bytes are a snapshot tarball, '<' starts hwloc XML and '{' a nodemap
+JSON export. For this machine, "auto" reads sysfs on Linux (no external
+program needed), adds the allowed set and NVML, and says so in
+Topology.source; elsewhere it reads through hwloc's lstopo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from ..errors import InputError, NodemapError
+from .model import Topology
+
+__all__ = ["discover", "SOURCES", "sniff"]
+
+SOURCES = ("auto", "sysfs", "hwloc", "nvml")
+
+_HINT = "give an hwloc XML file, a sysfs snapshot directory or tarball, or a nodemap JSON export"
+
+
+def discover(input: str | os.PathLike | None = None, source: str = "auto") -> Topology:
+    if source not in SOURCES:
+        raise InputError("--source", f"unknown source {source!r} (choose one of {', '.join(SOURCES)})")
+    if input is not None:
+        return _from_input(os.fspath(input), source)
+    return _live(source)
+
+
+# --- files -----------------------------------------------------------------
+
+
+def sniff(path: str) -> str:
+    """What a path holds: "sysfs-dir", "tarball", "xml" or "json"."""
+    if not os.path.exists(path):
+        raise InputError(path, f"no such file or directory ({_HINT})")
+    if os.path.isdir(path):
+        return "sysfs-dir"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if not head:
+        raise InputError(path, f"empty file ({_HINT})")
+    if head[:3] == b"BZh" or head[:2] == b"\x1f\x8b" or head[:6] == b"\xfd7zXZ\x00" or head[257:262] == b"ustar":
+        return "tarball"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] == b"<":
+        return "xml"
+    if text[:1] in (b"{", b"["):
+        return "json"
+    raise InputError(path, f"unrecognized format ({_HINT})")
+
+
+def _from_input(path: str, source: str) -> Topology:
+    kind = sniff(path)
+    expected = {"sysfs-dir": "sysfs", "tarball": "sysfs", "xml": "hwloc", "json": "auto"}[kind]
+    if source not in ("auto", expected):
+        raise InputError(path, f"is {kind.replace('-dir', ' snapshot')} input; --source {source} reads this "
+                                    "machine (drop --source, or drop --input)")
+    where = path
+    try:
+        if kind == "sysfs-dir":
+            return _sysfs_dir(path)
+        if kind == "tarball":
+            from . import snapshot
+
+            return snapshot.read_tarball(path)
+        if kind == "xml":
+            from . import hwloc_xml
+
+            return hwloc_xml.read(path)
+        return _json(path)
+    except NodemapError:
+        raise
+    except RecursionError:
+        raise InputError(where, "nesting too deep to read") from None
+    except Exception as e:  # hostile or damaged input must not end in a traceback
+        raise InputError(where, f"cannot read ({type(e).__name__}: {e})") from None
+
+
+def _sysfs_dir(path: str) -> Topology:
+    root = path
+    if not os.path.isdir(os.path.join(root, "sys")):
+        # An unpacked hwloc snapshot: NAME/ holding sys/ and proc/.
+        subs = [e.path for e in os.scandir(path) if os.path.isdir(os.path.join(e.path, "sys"))]
+        if len(subs) != 1:
+            raise InputError(path, f"not a sysfs snapshot: no sys/ directory in it ({_HINT})")
+        root = subs[0]
+    from . import sysfs
+
+    return sysfs.read(root=root)
+
+
+def _json(path: str) -> Topology:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InputError(path, f"not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "JSON is not a nodemap topology export (top level is not an object)")
+    try:
+        topo = Topology.from_dict(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise InputError(path, f"not a nodemap topology export: {e}") from None
+    return topo
+
+
+# --- this machine --------------------------------------------------------
+
+
+def _live(source: str) -> Topology:
+    if source == "hwloc":
+        return _visible(_hwloc())
+    if source == "auto" and not _has_sysfs():
+        topo = _hwloc()
+        return _visible(_with(topo, note=f"source auto: no Linux sysfs on {sys.platform}, read through hwloc"))
+    topo = _allowed(_read_sysfs())
+    if source == "sysfs":
+        return _visible(topo)
+    from . import nvml
+
+    return nvml.enrich(topo)
+
+
+def _has_sysfs() -> bool:
+    return os.path.isdir("/sys/devices/system/cpu")
+
+
+def _read_sysfs() -> Topology:
+    from . import sysfs
+
+    return sysfs.read(root="/")
+
+
+def _hwloc() -> Topology:
+    from . import live
+
+    if not live.available():
+        raise NodemapError("lstopo-no-graphics is not on PATH: install hwloc (apt-get install hwloc) "
+                           "or use --source sysfs")
+    return live.read()
+
+
+def _allowed(topo: Topology) -> Topology:
+    """What this process may use (affinity, cgroup cpuset) applied to `topo`."""
+    from . import allowed
+
+    apply = getattr(allowed, "apply", None)
+    return apply(topo) if apply is not None else topo
+
+
+def _visible(topo: Topology) -> Topology:
+    from .nvml import apply_visible
+
+    return apply_visible(topo)
+
+
+def _with(topo: Topology, note: str) -> Topology:
+    return dataclasses.replace(topo, notes=topo.notes + (note,))

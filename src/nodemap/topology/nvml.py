@@ -1,0 +1,328 @@
+"""NVML enrichment: GPU model, memory, UUID, PCIe link, affinity, NVLinks.
+
+`enrich(topo)` reads NVIDIA's management library through nvidia-ml-py
+(`pynvml`, imported only here and only when called) and returns a new
+Topology. Without the package, the driver or any GPU it returns the
+topology unchanged plus a note saying why: a node without NVIDIA GPUs is a
+normal input.
+
+GPUs are matched to the topology's by PCI bus id; NVML's own index is PCI
+bus order too but counts only the GPUs this container sees. NVML ignores
+CUDA_VISIBLE_DEVICES, so `apply_visible` marks hidden GPUs by UUID.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .cpuset import CpuSet
+from .model import GPU, HIDDEN_BUS_ID, Link, Topology, norm_bus_id
+
+__all__ = ["enrich", "apply_visible", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
+
+# GB/s per link per direction by NVLink generation. 1-3 are NVIDIA's
+# nominal figures; 4 is the 26.5625 GB/s that `nvidia-smi nvlink -s` prints
+# for Hopper (18 links = 478 GB/s); 5 is Blackwell's nominal 50 GB/s.
+NVLINK_GBS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 50.0}
+
+# nvmlDeviceGetArchitecture -> NVLink generation. The architecture decides
+# because nvmlDeviceGetNvLinkVersion's value changed meaning between driver
+# releases (a generation number, later the NVML_NVLINK_VERSION_x_y enum).
+_ARCH_GEN = {4: 1, 5: 2, 7: 3, 9: 4, 10: 5}  # Pascal, Volta, Ampere, Hopper, Blackwell
+# NVML_NVLINK_VERSION_* enum -> generation (1_0, 2_0, 2_2, 3_0, 3_1, 4_0, 5_0).
+_ENUM_GEN = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
+
+_REMOTE_GPU, _REMOTE_NPU, _REMOTE_SWITCH = 0, 1, 2  # nvmlIntNvLinkDeviceType_t
+
+
+@dataclass
+class _NvGpu:
+    index: int
+    handle: Any
+    bus_id: str
+    name: str = ""
+    memory: int = 0
+    uuid: str = ""
+    gen: int = 0
+    width: int = 0
+    cpuset: CpuSet = field(default_factory=CpuSet)
+    numa: int = -1
+    arch: int = -1
+    links: list[tuple[str, int, int]] = field(default_factory=list)  # (remote bus id, type, version)
+
+
+def enrich(topo: Topology, env: Mapping[str, str] | None = None) -> Topology:
+    """Topology with NVML's view of the NVIDIA GPUs merged in."""
+    try:
+        import pynvml as nvml
+    except ImportError:
+        return apply_visible(_note(topo, "NVML not used: nvidia-ml-py is not installed (pip install nvidia-ml-py)"), env)
+    try:
+        nvml.nvmlInit()
+    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded...
+        return apply_visible(_note(topo, f"NVML not used: {_text(e) or type(e).__name__}"), env)
+    try:
+        gpus = _read_gpus(nvml, _cpu_words(topo))
+        p2p = _p2p_notes(nvml, gpus)
+        merged = _merge(topo, gpus, p2p)
+        return apply_visible(merged, env, resolve=lambda u: _mig_parent(nvml, u))
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+# --- reading NVML -----------------------------------------------------------
+
+
+def _read_gpus(nvml: Any, cpu_words: int) -> list[_NvGpu]:
+    out = []
+    for i in range(nvml.nvmlDeviceGetCount()):
+        h = nvml.nvmlDeviceGetHandleByIndex(i)
+        g = _NvGpu(i, h, norm_bus_id(_text(nvml.nvmlDeviceGetPciInfo(h).busId)))
+        g.name = _text(_try(nvml.nvmlDeviceGetName, h, default=""))
+        g.uuid = _text(_try(nvml.nvmlDeviceGetUUID, h, default=""))
+        mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
+        g.memory = int(mem.total) if mem is not None else 0
+        g.gen = int(_try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h, default=0))
+        g.width = int(_try(nvml.nvmlDeviceGetCurrPcieLinkWidth, h, default=0))
+        g.cpuset = _words(_try(nvml.nvmlDeviceGetCpuAffinity, h, cpu_words, default=()))
+        g.numa = _numa(nvml, h)
+        g.arch = int(_try(getattr(nvml, "nvmlDeviceGetArchitecture", None), h, default=-1))
+        g.links = _links(nvml, h)
+        out.append(g)
+    return out
+
+
+def _numa(nvml: Any, h: Any) -> int:
+    # Memory affinity = the NUMA node(s) near the GPU (what nvidia-smi prints
+    # as NUMA Affinity); a single node is the GPU's local node.
+    scope = getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0)
+    nodes = _words(_try(getattr(nvml, "nvmlDeviceGetMemoryAffinity", None), h, 64, scope, default=()))
+    return nodes.first() if len(nodes) == 1 else -1
+
+
+def _links(nvml: Any, h: Any) -> list[tuple[str, int, int]]:
+    links = []
+    enabled = getattr(nvml, "NVML_FEATURE_ENABLED", 1)
+    remote_type = getattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", None)
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        if _try(nvml.nvmlDeviceGetNvLinkState, h, link, default=None) != enabled:
+            continue  # absent (NOT_SUPPORTED / INVALID_ARGUMENT) or down
+        pci = _try(nvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+        remote = norm_bus_id(_text(pci.busId)) if pci is not None else ""
+        kind = int(_try(remote_type, h, link, default=-1))
+        version = int(_try(nvml.nvmlDeviceGetNvLinkVersion, h, link, default=0))
+        links.append((remote, kind, version))
+    return links
+
+
+def _p2p_notes(nvml: Any, gpus: list[_NvGpu]) -> list[str]:
+    """One note per GPU pair whose peer reads NVML reports as not OK."""
+    index = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
+    if isinstance(index, tuple):  # some pynvml releases define it as `0,`
+        index = index[0]
+    ok = getattr(nvml, "NVML_P2P_STATUS_OK", 0)
+    notes = []
+    for a in gpus:
+        for b in gpus:
+            if a.index < b.index:
+                status = _try(nvml.nvmlDeviceGetP2PStatus, a.handle, b.handle, index, default=None)
+                if status is not None and status != ok:
+                    notes.append(f"P2P read nvml{a.index}<->nvml{b.index} not available (NVML status {status})")
+    return notes
+
+
+def _mig_parent(nvml: Any, mig_uuid: str) -> str:
+    """UUID of the GPU that holds MIG device `mig_uuid`, "" when unknown."""
+    try:
+        h = nvml.nvmlDeviceGetHandleByUUID(mig_uuid)
+        return _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)))
+    except Exception:
+        return ""
+
+
+# --- merging into the Topology ----------------------------------------------
+
+
+def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
+    by_bus = {g.pci_bus_id: g for g in topo.gpus if g.pci_bus_id}
+    next_index = max((g.index for g in topo.gpus), default=-1) + 1
+    keep = [g for g in topo.gpus if g.pci_bus_id not in {n.bus_id for n in nv}]
+    keys: dict[str, str] = {}  # bus id -> GPU key
+    merged = []
+    for n in nv:
+        old = by_bus.get(n.bus_id)
+        if old is None:  # NVML sees a GPU the other source did not
+            # With no GPUs from the other source NVML's order is the bus
+            # order; otherwise keep existing indexes and append.
+            index = n.index if not topo.gpus else next_index
+            next_index += 1
+            old = GPU(index=index, vendor="NVIDIA", pci_bus_id=n.bus_id)
+        merged.append(_update(old, n))
+        keys[n.bus_id] = merged[-1].key
+    gpus = tuple(sorted(keep + merged, key=lambda g: g.index))
+    links, link_notes = _nvlinks(nv, keys)
+    nvml_keys = set(keys.values())
+    old_links = tuple(l for l in topo.links if not (l.kind == "NVLink" and {l.a, l.b} & nvml_keys))
+    return dataclasses.replace(
+        topo,
+        gpus=gpus,
+        links=old_links + links,
+        source=(topo.source + "+nvml") if topo.source else "nvml",
+        notes=topo.notes + tuple(link_notes) + tuple(notes),
+    )
+
+
+def _update(g: GPU, n: _NvGpu) -> GPU:
+    name = f"nvml{n.index}"
+    return dataclasses.replace(
+        g,
+        vendor="NVIDIA",
+        model=n.name or g.model,
+        memory=n.memory or g.memory,
+        uuid=n.uuid or g.uuid,
+        numa_node=n.numa if n.numa >= 0 else g.numa_node,
+        cpuset=n.cpuset or g.cpuset,
+        pcie_gen=n.gen or g.pcie_gen,
+        pcie_width=n.width or g.pcie_width,
+        os_names=g.os_names if name in g.os_names else g.os_names + (name,),
+    )
+
+
+def nvlink_generation(version: int, arch: int) -> int:
+    """NVLink generation from NVML's architecture, else its version value."""
+    return _ARCH_GEN.get(arch) or _ENUM_GEN.get(version, 0)
+
+
+def _nvlinks(nv: list[_NvGpu], keys: dict[str, str]) -> tuple[tuple[Link, ...], list[str]]:
+    """Links per (GPU, remote): GPU pairs once (from the lower key), switches per GPU."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    hidden = False
+    for n in nv:
+        a = keys[n.bus_id]
+        for remote, kind, version in n.links:
+            b = _remote_key(remote, kind, keys)
+            hidden |= remote == HIDDEN_BUS_ID
+            if b in keys.values() and _gpu_order(b) < _gpu_order(a):
+                continue  # the other GPU reports this pair
+            groups.setdefault((a, b), []).append(nvlink_generation(version, n.arch))
+    links = tuple(
+        Link(a, b, "NVLink", count=len(gens), bandwidth=round(sum(NVLINK_GBS.get(x, 0.0) for x in gens), 4),
+             version=max(gens))
+        for (a, b), gens in groups.items()
+    )
+    notes = ["NVSwitches are hidden from this system (NVML reports bus id FFFFFFFF:FF:FF.0)"] if hidden else []
+    return links, notes
+
+
+def _remote_key(remote: str, kind: int, keys: dict[str, str]) -> str:
+    if kind == _REMOTE_NPU:
+        return "CPU"
+    if kind != _REMOTE_SWITCH and remote in keys:
+        return keys[remote]
+    # A switch, a hidden switch, or a remote that is no GPU of this node.
+    return "NVSwitch"
+
+
+def _gpu_order(key: str) -> int:
+    return int(key[3:])
+
+
+# --- CUDA_VISIBLE_DEVICES ---------------------------------------------------
+
+
+def parse_visible(value: str | None, gpus: list[GPU], resolve: Callable[[str], str] | None = None) -> tuple[set[int] | None, str]:
+    """GPU indexes CUDA_VISIBLE_DEVICES lets CUDA see, and a note.
+
+    None when unset (all visible). Entries are indexes (PCI bus order, as
+    with CUDA_DEVICE_ORDER=PCI_BUS_ID), UUIDs or unique UUID prefixes
+    ("GPU-8f3a"), or MIG devices ("MIG-<uuid>" via `resolve`, or the old
+    "MIG-GPU-<uuid>/gi/ci"); like CUDA, parsing stops at the first entry
+    that names no GPU.
+    """
+    if value is None:
+        return None, ""
+    ordered = sorted(gpus, key=lambda g: g.index)
+    seen: set[int] = set()
+    for entry in (e.strip() for e in value.split(",")):
+        g = _match_entry(entry, ordered, resolve)
+        if g is None:
+            if entry:
+                return seen, f"CUDA_VISIBLE_DEVICES entry {entry!r} names no GPU of this node; CUDA ignores it and all after it"
+            break
+        seen.add(g.index)
+    return seen, ""
+
+
+def _match_entry(entry: str, gpus: list[GPU], resolve: Callable[[str], str] | None) -> GPU | None:
+    if entry.isdigit():
+        i = int(entry)
+        return gpus[i] if i < len(gpus) else None
+    if entry.startswith("MIG-"):
+        rest = entry[4:]
+        parent = rest.split("/")[0] if rest.startswith("GPU-") else (resolve(entry) if resolve else "")
+        return _by_uuid(parent, gpus) if parent else None
+    return _by_uuid(entry, gpus) if entry.startswith("GPU-") else None
+
+
+def _by_uuid(prefix: str, gpus: list[GPU]) -> GPU | None:
+    hits = [g for g in gpus if g.uuid and g.uuid.lower().startswith(prefix.lower())]
+    return hits[0] if len(hits) == 1 else None
+
+
+def apply_visible(topo: Topology, env: Mapping[str, str] | None = None,
+                  resolve: Callable[[str], str] | None = None) -> Topology:
+    """Mark GPUs that CUDA_VISIBLE_DEVICES hides (GPU.visible = False)."""
+    env = os.environ if env is None else env
+    visible, note = parse_visible(env.get("CUDA_VISIBLE_DEVICES"), list(topo.gpus), resolve)
+    if visible is None or not topo.gpus:
+        return topo
+    gpus = tuple(dataclasses.replace(g, visible=g.index in visible) for g in topo.gpus)
+    shown = ",".join(str(i) for i in sorted(visible)) or "none"
+    notes = (f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} shows GPUs {shown}",)
+    return dataclasses.replace(topo, gpus=gpus, notes=topo.notes + notes + ((note,) if note else ()))
+
+
+# --- helpers --------------------------------------------------------------
+
+
+def _try(fn: Callable | None, *args: Any, default: Any = None) -> Any:
+    """Call an NVML function; absent functions and NVML errors give `default`."""
+    if fn is None:
+        return default
+    try:
+        return fn(*args)
+    except Exception:  # NVMLError_NotSupported, InvalidArgument, ...
+        return default
+
+
+def _text(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def _words(words: Any) -> CpuSet:
+    """NVML affinity arrays: unsigned longs, word i = bits 64*i.. on Linux."""
+    bits = ctypes.sizeof(ctypes.c_ulong) * 8
+    mask = 0
+    for i, w in enumerate(words or ()):
+        mask |= int(w) << (bits * i)
+    return CpuSet.from_mask(mask)
+
+
+def _cpu_words(topo: Topology) -> int:
+    bits = ctypes.sizeof(ctypes.c_ulong) * 8
+    ncpu = max((p.os_index for p in topo.pus), default=(os.cpu_count() or 1) - 1) + 1
+    return max(1, -(-ncpu // bits))
+
+
+def _note(topo: Topology, text: str) -> Topology:
+    """Add `text` where it matters: only nodes with NVIDIA GPUs miss NVML."""
+    if not any(g.vendor == "NVIDIA" for g in topo.gpus):
+        return topo
+    return dataclasses.replace(topo, notes=topo.notes + (text,))

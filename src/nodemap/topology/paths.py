@@ -1,0 +1,225 @@
+"""Path classes between devices, as `nvidia-smi topo -m` prints them.
+
+A device is a GPU ("GPU0") or a NIC (its name, "mlx5_0"). Between two
+devices the class is, best first:
+
+  X     the device itself
+  NV#   NVLink: direct links, or both GPUs on NVSwitches (# = the smaller of
+        their switch link counts; hidden switches count as switches)
+  PIX   at most one PCIe bridge between them (they share a switch)
+  PXB   several bridges, no host bridge crossed
+  PHB   same host bridge (root complex)
+  NODE  different host bridges, same NUMA node
+  SYS   across NUMA nodes (the SMP interconnect)
+
+PCI classes come from PciDevice.pci_path (host bridge first, then the
+upstream bridges). Without a PCI path the class falls back to NUMA locality
+(NODE or SYS) and the Path says so in its note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .cpuset import CpuSet
+from .model import GPU, NIC, Topology
+
+__all__ = [
+    "Path",
+    "LEGEND",
+    "path",
+    "path_matrix",
+    "device_keys",
+    "device_numa",
+    "cpu_affinity",
+    "pcie_gbs",
+    "matrix_to_dict",
+]
+
+# Best to worst; the order ranks classes (lower index = closer).
+ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+# nvidia-smi's own wording, in nvidia-smi's order.
+LEGEND = (
+    ("X", "Self"),
+    ("SYS", "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)"),
+    ("NODE", "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node"),
+    ("PHB", "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"),
+    ("PXB", "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)"),
+    ("PIX", "Connection traversing at most a single PCIe bridge"),
+    ("NV#", "Connection traversing a bonded set of # NVLinks"),
+)
+
+# PCIe GB/s per lane per direction after line coding (gen1/2 8b/10b,
+# gen3-5 128b/130b, gen6 FLIT): x16 gen5 = 63.0 GB/s.
+_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+@dataclass(frozen=True)
+class Path:
+    kind: str  # one of ORDER
+    nvlinks: int = 0
+    bandwidth_gbs: float = 0.0  # per direction, 0 unknown
+    label: str = ""  # "NV18", "PIX", "X"
+    note: str = ""  # how it was decided when a source lacked data
+
+    @property
+    def rank(self) -> int:
+        """Closeness for sorting: 0 is the device itself."""
+        return ORDER.index(self.kind)
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "kind": self.kind, "nvlinks": self.nvlinks,
+                "bandwidth_gbs": self.bandwidth_gbs, "note": self.note}
+
+
+def device_keys(topo: Topology) -> list[str]:
+    """GPUs in index order, then NICs in the topology's order."""
+    return [g.key for g in sorted(topo.gpus, key=lambda g: g.index)] + [n.key for n in topo.nics]
+
+
+def _device(topo: Topology, key: str) -> GPU | NIC:
+    for g in topo.gpus:
+        if g.key == key:
+            return g
+    for n in topo.nics:
+        if n.key == key:
+            return n
+    known = ", ".join(device_keys(topo)) or "none"
+    raise KeyError(f"no device {key!r} (known: {known})")
+
+
+def _pci_of(topo: Topology, dev: GPU | NIC):
+    return topo.pci(dev.pci_bus_id) if dev.pci_bus_id else None
+
+
+def device_numa(topo: Topology, key: str) -> int:
+    """NUMA node a device is local to; -1 when no source says.
+
+    Uses the device's own numa_node, then its PCI record, then its local
+    CPUs when they fall in exactly one NUMA node.
+    """
+    dev = _device(topo, key)
+    if dev.numa_node >= 0:
+        return dev.numa_node
+    pci = _pci_of(topo, dev)
+    if pci is not None and pci.numa_node >= 0:
+        return pci.numa_node
+    nodes = topo.numa_of(_local_cpus(topo, dev))
+    return nodes.first() if len(nodes) == 1 else -1
+
+
+def _local_cpus(topo: Topology, dev: GPU | NIC) -> CpuSet:
+    if dev.cpuset:
+        return dev.cpuset
+    pci = _pci_of(topo, dev)
+    return pci.cpuset if pci is not None else CpuSet()
+
+
+def cpu_affinity(topo: Topology, key: str) -> CpuSet:
+    """CPUs local to a device: its own cpuset, its PCI record's, else its
+    NUMA node's. Empty when nothing is known (rendered as N/A)."""
+    dev = _device(topo, key)
+    cpus = _local_cpus(topo, dev)
+    if cpus:
+        return cpus
+    node = device_numa(topo, key)
+    try:
+        return topo.numa(node).cpuset if node >= 0 else CpuSet()
+    except KeyError:
+        return CpuSet()
+
+
+def pcie_gbs(topo: Topology, key: str) -> float:
+    """One-direction PCIe bandwidth of a device's link, 0 when unknown."""
+    dev = _device(topo, key)
+    pci = _pci_of(topo, dev)
+    if pci is not None and pci.link_speed:
+        return pci.link_speed
+    gen, width = (dev.pcie_gen, dev.pcie_width) if isinstance(dev, GPU) else (0, 0)
+    if pci is not None:
+        gen, width = gen or pci.link_gen, width or pci.link_width
+    return round(_LANE_GBS.get(gen, 0.0) * width, 3)
+
+
+def _nvlink(topo: Topology, a: str, b: str) -> tuple[int, float]:
+    """(link count, GB/s per direction) between two devices over NVLink."""
+    # A source may write a pair once or once per direction (hwloc's
+    # bandwidth matrix is directed): count one direction, the larger.
+    ab = [l for l in topo.links if l.kind == "NVLink" and (l.a, l.b) == (a, b)]
+    ba = [l for l in topo.links if l.kind == "NVLink" and (l.a, l.b) == (b, a)]
+    count, bw = max((sum(l.count for l in d), sum(l.bandwidth for l in d)) for d in (ab, ba))
+    sa, sb = _switch_links(topo, a), _switch_links(topo, b)
+    if sa[0] and sb[0]:
+        # Through a switch fabric the pair gets what the thinner side has.
+        thin = sa if sa[0] <= sb[0] else sb
+        count += thin[0]
+        bw += thin[1]
+    return count, bw
+
+
+def _switch_links(topo: Topology, key: str) -> tuple[int, float]:
+    links = [l for l in topo.links if l.kind == "NVLink" and key in (l.a, l.b)
+             and _is_switch(l.b if l.a == key else l.a)]
+    return sum(l.count for l in links), sum(l.bandwidth for l in links)
+
+
+def _is_switch(key: str) -> bool:
+    return key.startswith("NVSwitch")
+
+
+def _pci_class(pa: Sequence[str], pb: Sequence[str]) -> str:
+    if pa[0] != pb[0]:
+        return ""  # different host bridges: NUMA decides
+    common = 0
+    for x, y in zip(pa, pb):
+        if x != y:
+            break
+        common += 1
+    if common == 1:
+        return "PHB"
+    # Below a shared bridge, one more bridge on each side is the switch's
+    # downstream port: that is "a single PCIe switch" to nvidia-smi/NCCL.
+    if max(len(pa), len(pb)) - common <= 1:
+        return "PIX"
+    return "PXB"
+
+
+def path(topo: Topology, a: str, b: str) -> Path:
+    """The path class between devices `a` and `b` (keys like "GPU0", "mlx5_0")."""
+    da, db = _device(topo, a), _device(topo, b)
+    if a == b:
+        return Path("X", label="X")
+    links, bw = _nvlink(topo, a, b)
+    if links:
+        return Path("NV", nvlinks=links, bandwidth_gbs=round(bw, 4), label=f"NV{links}")
+    pcie = min(pcie_gbs(topo, a), pcie_gbs(topo, b))
+    pa, pb = _pci_path(topo, da), _pci_path(topo, db)
+    kind = _pci_class(pa, pb) if pa and pb else ""
+    if kind:
+        return Path(kind, bandwidth_gbs=pcie, label=kind)
+    na, nb = device_numa(topo, a), device_numa(topo, b)
+    note = "" if pa and pb else "PCI path unknown: class from NUMA locality"
+    if len(topo.numa_nodes) <= 1 or (na == nb and na >= 0):
+        kind = "NODE"
+    else:
+        kind = "SYS"
+        if na < 0 or nb < 0:
+            note = "NUMA locality unknown: assumed SYS"
+    return Path(kind, bandwidth_gbs=pcie, label=kind, note=note)
+
+
+def _pci_path(topo: Topology, dev: GPU | NIC) -> tuple[str, ...]:
+    pci = _pci_of(topo, dev)
+    return pci.pci_path if pci is not None else ()
+
+
+def path_matrix(topo: Topology, keys: Iterable[str] | None = None) -> dict[str, dict[str, Path]]:
+    """Path between every ordered pair of `keys` (default: all GPUs, then NICs)."""
+    ks = list(device_keys(topo) if keys is None else keys)
+    return {a: {b: path(topo, a, b) for b in ks} for a in ks}
+
+
+def matrix_to_dict(m: dict[str, dict[str, Path]]) -> dict[str, dict[str, dict]]:
+    return {a: {b: p.to_dict() for b, p in row.items()} for a, row in m.items()}

@@ -1,0 +1,208 @@
+"""Text views of a Topology: a compact tree (like `lstopo --of console`)
+and the GPU/NIC path matrix (like `nvidia-smi topo -m`).
+
+The tree condenses cores and PUs into ranges so that a 256-PU node fits a
+screen: "L3 L#0 (32 MiB): Cores 0-7 (PUs 0-7,128-135)". Core numbers are
+logical (L#, machine-wide in PU order, as lstopo numbers them); PU numbers
+are OS indexes (P#), the numbers taskset and numactl take.
+"""
+
+from __future__ import annotations
+
+from .cpuset import CpuSet
+from .model import GPU, NIC, Cache, NumaNode, Package, Topology
+from .paths import LEGEND, cpu_affinity, device_keys, device_numa, path
+
+__all__ = ["tree", "matrix", "human_bytes"]
+
+_IND = "  "
+
+
+def human_bytes(n: int) -> str:
+    """1 GiB = 2**30 bytes; one decimal below 10 units, none above."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if size < 10 and unit != "B" else f"{size:.0f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+# --- tree ------------------------------------------------------------------
+
+
+def tree(topo: Topology) -> str:
+    lines = [_machine_line(topo)]
+    ctx = _Ctx(topo)
+    placed = ctx.placed
+    packages = topo.packages or (Package(-1, topo.cpuset),)
+    claimed = CpuSet()
+    for lid, pkg in enumerate(sorted(packages, key=lambda p: p.cpuset.first())):
+        lines += _package(ctx, pkg, lid, claimed)
+        claimed |= pkg.cpuset
+    for node in topo.numa_nodes:
+        if not node.cpuset:
+            lines.append(f"{_IND}{_numa_line(node)} memory only")
+            lines += [f"{_IND * 2}{d}" for d in placed.pop(node.os_index, [])]
+    leftovers = [d for ds in placed.values() for d in ds]
+    if leftovers:
+        lines.append(f"{_IND}Devices of unknown locality")
+        lines += [f"{_IND * 2}{d}" for d in leftovers]
+    lines += _restrictions(topo)
+    if topo.notes:
+        lines.append("Notes:")
+        lines += [f"{_IND}- {n}" for n in topo.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _machine_line(topo: Topology) -> str:
+    m = topo.machine
+    memory = m.memory or sum(n.memory for n in topo.numa_nodes)
+    bits = [m.hostname, m.arch, f"{human_bytes(memory)} total" if memory else ""]
+    src = f"  [source: {topo.source}]" if topo.source else ""
+    return f"Machine ({', '.join(b for b in bits if b) or 'unknown'}){src}"
+
+
+class _Ctx:
+    """Machine-wide logical numbering (L#) and device placement for one tree."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self.core_lid = _logical(topo.cores)
+        self.cache_lid = _logical(topo.last_level_caches())
+        self.placed = _devices_by_numa(topo)
+
+
+def _logical(objs) -> dict[int, int]:
+    """First PU -> logical index, objects numbered in PU order like lstopo's L#."""
+    return {o.cpuset.first(): i for i, o in enumerate(sorted(objs, key=lambda o: o.cpuset.first()))}
+
+
+def _package(ctx: _Ctx, pkg: Package, lid: int, claimed: CpuSet) -> list[str]:
+    topo, placed = ctx.topo, ctx.placed
+    out: list[str] = []
+    ind = _IND
+    if pkg.os_index >= 0:
+        out.append(f"{_IND}Package L#{lid} P#{pkg.os_index}" + (f" {pkg.cpu_model}" if pkg.cpu_model else ""))
+        ind = _IND * 2
+    nodes = [n for n in topo.numa_nodes if n.cpuset and not n.cpuset.isdisjoint(pkg.cpuset - claimed)]
+    l3 = [c for c in topo.last_level_caches() if c.cpuset.issubset(pkg.cpuset)]
+    for c in l3:
+        if nodes and not any(c.cpuset.issubset(n.cpuset) for n in nodes):
+            out.append(f"{ind}{_cache_name(c)} across NUMA {topo.numa_of(c.cpuset)}")
+    if not nodes:
+        out += _cpu_lines(ctx, pkg.cpuset, l3, ind)
+    for node in nodes:
+        out.append(f"{ind}{_numa_line(node)}")
+        inner = [c for c in l3 if c.cpuset.issubset(node.cpuset)]
+        out += _cpu_lines(ctx, node.cpuset & pkg.cpuset, inner, ind + _IND)
+        out += [f"{ind}{_IND}{d}" for d in placed.pop(node.os_index, [])]
+    return out
+
+
+def _cpu_lines(ctx: _Ctx, cpus: CpuSet, caches: list[Cache], ind: str) -> list[str]:
+    if not caches:
+        return [f"{ind}{_cores(ctx, cpus)}"]
+    rest = cpus - CpuSet.union_all(c.cpuset for c in caches)
+    lines = [f"{ind}{_cache_name(c, ctx.cache_lid[c.cpuset.first()])}: {_cores(ctx, c.cpuset)}"
+             for c in sorted(caches, key=lambda c: c.cpuset.first())]
+    if rest:
+        lines.append(f"{ind}{_cores(ctx, rest)}")
+    return lines
+
+
+def _cache_name(c: Cache, lid: int | None = None) -> str:
+    tag = f" L#{lid}" if lid is not None else ""
+    return f"L{c.level}{tag} ({human_bytes(c.size)})"
+
+
+def _cores(ctx: _Ctx, cpus: CpuSet) -> str:
+    topo = ctx.topo
+    pus = cpus & topo.cpuset if topo.pus else cpus
+    cores = [c for c in topo.cores if c.cpuset.issubset(cpus) and c.cpuset]
+    if not cores:
+        return f"PUs {pus or 'none'}"
+    ids = CpuSet(ctx.core_lid[c.cpuset.first()] for c in cores)
+    return f"Cores {ids} ({len(cores)}, PUs {pus})"
+
+
+def _numa_line(node: NumaNode) -> str:
+    kind = f"{node.kind}, " if node.kind else ""
+    return f"NUMANode P#{node.os_index} ({kind}{human_bytes(node.memory)})"
+
+
+def _devices_by_numa(topo: Topology) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for g in sorted(topo.gpus, key=lambda g: g.index):
+        out.setdefault(device_numa(topo, g.key), []).append(_gpu_line(g))
+    for n in topo.nics:
+        out.setdefault(device_numa(topo, n.key), []).append(_nic_line(n))
+    return out
+
+
+def _gpu_line(g: GPU) -> str:
+    model = g.model if g.model.startswith(g.vendor) else f"{g.vendor} {g.model}"
+    bits = [f"{g.key} {model}".strip()]
+    if g.memory:
+        bits.append(human_bytes(g.memory))
+    if g.pci_bus_id:
+        bits.append(g.pci_bus_id)
+    if g.pcie_gen or g.pcie_width:
+        bits.append(f"PCIe gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}")
+    text = ", ".join(bits)
+    return text if g.visible else f"{text} [hidden by CUDA_VISIBLE_DEVICES]"
+
+
+def _nic_line(n: NIC) -> str:
+    bits = [f"NIC {n.name} ({n.kind})"]
+    if n.pci_bus_id:
+        bits.append(n.pci_bus_id)
+    for p in n.ports:
+        rate = f" {p.rate_gbps:g} Gb/s" if p.rate_gbps else ""
+        bits.append(f"port {p.number} {p.state or '?'}{rate}".rstrip())
+    if n.netdevs:
+        bits.append("netdev " + " ".join(n.netdevs))
+    return ", ".join(bits)
+
+
+def _restrictions(topo: Topology) -> list[str]:
+    out = []
+    offline = CpuSet(p.os_index for p in topo.pus if not p.online)
+    if offline:
+        out.append(f"Offline PUs: {offline}")
+    if topo.pus and topo.allowed_cpus != topo.cpuset:
+        out.append(f"Allowed PUs: {topo.allowed_cpus or 'none'} (of {topo.cpuset})")
+    if topo.allowed_mems and topo.allowed_mems != topo.nodeset:
+        out.append(f"Allowed NUMA nodes: {topo.allowed_mems} (of {topo.nodeset})")
+    return out
+
+
+# --- matrix ----------------------------------------------------------------
+
+
+def matrix(topo: Topology) -> str:
+    """`nvidia-smi topo -m` layout, space-aligned instead of tab-separated."""
+    keys = device_keys(topo)
+    if not keys:
+        return "No GPUs or NICs found.\n"
+    nic_alias = {n.key: f"NIC{i}" for i, n in enumerate(topo.nics)}
+    names = [nic_alias.get(k, k) for k in keys]
+    header = ["", *names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    rows = [header]
+    for k, name in zip(keys, names):
+        cells = [(" X " if a == k else path(topo, k, a).label) for a in keys]
+        cpus = cpu_affinity(topo, k)
+        node = device_numa(topo, k)
+        gpu_numa = "N/A" if k not in nic_alias else ""
+        rows.append([name, *cells, str(cpus) if cpus else "N/A", str(node) if node >= 0 else "N/A", gpu_numa])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    text = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    text += ["", "Legend:", ""]
+    text += [f"  {sym:<4} = {meaning}" for sym, meaning in LEGEND]
+    if nic_alias:
+        text += ["", "NIC Legend:", ""]
+        text += [f"  {alias}: {key}" for key, alias in nic_alias.items()]
+    notes = sorted({path(topo, a, b).note for a in keys for b in keys} - {""})
+    if notes:
+        text += ["", "Notes:"] + [f"  - {n}" for n in notes]
+    return "\n".join(text) + "\n"

@@ -1,0 +1,215 @@
+"""NVML enrichment against a fake pynvml shaped like real nodes."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+
+import pytest
+
+from nodemap.topology.cpuset import CpuSet
+from nodemap.topology.model import GPU, Link, NumaNode, PU, Topology
+from nodemap.topology.nvml import apply_visible, enrich, nvlink_generation, parse_visible
+from nodemap.topology.paths import path
+
+HIDDEN = b"FFFFFFFF:FF:FF.0"
+
+
+class NVMLError(Exception):
+    pass
+
+
+def fake_nvml(gpus: list[dict], p2p_bad=(), remote_type=True, fail_init=False) -> types.ModuleType:
+    """A pynvml stand-in: handles are indexes; links[l] = (remote bus, type, version)."""
+    m = types.ModuleType("pynvml")
+    m.NVMLError = NVMLError
+    m.NVML_NVLINK_MAX_LINKS = 18
+    m.NVML_FEATURE_ENABLED = 1
+    m.NVML_P2P_CAPS_INDEX_READ = (0,)  # the tuple some releases define
+    m.NVML_P2P_STATUS_OK = 0
+    m.calls = []
+
+    def init():
+        if fail_init:
+            raise NVMLError("Driver Not Loaded")
+
+    def link(h, l):
+        links = gpus[h].get("links", [])
+        if l >= len(links):
+            raise NVMLError("Not Supported")
+        return links[l]
+
+    def p2p(a, b, index):
+        assert isinstance(index, int), "the caps index must be an int, not pynvml's tuple"
+        m.calls.append((a, b))
+        return 2 if {a, b} in [set(x) for x in p2p_bad] else 0
+
+    def mig_handle(uuid):
+        for i, g in enumerate(gpus):
+            if uuid in g.get("migs", ()):
+                return ("mig", i)
+        raise NVMLError("Not Found")
+
+    m.nvmlInit = init
+    m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: len(gpus)
+    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=gpus[h]["bus"])
+    m.nvmlDeviceGetName = lambda h: gpus[h]["name"]
+    m.nvmlDeviceGetUUID = lambda h: gpus[h]["uuid"]
+    m.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=gpus[h]["mem"], free=0, used=0)
+    m.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: 5
+    m.nvmlDeviceGetCurrPcieLinkWidth = lambda h: 16
+    m.nvmlDeviceGetCpuAffinity = lambda h, n: (gpus[h]["cpus"] + [0] * n)[:n]
+    m.nvmlDeviceGetMemoryAffinity = lambda h, n, scope: (gpus[h]["mems"] + [0] * n)[:n]
+    m.nvmlDeviceGetArchitecture = lambda h: gpus[h].get("arch", 9)
+    m.nvmlDeviceGetNvLinkState = lambda h, l: (link(h, l), 1)[1]
+    m.nvmlDeviceGetNvLinkRemotePciInfo = lambda h, l: types.SimpleNamespace(busId=link(h, l)[0])
+    m.nvmlDeviceGetNvLinkVersion = lambda h, l: link(h, l)[2]
+    if remote_type:
+        m.nvmlDeviceGetNvLinkRemoteDeviceType = lambda h, l: link(h, l)[1]
+    m.nvmlDeviceGetP2PStatus = p2p
+    m.nvmlDeviceGetHandleByUUID = mig_handle
+    m.nvmlDeviceGetDeviceHandleFromMigDeviceHandle = lambda h: h[1]
+    return m
+
+
+def h200x2() -> list[dict]:
+    """Two H200 joined by 18 NVLink 4 links (NVML enum 6 = NVLINK_VERSION_4_0)."""
+    bus = [b"00000000:19:00.0", b"00000000:B8:00.0"]
+    return [
+        dict(bus=bus[i], name="NVIDIA H200", uuid=f"GPU-{i}f3a0000-1111", mem=150754820096,
+             cpus=[[0xFFFF_FFFF_FFFF, 0xFFFF << 48][i]],  # CPUs 0-47 / 48-63
+             mems=[1 << i], links=[(bus[1 - i], 0, 6)] * 18)
+        for i in range(2)
+    ]
+
+
+def dgx_hidden_switches(n=8) -> list[dict]:
+    """A DGX H100-like node in a VM: NVSwitches hidden (bus id FFFFFFFF:FF:FF.0)."""
+    return [
+        dict(bus=f"00000000:{0x18 + 0x10 * i:02X}:00.0".encode(), name="NVIDIA H100 80GB HBM3",
+             uuid=f"GPU-{i}0000000-abcd", mem=80 << 30, cpus=[0xFF << (8 * (i // 4))], mems=[1 << (i // 4)],
+             links=[(HIDDEN, 255, 4)] * 18)
+        for i in range(n)
+    ]
+
+
+def _sysfs_view(buses=("0000:19:00.0", "0000:b8:00.0")) -> Topology:
+    nodes = (NumaNode(0, CpuSet.parse("0-47"), 1 << 40), NumaNode(1, CpuSet.parse("48-63"), 1 << 40))
+    gpus = tuple(GPU(i, "NVIDIA", pci_bus_id=b) for i, b in enumerate(buses))
+    return Topology(numa_nodes=nodes, pus=tuple(PU(i) for i in range(64)), gpus=gpus, source="sysfs:/")
+
+
+@pytest.fixture
+def use(monkeypatch):
+    def install(module):
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        return module
+    return install
+
+
+def test_h200x2_gets_model_uuid_memory_affinity_and_nv18(use):
+    nv = use(fake_nvml(h200x2()))
+    t = enrich(_sysfs_view(), env={})
+    g0, g1 = t.gpus
+    assert (g0.model, g0.uuid, g0.memory) == ("NVIDIA H200", "GPU-0f3a0000-1111", 150754820096)
+    assert (g0.pcie_gen, g0.pcie_width, g0.os_names) == (5, 16, ("nvml0",))
+    assert g0.cpuset == CpuSet.parse("0-47") and g1.cpuset == CpuSet.parse("48-63")
+    assert (g0.numa_node, g1.numa_node) == (0, 1)
+    assert t.links == (Link("GPU0", "GPU1", "NVLink", 18, 478.125, 4),)
+    assert path(t, "GPU0", "GPU1").label == "NV18"
+    assert t.source == "sysfs:/+nvml"
+    assert nv.calls == [(0, 1)]
+    assert not any("P2P" in n for n in t.notes)
+
+
+def test_dgx_with_hidden_switches_and_no_remote_type_function(use):
+    use(fake_nvml(dgx_hidden_switches(), remote_type=False))
+    t = enrich(Topology(source="sysfs:/"), env={})
+    assert [g.key for g in t.gpus] == [f"GPU{i}" for i in range(8)]
+    assert t.gpus[5].pci_bus_id == "0000:68:00.0" and t.gpus[5].numa_node == 1
+    switch = [l for l in t.links if l.b == "NVSwitch"]
+    assert len(switch) == 8 and {(l.count, l.version, l.bandwidth) for l in switch} == {(18, 4, 478.125)}
+    assert path(t, "GPU0", "GPU7").label == "NV18"
+    assert any("hidden" in n and "FFFFFFFF:FF:FF.0" in n for n in t.notes)
+
+
+def test_visible_switch_by_remote_type_and_npu_link(use):
+    gpus = dgx_hidden_switches(2)
+    gpus[0]["links"] = [(b"00000000:C0:00.0", 2, 4)] * 12 + [(b"00000000:04:00.0", 1, 2)] * 2
+    gpus[1]["links"] = [(b"00000000:C1:00.0", 2, 4)] * 12
+    use(fake_nvml(gpus))
+    t = enrich(Topology(), env={})
+    assert Link("GPU0", "NVSwitch", "NVLink", 12, 12 * 26.5625, 4) in t.links
+    assert any(l.b == "CPU" and l.count == 2 for l in t.links)
+    assert path(t, "GPU0", "GPU1").label == "NV12"
+    assert not any("hidden" in n for n in t.notes)
+
+
+def test_gpu_only_nvml_sees_is_appended_and_old_nvlinks_replaced(use):
+    use(fake_nvml(h200x2()))
+    base = _sysfs_view(buses=("0000:19:00.0",))
+    stale = Link("GPU0", "GPU9", count=2)
+    t = enrich(dataclasses.replace(base, links=(stale,)), env={})
+    assert [(g.key, g.pci_bus_id) for g in t.gpus] == [("GPU0", "0000:19:00.0"), ("GPU1", "0000:b8:00.0")]
+    assert stale not in t.links and path(t, "GPU1", "GPU0").label == "NV18"
+
+
+def test_p2p_failures_become_notes(use):
+    use(fake_nvml(h200x2(), p2p_bad=[(0, 1)]))
+    t = enrich(_sysfs_view(), env={})
+    assert any("P2P read nvml0<->nvml1 not available" in n for n in t.notes)
+
+
+def test_no_package_no_driver_leave_the_topology_alone(use, monkeypatch):
+    base = _sysfs_view()
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    t = enrich(base, env={})
+    assert t.gpus == base.gpus and "nvidia-ml-py is not installed" in t.notes[-1]
+    use(fake_nvml(h200x2(), fail_init=True))
+    t = enrich(base, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert t.source == "sysfs:/" and "Driver Not Loaded" in t.notes[0]
+    assert [g.visible for g in t.gpus] == [False, True]  # visibility still applied
+    assert enrich(Topology(source="sysfs:/"), env={}) == Topology(source="sysfs:/")  # no GPU: nothing to say
+
+
+def test_cuda_visible_devices_by_uuid_prefix_and_index(use):
+    use(fake_nvml(dgx_hidden_switches(4)))
+    t = enrich(Topology(), env={"CUDA_VISIBLE_DEVICES": "GPU-30,1"})
+    assert [g.visible for g in t.gpus] == [False, True, False, True]
+    assert "CUDA_VISIBLE_DEVICES=GPU-30,1 shows GPUs 1,3" in t.notes
+
+
+def test_cuda_visible_devices_mig(use):
+    gpus = dgx_hidden_switches(2)
+    gpus[1]["migs"] = ("MIG-7c3e0000-0000",)
+    use(fake_nvml(gpus))
+    t = enrich(Topology(), env={"CUDA_VISIBLE_DEVICES": "MIG-7c3e0000-0000"})
+    assert [g.visible for g in t.gpus] == [False, True]
+
+
+def test_parse_visible_rules():
+    gpus = [GPU(i, "NVIDIA", uuid=u) for i, u in enumerate(["GPU-aa11", "GPU-aa22", "GPU-bb33"])]
+    assert parse_visible(None, gpus) == (None, "")
+    assert parse_visible("", gpus) == (set(), "")
+    assert parse_visible("2,0", gpus) == ({0, 2}, "")
+    assert parse_visible("GPU-bb", gpus) == ({2}, "")
+    assert parse_visible("MIG-GPU-aa22/1/0", gpus) == ({1}, "")
+    seen, note = parse_visible("0,GPU-aa,2", gpus)  # ambiguous prefix stops parsing, like CUDA
+    assert seen == {0} and "'GPU-aa' names no GPU" in note
+    seen, note = parse_visible("1,7,0", gpus)
+    assert seen == {1} and "'7'" in note
+
+
+def test_apply_visible_without_nvml_uses_indexes():
+    t = _sysfs_view()
+    assert apply_visible(t, env={}) is t
+    hidden = apply_visible(t, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert [g.visible for g in hidden.gpus] == [False, True]
+
+
+@pytest.mark.parametrize("version,arch,gen", [(6, -1, 4), (4, 9, 4), (7, 9, 4), (4, -1, 3), (3, 7, 3), (2, 5, 2), (7, 10, 5), (0, -1, 0)])
+def test_nvlink_generation(version, arch, gen):
+    assert nvlink_generation(version, arch) == gen

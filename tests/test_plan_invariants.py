@@ -1,0 +1,181 @@
+"""Properties every plan must have, over generated nodes and real fixtures.
+
+The checks here are written from the topology alone (NUMA cpusets, PCI
+paths, packages), not from the planner's own helpers, so a planner bug
+cannot hide behind the same bug in the check.
+"""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nodes
+from nodemap.mapping.plan import plan
+from nodemap.mapping.request import Request
+from nodemap.topology import paths
+from nodemap.topology.cpuset import CpuSet
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+NIC_TIER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3}
+
+
+@st.composite
+def node_and_request(draw):
+    spec = nodes.random_spec(draw, st)
+    topo = nodes.build(spec)
+    npus = len(topo.allowed_cpus)
+    over = draw(st.integers(0, 9)) == 0
+    req = Request(
+        tasks=draw(st.integers(1, npus * (2 if over else 1))),
+        threads=draw(st.sampled_from([0, 0, 1, 2, 4])),
+        gpus_per_task=draw(st.sampled_from([-1, -1, -1, 0, 1])) if topo.gpus else -1,
+        smt=draw(st.sampled_from([0, 0, 1, 2])),
+        nic_rails=draw(st.sampled_from([1, 1, -1, 0, min(2, len(topo.nics))])),
+        spread_by=draw(st.sampled_from(["auto", "auto", "pus"])),
+        greedy=draw(st.booleans()),
+        oversubscribe=over,
+    )
+    return topo, req
+
+
+def numa_of_gpu(topo, g):
+    return topo.gpu(g).numa_node
+
+
+def check_invariants(topo, req, p):
+    usable = topo.allowed_cpus
+    assert len(p.tasks) == req.tasks
+    assert [t.task for t in p.tasks] == list(range(req.tasks))
+    seen = CpuSet()
+    for t in p.tasks:
+        assert t.cpus and t.cpus.issubset(usable)
+        if req.tasks <= len(usable):  # no PU shared unless oversubscribed
+            assert seen.isdisjoint(t.cpus)
+        seen = seen | t.cpus
+        assert t.mems == topo.numa_of(t.cpus)  # memory on the task's own NUMA node(s)
+        assert t.threads == (req.threads or len(t.cpus))
+        assert 1 <= len(t.places) <= t.threads and CpuSet.union_all(t.places) == t.cpus
+        if req.gpus_per_task > 0:
+            assert len(t.gpus) == req.gpus_per_task
+        if req.gpus_per_task == 0:
+            assert t.gpus == ()
+    check_gpu_locality(topo, req, p)
+    check_nics(topo, req, p)
+
+
+def local_gpus(topo):
+    """GPUs with a known NUMA node that holds usable PUs."""
+    usable = topo.allowed_cpus
+    return [g for g in topo.gpus if g.visible and g.numa_node >= 0
+            and not topo.numa(g.numa_node).cpuset.isdisjoint(usable)]
+
+
+def check_gpu_locality(topo, req, p):
+    if req.gpus_per_task != -1 or req.spread_by == "pus" or any("do not fit" in n for n in p.notes):
+        return
+    for t in p.tasks:
+        homes = {topo.gpu(g).numa_node for g in t.gpus}
+        if len(homes) == 1 and -1 not in homes:
+            (h,) = homes
+            assert t.cpus.issubset(topo.numa(h).cpuset), (t, h)
+            assert t.mems == CpuSet([h])
+    used = {g for t in p.tasks for g in t.gpus}
+    gl = local_gpus(topo)
+    unknown = [g for g in topo.gpus if g.numa_node < 0]
+    if req.tasks >= len(gl) + len(unknown) and (req.greedy or req.tasks >= len(gl)):
+        assert {g.index for g in gl} <= used  # every GPU used when tasks >= GPUs
+
+
+def check_nics(topo, req, p):
+    if req.nic_rails != 1 or not topo.nics:
+        return
+    for t in p.tasks:
+        (nic,) = t.nics
+        assert tier(topo, t, nic) == min(tier(topo, t, n.name) for n in topo.nics), (t, nic)
+
+
+def tier(topo, t, nic):
+    if t.gpus:
+        return min(_gpu_tier(topo, g, nic) for g in t.gpus)
+    node = topo.nic(nic).numa_node
+    if node in t.mems:
+        return 3
+    return 4 if any(_same_package(topo, node, m) for m in t.mems) else 5
+
+
+def _gpu_tier(topo, g, nic):
+    kind = paths.path(topo, f"GPU{g}", nic).kind
+    if kind in NIC_TIER:
+        return NIC_TIER[kind]
+    a, b = topo.gpu(g).numa_node, topo.nic(nic).numa_node
+    return 4 if a >= 0 and b >= 0 and _same_package(topo, a, b) else 5
+
+
+def _same_package(topo, a, b):
+    pkg = [p for p in topo.packages if topo.numa(a).cpuset.issubset(p.cpuset)]
+    return bool(pkg) and topo.numa(b).cpuset.issubset(pkg[0].cpuset)
+
+
+def check_balance(topo, req, p):
+    """Tasks of one domain differ by at most one object at the chosen level."""
+    if req.oversubscribe or p.level not in ("L3", "Core", "PU"):
+        return
+    l3 = {pu: i for i, c in enumerate(topo.caches_at(3)) for pu in c.cpuset}
+    core = {pu: i for i, c in enumerate(topo.cores) for pu in c.cpuset}
+    count = {"L3": lambda cs: len({l3[x] for x in cs}), "Core": lambda cs: len({core[x] for x in cs}),
+             "PU": len}[p.level]
+    by_dom = {}
+    for t in p.tasks:
+        by_dom.setdefault(t.mems, []).append(count(t.cpus))
+    for sizes in by_dom.values():
+        assert max(sizes) - min(sizes) <= 1, sizes
+
+
+@SETTINGS
+@given(node_and_request())
+def test_invariants_on_generated_nodes(case):
+    topo, req = case
+    p = plan(topo, req)
+    check_invariants(topo, req, p)
+    check_balance(topo, req, p)
+    assert plan(topo, req) == p  # same input, same plan
+
+
+@settings(max_examples=40, deadline=None)
+@given(node_and_request(), st.randoms(use_true_random=False))
+def test_discovery_order_does_not_matter(case, rnd):
+    topo, req = case
+    shuffled = dataclasses.replace(
+        topo, **{f: tuple(rnd.sample(getattr(topo, f), len(getattr(topo, f))))
+                 for f in ("gpus", "nics", "cores", "caches", "numa_nodes", "packages", "pci_devices")})
+    # distances follow numa_nodes' order; the builder's are symmetric by package, so rebuild them
+    shuffled = dataclasses.replace(shuffled, distances=tuple(
+        tuple(topo.distance(a.os_index, b.os_index) for b in shuffled.numa_nodes) for a in shuffled.numa_nodes))
+    assert plan(shuffled, req) == plan(topo, req)
+
+
+def _fixture_topologies(root: Path):
+    try:
+        from nodemap.topology import hwloc_xml
+    except ImportError:
+        pytest.skip("nodemap.topology.hwloc_xml is not available yet")
+    files = sorted((root / "hwloc-xml").glob("*.xml")) + sorted((root / "mpibind" / "topo-xml").glob("*.xml"))
+    return [(f.name, hwloc_xml.read(f)) for f in files]
+
+
+def test_invariants_on_fixtures(fixtures):
+    topos = _fixture_topologies(fixtures)
+    assert topos
+    for name, topo in topos:
+        if not topo.allowed_cpus:
+            continue
+        npus = len(topo.allowed_cpus)
+        for tasks in sorted({1, 2, 3, max(1, len(topo.gpus)), min(npus, 16), npus}):
+            for kw in ({}, {"spread_by": "pus"}, {"nic_rails": -1}):
+                req = Request(tasks=tasks, **kw)
+                p = plan(topo, req)
+                check_invariants(topo, req, p)
+                assert plan(topo, req) == p, name
