@@ -23,12 +23,13 @@ from nodemap.mapping.plan import plan  # noqa: E402
 from nodemap.mapping.request import Request  # noqa: E402
 
 CASES = [
-    # (name, node builder, request, target ms)
+    # (name, node builder, request, target ms or None)
     ("256 PUs, 8 GPUs, 4 NICs, 256 tasks", nodes.bench_node, Request(tasks=256), 5.0),
-    ("256 PUs, 8 GPUs, 4 NICs, 8 tasks", nodes.bench_node, Request(tasks=8), 5.0),
+    ("256 PUs, 8 GPUs, 4 NICs, 8 tasks", nodes.bench_node, Request(tasks=8), None),
     ("16,384 PUs, 64 GPUs, 16 NICs, 64 tasks", nodes.huge_node, Request(tasks=64), 100.0),
-    ("16,384 PUs, 64 GPUs, 16 NICs, 8,192 tasks", nodes.huge_node, Request(tasks=8192), 100.0),
     ("16,384 PUs, no GPUs, 1 task", nodes.huge_node, Request(tasks=1, gpus_per_task=0), 100.0),
+    # beyond the targets: one task per core of the huge node
+    ("16,384 PUs, 64 GPUs, 16 NICs, 8,192 tasks", nodes.huge_node, Request(tasks=8192), None),
 ]
 
 
@@ -53,6 +54,9 @@ def main() -> int:
     for name, build, req, target in CASES:
         ms = time_case(build, req, args.repeat)
         best, med = min(ms), statistics.median(ms)
+        if target is None:
+            print(f"{name:44s} {best:8.2f} {med:10.2f} {'-':>7s}")
+            continue
         ok = med <= target
         worst |= not ok
         print(f"{name:44s} {best:8.2f} {med:10.2f} {target:7.0f}  {'ok' if ok else 'SLOW'}")

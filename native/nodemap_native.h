@@ -7,4 +7,14 @@ int nm_current_cpu(void);
 int nm_pin_self(int cpu);
 int nm_get_mempolicy(int *mode, unsigned long *mask, unsigned long maxnode);
 int nm_set_mempolicy(int mode, const unsigned long *mask, unsigned long maxnode);
+/* STREAM kernels of native/stream.c, in its K_READS/K_WRITES order. */
+enum { NM_K_COPY, NM_K_SCALE, NM_K_ADD, NM_K_TRIAD, NM_K_SUM, NM_NKERNELS };
+int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int nt_stores,
+                  const int *mem_nodes, int nmem, long skip, double *times, long *bad, double *sum_err);
+int nm_mbind_node(void *addr, unsigned long len, int node);
+int nm_page_nodes(void *addr, unsigned long count, unsigned long stride, int *out);
+/* latency.c: pointer chase over a random cycle (see latency.c) */
+#include <stddef.h>
+int nm_latency_run(size_t bytes, size_t line, int cpu, const int *mem_nodes, int nmem, int reps, long min_loads,
+                   unsigned long long seed, double *ns, long *steps_to_return);
 #endif

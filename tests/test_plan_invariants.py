@@ -26,9 +26,16 @@ NIC_TIER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3}
 def node_and_request(draw):
     spec = nodes.random_spec(draw, st)
     topo = nodes.build(spec)
-    npus = len(topo.allowed_cpus)
+    allowed = topo.allowed_cpus
+    cpus = mems = None
+    if draw(st.integers(0, 4)) == 0:
+        cpus = CpuSet(draw(st.sets(st.sampled_from(sorted(allowed)), min_size=1)))
+    elif draw(st.integers(0, 4)) == 0:
+        mems = CpuSet(draw(st.sets(st.sampled_from(sorted(topo.numa_of(allowed))), min_size=1)))
+    npus = len(usable_of(topo, cpus, mems))
     over = draw(st.integers(0, 9)) == 0
     req = Request(
+        restrict_cpus=cpus, restrict_mems=mems,
         tasks=draw(st.integers(1, npus * (2 if over else 1))),
         threads=draw(st.sampled_from([0, 0, 1, 2, 4])),
         gpus_per_task=draw(st.sampled_from([-1, -1, -1, 0, 1])) if topo.gpus else -1,
@@ -41,12 +48,17 @@ def node_and_request(draw):
     return topo, req
 
 
-def numa_of_gpu(topo, g):
-    return topo.gpu(g).numa_node
+def usable_of(topo, cpus, mems):
+    usable = topo.allowed_cpus
+    if cpus is not None:
+        usable = usable & cpus
+    if mems is not None:
+        usable = usable & CpuSet.union_all(topo.numa(m).cpuset for m in mems)
+    return usable
 
 
 def check_invariants(topo, req, p):
-    usable = topo.allowed_cpus
+    usable = usable_of(topo, req.restrict_cpus, req.restrict_mems)
     assert len(p.tasks) == req.tasks
     assert [t.task for t in p.tasks] == list(range(req.tasks))
     seen = CpuSet()
@@ -66,9 +78,8 @@ def check_invariants(topo, req, p):
     check_nics(topo, req, p)
 
 
-def local_gpus(topo):
+def local_gpus(topo, usable):
     """GPUs with a known NUMA node that holds usable PUs."""
-    usable = topo.allowed_cpus
     return [g for g in topo.gpus if g.visible and g.numa_node >= 0
             and not topo.numa(g.numa_node).cpuset.isdisjoint(usable)]
 
@@ -83,7 +94,7 @@ def check_gpu_locality(topo, req, p):
             assert t.cpus.issubset(topo.numa(h).cpuset), (t, h)
             assert t.mems == CpuSet([h])
     used = {g for t in p.tasks for g in t.gpus}
-    gl = local_gpus(topo)
+    gl = local_gpus(topo, usable_of(topo, req.restrict_cpus, req.restrict_mems))
     unknown = [g for g in topo.gpus if g.numa_node < 0]
     if req.tasks >= len(gl) + len(unknown) and (req.greedy or req.tasks >= len(gl)):
         assert {g.index for g in gl} <= used  # every GPU used when tasks >= GPUs

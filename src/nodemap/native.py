@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from pathlib import Path
 
 from .errors import NodemapError
 
@@ -24,21 +23,22 @@ def lib() -> ctypes.CDLL:
     return _LIB
 
 
-def _candidates() -> list[Path]:
+def _candidates() -> list[str]:
     # An editable install keeps the built library in site-packages and the
-    # sources in src/: the package __path__ lists both.
+    # sources in src/: the package __path__ lists both. (os.path, not
+    # pathlib: `nodemap run` loads this on every rank and pathlib costs ~8 ms.)
     import nodemap
 
     env = os.environ.get("NODEMAP_NATIVE_LIB")
-    out = [Path(env)] if env else []
-    out += [Path(d) / "libnodemap_native.so" for d in nodemap.__path__]
+    out = [env] if env else []
+    out += [os.path.join(d, "libnodemap_native.so") for d in nodemap.__path__]
     return out
 
 
 def _load() -> ctypes.CDLL:
     for path in _candidates():
-        if path.exists():
-            cdll = ctypes.CDLL(str(path), use_errno=True)
+        if os.path.exists(path):
+            cdll = ctypes.CDLL(path, use_errno=True)
             got = cdll.nm_abi_version()
             if got != ABI_VERSION:
                 raise NodemapError(

@@ -103,12 +103,13 @@ def _indexes(chunk: list[GpuInfo]) -> tuple[int, ...]:
 def fabric_nics(topo: Topology) -> list[NIC]:
     """NICs a rank should use: RDMA-capable fabric ports that are not down;
     all NICs when none is recognizably a fabric NIC."""
-    def up(n: NIC) -> bool:
-        return not n.ports or any(p.state.upper() in ("ACTIVE", "UP", "") for p in n.ports)
+    def up(n: NIC) -> bool:  # sysfs says "4: ACTIVE" / "1: DOWN"; unknown counts as up
+        return not n.ports or any(not any(w in p.state.upper() for w in ("DOWN", "DISABLED")) for p in n.ports)
 
     fabric = [n for n in topo.nics if n.kind in _FABRIC_KINDS or (n.netdevs and n.name not in n.netdevs)]
+    pool = fabric or list(topo.nics)
     # Name order (mlx5_2 before mlx5_10), whatever order a source listed them in.
-    return sorted((n for n in (fabric or topo.nics) if up(n)), key=lambda n: _natural(n.name))
+    return sorted([n for n in pool if up(n)] or pool, key=lambda n: _natural(n.name))
 
 
 def _natural(name: str) -> tuple:
@@ -118,13 +119,16 @@ def _natural(name: str) -> tuple:
 class NicChooser:
     """Tier of every NIC from every GPU and NUMA node, computed once."""
 
-    def __init__(self, topo: Topology, nics: list[NIC], package_of: dict[int, int]):
+    def __init__(self, topo: Topology, nics: list[NIC], package_of: dict[int, int], gpus: list[GpuInfo]):
         self.topo = topo
+        self.info = {x.gpu.index: x for x in gpus}
         self.nics = nics
         self.package_of = package_of
         self.home = [paths.device_numa(topo, n.key) for n in nics]
+        self.bridge = [_host_bridge(topo, n.pci_bus_id) for n in nics]
         self.load = [0] * len(nics)
         self._gpu_tier: dict[int, list[int]] = {}
+        self._task_tier: dict[tuple, list[int]] = {}
 
     def _numa_tier(self, node: int, i: int) -> int:
         h = self.home[i]
@@ -139,13 +143,16 @@ class NicChooser:
         idx = gpu.gpu.index
         if idx not in self._gpu_tier:
             row = []
+            bridge = _host_bridge(self.topo, gpu.gpu.pci_bus_id)
             for i, n in enumerate(self.nics):
-                kind = paths.path(self.topo, gpu.gpu.key, n.key).kind
+                # Only devices under one host bridge can share a switch; the rest
+                # are told apart by NUMA node and package (cheap on big nodes).
+                kind = paths.path(self.topo, gpu.gpu.key, n.key).kind if bridge and bridge == self.bridge[i] else ""
                 row.append(TIERS.get(kind, self._numa_tier(gpu.home, i)))
             self._gpu_tier[idx] = row
         return self._gpu_tier[idx]
 
-    def tiers(self, gpus: list[GpuInfo], mems: CpuSet) -> list[int]:
+    def _tiers(self, gpus: list[GpuInfo], mems: CpuSet) -> list[int]:
         """Each NIC's tier for a task: from its nearest GPU, else its memory."""
         if gpus:
             rows = [self.gpu_tiers(g) for g in gpus]
@@ -153,19 +160,41 @@ class NicChooser:
         nodes = list(mems) or [-1]
         return [min(self._numa_tier(m, i) for m in nodes) for i in range(len(self.nics))]
 
-    def choose(self, gpus: list[GpuInfo], mems: CpuSet, rails: int) -> tuple[str, ...]:
+    def choose(self, gpus: tuple[int, ...], mems: CpuSet, rails: int) -> tuple[str, ...]:
+        """`rails` NICs (-1: all of the nearest tier), nearest first, the least
+        used first among equally near ones."""
         if rails == 0 or not self.nics:
             return ()
-        tier = self.tiers(gpus, mems)
-        order = sorted(range(len(self.nics)), key=lambda i: (tier[i], self.load[i], i))
-        if rails < 0:
-            best = tier[order[0]]
-            pick = [i for i in order if tier[i] == best]
-        else:
-            pick = order[:rails]
+        load = self.load
+        groups = self._by_tier(gpus, mems)
+        if rails == 1:  # the common case, kept cheap: min() keeps the first of equals
+            best = min(groups[0], key=load.__getitem__)
+            load[best] += 1
+            return (self.nics[best].name,)
+        pick: list[int] = []
+        for group in groups:
+            if rails < 0:
+                pick = group
+                break
+            pick += sorted(group, key=lambda i: (load[i], i))[: rails - len(pick)]
+            if len(pick) == rails:
+                break
         for i in pick:
-            self.load[i] += 1
-        return tuple(self.nics[i].name for i in sorted(pick, key=lambda i: (tier[i], i)))
+            load[i] += 1
+        return tuple(self.nics[i].name for i in pick)
+
+    def _by_tier(self, gpus: tuple[int, ...], mems: CpuSet) -> list[list[int]]:
+        """NIC indexes grouped by tier, nearest group first (cached per task shape)."""
+        key = (gpus, mems.mask)
+        if key not in self._task_tier:
+            tier = self._tiers([self.info[g] for g in gpus], mems)
+            self._task_tier[key] = [[i for i in range(len(tier)) if tier[i] == t] for t in sorted(set(tier))]
+        return self._task_tier[key]
+
+
+def _host_bridge(topo: Topology, bus_id: str) -> str:
+    pci = topo.pci(bus_id) if bus_id else None
+    return pci.pci_path[0] if pci is not None and pci.pci_path else ""
 
 
 def check_rails(rails: int, nics: list[NIC]) -> None:

@@ -10,22 +10,45 @@ which keeps a 16k-PU node cheap to prepare.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 
 
-def members(cs: CpuSet) -> list[int]:
-    """Members in ascending order; fast for both small and huge sets."""
-    m = cs.mask
-    if m.bit_count() <= 8:
-        out = []
-        while m:
-            low = m & -m
-            out.append(low.bit_length() - 1)
-            m ^= low
-        return out
+def few_members(m: int) -> list[int]:
+    """Members of a mask with few bits (a core), ascending. Peeling from the
+    top makes the mask small after the first step, even at PU 16,000."""
+    out = []
+    while m:
+        h = m.bit_length() - 1
+        out.append(h)
+        m ^= 1 << h
+    out.reverse()
+    return out
+
+
+def mask_of(pus: list[int]) -> CpuSet:
+    return CpuSet.from_mask(_mask(pus))
+
+
+def _mask(pus: list[int]) -> int:
+    if len(pus) < 32:
+        m = 0
+        for p in pus:
+            m |= 1 << p
+        return m
+    # Many PUs: one C-level conversion instead of a big-int operation per PU.
+    bits = bytearray(b"0") * (max(pus) + 1)
+    for p in pus:
+        bits[-1 - p] = 49  # "1"
+    return int(bits, 2)
+
+
+def members(cs: CpuSet | int) -> list[int]:
+    """Members in ascending order; fast for big sets of high indexes."""
+    m = cs if isinstance(cs, int) else cs.mask
     s = bin(m)
     top = len(s) - 1
     out = []
@@ -56,7 +79,9 @@ class Domain:
 
     @property
     def cpus(self) -> CpuSet:
-        return CpuSet(p for c in self.cores for p in c)
+        if getattr(self, "_cpus", None) is None:
+            self._cpus = mask_of([p for c in self.cores for p in c])
+        return self._cpus
 
 
 def _families(topo: Topology) -> list[tuple[str, list[tuple[int, CpuSet]]]]:
@@ -70,17 +95,33 @@ def _families(topo: Topology) -> list[tuple[str, list[tuple[int, CpuSet]]]]:
     return fams
 
 
+def _core_pus(m: int) -> list[int]:
+    """PUs of a core's mask. Cores hold 1-2 PUs mostly: two big-int steps."""
+    h = m.bit_length() - 1
+    r = m ^ (1 << h)
+    if not r:
+        return [h]
+    low = r.bit_length() - 1
+    if r == 1 << low:
+        return [low, h]
+    return few_members(m)
+
+
 def _core_sets(topo: Topology, usable: CpuSet) -> list[list[int]]:
+    """Usable PUs of every core, each core's in ascending order."""
+    uset = set(members(usable))  # membership by hashing: no big-int work per PU
+    if len(uset) == len(topo.pus):  # likely the whole node: try without filtering
+        cores = [_core_pus(c.cpuset.mask) for c in topo.cores]
+        if {p for c in cores for p in c} == uset:
+            return cores
     cores = []
-    covered = 0
     for c in topo.cores:
-        s = c.cpuset & usable
-        if s:
-            cores.append(members(s))
-            covered |= s.mask
+        pus = [p for p in _core_pus(c.cpuset.mask) if p in uset]
+        if pus:
+            cores.append(pus)
     # PUs no core claims (sources without core objects) become cores of one PU.
-    cores += [[p] for p in members(usable - CpuSet.from_mask(covered))]
-    return cores
+    claimed = {p for c in cores for p in c}
+    return cores + [[p] for p in sorted(uset - claimed)]
 
 
 @dataclass
@@ -90,26 +131,41 @@ class _Family:
     labels: list[int]  # rank -> os index
 
 
-def _family(name: str, objs: list[tuple[int, CpuSet]], usable: CpuSet) -> _Family:
+def _family(name: str, objs: list[tuple[int, CpuSet]], usable: CpuSet, firsts: int, heads: list[int]) -> _Family:
+    """Rank of the object holding each core's first PU (`firsts` as a mask,
+    `heads` as a sorted list)."""
     inside = sorted(((s & usable, label) for label, s in objs if not s.isdisjoint(usable)),
                     key=lambda x: x[0])
     rank: dict[int, int] = {}
-    for r, (s, _) in enumerate(inside):
-        for p in members(s):
-            rank.setdefault(p, r)
+    for r in range(len(inside) - 1, -1, -1):  # backwards: the first object wins overlaps
+        x = inside[r][0].mask & firsts
+        if not x:
+            continue
+        low = (x & -x).bit_length() - 1
+        if x.bit_count() == (x >> low).bit_length():  # one run of PUs: slice the sorted heads
+            lo = bisect.bisect_left(heads, low)
+            hi = bisect.bisect_right(heads, x.bit_length() - 1)
+            rank.update(dict.fromkeys(heads[lo:hi], r))
+        else:
+            rank.update(dict.fromkeys(members(x), r))
     return _Family(name, rank, [label for _, label in inside])
 
 
-def _kept_families(topo: Topology, usable: CpuSet, ncores: int) -> list[_Family]:
+def _kept_families(topo: Topology, usable: CpuSet, cores: list[list[int]]) -> list[_Family]:
     """Families that group the usable cores in a new way, coarse first."""
     kept: list[_Family] = []
-    counts = {1, ncores}
+    counts = {1, len(cores)}
+    heads = sorted(c[0] for c in cores)
+    firsts = _mask(heads)
     for name, objs in _families(topo):
+        # Levels as numerous as cores (L1/L2 per core) are skipped before any set work.
+        if name != "NUMA" and len(objs) == len(topo.cores):
+            continue
         count = sum(1 for _, s in objs if not s.isdisjoint(usable))
         if name != "NUMA" and count in counts:
             continue  # same grouping as a kept level, or no grouping at all
         counts.add(count)
-        kept.append(_family(name, objs, usable))
+        kept.append(_family(name, objs, usable, firsts, heads))
     kept.sort(key=lambda f: len(f.labels))  # stable: Package before NUMA on ties
     return kept
 
@@ -117,9 +173,10 @@ def _kept_families(topo: Topology, usable: CpuSet, ncores: int) -> list[_Family]
 def domains(topo: Topology, usable: CpuSet) -> list[Domain]:
     """The NUMA domains holding usable PUs, in hierarchy order."""
     cores = _core_sets(topo, usable)
-    fams = _kept_families(topo, usable, len(cores))
+    fams = _kept_families(topo, usable, cores)
     names = [f.name for f in fams]
-    keys = [tuple(f.rank.get(c[0], -1) for f in fams) + (c[0],) for c in cores]
+    heads = [c[0] for c in cores]
+    keys = list(zip(*[[f.rank.get(h, -1) for h in heads] for f in fams], heads))
     order = sorted(range(len(cores)), key=keys.__getitem__)
     inuma = names.index("NUMA") if "NUMA" in names else -1
     ipkg = names.index("Package") if "Package" in names else -1

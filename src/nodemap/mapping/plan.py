@@ -24,7 +24,7 @@ from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from . import devices, hierarchy
 from .devices import GpuInfo
-from .hierarchy import Domain
+from .hierarchy import Domain, mask_of
 from .request import Plan, Request, TaskBinding
 from .spread import apportion, blocks, split_balanced
 
@@ -43,6 +43,9 @@ class _Task:
     cores: list[list[int]]  # the PUs used of each core, for places
     level: str
     group: int
+
+    def __post_init__(self) -> None:
+        self.cpuset = mask_of(self.cpus)
 
 
 def plan(topo: Topology, req: Request) -> Plan:
@@ -69,6 +72,9 @@ def plan(topo: Topology, req: Request) -> Plan:
     bindings = _bind(topo, groups, tasks, task_gpus, gpus, req, notes)
     if req.gpu_order == "index":
         bindings = _by_gpu_index(bindings)
+    crowded = [b.task for b in bindings if b.threads > len(b.cpus)]
+    if crowded:
+        notes.append(f"task(s) {_ranges(crowded)} run more threads than they have PUs")
     level = ",".join(dict.fromkeys(t.level for t in tasks))
     return Plan(request=req, tasks=tuple(bindings), level=level, notes=tuple(notes))
 
@@ -238,13 +244,12 @@ def _task(cores: list[list[int]], level: str, gi: int, req: Request) -> _Task:
 def _places(t: _Task, threads: int) -> tuple[CpuSet, ...]:
     """One place per thread: blocks of cores, or of PUs when threads
     outnumber cores; one per PU when threads outnumber PUs."""
-    if threads <= len(t.cores):
-        units = [CpuSet(c) for c in t.cores]
-    else:
-        units = [CpuSet((p,)) for p in t.cpus]
+    if threads == 1 or len(t.cpus) == 1:
+        return (t.cpuset,)
+    units = t.cores if threads <= len(t.cores) else [[p] for p in t.cpus]
     if threads >= len(units):
-        return tuple(units)
-    return tuple(CpuSet.union_all(units[a:b]) for a, b in blocks(len(units), threads))
+        return tuple(mask_of(u) for u in units)
+    return tuple(mask_of([p for u in units[a:b] for p in u]) for a, b in blocks(len(units), threads))
 
 
 # --- 5. devices, memory, bindings ------------------------------------------------------
@@ -256,8 +261,10 @@ def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: 
     bare = []
     per = req.gpus_per_task
     load = {x.gpu.index: 0 for x in gpus}  # tasks per GPU so far: borrowing spreads over them
-    for gi, g in enumerate(groups):
-        mine = [t for t in tasks if t.group == gi]
+    by_group: list[list[_Task]] = [[] for _ in groups]
+    for t in tasks:
+        by_group[t.group].append(t)
+    for g, mine in zip(groups, by_group):
         ids = {id(d) for d in g.domains}
         pool = [x for x, h in zip(gpus, homes) if h >= 0 and id(doms[h]) in ids]
         if per > 0:
@@ -265,7 +272,7 @@ def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: 
         if per > len(pool):  # not enough at home: borrow the nearest, least used
             others = [x for x in gpus if x not in pool]
             pool += _nearest(topo, g.domains[0].numa, others, per - len(pool), load)
-        dealt = devices.deal([CpuSet(t.cpus) for t in mine], pool, per)
+        dealt = devices.deal([t.cpuset for t in mine], pool, per)
         for d in dealt:
             for i in d:
                 load[i] += 1
@@ -289,21 +296,25 @@ def _bind(topo: Topology, groups: list[_Group], tasks: list[_Task], task_gpus: l
           gpus: list[GpuInfo], req: Request, notes: list[str]) -> list[TaskBinding]:
     nics = devices.fabric_nics(topo) if req.nic_rails else []
     devices.check_rails(req.nic_rails, nics)
-    chooser = devices.NicChooser(topo, nics, _package_of(topo))
-    info = {x.gpu.index: x for x in gpus}
-    allowed_mems = topo.allowed_mems
+    chooser = devices.NicChooser(topo, nics, _package_of(topo), gpus)
+    group_mems = [_mems(topo, g.domains, None) if len(g.domains) == 1 else None for g in groups]
     out = []
     for i, (t, gids) in enumerate(zip(tasks, task_gpus)):
-        cpus = CpuSet(t.cpus)
-        mems = CpuSet(d.numa for d in groups[t.group].domains if d.numa >= 0 and not d.cpus.isdisjoint(cpus))
-        if allowed_mems and not mems.issubset(allowed_mems):
-            mems = (mems & allowed_mems) or allowed_mems
+        mems = group_mems[t.group] or _mems(topo, groups[t.group].domains, t.cpuset)
         threads = req.threads or len(t.cpus)
         out.append(TaskBinding(
-            task=i, cpus=cpus, mems=mems, gpus=gids,
-            nics=chooser.choose([info[g] for g in gids], mems, req.nic_rails),
+            task=i, cpus=t.cpuset, mems=mems, gpus=gids, nics=chooser.choose(gids, mems, req.nic_rails),
             threads=threads, places=_places(t, threads)))
     return out
+
+
+def _mems(topo: Topology, span: list[Domain], cpus: CpuSet | None) -> CpuSet:
+    """The NUMA nodes of the task's CPUs, within the allowed memory nodes."""
+    mems = CpuSet(d.numa for d in span if d.numa >= 0 and (cpus is None or not d.cpus.isdisjoint(cpus)))
+    allowed = topo.allowed_mems
+    if allowed and not mems.issubset(allowed):
+        mems = (mems & allowed) or allowed
+    return mems
 
 
 def _package_of(topo: Topology) -> dict[int, int]:

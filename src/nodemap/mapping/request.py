@@ -22,14 +22,14 @@ class Request:
     tasks: int  # tasks (ranks) on this node
     threads: int = 0  # threads per task; 0 = auto (the PUs the task gets, at the SMT level asked)
     gpus_per_task: int = -1  # -1 auto: spread evenly, share when tasks outnumber GPUs; 0 ignore GPUs
-    smt: int = 0  # hardware threads per core to use; 0 = 1 when tasks*threads fit in cores, else all
+    smt: int = 0  # hardware threads per core to use; 0 = 1, or the fewest that give every thread a PU
     restrict_cpus: CpuSet | None = None  # only these PUs (always intersected with the allowed set)
     restrict_mems: CpuSet | None = None  # only these NUMA nodes
     nic_rails: int = 1  # NICs per task; 0 = none, -1 = all equally near NICs
     spread_by: str = "auto"  # "auto" (GPUs when there are GPUs, else PUs), "gpus", "pus"
     gpu_order: str = "locality"  # "locality" or "index" (GPU k to task k, for codes that assume it)
     oversubscribe: bool = False  # allow tasks to share PUs when tasks > PUs
-    greedy: bool = True  # one task alone gets the whole (allowed) node, like mpibind's greedy
+    greedy: bool = True  # fewer tasks than GPU/NUMA domains: each takes a run of domains (else one each)
 
 
 @dataclass(frozen=True)

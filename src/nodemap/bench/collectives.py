@@ -1,0 +1,446 @@
+"""`nodemap bench nccl`: NCCL collectives, algbw and busbw per size.
+
+Two modes, as nccl-tests:
+  mpi     one process per GPU under the launcher (the portable mode; the
+          NCCL unique id goes to every rank by MPI broadcast):
+            mpiexec -n 2 nodemap bench nccl
+  single  one process drives every visible GPU (ncclCommInitAll, the work
+          of all GPUs queued between groupStart and groupEnd):
+            nodemap bench nccl --mode single
+Operations: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+alltoall (grouped send/recv), sendrecv (ring: send to the next rank, receive
+from the previous). Sizes are the larger buffer in bytes, as nccl-tests
+counts them; algbw = size / time, busbw = algbw x 2(n-1)/n for all_reduce,
+(n-1)/n for all_gather, reduce_scatter and alltoall, 1 for broadcast,
+reduce and sendrecv. Out-of-place and in-place. After timing, every buffer
+is re-initialized, the operation runs once more and every element is
+compared with its exact expected value (small integers in float32): the
+count of wrong elements is reported, and a non-zero count fails the run.
+NCCL_NVLS_ENABLE=0 is always set before NCCL starts (NVLink multicast can
+take a shared node's GPUs out of service)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NodemapError
+from . import mpi_common as mc
+from .harness import Progress, repeat
+from .results import ResultSet, make_result
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1]
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
+NO_INPLACE = ("alltoall", "sendrecv")
+WORD = 4  # float32
+NCCL_MISSING = ("CuPy has no usable NCCL (cupy.cuda.nccl): install NCCL for your CUDA "
+                "(pip install nvidia-nccl-cu12 / nvidia-nccl-cu13) next to CuPy")
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw."""
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ops", default=",".join(OPS), help=f"subset of {','.join(OPS)}")
+    p.add_argument("--sizes", default="8:1GiB", metavar="SPEC", help="LO:HI by factor 2 (default 8:1GiB) or a list")
+    p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
+                   help="one process per GPU under MPI, or one process for all GPUs (auto: mpi when launched "
+                        "by mpiexec/srun with more than one rank)")
+    p.add_argument("--inplace", choices=("both", "out", "in"), default="both",
+                   help="out-of-place, in-place or both (default)")
+    p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals (default all visible)")
+    p.add_argument("--iters", type=int, default=20, help="operations per timed repetition (default 20)")
+    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions (default 5)")
+    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
+                   help="seconds one size may take before the run ends with exit 2 (a hung collective)")
+    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
+    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+def launched_by_mpi() -> bool:
+    for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "PALS_SIZE"):
+        if int(os.environ.get(v, "1") or 1) > 1:
+            return True
+    return False
+
+
+def import_nccl() -> tuple[Any, Any]:
+    os.environ["NCCL_NVLS_ENABLE"] = "0"  # before NCCL reads its environment
+    from .gpu_common import import_cupy
+
+    cp = import_cupy()
+    try:
+        from cupy.cuda import nccl
+
+        if not getattr(nccl, "available", True):
+            raise ImportError
+    except Exception:
+        raise NodemapError(NCCL_MISSING) from None
+    return cp, nccl
+
+
+# --- communicators --------------------------------------------------------------
+
+
+@dataclass
+class Local:
+    """One GPU this process drives: its NCCL communicator and stream."""
+
+    rank: int  # NCCL rank
+    device: int  # CUDA ordinal
+    comm: Any
+    stream: Any
+    bufs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Ctx:
+    """The NCCL world as this process sees it."""
+
+    cp: Any
+    nccl: Any
+    n: int  # NCCL ranks in all
+    locals: list[Local]
+    mpi: Any = None  # MPI.COMM_WORLD in mpi mode
+    gpu_keys: list[str] = field(default_factory=list)  # every rank's GPU, rank order
+
+    def max_all(self, v: float) -> float:
+        """The largest value across processes (a collective: all call it)."""
+        if self.mpi is None:
+            return v
+        from mpi4py import MPI
+
+        return self.mpi.allreduce(v, op=MPI.MAX)
+
+    def min_all(self, v: int) -> int:
+        if self.mpi is None:
+            return v
+        from mpi4py import MPI
+
+        return self.mpi.allreduce(v, op=MPI.MIN)
+
+    def is_root(self) -> bool:
+        return self.mpi is None or self.mpi.Get_rank() == 0
+
+    def sync(self) -> None:
+        for lo in self.locals:
+            lo.stream.synchronize()
+        if self.mpi is not None:
+            self.mpi.Barrier()
+
+    def close(self) -> None:
+        for lo in self.locals:
+            try:
+                if lo.comm is not None:
+                    lo.comm.destroy()
+            except Exception:
+                pass
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+
+def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = False) -> Ctx:
+    """With `nccl_optional`, a CuPy without NCCL gives a Ctx whose comms are
+    None (ctx.nccl None), for benchmarks with other transports too."""
+    if mode == "auto":
+        mode = "mpi" if launched_by_mpi() else "single"
+    try:
+        cp, nccl = import_nccl()
+    except NodemapError as e:
+        if not nccl_optional or str(e) != NCCL_MISSING:
+            raise
+        from .gpu_common import import_cupy
+
+        cp, nccl = import_cupy(), None
+    if mode == "single":
+        from .gpu_common import parse_ordinals
+
+        devs = parse_ordinals(gpus, cp.cuda.runtime.getDeviceCount())
+        with mc.deadline(timeout, "ncclCommInitAll"):
+            comms = nccl.NcclCommunicator.initAll(devs) if nccl else [None] * len(devs)
+        locals_ = []
+        for r, (d, c) in enumerate(zip(devs, comms)):
+            with cp.cuda.Device(d):
+                locals_.append(Local(r, d, c, cp.cuda.Stream(non_blocking=True)))
+        return Ctx(cp, nccl, len(devs), locals_, gpu_keys=gpu_keys(cp, devs))
+    MPI = mc.start(timeout)
+    comm = MPI.COMM_WORLD
+    n, rank = comm.Get_size(), comm.Get_rank()
+    place = mc.my_place(comm, None)
+    ndev = cp.cuda.runtime.getDeviceCount()
+    dev = place.local_rank % ndev
+    cp.cuda.Device(dev).use()
+    with mc.deadline(timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
+        uid = comm.bcast(nccl.get_unique_id() if rank == 0 and nccl else None, root=0)
+        c = nccl.NcclCommunicator(n, uid, rank) if nccl else None
+        keys = comm.allgather(f"{place.host}:{gpu_keys(cp, [dev])[0]}")
+    return Ctx(cp, nccl, n, [Local(rank, dev, c, cp.cuda.Stream(non_blocking=True))], mpi=comm, gpu_keys=keys)
+
+
+def gpu_keys(cp: Any, devs: list[int]) -> list[str]:
+    """Topology names ("GPU3", as `nodemap topo`) of CUDA ordinals; cudaN where unknown."""
+    try:
+        from .gpu_common import describe, load_topology
+
+        topo = load_topology(None)[0]
+        return [describe(cp, d, topo).key for d in devs]
+    except Exception:  # a label, never a reason to stop
+        return [f"cuda{d}" for d in devs]
+
+
+# --- operations -----------------------------------------------------------------
+
+
+def counts(op: str, size: int, n: int) -> tuple[int, int]:
+    """(send elements, receive elements) per rank for a `size`-byte test; 0 when too small."""
+    total = size // WORD
+    if op in ("all_gather", "reduce_scatter", "alltoall"):
+        c = total // n
+        if c == 0:
+            return 0, 0
+        return {"all_gather": (c, c * n), "reduce_scatter": (c * n, c), "alltoall": (c * n, c * n)}[op]
+    return total, total
+
+
+def ptrs(lo: Local, op: str, inplace: bool, n: int, recv_count: int) -> tuple[int, int]:
+    """(send, recv) device pointers; in-place as nccl-tests lays it out."""
+    s, r = lo.bufs["send"].data.ptr, lo.bufs["recv"].data.ptr
+    if not inplace:
+        return s, r
+    if op == "all_gather":
+        return r + lo.rank * (recv_count // n) * WORD, r  # my part inside the receive buffer
+    if op == "reduce_scatter":
+        return s, s + lo.rank * recv_count * WORD
+    return r, r
+
+
+def enqueue(ctx: Ctx, op: str, inplace: bool, size: int) -> None:
+    """One operation on every local GPU, all inside one NCCL group."""
+    nc, n = ctx.nccl, ctx.n
+    sc, rc = counts(op, size, n)
+    f32, SUM = nc.NCCL_FLOAT32, nc.NCCL_SUM
+    nc.groupStart()
+    try:
+        for lo in ctx.locals:
+            sp, rp = ptrs(lo, op, inplace, n, rc)
+            st, c = lo.stream.ptr, lo.comm
+            if op == "all_reduce":
+                c.allReduce(sp, rp, sc, f32, SUM, st)
+            elif op == "all_gather":
+                c.allGather(sp, rp, sc, f32, st)
+            elif op == "reduce_scatter":
+                c.reduceScatter(sp, rp, rc, f32, SUM, st)
+            elif op == "broadcast":
+                c.broadcast(sp, rp, sc, f32, 0, st)
+            elif op == "reduce":
+                c.reduce(sp, rp, sc, f32, SUM, 0, st)
+            elif op == "alltoall":
+                part = sc // n
+                for peer in range(n):
+                    c.send(sp + peer * part * WORD, part, f32, peer, st)
+                    c.recv(rp + peer * part * WORD, part, f32, peer, st)
+            elif op == "sendrecv":
+                c.send(sp, sc, f32, (lo.rank + 1) % n, st)
+                c.recv(rp, rc, f32, (lo.rank - 1) % n, st)
+    finally:
+        nc.groupEnd()
+
+
+def values(cp: Any, rank: int, start: int, count: int) -> Any:
+    """What rank `rank` sends at element indexes start..: small exact integers."""
+    i = cp.arange(start, start + count, dtype=cp.int64)
+    return ((rank + 1) * (i % 7 + 1)).astype(cp.float32)
+
+
+def expected(cp: Any, op: str, rank: int, n: int, size: int) -> Any | None:
+    """The receive buffer rank `rank` must hold after one `op`; None: nothing to check."""
+    sc, rc = counts(op, size, n)
+    tri = n * (n + 1) // 2  # sum over ranks of (rank + 1)
+    one = values(cp, 0, 0, rc)  # (i % 7 + 1)
+    if op == "all_reduce":
+        return one * tri
+    if op == "broadcast":
+        return one
+    if op == "reduce":
+        return one * tri if rank == 0 else None
+    if op == "all_gather":
+        return cp.concatenate([values(cp, r, r * rc // n, rc // n) for r in range(n)])
+    if op == "reduce_scatter":
+        return values(cp, 0, rank * rc, rc) * tri
+    if op == "alltoall":
+        part = rc // n
+        return cp.concatenate([values(cp, j, rank * part, part) for j in range(n)])
+    if op == "sendrecv":
+        return values(cp, (rank - 1) % n, 0, rc)
+    raise ValueError(op)
+
+
+def fill(ctx: Ctx, op: str, inplace: bool, size: int) -> None:
+    """Send data per rank; receive buffers poisoned (NaN)."""
+    cp, n = ctx.cp, ctx.n
+    sc, rc = counts(op, size, n)
+    for lo in ctx.locals:
+        with cp.cuda.Device(lo.device):
+            send, recv = lo.bufs["send"], lo.bufs["recv"]
+            recv[:].fill(cp.nan)
+            start = lo.rank * sc if op == "all_gather" else 0
+            data = values(cp, lo.rank, start, sc)
+            if inplace and op == "all_gather":
+                recv[lo.rank * sc:(lo.rank + 1) * sc] = data
+            elif inplace:
+                recv[:sc] = data
+                send[:sc] = data
+            else:
+                send[:sc] = data
+            cp.cuda.Device().synchronize()
+
+
+def wrong(ctx: Ctx, op: str, inplace: bool, size: int) -> int:
+    """Elements that differ from the expected result, over every local GPU."""
+    cp, n = ctx.cp, ctx.n
+    _, rc = counts(op, size, n)
+    bad = 0
+    for lo in ctx.locals:
+        with cp.cuda.Device(lo.device):
+            want = expected(cp, op, lo.rank, n, size)
+            if want is None:
+                continue
+            _, rp = ptrs(lo, op, inplace, n, rc)
+            base = lo.bufs["recv"] if not (inplace and op == "reduce_scatter") else lo.bufs["send"]
+            off = (rp - base.data.ptr) // WORD
+            got = base[off:off + rc]
+            bad += int((got != want).sum())
+    return bad
+
+
+# --- the run --------------------------------------------------------------------
+
+
+def parse_ops(spec: str) -> list[str]:
+    ops = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [o for o in ops if o not in OPS]
+    if bad or not ops:
+        raise NodemapError(f"--ops {spec!r}: choose from {','.join(OPS)}")
+    return ops
+
+
+def run(args: argparse.Namespace) -> int:
+    from .mpi_p2p import parse_sizes
+
+    ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes)
+    if args.iters < 1 or args.repeats < 1:
+        raise NodemapError("--iters and --repeats must be positive")
+    ctx = open_ctx(args.mode, args.gpus, args.timeout)
+    try:
+        rs = bench(ctx, ops, sizes, args)
+    finally:
+        ctx.close()
+    if not ctx.is_root():
+        return 0 if rs.complete else 1
+    from .gpu_common import finish
+
+    return finish(rs, args, text)
+
+
+def allocate(ctx: Ctx, nbytes: int) -> None:
+    from .gpu_common import ensure_free
+
+    cp = ctx.cp
+    for lo in ctx.locals:
+        with cp.cuda.Device(lo.device):
+            ensure_free(cp, 2 * nbytes, "NCCL send and receive buffers of the largest size")
+            lo.bufs = {k: cp.empty(nbytes // WORD, dtype=cp.float32) for k in ("send", "recv")}
+
+
+def bench(ctx: Ctx, ops: list[str], sizes: list[int], args: Any) -> ResultSet:
+    rs = ResultSet(command=f"bench nccl --ops {','.join(ops)} --sizes {args.sizes}")
+    cp = ctx.cp
+    rs.environment = {"nccl": ctx.nccl.get_version(), "cupy": cp.__version__, "ranks": ctx.n,
+                      "mode": "mpi" if ctx.mpi is not None else "single", "gpus": ctx.gpu_keys,
+                      "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+    if ctx.mpi is not None:
+        rs.environment["mpi"] = mc.library()
+    allocate(ctx, max(sizes))
+    places = [p for p in ("out", "in") if args.inplace in ("both", p)]
+    prog = Progress(len(ops) * len(sizes) * len(places), "nccl", quiet=args.quiet or not ctx.is_root())
+    path = f"{ctx.n} ranks: " + ", ".join(ctx.gpu_keys)
+    for op in ops:
+        for size in sizes:
+            for where in places:
+                prog.step(f"{op} {size} B {where}-of-place" if where == "out" else f"{op} {size} B in-place")
+                if where == "in" and op in NO_INPLACE or counts(op, size, ctx.n)[0] == 0:
+                    continue
+                with mc.deadline(args.timeout, f"NCCL {op} at {size} B (a hung collective)"):
+                    r = one(ctx, op, size, where == "in", args.iters, args.repeats, path)
+                if isinstance(r, str):
+                    rs.messages.append(r)
+                    rs.complete = False
+                else:
+                    rs.add(r)
+    return rs
+
+
+def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, path: str) -> Any:
+    cp, n = ctx.cp, ctx.n
+    fill(ctx, op, inplace, size)
+
+    def once() -> float:
+        ctx.sync()
+        evs = []
+        for lo in ctx.locals:
+            with cp.cuda.Device(lo.device):
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                e0.record(lo.stream)
+                evs.append((e0, e1, lo))
+        for _ in range(iters):
+            enqueue(ctx, op, inplace, size)
+        for e0, e1, lo in evs:
+            with cp.cuda.Device(lo.device):
+                e1.record(lo.stream)
+        t = 0.0
+        for e0, e1, lo in evs:
+            e1.synchronize()
+            t = max(t, cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / iters)
+        return ctx.max_all(t)
+
+    times = repeat(once, repeats=repeats, warmup=1)
+    fill(ctx, op, inplace, size)
+    enqueue(ctx, op, inplace, size)
+    ctx.sync()
+    bad = int(ctx.max_all(float(wrong(ctx, op, inplace, size))))
+    label = f"{op} {'in-place' if inplace else 'out-of-place'} {size} B"
+    if bad:
+        return f"{label}: {bad} wrong elements after the operation: NCCL or the GPUs' links corrupt data"
+    factor = bus_factor(op, n)
+    algbw = [size / t / 1e9 for t in times]
+    # one rank moves nothing between GPUs: nccl-tests' busbw is 0 there, so algbw stands in
+    unit, vals = ("GB/s busbw", [a * factor for a in algbw]) if factor else ("GB/s", algbw)
+    return make_result(
+        "nccl", op, unit, vals, verified=True,
+        params={"size": size, "ranks": n, "inplace": inplace, "iters": iters, "dtype": "float32",
+                "algbw_best": max(algbw), "algbw_median": sorted(algbw)[len(algbw) // 2],
+                "time_us_best": min(times) * 1e6, "bus_factor": factor, "wrong": 0},
+        bytes=size, counting=f"nccl-tests: algbw = {size} B / time, busbw = algbw x {factor:g}",
+        path=path, path_class="NCCL",
+        verification="every receive element compared with its exact value after one more operation "
+                     "(0 wrong)",
+    )
+
+
+def text(rs: ResultSet) -> str:
+    from .mpi_p2p import _size
+    from .report import number, table
+
+    rows = [[r.metric, "in" if r.params["inplace"] else "out", _size(r.params["size"]),
+             number(r.params["time_us_best"]), number(r.params["algbw_best"]), number(r.stats.best),
+             number(r.stats.median), f"{100 * r.stats.spread:.1f}%", str(r.params["wrong"])] for r in rs.results]
+    return table(["op", "place", "size", "time us", "algbw GB/s", "busbw GB/s", "busbw med", "spread", "#wrong"],
+                 rows, right=[False, False] + [True] * 7)

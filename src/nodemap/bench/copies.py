@@ -1,0 +1,511 @@
+"""`nodemap bench copies`: host<->device and device<->device copy matrices.
+
+Two engines, as nvbandwidth: CE (cudaMemcpyAsync, the DMA copy engines) and
+SM (a kernel of 16-byte loads and stores, 4 blocks of 512 threads per SM).
+Cases:
+  h2d, d2h, h2d+d2h   per GPU from pinned host memory bound to each NUMA node
+  d2d (read, write)   every ordered GPU pair; read = issued by the
+                      destination GPU (SM: kernel on dst reads src), write =
+                      issued by the source (SM: kernel on src writes dst)
+  d2d bidir           both directions of a pair at once
+  all-to-one, one-to-all, local (a copy within one GPU)
+  staged              peer access off: D2H then H2D through pinned host
+                      chunks, pipelined (timed by the host clock)
+Timing: a spin kernel holds each stream while `--iters` copies and their
+events are queued, then all streams are released together; bandwidth is
+bytes copied over the slowest stream's time, repeated --repeats times.
+Every destination is poisoned before and checked word by word after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..errors import NodemapError
+from ..topology.model import Topology
+from . import gpu_common as gc
+from .harness import Progress
+from .peaks import Peak, path_peak
+from .results import Result, ResultSet, make_result
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1]
+CASES = ("host", "d2d", "bidir", "local", "all", "staged")
+SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
+SRC_SEED, POISON_SEED = 0x5EED, 0xBAD
+STAGE_CHUNK = 16 << 20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    gc.add_common_arguments(p, "bytes per buffer (default 512MiB, as nvbandwidth)")
+    p.add_argument("--iters", type=int, default=8, help="copies per timed repetition (default 8)")
+    p.add_argument("--engine", default="ce,sm", help="ce, sm or both (default)")
+    p.add_argument("--cases", default=",".join(CASES), help=f"subset of {','.join(CASES)}")
+    p.add_argument("--latency", action="store_true", help="also measure load latency and small-copy latency")
+    p.add_argument("--matrix", action="store_true", help="print nvbandwidth-style matrices (rows src, cols dst)")
+    p.set_defaults(repeats=5)
+
+
+@dataclass
+class Case:
+    """One measured copy pattern: its streams' work, then how to check it."""
+
+    metric: str  # "d2d_write_ce", "h2d_sm"...
+    src: str  # row label in matrices: "GPU0", "NUMA1"
+    dst: str
+    path: str
+    path_class: str
+    peak: Peak | None
+    nbytes: int  # bytes copied per repetition, all streams together
+    jobs: list[gc.Job]
+    checks: list[Callable[[], int]]  # each returns the number of bad words
+    params: dict[str, Any] = field(default_factory=dict)
+    host_timed: Callable[[], float] | None = None  # replaces the gate timing
+    notes: tuple[str, ...] = ()
+
+
+def run(args: argparse.Namespace) -> int:
+    engines = _subset(args.engine, ("ce", "sm"), "--engine")
+    cases = _subset(args.cases, CASES, "--cases")
+    if args.iters < 1 or args.repeats < 1:
+        raise NodemapError("--iters and --repeats must be >= 1")
+    size = gc.parse_size(args.size) if args.size else 512 << 20
+    size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
+    cp = gc.import_cupy()
+    topo, why = gc.load_topology(args.topology)
+    devs = gc.gpus(cp, args.gpus, topo)
+    rs = ResultSet(command="bench copies", environment=gc.environment(cp, devs))
+    if why:
+        rs.messages.append(why)
+    try:
+        with gc.device_memory(cp), gc.gate(cp) as gate, Bench(cp, gate, devs, topo, size, args) as b:
+            rs.messages += b.messages
+            for c in b.cases(cases, engines):
+                rs.add(b.measure(c))
+            if args.latency:
+                from . import gpu_latency
+
+                for r in gpu_latency.measure(b):
+                    rs.add(r)
+    except KeyboardInterrupt:
+        rs.complete = False
+        rs.messages.append("interrupted: results so far only")
+    return gc.finish(rs, args, matrices if args.matrix else text)
+
+
+def _subset(spec: str, allowed: Sequence[str], flag: str) -> tuple[str, ...]:
+    got = tuple(x.strip() for x in spec.split(",") if x.strip())
+    if not got or set(got) - set(allowed):
+        raise NodemapError(f"{flag} {spec!r}: choose from {', '.join(allowed)}")
+    return got
+
+
+def numa_nodes(topo: Topology | None) -> list[int]:
+    """NUMA nodes with memory this process may use; [-1] when unknown."""
+    if topo is None or not topo.numa_nodes:
+        return [-1]
+    allowed = topo.allowed_mems
+    nodes = [n.os_index for n in topo.numa_nodes if n.memory > 0 and (not allowed or n.os_index in allowed)
+             and n.kind in ("", "DRAM")]
+    return nodes or [-1]
+
+
+def host_class(gpu: gc.Gpu, node: int) -> str:
+    """NODE when the memory is on the GPU's NUMA node, SYS across nodes."""
+    if node < 0 or gpu.numa < 0:
+        return "NODE" if node < 0 else "?"
+    return "NODE" if node == gpu.numa else "SYS"
+
+
+def d2d_path(topo: Topology | None, a: gc.Gpu, b: gc.Gpu) -> tuple[str, Peak | None, str]:
+    """(class label, peak, note) between two GPUs from the Topology."""
+    pcie = min((p for p in (a.pcie, b.pcie) if p), key=lambda p: p.gbs, default=None)
+    if topo is None or a.key.startswith("cuda") or b.key.startswith("cuda"):
+        return "?", None, "GPU not found in the topology: no path class"
+    from ..topology.paths import path
+
+    p = path(topo, a.key, b.key)
+    return p.label, path_peak(p.label, p.bandwidth_gbs, None if p.label.startswith("NV") else pcie), p.note
+
+
+class Bench:
+    """Buffers and streams of one `bench copies` run; builds and times Cases."""
+
+    def __init__(self, cp: Any, gate: gc.Gate, devs: list[gc.Gpu], topo: Topology | None, size: int,
+                 args: argparse.Namespace) -> None:
+        self.cp, self.gate, self.devs, self.topo, self.size = cp, gate, devs, topo, size
+        self.repeats, self.iters, self.quiet = args.repeats, args.iters, args.quiet
+        self.words = size // 4
+        self.messages: list[str] = []
+        self.nodes = numa_nodes(topo)
+        self.hosts: dict[tuple[int, str], gc.HostBuffer] = {}
+        self.src: dict[int, Any] = {}
+        self.dst: dict[int, list[Any]] = {}
+        self.streams: dict[int, list[Any]] = {}
+        self.peer = self._enable_peers()
+
+    def __enter__(self) -> "Bench":
+        for d in self.devs:
+            with self.cp.cuda.Device(d.ordinal):
+                n_dst = max(2, len(self.devs))  # all-to-one lands every source in its own buffer
+                gc.ensure_free(self.cp, (1 + n_dst) * self.size, f"bench copies ({1 + n_dst} x {gc.gib(self.size)})")
+                self.src[d.ordinal] = self.cp.empty(self.words, dtype="uint32")
+                self.dst[d.ordinal] = [self.cp.empty(self.words, dtype="uint32") for _ in range(n_dst)]
+                self.streams[d.ordinal] = [self.cp.cuda.Stream(non_blocking=True) for _ in range(n_dst)]
+                self.fill(self.src[d.ordinal], SRC_SEED)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for h in self.hosts.values():
+            h.close()
+        self.hosts.clear()
+        self.src.clear()
+        self.dst.clear()
+
+    # -- buffers ---------------------------------------------------------------
+
+    def host(self, node: int, role: str) -> gc.HostBuffer:
+        """Pinned host buffer on `node`, one per role ("src" is filled)."""
+        key = (node, role)
+        if key not in self.hosts:
+            h = gc.HostBuffer(self.cp, self.size, node)
+            self.hosts[key] = h
+            if h.note:
+                self.messages.append(h.note)
+            if role == "src":
+                with self.cp.cuda.Device(self.devs[0].ordinal):
+                    self.fill(h.ptr, SRC_SEED)
+        return self.hosts[key]
+
+    def fill(self, buf: Any, seed: int) -> None:
+        fn = gc.kernel(self.cp, "copies.cu", "fill")
+        gc.launch(self.cp, fn, self.words, (_p(buf), _i64(self.words), _u32(seed)), None, 256,
+                  max_grid=65536)
+        self.cp.cuda.Device().synchronize()
+
+    def bad_words(self, buf: Any, device: int) -> int:
+        """Words of `buf` not holding the source pattern, counted on `device`."""
+        cp = self.cp
+        with cp.cuda.Device(device):
+            bad = cp.zeros(1, dtype="uint64")
+            fn = gc.kernel(cp, "copies.cu", "check")
+            gc.launch(cp, fn, self.words, (_p(buf), _i64(self.words), _u32(SRC_SEED), bad), None, 256,
+                      max_grid=65536)
+            return int(bad.get()[0])
+
+    def _enable_peers(self) -> bool:
+        rt = self.cp.cuda.runtime
+        ok = True
+        for a in self.devs:
+            for b in self.devs:
+                if a is b:
+                    continue
+                if not rt.deviceCanAccessPeer(a.ordinal, b.ordinal):
+                    ok = False
+                    continue
+                with self.cp.cuda.Device(a.ordinal):
+                    try:
+                        rt.deviceEnablePeerAccess(b.ordinal)
+                    except rt.CUDARuntimeError as e:
+                        if "AlreadyEnabled" not in str(e):
+                            raise
+        if not ok and len(self.devs) > 1:
+            self.messages.append("peer access is not possible between some GPUs: their d2d cases are skipped "
+                                 "(the staged case still runs)")
+        return ok
+
+    # -- copy operations ----------------------------------------------------------
+
+    def ce(self, dst: Any, src: Any, nbytes: int | None = None, iters: int = 0) -> Callable[[Any], None]:
+        rt, n = self.cp.cuda.runtime, nbytes or self.size
+        d, s = _addr(dst), _addr(src)
+
+        def enqueue(stream: Any) -> None:
+            for _ in range(iters or self.iters):
+                rt.memcpyAsync(d, s, n, rt.memcpyDefault, stream.ptr)
+
+        return enqueue
+
+    def sm(self, dst: Any, src: Any, device: gc.Gpu) -> Callable[[Any], None]:
+        cp = self.cp
+        with cp.cuda.Device(device.ordinal):
+            fn = gc.kernel(cp, "copies.cu", "copy16")
+        n16 = self.size // 16
+        grid = device.sm_count * SM_BLOCKS_PER_SM
+        args = (_p(src), _p(dst), _i64(n16))
+
+        def enqueue(stream: Any) -> None:
+            for _ in range(self.iters):
+                fn((grid,), (SM_BLOCK,), args, stream=stream)
+
+        return enqueue
+
+    def op(self, engine: str, dst: Any, src: Any, issuer: gc.Gpu) -> Callable[[Any], None]:
+        return self.ce(dst, src) if engine == "ce" else self.sm(dst, src, issuer)
+
+    def job(self, issuer: gc.Gpu, k: int, enqueue: Callable[[Any], None]) -> gc.Job:
+        return gc.Job(issuer.ordinal, self.streams[issuer.ordinal][k], enqueue)
+
+    def check(self, buf: Any, device: gc.Gpu) -> Callable[[], int]:
+        return lambda: self.bad_words(buf, device.ordinal)
+
+    # -- cases ----------------------------------------------------------------------
+
+    def cases(self, which: Sequence[str], engines: Sequence[str]):
+        """Every Case of the selected kinds, built lazily (buffers on demand)."""
+        pairs = [(a, b) for a in self.devs for b in self.devs if a is not b]
+        total = self._count(which, engines, pairs)
+        prog = Progress(total, "copies", quiet=self.quiet)
+        for builder in self._builders(which, engines, pairs):
+            c = builder()
+            prog.step(f"{c.metric} {c.src}->{c.dst}")
+            yield c
+
+    def _builders(self, which, engines, pairs):
+        out: list[Callable[[], Case]] = []
+        bind = lambda f, *a: (lambda: f(*a))  # noqa: E731 - late binding per case
+        for e in engines:
+            if "host" in which:
+                for g in self.devs:
+                    for n in self.nodes:
+                        out += [bind(self.h2d, g, n, e), bind(self.d2h, g, n, e), bind(self.host_bidir, g, n, e)]
+            if self.peer:
+                if "d2d" in which:
+                    for a, b in pairs:
+                        out += [bind(self.d2d, a, b, e, "write"), bind(self.d2d, a, b, e, "read")]
+                if "bidir" in which:
+                    out += [bind(self.d2d_bidir, a, b, e) for a, b in pairs]
+                if "all" in which and len(self.devs) > 2:
+                    out += [bind(self.all_to_one, g, e) for g in self.devs]
+                    out += [bind(self.one_to_all, g, e) for g in self.devs]
+            if "local" in which:
+                out += [bind(self.local, g, e) for g in self.devs]
+        if "staged" in which:
+            out += [bind(self.staged, a, b) for a, b in pairs]
+        return out
+
+    def _count(self, which, engines, pairs) -> int:
+        return len(self._builders(which, engines, pairs))
+
+    def h2d(self, g: gc.Gpu, node: int, e: str) -> Case:
+        h, dst = self.host(node, "src"), self.dst[g.ordinal][0]
+        return self._host_case(f"h2d_{e}", g, node, h, [self.job(g, 0, self.op(e, dst, h.ptr, g))],
+                               [self.check(dst, g)], self.size)
+
+    def d2h(self, g: gc.Gpu, node: int, e: str) -> Case:
+        h = self.host(node, "dst")
+        return self._host_case(f"d2h_{e}", g, node, h, [self.job(g, 0, self.op(e, h.ptr, self.src[g.ordinal], g))],
+                               [self.check(h.ptr, g)], self.size, poison=[h.ptr])
+
+    def host_bidir(self, g: gc.Gpu, node: int, e: str) -> Case:
+        hs, hd, dst = self.host(node, "src"), self.host(node, "dst"), self.dst[g.ordinal][0]
+        jobs = [self.job(g, 0, self.op(e, dst, hs.ptr, g)), self.job(g, 1, self.op(e, hd.ptr, self.src[g.ordinal], g))]
+        c = self._host_case(f"h2d+d2h_{e}", g, node, hs, jobs, [self.check(dst, g), self.check(hd.ptr, g)],
+                            2 * self.size, poison=[hd.ptr])
+        c.peak = Peak(2 * c.peak.gbs, f"2 x {c.peak.source} (both directions)") if c.peak else None
+        return c
+
+    def _host_case(self, metric, g, node, h, jobs, checks, nbytes, poison=()) -> Case:
+        where = f"NUMA{node}" if node >= 0 else "host"
+        to_gpu = not metric.startswith("d2h")
+        src, dst = (where, g.key) if to_gpu else (g.key, where)
+        arrow = "<->" if "+" in metric else "->"
+        placed = ", ".join(f"NUMA{k}: {v:.0%}" for k, v in sorted(h.placed.items()))
+        with self.cp.cuda.Device(g.ordinal):
+            for b in poison or [self.dst[g.ordinal][0]]:
+                self.fill(b, POISON_SEED)
+        return Case(metric, src, dst, f"{src} memory {arrow} {dst}" if to_gpu else f"{src} -> {dst} memory",
+                    host_class(g, node), g.pcie, nbytes, jobs, checks,
+                    {"src": src, "dst": dst, "host_node": node, "host_pages": placed or "unknown"})
+
+    def d2d(self, a: gc.Gpu, b: gc.Gpu, e: str, mode: str) -> Case:
+        issuer = a if mode == "write" else b
+        dst = self.dst[b.ordinal][0]
+        return self._d2d_case(f"d2d_{mode}_{e}", a, b,
+                              [self.job(issuer, 0, self.op(e, dst, self.src[a.ordinal], issuer))],
+                              [self.check(dst, b)], [(dst, b)])
+
+    def d2d_bidir(self, a: gc.Gpu, b: gc.Gpu, e: str) -> Case:
+        da, db = self.dst[a.ordinal][0], self.dst[b.ordinal][0]
+        jobs = [self.job(a, 0, self.op(e, db, self.src[a.ordinal], a)),
+                self.job(b, 1, self.op(e, da, self.src[b.ordinal], b))]
+        c = self._d2d_case(f"d2d_bidir_{e}", a, b, jobs, [self.check(db, b), self.check(da, a)], [(db, b), (da, a)],
+                           nbytes=2 * self.size)
+        c.peak = Peak(2 * c.peak.gbs, f"2 x {c.peak.source} (both directions)") if c.peak else None
+        return c
+
+    def _d2d_case(self, metric, a, b, jobs, checks, poison, nbytes=0) -> Case:
+        label, peak, note = d2d_path(self.topo, a, b)
+        for buf, owner in poison:
+            with self.cp.cuda.Device(owner.ordinal):
+                self.fill(buf, POISON_SEED)
+        return Case(metric, a.key, b.key, f"{a.key} -> {b.key} {label}", label, peak, nbytes or self.size, jobs,
+                    checks, {"src": a.key, "dst": b.key}, notes=(note,) if note else ())
+
+    def local(self, g: gc.Gpu, e: str) -> Case:
+        dst = self.dst[g.ordinal][0]
+        with self.cp.cuda.Device(g.ordinal):
+            self.fill(dst, POISON_SEED)
+        # A copy within one GPU reads and writes its memory: both count, as
+        # BabelStream's copy, so the HBM datasheet figure is its peak.
+        return Case(f"local_{e}", g.key, g.key, f"{g.key} HBM -> {g.key} HBM", "X", g.hbm, 2 * self.size,
+                    [self.job(g, 0, self.op(e, dst, self.src[g.ordinal], g))], [self.check(dst, g)],
+                    {"counting": "read + written"})
+
+    def all_to_one(self, g: gc.Gpu, e: str) -> Case:
+        others = [d for d in self.devs if d is not g]
+        jobs, checks = [], []
+        for k, o in enumerate(others):
+            dst = self.dst[g.ordinal][k]
+            with self.cp.cuda.Device(g.ordinal):
+                self.fill(dst, POISON_SEED)
+            jobs.append(self.job(o, 0, self.op(e, dst, self.src[o.ordinal], o)))
+            checks.append(self.check(dst, g))
+        peaks = [d2d_path(self.topo, o, g)[1] for o in others]
+        peak = Peak(sum(p.gbs for p in peaks), "sum of the source paths' peaks") if all(peaks) else None
+        return Case(f"all_to_one_{e}", "all", g.key, f"every GPU -> {g.key}", "mixed", peak,
+                    len(others) * self.size, jobs, checks, {"dst": g.key})
+
+    def one_to_all(self, g: gc.Gpu, e: str) -> Case:
+        others = [d for d in self.devs if d is not g]
+        jobs, checks = [], []
+        for k, o in enumerate(others):
+            dst = self.dst[o.ordinal][1]
+            with self.cp.cuda.Device(o.ordinal):
+                self.fill(dst, POISON_SEED)
+            jobs.append(self.job(g, k, self.op(e, dst, self.src[g.ordinal], g)))
+            checks.append(self.check(dst, o))
+        peaks = [d2d_path(self.topo, g, o)[1] for o in others]
+        peak = Peak(sum(p.gbs for p in peaks), "sum of the destination paths' peaks") if all(peaks) else None
+        return Case(f"one_to_all_{e}", g.key, "all", f"{g.key} -> every GPU", "mixed", peak,
+                    len(others) * self.size, jobs, checks, {"src": g.key})
+
+    def staged(self, a: gc.Gpu, b: gc.Gpu) -> Case:
+        """Peer access off: the copy a program without P2P makes."""
+        dst = self.dst[b.ordinal][0]
+        with self.cp.cuda.Device(b.ordinal):
+            self.fill(dst, POISON_SEED)
+        pcie = [p for p in (a.pcie, b.pcie) if p]
+        peak = min(pcie, key=lambda p: p.gbs) if pcie else None
+        return Case("d2d_staged", a.key, b.key, f"{a.key} -> host -> {b.key}", "staged", peak, self.size, [],
+                    [self.check(dst, b)], {"src": a.key, "dst": b.key, "chunk": STAGE_CHUNK},
+                    host_timed=lambda: self._staged_once(a, b, dst))
+
+    def _staged_once(self, a: gc.Gpu, b: gc.Gpu, dst: Any) -> float:
+        cp, rt = self.cp, self.cp.cuda.runtime
+        chunk = min(STAGE_CHUNK, self.size)
+        bufs = [cp.cuda.alloc_pinned_memory(chunk) for _ in range(2)]
+        sa, sb = self.streams[a.ordinal][0], self.streams[b.ordinal][0]
+        with cp.cuda.Device(a.ordinal):
+            down = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
+        with cp.cuda.Device(b.ordinal):
+            up = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
+        src = _addr(self.src[a.ordinal])
+        t0 = time.perf_counter()
+        for i, off in enumerate(range(0, self.size, chunk)):
+            n, k, h = min(chunk, self.size - off), i % 2, bufs[i % 2].ptr
+            with cp.cuda.Device(a.ordinal):
+                if i >= 2:
+                    sa.wait_event(up[k])  # the host chunk is free again
+                rt.memcpyAsync(h, src + off, n, rt.memcpyDeviceToHost, sa.ptr)
+                down[k].record(sa)
+            with cp.cuda.Device(b.ordinal):
+                sb.wait_event(down[k])
+                rt.memcpyAsync(_addr(dst) + off, h, n, rt.memcpyHostToDevice, sb.ptr)
+                up[k].record(sb)
+        sb.synchronize()
+        return time.perf_counter() - t0
+
+    # -- measuring -------------------------------------------------------------------
+
+    def measure(self, c: Case) -> Result:
+        secs = []
+        for _ in range(self.repeats + 1):  # the first is a warm-up
+            if c.host_timed is not None:
+                secs.append(c.host_timed())
+            else:
+                secs.append(max(gc.time_streams(self.cp, self.gate, c.jobs)) / self.iters)
+        bad = sum(f() for f in c.checks)
+        if bad:
+            raise NodemapError(f"{c.metric} {c.path}: {bad} words differ from the source after the copy: "
+                               "the copy or the memory is broken (re-run; report if it repeats)")
+        eng = c.metric.rsplit("_", 1)[-1]
+        return make_result(
+            "copies", c.metric, "GB/s", [c.nbytes / s / 1e9 for s in secs[1:]], verified=True,
+            params={"src": c.src, "dst": c.dst, "buffer_bytes": self.size, "iters": self.iters,
+                    "engine": eng if eng in ("ce", "sm") else "ce", **c.params},
+            bytes=c.nbytes,
+            counting=("bytes read + written" if c.metric.startswith("local") else "bytes copied")
+                     + f", {c.nbytes // self.size} x {gc.gib(self.size)} per copy",
+            path=c.path, path_class=c.path_class, peak=c.peak.gbs if c.peak else None,
+            peak_source=c.peak.source if c.peak else "",
+            verification=f"destination poisoned before, all {len(c.checks) * self.words} words checked after",
+            notes=c.notes,
+        )
+
+
+def _addr(buf: Any) -> int:
+    return buf if isinstance(buf, int) else buf.data.ptr
+
+
+def _p(buf: Any) -> Any:
+    import numpy
+
+    return numpy.uintp(_addr(buf))
+
+
+def _i64(v: int) -> Any:
+    import numpy
+
+    return numpy.int64(v)
+
+
+def _u32(v: int) -> Any:
+    import numpy
+
+    return numpy.uint32(v)
+
+
+# --- printing ----------------------------------------------------------------------
+
+
+def text(rs: ResultSet) -> str:
+    return gc.results_text(rs.results)
+
+
+def cell(r: Result) -> str:
+    """Median (nvbandwidth reports medians), path class, median's % of peak."""
+    pct = f" {r.stats.median / r.peak * 100:.0f}%" if r.peak else ""
+    return f"{r.stats.median:.1f} {r.path_class}{pct}"
+
+
+def matrices(rs: ResultSet) -> str:
+    """One matrix per metric with a src and dst (rows src, cols dst), then
+    everything else as the plain table. Cells: median GB/s, path class, % of peak."""
+    groups: dict[str, dict[tuple[str, str], Result]] = {}
+    rest = []
+    for r in rs.results:
+        s, d = r.params.get("src"), r.params.get("dst")
+        if r.unit == "GB/s" and s and d and "all" not in (s, d):
+            groups.setdefault(r.metric, {})[(s, d)] = r
+        else:
+            rest.append(r)
+    from .report import matrix
+
+    out = []
+    for metric, cells in groups.items():
+        rows = sorted({s for s, _ in cells}, key=_order)
+        cols = sorted({d for _, d in cells}, key=_order)
+        out.append(f"{metric} (GB/s median, path class, % of peak; rows = source, columns = destination)")
+        out.append(matrix("src\\dst", rows, cols, lambda s, d: cell(cells[(s, d)]) if (s, d) in cells else ""))
+        out.append("")
+    if rest:
+        out.append(gc.results_text(rest))
+    return "\n".join(out).rstrip()
+
+
+def _order(label: str) -> tuple[int, int, str]:
+    digits = "".join(ch for ch in label if ch.isdigit())
+    return (0 if label.startswith("NUMA") else 1, int(digits) if digits else -1, label)

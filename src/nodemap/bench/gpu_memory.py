@@ -1,0 +1,268 @@
+"""`nodemap bench gpu`: GPU memory bandwidth with BabelStream's kernels.
+
+Per GPU and dtype: init a=0.1, b=0.2, c=0.0; then `repeats` rounds of copy,
+mul, add, triad, dot (BabelStream's classic order, scalar 0.4), then
+`repeats` rounds of nstream. Each kernel is timed alone between CUDA events
+behind a spin kernel (launch cost excluded). Afterwards every element of
+a, b, c and the last dot are checked against gold values replayed on the
+host in the same dtype. With several GPUs the same runs again on all of them
+at once, one stream each, released together: the node aggregate is the
+total bytes over the slowest GPU's time.
+
+Bytes counted as BabelStream: copy/mul/dot 2, add/triad 3, nstream 4 arrays
+of N elements per kernel; write-allocate traffic is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import NodemapError
+from . import gpu_common as gc
+from .harness import Progress
+from .results import ResultSet, make_result
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1]
+
+CLASSIC = ("copy", "mul", "add", "triad", "dot")
+KERNELS = CLASSIC + ("nstream",)
+ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
+INIT = (0.1, 0.2, 0.0)
+SCALAR = 0.4
+DTYPES = ("float64", "float32")
+# Measured on H200 (benchmarks/results/gpu_vs_peers.md): block 128 and one
+# vector per thread gave the best copy; unroll 2/4 and block 256 were 0.5-4% slower.
+BLOCK, UNROLL = 128, 1
+# Relative tolerance of the checks: BabelStream's 100 epsilon for arrays;
+# the dot adds ~N/threads terms per thread, so float32 gets more room.
+ARRAY_TOL = {"float64": 100 * 2.22e-16, "float32": 100 * 1.19e-7}
+DOT_TOL = {"float64": 1e-8, "float32": 1e-3}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    gc.add_common_arguments(p, "bytes per array (default: the larger of 1 GiB and 4x L2)")
+    p.add_argument("--dtype", default="float64,float32", help="float64, float32 or both (default)")
+    p.add_argument("--kernels", default=",".join(KERNELS), help=f"subset of {','.join(KERNELS)}")
+    p.add_argument("--block", type=int, default=BLOCK, help=f"threads per block (default {BLOCK}; dot uses 1024)")
+    p.add_argument("--unroll", type=int, default=UNROLL, choices=(1, 2, 4),
+                   help=f"16-byte vectors per thread, all loaded before the first store (default {UNROLL})")
+    p.add_argument("--grid-per-sm", type=int, default=0, metavar="N",
+                   help="persistent grid of N blocks per SM striding over the arrays (default 0: one pass)")
+    p.add_argument("--no-aggregate", action="store_true", help="skip the all-GPUs-at-once run")
+    p.set_defaults(repeats=20)
+
+
+@dataclass
+class Plan:
+    dtypes: tuple[str, ...]
+    kernels: tuple[str, ...]
+    size: int | None
+    repeats: int
+    block: int
+    unroll: int = UNROLL
+    grid_per_sm: int = 0
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    cp = gc.import_cupy()
+    topo, why = gc.load_topology(args.topology)
+    devs = gc.gpus(cp, args.gpus, topo)
+    rs = ResultSet(command="bench gpu", environment=gc.environment(cp, devs))
+    if why:
+        rs.messages.append(why)
+    groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not args.no_aggregate else [])
+    prog = Progress(len(groups) * len(plan.dtypes), "gpu", quiet=args.quiet)
+    try:
+        with gc.device_memory(cp), gc.gate(cp) as gate:
+            for dtype in plan.dtypes:
+                for group in groups:
+                    for r in measure(cp, gate, group, dtype, plan):
+                        rs.add(r)
+                    prog.step(f"{dtype} on {'+'.join(d.key for d in group)}")
+    except KeyboardInterrupt:
+        rs.complete = False
+        rs.messages.append("interrupted: results so far only")
+    return gc.finish(rs, args, text)
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    dtypes = tuple(x.strip() for x in args.dtype.split(",") if x.strip())
+    kernels = tuple(x.strip() for x in args.kernels.split(",") if x.strip())
+    if not dtypes or set(dtypes) - set(DTYPES):
+        raise NodemapError(f"--dtype {args.dtype!r}: choose from {', '.join(DTYPES)}")
+    if not kernels or set(kernels) - set(KERNELS):
+        raise NodemapError(f"--kernels {args.kernels!r}: choose from {', '.join(KERNELS)}")
+    if args.repeats < 1 or args.block not in (32, 64, 128, 256, 512, 1024):
+        raise NodemapError("--repeats must be >= 1 and --block a power of two from 32 to 1024")
+    if args.grid_per_sm < 0:
+        raise NodemapError("--grid-per-sm must be >= 0")
+    return Plan(dtypes, kernels, gc.parse_size(args.size) if args.size else None, args.repeats, args.block,
+                args.unroll, args.grid_per_sm)
+
+
+def elements(dev: gc.Gpu, itemsize: int, size: int | None) -> int:
+    """Elements per array: >= 4x L2 and >= 1 GiB unless --size says, whole
+    16-byte vectors (the kernels move nothing smaller)."""
+    nbytes = size if size is not None else max(2**30, 4 * dev.l2_bytes)
+    return max(16, nbytes // 16 * 16) // itemsize
+
+
+def gold(dtype: str, rounds: int, kernels: Sequence[str], n: int) -> tuple[float, float, float, float]:
+    """(a, b, c, dot) after `rounds` of the classic kernels then `rounds` of
+    nstream, replayed in `dtype` so the GPU's rounding matches closely."""
+    import numpy as np
+
+    t = np.dtype(dtype).type
+    a, b, c = (t(x) for x in INIT)
+    s = t(SCALAR)
+    dot = t(0)
+    for _ in range(rounds):
+        for k in (x for x in CLASSIC if x in kernels):
+            if k == "copy":
+                c = a
+            elif k == "mul":
+                b = s * c
+            elif k == "add":
+                c = a + b
+            elif k == "triad":
+                a = b + s * c
+            else:
+                dot = a * b * n
+    if "nstream" in kernels:
+        for _ in range(rounds):
+            a = a + b + s * c
+    return float(a), float(b), float(c), float(dot)
+
+
+class Arrays:
+    """a, b, c and the dot's partial sums on one GPU."""
+
+    def __init__(self, cp: Any, dev: gc.Gpu, dtype: str, n: int) -> None:
+        self.cp, self.dev, self.dtype, self.n = cp, dev, dtype, n
+        self.itemsize = cp.dtype(dtype).itemsize
+        self.nvec = n * self.itemsize // 16
+        self.dot_blocks = 4 * dev.sm_count
+        with cp.cuda.Device(dev.ordinal):
+            # 3 arrays and the check's temporary
+            gc.ensure_free(cp, 4 * n * self.itemsize, f"bench gpu ({dtype}, 3 arrays of {gc.gib(n * self.itemsize)})")
+            self.a, self.b, self.c = (cp.empty(n, dtype=dtype) for _ in range(3))
+            self.sums = cp.empty(self.dot_blocks, dtype=dtype)
+            self.stream = cp.cuda.Stream(non_blocking=True)
+
+    def fn(self, name: str, unroll: int) -> Any:
+        suffix = "f64" if self.dtype == "float64" else "f32"
+        if name not in ("init", "dot"):
+            suffix += f"_u{unroll}"
+        # Loaded here, on this GPU: a module load inside the timed region
+        # would wait for the spin kernel that holds the stream.
+        with self.cp.cuda.Device(self.dev.ordinal):
+            return gc.kernel(self.cp, "stream.cu", f"{name}_{suffix}")
+
+    def enqueue(self, name: str, block: int, unroll: int = 1, grid_per_sm: int = 0) -> Any:
+        """A callable queuing kernel `name` on this GPU's stream."""
+        import numpy as np
+
+        t = np.dtype(self.dtype).type
+        s, nv = t(SCALAR), np.int64(self.nvec)
+        a, b, c = self.a, self.b, self.c
+        args = {"copy": (a, c, nv), "mul": (b, c, s, nv), "add": (a, b, c, nv),
+                "triad": (a, b, c, s, nv), "nstream": (a, b, c, s, nv), "dot": (a, b, self.sums, nv),
+                "init": (a, b, c, *(t(x) for x in INIT), nv)}[name]
+        fn = self.fn(name, unroll)
+        if name == "dot":
+            return lambda st: fn((self.dot_blocks,), (1024,), args, stream=st)
+        per_thread = 1 if name == "init" else unroll
+        max_grid = grid_per_sm * self.dev.sm_count
+        return lambda st: gc.launch(self.cp, fn, -(-self.nvec // per_thread), args, st, block, max_grid)
+
+    def check(self, expect: tuple[float, float, float, float], kernels: Sequence[str]) -> str:
+        """Raise unless every element and the dot match the gold values."""
+        cp = self.cp
+        with cp.cuda.Device(self.dev.ordinal):
+            self.stream.synchronize()
+            tol = ARRAY_TOL[self.dtype]
+            for name, arr, g in zip("abc", (self.a, self.b, self.c), expect):
+                err = float(cp.abs(arr - arr.dtype.type(g)).max()) / abs(g or 1.0)
+                if not err <= tol:
+                    raise NodemapError(f"{self.dev.key}: array {name} differs from the gold value {g:.6g} by "
+                                       f"{err:.3g} (relative, tolerance {tol:.3g}): the GPU or its memory "
+                                       "computed wrong results")
+            if "dot" in kernels:
+                got = float(self.sums.sum(dtype="float64"))
+                err = abs(got - expect[3]) / abs(expect[3])
+                if not err <= DOT_TOL[self.dtype]:
+                    raise NodemapError(f"{self.dev.key}: dot gave {got:.10g}, gold {expect[3]:.10g} "
+                                       f"(relative error {err:.3g})")
+        return (f"every element of a, b, c within {tol:.2g} and the dot within {DOT_TOL[self.dtype]:.2g} "
+                "(relative) of host-replayed gold values")
+
+    def free(self) -> None:
+        del self.a, self.b, self.c, self.sums
+
+
+def measure(cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, plan: Plan) -> list:
+    """BabelStream on the GPUs of `group` at once: one Result per kernel."""
+    arrs: list[Arrays] = []
+    try:
+        for d in group:
+            arrs.append(Arrays(cp, d, dtype, elements(d, cp.dtype(dtype).itemsize, plan.size)))
+        n = min(x.n for x in arrs)
+        if any(x.n != n for x in arrs):
+            raise NodemapError("GPUs of different L2 sizes in one aggregate run: give --size")
+        _run_all(cp, gate, arrs, ("init",), plan.block)
+        times = {k: [] for k in plan.kernels}
+        classic = tuple(k for k in CLASSIC if k in plan.kernels)
+        for _ in range(plan.repeats):
+            for k, t in _run_all(cp, gate, arrs, classic, plan.block, plan.unroll, plan.grid_per_sm).items():
+                times[k] += t
+        if "nstream" in plan.kernels:
+            for _ in range(plan.repeats):
+                got = _run_all(cp, gate, arrs, ("nstream",), plan.block, plan.unroll, plan.grid_per_sm)
+                times["nstream"] += got["nstream"]
+        expect = gold(dtype, plan.repeats, plan.kernels, n)
+        how = [x.check(expect, plan.kernels) for x in arrs][0]
+        return [_result(group, dtype, n, k, times[k], how, plan) for k in plan.kernels]
+    finally:
+        for x in arrs:
+            x.free()
+
+
+def _run_all(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], block: int,
+             unroll: int = 1, grid_per_sm: int = 0) -> dict[str, list[float]]:
+    """Each kernel once on every GPU at once: {kernel: [slowest GPU's seconds]}."""
+    out: dict[str, list[float]] = {}
+    for k in kernels:
+        jobs = [gc.Job(x.dev.ordinal, x.stream, x.enqueue(k, block, unroll, grid_per_sm)) for x in arrs]
+        out[k] = [max(gc.time_streams(cp, gate, jobs))]
+    return out
+
+
+def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: list[float], how: str, plan: Plan):
+    itemsize = 8 if dtype == "float64" else 4
+    per_gpu = ARRAYS_READ_WRITTEN[kernel] * n * itemsize
+    nbytes = per_gpu * len(group)
+    peaks = [d.hbm for d in group]
+    peak = sum(p.gbs for p in peaks) if all(peaks) else None
+    one = len(group) == 1
+    return make_result(
+        "gpu", kernel, "GB/s", [nbytes / s / 1e9 for s in seconds], verified=True,
+        params={"dtype": dtype, "elements": n, "array_bytes": n * itemsize, "gpus": [d.key for d in group],
+                "cuda_ordinals": [d.ordinal for d in group], "block": plan.block, "unroll": plan.unroll,
+                "grid_per_sm": plan.grid_per_sm, "repeats": plan.repeats,
+                "mode": "single" if one else "aggregate"},
+        bytes=nbytes,
+        counting=(f"BabelStream: {ARRAYS_READ_WRITTEN[kernel]} arrays x {n} x {itemsize} B per GPU"
+                  + ("" if one else f", {len(group)} GPUs, over the slowest GPU's time")),
+        path=f"{group[0].key} HBM" if one else f"{'+'.join(d.key for d in group)} HBM (aggregate)",
+        path_class="HBM",
+        peak=peak,
+        peak_source=(peaks[0].source if one else f"{len(group)} x {peaks[0].source}") if peak else "",
+        verification=how,
+    )
+
+
+def text(rs: ResultSet) -> str:
+    return gc.results_text(rs.results)

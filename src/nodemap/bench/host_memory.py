@@ -1,0 +1,333 @@
+"""`nodemap bench memory`: STREAM bandwidth for a placement, or a sweep.
+
+Bytes are counted the STREAM way (copy/scale 2, add/triad 3 words of 8 B
+per element, sum 1); the write-allocate traffic (one more word per written
+array unless stores are non-temporal) is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Sequence
+
+from ..errors import NodemapError
+from ..topology.cpuset import CpuSet, CpuSetError
+from ..topology.model import Topology
+from . import hostkernels, placements
+from .harness import Progress, gbps
+from .results import Result, ResultSet, make_result
+
+DESCRIPTION = """\
+STREAM bandwidth (copy, scale, add, triad, and a read-only sum) with one
+pinned thread per CPU. Each array defaults to 4x the last-level caches of
+the CPUs used, capped by free memory. --sweep measures the placements the
+topology suggests (one thread per L3 group, core, PU, NUMA node, and thread
+counts in spread order) and names the best one with its OpenMP environment.
+GB = 1e9 bytes."""
+
+EPILOG = """\
+examples:
+  nodemap bench memory                        one thread per core, all kernels
+  nodemap bench memory --sweep                placement sweep with a recommendation
+  nodemap bench memory --cpus 0-7 --size 2G --nt-stores
+  nodemap bench memory --threads 4 --placement compact --mem 1 --json
+"""
+
+ELEMENT = 8  # bytes of a double
+RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--cpus", help="explicit CPU list, one thread per CPU (e.g. 0-7,16)")
+    where.add_argument("--threads", type=int, help="number of threads placed by --placement")
+    p.add_argument("--placement", choices=("spread", "compact"), default="spread",
+                   help="order of CPUs for --threads (default spread)")
+    add_common(p)
+    p.add_argument("--kernels", default=",".join(hostkernels.KERNELS),
+                   help="comma list of copy,scale,add,triad,sum (default all)")
+    p.add_argument("--nt-stores", action="store_true", help="non-temporal stores (no write-allocate traffic)")
+    p.add_argument("--sweep", action="store_true", help="measure every placement derived from the topology")
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    """Options shared with `nodemap bench numa`."""
+    p.add_argument("--size", help="bytes per array, e.g. 2G, 512M (powers of 1024; default 4x LLC)")
+    p.add_argument("--repeats", type=int, default=10, help="timed repetitions, after one warm-up (default 10)")
+    p.add_argument("--mem", help="NUMA nodes to bind the arrays to (default: first touch by each thread)")
+    p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
+    p.add_argument("--output", help="also save the ResultSet as JSON to this file")
+    p.add_argument("--input", help="topology file to derive placements from (default: this machine)")
+
+
+# --- sizes and memory --------------------------------------------------------------
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    if not m:
+        raise NodemapError(f"--size {text!r}: not a size; write bytes or a number with K, M, G (e.g. 512M, 2G)")
+    n = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if n < 4096:
+        raise NodemapError(f"--size {text}: too small, give at least 4K")
+    return n
+
+
+def meminfo(path: str) -> dict[str, int]:
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                # "MemFree: 123 kB" or per node "Node 0 MemFree: 123 kB"
+                m = re.search(r"([\w()]+):\s+(\d+)\s*kB", line)
+                if m:
+                    out[m.group(1)] = int(m.group(2)) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def free_memory(nodes: CpuSet, root: str = "/") -> int:
+    """Free bytes on `nodes`, or MemAvailable when nodes have no meminfo.
+
+    Per node: MemFree plus the page cache and slab the kernel can drop
+    (Inactive(file), SReclaimable), a node-local MemAvailable."""
+    total, known = 0, False
+    for n in nodes:
+        info = meminfo(os.path.join(root, f"sys/devices/system/node/node{n}/meminfo"))
+        if "MemFree" in info:
+            total += info["MemFree"] + info.get("Inactive(file)", 0) + info.get("SReclaimable", 0)
+            known = True
+    if known:
+        return total
+    return meminfo(os.path.join(root, "proc/meminfo")).get("MemAvailable", 0)
+
+
+def llc_bytes(topo: Topology, cpus: CpuSet) -> int:
+    return sum(c.size for c in topo.last_level_caches() if not c.cpuset.isdisjoint(cpus))
+
+
+def array_size(topo: Topology, cpus: CpuSet, mem_nodes: CpuSet, size: str | None, arrays: int = 3,
+               root: str = "/") -> tuple[int, list[str]]:
+    """Bytes per array and notes: 4x the LLCs involved, capped by free memory."""
+    nodes = mem_nodes or topo.numa_of(cpus)
+    free = free_memory(nodes, root)
+    where = f"NUMA {nodes.format()}" if nodes else "this machine"
+    if size is not None:
+        n = parse_size(size)
+        if free and arrays * n > free:
+            raise NodemapError(f"--size {size}: {arrays} arrays need {arrays * n / 2**30:.1f} GiB but {where} has "
+                               f"{free / 2**30:.1f} GiB free; give a smaller --size")
+        return n, []
+    llc = llc_bytes(topo, cpus)
+    want = 4 * llc if llc else 256 << 20
+    notes = [] if llc else ["last-level cache size unknown: arrays of 256 MiB"]
+    cap = int(0.6 * free / arrays) if free else want
+    if cap < want:
+        notes.append(f"arrays capped at {cap >> 20} MiB by free memory (4x LLC would be {want >> 20} MiB)")
+        want = cap
+    return max(want, 4096), notes
+
+
+# --- parsing ------------------------------------------------------------------------
+
+
+def parse_kernels(text: str) -> list[str]:
+    ks = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in ks if k not in hostkernels.KERNELS]
+    if bad or not ks:
+        raise NodemapError(f"--kernels: unknown kernel {', '.join(bad) or '(none)'}; "
+                           f"choose from {','.join(hostkernels.KERNELS)}")
+    return [k for k in hostkernels.KERNELS if k in ks]  # the STREAM order the gold values assume
+
+
+def parse_mem(topo: Topology, text: str | None) -> CpuSet:
+    if text is None:
+        return CpuSet()
+    try:
+        nodes = CpuSet.parse(text)
+    except CpuSetError as e:
+        raise NodemapError(f"--mem: {e} (use NUMA node numbers like 0 or 0-1)") from None
+    known = {n.os_index: n for n in topo.numa_nodes}
+    for i in nodes:
+        if i not in known:
+            raise NodemapError(f"--mem {text}: there is no NUMA node {i}; nodes here: {topo.nodeset.format()}")
+        if known[i].memory == 0:
+            raise NodemapError(f"--mem {text}: NUMA node {i} has no memory; pick a node with memory")
+    if topo.allowed_mems and not nodes.issubset(topo.allowed_mems):
+        raise NodemapError(f"--mem {text}: this process may only use NUMA nodes {topo.allowed_mems.format()}")
+    return nodes
+
+
+# --- measuring ----------------------------------------------------------------------
+
+
+def path_of(topo: Topology, cpus: Sequence[int], mem_nodes: CpuSet) -> tuple[str, str]:
+    cs = CpuSet(cpus)
+    home = topo.numa_of(cs)
+    mem = mem_nodes or home
+    src = f"NUMA{home.format()} cores({cs.format()})"
+    how = "" if mem_nodes else " (first touch)"
+    return f"{src} -> NUMA{mem.format()} memory{how}", "local" if mem.issubset(home) else "remote"
+
+
+def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int, *,
+            nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
+            placement: str = "", skip: int = -1) -> list[Result]:
+    """Run STREAM once (all kernels, `reps` repetitions) and make Results."""
+    run = hostkernels.stream(cpus, n, kernels, reps, nt_stores=nt_stores, mem_nodes=list(mem_nodes), skip=skip)
+    if not run.verified:
+        raise NodemapError(f"STREAM check failed on CPUs {CpuSet(cpus).format()}: {run.failure()}; the numbers "
+                           "are not reported (memory errors? rerun, then check the machine)")
+    path, cls = path_of(topo, cpus, mem_nodes)
+    out = []
+    for k in kernels:
+        words = hostkernels.STREAM_WORDS[k]
+        wa_words = words + (0 if nt_stores else hostkernels.WRITES[k])
+        nbytes = words * ELEMENT * n
+        wa_bytes = wa_words * ELEMENT * n
+        best_s = min(run.seconds[k])
+        out.append(make_result(
+            benchmark, k, "GB/s", gbps(nbytes, run.seconds[k]), verified=True,
+            params={"threads": len(cpus), "cpus": CpuSet(cpus).format(), "cpu_order": list(cpus),
+                    "placement": placement, "elements": n, "array_bytes": n * ELEMENT,
+                    "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(),
+                    "write_allocate_bytes": wa_bytes, "write_allocate_best_gbps": wa_bytes / best_s / 1e9},
+            bytes=nbytes,
+            counting=f"STREAM: {words} x 8 B per element ({wa_words} x 8 B with write-allocate)",
+            path=path, path_class=cls,
+            verification=f"every element of the arrays used within {hostkernels.EPSILON:g} (relative) of the "
+                         "replayed gold values, arrays poisoned with NaN first"
+                         + ("; sum within the same bound of n*a" if k == "sum" else ""),
+        ))
+    return out
+
+
+# --- tables -------------------------------------------------------------------------
+
+
+def kernel_table(results: Sequence[Result]) -> str:
+    from .report import number, table
+
+    rows = [[r.metric, number(r.stats.best), number(r.stats.median), f"{100 * r.stats.spread:.1f}%",
+             number(r.params["write_allocate_best_gbps"]), r.path] for r in results]
+    return table(["kernel", "best GB/s", "median", "spread", "with WA GB/s", "path"], rows)
+
+
+def by_placement(results: Sequence[Result]) -> dict[str, dict[str, Result]]:
+    rows: dict[str, dict[str, Result]] = {}
+    for r in results:
+        rows.setdefault(r.params["placement"], {})[r.metric] = r
+    return rows
+
+
+def recommend(results: Sequence[Result]) -> tuple[str, Result] | None:
+    """Highest triad within 2% using the fewest threads: (placement, Result)."""
+    metric = "triad" if any(r.metric == "triad" for r in results) else (results[0].metric if results else None)
+    cands = [r for r in results if r.metric == metric]
+    if not cands:
+        return None
+    top = max(r.stats.best for r in cands)
+    good = [r for r in cands if r.stats.best >= (1 - RECOMMEND_WITHIN) * top]
+    best = min(good, key=lambda r: (r.params["threads"], -r.stats.best))
+    return best.params["placement"], best
+
+
+def sweep_table(results: Sequence[Result], kernels: Sequence[str]) -> str:
+    from .report import number, percent, table
+
+    rows_by = by_placement(results)
+    ref = "triad" if "triad" in kernels else kernels[0]
+    top = max((r.stats.best for r in results if r.metric == ref), default=0)
+    rows = []
+    for name, ks in rows_by.items():
+        first = next(iter(ks.values()))
+        rows.append([first.params["threads"], name, first.params["cpus"]]
+                    + [number(ks[k].stats.best) if k in ks else "-" for k in kernels]
+                    + [percent(ks[ref].stats.best / top) if ref in ks and top else "-"])
+    return table(["threads", "placement", "cpus"] + [f"{k} GB/s" for k in kernels] + [f"{ref} vs best"], rows,
+                 right=[True, False, False] + [True] * (len(kernels) + 1))
+
+
+def recommendation_text(results: Sequence[Result]) -> str:
+    rec = recommend(results)
+    if rec is None:
+        return ""
+    name, r = rec
+    env = placements.omp_env(tuple(r.params["cpu_order"]))
+    lines = [f"recommended: {name} ({r.params['threads']} threads, {r.metric} {r.stats.best:.1f} GB/s, "
+             f"within {RECOMMEND_WITHIN:.0%} of the best with the fewest threads)"]
+    lines += [f"  export {k}=\"{v}\"" for k, v in env.items() if k != "GOMP_CPU_AFFINITY"]
+    lines.append(f"  or (GNU OpenMP) export OMP_NUM_THREADS={env['OMP_NUM_THREADS']} "
+                 f"GOMP_CPU_AFFINITY=\"{env['GOMP_CPU_AFFINITY']}\"")
+    return "\n".join(lines)
+
+
+# --- the command ----------------------------------------------------------------------
+
+
+def environment(topo: Topology) -> dict[str, str]:
+    thp = ""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read().strip()
+    except OSError:
+        pass
+    model = next((p.cpu_model for p in topo.packages if p.cpu_model), "")
+    return {"cpu_model": model, "topology_source": topo.source, "transparent_hugepage": thp}
+
+
+def emit(rs: ResultSet, args: argparse.Namespace, text: str) -> None:
+    if args.output:
+        rs.save(args.output)
+    if args.json:
+        print(rs.to_json())
+        return
+    print(text)
+    for m in rs.messages:
+        print(f"note: {m}")
+    if not rs.complete:
+        print("note: interrupted, results are partial")
+
+
+def check_repeats(repeats: int) -> None:
+    if repeats < 1:
+        raise NodemapError(f"--repeats {repeats}: need at least 1 repetition")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_repeats(args.repeats)
+    if args.threads is not None and args.threads < 1:
+        raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
+    kernels = parse_kernels(args.kernels)
+    topo = placements.load_topology(args.input)
+    mem = parse_mem(topo, args.mem)
+    allowed = placements.usable_cpus(topo)
+    plan = (placements.sweep(topo, allowed) if args.sweep
+            else [placements.choose(topo, args.cpus, args.threads, args.placement)])
+    used = CpuSet.union_all(CpuSet(p.cpus) for p in plan)
+    n_bytes, notes = array_size(topo, used, mem, args.size)
+    n = n_bytes // ELEMENT
+    rs = ResultSet(command="bench memory", environment=environment(topo), messages=notes + list(topo.notes))
+    prog = Progress(len(plan), "memory", quiet=not args.sweep)
+    try:
+        for p in plan:
+            rs.results += measure(topo, p.cpus, n, kernels, args.repeats, nt_stores=args.nt_stores,
+                                  mem_nodes=mem, placement=p.name)
+            prog.step(f"{p.name}: {p.threads} threads")
+    except KeyboardInterrupt:
+        rs.complete = False
+        print("nodemap bench memory: interrupted, reporting what was measured", file=sys.stderr)
+    head = f"STREAM, {n_bytes / 2**20:.0f} MiB per array, best of {args.repeats}" + (
+        ", non-temporal stores" if args.nt_stores else "")
+    if args.sweep:
+        text = "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])
+    else:
+        text = f"{head}, placement {plan[0].name}\n" + kernel_table(rs.results)
+    emit(rs, args, text)
+    return 0 if rs.complete else 130

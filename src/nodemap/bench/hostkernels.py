@@ -1,0 +1,131 @@
+"""ctypes bindings of the host memory kernels (native/stream.c, latency.c).
+
+The C side owns threads, pinning, timing and verification; this module
+turns its arrays into Python values and its error codes into NodemapErrors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from .. import native
+from ..errors import NodemapError
+
+KERNELS = ("copy", "scale", "add", "triad", "sum")  # NM_K_* order
+# STREAM counting: words of 8 B moved per element (reads + writes)
+STREAM_WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}
+# arrays written per element: each costs a write-allocate read unless NT
+WRITES = {"copy": 1, "scale": 1, "add": 1, "triad": 1, "sum": 0}
+EPSILON = 1e-13  # relative error allowed per element (as in STREAM)
+
+_declared = False
+
+
+def _lib() -> ctypes.CDLL:
+    global _declared
+    cdll = native.lib()
+    if not _declared:
+        c = ctypes
+        ip, dp, lp = c.POINTER(c.c_int), c.POINTER(c.c_double), c.POINTER(c.c_long)
+        native.declare(cdll, "nm_stream_run", c.c_int, ip, c.c_int, c.c_long, ip, c.c_int, c.c_int, c.c_int,
+                       ip, c.c_int, c.c_long, dp, lp, dp)
+        native.declare(cdll, "nm_latency_run", c.c_int, c.c_size_t, c.c_size_t, c.c_int, ip, c.c_int, c.c_int,
+                       c.c_long, c.c_ulonglong, dp, lp)
+        _declared = True
+    return cdll
+
+
+def _ints(values: Sequence[int]):
+    return (ctypes.c_int * max(1, len(values)))(*values)
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    """Seconds per repetition of each kernel, and what the check found."""
+
+    seconds: dict[str, list[float]]
+    bad_elements: dict[str, int]  # array name -> elements off their gold value
+    sum_rel_error: float  # inf when the sum check failed
+
+    @property
+    def verified(self) -> bool:
+        return not any(self.bad_elements.values()) and self.sum_rel_error <= EPSILON
+
+    def failure(self) -> str:
+        parts = [f"{n} elements of array {a} wrong" for a, n in self.bad_elements.items() if n]
+        if self.sum_rel_error > EPSILON:
+            parts.append(f"sum off by relative {self.sum_rel_error:.3g}")
+        return "; ".join(parts)
+
+
+def stream(
+    cpus: Sequence[int],
+    n: int,
+    kernels: Sequence[str],
+    reps: int,
+    *,
+    nt_stores: bool = False,
+    mem_nodes: Sequence[int] = (),
+    skip: int = -1,
+) -> StreamRun:
+    """Run the kernels `reps` times (after one untimed warm-up) on `n` doubles
+    per array, one thread pinned to each CPU of `cpus`, memory first-touched
+    by those threads or bound to `mem_nodes`. `skip` is a test hook: the
+    element the kernels leave unwritten, so the check must fail."""
+    ids = [KERNELS.index(k) for k in kernels]
+    times = (ctypes.c_double * (len(ids) * reps))()
+    bad = (ctypes.c_long * 3)()
+    sum_err = ctypes.c_double(0.0)
+    err = _lib().nm_stream_run(_ints(list(cpus)), len(cpus), n, _ints(ids), len(ids), reps, int(nt_stores),
+                               _ints(list(mem_nodes)), len(mem_nodes), skip, times, bad, ctypes.byref(sum_err))
+    _raise(err, "STREAM", cpus, mem_nodes)
+    secs = {k: list(times[i * reps:(i + 1) * reps]) for i, k in enumerate(kernels)}
+    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value)
+
+
+@dataclass(frozen=True)
+class ChaseRun:
+    ns_per_load: list[float]
+    nodes: int  # cache-line nodes in the cycle
+    steps_to_return: int  # must equal nodes: one cycle through every node
+
+    @property
+    def verified(self) -> bool:
+        return self.steps_to_return == self.nodes
+
+
+def chase(
+    nbytes: int,
+    cpu: int,
+    *,
+    reps: int = 3,
+    line: int = 64,
+    mem_nodes: Sequence[int] = (),
+    min_loads: int = 1 << 20,
+    seed: int = 1,
+) -> ChaseRun:
+    """Pointer chase over `nbytes` in `line`-byte nodes on a thread pinned to
+    `cpu`; each repetition walks whole cycles of at least `min_loads` loads."""
+    ns = (ctypes.c_double * reps)()
+    steps = ctypes.c_long(0)
+    err = _lib().nm_latency_run(nbytes, line, cpu, _ints(list(mem_nodes)), len(mem_nodes), reps, min_loads, seed,
+                                ns, ctypes.byref(steps))
+    if err == -2:
+        raise NodemapError("latency: the pointer chase did not end where it started (memory corrupted?); rerun")
+    _raise(err, "latency", [cpu], mem_nodes)
+    return ChaseRun(list(ns), nbytes // line, steps.value)
+
+
+def _raise(err: int, what: str, cpus: Sequence[int], mem_nodes: Sequence[int]) -> None:
+    if err == 0:
+        return
+    if err == -1:
+        raise NodemapError(f"{what}: cannot pin a thread to CPUs {list(cpus)}: pick CPUs this process may use "
+                           f"(allowed: {sorted(os.sched_getaffinity(0))})")
+    if mem_nodes and err in (22, 12, 1, 18):  # EINVAL ENOMEM EPERM EXDEV from mbind
+        raise NodemapError(f"{what}: cannot bind memory to NUMA nodes {list(mem_nodes)} ({os.strerror(err)}): "
+                           "pick nodes with memory this process may use")
+    raise NodemapError(f"{what}: native kernel failed: {os.strerror(err)}")

@@ -1,0 +1,141 @@
+"""`nodemap bench latency`: load latency against working-set size.
+
+One pinned thread chases pointers through a random single cycle of 64 B
+nodes; sizes double from 4 KiB to at least 4x the largest cache of that CPU.
+Each size is labelled with the level the Topology predicts it fits in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import NodemapError
+from ..topology.cpuset import CpuSet
+from ..topology.model import Topology
+from . import hostkernels, placements
+from .harness import Progress
+from .host_memory import check_repeats, emit, environment, free_memory, parse_mem, parse_size
+from .results import Result, ResultSet, make_result
+
+DESCRIPTION = """\
+Idle load latency (ns per dependent load) against working-set size, from
+4 KiB through L1, L2, L3 to DRAM, on one pinned thread. Each row is labelled
+with the cache level the topology predicts; transparent huge pages are
+requested so the DRAM plateau is memory latency, not page walks."""
+
+EPILOG = """\
+examples:
+  nodemap bench latency                  CPU = first allowed CPU, memory local
+  nodemap bench latency --cpu 8 --mem 1  latency from CPU 8 into NUMA node 1
+  nodemap bench latency --max-size 64M --json
+"""
+
+MIN_SIZE = 4 << 10
+LINE = 64
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpu", type=int, help="CPU to run on (default: the first allowed CPU)")
+    p.add_argument("--max-size", help="largest working set (default 4x the CPU's largest cache)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repetitions per size (default 3)")
+    p.add_argument("--loads", type=int, default=1 << 20, help="minimum loads per repetition (default 1048576)")
+    p.add_argument("--mem", help="NUMA node to place the buffer on (default: first touch, local)")
+    p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
+    p.add_argument("--output", help="also save the ResultSet as JSON to this file")
+    p.add_argument("--input", help="topology file for the cache sizes (default: this machine)")
+
+
+def cpu_caches(topo: Topology, cpu: int) -> list[tuple[str, int]]:
+    """(label, bytes) of the data/unified caches of `cpu`, smallest first."""
+    out = []
+    for c in sorted(topo.caches, key=lambda c: c.level):
+        if c.kind != "instruction" and cpu in c.cpuset:
+            out.append((f"L{c.level}{'d' if c.kind == 'data' else ''}", c.size))
+    return out
+
+
+def predicted_level(caches: list[tuple[str, int]], size: int) -> str:
+    for label, cap in caches:
+        if size <= cap:
+            return label
+    return "DRAM"
+
+
+def sizes(max_size: int) -> list[int]:
+    out, s = [], MIN_SIZE
+    while s < max_size:
+        out.append(s)
+        s *= 2
+    return out + [max_size]
+
+
+def measure(topo: Topology, cpu: int, size: int, reps: int, loads: int, mem_nodes: CpuSet = CpuSet(),
+            benchmark: str = "latency", level: str = "") -> Result:
+    run = hostkernels.chase(size, cpu, reps=reps, line=LINE, mem_nodes=list(mem_nodes), min_loads=loads)
+    if not run.verified:
+        raise NodemapError(f"latency check failed: the chase over {run.nodes} nodes came back after "
+                           f"{run.steps_to_return} steps; not reported (memory errors? rerun)")
+    home = topo.numa_of(CpuSet([cpu]))
+    mem = mem_nodes or home
+    where = f"NUMA{mem.format()} memory" if level in ("", "DRAM") else f"{level} (predicted)"
+    return make_result(
+        benchmark, "load latency", "ns", run.ns_per_load, verified=True,
+        params={"cpu": cpu, "working_set": size, "line": LINE, "nodes": run.nodes, "level": level,
+                "mem_nodes": mem_nodes.format()},
+        counting="ns per dependent load (time / loads)",
+        path=f"CPU{cpu} (NUMA{home.format()}) -> {where}",
+        path_class=level or ("local" if mem.issubset(home) else "remote"),
+        verification=f"chase returned to its start after exactly {run.nodes} steps (one cycle through every node)",
+    )
+
+
+def _size_label(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def latency_table(results: list[Result]) -> str:
+    from .report import number, table
+
+    rows = [[_size_label(r.params["working_set"]), r.params["level"], number(r.stats.best), number(r.stats.median),
+             f"{100 * r.stats.spread:.1f}%"] for r in results]
+    return table(["working set", "predicted", "best ns", "median ns", "spread"], rows,
+                 right=[True, False, True, True, True])
+
+
+def run(args: argparse.Namespace) -> int:
+    check_repeats(args.repeats)
+    topo = placements.load_topology(args.input)
+    allowed = placements.usable_cpus(topo)
+    cpu = allowed.first() if args.cpu is None else args.cpu
+    if cpu not in allowed:
+        raise NodemapError(f"--cpu {args.cpu}: not allowed here; pick from {allowed.format()}")
+    mem = parse_mem(topo, args.mem)
+    caches = cpu_caches(topo, cpu)
+    free = free_memory(mem or topo.numa_of(CpuSet([cpu])))
+    if args.max_size:
+        top = parse_size(args.max_size)
+        if free and top > free:
+            raise NodemapError(f"--max-size {args.max_size}: only {free / 2**30:.1f} GiB free; give a smaller size")
+    else:
+        top = 4 * max((s for _, s in caches), default=64 << 20)
+        top = min(top, int(0.6 * free)) if free else top
+    rs = ResultSet(command="bench latency", environment=environment(topo), messages=list(topo.notes))
+    if not caches:
+        rs.messages.append("cache sizes unknown: working sets are not labelled with levels")
+    todo = sizes(top)
+    prog = Progress(len(todo), "latency")
+    try:
+        for s in todo:
+            level = predicted_level(caches, s) if caches else ""
+            rs.add(measure(topo, cpu, s, args.repeats, args.loads, mem, level=level))
+            prog.step(f"{_size_label(s)}: {rs.results[-1].stats.best:.1f} ns")
+    except KeyboardInterrupt:
+        rs.complete = False
+        print("nodemap bench latency: interrupted, reporting what was measured", file=sys.stderr)
+    caches_txt = ", ".join(f"{label} {_size_label(n)}" for label, n in caches) or "unknown"
+    emit(rs, args, f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results))
+    return 0 if rs.complete else 130

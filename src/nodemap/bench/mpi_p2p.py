@@ -1,0 +1,694 @@
+"""`nodemap bench mpi`: MPI point-to-point latency and bandwidth.
+
+Run it under the launcher, one process per rank:
+  mpiexec -n 2 nodemap bench mpi                  (host buffers, 1 B - 64 MiB)
+  mpiexec -n 2 nodemap bench mpi --buffers HH,DD  (GPU buffers too)
+  mpiexec -n 4 nodemap bench mpi --multirail      (all pairs at once)
+
+Tests, as the OSU micro-benchmarks define them:
+  latency  ping-pong; half the round trip (us)
+  bw       a window of 64 non-blocking sends, acknowledged per window (GB/s);
+           above 8 MiB the window shrinks (to >= 8) so one moves <= 512 MiB
+  bibw     both ranks send a window to each other at once (GB/s, both ways)
+Buffers at each end: H (host) or D (GPU, CuPy). D goes straight to MPI only
+when the library says it is CUDA-aware (MPIX_Query_cuda_support) and a
+verified device transfer proved it; otherwise it is staged through pinned
+host memory, chunks pipelined (the D2H of chunk i+1 runs while chunk i is
+sent), and the report says "MPI is not CUDA-aware: measuring the staged
+path instead". Pairs: --pair A,B, or one pair per distance class the ranks'
+placement gives (same NUMA, other NUMA, other socket, other node). Every
+receive buffer is poisoned before and checked after; every wait has a
+timeout (--timeout)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import NodemapError
+from . import mpi_common as mc
+from .harness import Progress, repeat
+from .results import Result, ResultSet, make_result
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1]
+TESTS = ("latency", "bw", "bibw")
+BUFFERS = ("HH", "HD", "DH", "DD")
+POISON = 0xFF  # never produced by pattern() (values 0..250)
+ACK_TAG, SYNC_TAG, DATA_TAG = 99, 98, 1
+SMALL = 8192  # OSU's large-message threshold
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", default="1:64MiB", metavar="SPEC",
+                   help="message sizes: LO:HI doubling (default 1:64MiB) or a list 8,1KiB,1MiB")
+    p.add_argument("--tests", default=",".join(TESTS), help=f"subset of {','.join(TESTS)}")
+    p.add_argument("--buffers", default="HH", metavar="LIST",
+                   help="buffer kinds sender+receiver: HH,HD,DH,DD (D = GPU memory; default HH)")
+    p.add_argument("--pair", action="append", metavar="A,B", default=[],
+                   help="measure ranks A and B (repeatable; default: one pair per distance class)")
+    p.add_argument("--multirail", action="store_true",
+                   help="also run every rank pair (first half <-> second half, or node <-> node) at once")
+    p.add_argument("--window", type=int, default=64, help="sends per window in bw/bibw (default 64, as OSU)")
+    p.add_argument("--chunk", default="1MiB", metavar="BYTES", help="staging chunk for GPU buffers (default 1MiB)")
+    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions per size (default 5)")
+    p.add_argument("--iters-scale", type=float, default=1.0, metavar="X",
+                   help="scale the per-size iteration counts (default 1; 0.1 for a quick look)")
+    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
+                   help="seconds any one step may wait for its peer before the run ends with exit 2")
+    p.add_argument("--topology", metavar="FILE", help="read NUMA/socket placement from this file")
+    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout (rank 0)")
+    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE (rank 0)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+# --- inputs ---------------------------------------------------------------------
+
+
+def parse_sizes(spec: str) -> list[int]:
+    from .gpu_common import parse_size
+
+    if ":" in spec:
+        lo_s, hi_s = spec.split(":", 1)
+        lo, hi = parse_size(lo_s), parse_size(hi_s)
+        if lo > hi:
+            raise NodemapError(f"--sizes {spec!r}: LO must not exceed HI")
+        out = []
+        while lo <= hi:
+            out.append(lo)
+            lo *= 2
+        return out
+    return sorted({parse_size(s) for s in spec.split(",") if s.strip()})
+
+
+def subset(spec: str, allowed: tuple[str, ...], flag: str) -> list[str]:
+    out = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [s for s in out if s not in allowed]
+    if bad or not out:
+        raise NodemapError(f"{flag} {spec!r}: choose from {','.join(allowed)}")
+    return out
+
+
+def parse_pairs(specs: list[str], n: int) -> list[tuple[int, int, str]]:
+    out = []
+    for s in specs:
+        try:
+            a, b = (int(x) for x in s.split(","))
+        except ValueError:
+            raise NodemapError(f"--pair {s!r}: give two rank numbers like 0,1") from None
+        if a == b or not (0 <= a < n and 0 <= b < n):
+            raise NodemapError(f"--pair {s!r}: two different ranks between 0 and {n - 1} (mpiexec -n {n})")
+        out.append((a, b, ""))
+    return out
+
+
+def check_ranks(n: int, pairs: bool) -> str:
+    """'' when the rank count suits the tests, else the one-line error."""
+    if n < 2:
+        return ("1 rank: point-to-point tests need 2 ranks; start it with the launcher: "
+                "mpiexec -n 2 nodemap bench mpi")
+    if pairs and n % 2:
+        return (f"{n} ranks: the pair tests need an even number of ranks (every rank a partner); "
+                f"use mpiexec -n {n - 1} or -n {n + 1}")
+    return ""
+
+
+REP_BYTES = 512 << 20  # at most this much per timed repetition, so a 64 MiB sweep stays short
+
+
+def window_for(window: int, size: int) -> int:
+    """OSU's window, shrunk (to no fewer than 8) where one window would move
+    more than REP_BYTES: past a few MiB the link is saturated by 8 messages."""
+    return max(1, min(window, max(8, REP_BYTES // max(1, size))))
+
+
+def iterations(test: str, size: int, scale: float, window: int) -> int:
+    """OSU's counts (latency 1000/100, bw 100/20 windows), bounded so one
+    repetition moves at most about REP_BYTES."""
+    base = (1000 if size <= SMALL else 100) if test == "latency" else (100 if size <= SMALL else 20)
+    per = size * (1 if test == "latency" else window_for(window, size))
+    cap = max(1, REP_BYTES // max(1, per))
+    return max(1, int(min(base, cap) * scale))
+
+
+def mem_available() -> int:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+# --- buffers --------------------------------------------------------------------
+
+
+def pattern(n: int, seed: int) -> Any:
+    import numpy as np
+
+    return ((np.arange(n, dtype=np.uint64) * 131 + seed * 31) % 251).astype(np.uint8)
+
+
+class Endpoint:
+    """A rank's send and receive buffers of one kind; sends and receives."""
+
+    label = "host"
+    chunk = 0  # > 0: messages go in pieces of this many bytes (to match a staged peer)
+
+    def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int) -> None:
+        import numpy as np
+
+        self.MPI, self.comm = MPI, comm
+        self.sbuf = pattern(nbytes, seed)
+        self.rbuf = np.empty(nbytes, dtype=np.uint8)
+
+    def _chunks(self, n: int) -> list[tuple[int, int]]:
+        c = max(1, min(self.chunk, n)) if self.chunk else n
+        return [(o, min(c, n - o)) for o in range(0, n, c)] if n else [(0, 0)]
+
+    def poison(self) -> None:
+        self.rbuf[:] = POISON
+
+    def check(self, n: int, seed: int) -> bool:
+        import numpy as np
+
+        return bool(np.array_equal(self._received(n), pattern(n, seed)))
+
+    def _received(self, n: int) -> Any:
+        return self.rbuf[:n]
+
+    def isend(self, n: int, dest: int) -> list[Any]:
+        return [self.comm.Isend([self.sbuf[o:o + c], self.MPI.BYTE], dest=dest, tag=DATA_TAG)
+                for o, c in self._chunks(n)]
+
+    def irecv(self, n: int, src: int) -> list[Any]:
+        return [self.comm.Irecv([self.rbuf[o:o + c], self.MPI.BYTE], source=src, tag=DATA_TAG)
+                for o, c in self._chunks(n)]
+
+    def done(self, reqs: list[Any]) -> None:
+        self.MPI.Request.Waitall(reqs)
+
+    def close(self) -> None:
+        pass
+
+
+class DeviceEndpoint(Endpoint):
+    """GPU buffers handed straight to a CUDA-aware MPI."""
+
+    label = "cuda-aware"
+
+    def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int) -> None:
+        import cupy as cp
+
+        self.MPI, self.comm, self.cp = MPI, comm, cp
+        self.sbuf = cp.asarray(pattern(nbytes, seed))
+        self.rbuf = cp.empty(nbytes, dtype=cp.uint8)
+        cp.cuda.Device().synchronize()
+
+    def poison(self) -> None:
+        self.rbuf.fill(POISON)
+        self.cp.cuda.Device().synchronize()
+
+    def _received(self, n: int) -> Any:
+        return self.cp.asnumpy(self.rbuf[:n])
+
+
+class StagedEndpoint(DeviceEndpoint):
+    """GPU buffers through pinned host memory, in pipelined chunks.
+
+    One staging buffer per direction, so the messages of a window go one
+    after another (a message's requests finish before the next reuses it);
+    inside a message, chunk i is sent while the D2H of chunk i+1 runs.
+    """
+
+    label = "staged"
+
+    def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int, chunk: int) -> None:
+        super().__init__(MPI, comm, nbytes, seed)
+        import numpy as np
+
+        cp = self.cp
+        self.chunk = chunk
+        self._mem = [cp.cuda.alloc_pinned_memory(nbytes) for _ in range(2)]
+        self.hs, self.hr = (np.frombuffer(m, dtype=np.uint8, count=nbytes) for m in self._mem)
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.pending_send: list[Any] = []
+        self.pending_recv: tuple[int, list[Any]] | None = None
+
+    def isend(self, n: int, dest: int) -> list[Any]:
+        cp = self.cp
+        self.MPI.Request.Waitall(self.pending_send)  # the staging buffer is free again
+        events = []
+        for o, c in self._chunks(n):
+            cp.cuda.runtime.memcpyAsync(self.hs.ctypes.data + o, self.sbuf.data.ptr + o, c,
+                                        cp.cuda.runtime.memcpyDeviceToHost, self.stream.ptr)
+            ev = cp.cuda.Event(disable_timing=True)
+            ev.record(self.stream)
+            events.append(ev)
+        reqs = []
+        for (o, c), ev in zip(self._chunks(n), events):
+            ev.synchronize()
+            reqs.append(self.comm.Isend([self.hs[o:o + c], self.MPI.BYTE], dest=dest, tag=DATA_TAG))
+        self.pending_send = reqs
+        return reqs
+
+    def irecv(self, n: int, src: int) -> list[Any]:
+        self._finish_recv()
+        reqs = [self.comm.Irecv([self.hr[o:o + c], self.MPI.BYTE], source=src, tag=DATA_TAG)
+                for o, c in self._chunks(n)]
+        self.pending_recv = (n, reqs)
+        return reqs
+
+    def _finish_recv(self) -> None:
+        if self.pending_recv is None:
+            return
+        cp = self.cp
+        n, reqs = self.pending_recv
+        for (o, c), r in zip(self._chunks(n), reqs):
+            r.Wait()  # H2D of chunk i runs while chunk i+1 arrives
+            cp.cuda.runtime.memcpyAsync(self.rbuf.data.ptr + o, self.hr.ctypes.data + o, c,
+                                        cp.cuda.runtime.memcpyHostToDevice, self.stream.ptr)
+        self.stream.synchronize()
+        self.pending_recv = None
+
+    def done(self, reqs: list[Any]) -> None:
+        self.MPI.Request.Waitall(reqs)
+        if self.pending_recv is not None and self.pending_recv[1] is reqs:
+            self._finish_recv()
+
+    def finish(self) -> None:
+        self.MPI.Request.Waitall(self.pending_send)
+        self.pending_send = []
+        self._finish_recv()
+
+
+def make_endpoint(buf: str, mine: str, MPI: Any, comm: Any, nbytes: int, seed: int, aware: bool,
+                  chunk: int) -> Endpoint:
+    """`mine` is this rank's kind (H or D) of the pair's `buf`. When either end
+    is staged, both cut messages into the same chunks, so every send meets
+    a receive of its size."""
+    staged = "D" in buf and not aware
+    if mine == "H":
+        ep = Endpoint(MPI, comm, nbytes, seed)
+    elif aware:
+        ep = DeviceEndpoint(MPI, comm, nbytes, seed)
+    else:
+        return StagedEndpoint(MPI, comm, nbytes, seed, chunk)
+    ep.chunk = chunk if staged else 0
+    return ep
+
+
+# --- the tests ------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One rank's view of a pair test."""
+
+    MPI: Any
+    comm: Any
+    ep: Endpoint
+    peer: int
+    first: bool  # the sender / ping side
+
+    def sync(self) -> None:
+        z = [bytearray(0), self.MPI.BYTE]
+        self.comm.Sendrecv(z, dest=self.peer, sendtag=SYNC_TAG, recvbuf=[bytearray(0), self.MPI.BYTE],
+                           source=self.peer, recvtag=SYNC_TAG)
+
+    def send(self, n: int) -> None:
+        self.ep.done(self.ep.isend(n, self.peer))
+
+    def recv(self, n: int) -> None:
+        self.ep.done(self.ep.irecv(n, self.peer))
+
+    def ack(self, receive: bool) -> None:
+        if receive:
+            self.comm.Recv([bytearray(4), self.MPI.BYTE], source=self.peer, tag=ACK_TAG)
+        else:
+            self.comm.Send([bytearray(4), self.MPI.BYTE], dest=self.peer, tag=ACK_TAG)
+
+    def finish(self) -> None:
+        if isinstance(self.ep, StagedEndpoint):
+            self.ep.finish()
+
+
+def latency_loop(s: Side, n: int, iters: int, window: int) -> float:
+    s.sync()
+    t0 = s.MPI.Wtime()
+    for _ in range(iters):
+        if s.first:
+            s.send(n)
+            s.recv(n)
+        else:
+            s.recv(n)
+            s.send(n)
+    return s.MPI.Wtime() - t0
+
+
+def bw_loop(s: Side, n: int, iters: int, window: int) -> float:
+    s.sync()
+    t0 = s.MPI.Wtime()
+    for _ in range(iters):
+        if s.first:
+            reqs = [r for _ in range(window) for r in s.ep.isend(n, s.peer)]
+            s.ep.done(reqs)
+            s.finish()
+            s.ack(receive=True)
+        else:
+            reqs = [r for _ in range(window) for r in s.ep.irecv(n, s.peer)]
+            s.ep.done(reqs)
+            s.finish()
+            s.ack(receive=False)
+    return s.MPI.Wtime() - t0
+
+
+def bibw_loop(s: Side, n: int, iters: int, window: int) -> float:
+    s.sync()
+    t0 = s.MPI.Wtime()
+    staged = isinstance(s.ep, StagedEndpoint)
+    for _ in range(iters):
+        if staged:  # one staging buffer per direction: messages in turn, both ways at once
+            for _ in range(window):
+                reqs = s.ep.irecv(n, s.peer)
+                s.ep.done(s.ep.isend(n, s.peer))
+                s.ep.done(reqs)
+        else:
+            reqs = [r for _ in range(window) for r in s.ep.irecv(n, s.peer)]
+            reqs += [r for _ in range(window) for r in s.ep.isend(n, s.peer)]
+            s.ep.done(reqs)
+        s.finish()
+    return s.MPI.Wtime() - t0
+
+
+LOOPS: dict[str, Callable[[Side, int, int, int], float]] = {"latency": latency_loop, "bw": bw_loop,
+                                                           "bibw": bibw_loop}
+
+
+def to_unit(test: str, n: int, iters: int, window: int, seconds: float) -> float:
+    if test == "latency":
+        return seconds / (2 * iters) * 1e6
+    moved = n * window * iters * (2 if test == "bibw" else 1)
+    return moved / seconds / 1e9
+
+
+def counting(test: str, window: int) -> str:
+    if test == "latency":
+        return "half the round trip of one message (OSU osu_latency)"
+    both = " in each direction, both counted" if test == "bibw" else ""
+    return f"message size x {window} messages per window{both} (OSU osu_{test})"
+
+
+# --- the run --------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    tests: list[str]
+    sizes: list[int]
+    buffers: list[str]
+    pairs: list[tuple[int, int, str]]
+    window: int
+    chunk: int
+    repeats: int
+    scale: float
+    timeout: float
+
+
+def run(args: argparse.Namespace) -> int:
+    from .gpu_common import parse_size
+
+    tests = subset(args.tests, TESTS, "--tests")
+    buffers = subset(args.buffers, BUFFERS, "--buffers")
+    sizes = parse_sizes(args.sizes)
+    chunk = parse_size(args.chunk)
+    if args.window < 1 or args.repeats < 1 or args.iters_scale <= 0:
+        raise NodemapError("--window, --repeats and --iters-scale must be positive")
+    MPI = mc.start(args.timeout)
+    comm = MPI.COMM_WORLD
+    n, rank = comm.Get_size(), comm.Get_rank()
+    err = check_ranks(n, pairs=True)
+    if err:
+        mc.fail(comm, err)
+    topo = _topology(args.topology)
+    with mc.deadline(args.timeout, "the other ranks' placement (allgather)"):
+        places = comm.allgather(mc.my_place(comm, topo))
+    need = 2 * max(sizes) * (3 if any("D" in b for b in buffers) else 1)
+    if need > mem_available():
+        mc.fail(comm, f"--sizes up to {max(sizes)} B needs {need / 2**30:.2f} GiB of host memory per rank but "
+                      f"only {mem_available() / 2**30:.2f} GiB are available: lower the largest size")
+    rs = ResultSet(command="bench mpi " + " ".join(f"{k}={v}" for k, v in sorted(vars(args).items())
+                                                   if not k.startswith("_") and v not in (None, False, [])))
+    rs.environment = {"mpi": mc.library(), "ranks": n, "places": [p.__dict__ for p in places]}
+    aw = _awareness(comm, buffers, rs, args.timeout)
+    buffers = _usable(buffers, aw, rs)
+    if "D" in "".join(buffers):
+        key = _pick_gpu(places[rank].local_rank, sizes, rs, comm, topo)
+        with mc.deadline(args.timeout, "the other ranks' GPUs (allgather)"):
+            places = [dataclasses.replace(p, gpu=k) for p, k in zip(places, comm.allgather(key))]
+    pairs = parse_pairs(args.pair, n) if args.pair else mc.interesting_pairs(places)
+    plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout)
+    prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0)
+    for a, b, given in pairs:
+        host_cls = given or mc.pair_class(places[a], places[b])
+        for buf in buffers:
+            cls = (gpu_class(topo, places[a], places[b]) or host_cls) if buf == "DD" else host_cls
+            mine = measure_pair(MPI, comm, plan, a, b, buf, aw.aware and aw.proven, prog)
+            _collect(comm, rs, mine, places, a, b, cls, buf, plan.timeout * len(tests) * len(sizes))
+    if args.multirail:
+        mine = multirail(MPI, comm, plan, places)
+        _collect(comm, rs, mine, places, -1, -1, "multirail", "HH", plan.timeout)
+    if rank != 0:
+        return 0
+    from .gpu_common import finish
+
+    return finish(rs, args, text)
+
+
+def _topology(path: str | None) -> Any:
+    try:
+        from ..topology.discover import discover
+
+        return discover(path) if path else discover()
+    except Exception:
+        if path:
+            raise
+        return None  # placement then says "cpus 0-3" instead of NUMA nodes
+
+
+def _awareness(comm: Any, buffers: list[str], rs: ResultSet, timeout: float) -> mc.Awareness:
+    aw = mc.probe(comm)
+    if any("D" in b for b in buffers):
+        aw = mc.prove_cuda_aware(comm, aw)
+    rs.environment["cuda_aware"] = {"gpu": aw.gpu, "aware": aw.aware, "proven": aw.proven, "how": aw.how}
+    rs.messages.append(aw.message())
+    return aw
+
+
+def _usable(buffers: list[str], aw: mc.Awareness, rs: ResultSet) -> list[str]:
+    if aw.gpu:
+        return buffers
+    skipped = [b for b in buffers if "D" in b]
+    if skipped:
+        rs.messages.append(f"no GPU: buffer kinds {','.join(skipped)} skipped")
+    left = [b for b in buffers if "D" not in b]
+    return left
+
+
+def _pick_gpu(local_rank: int, sizes: list[int], rs: ResultSet, comm: Any, topo: Any) -> str:
+    """Use GPU local rank mod GPUs; its Topology key ("GPU1"), cudaN when unknown."""
+    import cupy as cp
+
+    from .gpu_common import describe, ensure_free
+
+    dev = local_rank % cp.cuda.runtime.getDeviceCount()
+    cp.cuda.Device(dev).use()
+    try:
+        ensure_free(cp, 2 * max(sizes), "the largest message's device send and receive buffers")
+    except NodemapError as e:
+        mc.fail(comm, str(e))
+    try:
+        return describe(cp, dev, topo).key
+    except Exception:  # a label, never a reason to stop
+        return f"cuda{dev}"
+
+
+def gpu_class(topo: Any, a: mc.Place, b: mc.Place) -> str:
+    """The GPU pair's path class (NV18, PIX, SYS...) on one node, '' if unknown."""
+    if topo is None or a.host != b.host or not a.gpu.startswith("GPU") or not b.gpu.startswith("GPU"):
+        return "other-node" if a.host != b.host else ""
+    if a.gpu == b.gpu:
+        return "same-GPU"
+    try:
+        from ..topology.paths import path
+
+        return path(topo, a.gpu, b.gpu).label
+    except Exception:
+        return ""
+
+
+def measure_pair(MPI: Any, comm: Any, plan: Plan, a: int, b: int, buf: str, aware: bool,
+                 prog: Progress) -> list[Result]:
+    """Both ranks of the pair run every test and size; the others wait."""
+    rank = comm.Get_rank()
+    out: list[Result] = []
+    if rank not in (a, b):
+        with mc.deadline(plan.timeout * len(plan.tests) * len(plan.sizes), f"ranks {a},{b} to finish"):
+            comm.Barrier()
+        return out
+    first, peer = rank == a, b if rank == a else a
+    kind = buf[0] if first else buf[1]
+    ep = make_endpoint(buf, kind, MPI, comm, max(plan.sizes), rank + 1, aware, plan.chunk)
+    side = Side(MPI, comm, ep, peer, first)
+    transport = "host" if "D" not in buf else ("cuda-aware" if aware else "staged")
+    try:
+        for test in plan.tests:
+            for size in plan.sizes:
+                with mc.deadline(plan.timeout, f"rank {peer} in {test} at {size} B"):
+                    r = one(side, plan, test, size, buf, transport)
+                if r is not None:
+                    out.append(r)
+                prog.step(f"{test} {buf} {size} B ranks {a},{b}")
+    finally:
+        ep.close()
+    with mc.deadline(plan.timeout, "the pair's end (barrier)"):
+        comm.Barrier()
+    return out
+
+
+def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> Result | None:
+    peer = s.peer
+    iters = iterations(test, size, plan.scale, plan.window)
+    w = window_for(plan.window, size)
+    s.ep.poison()
+    loop = LOOPS[test]
+    times = repeat(lambda: loop(s, size, iters, w), repeats=plan.repeats, warmup=1)
+    receives = test != "bw" or not s.first
+    ok = s.ep.check(size, peer + 1) if receives else True
+    ok_both = bool(s.comm.sendrecv(ok, dest=peer, source=peer, sendtag=ACK_TAG, recvtag=ACK_TAG)) and ok
+    if not s.first:
+        return None
+    if not ok_both:
+        raise NodemapError(f"MPI {test} of {size} B ({buf}) delivered wrong bytes: the transport corrupts data "
+                           "(for D buffers: a library that claims CUDA-awareness but is not)")
+    vals = [to_unit(test, size, iters, w, t) for t in times]
+    return make_result(
+        "mpi", test, "us" if test == "latency" else "GB/s", vals, verified=True,
+        params={"size": size, "iters": iters, "window": w if test != "latency" else 1,
+                "buffers": buf, "transport": transport, "chunk": plan.chunk},
+        bytes=0 if test == "latency" else size * w * iters * (2 if test == "bibw" else 1),
+        counting=counting(test, w),
+        verification="receive buffers poisoned (0xFF) before, compared byte by byte with the sender's pattern "
+                     "after, on every receiving rank",
+    )
+
+
+def _collect(comm: Any, rs: ResultSet, mine: list[Result], places: list[mc.Place], a: int, b: int,
+             cls: str, buf: str, timeout: float) -> None:
+    with mc.deadline(timeout, "results from the other ranks (gather)"):
+        got = comm.gather([r.to_dict() for r in mine], root=0)
+    if got is None:
+        return
+    for d in (x for part in got for x in part):
+        r = Result.from_dict(d)
+        if a >= 0:
+            path = f"{places[a].label()} -> {places[b].label()}"
+            r = _with(r, path=path + _via(r.params.get("transport", "")), path_class=cls)
+        rs.add(r)
+
+
+def _via(transport: str) -> str:
+    return {"staged": " (staged: GPU -> pinned host -> MPI -> pinned host -> GPU)",
+            "cuda-aware": " (device buffers straight to MPI)"}.get(transport, "")
+
+
+def _with(r: Result, **kw: Any) -> Result:
+    return dataclasses.replace(r, **kw)
+
+
+# --- multi-rail -----------------------------------------------------------------
+
+
+def rail_pairs(places: list[mc.Place]) -> list[tuple[int, int]]:
+    """Rank pairs exchanging at once: node 0's ranks with node 1's, else the
+    first half of the ranks with the second half."""
+    hosts = list(dict.fromkeys(p.host for p in places))
+    if len(hosts) >= 2:
+        left = [p.rank for p in places if p.host == hosts[0]]
+        right = [p.rank for p in places if p.host == hosts[1]]
+        return list(zip(left, right))
+    h = len(places) // 2
+    return [(i, i + h) for i in range(h)]
+
+
+def multirail(MPI: Any, comm: Any, plan: Plan, places: list[mc.Place]) -> list[Result]:
+    """Every pair runs bw at once; aggregate = all bytes / the slowest sender."""
+    rank = comm.Get_rank()
+    pairs = rail_pairs(places)
+    partner = {a: (b, True) for a, b in pairs} | {b: (a, False) for a, b in pairs}
+    inter = len({p.host for p in places}) >= 2
+    ep = Endpoint(MPI, comm, max(plan.sizes), rank + 1)
+    out: list[Result] = []
+    for size in plan.sizes:
+        iters = iterations("bw", size, plan.scale, plan.window)
+        w = window_for(plan.window, size)
+        ep.poison()
+        with mc.deadline(plan.timeout, f"multi-rail bw at {size} B"):
+            times = []
+            for i in range(plan.repeats + 1):
+                comm.Barrier()
+                t = 0.0
+                if rank in partner:
+                    peer, first = partner[rank]
+                    t = bw_loop(Side(MPI, comm, ep, peer, first), size, iters, w)
+                t = comm.allreduce(t, op=MPI.MAX)
+                if i:
+                    times.append(t)  # the first pass is the warm-up
+            ok = True
+            if rank in partner and not partner[rank][1]:
+                ok = ep.check(size, partner[rank][0] + 1)
+            ok = bool(comm.allreduce(int(ok), op=MPI.MIN))
+        if not ok:
+            raise NodemapError(f"multi-rail bw at {size} B delivered wrong bytes: the transport corrupts data")
+        if rank == 0:
+            moved = len(pairs) * size * w * iters
+            where = "between 2 nodes" if inter else "inside one node (no second node: shared memory, not NICs)"
+            out.append(make_result(
+                "mpi", "multirail bw", "GB/s", [moved / t / 1e9 for t in times], verified=True,
+                params={"size": size, "iters": iters, "window": w, "pairs": len(pairs),
+                        "buffers": "HH", "transport": "host"},
+                bytes=moved, counting=f"{len(pairs)} pairs x message x {w} per window, over the "
+                                      "slowest pair's time (aggregate per node)",
+                path=f"{len(pairs)} rank pairs at once, {where}",
+                path_class="inter-node" if inter else "intra-node",
+                verification="every receiving rank's buffer poisoned before and checked after",
+                notes=() if inter else ("one node: this is the node's shared-memory MPI path, not its NIC "
+                                        "rails; run across 2 nodes for the rails",),
+            ))
+    return out
+
+
+# --- text -----------------------------------------------------------------------
+
+
+def text(rs: ResultSet) -> str:
+    from .report import number, table
+
+    rows = []
+    for r in rs.results:
+        p = r.params
+        rows.append([r.metric, p.get("buffers", ""), p.get("transport", ""), _size(p.get("size", 0)),
+                     number(r.stats.best), number(r.stats.median), f"{100 * r.stats.spread:.1f}%", r.unit,
+                     r.path_class, r.path])
+    return table(["test", "buf", "transport", "size", "best", "median", "spread", "unit", "class", "path"], rows,
+                 right=[False] * 3 + [True] * 4 + [False] * 3)
+
+
+def _size(n: int) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f and n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} B"

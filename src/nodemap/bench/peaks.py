@@ -1,0 +1,103 @@
+"""Hardware limits a measured number is compared with.
+
+Three tables: GPU model -> memory bandwidth (datasheets), NVLink generation
+x link count -> GB/s per direction, PCIe generation x width -> GB/s per
+direction. GB = 1e9 bytes, as every bandwidth in nodemap.
+
+NVLink uses the per-link rate of nodemap.topology.nvml.NVLINK_GBS, the one
+the topology's paths carry: for NVLink 4 that is the 26.5625 GB/s signalling
+rate `nvidia-smi nvlink -s` prints (18 links = 478 GB/s per direction), not
+the rounded 25 GB/s of NVIDIA's "900 GB/s" marketing figure. A D2D copy's
+efficiency is therefore against the higher, physical number.
+
+PCIe rates are after line coding (8b/10b for gen 1-2, 128b/130b for 3-5,
+FLIT for 6) and before packet overhead: x16 gen5 = 63.0 GB/s; real DMA
+reaches 80-90% of it (TLP headers, flow control).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..topology.nvml import NVLINK_GBS
+
+__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak"]
+
+
+@dataclass(frozen=True)
+class Peak:
+    gbs: float  # GB/s, one direction for links
+    source: str  # where the number comes from, printed next to efficiencies
+
+
+# (name pattern, minimum memory GiB or 0, GB/s, source). First match wins:
+# specific variants (PCIe, NVL, 80GB) before the family name. Patterns match
+# the CUDA/NVML product name ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB").
+HBM: tuple[tuple[str, int, float, str], ...] = (
+    (r"GH200", 120, 4900.0, "GH200 144GB datasheet HBM3e 4.9 TB/s"),
+    (r"GH200", 0, 4000.0, "GH200 96GB datasheet HBM3 4.0 TB/s"),
+    (r"H200", 0, 4800.0, "H200 datasheet HBM3e 4.8 TB/s"),
+    (r"H100.*PCIe", 0, 2000.0, "H100 PCIe datasheet HBM2e 2.0 TB/s"),
+    (r"H100 NVL", 0, 3900.0, "H100 NVL datasheet HBM3 3.9 TB/s"),
+    (r"H100|H800", 0, 3350.0, "H100 SXM datasheet HBM3 3.35 TB/s"),
+    (r"B200", 0, 8000.0, "B200 datasheet HBM3e 8.0 TB/s"),
+    (r"A100.*PCIe.*80|A100 80GB PCIe", 0, 1935.0, "A100 80GB PCIe datasheet HBM2e 1.935 TB/s"),
+    (r"A100", 70, 2039.0, "A100 80GB SXM datasheet HBM2e 2.039 TB/s"),
+    (r"A100", 0, 1555.0, "A100 40GB datasheet HBM2 1.555 TB/s"),
+    (r"A30\b", 0, 933.0, "A30 datasheet HBM2 933 GB/s"),
+    (r"V100S", 0, 1134.0, "V100S datasheet HBM2 1134 GB/s"),
+    (r"V100", 0, 900.0, "V100 datasheet HBM2 900 GB/s"),
+    (r"P100", 14, 732.0, "P100 16GB datasheet HBM2 732 GB/s"),
+    (r"P100", 0, 549.0, "P100 12GB datasheet HBM2 549 GB/s"),
+    (r"L40S|L40\b", 0, 864.0, "L40/L40S datasheet GDDR6 864 GB/s"),
+    (r"A10\b", 0, 600.0, "A10 datasheet GDDR6 600 GB/s"),
+    (r"T4\b", 0, 320.0, "T4 datasheet GDDR6 320 GB/s"),
+    (r"MI300X", 0, 5300.0, "MI300X datasheet HBM3 5.3 TB/s"),
+    (r"MI300A", 0, 5300.0, "MI300A datasheet HBM3 5.3 TB/s"),
+    (r"MI250X?", 0, 3276.8, "MI250X datasheet HBM2e 3.2768 TB/s"),
+    (r"MI210", 0, 1638.4, "MI210 datasheet HBM2e 1.6384 TB/s"),
+    (r"MI100", 0, 1228.8, "MI100 datasheet HBM2 1.2288 TB/s"),
+)
+
+# GB/s per lane per direction after line coding; the same figures as
+# nodemap.topology.paths uses for a GPU's PCIe link.
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def hbm_peak(model: str, memory_bytes: int = 0) -> Peak | None:
+    """Datasheet memory bandwidth of a GPU model; None when not in the table."""
+    gib = memory_bytes / 2**30
+    for pattern, min_gib, gbs, source in HBM:
+        if re.search(pattern, model, re.IGNORECASE) and gib >= min_gib:
+            return Peak(gbs, source)
+    return None
+
+
+def nvlink_peak(generation: int, links: int) -> Peak | None:
+    per = NVLINK_GBS.get(generation)
+    if not per or links <= 0:
+        return None
+    return Peak(round(per * links, 4), f"NVLink{generation} x{links} ({per:g} GB/s per link per direction)")
+
+
+def pcie_peak(generation: int, width: int) -> Peak | None:
+    per = PCIE_LANE_GBS.get(generation)
+    if not per or width <= 0:
+        return None
+    return Peak(round(per * width, 3), f"PCIe Gen{generation} x{width} ({per:g} GB/s per lane per direction)")
+
+
+def path_peak(label: str, bandwidth_gbs: float, pcie: Peak | None = None) -> Peak | None:
+    """The peak of a topology path (nodemap.topology.paths.Path fields).
+
+    NVLink paths carry their own bandwidth; PCIe paths are limited by the
+    slower device link, given as `pcie` when known.
+    """
+    if label.startswith("NV") and bandwidth_gbs > 0:
+        return Peak(bandwidth_gbs, f"{label} NVLink, {bandwidth_gbs:g} GB/s per direction")
+    if pcie is not None:
+        return Peak(pcie.gbs, f"{label} via {pcie.source}")
+    if bandwidth_gbs > 0:
+        return Peak(bandwidth_gbs, f"{label} PCIe link, {bandwidth_gbs:g} GB/s per direction")
+    return None

@@ -1,0 +1,432 @@
+"""`nodemap bench ring`: a periodic 1D ring halo exchange over every GPU transport.
+
+Every GPU holds a field [left halo | interior | right halo]; each step it
+sends its first interior cells to the left neighbour's right halo and its
+last ones to the right neighbour's left halo (periodic: the last GPU's right
+neighbour is the first). Transports:
+  peer        cudaMemcpyPeerAsync on each GPU's stream  (one process, all GPUs)
+  nccl        grouped ncclSend/ncclRecv                  (either mode)
+  mpi-aware   device buffers straight to MPI             (under MPI, only when
+              the library is CUDA-aware and a verified transfer proved it)
+  mpi-staged  D2H into pinned memory, MPI, H2D           (under MPI)
+Run with one process for all GPUs (`nodemap bench ring`) or one process per
+GPU on every node (`mpiexec -n 8 nodemap bench ring`). Bandwidth per step
+counts the bytes each GPU sends (2 halos) over the step time. Overlap: a
+compute kernel (tuned to last as long as the exchange) runs on its own
+stream while the exchange runs; overlap efficiency = (t_comp + t_comm -
+t_both) / min(t_comp, t_comm): 100% hides the shorter one completely, 0%
+serializes them. Halos are poisoned before one more exchange and compared
+with the neighbours' boundary cells after timing."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import NodemapError
+from . import collectives as co
+from . import mpi_common as mc
+from .harness import Progress, repeat
+from .results import ResultSet, make_result
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1]
+TRANSPORTS = ("peer", "nccl", "mpi-aware", "mpi-staged")
+WORD = 4
+WORK_ELEMS = 32 << 20  # the compute kernel's array: 128 MiB per GPU
+CAL_REPS = 16
+TAG_LEFT, TAG_RIGHT = 11, 12  # direction a halo travels
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transports", default=",".join(TRANSPORTS), help=f"subset of {','.join(TRANSPORTS)}")
+    p.add_argument("--sizes", default="64KiB,1MiB,16MiB,64MiB", metavar="SPEC",
+                   help="halo bytes per direction: a list or LO:HI doubling (default 64KiB,1MiB,16MiB,64MiB)")
+    p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
+                   help="one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
+    p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals in ring order (default all)")
+    p.add_argument("--steps", type=int, default=20, help="exchange steps per timed repetition (default 20)")
+    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions (default 5)")
+    p.add_argument("--no-overlap", action="store_true", help="skip the compute-overlap measurement")
+    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
+                   help="seconds one size may take before the run ends with exit 2")
+    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
+    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+def overlap_efficiency(t_comp: float, t_comm: float, t_both: float) -> float:
+    """Share of the shorter activity hidden behind the longer one."""
+    shorter = min(t_comp, t_comm)
+    return (t_comp + t_comm - t_both) / shorter if shorter > 0 else 0.0
+
+
+def neighbours(rank: int, n: int) -> tuple[int, int]:
+    return (rank - 1) % n, (rank + 1) % n
+
+
+# --- fields ---------------------------------------------------------------------
+
+
+@dataclass
+class Field:
+    """One GPU's field and scratch: halos at both ends of the interior."""
+
+    lo: co.Local
+    h: int  # halo elements
+    interior: int
+    data: Any
+    work: Any
+    comp: Any  # the compute stream
+    host: Any = None  # pinned staging: [send L, send R, recv L, recv R]
+
+    @property
+    def ptr(self) -> int:
+        return self.data.data.ptr
+
+    def addr(self, part: str) -> int:
+        """Device address of 'halo_l', 'halo_r', 'edge_l' (first interior cells), 'edge_r' (last)."""
+        h, i = self.h, self.interior
+        off = {"halo_l": 0, "edge_l": h, "edge_r": i, "halo_r": h + i}[part]
+        return self.ptr + off * WORD
+
+
+def boundary(cp: Any, rank: int, start: int, count: int) -> Any:
+    i = cp.arange(start, start + count, dtype=cp.int64)
+    return ((rank + 1) * 1000 + i % 997).astype(cp.float32)
+
+
+def make_fields(ctx: co.Ctx, halo_bytes: int) -> list[Field]:
+    from .gpu_common import ensure_free
+
+    cp = ctx.cp
+    h = max(1, halo_bytes // WORD)
+    interior = max(2 * h, 1 << 16)
+    out = []
+    for lo in ctx.locals:
+        with cp.cuda.Device(lo.device):
+            ensure_free(cp, (interior + 2 * h + WORK_ELEMS) * WORD + 4 * h * WORD, "the ring's field")
+            data = cp.full(interior + 2 * h, cp.nan, dtype=cp.float32)
+            data[h:h + interior] = boundary(cp, lo.rank, 0, interior)
+            f = Field(lo, h, interior, data, cp.ones(WORK_ELEMS, dtype=cp.float32),
+                      cp.cuda.Stream(non_blocking=True))
+            cp.cuda.Device().synchronize()
+            out.append(f)
+    return out
+
+
+def check(ctx: co.Ctx, fields: list[Field]) -> int:
+    """Wrong halo elements: my left halo must hold the left neighbour's last
+    interior cells, my right halo the right neighbour's first ones."""
+    cp, n = ctx.cp, ctx.n
+    bad = 0
+    for f in fields:
+        left, right = neighbours(f.lo.rank, n)
+        h, i = f.h, f.interior
+        with cp.cuda.Device(f.lo.device):
+            bad += int((f.data[:h] != boundary(cp, left, i - h, h)).sum())
+            bad += int((f.data[h + i:] != boundary(cp, right, 0, h)).sum())
+    return bad
+
+
+def poison(ctx: co.Ctx, fields: list[Field]) -> None:
+    for f in fields:
+        with ctx.cp.cuda.Device(f.lo.device):
+            f.data[:f.h].fill(ctx.cp.nan)
+            f.data[f.h + f.interior:].fill(ctx.cp.nan)
+            ctx.cp.cuda.Device().synchronize()
+
+
+# --- transports: each does one exchange step and waits for it -------------------
+
+
+def peer_step(ctx: co.Ctx, fields: list[Field]) -> None:
+    rt, n = ctx.cp.cuda.runtime, ctx.n
+    nbytes = fields[0].h * WORD
+    for f in fields:
+        left, right = neighbours(f.lo.rank, n)
+        fl, fr = fields[left], fields[right]
+        with ctx.cp.cuda.Device(f.lo.device):
+            rt.memcpyPeerAsync(fl.addr("halo_r"), fl.lo.device, f.addr("edge_l"), f.lo.device, nbytes,
+                               f.lo.stream.ptr)
+            rt.memcpyPeerAsync(fr.addr("halo_l"), fr.lo.device, f.addr("edge_r"), f.lo.device, nbytes,
+                               f.lo.stream.ptr)
+    _wait(ctx, fields)
+
+
+def enable_peers(ctx: co.Ctx) -> list[str]:
+    """Direct peer access between ring neighbours (NVLink/PCIe P2P); where a
+    pair has none, peer copies go through host memory and the note says so."""
+    rt, notes = ctx.cp.cuda.runtime, []
+    devs = [lo.device for lo in ctx.locals]
+    for a in devs:
+        for b in devs:
+            if a == b:
+                continue
+            if not rt.deviceCanAccessPeer(a, b):
+                notes.append(f"peer: CUDA device {a} cannot access {b} directly: peer copies are staged by the driver")
+                continue
+            with ctx.cp.cuda.Device(a):
+                try:
+                    rt.deviceEnablePeerAccess(b)
+                except Exception:  # already enabled
+                    pass
+    return notes
+
+
+def nccl_step(ctx: co.Ctx, fields: list[Field]) -> None:
+    nc, n = ctx.nccl, ctx.n
+    f32 = nc.NCCL_FLOAT32
+    nc.groupStart()
+    try:
+        for f in fields:
+            left, right = neighbours(f.lo.rank, n)
+            c, st, h = f.lo.comm, f.lo.stream.ptr, f.h
+            # the same order on every rank, so two messages to one peer (a ring of 2) match
+            c.send(f.addr("edge_l"), h, f32, left, st)
+            c.recv(f.addr("halo_r"), h, f32, right, st)
+            c.send(f.addr("edge_r"), h, f32, right, st)
+            c.recv(f.addr("halo_l"), h, f32, left, st)
+    finally:
+        nc.groupEnd()
+    _wait(ctx, fields)
+
+
+def mpi_aware_step(ctx: co.Ctx, fields: list[Field]) -> None:
+    from mpi4py import MPI
+
+    f, comm = fields[0], ctx.mpi
+    left, right = neighbours(f.lo.rank, ctx.n)
+    h = f.h
+    d = f.data
+    reqs = [comm.Irecv(d[:h], source=left, tag=TAG_RIGHT), comm.Irecv(d[h + f.interior:], source=right, tag=TAG_LEFT),
+            comm.Isend(d[h:2 * h], dest=left, tag=TAG_LEFT),
+            comm.Isend(d[f.interior:f.interior + h], dest=right, tag=TAG_RIGHT)]
+    MPI.Request.Waitall(reqs)
+
+
+def mpi_staged_step(ctx: co.Ctx, fields: list[Field]) -> None:
+    from mpi4py import MPI
+
+    cp, f, comm = ctx.cp, fields[0], ctx.mpi
+    rt, st = cp.cuda.runtime, f.lo.stream
+    left, right = neighbours(f.lo.rank, ctx.n)
+    nbytes = f.h * WORD
+    sl, sr, rl, rr = f.host
+    rl_req = comm.Irecv(rl, source=left, tag=TAG_RIGHT)
+    rr_req = comm.Irecv(rr, source=right, tag=TAG_LEFT)
+    rt.memcpyAsync(sl.ctypes.data, f.addr("edge_l"), nbytes, rt.memcpyDeviceToHost, st.ptr)
+    rt.memcpyAsync(sr.ctypes.data, f.addr("edge_r"), nbytes, rt.memcpyDeviceToHost, st.ptr)
+    st.synchronize()
+    sends = [comm.Isend(sl, dest=left, tag=TAG_LEFT), comm.Isend(sr, dest=right, tag=TAG_RIGHT)]
+    rl_req.Wait()
+    rt.memcpyAsync(f.addr("halo_l"), rl.ctypes.data, nbytes, rt.memcpyHostToDevice, st.ptr)
+    rr_req.Wait()
+    rt.memcpyAsync(f.addr("halo_r"), rr.ctypes.data, nbytes, rt.memcpyHostToDevice, st.ptr)
+    MPI.Request.Waitall(sends)
+    st.synchronize()
+
+
+def _wait(ctx: co.Ctx, fields: list[Field]) -> None:
+    for f in fields:
+        f.lo.stream.synchronize()
+
+
+STEPS: dict[str, Callable[[co.Ctx, list[Field]], None]] = {
+    "peer": peer_step, "nccl": nccl_step, "mpi-aware": mpi_aware_step, "mpi-staged": mpi_staged_step}
+
+
+def usable(ctx: co.Ctx, wanted: list[str], aw: mc.Awareness | None) -> tuple[list[str], list[str]]:
+    """(transports to run, why the others are skipped)."""
+    run, why = [], []
+    for t in wanted:
+        if t == "peer" and ctx.mpi is not None:
+            why.append("peer: copies between processes need CUDA IPC; run without mpiexec for peer copies")
+        elif t.startswith("mpi") and ctx.mpi is None:
+            why.append(f"{t}: needs one process per GPU: run under mpiexec -n <GPUs>")
+        elif t == "nccl" and getattr(ctx, "nccl", True) is None:
+            why.append(f"nccl: {co.NCCL_MISSING}")
+        elif t == "mpi-aware" and not (aw and aw.aware and aw.proven):
+            why.append(f"mpi-aware: {aw.message() if aw else mc.NOT_AWARE}")
+        else:
+            run.append(t)
+    return run, why
+
+
+# --- timing ---------------------------------------------------------------------
+
+
+def launch_compute(ctx: co.Ctx, fields: list[Field], reps: int) -> None:
+    from .gpu_common import kernel
+
+    cp = ctx.cp
+    for f in fields:
+        with cp.cuda.Device(f.lo.device):
+            fn = kernel(cp, "ring.cu", "compute")
+            sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+            fn((sms,), (256,), (f.work, cp.int64(f.work.size), cp.int32(reps)), stream=f.comp)
+
+
+def wait_compute(fields: list[Field]) -> None:
+    for f in fields:
+        f.comp.synchronize()
+
+
+def timed(ctx: co.Ctx, steps: int, body: Callable[[], None]) -> Callable[[], float]:
+    """Seconds per step, the slowest process's (every process calls it alike)."""
+
+    def once() -> float:
+        ctx.sync()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            body()
+        return ctx.max_all((time.perf_counter() - t0) / steps)
+
+    return once
+
+
+def measure(ctx: co.Ctx, fields: list[Field], transport: str, args: Any) -> dict[str, Any]:
+    step = STEPS[transport]
+    comm = repeat(timed(ctx, args.steps, lambda: step(ctx, fields)), repeats=args.repeats, warmup=1)
+    out: dict[str, Any] = {"comm": comm}
+    if not args.no_overlap:
+        t_comm = statistics.median(comm)
+        reps = calibrate(ctx, fields, t_comm)
+
+        def comp_only() -> None:
+            launch_compute(ctx, fields, reps)
+            wait_compute(fields)
+
+        def both() -> None:
+            launch_compute(ctx, fields, reps)
+            step(ctx, fields)
+            wait_compute(fields)
+
+        out["comp"] = repeat(timed(ctx, args.steps, comp_only), repeats=args.repeats, warmup=1)
+        out["both"] = repeat(timed(ctx, args.steps, both), repeats=args.repeats, warmup=1)
+        out["reps"] = reps
+    poison(ctx, fields)
+    step(ctx, fields)
+    out["wrong"] = int(ctx.max_all(float(check(ctx, fields))))
+    return out
+
+
+def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
+    """Kernel repetitions that make the compute last about as long as the
+    exchange. Two passes: the kernel's time is a fixed memory part plus a
+    part linear in the repetitions, so one proportional guess undershoots."""
+
+    def run_for(reps: int) -> float:
+        def once() -> None:
+            launch_compute(ctx, fields, reps)
+            wait_compute(fields)
+
+        once()  # compile and warm
+        return timed(ctx, 3, once)()
+
+    reps = CAL_REPS
+    for _ in range(2):
+        t = run_for(reps)
+        reps = int(ctx.max_all(float(max(1, min(1 << 20, round(reps * target_s / max(t, 1e-7)))))))
+    return reps
+
+
+# --- the run --------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    from .mpi_p2p import parse_sizes, subset
+
+    wanted = subset(args.transports, TRANSPORTS, "--transports")
+    sizes = parse_sizes(args.sizes)
+    if args.steps < 1 or args.repeats < 1:
+        raise NodemapError("--steps and --repeats must be positive")
+    ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True)
+    try:
+        rs = bench(ctx, wanted, sizes, args)
+    finally:
+        ctx.close()
+    if not ctx.is_root():
+        return 0 if rs.complete else 1
+    from .gpu_common import finish
+
+    return finish(rs, args, text)
+
+
+def bench(ctx: co.Ctx, wanted: list[str], sizes: list[int], args: Any) -> ResultSet:
+    aw = None
+    if ctx.mpi is not None:
+        aw = mc.prove_cuda_aware(ctx.mpi, mc.probe(ctx.mpi))
+    transports, why = usable(ctx, wanted, aw)
+    rs = ResultSet(command=f"bench ring --transports {','.join(wanted)} --sizes {args.sizes}",
+                   messages=list(why))
+    rs.environment = {"ranks": ctx.n, "gpus": ctx.gpu_keys, "mode": "mpi" if ctx.mpi is not None else "single",
+                      "NCCL_NVLS_ENABLE": "0"}
+    if aw is not None:
+        rs.environment["cuda_aware"] = {"aware": aw.aware, "proven": aw.proven, "how": aw.how}
+        if not (aw.aware and aw.proven):
+            rs.messages.append(mc.NOT_AWARE)
+    if "peer" in transports:
+        rs.messages += enable_peers(ctx)
+    prog = Progress(len(transports) * len(sizes), "ring", quiet=args.quiet or not ctx.is_root())
+    path = "periodic ring " + " <-> ".join(ctx.gpu_keys)
+    for size in sizes:
+        fields = make_fields(ctx, size)
+        if ctx.mpi is not None:
+            h = fields[0].h
+            fields[0].host = [_pinned(ctx.cp, h) for _ in range(4)]
+        for t in transports:
+            prog.step(f"{t} halo {size} B")
+            with mc.deadline(args.timeout * 3, f"the ring exchange over {t} at {size} B"):
+                m = measure(ctx, fields, t, args)
+            if m["wrong"]:
+                rs.messages.append(f"{t} at {size} B: {m['wrong']} wrong halo elements: the transport corrupts data")
+                rs.complete = False
+                continue
+            rs.add(result(ctx, t, fields[0].h * WORD, m, path))
+        del fields
+        ctx.cp.get_default_memory_pool().free_all_blocks()
+    return rs
+
+
+def _pinned(cp: Any, elems: int) -> Any:
+    import numpy as np
+
+    mem = cp.cuda.alloc_pinned_memory(elems * WORD)
+    return np.frombuffer(mem, dtype=np.float32, count=elems)
+
+
+def result(ctx: co.Ctx, transport: str, halo: int, m: dict[str, Any], path: str) -> Any:
+    sent = 2 * halo  # per GPU per step
+    params: dict[str, Any] = {"halo_bytes": halo, "gpus": ctx.n, "transport": transport,
+                              "t_comm_us": statistics.median(m["comm"]) * 1e6}
+    notes = []
+    if "both" in m:
+        tc, tp, tb = (statistics.median(m[k]) for k in ("comm", "comp", "both"))
+        eff = overlap_efficiency(tp, tc, tb)
+        params |= {"t_comp_us": tp * 1e6, "t_both_us": tb * 1e6, "overlap": eff, "compute_reps": m["reps"]}
+        notes.append(f"overlap efficiency {100 * eff:.0f}% (comm {tc * 1e6:.1f} us, compute {tp * 1e6:.1f} us, "
+                     f"both {tb * 1e6:.1f} us per step)")
+    return make_result(
+        "ring", f"halo {transport}", "GB/s", [sent / t / 1e9 for t in m["comm"]], verified=True,
+        params=params, bytes=sent, counting="bytes each GPU sends per step (both halos) / step time",
+        path=path, path_class=transport, notes=tuple(notes),
+        verification="halos poisoned (NaN), one more exchange, every halo element compared with the "
+                     "neighbour's boundary cells (0 wrong)",
+    )
+
+
+def text(rs: ResultSet) -> str:
+    from .mpi_p2p import _size
+    from .report import number, percent, table
+
+    rows = []
+    for r in rs.results:
+        p = r.params
+        rows.append([p["transport"], _size(p["halo_bytes"]), number(p["t_comm_us"]), number(r.stats.best),
+                     number(r.stats.median), number(p.get("t_comp_us")), number(p.get("t_both_us")),
+                     percent(p.get("overlap"))])
+    return table(["transport", "halo", "step us", "GB/s/GPU", "median", "comp us", "both us", "overlap"], rows,
+                 right=[False, False] + [True] * 6)

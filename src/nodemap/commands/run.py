@@ -1,0 +1,161 @@
+"""`nodemap run [request options] -- APP ARGS`: bind this rank as planned, exec APP."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+DESCRIPTION = """\
+Start one rank of an MPI+X application bound as `nodemap plan` would place
+it: find this rank's node-local rank and the number of ranks on the node
+from the launcher (Slurm, Open MPI, MPICH/Hydra, Cray PALS, Flux, MVAPICH2,
+torchrun) or --local-rank/--local-size, plan the node, then set this
+process's CPU affinity, memory policy and environment (CUDA_VISIBLE_DEVICES,
+OMP_*, UCX_NET_DEVICES, NCCL_IB_HCA...) and exec APP in its place: APP keeps
+the PID, and its exit code and signals are its own.
+
+Variables you set yourself win over the plan (a note on stderr says which)
+unless --override-env; device-visibility variables are narrowed by the plan,
+which was made within them. Tell the launcher not to bind (see examples):
+its binding would narrow what each rank sees when it plans."""
+
+EPILOG = """\
+examples:
+  srun --ntasks-per-node=8 --cpu-bind=none --gpu-bind=none nodemap run -- ./app
+  mpirun --map-by ppr:4:node --bind-to none nodemap run --threads 8 -- ./app
+  mpiexec -n 2 -bind-to none nodemap run -- nodemap show
+  flux run --tasks-per-node=4 -o cpu-affinity=off -o gpu-affinity=off nodemap run -- ./app
+  nodemap run --local-rank 0 --local-size 2 --dry-run -- ./app    what rank 0 of 2 would get
+
+--tasks defaults to the launcher's local size. Plans are cached per node for
+10 minutes in $TMPDIR/nodemap-$UID (--no-cache to plan afresh).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..mapping import cliargs
+
+    cliargs.add_request_arguments(p)
+    g = p.add_argument_group("launch")
+    g.add_argument("--local-rank", type=int, metavar="R", help="this rank's index on the node (default: the launcher's)")
+    g.add_argument("--local-size", type=int, metavar="N", help="ranks on this node (default: the launcher's)")
+    g.add_argument("--override-env", action="store_true", help="the plan's variables win over ones you set")
+    g.add_argument("--mem-policy", choices=("bind", "preferred", "none"), default="bind",
+                   help="bind: memory only from the task's NUMA node(s) (default); preferred: its node first, "
+                        "others when full (one node per task); none: leave the policy alone")
+    g.add_argument("--dry-run", action="store_true", help="print what would be applied; do not exec")
+    g.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
+    g.add_argument("--verbose", "-v", action="store_true", help="each rank prints its binding on stderr")
+    g.add_argument("--no-cache", action="store_true", help="plan afresh instead of reusing this node's cached plan")
+    p.add_argument("app", nargs=argparse.REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import NodemapError
+    from ..mapping import emit, launch, localrank
+
+    argv = list(args.app)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv and not args.dry_run:
+        raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
+    lr = localrank.detect(os.environ, args.local_rank, args.local_size)
+    tasks = args.tasks or lr.size
+    if not tasks:
+        raise NodemapError(f"{lr.launcher} does not say how many ranks share this node: pass --local-size N or --tasks N")
+    if lr.rank >= tasks:
+        raise NodemapError(f"local rank {lr.rank} ({lr.launcher}) but the plan has only {tasks} task(s): "
+                           f"pass --tasks {lr.rank + 1} or more, or start fewer ranks per node")
+    plan, cached = node_plan(args, tasks)
+    task = plan["tasks"][lr.rank]
+    final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
+    binding = launch.Binding(task["cpu_list"], task["mem_list"], args.mem_policy, plan["node_mem_list"])
+    if args.dry_run:
+        _print_dry_run(args, lr, plan, task, final, decisions, argv, cached)
+        return 0
+    kept = [d for d in decisions if d["used"] == "user"]
+    if kept and lr.rank == 0:
+        print("nodemap run: kept your " + ", ".join(f"{d['name']}={d['current']}" for d in kept)
+              + " (plan: " + ", ".join(d["planned"] for d in kept) + "); --override-env uses the plan's",
+              file=sys.stderr)
+    if args.verbose:
+        print(f"nodemap run: local rank {lr.rank}/{tasks} ({lr.launcher}): " + _summary(task, args.mem_policy),
+              file=sys.stderr)
+    launch.apply_and_exec(binding, final, argv)
+    return 0  # not reached
+
+
+def node_plan(args: argparse.Namespace, tasks: int) -> tuple[dict, bool]:
+    """The node's plan as a dict (Plan.to_dict, each task with its env), and whether it was cached."""
+    import time
+
+    from ..mapping import cliargs, launch
+
+    key = None
+    if not args.no_cache:
+        key = launch.fingerprint((cliargs.request_key(args), tasks), args.input, os.environ)
+        hit = launch.load_cached(key, time.time())
+        if hit is not None:
+            return hit, True
+    plan = _plan_node(args, tasks)
+    if key is not None:
+        launch.save_cached(key, plan)
+    return plan, False
+
+
+def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
+    import dataclasses
+
+    from ..mapping import cliargs, emit
+    from ..mapping.plan import plan
+    from ..topology.discover import discover
+
+    req = cliargs.request_from_args(args, tasks)
+    topo = discover(args.input, source=_source(args.input))
+    p = plan(topo, req)
+    p = dataclasses.replace(p, tasks=tuple(dataclasses.replace(t, env=tuple(emit.task_env(topo, p, t)))
+                                           for t in p.tasks))
+    d = p.to_dict()
+    # plain lists too, so that a rank reading the cached plan needs no CpuSet
+    for t, tb in zip(d["tasks"], p.tasks):
+        t["cpu_list"], t["mem_list"] = list(tb.cpus), list(tb.mems)
+    d["node_mem_list"] = list(topo.nodeset)
+    d["hostname"] = topo.machine.hostname
+    return d
+
+
+def _source(input_path) -> str:
+    """sysfs has all the plan needs and is fast; NVML only to resolve GPU UUIDs."""
+    if input_path:
+        return "auto"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return "auto" if any(e.strip() and not e.strip().isdigit() for e in visible.split(",")) else "sysfs"
+
+
+def _summary(task: dict, mem_policy: str) -> str:
+    gpus = ",".join(map(str, task["gpus"])) or "-"
+    nics = ",".join(task["nics"]) or "-"
+    return (f"PUs {task['cpus']}, memory {mem_policy} {task['mems'] or '-'}, GPUs {gpus}, NICs {nics}, "
+            f"threads {task['threads']}")
+
+
+def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None:
+    if args.json:
+        import json
+
+        print(json.dumps({
+            "local_rank": lr.rank, "local_size": lr.size, "launcher": lr.launcher, "hostname": plan.get("hostname", ""),
+            "task": {k: task[k] for k in ("task", "cpus", "mems", "gpus", "nics", "threads", "places")},
+            "mem_policy": args.mem_policy, "env": final, "decisions": decisions, "argv": argv,
+            "notes": plan.get("notes", []), "cached": cached}, indent=1))
+        return
+    print(f"local rank {lr.rank} of {len(plan['tasks'])} ({lr.launcher}) on {plan.get('hostname') or 'this node'}"
+          f"{' (cached plan)' if cached else ''}")
+    print("  " + _summary(task, args.mem_policy))
+    for d in decisions:
+        value = d["planned"] if d["used"] != "user" else d["current"]
+        print(f"  {d['name']}={value}  [{d['used']}: {d['why']}]")
+    for n in plan.get("notes", []):
+        print(f"  note: {n}")
+    print("  exec: " + (" ".join(argv) or "(no application given)"))

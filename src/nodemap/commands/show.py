@@ -1,0 +1,113 @@
+"""`nodemap show`: the binding in effect for every rank, with verdicts."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Report what each rank really got: host, rank, local rank, the PUs it may run
+on and the one it runs on now, its memory policy, the GPUs its environment
+lets it see (physical index, UUID, NUMA node), NIC and OpenMP variables, and
+verdicts: a GPU not local to the rank's CPUs, CPUs spanning NUMA domains,
+PUs shared with another rank of the node, more threads than PUs.
+
+Started by an MPI launcher with mpi4py installed, rank 0 gathers every row
+and prints one table sorted by node and rank; otherwise each rank prints its
+own line. Waits are bounded by --timeout: a broken MPI start ends with an
+error, never a hang."""
+
+EPILOG = """\
+examples:
+  mpiexec -n 4 nodemap run -- nodemap show        check what nodemap run applied
+  srun --cpu-bind=cores nodemap show              check Slurm's own binding
+  nodemap show --json                             this process, as JSON
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print rows as JSON")
+    p.add_argument("--no-mpi", action="store_true", help="do not use MPI even under an MPI launcher")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="give up after S seconds of MPI start-up and gathering (default 60)")
+    p.add_argument("--input", metavar="TOPO", help="resolve GPUs and NUMA nodes on a saved node instead of this one")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from ..mapping import show
+    from ..topology.discover import discover
+
+    topo = discover(args.input)
+    comm = None if args.no_mpi else _mpi_comm(args.timeout)
+    rank = comm.Get_rank() if comm is not None else None
+    row = show.own_row(topo, os.environ, rank)
+    if comm is None:
+        _print(args, show.judge([row], topo), show)
+        return 0
+    with _watchdog(args.timeout, "gathering the rows of all ranks"):
+        rows = comm.gather(row, root=0)
+    if rows is not None:
+        _print(args, show.judge(rows, topo), show)
+    return 0
+
+
+def _print(args, rows, show) -> None:
+    if args.json:
+        import json
+
+        print(json.dumps({"schema": "nodemap.show/1", "rows": show.sort_rows(rows)}, indent=1))
+    else:
+        print(show.table(rows), end="")
+
+
+def _under_mpi_launcher() -> bool:
+    import os
+
+    from ..mapping import localrank
+
+    return localrank.launched(os.environ)
+
+
+def _mpi_comm(timeout: float):
+    """COMM_WORLD when an MPI launcher started us and mpi4py imports; else None."""
+    if not _under_mpi_launcher():
+        return None
+    try:
+        import mpi4py
+    except ImportError:
+        return None
+    mpi4py.rc.threads = False
+    with _watchdog(timeout, "starting MPI (MPI_Init)"):
+        from mpi4py import MPI
+    return MPI.COMM_WORLD
+
+
+class _watchdog:
+    """Ends the process with a message if the block takes longer than `seconds`.
+
+    MPI calls cannot be interrupted from Python; a timer thread exiting the
+    whole process is the only bound on them.
+    """
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds, self.what = seconds, what
+
+    def __enter__(self):
+        import threading
+
+        self.timer = threading.Timer(self.seconds, self._expire)
+        self.timer.daemon = True
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timer.cancel()
+
+    def _expire(self) -> None:
+        import os
+        import sys
+
+        print(f"nodemap show: error: {self.what} took more than {self.seconds:g} s: check the MPI launch "
+              "(or pass --no-mpi)", file=sys.stderr, flush=True)
+        os._exit(2)

@@ -1,0 +1,69 @@
+"""The request options shared by `nodemap plan` and `nodemap run`.
+
+One definition, so that a plan printed by `nodemap plan --tasks 8 ...` is
+the plan `nodemap run --tasks 8 ...` applies. Importing it is cheap (it is
+on the launch path); Request is built only in request_from_args.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+# dest names of the request options, in the order they affect a plan
+REQUEST_DESTS = ("tasks", "threads", "gpus_per_task", "smt", "cpus", "mems", "nic_rails", "no_gpus",
+                 "gpu_order", "oversubscribe", "input")
+
+
+def add_request_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("request")
+    g.add_argument("--tasks", type=int, metavar="N", help="tasks (ranks) on this node")
+    g.add_argument("--threads", type=int, default=0, metavar="T",
+                   help="threads per task (default: one per PU it gets)")
+    g.add_argument("--gpus-per-task", type=int, default=-1, metavar="G", help="GPUs per task (default: spread evenly)")
+    g.add_argument("--smt", type=int, default=0, metavar="K",
+                   help="hardware threads per core to use (default: 1 unless needed)")
+    g.add_argument("--cpus", metavar="LIST", help="only these PUs, e.g. 0-15,32-47")
+    g.add_argument("--mems", metavar="LIST", help="only the CPUs of these NUMA nodes, e.g. 0,1")
+    g.add_argument("--nic-rails", default="1", metavar="K|all",
+                   help="NICs per task (default 1; all: every equally near NIC)")
+    g.add_argument("--no-gpus", action="store_true", help="ignore GPUs: spread by PUs")
+    g.add_argument("--gpu-order", choices=("locality", "index"), default="locality",
+                   help="index: task k gets GPU k (default: by locality)")
+    g.add_argument("--oversubscribe", action="store_true", help="let tasks share PUs when tasks > PUs")
+    g.add_argument("--input", metavar="TOPO", help="a saved node (hwloc XML, sysfs snapshot, nodemap JSON)")
+
+
+def request_key(args: argparse.Namespace) -> tuple:
+    """The request options as plain values (for caching plans)."""
+    return tuple((d, getattr(args, d, None)) for d in REQUEST_DESTS)
+
+
+def request_from_args(args: argparse.Namespace, tasks: int | None = None):
+    """A Request from parsed options; `tasks` fills in when --tasks is absent."""
+    from ..errors import InputError
+    from ..topology.cpuset import CpuSet, CpuSetError
+    from .request import Request
+
+    def cpuset(flag: str, text):
+        try:
+            return CpuSet.parse(text) if text is not None else None
+        except CpuSetError as e:
+            raise InputError(flag, f"{e} (write a list like 0-3,8-11)") from None
+
+    def count(flag: str, value, least: int):
+        if value is not None and value < least:
+            raise InputError(flag, f"{value} is out of range (at least {least})")
+        return value
+
+    rails = str(args.nic_rails)
+    if rails != "all" and not rails.isdigit():
+        raise InputError("--nic-rails", f"{rails!r} is not a count or 'all'")
+    n = args.tasks if args.tasks is not None else tasks
+    return Request(
+        tasks=count("--tasks", n, 1) if n is not None else 0,
+        threads=count("--threads", args.threads, 0),
+        gpus_per_task=0 if args.no_gpus else count("--gpus-per-task", args.gpus_per_task, -1),
+        smt=count("--smt", args.smt, 0),
+        restrict_cpus=cpuset("--cpus", args.cpus), restrict_mems=cpuset("--mems", args.mems),
+        nic_rails=-1 if rails == "all" else int(rails), gpu_order=args.gpu_order,
+        oversubscribe=args.oversubscribe)

@@ -1,0 +1,170 @@
+"""A plan as environment variables and ready-to-paste launch lines.
+
+Choices (docs/mapping.md, "Launch", says why in full):
+- GPUs by physical index (PCI bus order, as NVML and `nodemap topo` number
+  them) with CUDA_DEVICE_ORDER=PCI_BUS_ID, so the index means the same GPU
+  to CUDA, NVML and the user; AMD GPUs by UUID in ROCR_VISIBLE_DEVICES when
+  the topology knows it (ROCr's own order need not be PCI order), else by
+  index; Intel by index in ZE_AFFINITY_MASK with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1.
+- OMP_PLACES lists the task's own places explicitly ("{0,64},{1,65}") and
+  OMP_PROC_BIND=close: with one place per thread, thread i runs on place i,
+  and nested teams stay next to their parent thread.
+- RDMA NICs as device:port with the first ACTIVE port (UCX_NET_DEVICES);
+  NCCL_IB_HCA gets the same list behind "=" (exact names: plain "mlx5_1"
+  would also match mlx5_10..19).
+- Slingshot (cxi) NICs: MPICH_OFI_NIC_POLICY=GPU for tasks with GPUs (Cray
+  MPICH then picks the NIC nearest the GPU, the planner's choice), NUMA
+  otherwise; libfabric is left to pick the device.
+
+Importing this module costs nothing: it sits on `nodemap run`'s launch path.
+"""
+
+from __future__ import annotations
+
+# Variables that choose devices: the plan was made within their current
+# value (discovery honours it), so the plan's narrower value wins over it.
+VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+# A variable that changes the meaning of another follows its winner.
+FOLLOWS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "ZE_AFFINITY_MASK"}
+RDMA_KINDS = ("InfiniBand", "Ethernet", "OmniPath")
+
+
+def task_env(topo, plan, task) -> list[tuple[str, str]]:
+    """The environment `task` (a TaskBinding of `plan`) should run with."""
+    env = _gpu_env(topo, task.gpus)
+    env += [("OMP_NUM_THREADS", str(task.threads)),
+            ("OMP_PLACES", omp_places(task.places or tuple(_singletons(task.cpus)))),
+            ("OMP_PROC_BIND", "close")]
+    env += _nic_env(topo, task)
+    return env
+
+
+def omp_places(places) -> str:
+    """OpenMP places, one {..} per place; runs of 3+ PUs as start:length."""
+    return ",".join("{" + ",".join(_res(a, b) for a, b in p.ranges()) + "}" for p in places)
+
+
+def _res(a: int, b: int) -> str:
+    if b - a >= 2:
+        return f"{a}:{b - a + 1}"
+    return ",".join(str(i) for i in range(a, b + 1))
+
+
+def _singletons(cpus):
+    from ..topology.cpuset import CpuSet
+
+    return (CpuSet((c,)) for c in cpus)
+
+
+def _gpu_env(topo, indexes) -> list[tuple[str, str]]:
+    gpus = [topo.gpu(i) for i in indexes]
+    by_vendor: dict[str, list] = {}
+    for g in gpus:
+        by_vendor.setdefault(g.vendor.upper(), []).append(g)
+    env = []
+    if "NVIDIA" in by_vendor:
+        env += [("CUDA_VISIBLE_DEVICES", _ids(by_vendor["NVIDIA"])), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+    if "AMD" in by_vendor:
+        amd = by_vendor["AMD"]
+        ids = ",".join(g.uuid for g in amd) if all(g.uuid for g in amd) else _ids(amd)
+        env.append(("ROCR_VISIBLE_DEVICES", ids))
+    if "INTEL" in by_vendor:
+        env += [("ZE_AFFINITY_MASK", _ids(by_vendor["INTEL"])), ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1")]
+    return env
+
+
+def _ids(gpus) -> str:
+    return ",".join(str(g.index) for g in gpus)
+
+
+def _nic_env(topo, task) -> list[tuple[str, str]]:
+    nics = [topo.nic(n) for n in task.nics]
+    ports = [p for p in (rdma_port(n) for n in nics) if p]
+    env = []
+    if ports:
+        env += [("UCX_NET_DEVICES", ",".join(ports)), ("NCCL_IB_HCA", "=" + ",".join(ports))]
+    if any(n.kind == "Slingshot" for n in nics):
+        env.append(("MPICH_OFI_NIC_POLICY", "GPU" if task.gpus else "NUMA"))
+    return env
+
+
+def rdma_port(nic) -> str:
+    """'mlx5_1:1' for the NIC's first ACTIVE port; '' when it has no usable one.
+
+    Ports whose state no source reported count as usable (a saved topology
+    may not say); a NIC whose ports are all known to be down gets none.
+    """
+    if nic.kind not in RDMA_KINDS or not nic.ports:
+        return ""
+    ports = sorted(nic.ports, key=lambda p: p.number)
+    active = [p for p in ports if "ACTIVE" in p.state.upper()]
+    unknown = [p for p in ports if not p.state]
+    pick = (active or unknown or [None])[0]
+    return f"{nic.name}:{pick.number}" if pick else ""
+
+
+# --- the user's environment vs the plan --------------------------------------------
+
+
+def merge_env(planned, current, override: bool = False):
+    """(final changes, decisions) for the planned variables over `current`.
+
+    A variable the user already set keeps the user's value unless
+    `override`; device-visibility variables take the plan's value (the plan
+    was made inside the user's value, so it only narrows it), and a
+    variable in FOLLOWS goes with the winner of the one it qualifies.
+    Decisions are dicts: name, planned, current, used ("plan"|"user"|"same"), why.
+    """
+    planned = list(planned)
+    final: dict[str, str] = {}
+    decisions: list[dict] = []
+    winner: dict[str, str] = {}
+    for name, value in sorted(planned, key=lambda kv: kv[0] in FOLLOWS):
+        cur = current.get(name)
+        used, why = _decide(name, value, cur, override, winner)
+        winner[name] = used
+        if used in ("plan", "same"):
+            final[name] = value
+        decisions.append({"name": name, "planned": value, "current": cur, "used": used, "why": why})
+    order = {n: i for i, (n, _) in enumerate(planned)}
+    decisions.sort(key=lambda d: order[d["name"]])
+    return final, decisions
+
+
+def _decide(name: str, value: str, cur, override: bool, winner: dict[str, str]) -> tuple[str, str]:
+    if cur is None:
+        return "plan", "not set before"
+    if cur == value:
+        return "same", "already set to the planned value"
+    if name in FOLLOWS and FOLLOWS[name] in winner:
+        lead = FOLLOWS[name]
+        if winner[lead] == "user":
+            return "user", f"goes with your {lead}"
+        return "plan", f"goes with the planned {lead}"
+    if override:
+        return "plan", "--override-env"
+    if name in VISIBILITY:
+        return "plan", f"narrows your {name}={cur} (the plan only used devices it shows)"
+    return "user", "you set it (pass --override-env to use the plan's value)"
+
+
+# --- launch lines ----------------------------------------------------------------
+
+
+def launch_lines(plan, run_args, app=("./app",)) -> dict[str, str]:
+    """Lines that start the plan's tasks on each node through `nodemap run`.
+
+    Keys: srun, mpirun (Open MPI), mpiexec (MPICH/Hydra), flux. Every
+    launcher is told not to bind: `nodemap run` binds, and a launcher's
+    binding would also narrow what each rank sees when it plans.
+    """
+    import shlex
+
+    n = len(plan.tasks)
+    tail = " ".join(shlex.quote(a) for a in ["nodemap", "run", *run_args, "--", *app])
+    return {
+        "srun": f"srun --ntasks-per-node={n} --cpu-bind=none --gpu-bind=none {tail}",
+        "mpirun": f"mpirun --map-by ppr:{n}:node --bind-to none {tail}",
+        "mpiexec": f"mpiexec -ppn {n} -bind-to none {tail}",
+        "flux": f"flux run --tasks-per-node={n} -o cpu-affinity=off -o gpu-affinity=off {tail}",
+    }

@@ -1,0 +1,137 @@
+"""The node-local rank and local size of this process, from its launcher.
+
+Each launcher says it in its own variables (docs/mapping.md lists them):
+
+  Open MPI        OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+  MPICH Hydra     MPI_LOCALRANKID, MPI_LOCALNRANKS (Intel MPI too)
+  MVAPICH2        MV2_COMM_WORLD_LOCAL_RANK, MV2_COMM_WORLD_LOCAL_SIZE
+  Cray PALS       PALS_LOCAL_RANKID, PALS_LOCAL_SIZE
+  Flux            FLUX_TASK_LOCAL_ID; size FLUX_JOB_SIZE / FLUX_JOB_NNODES
+                  (Flux has no local size variable: only an even spread is known)
+  torchrun        LOCAL_RANK, LOCAL_WORLD_SIZE
+  Slurm srun      SLURM_LOCALID; size SLURM_STEP_TASKS_PER_NODE (else
+                  SLURM_TASKS_PER_NODE) at index SLURM_NODEID, "2(x3),1" syntax
+
+MPI launchers come before Slurm: `mpirun` inside an sbatch script leaves the
+batch step's SLURM_LOCALID=0 in every rank's environment, so Slurm's
+variables are only believed when no other launcher spoke. Stdlib only: this
+runs on every rank's launch path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ..errors import NodemapError
+
+OVERRIDE_HINT = "pass --local-rank R --local-size N"
+
+# (launcher, rank variable, size variable) in the order they are believed
+_PAIRS = (
+    ("Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MPICH/Hydra", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("MVAPICH2", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
+    ("Cray PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"),
+)
+
+
+class LocalRank:
+    __slots__ = ("rank", "size", "launcher")
+
+    def __init__(self, rank: int, size: int, launcher: str) -> None:
+        self.rank, self.size, self.launcher = rank, size, launcher
+
+    def __repr__(self) -> str:
+        return f"LocalRank(rank={self.rank}, size={self.size}, launcher={self.launcher!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalRank) and (self.rank, self.size, self.launcher) == (
+            other.rank, other.size, other.launcher)
+
+
+def detect(env: Mapping[str, str], rank: int | None = None, size: int | None = None) -> LocalRank:
+    """Local rank and size: the flags when given, else the launcher's variables.
+
+    A flag given alone completes what the launcher says (e.g. --local-size
+    under Flux, whose size is not always in the environment). size 0: unknown.
+    """
+    found = _from_env(env)
+    if rank is None and found is None:
+        raise NodemapError(
+            "no launcher told this process its node-local rank (none of SLURM_LOCALID, "
+            "OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PALS_LOCAL_RANKID, FLUX_TASK_LOCAL_ID, "
+            f"MV2_COMM_WORLD_LOCAL_RANK, LOCAL_RANK is set): {OVERRIDE_HINT}")
+    if found is None:
+        launcher = "flags"
+    elif rank is None and size is None:
+        launcher = found.launcher
+    else:
+        launcher = f"{found.launcher} + flags"
+    r = rank if rank is not None else found.rank
+    s = size if size is not None else (found.size if found else 0)
+    if r < 0 or s < 0 or (s and r >= s):
+        raise NodemapError(f"local rank {r} does not fit a local size of {s} ({launcher}): "
+                           f"{OVERRIDE_HINT} with 0 <= R < N")
+    return LocalRank(r, s, launcher)
+
+
+def launched(env: Mapping[str, str]) -> bool:
+    """Whether a known launcher started this process."""
+    return _from_env(env) is not None
+
+
+def _from_env(env: Mapping[str, str]) -> LocalRank | None:
+    for launcher, rv, sv in _PAIRS:
+        if rv in env:
+            return LocalRank(_int(env, rv), _int(env, sv) if sv in env else 0, launcher)
+    if "FLUX_TASK_LOCAL_ID" in env:
+        return LocalRank(_int(env, "FLUX_TASK_LOCAL_ID"), _flux_size(env), "Flux")
+    if "LOCAL_RANK" in env and "LOCAL_WORLD_SIZE" in env:
+        return LocalRank(_int(env, "LOCAL_RANK"), _int(env, "LOCAL_WORLD_SIZE"), "torchrun")
+    if "SLURM_LOCALID" in env:
+        return LocalRank(_int(env, "SLURM_LOCALID"), _slurm_size(env), "Slurm")
+    return None
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    text = env[name].strip()
+    if not text.isdigit():
+        raise NodemapError(f"{name}={env[name]!r} is not a non-negative integer: fix the launcher's "
+                           f"environment or {OVERRIDE_HINT}")
+    return int(text)
+
+
+def _flux_size(env: Mapping[str, str]) -> int:
+    """Tasks per node when Flux spread them evenly; 0 when unknown."""
+    if "FLUX_JOB_SIZE" not in env or "FLUX_JOB_NNODES" not in env:
+        return 0
+    tasks, nodes = _int(env, "FLUX_JOB_SIZE"), _int(env, "FLUX_JOB_NNODES")
+    return tasks if nodes == 1 else (tasks // nodes if nodes and tasks % nodes == 0 else 0)
+
+
+def _slurm_size(env: Mapping[str, str]) -> int:
+    text = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
+    if not text:
+        return 0
+    counts = tasks_per_node(text)
+    node = _int(env, "SLURM_NODEID") if "SLURM_NODEID" in env else 0
+    if node >= len(counts):
+        raise NodemapError(f"SLURM_NODEID={node} but the tasks per node {text!r} list {len(counts)} node(s): "
+                           f"{OVERRIDE_HINT}")
+    return counts[node]
+
+
+_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+
+
+def tasks_per_node(text: str) -> list[int]:
+    """Slurm's compressed list: "2(x3),1" -> [2, 2, 2, 1]."""
+    out: list[int] = []
+    for item in text.split(","):
+        m = _ITEM.match(item.strip())
+        if not m:
+            raise NodemapError(f"cannot read Slurm tasks per node {text!r} (expected e.g. '2(x3),1'): "
+                               f"{OVERRIDE_HINT}")
+        out += [int(m.group(1))] * int(m.group(2) or 1)
+    return out

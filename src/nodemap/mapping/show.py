@@ -1,0 +1,127 @@
+"""What binding is really in effect for a rank, and verdicts on it.
+
+`own_row` reads this process (affinity, the PU it runs on, memory policy,
+the GPUs its environment lets it see, NIC and thread variables); `judge`
+adds verdicts over all rows of a job (PUs shared between ranks of one node
+need every row); `table` prints them sorted by node and rank, like OLCF's
+hello_jobstep or Cray's xthi.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Mapping
+
+from ..topology.cpuset import CpuSet
+
+NIC_VARS = ("UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
+THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
+GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK",
+                    "SLURM_PROCID", "RANK")
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def own_row(topo, env: Mapping[str, str], rank: int | None = None) -> dict[str, Any]:
+    """This process's binding as a JSON-ready dict (verdicts come from `judge`)."""
+    from .. import native
+    from . import localrank
+
+    try:
+        lr = localrank.detect(env)
+        local = lr.rank
+    except Exception:  # no launcher: a lone process is its node's rank 0
+        local = 0
+    try:
+        mode, nodes = native.get_mempolicy()
+        cpu = native.current_cpu()
+    except Exception as e:  # no native library (NodemapError) or a refused call: say so, keep reporting
+        mode, nodes, cpu = f"unknown ({e})", [], -1
+    return {
+        "host": socket.gethostname(),
+        "rank": rank if rank is not None else _global_rank(env),
+        "local_rank": local,
+        "pid": os.getpid(),
+        "cpus": CpuSet(os.sched_getaffinity(0)).format(),
+        "cpu": cpu,
+        "mem_policy": mode,
+        "mem_nodes": CpuSet(nodes).format(),
+        "gpus": visible_gpus(topo, env),
+        "nic_env": {k: env[k] for k in NIC_VARS if k in env},
+        "thread_env": {k: env[k] for k in THREAD_VARS if k in env},
+        "verdicts": [],
+    }
+
+
+def _global_rank(env: Mapping[str, str]) -> int:
+    for k in GLOBAL_RANK_VARS:
+        if env.get(k, "").isdigit():
+            return int(env[k])
+    return 0
+
+
+def visible_gpus(topo, env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The GPUs this environment lets CUDA/ROCm see, by physical index, with UUID and NUMA node."""
+    from ..topology import paths
+    from ..topology.nvml import parse_visible
+
+    out = []
+    for vendor, var in (("NVIDIA", "CUDA_VISIBLE_DEVICES"), ("AMD", "ROCR_VISIBLE_DEVICES")):
+        gpus = [g for g in topo.gpus if g.vendor.upper() == vendor]
+        if not gpus:
+            continue
+        shown, _ = parse_visible(env.get(var), gpus)
+        for g in sorted(gpus, key=lambda g: g.index):
+            if shown is None or g.index in shown:
+                numa = paths.device_numa(topo, g.key)
+                out.append({"index": g.index, "uuid": g.uuid, "numa": numa, "vendor": g.vendor})
+    return out
+
+
+def judge(rows: list[dict[str, Any]], topo) -> list[dict[str, Any]]:
+    """Rows with their verdicts filled in (empty: the binding is clean)."""
+    for r in rows:
+        r["verdicts"] = _own_verdicts(r, topo) + _shared(r, rows)
+    return rows
+
+
+def _own_verdicts(r: dict[str, Any], topo) -> list[str]:
+    cpus = CpuSet.parse(r["cpus"])
+    homes = topo.numa_of(cpus) if topo.numa_nodes else CpuSet()
+    out = []
+    far = [g for g in r["gpus"] if g["numa"] is not None and g["numa"] >= 0 and homes and g["numa"] not in homes]
+    for g in far:
+        out.append(f"GPU {g['index']} (NUMA {g['numa']}) is not local to the rank's CPUs (NUMA {homes.format()})")
+    if len(homes) > 1:
+        out.append(f"CPUs span NUMA domains {homes.format()}")
+    threads = r["thread_env"].get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > len(cpus):
+        out.append(f"{threads} threads on {len(cpus)} PU(s)")
+    return out
+
+
+def _shared(r: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    mine = CpuSet.parse(r["cpus"])
+    others = [o for o in rows if o is not r and o["host"] == r["host"] and not mine.isdisjoint(CpuSet.parse(o["cpus"]))]
+    if not others:
+        return []
+    return ["PUs shared with rank(s) " + ",".join(str(o["rank"]) for o in sorted(others, key=lambda o: o["rank"]))]
+
+
+def sort_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r["host"], r["rank"]))
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("host", "rank", "local", "PUs", "on", "memory", "GPUs", "NIC", "threads", "verdict")
+    lines = [head]
+    for r in sort_rows(rows):
+        gpus = ",".join(f"{g['index']}(N{g['numa']})" for g in r["gpus"]) or "-"
+        nic = " ".join(f"{k}={v}" for k, v in r["nic_env"].items()) or "-"
+        t = r["thread_env"]
+        threads = f"{t.get('OMP_NUM_THREADS', '-')}/{t.get('OMP_PROC_BIND', '-')}"
+        mem = f"{r['mem_policy']}:{r['mem_nodes']}" if r["mem_nodes"] else r["mem_policy"]
+        lines.append((r["host"], str(r["rank"]), str(r["local_rank"]), r["cpus"], str(r["cpu"]), mem, gpus, nic,
+                      threads, "; ".join(r["verdicts"]) or "ok"))
+    widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip() for l in lines) + "\n"

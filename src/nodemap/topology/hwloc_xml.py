@@ -1,0 +1,715 @@
+"""hwloc XML (v1, v2, v3) -> Topology.
+
+`read(path)` and `parse(data, where)` turn what `lstopo --of xml` writes into
+the one model. One ElementTree pass (defusedxml: entity declarations are
+refused, so a billion-laughs or XXE file is an InputError, never a hang or a
+read of /etc/passwd) followed by an iterative walk over <object> elements.
+
+What hwloc means and how it lands in the model:
+- NUMA nodes: hwloc 2+ attaches them as memory children of a CPU object and
+  gives them that object's cpuset, so a CXL or HBM node would claim a whole
+  package. The model keeps each CPU in one node, like sysfs: deeper nodes
+  claim their CPUs first and, of the nodes hanging off one object, the first
+  without a memory subtype (HBM, GPUMemory, CXL...) takes the rest; the others
+  are memory-only (empty cpuset).
+- I/O (Bridge, PCIDev, OSDev) hangs off the nearest CPU object; that object's
+  cpuset is the device's locality and its nodeset its NUMA node.
+- OS devices of one PCI function (cuda0 + nvml0 + opencl0d0) are one GPU;
+  GPUs are numbered in PCI bus order. Network and OpenFabrics OS devices of
+  one PCI function are one NIC.
+- NVLinkBandwidth (MB/s per direction, hwloc counts 20000 per NVLink 1 and
+  25000 per later link) becomes Link entries with a link count; the
+  bandwidth uses the per-generation figure of nvml.NVLINK_GBS when the GPU
+  model tells the generation, so both sources agree.
+- OS device types are an enum in v1/v2 files and a bit mask in v3 files.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..errors import InputError
+from .cpuset import CpuSet, CpuSetError
+from .model import (
+    GPU, NIC, PU, Cache, Core, Group, Link, Machine, NumaNode, Package, PciDevice, Port, Topology, norm_bus_id,
+)
+
+__all__ = ["read", "parse"]
+
+_CACHE_KINDS = {0: "unified", 1: "data", 2: "instruction"}
+# hwloc 1.x/2.x hwloc_obj_osdev_type_e; 3.x writes a bit mask instead.
+_OSDEV_ENUM = {0: "storage", 1: "gpu", 2: "network", 3: "openfabrics", 4: "dma", 5: "coproc", 6: "memory"}
+_OSDEV_BITS = ("storage", "memory", "gpu", "coproc", "network", "openfabrics", "dma")
+# OS devices that are a GPU's compute or management interface, best first
+# (the first one present names the model).
+_GPU_APIS = ("nvml", "cuda", "rsmi", "ze", "levelzero", "opencl")
+_GPU_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
+_MEMORY_INFOS = ("CUDAGlobalMemorySize", "RSMIVRAMSize", "LevelZeroHBMSize", "OpenCLGlobalMemorySize")
+_UUID_INFOS = ("NVIDIAUUID", "AMDUUID", "LevelZeroUUID")
+_IB_PORT_STATES = {"1": "DOWN", "2": "INIT", "3": "ARMED", "4": "ACTIVE", "5": "ACTIVE_DEFER"}
+# hwloc's NVLinkBandwidth counts this many MB/s per link (topology-nvml.c).
+_HWLOC_LINK_MBS = {1: 20000}
+_HWLOC_LINK_MBS_LATER = 25000
+_NVLINK_GEN_BY_ARCH = {"P": 1, "V": 2, "A": 3, "H": 4, "B": 5}
+_GPU_ARCH = re.compile(r"\bG?([PVAHB])\d{2,4}\b")
+_BUS_ID = re.compile(r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]")
+_MEMORY_SUBTYPES = ("HBM", "GPUMemory", "CXL", "SPM", "NVM", "DRAM-CXL", "MCDRAM")
+
+
+def read(path: str | os.PathLike) -> Topology:
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(where, f"cannot read: {e.strerror or e}") from None
+    return parse(data, where)
+
+
+def parse(data: bytes, where: str) -> Topology:
+    root = _xml(data, where)
+    try:
+        return _Reader(root).topology(f"hwloc-xml:{where}")
+    except _Bad as e:
+        raise InputError(where, e.located(data)) from None
+
+
+# --- XML ------------------------------------------------------------------------
+
+
+def _xml(data: bytes, where: str):
+    from xml.etree.ElementTree import ParseError
+
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import fromstring
+
+    try:
+        root = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+    except ParseError as e:
+        raise InputError(where, f"not well-formed XML, truncated or damaged ({e})") from None
+    except DefusedXmlException as e:
+        raise InputError(where, f"XML declares entities or external references, which hwloc never writes; "
+                                f"refusing to expand them ({type(e).__name__})") from None
+    if root.tag not in ("topology", "root"):
+        raise InputError(where, f"not an hwloc topology: root element is <{root.tag}>, expected <topology> "
+                                "(write one with `lstopo --of xml`)")
+    return root
+
+
+_NL = b"\n"
+
+
+class _Bad(Exception):
+    """A malformed attribute; `needle` finds its line in the raw bytes."""
+
+    def __init__(self, problem: str, needle: str = "") -> None:
+        super().__init__(problem)
+        self.problem, self.needle = problem, needle
+
+    def located(self, data: bytes) -> str:
+        pos = data.find(self.needle.encode()) if self.needle else -1
+        if pos < 0:
+            return self.problem
+        return f"{self.problem} (line {data.count(_NL, 0, pos) + 1})"
+
+
+def _attr(el, name: str) -> str:
+    value = el.get(name)
+    if value is None:
+        raise _Bad(f"{_label(el)} has no {name} attribute", _needle(el))
+    return value
+
+
+def _int(el, name: str, default: int | None = None, base: int = 10) -> int:
+    value = el.get(name)
+    if value is None:
+        if default is None:
+            raise _Bad(f"{_label(el)} has no {name} attribute", _needle(el))
+        return default
+    try:
+        return int(value, base)
+    except ValueError:
+        raise _Bad(f"{_label(el)} has a non-numeric {name}={value!r}", f'{name}="{value}"') from None
+
+
+def _float(el, name: str) -> float:
+    value = el.get(name, "0")
+    try:
+        return float(value)
+    except ValueError:
+        raise _Bad(f"{_label(el)} has a non-numeric {name}={value!r}", f'{name}="{value}"') from None
+
+
+def _mask(el, name: str, default: CpuSet | None = None) -> CpuSet:
+    value = el.get(name)
+    if value is None:
+        if default is None:
+            raise _Bad(f"{_label(el)} has no {name} attribute", _needle(el))
+        return default
+    try:
+        return _parse_mask(value)
+    except CpuSetError:
+        raise _Bad(f"{_label(el)} has an unreadable {name}={value!r} (expected hwloc's 0x... mask)",
+                   f'{name}="{value}"') from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_mask(text: str) -> CpuSet:
+    # Objects repeat their parents' masks (a core's and its L2's, a NUMA
+    # node's and its package's); CpuSet is immutable, so share the parse.
+    return CpuSet.parse_mask(text)
+
+
+def _label(el) -> str:
+    kind = el.get("type") or el.tag
+    for key in ("os_index", "name", "pci_busid", "gp_index"):
+        if el.get(key) is not None:
+            return f"{kind} object {key}={el.get(key)}"
+    return f"{kind} object"
+
+
+def _needle(el) -> str:
+    gp = el.get("gp_index")
+    return f'gp_index="{gp}"' if gp is not None else f'type="{el.get("type", "")}"'
+
+
+def _infos(el) -> dict[str, str]:
+    return {i.get("name", ""): i.get("value", "") for i in el.iterfind("info")}
+
+
+def _kib(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*(KiB|kB|KB)?\s*", text or "")
+    return int(m.group(1)) * (1024 if m.group(2) else 1) if m else 0
+
+
+# --- the walk -------------------------------------------------------------------
+
+
+@dataclass
+class _Where:
+    """What an object inherits from its ancestors."""
+
+    package: int = -1
+    place: object = None  # nearest CPU-side object element: the I/O locality
+    pci_path: tuple[str, ...] = ()
+    pci: "_Pci | None" = None
+
+
+@dataclass
+class _Pci:
+    el: object
+    place: object
+    path: tuple[str, ...]
+    osdevs: list = field(default_factory=list)
+
+    @property
+    def bus_id(self) -> str:
+        return norm_bus_id(self.el.get("pci_busid", ""))
+
+
+@dataclass
+class _Numa:
+    el: object
+    parent: object
+    depth: int
+
+
+_IO_TYPES = ("Bridge", "PCIDev", "OSDev")
+
+
+class _Reader:
+    def __init__(self, root) -> None:
+        self.root = root
+        version = root.get("version", "1.0")
+        self.major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else 1
+        self.numa: list[_Numa] = []
+        self.pcis: list[_Pci] = []
+        self.loose_osdevs: list[tuple[object, object]] = []  # (osdev, place) without PCI parent
+        self.packages, self.groups, self.caches, self.cores, self.pus = [], [], [], [], []
+        self.by_gp: dict[str, object] = {}
+        self.notes: list[str] = []
+        self.counters: dict[str, int] = {}
+
+    # --- entry ---------------------------------------------------------------
+    def topology(self, source: str) -> Topology:
+        top = self.root.find("object")
+        if top is None:
+            raise _Bad("not an hwloc topology: no Machine object under <topology>")
+        self._walk(top)
+        if not self.pus:
+            raise _Bad("no PU objects: not a usable hwloc topology (write one with `lstopo --of xml`)")
+        numa_nodes = self._numa_nodes()
+        gpus, gpu_of = self._gpus(numa_nodes)
+        machine = self._machine(top, numa_nodes)
+        return Topology(
+            machine=machine,
+            packages=tuple(self.packages),
+            numa_nodes=numa_nodes,
+            distances=self._distances(numa_nodes, top),
+            groups=tuple(self.groups),
+            caches=tuple(self.caches),
+            cores=tuple(self.cores),
+            pus=self._pus(top),
+            pci_devices=self._pci_devices(numa_nodes),
+            gpus=gpus,
+            nics=self._nics(numa_nodes),
+            links=self._links(gpus, gpu_of),
+            allowed_mems=_mask(top, "allowed_nodeset", CpuSet(n.os_index for n in numa_nodes)),
+            source=source,
+            notes=tuple(self.notes),
+        )
+
+    def _walk(self, top) -> None:
+        stack = [(top, _Where(place=top), 0)]
+        while stack:
+            el, where, depth = stack.pop()
+            if el.get("gp_index") is not None:
+                self.by_gp[f"{el.get('type')}:{el.get('gp_index')}"] = el
+            inner = self._visit(el, where, depth)
+            stack.extend((c, inner, depth + 1) for c in reversed(el.findall("object")))
+
+    def _visit(self, el, where: _Where, depth: int) -> _Where:
+        kind = el.get("type", "")
+        if kind in _IO_TYPES:
+            return self._visit_io(el, kind, where)
+        inner = _Where(package=where.package, place=el)
+        if kind in ("Package", "Socket"):
+            os_index = self._index(el, "Package")
+            self.packages.append(Package(os_index, _mask(el, "cpuset"), _infos(el).get("CPUModel", "")))
+            inner.package = os_index
+        elif kind == "NUMANode":
+            _int(el, "os_index")
+            self.numa.append(_Numa(el, where.place, depth))
+            inner.place = el if self.major < 2 else where.place  # v1: NUMA nodes are CPU parents
+        elif kind in ("Group", "Die"):
+            self.groups.append(Group(el.get("subtype") or kind, self._index(el, el.get("subtype") or kind),
+                                     _mask(el, "cpuset")))
+        elif kind == "Cache" or (kind.endswith("Cache") and kind[:1] == "L"):
+            self.caches.append(self._cache(el, kind))
+        elif kind == "Core":
+            self.cores.append(Core(self._index(el, f"Core{where.package}"), where.package, _mask(el, "cpuset")))
+        elif kind == "PU":
+            self.pus.append(_int(el, "os_index"))
+        return inner
+
+    def _index(self, el, counter: str) -> int:
+        """os_index, or the logical index when hwloc did not know it."""
+        n = self.counters.get(counter, 0)
+        self.counters[counter] = n + 1
+        if el.get("os_index") is None:
+            # Groups never have one; a package or core without one is worth saying
+            note = f"{el.get('type')} objects without os_index are numbered in document order"
+            if el.get("type") not in ("Group", "Die") and note not in self.notes:
+                self.notes.append(note)
+            return n
+        return _int(el, "os_index")
+
+    def _cache(self, el, kind: str) -> Cache:
+        level = _int(el, "depth", int(kind[1]) if kind[1:2].isdigit() else 0)
+        return Cache(
+            level=level,
+            kind=_CACHE_KINDS.get(_int(el, "cache_type", 0), "unified"),
+            size=_int(el, "cache_size", 0),
+            cpuset=_mask(el, "cpuset"),
+            line_size=_int(el, "cache_linesize", 0),
+            ways=_int(el, "cache_associativity", 0),
+        )
+
+    def _visit_io(self, el, kind: str, where: _Where) -> _Where:
+        if kind == "OSDev":
+            if where.pci is not None:
+                where.pci.osdevs.append(el)
+            else:
+                self.loose_osdevs.append((el, where.place))
+            return where
+        if kind == "Bridge" and el.get("bridge_type", "").startswith("0-"):
+            return _Where(where.package, where.place, (self._host_bridge(el),))
+        bus = _attr(el, "pci_busid")
+        if not _BUS_ID.fullmatch(bus):
+            raise _Bad(f"{_label(el)} has an unreadable pci_busid (expected 'dddd:bb:dd.f')", f'pci_busid="{bus}"')
+        path = where.pci_path or (_root_port_of(el),)
+        pci = _Pci(el, where.place, path)
+        self.pcis.append(pci)
+        below = path + (pci.bus_id,) if kind == "Bridge" else path
+        return _Where(where.package, where.place, below, pci)
+
+    def _host_bridge(self, el) -> str:
+        text = el.get("bridge_pci", "")
+        m = re.fullmatch(r"([0-9a-fA-F]+):\[([0-9a-fA-F]+)-[0-9a-fA-F]+\]", text)
+        if not m:
+            raise _Bad(f"{_label(el)} has an unreadable bridge_pci={text!r} (expected 'dddd:[bb-bb]')",
+                       f'bridge_pci="{text}"')
+        return f"pci{m.group(1).lower().rjust(4, '0')}:{m.group(2).lower().rjust(2, '0')}"
+
+    # --- CPU side --------------------------------------------------------------
+    def _numa_nodes(self) -> tuple[NumaNode, ...]:
+        own: dict[int, CpuSet] = {}
+        taken = CpuSet()
+        # Deepest attachment first: a node below a Group owns its CPUs before
+        # the package-level node that also spans them.
+        for nodes in _by_parent(sorted(self.numa, key=lambda n: -n.depth), self.major):
+            primary = _primary(nodes)
+            for n in nodes:
+                os_index = int(n.el.get("os_index"))
+                own[os_index] = (_mask(n.el, "cpuset", CpuSet()) - taken) if n is primary else CpuSet()
+            taken |= own[int(primary.el.get("os_index"))]
+        out = [
+            NumaNode(int(n.el.get("os_index")), own[int(n.el.get("os_index"))], _int(n.el, "local_memory", 0),
+                     n.el.get("subtype", ""))
+            for n in self.numa
+        ]
+        if not out:
+            out = [self._machine_as_numa()]
+        homeless = CpuSet(self.pus) - CpuSet.union_all(n.cpuset for n in out)
+        if homeless:
+            self.notes.append(f"PUs {homeless} are in no NUMA node (hwloc left their node out, "
+                              "e.g. its memory is not allowed)")
+        return tuple(sorted(out, key=lambda n: n.os_index))
+
+    def _machine_as_numa(self) -> NumaNode:
+        top = self.root.find("object")
+        self.notes.append("no NUMANode objects: the machine is one NUMA node 0")
+        return NumaNode(0, _mask(top, "cpuset"), _int(top, "local_memory", 0))
+
+    def _pus(self, top) -> tuple[PU, ...]:
+        online = _mask(top, "online_cpuset", _mask(top, "cpuset"))
+        allowed = _mask(top, "allowed_cpuset", online)
+        # complete_cpuset holds the PUs hwloc could not use (offline, or
+        # removed as disallowed): keep them, marked unusable.
+        absent = _mask(top, "complete_cpuset", online) - CpuSet(self.pus)
+        pus = [PU(i, online=i in online, allowed=i in allowed and i in online) for i in self.pus]
+        pus += [PU(i, online=False, allowed=False) for i in absent]
+        return tuple(sorted(pus, key=lambda p: p.os_index))
+
+    def _machine(self, top, numa_nodes) -> Machine:
+        pairs = [(i.get("name", ""), i.get("value", "")) for i in top.iterfind("info")]
+        pairs += [(i.get("name", ""), i.get("value", "")) for i in self.root.iterfind("info")]
+        info = dict(pairs)
+        return Machine(
+            hostname=info.get("HostName", ""),
+            arch=info.get("Architecture", ""),
+            memory=sum(n.memory for n in numa_nodes) or _int(top, "local_memory", 0),
+            info=tuple(pairs),
+        )
+
+    def _distances(self, numa_nodes, top) -> tuple[tuple[int, ...], ...]:
+        found = self._distances_v2() if self.major >= 2 else self._distances_v1(top)
+        if found is None:
+            return ()
+        order, values = found
+        want = [n.os_index for n in numa_nodes]
+        if sorted(order) != sorted(want):
+            self.notes.append(f"NUMA distances cover nodes {CpuSet(order)} of {CpuSet(want)}: left out")
+            return ()
+        pos = {os_index: k for k, os_index in enumerate(order)}
+        n = len(order)
+        return tuple(tuple(values[pos[a] * n + pos[b]] for b in want) for a in want)
+
+    def _distances_v2(self) -> tuple[list[int], list[int]] | None:
+        cands = [d for d in self.root.iterfind("distances2") if d.get("type") == "NUMANode"]
+        named = [d for d in cands if d.get("name") == "NUMALatency"]
+        latency = [d for d in cands if d.get("name") is None and _int(d, "kind", 0) & 4]
+        chosen = (named or latency or [None])[0]
+        if chosen is None:
+            return None
+        indexes, values = _matrix(chosen)
+        if chosen.get("indexing") == "gp":
+            indexes = [str(self._gp(f"NUMANode:{i}", chosen).get("os_index")) for i in indexes]
+        try:
+            return [int(i) for i in indexes], [int(v) for v in values]
+        except ValueError:
+            raise _Bad("NUMALatency distances hold a non-numeric value", "NUMALatency") from None
+
+    def _distances_v1(self, top) -> tuple[list[int], list[int]] | None:
+        nodes = [int(n.el.get("os_index")) for n in self.numa]
+        for d in top.iterfind("distances"):
+            lat = [_float(v, "value") for v in d.iterfind("latency")]
+            if _int(d, "nbobjs", 0) == len(nodes) and len(lat) == len(nodes) ** 2:
+                base = _float(d, "latency_base") or 1.0
+                return nodes, [round(v * base) for v in lat]
+        return None
+
+    def _gp(self, key: str, near) -> object:
+        el = self.by_gp.get(key)
+        if el is None:
+            raise _Bad(f"{near.get('name') or near.tag} refers to {key}, which is no object of the file",
+                       key.split(":")[-1])
+        return el
+
+    # --- devices ---------------------------------------------------------------
+    def _osdev_kinds(self, el) -> set[str]:
+        t = _int(el, "osdev_type", -1)
+        if t < 0:
+            return set()
+        if self.major >= 3:
+            return {name for bit, name in enumerate(_OSDEV_BITS) if t >> bit & 1}
+        return {_OSDEV_ENUM.get(t, "")}
+
+    def _locality(self, place, numa_nodes) -> tuple[int, CpuSet]:
+        cpus = _mask(place, "cpuset", CpuSet())
+        nodeset = _mask(place, "nodeset", CpuSet()) if place.get("nodeset") else None
+        cands = [n for n in numa_nodes if (n.os_index in nodeset if nodeset is not None else n.cpuset & cpus)]
+        with_cpus = [n for n in cands if n.cpuset & cpus]
+        pick = with_cpus if with_cpus else cands
+        return (pick[0].os_index if len(pick) == 1 else -1), cpus
+
+    def _pci_devices(self, numa_nodes) -> tuple[PciDevice, ...]:
+        devices = tuple(self._pci_device(p, numa_nodes) for p in self.pcis)
+        seen: set[str] = set()
+        twice = sorted({d.bus_id for d in devices if d.bus_id in seen or seen.add(d.bus_id)})
+        if twice:
+            self.notes.append(f"PCI bus id(s) {', '.join(twice)} appear more than once in the file; "
+                              "a lookup by bus id finds the first")
+        return devices
+
+    def _pci_device(self, p: _Pci, numa_nodes) -> PciDevice:
+        el = p.el
+        cls, vendor, device = _pci_type(el)
+        info = _infos(el)
+        numa, cpus = self._locality(p.place, numa_nodes)
+        return PciDevice(
+            bus_id=p.bus_id, class_id=cls, vendor_id=vendor, device_id=device,
+            name=" ".join(x for x in (info.get("PCIVendor", ""), info.get("PCIDevice", "")) if x),
+            numa_node=numa, cpuset=cpus, pci_path=p.path, link_speed=_float(el, "pci_link_speed"),
+        )
+
+    def _is_gpu_osdev(self, el) -> bool:
+        kinds = self._osdev_kinds(el)
+        name = (el.get("name") or "").lower()
+        api = (el.get("subtype") or "").lower()
+        if not kinds & {"gpu", "coproc"}:
+            return False
+        if api == "opencl" or name.startswith("opencl"):
+            return _infos(el).get("OpenCLDeviceType", "GPU") == "GPU"
+        return api in _GPU_APIS or name.startswith(_GPU_APIS)
+
+    def _gpus(self, numa_nodes) -> tuple[tuple[GPU, ...], dict[int, str]]:
+        """GPUs in PCI bus order, and the GPU key of each OS device element."""
+        owners: list[tuple[tuple, list, _Pci | None, object]] = []
+        for p in self.pcis:
+            cls, vendor, _ = _pci_type(p.el)
+            compute = [o for o in p.osdevs if self._is_gpu_osdev(o)]
+            if compute or _gpu_class(cls, vendor):
+                owners.append((_bus_key(p.bus_id), p.osdevs, p, p.place))
+        loose = [(o, place) for o, place in self.loose_osdevs if self._is_gpu_osdev(o)]
+        owners += [((1 << 64, k), [o], None, place) for k, (o, place) in enumerate(_one_api(loose))]
+        gpus, gpu_of = [], {}
+        for index, (_, osdevs, pci, place) in enumerate(sorted(owners, key=lambda o: o[0])):
+            gpus.append(self._gpu(index, osdevs, pci, place, numa_nodes))
+            gpu_of.update((id(o), f"GPU{index}") for o in osdevs)
+            if pci is not None:
+                gpu_of[id(pci.el)] = f"GPU{index}"
+        return tuple(gpus), gpu_of
+
+    def _gpu(self, index: int, osdevs: list, pci: _Pci | None, place, numa_nodes) -> GPU:
+        ranked = sorted(osdevs, key=_api_rank)
+        info: dict[str, str] = {}
+        for o in reversed(ranked):  # the best API's values win
+            info.update(_infos(o))
+        vendor = 0
+        if pci is not None:
+            _, vendor, _ = _pci_type(pci.el)
+        numa, cpus = self._locality(place, numa_nodes)
+        pci_model = _infos(pci.el).get("PCIDevice", "") if pci is not None else ""
+        return GPU(
+            index=index,
+            vendor=_GPU_VENDORS.get(vendor) or _vendor_name(info.get("GPUVendor", "")),
+            model=info.get("GPUModel") or pci_model,
+            memory=next((_kib(info[k]) for k in _MEMORY_INFOS if k in info), 0),
+            pci_bus_id=pci.bus_id if pci is not None else "",
+            uuid=next((info[k] for k in _UUID_INFOS if info.get(k)), ""),
+            numa_node=numa,
+            cpuset=cpus,
+            os_names=tuple(o.get("name", "") for o in osdevs),
+        )
+
+    def _nics(self, numa_nodes) -> tuple[NIC, ...]:
+        nics = []
+        for p in self.pcis:
+            fabric = [o for o in p.osdevs if "openfabrics" in self._osdev_kinds(o)]
+            nets = [o for o in p.osdevs if "network" in self._osdev_kinds(o) and o not in fabric]
+            if not fabric and not nets:
+                continue
+            ports = _ports(_infos(fabric[0])) if fabric else ()
+            name = (fabric or nets)[0].get("name", "")
+            numa, cpus = self._locality(p.place, numa_nodes)
+            nics.append(NIC(name=name, kind=_nic_kind(name, _pci_type(p.el)[1], ports, nets, bool(fabric)),
+                            pci_bus_id=p.bus_id, numa_node=numa, cpuset=cpus, ports=ports,
+                            netdevs=tuple(o.get("name", "") for o in nets)))
+        # RDMA devices first in name order (mlx5_2 before mlx5_10), as
+        # nvidia-smi numbers NICs; then plain netdevs in PCI order.
+        return tuple(sorted(nics, key=lambda n: (n.name in n.netdevs, _natural(n.name) if n.name not in n.netdevs
+                                                 else ())))
+
+    def _links(self, gpus, gpu_of: dict[int, str]) -> tuple[Link, ...]:
+        matrices = [d for d in self.root.iterfind("distances2hetero") if d.get("name") == "NVLinkBandwidth"]
+        if not matrices:
+            return ()
+        indexes, values = _matrix(matrices[0])
+        keys = [self._link_end(self._gp(i, matrices[0]), gpu_of) for i in indexes]
+        n = len(keys)
+        totals: dict[tuple[str, str], int] = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = keys[i], keys[j]
+                mbs = int(values[i * n + j]) or int(values[j * n + i])
+                if not mbs or not a or not b or a == b:
+                    continue
+                if not a.startswith("GPU"):
+                    a, b = b, a
+                if not a.startswith("GPU"):
+                    continue  # a switch-to-CPU entry says nothing about a GPU
+                if b.startswith("GPU") and int(b[3:]) < int(a[3:]):
+                    a, b = b, a
+                totals[(a, b)] = totals.get((a, b), 0) + mbs
+        models = {g.key: g.model for g in gpus}
+        return tuple(self._link(a, b, mbs, models[a]) for (a, b), mbs in sorted(totals.items()))
+
+    def _link_end(self, el, gpu_of: dict[int, str]) -> str:
+        kind = el.get("type")
+        if id(el) in gpu_of:
+            return gpu_of[id(el)]
+        if kind in ("Package", "NUMANode", "Machine", "Group", "Die"):
+            return "CPU"
+        if kind == "PCIDev":
+            cls, vendor, _ = _pci_type(el)
+            if el.get("subtype") == "NVSwitch" or (cls >> 8 == 0x06 and vendor == 0x10DE):
+                return "NVSwitch"
+        return ""
+
+    def _link(self, a: str, b: str, mbs: int, model: str) -> Link:
+        from .nvml import NVLINK_GBS
+
+        gen = _nvlink_generation(model)
+        if not gen:
+            gen = 0 if mbs % _HWLOC_LINK_MBS_LATER == 0 else 1 if mbs % _HWLOC_LINK_MBS[1] == 0 else 0
+        per_link = _HWLOC_LINK_MBS.get(gen, _HWLOC_LINK_MBS_LATER)
+        count = max(1, round(mbs / per_link))
+        exact = count * per_link == mbs
+        bandwidth = count * NVLINK_GBS[gen] if gen in NVLINK_GBS and exact else mbs / 1000
+        if not exact or not gen:
+            self.notes.append(f"NVLink {a}-{b}: {mbs} MB/s from hwloc, generation unknown: "
+                              f"{count} link(s) assumed")
+        return Link(a, b, "NVLink", count=count, bandwidth=round(bandwidth, 4), version=gen)
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def _by_parent(nodes: list[_Numa], major: int) -> Iterator[list[_Numa]]:
+    """NUMA nodes that hang off one object (v1: each node is a CPU parent of its own)."""
+    groups: dict[int, list[_Numa]] = {}
+    for n in nodes:
+        groups.setdefault(id(n.parent if major >= 2 else n), []).append(n)
+    return iter(groups.values())
+
+
+def _primary(nodes: list[_Numa]) -> _Numa:
+    """The node of a parent that owns the CPUs: no memory subtype, lowest os_index."""
+    plain = [n for n in nodes if not (n.el.get("subtype") or "").startswith(_MEMORY_SUBTYPES)]
+    return min(plain or nodes, key=lambda n: int(n.el.get("os_index")))
+
+
+def _matrix(d) -> tuple[list[str], list[str]]:
+    indexes = " ".join(i.text or "" for i in d.iterfind("indexes")).split()
+    values = " ".join(v.text or "" for v in d.iterfind("u64values")).split()
+    n = _int(d, "nbobjs")
+    if len(indexes) != n or len(values) != n * n:
+        name = d.get("name") or d.get("type") or "distances"
+        raise _Bad(f"{name} matrix has {len(indexes)} indexes and {len(values)} values for nbobjs={n} "
+                   f"(expected {n} and {n * n})", f'name="{name}"' if d.get("name") else "<distances2")
+    return indexes, values
+
+
+def _pci_type(el) -> tuple[int, int, int]:
+    text = el.get("pci_type")
+    if text is None:
+        return 0, 0, 0
+    m = re.match(r"\s*([0-9a-fA-F]{4})\s*\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]", text)
+    if not m:
+        raise _Bad(f"{_label(el)} has an unreadable pci_type={text!r} (expected 'CLASS [VEN:DEV] ...')",
+                   f'pci_type="{text}"')
+    return int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16)
+
+
+def _gpu_class(cls: int, vendor: int) -> bool:
+    """A GPU by PCI identity alone (no driver OS device in the file).
+
+    3D controllers and AMD's accelerator classes count; VGA (0300) only from
+    NVIDIA, so servers' on-board graphics (ATI ES1000, Matrox, ASPEED) stay out.
+    """
+    if vendor == 0x10DE:
+        return cls in (0x0300, 0x0302)
+    return vendor == 0x1002 and cls in (0x0302, 0x0380, 0x1200)
+
+
+def _root_port_of(el) -> str:
+    """A host bridge name for a PCI device hwloc placed without one."""
+    dom, bus, _ = norm_bus_id(el.get("pci_busid")).split(":")
+    return f"pci{dom}:{bus}"
+
+
+def _bus_key(bus_id: str) -> tuple:
+    return (0, *(int(x, 16) for x in re.split(r"[:.]", bus_id)))
+
+
+def _api_rank(el) -> int:
+    name = (el.get("subtype") or el.get("name") or "").lower()
+    return next((k for k, api in enumerate(_GPU_APIS) if name.startswith(api)), len(_GPU_APIS))
+
+
+def _one_api(loose: list[tuple[object, object]]) -> list[tuple[object, object]]:
+    """GPU OS devices without a PCI parent cannot be matched to each other:
+    keep one API's devices (the best present), one GPU each."""
+    if not loose:
+        return []
+    best = min(_api_rank(o) for o, _ in loose)
+    return [(o, p) for o, p in loose if _api_rank(o) == best]
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _vendor_name(text: str) -> str:
+    low = text.lower()
+    if "nvidia" in low:
+        return "NVIDIA"
+    if "advanced micro devices" in low or low.startswith("amd"):
+        return "AMD"
+    if "intel" in low:
+        return "Intel"
+    return text
+
+
+def _ports(info: dict[str, str]) -> tuple[Port, ...]:
+    numbers = sorted({int(m.group(1)) for k in info if (m := re.fullmatch(r"Port(\d+)State", k))})
+    return tuple(
+        Port(number=n, state=_IB_PORT_STATES.get(info[f"Port{n}State"], info[f"Port{n}State"]),
+             link_layer=info.get(f"Port{n}LinkLayer", ""))
+        for n in numbers
+    )
+
+
+def _nic_kind(name: str, vendor: int, ports: tuple[Port, ...], nets: list, rdma: bool) -> str:
+    if name.startswith("cxi") or vendor == 0x17DB:
+        return "Slingshot"
+    if name.startswith(("hfi1", "qib")):
+        return "OmniPath"
+    layers = {p.link_layer for p in ports if p.link_layer}
+    if layers:
+        return "InfiniBand" if "InfiniBand" in layers else "Ethernet"
+    if rdma:
+        return "InfiniBand"
+    # 20-byte hardware addresses are IPoIB netdevs
+    addresses = [_infos(o).get("Address", "") for o in nets]
+    return "InfiniBand" if any(a.count(":") == 19 for a in addresses) else "Ethernet"
+
+
+def _nvlink_generation(model: str) -> int:
+    m = _GPU_ARCH.search(model or "")
+    return _NVLINK_GEN_BY_ARCH.get(m.group(1), 0) if m else 0

@@ -1,0 +1,116 @@
+"""sysfs snapshots given as a directory or a tarball (.tar.bz2, .tar.gz, .tar.xz, .tar).
+
+hwloc's tests/hwloc/linux tarballs unpack to NAME/ holding sys/ and proc/;
+that single top-level directory is found, whatever its name. A tarball is
+unpacked safely into a temporary directory: no absolute or '..' member
+names, no member below a symlink member, no device files, fifos or hard
+links, and limits on the total size and member count (a small compressed
+file can hold a huge tree). Symlinks are kept as written: the sysfs reader
+resolves them inside the snapshot root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+
+from ..errors import InputError, NodemapError
+from .model import Topology
+
+__all__ = ["open_input", "read_tarball", "read_dir", "unpack", "find_root"]
+
+MAX_BYTES = 256 << 20  # sysfs snapshots are a few MB at most
+MAX_MEMBERS = 200_000
+
+
+def open_input(path: str | os.PathLike) -> Topology:
+    """A Topology from a snapshot directory or tarball."""
+    path = os.fspath(path)
+    return read_dir(path) if os.path.isdir(path) else read_tarball(path)
+
+
+def read_dir(path: str | os.PathLike) -> Topology:
+    from . import sysfs
+
+    return sysfs.read(find_root(os.fspath(path)))
+
+
+def read_tarball(path: str | os.PathLike) -> Topology:
+    path = os.fspath(path)
+    with tempfile.TemporaryDirectory(prefix="nodemap-snapshot-") as tmp:
+        unpack(path, tmp)
+        topo = read_dir(tmp)
+    return _sourced(topo, path)
+
+
+def find_root(path: str) -> str:
+    """The directory holding sys/: `path` itself or its single subdirectory."""
+    if os.path.isdir(os.path.join(path, "sys")):
+        return path
+    subs = [e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False)
+            and os.path.isdir(os.path.join(e.path, "sys"))]
+    if len(subs) != 1:
+        what = "is empty" if not os.listdir(path) else "holds no sys/ directory" if not subs else \
+            f"holds {len(subs)} snapshots ({', '.join(sorted(os.path.basename(s) for s in subs))})"
+        raise InputError(path, f"not a sysfs snapshot: it {what} (give the directory holding sys/ and proc/)")
+    return subs[0]
+
+
+def unpack(path: str, dest: str) -> None:
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            _extract(tar, path, dest)
+    except NodemapError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+        raise InputError(path, f"cannot unpack the snapshot ({type(e).__name__}: {e}); "
+                         "give an intact .tar/.tar.gz/.tar.bz2/.tar.xz") from None
+
+
+def _extract(tar: tarfile.TarFile, path: str, dest: str) -> None:
+    total, count = 0, 0
+    links: set[str] = set()
+    for m in tar:
+        count += 1
+        if count > MAX_MEMBERS:
+            raise InputError(path, f"more than {MAX_MEMBERS} members: not a sysfs snapshot")
+        name = _safe_name(path, m.name)
+        if not name:
+            continue
+        parents = name.split("/")
+        if any("/".join(parents[:k]) in links for k in range(1, len(parents))):
+            raise InputError(path, f"member {m.name!r} lies below a symlink member: refused")
+        target = os.path.join(dest, *parents)
+        if m.isdir():
+            os.makedirs(target, exist_ok=True)
+        elif m.issym():
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.symlink(m.linkname, target)
+            links.add(name)
+        elif m.isfile():
+            total += m.size
+            if total > MAX_BYTES:
+                raise InputError(path, f"unpacks to more than {MAX_BYTES >> 20} MiB: not a sysfs snapshot")
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            src = tar.extractfile(m)
+            with open(target, "xb") as out:
+                shutil.copyfileobj(src, out)
+        else:
+            kind = "hard link" if m.islnk() else "device file or fifo"
+            raise InputError(path, f"member {m.name!r} is a {kind}: refused (a sysfs snapshot holds files, "
+                             "directories and symlinks only)")
+
+
+def _safe_name(path: str, name: str) -> str:
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if name.startswith("/") or ".." in parts:
+        raise InputError(path, f"member {name!r} would unpack outside the target directory: refused")
+    return "/".join(parts)
+
+
+def _sourced(topo: Topology, path: str) -> Topology:
+    import dataclasses
+
+    return dataclasses.replace(topo, source=f"sysfs:{path}")

@@ -1,0 +1,649 @@
+"""Linux sysfs/procfs source: a node read from a root directory.
+
+`read("/")` reads this machine; `read(dir)` reads a snapshot unpacked to
+`dir` (hwloc's tests/hwloc/linux tarballs hold sys/ and proc/) exactly the
+same way. Every path, symlinks included, is resolved inside the root: an
+absolute link in a snapshot ("/sys/devices/...") means the snapshot's own
+sys/, never the live one.
+
+Only small attribute files are read (no PCI config space), so a real node
+reads in milliseconds.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import socket
+from dataclasses import dataclass, field, replace
+
+from ..errors import InputError
+from .cpuset import CpuSet, CpuSetError
+from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology
+
+__all__ = ["read", "Root"]
+
+_CPU = "sys/devices/system/cpu"
+_NODE = "sys/devices/system/node"
+_PCI = "sys/bus/pci/devices"
+_BUS_ID = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_HOST_BRIDGE = re.compile(r"pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}")
+_MAX_LINKS = 40
+
+
+def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> Topology:
+    """The node under `root`. `this_process`: apply this process's affinity
+    and cgroup cpuset (None: only when root is "/"; a snapshot's own
+    proc/self and cgroup files are applied either way)."""
+    fs = Root(root)
+    notes: list[str] = []
+    cpus = _read_cpus(fs, notes)
+    numa_nodes, distances = _read_numa(fs, cpus.online, notes)
+    pci = _read_pci(fs, numa_nodes, cpus.online, notes)
+    gpus = _gpus(fs, pci)
+    nics = _nics(fs, pci)
+    topo = Topology(
+        machine=_machine(fs, numa_nodes),
+        packages=cpus.packages,
+        numa_nodes=numa_nodes,
+        distances=distances,
+        groups=cpus.groups,
+        caches=cpus.caches,
+        cores=cpus.cores,
+        pus=cpus.pus,
+        pci_devices=pci,
+        gpus=gpus,
+        nics=nics,
+        allowed_mems=CpuSet(n.os_index for n in numa_nodes),
+        source=f"sysfs:{fs.root}",
+        notes=tuple(notes),
+    )
+    from . import allowed
+
+    return allowed.apply(topo, fs.root, this_process=this_process)
+
+
+# --- file access inside the root -----------------------------------------------------------
+
+
+class Root:
+    """Reads files below a root directory, resolving symlinks inside it."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.live = self.root == "/"
+        self._dirs: dict[str, str] = {}
+
+    def resolve(self, rel: str) -> str:
+        """`rel` with every symlink followed, as a path below the root ("/a/b")."""
+        if self.live:
+            return os.path.realpath("/" + rel)
+        head, _, name = rel.strip("/").rpartition("/")
+        base = self._dirs.get(head)
+        if base is None:
+            base = self._dirs[head] = self._walk("/", head)
+        return self._walk(base, name)
+
+    def _walk(self, start: str, rel: str) -> str:
+        done = [p for p in start.split("/") if p]
+        todo = [p for p in rel.split("/") if p]
+        links = 0
+        while todo:
+            part = todo.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            try:
+                target = os.readlink(os.path.join(self.root, *done, part))
+            except OSError:  # not a link, or missing: either way a plain component
+                done.append(part)
+                continue
+            links += 1
+            if links > _MAX_LINKS:
+                raise InputError(self.where(rel), "too many levels of symbolic links")
+            if target.startswith("/"):
+                done = []
+            todo[:0] = [p for p in target.split("/") if p]
+        return "/" + "/".join(done)
+
+    def path(self, rel: str) -> str:
+        """The real path of `rel`, for open() and listdir()."""
+        resolved = self.resolve(rel)
+        return resolved if self.live else self.root + resolved
+
+    def where(self, rel: str) -> str:
+        return os.path.join(self.root, rel.strip("/"))
+
+    def read(self, rel: str) -> str | None:
+        """The file's text, stripped; None when it does not exist.
+
+        Permission errors are the user's to fix (InputError); other errors
+        are what sysfs returns for attributes a device does not support
+        (EINVAL, EIO, ENODEV...), which is the same as absent.
+        """
+        try:
+            with open(self.path(rel), "rb") as f:
+                data = f.read(1 << 20)
+        except FileNotFoundError:
+            return None
+        except PermissionError:
+            raise InputError(self.where(rel), "cannot read: permission denied (run as a user who may read it, "
+                             "or give a readable snapshot)") from None
+        except IsADirectoryError:
+            raise InputError(self.where(rel), "is a directory where a file was expected (damaged snapshot?)") from None
+        except OSError as e:
+            if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                raise InputError(self.where(rel), f"cannot read: {e.strerror}") from None
+            return None
+        return data.decode("utf-8", "replace").strip()
+
+    def read_int(self, rel: str, base: int = 10) -> int | None:
+        text = self.read(rel)
+        if text is None or text == "":
+            return None
+        try:
+            return int(text.split()[0], base)
+        except ValueError:
+            raise InputError(self.where(rel), f"expected a number, found {text[:40]!r}") from None
+
+    def read_set(self, rel_list: str, rel_mask: str | None = None) -> CpuSet | None:
+        """A CPU/node set from a hex mask file, else a list file ("0-3,8").
+
+        The mask wins, as in hwloc: some snapshots were edited through their
+        masks only, leaving stale lists beside them.
+        """
+        for rel, parse in ((rel_mask, CpuSet.parse_mask), (rel_list, CpuSet.parse)):
+            if rel is None:
+                continue
+            text = self.read(rel)
+            if text is None:
+                continue
+            try:
+                return parse(text)
+            except CpuSetError as e:
+                raise InputError(self.where(rel), f"{e}") from None
+        return None
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return os.listdir(self.path(rel))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except PermissionError:
+            raise InputError(self.where(rel), "cannot list: permission denied") from None
+
+    def isdir(self, rel: str) -> bool:
+        return os.path.isdir(self.path(rel))
+
+
+# --- CPUs: PUs, cores, packages, groups, caches -------------------------------------------------
+
+
+@dataclass
+class _Cpus:
+    pus: tuple[PU, ...] = ()
+    online: CpuSet = field(default_factory=CpuSet)
+    cores: tuple[Core, ...] = ()
+    packages: tuple[Package, ...] = ()
+    groups: tuple[Group, ...] = ()
+    caches: tuple[Cache, ...] = ()
+
+
+@dataclass
+class _Cpu:
+    index: int
+    package_id: int = -1
+    package_cpus: CpuSet | None = None
+    core_id: int = -1
+    threads: CpuSet | None = None
+    groups: dict[str, tuple[int, CpuSet]] = field(default_factory=dict)
+
+
+# sysfs topology files that name a level between package and core (or above the package)
+_GROUP_FILES = (("Die", "die_id", "die_cpus"), ("Cluster", "cluster_id", "cluster_cpus"),
+                ("Book", "book_id", "book_siblings"), ("Drawer", "drawer_id", "drawer_siblings"))
+
+
+def _read_cpus(fs: Root, notes: list[str]) -> _Cpus:
+    if not fs.isdir(_CPU):
+        what = "is empty" if not os.listdir(fs.root) else "has no sys/devices/system/cpu directory"
+        raise InputError(fs.where(_CPU), f"missing: {fs.root} {what}, so it is not a Linux root or sysfs "
+                         "snapshot (give the directory holding sys/ and proc/)")
+    indexes = sorted(int(n[3:]) for n in fs.listdir(_CPU) if re.fullmatch(r"cpu\d+", n))
+    if not indexes:
+        raise InputError(fs.where(_CPU), "holds no cpuN directory: a partial snapshot (take it again)")
+    online = _online(fs, indexes)
+    cpus = [_cpu(fs, i) for i in indexes if i in online]
+    packages, package_of = _packages(fs, cpus, online, notes)
+    models = _cpu_models(fs)
+    packages = tuple(Package(p.os_index, p.cpuset, models.get(p.cpuset.first()) or models.get(-1, ""))
+                     for p in packages)
+    return _Cpus(
+        pus=tuple(PU(i, online=i in online) for i in indexes),
+        online=online,
+        cores=_cores(cpus, online, package_of, notes),
+        packages=packages,
+        groups=_groups(cpus, online, packages),
+        caches=_caches(fs, cpus, online, notes),
+    )
+
+
+def _online(fs: Root, indexes: list[int]) -> CpuSet:
+    listed = fs.read_set(f"{_CPU}/online")
+    if listed is not None:
+        return listed & CpuSet(indexes)
+    # old kernels: only per-CPU files; cpu0 often has none and is online
+    return CpuSet(i for i in indexes if fs.read_int(f"{_CPU}/cpu{i}/online") != 0)
+
+
+def _cpu(fs: Root, i: int) -> _Cpu:
+    top = f"{_CPU}/cpu{i}/topology"
+    cpu = _Cpu(i)
+    pkg = fs.read_int(f"{top}/physical_package_id")
+    cpu.package_id = -1 if pkg is None else pkg
+    cpu.package_cpus = fs.read_set(f"{top}/package_cpus_list", f"{top}/package_cpus") or fs.read_set(
+        f"{top}/core_siblings_list", f"{top}/core_siblings")
+    core = fs.read_int(f"{top}/core_id")
+    cpu.core_id = -1 if core is None else core
+    cpu.threads = fs.read_set(f"{top}/core_cpus_list", f"{top}/core_cpus") or fs.read_set(
+        f"{top}/thread_siblings_list", f"{top}/thread_siblings")
+    for kind, id_file, cpus_file in _GROUP_FILES:
+        gid = fs.read_int(f"{top}/{id_file}")
+        members = fs.read_set(f"{top}/{cpus_file}_list", f"{top}/{cpus_file}")
+        if gid is not None and members:
+            cpu.groups[kind] = (gid, members | CpuSet([i]))
+    return cpu
+
+
+def _packages(fs: Root, cpus: list[_Cpu], online: CpuSet, notes: list[str]):
+    """Packages by their sibling sets (package_cpus, core_siblings), else by
+    physical_package_id; P# is the id (ia64 repeats ids across packages)."""
+    by_key: dict[object, tuple[int, CpuSet]] = {}
+    for c in cpus:
+        if c.package_cpus:
+            key: object = (c.package_cpus & online) | CpuSet([c.index])
+        elif c.package_id >= 0:
+            key = ("id", c.package_id)
+        else:
+            continue
+        pid, members = by_key.get(key, (c.package_id, CpuSet()))
+        by_key[key] = (pid, members | CpuSet([c.index]))
+    bad = _inconsistent(by_key)
+    if bad:
+        notes.append(f"CPUs {bad} disagree on their package siblings: those packages are left out (as hwloc does)")
+    out, package_of = [], {}
+    numbered = 0
+    for key, (pid, members) in sorted(by_key.items(), key=lambda kv: kv[1][1].first()):
+        if isinstance(key, CpuSet) and key != members:
+            continue
+        if pid < 0:
+            pid = numbered
+            numbered += 1
+        out.append(Package(pid, members))
+        package_of.update((i, pid) for i in members)
+    if numbered:
+        notes.append("physical_package_id is -1 or missing: packages found from their sibling CPUs and numbered "
+                     "in order")
+    return out, package_of
+
+
+def _inconsistent(by_key: dict) -> CpuSet:
+    """CPUs of sibling sets that some member does not report the same way
+    (hand-edited or buggy sysfs): such a set cannot be an object."""
+    return CpuSet.union_all(key for key, (_, members) in by_key.items() if isinstance(key, CpuSet) and key != members)
+
+
+def _cores(cpus: list[_Cpu], online: CpuSet, package_of: dict[int, int], notes: list[str]) -> tuple[Core, ...]:
+    """One core per set of thread siblings (core_id is not unique on all
+    architectures: s390 repeats it across packages). Siblings with different
+    core_ids are cores of one compute unit (AMD Bulldozer): one core each,
+    as hwloc does."""
+    by_index = {c.index: c for c in cpus}
+    seen: dict[CpuSet, _Cpu] = {}
+    for c in cpus:
+        if c.threads is not None:
+            threads = (c.threads & online) | CpuSet([c.index])
+            sibling = by_index.get((threads - CpuSet([c.index])).first())
+            if sibling is not None and sibling.core_id != c.core_id:
+                threads = CpuSet([c.index])
+        elif c.core_id >= 0:  # no sibling lists: group by (package, core_id)
+            threads = CpuSet(o.index for o in cpus if o.core_id == c.core_id and o.package_id == c.package_id)
+        else:
+            continue
+        seen.setdefault(threads, c)
+    cores, counters = [], {}
+    unnumbered = False
+    for threads, c in sorted(seen.items(), key=lambda kv: kv[0].first()):
+        pkg = package_of.get(c.index, -1)
+        os_index = c.core_id
+        if os_index < 0:
+            os_index = counters.get(pkg, 0)
+            unnumbered = True
+        counters[pkg] = counters.get(pkg, 0) + 1
+        cores.append(Core(os_index, pkg, threads))
+    if unnumbered:
+        notes.append("core_id is missing: cores numbered in order within their package")
+    return tuple(cores)
+
+
+def _groups(cpus: list[_Cpu], online: CpuSet, packages: tuple[Package, ...]) -> tuple[Group, ...]:
+    """Dies, clusters, books, drawers that actually split something: a level
+    equal to its package, or a cluster equal to a core, is no level (hwloc
+    drops those too)."""
+    package_sets = {p.cpuset for p in packages}
+    thread_sets = {(c.threads & online) | CpuSet([c.index]) for c in cpus if c.threads is not None}
+    found: dict[tuple[str, CpuSet], int] = {}
+    for c in cpus:
+        for kind, (gid, members) in c.groups.items():
+            found.setdefault((kind, members & online), gid)
+    out = []
+    for (kind, members), gid in found.items():
+        if not members or members in package_sets or members in thread_sets or members == online:
+            continue
+        out.append(Group(kind, gid, members))
+    return tuple(sorted(out, key=lambda g: (_GROUP_ORDER.index(g.kind), g.cpuset.first())))
+
+
+_GROUP_ORDER = ("Drawer", "Book", "Die", "Cluster")
+_CACHE_TYPES = {"unified": "unified", "data": "data", "instruction": "instruction"}
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _caches(fs: Root, cpus: list[_Cpu], online: CpuSet, notes: list[str]) -> tuple[Cache, ...]:
+    found: dict[tuple[int, str, CpuSet], tuple[Cache, CpuSet]] = {}
+    for c in cpus:
+        base = f"{_CPU}/cpu{c.index}/cache"
+        for name in sorted(fs.listdir(base)):
+            if not name.startswith("index"):
+                continue
+            cache = _cache(fs, f"{base}/{name}", c, online)
+            if cache is not None:
+                key = (cache.level, cache.kind, cache.cpuset)
+                first, members = found.get(key, (cache, CpuSet()))
+                found[key] = (first, members | CpuSet([c.index]))
+    kept = [cache for cache, members in found.values() if cache.cpuset == members]
+    if len(kept) < len(found):
+        bad = CpuSet.union_all(k[2] for k, (_, m) in found.items() if k[2] != m)
+        notes.append(f"CPUs {bad} disagree on which CPUs share a cache: those caches are left out (as hwloc does)")
+    return tuple(sorted(kept, key=lambda k: (-k.level, k.kind, k.cpuset.first())))
+
+
+def _cache(fs: Root, d: str, cpu: _Cpu, online: CpuSet) -> Cache | None:
+    level = fs.read_int(f"{d}/level")
+    kind = _CACHE_TYPES.get((fs.read(f"{d}/type") or "").lower())
+    size = _size(fs, f"{d}/size")
+    if level is None or kind is None or not size:
+        return None  # hwloc skips caches without a size too
+    shared = (fs.read_set(f"{d}/shared_cpu_list", f"{d}/shared_cpu_map") or CpuSet()) & online
+    if not shared and cpu.threads:
+        shared = cpu.threads & online  # ia64 gives empty maps for core-private caches
+    ways = fs.read_int(f"{d}/ways_of_associativity") or 0
+    return Cache(level=level, kind=kind, size=size, cpuset=shared | CpuSet([cpu.index]),
+                 line_size=fs.read_int(f"{d}/coherency_line_size") or 0, ways=ways)
+
+
+def _size(fs: Root, rel: str) -> int:
+    text = fs.read(rel)
+    if not text:
+        return 0
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)i?B?", text, re.I)
+    if not m:
+        raise InputError(fs.where(rel), f"unreadable cache size {text[:40]!r} (expected e.g. '32K')")
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]
+
+
+def _cpu_models(fs: Root) -> dict[int, str]:
+    """CPU model of each processor from /proc/cpuinfo (x86/ia64 'model name',
+    POWER 'cpu', ARM 'Processor' or 'model name', MIPS 'cpu model'); key -1
+    holds a model given once for all processors (old ARM kernels)."""
+    text = fs.read("proc/cpuinfo") or ""
+    models: dict[int, str] = {}
+    for block in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:  # hwloc keeps trailing blanks of a model name; so do we
+                fields.setdefault(key.strip(), value.lstrip())
+        model = next((fields[k] for k in ("model name", "cpu model", "Processor", "cpu") if fields.get(k)), "")
+        proc = fields.get("processor", "")
+        if proc.isdigit():
+            models[int(proc)] = model
+        elif model:
+            models[-1] = model
+    return models
+
+
+# --- NUMA nodes ------------------------------------------------------------------------------
+
+
+def _read_numa(fs: Root, online: CpuSet, notes: list[str]):
+    indexes = sorted(int(n[4:]) for n in fs.listdir(_NODE) if re.fullmatch(r"node\d+", n))
+    if not indexes:
+        memory = _meminfo_total(fs, "proc/meminfo")
+        notes.append("no NUMA nodes in sysfs: one NUMA node 0 holds every CPU"
+                     + ("" if memory else " (memory size unknown: no /proc/meminfo)"))
+        return (NumaNode(0, online, memory),), ()
+    nodes, claimed, dropped = [], CpuSet(), []
+    for i in indexes:
+        d = f"{_NODE}/node{i}"
+        cpus = (fs.read_set(f"{d}/cpulist", f"{d}/cpumap") or CpuSet()) & online
+        if cpus and cpus.issubset(claimed):
+            dropped.append(i)  # the same CPUs as earlier nodes: a kernel bug, not a node
+            continue
+        nodes.append(NumaNode(i, cpus - claimed, _meminfo_total(fs, f"{d}/meminfo")))
+        claimed |= cpus
+    if dropped:
+        notes.append(f"NUMA nodes {CpuSet(dropped)} list only CPUs of lower nodes (buggy NUMA information): "
+                     "left out, as hwloc does")
+    homeless = online - claimed
+    if homeless:
+        notes.append(f"CPUs {homeless} are in no NUMA node")
+    return tuple(nodes), _distances(fs, [n.os_index for n in nodes], indexes)
+
+
+def _meminfo_total(fs: Root, rel: str) -> int:
+    text = fs.read(rel) or ""
+    m = re.search(r"MemTotal:\s*(\d+)\s*kB", text)
+    return int(m.group(1)) * 1024 if m else 0
+
+
+def _distances(fs: Root, kept: list[int], all_nodes: list[int]) -> tuple[tuple[int, ...], ...]:
+    """SLIT rows (columns follow all nodes in index order), for the kept nodes."""
+    pos = {n: k for k, n in enumerate(all_nodes)}
+    rows = []
+    for i in kept:
+        text = fs.read(f"{_NODE}/node{i}/distance")
+        if not text:
+            return ()
+        values = text.split()
+        if len(values) != len(all_nodes) or not all(v.isdigit() for v in values):
+            return ()
+        rows.append(tuple(int(values[pos[j]]) for j in kept))
+    return tuple(rows)
+
+
+# --- PCI devices ------------------------------------------------------------------------------
+
+# PCIe generation from the current link speed (GT/s), and payload bits per transfer
+_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def _read_pci(fs: Root, numa_nodes, online: CpuSet, notes: list[str]) -> tuple[PciDevice, ...]:
+    names = sorted((n for n in fs.listdir(_PCI) if _BUS_ID.fullmatch(n)), key=_bus_key)
+    devices: dict[str, PciDevice] = {}
+    guessed: list[str] = []
+    for name in names:
+        dev = _pci_device(fs, name, online)
+        if dev.numa_node < 0:
+            dev, how = _locate(dev, devices, numa_nodes)
+            if how:
+                guessed.append(f"{dev.bus_id} ({how})")
+        devices[dev.bus_id] = dev
+    if guessed:
+        shown = ", ".join(guessed[:4]) + (f" and {len(guessed) - 4} more" if len(guessed) > 4 else "")
+        notes.append(f"{len(guessed)} PCI device(s) report numa_node -1: {shown}")
+    return tuple(devices.values())
+
+
+def _pci_device(fs: Root, name: str, online: CpuSet) -> PciDevice:
+    d = f"{_PCI}/{name}"
+    real = fs.resolve(d)
+    parts = real.split("/")
+    start = max((k for k, p in enumerate(parts) if _HOST_BRIDGE.fullmatch(p)), default=len(parts) - 1)
+    path = tuple(p.lower() for p in parts[start:-1] if _HOST_BRIDGE.fullmatch(p) or _BUS_ID.fullmatch(p))
+    cls = fs.read_int(f"{d}/class", 16) or 0
+    speed, gen = _link_speed(fs.read(f"{d}/current_link_speed"))
+    width = fs.read_int(f"{d}/current_link_width") or 0
+    numa = fs.read_int(f"{d}/numa_node")
+    cpus = fs.read_set(f"{d}/local_cpulist", f"{d}/local_cpus")
+    return PciDevice(
+        bus_id=_norm(name), class_id=cls >> 8, vendor_id=fs.read_int(f"{d}/vendor", 16) or 0,
+        device_id=fs.read_int(f"{d}/device", 16) or 0, numa_node=-1 if numa is None else numa,
+        cpuset=(cpus & online) if cpus is not None else CpuSet(), pci_path=path, link_gen=gen, link_width=width,
+        link_speed=round(speed * width * (0.8 if gen in (1, 2) else 128 / 130) / 8, 2) if width and speed else 0.0,
+    )
+
+
+def _link_speed(text: str | None) -> tuple[float, int]:
+    m = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
+    if not m:
+        return 0.0, 0
+    gts = float(m.group(1))
+    return gts, _GENERATIONS.get(gts, 0)
+
+
+def _locate(dev: PciDevice, earlier: dict[str, PciDevice], numa_nodes) -> tuple[PciDevice, str]:
+    """numa_node -1: the only node, else the parent bridge's, else the one node
+    of its local CPUs. Returns the device and how it was placed ('' silently)."""
+    if len(numa_nodes) == 1:
+        n = numa_nodes[0]
+        return replace(dev, numa_node=n.os_index, cpuset=dev.cpuset or n.cpuset), ""
+    parent = next((earlier[b] for b in reversed(dev.pci_path) if b in earlier and earlier[b].numa_node >= 0), None)
+    if parent is not None:
+        return replace(dev, numa_node=parent.numa_node, cpuset=dev.cpuset or parent.cpuset), \
+            f"NUMA {parent.numa_node} from bridge {parent.bus_id}"
+    near = [n for n in numa_nodes if dev.cpuset and n.cpuset and n.cpuset.issubset(dev.cpuset)]
+    if len(near) == 1:
+        return replace(dev, numa_node=near[0].os_index), f"NUMA {near[0].os_index} from local_cpulist"
+    return dev, "locality unknown"
+
+
+def _norm(bus_id: str) -> str:
+    dom, bus, devfn = bus_id.lower().split(":")
+    return f"{dom.lstrip('0').rjust(4, '0')}:{bus}:{devfn}"
+
+
+def _bus_key(bus_id: str) -> tuple[int, ...]:
+    return tuple(int(x, 16) for x in re.split(r"[:.]", bus_id))
+
+
+# --- GPUs ---------------------------------------------------------------------------------------
+
+_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
+# Display-class devices that are GPUs without a doubt; AMD and Intel VGA
+# functions count only with a GPU driver bound (on-board server VGA is not a GPU).
+_GPU_CLASSES = {0x10DE: (0x0300, 0x0302), 0x1002: (0x0302, 0x0380, 0x1200), 0x8086: (0x0380,)}
+_GPU_DRIVERS = {0x1002: ("amdgpu",), 0x8086: ("i915", "xe")}
+
+
+def _is_gpu(fs: Root, dev: PciDevice) -> bool:
+    if dev.class_id in _GPU_CLASSES.get(dev.vendor_id, ()):
+        return True
+    if dev.class_id >> 8 != 0x03 or dev.vendor_id not in _GPU_DRIVERS:
+        return False
+    driver = os.path.basename(fs.resolve(f"{_PCI}/{dev.bus_id}/driver"))
+    return driver in _GPU_DRIVERS[dev.vendor_id]
+
+
+def _gpus(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[GPU, ...]:
+    found = [d for d in pci if d.class_id >> 8 in (0x03, 0x12) and _is_gpu(fs, d)]
+    return tuple(
+        GPU(index=k, vendor=_VENDORS[d.vendor_id], pci_bus_id=d.bus_id, numa_node=d.numa_node, cpuset=d.cpuset,
+            pcie_gen=d.link_gen, pcie_width=d.link_width,
+            os_names=tuple(sorted(n for n in fs.listdir(f"{_PCI}/{d.bus_id}/drm") if n.startswith(("card", "render")))))
+        for k, d in enumerate(found)
+    )
+
+
+# --- NICs ---------------------------------------------------------------------------------------
+
+
+def _pci_owner(fs: Root, rel: str) -> str:
+    """Bus id of the PCI function a class device (net/ib/cxi) belongs to, '' if none."""
+    parts = fs.resolve(rel).split("/")
+    if "virtual" in parts:
+        return ""
+    ids = [p for p in parts if _BUS_ID.fullmatch(p)]
+    return _norm(ids[-1]) if ids else ""
+
+
+def _nics(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[NIC, ...]:
+    by_bus = {d.bus_id: d for d in pci}
+    netdevs: dict[str, list[str]] = {}
+    for name in sorted(fs.listdir("sys/class/net")):
+        owner = _pci_owner(fs, f"sys/class/net/{name}")
+        if owner in by_bus:
+            netdevs.setdefault(owner, []).append(name)
+    rdma = []
+    for cls in ("infiniband", "cxi"):
+        for name in fs.listdir(f"sys/class/{cls}"):
+            owner = _pci_owner(fs, f"sys/class/{cls}/{name}")
+            if owner in by_bus:
+                rdma.append(_rdma_nic(fs, cls, name, by_bus[owner], netdevs.get(owner, [])))
+    taken = {n.pci_bus_id for n in rdma}
+    plain = [_net_nic(fs, by_bus[b], names) for b, names in netdevs.items() if b not in taken]
+    rdma.sort(key=lambda n: _natural(n.name))
+    plain.sort(key=lambda n: _bus_key(n.pci_bus_id))
+    return tuple(rdma + plain)
+
+
+def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str]) -> NIC:
+    ports = []
+    base = f"sys/class/{cls}/{name}/ports"
+    for p in sorted((p for p in fs.listdir(base) if p.isdigit()), key=int):
+        state = (fs.read(f"{base}/{p}/state") or "").split(":")[-1].strip()
+        rate = re.match(r"\s*([\d.]+)", fs.read(f"{base}/{p}/rate") or "")
+        ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate.group(1)) if rate else 0.0))
+    if cls == "cxi" or dev.vendor_id == 0x17DB:
+        kind = "Slingshot"
+    elif name.startswith(("hfi1", "qib")):
+        kind = "OmniPath"
+    else:
+        layers = {p.link_layer for p in ports if p.link_layer}
+        kind = "Ethernet" if layers and "InfiniBand" not in layers else "InfiniBand"
+    return NIC(name=name, kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
+               ports=tuple(ports), netdevs=tuple(netdevs))
+
+
+def _net_nic(fs: Root, dev: PciDevice, names: list[str]) -> NIC:
+    # ARPHRD_INFINIBAND (32): an IPoIB netdev whose RDMA device is not exposed
+    kind = "InfiniBand" if fs.read_int(f"sys/class/net/{names[0]}/type") == 32 else "Ethernet"
+    if dev.vendor_id == 0x17DB:
+        kind = "Slingshot"
+    return NIC(name=names[0], kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
+               netdevs=tuple(names))
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+# --- machine ------------------------------------------------------------------------------------
+
+_DMI = ("product_name", "product_version", "board_vendor", "board_name", "sys_vendor", "bios_vendor",
+        "bios_version", "bios_date")
+
+
+def _machine(fs: Root, numa_nodes) -> Machine:
+    info = []
+    for name in _DMI:
+        value = fs.read(f"sys/class/dmi/id/{name}")
+        if value:
+            info.append(("DMI" + "".join(w.capitalize() if w != "bios" else "BIOS" for w in name.split("_")), value))
+    hostname = fs.read("proc/sys/kernel/hostname") or (socket.gethostname() if fs.live else "")
+    memory = sum(n.memory for n in numa_nodes) or _meminfo_total(fs, "proc/meminfo")
+    return Machine(hostname=hostname, arch=os.uname().machine if fs.live else "", memory=memory, info=tuple(info))

@@ -1,0 +1,104 @@
+import dataclasses
+
+import pytest
+
+import nodes
+from nodemap.mapping import emit
+from nodemap.mapping.request import Plan, Request, TaskBinding
+from nodemap.topology.cpuset import CpuSet
+from nodemap.topology.model import GPU, Port
+
+
+def _task(**kw):
+    base = dict(task=0, cpus=CpuSet.parse("48-55"), mems=CpuSet.parse("3"), gpus=(0,), nics=("mlx5_1",), threads=2,
+                places=(CpuSet.parse("48,176"), CpuSet.parse("49,177")))
+    base.update(kw)
+    return TaskBinding(**base)
+
+
+def _plan(*tasks):
+    return Plan(request=Request(tasks=len(tasks)), tasks=tuple(tasks))
+
+
+def test_karolina_task_env():
+    topo, t = nodes.karolina(), _task()
+    env = dict(emit.task_env(topo, _plan(t), t))
+    assert env == {
+        "CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "OMP_NUM_THREADS": "2", "OMP_PLACES": "{48,176},{49,177}", "OMP_PROC_BIND": "close",
+        "UCX_NET_DEVICES": "mlx5_1:1", "NCCL_IB_HCA": "=mlx5_1:1",
+    }
+
+
+def test_places_default_to_one_per_pu_and_runs_compress():
+    topo = nodes.karolina()
+    t = _task(places=(), cpus=CpuSet.parse("0-1"), gpus=(), nics=())
+    assert dict(emit.task_env(topo, _plan(t), t))["OMP_PLACES"] == "{0},{1}"
+    assert emit.omp_places([CpuSet.parse("0-3,8,9")]) == "{0:4,8,9}"
+
+
+def test_two_rails_and_port_states():
+    topo = nodes.karolina()
+    down = dataclasses.replace(topo.nic("mlx5_0"), ports=(Port(1, "DOWN"), Port(2, "4: ACTIVE")))
+    unknown = dataclasses.replace(topo.nic("mlx5_1"), ports=(Port(1, ""),))
+    topo = dataclasses.replace(topo, nics=(down, unknown) + topo.nics[2:])
+    t = _task(nics=("mlx5_0", "mlx5_1"))
+    env = dict(emit.task_env(topo, _plan(t), t))
+    assert env["UCX_NET_DEVICES"] == "mlx5_0:2,mlx5_1:1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:2,mlx5_1:1"
+    dead = dataclasses.replace(down, ports=(Port(1, "DOWN"),))
+    assert emit.rdma_port(dead) == ""
+
+
+def test_slingshot_policy_follows_gpu():
+    topo = nodes.perlmutter()
+    with_gpu = _task(cpus=CpuSet.parse("0-15"), mems=CpuSet.parse("0"), gpus=(3,), nics=("cxi3",), places=())
+    cpu_only = dataclasses.replace(with_gpu, gpus=())
+    assert ("MPICH_OFI_NIC_POLICY", "GPU") in emit.task_env(topo, _plan(with_gpu), with_gpu)
+    env = dict(emit.task_env(topo, _plan(cpu_only), cpu_only))
+    assert env["MPICH_OFI_NIC_POLICY"] == "NUMA"
+    assert "UCX_NET_DEVICES" not in env and "CUDA_VISIBLE_DEVICES" not in env
+
+
+def test_amd_gpus_by_uuid_when_known_else_index():
+    topo = nodes.karolina()
+    amd = tuple(dataclasses.replace(g, vendor="AMD") for g in topo.gpus)
+    t = _task(gpus=(0, 1))
+    env = dict(emit.task_env(dataclasses.replace(topo, gpus=amd), _plan(t), t))
+    assert env["ROCR_VISIBLE_DEVICES"] == "GPU-00000000,GPU-00000001" and "CUDA_VISIBLE_DEVICES" not in env
+    no_uuid = tuple(dataclasses.replace(g, uuid="") for g in amd)
+    env = dict(emit.task_env(dataclasses.replace(topo, gpus=no_uuid), _plan(t), t))
+    assert env["ROCR_VISIBLE_DEVICES"] == "0,1"
+
+
+PLANNED = [("CUDA_VISIBLE_DEVICES", "2"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("OMP_NUM_THREADS", "8"),
+           ("OMP_PLACES", "{0},{1}")]
+
+
+def test_merge_keeps_user_values_and_says_so():
+    final, dec = emit.merge_env(PLANNED, {"OMP_NUM_THREADS": "1", "OMP_PLACES": "{0},{1}"})
+    used = {d["name"]: d["used"] for d in dec}
+    assert used == {"CUDA_VISIBLE_DEVICES": "plan", "CUDA_DEVICE_ORDER": "plan", "OMP_NUM_THREADS": "user",
+                    "OMP_PLACES": "same"}
+    assert "OMP_NUM_THREADS" not in final and final["CUDA_VISIBLE_DEVICES"] == "2"
+    assert [d["name"] for d in dec] == [n for n, _ in PLANNED]  # planned order kept
+    final, dec = emit.merge_env(PLANNED, {"OMP_NUM_THREADS": "1"}, override=True)
+    assert final["OMP_NUM_THREADS"] == "8"
+
+
+def test_visibility_is_narrowed_and_device_order_follows_it():
+    current = {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    final, dec = emit.merge_env(PLANNED, current)
+    assert final["CUDA_VISIBLE_DEVICES"] == "2" and final["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    why = {d["name"]: d["why"] for d in dec}
+    assert "narrows" in why["CUDA_VISIBLE_DEVICES"] and "goes with" in why["CUDA_DEVICE_ORDER"]
+
+
+def test_launch_lines_start_ranks_unbound_through_nodemap_run():
+    lines = emit.launch_lines(_plan(_task(), _task(task=1)), ["--tasks", "2", "--cpus", "0-3"], app=("./a b",))
+    assert set(lines) == {"srun", "mpirun", "mpiexec", "flux"}
+    assert "--cpu-bind=none" in lines["srun"] and "--gpu-bind=none" in lines["srun"]
+    assert "--bind-to none" in lines["mpirun"] and "-bind-to none" in lines["mpiexec"]
+    assert lines["flux"].startswith("flux run --tasks-per-node=2")
+    for line in lines.values():
+        assert line.endswith("nodemap run --tasks 2 --cpus 0-3 -- './a b'")

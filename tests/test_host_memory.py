@@ -1,0 +1,151 @@
+import json
+import os
+
+import pytest
+
+from nodemap import cli
+from nodemap.bench import host_memory as hm
+from nodemap.bench import hostkernels as hk
+from nodemap.bench import placements as pl
+from nodemap.bench.report import results_table
+from nodemap.errors import NodemapError
+from nodemap.topology.cpuset import CpuSet
+from nodemap.topology.model import NumaNode, Topology
+
+CPUS = sorted(os.sched_getaffinity(0))[:2]
+N = 20_011  # odd, so slices and NT tails end off a vector boundary
+
+
+def topo():
+    return pl.flat_topology(CpuSet(CPUS))
+
+
+@pytest.mark.parametrize("nt", [False, True])
+def test_every_kernel_verified_positive_and_counted_the_stream_way(nt):
+    rs = hm.measure(topo(), CPUS, N, hk.KERNELS, 2, nt_stores=nt)
+    assert [r.metric for r in rs] == list(hk.KERNELS)
+    words = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}
+    for r in rs:
+        assert r.verified and r.stats.n == 2 and all(v > 0 for v in r.samples)
+        assert r.bytes == words[r.metric] * 8 * N
+        extra = 0 if nt or r.metric == "sum" else 1
+        assert r.params["write_allocate_bytes"] == (words[r.metric] + extra) * 8 * N
+        assert r.path_class == "local" and "first touch" in r.path
+        # the write-allocate figure is the same timing with more bytes
+        wa = r.params["write_allocate_best_gbps"]
+        assert wa == pytest.approx(r.stats.best * r.params["write_allocate_bytes"] / r.bytes)
+
+
+@pytest.mark.parametrize("kernels", [["copy"], ["scale"], ["add"], ["triad"], ["sum"], list(hk.KERNELS)])
+@pytest.mark.parametrize("nt", [False, True])
+def test_a_skipped_element_fails_the_check(kernels, nt):
+    run = hk.stream(CPUS, N, kernels, 1, nt_stores=nt, skip=N // 2 + 1)
+    assert not run.verified
+    assert hk.stream(CPUS, N, kernels, 1, nt_stores=nt).verified
+
+
+def test_failed_check_is_an_error_not_a_number():
+    with pytest.raises(NodemapError, match="check failed"):
+        hm.measure(topo(), CPUS[:1], N, ["triad"], 1, skip=5)
+
+
+def test_kernel_subsets_check_against_replayed_gold_values():
+    for ks in (["copy", "triad"], ["add", "sum"], ["scale", "add"]):
+        assert hk.stream(CPUS, 1000, ks, 3).verified
+
+
+def test_parse_size_and_kernels():
+    assert hm.parse_size("2G") == 2 << 30
+    assert hm.parse_size("512MiB") == 512 << 20
+    assert hm.parse_size("4.5k") == 4608
+    assert hm.parse_size("65536") == 65536
+    for bad in ("lots", "1X", "12"):
+        with pytest.raises(NodemapError):
+            hm.parse_size(bad)
+    assert hm.parse_kernels("triad,copy") == ["copy", "triad"]
+    with pytest.raises(NodemapError, match="unknown kernel fma"):
+        hm.parse_kernels("copy,fma")
+
+
+def _fake_root(tmp, free_kb):
+    d = tmp / "sys/devices/system/node/node0"
+    d.mkdir(parents=True)
+    (d / "meminfo").write_text(f"Node 0 MemTotal: {2 * free_kb} kB\nNode 0 MemFree: {free_kb} kB\n"
+                               "Node 0 Inactive(file): 0 kB\n")
+    return str(tmp)
+
+
+def test_array_size_default_is_4x_llc_capped_by_free_memory(tmp_path):
+    from nodemap.topology.model import Cache
+    t = Topology(numa_nodes=(NumaNode(0, CpuSet([0, 1]), 1 << 30),), caches=(Cache(3, "unified", 1 << 20, CpuSet([0, 1])),))
+    root = _fake_root(tmp_path, 1 << 20)  # 1 GiB free
+    assert hm.array_size(t, CpuSet([0]), CpuSet(), None, root=root) == (4 << 20, [])
+    n, notes = hm.array_size(t.__class__(numa_nodes=t.numa_nodes, caches=(Cache(3, "unified", 1 << 30, CpuSet([0])),)),
+                             CpuSet([0]), CpuSet(), None, root=root)
+    assert n < 1 << 30 and "capped" in notes[0]
+    with pytest.raises(NodemapError, match="free"):
+        hm.array_size(t, CpuSet([0]), CpuSet(), "1G", root=root)
+
+
+def test_mem_node_without_memory_is_refused():
+    t = Topology(numa_nodes=(NumaNode(0, CpuSet([0]), 1 << 30), NumaNode(1, CpuSet([1]), 0)))
+    assert hm.parse_mem(t, "0") == CpuSet([0])
+    with pytest.raises(NodemapError, match="no memory"):
+        hm.parse_mem(t, "1")
+    with pytest.raises(NodemapError, match="no NUMA node 7"):
+        hm.parse_mem(t, "7")
+
+
+def test_recommendation_takes_fewest_threads_within_2_percent():
+    t = topo()
+    mk = lambda th, gbs, name: hm.make_result("memory", "triad", "GB/s", [gbs], verified=True,
+                                              params={"threads": th, "placement": name, "cpu_order": list(range(th))})
+    rs = [mk(1, 50.0, "a"), mk(4, 99.0, "b"), mk(8, 100.0, "c"), mk(16, 98.5, "d")]
+    assert hm.recommend(rs)[0] == "b"
+    assert "GOMP_CPU_AFFINITY=\"0 1 2 3\"" in hm.recommendation_text(rs)
+    assert "b" in results_table(rs) or "triad" in results_table(rs)
+    del t
+
+
+def run_cli(capsys, *argv):
+    rc = cli.main(["bench", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_sweep_reports_every_promised_placement(capsys):
+    rc, out, _ = run_cli(capsys, "memory", "--sweep", "--size", "256K", "--repeats", "2", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["complete"] and d["results"]
+    t = pl.load_topology()
+    promised = pl.promised_names(t, pl.usable_cpus(t))
+    reported = {n for r in d["results"] for n in r["params"]["placement"].split(" = ")}
+    assert reported == promised
+    assert {r["metric"] for r in d["results"]} == set(hk.KERNELS)
+
+
+def test_cli_table_names_a_recommendation(capsys, tmp_path):
+    out_file = tmp_path / "r.json"
+    rc, out, _ = run_cli(capsys, "memory", "--sweep", "--size", "256K", "--repeats", "1", "--kernels", "triad",
+                         "--output", str(out_file))
+    assert rc == 0 and "recommended:" in out and "OMP_PLACES" in out
+    assert json.loads(out_file.read_text())["command"] == "bench memory"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--cpus", "100000"], "not allowed"),
+    (["--kernels", "nope"], "unknown kernel"),
+    (["--size", "1000T"], "free"),
+    (["--threads", "0"], "at least 1"),
+    (["--mem", "99"], "no NUMA node"),
+    (["--repeats", "0"], "at least 1"),
+])
+def test_cli_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    rc, out, err = run_cli(capsys, "memory", "--size", "64K", *argv)
+    assert rc == 2 and needle in err and err.count("\n") == 1
+
+
+def test_unpinnable_cpu_is_an_error():
+    with pytest.raises(NodemapError, match="cannot pin"):
+        hk.stream([CPUS[0], 99_999], 1000, ["copy"], 1)

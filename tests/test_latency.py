@@ -1,0 +1,64 @@
+import json
+import os
+
+import pytest
+
+from nodemap import cli
+from nodemap.bench import hostkernels as hk
+from nodemap.bench import latency as lat
+from nodemap.errors import NodemapError
+from nodemap.topology.cpuset import CpuSet
+from nodemap.topology.model import Cache, Topology
+
+CPU = min(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("size", [4096, 64 << 10, 1 << 20])
+def test_chase_is_one_cycle_through_every_node(size):
+    run = hk.chase(size, CPU, reps=2, min_loads=1 << 14)
+    assert run.nodes == size // 64 and run.steps_to_return == run.nodes and run.verified
+    assert len(run.ns_per_load) == 2 and all(0 < v < 10_000 for v in run.ns_per_load)
+
+
+def test_different_seeds_give_valid_cycles():
+    for seed in (2, 3, 12345):
+        assert hk.chase(8192, CPU, reps=1, min_loads=1024, seed=seed).verified
+
+
+def test_bad_cpu_and_tiny_buffer_are_errors():
+    with pytest.raises(NodemapError, match="pin"):
+        hk.chase(4096, 100000, reps=1)
+    with pytest.raises(NodemapError):
+        hk.chase(64, CPU, reps=1)  # one node is no cycle
+
+
+def test_levels_predicted_from_the_cpus_caches():
+    t = Topology(caches=(
+        Cache(1, "data", 48 << 10, CpuSet([0])), Cache(1, "instruction", 32 << 10, CpuSet([0])),
+        Cache(2, "unified", 2 << 20, CpuSet([0])), Cache(3, "unified", 32 << 20, CpuSet([0, 1])),
+        Cache(2, "unified", 1 << 20, CpuSet([1])),
+    ))
+    caches = lat.cpu_caches(t, 0)
+    assert caches == [("L1d", 48 << 10), ("L2", 2 << 20), ("L3", 32 << 20)]
+    assert [lat.predicted_level(caches, s) for s in (4 << 10, 48 << 10, 64 << 10, 2 << 20, 8 << 20, 64 << 20)] == \
+        ["L1d", "L1d", "L2", "L2", "L3", "DRAM"]
+
+
+def test_sizes_double_from_4k_to_the_maximum():
+    assert lat.sizes(64 << 10) == [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10]
+    assert lat.sizes(100 << 10)[-2:] == [64 << 10, 100 << 10]
+
+
+def test_cli_json_one_result_per_size(capsys):
+    rc = cli.main(["bench", "latency", "--max-size", "64K", "--repeats", "2", "--loads", "4096", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    rs = json.loads(out)["results"]
+    assert [r["params"]["working_set"] for r in rs] == lat.sizes(64 << 10)
+    assert all(r["verified"] and r["unit"] == "ns" and r["stats"]["best"] > 0 for r in rs)
+    assert err.count("[latency") == len(rs)  # progress on stderr, one line per size
+
+
+def test_cli_bad_cpu_exit_2(capsys):
+    assert cli.main(["bench", "latency", "--cpu", "100000"]) == 2
+    assert "not allowed" in capsys.readouterr().err

@@ -1,0 +1,150 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import nodes
+from nodemap.errors import NodemapError
+from nodemap.mapping import launch
+from nodemap.mapping.localrank import _PAIRS
+
+LAUNCHER_VARS = {v for _, r, s in _PAIRS for v in (r, s)} | {
+    "SLURM_LOCALID", "FLUX_TASK_LOCAL_ID", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS", "OMP_PLACES",
+    "OMP_PROC_BIND", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    e["NODEMAP_CACHE_DIR"] = str(tmp_path / "cache")
+    return e
+
+
+def nodemap(args, env, **kw):
+    return subprocess.run([sys.executable, "-m", "nodemap.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=30, **kw)
+
+
+@pytest.fixture(scope="module")
+def karolina_json(tmp_path_factory):
+    path = tmp_path_factory.mktemp("topo") / "karolina.json"
+    path.write_text(nodes.karolina().to_json())
+    return str(path)
+
+
+def test_dry_run_on_a_saved_karolina_node(env, karolina_json):
+    r = nodemap(["run", "--input", karolina_json, "--local-rank", "2", "--local-size", "8", "--dry-run", "--json",
+                 "--", "./app", "x"], env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["task"]["gpus"] == [0] and d["task"]["nics"] == ["mlx5_1"] and d["task"]["mems"] == "3"
+    assert d["env"]["CUDA_VISIBLE_DEVICES"] == "0" and d["env"]["UCX_NET_DEVICES"] == "mlx5_1:1"
+    assert d["argv"] == ["./app", "x"] and d["launcher"] == "flags" and not d["cached"]
+    again = json.loads(nodemap(["run", "--input", karolina_json, "--local-rank", "2", "--local-size", "8",
+                                "--dry-run", "--json", "--", "./app", "x"], env).stdout)
+    assert again["cached"] and again["task"] == d["task"]
+
+
+def test_user_values_win_unless_overridden(env, karolina_json):
+    env = {**env, "OMP_NUM_THREADS": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "8"}
+    base = ["run", "--input", karolina_json, "--dry-run", "--json"]
+    d = json.loads(nodemap(base, env).stdout)
+    assert "OMP_NUM_THREADS" not in d["env"] and d["launcher"] == "MPICH/Hydra"
+    assert {x["name"]: x["used"] for x in d["decisions"]}["OMP_NUM_THREADS"] == "user"
+    d = json.loads(nodemap(base + ["--override-env"], env).stdout)
+    assert d["env"]["OMP_NUM_THREADS"] == "8"
+
+
+@pytest.mark.parametrize("opts, word", [
+    (["--tasks", "300"], "--oversubscribe"),
+    (["--tasks", "8", "--gpus-per-task", "9"], "--gpus-per-task"),
+    (["--tasks", "8", "--nic-rails", "5"], "rails"),
+    (["--tasks", "8", "--cpus", "4096-4100"], "--cpus"),
+    (["--tasks", "2", "--local-rank", "5"], "--tasks 6"),
+])
+def test_impossible_requests_exit_2_with_one_line(env, karolina_json, opts, word):
+    args = ["run", "--input", karolina_json, "--local-size", "8", "--local-rank", "0", *opts, "--dry-run"]
+    r = nodemap(args, env)
+    assert r.returncode == 2, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nodemap run: error:") and word in lines[0], r.stderr
+
+
+def test_hwloc_xml_fixture(env, fixtures):
+    xml = fixtures / "hwloc-xml" / "16em64t-4s2c2t.xml"
+    seen = []
+    for rank in range(4):
+        r = nodemap(["run", "--input", str(xml), "--local-rank", str(rank), "--local-size", "4", "--dry-run", "--json"],
+                    env)
+        assert r.returncode == 0, r.stderr
+        seen.append(json.loads(r.stdout)["task"]["cpus"])
+    assert len(set(seen)) == 4  # one distinct PU set per task
+
+
+PROBE = ("import os, sys; print(os.getpid(), sorted(os.sched_getaffinity(0)), os.environ.get('OMP_NUM_THREADS'),"
+         " os.environ.get('OMP_PROC_BIND')); sys.exit(7)")
+
+
+def test_exec_keeps_pid_and_exit_code_and_binds(env):
+    plan = nodemap(["run", "--local-rank", "1", "--local-size", "2", "--dry-run", "--json"], env)
+    if plan.returncode != 0:
+        pytest.skip(f"this machine cannot hold 2 tasks: {plan.stderr.strip()}")
+    task = json.loads(plan.stdout)["task"]
+    p = subprocess.Popen([sys.executable, "-m", "nodemap.cli", "run", "--local-rank", "1", "--local-size", "2",
+                          "--mem-policy", "none", "--", sys.executable, "-c", PROBE], env=env, stdout=subprocess.PIPE,
+                         text=True)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 7
+    pid, cpus, threads, bind = out.split(" ", 1)[0], out[out.index("["):out.index("]") + 1], *out.split()[-2:]
+    assert int(pid) == p.pid
+    from nodemap.topology.cpuset import CpuSet
+
+    assert CpuSet(json.loads(cpus)) == CpuSet.parse(task["cpus"])
+    assert (threads, bind) == (str(task["threads"]), "close")
+
+
+def test_signals_are_the_apps_own(env):
+    r = nodemap(["run", "--local-rank", "0", "--local-size", "1", "--", "sh", "-c", "kill -TERM $$"], env)
+    assert r.returncode == -15
+
+
+def test_missing_program_exits_127(env):
+    r = nodemap(["run", "--local-rank", "0", "--local-size", "1", "--", "/no/such/app"], env)
+    assert r.returncode == 127 and "cannot run" in r.stderr
+
+
+def test_memory_policy_is_applied(env):
+    pytest.importorskip("ctypes")
+    try:
+        from nodemap import native
+
+        native.lib()
+    except NodemapError:
+        pytest.skip("native library not built")
+    probe = "from nodemap import native; print(native.get_mempolicy())"
+    r = nodemap(["run", "--local-rank", "0", "--local-size", "1", "--", sys.executable, "-c", probe], env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("('bind', [")
+
+
+def test_preferred_needs_one_node():
+    with pytest.raises(NodemapError, match="--mem-policy bind"):
+        launch.apply(launch.Binding([], [0, 1], "preferred", [0, 1]))
+
+
+# --- cache -------------------------------------------------------------------------------
+
+
+def test_cache_round_trip_and_checks(tmp_path, monkeypatch):
+    monkeypatch.setenv("NODEMAP_CACHE_DIR", str(tmp_path / "c"))
+    key = launch.fingerprint(("req",), None, {})
+    assert launch.load_cached(key, 0.0) is None
+    launch.save_cached(key, {"tasks": [1]})
+    assert launch.load_cached(key, 0.0)["tasks"] == [1]
+    assert launch.load_cached(key + "x", 0.0) is None  # another key never reads it
+    assert launch.load_cached(key, 1e12) is None  # too old
+    assert launch.fingerprint(("req",), None, {"CUDA_VISIBLE_DEVICES": "1"}) != key
+    os.chmod(tmp_path / "c", 0o777)  # a directory others can write is not trusted
+    assert launch.load_cached(key, 0.0) is None

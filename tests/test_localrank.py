@@ -1,0 +1,62 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from nodemap.errors import NodemapError
+from nodemap.mapping.localrank import LocalRank, detect, launched, tasks_per_node
+
+
+@pytest.mark.parametrize("env, want", [
+    ({"OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}, LocalRank(3, 4, "Open MPI")),
+    ({"MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}, LocalRank(1, 2, "MPICH/Hydra")),
+    ({"MV2_COMM_WORLD_LOCAL_RANK": "5", "MV2_COMM_WORLD_LOCAL_SIZE": "8"}, LocalRank(5, 8, "MVAPICH2")),
+    ({"PALS_LOCAL_RANKID": "2", "PALS_LOCAL_SIZE": "12"}, LocalRank(2, 12, "Cray PALS")),
+    ({"FLUX_TASK_LOCAL_ID": "1", "FLUX_JOB_SIZE": "8", "FLUX_JOB_NNODES": "2"}, LocalRank(1, 4, "Flux")),
+    ({"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "8"}, LocalRank(0, 8, "torchrun")),
+    ({"SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x3),1", "SLURM_NODEID": "3",
+      "SLURM_TASKS_PER_NODE": "9"}, None),  # local rank 1 but the last node has 1 task: error below
+    ({"SLURM_LOCALID": "2", "SLURM_STEP_TASKS_PER_NODE": "4,3(x2)", "SLURM_NODEID": "2"}, LocalRank(2, 3, "Slurm")),
+    ({"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "8(x2)", "SLURM_NODEID": "1"}, LocalRank(0, 8, "Slurm")),
+])
+def test_launchers(env, want):
+    if want is None:
+        with pytest.raises(NodemapError, match="--local-rank"):
+            detect(env)
+    else:
+        assert detect(env) == want
+
+
+def test_mpi_launcher_beats_stale_slurm_variables():
+    # mpirun inside an sbatch script: every rank inherits the batch step's SLURM_LOCALID=0
+    env = {"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    assert detect(env) == LocalRank(1, 2, "Open MPI")
+
+
+def test_flux_uneven_size_is_unknown_and_flags_complete_it():
+    env = {"FLUX_TASK_LOCAL_ID": "1", "FLUX_JOB_SIZE": "7", "FLUX_JOB_NNODES": "2"}
+    assert detect(env).size == 0
+    assert detect(env, size=4) == LocalRank(1, 4, "Flux + flags")
+
+
+def test_unknown_launcher_names_the_override_flags():
+    with pytest.raises(NodemapError, match="--local-rank R --local-size N"):
+        detect({"PATH": "/bin"})
+    assert not launched({"PATH": "/bin"})
+    assert detect({}, rank=1, size=2) == LocalRank(1, 2, "flags")
+
+
+@pytest.mark.parametrize("env, kw", [
+    ({"MPI_LOCALRANKID": "x1", "MPI_LOCALNRANKS": "2"}, {}),
+    ({"MPI_LOCALRANKID": "2", "MPI_LOCALNRANKS": "2"}, {}),
+    ({}, {"rank": 3, "size": 2}),
+    ({"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2(x"}, {}),
+])
+def test_bad_values_are_errors(env, kw):
+    with pytest.raises(NodemapError):
+        detect(env, **kw)
+
+
+@given(st.lists(st.tuples(st.integers(1, 64), st.integers(1, 5)), min_size=1, max_size=6))
+def test_tasks_per_node_expands_slurm_syntax(groups):
+    text = ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in groups)
+    assert tasks_per_node(text) == [n for n, k in groups for _ in range(k)]

@@ -1,0 +1,77 @@
+"""The peaks table: GPU memory, NVLink and PCIe limits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from nodemap.bench.peaks import HBM, PCIE_LANE_GBS, Peak, hbm_peak, nvlink_peak, path_peak, pcie_peak
+from nodemap.topology import paths
+from nodemap.topology.nvml import NVLINK_GBS
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("name, mem_gib, gbs", [
+    ("NVIDIA H200", 141, 4800.0),
+    ("NVIDIA H200 NVL", 141, 4800.0),
+    ("NVIDIA H100 80GB HBM3", 80, 3350.0),
+    ("NVIDIA H100 PCIe", 80, 2000.0),
+    ("NVIDIA H100 NVL", 94, 3900.0),
+    ("NVIDIA GH200 480GB", 96, 4000.0),
+    ("NVIDIA GH200 144G HBM3e", 144, 4900.0),
+    ("NVIDIA A100-SXM4-40GB", 40, 1555.0),
+    ("NVIDIA A100-SXM4-80GB", 80, 2039.0),
+    ("Tesla V100-SXM2-32GB", 32, 900.0),
+    ("Tesla P100-SXM2-16GB", 16, 732.0),
+    ("AMD Instinct MI250X", 64, 3276.8),
+    ("AMD Instinct MI300X", 192, 5300.0),
+])
+def test_hbm_datasheets(name, mem_gib, gbs):
+    p = hbm_peak(name, mem_gib * GIB)
+    assert p is not None and p.gbs == gbs
+    assert p.source  # every number says where it comes from
+
+
+def test_unknown_gpu_has_no_peak():
+    assert hbm_peak("NVIDIA GeForce GT 710", 2 * GIB) is None
+
+
+def test_table_sources_name_a_bandwidth():
+    for _, _, gbs, source in HBM:
+        assert gbs > 0 and ("TB/s" in source or "GB/s" in source)
+
+
+def test_nvlink_uses_the_topology_rate():
+    # H200 NV18: the 478 GB/s the topology's paths carry for the same link
+    assert nvlink_peak(4, 18).gbs == pytest.approx(18 * 26.5625)
+    assert nvlink_peak(3, 12).gbs == pytest.approx(300.0)
+    for gen, per in NVLINK_GBS.items():
+        assert nvlink_peak(gen, 1).gbs == per
+    assert nvlink_peak(0, 18) is None and nvlink_peak(4, 0) is None
+
+
+@pytest.mark.parametrize("gen, width, gbs", [(3, 16, 15.754), (4, 16, 31.504), (5, 16, 63.008), (5, 8, 31.504)])
+def test_pcie(gen, width, gbs):
+    assert pcie_peak(gen, width).gbs == pytest.approx(gbs)
+
+
+def test_pcie_agrees_with_paths():
+    # The efficiency of a copy and `nodemap topo`'s link figure must be one number.
+    assert PCIE_LANE_GBS == paths._LANE_GBS
+
+
+@given(st.integers(1, 5), st.sampled_from([1, 2, 4, 8, 16]))
+def test_pcie_grows_with_generation_and_width(gen, width):
+    p = pcie_peak(gen, width)
+    assert pcie_peak(gen + 1, width).gbs > p.gbs
+    if width < 16:
+        assert pcie_peak(gen, width * 2).gbs == pytest.approx(2 * p.gbs, abs=2e-3)  # 3-decimal rounding
+
+
+def test_path_peak():
+    nv = path_peak("NV18", 478.125)
+    assert nv.gbs == 478.125 and "NV18" in nv.source
+    sys_ = path_peak("SYS", 63.0, pcie=Peak(63.008, "PCIe Gen5 x16"))
+    assert sys_.gbs == 63.008 and "Gen5" in sys_.source
+    assert path_peak("PIX", 0.0) is None

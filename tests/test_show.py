@@ -1,0 +1,62 @@
+import json
+import os
+import subprocess
+import sys
+
+import nodes
+from nodemap.mapping import show
+
+
+def row(rank, cpus, gpus=(), host="n1", threads=None):
+    return {"host": host, "rank": rank, "local_rank": rank, "pid": 1, "cpus": cpus, "cpu": int(cpus.split("-")[0].split(",")[0]),
+            "mem_policy": "bind", "mem_nodes": "0", "gpus": [{"index": g, "uuid": "", "numa": n, "vendor": "NVIDIA"}
+                                                              for g, n in gpus],
+            "nic_env": {}, "thread_env": {"OMP_NUM_THREADS": threads} if threads else {}, "verdicts": []}
+
+
+def test_clean_binding_has_no_verdicts():
+    topo = nodes.karolina()  # GPU0 sits on NUMA 3 (PUs 48-63)
+    rows = show.judge([row(0, "48-55", [(0, 3)], threads="8"), row(1, "56-63", [(1, 3)], threads="8")], topo)
+    assert [r["verdicts"] for r in rows] == [[], []]
+    assert "ok" in show.table(rows)
+
+
+def test_each_verdict():
+    topo = nodes.karolina()
+    rows = show.judge([
+        row(0, "0-7", [(0, 3)]),  # GPU on NUMA 3, CPUs on NUMA 0
+        row(1, "8-23"),  # NUMA 0 and 1
+        row(2, "4", threads="2"),  # shares PU 4 with rank 0; 2 threads on 1 PU
+        row(3, "4", host="n2"),  # same PU number on another node: not shared
+    ], topo)
+    v = {r["rank"]: r["verdicts"] for r in rows}
+    assert any("GPU 0 (NUMA 3) is not local" in x for x in v[0]) and any("shared with rank(s) 2" in x for x in v[0])
+    assert v[1] == ["CPUs span NUMA domains 0-1"]
+    assert "2 threads on 1 PU(s)" in v[2] and "PUs shared with rank(s) 0" in v[2]
+    assert v[3] == []
+
+
+def test_visible_gpus_resolve_to_physical_index_and_uuid():
+    topo = nodes.karolina()
+    got = show.visible_gpus(topo, {"CUDA_VISIBLE_DEVICES": "GPU-00000005,2"})
+    assert [(g["index"], g["uuid"], g["numa"]) for g in got] == [(2, "GPU-00000002", 1), (5, "GPU-00000005", 7)]
+    assert len(show.visible_gpus(topo, {})) == 8
+    assert show.visible_gpus(topo, {"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+def test_table_sorts_by_node_then_rank():
+    topo = nodes.karolina()
+    rows = show.judge([row(3, "3", host="b"), row(1, "1", host="a"), row(0, "0", host="b")], topo)
+    lines = show.table(rows).splitlines()[1:]
+    assert [(l.split()[0], l.split()[1]) for l in lines] == [("a", "1"), ("b", "0"), ("b", "3")]
+
+
+def test_show_without_mpi_prints_own_row():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "MPI_LOCAL", "PMI_", "SLURM_"))}
+    env["OMP_NUM_THREADS"] = "999"
+    r = subprocess.run([sys.executable, "-m", "nodemap.cli", "show", "--json"], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    (only,) = json.loads(r.stdout)["rows"]
+    assert only["cpus"] and only["pid"] != os.getpid() and only["thread_env"]["OMP_NUM_THREADS"] == "999"
+    assert any("999 threads on" in v for v in only["verdicts"])
