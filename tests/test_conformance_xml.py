@@ -134,6 +134,8 @@ def test_reader_agrees_with_lstopo_console(fixtures, stem):
     path = case(fixtures, f"{stem}.xml")
     want = lc.parse_console(path.with_suffix(".console"))
     got = lc.summarize_topology(hwloc_xml.read(path))
+    if want.packages and all(pid == -1 for pid, _, _ in want.packages):
+        got = got.without_package_ids()  # hwloc 1.x consoles print no package P#
     assert got == want, stem
 
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nodes
+from nodemap.mapping.devices import fabric_nics
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Request
 from nodemap.topology import paths
@@ -103,9 +104,11 @@ def check_gpu_locality(topo, req, p):
 def check_nics(topo, req, p):
     if req.nic_rails != 1 or not topo.nics:
         return
+    pool = fabric_nics(topo)  # the planner's own candidate set: fabric ports before eth0
     for t in p.tasks:
         (nic,) = t.nics
-        assert tier(topo, t, nic) == min(tier(topo, t, n.name) for n in topo.nics), (t, nic)
+        assert nic in {n.name for n in pool}, (t, nic)
+        assert tier(topo, t, nic) == min(tier(topo, t, n.name) for n in pool), (t, nic)
 
 
 def tier(topo, t, nic):
