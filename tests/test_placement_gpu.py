@@ -49,3 +49,26 @@ def test_apply_sets_and_verifies_hints():
     rep = apply_plan(plan, [(mem.ptr, 64 * MiB)], [0, 1])
     assert rep.verified, rep.problems
     assert rep.ranges == 3
+
+
+@pytest.mark.skipif(NGPU < 2, reason="needs 2 GPUs")
+def test_bench_placement_end_to_end(tmp_path):
+    """The CLI as a user runs it: every strategy verified, analysis predicts what it measures."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "p.json"
+    cmd = [sys.executable, "-m", "nodemap", "bench", "placement", "--table", "1GiB", "--lookups", "1048576",
+           "--zipf", "1.0", "--chunks", "2MiB", "--replication", "0,5%", "--iterations", "2",
+           "--gpus", "0,1", "-o", str(out)]
+    subprocess.run(cmd, check=True, timeout=600)
+    rs = json.loads(out.read_text())
+    res = rs["results"]
+    strategies = {r["params"]["strategy"] for r in res}
+    assert {"round-robin", "copies", "analysis chunk=2MiB rep=5%"} <= strategies, (strategies, rs["messages"])
+    assert all(r["verified"] for r in res)
+    for r in res:
+        p = r["params"]
+        if p["strategy"].startswith("analysis"):
+            assert abs(p["predicted_local_fraction"] - p["measured_local_fraction"]) < 0.05

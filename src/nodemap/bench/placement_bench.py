@@ -83,11 +83,13 @@ def run(args: argparse.Namespace) -> int:
     zipfs = [float(z) for z in args.zipf.split(",")]
     steps = len(zipfs) * sum(len(cfg.chunks) * len(cfg.replications) if s == "analysis" else 1 for s in strategies)
     prog = Progress(steps, "placement")
-    bench = Bench(cp, cfg)
+    bench = Bench(cp, cfg, args.output)
+    rs.complete = False  # until the last strategy is done: saves in between say so
     try:
         with bench:
             for s in zipfs:
                 bench.run_zipf(s, strategies, rs, prog)
+        rs.complete = True
     except KeyboardInterrupt:
         rs.complete = False
         rs.messages.append("interrupted: results so far")
@@ -114,8 +116,8 @@ class Config:
 class Bench:
     """GPU state for one run: module, ballast, keys; one strategy at a time."""
 
-    def __init__(self, cp, cfg: Config) -> None:
-        self.cp, self.cfg = cp, cfg
+    def __init__(self, cp, cfg: Config, output: str | None = None) -> None:
+        self.cp, self.cfg, self.output = cp, cfg, output
         self.rows = cfg.table // cfg.row_bytes
         self.words = cfg.row_bytes // 8
         self.ballast = []
@@ -155,6 +157,7 @@ class Bench:
                 w = (cp.arange(1, self.rows + 1, dtype=cp.float64)) ** (-s)
                 ranks_cdf = cp.cumsum(w)
                 ranks_cdf /= ranks_cdf[-1]
+                del w
             shared = rng.permutation(self.rows)
             out = []
             for g, dev in enumerate(cfg.devices):
@@ -167,7 +170,11 @@ class Bench:
                 with cp.cuda.Device(dev):
                     out.append(cp.asarray(rows))
                 del own, u, ranks, mine, rows
-            return out
+            del shared, ranks_cdf
+        for dev in cfg.devices:  # the pool would hold the temporaries the tables need
+            with cp.cuda.Device(dev):
+                cp.get_default_memory_pool().free_all_blocks()
+        return out
 
     # --- one Zipf exponent --------------------------------------------------------
     def run_zipf(self, s: float, strategies: list[str], rs: ResultSet, prog: Progress) -> None:
@@ -199,6 +206,8 @@ class Bench:
             rs.messages.append(f"s={s} {strat}: skipped: {e}")
             return
         rs.add(r)
+        if self.output:  # a killed run keeps every strategy measured so far
+            rs.save(self.output)
 
     # --- measurement ---------------------------------------------------------------
     def _measure(self, s, strat, keys, expected, analysis, costs):
@@ -262,6 +271,7 @@ class Bench:
             return None, [0] * n, ["no advice: pages migrate on fault"]
         if analysis is not None:
             counts, rep = analysis
+            lay = counts.layout
             t0 = time.perf_counter()
             budgets = [cfg.budget] * n
             plan = plan_placement(counts.layout, counts.counts, budgets, rep)
@@ -283,7 +293,7 @@ class Bench:
             raise RuntimeError(f"{strat}: hints not in effect: {rep.problems[:3]}")
         costs["apply_s"] = rep.seconds
         costs["applied_ranges"] = rep.ranges
-        return plan.decision, plan.bytes_per_gpu(), []
+        return (plan.decision, lay.chunk_size), plan.bytes_per_gpu(), []
 
     def _profile(self, layout, keys):
         from ..placement.profiler import Profiler
@@ -376,13 +386,13 @@ class Bench:
             sums = k(rows, cp.uint32(self.words))
             return int(sums.sum(dtype=cp.uint64).get())
 
-    def _local_fraction(self, decision, keys) -> float:
+    def _local_fraction(self, placed, keys) -> float:
+        """Share of this run's lookups whose row lies on the reading GPU."""
         from ..placement.planner import REPLICATED
 
         cp = self.cp
+        decision, chunk_size = placed
         local = total = 0
-        nch = len(decision)
-        chunk_size = -(-self.cfg.table // nch)
         for g, (dev, rows) in enumerate(zip(self.cfg.devices, keys)):
             with cp.cuda.Device(dev):
                 d = cp.asarray(decision)

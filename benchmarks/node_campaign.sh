@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Characterize a whole multi-GPU node in one go (issue 8): topology beside
+# nvidia-smi, plans, live bindings under mpirun, GPU tests, copies, HBM,
+# NCCL, ring and placement. Run on the lent machine:
+#   source benchmarks/device_setup.sh && bash benchmarks/node_campaign.sh OUTDIR [PARTS]
+# Every step has its own time limit, its command, output and exit code go to
+# OUTDIR/node_log.txt, JSON result sets to OUTDIR/json/ (packed into
+# OUTDIR/node_results.tar.gz at the end, so a handful of files come back).
+set -u
+out=${1:?usage: node_campaign.sh OUTDIR [PARTS]}
+parts=${2:-info,plan,show,placement,copies,gpu,nccl,ring,tests,placement2,mpi}
+mkdir -p "$out/json"
+log="$out/node_log.txt"
+j="$out/json"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ngpu")
+want() { [[ ",$parts," == *",$1,"* ]]; }
+step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
+  local name=$1 secs=$2; shift 2
+  echo "=== $name: $*" >>"$log"
+  local t0=$SECONDS
+  timeout -k 5 "$secs" "$@" >>"$log" 2>&1
+  echo "=== $name: rc=$? in $((SECONDS - t0)) s" >>"$log"
+  tar -C "$out" -czf "$out/node_results.tar.gz" json  # a call cut short still brings back what ran
+}
+{ echo "=== machine"; date -u; hostname; nproc; lscpu | grep -E 'Model name|^NUMA node'
+  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
+  mpirun --version | head -1
+  python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
+print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
+      "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
+  python3 -c 'import torch; print("torch", torch.__version__)'; } >>"$log" 2>&1
+if ! "${MPIRUN[@]}" python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
+  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
+  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
+fi
+if want info; then
+  step nvidia-smi-topo 20 nvidia-smi topo -m
+  step topo 30 nodemap topo
+  step topo-matrix 30 nodemap topo --matrix
+  step topo-export 30 nodemap topo --export "$j/topology.json"
+fi
+if want plan; then
+  step plan-1-per-gpu 20 nodemap plan --tasks "$ngpu"
+  step plan-2-tasks 20 nodemap plan --tasks 2
+  step plan-2-per-gpu-env 20 nodemap plan --tasks $((2 * ngpu)) --env --launcher mpirun
+fi
+if want show; then
+  step run-show 60 "${MPIRUN[@]}" nodemap run -- nodemap show
+  step run-show-json 60 "${MPIRUN[@]}" nodemap run -- nodemap show --json
+fi
+want placement && step placement 150 nodemap bench placement --table 8GiB --zipf 0,1.0 --chunks 2MiB \
+  --replication 0,5%,auto --iterations 3 \
+  --strategies gpu0,round-robin,split,replicate-all,copies,analysis,no-hints -o "$j/placement.json"
+want copies && step copies 150 nodemap bench copies --matrix --latency -q -o "$j/copies.json"
+want gpu && step gpu 90 nodemap bench gpu -q -o "$j/gpu.json"
+want nccl && step nccl 120 "${MPIRUN[@]}" nodemap bench nccl --ops all_reduce,all_gather,alltoall \
+  --sizes 8:1GiB --inplace out -q -o "$j/nccl.json"
+want ring && step ring 60 nodemap bench ring --sizes 64KiB,1MiB,16MiB,64MiB -q -o "$j/ring.json"
+want tests && step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_gpu_device.py \
+  tests/test_gpu_cli.py tests/test_placement_gpu.py tests/test_nccl.py tests/test_ring.py
+want placement2 && step placement-2gpu 90 nodemap bench placement --gpus 0,1 --table 8GiB --zipf 1.0 \
+  --chunks 2MiB --replication 0,5%,auto --iterations 3 --strategies round-robin,copies,analysis \
+  -o "$j/placement_2gpu.json"
+want mpi && step mpi 60 "${MPIRUN[@]}" nodemap bench mpi --buffers HH,DD --sizes 1:4MiB --repeats 3 -q -o "$j/mpi.json"
+echo "=== done in $SECONDS s" >>"$log"
+tar -C "$out" -czf "$out/node_results.tar.gz" json && rm -rf "$j"
