@@ -50,7 +50,7 @@ if want show; then
   step run-show 60 "${MPIRUN[@]}" nodemap run -- nodemap show
   step run-show-json 60 "${MPIRUN[@]}" nodemap run -- nodemap show --json
 fi
-want placement && step placement 150 nodemap bench placement --table 8GiB --zipf 0,1.0 --chunks 2MiB \
+want placement && step placement 200 nodemap bench placement --table 8GiB --zipf 0,1.0 --chunks 2MiB \
   --replication 0,5%,auto --iterations 3 \
   --strategies gpu0,round-robin,split,replicate-all,copies,analysis,no-hints -o "$j/placement.json"
 want copies && step copies 150 nodemap bench copies --matrix --latency -q -o "$j/copies.json"
@@ -58,7 +58,7 @@ want gpu && step gpu 90 nodemap bench gpu -q -o "$j/gpu.json"
 want nccl && step nccl 120 "${MPIRUN[@]}" nodemap bench nccl --ops all_reduce,all_gather,alltoall \
   --sizes 8:1GiB --inplace out -q -o "$j/nccl.json"
 want ring && step ring 60 nodemap bench ring --sizes 64KiB,1MiB,16MiB,64MiB -q -o "$j/ring.json"
-want tests && step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider -x tests/test_gpu_device.py \
+want tests && step gpu-tests 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_device.py \
   tests/test_gpu_cli.py tests/test_placement_gpu.py tests/test_nccl.py tests/test_ring.py
 want placement2 && step placement-2gpu 90 nodemap bench placement --gpus 0,1 --table 8GiB --zipf 1.0 \
   --chunks 2MiB --replication 0,5%,auto --iterations 3 --strategies round-robin,copies,analysis \

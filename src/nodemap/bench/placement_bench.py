@@ -158,10 +158,10 @@ class Bench:
                 ranks_cdf = cp.cumsum(w)
                 ranks_cdf /= ranks_cdf[-1]
                 del w
-            shared = rng.permutation(self.rows)
+            shared = _permutation(rng, self.rows)
             out = []
             for g, dev in enumerate(cfg.devices):
-                own = cp.random.default_rng(seed * 1000 + g + 1).permutation(self.rows)
+                own = _permutation(cp.random.default_rng(seed * 1000 + g + 1), self.rows)
                 u = rng.random(cfg.lookups)
                 ranks = cp.searchsorted(ranks_cdf, u) if ranks_cdf is not None else (u * self.rows).astype(cp.int64)
                 ranks = cp.minimum(ranks, self.rows - 1)
@@ -225,7 +225,7 @@ class Bench:
         else:
             mem = cp.cuda.malloc_managed(cfg.table)
             ptr = mem.ptr
-            self._fill(ptr, cfg.devices[0])
+            self._fill(ptr, cfg.devices[0], managed=True)
             tables = [ptr] * n
             decision, plan_bytes, notes = self._hint(strat, ptr, analysis, costs)
         try:
@@ -302,7 +302,7 @@ class Bench:
         prof = Profiler(layout, self.cfg.devices)
         mem = cp.cuda.malloc_managed(self.cfg.table)
         try:
-            self._fill(mem.ptr, self.cfg.devices[0])
+            self._fill(mem.ptr, self.cfg.devices[0], managed=True)
             from ..placement import cudadrv as drv
 
             for dev in self.cfg.devices:
@@ -319,11 +319,18 @@ class Bench:
         return counts, secs
 
     # --- kernels ---------------------------------------------------------------------
-    def _fill(self, ptr, dev) -> None:
+    def _fill(self, ptr, dev, managed=False) -> None:
+        """Write every row on GPU `dev`; a managed table then goes to host
+        memory, so every strategy starts from the same place and the free
+        memory the applier checks is not already taken by the table."""
         cp = self.cp
         with cp.cuda.Device(dev):
             f = self.mods[dev].get_function("nm_fill_rows")
             f((1024,), (256,), (cp.uint64(ptr), cp.uint64(self.rows), cp.uint32(self.words)))
+            if managed:
+                from ..placement import cudadrv as drv
+
+                drv.prefetch(ptr, self.cfg.table, None, 0)
             cp.cuda.Device(dev).synchronize()
 
     def _launch(self, dev, table_ptr, rows, out, counts=0, shift=0):
@@ -400,6 +407,11 @@ class Bench:
                 local += int(((c == g) | (c == REPLICATED)).sum())
                 total += rows.size
         return local / total
+
+
+def _permutation(rng, n: int):
+    """A random permutation of range(n) on the GPU (CuPy's Generator has no permutation())."""
+    return rng.random(n).argsort()
 
 
 def _module(cp):
