@@ -52,7 +52,7 @@ if want show; then
 fi
 want placement && step placement 200 nodemap bench placement --table 8GiB --zipf 0,1.0 --chunks 2MiB \
   --replication 0,5%,auto --iterations 3 \
-  --strategies gpu0,round-robin,split,replicate-all,copies,analysis,no-hints -o "$j/placement.json"
+  -o "$j/placement.json"
 want copies && step copies 150 nodemap bench copies --matrix --latency -q -o "$j/copies.json"
 want gpu && step gpu 90 nodemap bench gpu -q -o "$j/gpu.json"
 want nccl && step nccl 120 "${MPIRUN[@]}" nodemap bench nccl --ops all_reduce,all_gather,alltoall \

@@ -34,6 +34,9 @@ examples:
 """
 
 STRATEGIES = ("gpu0", "round-robin", "split", "no-hints", "replicate-all", "copies", "analysis")
+# no-hints is opt-in: with 4 GPUs gathering from one table, fault-driven
+# migration thrashed for over 3 minutes on an H200 node without finishing.
+DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
 MiB = 1 << 20
 
 
@@ -46,7 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-fraction", type=float, default=0.6, help="per-GPU budget as a fraction of the table (default 0.6)")
     p.add_argument("--chunks", default="2MiB,16MiB,64MiB", help="chunk sizes for the analysis strategy")
     p.add_argument("--replication", default="0,1%,2%,5%,auto", help="replication settings for the analysis strategy")
-    p.add_argument("--strategies", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
+    p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
+                   help=f"subset of {','.join(STRATEGIES)} (default: all but no-hints, which can thrash for minutes)")
     p.add_argument("--iterations", type=int, default=5, help="timed repetitions (default 5)")
     p.add_argument("--gpus", help="CUDA device ordinals to use (default: all visible)")
     p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
@@ -288,7 +292,9 @@ class Bench:
             plan = PlacementPlan(lay, np.array([cfg.budget] * n), dec.astype(np.int64), np.zeros(nch), 0.0, np.zeros(n))
             if strat == "replicate-all" and cfg.table > cfg.budget:
                 raise NodemapError("full replication does not fit the per-GPU budget")
-        rep = apply_plan(plan, [(ptr, cfg.table)], cfg.devices)
+        # the ballast left every GPU room for the whole table plus a margin,
+        # so no plan can oversubscribe; memGetInfo cannot tell (see apply_plan)
+        rep = apply_plan(plan, [(ptr, cfg.table)], cfg.devices, check_memory=False)
         if not rep.verified:
             raise RuntimeError(f"{strat}: hints not in effect: {rep.problems[:3]}")
         costs["apply_s"] = rep.seconds
