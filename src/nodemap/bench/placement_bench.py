@@ -36,6 +36,7 @@ examples:
 STRATEGIES = ("gpu0", "round-robin", "split", "no-hints", "replicate-all", "copies", "analysis")
 # no-hints is opt-in: with 4 GPUs gathering from one table, fault-driven
 # migration thrashed for over 3 minutes on an H200 node without finishing.
+DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
 MiB = 1 << 20
 
@@ -152,7 +153,10 @@ class Bench:
                 self.cp.get_default_memory_pool().free_all_blocks()
 
     def keys(self, s: float, seed: int) -> list:
-        """Row index arrays, one per GPU (on that GPU)."""
+        """Row index arrays, one per GPU (on that GPU). Which rows are hot
+        (the permutations) is a property of the data set and the same for
+        every seed; `seed` only draws the lookups, so a profile pass and a
+        timed pass see the same hot rows through different samples."""
         cp, cfg = self.cp, self.cfg
         with cp.cuda.Device(cfg.devices[0]):
             rng = cp.random.default_rng(seed)
@@ -162,10 +166,10 @@ class Bench:
                 ranks_cdf = cp.cumsum(w)
                 ranks_cdf /= ranks_cdf[-1]
                 del w
-            shared = _permutation(rng, self.rows)
+            shared = _permutation(cp.random.default_rng(DATASET_SEED), self.rows)
             out = []
             for g, dev in enumerate(cfg.devices):
-                own = _permutation(cp.random.default_rng(seed * 1000 + g + 1), self.rows)
+                own = _permutation(cp.random.default_rng(DATASET_SEED + g + 1), self.rows)
                 u = rng.random(cfg.lookups)
                 ranks = cp.searchsorted(ranks_cdf, u) if ranks_cdf is not None else (u * self.rows).astype(cp.int64)
                 ranks = cp.minimum(ranks, self.rows - 1)
@@ -267,7 +271,7 @@ class Bench:
         from ..placement.apply import apply_plan
         from ..placement.planner import REPLICATED, Layout, PlacementPlan, plan_placement
 
-        cfg, cp = self.cfg, self.cp
+        cfg = self.cfg
         n = len(cfg.devices)
         lay = Layout((cfg.table,), min(cfg.chunks) if analysis is None else analysis[0].layout.chunk_size)
         nch = lay.n_chunks
@@ -306,19 +310,26 @@ class Bench:
 
         cp = self.cp
         prof = Profiler(layout, self.cfg.devices)
-        mem = cp.cuda.malloc_managed(self.cfg.table)
+        # The pass reads per-GPU device copies: counts depend on the keys
+        # alone, and a pass over one managed table read by every GPU at once
+        # (no placement yet) stalled for minutes in page migration on H200.
+        tables, t = [], None
         try:
-            self._fill(mem.ptr, self.cfg.devices[0], managed=True)
-            from ..placement import cudadrv as drv
-
             for dev in self.cfg.devices:
-                drv.advise(mem.ptr, self.cfg.table, drv.SET_ACCESSED_BY, dev)
+                with cp.cuda.Device(dev):
+                    t = cp.empty(self.rows * self.words, dtype=cp.uint64)
+                    self._fill(t.data.ptr, dev)
+                    tables.append(t)
             t0 = time.perf_counter()
-            self._gather_all([mem.ptr] * len(self.cfg.devices), keys,
+            self._gather_all([t.data.ptr for t in tables], keys,
                              counts=[prof.counts_ptr(g) for g in range(len(self.cfg.devices))], shift=prof.chunk_shift)
             secs = time.perf_counter() - t0
         finally:
-            del mem
+            tables.clear()
+            t = None  # the last copy too, so the pool can give its memory back
+            for dev in self.cfg.devices:
+                with cp.cuda.Device(dev):
+                    cp.get_default_memory_pool().free_all_blocks()
         counts = prof.collect()
         if counts.counts.sum() != self.cfg.lookups * len(self.cfg.devices):
             raise RuntimeError("profiler lost accesses: counts do not add up to the lookups")
