@@ -86,6 +86,22 @@ def test_d2d_path_nvlink_and_pcie():
     assert copies.d2d_path(t, g0, unknown)[:2] == ("?", None)
 
 
+def test_fan_peak_is_capped_by_the_hub_ports_behind_a_switch():
+    links = [Link(f"GPU{i}", "NVSwitch", count=18, bandwidth=18 * NV4, version=4) for i in range(3)]
+    t = sample_node(links=links)
+    g0, g1, g2 = (_gpu(t, f"GPU{i}", i) for i in range(3))
+    pair = Peak(18 * NV4, "NV18")
+    capped = copies.fan_peak(t, g0, [pair, pair], "source")
+    assert capped.gbs == pytest.approx(478.125) and "ports" in capped.source  # not 2 x 478
+    # direct links (no switch): each pair has its own links, so the sum stands
+    direct = sample_node(links=[Link("GPU0", "GPU1", count=4, bandwidth=4 * NV4),
+                                Link("GPU0", "GPU2", count=4, bandwidth=4 * NV4)])
+    h0 = _gpu(direct, "GPU0", 0)
+    four = Peak(4 * NV4, "NV4")
+    assert copies.fan_peak(direct, h0, [four, four], "source").gbs == pytest.approx(8 * NV4)
+    assert copies.fan_peak(t, g0, [pair, None], "source") is None
+
+
 def test_karolina_host_classes():
     # GPU0 hangs off NUMA 3: its memory is NODE, every other node SYS
     t = nodes.karolina()

@@ -130,6 +130,19 @@ def d2d_path(topo: Topology | None, a: gc.Gpu, b: gc.Gpu) -> tuple[str, Peak | N
     return p.label, path_peak(p.label, p.bandwidth_gbs, None if p.label.startswith("NV") else pcie), p.note
 
 
+def fan_peak(topo: Topology | None, hub: gc.Gpu, peaks: list[Peak | None], side: str) -> Peak | None:
+    """Peak of all-to-one / one-to-all: the sum of the pair paths, but never
+    more than the hub GPU's own NVLink ports, which every pair path through
+    an NVSwitch shares (each pair shows NV18, yet the 18 links are the same)."""
+    if not all(peaks):
+        return None
+    total = sum(p.gbs for p in peaks)
+    ports = sum(l.bandwidth for l in (topo.links if topo else ()) if hub.key in (l.a, l.b))
+    if ports and ports < total:
+        return Peak(ports, f"{hub.key}'s NVLink ports ({ports:g} GB/s per direction, shared by all peers)")
+    return Peak(total, f"sum of the {side} paths' peaks")
+
+
 class Bench:
     """Buffers and streams of one `bench copies` run; builds and times Cases."""
 
@@ -363,8 +376,7 @@ class Bench:
                 self.fill(dst, POISON_SEED)
             jobs.append(self.job(o, 0, self.op(e, dst, self.src[o.ordinal], o)))
             checks.append(self.check(dst, g))
-        peaks = [d2d_path(self.topo, o, g)[1] for o in others]
-        peak = Peak(sum(p.gbs for p in peaks), "sum of the source paths' peaks") if all(peaks) else None
+        peak = fan_peak(self.topo, g, [d2d_path(self.topo, o, g)[1] for o in others], "source")
         return Case(f"all_to_one_{e}", "all", g.key, f"every GPU -> {g.key}", "mixed", peak,
                     len(others) * self.size, jobs, checks, {"dst": g.key})
 
@@ -377,8 +389,7 @@ class Bench:
                 self.fill(dst, POISON_SEED)
             jobs.append(self.job(g, k, self.op(e, dst, self.src[g.ordinal], g)))
             checks.append(self.check(dst, o))
-        peaks = [d2d_path(self.topo, g, o)[1] for o in others]
-        peak = Peak(sum(p.gbs for p in peaks), "sum of the destination paths' peaks") if all(peaks) else None
+        peak = fan_peak(self.topo, g, [d2d_path(self.topo, g, o)[1] for o in others], "destination")
         return Case(f"one_to_all_{e}", g.key, "all", f"{g.key} -> every GPU", "mixed", peak,
                     len(others) * self.size, jobs, checks, {"src": g.key})
 
