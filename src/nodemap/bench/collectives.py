@@ -164,6 +164,12 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
         from .gpu_common import parse_ordinals
 
         devs = parse_ordinals(gpus, cp.cuda.runtime.getDeviceCount())
+        # One thread driving every GPU: all_reduce at 8 B-64 KiB hung on 2
+        # and 4 H200 (NCCL 2.28.9) while p2p ops and >= 1 MiB finished.
+        # Suspected cause, not yet confirmed on a GPU: connections made
+        # lazily inside the first small collective's group. Connect at init
+        # instead, unless the user chose otherwise.
+        os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
         with mc.deadline(timeout, "ncclCommInitAll"):
             comms = nccl.NcclCommunicator.initAll(devs) if nccl else [None] * len(devs)
         locals_ = []
