@@ -5,12 +5,23 @@
 #
 # usage: benchmarks/topo_vs_lstopo.sh [N]
 #   env: NODEMAP=path/to/nodemap, NODEMAP_ARGS="--input node.json" (times
-#   rendering a saved node instead of discovering this one; say so if used)
+#   rendering a saved node instead of discovering this one; say so if used),
+#   SNAPSHOT=fixture.tar.bz2 (an hwloc sysfs snapshot: both tools read the
+#   same extracted tree with --input, so a big node is timed on a small VM)
 # Prints a Markdown block for benchmarks/results/topo_vs_lstopo.md.
 set -euo pipefail
 
 N=${1:-${N:-20}}
 read -r -a extra <<< "${NODEMAP_ARGS:-}"
+lsextra=() lslabel=""
+if [ -n "${SNAPSHOT:-}" ]; then
+  snapdir=$(mktemp -d -t nodemap-snap-XXXXXX)
+  trap 'rm -rf "$snapdir"' EXIT
+  tar -xjf "$SNAPSHOT" -C "$snapdir"
+  root="$snapdir/$(ls "$snapdir" | head -1)"
+  extra+=(--input "$root"); lsextra=(--input "$root")
+  NODEMAP_ARGS="--input $(basename "$SNAPSHOT" .tar.bz2)"; lslabel=" $NODEMAP_ARGS"
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 NODEMAP=${NODEMAP:-$( [ -x "$here/.venv/bin/nodemap" ] && echo "$here/.venv/bin/nodemap" || command -v nodemap || true)}
 [ -n "$NODEMAP" ] || { echo "nodemap not found: pip install -e . (or set NODEMAP=)" >&2; exit 2; }
@@ -30,7 +41,7 @@ export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-$(mktemp -d -t nodemap-pycache
 
 # Both must work before being timed: a failing command is fast, not good.
 "$NODEMAP" topo "${extra[@]}" >/dev/null
-lstopo-no-graphics --of console >/dev/null
+lstopo-no-graphics "${lsextra[@]}" --of console >/dev/null
 
 # median wall ms of "$@" over N runs (after one warm-up run)
 median_ms() {
@@ -51,7 +62,7 @@ median_ms() {
 }
 
 nm=$(median_ms "$NODEMAP" topo "${extra[@]}")
-ls=$(median_ms lstopo-no-graphics --of console)
+ls=$(median_ms lstopo-no-graphics "${lsextra[@]}" --of console)
 ratio=$(awk -v a="$nm" -v b="$ls" 'BEGIN {printf "%.2f", a/b}')
 verdict=$(awk -v r="$ratio" 'BEGIN {print (r <= 3.0) ? "met" : "MISSED"}')
 timer=$(command -v hyperfine >/dev/null 2>&1 && echo "hyperfine -N" || echo "bash loop, date +%s%N")
@@ -68,6 +79,6 @@ cat <<EOF
 | command | median ms |
 |---|---|
 | \`nodemap topo${NODEMAP_ARGS:+ $NODEMAP_ARGS}\` | $nm |
-| \`lstopo-no-graphics --of console\` | $ls |
+| \`lstopo-no-graphics${lslabel} --of console\` | $ls |
 | ratio (target <= 3x) | ${ratio}x: $verdict |
 EOF

@@ -1,12 +1,14 @@
 """`nodemap plan` end to end on a saved synthetic node."""
 
+import argparse
 import json
 
 import pytest
 
 import nodes
 from nodemap.cli import main
-from nodemap.commands.plan import request_args
+from nodemap.commands.plan import LAUNCHERS, request_args
+from nodemap.mapping import cliargs
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
 
@@ -48,15 +50,59 @@ def test_errors_exit_2_on_one_line(karolina_json, capsys, argv, match):
     assert match in err and err.count("\n") == 1
 
 
-def test_env_and_launcher_say_when_missing(karolina_json, capsys):
+def test_env_and_launcher(karolina_json, capsys):
     assert main(["plan", "--tasks", "2", "--input", karolina_json, "--env", "--launcher", "srun"]) == 0
     out = capsys.readouterr().out
-    try:
-        import nodemap.mapping.emit  # noqa: F401
-    except ImportError:
-        assert "environment: not available yet" in out and "launch lines: not available yet" in out
-    else:
-        assert "CUDA_VISIBLE_DEVICES" in out
+    assert "CUDA_VISIBLE_DEVICES" in out and "OMP_PLACES" in out
+    assert out.splitlines()[-1].startswith("srun --ntasks-per-node=2 ")
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_every_launcher_of_emit_is_offered(karolina_json, capsys, launcher):
+    assert set(LAUNCHERS) == {"srun", "mpirun", "mpiexec", "flux"}
+    assert main(["plan", "--tasks", "2", "--input", karolina_json, "--launcher", launcher, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["launch"].startswith(launcher + " ") and " nodemap run --tasks 2 -- ./app" in d["launch"]
+
+
+def test_help_lists_mpiexec(capsys):
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    out = capsys.readouterr().out
+    assert "{srun,mpirun,mpiexec,flux}" in out and "MPICH/Hydra" in out
+
+
+def _request_options(module) -> dict:
+    p = argparse.ArgumentParser()
+    module.add_arguments(p)
+    keep = set(cliargs.REQUEST_DESTS)
+    return {a.dest: (tuple(a.option_strings), a.default, a.choices, a.help) for a in p._actions if a.dest in keep}
+
+
+def test_plan_and_run_share_the_request_options():
+    from nodemap.commands import plan as plan_cmd
+    from nodemap.commands import run as run_cmd
+
+    opts = _request_options(plan_cmd)
+    assert set(opts) == set(cliargs.REQUEST_DESTS)
+    assert opts == _request_options(run_cmd)
+    assert not hasattr(plan_cmd, "_add_request_arguments") and not hasattr(plan_cmd, "_request_from_args")
+
+
+def test_plan_and_run_build_the_same_request(karolina_json):
+    from nodemap.commands import plan as plan_cmd
+    from nodemap.commands import run as run_cmd
+
+    argv = ["--tasks", "4", "--threads", "2", "--cpus", "0-63", "--nic-rails", "all", "--gpu-order", "index",
+            "--input", karolina_json]
+    reqs = []
+    for module in (plan_cmd, run_cmd):
+        p = argparse.ArgumentParser()
+        module.add_arguments(p)
+        args, _ = p.parse_known_args(argv)
+        reqs.append(cliargs.request_from_args(args))
+    assert reqs[0] == reqs[1] == Request(tasks=4, threads=2, restrict_cpus=CpuSet.parse("0-63"), nic_rails=-1,
+                                         gpu_order="index")
 
 
 def test_request_args_round_trip():

@@ -3,17 +3,24 @@
 Each command lives in nodemap/commands/<name>.py with two functions:
 `add_arguments(parser)` (imports nothing heavy) and `run(args) -> int`.
 Heavy imports (NVML, CuPy, mpi4py) happen inside `run`, so `nodemap --help`
-and `nodemap topo` start fast.
+and `nodemap topo` start fast. A command may also define
+`parse_fast(words) -> dict | None`: the options of a plain command line
+(exact option names only), or None to leave it to argparse. argparse costs
+~10 ms to import and set up, a third of what `nodemap topo` may take (within
+3x of lstopo, benchmarks/topo_vs_lstopo.sh), so it is imported only when
+needed: --help, errors, abbreviations, other commands.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 
 from . import __version__
 from .errors import NodemapError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 # name -> (module, one-line help). Order is the order --help shows.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -39,7 +46,12 @@ every command takes --json for machine-readable output.
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with `only`, other commands get a help-only stub so
-    that their modules (and what they import) are not loaded."""
+    that their modules (and what they import) are not loaded ("": every
+    command a stub, for a command line that names none)."""
+    import argparse
+    import importlib
+    import importlib.util
+
     p = argparse.ArgumentParser(
         prog="nodemap",
         description="Map MPI+X applications onto multi-GPU nodes and prove the mapping by measurement.",
@@ -50,6 +62,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_) in COMMANDS.items():
         if only is not None and name != only:
+            if only == "" and importlib.util.find_spec(modname) is None:
+                continue  # command not built yet
             sub.add_parser(name, help=help_)
             continue
         try:
@@ -70,14 +84,41 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+class _Args:
+    """The namespace argparse would have made, for a command line parsed fast."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+def _fast(words: list[str]) -> _Args | None:
+    """`COMMAND plain-options` parsed by the command's parse_fast, else None."""
+    if not words or words[0] not in COMMANDS:
+        return None
+    modname = COMMANDS[words[0]][0]
+    try:
+        __import__(modname)
+    except ModuleNotFoundError as e:
+        if e.name != modname:
+            raise
+        return None  # command not built yet: argparse says so
+    mod = sys.modules[modname]
+    parse = getattr(mod, "parse_fast", None)
+    values = parse(list(words[1:])) if parse is not None else None
+    return None if values is None else _Args(command=words[0], **values, _module=mod)
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    first = next((w for w in words if not w.startswith("-")), None)
-    parser = build_parser(first if first in COMMANDS else None)
-    args = parser.parse_args(argv)
-    if not getattr(args, "_module", None):
-        parser.print_help()
-        return 2
+    args = _fast(words)
+    if args is None:
+        first = next((w for w in words if not w.startswith("-")), None)
+        # No command named: the parser only prints help, version or an error.
+        parser = build_parser(first if first in COMMANDS else "")
+        args = parser.parse_args(argv)
+        if not getattr(args, "_module", None):
+            parser.print_help()
+            return 2
     try:
         return int(args._module.run(args) or 0)
     except NodemapError as e:

@@ -21,7 +21,7 @@ examples:
   nodemap plan --tasks 64 --no-gpus          CPU-only: spread over NUMA domains by PUs
   nodemap plan --tasks 4 --gpu-order index   task k gets GPU k (CPUs still next to it)
   nodemap plan --tasks 8 --env               the environment each rank gets
-  nodemap plan --tasks 8 --launcher srun     a ready-to-paste launch line
+  nodemap plan --tasks 8 --launcher srun     a ready-to-paste launch line (srun, mpirun, mpiexec, flux)
   nodemap plan --tasks 8 --json              the plan as JSON (schema nodemap.plan/1)
   nodemap plan --tasks 8 --input node.xml    plan for a saved node (hwloc XML, sysfs, JSON)
 
@@ -30,68 +30,50 @@ columns: PUs are OS indexes; NUMA is where memory is bound; a GPU is marked
 from the task's GPU (PIX/PXB: same PCIe switch, PHB/NODE: same NUMA node, SYS).
 """
 
-LAUNCHERS = ("srun", "mpirun", "flux")
+# The keys of emit.launch_lines: Slurm, Open MPI, MPICH/Hydra (and Intel MPI, Cray PALS), Flux.
+LAUNCHERS = ("srun", "mpirun", "mpiexec", "flux")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    try:
-        from ..mapping import cliargs
-    except ImportError:  # shared request options not written yet: same flags, local parser
-        _add_request_arguments(p)
-    else:
-        cliargs.add_request_arguments(p)
+    from ..mapping import cliargs
+
+    cliargs.add_request_arguments(p)  # the same request options as `nodemap run`
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--env", action="store_true", help="print each task's environment (CUDA_VISIBLE_DEVICES, OMP_*, UCX...)")
-    p.add_argument("--launcher", choices=LAUNCHERS, help="print launch lines that start each rank through `nodemap run`")
+    p.add_argument("--launcher", choices=LAUNCHERS,
+                   help="print the line that starts every rank through `nodemap run` with this launcher "
+                        "(srun: Slurm, mpirun: Open MPI, mpiexec: MPICH/Hydra, flux)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import NodemapError
+    from ..mapping import cliargs, emit
     from ..mapping.plan import plan
     from ..topology.discover import discover
 
-    req = _request(args)
-    if req.tasks is None or req.tasks < 1:
+    if args.tasks is None:
         raise NodemapError("--tasks is required for nodemap plan (ranks on this node), e.g. --tasks 8")
-    topo = discover(getattr(args, "input", None))
+    req = cliargs.request_from_args(args)
+    topo = discover(args.input)
     p = plan(topo, req)
-    emit = _emit() if (args.env or args.launcher) else None
-    if args.env and emit is not None:
+    if args.env:
         p = dataclasses.replace(p, tasks=tuple(
             dataclasses.replace(t, env=tuple(emit.task_env(topo, p, t))) for t in p.tasks))
-    lines = emit.launch_lines(p, request_args(req)) if (emit is not None and args.launcher) else None
+    line = emit.launch_lines(p, request_args(req))[args.launcher] if args.launcher else None
     if args.json:
         d = p.to_dict()
-        if lines is not None:
-            d["launch"] = _pick(lines, args.launcher)
+        if line is not None:
+            d["launch"] = line
         print(json.dumps(d, indent=1))
         return 0
     print(table(topo, p), end="")
     for n in p.notes:
         print(f"note: {n}")
     if args.env:
-        print(_env_text(p) if emit is not None else "environment: not available yet (nodemap.mapping.emit is missing)")
-    if args.launcher:
-        print(_pick(lines, args.launcher) if lines is not None
-              else "launch lines: not available yet (nodemap.mapping.emit is missing)")
+        print(_env_text(p))
+    if line is not None:
+        print(line)
     return 0
-
-
-def _emit():
-    try:
-        from ..mapping import emit
-    except ImportError:
-        return None
-    return emit
-
-
-def _pick(lines, launcher: str):
-    """emit.launch_lines may give one text or one line per launcher."""
-    if isinstance(lines, dict):
-        return lines.get(launcher, "")
-    if isinstance(lines, (list, tuple)):
-        return "\n".join(str(x) for x in lines if launcher in str(x)) or "\n".join(map(str, lines))
-    return str(lines)
 
 
 def _env_text(p) -> str:
@@ -142,15 +124,7 @@ def _nic_cell(topo, t) -> str:
     return ",".join(f"{n} ({c})" for n, c in zip(t.nics, cls))
 
 
-# --- request options -------------------------------------------------------------------
-
-
-def _request(args: argparse.Namespace):
-    try:
-        from ..mapping import cliargs
-    except ImportError:
-        return _request_from_args(args)
-    return cliargs.request_from_args(args)
+# --- the request as `nodemap run` options ---------------------------------------------
 
 
 def request_args(req) -> list[str]:
@@ -179,40 +153,3 @@ def request_args(req) -> list[str]:
         out.append("--oversubscribe")
     return out
 
-
-def _add_request_arguments(p: argparse.ArgumentParser) -> None:
-    """Stand-in for nodemap.mapping.cliargs (same flags) until it exists."""
-    p.add_argument("--tasks", type=int, metavar="N", help="tasks (ranks) on this node")
-    p.add_argument("--threads", type=int, default=0, metavar="T", help="threads per task (default: one per PU it gets)")
-    p.add_argument("--gpus-per-task", type=int, default=-1, metavar="G", help="GPUs per task (default: spread evenly)")
-    p.add_argument("--smt", type=int, default=0, metavar="K", help="hardware threads per core to use (default: 1 unless needed)")
-    p.add_argument("--cpus", metavar="LIST", help="only these PUs, e.g. 0-15,32-47")
-    p.add_argument("--mems", metavar="LIST", help="only the CPUs of these NUMA nodes, e.g. 0,1")
-    p.add_argument("--nic-rails", default="1", metavar="K|all", help="NICs per task (default 1; all: every equally near NIC)")
-    p.add_argument("--no-gpus", action="store_true", help="ignore GPUs: spread by PUs")
-    p.add_argument("--gpu-order", choices=("locality", "index"), default="locality",
-                   help="index: task k gets GPU k (default: by locality)")
-    p.add_argument("--oversubscribe", action="store_true", help="let tasks share PUs when tasks > PUs")
-    p.add_argument("--input", metavar="TOPO", help="plan for a saved node (hwloc XML, sysfs snapshot, nodemap JSON)")
-
-
-def _request_from_args(args: argparse.Namespace):
-    from ..errors import InputError
-    from ..mapping.request import Request
-    from ..topology.cpuset import CpuSet, CpuSetError
-
-    def cpuset(flag: str, text):
-        try:
-            return CpuSet.parse(text) if text is not None else None
-        except CpuSetError as e:
-            raise InputError(flag, f"{e} (write a list like 0-3,8-11)") from None
-
-    rails = str(args.nic_rails)
-    if rails != "all" and not rails.lstrip("-").isdigit():
-        raise InputError("--nic-rails", f"{rails!r} is not a count or 'all'")
-    return Request(
-        tasks=args.tasks if args.tasks is not None else 0,
-        threads=args.threads, gpus_per_task=0 if args.no_gpus else args.gpus_per_task, smt=args.smt,
-        restrict_cpus=cpuset("--cpus", args.cpus), restrict_mems=cpuset("--mems", args.mems),
-        nic_rails=-1 if rails == "all" else int(rails), gpu_order=args.gpu_order,
-        oversubscribe=args.oversubscribe)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..errors import NodemapError
 from ..topology import paths
 from ..topology.cpuset import CpuSet
-from ..topology.model import GPU, NIC, Topology
+from ..topology.model import GPU, NIC, PciDevice, Topology, norm_bus_id
 from .spread import blocks
 
 # NIC tiers, nearest first: the order of the policy, not nvidia-smi's legend.
@@ -88,8 +88,7 @@ def deal(task_cpus: list[CpuSet], gpus: list[GpuInfo], per_task: int) -> list[tu
     picks = _match(union, chunks)
     out: list[tuple[int, ...]] = [()] * k
     for (a, b), c in zip(groups, picks):
-        for t in range(a, b):
-            out[t] = _indexes(chunks[c])
+        out[a:b] = [_indexes(chunks[c])] * (b - a)
     return out
 
 
@@ -125,7 +124,8 @@ class NicChooser:
         self.nics = nics
         self.package_of = package_of
         self.home = [paths.device_numa(topo, n.key) for n in nics]
-        self.bridge = [_host_bridge(topo, n.pci_bus_id) for n in nics]
+        self._pci: dict[str, PciDevice] | None = None
+        self.bridge = [self._host_bridge(n.pci_bus_id) for n in nics]
         self.load = [0] * len(nics)
         self._gpu_tier: dict[int, list[int]] = {}
         self._task_tier: dict[tuple, list[int]] = {}
@@ -143,7 +143,7 @@ class NicChooser:
         idx = gpu.gpu.index
         if idx not in self._gpu_tier:
             row = []
-            bridge = _host_bridge(self.topo, gpu.gpu.pci_bus_id)
+            bridge = self._host_bridge(gpu.gpu.pci_bus_id)
             for i, n in enumerate(self.nics):
                 # Only devices under one host bridge can share a switch; the rest
                 # are told apart by NUMA node and package (cheap on big nodes).
@@ -151,6 +151,18 @@ class NicChooser:
                 row.append(TIERS.get(kind, self._numa_tier(gpu.home, i)))
             self._gpu_tier[idx] = row
         return self._gpu_tier[idx]
+
+    def _host_bridge(self, bus_id: str) -> str:
+        """The host bridge above a device (its PCI path's root), "" unknown.
+        One dict of the PCI devices instead of a scan of them per device."""
+        if not bus_id:
+            return ""
+        if self._pci is None:
+            self._pci = {}
+            for d in self.topo.pci_devices:
+                self._pci.setdefault(d.bus_id, d)  # the first of equals, as Topology.pci
+        pci = self._pci.get(norm_bus_id(bus_id))
+        return pci.pci_path[0] if pci is not None and pci.pci_path else ""
 
     def _tiers(self, gpus: list[GpuInfo], mems: CpuSet) -> list[int]:
         """Each NIC's tier for a task: from its nearest GPU, else its memory."""
@@ -166,7 +178,7 @@ class NicChooser:
         if rails == 0 or not self.nics:
             return ()
         load = self.load
-        groups = self._by_tier(gpus, mems)
+        groups = self._task_tier.get((gpus, mems.mask)) or self._by_tier(gpus, mems)
         if rails == 1:  # the common case, kept cheap: min() keeps the first of equals
             best = min(groups[0], key=load.__getitem__)
             load[best] += 1
@@ -183,6 +195,24 @@ class NicChooser:
             load[i] += 1
         return tuple(self.nics[i].name for i in pick)
 
+    def choose_all(self, shapes: list[tuple[tuple[int, ...], CpuSet]], rails: int) -> list[tuple[str, ...]]:
+        """choose(gpus, mems, rails) for each (gpus, mems) in turn."""
+        if rails != 1 or not self.nics:
+            return [self.choose(g, m, rails) for g, m in shapes]
+        # One NIC each, the common case: choose()'s steps without a call per task.
+        load, names = self.load, [(n.name,) for n in self.nics]
+        nearest: dict[tuple, list[int]] = {}
+        out = []
+        for gpus, mems in shapes:
+            key = (gpus, mems.mask)
+            near = nearest.get(key)
+            if near is None:
+                near = nearest[key] = self._by_tier(gpus, mems)[0]
+            best = min(near, key=load.__getitem__)  # the first of the least used
+            load[best] += 1
+            out.append(names[best])
+        return out
+
     def _by_tier(self, gpus: tuple[int, ...], mems: CpuSet) -> list[list[int]]:
         """NIC indexes grouped by tier, nearest group first (cached per task shape)."""
         key = (gpus, mems.mask)
@@ -190,11 +220,6 @@ class NicChooser:
             tier = self._tiers([self.info[g] for g in gpus], mems)
             self._task_tier[key] = [[i for i in range(len(tier)) if tier[i] == t] for t in sorted(set(tier))]
         return self._task_tier[key]
-
-
-def _host_bridge(topo: Topology, bus_id: str) -> str:
-    pci = topo.pci(bus_id) if bus_id else None
-    return pci.pci_path[0] if pci is not None and pci.pci_path else ""
 
 
 def check_rails(rails: int, nics: list[NIC]) -> None:

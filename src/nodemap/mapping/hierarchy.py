@@ -11,7 +11,10 @@ which keeps a 16k-PU node cheap to prepare.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter, itemgetter
 
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
@@ -30,34 +33,48 @@ def few_members(m: int) -> list[int]:
 
 
 def mask_of(pus: list[int]) -> CpuSet:
-    return CpuSet.from_mask(_mask(pus))
+    if len(pus) == 1:  # a place of one PU: one shift
+        return _from_mask(1 << pus[0])
+    return _from_mask(_mask(pus))
+
+
+_from_mask = CpuSet.from_mask
 
 
 def _mask(pus: list[int]) -> int:
+    """The bitmask of `pus`. Work is done on the span min..max and shifted
+    into place once: a block of PUs near PU 16,000 costs no more than one
+    near PU 0."""
+    if not pus:
+        return 0
+    lo = min(pus)
     if len(pus) < 32:
         m = 0
         for p in pus:
-            m |= 1 << p
-        return m
+            m |= 1 << (p - lo)
+        return m << lo
     # Many PUs: one C-level conversion instead of a big-int operation per PU.
-    bits = bytearray(b"0") * (max(pus) + 1)
-    for p in pus:
-        bits[-1 - p] = 49  # "1"
-    return int(bits, 2)
+    bits = bytearray(max(pus) - lo + 1)  # bit i of the span as byte i
+    if lo:
+        for p in pus:
+            bits[p - lo] = 1
+    else:
+        for p in pus:
+            bits[p] = 1
+    return int(bits[::-1].translate(_DIGITS), 2) << lo
+
+
+_BITS = bytes.maketrans(b"01", b"\x00\x01")
+_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
 
 
 def members(cs: CpuSet | int) -> list[int]:
     """Members in ascending order; fast for big sets of high indexes."""
     m = cs if isinstance(cs, int) else cs.mask
-    s = bin(m)
-    top = len(s) - 1
-    out = []
-    i = s.find("1", 2)
-    while i != -1:
-        out.append(top - i)
-        i = s.find("1", i + 1)
-    out.reverse()
-    return out
+    if m <= 0:
+        return []
+    # Bits low to high as 0/1 bytes; compress keeps the indexes of the ones. All in C.
+    return list(compress(range(m.bit_length()), bin(m)[:1:-1].encode().translate(_BITS)))
 
 
 @dataclass
@@ -84,20 +101,39 @@ class Domain:
         return self._cpus
 
 
-def _families(topo: Topology) -> list[tuple[str, list[tuple[int, CpuSet]]]]:
-    """Every CPU grouping the model knows, as (name, [(os index, cpuset)])."""
-    fams = [("Package", [(p.os_index, p.cpuset) for p in topo.packages])]
-    fams.append(("NUMA", [(n.os_index, n.cpuset) for n in topo.numa_nodes if n.cpuset]))
-    for k in sorted({g.kind for g in topo.groups}):
-        fams.append((k, [(g.os_index, g.cpuset) for g in topo.groups if g.kind == k]))
-    levels = sorted({c.level for c in topo.caches if c.kind in ("unified", "data")}, reverse=True)
-    fams += [(f"L{lv}", [(i, c.cpuset) for i, c in enumerate(topo.caches_at(lv))]) for lv in levels]
-    return fams
+def _families(topo: Topology, skip: int) -> list[tuple[str, list, bool]]:
+    """Every CPU grouping the model knows, coarse kinds first, as (name,
+    objects with a .cpuset, whether they are labelled by position (caches)
+    rather than by .os_index). Families of `skip` objects other than NUMA
+    (one per core: L1, L2) are left out, before their list is made."""
+    fams = [("Package", list(topo.packages), False),
+            ("NUMA", [n for n in topo.numa_nodes if n.cpuset], False)]
+    kinds: dict[str, list] = {}
+    for g in topo.groups:
+        kinds.setdefault(g.kind, []).append(g)
+    fams += [(k, kinds[k], False) for k in sorted(kinds)]
+    caches = topo.caches
+    if set(map(_KIND, caches)) <= _DATA_KINDS:  # no instruction caches: count levels in C
+        count = Counter(map(_LEVEL, caches))
+    else:
+        caches = [c for c in caches if c.kind in _DATA_KINDS]
+        count = Counter(c.level for c in caches)
+    for lv in sorted(count, reverse=True):
+        if count[lv] != skip:
+            # In the model's order, as Topology.caches_at lists them.
+            fams.append((f"L{lv}", [c for c in caches if c.level == lv], True))
+    return [f for f in fams if f[0] == "NUMA" or len(f[1]) != skip]
+
+
+_KIND, _LEVEL = attrgetter("kind"), attrgetter("level")
+_DATA_KINDS = frozenset(("unified", "data"))
 
 
 def _core_pus(m: int) -> list[int]:
     """PUs of a core's mask. Cores hold 1-2 PUs mostly: two big-int steps."""
     h = m.bit_length() - 1
+    if h < 0:
+        return []
     r = m ^ (1 << h)
     if not r:
         return [h]
@@ -109,16 +145,11 @@ def _core_pus(m: int) -> list[int]:
 
 def _core_sets(topo: Topology, usable: CpuSet) -> list[list[int]]:
     """Usable PUs of every core, each core's in ascending order."""
+    cores = [pus for pus in (_core_pus(c.cpuset.mask) for c in topo.cores) if pus]
+    if _mask([p for c in cores for p in c]) == usable.mask:
+        return cores  # every PU of every core is usable, and no usable PU is outside a core
     uset = set(members(usable))  # membership by hashing: no big-int work per PU
-    if len(uset) == len(topo.pus):  # likely the whole node: try without filtering
-        cores = [_core_pus(c.cpuset.mask) for c in topo.cores]
-        if {p for c in cores for p in c} == uset:
-            return cores
-    cores = []
-    for c in topo.cores:
-        pus = [p for p in _core_pus(c.cpuset.mask) if p in uset]
-        if pus:
-            cores.append(pus)
+    cores = [kept for kept in ([p for p in c if p in uset] for c in cores) if kept]
     # PUs no core claims (sources without core objects) become cores of one PU.
     claimed = {p for c in cores for p in c}
     return cores + [[p] for p in sorted(uset - claimed)]
@@ -127,45 +158,48 @@ def _core_sets(topo: Topology, usable: CpuSet) -> list[list[int]]:
 @dataclass
 class _Family:
     name: str
-    rank: dict[int, int]  # PU -> rank of its object (objects in first-PU order)
-    labels: list[int]  # rank -> os index
+    rank: list[int]  # rank of the object holding each core's first PU (heads in order), -1: none
+    labels: list[int]  # rank -> os index (objects in first-PU order)
 
 
-def _family(name: str, objs: list[tuple[int, CpuSet]], usable: CpuSet, firsts: int, heads: list[int]) -> _Family:
-    """Rank of the object holding each core's first PU (`firsts` as a mask,
-    `heads` as a sorted list)."""
-    inside = sorted(((s & usable, label) for label, s in objs if not s.isdisjoint(usable)),
-                    key=lambda x: x[0])
-    rank: dict[int, int] = {}
+def _family(name: str, inside: list[tuple[CpuSet, int]], firsts: int, heads: list[int]) -> _Family:
+    """Rank of the object holding each core's first PU (`heads`, a sorted
+    list; `firsts`, the same as a mask). `inside`: the objects' usable PUs
+    and labels."""
+    # In CpuSet order (first PU, then mask), each key computed once.
+    inside = sorted(inside, key=lambda x: (x[0].first(), x[0].mask))
+    rank = [-1] * len(heads)
     for r in range(len(inside) - 1, -1, -1):  # backwards: the first object wins overlaps
         x = inside[r][0].mask & firsts
         if not x:
             continue
         low = (x & -x).bit_length() - 1
-        if x.bit_count() == (x >> low).bit_length():  # one run of PUs: slice the sorted heads
-            lo = bisect.bisect_left(heads, low)
-            hi = bisect.bisect_right(heads, x.bit_length() - 1)
-            rank.update(dict.fromkeys(heads[lo:hi], r))
+        top = x.bit_length() - 1
+        if x.bit_count() == top - low + 1:  # one run of PUs: one slice of the sorted heads
+            spans = [(low, top)]
         else:
-            rank.update(dict.fromkeys(members(x), r))
+            spans = [(h, h) for h in members(x)]
+        for a, b in spans:
+            lo, hi = bisect.bisect_left(heads, a), bisect.bisect_right(heads, b)
+            rank[lo:hi] = [r] * (hi - lo)
     return _Family(name, rank, [label for _, label in inside])
 
 
-def _kept_families(topo: Topology, usable: CpuSet, cores: list[list[int]]) -> list[_Family]:
-    """Families that group the usable cores in a new way, coarse first."""
+def _kept_families(topo: Topology, usable: CpuSet, heads: list[int]) -> list[_Family]:
+    """Families that group the usable cores (`heads`: their first PUs,
+    sorted) in a new way, coarse first."""
     kept: list[_Family] = []
-    counts = {1, len(cores)}
-    heads = sorted(c[0] for c in cores)
+    counts = {1, len(heads)}
     firsts = _mask(heads)
-    for name, objs in _families(topo):
-        # Levels as numerous as cores (L1/L2 per core) are skipped before any set work.
-        if name != "NUMA" and len(objs) == len(topo.cores):
-            continue
-        count = sum(1 for _, s in objs if not s.isdisjoint(usable))
-        if name != "NUMA" and count in counts:
+    u = usable.mask
+    # Levels as numerous as cores (L1/L2 per core) are skipped before any set work.
+    for name, objs, by_position in _families(topo, len(topo.cores)):
+        labels = range(len(objs)) if by_position else [o.os_index for o in objs]
+        inside = [(CpuSet.from_mask(m), label) for m, label in zip((o.cpuset.mask & u for o in objs), labels) if m]
+        if name != "NUMA" and len(inside) in counts:
             continue  # same grouping as a kept level, or no grouping at all
-        counts.add(count)
-        kept.append(_family(name, objs, usable, firsts, heads))
+        counts.add(len(inside))
+        kept.append(_family(name, inside, firsts, heads))
     kept.sort(key=lambda f: len(f.labels))  # stable: Package before NUMA on ties
     return kept
 
@@ -173,29 +207,40 @@ def _kept_families(topo: Topology, usable: CpuSet, cores: list[list[int]]) -> li
 def domains(topo: Topology, usable: CpuSet) -> list[Domain]:
     """The NUMA domains holding usable PUs, in hierarchy order."""
     cores = _core_sets(topo, usable)
-    fams = _kept_families(topo, usable, cores)
+    n = len(cores)
+    if not n:
+        return []
+    cores.sort(key=_HEAD)  # stable: cores with the same first PU (overlaps) keep their order
+    heads = list(map(_HEAD, cores))
+    fams = _kept_families(topo, usable, heads)
     names = [f.name for f in fams]
-    heads = [c[0] for c in cores]
-    keys = list(zip(*[[f.rank.get(h, -1) for h in heads] for f in fams], heads))
-    order = sorted(range(len(cores)), key=keys.__getitem__)
+    keys = list(zip(*[f.rank for f in fams], heads))
+    order = sorted(range(n), key=keys.__getitem__)
+    keys = list(map(keys.__getitem__, order))
+    cores = list(map(cores.__getitem__, order))
     inuma = names.index("NUMA") if "NUMA" in names else -1
     ipkg = names.index("Package") if "Package" in names else -1
+    if inuma >= 0:
+        labels = fams[inuma].labels
+        nids = [labels[r] if r >= 0 else -1 for r in (k[inuma] for k in keys)]
+    else:
+        nids = [-1] * n
+    # A domain is a run of cores of one NUMA node.
+    cuts = [0, *(j for j in range(1, n) if nids[j] != nids[j - 1]), n]
     out: list[Domain] = []
-    rows: list[list[tuple]] = []
-    for ci in order:
-        k = keys[ci]
-        nid = fams[inuma].labels[k[inuma]] if inuma >= 0 and k[inuma] >= 0 else -1
-        if not out or out[-1].numa != nid:
-            out.append(Domain(nid, k[ipkg] if ipkg >= 0 else -1, []))
-            rows.append([])
-        out[-1].cores.append(cores[ci])
-        rows[-1].append(k)
-    for d, ks in zip(out, rows):
+    for a, b in zip(cuts, cuts[1:]):
+        ks = keys[a:b]
+        d = Domain(nids[a], ks[0][ipkg] if ipkg >= 0 else -1, cores[a:b])
         for i in range(inuma + 1, len(fams)):
-            starts = [j for j in range(len(ks)) if j == 0 or ks[j][i] != ks[j - 1][i]]
+            col = [k[i] for k in ks]
+            starts = [0, *(j for j in range(1, len(col)) if col[j] != col[j - 1])]
             if 1 < len(starts) < len(ks):
                 d.levels.append(Level(names[i], starts))
+        out.append(d)
     return _merge_split_domains(out)
+
+
+_HEAD = itemgetter(0)
 
 
 def _merge_split_domains(ds: list[Domain]) -> list[Domain]:

@@ -30,6 +30,8 @@ from .spread import apportion, blocks, split_balanced
 
 __all__ = ["plan"]
 
+_from_mask = CpuSet.from_mask
+
 
 @dataclass
 class _Group:
@@ -37,15 +39,15 @@ class _Group:
     ntasks: int
 
 
-@dataclass
 class _Task:
-    cpus: list[int]  # PUs in hierarchy order
-    cores: list[list[int]]  # the PUs used of each core, for places
-    level: str
-    group: int
+    __slots__ = ("cpus", "cores", "level", "group", "cpuset")
 
-    def __post_init__(self) -> None:
-        self.cpuset = mask_of(self.cpus)
+    def __init__(self, cpus: list[int], cores: list[list[int]] | None, level: str, group: int) -> None:
+        self.cpus = cpus  # PUs in hierarchy order
+        self.cores = cores  # the PUs used of each core, for places; None: one PU of each (cpus says which)
+        self.level = level
+        self.group = group
+        self.cpuset = mask_of(cpus)
 
 
 def plan(topo: Topology, req: Request) -> Plan:
@@ -97,8 +99,14 @@ def _check_request(req: Request) -> None:
             raise NodemapError(msg)
 
 
+def _allowed_cpus(topo: Topology) -> CpuSet:
+    """topo.allowed_cpus, built in one step (16,384 PUs: ~1 ms, not ~7)."""
+    pus = [p.os_index for p in topo.pus if p.online and p.allowed]
+    return mask_of(pus) if not pus or min(pus) >= 0 else topo.allowed_cpus
+
+
 def _usable(topo: Topology, req: Request, notes: list[str]) -> CpuSet:
-    allowed = topo.allowed_cpus
+    allowed = _allowed_cpus(topo)
     if not allowed:
         raise NodemapError("the topology has no online, allowed PU; check the input (or the cgroup cpuset)")
     usable = allowed
@@ -230,13 +238,19 @@ def _span_name(span: list[Domain], doms: list[Domain]) -> str:
 
 
 def _task(cores: list[list[int]], level: str, gi: int, req: Request) -> _Task:
-    most = max(len(c) for c in cores)
     if req.smt:
         smt = req.smt
     elif req.threads:
         smt = -(-req.threads // len(cores))
     else:
         smt = 1
+    if len(cores) == 1:  # one core (a task per core): no lists to build over cores
+        c = cores[0]
+        used = [c[:smt]] if smt < len(c) else cores
+        return _Task(used[0], used, level, gi)
+    most = max(map(len, cores))
+    if smt == 1 or most == 1:  # one PU of each core: no list per core
+        return _Task([c[0] for c in cores], None, level, gi)
     used = [c[:smt] for c in cores] if smt < most else cores
     return _Task([p for c in used for p in c], used, level, gi)
 
@@ -246,9 +260,14 @@ def _places(t: _Task, threads: int) -> tuple[CpuSet, ...]:
     outnumber cores; one per PU when threads outnumber PUs."""
     if threads == 1 or len(t.cpus) == 1:
         return (t.cpuset,)
+    if t.cores is None:  # one PU of each core: cores and PUs are the same units
+        cpus = t.cpus
+        if threads >= len(cpus):
+            return tuple([_from_mask(1 << p) for p in cpus])
+        return tuple([mask_of(cpus[a:b]) for a, b in blocks(len(cpus), threads)])
     units = t.cores if threads <= len(t.cores) else [[p] for p in t.cpus]
     if threads >= len(units):
-        return tuple(mask_of(u) for u in units)
+        return tuple(map(mask_of, units))
     return tuple(mask_of([p for u in units[a:b] for p in u]) for a, b in blocks(len(units), threads))
 
 
@@ -298,13 +317,12 @@ def _bind(topo: Topology, groups: list[_Group], tasks: list[_Task], task_gpus: l
     devices.check_rails(req.nic_rails, nics)
     chooser = devices.NicChooser(topo, nics, _package_of(topo), gpus)
     group_mems = [_mems(topo, g.domains, None) if len(g.domains) == 1 else None for g in groups]
+    mems = [group_mems[t.group] or _mems(topo, groups[t.group].domains, t.cpuset) for t in tasks]
+    task_nics = chooser.choose_all(list(zip(task_gpus, mems)), req.nic_rails)
     out = []
-    for i, (t, gids) in enumerate(zip(tasks, task_gpus)):
-        mems = group_mems[t.group] or _mems(topo, groups[t.group].domains, t.cpuset)
+    for i, t in enumerate(tasks):
         threads = req.threads or len(t.cpus)
-        out.append(TaskBinding(
-            task=i, cpus=t.cpuset, mems=mems, gpus=gids, nics=chooser.choose(gids, mems, req.nic_rails),
-            threads=threads, places=_places(t, threads)))
+        out.append(TaskBinding(i, t.cpuset, mems[i], task_gpus[i], task_nics[i], threads, _places(t, threads)))
     return out
 
 

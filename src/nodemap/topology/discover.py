@@ -10,12 +10,11 @@ Topology.source; elsewhere it reads through hwloc's lstopo.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 
 from ..errors import InputError, NodemapError
-from .model import Topology
+from .model import Topology, replace
 
 __all__ = ["discover", "SOURCES", "sniff"]
 
@@ -166,4 +165,4 @@ def _visible(topo: Topology) -> Topology:
 
 
 def _with(topo: Topology, note: str) -> Topology:
-    return dataclasses.replace(topo, notes=topo.notes + (note,))
+    return replace(topo, notes=topo.notes + (note,))

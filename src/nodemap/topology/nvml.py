@@ -13,14 +13,14 @@ CUDA_VISIBLE_DEVICES, so `apply_visible` marks hidden GPUs by UUID.
 
 from __future__ import annotations
 
-import ctypes
-import dataclasses
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
 
 from .cpuset import CpuSet
-from .model import GPU, HIDDEN_BUS_ID, Link, Topology, norm_bus_id
+from .model import GPU, HIDDEN_BUS_ID, Link, Topology, norm_bus_id, replace
+
+TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always comes here
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
 
 __all__ = ["enrich", "apply_visible", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
 
@@ -39,20 +39,22 @@ _ENUM_GEN = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
 _REMOTE_GPU, _REMOTE_NPU, _REMOTE_SWITCH = 0, 1, 2  # nvmlIntNvLinkDeviceType_t
 
 
-@dataclass
 class _NvGpu:
-    index: int
-    handle: Any
-    bus_id: str
-    name: str = ""
-    memory: int = 0
-    uuid: str = ""
-    gen: int = 0
-    width: int = 0
-    cpuset: CpuSet = field(default_factory=CpuSet)
-    numa: int = -1
-    arch: int = -1
-    links: list[tuple[str, int, int]] = field(default_factory=list)  # (remote bus id, type, version)
+    """One GPU as NVML reports it (filled in by _read_gpus)."""
+
+    def __init__(self, index: int, handle: Any, bus_id: str) -> None:
+        self.index = index
+        self.handle = handle
+        self.bus_id = bus_id
+        self.name = ""
+        self.memory = 0
+        self.uuid = ""
+        self.gen = 0
+        self.width = 0
+        self.cpuset = CpuSet()
+        self.numa = -1
+        self.arch = -1
+        self.links: list[tuple[str, int, int]] = []  # (remote bus id, type, version)
 
 
 def enrich(topo: Topology, env: Mapping[str, str] | None = None) -> Topology:
@@ -170,7 +172,7 @@ def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
     links, link_notes = _nvlinks(nv, keys)
     nvml_keys = set(keys.values())
     old_links = tuple(l for l in topo.links if not (l.kind == "NVLink" and {l.a, l.b} & nvml_keys))
-    return dataclasses.replace(
+    return replace(
         topo,
         gpus=gpus,
         links=old_links + links,
@@ -181,7 +183,7 @@ def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
 
 def _update(g: GPU, n: _NvGpu) -> GPU:
     name = f"nvml{n.index}"
-    return dataclasses.replace(
+    return replace(
         g,
         vendor="NVIDIA",
         model=n.name or g.model,
@@ -283,10 +285,10 @@ def apply_visible(topo: Topology, env: Mapping[str, str] | None = None,
     visible, note = parse_visible(env.get("CUDA_VISIBLE_DEVICES"), list(topo.gpus), resolve)
     if visible is None or not topo.gpus:
         return topo
-    gpus = tuple(dataclasses.replace(g, visible=g.index in visible) for g in topo.gpus)
+    gpus = tuple(replace(g, visible=g.index in visible) for g in topo.gpus)
     shown = ",".join(str(i) for i in sorted(visible)) or "none"
     notes = (f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} shows GPUs {shown}",)
-    return dataclasses.replace(topo, gpus=gpus, notes=topo.notes + notes + ((note,) if note else ()))
+    return replace(topo, gpus=gpus, notes=topo.notes + notes + ((note,) if note else ()))
 
 
 # --- helpers --------------------------------------------------------------
@@ -308,6 +310,8 @@ def _text(v: Any) -> str:
 
 def _words(words: Any) -> CpuSet:
     """NVML affinity arrays: unsigned longs, word i = bits 64*i.. on Linux."""
+    import ctypes
+
     bits = ctypes.sizeof(ctypes.c_ulong) * 8
     mask = 0
     for i, w in enumerate(words or ()):
@@ -316,6 +320,8 @@ def _words(words: Any) -> CpuSet:
 
 
 def _cpu_words(topo: Topology) -> int:
+    import ctypes
+
     bits = ctypes.sizeof(ctypes.c_ulong) * 8
     ncpu = max((p.os_index for p in topo.pus), default=(os.cpu_count() or 1) - 1) + 1
     return max(1, -(-ncpu // bits))
@@ -325,4 +331,4 @@ def _note(topo: Topology, text: str) -> Topology:
     """Add `text` where it matters: only nodes with NVIDIA GPUs miss NVML."""
     if not any(g.vendor == "NVIDIA" for g in topo.gpus):
         return topo
-    return dataclasses.replace(topo, notes=topo.notes + (text,))
+    return replace(topo, notes=topo.notes + (text,))

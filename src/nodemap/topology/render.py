@@ -69,8 +69,16 @@ class _Ctx:
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
         self.core_lid = _logical(topo.cores)
-        self.cache_lid = _logical(topo.last_level_caches())
+        self.llc = topo.last_level_caches()
+        self.online = topo.cpuset if topo.pus else None  # computed per call by the model
+        self.cache_lid = _logical(self.llc)
         self.placed = _devices_by_numa(topo)
+        # PU -> the cores holding it, so a line finds its cores from its own
+        # PUs (scanning every core per line was quadratic on 256-PU nodes)
+        self.cores_of: dict[int, list] = {}
+        for c in topo.cores:
+            for pu in c.cpuset:
+                self.cores_of.setdefault(pu, []).append(c)
 
 
 def _logical(objs) -> dict[int, int]:
@@ -86,7 +94,7 @@ def _package(ctx: _Ctx, pkg: Package, lid: int, claimed: CpuSet) -> list[str]:
         out.append(f"{_IND}Package L#{lid} P#{pkg.os_index}" + (f" {pkg.cpu_model}" if pkg.cpu_model else ""))
         ind = _IND * 2
     nodes = [n for n in topo.numa_nodes if n.cpuset and not n.cpuset.isdisjoint(pkg.cpuset - claimed)]
-    l3 = [c for c in topo.last_level_caches() if c.cpuset.issubset(pkg.cpuset)]
+    l3 = [c for c in ctx.llc if c.cpuset.issubset(pkg.cpuset)]
     for c in l3:
         if nodes and not any(c.cpuset.issubset(n.cpuset) for n in nodes):
             out.append(f"{ind}{_cache_name(c)} across NUMA {topo.numa_of(c.cpuset)}")
@@ -117,9 +125,9 @@ def _cache_name(c: Cache, lid: int | None = None) -> str:
 
 
 def _cores(ctx: _Ctx, cpus: CpuSet) -> str:
-    topo = ctx.topo
-    pus = cpus & topo.cpuset if topo.pus else cpus
-    cores = [c for c in topo.cores if c.cpuset.issubset(cpus) and c.cpuset]
+    pus = cpus & ctx.online if ctx.online is not None else cpus
+    near = {id(c): c for pu in cpus for c in ctx.cores_of.get(pu, ())}
+    cores = [c for c in near.values() if c.cpuset.issubset(cpus)]
     if not cores:
         return f"PUs {pus or 'none'}"
     ids = CpuSet(ctx.core_lid[c.cpuset.first()] for c in cores)

@@ -14,21 +14,16 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-import socket
-from dataclasses import dataclass, field, replace
 
 from ..errors import InputError
 from .cpuset import CpuSet, CpuSetError
-from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology
+from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
 
 __all__ = ["read", "Root"]
 
 _CPU = "sys/devices/system/cpu"
 _NODE = "sys/devices/system/node"
 _PCI = "sys/bus/pci/devices"
-_BUS_ID = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
-_HOST_BRIDGE = re.compile(r"pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}")
 _MAX_LINKS = 40
 
 
@@ -74,16 +69,49 @@ class Root:
         self.root = os.path.abspath(os.fspath(root))
         self.live = self.root == "/"
         self._dirs: dict[str, str] = {}
+        # resolved dir -> {entry: is a symlink}: one scandir per directory
+        # instead of a readlink per file (a 256-CPU snapshot reads ~5000 files)
+        self._entries: dict[str, dict[str, bool]] = {}
 
     def resolve(self, rel: str) -> str:
         """`rel` with every symlink followed, as a path below the root ("/a/b")."""
         if self.live:
             return os.path.realpath("/" + rel)
         head, _, name = rel.strip("/").rpartition("/")
+        base = self._dir(head)
+        return self._child(base, name) or f"{base.rstrip('/')}/{name}"
+
+    def _dir(self, head: str) -> str:
+        """The resolved directory `head`, each parent resolved once."""
         base = self._dirs.get(head)
         if base is None:
-            base = self._dirs[head] = self._walk("/", head)
-        return self._walk(base, name)
+            if not head:
+                return "/"
+            parent, _, name = head.rpartition("/")
+            up = self._dir(parent)
+            base = self._dirs[head] = self._child(up, name) or f"{up.rstrip('/')}/{name}"
+        return base
+
+    def _child(self, base: str, name: str) -> str | None:
+        """`name` in the resolved directory `base`, resolved; None when the
+        directory's listing does not hold it."""
+        if name in (".", ".."):
+            return self._walk(base, name)
+        link = self._entries_of(base).get(name)
+        if link is None:
+            return None
+        return self._walk(base, name) if link else f"{base.rstrip('/')}/{name}"
+
+    def _entries_of(self, base: str) -> dict[str, bool]:
+        entries = self._entries.get(base)
+        if entries is None:
+            try:
+                with os.scandir(self.root + base) as it:
+                    entries = {e.name: e.is_symlink() for e in it}
+            except OSError:
+                entries = {}
+            self._entries[base] = entries
+        return entries
 
     def _walk(self, start: str, rel: str) -> str:
         done = [p for p in start.split("/") if p]
@@ -111,9 +139,21 @@ class Root:
         return "/" + "/".join(done)
 
     def path(self, rel: str) -> str:
-        """The real path of `rel`, for open() and listdir()."""
-        resolved = self.resolve(rel)
-        return resolved if self.live else self.root + resolved
+        """The real path of `rel`, for open() and listdir(). Under "/" the
+        kernel resolves symlinks as resolve() would (realpath on every read
+        cost more than all of the reading)."""
+        if self.live:
+            return "/" + rel.lstrip("/")
+        return self.root + self.resolve(rel)
+
+    def _existing(self, rel: str) -> str | None:
+        """path(rel), or None where a snapshot's listing shows it missing
+        (a missing attribute is common: no open() for it)."""
+        if self.live:
+            return "/" + rel.lstrip("/")
+        head, _, name = rel.strip("/").rpartition("/")
+        found = self._child(self._dir(head), name)
+        return None if found is None else self.root + found
 
     def where(self, rel: str) -> str:
         return os.path.join(self.root, rel.strip("/"))
@@ -125,9 +165,15 @@ class Root:
         are what sysfs returns for attributes a device does not support
         (EINVAL, EIO, ENODEV...), which is the same as absent.
         """
+        path = self._existing(rel)
+        if path is None:
+            return None
         try:
-            with open(self.path(rel), "rb") as f:
-                data = f.read(1 << 20)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                data = _read_fd(fd, _MAX_READ)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return None
         except PermissionError:
@@ -180,27 +226,123 @@ class Root:
         return os.path.isdir(self.path(rel))
 
 
+_MAX_READ = 1 << 20  # bytes of one file at most
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """Up to `limit` bytes, to the end of the file (sysfs attributes come in
+    one read; /proc/cpuinfo of a big node in several)."""
+    data = os.read(fd, min(limit, 1 << 16))
+    if not data or len(data) >= limit:
+        return data
+    chunks = [data]
+    size = len(data)
+    while size < limit:
+        more = os.read(fd, min(limit - size, 1 << 16))
+        if not more:
+            break
+        chunks.append(more)
+        size += len(more)
+    return b"".join(chunks)
+
+
+# --- text without regular expressions ----------------------------------------------------------
+# `re` costs ~4 ms to import, a tenth of what `nodemap topo` may take, and the
+# files read here have fixed formats: plain string code reads them, and
+# falls back to the regular expression it replaces for anything unusual.
+# tests/test_topology_sysfs_text.py checks each against its expression.
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _is_bus_id(s: str) -> bool:
+    r"""re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", s)"""
+    dom, sep, rest = s.partition(":")
+    return (bool(sep) and 4 <= len(dom) <= 8 and _HEX.issuperset(dom) and len(rest) == 7 and rest[2] == ":"
+            and rest[5] == "." and _HEX.issuperset(rest[:2]) and _HEX.issuperset(rest[3:5]) and rest[6] in "01234567")
+
+
+def _is_host_bridge(s: str) -> bool:
+    """re.fullmatch(r"pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", s)"""
+    dom, sep, bus = s[3:].partition(":")
+    return (s[:3] == "pci" and bool(sep) and 4 <= len(dom) <= 8 and len(bus) == 2 and _HEX.issuperset(dom)
+            and _HEX.issuperset(bus))
+
+
+def _ascii_digits(text: str, i: int) -> str:
+    """The run of 0-9 at text[i:]."""
+    j = i
+    while j < len(text) and text[j] in "0123456789":
+        j += 1
+    return text[i:j]
+
+
+def _skip_blanks(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    return i
+
+
+def _blocks(text: str) -> list[list[str]]:
+    r"""The lines of each block of `text`, blocks separated by blank lines:
+    [block.splitlines() for block in re.split(r"\n\s*\n", text)], less
+    empty blocks."""
+    blocks: list[list[str]] = []
+    lines: list[str] = []
+    for segment in text.split("\n"):
+        if segment.strip():
+            lines += segment.splitlines()
+        elif lines:
+            blocks.append(lines)
+            lines = []
+    if lines:
+        blocks.append(lines)
+    return blocks
+
+
+def _leading_number(text: str) -> str:
+    r"""re.match(r"\s*([\d.]+)", text).group(1), "" when it does not match."""
+    i = _skip_blanks(text, 0)
+    j = i
+    while j < len(text) and text[j] in "0123456789.":
+        j += 1
+    if j > i and not (j < len(text) and text[j].isdecimal()) and (i == len(text) or not text[i].isspace()):
+        return text[i:j]
+    import re
+
+    m = re.match(r"\s*([\d.]+)", text)
+    return m.group(1) if m else ""
+
+
+# size suffixes re.fullmatch(r"(\d+)\s*([KMG]?)i?B?", re.I) takes, and their factor
+_SIZE_SUFFIXES = {unit + i + b: factor
+                  for unit, factor in (("", 1), ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("k", 1 << 10),
+                                       ("m", 1 << 20), ("g", 1 << 30))
+                  for i in ("", "i", "I") for b in ("", "B", "b")}
+
+
 # --- CPUs: PUs, cores, packages, groups, caches -------------------------------------------------
 
 
-@dataclass
 class _Cpus:
-    pus: tuple[PU, ...] = ()
-    online: CpuSet = field(default_factory=CpuSet)
-    cores: tuple[Core, ...] = ()
-    packages: tuple[Package, ...] = ()
-    groups: tuple[Group, ...] = ()
-    caches: tuple[Cache, ...] = ()
+    __slots__ = ("pus", "online", "cores", "packages", "groups", "caches")
+
+    def __init__(self, pus: tuple[PU, ...], online: CpuSet, cores: tuple[Core, ...], packages: tuple[Package, ...],
+                 groups: tuple[Group, ...], caches: tuple[Cache, ...]) -> None:
+        self.pus, self.online, self.cores = pus, online, cores
+        self.packages, self.groups, self.caches = packages, groups, caches
 
 
-@dataclass
 class _Cpu:
-    index: int
-    package_id: int = -1
-    package_cpus: CpuSet | None = None
-    core_id: int = -1
-    threads: CpuSet | None = None
-    groups: dict[str, tuple[int, CpuSet]] = field(default_factory=dict)
+    __slots__ = ("index", "package_id", "package_cpus", "core_id", "threads", "groups")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.package_id = -1
+        self.package_cpus: CpuSet | None = None
+        self.core_id = -1
+        self.threads: CpuSet | None = None
+        self.groups: dict[str, tuple[int, CpuSet]] = {}
 
 
 # sysfs topology files that name a level between package and core (or above the package)
@@ -213,7 +355,7 @@ def _read_cpus(fs: Root, notes: list[str]) -> _Cpus:
         what = "is empty" if not os.listdir(fs.root) else "has no sys/devices/system/cpu directory"
         raise InputError(fs.where(_CPU), f"missing: {fs.root} {what}, so it is not a Linux root or sysfs "
                          "snapshot (give the directory holding sys/ and proc/)")
-    indexes = sorted(int(n[3:]) for n in fs.listdir(_CPU) if re.fullmatch(r"cpu\d+", n))
+    indexes = sorted(int(n[3:]) for n in fs.listdir(_CPU) if n[:3] == "cpu" and n[3:].isdecimal())
     if not indexes:
         raise InputError(fs.where(_CPU), "holds no cpuN directory: a partial snapshot (take it again)")
     online = _online(fs, indexes)
@@ -390,6 +532,12 @@ def _size(fs: Root, rel: str) -> int:
     text = fs.read(rel)
     if not text:
         return 0
+    digits = _ascii_digits(text, 0)
+    unit = _SIZE_SUFFIXES.get(text[len(digits):].lstrip(" ")) if digits else None
+    if unit is not None:  # the usual "32K", "1024 KiB"
+        return int(digits) * unit
+    import re
+
     m = re.fullmatch(r"(\d+)\s*([KMG]?)i?B?", text, re.I)
     if not m:
         raise InputError(fs.where(rel), f"unreadable cache size {text[:40]!r} (expected e.g. '32K')")
@@ -402,9 +550,9 @@ def _cpu_models(fs: Root) -> dict[int, str]:
     holds a model given once for all processors (old ARM kernels)."""
     text = fs.read("proc/cpuinfo") or ""
     models: dict[int, str] = {}
-    for block in re.split(r"\n\s*\n", text):
+    for block in _blocks(text):
         fields: dict[str, str] = {}
-        for line in block.splitlines():
+        for line in block:
             key, sep, value = line.partition(":")
             if sep:  # hwloc keeps trailing blanks of a model name; so do we
                 fields.setdefault(key.strip(), value.lstrip())
@@ -421,7 +569,7 @@ def _cpu_models(fs: Root) -> dict[int, str]:
 
 
 def _read_numa(fs: Root, online: CpuSet, notes: list[str]):
-    indexes = sorted(int(n[4:]) for n in fs.listdir(_NODE) if re.fullmatch(r"node\d+", n))
+    indexes = sorted(int(n[4:]) for n in fs.listdir(_NODE) if n[:4] == "node" and n[4:].isdecimal())
     if not indexes:
         memory = _meminfo_total(fs, "proc/meminfo")
         notes.append("no NUMA nodes in sysfs: one NUMA node 0 holds every CPU"
@@ -447,6 +595,15 @@ def _read_numa(fs: Root, online: CpuSet, notes: list[str]):
 
 def _meminfo_total(fs: Root, rel: str) -> int:
     text = fs.read(rel) or ""
+    at = text.find("MemTotal:")
+    if at < 0:
+        return 0
+    i = _skip_blanks(text, at + 9)
+    digits = _ascii_digits(text, i)
+    if digits and text.startswith("kB", _skip_blanks(text, i + len(digits))):
+        return int(digits) * 1024  # the first MemTotal line, as re.search finds it
+    import re
+
     m = re.search(r"MemTotal:\s*(\d+)\s*kB", text)
     return int(m.group(1)) * 1024 if m else 0
 
@@ -473,7 +630,7 @@ _GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def _read_pci(fs: Root, numa_nodes, online: CpuSet, notes: list[str]) -> tuple[PciDevice, ...]:
-    names = sorted((n for n in fs.listdir(_PCI) if _BUS_ID.fullmatch(n)), key=_bus_key)
+    names = sorted((n for n in fs.listdir(_PCI) if _is_bus_id(n)), key=_bus_key)
     devices: dict[str, PciDevice] = {}
     guessed: list[str] = []
     for name in names:
@@ -493,8 +650,8 @@ def _pci_device(fs: Root, name: str, online: CpuSet) -> PciDevice:
     d = f"{_PCI}/{name}"
     real = fs.resolve(d)
     parts = real.split("/")
-    start = max((k for k, p in enumerate(parts) if _HOST_BRIDGE.fullmatch(p)), default=len(parts) - 1)
-    path = tuple(p.lower() for p in parts[start:-1] if _HOST_BRIDGE.fullmatch(p) or _BUS_ID.fullmatch(p))
+    start = max((k for k, p in enumerate(parts) if _is_host_bridge(p)), default=len(parts) - 1)
+    path = tuple(p.lower() for p in parts[start:-1] if _is_host_bridge(p) or _is_bus_id(p))
     cls = fs.read_int(f"{d}/class", 16) or 0
     speed, gen = _link_speed(fs.read(f"{d}/current_link_speed"))
     width = fs.read_int(f"{d}/current_link_width") or 0
@@ -509,10 +666,23 @@ def _pci_device(fs: Root, name: str, online: CpuSet) -> PciDevice:
 
 
 def _link_speed(text: str | None) -> tuple[float, int]:
-    m = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
-    if not m:
-        return 0.0, 0
-    gts = float(m.group(1))
+    text = text or ""
+    if "GT/s" not in text:
+        return 0.0, 0  # no match: the attribute is absent (virtual devices) or says "Unknown"
+    i = _skip_blanks(text, 0)
+    j = i
+    while j < len(text) and text[j] in "0123456789.":
+        j += 1
+    if j > i and text.startswith("GT/s", _skip_blanks(text, j)):
+        number = text[i:j]  # the usual "16.0 GT/s PCIe"
+    else:
+        import re
+
+        m = re.match(r"\s*([\d.]+)\s*GT/s", text)
+        if not m:
+            return 0.0, 0
+        number = m.group(1)
+    gts = float(number)
     return gts, _GENERATIONS.get(gts, 0)
 
 
@@ -538,7 +708,7 @@ def _norm(bus_id: str) -> str:
 
 
 def _bus_key(bus_id: str) -> tuple[int, ...]:
-    return tuple(int(x, 16) for x in re.split(r"[:.]", bus_id))
+    return tuple(int(x, 16) for x in bus_id.replace(".", ":").split(":"))
 
 
 # --- GPUs ---------------------------------------------------------------------------------------
@@ -577,7 +747,7 @@ def _pci_owner(fs: Root, rel: str) -> str:
     parts = fs.resolve(rel).split("/")
     if "virtual" in parts:
         return ""
-    ids = [p for p in parts if _BUS_ID.fullmatch(p)]
+    ids = [p for p in parts if _is_bus_id(p)]
     return _norm(ids[-1]) if ids else ""
 
 
@@ -606,8 +776,8 @@ def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str])
     base = f"sys/class/{cls}/{name}/ports"
     for p in sorted((p for p in fs.listdir(base) if p.isdigit()), key=int):
         state = (fs.read(f"{base}/{p}/state") or "").split(":")[-1].strip()
-        rate = re.match(r"\s*([\d.]+)", fs.read(f"{base}/{p}/rate") or "")
-        ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate.group(1)) if rate else 0.0))
+        rate = _leading_number(fs.read(f"{base}/{p}/rate") or "")
+        ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate) if rate else 0.0))
     if cls == "cxi" or dev.vendor_id == 0x17DB:
         kind = "Slingshot"
     elif name.startswith(("hfi1", "qib")):
@@ -629,7 +799,24 @@ def _net_nic(fs: Root, dev: PciDevice, names: list[str]) -> NIC:
 
 
 def _natural(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    """Sort key: "mlx5_10" after "mlx5_9" (runs of digits compare as numbers)."""
+    if not name.isascii():
+        import re
+
+        return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    out: list = []
+    start, n = 0, len(name)
+    while True:  # as re.split(r"(\d+)", name): text, number, text, ..., text
+        i = start
+        while i < n and not name[i].isdigit():
+            i += 1
+        out.append(name[start:i])
+        if i == n:
+            return tuple(out)
+        start = i
+        while start < n and name[start].isdigit():
+            start += 1
+        out.append(int(name[i:start]))
 
 
 # --- machine ------------------------------------------------------------------------------------
@@ -644,6 +831,12 @@ def _machine(fs: Root, numa_nodes) -> Machine:
         value = fs.read(f"sys/class/dmi/id/{name}")
         if value:
             info.append(("DMI" + "".join(w.capitalize() if w != "bios" else "BIOS" for w in name.split("_")), value))
-    hostname = fs.read("proc/sys/kernel/hostname") or (socket.gethostname() if fs.live else "")
+    hostname = fs.read("proc/sys/kernel/hostname") or (_gethostname() if fs.live else "")
     memory = sum(n.memory for n in numa_nodes) or _meminfo_total(fs, "proc/meminfo")
     return Machine(hostname=hostname, arch=os.uname().machine if fs.live else "", memory=memory, info=tuple(info))
+
+
+def _gethostname() -> str:
+    import socket
+
+    return socket.gethostname()
