@@ -8,7 +8,7 @@
 # OUTDIR/node_results.tar.gz at the end, so a handful of files come back).
 set -u
 out=${1:?usage: node_campaign.sh OUTDIR [PARTS]}
-parts=${2:-info,plan,show,placement,copies,gpu,nccl,ring,tests,placement2,mpi}
+parts=${2:-info,plan,show,placement,copies,gpu,nccl,ncclsingle,ring,tests,placement2,mpi,memory}
 mkdir -p "$out/json"
 log="$out/node_log.txt"
 j="$out/json"
@@ -50,9 +50,15 @@ if want show; then
   step run-show 60 "${MPIRUN[@]}" nodemap run -- nodemap show
   step run-show-json 60 "${MPIRUN[@]}" nodemap run -- nodemap show --json
 fi
-want placement && step placement 200 nodemap bench placement --table 8GiB --zipf 0,1.0 --chunks 2MiB \
-  --replication 0,5%,auto --iterations 3 \
-  -o "$j/placement.json"
+# PLACEMENT_ZIPF / PLACEMENT_SECS: which exponents one call runs, and for how long
+want placement && step placement "${PLACEMENT_SECS:-200}" nodemap bench placement --table 8GiB \
+  --zipf "${PLACEMENT_ZIPF:-0,1.0}" --chunks 2MiB --replication 0,1%,5%,auto --iterations 3 \
+  -o "$j/placement_s${PLACEMENT_ZIPF:-0,1.0}.json"
+# small all_reduce in single-process mode hung once (2 and 4 H200): a short probe with its own limit
+want ncclsingle && step nccl-single 90 nodemap bench nccl --mode single --ops all_reduce,all_gather \
+  --sizes 8:64MiB --iters 5 --repeats 3 --timeout 20 -q -o "$j/nccl_single.json"
+want memory && step memory-sweep 150 nodemap bench memory --sweep -o "$j/memory_sweep.json"
+want memory && step numa 60 nodemap bench numa -o "$j/numa.json"
 want copies && step copies 150 nodemap bench copies --matrix --latency -q -o "$j/copies.json"
 want gpu && step gpu 90 nodemap bench gpu -q -o "$j/gpu.json"
 want nccl && step nccl 120 "${MPIRUN[@]}" nodemap bench nccl --ops all_reduce,all_gather,alltoall \
