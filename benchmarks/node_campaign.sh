@@ -50,15 +50,17 @@ if want show; then
   step run-show 60 "${MPIRUN[@]}" nodemap run -- nodemap show
   step run-show-json 60 "${MPIRUN[@]}" nodemap run -- nodemap show --json
 fi
-# PLACEMENT_ZIPF / PLACEMENT_SECS: which exponents one call runs, and for how long
+# PLACEMENT_ZIPF / PLACEMENT_SECS: which exponents one call runs, and for how long;
+# PLACEMENT_EXTRA: more options (e.g. "--object-bytes 2MiB --hot-mix 0.9"), PLACEMENT_TAG names its JSON
+read -r -a pextra <<< "${PLACEMENT_EXTRA:-}"
 want placement && step placement "${PLACEMENT_SECS:-200}" nodemap bench placement --table 8GiB \
-  --zipf "${PLACEMENT_ZIPF:-0,1.0}" --chunks 2MiB --replication 0,1%,5%,auto --iterations 3 \
-  -o "$j/placement_s${PLACEMENT_ZIPF:-0,1.0}.json"
+  --zipf "${PLACEMENT_ZIPF:-0,1.0}" --chunks 2MiB --replication 0,1%,5%,auto --iterations 3 "${pextra[@]}" \
+  -o "$j/placement_${PLACEMENT_TAG:-rows}_s${PLACEMENT_ZIPF:-0,1.0}.json"
 # small all_reduce in single-process mode hung once (2 and 4 H200): a short probe with its own limit
 want ncclsingle && step nccl-single 90 nodemap bench nccl --mode single --ops all_reduce,all_gather \
   --sizes 8:64MiB --iters 5 --repeats 3 --timeout 20 -q -o "$j/nccl_single.json"
-want memory && step memory-sweep 150 nodemap bench memory --sweep -o "$j/memory_sweep.json"
-want memory && step numa 60 nodemap bench numa -o "$j/numa.json"
+want memory && step memory-sweep 150 nodemap bench memory --sweep --output "$j/memory_sweep.json"
+want memory && step numa 60 nodemap bench numa --output "$j/numa.json"
 want copies && step copies 150 nodemap bench copies --matrix --latency -q -o "$j/copies.json"
 want gpu && step gpu 90 nodemap bench gpu -q -o "$j/gpu.json"
 want nccl && step nccl 120 "${MPIRUN[@]}" nodemap bench nccl --ops all_reduce,all_gather,alltoall \

@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lookups", type=int, default=1 << 24, help="lookups per GPU per iteration (default 16M)")
     p.add_argument("--zipf", default="0,0.8,1.0,1.2", help="Zipf exponents s to run (0 = uniform)")
     p.add_argument("--hot-mix", type=float, default=0.5, help="share of lookups drawn from the GPU's own hot set (default 0.5)")
+    p.add_argument("--object-bytes", default=None,
+                   help="hot rows come in objects of this size, each object kept whole and the objects scattered "
+                        "(default: one row, every row scattered on its own: the hardest case for chunks)")
     p.add_argument("--budget-fraction", type=float, default=0.6, help="per-GPU budget as a fraction of the table (default 0.6)")
     p.add_argument("--chunks", default="2MiB,16MiB,64MiB", help="chunk sizes for the analysis strategy")
     p.add_argument("--replication", default="0,1%,2%,5%,auto", help="replication settings for the analysis strategy")
@@ -72,11 +75,17 @@ def run(args: argparse.Namespace) -> int:
     bad = set(strategies) - set(STRATEGIES)
     if bad:
         raise NodemapError(f"unknown strategies {sorted(bad)}: choose from {', '.join(STRATEGIES)}")
+    obj = parse_bytes(args.object_bytes) if args.object_bytes else args.row_bytes
+    if obj % args.row_bytes or obj <= 0 or obj > table:
+        raise NodemapError(f"--object-bytes must be a multiple of --row-bytes ({args.row_bytes}) and at most the table")
+    if not 0.0 <= args.hot_mix <= 1.0:
+        raise NodemapError("--hot-mix is a share of lookups: give a number from 0 to 1")
     cfg = Config(
-        table=table // args.row_bytes * args.row_bytes,
+        table=table // obj * obj,
         row_bytes=args.row_bytes,
         lookups=args.lookups,
         hot_mix=args.hot_mix,
+        object_bytes=obj,
         budget=int(args.budget_fraction * table),
         chunks=[parse_bytes(c) for c in args.chunks.split(",")],
         replications=[Replication.parse(r) for r in args.replication.split(",")],
@@ -111,6 +120,7 @@ class Config:
     row_bytes: int
     lookups: int
     hot_mix: float
+    object_bytes: int
     budget: int
     chunks: list
     replications: list
@@ -166,15 +176,19 @@ class Bench:
                 ranks_cdf = cp.cumsum(w)
                 ranks_cdf /= ranks_cdf[-1]
                 del w
-            shared = _permutation(cp.random.default_rng(DATASET_SEED), self.rows)
+            # rank r is row r % k of object r // k; objects land where the permutation says
+            k = cfg.object_bytes // cfg.row_bytes
+            shared = _permutation(cp.random.default_rng(DATASET_SEED), self.rows // k)
             out = []
             for g, dev in enumerate(cfg.devices):
-                own = _permutation(cp.random.default_rng(DATASET_SEED + g + 1), self.rows)
+                own = _permutation(cp.random.default_rng(DATASET_SEED + g + 1), self.rows // k)
                 u = rng.random(cfg.lookups)
                 ranks = cp.searchsorted(ranks_cdf, u) if ranks_cdf is not None else (u * self.rows).astype(cp.int64)
                 ranks = cp.minimum(ranks, self.rows - 1)
                 mine = rng.random(cfg.lookups) < cfg.hot_mix
-                rows = cp.where(mine, own[ranks], shared[ranks]).astype(cp.int64)
+                obj = ranks // k
+                rows = (cp.where(mine, own[obj], shared[obj]).astype(cp.int64) * k + ranks % k)
+                del obj
                 with cp.cuda.Device(dev):
                     out.append(cp.asarray(rows))
                 del own, u, ranks, mine, rows
@@ -253,6 +267,7 @@ class Bench:
         params = {
             "zipf_s": s, "strategy": strat, "table_bytes": cfg.table, "row_bytes": cfg.row_bytes,
             "lookups_per_gpu": cfg.lookups, "gpus": cfg.devices, "budget_per_gpu": cfg.budget,
+            "hot_mix": cfg.hot_mix, "object_bytes": cfg.object_bytes,
             "bytes_per_gpu": [int(b) for b in plan_bytes], "measured_local_fraction": measured, **costs,
         }
         return make_result(
@@ -480,12 +495,18 @@ def _print(rs: ResultSet, as_json: bool) -> None:
     if as_json:
         print(rs.to_json())
         return
-    print(f"{'strategy':<38} {'s':>4} {'Mlookups/s':>11} {'spread':>7} {'pred.local':>10} {'meas.local':>10} {'1st it s':>8}")
+    # the two references every strategy is judged against, per exponent
+    ref = {(r.params["zipf_s"], r.params["strategy"]): r.stats.median for r in rs.results}
+    print(f"{'strategy':<38} {'s':>4} {'Mlookups/s':>11} {'spread':>7} {'x copies':>8} {'x r-r':>6} "
+          f"{'pred.local':>10} {'meas.local':>10} {'1st it s':>8}")
     for r in rs.results:
         p = r.params
         pl = p.get("predicted_local_fraction")
         ml = p.get("measured_local_fraction")
+        ratios = [ref.get((p["zipf_s"], name)) for name in ("copies", "round-robin")]
+        rtext = [f"{r.stats.median / v:.2f}" if v else "" for v in ratios]
         print(f"{p['strategy']:<38} {p['zipf_s']:>4} {r.stats.median / 1e6:>11.1f} {100 * r.stats.spread:>6.1f}% "
+              f"{rtext[0]:>8} {rtext[1]:>6} "
               f"{'' if pl is None else f'{100 * pl:.1f}%':>10} {'' if ml is None else f'{100 * ml:.1f}%':>10} "
               f"{p['first_iteration_s']:>8.3f}")
     for m in rs.messages:
