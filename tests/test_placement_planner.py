@@ -1,5 +1,6 @@
 """The access-analysis placement planner: a hand-worked case, properties, brute force."""
 
+import functools
 import itertools
 
 import numpy as np
@@ -152,3 +153,29 @@ def test_ranges_merge_and_save_load(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"garbage")
     with pytest.raises(NodemapError, match="cannot read"):
         PlacementPlan.load(tmp_path / "bad.npz")
+
+
+@functools.lru_cache(maxsize=1)
+def _reference():
+    """benchmarks/placement_speed.py's chunk-by-chunk greedy (the published algorithm, plain Python)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "placement_speed.py"
+    spec = importlib.util.spec_from_file_location("placement_speed", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.reference
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 60), st.data())
+def test_vectorized_planner_equals_chunk_by_chunk_greedy(g, n, data):
+    """The block-wise planner decides every chunk as the one-at-a-time greedy does
+    (equal chunks; the reference the speed benchmark times it against)."""
+    counts = np.array(data.draw(st.lists(st.lists(st.integers(0, 6), min_size=g, max_size=g), min_size=n, max_size=n)))
+    budgets = [data.draw(st.integers(n // g + 1, n + 2)) * C for _ in range(g)]
+    rep = data.draw(st.sampled_from([Replication("auto"), Replication("fraction", 0), Replication("fraction", 0.1),
+                                     Replication("bytes", 3 * C)]))
+    p = plan_placement(Layout((n * C,), C), counts, budgets, rep)
+    assert (p.decision == _reference()(counts, C, budgets, rep)).all()
