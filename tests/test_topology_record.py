@@ -13,11 +13,13 @@ import sys
 
 import pytest
 
+from nodemap.mapping import devices, request
 from nodemap.topology import allowed, model, paths
 from nodemap.topology.cpuset import CpuSet
 
 RECORDS = [getattr(model, n) for n in ("Machine", "Package", "NumaNode", "Group", "Cache", "Core", "PU", "PciDevice",
                                        "GPU", "Port", "NIC", "Link", "Topology")] + [allowed.Allowed, paths.Path]
+RECORDS += [request.Request, request.TaskBinding, request.Plan, devices.GpuInfo]  # the mapping's records
 
 
 def reference(cls: type) -> type:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
 DESCRIPTION = """\
@@ -57,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     topo = discover(args.input)
     p = plan(topo, req)
     if args.env:
-        p = dataclasses.replace(p, tasks=tuple(
-            dataclasses.replace(t, env=tuple(emit.task_env(topo, p, t))) for t in p.tasks))
+        p = emit.with_env(topo, p)
     line = emit.launch_lines(p, request_args(req))[args.launcher] if args.launcher else None
     if args.json:
         d = p.to_dict()

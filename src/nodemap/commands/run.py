@@ -105,8 +105,6 @@ def node_plan(args: argparse.Namespace, tasks: int) -> tuple[dict, bool]:
 
 
 def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
-    import dataclasses
-
     from ..mapping import cliargs, emit
     from ..mapping.plan import plan
     from ..topology.discover import discover
@@ -114,8 +112,7 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     req = cliargs.request_from_args(args, tasks)
     topo = discover(args.input, source=_source(args.input))
     p = plan(topo, req)
-    p = dataclasses.replace(p, tasks=tuple(dataclasses.replace(t, env=tuple(emit.task_env(topo, p, t)))
-                                           for t in p.tasks))
+    p = emit.with_env(topo, p)
     d = p.to_dict()
     # plain lists too, so that a rank reading the cached plan needs no CpuSet
     for t, tb in zip(d["tasks"], p.tasks):

@@ -39,6 +39,13 @@ def task_env(topo, plan, task) -> list[tuple[str, str]]:
     return env
 
 
+def with_env(topo, plan):
+    """The plan with every task's environment filled in."""
+    from ..topology.model import replace
+
+    return replace(plan, tasks=tuple(replace(t, env=tuple(task_env(topo, plan, t))) for t in plan.tasks))
+
+
 def omp_places(places) -> str:
     """OpenMP places, one {..} per place; runs of 3+ PUs as start:length."""
     return ",".join("{" + ",".join(_res(a, b) for a, b in p.ranges()) + "}" for p in places)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter, itemgetter
 
@@ -77,18 +76,26 @@ def members(cs: CpuSet | int) -> list[int]:
     return list(compress(range(m.bit_length()), bin(m)[:1:-1].encode().translate(_BITS)))
 
 
-@dataclass
 class Level:
-    name: str  # "L3", "Group", "Core"...
-    starts: list[int]  # index of the first core of each object (in domain order)
+    __slots__ = ("name", "starts")
+
+    def __init__(self, name: str, starts: list[int]) -> None:
+        self.name = name  # "L3", "Group", "Core"...
+        self.starts = starts  # index of the first core of each object (in domain order)
+
+    def __repr__(self) -> str:
+        return f"Level({self.name!r}, {self.starts!r})"
 
 
-@dataclass
 class Domain:
-    numa: int  # NUMA os_index, -1 when the node has no NUMA information
-    package: int  # index of its package in hierarchy order, -1 unknown
-    cores: list[list[int]]  # usable PUs of each core, in hierarchy order
-    levels: list[Level] = field(default_factory=list)  # finer than the domain, coarse first
+    def __init__(self, numa: int, package: int, cores: list[list[int]], levels: list[Level] | None = None) -> None:
+        self.numa = numa  # NUMA os_index, -1 when the node has no NUMA information
+        self.package = package  # index of its package in hierarchy order, -1 unknown
+        self.cores = cores  # usable PUs of each core, in hierarchy order
+        self.levels = [] if levels is None else levels  # finer than the domain, coarse first
+
+    def __repr__(self) -> str:
+        return f"Domain(numa={self.numa}, package={self.package}, {len(self.cores)} cores)"
 
     @property
     def npus(self) -> int:
@@ -155,11 +162,13 @@ def _core_sets(topo: Topology, usable: CpuSet) -> list[list[int]]:
     return cores + [[p] for p in sorted(uset - claimed)]
 
 
-@dataclass
 class _Family:
-    name: str
-    rank: list[int]  # rank of the object holding each core's first PU (heads in order), -1: none
-    labels: list[int]  # rank -> os index (objects in first-PU order)
+    __slots__ = ("name", "rank", "labels")
+
+    def __init__(self, name: str, rank: list[int], labels: list[int]) -> None:
+        self.name = name
+        self.rank = rank  # rank of the object holding each core's first PU (heads in order), -1: none
+        self.labels = labels  # rank -> os index (objects in first-PU order)
 
 
 def _family(name: str, inside: list[tuple[CpuSet, int]], firsts: int, heads: list[int]) -> _Family:

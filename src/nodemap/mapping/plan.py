@@ -16,12 +16,9 @@ The policy, step by step (docs/mapping.md tells it with examples):
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
-from ..topology.model import Topology
+from ..topology.model import Topology, replace
 from . import devices, hierarchy
 from .devices import GpuInfo
 from .hierarchy import Domain, mask_of
@@ -33,10 +30,12 @@ __all__ = ["plan"]
 _from_mask = CpuSet.from_mask
 
 
-@dataclass
 class _Group:
-    domains: list[Domain]
-    ntasks: int
+    __slots__ = ("domains", "ntasks")
+
+    def __init__(self, domains: list[Domain], ntasks: int) -> None:
+        self.domains = domains
+        self.ntasks = ntasks
 
 
 class _Task:
@@ -344,7 +343,7 @@ def _by_gpu_index(bindings: list[TaskBinding]) -> list[TaskBinding]:
     """Renumber tasks so task k holds GPU k (codes that pick the GPU by local
     rank); every task keeps its local CPUs, memory and NICs."""
     order = sorted(range(len(bindings)), key=lambda i: (bindings[i].gpus[:1] or (1 << 30,), i))
-    return [dataclasses.replace(bindings[j], task=k) for k, j in enumerate(order)]
+    return [replace(bindings[j], task=k) for k, j in enumerate(order)]
 
 
 def _ranges(items: list[int]) -> str:

@@ -7,18 +7,20 @@ applied by launch, and serialized to JSON.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..topology.cpuset import CpuSet
+from ..topology.model import _Record
+
+# The records are the model's frozen records (nodemap.topology.model): they
+# behave as frozen dataclasses without importing `dataclasses`, which with
+# the classes' generation cost ~20 ms of every `nodemap run` launch.
 
 PLAN_SCHEMA = "nodemap.plan/1"
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(_Record):
     tasks: int  # tasks (ranks) on this node
     threads: int = 0  # threads per task; 0 = auto (the PUs the task gets, at the SMT level asked)
     gpus_per_task: int = -1  # -1 auto: spread evenly, share when tasks outnumber GPUs; 0 ignore GPUs
@@ -31,9 +33,16 @@ class Request:
     oversubscribe: bool = False  # allow tasks to share PUs when tasks > PUs
     greedy: bool = True  # fewer tasks than GPU/NUMA domains: each takes a run of domains (else one each)
 
+    def __init__(self, tasks: int, threads: int = 0, gpus_per_task: int = -1, smt: int = 0,
+                 restrict_cpus: CpuSet | None = None, restrict_mems: CpuSet | None = None, nic_rails: int = 1,
+                 spread_by: str = "auto", gpu_order: str = "locality", oversubscribe: bool = False,
+                 greedy: bool = True) -> None:
+        self.__dict__.update(tasks=tasks, threads=threads, gpus_per_task=gpus_per_task, smt=smt,
+                             restrict_cpus=restrict_cpus, restrict_mems=restrict_mems, nic_rails=nic_rails,
+                             spread_by=spread_by, gpu_order=gpu_order, oversubscribe=oversubscribe, greedy=greedy)
 
-@dataclass(frozen=True, init=False)
-class TaskBinding:
+
+class TaskBinding(_Record):
     task: int  # node-local rank
     cpus: CpuSet  # PUs the task may run on
     mems: CpuSet  # NUMA nodes its memory is bound to
@@ -43,8 +52,6 @@ class TaskBinding:
     places: tuple[CpuSet, ...] = ()  # one entry per thread place (OMP_PLACES)
     env: tuple[tuple[str, str], ...] = ()  # environment the task should get, in order
 
-    # The generated __init__ of a frozen dataclass sets each field through
-    # object.__setattr__: ~2x slower, and a plan of 8,192 tasks makes 8,192.
     def __init__(self, task: int, cpus: CpuSet, mems: CpuSet, gpus: tuple[int, ...] = (),
                  nics: tuple[str, ...] = (), threads: int = 1, places: tuple[CpuSet, ...] = (),
                  env: tuple[tuple[str, str], ...] = ()) -> None:
@@ -52,19 +59,22 @@ class TaskBinding:
                              env=env)
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(_Record):
     request: Request
     tasks: tuple[TaskBinding, ...]
     level: str = ""  # hierarchy level the tasks were spread over ("NUMA", "L3", "Core"...)
     notes: tuple[str, ...] = ()  # policy decisions worth telling the user
 
+    def __init__(self, request: Request, tasks: tuple[TaskBinding, ...], level: str = "",
+                 notes: tuple[str, ...] = ()) -> None:
+        self.__dict__.update(request=request, tasks=tasks, level=level, notes=notes)
+
     def to_dict(self) -> dict[str, Any]:
         def enc(o: Any) -> Any:
             if isinstance(o, CpuSet):
                 return o.format()
-            if dataclasses.is_dataclass(o):
-                return {f.name: enc(getattr(o, f.name)) for f in dataclasses.fields(o)}
+            if isinstance(o, _Record):
+                return {name: enc(getattr(o, name)) for name in o._fields}
             if isinstance(o, (tuple, list)):
                 return [enc(x) for x in o]
             return o
