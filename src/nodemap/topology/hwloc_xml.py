@@ -29,8 +29,9 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
 
 from ..errors import InputError
 from .cpuset import CpuSet, CpuSetError
@@ -189,33 +190,36 @@ def _kib(text: str) -> int:
 # --- the walk -------------------------------------------------------------------
 
 
-@dataclass
 class _Where:
     """What an object inherits from its ancestors."""
 
-    package: int = -1
-    place: object = None  # nearest CPU-side object element: the I/O locality
-    pci_path: tuple[str, ...] = ()
-    pci: "_Pci | None" = None
+    __slots__ = ("package", "place", "pci_path", "pci")
+
+    def __init__(self, package: int = -1, place: object = None, pci_path: tuple[str, ...] = (),
+                 pci: "_Pci | None" = None) -> None:
+        self.package = package
+        self.place = place  # nearest CPU-side object element: the I/O locality
+        self.pci_path = pci_path
+        self.pci = pci
 
 
-@dataclass
 class _Pci:
-    el: object
-    place: object
-    path: tuple[str, ...]
-    osdevs: list = field(default_factory=list)
+    __slots__ = ("el", "place", "path", "osdevs")
+
+    def __init__(self, el: object, place: object, path: tuple[str, ...]) -> None:
+        self.el, self.place, self.path = el, place, path
+        self.osdevs: list = []
 
     @property
     def bus_id(self) -> str:
         return norm_bus_id(self.el.get("pci_busid", ""))
 
 
-@dataclass
 class _Numa:
-    el: object
-    parent: object
-    depth: int
+    __slots__ = ("el", "parent", "depth")
+
+    def __init__(self, el: object, parent: object, depth: int) -> None:
+        self.el, self.parent, self.depth = el, parent, depth
 
 
 _IO_TYPES = ("Bridge", "PCIDev", "OSDev")
