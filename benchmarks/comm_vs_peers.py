@@ -8,7 +8,8 @@ Compares, at the same sizes and in the same processes:
     >= 64 MiB);
   - MPI host-buffer bandwidth: nodemap's osu_bw window vs a plain blocking
     mpi4py Send/Recv loop (target >= 1.00x at >= 1 MiB).
-Every figure is the best of --repeats repetitions. Rank 0 prints a markdown
+Every figure is the best of --repeats repetitions (NCCL: of --rounds
+alternating blocks of --repeats, nodemap and torch in turn). Rank 0 prints a markdown
 table and writes DIR/comm_vs_peers.md and .json with machine, date and versions.
 """
 
@@ -102,7 +103,7 @@ def torch_busbw(op, size, n, iters, repeats):
     return size / best / 1e9 * co.bus_factor(op, n)
 
 
-def nccl_rows(ctx, sizes, iters, repeats):
+def nccl_rows(ctx, sizes, iters, repeats, rounds):
     import torch
     import torch.distributed as dist
 
@@ -115,10 +116,16 @@ def nccl_rows(ctx, sizes, iters, repeats):
     rows = []
     for op in NCCL_OPS:
         for size in sizes:
-            r = co.one(ctx, op, size, False, iters, repeats, "")
-            if isinstance(r, str):
-                raise SystemExit(r)
-            rows.append((op, size, r.stats.best, torch_busbw(op, size, n, iters, repeats)))
+            # alternate blocks of repetitions so that clock or link drift during
+            # the run favours neither side; best of all blocks for each
+            ours = theirs = 0.0
+            for _ in range(rounds):
+                r = co.one(ctx, op, size, False, iters, repeats, "")
+                if isinstance(r, str):
+                    raise SystemExit(r)
+                ours = max(ours, r.stats.best)
+                theirs = max(theirs, torch_busbw(op, size, n, iters, repeats))
+            rows.append((op, size, ours, theirs))
     dist.destroy_process_group()
     return rows
 
@@ -156,6 +163,7 @@ def main():
     ap.add_argument("--mpi-sizes", default="1KiB:64MiB")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating nodemap/torch blocks per NCCL size")
     a = ap.parse_args()
     ctx = co.open_ctx("mpi", None, 600)
     MPI = __import__("mpi4py.MPI", fromlist=["MPI"])
@@ -165,7 +173,7 @@ def main():
     failed = ""
     try:
         with mc.deadline(900, "the NCCL comparison"):
-            nrows = nccl_rows(ctx, mp.parse_sizes(a.nccl_sizes), a.iters, a.repeats)
+            nrows = nccl_rows(ctx, mp.parse_sizes(a.nccl_sizes), a.iters, a.repeats, a.rounds)
     except Exception as e:  # keep the MPI table; say why the NCCL one is missing
         nrows, failed = [], f"NCCL comparison failed: {type(e).__name__}: {e}"
     if comm.Get_rank() != 0:
