@@ -35,6 +35,15 @@ def test_bench_gpu_small(capsys, unroll):
     for r in d["results"]:
         # above the datasheet means the timing is wrong, not the GPU fast
         assert r["efficiency"] is None or r["efficiency"] < 1.02, r
+        # auto block (the default): each kernel says which block it was timed with
+        want = {1024} if r["metric"] == "dot" else set(gpu_memory.AUTO_BLOCKS)
+        assert r["params"]["block"] in want and r["params"]["block_choice"].startswith("auto"), r["params"]
+
+
+def test_bench_gpu_fixed_block_is_kept(capsys):
+    d = _json(["bench", "gpu", "--size", "64MiB", "--repeats", "2", "--kernels", "copy,triad", "--block", "256"], capsys)
+    assert {r["params"]["block"] for r in d["results"]} == {256}
+    assert all(r["verified"] and r["params"]["block_choice"] == "fixed" for r in d["results"])
 
 
 def test_gold_check_catches_wrong_values():
@@ -43,7 +52,7 @@ def test_gold_check_catches_wrong_values():
     with gc.device_memory(cp), gc.gate(cp) as gate:
         arrs = gpu_memory.Arrays(cp, g, "float32", gpu_memory.elements(g, 4, plan.size))
         try:
-            gpu_memory._run_all(cp, gate, [arrs], ("init", "copy"), 256)
+            gpu_memory._run_all(cp, gate, [arrs], ("init", "copy"), {"init": 256, "copy": 256})
             with pytest.raises(NodemapError, match="gold"):
                 arrs.check((0.1, 0.2, 0.5, 0.0), ("copy",))  # c holds 0.1, not 0.5
             arrs.check((0.1, 0.2, 0.1, 0.0), ("copy",))

@@ -32,9 +32,13 @@ ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nst
 INIT = (0.1, 0.2, 0.0)
 SCALAR = 0.4
 DTYPES = ("float64", "float32")
-# Measured on H200 (benchmarks/results/gpu_vs_peers.md): block 128 and one
-# vector per thread gave the best copy; unroll 2/4 and block 256 were 0.5-4% slower.
+# One vector per thread: unroll 2/4 were 0.5-4% slower on H200 and H100
+# (benchmarks/results/gpu_vs_peers.md). The best block differs by GPU and
+# kernel (H200 copy: 128; H100 triad: 1024, +0.6%), so by default each kernel
+# takes the fastest of AUTO_BLOCKS in a short calibration on the GPU itself.
 BLOCK, UNROLL = 128, 1
+AUTO_BLOCKS = (128, 256, 512, 1024)
+CALIBRATION_LAUNCHES = 2  # per candidate block, every kernel
 # Relative tolerance of the checks: BabelStream's 100 epsilon for arrays;
 # the dot adds ~N/threads terms per thread, so float32 gets more room.
 ARRAY_TOL = {"float64": 100 * 2.22e-16, "float32": 100 * 1.19e-7}
@@ -45,7 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gc.add_common_arguments(p, "bytes per array (default: the larger of 1 GiB and 4x L2)")
     p.add_argument("--dtype", default="float64,float32", help="float64, float32 or both (default)")
     p.add_argument("--kernels", default=",".join(KERNELS), help=f"subset of {','.join(KERNELS)}")
-    p.add_argument("--block", type=int, default=BLOCK, help=f"threads per block (default {BLOCK}; dot uses 1024)")
+    p.add_argument("--block", type=int, default=0,
+                   help="threads per block (default 0: per kernel the fastest of "
+                        f"{', '.join(map(str, AUTO_BLOCKS))}, chosen before timing; dot always uses 1024)")
     p.add_argument("--unroll", type=int, default=UNROLL, choices=(1, 2, 4),
                    help=f"16-byte vectors per thread, all loaded before the first store (default {UNROLL})")
     p.add_argument("--grid-per-sm", type=int, default=0, metavar="N",
@@ -95,8 +101,8 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise NodemapError(f"--dtype {args.dtype!r}: choose from {', '.join(DTYPES)}")
     if not kernels or set(kernels) - set(KERNELS):
         raise NodemapError(f"--kernels {args.kernels!r}: choose from {', '.join(KERNELS)}")
-    if args.repeats < 1 or args.block not in (32, 64, 128, 256, 512, 1024):
-        raise NodemapError("--repeats must be >= 1 and --block a power of two from 32 to 1024")
+    if args.repeats < 1 or args.block not in (0, 32, 64, 128, 256, 512, 1024):
+        raise NodemapError("--repeats must be >= 1 and --block 0 (auto) or a power of two from 32 to 1024")
     if args.grid_per_sm < 0:
         raise NodemapError("--grid-per-sm must be >= 0")
     return Plan(dtypes, kernels, gc.parse_size(args.size) if args.size else None, args.repeats, args.block,
@@ -174,6 +180,10 @@ class Arrays:
         fn = self.fn(name, unroll)
         if name == "dot":
             return lambda st: fn((self.dot_blocks,), (1024,), args, stream=st)
+        if block > fn.max_threads_per_block:
+            raise NodemapError(f"{name} ({self.dtype}, {unroll} vectors per thread) runs at most "
+                               f"{fn.max_threads_per_block} threads per block on {self.dev.key} (registers): "
+                               f"use a smaller --block, or leave it out to have it chosen")
         per_thread = 1 if name == "init" else unroll
         max_grid = grid_per_sm * self.dev.sm_count
         return lambda st: gc.launch(self.cp, fn, -(-self.nvec // per_thread), args, st, block, max_grid)
@@ -212,35 +222,61 @@ def measure(cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, plan: P
         n = min(x.n for x in arrs)
         if any(x.n != n for x in arrs):
             raise NodemapError("GPUs of different L2 sizes in one aggregate run: give --size")
-        _run_all(cp, gate, arrs, ("init",), plan.block)
+        _run_all(cp, gate, arrs, ("init",), {"init": BLOCK})
         times = {k: [] for k in plan.kernels}
-        classic = tuple(k for k in CLASSIC if k in plan.kernels)
-        for _ in range(plan.repeats):
-            for k, t in _run_all(cp, gate, arrs, classic, plan.block, plan.unroll, plan.grid_per_sm).items():
-                times[k] += t
-        if "nstream" in plan.kernels:
+        # classic kernels, then nstream, each calibrated (or not) then timed:
+        # the order gold() replays, calibration rounds included
+        blocks: dict[str, int] = {}
+        rounds = 0
+        for part in (tuple(k for k in CLASSIC if k in plan.kernels), ("nstream",) if "nstream" in plan.kernels else ()):
+            if not part:
+                continue
+            if plan.block:
+                blocks.update((k, plan.block) for k in part)
+                extra = 0
+            else:
+                extra = _calibrate(cp, gate, arrs, part, plan, blocks)
             for _ in range(plan.repeats):
-                got = _run_all(cp, gate, arrs, ("nstream",), plan.block, plan.unroll, plan.grid_per_sm)
-                times["nstream"] += got["nstream"]
-        expect = gold(dtype, plan.repeats, plan.kernels, n)
+                for k, t in _run_all(cp, gate, arrs, part, blocks, plan.unroll, plan.grid_per_sm).items():
+                    times[k] += t
+            rounds = max(rounds, extra)
+        expect = gold(dtype, plan.repeats + rounds, plan.kernels, n)
         how = [x.check(expect, plan.kernels) for x in arrs][0]
-        return [_result(group, dtype, n, k, times[k], how, plan) for k in plan.kernels]
+        return [_result(group, dtype, n, k, times[k], how, plan, blocks[k]) for k in plan.kernels]
     finally:
         for x in arrs:
             x.free()
 
 
-def _run_all(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], block: int,
+def _calibrate(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], plan: Plan,
+               blocks: dict[str, int]) -> int:
+    """Fill `blocks` with each kernel's fastest block of AUTO_BLOCKS (best of
+    CALIBRATION_LAUNCHES each); returns the rounds of `kernels` it ran."""
+    # a kernel heavy in registers may not run 1024 threads per block: cap it
+    limit = {k: min(x.fn(k, plan.unroll).max_threads_per_block for x in arrs) for k in kernels}
+    best: dict[str, tuple[float, int]] = {}
+    for b in AUTO_BLOCKS:
+        sizes = {k: max(c for c in AUTO_BLOCKS if c <= max(limit[k], AUTO_BLOCKS[0]) and c <= b) for k in kernels}
+        for _ in range(CALIBRATION_LAUNCHES):
+            for k, t in _run_all(cp, gate, arrs, kernels, sizes, plan.unroll, plan.grid_per_sm).items():
+                if t[0] < best.get(k, (float("inf"), 0))[0]:
+                    best[k] = (t[0], sizes[k])
+    blocks.update((k, b) for k, (_, b) in best.items())
+    return len(AUTO_BLOCKS) * CALIBRATION_LAUNCHES
+
+
+def _run_all(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], blocks: dict[str, int],
              unroll: int = 1, grid_per_sm: int = 0) -> dict[str, list[float]]:
     """Each kernel once on every GPU at once: {kernel: [slowest GPU's seconds]}."""
     out: dict[str, list[float]] = {}
     for k in kernels:
-        jobs = [gc.Job(x.dev.ordinal, x.stream, x.enqueue(k, block, unroll, grid_per_sm)) for x in arrs]
+        jobs = [gc.Job(x.dev.ordinal, x.stream, x.enqueue(k, blocks[k], unroll, grid_per_sm)) for x in arrs]
         out[k] = [max(gc.time_streams(cp, gate, jobs))]
     return out
 
 
-def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: list[float], how: str, plan: Plan):
+def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: list[float], how: str, plan: Plan,
+            block: int):
     itemsize = 8 if dtype == "float64" else 4
     per_gpu = ARRAYS_READ_WRITTEN[kernel] * n * itemsize
     nbytes = per_gpu * len(group)
@@ -250,7 +286,8 @@ def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: l
     return make_result(
         "gpu", kernel, "GB/s", [nbytes / s / 1e9 for s in seconds], verified=True,
         params={"dtype": dtype, "elements": n, "array_bytes": n * itemsize, "gpus": [d.key for d in group],
-                "cuda_ordinals": [d.ordinal for d in group], "block": plan.block, "unroll": plan.unroll,
+                "cuda_ordinals": [d.ordinal for d in group], "block": 1024 if kernel == "dot" else block,
+                "block_choice": "fixed" if plan.block else f"auto (fastest of {AUTO_BLOCKS})", "unroll": plan.unroll,
                 "grid_per_sm": plan.grid_per_sm, "repeats": plan.repeats,
                 "mode": "single" if one else "aggregate"},
         bytes=nbytes,
