@@ -38,7 +38,7 @@ DTYPES = ("float64", "float32")
 # takes the fastest of AUTO_BLOCKS in a short calibration on the GPU itself.
 BLOCK, UNROLL = 128, 1
 AUTO_BLOCKS = (128, 256, 512, 1024)
-CALIBRATION_LAUNCHES = 2  # per candidate block, every kernel
+CALIBRATION_LAUNCHES = 3  # per candidate block, every kernel, candidates interleaved
 # Relative tolerance of the checks: BabelStream's 100 epsilon for arrays;
 # the dot adds ~N/threads terms per thread, so float32 gets more room.
 ARRAY_TOL = {"float64": 100 * 2.22e-16, "float32": 100 * 1.19e-7}
@@ -254,15 +254,19 @@ def _calibrate(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence
     CALIBRATION_LAUNCHES each); returns the rounds of `kernels` it ran."""
     # a kernel heavy in registers may not run 1024 threads per block: cap it
     limit = {k: min(x.fn(k, plan.unroll).max_threads_per_block for x in arrs) for k in kernels}
+    size = {b: {k: max(c for c in AUTO_BLOCKS if c <= max(limit[k], AUTO_BLOCKS[0]) and c <= b) for k in kernels}
+            for b in AUTO_BLOCKS}
+    # one untimed round first (clocks and caches settle), then the candidates
+    # in turn, so that a ramp or drift favours none of them
+    _run_all(cp, gate, arrs, kernels, size[AUTO_BLOCKS[0]], plan.unroll, plan.grid_per_sm)
     best: dict[str, tuple[float, int]] = {}
-    for b in AUTO_BLOCKS:
-        sizes = {k: max(c for c in AUTO_BLOCKS if c <= max(limit[k], AUTO_BLOCKS[0]) and c <= b) for k in kernels}
-        for _ in range(CALIBRATION_LAUNCHES):
-            for k, t in _run_all(cp, gate, arrs, kernels, sizes, plan.unroll, plan.grid_per_sm).items():
+    for _ in range(CALIBRATION_LAUNCHES):
+        for b in AUTO_BLOCKS:
+            for k, t in _run_all(cp, gate, arrs, kernels, size[b], plan.unroll, plan.grid_per_sm).items():
                 if t[0] < best.get(k, (float("inf"), 0))[0]:
-                    best[k] = (t[0], sizes[k])
+                    best[k] = (t[0], size[b][k])
     blocks.update((k, b) for k, (_, b) in best.items())
-    return len(AUTO_BLOCKS) * CALIBRATION_LAUNCHES
+    return 1 + len(AUTO_BLOCKS) * CALIBRATION_LAUNCHES
 
 
 def _run_all(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], blocks: dict[str, int],
