@@ -79,7 +79,7 @@ def test_d2d_path_nvlink_and_pcie():
     t = sample_node(links=[Link("GPU0", "GPU2", count=18, bandwidth=18 * NV4, version=4)])
     g0, g1, g2 = (_gpu(t, f"GPU{i}", i) for i in range(3))
     label, peak, _ = copies.d2d_path(t, g0, g2)
-    assert label == "NV18" and peak.gbs == pytest.approx(478.125)
+    assert label == "NV18" and peak.gbs == pytest.approx(450.0)
     label, peak, _ = copies.d2d_path(t, g0, g1)
     assert label == "PXB" and peak.gbs == pytest.approx(63.008) and "Gen5" in peak.source
     unknown = dataclasses.replace(g1, key="cuda1")
@@ -92,7 +92,7 @@ def test_fan_peak_is_capped_by_the_hub_ports_behind_a_switch():
     g0, g1, g2 = (_gpu(t, f"GPU{i}", i) for i in range(3))
     pair = Peak(18 * NV4, "NV18")
     capped = copies.fan_peak(t, g0, [pair, pair], "source")
-    assert capped.gbs == pytest.approx(478.125) and "ports" in capped.source  # not 2 x 478
+    assert capped.gbs == pytest.approx(450.0) and "ports" in capped.source  # not 2 x 450
     # direct links (no switch): each pair has its own links, so the sum stands
     direct = sample_node(links=[Link("GPU0", "GPU1", count=4, bandwidth=4 * NV4),
                                 Link("GPU0", "GPU2", count=4, bandwidth=4 * NV4)])

@@ -269,7 +269,7 @@ def test_nvswitch_links_take_the_hopper_link_rate():
     t = parse(node_v2(pcis=pcis, hetero=hetero))
     assert [g.pci_bus_id for g in t.gpus] == ["0000:03:00.0", "0000:1b:00.0"]  # PCI order, not file order
     assert t.gpus[0].uuid == "GPU-30" and t.gpus[0].memory == 80 << 30
-    assert set(t.links) == {Link(f"GPU{i}", "NVSwitch", "NVLink", count=18, bandwidth=18 * 26.5625, version=4)
+    assert set(t.links) == {Link(f"GPU{i}", "NVSwitch", "NVLink", count=18, bandwidth=18 * 25.0, version=4)
                             for i in (0, 1)}
 
 

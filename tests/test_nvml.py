@@ -118,7 +118,7 @@ def test_h200x2_gets_model_uuid_memory_affinity_and_nv18(use):
     assert (g0.pcie_gen, g0.pcie_width, g0.os_names) == (5, 16, ("nvml0",))
     assert g0.cpuset == CpuSet.parse("0-47") and g1.cpuset == CpuSet.parse("48-63")
     assert (g0.numa_node, g1.numa_node) == (0, 1)
-    assert t.links == (Link("GPU0", "GPU1", "NVLink", 18, 478.125, 4),)
+    assert t.links == (Link("GPU0", "GPU1", "NVLink", 18, 450.0, 4),)
     assert path(t, "GPU0", "GPU1").label == "NV18"
     assert t.source == "sysfs:/+nvml"
     assert nv.calls == [(0, 1)]
@@ -131,7 +131,7 @@ def test_dgx_with_hidden_switches_and_no_remote_type_function(use):
     assert [g.key for g in t.gpus] == [f"GPU{i}" for i in range(8)]
     assert t.gpus[5].pci_bus_id == "0000:68:00.0" and t.gpus[5].numa_node == 1
     switch = [l for l in t.links if l.b == "NVSwitch"]
-    assert len(switch) == 8 and {(l.count, l.version, l.bandwidth) for l in switch} == {(18, 4, 478.125)}
+    assert len(switch) == 8 and {(l.count, l.version, l.bandwidth) for l in switch} == {(18, 4, 450.0)}
     assert path(t, "GPU0", "GPU7").label == "NV18"
     assert any("hidden" in n and "FFFFFFFF:FF:FF.0" in n for n in t.notes)
 
@@ -142,7 +142,7 @@ def test_visible_switch_by_remote_type_and_npu_link(use):
     gpus[1]["links"] = [(b"00000000:C1:00.0", 2, 4)] * 12
     use(fake_nvml(gpus))
     t = enrich(Topology(), env={})
-    assert Link("GPU0", "NVSwitch", "NVLink", 12, 12 * 26.5625, 4) in t.links
+    assert Link("GPU0", "NVSwitch", "NVLink", 12, 12 * 25.0, 4) in t.links
     assert any(l.b == "CPU" and l.count == 2 for l in t.links)
     assert path(t, "GPU0", "GPU1").label == "NV12"
     assert not any("hidden" in n for n in t.notes)

@@ -14,7 +14,7 @@ from nodemap.topology.paths import (
 )
 
 S = CpuSet.parse
-NV4 = 26.5625
+NV4 = 25.0
 
 
 def _pci(bus, numa, cpus, *bridges, cls=0x0302, gen=5, width=16):
@@ -92,7 +92,7 @@ def test_direct_nvlink_counts_and_bandwidth():
     t = sample_node(links=[Link("GPU0", "GPU2", count=18, bandwidth=18 * NV4, version=4)])
     p = path(t, "GPU2", "GPU0")
     assert (p.kind, p.nvlinks, p.label) == ("NV", 18, "NV18")
-    assert p.bandwidth_gbs == pytest.approx(478.125)
+    assert p.bandwidth_gbs == pytest.approx(450.0)
     assert path(t, "GPU0", "GPU1").label == "PXB"  # GPU1 has no NVLink
 
 

@@ -43,8 +43,8 @@ def test_table_sources_name_a_bandwidth():
 
 
 def test_nvlink_uses_the_topology_rate():
-    # H200 NV18: the 478 GB/s the topology's paths carry for the same link
-    assert nvlink_peak(4, 18).gbs == pytest.approx(18 * 26.5625)
+    # H200 NV18: the 450 GB/s per direction the topology's paths carry for the same link
+    assert nvlink_peak(4, 18).gbs == pytest.approx(18 * 25.0)
     assert nvlink_peak(3, 12).gbs == pytest.approx(300.0)
     for gen, per in NVLINK_GBS.items():
         assert nvlink_peak(gen, 1).gbs == per

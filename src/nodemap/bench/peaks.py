@@ -5,10 +5,10 @@ x link count -> GB/s per direction, PCIe generation x width -> GB/s per
 direction. GB = 1e9 bytes, as every bandwidth in nodemap.
 
 NVLink uses the per-link rate of nodemap.topology.nvml.NVLINK_GBS, the one
-the topology's paths carry: for NVLink 4 that is the 26.5625 GB/s signalling
-rate `nvidia-smi nvlink -s` prints (18 links = 478 GB/s per direction), not
-the rounded 25 GB/s of NVIDIA's "900 GB/s" marketing figure. A D2D copy's
-efficiency is therefore against the higher, physical number.
+the topology's paths carry: the data rate after line coding, as for PCIe
+(NVLink 4: 25 GB/s per link and direction, 18 links = 450 GB/s, NVIDIA's
+"900 GB/s bidirectional"), not the 26.5625 GB/s raw signalling rate
+`nvidia-smi nvlink -s` prints.
 
 PCIe rates are after line coding (8b/10b for gen 1-2, 128b/130b for 3-5,
 FLIT for 6) and before packet overhead: x16 gen5 = 63.0 GB/s; real DMA

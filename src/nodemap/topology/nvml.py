@@ -24,10 +24,11 @@ if TYPE_CHECKING:
 
 __all__ = ["enrich", "apply_visible", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
 
-# GB/s per link per direction by NVLink generation. 1-3 are NVIDIA's
-# nominal figures; 4 is the 26.5625 GB/s that `nvidia-smi nvlink -s` prints
-# for Hopper (18 links = 478 GB/s); 5 is Blackwell's nominal 50 GB/s.
-NVLINK_GBS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.5625, 5: 50.0}
+# GB/s per link per direction by NVLink generation: the data rate after line
+# coding (NVIDIA's and hwloc's figures), as PCIe rates are counted after
+# 128b/130b. `nvidia-smi nvlink -s` prints the raw signalling rate instead
+# (Hopper: 26.5625 GB/s = 53.125 GBd PAM4 x 2 lanes / 8, before coding).
+NVLINK_GBS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
 
 # nvmlDeviceGetArchitecture -> NVLink generation. The architecture decides
 # because nvmlDeviceGetNvLinkVersion's value changed meaning between driver
