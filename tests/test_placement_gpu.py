@@ -74,6 +74,9 @@ def test_bench_placement_end_to_end(tmp_path):
     assert all(r["verified"] for r in res)
     for r in res:
         p = r["params"]
+        per = p["lookups_per_s_per_gpu"]  # each GPU's own rate; the total is set by the slowest
+        assert len(per) == 2 and min(per) > 0
+        assert 0.9 * len(per) * min(per) <= r["stats"]["median"] <= 1.1 * sum(per), (per, r["stats"])
         if p["strategy"].startswith("analysis"):
             assert abs(p["predicted_local_fraction"] - p["measured_local_fraction"]) < 0.05
 

@@ -4,7 +4,7 @@ A table of fixed-size rows, larger than one GPU's budget, gathered by every
 GPU at once with Zipf-distributed keys (rows permuted so hot rows scatter
 over chunks; each GPU mixes a hot set of its own with a shared one), reduced
 to a checksum that must equal the one computed from the row formula alone.
-Every strategy runs the same keys; lookups/s per GPU and in total after
+Every strategy runs the same keys; lookups/s in total (JSON: per GPU too) after
 warm-up, first-iteration time, profile/plan/apply costs, memory per GPU, and
 predicted vs measured local fraction are reported.
 
@@ -17,6 +17,7 @@ is never oversubscribed (that can hang a shared GPU). The per-GPU *budget*
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -256,7 +257,9 @@ class Bench:
             costs["first_iteration_s"] = time.perf_counter() - t0
             if sums != expected:
                 raise RuntimeError(f"{strat}: checksum mismatch {sums} != {expected}")
-            times = repeat(lambda: self._timed(tables, keys, expected), repeats=cfg.iterations, warmup=1)
+            per_gpu: list[list[float]] = []  # seconds of each GPU, per repetition
+            times = repeat(lambda: self._timed(tables, keys, expected, per_gpu), repeats=cfg.iterations, warmup=1)
+            per_gpu = per_gpu[-len(times):]  # the warm-up's entry dropped
         finally:
             del mem
             if strat == "copies":
@@ -269,6 +272,9 @@ class Bench:
             "lookups_per_gpu": cfg.lookups, "gpus": cfg.devices, "budget_per_gpu": cfg.budget,
             "hot_mix": cfg.hot_mix, "object_bytes": cfg.object_bytes,
             "bytes_per_gpu": [int(b) for b in plan_bytes], "measured_local_fraction": measured, **costs,
+            # each GPU alone: median over the repetitions of its own lookups / its own time
+            "lookups_per_s_per_gpu": [statistics.median(cfg.lookups / rep[g] for rep in per_gpu)
+                                      for g in range(n)],
         }
         return make_result(
             "placement", f"{strat} s={s}", "lookups/s", total, verified=True,
@@ -386,7 +392,7 @@ class Bench:
                 res.append(int(o.get()[0]))
         return res
 
-    def _timed(self, tables, keys, expected) -> float:
+    def _timed(self, tables, keys, expected, per_gpu: list) -> float:
         cp = self.cp
         ev, outs = [], []
         for g, dev in enumerate(self.cfg.devices):
@@ -405,6 +411,7 @@ class Bench:
                 secs.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
                 if int(o.get()[0]) != want:
                     raise RuntimeError("checksum changed between repetitions")
+        per_gpu.append(secs)
         return max(secs)  # the node is done when the slowest GPU is
 
     def _expected(self, rows, dev) -> int:
