@@ -50,7 +50,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     command a stub, for a command line that names none)."""
     import argparse
     import importlib
-    import importlib.util
 
     p = argparse.ArgumentParser(
         prog="nodemap",
@@ -59,29 +58,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"nodemap {__version__}")
+    p.set_defaults(_parser=p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_) in COMMANDS.items():
         if only is not None and name != only:
-            if only == "" and importlib.util.find_spec(modname) is None:
-                continue  # command not built yet
             sub.add_parser(name, help=help_)
             continue
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name != modname:
-                raise
-            continue  # command not built yet
-        sp = sub.add_parser(
-            name,
-            help=help_,
-            description=getattr(mod, "DESCRIPTION", help_),
-            epilog=getattr(mod, "EPILOG", None),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        mod.add_arguments(sp)
-        sp.set_defaults(_module=mod)
+        mod = importlib.import_module(modname)
+        add_command(sub, name, mod, help_).set_defaults(_module=mod)
     return p
+
+
+def add_command(sub, name: str, mod, help_: str) -> argparse.ArgumentParser:
+    """The parser of one (sub)command from its module: DESCRIPTION, EPILOG,
+    add_arguments; errors in its arguments are reported by this parser, with
+    its own usage line."""
+    import argparse
+
+    sp = sub.add_parser(name, help=help_, description=getattr(mod, "DESCRIPTION", help_),
+                        epilog=getattr(mod, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter)
+    mod.add_arguments(sp)
+    sp.set_defaults(_parser=sp)
+    return sp
 
 
 class _Args:
@@ -96,12 +94,7 @@ def _fast(words: list[str]) -> _Args | None:
     if not words or words[0] not in COMMANDS:
         return None
     modname = COMMANDS[words[0]][0]
-    try:
-        __import__(modname)
-    except ModuleNotFoundError as e:
-        if e.name != modname:
-            raise
-        return None  # command not built yet: argparse says so
+    __import__(modname)
     mod = sys.modules[modname]
     parse = getattr(mod, "parse_fast", None)
     values = parse(list(words[1:])) if parse is not None else None
@@ -115,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         first = next((w for w in words if not w.startswith("-")), None)
         # No command named: the parser only prints help, version or an error.
         parser = build_parser(first if first in COMMANDS else "")
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named by the (sub)command that was given them, with its usage
+            args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if not getattr(args, "_module", None):
             parser.print_help()
             return 2

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import NodemapError
 from . import mpi_common as mc
@@ -344,9 +344,13 @@ def run(args: argparse.Namespace) -> int:
     ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes)
     if args.iters < 1 or args.repeats < 1:
         raise NodemapError("--iters and --repeats must be positive")
-    ctx = open_ctx(args.mode, args.gpus, args.timeout)
+    return run_on(open_ctx(args.mode, args.gpus, args.timeout), lambda ctx: bench(ctx, ops, sizes, args), args, text)
+
+
+def run_on(ctx: Ctx, measure: Callable[[Ctx], ResultSet], args: Any, text: Callable[[ResultSet], str]) -> int:
+    """Measure, close the context whatever happens, and let the root rank report."""
     try:
-        rs = bench(ctx, ops, sizes, args)
+        rs = measure(ctx)
     finally:
         ctx.close()
     if not ctx.is_root():

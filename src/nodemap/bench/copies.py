@@ -73,12 +73,7 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("--iters and --repeats must be >= 1")
     size = gc.parse_size(args.size) if args.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
-    cp = gc.import_cupy()
-    topo, why = gc.load_topology(args.topology)
-    devs = gc.gpus(cp, args.gpus, topo)
-    rs = ResultSet(command="bench copies", environment=gc.environment(cp, devs))
-    if why:
-        rs.messages.append(why)
+    cp, topo, devs, rs = gc.open_bench(args, "bench copies")
     try:
         with gc.device_memory(cp), gc.gate(cp) as gate, Bench(cp, gate, devs, topo, size, args) as b:
             rs.messages += b.messages

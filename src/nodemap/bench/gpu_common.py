@@ -396,6 +396,20 @@ def results_text(results: Sequence[Any]) -> str:
     return table(RESULT_HEADER, [result_row(r) for r in results], right=[False] * 3 + [True] * 4 + [False])
 
 
+def open_bench(args: Any, command: str) -> tuple[Any, Topology | None, list[Gpu], Any]:
+    """CuPy, the topology (for path classes and links), the GPUs of --gpus
+    and an empty ResultSet that says why the topology is missing, if it is."""
+    from .results import ResultSet
+
+    cp = import_cupy()
+    topo, why = load_topology(args.topology)
+    devs = gpus(cp, args.gpus, topo)
+    rs = ResultSet(command=command, environment=environment(cp, devs))
+    if why:
+        rs.messages.append(why)
+    return cp, topo, devs, rs
+
+
 def finish(rs: Any, args: Any, text: Callable[[Any], str]) -> int:
     """Save, then print JSON or the text form; exit 1 when a part failed."""
     if getattr(args, "output", None):

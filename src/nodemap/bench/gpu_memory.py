@@ -73,12 +73,7 @@ class Plan:
 
 def run(args: argparse.Namespace) -> int:
     plan = _plan(args)
-    cp = gc.import_cupy()
-    topo, why = gc.load_topology(args.topology)
-    devs = gc.gpus(cp, args.gpus, topo)
-    rs = ResultSet(command="bench gpu", environment=gc.environment(cp, devs))
-    if why:
-        rs.messages.append(why)
+    cp, _, devs, rs = gc.open_bench(args, "bench gpu")
     groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not args.no_aggregate else [])
     prog = Progress(len(groups) * len(plan.dtypes), "gpu", quiet=args.quiet)
     try:

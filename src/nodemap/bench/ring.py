@@ -344,15 +344,7 @@ def run(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.repeats < 1:
         raise NodemapError("--steps and --repeats must be positive")
     ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True)
-    try:
-        rs = bench(ctx, wanted, sizes, args)
-    finally:
-        ctx.close()
-    if not ctx.is_root():
-        return 0 if rs.complete else 1
-    from .gpu_common import finish
-
-    return finish(rs, args, text)
+    return co.run_on(ctx, lambda c: bench(c, wanted, sizes, args), args, text)
 
 
 def bench(ctx: co.Ctx, wanted: list[str], sizes: list[int], args: Any) -> ResultSet:

@@ -29,23 +29,12 @@ BENCHES: dict[str, tuple[str, str]] = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..cli import add_command
+
     sub = p.add_subparsers(dest="bench", metavar="KIND")
     for name, (modname, help_) in BENCHES.items():
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name != modname:
-                raise
-            continue  # not built yet
-        sp = sub.add_parser(
-            name,
-            help=help_,
-            description=getattr(mod, "DESCRIPTION", help_),
-            epilog=getattr(mod, "EPILOG", None),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        mod.add_arguments(sp)
-        sp.set_defaults(_bench_module=mod)
+        mod = importlib.import_module(modname)
+        add_command(sub, name, mod, help_).set_defaults(_bench_module=mod)
     p.set_defaults(_bench_parser=p)
 
 

@@ -125,37 +125,28 @@ def _attr(el, name: str) -> str:
     return value
 
 
-def _int(el, name: str, default: int | None = None, base: int = 10) -> int:
+def _parsed(el, name: str, default, parse, what: str):
+    """Attribute `name` parsed, `default` when absent (None: required); a
+    value `parse` refuses is reported by `what` (a template of name and value)."""
     value = el.get(name)
     if value is None:
-        if default is None:
-            raise _Bad(f"{_label(el)} has no {name} attribute", _needle(el))
-        return default
+        return _attr(el, name) if default is None else default
     try:
-        return int(value, base)
-    except ValueError:
-        raise _Bad(f"{_label(el)} has a non-numeric {name}={value!r}", f'{name}="{value}"') from None
+        return parse(value)
+    except (ValueError, CpuSetError):
+        raise _Bad(f"{_label(el)} has {what.format(name=name, value=repr(value))}", f'{name}="{value}"') from None
+
+
+def _int(el, name: str, default: int | None = None, base: int = 10) -> int:
+    return _parsed(el, name, default, lambda v: int(v, base), "a non-numeric {name}={value}")
 
 
 def _float(el, name: str) -> float:
-    value = el.get(name, "0")
-    try:
-        return float(value)
-    except ValueError:
-        raise _Bad(f"{_label(el)} has a non-numeric {name}={value!r}", f'{name}="{value}"') from None
+    return _parsed(el, name, 0.0, float, "a non-numeric {name}={value}")
 
 
 def _mask(el, name: str, default: CpuSet | None = None) -> CpuSet:
-    value = el.get(name)
-    if value is None:
-        if default is None:
-            raise _Bad(f"{_label(el)} has no {name} attribute", _needle(el))
-        return default
-    try:
-        return _parse_mask(value)
-    except CpuSetError:
-        raise _Bad(f"{_label(el)} has an unreadable {name}={value!r} (expected hwloc's 0x... mask)",
-                   f'{name}="{value}"') from None
+    return _parsed(el, name, default, _parse_mask, "an unreadable {name}={value} (expected hwloc's 0x... mask)")
 
 
 @functools.lru_cache(maxsize=4096)
