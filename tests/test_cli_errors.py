@@ -1,0 +1,25 @@
+"""Argument errors as a user meets them: one usage line of the command that
+was given the argument, one error line naming it, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("argv, who", [
+    (["topo", "--bogus"], "nodemap topo"),
+    (["bench", "memory", "-o", "x.json"], "nodemap bench memory"),
+    (["bench", "placement", "--nope"], "nodemap bench placement"),
+    (["plan", "--tasks", "2", "--launcher", "srun", "extra"], "nodemap plan"),
+    (["--bogus"], "nodemap"),
+])
+def test_unrecognized_arguments_are_named_by_their_command(argv, who):
+    r = subprocess.run([sys.executable, "-m", "nodemap", *argv], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith(f"usage: {who}"), r.stderr
+    assert lines[-1].startswith(f"{who}: error: unrecognized arguments:"), r.stderr
+    assert "Traceback" not in r.stderr
