@@ -68,10 +68,12 @@ static double now(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* Slices start on 8-element (64 B) boundaries: no line is shared between
- * threads and aligned NT stores stay legal. */
+/* Thread id's slice: ceil(n / nthreads) rounded up to 8 elements (64 B: no
+ * line is shared between threads, aligned NT stores stay legal), so every
+ * element has an owner even when n / nthreads is already a multiple of 8;
+ * the last slices may be short or empty. */
 static void slice(long n, int nthreads, int id, long *lo, long *hi) {
-    long per = (n / nthreads + 7) & ~7L;
+    long per = ((n + nthreads - 1) / nthreads + 7) & ~7L;
     *lo = per * id < n ? per * id : n;
     *hi = per * (id + 1) < n ? per * (id + 1) : n;
 }
