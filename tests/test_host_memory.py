@@ -49,15 +49,6 @@ def test_failed_check_is_an_error_not_a_number():
         hm.measure(topo(), CPUS[:1], N, ["triad"], 1, skip=5)
 
 
-@pytest.mark.parametrize("nt", [False, True])
-def test_every_element_has_an_owner_for_any_size_and_thread_count(nt):
-    # n / threads a multiple of 8 plus a remainder (17 on 2 threads) was lost
-    for threads in (1, 2, 3, 5):
-        cpus = [CPUS[i % len(CPUS)] for i in range(threads)]
-        for n in (1, 5, 17, 49, 65, 43, 4099):
-            assert hk.stream(cpus, n, hk.KERNELS, 1, nt_stores=nt).verified, (n, threads)
-
-
 def test_kernel_subsets_check_against_replayed_gold_values():
     for ks in (["copy", "triad"], ["add", "sum"], ["scale", "add"]):
         assert hk.stream(CPUS, 1000, ks, 3).verified
