@@ -11,6 +11,7 @@ from nodemap.bench import hostkernels as hk
 from nodemap.bench import placements as pl
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
+from test_host_memory import NT
 
 CPUS = sorted(os.sched_getaffinity(0))[:2]
 SUPPORTED = [i for i in hk.ISAS if hk.isa_supported(i)]
@@ -37,7 +38,7 @@ def test_scalar_and_baseline_run_everywhere_and_the_best_is_the_default():
 
 
 @pytest.mark.parametrize("isa", hk.ISAS)
-@pytest.mark.parametrize("nt", [False, True])
+@pytest.mark.parametrize("nt", NT)
 def test_every_supported_isa_verifies_odd_sizes_and_thread_counts(monkeypatch, isa, nt):
     if isa not in SUPPORTED:
         pytest.skip(f"this CPU does not run {isa}")
@@ -55,7 +56,7 @@ def test_a_skipped_element_fails_every_isa(monkeypatch, isa):
         pytest.skip(f"this CPU does not run {isa}")
     monkeypatch.setenv(hk.ISA_ENV, isa)
     for skip in (0, 16, 31, 4098):  # slice start, vector start, mid vector, tail
-        for nt in (False, True):
+        for nt in (False, True)[:1 + (platform.machine() == "x86_64")]:
             assert not hk.stream(CPUS, 4099, hk.KERNELS, 1, nt_stores=nt, skip=skip).verified
 
 
@@ -66,6 +67,12 @@ def test_results_say_which_kernels_ran(monkeypatch):
     monkeypatch.delenv(hk.ISA_ENV)
     rs = hm.measure(pl.flat_topology(CpuSet(CPUS)), CPUS, 1001, ["copy"], 1)
     assert rs[0].params["isa"] == SUPPORTED[-1] and "best this CPU runs" in rs[0].notes[0]
+
+
+@pytest.mark.skipif(platform.machine() == "x86_64", reason="every x86-64 ISA has NT stores")
+def test_nt_stores_without_them_are_a_clear_error():
+    with pytest.raises(NodemapError, match="no non-temporal stores"):
+        hk.stream(CPUS, 100, ["copy"], 1, nt_stores=True)
 
 
 def test_unknown_isa_is_a_clear_error(monkeypatch):
