@@ -11,7 +11,8 @@
 # Installs Debian's likwid when likwid-bench is missing (needs root/apt).
 # likwid-bench reports one figure per run: bytes of all its iterations over
 # their total time. nodemap's comparable figure is the same (bytes * reps /
-# sum of rep times); its best single repetition is printed beside it.
+# sum of rep times); its best single repetition is printed beside it, and
+# the instruction set its kernels used (NODEMAP_STREAM_ISA forces one).
 set -euo pipefail
 THREADS=${1:-$(nproc)}
 SIZE=${2:-512M}
@@ -62,12 +63,13 @@ def ours(nt):
     d = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
     out = {}
     for r in d["results"]:
+        isas.add(r["params"]["isa"])
         secs = [r["bytes"] / (v * 1e9) for v in r["samples"]]
         out[r["metric"]] = (r["bytes"] * len(secs) / sum(secs) / 1e9, r["stats"]["best"])
     return out
 
 
-best = {}
+best, isas = {}, set()
 for rep in range(n):
     for nt in (False, True):
         for k, v in ours(nt).items():
@@ -83,7 +85,8 @@ for rep in range(n):
                         best[(lk, k, nt)] = max(best.get((lk, k, nt), 0), g)
     print(f"round {rep + 1}/{n} done", file=sys.stderr)
 
-print(f"CPUs {cpus} ({nthreads} threads), {per_array / 2**20:.0f} MiB per array, best of {n} runs; GB/s = 1e9 B/s")
+print(f"CPUs {cpus} ({nthreads} threads), {per_array / 2**20:.0f} MiB per array, best of {n} runs; GB/s = 1e9 B/s; "
+      f"nodemap kernels: {', '.join(sorted(isas))}")
 print(f"{'kernel':6} {'stores':9} {'nodemap run':>11} {'(best rep)':>10} {'likwid best':>11} {'likwid kernel':18} {'ratio':>6}")
 for (k, nt) in FAMILIES:
     mine = best.get(("nodemap", k, nt))

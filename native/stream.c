@@ -3,7 +3,8 @@
  * its slice, kept alive across repetitions behind a barrier so that thread
  * creation is never timed. Thread 0 takes one CLOCK_MONOTONIC pair per
  * kernel repetition, between barriers. Every array is poisoned (NaN) first,
- * so an element a kernel failed to write fails the final check. */
+ * so an element a kernel failed to write fails the final check. The loops
+ * themselves, one copy per instruction set, are in stream_isa.c. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -17,20 +18,14 @@
 #include <unistd.h>
 
 #include "nodemap_native.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "stream_isa.h"
 
 #define NM_ALIGN (2UL << 20) /* 2 MiB: slices and huge pages start aligned */
 #define NM_EPS 1e-13
-#define NM_SUM_BLOCK 512 /* keeps the sum's rounding error far below NM_EPS */
 #define MPOL_BIND_ 2
 #define MPOL_INTERLEAVE_ 3
 
-/* sqrt(2)-1 makes copy;scale;add;triad map a to a*s*(2+s) = a: values stay
- * bounded for any number of repetitions (STREAM's 3.0 grows 15x per rep). */
-static const double SCALAR = 0.41421356237309504880;
+static const double SCALAR = NM_SCALAR;
 
 enum { A, B, C };
 /* reads and the written array of each kernel, in NM_K_* order */
@@ -38,6 +33,7 @@ static const int K_READS[NM_NKERNELS][2] = {{A, -1}, {C, -1}, {A, B}, {B, C}, {A
 static const int K_WRITES[NM_NKERNELS] = {C, B, C, A, -1};
 
 typedef struct {
+    const isa_t *isa;
     int nthreads, nt;
     const int *cpus;
     long n;
@@ -68,106 +64,22 @@ static double now(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* Slices start on 8-element (64 B) boundaries: no line is shared between
- * threads and aligned NT stores stay legal. */
+/* Thread id's slice: ceil(n / nthreads) rounded up to NM_SLICE_ALIGN, so
+ * every element has an owner even when n / nthreads is already a multiple
+ * of it; the last slices may be short or empty. */
 static void slice(long n, int nthreads, int id, long *lo, long *hi) {
-    long per = (n / nthreads + 7) & ~7L;
+    long per = ((n + nthreads - 1) / nthreads + NM_SLICE_ALIGN - 1) / NM_SLICE_ALIGN * NM_SLICE_ALIGN;
     *lo = per * id < n ? per * id : n;
     *hi = per * (id + 1) < n ? per * (id + 1) : n;
-}
-
-#if defined(__SSE2__)
-/* Non-temporal variants: stores bypass the cache, so no write-allocate read.
- * Every array is 2 MiB aligned and slices start at even indexes, so one
- * plain element (after a skipped one) realigns them to 16 B. */
-static long kernel_nt(int k, double *restrict a, double *restrict b, double *restrict c, long lo, long hi) {
-    const __m128d s = _mm_set1_pd(SCALAR);
-    long j = lo, end = lo + ((hi - lo) & ~1L);
-    switch (k) {
-    case NM_K_COPY:
-        for (; j < end; j += 2) _mm_stream_pd(c + j, _mm_load_pd(a + j));
-        break;
-    case NM_K_SCALE:
-        for (; j < end; j += 2) _mm_stream_pd(b + j, _mm_mul_pd(s, _mm_load_pd(c + j)));
-        break;
-    case NM_K_ADD:
-        for (; j < end; j += 2) _mm_stream_pd(c + j, _mm_add_pd(_mm_load_pd(a + j), _mm_load_pd(b + j)));
-        break;
-    case NM_K_TRIAD:
-        for (; j < end; j += 2)
-            _mm_stream_pd(a + j, _mm_add_pd(_mm_load_pd(b + j), _mm_mul_pd(s, _mm_load_pd(c + j))));
-        break;
-    }
-    _mm_sfence();
-    return end; /* the caller finishes [end, hi) with plain stores */
-}
-#else
-static long kernel_nt(int k, double *a, double *b, double *c, long lo, long hi) {
-    (void)k, (void)a, (void)b, (void)c, (void)hi;
-    return lo; /* no NT stores on this target: plain stores do it all */
-}
-#endif
-
-/* One kernel over [lo, hi). Plain loops with restrict pointers: -O3
- * vectorizes them. */
-/* GCC would turn the copy loop into a memcpy call, and glibc's memcpy
- * switches to non-temporal stores for large sizes: "plain" copy would not be
- * plain. Keep the loops as written. */
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-static double kernel(int k, double *restrict a, double *restrict b, double *restrict c, long lo, long hi, int nt) {
-    const double s = SCALAR;
-    if (nt && k != NM_K_SUM) {
-        if (lo & 1) {
-            kernel(k, a, b, c, lo, lo + 1, 0);
-            lo++;
-        }
-        lo = kernel_nt(k, a, b, c, lo, hi);
-    }
-    switch (k) {
-    case NM_K_COPY:
-#pragma GCC ivdep
-        for (long j = lo; j < hi; j++) c[j] = a[j];
-        return 0;
-    case NM_K_SCALE:
-#pragma GCC ivdep
-        for (long j = lo; j < hi; j++) b[j] = s * c[j];
-        return 0;
-    case NM_K_ADD:
-#pragma GCC ivdep
-        for (long j = lo; j < hi; j++) c[j] = a[j] + b[j];
-        return 0;
-    case NM_K_TRIAD:
-#pragma GCC ivdep
-        for (long j = lo; j < hi; j++) a[j] = b[j] + s * c[j];
-        return 0;
-    case NM_K_SUM: {
-        /* Blocks of 8 independent accumulators, blocks combined with Kahan
-         * compensation: fast, and exact enough to check against n*a. */
-        double total = 0, comp = 0;
-        for (long j0 = lo; j0 < hi; j0 += NM_SUM_BLOCK) {
-            long j1 = j0 + NM_SUM_BLOCK < hi ? j0 + NM_SUM_BLOCK : hi;
-            double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            long j = j0;
-            for (; j + 8 <= j1; j += 8)
-                for (int u = 0; u < 8; u++) p[u] += a[j + u];
-            for (; j < j1; j++) p[0] += a[j];
-            double blk = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
-            double y = blk - comp, t = total + y;
-            comp = (t - total) - y;
-            total = t;
-        }
-        return total;
-    }
-    }
-    return 0;
 }
 
 /* Runs kernel k on this thread's slice, honouring the skip hook. */
 static double run_slice(shared_t *s, int k, long lo, long hi) {
     double **x = s->arr;
     if (s->skip >= lo && s->skip < hi)
-        return kernel(k, x[A], x[B], x[C], lo, s->skip, s->nt) + kernel(k, x[A], x[B], x[C], s->skip + 1, hi, s->nt);
-    return kernel(k, x[A], x[B], x[C], lo, hi, s->nt);
+        return stream_isa_kernel(s->isa, k, x[A], x[B], x[C], lo, s->skip, s->nt) +
+               stream_isa_kernel(s->isa, k, x[A], x[B], x[C], s->skip + 1, hi, s->nt);
+    return stream_isa_kernel(s->isa, k, x[A], x[B], x[C], lo, hi, s->nt);
 }
 
 static void *worker(void *p) {
@@ -298,6 +210,8 @@ int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int
         if (kernels[i] < 0 || kernels[i] >= NM_NKERNELS) return EINVAL;
     shared_t s;
     memset(&s, 0, sizeof s);
+    if (!(s.isa = stream_isa_resolve())) return NM_E_ISA;
+    if (nt_stores && !s.isa->body_nt) return NM_E_NO_NT;
     s.nthreads = nthreads;
     s.nt = nt_stores;
     s.cpus = cpus;

@@ -196,7 +196,7 @@ def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str],
             benchmark, k, "GB/s", gbps(nbytes, run.seconds[k]), verified=True,
             params={"threads": len(cpus), "cpus": CpuSet(cpus).format(), "cpu_order": list(cpus),
                     "placement": placement, "elements": n, "array_bytes": n * ELEMENT,
-                    "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(),
+                    "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(), "isa": run.isa,
                     "write_allocate_bytes": wa_bytes, "write_allocate_best_gbps": wa_bytes / best_s / 1e9},
             bytes=nbytes,
             counting=f"STREAM: {words} x 8 B per element ({wa_words} x 8 B with write-allocate)",
@@ -204,8 +204,14 @@ def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str],
             verification=f"every element of the arrays used within {hostkernels.EPSILON:g} (relative) of the "
                          "replayed gold values, arrays poisoned with NaN first"
                          + ("; sum within the same bound of n*a" if k == "sum" else ""),
+            notes=(isa_note(run.isa),),
         ))
     return out
+
+
+def isa_note(isa: str) -> str:
+    how = f"forced by {hostkernels.ISA_ENV}" if os.environ.get(hostkernels.ISA_ENV) else "the best this CPU runs"
+    return f"{isa} kernels ({how})"
 
 
 # --- tables -------------------------------------------------------------------------
@@ -302,6 +308,7 @@ def check_repeats(repeats: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_repeats(args.repeats)
+    isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
     if args.threads is not None and args.threads < 1:
         raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
     kernels = parse_kernels(args.kernels)
@@ -324,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
         rs.complete = False
         print("nodemap bench memory: interrupted, reporting what was measured", file=sys.stderr)
     head = f"STREAM, {n_bytes / 2**20:.0f} MiB per array, best of {args.repeats}" + (
-        ", non-temporal stores" if args.nt_stores else "")
+        ", non-temporal stores" if args.nt_stores else "") + f", {isa_note(isa)}"
     if args.sweep:
         text = "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])
     else:

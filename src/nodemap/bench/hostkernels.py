@@ -20,6 +20,10 @@ STREAM_WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}
 # arrays written per element: each costs a write-allocate read unless NT
 WRITES = {"copy": 1, "scale": 1, "add": 1, "triad": 1, "sum": 0}
 EPSILON = 1e-13  # relative error allowed per element (as in STREAM)
+# instruction sets of the STREAM kernels, narrowest first (native/stream_isa.c)
+ISAS = ("scalar", "sse2", "avx2", "avx512")
+ISA_ENV = "NODEMAP_STREAM_ISA"
+_E_ISA, _E_NO_NT = -3, -4  # NM_E_* of nodemap_native.h
 
 _declared = False
 
@@ -32,10 +36,32 @@ def _lib() -> ctypes.CDLL:
         ip, dp, lp = c.POINTER(c.c_int), c.POINTER(c.c_double), c.POINTER(c.c_long)
         native.declare(cdll, "nm_stream_run", c.c_int, ip, c.c_int, c.c_long, ip, c.c_int, c.c_int, c.c_int,
                        ip, c.c_int, c.c_long, dp, lp, dp)
+        native.declare(cdll, "nm_stream_isa", c.c_char_p)
+        native.declare(cdll, "nm_stream_isa_supported", c.c_int, c.c_char_p)
         native.declare(cdll, "nm_latency_run", c.c_int, c.c_size_t, c.c_size_t, c.c_int, ip, c.c_int, c.c_int,
                        c.c_long, c.c_ulonglong, dp, lp)
         _declared = True
     return cdll
+
+
+def isa_supported(name: str) -> bool:
+    """Whether this CPU (and this build) runs the STREAM kernels of `name`."""
+    return _lib().nm_stream_isa_supported(name.encode()) == 1
+
+
+def stream_isa() -> str:
+    """The ISA the STREAM kernels use now: $NODEMAP_STREAM_ISA, else the best
+    this CPU runs. An unknown or unsupported forced value is an error."""
+    got = _lib().nm_stream_isa()
+    if got is not None:
+        return got.decode()
+    want = os.environ.get(ISA_ENV, "")
+    here = ", ".join(i for i in ISAS if isa_supported(i))
+    if _lib().nm_stream_isa_supported(want.encode()) < 0:
+        raise NodemapError(f"{ISA_ENV}={want}: unknown instruction set; use one of {', '.join(ISAS)} "
+                           f"(this CPU runs {here}), or unset it for the best")
+    raise NodemapError(f"{ISA_ENV}={want}: this CPU or build cannot run {want} kernels; "
+                       f"use one of {here}, or unset it for the best")
 
 
 def _ints(values: Sequence[int]):
@@ -49,6 +75,7 @@ class StreamRun:
     seconds: dict[str, list[float]]
     bad_elements: dict[str, int]  # array name -> elements off their gold value
     sum_rel_error: float  # inf when the sum check failed
+    isa: str  # instruction set of the kernels that ran
 
     @property
     def verified(self) -> bool:
@@ -76,14 +103,20 @@ def stream(
     by those threads or bound to `mem_nodes`. `skip` is a test hook: the
     element the kernels leave unwritten, so the check must fail."""
     ids = [KERNELS.index(k) for k in kernels]
+    isa = stream_isa()
     times = (ctypes.c_double * (len(ids) * reps))()
     bad = (ctypes.c_long * 3)()
     sum_err = ctypes.c_double(0.0)
     err = _lib().nm_stream_run(_ints(list(cpus)), len(cpus), n, _ints(ids), len(ids), reps, int(nt_stores),
                                _ints(list(mem_nodes)), len(mem_nodes), skip, times, bad, ctypes.byref(sum_err))
+    if err == _E_ISA:
+        stream_isa()  # raises with the reason (the environment changed since)
+    if err == _E_NO_NT:
+        raise NodemapError(f"STREAM: the {isa} kernels have no non-temporal stores on this machine; "
+                           f"drop --nt-stores or set {ISA_ENV} to another of {', '.join(ISAS)}")
     _raise(err, "STREAM", cpus, mem_nodes)
     secs = {k: list(times[i * reps:(i + 1) * reps]) for i, k in enumerate(kernels)}
-    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value)
+    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value, isa)
 
 
 @dataclass(frozen=True)
