@@ -272,9 +272,7 @@ class Bench:
             "lookups_per_gpu": cfg.lookups, "gpus": cfg.devices, "budget_per_gpu": cfg.budget,
             "hot_mix": cfg.hot_mix, "object_bytes": cfg.object_bytes,
             "bytes_per_gpu": [int(b) for b in plan_bytes], "measured_local_fraction": measured, **costs,
-            # each GPU alone: median over the repetitions of its own lookups / its own time
-            "lookups_per_s_per_gpu": [statistics.median(cfg.lookups / rep[g] for rep in per_gpu)
-                                      for g in range(n)],
+            "lookups_per_s_per_gpu": per_gpu_rates(cfg.lookups, per_gpu),
         }
         return make_result(
             "placement", f"{strat} s={s}", "lookups/s", total, verified=True,
@@ -476,13 +474,23 @@ def _cupy():
     return cupy
 
 
+def per_gpu_rates(lookups: int, per_gpu: list[list[float]]) -> list[float]:
+    """Each GPU alone: the median over repetitions of its lookups / its own seconds."""
+    return [statistics.median(lookups / rep[g] for rep in per_gpu) for g in range(len(per_gpu[0]))]
+
+
 def _devices(cp, spec):
     n = cp.cuda.runtime.getDeviceCount()
     if not spec:
         return list(range(n))
-    devs = [int(x) for x in spec.split(",")]
+    try:
+        devs = [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise NodemapError(f"--gpus {spec}: give CUDA device ordinals, e.g. 0,1") from None
     if any(d < 0 or d >= n for d in devs):
         raise NodemapError(f"--gpus {spec}: only devices 0-{n - 1} are visible")
+    if len(set(devs)) != len(devs):
+        raise NodemapError(f"--gpus {spec}: a GPU is named twice; each GPU holds its own share once")
     return devs
 
 

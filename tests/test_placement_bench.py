@@ -1,0 +1,29 @@
+"""The placement benchmark's pure parts, on the CPU: per-GPU rates and --gpus."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from nodemap.bench import placement_bench as pb
+from nodemap.errors import NodemapError
+
+
+def test_per_gpu_rates_are_medians_of_each_gpus_own_time():
+    # three repetitions, two GPUs: GPU 1 always twice as slow
+    per_gpu = [[1.0, 2.0], [0.5, 1.0], [2.0, 4.0]]
+    assert pb.per_gpu_rates(100, per_gpu) == [100.0, 50.0]
+
+
+def _cp(n):
+    return SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=lambda: n)))
+
+
+@pytest.mark.parametrize("spec, words", [("0,0", "twice"), ("0,2", "0-1"), ("a,b", "ordinals")])
+def test_bad_gpu_lists_are_named(spec, words):
+    with pytest.raises(NodemapError, match=words):
+        pb._devices(_cp(2), spec)
+
+
+def test_gpu_lists():
+    assert pb._devices(_cp(3), None) == [0, 1, 2]
+    assert pb._devices(_cp(3), "2,0") == [2, 0]
