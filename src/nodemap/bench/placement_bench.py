@@ -32,6 +32,12 @@ examples:
   nodemap bench placement                               defaults: 8 GiB table, Zipf 0,0.8,1.0,1.2
   nodemap bench placement --table 4GiB --zipf 1.0 --strategies copies,round-robin,analysis
   nodemap bench placement --chunks 2MiB,16MiB,64MiB --replication 0,1%,2%,5%,auto --json -o placement.json
+  nodemap bench placement --zipf 1.0 --object-bytes 2MiB   hot rows kept together in 2 MiB objects
+
+The table gives Mlookups/s over all GPUs, the ratio to `copies` (a full copy
+per GPU: the upper bound) and to `round-robin`, and the predicted and
+measured share of lookups served from the GPU's own memory; --json adds each
+GPU's own rate, the bytes each GPU holds and the profile/plan/apply costs.
 """
 
 STRATEGIES = ("gpu0", "round-robin", "split", "no-hints", "replicate-all", "copies", "analysis")
