@@ -144,7 +144,7 @@ const char *nm_stream_isa(void) {
 
 double stream_isa_kernel(const isa_t *isa, int k, double *a, double *b, double *c, long lo, long hi, int nt) {
     if (k == NM_K_SUM) return isa->sum(a, lo, hi);
-    /* the vector body gets the aligned middle (arrays start page aligned,
+    /* the vector body gets the aligned middle (arrays start 64 B aligned,
      * so index alignment is address alignment); scalar loops the ends */
     long w = isa->width, mid = (lo + w - 1) / w * w;
     mid = mid < hi ? mid : hi;

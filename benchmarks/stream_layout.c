@@ -1,0 +1,115 @@
+/* Experiment: how far apart STREAM's three arrays lie, and what it costs.
+ * Runs nodemap's own triad (or copy) kernel on T pinned threads over arrays
+ * placed S bytes apart in one THP mapping, for several S, rotating through
+ * them round after round in one process so that machine noise hits every
+ * layout alike; prints each layout's median GB/s and its median ratio to
+ * the first layout in the same round. This is what set NM_STAGGER in
+ * native/stream.c.
+ *
+ *   gcc -O3 -pthread -Inative benchmarks/stream_layout.c native/stream_isa.c -o /tmp/stream_layout
+ *   /tmp/stream_layout THREADS MIB_PER_ARRAY ROUNDS [copy]
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "nodemap_native.h"
+#include "stream_isa.h"
+
+#define NL 6
+#define REPS 5
+#define MiB (1UL << 20)
+static const char *NAMES[NL] = {"len (adjacent, old)", "len+64B", "len+1KiB", "len+4KiB", "len+5KiB", "len+2MiB+5KiB (now)"};
+static long n;
+static int nthreads, kernel = NM_K_TRIAD;
+static double *arr[NL][3];
+static const isa_t *isa;
+static pthread_barrier_t all, workers;
+static int cur;
+static double took;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static void *worker(void *p) {
+    long id = (long)p, lo = n / nthreads * id, hi = id == nthreads - 1 ? n : lo + n / nthreads;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(id, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    for (int l = 0; l < NL; l++)
+        for (int x = 0; x < 3; x++)
+            for (long j = lo; j < hi; j++) arr[l][x][j] = 1.0 + x;
+    for (;;) {
+        pthread_barrier_wait(&all);
+        double **a = arr[cur], t0 = 0;
+        for (int r = -1; r < REPS; r++) {
+            pthread_barrier_wait(&workers);
+            if (r == 0) t0 = now();
+            stream_isa_kernel(isa, kernel, a[0], a[1], a[2], lo, hi, 0);
+        }
+        pthread_barrier_wait(&workers);
+        if (id == 0) took = now() - t0;
+        pthread_barrier_wait(&all);
+    }
+    return NULL;
+}
+
+static int cmp(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s THREADS MIB_PER_ARRAY ROUNDS [copy]\n", argv[0]);
+        return 2;
+    }
+    nthreads = atoi(argv[1]);
+    n = atol(argv[2]) * MiB / sizeof(double);
+    int rounds = atoi(argv[3]);
+    if (argc > 4 && strcmp(argv[4], "copy") == 0) kernel = NM_K_COPY;
+    if (rounds > 256 || rounds < 1 || nthreads < 1) return 2;
+    isa = stream_isa_resolve();
+    size_t len = n * sizeof(double), extra[NL] = {0, 64, 1024, 4096, 5 * 1024, 2 * MiB + 5 * 1024};
+    for (int l = 0; l < NL; l++) {
+        size_t sep = len + extra[l];
+        char *p = mmap(NULL, 3 * sep + 2 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return perror("mmap"), 1;
+        p = (char *)(((unsigned long)p + 2 * MiB - 1) & ~(2 * MiB - 1));
+        madvise(p, 3 * sep, MADV_HUGEPAGE);
+        for (int x = 0; x < 3; x++) arr[l][x] = (double *)(p + x * sep);
+    }
+    pthread_barrier_init(&all, NULL, nthreads + 1);
+    pthread_barrier_init(&workers, NULL, nthreads);
+    for (long i = 0; i < nthreads; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, worker, (void *)i);
+    }
+    double gbs[NL][256], ratio[NL][256], bytes = (kernel == NM_K_TRIAD ? 24.0 : 16.0) * n * REPS;
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < NL; i++) {
+            cur = (i + r) % NL; /* rotate the order: no layout always runs first */
+            pthread_barrier_wait(&all);
+            pthread_barrier_wait(&all);
+            gbs[cur][r] = bytes / took / 1e9;
+        }
+    printf("%s, %d threads, %ld MiB per array, %s kernels, %d rounds of %d reps\n", kernel == NM_K_TRIAD ? "triad" : "copy",
+           nthreads, (long)(len / MiB), isa->name, rounds, REPS);
+    for (int l = 0; l < NL; l++) {
+        for (int r = 0; r < rounds; r++) ratio[l][r] = gbs[l][r] / gbs[0][r];
+        qsort(gbs[l], rounds, sizeof(double), cmp);
+        qsort(ratio[l], rounds, sizeof(double), cmp);
+        printf("%-22s median %7.2f GB/s  best %7.2f  ratio to first %.3f (quartiles %.3f-%.3f)\n", NAMES[l],
+               gbs[l][rounds / 2], gbs[l][rounds - 1], ratio[l][rounds / 2], ratio[l][rounds / 4], ratio[l][3 * rounds / 4]);
+    }
+    return 0;
+}
