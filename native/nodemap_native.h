@@ -1,7 +1,7 @@
 #ifndef NODEMAP_NATIVE_H
 #define NODEMAP_NATIVE_H
 /* Bump when a signature changes: nodemap/native.py refuses a stale library. */
-#define NM_ABI_VERSION 2
+#define NM_ABI_VERSION 3
 int nm_abi_version(void);
 int nm_current_cpu(void);
 int nm_pin_self(int cpu);
@@ -12,7 +12,7 @@ enum { NM_K_COPY, NM_K_SCALE, NM_K_ADD, NM_K_TRIAD, NM_K_SUM, NM_NKERNELS };
 /* 0, an errno value, -1 (a thread could not be pinned), NM_E_ISA or
  * NM_E_NO_NT. Kernels of the ISA nm_stream_isa() names. */
 enum { NM_E_ISA = -3, NM_E_NO_NT = -4 };
-int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int nt_stores,
+int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int batch, int nt_stores,
                   const int *mem_nodes, int nmem, long skip, double *times, long *bad, double *sum_err);
 /* stream_isa.c: the STREAM kernels' instruction set (scalar, sse2, avx2,
  * avx512): NODEMAP_STREAM_ISA when set, else the best this CPU runs. NULL

@@ -2,7 +2,10 @@
  * explicit list of CPUs: one pthread per CPU, pinned before it first touches
  * its slice, kept alive across repetitions behind a barrier so that thread
  * creation is never timed. Thread 0 takes one CLOCK_MONOTONIC pair per
- * kernel repetition, between barriers. Every array is poisoned (NaN) first,
+ * timed sample of a kernel, between barriers: one repetition (STREAM's
+ * timing), or `batch` repetitions back to back with no barrier between
+ * them (likwid-bench's: a slow thread's tail is paid once per sample, not
+ * once per repetition). Every array is poisoned (NaN) first,
  * so an element a kernel failed to write fails the final check. The loops
  * themselves, one copy per instruction set, are in stream_isa.c. */
 #include <errno.h>
@@ -45,6 +48,7 @@ typedef struct {
     double init_val[3];
     const int *kernels;
     int nkernels, reps;
+    int batch; /* repetitions run back to back per timed sample, no barrier between */
     long skip; /* test hook: element the kernels leave unwritten, -1 none */
     double *times;
     double *partial; /* per-thread sum results */
@@ -117,8 +121,8 @@ static void *worker(void *p) {
         for (int i = 0; i < s->nkernels; i++) {
             int k = s->kernels[i];
             pthread_barrier_wait(&s->bar);
-            double t0 = t->id == 0 ? now() : 0;
-            double v = run_slice(s, k, lo, hi);
+            double t0 = t->id == 0 ? now() : 0, v = 0;
+            for (int b = 0; b < s->batch; b++) v = run_slice(s, k, lo, hi);
             pthread_barrier_wait(&s->bar);
             if (t->id == 0 && r >= 0) s->times[(long)i * s->reps + r] = now() - t0;
             if (k == NM_K_SUM) s->partial[t->id] = v;
@@ -141,9 +145,11 @@ static int bind_memory(void *p, size_t len, const int *nodes, int nnodes) {
 static void gold(shared_t *s, double g[3], double *sum_expect) {
     for (int x = 0; x < 3; x++) g[x] = s->init[x] ? s->init_val[x] : NAN;
     *sum_expect = NAN;
+    /* as worker(): rep -1 is the warm-up. No kernel reads the array it
+     * writes, so the `batch` back-to-back runs of one leave what one run does. */
     for (int r = -1; r < s->reps; r++)
         for (int i = 0; i < s->nkernels; i++) {
-            double t[3] = {0, 0, 0};
+            double t[3];
             memcpy(t, g, sizeof t);
             switch (s->kernels[i]) {
             case NM_K_COPY: g[C] = t[A]; break;
@@ -206,9 +212,9 @@ static void plan_init(shared_t *s) {
     }
 }
 
-int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int nt_stores,
+int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int batch, int nt_stores,
                   const int *mem_nodes, int nmem, long skip, double *times, long *bad, double *sum_err) {
-    if (nthreads < 1 || n < 1 || reps < 1 || nkernels < 1) return EINVAL;
+    if (nthreads < 1 || n < 1 || reps < 1 || batch < 1 || nkernels < 1) return EINVAL;
     for (int i = 0; i < nkernels; i++)
         if (kernels[i] < 0 || kernels[i] >= NM_NKERNELS) return EINVAL;
     shared_t s;
@@ -222,6 +228,7 @@ int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int
     s.kernels = kernels;
     s.nkernels = nkernels;
     s.reps = reps;
+    s.batch = batch;
     s.skip = skip;
     s.times = times;
     plan_init(&s);

@@ -47,6 +47,21 @@ def test_a_skipped_element_fails_the_check(kernels, nt):
     assert hk.stream(CPUS, N, kernels, 1, nt_stores=nt).verified
 
 
+def test_batch_times_back_to_back_repetitions_as_one_sample():
+    n = 1 << 21  # 16 MiB per array: a repetition takes milliseconds, far above timer and barrier costs
+    one, = hm.measure(topo(), CPUS, n, ["triad"], 3)
+    eight, = hm.measure(topo(), CPUS, n, ["triad"], 3, batch=8)
+    assert eight.verified and eight.params["batch"] == 8 and one.params["batch"] == 1
+    assert eight.bytes == 8 * one.bytes == 8 * 3 * 8 * n
+    assert eight.params["write_allocate_bytes"] == 8 * 4 * 8 * n
+    assert "8 repetitions per sample" in eight.counting
+    secs = lambda r: sorted(r.bytes / (g * 1e9) for g in r.samples)[1]
+    # 8 repetitions really ran per sample: the sample takes several times one repetition
+    assert secs(eight) > 3 * secs(one)
+    with pytest.raises(NodemapError):
+        hk.stream(CPUS, 1000, ["copy"], 1, batch=0)
+
+
 def test_failed_check_is_an_error_not_a_number():
     with pytest.raises(NodemapError, match="check failed"):
         hm.measure(topo(), CPUS[:1], N, ["triad"], 1, skip=5)
@@ -143,6 +158,7 @@ def test_cli_table_names_a_recommendation(capsys, tmp_path):
     (["--threads", "0"], "at least 1"),
     (["--mem", "99"], "no NUMA node"),
     (["--repeats", "0"], "at least 1"),
+    (["--batch", "0"], "at least 1"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(capsys, argv, needle):
     rc, out, err = run_cli(capsys, "memory", "--size", "64K", *argv)

@@ -12,7 +12,7 @@ import os
 
 from .errors import NodemapError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 _LIB: ctypes.CDLL | None = None
 
 

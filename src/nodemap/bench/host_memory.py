@@ -34,6 +34,9 @@ examples:
   nodemap bench memory --sweep                placement sweep with a recommendation
   nodemap bench memory --cpus 0-7 --size 2G --nt-stores
   nodemap bench memory --threads 4 --placement compact --mem 1 --json
+  nodemap bench memory --cpus 0-15 --kernels triad --repeats 3 --batch 20
+                                              timed like likwid-bench -i 20 (see
+                                              benchmarks/stream_vs_likwid.sh)
 """
 
 ELEMENT = 8  # bytes of a double
@@ -50,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernels", default=",".join(hostkernels.KERNELS),
                    help="comma list of copy,scale,add,triad,sum (default all)")
     p.add_argument("--nt-stores", action="store_true", help="non-temporal stores (no write-allocate traffic)")
+    p.add_argument("--batch", type=int, default=1, metavar="K",
+                   help="time K repetitions back to back as one sample, with no barrier between them "
+                        "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
+                        "every repetition timed on its own as STREAM does")
     p.add_argument("--sweep", action="store_true", help="measure every placement derived from the topology")
 
 
@@ -178,9 +185,11 @@ def path_of(topo: Topology, cpus: Sequence[int], mem_nodes: CpuSet) -> tuple[str
 
 def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int, *,
             nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
-            placement: str = "", skip: int = -1) -> list[Result]:
-    """Run STREAM once (all kernels, `reps` repetitions) and make Results."""
-    run = hostkernels.stream(cpus, n, kernels, reps, nt_stores=nt_stores, mem_nodes=list(mem_nodes), skip=skip)
+            placement: str = "", batch: int = 1, skip: int = -1) -> list[Result]:
+    """Run STREAM once (all kernels, `reps` samples of `batch` repetitions)
+    and make Results."""
+    run = hostkernels.stream(cpus, n, kernels, reps, nt_stores=nt_stores, mem_nodes=list(mem_nodes), batch=batch,
+                             skip=skip)
     if not run.verified:
         raise NodemapError(f"STREAM check failed on CPUs {CpuSet(cpus).format()}: {run.failure()}; the numbers "
                            "are not reported (memory errors? rerun, then check the machine)")
@@ -189,17 +198,18 @@ def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str],
     for k in kernels:
         words = hostkernels.STREAM_WORDS[k]
         wa_words = words + (0 if nt_stores else hostkernels.WRITES[k])
-        nbytes = words * ELEMENT * n
-        wa_bytes = wa_words * ELEMENT * n
+        nbytes = words * ELEMENT * n * batch
+        wa_bytes = wa_words * ELEMENT * n * batch
         best_s = min(run.seconds[k])
         out.append(make_result(
             benchmark, k, "GB/s", gbps(nbytes, run.seconds[k]), verified=True,
             params={"threads": len(cpus), "cpus": CpuSet(cpus).format(), "cpu_order": list(cpus),
                     "placement": placement, "elements": n, "array_bytes": n * ELEMENT,
-                    "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(), "isa": run.isa,
+                    "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(), "isa": run.isa, "batch": batch,
                     "write_allocate_bytes": wa_bytes, "write_allocate_best_gbps": wa_bytes / best_s / 1e9},
             bytes=nbytes,
-            counting=f"STREAM: {words} x 8 B per element ({wa_words} x 8 B with write-allocate)",
+            counting=f"STREAM: {words} x 8 B per element ({wa_words} x 8 B with write-allocate)"
+                     + (f", {batch} repetitions per sample" if batch > 1 else ""),
             path=path, path_class=cls,
             verification=f"every element of the arrays used within {hostkernels.EPSILON:g} (relative) of the "
                          "replayed gold values, arrays poisoned with NaN first"
@@ -301,13 +311,15 @@ def emit(rs: ResultSet, args: argparse.Namespace, text: str) -> None:
         print("note: interrupted, results are partial")
 
 
-def check_repeats(repeats: int) -> None:
+def check_repeats(repeats: int, batch: int = 1) -> None:
     if repeats < 1:
         raise NodemapError(f"--repeats {repeats}: need at least 1 repetition")
+    if batch < 1:
+        raise NodemapError(f"--batch {batch}: need at least 1 repetition per sample")
 
 
 def run(args: argparse.Namespace) -> int:
-    check_repeats(args.repeats)
+    check_repeats(args.repeats, args.batch)
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
     if args.threads is not None and args.threads < 1:
         raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
@@ -325,12 +337,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         for p in plan:
             rs.results += measure(topo, p.cpus, n, kernels, args.repeats, nt_stores=args.nt_stores,
-                                  mem_nodes=mem, placement=p.name)
+                                  mem_nodes=mem, placement=p.name, batch=args.batch)
             prog.step(f"{p.name}: {p.threads} threads")
     except KeyboardInterrupt:
         rs.complete = False
         print("nodemap bench memory: interrupted, reporting what was measured", file=sys.stderr)
-    head = f"STREAM, {n_bytes / 2**20:.0f} MiB per array, best of {args.repeats}" + (
+    samples = f"{args.repeats} samples of {args.batch} back-to-back repetitions" if args.batch > 1 else str(args.repeats)
+    head = f"STREAM, {n_bytes / 2**20:.0f} MiB per array, best of {samples}" + (
         ", non-temporal stores" if args.nt_stores else "") + f", {isa_note(isa)}"
     if args.sweep:
         text = "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])

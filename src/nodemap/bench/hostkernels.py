@@ -35,7 +35,7 @@ def _lib() -> ctypes.CDLL:
         c = ctypes
         ip, dp, lp = c.POINTER(c.c_int), c.POINTER(c.c_double), c.POINTER(c.c_long)
         native.declare(cdll, "nm_stream_run", c.c_int, ip, c.c_int, c.c_long, ip, c.c_int, c.c_int, c.c_int,
-                       ip, c.c_int, c.c_long, dp, lp, dp)
+                       c.c_int, ip, c.c_int, c.c_long, dp, lp, dp)
         native.declare(cdll, "nm_stream_isa", c.c_char_p)
         native.declare(cdll, "nm_stream_isa_supported", c.c_int, c.c_char_p)
         native.declare(cdll, "nm_latency_run", c.c_int, c.c_size_t, c.c_size_t, c.c_int, ip, c.c_int, c.c_int,
@@ -70,12 +70,14 @@ def _ints(values: Sequence[int]):
 
 @dataclass(frozen=True)
 class StreamRun:
-    """Seconds per repetition of each kernel, and what the check found."""
+    """Seconds per timed sample of each kernel (`batch` repetitions), and
+    what the check found."""
 
     seconds: dict[str, list[float]]
     bad_elements: dict[str, int]  # array name -> elements off their gold value
     sum_rel_error: float  # inf when the sum check failed
     isa: str  # instruction set of the kernels that ran
+    batch: int = 1  # repetitions per timed sample
 
     @property
     def verified(self) -> bool:
@@ -96,18 +98,21 @@ def stream(
     *,
     nt_stores: bool = False,
     mem_nodes: Sequence[int] = (),
+    batch: int = 1,
     skip: int = -1,
 ) -> StreamRun:
-    """Run the kernels `reps` times (after one untimed warm-up) on `n` doubles
-    per array, one thread pinned to each CPU of `cpus`, memory first-touched
-    by those threads or bound to `mem_nodes`. `skip` is a test hook: the
-    element the kernels leave unwritten, so the check must fail."""
+    """Time each kernel `reps` times (after one untimed warm-up) on `n`
+    doubles per array, one thread pinned to each CPU of `cpus`, memory
+    first-touched by those threads or bound to `mem_nodes`. Each timed
+    sample is `batch` repetitions back to back, with no barrier between
+    them. `skip` is a test hook: the element the kernels leave unwritten,
+    so the check must fail."""
     ids = [KERNELS.index(k) for k in kernels]
     isa = stream_isa()
     times = (ctypes.c_double * (len(ids) * reps))()
     bad = (ctypes.c_long * 3)()
     sum_err = ctypes.c_double(0.0)
-    err = _lib().nm_stream_run(_ints(list(cpus)), len(cpus), n, _ints(ids), len(ids), reps, int(nt_stores),
+    err = _lib().nm_stream_run(_ints(list(cpus)), len(cpus), n, _ints(ids), len(ids), reps, batch, int(nt_stores),
                                _ints(list(mem_nodes)), len(mem_nodes), skip, times, bad, ctypes.byref(sum_err))
     if err == _E_ISA:
         stream_isa()  # raises with the reason (the environment changed since)
@@ -116,7 +121,7 @@ def stream(
                            f"drop --nt-stores or set {ISA_ENV} to another of {', '.join(ISAS)}")
     _raise(err, "STREAM", cpus, mem_nodes)
     secs = {k: list(times[i * reps:(i + 1) * reps]) for i, k in enumerate(kernels)}
-    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value, isa)
+    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value, isa, batch)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,21 @@
-/* Experiment: how far apart STREAM's three arrays lie, and what it costs.
- * Runs nodemap's own triad (or copy) kernel on T pinned threads over arrays
- * placed S bytes apart in one THP mapping, for several S, rotating through
- * them round after round in one process so that machine noise hits every
- * layout alike; prints each layout's median GB/s and its median ratio to
- * the first layout in the same round. This is what set NM_STAGGER in
- * native/stream.c.
+/* Experiment: what costs STREAM bandwidth besides the kernel. Runs
+ * nodemap's own triad (or copy) kernel on T pinned threads (CPUs 0..T-1)
+ * in several variants, rotating through them round after round in one
+ * process so that machine noise hits every variant alike; prints each
+ * variant's median GB/s and its median ratio to the first variant in the
+ * same round. Variants differ in
+ *   - how far apart the three arrays lie in one THP mapping (their length
+ *     plus "extra" bytes; 0 is what adjacent mappings gave before);
+ *   - whether threads meet at a barrier after every repetition (STREAM's
+ *     timing, each rep waits for the slowest thread) or run all repetitions
+ *     back to back (likwid-bench's: one time over all of them);
+ *   - nothing but the timing ("same arrays" rows);
+ *   - when they were allocated (the "again" rows repeat a layout, allocated
+ *     last: a difference there is the allocator's, not the layout's).
+ * This is what set NM_STAGGER in native/stream.c.
  *
- *   gcc -O3 -pthread -Inative benchmarks/stream_layout.c native/stream_isa.c -o /tmp/stream_layout
- *   /tmp/stream_layout THREADS MIB_PER_ARRAY ROUNDS [copy]
+ *   gcc -O3 -pthread -Inative benchmarks/stream_ab.c native/stream_isa.c -o /tmp/stream_ab
+ *   /tmp/stream_ab THREADS MIB_PER_ARRAY ROUNDS [copy]
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -21,13 +29,27 @@
 #include "nodemap_native.h"
 #include "stream_isa.h"
 
-#define NL 6
 #define REPS 5
 #define MiB (1UL << 20)
-static const char *NAMES[NL] = {"len (adjacent, old)", "len+64B", "len+1KiB", "len+4KiB", "len+5KiB", "len+2MiB+5KiB (now)"};
+static const struct {
+    const char *name;
+    size_t extra; /* bytes between one array's end and the next one's start */
+    int barrier;  /* 1: barrier after every rep */
+    int same;     /* >= 0: the arrays of that row (only the timing differs) */
+} VARIANTS[] = {
+    {"adjacent, barrier/rep", 0, 1, -1},
+    {"+1KiB, barrier/rep", 1024, 1, -1},
+    {"+5KiB, barrier/rep", 5 * 1024, 1, -1},
+    {"+2MiB+5KiB, barrier/rep (now)", 2 * MiB + 5 * 1024, 1, -1},
+    {"  same arrays, one run", 0, 0, 3},
+    {"adjacent, one run", 0, 0, -1},
+    {"adjacent, barrier/rep, again", 0, 1, -1},
+    {"+2MiB+5KiB, barrier/rep, again", 2 * MiB + 5 * 1024, 1, -1},
+};
+#define NL (int)(sizeof VARIANTS / sizeof VARIANTS[0])
 static long n;
 static int nthreads, kernel = NM_K_TRIAD;
-static double *arr[NL][3];
+static double *arr[16][3];
 static const isa_t *isa;
 static pthread_barrier_t all, workers;
 static int cur;
@@ -51,10 +73,12 @@ static void *worker(void *p) {
     for (;;) {
         pthread_barrier_wait(&all);
         double **a = arr[cur], t0 = 0;
-        for (int r = -1; r < REPS; r++) {
-            pthread_barrier_wait(&workers);
-            if (r == 0) t0 = now();
+        stream_isa_kernel(isa, kernel, a[0], a[1], a[2], lo, hi, 0); /* warm-up */
+        pthread_barrier_wait(&workers);
+        t0 = now();
+        for (int r = 0; r < REPS; r++) {
             stream_isa_kernel(isa, kernel, a[0], a[1], a[2], lo, hi, 0);
+            if (VARIANTS[cur].barrier) pthread_barrier_wait(&workers);
         }
         pthread_barrier_wait(&workers);
         if (id == 0) took = now() - t0;
@@ -79,9 +103,13 @@ int main(int argc, char **argv) {
     if (argc > 4 && strcmp(argv[4], "copy") == 0) kernel = NM_K_COPY;
     if (rounds > 256 || rounds < 1 || nthreads < 1) return 2;
     isa = stream_isa_resolve();
-    size_t len = n * sizeof(double), extra[NL] = {0, 64, 1024, 4096, 5 * 1024, 2 * MiB + 5 * 1024};
+    size_t len = n * sizeof(double);
     for (int l = 0; l < NL; l++) {
-        size_t sep = len + extra[l];
+        if (VARIANTS[l].same >= 0) {
+            memcpy(arr[l], arr[VARIANTS[l].same], sizeof arr[l]);
+            continue;
+        }
+        size_t sep = len + VARIANTS[l].extra;
         char *p = mmap(NULL, 3 * sep + 2 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) return perror("mmap"), 1;
         p = (char *)(((unsigned long)p + 2 * MiB - 1) & ~(2 * MiB - 1));
@@ -108,7 +136,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < rounds; r++) ratio[l][r] = gbs[l][r] / gbs[0][r];
         qsort(gbs[l], rounds, sizeof(double), cmp);
         qsort(ratio[l], rounds, sizeof(double), cmp);
-        printf("%-22s median %7.2f GB/s  best %7.2f  ratio to first %.3f (quartiles %.3f-%.3f)\n", NAMES[l],
+        printf("%-32s median %7.2f GB/s  best %7.2f  ratio to first %.3f (quartiles %.3f-%.3f)\n", VARIANTS[l].name,
                gbs[l][rounds / 2], gbs[l][rounds - 1], ratio[l][rounds / 2], ratio[l][rounds / 4], ratio[l][3 * rounds / 4]);
     }
     return 0;
