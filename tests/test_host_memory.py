@@ -105,6 +105,22 @@ def test_array_size_default_is_4x_llc_capped_by_free_memory(tmp_path):
         hm.array_size(t, CpuSet([0]), CpuSet(), "1G", root=root)
 
 
+def test_free_memory_falls_back_when_nodes_undercount_the_machine(tmp_path):
+    root = _fake_root(tmp_path, 1 << 20)  # node 0: 2 GiB total, 1 GiB free
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "meminfo").write_text("MemTotal: 2097152 kB\nMemAvailable: 1900000 kB\n")
+    assert hm.free_memory(CpuSet([0]), root) == 1 << 30  # consistent: the node's own figure
+    (proc / "meminfo").write_text(f"MemTotal: {128 << 20} kB\nMemAvailable: {120 << 20} kB\n")
+    assert hm.free_memory(CpuSet([0]), root) == 120 << 30  # one 2 GiB node on a 128 GiB machine
+    n1 = tmp_path / "sys/devices/system/node/node1"
+    n1.mkdir()
+    (n1 / "meminfo").write_text("Node 1 MemTotal: 2097152 kB\nNode 1 MemFree: 1048576 kB\n")
+    # a subset of the nodes keeps the per-node figure: MemAvailable would count other nodes' memory
+    assert hm.free_memory(CpuSet([1]), root) == 1 << 30
+    assert hm.free_memory(CpuSet([0, 1]), root) == 120 << 30
+
+
 def test_mem_node_without_memory_is_refused():
     t = Topology(numa_nodes=(NumaNode(0, CpuSet([0]), 1 << 30), NumaNode(1, CpuSet([1]), 0)))
     assert hm.parse_mem(t, "0") == CpuSet([0])

@@ -103,16 +103,27 @@ def free_memory(nodes: CpuSet, root: str = "/") -> int:
     """Free bytes on `nodes`, or MemAvailable when nodes have no meminfo.
 
     Per node: MemFree plus the page cache and slab the kernel can drop
-    (Inactive(file), SReclaimable), a node-local MemAvailable."""
-    total, known = 0, False
-    for n in nodes:
-        info = meminfo(os.path.join(root, f"sys/devices/system/node/node{n}/meminfo"))
-        if "MemFree" in info:
+    (Inactive(file), SReclaimable), a node-local MemAvailable. Some
+    sandboxed or virtualized sysfs trees give nodes far less memory than
+    /proc/meminfo gives the machine (a lent 128 GiB VM: one node of 8 GiB);
+    when `nodes` are all the nodes there are, MemAvailable is used then."""
+    node_dir = os.path.join(root, "sys/devices/system/node")
+    try:
+        present = {int(d[4:]) for d in os.listdir(node_dir) if d[:4] == "node" and d[4:].isdecimal()}
+    except OSError:
+        present = set()
+    total, known, node_total = 0, False, 0
+    for n in present | set(nodes):
+        info = meminfo(os.path.join(node_dir, f"node{n}", "meminfo"))
+        node_total += info.get("MemTotal", 0)
+        if n in nodes and "MemFree" in info:
             total += info["MemFree"] + info.get("Inactive(file)", 0) + info.get("SReclaimable", 0)
             known = True
-    if known:
+    machine = meminfo(os.path.join(root, "proc/meminfo"))
+    undercounted = node_total < 0.9 * machine.get("MemTotal", 0)
+    if known and not (undercounted and present <= set(nodes)):
         return total
-    return meminfo(os.path.join(root, "proc/meminfo")).get("MemAvailable", 0)
+    return machine.get("MemAvailable", 0)
 
 
 def llc_bytes(topo: Topology, cpus: CpuSet) -> int:
