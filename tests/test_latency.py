@@ -44,6 +44,17 @@ def test_levels_predicted_from_the_cpus_caches():
         ["L1d", "L1d", "L2", "L2", "L3", "DRAM"]
 
 
+def test_a_cache_reading_dram_latency_is_flagged():
+    # the lent Xeon VM of 2026-11-23: "L3 300 MiB", DRAM latency from 16 MiB
+    rows = [(32 << 10, "L1d", 1.8), (4 << 20, "L3", 35.7), (8 << 20, "L3", 57.6), (16 << 20, "L3", 121.1),
+            (256 << 20, "L3", 125.7), (1 << 30, "DRAM", 137.5), (1200 << 20, "DRAM", 147.6)]
+    (note,) = lat.disagreements(rows)
+    assert note.startswith("L3: from 16 MiB the latency is nearer DRAM's (121 ns; DRAM 148 ns, L3 36 ns)")
+    healthy = [(32 << 10, "L1d", 1.8), (4 << 20, "L3", 30.0), (16 << 20, "L3", 45.0), (256 << 20, "DRAM", 110.0)]
+    assert lat.disagreements(healthy) == []
+    assert lat.disagreements([(32 << 10, "L1d", 1.8)]) == []  # no DRAM row: nothing to compare with
+
+
 def test_sizes_double_from_4k_to_the_maximum():
     assert lat.sizes(64 << 10) == [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10]
     assert lat.sizes(100 << 10)[-2:] == [64 << 10, 100 << 10]

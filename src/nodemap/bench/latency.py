@@ -97,6 +97,30 @@ def _size_label(n: int) -> str:
     return f"{n} B"
 
 
+def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
+    """Notes where the measurement contradicts the predicted level: rows
+    (working set, predicted level, best ns) closer to the DRAM plateau (the
+    largest DRAM row) than to their own level's fastest row. A VM shown a
+    host's whole L3, or a cache shared with busy neighbours, looks like
+    this: the prediction is the topology's claim, the plateau is what this
+    CPU gets."""
+    rows = sorted(rows)
+    dram = [ns for _, level, ns in rows if level == "DRAM"]
+    if not dram:
+        return []
+    floor, fastest, first = dram[-1], {}, {}
+    for size, level, ns in rows:
+        if level in ("", "DRAM"):
+            continue
+        low = fastest.setdefault(level, ns)
+        if ns - low > (floor - low) / 2:
+            first.setdefault(level, (size, ns))
+    return [f"{level}: from {_size_label(size)} the latency is nearer DRAM's ({ns:.0f} ns; DRAM {floor:.0f} ns, "
+            f"{level} {fastest[level]:.0f} ns) although the topology predicts {level}: this CPU gets less of that "
+            "cache than reported (a VM shown the host's cache, neighbours sharing it, or sub-NUMA clustering)"
+            for level, (size, ns) in first.items()]
+
+
 def latency_table(results: list[Result]) -> str:
     from .report import number, table
 
@@ -136,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         rs.complete = False
         print("nodemap bench latency: interrupted, reporting what was measured", file=sys.stderr)
+    rs.messages += disagreements([(r.params["working_set"], r.params["level"], r.stats.best) for r in rs.results])
     caches_txt = ", ".join(f"{label} {_size_label(n)}" for label, n in caches) or "unknown"
     emit(rs, args, f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results))
     return 0 if rs.complete else 130
