@@ -26,7 +26,7 @@ def test_karolina_task_env():
     assert env == {
         "CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMP_NUM_THREADS": "2", "OMP_PLACES": "{48,176},{49,177}", "OMP_PROC_BIND": "close",
-        "UCX_NET_DEVICES": "mlx5_1:1", "NCCL_IB_HCA": "=mlx5_1:1",
+        "NODEMAP_NIC": "mlx5_1", "UCX_NET_DEVICES": "mlx5_1:1", "NCCL_IB_HCA": "=mlx5_1:1",
     }
 
 
@@ -48,6 +48,16 @@ def test_two_rails_and_port_states():
     assert env["NCCL_IB_HCA"] == "=mlx5_0:2,mlx5_1:1"
     dead = dataclasses.replace(down, ports=(Port(1, "DOWN"),))
     assert emit.rdma_port(dead) == ""
+
+
+def test_plain_ethernet_is_named_but_not_steered():
+    topo = nodes.karolina()
+    eth = dataclasses.replace(topo.nic("mlx5_1"), name="eth0", kind="Ethernet", ports=())
+    topo = dataclasses.replace(topo, nics=(eth,) + topo.nics)
+    t = _task(nics=("eth0",))
+    env = dict(emit.task_env(topo, _plan(t), t))
+    assert env["NODEMAP_NIC"] == "eth0"
+    assert not {"UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"} & set(env)
 
 
 def test_slingshot_policy_follows_gpu():

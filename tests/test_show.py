@@ -21,6 +21,16 @@ def test_clean_binding_has_no_verdicts():
     assert "ok" in show.table(rows)
 
 
+def test_nic_cell_names_the_plans_nic_and_says_when_nothing_steers_to_it():
+    assert show._nic_cell({"NODEMAP_NIC": "eth0"}) == "eth0 (no NIC variable)"
+    assert show._nic_cell({"NODEMAP_NIC": "mlx5_1", "UCX_NET_DEVICES": "mlx5_1:1"}) == "mlx5_1"
+    assert show._nic_cell({"UCX_NET_DEVICES": "mlx5_1:1"}) == "UCX_NET_DEVICES=mlx5_1:1"  # set by hand
+    assert show._nic_cell({}) == "-"
+    r = row(0, "48-55", [(0, 3)])
+    r["nic_env"] = {"NODEMAP_NIC": "eth0"}
+    assert "eth0 (no NIC variable)" in show.table([r])
+
+
 def test_each_verdict():
     topo = nodes.karolina()
     rows = show.judge([

@@ -15,6 +15,10 @@ Choices (docs/mapping.md, "Launch", says why in full):
 - Slingshot (cxi) NICs: MPICH_OFI_NIC_POLICY=GPU for tasks with GPUs (Cray
   MPICH then picks the NIC nearest the GPU, the planner's choice), NUMA
   otherwise; libfabric is left to pick the device.
+- NODEMAP_NIC names the planned NICs for every task, RDMA or not: it is
+  what `nodemap show` prints. Plain Ethernet NICs get no library variable:
+  NCCL_SOCKET_IFNAME also steers NCCL's bootstrap, and ranks choosing
+  different interfaces on different subnets would not find each other.
 
 Importing this module costs nothing: it sits on `nodemap run`'s launch path.
 """
@@ -87,7 +91,7 @@ def _ids(gpus) -> str:
 def _nic_env(topo, task) -> list[tuple[str, str]]:
     nics = [topo.nic(n) for n in task.nics]
     ports = [p for p in (rdma_port(n) for n in nics) if p]
-    env = []
+    env = [("NODEMAP_NIC", ",".join(n.name for n in nics))] if nics else []
     if ports:
         env += [("UCX_NET_DEVICES", ",".join(ports)), ("NCCL_IB_HCA", "=" + ",".join(ports))]
     if any(n.kind == "Slingshot" for n in nics):

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from ..topology.cpuset import CpuSet
 
-NIC_VARS = ("UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
+NIC_VARS = ("NODEMAP_NIC", "UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
 GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK",
                     "SLURM_PROCID", "RANK")
@@ -112,12 +112,22 @@ def sort_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["host"], r["rank"]))
 
 
+def _nic_cell(nic_env: Mapping[str, str]) -> str:
+    """The plan's NICs (NODEMAP_NIC), marked `(no NIC variable)` when no
+    library variable steers traffic to them (plain Ethernet: sockets use
+    the routing table); without NODEMAP_NIC, the variables themselves."""
+    steering = {k: v for k, v in nic_env.items() if k != "NODEMAP_NIC"}
+    if "NODEMAP_NIC" in nic_env:
+        return nic_env["NODEMAP_NIC"] + ("" if steering else " (no NIC variable)")
+    return " ".join(f"{k}={v}" for k, v in steering.items()) or "-"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("host", "rank", "local", "PUs", "on", "memory", "GPUs", "NIC", "threads", "verdict")
     lines = [head]
     for r in sort_rows(rows):
         gpus = ",".join(f"{g['index']}(N{g['numa']})" for g in r["gpus"]) or "-"
-        nic = " ".join(f"{k}={v}" for k, v in r["nic_env"].items()) or "-"
+        nic = _nic_cell(r["nic_env"])
         t = r["thread_env"]
         threads = f"{t.get('OMP_NUM_THREADS', '-')}/{t.get('OMP_PROC_BIND', '-')}"
         mem = f"{r['mem_policy']}:{r['mem_nodes']}" if r["mem_nodes"] else r["mem_policy"]
