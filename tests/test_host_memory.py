@@ -138,7 +138,17 @@ def test_recommendation_takes_fewest_threads_within_2_percent():
     assert hm.recommend(rs)[0] == "b"
     assert "GOMP_CPU_AFFINITY=\"0 1 2 3\"" in hm.recommendation_text(rs)
     assert "b" in results_table(rs) or "triad" in results_table(rs)
+    assert "caution" not in hm.recommendation_text(rs)  # one sample each: best = median
     del t
+
+
+def test_recommendation_warns_when_medians_choose_otherwise():
+    mk = lambda th, gbs, name: hm.make_result("memory", "triad", "GB/s", gbs, verified=True,
+                                              params={"threads": th, "placement": name, "cpu_order": list(range(th))})
+    # 4 threads won one lucky sample; 8 threads are faster on the median
+    rs = [mk(4, [100.0, 70.0, 72.0], "b"), mk(8, [99.5, 90.0, 91.0], "c")]
+    assert hm.recommend(rs)[0] == "b" and hm.recommend(rs, "median")[0] == "c"
+    assert "caution: on median GB/s the choice would be c (8 threads)" in hm.recommendation_text(rs)
 
 
 def run_cli(capsys, *argv):
