@@ -367,3 +367,11 @@ def test_tarball_without_a_snapshot(tmp_path):
     _tar(path, [_file("a/proc/x")])
     with pytest.raises(InputError, match="holds no sys/"):
         snapshot.read_tarball(path)
+
+
+def test_nodes_undercounting_proc_meminfo_get_a_note(node):
+    # the fixture's nodes hold 24 MiB, its /proc/meminfo 99999 kB
+    (note,) = [n for n in sysfs.read(node).notes if "undercount" in n]
+    assert note.startswith("NUMA nodes hold 0.0 GiB in sysfs but /proc/meminfo has 0.1 GiB")
+    put(node, "proc/meminfo", "MemTotal:       24576 kB")
+    assert not any("undercount" in n for n in sysfs.read(node).notes)
