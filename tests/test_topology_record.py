@@ -118,25 +118,3 @@ def test_topo_imports_none_of_the_slow_modules():
                     "with contextlib.redirect_stdout(io.StringIO()): assert main(['topo', '--source', 'sysfs']) == 0")
     used -= _modules("import io, contextlib")  # the test's own
     assert (used - base) & SLOW == set()
-
-
-def test_topo_fast_path_parses_as_argparse_does():
-    from nodemap import cli
-    from nodemap.commands import topo
-
-    parser = cli.build_parser("topo")
-    words = ["--matrix", "--json", "--input", "--source", "--export", "auto", "sysfs", "nvml", "magic", "x.json",
-             "-", "--", "--mat", "--input=a", "--input=", "--source=nvml", "--source=bad", "--json=1", "-h", "",
-             "a b", "-5", "--export=out", "topo"]
-    import itertools
-
-    checked = 0
-    for n in range(4):
-        for line in itertools.product(words, repeat=n):
-            fast = topo.parse_fast(list(line))
-            if fast is None:
-                continue
-            ns = parser.parse_args(["topo", *line])
-            assert {k: getattr(ns, k) for k in fast} == fast, line
-            checked += 1
-    assert checked > 300

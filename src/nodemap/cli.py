@@ -3,12 +3,10 @@
 Each command lives in nodemap/commands/<name>.py with two functions:
 `add_arguments(parser)` (imports nothing heavy) and `run(args) -> int`.
 Heavy imports (NVML, CuPy, mpi4py) happen inside `run`, so `nodemap --help`
-and `nodemap topo` start fast. A command may also define
-`parse_fast(words) -> dict | None`: the options of a plain command line
-(exact option names only), or None to leave it to argparse. argparse costs
-~10 ms to import and set up, a third of what `nodemap topo` may take (within
-3x of lstopo, benchmarks/topo_vs_lstopo.sh), so it is imported only when
-needed: --help, errors, abbreviations, other commands.
+and `nodemap topo` start fast. Plain command lines are parsed by
+nodemap.fastargs from the same add_arguments, without argparse (10-20 ms to
+import and build); argparse is imported only when needed: --help, errors,
+abbreviations, commands with subcommands.
 """
 
 from __future__ import annotations
@@ -90,14 +88,16 @@ class _Args:
 
 
 def _fast(words: list[str]) -> _Args | None:
-    """`COMMAND plain-options` parsed by the command's parse_fast, else None."""
+    """`COMMAND plain-options` parsed by nodemap.fastargs, else None."""
     if not words or words[0] not in COMMANDS:
         return None
+    from . import fastargs
+
     modname = COMMANDS[words[0]][0]
     __import__(modname)
     mod = sys.modules[modname]
-    parse = getattr(mod, "parse_fast", None)
-    values = parse(list(words[1:])) if parse is not None else None
+    rec = fastargs.record(mod.add_arguments)
+    values = fastargs.parse(rec, list(words[1:])) if rec is not None else None
     return None if values is None else _Args(command=words[0], **values, _module=mod)
 
 

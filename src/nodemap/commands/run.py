@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # argparse only for --help and errors (nodemap.fastargs)
+    import argparse
 import os
 import sys
 
@@ -34,6 +36,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..fastargs import REMAINDER
     from ..mapping import cliargs
 
     cliargs.add_request_arguments(p)
@@ -48,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
     g.add_argument("--verbose", "-v", action="store_true", help="each rank prints its binding on stderr")
     g.add_argument("--no-cache", action="store_true", help="plan afresh instead of reusing this node's cached plan")
-    p.add_argument("app", nargs=argparse.REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
+    p.add_argument("app", nargs=REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:

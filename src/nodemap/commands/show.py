@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # argparse only for --help and errors (nodemap.fastargs)
+    import argparse
 
 DESCRIPTION = """\
 Report what each rank really got: host, rank, local rank, the PUs it may run

@@ -42,39 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--export", metavar="FILE", help="also write the topology JSON to FILE (atomically)")
 
 
-# parse_fast: the options above, spelled out in full, as argparse parses them
-_FLAGS = {"--matrix": "matrix", "--json": "json"}
-_VALUES = {"--input": "input", "--source": "source", "--export": "export"}
-
-
-def parse_fast(words: list[str]) -> dict | None:
-    """The options add_arguments defines, when `words` (what follows "topo")
-    hold only their exact names with plain values ("--input x", "--input=x";
-    repeated: the last one counts); None for anything else (--help,
-    abbreviations, values that are empty or start with "-", a --source not
-    in SOURCES, extra words), which argparse then parses or rejects."""
-    values: dict = {"matrix": False, "json": False, "input": None, "source": "auto", "export": None}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in _FLAGS:
-            values[_FLAGS[word]] = True
-            i += 1
-            continue
-        name, eq, value = word.partition("=")
-        if name not in _VALUES:
-            return None
-        if not eq:
-            if i + 1 == len(words):
-                return None
-            value = words[i + 1]
-        i += 1 if eq else 2
-        if not value or value.startswith("-") or (name == "--source" and value not in SOURCES):
-            return None
-        values[_VALUES[name]] = value
-    return values
-
-
 def run(args: argparse.Namespace) -> int:
     from ..topology.discover import discover
 
