@@ -105,6 +105,17 @@ def test_exec_keeps_pid_and_exit_code_and_binds(env):
     assert (threads, bind) == (str(task["threads"]), "close")
 
 
+def test_a_rank_the_launcher_bound_is_told_to_start_unbound(env):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 PUs")
+    r = subprocess.run(["taskset", "-c", str(cpus[0]), sys.executable, "-m", "nodemap.cli", "run", "--local-rank", "0",
+                        "--local-size", str(len(cpus)), "--dry-run", "--", "true"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "the launcher bound it already" in r.stderr and "mpirun --bind-to none" in r.stderr
+
+
 def test_signals_are_the_apps_own(env):
     r = nodemap(["run", "--local-rank", "0", "--local-size", "1", "--", "sh", "-c", "kill -TERM $$"], env)
     assert r.returncode == -15

@@ -108,13 +108,22 @@ def node_plan(args: argparse.Namespace, tasks: int) -> tuple[dict, bool]:
 
 
 def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
+    from ..errors import NodemapError
     from ..mapping import cliargs, emit
     from ..mapping.plan import plan
     from ..topology.discover import discover
 
     req = cliargs.request_from_args(args, tasks)
     topo = discover(args.input, source=_source(args.input))
-    p = plan(topo, req)
+    try:
+        p = plan(topo, req)
+    except NodemapError as e:
+        if args.input or topo.allowed_cpus == topo.cpuset:
+            raise
+        # the usual cause: the launcher bound this rank before nodemap could (Open MPI binds to cores by default)
+        raise NodemapError(f"{e}. This rank may use only PUs {topo.allowed_cpus.format()} of the node's "
+                           f"{topo.cpuset.format()}: the launcher bound it already; start ranks unbound "
+                           "(mpirun --bind-to none, srun --cpu-bind=none, flux -o cpu-affinity=off)") from None
     p = emit.with_env(topo, p)
     d = p.to_dict()
     # plain lists too, so that a rank reading the cached plan needs no CpuSet
