@@ -16,6 +16,7 @@ from typing import Sequence
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet, CpuSetError
 from ..topology.model import Topology
+from ..topology.sysfs import nodes_undercount
 from . import hostkernels, placements
 from .harness import Progress, gbps
 from .results import Result, ResultSet, make_result
@@ -120,7 +121,7 @@ def free_memory(nodes: CpuSet, root: str = "/") -> int:
             total += info["MemFree"] + info.get("Inactive(file)", 0) + info.get("SReclaimable", 0)
             known = True
     machine = meminfo(os.path.join(root, "proc/meminfo"))
-    undercounted = node_total < 0.9 * machine.get("MemTotal", 0)
+    undercounted = nodes_undercount(node_total, machine.get("MemTotal", 0))
     if known and not (undercounted and present <= set(nodes)):
         return total
     return machine.get("MemAvailable", 0)

@@ -122,8 +122,9 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
             raise
         # the usual cause: the launcher bound this rank before nodemap could (Open MPI binds to cores by default)
         raise NodemapError(f"{e}. This rank may use only PUs {topo.allowed_cpus.format()} of the node's "
-                           f"{topo.cpuset.format()}: the launcher bound it already; start ranks unbound "
-                           "(mpirun --bind-to none, srun --cpu-bind=none, flux -o cpu-affinity=off)") from None
+                           f"{topo.cpuset.format()} (its affinity and cgroup): if the launcher bound it, start ranks "
+                           "unbound (mpirun --bind-to none, srun --cpu-bind=none, flux -o cpu-affinity=off); if the "
+                           "job's allocation is that small, ask for more CPUs or fewer tasks") from None
     p = emit.with_env(topo, p)
     d = p.to_dict()
     # plain lists too, so that a rank reading the cached plan needs no CpuSet
