@@ -143,19 +143,3 @@ def test_memory_policy_is_applied(env):
 def test_preferred_needs_one_node():
     with pytest.raises(NodemapError, match="--mem-policy bind"):
         launch.apply(launch.Binding([], [0, 1], "preferred", [0, 1]))
-
-
-# --- cache -------------------------------------------------------------------------------
-
-
-def test_cache_round_trip_and_checks(tmp_path, monkeypatch):
-    monkeypatch.setenv("NODEMAP_CACHE_DIR", str(tmp_path / "c"))
-    key = launch.fingerprint(("req",), None, {})
-    assert launch.load_cached(key, 0.0) is None
-    launch.save_cached(key, {"tasks": [1]})
-    assert launch.load_cached(key, 0.0)["tasks"] == [1]
-    assert launch.load_cached(key + "x", 0.0) is None  # another key never reads it
-    assert launch.load_cached(key, 1e12) is None  # too old
-    assert launch.fingerprint(("req",), None, {"CUDA_VISIBLE_DEVICES": "1"}) != key
-    os.chmod(tmp_path / "c", 0o777)  # a directory others can write is not trusted
-    assert launch.load_cached(key, 0.0) is None

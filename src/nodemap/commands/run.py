@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if lr.rank >= tasks:
         raise NodemapError(f"local rank {lr.rank} ({lr.launcher}) but the plan has only {tasks} task(s): "
                            f"pass --tasks {lr.rank + 1} or more, or start fewer ranks per node")
-    plan, cached = node_plan(args, tasks)
+    plan, cached = node_plan(args, tasks, lr.rank)
     task = plan["tasks"][lr.rank]
     final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
     binding = launch.Binding(task["cpu_list"], task["mem_list"], args.mem_policy, plan["node_mem_list"])
@@ -89,22 +89,21 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def node_plan(args: argparse.Namespace, tasks: int) -> tuple[dict, bool]:
-    """The node's plan as a dict (Plan.to_dict, each task with its env), and whether it was cached."""
-    import time
+def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0) -> tuple[dict, bool]:
+    """The node's plan as a dict (Plan.to_dict, each task with its env), and
+    whether another rank or an earlier step made it: the first rank of the
+    node plans and publishes, the others wait for it and read."""
+    from ..mapping import cliargs, plancache
 
-    from ..mapping import cliargs, launch
-
-    key = None
-    if not args.no_cache:
-        key = launch.fingerprint((cliargs.request_key(args), tasks), args.input, os.environ)
-        hit = launch.load_cached(key, time.time())
-        if hit is not None:
-            return hit, True
-    plan = _plan_node(args, tasks)
-    if key is not None:
-        launch.save_cached(key, plan)
-    return plan, False
+    if args.no_cache:
+        return _plan_node(args, tasks), False
+    key = plancache.fingerprint((cliargs.request_key(args), tasks), args.input, os.environ)
+    try:
+        return plancache.shared_plan(key, lambda: _plan_node(args, tasks))
+    except plancache.Refused as e:
+        if local_rank == 0:
+            print(f"nodemap run: {e}", file=sys.stderr)
+        return _plan_node(args, tasks), False
 
 
 def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
