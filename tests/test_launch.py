@@ -9,6 +9,7 @@ import nodes
 from nodemap.errors import NodemapError
 from nodemap.mapping import launch
 from nodemap.mapping.localrank import _PAIRS
+from nodemap.topology.cpuset import CpuSet
 
 LAUNCHER_VARS = {v for _, r, s in _PAIRS for v in (r, s)} | {
     "SLURM_LOCALID", "FLUX_TASK_LOCAL_ID", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS", "OMP_PLACES",
@@ -143,3 +144,11 @@ def test_memory_policy_is_applied(env):
 def test_preferred_needs_one_node():
     with pytest.raises(NodemapError, match="--mem-policy bind"):
         launch.apply(launch.Binding([], [0, 1], "preferred", [0, 1]))
+
+
+def test_without_a_launcher_run_is_one_task_on_the_whole_node(env):
+    r = nodemap(["run", "--dry-run", "--json", "--", "true"], env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["local_rank"] == 0 and d["local_size"] == 1 and d["launcher"].startswith("no launcher")
+    assert d["task"]["cpus"] == CpuSet(os.sched_getaffinity(0)).format()

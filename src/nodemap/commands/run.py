@@ -30,8 +30,11 @@ examples:
   flux run --tasks-per-node=4 -o cpu-affinity=off -o gpu-affinity=off nodemap run -- ./app
   nodemap run --local-rank 0 --local-size 2 --dry-run -- ./app    what rank 0 of 2 would get
 
---tasks defaults to the launcher's local size. Plans are cached per node for
-10 minutes in $TMPDIR/nodemap-$UID (--no-cache to plan afresh).
+--tasks defaults to the launcher's local size; without a launcher (and
+without --local-rank) nodemap run is one task on the whole allowed node, like
+numactl or likwid-pin. The first rank of a node plans and publishes the plan
+in $TMPDIR/nodemap-$UID (a private folder); the others read it, and later
+steps reuse it for 10 minutes (--no-cache to plan afresh).
 """
 
 
@@ -63,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
-    lr = localrank.detect(os.environ, args.local_rank, args.local_size)
+    if args.local_rank is None and not localrank.launched(os.environ):
+        # no launcher: like numactl or likwid-pin, one task on the whole allowed node
+        lr = localrank.LocalRank(0, args.local_size or 1, "no launcher: one task")
+    else:
+        lr = localrank.detect(os.environ, args.local_rank, args.local_size)
     tasks = args.tasks or lr.size
     if not tasks:
         raise NodemapError(f"{lr.launcher} does not say how many ranks share this node: pass --local-size N or --tasks N")
@@ -113,7 +120,7 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     from ..topology.discover import discover
 
     req = cliargs.request_from_args(args, tasks)
-    topo = discover(args.input, source=_source(args.input))
+    topo = discover(args.input, source=_source(args.input, args.gpu_ids))
     try:
         p = plan(topo, req)
     except NodemapError as e:
@@ -134,9 +141,9 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     return d
 
 
-def _source(input_path) -> str:
-    """sysfs has all the plan needs and is fast; NVML only to resolve GPU UUIDs."""
-    if input_path:
+def _source(input_path, gpu_ids: str = "index") -> str:
+    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs."""
+    if input_path or gpu_ids == "uuid":
         return "auto"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     return "auto" if any(e.strip() and not e.strip().isdigit() for e in visible.split(",")) else "sysfs"
