@@ -14,7 +14,7 @@
 set -u
 out=${1:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
 ref=${2:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
-parts=${3:-info,build,tests,single,shared,mpi2,mpi1,ref,summary}
+parts=${3:-info,build,tests,sweep,single,shared,mpi2,mpi1,ref,summary}
 NX=${NX:-16384} NY=${NY:-16384} ITERS=${ITERS:-200} REPEATS=${REPEATS:-5} DTYPES=${DTYPES:-fp32,fp64}
 mkdir -p "$out/json" "$out/ref"
 log="$out/jacobi_log.txt"
@@ -66,6 +66,7 @@ fi
 
 want tests && step gpu-tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_jacobi_gpu.py \
   tests/test_jacobi_grid.py tests/test_jacobi_fake.py tests/test_cu_compile.py
+want sweep && step kernel-sweep 60 python3 benchmarks/jacobi_kernel_sweep.py "$NX" "$NY"
 # one process, one GPU: every single-process variant (and the graph: one slab)
 want single && step single-1gpu 150 nodemap bench jacobi --mode single --gpus 0 --dtype "$DTYPES" "${GRID[@]}" \
   -o "$j/jacobi_single_1gpu.json"

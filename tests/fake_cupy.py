@@ -27,6 +27,9 @@ class ndarray(np.ndarray):
     def get(self):
         return np.asarray(self)
 
+    def sum(self, axis=None, dtype=None, **kw):
+        return np.asarray(self).sum(axis=axis, dtype=dtype, **kw).view(ndarray)
+
 
 def _wrap(a):
     return np.ascontiguousarray(a).view(ndarray)

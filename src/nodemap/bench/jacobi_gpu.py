@@ -383,7 +383,7 @@ def row_sums(w: World, buf: int) -> Any:
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
             a = s.bufs[buf][1:s.part.count + 1]
-            mine.append((s.part.start, w.cp.asnumpy(a.astype("float64").sum(axis=1))))
+            mine.append((s.part.start, w.cp.asnumpy(a.sum(axis=1, dtype="float64"))))
     if w.mpi is not None:
         got = w.mpi.gather(mine, root=0)
         if not w.is_root():
