@@ -68,15 +68,18 @@ def run(args: argparse.Namespace) -> int:
 
     from ..check import expectations
     from ..check.node import run_check, stderr_progress
-    from ..report import html, output, terminal
+    from .. import outfile
+    from ..report import html, terminal
 
     exp = expectations.load(args.expect)
     d = output_dir(args.output)
     json_path, html_path = os.path.join(d, "check.json"), os.path.join(d, "check.html")
+    for p in (json_path, html_path):
+        outfile.check(p, "--output")
     cmd = "nodemap check --level " + args.level + (f" --expect {args.expect}" if args.expect else "")
-    doc = run_check(args.level, exp, on_update=lambda doc: output.write_text(json_path, doc.to_json()),
+    doc = run_check(args.level, exp, on_update=lambda doc: outfile.write(json_path, doc.to_json()),
                     progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd)
-    output.write_text(html_path, html.render(doc))
+    outfile.write(html_path, html.render(doc))
     if args.json:
         print(doc.to_json())
     else:

@@ -84,7 +84,8 @@ def _read(path: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import NodemapError
-    from ..report import compare, html, output, terminal
+    from .. import outfile
+    from ..report import compare, html, terminal
 
     if args.compare:
         if args.files or args.html:
@@ -102,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
         return 1 if any(c.verdict == "fail" for c in changes) else 0
     if not args.files:
         raise NodemapError("give a check.json or bench result files (or --compare BEFORE AFTER)")
+    if args.html:
+        outfile.check(args.html, "--html")
     doc = load(args.files, args.expect)
     if args.html:
-        output.write_text(args.html, html.render(doc))
+        outfile.write(args.html, html.render(doc), "--html")
         print(f"report: {args.html}")
     elif args.json:
         print(doc.to_json())
