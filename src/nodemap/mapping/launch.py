@@ -84,12 +84,30 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> No
     full.update(env)
     sys.stdout.flush()
     sys.stderr.flush()
+    _default_signals()
     try:
         os.execvpe(argv[0], argv, full)
     except OSError as e:
         err = NodemapError(f"cannot run {argv[0]!r}: {e.strerror} (check the path and that it is executable)")
         err.exit_code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes
         raise err from None
+
+
+def _default_signals() -> None:
+    """Undo what Python did to signals at start-up, which exec would keep.
+
+    Python ignores SIGPIPE and SIGXFSZ (the set subprocess restores): an
+    application exec'd with them ignored gets EPIPE instead of dying in
+    `app | head`. Ignored dispositions we did not make (nohup's SIGHUP, a
+    background job's SIGINT) stay; the signal mask is emptied. `_signal`,
+    not `signal`: the wrapper's imports cost every rank ~1 ms.
+    """
+    import _signal
+
+    for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
 
 
 def _list(items) -> str:
