@@ -58,7 +58,7 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None):
         return value
 
     rails = str(args.nic_rails)
-    if rails != "all" and not rails.isdigit():
+    if rails != "all" and not (rails.isdecimal() and len(rails) < 7):
         raise InputError("--nic-rails", f"{rails!r} is not a count or 'all'")
     n = args.tasks if args.tasks is not None else tasks
     return Request(

@@ -79,6 +79,9 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> No
     """Bind, set `env` over the current environment and exec argv. Never returns."""
     if not argv:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
+    if not argv[0] or "\0" in argv[0]:
+        raise NodemapError(f"the application name {argv[0]!r} is empty or holds a NUL byte: give a program after --, "
+                           "e.g. nodemap run -- ./app args")
     apply(binding)
     full = dict(os.environ)
     full.update(env)
@@ -87,10 +90,30 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> No
     _default_signals()
     try:
         os.execvpe(argv[0], argv, full)
-    except OSError as e:
-        err = NodemapError(f"cannot run {argv[0]!r}: {e.strerror} (check the path and that it is executable)")
+    except (OSError, ValueError) as e:
+        err = NodemapError(f"cannot run {argv[0]!r}: {_exec_problem(argv[0], e, full)}")
         err.exit_code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes
         raise err from None
+
+
+def _exec_problem(prog: str, e: Exception, env: dict[str, str]) -> str:
+    """Why exec failed, in words: execve says ENOENT both for a missing
+    program and for a script whose #! interpreter is missing."""
+    if not isinstance(e, OSError):
+        return f"{e} (check the arguments after --)"
+    import shutil
+
+    found = shutil.which(prog, path=env.get("PATH", os.defpath)) if "/" not in prog else prog
+    if isinstance(e, FileNotFoundError) and found and os.path.isfile(found):
+        try:
+            with open(found, "rb") as f:
+                head = f.readline(256)
+        except OSError:
+            head = b""
+        if head.startswith(b"#!"):
+            interp = head[2:].strip().split(b" ")[0].decode("utf-8", "replace")
+            return f"its interpreter {interp!r} (the script's #! line) does not exist: install it or fix the #! line"
+    return f"{e.strerror} (check the path and that it is executable)"
 
 
 def _default_signals() -> None:
@@ -136,7 +159,12 @@ def fingerprint(request_key, input_path: str | None, env) -> str:
                                               "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")]
     parts += _port_states()
     if input_path:
-        st = os.stat(input_path)
+        try:
+            st = os.stat(input_path)
+        except OSError as e:
+            from ..errors import InputError
+
+            raise InputError(input_path, f"cannot read: {e.strerror}") from None
         parts.append(f"{os.path.abspath(input_path)}:{st.st_size}:{st.st_mtime_ns}")
     return "\n".join(parts)
 

@@ -55,7 +55,7 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None) -> dict[str, 
 
 def _global_rank(env: Mapping[str, str]) -> int:
     for k in GLOBAL_RANK_VARS:
-        if env.get(k, "").isdigit():
+        if env.get(k, "").isdecimal() and len(env[k]) < 10:
             return int(env[k])
     return 0
 
@@ -95,7 +95,7 @@ def _own_verdicts(r: dict[str, Any], topo) -> list[str]:
     if len(homes) > 1:
         out.append(f"CPUs span NUMA domains {homes.format()}")
     threads = r["thread_env"].get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > len(cpus):
+    if threads.isdecimal() and len(threads) < 10 and int(threads) > len(cpus):
         out.append(f"{threads} threads on {len(cpus)} PU(s)")
     return out
 
