@@ -71,3 +71,15 @@ def snapshot(root: Path) -> Path:
     put(root, f"{NODE}/node0/cpulist", "0-1")
     put(root, f"{NODE}/node0/meminfo", "Node 0 MemTotal:       1000 kB")
     return root
+
+
+def hwloc_xml(pu1: str = "1", mask: str = "0x00000003") -> str:
+    """A 2-PU hwloc v2 XML; `pu1` is the second PU's os_index, `mask` the machine's cpuset."""
+    def obj(kind: str, index: str, cpus: str, gp: int, inner: str = "") -> str:
+        attrs = (f'type="{kind}" os_index="{index}" cpuset="{cpus}" complete_cpuset="{cpus}" nodeset="0x1" '
+                 f'complete_nodeset="0x1" gp_index="{gp}"')
+        return f"<object {attrs}>{inner}</object>"
+    cores = obj("Core", "0", "0x1", 4, obj("PU", "0", "0x1", 5)) + obj("Core", "1", "0x2", 6, obj("PU", pu1, "0x2", 7))
+    numa = '<object type="NUMANode" os_index="0" cpuset="0x3" nodeset="0x1" gp_index="2" local_memory="1024000"/>'
+    machine = obj("Machine", "0", mask, 1, numa + obj("Package", "0", "0x3", 3, cores))
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<topology version="2.0">\n{machine}\n</topology>\n'
