@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if lr.rank >= tasks:
         raise NodemapError(f"local rank {lr.rank} ({lr.launcher}) but the plan has only {tasks} task(s): "
                            f"pass --tasks {lr.rank + 1} or more, or start fewer ranks per node")
+    undone = launch.undo_launcher_binding(os.environ) if not args.input else ""
+    if undone and lr.rank == 0 and args.verbose:
+        print(f"nodemap run: note: {undone}", file=sys.stderr)
     plan, cached = node_plan(args, tasks, lr.rank)
     task = plan["tasks"][lr.rank]
     final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
