@@ -232,6 +232,14 @@ def test_app_keeps_pid_and_exit_status_and_monitor_ends(tmp_path, what, code):
     assert tl.header["pid"] == pid and tl.ended and tl.torn == 0 and len(tl.t) >= 3
 
 
+def test_the_monitor_is_not_counted_in_the_application_s_memory(tmp_path):
+    d = tmp_path / "w"
+    r = subprocess.run(RUN + ["--watch-dir", str(d), "--", "sleep", "0.5"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (tl,) = watchlog.read_dir(str(d))
+    assert 0 < max(tl.rss) < 8 * MiB  # sleep alone; the monitor (a Python process) is tens of MiB
+
+
 def test_killed_app_leaves_complete_timeline_and_no_orphan(tmp_path):
     p, d, pid, kids = _start(tmp_path, "sleep", "30")
     time.sleep(0.5)
