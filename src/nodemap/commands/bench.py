@@ -25,6 +25,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "nccl": ("nodemap.bench.collectives", "NCCL collectives: algbw and busbw per size"),
     "ring": ("nodemap.bench.ring", "1D periodic ring halo exchange over every GPU transport"),
     "placement": ("nodemap.bench.placement_bench", "data larger than one GPU: placement strategies compared"),
+    "jacobi": ("nodemap.bench.jacobi", "2D Jacobi proxy app: step time per multi-GPU programming model, verified"),
 }
 
 
