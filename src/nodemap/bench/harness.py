@@ -183,7 +183,8 @@ def _columns() -> int:
 
 
 class _Autosave:
-    """Writes the ResultSet after every added case (rank 0, a real file)."""
+    """Writes the ResultSet after every added case (rank 0, a real file),
+    marked `"complete": false`: the run is not over."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -194,8 +195,12 @@ class _Autosave:
             return
         from ..errors import NodemapError
 
+        import json
+
+        from ..outfile import write
+
         try:
-            rs.save(self.path)
+            write(self.path, json.dumps(rs.to_dict() | {"complete": False}, indent=1) + "\n")
         except NodemapError as e:  # said once at the end, with the results printed
             self.error = str(e)
 
@@ -239,7 +244,6 @@ def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = Tru
         hooks.append(lambda _: dog.arm())
         dog.arm()
     rs.on_add = (lambda s: [h(s) for h in hooks]) if hooks else None
-    rs.complete = False
     if hooks and isinstance(hooks[0], _Autosave):
         hooks[0](rs)  # the file exists, marked incomplete, before the first case
     interrupt.reset()
@@ -255,7 +259,8 @@ def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = Tru
         stopped = stopped or interrupt.requested()
         why = interrupt.why()
         interrupt.reset()
-    rs.complete = not stopped
+    if stopped:
+        rs.complete = False  # else as the kind left it (a failed part sets it false)
     if stopped and why == TIMEOUT:
         rs.messages.append(f"timeout: a case ran longer than --timeout {args.timeout:g} s; the run ended there "
                            "(raise --timeout if the machine is just slow)")
