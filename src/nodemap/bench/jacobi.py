@@ -265,6 +265,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         with session(rs, args, root=root, watchdog=False):  # --timeout bounds each exchange itself
             bench(launch, rs, nx, ny, dtypes, variants, args)
+    except (Exception, SystemExit) as e:
+        if launch.mpi is None or launch.mpi.Get_size() == 1:
+            raise
+        abort(launch.mpi, e)
     finally:
         launch.cp.get_default_memory_pool().free_all_blocks()
     if not root:
@@ -272,8 +276,20 @@ def run(args: argparse.Namespace) -> int:
     return finish(rs, args, text)
 
 
+def abort(comm: Any, e: BaseException) -> None:
+    """One rank failed while the others wait for it in a collective: say why
+    (one line) and end every rank, instead of a hang."""
+    import sys
+
+    if not (isinstance(e, SystemExit) and e.code in (0, 1, 2, None) and comm.Get_rank() != 0):
+        what = str(e) if isinstance(e, NodemapError) else f"{type(e).__name__}: {e}"
+        print(f"nodemap bench jacobi: error: rank {comm.Get_rank()}: {what}", file=sys.stderr, flush=True)
+    comm.Abort(2)
+
+
 def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], variants: list[str],
           args: argparse.Namespace) -> None:
+    from . import jacobi_gpu as jgpu
     from .gpu_common import describe, environment, load_topology
 
     cp = launch.cp
@@ -283,11 +299,12 @@ def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], va
     skipped = {v: usable(launch, v, aware) for v in variants}
     rs.messages += [w for w in skipped.values() if w]
     todo = [v for v in variants if not skipped[v] and v != "single"]
-    topo = load_topology(None)[0]
+    topo = load_topology(args.topology)[0]
     gpu = describe(cp, launch.devices[0], topo)
     rs.environment = environment(cp, [gpu]) | {
         "slabs": launch.n, "mode": "mpi" if launch.mpi is not None else "single", "gpus": launch.keys_all,
-        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+        "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
     if launch.mpi is not None:
         rs.environment["mpi"] = mc.library()
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
