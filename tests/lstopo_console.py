@@ -320,8 +320,10 @@ def summarize_topology(topo) -> ConsoleSummary:
     def shown(pus) -> bool:
         return bool(pus & cpus)
 
+    # a package without CPUs comes from a restricted hwloc XML, which keeps it
+    # for its allowed memory
     packages = [p for p in topo.packages
-                if shown(p.cpuset) or any(n.cpuset and n.cpuset.issubset(p.cpuset) for n in nodes)]
+                if shown(p.cpuset) or not p.cpuset or any(n.cpuset and n.cpuset.issubset(p.cpuset) for n in nodes)]
     cores = [c for c in topo.cores if shown(c.cpuset)]
     counts = [(str(p.cpuset & cpus), sum(1 for c in cores if c.cpuset.issubset(p.cpuset))) for p in packages]
     important = [d for d in topo.pci_devices if _important(d.class_id) and d.class_id >> 8 != 0x06]

@@ -51,7 +51,7 @@ def test_plan_json_rechunk_and_replication(counts_file):
         (["--budget", "40MiB"], "does not fit"),
         (["--budget", "1MiB,2MiB,3MiB"], "names 3 GPUs"),
         (["--budget", "60MiB", "--chunk", "3MiB"], "not a multiple"),
-        (["--budget", "lots"], "bad size"),
+        (["--budget", "lots"], "--budget 'lots': not a size"),
     ],
 )
 def test_bad_requests_one_line_exit_2(counts_file, args, msg):

@@ -115,7 +115,7 @@ def test_source_that_contradicts_the_input(saved):
 
 
 def test_unwritable_export(saved, tmp_path):
-    one_line_error(nodemap("--input", saved, "--export", tmp_path / "no" / "dir" / "x.json"), "cannot write the export")
+    one_line_error(nodemap("--input", saved, "--export", tmp_path / "no" / "dir" / "x.json"), "--export", "does not exist")
 
 
 # --- fixtures through the readers -----------------------------------------------

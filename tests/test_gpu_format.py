@@ -61,17 +61,6 @@ def test_parse_ordinals_refuses(spec):
         gc.parse_ordinals(spec, 2)
 
 
-@pytest.mark.parametrize("text, n", [("1GiB", 2**30), ("512MiB", 512 << 20), ("4e9", 4 * 10**9), ("2 GB", 2 * 10**9)])
-def test_parse_size(text, n):
-    assert gc.parse_size(text) == n
-
-
-@pytest.mark.parametrize("text", ["", "GiB", "1 parsec", "-1GiB", "0"])
-def test_parse_size_refuses(text):
-    with pytest.raises(NodemapError):
-        gc.parse_size(text)
-
-
 # --- paths and peaks ---------------------------------------------------------------
 
 

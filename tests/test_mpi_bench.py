@@ -62,11 +62,12 @@ def test_probe_says_no_gpu_and_asks_the_library(host_run):
 
 @pytest.mark.mpi
 @needs_mpiexec
-def test_device_buffers_skip_cleanly_without_gpu():
+def test_device_buffers_without_gpu_exit_2_in_one_line():
     p = mpirun(2, "--sizes", "8", "--tests", "latency", "--buffers", "HH,DD", *QUICK)
-    assert p.returncode == 0, p.stderr
-    assert "no GPU: buffer kinds DD skipped" in p.stdout
-    assert "latency" in p.stdout
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if "error" in ln]
+    assert len(lines) == 1 and "--buffers DD: GPU buffers need a CUDA GPU" in lines[0], p.stderr
+    assert p.stdout == ""
 
 
 @pytest.mark.mpi
@@ -102,11 +103,7 @@ def test_a_deadline_ends_a_hang_with_exit_2():
     assert p.returncode == 2 and "a peer that never answers" in p.stderr
 
 
-def test_sizes_parse_and_double():
-    assert mp.parse_sizes("1:64MiB")[-1] == 64 << 20 and len(mp.parse_sizes("1:64MiB")) == 27
-    assert mp.parse_sizes("8,1KiB,8") == [8, 1024]
-    with pytest.raises(NodemapError):
-        mp.parse_sizes("64:1")
+def test_subset_refuses():
     with pytest.raises(NodemapError):
         mp.subset("latency,nope", mp.TESTS, "--tests")
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodemap.errors import NodemapError
-from nodemap.placement.planner import HOST, MiB, REPLICATED, Layout, PlacementPlan, Replication, parse_bytes, plan_placement
+from nodemap.placement.planner import HOST, MiB, REPLICATED, Layout, PlacementPlan, Replication, plan_placement
 
 C = 2 * MiB
 
@@ -62,7 +62,9 @@ def test_bad_inputs():
         plan_placement(Layout((C,), C), -np.ones((1, 1), int), [8 * C])
     with pytest.raises(NodemapError):
         Replication.parse("lots")
-    assert parse_bytes("2MB") == 2 * MiB and parse_bytes("1.5GiB") == 3 << 29
+    with pytest.raises(NodemapError, match="--replicate"):
+        Replication.parse("x%")
+    assert Replication.parse("2MB") == Replication("bytes", 2e6) and Replication.parse("2M") == Replication("bytes", 2 * MiB)
     assert Replication.parse("5%") == Replication("fraction", 0.05)
 
 

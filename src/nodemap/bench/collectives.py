@@ -339,9 +339,9 @@ def parse_ops(spec: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .mpi_p2p import parse_sizes
+    from ..units import parse_sizes
 
-    ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes)
+    ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes, "--sizes")
     if args.iters < 1 or args.repeats < 1:
         raise NodemapError("--iters and --repeats must be positive")
     return run_on(open_ctx(args.mode, args.gpus, args.timeout), lambda ctx: bench(ctx, ops, sizes, args), args, text)

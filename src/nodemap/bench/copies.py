@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import NodemapError
+from ..units import format_size, parse_size
 from ..topology.model import Topology
 from . import gpu_common as gc
 from .harness import Progress
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     cases = _subset(args.cases, CASES, "--cases")
     if args.iters < 1 or args.repeats < 1:
         raise NodemapError("--iters and --repeats must be >= 1")
-    size = gc.parse_size(args.size) if args.size else 512 << 20
+    size = parse_size(args.size, "--size", minimum=1) if args.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
     cp, topo, devs, rs = gc.open_bench(args, "bench copies")
     try:
@@ -158,7 +159,7 @@ class Bench:
         for d in self.devs:
             with self.cp.cuda.Device(d.ordinal):
                 n_dst = max(2, len(self.devs))  # all-to-one lands every source in its own buffer
-                gc.ensure_free(self.cp, (1 + n_dst) * self.size, f"bench copies ({1 + n_dst} x {gc.gib(self.size)})")
+                gc.ensure_free(self.cp, (1 + n_dst) * self.size, f"bench copies ({1 + n_dst} x {format_size(self.size)})")
                 self.src[d.ordinal] = self.cp.empty(self.words, dtype="uint32")
                 self.dst[d.ordinal] = [self.cp.empty(self.words, dtype="uint32") for _ in range(n_dst)]
                 self.streams[d.ordinal] = [self.cp.cuda.Stream(non_blocking=True) for _ in range(n_dst)]
@@ -444,7 +445,7 @@ class Bench:
                     "engine": eng if eng in ("ce", "sm") else "ce", **c.params},
             bytes=c.nbytes,
             counting=("bytes read + written" if c.metric.startswith("local") else "bytes copied")
-                     + f", {c.nbytes // self.size} x {gc.gib(self.size)} per copy",
+                     + f", {c.nbytes // self.size} x {format_size(self.size)} per copy",
             path=c.path, path_class=c.path_class, peak=c.peak.gbs if c.peak else None,
             peak_source=c.peak.source if c.peak else "",
             verification=f"destination poisoned before, all {len(c.checks) * self.words} words checked after",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import NodemapError
+from ..units import format_size
 from ..topology.model import GPU, Topology, norm_bus_id
 from .peaks import Peak, hbm_peak, pcie_peak
 
@@ -340,28 +341,6 @@ def environment(cp: Any, devs: Sequence[Gpu]) -> dict[str, Any]:
     if vis is not None:
         env["CUDA_VISIBLE_DEVICES"] = vis
     return env
-
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
-          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """'1GiB', '512MiB', '4e9', '2GB' -> bytes."""
-    t = text.strip().lower().replace(" ", "")
-    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = t[len(num):]
-    try:
-        v = float(num) * _UNITS[unit]
-    except (ValueError, KeyError):
-        raise NodemapError(f"size {text!r}: give bytes with an optional unit, like 1GiB, 512MiB or 4e9") from None
-    if v <= 0:
-        raise NodemapError(f"size {text!r}: must be positive")
-    return int(v)
-
-
-def gib(n: int) -> str:
-    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
 
 
 # --- output ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import gpu_common as gc
 from ..errors import NodemapError
+from ..units import format_size
 from .copies import POISON_SEED, SRC_SEED, d2d_path, host_class
 from .results import Result, make_result
 
@@ -100,7 +101,7 @@ def _chase(b: Any, g: gc.Gpu, where: str, path: str, klass: str, owner: gc.Gpu |
         params["host_pages"] = ", ".join(f"NUMA{k}: {v:.0%}" for k, v in sorted(host.placed.items())) or "unknown"
     return make_result("copies", "load_latency", "ns", [s / STEPS * 1e9 for s in secs], verified=True,
                        params=params, path=path, path_class=klass,
-                       counting=f"{STEPS} dependent 8-byte loads over a random cycle of {gc.gib(ws)}",
+                       counting=f"{STEPS} dependent 8-byte loads over a random cycle of {format_size(ws)}",
                        verification="the walk's final index equals the host-computed end of the cycle")
 
 

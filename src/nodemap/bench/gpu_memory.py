@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import NodemapError
+from ..units import format_size, parse_size
 from . import gpu_common as gc
 from .harness import Progress
 from .results import ResultSet, make_result
@@ -100,7 +101,7 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise NodemapError("--repeats must be >= 1 and --block 0 (auto) or a power of two from 32 to 1024")
     if args.grid_per_sm < 0:
         raise NodemapError("--grid-per-sm must be >= 0")
-    return Plan(dtypes, kernels, gc.parse_size(args.size) if args.size else None, args.repeats, args.block,
+    return Plan(dtypes, kernels, parse_size(args.size, "--size", minimum=1) if args.size else None, args.repeats, args.block,
                 args.unroll, args.grid_per_sm)
 
 
@@ -148,7 +149,7 @@ class Arrays:
         self.dot_blocks = 4 * dev.sm_count
         with cp.cuda.Device(dev.ordinal):
             # 3 arrays and the check's temporary
-            gc.ensure_free(cp, 4 * n * self.itemsize, f"bench gpu ({dtype}, 3 arrays of {gc.gib(n * self.itemsize)})")
+            gc.ensure_free(cp, 4 * n * self.itemsize, f"bench gpu ({dtype}, 3 arrays of {format_size(n * self.itemsize)})")
             self.a, self.b, self.c = (cp.empty(n, dtype=dtype) for _ in range(3))
             self.sums = cp.empty(self.dot_blocks, dtype=dtype)
             self.stream = cp.cuda.Stream(non_blocking=True)

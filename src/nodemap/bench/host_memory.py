@@ -17,6 +17,7 @@ from ..errors import NodemapError
 from ..topology.cpuset import CpuSet, CpuSetError
 from ..topology.model import Topology
 from ..topology.sysfs import nodes_undercount
+from ..units import format_size, parse_size
 from . import hostkernels, placements
 from .harness import Progress, gbps
 from .results import Result, ResultSet, make_result
@@ -73,17 +74,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 # --- sizes and memory --------------------------------------------------------------
 
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
-    if not m:
-        raise NodemapError(f"--size {text!r}: not a size; write bytes or a number with K, M, G (e.g. 512M, 2G)")
-    n = int(float(m.group(1)) * _UNITS[m.group(2)])
-    if n < 4096:
-        raise NodemapError(f"--size {text}: too small, give at least 4K")
-    return n
+MIN_ARRAY = 4096
 
 
 def meminfo(path: str) -> dict[str, int]:
@@ -132,16 +123,16 @@ def llc_bytes(topo: Topology, cpus: CpuSet) -> int:
 
 
 def array_size(topo: Topology, cpus: CpuSet, mem_nodes: CpuSet, size: str | None, arrays: int = 3,
-               root: str = "/") -> tuple[int, list[str]]:
+               root: str = "/", option: str = "--size") -> tuple[int, list[str]]:
     """Bytes per array and notes: 4x the LLCs involved, capped by free memory."""
     nodes = mem_nodes or topo.numa_of(cpus)
     free = free_memory(nodes, root)
     where = f"NUMA {nodes.format()}" if nodes else "this machine"
     if size is not None:
-        n = parse_size(size)
+        n = parse_size(size, option, minimum=MIN_ARRAY)
         if free and arrays * n > free:
-            raise NodemapError(f"--size {size}: {arrays} arrays need {arrays * n / 2**30:.1f} GiB but {where} has "
-                               f"{free / 2**30:.1f} GiB free; give a smaller --size")
+            raise NodemapError(f"{option} {size}: {arrays} arrays need {arrays * n / 2**30:.1f} GiB but {where} has "
+                               f"{free / 2**30:.1f} GiB free; give a smaller {option}")
         return n, []
     llc = llc_bytes(topo, cpus)
     want = 4 * llc if llc else 256 << 20
@@ -150,7 +141,7 @@ def array_size(topo: Topology, cpus: CpuSet, mem_nodes: CpuSet, size: str | None
     if cap < want:
         notes.append(f"arrays capped at {cap >> 20} MiB by free memory (4x LLC would be {want >> 20} MiB)")
         want = cap
-    return max(want, 4096), notes
+    return max(want, MIN_ARRAY), notes
 
 
 # --- parsing ------------------------------------------------------------------------

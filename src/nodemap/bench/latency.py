@@ -13,9 +13,10 @@ import sys
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
+from ..units import format_size, parse_size
 from . import hostkernels, placements
 from .harness import Progress
-from .host_memory import check_repeats, emit, environment, free_memory, parse_mem, parse_size
+from .host_memory import check_repeats, emit, environment, free_memory, parse_mem
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = """\
@@ -90,13 +91,6 @@ def measure(topo: Topology, cpu: int, size: int, reps: int, loads: int, mem_node
     )
 
 
-def _size_label(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"
-
-
 def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
     """Notes where the measurement contradicts the predicted level: rows
     (working set, predicted level, best ns) closer to the DRAM plateau (the
@@ -115,7 +109,7 @@ def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
         low = fastest.setdefault(level, ns)
         if ns - low > (floor - low) / 2:
             first.setdefault(level, (size, ns))
-    return [f"{level}: from {_size_label(size)} the latency is nearer DRAM's ({ns:.0f} ns; DRAM {floor:.0f} ns, "
+    return [f"{level}: from {format_size(size)} the latency is nearer DRAM's ({ns:.0f} ns; DRAM {floor:.0f} ns, "
             f"{level} {fastest[level]:.0f} ns) although the topology predicts {level}: this CPU gets less of that "
             "cache than reported (a VM shown the host's cache, neighbours sharing it, or sub-NUMA clustering)"
             for level, (size, ns) in first.items()]
@@ -124,7 +118,7 @@ def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
 def latency_table(results: list[Result]) -> str:
     from .report import number, table
 
-    rows = [[_size_label(r.params["working_set"]), r.params["level"], number(r.stats.best), number(r.stats.median),
+    rows = [[format_size(r.params["working_set"]), r.params["level"], number(r.stats.best), number(r.stats.median),
              f"{100 * r.stats.spread:.1f}%"] for r in results]
     return table(["working set", "predicted", "best ns", "median ns", "spread"], rows,
                  right=[True, False, True, True, True])
@@ -141,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     caches = cpu_caches(topo, cpu)
     free = free_memory(mem or topo.numa_of(CpuSet([cpu])))
     if args.max_size:
-        top = parse_size(args.max_size)
+        top = parse_size(args.max_size, "--max-size", minimum=MIN_SIZE)
         if free and top > free:
             raise NodemapError(f"--max-size {args.max_size}: only {free / 2**30:.1f} GiB free; give a smaller size")
     else:
@@ -156,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
         for s in todo:
             level = predicted_level(caches, s) if caches else ""
             rs.add(measure(topo, cpu, s, args.repeats, args.loads, mem, level=level))
-            prog.step(f"{_size_label(s)}: {rs.results[-1].stats.best:.1f} ns")
+            prog.step(f"{format_size(s)}: {rs.results[-1].stats.best:.1f} ns")
     except KeyboardInterrupt:
         rs.complete = False
         print("nodemap bench latency: interrupted, reporting what was measured", file=sys.stderr)
     rs.messages += disagreements([(r.params["working_set"], r.params["level"], r.stats.best) for r in rs.results])
-    caches_txt = ", ".join(f"{label} {_size_label(n)}" for label, n in caches) or "unknown"
+    caches_txt = ", ".join(f"{label} {format_size(n)}" for label, n in caches) or "unknown"
     emit(rs, args, f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results))
     return 0 if rs.complete else 130

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import NodemapError
+from ..units import parse_size, parse_sizes
 from . import mpi_common as mc
 from .harness import Progress, repeat
 from .results import Result, ResultSet, make_result
@@ -65,22 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # --- inputs ---------------------------------------------------------------------
-
-
-def parse_sizes(spec: str) -> list[int]:
-    from .gpu_common import parse_size
-
-    if ":" in spec:
-        lo_s, hi_s = spec.split(":", 1)
-        lo, hi = parse_size(lo_s), parse_size(hi_s)
-        if lo > hi:
-            raise NodemapError(f"--sizes {spec!r}: LO must not exceed HI")
-        out = []
-        while lo <= hi:
-            out.append(lo)
-            lo *= 2
-        return out
-    return sorted({parse_size(s) for s in spec.split(",") if s.strip()})
 
 
 def subset(spec: str, allowed: tuple[str, ...], flag: str) -> list[str]:
@@ -419,12 +404,10 @@ class Plan:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .gpu_common import parse_size
-
     tests = subset(args.tests, TESTS, "--tests")
     buffers = subset(args.buffers, BUFFERS, "--buffers")
-    sizes = parse_sizes(args.sizes)
-    chunk = parse_size(args.chunk)
+    sizes = parse_sizes(args.sizes, "--sizes")
+    chunk = parse_size(args.chunk, "--chunk", minimum=1)
     if args.window < 1 or args.repeats < 1 or args.iters_scale <= 0:
         raise NodemapError("--window, --repeats and --iters-scale must be positive")
     MPI = mc.start(args.timeout)
@@ -444,7 +427,7 @@ def run(args: argparse.Namespace) -> int:
                                                    if not k.startswith("_") and v not in (None, False, [])))
     rs.environment = {"mpi": mc.library(), "ranks": n, "places": [p.__dict__ for p in places]}
     aw = _awareness(comm, buffers, rs, args.timeout)
-    buffers = _usable(buffers, aw, rs)
+    buffers = _usable(buffers, aw, comm)
     if "D" in "".join(buffers):
         key = _pick_gpu(places[rank].local_rank, sizes, rs, comm, topo)
         with mc.deadline(args.timeout, "the other ranks' GPUs (allgather)"):
@@ -488,14 +471,15 @@ def _awareness(comm: Any, buffers: list[str], rs: ResultSet, timeout: float) -> 
     return aw
 
 
-def _usable(buffers: list[str], aw: mc.Awareness, rs: ResultSet) -> list[str]:
-    if aw.gpu:
-        return buffers
-    skipped = [b for b in buffers if "D" in b]
-    if skipped:
-        rs.messages.append(f"no GPU: buffer kinds {','.join(skipped)} skipped")
-    left = [b for b in buffers if "D" not in b]
-    return left
+def _usable(buffers: list[str], aw: mc.Awareness, comm: Any) -> list[str]:
+    """GPU buffers asked for on ranks without a GPU: one line, exit 2 (as
+    `bench gpu`), never an empty table that exits 0."""
+    gpu_kinds = [b for b in buffers if "D" in b]
+    if gpu_kinds and not aw.gpu:
+        mc.fail(comm, f"--buffers {','.join(gpu_kinds)}: GPU buffers need a CUDA GPU visible to every rank "
+                      "(check nvidia-smi, CUDA_VISIBLE_DEVICES and the [cuda] extra); --buffers HH measures "
+                      "host memory")
+    return buffers
 
 
 def _pick_gpu(local_rank: int, sizes: list[int], rs: ResultSet, comm: Any, topo: Any) -> str:

@@ -13,6 +13,7 @@ import sys
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
+from ..units import parse_size
 from . import host_memory, latency, placements
 from .harness import Progress
 from .results import Result, ResultSet
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _latency_size(topo: Topology, cpu: int, node: int, text: str | None) -> int:
     if text:
-        return host_memory.parse_size(text)
+        return parse_size(text, "--latency-size", minimum=latency.MIN_SIZE)
     caches = latency.cpu_caches(topo, cpu)
     want = 4 * max((s for _, s in caches), default=64 << 20)
     free = host_memory.free_memory(CpuSet([node]))

@@ -69,20 +69,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..placement.planner import Replication, parse_bytes
+    from ..placement.planner import Replication
+    from ..units import parse_size, parse_sizes
 
     cp = _cupy()
     devices = _devices(cp, args.gpus)
     if len(devices) < 2:
         raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
-    table = parse_bytes(args.table)
+    table = parse_size(args.table, "--table", minimum=1)
     if args.row_bytes % 16 or args.row_bytes <= 0:
         raise NodemapError("--row-bytes must be a positive multiple of 16")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     bad = set(strategies) - set(STRATEGIES)
     if bad:
         raise NodemapError(f"unknown strategies {sorted(bad)}: choose from {', '.join(STRATEGIES)}")
-    obj = parse_bytes(args.object_bytes) if args.object_bytes else args.row_bytes
+    obj = parse_size(args.object_bytes, "--object-bytes") if args.object_bytes else args.row_bytes
     if obj % args.row_bytes or obj <= 0 or obj > table:
         raise NodemapError(f"--object-bytes must be a multiple of --row-bytes ({args.row_bytes}) and at most the table")
     if not 0.0 <= args.hot_mix <= 1.0:
@@ -94,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
         hot_mix=args.hot_mix,
         object_bytes=obj,
         budget=int(args.budget_fraction * table),
-        chunks=[parse_bytes(c) for c in args.chunks.split(",")],
-        replications=[Replication.parse(r) for r in args.replication.split(",")],
+        chunks=parse_sizes(args.chunks, "--chunks"),
+        replications=[Replication.parse(r, "--replication") for r in args.replication.split(",")],
         iterations=args.iterations,
         devices=devices,
     )

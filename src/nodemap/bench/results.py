@@ -11,10 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import socket
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -173,15 +171,8 @@ class ResultSet:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
-    def save(self, path: str) -> None:
-        """Atomic: a crash never leaves a half-written file."""
-        d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".nodemap-", suffix=".json", dir=d)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+    def save(self, path: str, option: str = "--output") -> None:
+        """Atomic (nodemap.outfile): a crash never leaves a half-written file."""
+        from ..outfile import write
+
+        write(path, self.to_json() + "\n", option)

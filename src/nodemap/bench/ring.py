@@ -337,10 +337,11 @@ def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .mpi_p2p import parse_sizes, subset
+    from ..units import parse_sizes
+    from .mpi_p2p import subset
 
     wanted = subset(args.transports, TRANSPORTS, "--transports")
-    sizes = parse_sizes(args.sizes)
+    sizes = parse_sizes(args.sizes, "--sizes")
     if args.steps < 1 or args.repeats < 1:
         raise NodemapError("--steps and --repeats must be positive")
     ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True)

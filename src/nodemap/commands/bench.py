@@ -25,6 +25,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "nccl": ("nodemap.bench.collectives", "NCCL collectives: algbw and busbw per size"),
     "ring": ("nodemap.bench.ring", "1D periodic ring halo exchange over every GPU transport"),
     "placement": ("nodemap.bench.placement_bench", "data larger than one GPU: placement strategies compared"),
+    "jacobi": ("nodemap.bench.jacobi", "2D Jacobi proxy app: step time per multi-GPU programming model, verified"),
 }
 
 
@@ -39,8 +40,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..errors import NodemapError
+    from ..outfile import check
+
     mod = getattr(args, "_bench_module", None)
     if mod is None:
         args._bench_parser.print_help()
         return 2
-    return int(mod.run(args) or 0)
+    try:
+        if getattr(args, "output", None):
+            check(args.output)  # before any measurement: a bad path costs nothing
+        return int(mod.run(args) or 0)
+    except NodemapError as e:  # named by the kind, as argparse names it in usage errors
+        print(f"nodemap bench {args.bench}: error: {e}", file=sys.stderr)
+        return e.exit_code

@@ -43,18 +43,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import NodemapError
     from ..placement.counts import AccessCounts
-    from ..placement.planner import PlacementPlan, Replication, parse_bytes, plan_placement
+    from ..placement.planner import PlacementPlan, Replication, plan_placement
+    from ..units import parse_size
 
     if args.place_cmd is None:
         args._place_parser.print_help()
         return 2
+    if getattr(args, "output", None):
+        from ..outfile import check
+
+        check(args.output, "--output")  # before the planning work
     if args.place_cmd == "show":
         plan = PlacementPlan.load(args.plan)
     else:
         ac = AccessCounts.load(args.counts)
         if args.chunk:
-            ac = ac.rechunk(parse_bytes(args.chunk))
-        budgets = [parse_bytes(b) for b in args.budget.split(",")]
+            ac = ac.rechunk(parse_size(args.chunk, "--chunk", minimum=1))
+        budgets = [parse_size(b, "--budget") for b in args.budget.split(",")]
         if len(budgets) == 1:
             budgets *= ac.n_gpus
         if len(budgets) != ac.n_gpus:

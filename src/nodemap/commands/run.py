@@ -30,6 +30,8 @@ examples:
   flux run --tasks-per-node=4 -o cpu-affinity=off -o gpu-affinity=off nodemap run -- ./app
   nodemap run --local-rank 0 --local-size 2 --dry-run -- ./app    what rank 0 of 2 would get
 
+  nodemap run --watch -- ./app      record each rank's GPU/host memory over time (nodemap-watch/)
+
 --tasks defaults to the launcher's local size. Plans are cached per node for
 10 minutes in $TMPDIR/nodemap-$UID (--no-cache to plan afresh).
 """
@@ -51,6 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
     g.add_argument("--verbose", "-v", action="store_true", help="each rank prints its binding on stderr")
     g.add_argument("--no-cache", action="store_true", help="plan afresh instead of reusing this node's cached plan")
+    w = p.add_argument_group("watch (memory timeline per rank)")
+    w.add_argument("--watch", action="store_true",
+                   help="record this rank's GPU and host memory over time beside the application; local rank 0 "
+                        "prints the node's summary (growth, imbalance, margin, other processes) when it ends")
+    w.add_argument("--watch-interval", default="200ms", metavar="T", help="time between samples (default 200ms)")
+    w.add_argument("--watch-dir", metavar="DIR",
+                   help="folder of the timelines (default $NODEMAP_WATCH_DIR, else ./nodemap-watch[-JOBID])")
     p.add_argument("app", nargs=REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
 
 
@@ -85,7 +94,13 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose:
         print(f"nodemap run: local rank {lr.rank}/{tasks} ({lr.launcher}): " + _summary(task, args.mem_policy),
               file=sys.stderr)
-    launch.apply_and_exec(binding, final, argv)
+    before_exec = None
+    if args.watch:  # imported only when asked: the launch path stays as fast without it
+        from ..mapping import watch
+
+        before_exec = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
+                                    local_size=tasks, task=task, argv=argv, env=os.environ).start
+    launch.apply_and_exec(binding, final, argv, before_exec)
     return 0  # not reached
 
 

@@ -45,9 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..topology.discover import discover
 
+    if args.export:  # checked before reading the node: a bad path costs nothing
+        from ..outfile import check, write
+
+        check(args.export, "--export")
     topo = discover(args.input, args.source)
     if args.export:
-        _export(topo.to_json(), args.export)
+        write(args.export, topo.to_json() + "\n", "--export")
     if args.json:
         print(_json(topo, args.matrix))
     elif args.matrix:
@@ -70,22 +74,3 @@ def _json(topo, with_matrix: bool) -> str:
     from ..topology.paths import matrix_to_dict, path_matrix
 
     return json.dumps({"topology": d, "paths": matrix_to_dict(path_matrix(topo))}, indent=1)
-
-
-def _export(text: str, dest: str) -> None:
-    import os
-    import tempfile
-
-    from ..errors import InputError
-
-    folder = os.path.dirname(os.path.abspath(dest))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".nodemap-", suffix=".json", dir=folder)
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, dest)
-    except OSError as e:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise InputError(dest, f"cannot write the export: {e.strerror or e} (pick a writable path)") from None

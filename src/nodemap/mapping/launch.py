@@ -75,8 +75,10 @@ def _mempolicy(b: Binding) -> list[str]:
     return []
 
 
-def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> None:
-    """Bind, set `env` over the current environment and exec argv. Never returns."""
+def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], before_exec=None) -> None:
+    """Bind, set `env` over the current environment and exec argv. Never returns.
+
+    before_exec: called last before the exec (nodemap run --watch forks its monitor there)."""
     if not argv:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
     apply(binding)
@@ -84,6 +86,8 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> No
     full.update(env)
     sys.stdout.flush()
     sys.stderr.flush()
+    if before_exec is not None:
+        before_exec()
     try:
         os.execvpe(argv[0], argv, full)
     except OSError as e:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NodemapError
+from ..units import parse_size
 
 REPLICATED = -1
 HOST = -2
@@ -77,19 +78,22 @@ class Replication:
     value: float = 0.0
 
     @classmethod
-    def parse(cls, text: str) -> "Replication":
+    def parse(cls, text: str, option: str = "--replicate") -> "Replication":
         t = text.strip().lower()
         if t == "auto":
             return cls("auto")
         if t.endswith("%"):
-            f = float(t[:-1]) / 100
-            if not 0 <= f <= 1:
-                raise NodemapError(f"replication {text!r}: a percentage must be within 0-100%")
+            try:
+                f = float(t[:-1]) / 100
+            except ValueError:
+                f = -1.0
+            if not 0 <= f <= 1:  # also refuses nan
+                raise NodemapError(f"{option} {text!r}: a percentage must be within 0-100%")
             return cls("fraction", f)
         try:
-            return cls("bytes", float(parse_bytes(t)))
+            return cls("bytes", float(parse_size(t, option)))
         except NodemapError:
-            raise NodemapError(f"replication {text!r}: use auto, a percentage (5%) or a size (4GiB)") from None
+            raise NodemapError(f"{option} {text!r}: use auto, a percentage (5%) or a size (4GiB)") from None
 
 
 @dataclass
@@ -151,10 +155,11 @@ class PlacementPlan:
         }
 
     # --- files ----------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path, option: str = "--output") -> None:
         meta = {"schema": "nodemap.placement/1", **self.summary(), "alloc_sizes": list(self.layout.alloc_sizes)}
         _atomic_npz(
             path,
+            option,
             decision=self.decision.astype(np.int32),
             budgets=self.budgets.astype(np.int64),
             counts_total=self.counts_total.astype(np.int64),
@@ -238,22 +243,6 @@ def plan_placement(
         notes.append(f"{_gib(int(sizes[left].sum()))} GiB spilled to host memory")
     frac, per_gpu = _local_fraction(counts, decision)
     return PlacementPlan(layout, budgets, decision, total, frac, per_gpu, notes)
-
-
-def parse_bytes(text: str) -> int:
-    """'2MiB', '2MB' (MB read as MiB, as the paper's chunk sizes are), '1.5G', '4096'."""
-    t = text.strip().lower().replace(" ", "")
-    units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": MiB, "mb": MiB, "mib": MiB,
-             "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-    num = t.rstrip("kmgtib")
-    unit = t[len(num):]
-    try:
-        v = float(num)
-    except ValueError:
-        raise NodemapError(f"bad size {text!r}: use e.g. 2MiB, 512KiB, 40GiB") from None
-    if unit not in units or v < 0:
-        raise NodemapError(f"bad size {text!r}: use e.g. 2MiB, 512KiB, 40GiB")
-    return int(v * units[unit])
 
 
 # --- internals --------------------------------------------------------------------
@@ -370,21 +359,10 @@ def _gib(b: int) -> str:
     return f"{b / (1 << 30):.2f}"
 
 
-def _atomic_npz(path, **arrays) -> None:
-    import os
-    import tempfile
+def _atomic_npz(path, option: str = "--output", **arrays) -> None:
+    from ..outfile import write
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".nodemap-", suffix=".npz", dir=path.parent.resolve())
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write(str(path), lambda f: np.savez_compressed(f, **arrays), option)
 
 
 class _open_npz:

@@ -53,7 +53,9 @@ _MEMORY_INFOS = ("CUDAGlobalMemorySize", "RSMIVRAMSize", "LevelZeroHBMSize", "Op
 _UUID_INFOS = ("NVIDIAUUID", "AMDUUID", "LevelZeroUUID")
 _IB_PORT_STATES = {"1": "DOWN", "2": "INIT", "3": "ARMED", "4": "ACTIVE", "5": "ACTIVE_DEFER"}
 # hwloc's NVLinkBandwidth counts this many MB/s per link (topology-nvml.c).
-_HWLOC_LINK_MBS = {1: 20000}
+_HWLOC_LINK_MBS = {1: 20000, 5: 50000}
+# NVLinks per GPU by generation (P100, V100, A100, H100, B200)
+_MAX_NVLINKS = {1: 4, 2: 6, 3: 12, 4: 18, 5: 18}
 _HWLOC_LINK_MBS_LATER = 25000
 _NVLINK_GEN_BY_ARCH = {"P": 1, "V": 2, "A": 3, "H": 4, "B": 5}
 _GPU_ARCH = re.compile(r"\bG?([PVAHB])\d{2,4}\b")
@@ -174,8 +176,10 @@ def _infos(el) -> dict[str, str]:
 
 
 def _kib(text: str) -> int:
+    """Bytes of a GPU memory info: hwloc writes KiB ("16671616KiB"; hwloc
+    before 2.10 wrote the bare number of KiB, "16515072" for a 16 GB V100)."""
     m = re.fullmatch(r"\s*(\d+)\s*(KiB|kB|KB)?\s*", text or "")
-    return int(m.group(1)) * (1024 if m.group(2) else 1) if m else 0
+    return int(m.group(1)) * 1024 if m else 0
 
 
 # --- the walk -------------------------------------------------------------------
@@ -354,7 +358,7 @@ class _Reader:
             taken |= own[int(primary.el.get("os_index"))]
         out = [
             NumaNode(int(n.el.get("os_index")), own[int(n.el.get("os_index"))], _int(n.el, "local_memory", 0),
-                     n.el.get("subtype", ""))
+                     n.el.get("subtype", ""), _gpu_memory_bus(n.el))
             for n in self.numa
         ]
         if not out:
@@ -387,7 +391,7 @@ class _Reader:
         return Machine(
             hostname=info.get("HostName", ""),
             arch=info.get("Architecture", ""),
-            memory=sum(n.memory for n in numa_nodes) or _int(top, "local_memory", 0),
+            memory=sum(n.memory for n in numa_nodes if not n.is_gpu_memory) or _int(top, "local_memory", 0),
             info=tuple(pairs),
         )
 
@@ -514,13 +518,19 @@ class _Reader:
             index=index,
             vendor=_GPU_VENDORS.get(vendor) or _vendor_name(info.get("GPUVendor", "")),
             model=info.get("GPUModel") or pci_model,
-            memory=next((_kib(info[k]) for k in _MEMORY_INFOS if k in info), 0),
+            memory=next((_kib(info[k]) for k in _MEMORY_INFOS if k in info), 0) or self._gpu_node_memory(pci),
             pci_bus_id=pci.bus_id if pci is not None else "",
             uuid=next((info[k] for k in _UUID_INFOS if info.get(k)), ""),
             numa_node=numa,
             cpuset=cpus,
             os_names=tuple(o.get("name", "") for o in osdevs),
         )
+
+    def _gpu_node_memory(self, pci: "_Pci | None") -> int:
+        """Size of the GPU memory NUMA node naming this GPU, 0 if none."""
+        if pci is None:
+            return 0
+        return sum(_int(n.el, "local_memory", 0) for n in self.numa if _gpu_memory_bus(n.el) == pci.bus_id)
 
     def _nics(self, numa_nodes) -> tuple[NIC, ...]:
         nics = []
@@ -562,7 +572,49 @@ class _Reader:
                     a, b = b, a
                 totals[(a, b)] = totals.get((a, b), 0) + mbs
         models = {g.key: g.model for g in gpus}
-        return tuple(self._link(a, b, mbs, models[a]) for (a, b), mbs in sorted(totals.items()))
+        old = self._old_nvlink_convention(totals, models)
+        return tuple(self._link(a, b, mbs, models[a], old) for (a, b), mbs in sorted(totals.items()))
+
+    def _old_nvlink_convention(self, totals: dict[tuple[str, str], int], models: dict[str, str]) -> bool:
+        """Whether this file counts NVLink 3/4 links at 50000 MB/s (hwloc 2.9.0)
+        rather than 25000 (2.9.1 and later; 2.5-2.8 wrote no NVLink 3/4
+        links). The hwlocVersion info decides; without it, a GPU with more
+        links at 25000 than its generation has (A100 12, H100 18) means the
+        older convention. A note says which was assumed."""
+        gens = {a: _nvlink_generation(models[a]) for a, _ in totals}
+        if not any(g in (3, 4) for g in gens.values()):
+            return False  # NVLink 1, 2 and 5 were counted alike by every version
+        version = _version(self._info("hwlocVersion"))
+        if version is not None:
+            old = version[:3] == (2, 9, 0)
+            self.notes.append(f"NVLink counts: written by hwloc {self._info('hwlocVersion')} (hwlocVersion), which "
+                              f"counts {50000 if old else 25000} MB/s per NVLink 3/4 link")
+            return old
+        per_gpu: dict[str, int] = {}
+        for (a, b), mbs in totals.items():
+            for end in (a, b):
+                if end.startswith("GPU"):
+                    per_gpu[end] = per_gpu.get(end, 0) + mbs
+        over = sorted(k for k, mbs in per_gpu.items() if gens.get(k) in _MAX_NVLINKS
+                      and mbs / _HWLOC_LINK_MBS_LATER > _MAX_NVLINKS[gens[k]])
+        if over:
+            gen = gens[over[0]]
+            self.notes.append(f"NVLink counts: the file does not say which hwloc wrote it, and {over[0]} would have "
+                              f"{per_gpu[over[0]] // _HWLOC_LINK_MBS_LATER} links at 25000 MB/s, more than NVLink "
+                              f"{gen} GPUs have ({_MAX_NVLINKS[gen]}): counted at 50000 MB/s per link, as hwloc 2.9.0 "
+                              "wrote them")
+            return True
+        self.notes.append("NVLink counts: the file does not say which hwloc wrote it; assumed 25000 MB/s per "
+                          "NVLink 3/4 link (hwloc 2.9.1 and later; 2.9.0 wrote 50000)")
+        return False
+
+    def _info(self, name: str) -> str:
+        top = self.root.find("object")
+        for el in (top, self.root):
+            for i in el.iterfind("info"):
+                if i.get("name") == name:
+                    return i.get("value", "")
+        return ""
 
     def _link_end(self, el, gpu_of: dict[int, str]) -> str:
         kind = el.get("type")
@@ -576,13 +628,15 @@ class _Reader:
                 return "NVSwitch"
         return ""
 
-    def _link(self, a: str, b: str, mbs: int, model: str) -> Link:
+    def _link(self, a: str, b: str, mbs: int, model: str, old: bool = False) -> Link:
         from .nvml import NVLINK_GBS
 
         gen = _nvlink_generation(model)
         if not gen:
             gen = 0 if mbs % _HWLOC_LINK_MBS_LATER == 0 else 1 if mbs % _HWLOC_LINK_MBS[1] == 0 else 0
         per_link = _HWLOC_LINK_MBS.get(gen, _HWLOC_LINK_MBS_LATER)
+        if gen in (3, 4) and old:
+            per_link = 50000
         count = max(1, round(mbs / per_link))
         exact = count * per_link == mbs
         bandwidth = count * NVLINK_GBS[gen] if gen in NVLINK_GBS and exact else mbs / 1000
@@ -593,6 +647,14 @@ class _Reader:
 
 
 # --- helpers -----------------------------------------------------------------------
+
+
+def _gpu_memory_bus(el) -> str:
+    """Bus id of the GPU whose memory a GPUMemory node is (hwloc's PCIBusID info)."""
+    if el.get("subtype") != "GPUMemory":
+        return ""
+    bus = _infos(el).get("PCIBusID", "")
+    return norm_bus_id(bus) if bus else ""
 
 
 def _by_parent(nodes: list[_Numa], major: int) -> Iterator[list[_Numa]]:
@@ -693,8 +755,8 @@ def _ports(info: dict[str, str]) -> tuple[Port, ...]:
 def _nic_kind(name: str, vendor: int, ports: tuple[Port, ...], nets: list, rdma: bool) -> str:
     if name.startswith("cxi") or vendor == 0x17DB:
         return "Slingshot"
-    if name.startswith(("hfi1", "qib")):
-        return "OmniPath"
+    if name.startswith("hfi1"):
+        return "OmniPath"  # QLogic qib* is InfiniBand: its ports decide below
     layers = {p.link_layer for p in ports if p.link_layer}
     if layers:
         return "InfiniBand" if "InfiniBand" in layers else "Ethernet"
@@ -703,6 +765,12 @@ def _nic_kind(name: str, vendor: int, ports: tuple[Port, ...], nets: list, rdma:
     # 20-byte hardware addresses are IPoIB netdevs
     addresses = [_infos(o).get("Address", "") for o in nets]
     return "InfiniBand" if any(a.count(":") == 19 for a in addresses) else "Ethernet"
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    """'2.9.0' -> (2, 9, 0); '3.0.0a1-git' -> (3, 0, 0); None if no version."""
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    return tuple(int(x or 0) for x in m.groups()) if m else None
 
 
 def _nvlink_generation(model: str) -> int:

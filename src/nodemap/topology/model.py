@@ -161,9 +161,17 @@ class NumaNode(_Record):
     cpuset: CpuSet  # may be empty: memory-only nodes (HBM, CXL, GPU memory)
     memory: int  # bytes
     kind: str  # "", "HBM", "CXL", "NVM", "GPUMemory"... when a source says
+    # GPUMemory nodes: bus id of the GPU whose memory this is (Grace Hopper,
+    # POWER9 + V100). Such a node belongs to its GPU: never host memory, never
+    # a CPU domain.
+    pci_bus_id: str
 
-    def __init__(self, os_index: int, cpuset: CpuSet, memory: int = 0, kind: str = "") -> None:
-        self.__dict__.update(os_index=os_index, cpuset=cpuset, memory=memory, kind=kind)
+    def __init__(self, os_index: int, cpuset: CpuSet, memory: int = 0, kind: str = "", pci_bus_id: str = "") -> None:
+        self.__dict__.update(os_index=os_index, cpuset=cpuset, memory=memory, kind=kind, pci_bus_id=pci_bus_id)
+
+    @property
+    def is_gpu_memory(self) -> bool:
+        return self.kind == "GPUMemory"
 
 
 class Group(_Record):
@@ -347,6 +355,15 @@ class Topology(_Record):
     @property
     def nodeset(self) -> CpuSet:
         return CpuSet(n.os_index for n in self.numa_nodes)
+
+    @property
+    def host_numa_nodes(self) -> tuple[NumaNode, ...]:
+        """NUMA nodes of host memory: all but GPU memory exposed as nodes."""
+        return tuple(n for n in self.numa_nodes if not n.is_gpu_memory)
+
+    def gpu_memory_nodes(self, gpu: GPU) -> tuple[NumaNode, ...]:
+        """The NUMA nodes holding `gpu`'s memory (Grace Hopper, POWER9 + V100)."""
+        return tuple(n for n in self.numa_nodes if n.is_gpu_memory and n.pci_bus_id and n.pci_bus_id == gpu.pci_bus_id)
 
     # --- lookups ------------------------------------------------------------
     def numa(self, os_index: int) -> NumaNode:

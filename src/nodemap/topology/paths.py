@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # Best to worst; the order ranks classes (lower index = closer).
-ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+ORDER = ("X", "NV", "PIX", "PXB", "PHB", "C2C", "NODE", "SYS")
 
 # nvidia-smi's own wording, in nvidia-smi's order.
 LEGEND = (
@@ -51,6 +51,8 @@ LEGEND = (
     ("PIX", "Connection traversing at most a single PCIe bridge"),
     ("NV#", "Connection traversing a bonded set of # NVLinks"),
 )
+# Printed under the legend when the matrix holds it (nvidia-smi has no such class).
+C2C_LEGEND = ("C2C", "Connection traversing NVLink-C2C to the GPU's own CPU (Grace), then PCIe within its NUMA node")
 
 # PCIe GB/s per lane per direction after line coding (gen1/2 8b/10b,
 # gen3-5 128b/130b, gen6 FLIT): x16 gen5 = 63.0 GB/s.
@@ -207,13 +209,20 @@ def path(topo: Topology, a: str, b: str) -> Path:
         return Path(kind, bandwidth_gbs=pcie, label=kind)
     na, nb = device_numa(topo, a), device_numa(topo, b)
     note = "" if pa and pb else "PCI path unknown: class from NUMA locality"
-    if len(topo.numa_nodes) <= 1 or (na == nb and na >= 0):
+    if (na == nb and na >= 0) and (_c2c(topo, a) or _c2c(topo, b)):
+        return Path("C2C", bandwidth_gbs=pcie, label="C2C")
+    if len(topo.host_numa_nodes) <= 1 or (na == nb and na >= 0):
         kind = "NODE"
     else:
         kind = "SYS"
         if na < 0 or nb < 0:
             note = "NUMA locality unknown: assumed SYS"
     return Path(kind, bandwidth_gbs=pcie, label=kind, note=note)
+
+
+def _c2c(topo: Topology, key: str) -> bool:
+    """Whether the device reaches its CPU over NVLink-C2C (Grace Hopper/Blackwell)."""
+    return any(l.kind == "NVLink-C2C" and key in (l.a, l.b) for l in topo.links)
 
 
 def _pci_path(topo: Topology, dev: GPU | NIC) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .cpuset import CpuSet
 from .model import GPU, NIC, Cache, NumaNode, Package, Topology
-from .paths import LEGEND, cpu_affinity, device_keys, device_numa, path
+from .paths import C2C_LEGEND, LEGEND, cpu_affinity, device_keys, device_numa, path
 
 __all__ = ["tree", "matrix", "human_bytes"]
 
@@ -40,7 +40,10 @@ def tree(topo: Topology) -> str:
     for lid, pkg in enumerate(sorted(packages, key=lambda p: p.cpuset.first())):
         lines += _package(ctx, pkg, lid, claimed)
         claimed |= pkg.cpuset
+    gpu_buses = {g.pci_bus_id for g in topo.gpus if g.pci_bus_id}
     for node in topo.numa_nodes:
+        if node.is_gpu_memory and node.pci_bus_id in gpu_buses:
+            continue  # shown under its GPU
         if not node.cpuset:
             lines.append(f"{_IND}{_numa_line(node)} memory only")
             lines += [f"{_IND * 2}{d}" for d in placed.pop(node.os_index, [])]
@@ -142,13 +145,13 @@ def _numa_line(node: NumaNode) -> str:
 def _devices_by_numa(topo: Topology) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for g in sorted(topo.gpus, key=lambda g: g.index):
-        out.setdefault(device_numa(topo, g.key), []).append(_gpu_line(g))
+        out.setdefault(device_numa(topo, g.key), []).append(_gpu_line(g, topo.gpu_memory_nodes(g)))
     for n in topo.nics:
         out.setdefault(device_numa(topo, n.key), []).append(_nic_line(n))
     return out
 
 
-def _gpu_line(g: GPU) -> str:
+def _gpu_line(g: GPU, memory_nodes: tuple[NumaNode, ...] = ()) -> str:
     model = g.model if g.model.startswith(g.vendor) else f"{g.vendor} {g.model}"
     bits = [f"{g.key} {model}".strip()]
     if g.memory:
@@ -157,6 +160,7 @@ def _gpu_line(g: GPU) -> str:
         bits.append(g.pci_bus_id)
     if g.pcie_gen or g.pcie_width:
         bits.append(f"PCIe gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}")
+    bits += [f"memory {_numa_line(n)}" for n in memory_nodes]
     text = ", ".join(bits)
     return text if g.visible else f"{text} [hidden by CUDA_VISIBLE_DEVICES]"
 
@@ -188,6 +192,12 @@ def _restrictions(topo: Topology) -> list[str]:
 # --- matrix ----------------------------------------------------------------
 
 
+def _gpu_numa_ids(topo: Topology, key: str) -> CpuSet:
+    """nvidia-smi's "GPU NUMA ID": the NUMA node(s) holding the GPU's memory."""
+    gpu = next(g for g in topo.gpus if g.key == key)
+    return CpuSet(n.os_index for n in topo.gpu_memory_nodes(gpu))
+
+
 def matrix(topo: Topology) -> str:
     """`nvidia-smi topo -m` layout, space-aligned instead of tab-separated."""
     keys = device_keys(topo)
@@ -201,12 +211,13 @@ def matrix(topo: Topology) -> str:
         cells = [(" X " if a == k else path(topo, k, a).label) for a in keys]
         cpus = cpu_affinity(topo, k)
         node = device_numa(topo, k)
-        gpu_numa = "N/A" if k not in nic_alias else ""
+        gpu_numa = "" if k in nic_alias else str(_gpu_numa_ids(topo, k)) or "N/A"
         rows.append([name, *cells, str(cpus) if cpus else "N/A", str(node) if node >= 0 else "N/A", gpu_numa])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     text += ["", "Legend:", ""]
-    text += [f"  {sym:<4} = {meaning}" for sym, meaning in LEGEND]
+    legend = LEGEND + ((C2C_LEGEND,) if any(r[1:-3].count("C2C") for r in rows[1:]) else ())
+    text += [f"  {sym:<4} = {meaning}" for sym, meaning in legend]
     if nic_alias:
         text += ["", "NIC Legend:", ""]
         text += [f"  {alias}: {key}" for key, alias in nic_alias.items()]

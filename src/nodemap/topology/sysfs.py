@@ -35,8 +35,10 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
     notes: list[str] = []
     cpus = _read_cpus(fs, notes)
     numa_nodes, distances = _read_numa(fs, cpus.online, notes)
+    nvidia = _nvidia_gpus(fs)
+    numa_nodes = _gpu_memory_nodes(numa_nodes, nvidia)
     pci = _read_pci(fs, numa_nodes, cpus.online, notes)
-    gpus = _gpus(fs, pci)
+    gpus = _gpus(fs, pci, nvidia, numa_nodes)
     nics = _nics(fs, pci)
     topo = Topology(
         machine=_machine(fs, numa_nodes, notes),
@@ -50,6 +52,7 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
         pci_devices=pci,
         gpus=gpus,
         nics=nics,
+        links=_c2c_links(gpus, numa_nodes, cpus.packages),
         allowed_mems=CpuSet(n.os_index for n in numa_nodes),
         source=f"sysfs:{fs.root}",
         notes=tuple(notes),
@@ -185,7 +188,9 @@ class Root:
             if e.errno in (errno.ENOTDIR, errno.ELOOP):
                 raise InputError(self.where(rel), f"cannot read: {e.strerror}") from None
             return None
-        return data.decode("utf-8", "replace").strip()
+        # The kernel ends text with a newline; some files (and snapshots of
+        # them) end in a NUL byte as well: the text stops there, as in hwloc.
+        return data.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
 
     def read_int(self, rel: str, base: int = 10) -> int | None:
         text = self.read(rel)
@@ -689,8 +694,9 @@ def _link_speed(text: str | None) -> tuple[float, int]:
 def _locate(dev: PciDevice, earlier: dict[str, PciDevice], numa_nodes) -> tuple[PciDevice, str]:
     """numa_node -1: the only node, else the parent bridge's, else the one node
     of its local CPUs. Returns the device and how it was placed ('' silently)."""
-    if len(numa_nodes) == 1:
-        n = numa_nodes[0]
+    hosts = [n for n in numa_nodes if not n.is_gpu_memory]
+    if len(hosts) == 1:
+        n = hosts[0]
         return replace(dev, numa_node=n.os_index, cpuset=dev.cpuset or n.cpuset), ""
     parent = next((earlier[b] for b in reversed(dev.pci_path) if b in earlier and earlier[b].numa_node >= 0), None)
     if parent is not None:
@@ -720,23 +726,78 @@ _GPU_CLASSES = {0x10DE: (0x0300, 0x0302), 0x1002: (0x0302, 0x0380, 0x1200), 0x80
 _GPU_DRIVERS = {0x1002: ("amdgpu",), 0x8086: ("i915", "xe")}
 
 
+def _nvidia_gpus(fs: Root) -> dict[str, int]:
+    """NVIDIA GPUs the driver lists in /proc/driver/nvidia/gpus/<bus id>, with
+    the NUMA node holding each one's memory (numa_status "Node:", -1 none),
+    as hwloc reads them. Found even where sysfs lacks PCI vendor files."""
+    base = "proc/driver/nvidia/gpus"
+    found = {}
+    for name in fs.listdir(base):
+        if not _is_bus_id(name):
+            continue
+        node = -1
+        for line in (fs.read(f"{base}/{name}/numa_status") or "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Node" and value.strip().lstrip("-").isdigit():
+                node = int(value)
+        found[_norm(name)] = node
+    return found
+
+
+def _gpu_memory_nodes(numa_nodes, nvidia: dict[str, int]):
+    """GPU memory exposed as a NUMA node (Grace Hopper, POWER9 + V100):
+    kind GPUMemory, owned by its GPU, never a CPU domain."""
+    owner = {node: bus for bus, node in nvidia.items() if node >= 0}
+    if not owner:
+        return numa_nodes
+    return tuple(replace(n, kind="GPUMemory", pci_bus_id=owner[n.os_index], cpuset=CpuSet())
+                 if n.os_index in owner else n for n in numa_nodes)
+
+
+def _c2c_links(gpus: tuple[GPU, ...], numa_nodes, packages) -> tuple:
+    """A GPU whose memory is a NUMA node on a Grace (not POWER) machine is
+    joined to its CPU by NVLink-C2C: one link to "CPU", of its own kind."""
+    from .model import Link
+
+    if any("POWER" in p.cpu_model.upper() for p in packages):
+        return ()  # POWER9: NVLink 2.0 to the CPU, counted only by NVML/hwloc
+    memory_of = {n.pci_bus_id for n in numa_nodes if n.is_gpu_memory}
+    return tuple(Link(g.key, "CPU", kind="NVLink-C2C", count=1) for g in gpus if g.pci_bus_id in memory_of)
+
+
+def _driver(fs: Root, bus_id: str) -> str:
+    """Name of the driver bound to a PCI function, '' if none."""
+    return os.path.basename(fs.resolve(f"{_PCI}/{bus_id}/driver"))
+
+
 def _is_gpu(fs: Root, dev: PciDevice) -> bool:
     if dev.class_id in _GPU_CLASSES.get(dev.vendor_id, ()):
         return True
     if dev.class_id >> 8 != 0x03 or dev.vendor_id not in _GPU_DRIVERS:
         return False
-    driver = os.path.basename(fs.resolve(f"{_PCI}/{dev.bus_id}/driver"))
-    return driver in _GPU_DRIVERS[dev.vendor_id]
+    return _driver(fs, dev.bus_id) in _GPU_DRIVERS[dev.vendor_id]
 
 
-def _gpus(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[GPU, ...]:
-    found = [d for d in pci if d.class_id >> 8 in (0x03, 0x12) and _is_gpu(fs, d)]
+def _gpus(fs: Root, pci: tuple[PciDevice, ...], nvidia: dict[str, int], numa_nodes) -> tuple[GPU, ...]:
+    found = [d for d in pci if d.bus_id in nvidia or (d.class_id >> 8 in (0x03, 0x12) and _is_gpu(fs, d))]
+    memory = {n.pci_bus_id: n.memory for n in numa_nodes if n.is_gpu_memory}
     return tuple(
-        GPU(index=k, vendor=_VENDORS[d.vendor_id], pci_bus_id=d.bus_id, numa_node=d.numa_node, cpuset=d.cpuset,
+        GPU(index=k, vendor="NVIDIA" if d.bus_id in nvidia else _VENDORS[d.vendor_id], memory=memory.get(d.bus_id, 0),
+            pci_bus_id=d.bus_id, numa_node=_host_node(d, numa_nodes), cpuset=d.cpuset,
             pcie_gen=d.link_gen, pcie_width=d.link_width,
             os_names=tuple(sorted(n for n in fs.listdir(f"{_PCI}/{d.bus_id}/drm") if n.startswith(("card", "render")))))
         for k, d in enumerate(found)
     )
+
+
+def _host_node(dev: PciDevice, numa_nodes) -> int:
+    """The device's NUMA node, never a GPU memory node: a GPU whose PCI
+    numa_node names its own memory is local to the node of its CPUs."""
+    gpu_memory = {n.os_index for n in numa_nodes if n.is_gpu_memory}
+    if dev.numa_node not in gpu_memory:
+        return dev.numa_node
+    near = [n.os_index for n in numa_nodes if n.cpuset and not n.cpuset.isdisjoint(dev.cpuset)]
+    return near[0] if len(near) == 1 else -1
 
 
 # --- NICs ---------------------------------------------------------------------------------------
@@ -780,8 +841,8 @@ def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str])
         ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate) if rate else 0.0))
     if cls == "cxi" or dev.vendor_id == 0x17DB:
         kind = "Slingshot"
-    elif name.startswith(("hfi1", "qib")):
-        kind = "OmniPath"
+    elif name.startswith("hfi1") or _driver(fs, dev.bus_id) in ("hfi1", "opx"):
+        kind = "OmniPath"  # OPA ports say link_layer InfiniBand: the driver tells (QLogic qib* is InfiniBand)
     else:
         layers = {p.link_layer for p in ports if p.link_layer}
         kind = "Ethernet" if layers and "InfiniBand" not in layers else "InfiniBand"
@@ -839,7 +900,9 @@ def _machine(fs: Root, numa_nodes, notes: list[str]) -> Machine:
         if value:
             info.append(("DMI" + "".join(w.capitalize() if w != "bios" else "BIOS" for w in name.split("_")), value))
     hostname = fs.read("proc/sys/kernel/hostname") or (_gethostname() if fs.live else "")
-    in_nodes, total = sum(n.memory for n in numa_nodes), _meminfo_total(fs, "proc/meminfo")
+    # GPU memory nodes are the GPUs' memory, not the host's
+    in_nodes = sum(n.memory for n in numa_nodes if not n.is_gpu_memory)
+    total = _meminfo_total(fs, "proc/meminfo") - sum(n.memory for n in numa_nodes if n.is_gpu_memory)
     if nodes_undercount(in_nodes, total):
         notes.append(f"NUMA nodes hold {in_nodes / 2**30:.1f} GiB in sysfs but /proc/meminfo has "
                      f"{total / 2**30:.1f} GiB: the per-node figures undercount this machine (lstopo shows them "

@@ -1,0 +1,459 @@
+"""`nodemap bench jacobi`: a 2D Jacobi solver in the multi-GPU programming models.
+
+A 5-point Jacobi (Laplace) update of an NX x NY grid, cut into row slabs
+over GPUs or ranks, periodic in y, fixed values in x, as NVIDIA's
+multi-gpu-programming-models solver. Each step updates every slab, then
+exchanges one halo row with each neighbour. Variants:
+  single              the whole grid on one GPU (the baseline; always run)
+  peer[-overlap]      one process, all GPUs: cudaMemcpyPeerAsync
+  mpi-staged[-overlap]  one rank per slab: rows through pinned host memory and MPI
+  mpi-aware[-overlap]   device rows straight to MPI, only where a verified
+                      transfer proved the MPI CUDA-aware (else skipped)
+  nccl[-overlap]      grouped ncclSend/ncclRecv
+  nccl-graph          two NCCL steps captured in a CUDA graph (no host work per step)
+-overlap: first and last rows on a high-priority stream, their exchange
+there, the interior rows concurrently on another stream.
+Run one process for all GPUs (`nodemap bench jacobi --gpus 0,1`; a GPU may
+be named twice to hold two slabs) or one rank per slab
+(`mpiexec -n 2 nodemap bench jacobi`).
+Verified: after the timing, every variant restarts from the initial field
+(halos poisoned with NaN), runs --iters steps and its residual norm and
+per-row sums must equal the single-GPU run's (which equals NumPy's on the
+host at small sizes): a wrong halo fails the run (exit 1), it is not a number.
+Reported: time per step (median, spread), cells/s, parallel efficiency
+t1 / (GPUs x tN), the share of a step outside the stencil kernels
+(communication), how much of it the overlap hid, each rank's binding, and
+the stencil kernel's bandwidth (2 x word per cell) as % of the HBM peak."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import NodemapError
+from . import jacobi_grid as jg
+from . import mpi_common as mc
+from .harness import Progress, repeat
+from .results import ResultSet, make_result
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1]
+HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
+
+
+@dataclass(frozen=True)
+class Variant:
+    transport: str  # "peer", "nccl", "mpi-staged", "mpi-aware"
+    overlap: bool = False
+    graph: bool = False
+
+
+VARIANTS: dict[str, Variant] = {
+    "single": Variant("peer"),
+    "peer": Variant("peer"), "peer-overlap": Variant("peer", True),
+    "mpi-staged": Variant("mpi-staged"), "mpi-staged-overlap": Variant("mpi-staged", True),
+    "mpi-aware": Variant("mpi-aware"), "mpi-aware-overlap": Variant("mpi-aware", True),
+    "nccl": Variant("nccl"), "nccl-overlap": Variant("nccl", True), "nccl-graph": Variant("nccl", graph=True),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", default="16384x16384", metavar="NXxNY",
+                   help="grid columns x rows, halo rows included (default 16384x16384, the reference's; N = NxN)")
+    p.add_argument("--dtype", default="fp32", help="fp32, fp64 or fp32,fp64 (default fp32)")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="subset of " + ",".join(VARIANTS) + " (those the launch mode cannot run are skipped)")
+    p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
+                   help="one rank per slab under MPI, or one process for all slabs (auto: by launcher)")
+    p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals, one slab each, in row order; "
+                   "a GPU named twice holds two slabs (default: every visible GPU)")
+    p.add_argument("--iters", type=int, default=200, metavar="K",
+                   help="steps per timed repetition and per verification run; even (default 200)")
+    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions (default 5)")
+    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
+                   help="seconds one variant may take before the run ends with exit 2 (a hung exchange)")
+    p.add_argument("--inject-halo-fault", action="store_true", help=argparse.SUPPRESS)  # tests: must fail
+    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
+    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+# --- input -----------------------------------------------------------------------
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    """'16384x8192' -> (16384, 8192); '4096' -> (4096, 4096)."""
+    parts = text.lower().replace(" ", "").split("x")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        nums = []
+    if len(nums) not in (1, 2) or min(nums, default=0) <= 0:
+        raise NodemapError(f"--size {text!r}: give NXxNY in cells, like 16384x16384 (or one N for NxN)")
+    return (nums[0], nums[-1])
+
+
+def parse_list(spec: str, known: Any, option: str) -> list[str]:
+    got = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [g for g in got if g not in known]
+    if bad or not got:
+        raise NodemapError(f"{option} {spec!r}: choose from {','.join(known)}")
+    return list(dict.fromkeys(got))
+
+
+def parse_devices(spec: str | None, count: int) -> list[int]:
+    """CUDA ordinals of --gpus; repeats allowed (two slabs on one GPU)."""
+    if not spec or spec == "all":
+        return list(range(count))
+    try:
+        out = [int(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or any(not 0 <= d < count for d in out):
+        raise NodemapError(f"--gpus {spec!r}: this process sees CUDA devices 0-{count - 1}; give ordinals like 0,1 "
+                           "(a GPU named twice holds two slabs)")
+    return out
+
+
+def validate(args: argparse.Namespace) -> tuple[int, int, list[str], list[str]]:
+    nx, ny = parse_grid(args.size)
+    dtypes = parse_list(args.dtype, ("fp32", "fp64"), "--dtype")
+    variants = parse_list(args.variants, VARIANTS, "--variants")
+    if args.iters < 2 or args.iters % 2 or args.repeats < 1:
+        raise NodemapError("--iters must be even and >= 2 (a step pair returns to the first buffer; the CUDA "
+                           "graph holds one pair) and --repeats positive")
+    return nx, ny, dtypes, variants
+
+
+# --- the processes and their slabs -------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """What this process drives: every slab (single mode) or its own (MPI)."""
+
+    cp: Any
+    devices: list[int]  # CUDA ordinal of each slab this process drives
+    ranks: list[int]  # the slab indexes they hold
+    n: int  # slabs in all
+    mpi: Any = None
+    keys_all: list[str] | None = None  # every slab's GPU, "host:GPU1", slab order
+    binding: list[str] | None = None  # every process's binding, one line each
+
+
+def open_launch(args: argparse.Namespace) -> Launch:
+    from . import collectives as co
+    from .gpu_common import import_cupy
+
+    mode = args.mode
+    if mode == "auto":
+        mode = "mpi" if co.launched_by_mpi() else "single"
+    if mode == "single":
+        cp = import_cupy()
+        devs = parse_devices(args.gpus, cp.cuda.runtime.getDeviceCount())
+        keys = co.gpu_keys(cp, devs)
+        return Launch(cp, devs, list(range(len(devs))), len(devs), None, keys, [binding_line(None, keys)])
+    MPI = mc.start(args.timeout)
+    comm = MPI.COMM_WORLD
+    try:
+        cp = import_cupy()
+    except NodemapError as e:
+        mc.fail(comm, str(e))
+    from .gpu_common import load_topology
+
+    topo = load_topology(None)[0]
+    place = mc.my_place(comm, topo)
+    dev = place.local_rank % cp.cuda.runtime.getDeviceCount()
+    cp.cuda.Device(dev).use()
+    key = f"{place.host}:{co.gpu_keys(cp, [dev])[0]}"
+    keys = comm.allgather(key)
+    lines = comm.allgather(binding_line(place, [key]))
+    return Launch(cp, [dev], [comm.Get_rank()], comm.Get_size(), comm, keys, lines)
+
+
+def binding_line(place: Any, keys: list[str]) -> str:
+    """Which CPUs and NUMA nodes a process runs on and which GPUs it drives."""
+    from ..topology.cpuset import CpuSet
+
+    if place is None:
+        cpus = CpuSet(os.sched_getaffinity(0)).format()
+        return f"one process (pid {os.getpid()}) on cpus {cpus} drives {', '.join(keys)}"
+    numa = f" (NUMA {','.join(map(str, place.numa))})" if place.numa else ""
+    return f"rank {place.rank} on {place.host} cpus {place.cpus}{numa} drives {', '.join(keys)}"
+
+
+def usable(launch: Launch, name: str, aware: Any) -> str:
+    """'' when this launch can run the variant, else why not."""
+    v = VARIANTS[name]
+    if v.transport == "peer" and name != "single" and launch.mpi is not None:
+        return f"{name}: copies between processes need CUDA IPC; run without mpiexec for peer copies"
+    if v.transport.startswith("mpi") and launch.mpi is None:
+        return f"{name}: needs one rank per slab: run under mpiexec -n <slabs>"
+    if v.transport == "mpi-aware" and not (aware and aware.aware and aware.proven):
+        return f"{name}: {aware.message() if aware else mc.NOT_AWARE}"
+    if v.graph and len(launch.devices) > 1:
+        return f"{name}: the graph holds one slab per process: run under mpiexec, one rank per GPU"
+    if v.transport == "nccl" and launch.keys_all and len(set(launch.keys_all)) != len(launch.keys_all):
+        from .jacobi_gpu import NCCL_SHARED_GPU
+
+        return f"{name}: {NCCL_SHARED_GPU}"
+    return ""
+
+
+# --- timing and verification ----------------------------------------------------------
+
+
+def timed(w: Any, iters: int, body: Callable[[], None]) -> Callable[[], float]:
+    """Seconds per step of `iters` steps, the slowest process's."""
+
+    def once() -> float:
+        w.sync()
+        t0 = time.perf_counter()
+        body()
+        w.wait()
+        return w.max_all((time.perf_counter() - t0) / iters)
+
+    return once
+
+
+def runner(w: Any, name: str, iters: int, fault: bool) -> Callable[[], None]:
+    from . import jacobi_gpu as jgpu
+
+    v = VARIANTS[name]
+    if v.graph:
+        graphs = (jgpu.capture(w, v.transport, False), jgpu.capture(w, v.transport, True))
+        return lambda: jgpu.run_graph(w, graphs, iters)
+    return lambda: jgpu.run_steps(w, v.transport, v.overlap, iters, fault)
+
+
+@dataclass
+class Outcome:
+    times: list[float]  # seconds per step, per repetition
+    norm: float
+    rows: Any  # per-row sums (root only)
+    nan: bool
+
+
+def measure(w: Any, name: str, args: argparse.Namespace) -> Outcome:
+    """Time the variant, then restart from the initial field and run it once
+    more for the verification (the same code path as the timing)."""
+    from . import jacobi_gpu as jgpu
+
+    transport = VARIANTS[name].transport if name != "compute" else "none"
+    fault = bool(args.inject_halo_fault) and name not in ("single", "compute")
+    jgpu.prime(w, transport, fault)
+    body = runner(w, name, args.iters, fault) if name != "compute" else (
+        lambda: jgpu.run_steps(w, "none", False, args.iters))
+    times = repeat(timed(w, args.iters, body), repeats=args.repeats, warmup=1)
+    jgpu.initialize(w.cp, w.slabs)
+    jgpu.prime(w, transport, fault)
+    body()
+    return Outcome(times, jgpu.norm(w), jgpu.row_sums(w, 0), jgpu.has_nan(w, 0))
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    nx, ny, dtypes, variants = validate(args)
+    launch = open_launch(args)
+    why = jg.check_grid(nx, ny, launch.n, overlap=any(VARIANTS[v].overlap for v in variants))
+    if why:
+        if launch.mpi is not None:
+            mc.fail(launch.mpi, why)
+        raise NodemapError(why)
+    rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}")
+    try:
+        bench(launch, rs, nx, ny, dtypes, variants, args)
+    except KeyboardInterrupt:
+        rs.complete = False
+        rs.messages.append("interrupted: the results above were measured before Ctrl-C")
+    finally:
+        launch.cp.get_default_memory_pool().free_all_blocks()
+    if launch.mpi is not None and launch.mpi.Get_rank() != 0:
+        return 0 if rs.complete else 1
+    from .gpu_common import finish
+
+    return finish(rs, args, text)
+
+
+def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], variants: list[str],
+          args: argparse.Namespace) -> None:
+    from .gpu_common import describe, environment, load_topology
+
+    cp = launch.cp
+    aware = None
+    if launch.mpi is not None and any(v.startswith("mpi-aware") for v in variants):
+        aware = mc.prove_cuda_aware(launch.mpi, mc.probe(launch.mpi))
+    skipped = {v: usable(launch, v, aware) for v in variants}
+    rs.messages += [w for w in skipped.values() if w]
+    todo = [v for v in variants if not skipped[v] and v != "single"]
+    topo = load_topology(None)[0]
+    gpu = describe(cp, launch.devices[0], topo)
+    rs.environment = environment(cp, [gpu]) | {
+        "slabs": launch.n, "mode": "mpi" if launch.mpi is not None else "single", "gpus": launch.keys_all,
+        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+    if launch.mpi is not None:
+        rs.environment["mpi"] = mc.library()
+    root = launch.mpi is None or launch.mpi.Get_rank() == 0
+    prog = Progress(len(dtypes) * (len(todo) + 3), "jacobi", quiet=args.quiet or not root)
+    for dtype in dtypes:
+        gold = baseline(launch, rs, nx, ny, dtype, gpu, args, prog)
+        decomposed(launch, rs, nx, ny, dtype, todo, gold, args, prog)
+
+
+def baseline(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu: Any, args: argparse.Namespace,
+             prog: Progress) -> dict[str, Any]:
+    """The whole grid on one GPU (the first process's first): the reference
+    every variant is verified and scaled against. Every process gets it."""
+    gold: dict[str, Any] = {}
+    root = launch.mpi is None or launch.mpi.Get_rank() == 0
+    if root:
+        prog.step(f"single GPU {dtype} {nx}x{ny}")
+        try:
+            gold = single_gpu(launch, rs, nx, ny, dtype, gpu, args)
+        except NodemapError as e:
+            gold = {"error": str(e)}
+    if launch.mpi is not None:
+        gold = launch.mpi.bcast(gold, root=0)
+    if gold.get("error"):
+        if root:
+            raise NodemapError(gold["error"])
+        raise SystemExit(2)
+    return gold
+
+
+def single_gpu(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu: Any,
+               args: argparse.Namespace) -> dict[str, Any]:
+    from . import jacobi_gpu as jgpu
+    from . import jacobi_host as jh
+
+    cp, dev = launch.cp, launch.devices[0]
+    parts = jg.slabs(ny, 1)
+    jgpu.check_memory(cp, nx, parts, [dev], dtype)
+    w = jgpu.World(cp, jgpu.allocate(cp, nx, parts, [dev], dtype, pinned=False), 1)
+    try:
+        with mc.deadline(args.timeout, f"the single-GPU {dtype} run"):
+            comp = measure(w, "compute", args)
+            out = measure(w, "single", args)
+    finally:
+        jgpu.close(w)
+    if out.nan:
+        raise NodemapError(f"single GPU {dtype}: NaN in the field: the kernel or the periodic halo copy is broken")
+    checked = "residual norm and row sums are the slab runs' gold values"
+    if nx * ny <= HOST_CHECK_CELLS:
+        why = jh.disagree(out.norm, out.rows, *jh.solve(nx, ny, args.iters, jgpu.DTYPES[dtype][0]))
+        if why:
+            raise NodemapError(f"single GPU {dtype} differs from NumPy on the host: {why}: the kernel computes "
+                               "wrong values")
+        checked = f"residual norm and every row's sum equal NumPy's on the host after {args.iters} steps"
+    word = jgpu.DTYPES[dtype][1]
+    nbytes = jg.stencil_bytes(nx, ny, word)
+    peak = gpu.hbm
+    rs.add(make_result(
+        "jacobi", "stencil kernel", "GB/s", [nbytes / t / 1e9 for t in comp.times], verified=True,
+        params={"nx": nx, "ny": ny, "dtype": dtype, "iters": args.iters, "gpu": gpu.key,
+                "us_per_step": statistics.median(comp.times) * 1e6},
+        bytes=nbytes, counting=f"2 x {word} B per updated cell (read once, written once)",
+        path=f"{gpu.key} HBM", path_class="HBM", peak=peak.gbs if peak else None,
+        peak_source=peak.source if peak else "", notes=("the single-GPU run's stencil without halo copies",),
+        verification=f"the same kernel's single-GPU run: {checked}"))
+    t1 = statistics.median(out.times)
+    rs.add(variant_result("single", dtype, nx, ny, args, out, 1, 1, t1, statistics.median(comp.times), None,
+                          [gpu.key], "whole grid on one GPU, periodic rows copied on the device", checked))
+    return {"norm": out.norm, "rows": out.rows, "t1": t1}
+
+
+def decomposed(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, todo: list[str], gold: dict[str, Any],
+               args: argparse.Namespace, prog: Progress) -> None:
+    from . import jacobi_gpu as jgpu
+    from . import jacobi_host as jh
+
+    if not todo:
+        return
+    cp = launch.cp
+    parts_all = jg.slabs(ny, launch.n)
+    parts = [parts_all[r] for r in launch.ranks]
+    jgpu.check_memory(cp, nx, parts, launch.devices, dtype)
+    pinned = launch.mpi is not None
+    w = jgpu.World(cp, jgpu.allocate(cp, nx, parts, launch.devices, dtype, pinned), launch.n, launch.mpi)
+    gpus = len(set(launch.keys_all or []))
+    root = w.is_root()
+    try:
+        if any(VARIANTS[v].transport == "nccl" for v in todo):
+            why = jgpu.open_nccl(w, launch.keys_all or [], args.timeout)
+            if why:
+                rs.messages.append(f"nccl variants: {why}")
+                todo = [v for v in todo if VARIANTS[v].transport != "nccl"]
+        prog.step(f"{launch.n} slabs {dtype}: stencil alone")
+        with mc.deadline(args.timeout, f"the {dtype} stencil alone"):
+            comp = statistics.median(measure(w, "compute", args).times)
+        plain: dict[str, float] = {}
+        for name in todo:
+            prog.step(f"{name} {dtype} on {launch.n} slabs")
+            with mc.deadline(args.timeout, f"{name} {dtype} (a hung exchange)"):
+                out = measure(w, name, args)
+            why = "NaN in the field (a halo never written)" if out.nan else ""
+            if root and not why:
+                why = jh.disagree(out.norm, out.rows, gold["norm"], gold["rows"])
+            why = w.mpi.bcast(why, root=0) if w.mpi is not None else why
+            if why:
+                rs.messages.append(f"{name} {dtype}: differs from the single-GPU run: {why}: the halo exchange "
+                                   "is wrong; no time reported")
+                rs.complete = False
+                continue
+            t = statistics.median(out.times)
+            base = name.removesuffix("-overlap")
+            plain[name] = t
+            hidden = jg.overlap_hidden(plain[base], t, comp) if name.endswith("-overlap") and base in plain else None
+            rs.add(variant_result(name, dtype, nx, ny, args, out, launch.n, gpus, gold["t1"], comp, hidden,
+                                  launch.keys_all or [], "", ""))
+    finally:
+        jgpu.close(w)
+
+
+def variant_result(name: str, dtype: str, nx: int, ny: int, args: argparse.Namespace, out: Outcome, slabs: int,
+                   gpus: int, t1: float, t_comp: float, hidden: float | None, keys: list[str], note: str,
+                   checked: str) -> Any:
+    t = statistics.median(out.times)
+    cells = jg.cells(nx, ny)
+    eff = jg.efficiency(t1, t, gpus)
+    notes = [note] if note else []
+    if slabs > gpus:
+        notes.append(f"{slabs} slabs share {gpus} GPU(s): the efficiency measures the decomposition's overhead, "
+                     "not scaling")
+    return make_result(
+        "jacobi", name, "us", [x * 1e6 for x in out.times], verified=True,
+        params={"variant": name, "dtype": dtype, "nx": nx, "ny": ny, "iters": args.iters, "slabs": slabs,
+                "gpus": gpus, "cells_per_s": cells / t, "efficiency": eff, "t_compute_us": t_comp * 1e6,
+                "comm_share": jg.comm_share(t, t_comp), "overlap_hidden": hidden, "norm": out.norm,
+                "transport": VARIANTS[name].transport},
+        path=" | ".join(keys), path_class=VARIANTS[name].transport, notes=tuple(notes),
+        verification=checked or f"restarted from the initial field (halos NaN), {args.iters} steps: residual norm "
+                                "and every row's sum equal the single-GPU run's",
+    )
+
+
+def text(rs: ResultSet) -> str:
+    from .report import number, percent, table
+
+    rows = []
+    for r in rs.results:
+        p = r.params
+        if r.unit != "us":
+            continue
+        rows.append([p["variant"], p["dtype"], str(p["slabs"]), str(p["gpus"]), number(r.stats.median),
+                     f"{100 * r.stats.spread:.1f}%", number(p["cells_per_s"] / 1e9), percent(p["efficiency"]),
+                     percent(p["comm_share"]), percent(p["overlap_hidden"])])
+    out = table(["variant", "dtype", "slabs", "GPUs", "us/step", "spread", "Gcells/s", "efficiency", "comm",
+                 "overlap hid"], rows, right=[False, False] + [True] * 8)
+    for r in rs.results:
+        if r.unit == "GB/s":
+            pct = f", {100 * r.stats.median / r.peak:.1f}% of {r.peak_source}" if r.peak else ""
+            out += f"\nstencil kernel {r.params['dtype']} on {r.params['gpu']}: {r.stats.median:,.0f} GB/s median{pct}"
+    for line in rs.environment.get("binding") or []:
+        out += f"\nbinding: {line}"
+    return out

@@ -1,0 +1,443 @@
+"""The device side of `nodemap bench jacobi`: slabs on GPUs, the stencil
+kernels, one halo exchange per transport, and the step orders.
+
+A World is every slab this process drives (all of them in single-process
+mode, its own in MPI mode). A step queues the stencil on each slab's compute
+stream and the halo exchange after it; the overlapped step queues the first
+and last rows on a high-priority edge stream, exchanges them there while the
+interior runs on the compute stream. Between steps every stream waits for
+the events of its own and its neighbours' streams (single process) or the
+two streams of its slab wait for each other (one slab per process: the
+transport orders the rest), so no step reads a halo before it is written or
+writes a buffer a neighbour still reads.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import NodemapError
+from . import jacobi_grid as jg
+from . import mpi_common as mc
+
+ROWS_PER_BLOCK = 32  # rows one thread walks: 2 extra rows read per 32 written
+BLOCK = 256
+DTYPES = {"fp32": ("float32", 4, "f32"), "fp64": ("float64", 8, "f64")}
+NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
+                   "NCCL 2.5): give each rank its own GPU")
+
+
+@dataclass
+class Slab:
+    """One slab on one GPU: the two arrays of a step, streams, events, norm."""
+
+    part: jg.Slab
+    device: int
+    nx: int
+    dtype: str
+    bufs: list[Any]  # [A, B], each (count + 2) x nx
+    norm: Any  # one float64
+    compute: Any
+    edge: Any  # high-priority stream of the overlapped step's boundary rows
+    done: list[Any] = field(default_factory=list)  # end-of-step events (compute, edge)
+    host: list[Any] = field(default_factory=list)  # pinned: send up, send down, recv top, recv bottom
+    comm: Any = None  # NCCL communicator
+
+    @property
+    def word(self) -> int:
+        return DTYPES[self.dtype][1]
+
+    def row(self, buf: int, r: int) -> int:
+        """Device address of local row r of buffer `buf`."""
+        return self.bufs[buf].data.ptr + r * self.nx * self.word
+
+
+@dataclass
+class World:
+    cp: Any
+    slabs: list[Slab]
+    n: int  # slabs in all (every process)
+    mpi: Any = None
+    nccl: Any = None
+    gpu_keys: list[str] = field(default_factory=list)
+
+    def wait(self) -> None:
+        """Every stream of this process done."""
+        for s in self.slabs:
+            s.compute.synchronize()
+            s.edge.synchronize()
+
+    def sync(self) -> None:
+        self.wait()
+        if self.mpi is not None:
+            self.mpi.Barrier()
+
+    def max_all(self, v: float) -> float:
+        if self.mpi is None:
+            return v
+        from mpi4py import MPI
+
+        return self.mpi.allreduce(v, op=MPI.MAX)
+
+    def sum_all(self, v: float) -> float:
+        if self.mpi is None:
+            return v
+        from mpi4py import MPI
+
+        return self.mpi.allreduce(v, op=MPI.SUM)
+
+    def is_root(self) -> bool:
+        return self.mpi is None or self.mpi.Get_rank() == 0
+
+
+# --- allocation ------------------------------------------------------------------
+
+
+def high_priority_stream(cp: Any) -> Any:
+    """The device's highest-priority stream, so boundary rows and their
+    exchange are scheduled before the interior's waiting blocks."""
+    _, greatest = cp.cuda.runtime.deviceGetStreamPriorityRange()
+    try:
+        return cp.cuda.Stream(non_blocking=True, priority=greatest)
+    except TypeError:  # CuPy < 13 has no priority argument
+        return cp.cuda.Stream(non_blocking=True)
+
+
+def check_memory(cp: Any, nx: int, parts: list[jg.Slab], devices: list[int], dtype: str) -> None:
+    """Before allocating: every GPU holds its slabs, else one line naming the
+    largest square grid that fits."""
+    word = DTYPES[dtype][1]
+    for dev in sorted(set(devices)):
+        mine = [p for p, d in zip(parts, devices) if d == dev]
+        need = sum(jg.slab_bytes(nx, p.count, word) for p in mine)
+        with cp.cuda.Device(dev):
+            free, _ = cp.cuda.runtime.memGetInfo()
+        usable = int(free * 0.95)
+        if need > usable:
+            side = jg.largest_square(usable, word, len(mine))
+            raise NodemapError(f"the {dtype} grid needs {need / 2**30:.2f} GiB on CUDA device {dev} "
+                               f"({len(mine)} slab(s)) but {usable / 2**30:.2f} GiB are free: the largest "
+                               f"square grid that fits is {side}x{side} (--size {side}x{side})")
+
+
+def allocate(cp: Any, nx: int, parts: list[jg.Slab], devices: list[int], dtype: str, pinned: bool) -> list[Slab]:
+    name = DTYPES[dtype][0]
+    out = []
+    for p, dev in zip(parts, devices):
+        with cp.cuda.Device(dev):
+            bufs = [cp.empty((p.local_rows, nx), dtype=name) for _ in range(2)]
+            s = Slab(p, dev, nx, dtype, bufs, cp.zeros(1, dtype="float64"), cp.cuda.Stream(non_blocking=True),
+                     high_priority_stream(cp))
+            s.done = [cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)]
+            if pinned:
+                s.host = [_pinned(cp, nx, name) for _ in range(4)]
+            out.append(s)
+    initialize(cp, out)
+    return out
+
+
+def initialize(cp: Any, slabs: list[Slab]) -> None:
+    """The initial field in both buffers; halos poisoned (NaN): only an
+    exchange writes them, so a halo never written shows up in the result."""
+    for s in slabs:
+        with cp.cuda.Device(s.device):
+            init = _function(cp, s.device, f"init_{DTYPES[s.dtype][2]}")
+            for b in s.bufs:
+                b[0].fill(cp.nan)
+                b[-1].fill(cp.nan)
+                init((1024,), (256,), (b, cp.int64(s.nx), cp.int32(s.part.local_rows), cp.int64(s.part.start)))
+            cp.cuda.Device().synchronize()
+
+
+def _pinned(cp: Any, nx: int, name: str) -> Any:
+    import numpy as np
+
+    mem = cp.cuda.alloc_pinned_memory(nx * np.dtype(name).itemsize)
+    return np.frombuffer(mem, dtype=name, count=nx)
+
+
+# --- kernels ---------------------------------------------------------------------
+
+
+def stencil(w: World, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_norm: bool) -> None:
+    """Update local rows [lo, hi) of buffer `buf` into the other buffer."""
+    if hi <= lo:
+        return
+    cp = w.cp
+    fn = _function(cp, s.device, f"jacobi_{DTYPES[s.dtype][2]}")
+    grid = (-(-(s.nx - 2) // BLOCK), -(-(hi - lo) // ROWS_PER_BLOCK))
+    fn(grid, (BLOCK,), (s.bufs[1 - buf], s.bufs[buf], s.norm, cp.int64(s.nx), cp.int32(lo), cp.int32(hi),
+                        cp.int32(ROWS_PER_BLOCK), cp.int32(int(with_norm))), stream=stream)
+
+
+_FUNCTIONS: dict[tuple[int, str], Any] = {}
+
+
+def _function(cp: Any, device: int, name: str) -> Any:
+    """A kernel of jacobi.cu, looked up once per device (not per launch)."""
+    fn = _FUNCTIONS.get((device, name))
+    if fn is None:
+        from .gpu_common import kernel
+
+        fn = _FUNCTIONS[(device, name)] = kernel(cp, "jacobi.cu", name)
+    return fn
+
+
+# --- exchanges: after the update, buffer `buf` (the one just written) ------------
+
+
+def exchange_peer(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+    """Push each slab's first and last row into its neighbours' halos with
+    cudaMemcpyPeerAsync on the sender's stream (one process, every slab)."""
+    rt = w.cp.cuda.runtime
+    by_rank = {s.part.rank: s for s in w.slabs}
+    nbytes = w.slabs[0].nx * w.slabs[0].word
+    for c in jg.halo_copies([s.part for s in w.slabs]):
+        if fault and c.src == 0 and c.direction == "down":
+            continue  # the injected fault: one halo never arrives
+        src, dst = by_rank[c.src], by_rank[c.dst]
+        st = src.edge if edge else src.compute
+        with w.cp.cuda.Device(src.device):
+            rt.memcpyPeerAsync(dst.row(buf, c.dst_row), dst.device, src.row(buf, c.src_row), src.device, nbytes,
+                               st.ptr)
+
+
+def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+    """Grouped ncclSend/ncclRecv, the same order on every rank, so that two
+    messages to one peer (two slabs, or one sending to itself) match."""
+    nc = w.nccl
+    dt = nc.NCCL_FLOAT32 if w.slabs[0].dtype == "fp32" else nc.NCCL_FLOAT64
+    nc.groupStart()
+    try:
+        for s in w.slabs:
+            top, bottom = jg.neighbours(s.part.rank, w.n)
+            st, nx, cnt = (s.edge if edge else s.compute).ptr, s.nx, s.part.count
+            s.comm.send(s.row(buf, 1), nx, dt, top, st)
+            s.comm.recv(s.row(buf, cnt + 1), nx, dt, bottom, st)
+            s.comm.send(s.row(buf, cnt), nx, dt, bottom, st)
+            s.comm.recv(s.row(buf, 0 if not (fault and s.part.rank == 0) else cnt + 1), nx, dt, top, st)
+    finally:
+        nc.groupEnd()
+
+
+def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+    """Rows to pinned host memory, MPI_Sendrecv up then down, back to the halos."""
+    rt, s = w.cp.cuda.runtime, w.slabs[0]
+    st = s.edge if edge else s.compute
+    top, bottom = jg.neighbours(s.part.rank, w.n)
+    nbytes, cnt = s.nx * s.word, s.part.count
+    up, down, from_top, from_bottom = s.host
+    rt.memcpyAsync(up.ctypes.data, s.row(buf, 1), nbytes, rt.memcpyDeviceToHost, st.ptr)
+    rt.memcpyAsync(down.ctypes.data, s.row(buf, cnt), nbytes, rt.memcpyDeviceToHost, st.ptr)
+    st.synchronize()
+    w.mpi.Sendrecv(up, dest=top, sendtag=1, recvbuf=from_bottom, source=bottom, recvtag=1)
+    w.mpi.Sendrecv(down, dest=bottom, sendtag=2, recvbuf=from_top, source=top, recvtag=2)
+    rt.memcpyAsync(s.row(buf, cnt + 1), from_bottom.ctypes.data, nbytes, rt.memcpyHostToDevice, st.ptr)
+    if not (fault and s.part.rank == 0):
+        rt.memcpyAsync(s.row(buf, 0), from_top.ctypes.data, nbytes, rt.memcpyHostToDevice, st.ptr)
+
+
+def exchange_mpi_aware(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+    """Device rows straight to a CUDA-aware MPI (only after it was proven)."""
+    s = w.slabs[0]
+    (s.edge if edge else s.compute).synchronize()
+    top, bottom = jg.neighbours(s.part.rank, w.n)
+    a, cnt = s.bufs[buf], s.part.count
+    w.mpi.Sendrecv(a[1], dest=top, sendtag=1, recvbuf=a[cnt + 1], source=bottom, recvtag=1)
+    w.mpi.Sendrecv(a[cnt], dest=bottom, sendtag=2, recvbuf=a[0 if not (fault and s.part.rank == 0) else cnt + 1],
+                   source=top, recvtag=2)
+
+
+def exchange_none(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+    """The compute-only reference step: no halo moves."""
+
+
+EXCHANGES: dict[str, Callable[..., None]] = {
+    "peer": exchange_peer, "nccl": exchange_nccl, "mpi-staged": exchange_mpi_staged,
+    "mpi-aware": exchange_mpi_aware, "none": exchange_none}
+
+
+# --- steps -----------------------------------------------------------------------
+
+
+def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
+    """Read `buf`, write the other buffer, exchange its halos."""
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            stencil(w, s, buf, 1, s.part.count + 1, s.compute, with_norm)
+    EXCHANGES[transport](w, 1 - buf, False, fault)
+    fence(w, overlap=False)
+
+
+def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
+    """First and last rows on the edge stream, then their exchange there,
+    while the interior rows run on the compute stream."""
+    for s in w.slabs:
+        cnt = s.part.count
+        with w.cp.cuda.Device(s.device):
+            stencil(w, s, buf, 1, 2, s.edge, with_norm)
+            stencil(w, s, buf, cnt, cnt + 1, s.edge, with_norm)
+            stencil(w, s, buf, 2, cnt, s.compute, with_norm)
+    EXCHANGES[transport](w, 1 - buf, True, fault)
+    fence(w, overlap=True)
+
+
+def fence(w: World, overlap: bool) -> None:
+    """The next step starts after this one's work on its own slab and, in
+    one process, on the neighbouring slabs (whose pushes wrote its halos
+    and which still read the buffer it writes next)."""
+    if len(w.slabs) == 1 and not overlap:
+        return  # one stream: stream order is enough
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            s.done[0].record(s.compute)
+            s.done[1].record(s.edge)
+    by_rank = {s.part.rank: s for s in w.slabs}
+    for s in w.slabs:
+        near = {s.part.rank, *jg.neighbours(s.part.rank, w.n)} & set(by_rank)
+        with w.cp.cuda.Device(s.device):
+            for r in near:
+                for e in by_rank[r].done:
+                    s.compute.wait_event(e)
+                    s.edge.wait_event(e)
+
+
+def prime(w: World, transport: str, fault: bool = False) -> None:
+    """Fill buffer 0's poisoned halos through the transport itself before
+    the first step reads them (the reference's warm-up exchange)."""
+    EXCHANGES[transport](w, 0, False, fault)
+    fence(w, overlap=True)
+    w.wait()
+
+
+def run_steps(w: World, transport: str, overlap: bool, iters: int, fault: bool = False) -> None:
+    """`iters` steps from buffer 0 (an even count ends in buffer 0 again);
+    the last one sums the residual."""
+    reset_norms(w)
+    body = step_overlap if overlap else step
+    for i in range(iters):
+        body(w, transport, i % 2, i == iters - 1, fault)
+
+
+# --- CUDA graph (one slab per process) --------------------------------------------
+
+
+def capture(w: World, transport: str, with_norm: bool) -> Any:
+    """Two steps (A->B, B->A) captured into one graph on the slab's stream."""
+    s, cp = w.slabs[0], w.cp
+    mode = getattr(cp.cuda.runtime, "streamCaptureModeThreadLocal", None)
+    with cp.cuda.Device(s.device):
+        s.compute.begin_capture(mode) if mode is not None else s.compute.begin_capture()
+        try:
+            step(w, transport, 0, False)
+            step(w, transport, 1, with_norm)
+        finally:
+            g = s.compute.end_capture()
+        if hasattr(g, "upload"):
+            g.upload(s.compute)
+    return g
+
+
+def run_graph(w: World, graphs: tuple[Any, Any], iters: int) -> None:
+    plain, last = graphs
+    s = w.slabs[0]
+    reset_norms(w)
+    for _ in range(iters // 2 - 1):
+        plain.launch(s.compute)
+    last.launch(s.compute)
+
+
+def reset_norms(w: World) -> None:
+    """Zero the residual sums before a run (outside the timed steps' hot
+    path: one memset and wait per run, not per step)."""
+    rt = w.cp.cuda.runtime
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            rt.memsetAsync(s.norm.data.ptr, 0, 8, s.compute.ptr)
+            s.compute.synchronize()
+
+
+# --- results of a run -------------------------------------------------------------
+
+
+def norm(w: World) -> float:
+    """The global residual norm of the last step (every process gets it)."""
+    import math
+
+    w.sync()
+    local = 0.0
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            local += float(s.norm.get()[0])
+    return math.sqrt(w.sum_all(local))
+
+
+def row_sums(w: World, buf: int) -> Any:
+    """float64 sums of every interior row, global order, on the root (None elsewhere)."""
+    import numpy as np
+
+    w.sync()
+    mine = []
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            a = s.bufs[buf][1:s.part.count + 1]
+            mine.append((s.part.start, w.cp.asnumpy(a.sum(axis=1, dtype="float64"))))
+    if w.mpi is not None:
+        got = w.mpi.gather(mine, root=0)
+        if not w.is_root():
+            return None
+        mine = [x for part in got for x in part]
+    mine.sort(key=lambda t: t[0])
+    return np.concatenate([v for _, v in mine])
+
+
+def has_nan(w: World, buf: int) -> bool:
+    bad = 0
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            bad += int(w.cp.isnan(s.bufs[buf]).any())
+    return bool(w.max_all(float(bad)))
+
+
+# --- communicators ----------------------------------------------------------------
+
+
+def open_nccl(w: World, devices_all: list[str], timeout: float) -> str:
+    """NCCL communicators for every slab; '' or why NCCL cannot run here."""
+    if len(set(devices_all)) != len(devices_all):
+        return NCCL_SHARED_GPU
+    from . import collectives as co
+
+    try:
+        _, nccl = co.import_nccl()
+    except NodemapError as e:
+        return str(e)
+    w.nccl = nccl
+    if w.mpi is None:
+        os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
+        with mc.deadline(timeout, "ncclCommInitAll"):
+            comms = nccl.NcclCommunicator.initAll([s.device for s in w.slabs])
+        for s, c in zip(w.slabs, comms):
+            s.comm = c
+        return ""
+    rank = w.mpi.Get_rank()
+    with mc.deadline(timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
+        uid = w.mpi.bcast(nccl.get_unique_id() if rank == 0 else None, root=0)
+        with w.cp.cuda.Device(w.slabs[0].device):
+            w.slabs[0].comm = nccl.NcclCommunicator(w.n, uid, rank)
+    return ""
+
+
+def close(w: World) -> None:
+    for s in w.slabs:
+        if s.comm is not None:
+            try:
+                s.comm.destroy()
+            except Exception:
+                pass
+        s.comm = None
+        s.bufs = []
+    w.cp.get_default_memory_pool().free_all_blocks()
+    w.cp.get_default_pinned_memory_pool().free_all_blocks()

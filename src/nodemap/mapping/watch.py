@@ -1,0 +1,413 @@
+"""`nodemap run --watch`: a monitor process beside each rank that records its memory over time.
+
+The rank's launcher process forks the monitor just before it execs the
+application, so the application keeps the launcher's PID, exit code and
+signals; the monitor is the application's child. It ends when the
+application ends: it waits on a pidfd of the application (polled between
+samples), and PR_SET_PDEATHSIG wakes it if that is not available. It ignores
+Ctrl-C and a SIGTERM sent to the whole job while the application lives, so
+the timeline covers the application to its last moment.
+
+Each sample is one line appended to the rank's timeline file with one
+write(2) (a killed monitor leaves only complete lines): time, host RSS of
+the application's process tree, the node's available memory, and per GPU of
+the rank the tree's GPU memory (NVML per-process), the GPU's used memory and
+what other processes hold there. The format and the analysis are in
+nodemap.watchlog; this module only samples. Nothing here is imported unless
+--watch is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+SCHEMA = "nodemap.watch/1"
+DEFAULT_INTERVAL = 0.2  # s
+JOB_VARS = ("SLURM_JOB_ID", "FLUX_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID", "PMIX_NAMESPACE")
+GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK",
+                    "SLURM_PROCID", "RANK")
+# what the findings' fixes depend on: memory pools and the UCX transports
+ENV_KEYS = ("UCX_TLS", "UCX_CUDA_IPC_CACHE", "UCX_RNDV_THRESH", "NV_ACC_MEM_MANAGE",
+            "PGI_ACC_MEM_MANAGE", "NV_ACC_POOL_SIZE", "CUPY_GPU_MEMORY_LIMIT", "PYTORCH_CUDA_ALLOC_CONF",
+            "PYTORCH_NO_CUDA_MEMORY_CACHING", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE",
+            "OMPI_MCA_pml", "MPICH_GPU_SUPPORT_ENABLED", "CUDA_VISIBLE_DEVICES")
+# shared libraries that say which runtime allocates (read from /proc/PID/maps a few times)
+LIB_MARKS = ("libucp", "libuct_cuda", "libucx", "libacc", "libnvhpcatm", "libcudafor", "libcupy", "cupy_backends",
+             "libtorch_cuda", "libc10_cuda", "libnccl", "libcudart", "libmpi", "libjax", "libxla", "libtensorflow")
+LIB_SCANS = (1.0, 5.0, 30.0, 120.0)  # s after start: runtimes load late (dlopen)
+PR_SET_PDEATHSIG = 1
+ENV_WATCH_DIR = "NODEMAP_WATCH_DIR"
+
+
+class WatchError(Exception):
+    pass
+
+
+def parse_interval(text: str) -> float:
+    """'200ms', '0.5s', '2' (seconds) -> seconds; at least 10 ms."""
+    from ..errors import InputError
+
+    s = str(text).strip().lower()
+    scale = 1.0
+    for suffix, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0), ("m", 60.0)):
+        if s.endswith(suffix):
+            s, scale = s[: -len(suffix)], f
+            break
+    try:
+        v = float(s) * scale
+    except ValueError:
+        raise InputError("--watch-interval", f"{text!r} is not a duration (write 200ms, 0.5s or 1)") from None
+    if not v >= 0.01 or v > 3600:
+        raise InputError("--watch-interval", f"{text!r} is out of range (10ms to 1h)")
+    return v
+
+
+def job_id(env) -> str:
+    """What ranks of one job share: the batch system's job id, else the launcher process (per node)."""
+    for k in JOB_VARS:
+        if env.get(k):
+            step = env.get("SLURM_STEP_ID", "") if k == "SLURM_JOB_ID" else ""
+            return env[k] + (f".{step}" if step else "")
+    return f"ppid{os.getppid()}"
+
+
+def global_rank(env, local_rank: int) -> int:
+    for k in GLOBAL_RANK_VARS:
+        if env.get(k, "").isdigit():
+            return int(env[k])
+    return local_rank
+
+
+def default_dir(env) -> str:
+    if env.get(ENV_WATCH_DIR):
+        return env[ENV_WATCH_DIR]
+    job = next((env[k] for k in JOB_VARS[:5] if env.get(k)), "")
+    return f"nodemap-watch-{job}" if job else "nodemap-watch"
+
+
+class Watch:
+    """A prepared monitor: the timeline file is open and its header written; `start` forks it."""
+
+    def __init__(self, fd: int, path: str, header: dict, interval: float) -> None:
+        self.fd, self.path, self.header, self.interval = fd, path, header, interval
+        self.affinity = sorted(os.sched_getaffinity(0))  # the monitor keeps the launcher's, not the rank's PUs
+
+    def start(self) -> int:
+        """Fork the monitor (call just before exec); returns its pid in the caller."""
+        app = os.getpid()
+        pid = os.fork()
+        if pid:
+            os.close(self.fd)
+            return pid
+        code = 0
+        try:
+            _monitor(self, app)
+        except BaseException as e:  # a monitor bug must not disturb the application: note it and leave
+            code = 1
+            _write(self.fd, {"note": f"monitor stopped: {type(e).__name__}: {e}"})
+        os._exit(code)
+
+
+def prepare(directory: str | None, interval: float, *, local_rank: int, local_size: int, task: dict,
+            argv: list[str], env) -> Watch:
+    """Check the folder is writable and open this rank's timeline, before anything starts."""
+    from ..errors import NodemapError
+
+    d = directory or default_dir(env)
+    host = socket.gethostname()
+    rank = global_rank(env, local_rank)
+    path = os.path.join(d, f"{host}.r{rank}.{os.getpid()}.watch")
+    try:
+        os.makedirs(d, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise NodemapError(f"cannot write the watch timeline in {d!r} ({e.strerror}): pass --watch-dir to a "
+                           f"folder you can write (e.g. --watch-dir $HOME/watch)") from None
+    header = {"schema": SCHEMA, "host": host, "job": job_id(env), "rank": rank, "local_rank": local_rank,
+              "local_size": local_size, "pid": os.getpid(), "argv": list(argv), "start": time.time(),
+              "interval": interval, "planned_gpus": list(task.get("gpus", [])), "cpus": task.get("cpus", ""),
+              "mem_total": _meminfo().get("MemTotal", 0), "env": {k: env[k] for k in ENV_KEYS if k in env}}
+    try:
+        _write(fd, header)
+    except OSError as e:
+        os.close(fd)
+        raise NodemapError(f"cannot write the watch timeline {path!r} ({e.strerror}): pass --watch-dir to a "
+                           "folder with space you can write") from None
+    return Watch(fd, path, header, interval)
+
+
+# --- the monitor process ---------------------------------------------------------------
+
+
+def _monitor(w: Watch, app: int) -> None:
+    _detach(w, app)
+    pidfd = _pidfd(app)
+    if os.getppid() != app:  # the application ended before the death signal was armed
+        _write(w.fd, {"end": {"t": 0.0, "samples": 0}})
+        return
+    gpus = _Gpus(w.header["planned_gpus"])
+    _write(w.fd, {"gpus": gpus.info, **({"note": gpus.note} if gpus.note else {})})
+    t0 = w.header["start"]
+    n, scans, seen_others = 0, list(LIB_SCANS), {}
+    libs: set[str] = set()
+    while True:
+        now = time.time()
+        tree = _tree(app)
+        own, used, others, who = gpus.sample(tree)
+        mem = _meminfo()
+        _write(w.fd, [round(now - t0, 3), _rss(tree), mem.get("MemAvailable", 0), own, used, others])
+        n += 1
+        if who != seen_others:
+            seen_others = who
+            _write(w.fd, {"others": who})
+        if scans and now - t0 >= scans[0]:
+            scans.pop(0)
+            new = _libs(tree) - libs
+            if new:
+                libs |= new
+                _write(w.fd, {"libs": sorted(new)})
+        if _ended(pidfd, app, w.interval):
+            break
+    _write(w.fd, {"end": {"t": round(time.time() - t0, 3), "samples": n, **_exit_status(app)}})
+    gpus.close()
+    if w.header["local_rank"] == 0:
+        _summary(w)
+
+
+def _detach(w: Watch, app: int) -> None:
+    """Live beside the application without touching it: its signals, its stdio, its PUs."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # the pidfd or the parent check below still ends the monitor
+    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(s, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: None)  # wakes the wait; the loop ends when the application does
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)  # a pipe reading the application's stdout sees EOF when it ends
+    # inherited sockets (PMI, the launcher's) stay the application's alone
+    keep = sorted({2, w.fd})
+    os.closerange(3, keep[-1]) if keep[-1] > 3 else None
+    os.closerange(keep[-1] + 1, 65536)
+    try:
+        os.sched_setaffinity(0, w.affinity)
+        os.nice(5)
+    except OSError:
+        pass
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _ended(pidfd: int | None, app: int, timeout: float) -> bool:
+    """Wait up to `timeout` s; True when the application has ended."""
+    if pidfd is not None:
+        import select
+
+        p = select.poll()
+        p.register(pidfd, select.POLLIN)
+        return bool(p.poll(timeout * 1000))
+    time.sleep(timeout)
+    return os.getppid() != app
+
+
+def _exit_status(app: int) -> dict:
+    """The application's exit, when it is still a zombie (its launcher reaps it at any moment)."""
+    try:
+        with open(f"/proc/{app}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        code = int(fields[49])  # exit_code, field 52 (Linux >= 3.5)
+    except (OSError, IndexError, ValueError):
+        return {}
+    return {"signal": code & 0x7F} if code & 0x7F else {"exit": code >> 8}
+
+
+def _write(fd: int, record) -> None:
+    """One complete line per write(2): a kill never leaves half a record."""
+    os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+
+
+# --- samplers ------------------------------------------------------------------------------
+
+
+def _tree(app: int) -> list[int]:
+    """The application and its descendants (through /proc/PID/task/TID/children)."""
+    out, todo = [], [app]
+    while todo and len(out) < 4096:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+def _rss(tree: list[int]) -> int:
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _meminfo() -> dict[str, int]:
+    out = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("MemTotal", "MemAvailable"):
+                    out[k] = int(v.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def _libs(tree: list[int]) -> set[str]:
+    found = set()
+    for pid in tree[:16]:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    name = line.rsplit("/", 1)[-1].strip()
+                    if name and any(m in name for m in LIB_MARKS):
+                        found.add(name.split(".so")[0])
+        except OSError:
+            pass
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _ancestors(pid: int, depth: int = 8) -> list[int]:
+    out = []
+    for _ in range(depth):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+        if pid <= 1:
+            break
+        out.append(pid)
+    return out
+
+
+class _Gpus:
+    """NVML on the rank's GPUs (all of them when the plan gave it none); empty without NVML."""
+
+    def __init__(self, planned: list[int]) -> None:
+        self.nvml, self.handles, self.info, self.note = None, [], [], ""
+        try:
+            import pynvml as nvml
+
+            nvml.nvmlInit()
+        except Exception as e:  # no package, no driver, no GPU: host memory only
+            self.note = f"no NVML ({type(e).__name__}: {e}): host memory only"
+            return
+        self.nvml = nvml
+        try:
+            indexes = planned or list(range(nvml.nvmlDeviceGetCount()))
+            for i in indexes:
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
+                mem = nvml.nvmlDeviceGetMemoryInfo(h)
+                self.handles.append(h)
+                self.info.append({"index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
+                                  "name": _text(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
+        except Exception as e:
+            self.note = f"NVML cannot read the GPUs ({type(e).__name__}: {e}): host memory only"
+            self.handles, self.info = [], []
+        if not self.handles and not self.note:
+            self.note = "no GPU: host memory only"
+
+    def sample(self, tree: list[int]) -> tuple[list[int], list[int], list[int], dict]:
+        own, used, others, who = [], [], [], {}
+        mine = set(tree)
+        for info, h in zip(self.info, self.handles):
+            o = u = x = 0
+            try:
+                u = int(self.nvml.nvmlDeviceGetMemoryInfo(h).used)
+                for p in self._procs(h):
+                    b = int(p.usedGpuMemory or 0)
+                    if p.pid in mine:
+                        o += b
+                    else:
+                        x += b
+                        who.setdefault(str(info["index"]), []).append([p.pid, b, _comm(p.pid), _ancestors(p.pid)])
+            except Exception:
+                pass
+            own.append(o)
+            used.append(u)
+            others.append(x)
+        # the set of other processes, not their sizes, is what a finding names: keep records rare
+        return own, used, others, {g: sorted([p, c, a] for p, _, c, a in v) for g, v in who.items()}
+
+    def _procs(self, h) -> list:
+        n = self.nvml
+        procs = list(n.nvmlDeviceGetComputeRunningProcesses(h))
+        try:
+            procs += list(n.nvmlDeviceGetGraphicsRunningProcesses(h))
+        except Exception:
+            pass
+        return procs
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:
+                pass
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _summary(w: Watch) -> None:
+    """Local rank 0 prints the node's summary once the other ranks' monitors have ended (or 3 s)."""
+    from .. import watchlog
+
+    d = os.path.dirname(w.path) or "."
+    deadline = time.time() + 3.0
+    while True:
+        tls = [t for t in watchlog.read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
+        if sum(1 for t in tls if t.ended) >= w.header["local_size"] or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    a = watchlog.analyse(tls)
+    try:
+        sys.stderr.write(watchlog.render(a, d))
+        sys.stderr.flush()
+    except OSError:
+        pass

@@ -1,0 +1,555 @@
+"""Memory timelines written by `nodemap run --watch`: reading them, their shape, findings.
+
+Pure: `read`/`read_dir` parse the files, `analyse` turns timelines into per
+rank statistics (peak, growth, shape), per GPU sums against capacity and
+findings with evidence and fix; `render` is the terminal summary and
+`series` the data of a memory-against-time plot. No sampling here (that is
+nodemap.mapping.watch).
+
+A timeline file is JSON lines: a header object (schema nodemap.watch/1),
+then samples `[t_s, host_rss, node_available, [own per GPU], [used per GPU],
+[others per GPU]]` (bytes; GPUs in the order of the `gpus` record) and
+event objects: {"gpus": [...]}, {"note": ...}, {"libs": [...]}, {"others":
+{gpu: [[pid, comm, ancestors]]}}, {"end": {...}}. A line cut by a kill is
+skipped; a file without "end" is a monitor that was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+MiB = 1 << 20
+GiB = 1 << 30
+WARMUP = 0.10  # fraction of the run treated as start-up (allocation there is not growth)
+TEARDOWN = 0.05  # and the last part, where the application frees everything on its way out
+MIN_GROWTH = 64 * MiB  # growth below max(this, GROWTH_FRACTION x peak) is noise
+GROWTH_FRACTION = 0.05
+IMBALANCE = 1.5  # a rank's peak above this x its peers' median (and 1 GiB more) is flagged
+IMBALANCE_MIN = 1 * GiB
+NEAR_CAPACITY = 0.90  # GPU used above this fraction of its memory
+HOST_NEAR_CAPACITY = 0.90
+FOREIGN_MIN = 64 * MiB
+
+UCX_LIBS = ("libuct_cuda", "libucp", "libucx")
+ACC_LIBS = ("libacc", "libnvhpcatm", "libcudafor")
+
+
+@dataclass
+class Timeline:
+    path: str
+    header: dict
+    t: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+    avail: list[int] = field(default_factory=list)
+    own: list[list[int]] = field(default_factory=list)  # per sample, per GPU
+    used: list[list[int]] = field(default_factory=list)
+    others: list[list[int]] = field(default_factory=list)
+    gpus: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    libs: list[str] = field(default_factory=list)
+    other_procs: dict[str, list] = field(default_factory=dict)  # GPU index -> [[pid, comm, ancestors]] ever seen
+    end: dict | None = None
+    torn: int = 0  # lines that could not be read (cut by a kill)
+
+    @property
+    def host(self) -> str:
+        return self.header.get("host", "")
+
+    @property
+    def job(self) -> str:
+        return self.header.get("job", "")
+
+    @property
+    def rank(self) -> int:
+        return int(self.header.get("rank", 0))
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None
+
+    def gpu_series(self) -> tuple[list[int], str]:
+        """The rank's GPU memory per sample and what it is: its processes' (NVML), else its GPUs' used."""
+        own = [sum(s) for s in self.own]
+        if any(own):
+            return own, "own"
+        if self.gpus and any(any(s) for s in self.used):
+            return [sum(s) for s in self.used], "gpu-used"
+        return [], ""
+
+
+class TimelineError(Exception):
+    pass
+
+
+def read(path: str) -> Timeline:
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        raise TimelineError(f"{path}: not a nodemap watch timeline (first line is not its header)") from None
+    if not isinstance(header, dict) or not str(header.get("schema", "")).startswith("nodemap.watch/"):
+        raise TimelineError(f"{path}: not a nodemap watch timeline (schema {header.get('schema')!r})")
+    tl = Timeline(path, header)
+    for raw in lines[1:]:
+        if raw:
+            _add(tl, raw)
+    return tl
+
+
+def _add(tl: Timeline, raw: bytes) -> None:
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        tl.torn += 1
+        return
+    if isinstance(rec, list) and len(rec) == 6:
+        tl.t.append(float(rec[0]))
+        tl.rss.append(int(rec[1]))
+        tl.avail.append(int(rec[2]))
+        tl.own.append(list(rec[3]))
+        tl.used.append(list(rec[4]))
+        tl.others.append(list(rec[5]))
+    elif isinstance(rec, dict):
+        tl.gpus = rec.get("gpus", tl.gpus)
+        if rec.get("note"):
+            tl.notes.append(str(rec["note"]))
+        tl.libs += rec.get("libs", [])
+        for g, procs in rec.get("others", {}).items():
+            seen = tl.other_procs.setdefault(g, [])
+            seen += [p for p in procs if p[0] not in {q[0] for q in seen}]
+        if "end" in rec:
+            tl.end = rec["end"]
+    else:
+        tl.torn += 1
+
+
+def read_dir(directory: str) -> list[Timeline]:
+    """Every timeline in a folder (files ending .watch), by host and rank; unreadable files are skipped."""
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".watch"))
+    except OSError:
+        return out
+    for n in names:
+        try:
+            out.append(read(os.path.join(directory, n)))
+        except (OSError, TimelineError):
+            continue
+    out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.get("start", 0)))
+    return out
+
+
+# --- shape of one series ------------------------------------------------------------------
+
+
+@dataclass
+class Shape:
+    kind: str  # steady | growing | ramp | spike | short | none
+    start: int = 0
+    end: int = 0
+    peak: int = 0
+    peak_t: float = 0.0
+    growth: int = 0  # bytes, after the start-up part
+    slope: float = 0.0  # bytes/s over the same part
+    span: float = 0.0  # s
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def classify(t: list[float], y: list[int]) -> Shape:
+    """steady, growing (grows through the run and never gives back), ramp (grew at start-up, then held),
+    spike (a transient peak it gave back) or short (too few samples)."""
+    if not y:
+        return Shape("none")
+    peak = max(y)
+    s = Shape("short", y[0], y[-1], peak, t[y.index(peak)], span=t[-1] - t[0])
+    if len(y) < 5 or s.span <= 0:
+        return s
+    i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + WARMUP * s.span)
+    i1 = max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span))
+    ts, ys = t[i0:i1], y[i0:i1]
+    s.growth, s.slope = ys[-1] - ys[0], _slope(ts, ys)
+    big = max(MIN_GROWTH, GROWTH_FRACTION * peak)
+    noise = max(MiB, peak // 1000)
+    d = [b - a for a, b in zip(ys, ys[1:])]
+    given_back = -sum(x for x in d if x < -noise)
+    mid = next(i for i, ti in enumerate(ts) if ti >= (ts[0] + ts[-1]) / 2)
+    late = ys[-1] - ys[mid]
+    expected_late = s.growth * (ts[-1] - ts[mid]) / max(ts[-1] - ts[0], 1e-9)
+    med = sorted(ys)[len(ys) // 2]
+    if s.growth > big and given_back <= 0.1 * s.growth and late > 0.25 * expected_late and late > noise:
+        s.kind = "growing"
+    elif peak - med > big and ys[-1] < peak - (peak - med) / 2:
+        s.kind = "spike"
+    elif s.growth > big and given_back <= 0.1 * s.growth:
+        s.kind = "ramp"
+    elif y[i0] - y[0] > big and abs(s.growth) <= big:
+        s.kind = "ramp"
+    else:
+        s.kind = "steady"
+    return s
+
+
+def _slope(t: list[float], y: list[int]) -> float:
+    n = len(t)
+    mt, my = sum(t) / n, sum(y) / n
+    var = sum((a - mt) ** 2 for a in t)
+    return sum((a - mt) * (b - my) for a, b in zip(t, y)) / var if var else 0.0
+
+
+# --- findings ---------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    kind: str  # growth | ipc-growth | gpu-growth | imbalance | near-capacity | foreign | shared-gpu | host-*
+    severity: str  # warn | info
+    host: str
+    rank: int | None
+    what: str
+    evidence: str
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RankStats:
+    host: str
+    job: str
+    rank: int
+    local_rank: int
+    pid: int
+    argv: list[str]
+    gpus: list[int]
+    gpu_what: str  # own | gpu-used | "" (no GPU data)
+    gpu: Shape
+    host_rss: Shape
+    samples: int
+    duration: float
+    complete: bool
+    exit: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["gpu"], d["host_rss"] = self.gpu.to_dict(), self.host_rss.to_dict()
+        return d
+
+
+@dataclass
+class GpuStats:
+    host: str
+    index: int
+    name: str
+    total: int
+    peak_used: int
+    ranks: list[int]
+    ranks_peak_sum: int  # the sum of the ranks' own peaks on it (an upper bound of what they held together)
+    used: Shape
+
+    @property
+    def margin(self) -> int:
+        return self.total - self.peak_used
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["used"], d["margin"] = self.used.to_dict(), self.margin
+        return d
+
+
+@dataclass
+class Analysis:
+    ranks: list[RankStats]
+    gpus: list[GpuStats]
+    findings: list[Finding]
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "nodemap.watch.analysis/1", "ranks": [r.to_dict() for r in self.ranks],
+                "gpus": [g.to_dict() for g in self.gpus], "findings": [f.to_dict() for f in self.findings],
+                "notes": self.notes}
+
+
+def analyse(timelines: list[Timeline]) -> Analysis:
+    ranks = [_rank_stats(tl) for tl in timelines]
+    gpus = _gpu_stats(timelines)
+    findings: list[Finding] = []
+    for tl, r in zip(timelines, ranks):
+        findings += _growth(tl, r, timelines)
+    findings += _unattributed_growth(timelines, gpus, ranks)
+    findings += _imbalance(ranks)
+    findings += _near_capacity(gpus, timelines)
+    findings += _other_processes(timelines)
+    return Analysis(ranks, gpus, findings, _notes(timelines))
+
+
+def _rank_stats(tl: Timeline) -> RankStats:
+    y, what = tl.gpu_series()
+    end = tl.end or {}
+    return RankStats(tl.host, tl.job, tl.rank, int(tl.header.get("local_rank", 0)), int(tl.header.get("pid", 0)),
+                     list(tl.header.get("argv", [])), [int(g["index"]) for g in tl.gpus], what,
+                     classify(tl.t, y) if y else Shape("none"), classify(tl.t, tl.rss),
+                     len(tl.t), tl.t[-1] if tl.t else 0.0, tl.ended,
+                     {k: end[k] for k in ("exit", "signal") if k in end})
+
+
+def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
+    out: dict[tuple[str, int], GpuStats] = {}
+    for tl in timelines:
+        for k, g in enumerate(tl.gpus):
+            key = (tl.host, int(g["index"]))
+            used = [s[k] for s in tl.used if k < len(s)]
+            own = [s[k] for s in tl.own if k < len(s)]
+            st = out.get(key)
+            if st is None:
+                st = out[key] = GpuStats(tl.host, key[1], g.get("name", ""), int(g.get("total", 0)), 0, [], 0,
+                                         Shape("none"))
+            st.ranks.append(tl.rank)
+            st.ranks_peak_sum += max(own, default=0)
+            if max(used, default=0) >= st.peak_used:
+                st.peak_used = max(used, default=0)
+                st.used = classify(tl.t, used) if used else Shape("none")
+    return sorted(out.values(), key=lambda g: (g.host, g.index))
+
+
+def _peers_on_gpu(tl: Timeline, timelines: list[Timeline]) -> list[tuple[str, bool]]:
+    """Other ranks of this job whose processes hold this rank's GPUs (as they must to map its memory
+    through CUDA IPC): (what, whether the plan gave them that GPU)."""
+    peers = {t.header.get("pid"): t for t in timelines if t is not tl and t.job == tl.job and t.host == tl.host}
+    out = []
+    for g, procs in sorted(tl.other_procs.items()):
+        for pid, comm, anc in procs:
+            hit = next((peers[p] for p in [pid, *anc] if p in peers), None)
+            if hit is None:
+                continue
+            planned = hit.header.get("planned_gpus", [])
+            out.append((f"rank {hit.rank} (pid {pid} {comm}) also holds GPU {g}"
+                        + ("" if int(g) in planned else
+                           f" though its plan gave it GPU(s) {','.join(map(str, planned)) or '-'}"),
+                        int(g) in planned))
+    return out
+
+
+def _has(libs: list[str], marks: tuple[str, ...]) -> list[str]:
+    return sorted({lib for lib in libs if any(lib.startswith(m) for m in marks)})
+
+
+def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list[str]]:
+    """The finding's kind, the evidence for its likely causes and their fixes, strongest evidence first."""
+    env = tl.header.get("env", {})
+    evidence, fixes, kind = [], [], "growth"
+    ucx = _has(tl.libs, UCX_LIBS)
+    if peers or "libuct_cuda" in ucx:
+        kind = "ipc-growth"
+        evidence += peers + ([f"loads {', '.join(ucx)}"] if ucx else [])
+        if "cuda_ipc" in env.get("UCX_TLS", "") and env["UCX_TLS"].startswith("^"):
+            evidence.append(f"UCX_TLS={env['UCX_TLS']} already excludes cuda_ipc")
+        fixes.append("CUDA-aware MPI over UCX keeps every peer buffer it maps (cuIpcOpenMemHandle) open: run with "
+                     "UCX_TLS=^cuda_ipc, or bound the mapping cache (UCX_CUDA_IPC_CACHE=n); your own CUDA IPC "
+                     "code must cudaIpcCloseMemHandle what it opens")
+    acc = _has(tl.libs, ACC_LIBS)
+    if acc:
+        evidence.append(f"loads {', '.join(acc)} (OpenACC/NVHPC runtime)")
+        fixes.append("the OpenACC runtime keeps freed device memory in its pool: NV_ACC_MEM_MANAGE=0 "
+                     "(PGI_ACC_MEM_MANAGE=0 before NVHPC 20.x)")
+    if _has(tl.libs, ("libcupy", "cupy_backends")):
+        evidence.append("loads CuPy")
+        fixes.append("CuPy's memory pool keeps freed blocks: cupy.get_default_memory_pool().free_all_blocks() "
+                     "between phases, or a bound with CUPY_GPU_MEMORY_LIMIT / pool.set_limit(); look for arrays "
+                     "kept alive each iteration (a cache, a list that grows)")
+    if _has(tl.libs, ("libtorch_cuda", "libc10_cuda")):
+        evidence.append("loads PyTorch CUDA")
+        fixes.append("PyTorch's caching allocator: torch.cuda.memory_summary() shows what is held; "
+                     "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8,expandable_segments:True, "
+                     "torch.cuda.empty_cache() between phases; look for tensors kept each iteration")
+    if not fixes:
+        fixes.append("a cache or pool that never returns memory: CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc; "
+                     "OpenACC: NV_ACC_MEM_MANAGE=0; CuPy/PyTorch: their pool limits; else an allocation kept "
+                     "every iteration")
+    return kind, evidence, fixes
+
+
+def _growth(tl: Timeline, r: RankStats, timelines: list[Timeline]) -> list[Finding]:
+    out = []
+    if r.gpu.kind == "growing":
+        kind, evidence, fixes = _growth_causes(tl, [p for p, _ in _peers_on_gpu(tl, timelines)])
+        src = "its processes' GPU memory (NVML)" if r.gpu_what == "own" else "its GPUs' used memory"
+        out.append(Finding(kind, "warn", tl.host, tl.rank,
+                           f"rank {tl.rank}: GPU memory grows steadily and is never given back",
+                           f"{src} {_gib(r.gpu.start)} -> {_gib(r.gpu.end)} GiB (peak {_gib(r.gpu.peak)}) "
+                           f"over {r.gpu.span:.1f} s: +{_gib(r.gpu.growth)} GiB after start-up, "
+                           f"{_rate(r.gpu.slope)}" + "".join(f"; {e}" for e in evidence),
+                           "; or ".join(fixes)))
+    if r.host_rss.kind == "growing":
+        out.append(Finding("host-growth", "warn", tl.host, tl.rank,
+                           f"rank {tl.rank}: host memory (RSS) grows steadily and is never given back",
+                           f"RSS {_gib(r.host_rss.start)} -> {_gib(r.host_rss.end)} GiB over {r.host_rss.span:.1f} s,"
+                           f" {_rate(r.host_rss.slope)}",
+                           "look for buffers kept every iteration (pinned host buffers, a cache, a list that grows);"
+                           " MPI registration caches: UCX_RCACHE_MAX_SIZE / UCX_MEMTYPE_CACHE=n"))
+    return out
+
+
+def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks: list[RankStats]) -> list[Finding]:
+    """A GPU whose used memory grows while no watched rank's own memory does: memory held for someone else."""
+    out = []
+    for g in gpus:
+        if g.used.kind != "growing":
+            continue
+        mine = [r for r in ranks if r.host == g.host and g.index in r.gpus]
+        if any(r.gpu.kind == "growing" and r.gpu_what == "own" for r in mine):
+            continue  # already a rank's finding
+        own_growth = sum(max(r.gpu.growth, 0) for r in mine if r.gpu_what == "own")
+        if own_growth > 0.5 * g.used.growth or all(r.gpu_what == "gpu-used" for r in mine):
+            continue
+        out.append(Finding("gpu-growth", "warn", g.host, None,
+                           f"GPU {g.index} on {g.host}: used memory grows though the ranks' own allocations do not",
+                           f"used {_gib(g.used.start)} -> {_gib(g.used.end)} GiB, {_rate(g.used.slope)}; the ranks'"
+                           f" own memory grew {_gib(own_growth)} GiB: memory freed by its owner stays held, as when"
+                           " another process keeps CUDA IPC mappings of it open",
+                           "CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc or UCX_CUDA_IPC_CACHE=n; your own CUDA IPC "
+                           "code: cudaIpcCloseMemHandle each handle it opened"))
+    return out
+
+
+def _imbalance(ranks: list[RankStats]) -> list[Finding]:
+    out = []
+    for series, label in (("gpu", "GPU"), ("host_rss", "host")):
+        for host in sorted({r.host for r in ranks}):
+            rs = [r for r in ranks if r.host == host and getattr(r, series).kind != "none"]
+            for r in rs if len(rs) >= 2 else []:
+                peers = sorted(getattr(p, series).peak for p in rs if p is not r)
+                med = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
+                peak = getattr(r, series).peak
+                if peak > IMBALANCE * med and peak - med > IMBALANCE_MIN:
+                    out.append(Finding("imbalance", "warn", host, r.rank,
+                                       f"rank {r.rank}: {label} memory peak far above its peers'",
+                                       f"peak {_gib(peak)} GiB against a median of {_gib(med)} GiB for the other "
+                                       f"{len(peers)} rank(s) of {host} ({peak / max(med, 1):.1f}x)",
+                                       "the data decomposition gives this rank more (rebalance the domains), or it "
+                                       "does extra work (I/O, reductions, a root that gathers): the node fits "
+                                       "only as many ranks as the largest one allows"))
+    return out
+
+
+def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Finding]:
+    out = []
+    for g in gpus:
+        if g.total and g.peak_used >= NEAR_CAPACITY * g.total:
+            out.append(Finding("near-capacity", "warn", g.host, None,
+                               f"GPU {g.index} on {g.host}: memory near capacity",
+                               f"peak used {_gib(g.peak_used)} of {_gib(g.total)} GiB: margin {_gib(g.margin)} GiB "
+                               f"({100 * g.margin / g.total:.1f}%); ranks {','.join(map(str, g.ranks))} held at most "
+                               f"{_gib(g.ranks_peak_sum)} GiB together",
+                               "a larger input or a longer run may fail to allocate: use more GPUs (nodes), fewer "
+                               "ranks per GPU, or limit pools (see growth findings)"))
+    for host in sorted({t.host for t in timelines}):
+        tls = [t for t in timelines if t.host == host and t.avail and t.header.get("mem_total")]
+        if not tls:
+            continue
+        total = tls[0].header["mem_total"]
+        low = min(min(t.avail) for t in tls)
+        if low < (1 - HOST_NEAR_CAPACITY) * total:
+            out.append(Finding("host-near-capacity", "warn", host, None, f"{host}: host memory near capacity",
+                               f"available memory fell to {_gib(low)} of {_gib(total)} GiB",
+                               "fewer ranks per node, smaller host buffers, or more nodes"))
+    return out
+
+
+def _other_processes(timelines: list[Timeline]) -> list[Finding]:
+    """Memory on a rank's GPU held by a process that is not one of this job's ranks on this node."""
+    out, said = [], set()
+    for tl in timelines:
+        ranks = {t.header.get("pid"): t for t in timelines if t.job == tl.job and t.host == tl.host}
+        for k, g in enumerate(tl.gpus):
+            held = max((s[k] for s in tl.others if k < len(s)), default=0)
+            procs = tl.other_procs.get(str(g["index"]), [])
+            foreign = [p for p in procs if not any(a in ranks for a in [p[0], *p[2]])]
+            key = (tl.host, g["index"])
+            if foreign and held >= FOREIGN_MIN and key not in said:
+                said.add(key)
+                names = ", ".join(f"pid {p[0]} {p[1] or '?'}" for p in foreign[:4])
+                out.append(Finding("foreign", "warn", tl.host, tl.rank,
+                                   f"GPU {g['index']} on {tl.host}: another process holds memory there",
+                                   f"{names} held up to {_gib(held)} GiB beside rank {tl.rank} (not a rank of this "
+                                   "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
+                                   "process (a leftover run, a notebook, a monitoring agent with a context)"))
+    for tl in timelines:
+        for peer in [p for p, planned in _peers_on_gpu(tl, timelines) if not planned]:
+            out.append(Finding("shared-gpu", "info", tl.host, tl.rank,
+                               f"rank {tl.rank}: another rank uses its GPU though the plan did not share it",
+                               peer, "a rank that opens more GPUs than its own (peer access, CUDA IPC, a library "
+                                     "that touches every visible device) costs a context on each: set "
+                                     "CUDA_VISIBLE_DEVICES per rank (nodemap run does) and do not override it"))
+    return out
+
+
+def _notes(timelines: list[Timeline]) -> list[str]:
+    notes = []
+    for tl in timelines:
+        for n in tl.notes:
+            line = f"{n}"
+            if line not in notes:
+                notes.append(line)
+        if not tl.ended:
+            notes.append(f"rank {tl.rank} on {tl.host}: its monitor was stopped before the application ended "
+                         f"(timeline to {tl.t[-1] if tl.t else 0:.1f} s)")
+        if any(tl.others) and tl.gpus and not any(any(s) for s in tl.own) and any(any(s) for s in tl.used):
+            notes.append(f"rank {tl.rank}: NVML attributes no GPU memory to its processes (processes of another "
+                         "PID namespace, e.g. a container?): its GPUs' used memory stands in")
+    return notes
+
+
+# --- output -----------------------------------------------------------------------------
+
+
+def series(tl: Timeline) -> dict[str, Any]:
+    """Plot data: time (s), the rank's GPU memory and host RSS (bytes)."""
+    y, what = tl.gpu_series()
+    return {"host": tl.host, "rank": tl.rank, "t": list(tl.t), "gpu": y, "gpu_what": what, "rss": list(tl.rss)}
+
+
+def render(a: Analysis, where: str = "") -> str:
+    if not a.ranks:
+        return f"nodemap watch: no timelines{' in ' + where if where else ''}\n"
+    hosts = sorted({r.host for r in a.ranks})
+    lines = [f"nodemap watch: {len(a.ranks)} rank(s) on {', '.join(hosts)}, "
+             f"{max(r.duration for r in a.ranks):.1f} s" + (f"; timelines in {where}" if where else "")]
+    rows = [("rank", "GPU peak", "GPU growth", "shape", "host peak", "host growth", "shape")]
+    for r in a.ranks:
+        g = r.gpu
+        gpu = (f"{_gib(g.peak)} GiB", f"{_signed(g.growth)} GiB", g.kind) if g.kind != "none" else ("-", "-", "-")
+        h = r.host_rss
+        rows.append((str(r.rank), *gpu, f"{_gib(h.peak)} GiB", f"{_signed(h.growth)} GiB", h.kind))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    for g in a.gpus:
+        lines.append(f"  GPU {g.index} {g.name} on {g.host}: peak used {_gib(g.peak_used)} of {_gib(g.total)} GiB, "
+                     f"margin {_gib(g.margin)} GiB; ranks {','.join(map(str, g.ranks))} peaked at "
+                     f"{_gib(g.ranks_peak_sum)} GiB together")
+    for f in a.findings:
+        lines.append(f"  {f.severity}: {f.what}")
+        lines.append(f"    evidence: {f.evidence}")
+        lines.append(f"    fix: {f.fix}")
+    if not a.findings:
+        lines.append("  no memory findings (no growth, imbalance, near-capacity or foreign memory)")
+    lines += [f"  note: {n}" for n in a.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _gib(b: float) -> str:
+    return f"{b / GiB:.2f}"
+
+
+def _signed(b: float) -> str:
+    return f"{'+' if b >= 0 else '-'}{abs(b) / GiB:.2f}"
+
+
+def _rate(bps: float) -> str:
+    return f"{bps * 60 / GiB:+.2f} GiB/min"

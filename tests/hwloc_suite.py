@@ -1,0 +1,133 @@
+"""hwloc's own test suite (tests/hwloc/linux and tests/hwloc/xml of
+open-mpi/hwloc) as conformance cases for nodemap's readers.
+
+    cases(folder) -> [Case]        # every .test of linux/ and xml/ under `folder`
+    check(case, unpack) -> [str]   # differences from hwloc's expected output, [] = agrees
+
+Each hwloc .test names a source (a sysfs snapshot tarball or an XML file),
+a target (what lstopo printed: a .console, or an .xml export), lstopo
+options and environment variables. The comparison is on what both sides
+can say (tests/lstopo_console.py's ConsoleSummary): packages, NUMA nodes and
+memory, caches, groups, cores, PUs, important PCI devices, GPUs and NICs
+with their bus ids. Targets that are XML are read by nodemap's XML reader
+and compared the same way, and each XML source is also compared with an
+independent ElementTree walk of the file (tests/test_conformance_xml.py).
+
+EXPECTED lists the cases that cannot agree, each with its reason; a case
+there that agrees is reported too (the list must stay true).
+benchmarks/hwloc_suite.py runs this over a checkout of hwloc and writes
+the tally; tests/test_conformance_hwloc_suite.py runs it under pytest when
+NODEMAP_HWLOC_TESTS names the folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import lstopo_console as lc
+
+__all__ = ["Case", "cases", "check", "EXPECTED"]
+
+# case name -> why nodemap cannot print what hwloc printed (kept short: one line each)
+EXPECTED: dict[str, str] = {
+    "linux/16em64t-4s2c2t-nocaches": "--no-caches output: nodemap has no option to hide caches",
+    "linux/16em64t-4s2c2t-merge": "--merge output: nodemap does not merge levels that add no structure",
+    "linux/16em64t-4s2ca2c-cpusetreorder-merge": "--filter all:structure output: nodemap does not merge levels",
+    "linux/16amd64-4n4c-cgroup-distance-merge": "--filter all:structure output: nodemap does not merge levels",
+    "linux/16amd64-8n2c-cpusets-disallowed": "--disallowed output: nodemap lists disallowed PUs in its notes, "
+                                              "the summary compares the allowed view",
+    "xml/irregulargroups-disallowed.console": "--disallowed output (see above)",
+    "xml/16intel64-manyVFs.nocollapse.console": "--no-collapse: the console lists each virtual function",
+    "linux/fakeheterocpunuma": "HWLOC_DEBUG_ALLOW_OVERLAPPING_NODE_CPUSETS: hwloc is told to keep overlapping "
+                               "NUMA cpusets; the model gives each CPU one node",
+    "linux/40intel64-2g2n4c+pcilocality": "HWLOC_PCI_LOCALITY overrides sysfs PCI locality (a debug variable)",
+    "linux/fakepcilocalities": "HWLOC_PCI_LOCALITY overrides sysfs PCI locality (a debug variable)",
+}
+# .test variables that change nothing nodemap compares
+_HARMLESS_ENV = {"HWLOC_SHOW_ERRORS", "HWLOC_CPUKINDS", "HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES"}
+# lstopo options that change nothing compared (or that the comparison applies itself)
+_HARMLESS_OPTIONS = {"-", "-v", "--no-icaches", "--whole-io", "--of", "xml", "--export-xml-flags", "2", "--no-io"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # "linux/16amd64-8n2c" (folder/stem of the .test)
+    source: Path
+    target: Path
+    options: tuple[str, ...]
+    env: dict
+
+    @property
+    def keeps_gpu_memory_nodes(self) -> bool:
+        return self.env.get("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "") not in ("", "0")
+
+
+def cases(folder: str | Path) -> list[Case]:
+    """Every .test under folder/linux and folder/xml whose source and target exist."""
+    out = []
+    for sub in ("linux", "xml"):
+        for test in sorted((Path(folder) / sub).glob("*.test")):
+            text = test.read_text()
+            fields = {k: v.strip() for k, v in re.findall(r"^(source|target|options):\s*(.*)$", text, re.M)}
+            env = dict(re.findall(r"^env:\s*(\w+)=(\S*)", text, re.M))
+            source, target = test.parent / fields.get("source", ""), test.parent / fields.get("target", "")
+            if fields.get("source") and fields.get("target") and source.exists() and target.exists():
+                out.append(Case(f"{sub}/{test.stem}", source, target, tuple(fields.get("options", "").split()),
+                                {k: v.strip('"') for k, v in env.items()}))
+    return out
+
+
+def check(case: Case, unpack) -> list[str]:
+    """Differences between nodemap's reading of the source and hwloc's target.
+
+    `unpack(tarball) -> root directory` unpacks a snapshot (cached by the caller)."""
+    from nodemap.topology import hwloc_xml, sysfs
+
+    if case.source.name.endswith(".tar.bz2"):
+        topo = sysfs.read(unpack(case.source))
+    else:
+        topo = hwloc_xml.read(case.source)
+    diffs = []
+    odd = (set(case.env) - _HARMLESS_ENV) | (set(case.options) - _HARMLESS_OPTIONS)
+    if odd:
+        diffs.append(f"the .test sets {sorted(odd)}, which change what hwloc shows")
+    got = _summary(topo, case)
+    if case.target.suffix == ".console":
+        want = lc.parse_console(case.target)
+        if want.packages and all(pid == -1 for pid, _, _ in want.packages):
+            want, got = want.without_package_ids(), got.without_package_ids()
+    else:
+        want = _summary(hwloc_xml.read(case.target), case)
+        if "--no-io" in case.options:
+            got = dataclasses.replace(got, pci=(), gpus=(), nics=())
+        if case.source.suffix == ".xml":
+            diffs += _against_the_file(case.source, topo)
+    diffs += want.diff(got)
+    return diffs
+
+
+def _summary(topo, case: Case) -> lc.ConsoleSummary:
+    if not case.keeps_gpu_memory_nodes and _is_power(topo):
+        # hwloc drops NVIDIA GPU memory nodes on POWER unless told to keep
+        # them; nodemap keeps them, under their GPU (never as host memory)
+        from nodemap.topology.model import replace
+
+        topo = replace(topo, numa_nodes=tuple(n for n in topo.numa_nodes if n.kind != "GPUMemory"))
+    got = lc.summarize_topology(topo)
+    if "--no-icaches" in case.options:
+        got = dataclasses.replace(got, caches=tuple(c for c in got.caches if c[1] != "instruction"))
+    return got
+
+
+def _is_power(topo) -> bool:
+    return any("POWER" in p.cpu_model for p in topo.packages) or topo.machine.arch.startswith("ppc")
+
+
+def _against_the_file(path: Path, topo) -> list[str]:
+    import test_conformance_xml as tcx
+
+    want, got = tcx.walk(path), tcx.summary(topo)
+    return [f"file walk {k}: {want[k]!r} != {got[k]!r}" for k in want if want[k] != got[k]]

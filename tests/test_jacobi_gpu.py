@@ -1,0 +1,58 @@
+"""`nodemap bench jacobi` on a real GPU (skipped without CuPy and a device):
+every single-process variant verified against the single-GPU run and NumPy,
+two slabs on one GPU, a broken halo failing, a grid too large refused."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+cp = pytest.importorskip("cupy")
+try:
+    NGPU = cp.cuda.runtime.getDeviceCount()
+except Exception:  # no driver
+    NGPU = 0
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NGPU == 0, reason="no CUDA GPU visible")]
+
+
+def jacobi(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "nodemap", "bench", "jacobi", "--mode", "single", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_single_process_variant_is_verified_on_one_gpu():
+    p = jacobi("--size", "258x130", "--dtype", "fp32,fp64", "--gpus", "0", "--iters", "20", "--repeats", "2",
+               "--json", "-q")
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(p.stdout)
+    got = {(r["metric"], r["params"]["dtype"]) for r in d["results"]}
+    for dtype in ("fp32", "fp64"):
+        for v in ("single", "peer", "peer-overlap", "nccl", "nccl-overlap", "stencil kernel"):
+            assert (v, dtype) in got, (v, dtype, d["messages"])
+    assert all(r["verified"] for r in d["results"])
+    assert any("NumPy" in r["verification"] for r in d["results"] if r["metric"] == "single")
+
+
+def test_two_slabs_share_one_gpu():
+    p = jacobi("--size", "130x96", "--gpus", "0,0", "--iters", "10", "--repeats", "2", "--json", "-q")
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(p.stdout)
+    peer = [r for r in d["results"] if r["metric"] in ("peer", "peer-overlap")]
+    assert len(peer) == 2 and all(r["params"]["slabs"] == 2 for r in peer)
+    assert any("Duplicate GPU" in m for m in d["messages"])  # NCCL said why it did not run
+
+
+def test_a_broken_halo_fails_the_run():
+    p = jacobi("--size", "130x96", "--gpus", "0,0", "--variants", "peer", "--iters", "10", "--repeats", "1",
+               "--inject-halo-fault", "-q")
+    assert p.returncode == 1, p.stderr + p.stdout
+    assert "differs from the single-GPU run" in p.stdout and "peer fp32" in p.stdout
+
+
+def test_a_grid_too_large_names_the_largest_that_fits():
+    p = jacobi("--size", "1000000x1000000", "-q")
+    assert p.returncode == 2 and "largest square grid that fits" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

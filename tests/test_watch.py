@@ -1,0 +1,289 @@
+"""`nodemap run --watch`: the monitor's lifecycle (CPU only) and the memory timeline analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nodemap import watchlog
+from nodemap.watchlog import GiB, MiB, classify
+
+# --- the classifier on synthetic series ---------------------------------------------------
+
+
+def _ts(n=100, dt=0.2):
+    return [i * dt for i in range(n)]
+
+
+def test_steady_series_is_steady():
+    t = _ts()
+    y = [4 * GiB + (i % 3) * MiB for i in range(len(t))]
+    assert classify(t, y).kind == "steady"
+
+
+def test_leak_is_growing_with_its_slope_and_total():
+    t = _ts()
+    y = [2 * GiB + i * 100 * MiB for i in range(len(t))]  # 100 MiB per 0.2 s sample
+    s = classify(t, y)
+    assert s.kind == "growing"
+    assert s.slope == pytest.approx(500 * MiB, rel=0.01)
+    assert s.growth > 7 * GiB and s.peak == y[-1]
+
+
+def test_staircase_leak_freed_at_exit_is_still_growing():
+    """IPC-style: a step each iteration; the application frees all at its very end."""
+    t = _ts(200)
+    y = [1 * GiB + (i // 10) * 256 * MiB for i in range(len(t))]
+    y[-3:] = [1 * GiB] * 3
+    assert classify(t, y).kind == "growing"
+
+
+def test_spike_given_back_is_a_spike():
+    t = _ts()
+    y = [3 * GiB] * len(t)
+    for i in range(40, 50):
+        y[i] = 9 * GiB
+    s = classify(t, y)
+    assert s.kind == "spike" and s.peak == 9 * GiB
+
+
+def test_allocation_at_start_then_flat_is_ramp_not_growth():
+    t = _ts()
+    y = [min(i, 30) * 200 * MiB for i in range(len(t))]
+    assert classify(t, y).kind == "ramp"
+
+
+def test_too_few_samples_is_short():
+    assert classify([0.0, 0.2], [1, 2]).kind == "short"
+
+
+# --- findings on synthetic timelines --------------------------------------------------------
+
+
+def _write(path, rank, own, *, used=None, total=80 * GiB, job="j1", pid=None, gpus=(0,), libs=(), others=None,
+           end=True, rss=None, held=0):
+    pid = pid or 1000 + rank
+    lines = [{"schema": "nodemap.watch/1", "host": "n1", "job": job, "rank": rank, "local_rank": rank,
+              "local_size": 2, "pid": pid, "argv": ["app"], "start": 0, "interval": 0.2,
+              "planned_gpus": list(gpus), "mem_total": 512 * GiB, "env": {}},
+             {"gpus": [{"index": g, "uuid": f"GPU-{g}", "name": "H100", "total": total} for g in gpus]}]
+    if libs:
+        lines.append({"libs": list(libs)})
+    if others:
+        lines.append({"others": others})
+    for i, o in enumerate(own):
+        u = used[i] if used else o + 500 * MiB
+        r = rss[i] if rss else 2 * GiB
+        lines.append([round(i * 0.2, 3), r, 400 * GiB, [o] * len(gpus), [u] * len(gpus), [held] * len(gpus)])
+    if end:
+        lines.append({"end": {"t": len(own) * 0.2, "samples": len(own), "exit": 0}})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def _analyse(tmp_path):
+    return watchlog.analyse(watchlog.read_dir(str(tmp_path)))
+
+
+def test_leaking_rank_gets_a_growth_finding_with_the_pool_fix(tmp_path):
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)], libs=["libcupy"])
+    _write(tmp_path / "n1.r1.2.watch", 1, [4 * GiB] * 100, gpus=(1,))
+    a = _analyse(tmp_path)
+    kinds = [(f.kind, f.rank) for f in a.findings]
+    assert ("growth", 0) in kinds and not any(r == 1 for _, r in kinds)
+    f = next(f for f in a.findings if f.kind == "growth")
+    assert "free_all_blocks" in f.fix and "GiB/min" in f.evidence
+
+
+def test_ucx_loaded_makes_it_ipc_growth_with_the_ucx_fix(tmp_path):
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)],
+           libs=["libucp", "libuct_cuda"])
+    f = next(f for f in _analyse(tmp_path).findings if f.rank == 0)
+    assert f.kind == "ipc-growth" and "UCX_TLS=^cuda_ipc" in f.fix
+
+
+def test_peer_rank_holding_the_gpu_makes_growth_ipc_style(tmp_path):
+    # rank 1's child (pid 5000, parent 1001) holds rank 0's GPU 0, which its plan did not give it
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)],
+           others={"0": [[5000, "python", [1001, 1]]]})
+    _write(tmp_path / "n1.r1.2.watch", 1, [4 * GiB] * 100, gpus=(1,))
+    a = _analyse(tmp_path)
+    kinds = {f.kind for f in a.findings}
+    assert {"ipc-growth", "shared-gpu"} <= kinds and "foreign" not in kinds
+
+
+def test_steady_ranks_have_no_findings(tmp_path):
+    for r in range(4):
+        _write(tmp_path / f"n1.r{r}.{r}.watch", r, [4 * GiB + (i % 2) * MiB for i in range(100)], gpus=(r,))
+    a = _analyse(tmp_path)
+    assert a.findings == [] and [r.gpu.kind for r in a.ranks] == ["steady"] * 4
+    assert "no memory findings" in watchlog.render(a)
+
+
+def test_one_rank_far_above_its_peers_is_imbalance(tmp_path):
+    for r in range(4):
+        _write(tmp_path / f"n1.r{r}.{r}.watch", r, [(12 if r == 2 else 4) * GiB] * 50, gpus=(r,))
+    f = [f for f in _analyse(tmp_path).findings]
+    assert [(x.kind, x.rank) for x in f] == [("imbalance", 2)]
+    assert "3.0x" in f[0].evidence
+
+
+def test_gpu_near_capacity_names_the_margin(tmp_path):
+    _write(tmp_path / "n1.r0.1.watch", 0, [70 * GiB] * 50, used=[76 * GiB] * 50)
+    f = next(f for f in _analyse(tmp_path).findings if f.kind == "near-capacity")
+    assert "margin 4.00 GiB" in f.evidence
+
+
+def test_foreign_process_on_the_gpu(tmp_path):
+    p = tmp_path / "n1.r0.1.watch"
+    _write(p, 0, [4 * GiB] * 50, others={"0": [[777, "jupyter", [1]]]}, held=3 * GiB)
+    f = next(f for f in _analyse(tmp_path).findings if f.kind == "foreign")
+    assert "pid 777 jupyter" in f.evidence and "3.00 GiB" in f.evidence
+
+
+def test_unattributed_gpu_growth_points_at_ipc(tmp_path):
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB] * 100, used=[5 * GiB + i * 40 * MiB for i in range(100)])
+    f = next(f for f in _analyse(tmp_path).findings)
+    assert f.kind == "gpu-growth" and "cudaIpcCloseMemHandle" in f.fix
+
+
+def test_torn_last_line_and_killed_monitor(tmp_path):
+    p = tmp_path / "n1.r0.1.watch"
+    _write(p, 0, [4 * GiB] * 20, end=False)
+    with open(p, "a") as f:
+        f.write('[4.0,123,45')  # cut by a kill
+    tl = watchlog.read(str(p))
+    assert tl.torn == 1 and len(tl.t) == 20 and not tl.ended
+    assert any("stopped before" in n for n in watchlog.analyse([tl]).notes)
+
+
+def test_not_a_timeline_is_skipped(tmp_path):
+    (tmp_path / "x.watch").write_text("hello\n")
+    assert watchlog.read_dir(str(tmp_path)) == []
+
+
+# --- the monitor's lifecycle, end to end (CPU only) -------------------------------------------
+
+RUN = [sys.executable, "-m", "nodemap", "run", "--local-rank", "0", "--local-size", "1", "--no-cache", "--watch",
+       "--watch-interval", "20ms"]
+
+# prints its pid and its children (the monitor), then does what argv[1] says
+APP = r"""
+import os, sys, time, signal
+kids = []
+for t in os.listdir("/proc/self/task"):
+    kids += open(f"/proc/self/task/{t}/children").read().split()
+print(os.getpid(), ",".join(kids), flush=True)
+what = sys.argv[1]
+keep = []
+end = time.time() + float(sys.argv[2]) if len(sys.argv) > 2 else 0
+while time.time() < end:
+    if what == "grow":
+        keep.append(bytearray(8 << 20))
+    time.sleep(0.02)
+if what == "crash":
+    os.abort()
+if what == "exit3":
+    sys.exit(3)
+"""
+
+
+def _gone(pid, within=5.0):
+    deadline = time.time() + within
+    while time.time() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return True  # a zombie: it has ended (a container's init may not reap)
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start(tmp_path, *app_args, env=None):
+    d = tmp_path / "w"
+    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", APP, *app_args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **(env or {})})
+    first = p.stdout.readline().split()
+    return p, d, int(first[0]), [int(k) for k in first[1].split(",")] if len(first) > 1 else []
+
+
+@pytest.mark.parametrize("what,code", [("exit3", 3), ("crash", -signal.SIGABRT)])
+def test_app_keeps_pid_and_exit_status_and_monitor_ends(tmp_path, what, code):
+    p, d, pid, kids = _start(tmp_path, what, "0.3")
+    out, err = p.communicate(timeout=60)
+    assert pid == p.pid  # the launcher's child is the application itself
+    assert p.returncode == code
+    assert len(kids) == 1 and _gone(kids[0])  # the monitor, and no orphan left
+    (tl,) = watchlog.read_dir(str(d))
+    assert tl.header["pid"] == pid and tl.ended and tl.torn == 0 and len(tl.t) >= 3
+
+
+def test_killed_app_leaves_complete_timeline_and_no_orphan(tmp_path):
+    p, d, pid, kids = _start(tmp_path, "sleep", "30")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    killed_at = 0.5
+    assert p.returncode == -signal.SIGKILL
+    assert _gone(kids[0])
+    (tl,) = watchlog.read_dir(str(d))
+    assert tl.torn == 0 and tl.ended and tl.t[-1] >= killed_at * 0.8
+
+
+def test_killed_monitor_leaves_complete_lines_and_app_runs_on(tmp_path):
+    p, d, pid, kids = _start(tmp_path, "exit3", "0.6")
+    time.sleep(0.3)
+    os.kill(kids[0], signal.SIGKILL)
+    p.communicate(timeout=60)
+    assert p.returncode == 3
+    (tl,) = watchlog.read_dir(str(d))
+    assert tl.torn == 0 and not tl.ended and len(tl.t) >= 3
+
+
+def test_sigterm_to_the_monitor_does_not_stop_it_while_the_app_runs(tmp_path):
+    p, d, pid, kids = _start(tmp_path, "exit3", "0.8")
+    time.sleep(0.2)
+    os.kill(kids[0], signal.SIGTERM)  # as a launcher signalling every process of the job
+    p.communicate(timeout=60)
+    (tl,) = watchlog.read_dir(str(d))
+    assert tl.ended and tl.t[-1] >= 0.6
+
+
+def test_growing_app_is_flagged_in_the_summary(tmp_path):
+    p, d, pid, kids = _start(tmp_path, "grow", "1.5")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0
+    assert "host memory (RSS) grows steadily" in err, err
+    assert "host memory only" in err or "GPU" in err
+
+
+def test_unwritable_watch_dir_is_one_line_before_the_app_starts(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    marker = tmp_path / "started"
+    r = subprocess.run(RUN + ["--watch-dir", str(blocker / "sub"), "--", sys.executable, "-c",
+                              f"open({str(marker)!r}, 'w')"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--watch-dir" in r.stderr and "Traceback" not in r.stderr
+    assert not marker.exists()
+
+
+def test_bad_interval_is_one_line(tmp_path):
+    r = subprocess.run(RUN[:-1] + ["fast", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--watch-interval" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_watch_code_is_not_imported_without_watch():
+    code = ("import sys; from nodemap import cli; "
+            "cli.main(['run', '--local-rank', '0', '--local-size', '1', '--dry-run', '--', 'true']); "
+            "assert 'nodemap.mapping.watch' not in sys.modules and 'nodemap.watchlog' not in sys.modules; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip().endswith("ok"), r.stderr
