@@ -60,15 +60,9 @@ def config(args: argparse.Namespace) -> "object":
 
 
 def _size(text: str) -> int:
-    from ..bench.gpu_common import parse_size
+    from ..units import parse_size
 
-    try:
-        n = parse_size(text)
-    except (ValueError, NodemapError):
-        raise NodemapError(f"--pair-size {text!r}: give a size such as 4MiB or 65536") from None
-    if n <= 0:
-        raise NodemapError(f"--pair-size {text!r}: give a positive size")
-    return n
+    return parse_size(text, "--pair-size", minimum=1)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ import glob
 import json
 import os
 import re
-import tempfile
 from typing import Any
 
 from . import merge as mergemod
@@ -21,16 +20,9 @@ def safe_name(node: str) -> str:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """A temporary file renamed over `path`: never half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=".nodemap-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ..outfile import write
+
+    write(path, text, "--output")
 
 
 def save_node(outdir: str, doc: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import units
 from . import wire
 
 POISON = 0xFF  # never in pattern(): values 0..250
@@ -87,7 +88,7 @@ def _bw(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, at: fl
         return None
     if not verified:
         raise ValueError("the bandwidth test's receive buffer did not match the sender's pattern")
-    gbps = [n * w * sz.bw_windows / s / 1e9 for s in secs]
+    gbps = units.gbps(n * w * sz.bw_windows, secs)
     return {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": statistics.median(gbps),
             "samples": gbps, "bytes": n, "counting": f"{w} messages of {n} B per window, acknowledged per window",
             "verified": True}
