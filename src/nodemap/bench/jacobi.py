@@ -271,6 +271,10 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         rs.complete = False
         rs.messages.append("interrupted: the results above were measured before Ctrl-C")
+    except (Exception, SystemExit) as e:
+        if launch.mpi is None or launch.mpi.Get_size() == 1:
+            raise
+        abort(launch.mpi, e)
     finally:
         launch.cp.get_default_memory_pool().free_all_blocks()
     if launch.mpi is not None and launch.mpi.Get_rank() != 0:
@@ -280,8 +284,20 @@ def run(args: argparse.Namespace) -> int:
     return finish(rs, args, text)
 
 
+def abort(comm: Any, e: BaseException) -> None:
+    """One rank failed while the others wait for it in a collective: say why
+    (one line) and end every rank, instead of a hang."""
+    import sys
+
+    if not (isinstance(e, SystemExit) and e.code in (0, 1, 2, None) and comm.Get_rank() != 0):
+        what = str(e) if isinstance(e, NodemapError) else f"{type(e).__name__}: {e}"
+        print(f"nodemap bench jacobi: error: rank {comm.Get_rank()}: {what}", file=sys.stderr, flush=True)
+    comm.Abort(2)
+
+
 def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], variants: list[str],
           args: argparse.Namespace) -> None:
+    from . import jacobi_gpu as jgpu
     from .gpu_common import describe, environment, load_topology
 
     cp = launch.cp
@@ -295,7 +311,8 @@ def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], va
     gpu = describe(cp, launch.devices[0], topo)
     rs.environment = environment(cp, [gpu]) | {
         "slabs": launch.n, "mode": "mpi" if launch.mpi is not None else "single", "gpus": launch.keys_all,
-        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+        "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
     if launch.mpi is not None:
         rs.environment["mpi"] = mc.library()
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
