@@ -22,7 +22,8 @@ BIN = Path(sys.executable).parent
 MPIEXEC = BIN / "mpiexec"
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable "
                                                   "(pip install mpich)")]
-FLEET = [sys.executable, "-m", "nodemap.fleet"]
+NODEMAP = [sys.executable, "-m", "nodemap"]
+FLEET = [*NODEMAP, "check", "--fleet"]
 # Four "nodes" share two cores here: pair figures are noise, so links are judged loosely in these tests.
 LOOSE_LINKS = "[fleet]\nlink_bad = 0.01\nlink_latency = 1000.0\n"
 
@@ -103,15 +104,19 @@ def test_two_ranks_per_node_measure_rails_and_rank0_is_not_a_leader(tmp_path, sa
     assert bw["mpi bw host"] == pytest.approx(bw["mpi bw host rail0"] + bw["mpi bw host rail1"])
 
 
-def test_live_interim_check_on_two_nodes_end_to_end(tmp_path):
+def test_real_node_check_on_two_nodes_end_to_end(tmp_path):
     out = tmp_path / "out"
     p = subprocess.run([str(MPIEXEC), "-n", "2", "-env", "NODEMAP_FLEET_NODE", "live{rank}", *FLEET, "-o", str(out),
-                        "--pair-size", "64KiB"], capture_output=True, text=True, timeout=180, env=env())
+                        "--pair-size", "64KiB"], capture_output=True, text=True, timeout=300,
+                       env=env(NODEMAP_CHECK_TINY="1"))
     assert p.returncode in (0, 1), p.stderr
     fleet, lines = read(out)
     assert sorted(x["host"] for x in lines) == ["live0", "live1"]
-    assert all(x["figures"] and x["topology"] for x in lines)
-    assert fleet["complete"] and fleet["baselines"]
+    assert all(x["figures"] and x["topology"] and x["complete"] for x in lines)
+    assert all("host/stream/triad" in {f["key"] for f in x["figures"]} for x in lines)
+    assert fleet["complete"] and {b["key"] for b in fleet["baselines"]} >= {"host/stream/triad"}
+    assert {x["key"] for x in fleet["links"]} >= {"mpi bw host", "mpi latency host"}
+    assert (out / "fleet.html").exists() and "fleet:" in p.stdout
 
 
 def test_ctrl_c_writes_what_was_gathered(tmp_path, saved_doc):
@@ -146,7 +151,8 @@ def test_from_saved_documents_builds_the_same_report(tmp_path):
         (d / f"n{i}.json").write_text(json.dumps(node_doc(f"n{i}", rng, gpus=2, slow=slow)))
     (d / "notes.txt").write_text("ignored")
     out = tmp_path / "out"
-    p = subprocess.run([*FLEET, "--from", str(d), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([*NODEMAP, "check", "--from", str(d), "-o", str(out)], capture_output=True, text=True,
+                       timeout=120)
     assert p.returncode == 1, p.stderr
     assert "n4: GPU1 HBM triad" in p.stdout
     fleet = json.loads((out / "fleet.json").read_text())
@@ -161,3 +167,18 @@ def test_from_an_empty_folder_is_one_line(tmp_path):
                        text=True, timeout=60)
     assert p.returncode == 2 and "no node documents" in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_site_file_stops_before_mpi_in_one_line(tmp_path):
+    site = tmp_path / "s.toml"
+    site.write_text("[fleet]\nwarn = 2.0\n")
+    p = subprocess.run([*FLEET, "--expect", str(site), "-o", str(tmp_path / "o")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "0 < fail <= warn <= 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_node_schema_is_the_checks():
+    from nodemap.check.document import SCHEMA
+    from nodemap.fleet.nodecheck import SCHEMA as FLEET_SCHEMA
+
+    assert SCHEMA == FLEET_SCHEMA

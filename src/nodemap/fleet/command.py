@@ -46,7 +46,13 @@ def config(args: argparse.Namespace) -> "object":
     from . import merge, pairtest
     from .driver import Config
 
-    th = merge.load_thresholds(args.expect) if getattr(args, "expect", None) else merge.DEFAULTS
+    if getattr(args, "expect", None):
+        from ..check import expectations
+
+        expectations.load(args.expect)  # a bad site file stops every rank here, in one line, before MPI starts
+        th = merge.load_thresholds(args.expect)
+    else:
+        th = merge.DEFAULTS
     for name in ("join_timeout", "check_timeout", "pair_timeout"):
         if getattr(args, name) <= 0:
             raise NodemapError(f"--{name.replace('_', '-')} {getattr(args, name):g}: give a positive number of seconds")
@@ -72,14 +78,17 @@ def run(args: argparse.Namespace) -> int:
     _writable(cfg.outdir)
     if args.from_dirs:
         return driver.run_from(args.from_dirs, cfg)
-    return driver.main(cfg, node_check())
+    return driver.main(cfg, node_check)
 
 
-def node_check():
-    """The node check the leaders run: `nodemap check`'s own entry."""
-    from .nodecheck import interim_check
+def node_check(node: str, level: str, expect: str | None) -> dict:
+    """What each node's leader runs: `nodemap check`'s own entry, silent
+    (rank 0 reports each node as it finishes), as its JSON document."""
+    from ..check import expectations
+    from ..check.node import run_check
 
-    return interim_check
+    doc = run_check(level, expectations.load(expect), command=f"nodemap check --fleet --level {level}")
+    return doc.to_dict()
 
 
 def _writable(d: str) -> None:

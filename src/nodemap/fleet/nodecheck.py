@@ -1,11 +1,7 @@
-"""What a node leader runs for the fleet: the node's own check, as one
-document (schema nodemap.check/1), plus the test hooks that let ranks on
+"""What a node leader runs for the fleet: the node's own check (`nodemap
+check`'s entry, fleet/command.py), as one document (schema
+nodemap.check/1), through the test hooks that let ranks on
 one machine act as different nodes and inject faults.
-
-INTERIM: until `nodemap check` (issue 14) is on main, `interim_check` measures
-only host STREAM triad per NUMA node and the topology, in the same document
-shape; it is replaced by the check's own entry function, not a finished
-node check.
 
 Test hooks (environment, read only here):
   NODEMAP_FLEET_NODE=NAME      this rank's node name instead of the hostname
@@ -26,13 +22,11 @@ import socket
 import time
 from typing import Any, Callable
 
-from .. import __version__
-
 NODE_ENV = "NODEMAP_FLEET_NODE"
 DOC_ENV = "NODEMAP_FLEET_NODE_DOC"
 SCALE_ENV = "NODEMAP_FLEET_SCALE"
 HANG_ENV = "NODEMAP_FLEET_HANG"
-SCHEMA = "nodemap.check/1"
+SCHEMA = "nodemap.check/1"  # check/document.py's (tested equal), without importing the check
 
 CheckFn = Callable[[str, str, "str | None"], dict[str, Any]]  # (node name, level, expect file) -> document
 
@@ -77,34 +71,3 @@ def scaled(doc: dict[str, Any], x: float) -> dict[str, Any]:
         figs.append(f)
     env = dict(doc.get("environment", {}), fault_injected=f"{SCALE_ENV}={x:g}")
     return {**doc, "figures": figs, "environment": env}
-
-
-def interim_check(node: str, level: str, expect: str | None) -> dict[str, Any]:
-    """INTERIM node check (see the module doc): topology + STREAM triad per NUMA node."""
-    from ..bench import host_memory
-    from ..topology.cpuset import CpuSet
-    from ..topology.discover import discover
-
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    topo = discover()
-    figs, skipped = [], ["interim node check: only host STREAM triad per NUMA node (nodemap check not yet wired)"]
-    allowed = CpuSet(os.sched_getaffinity(0))
-    complete = True
-    for numa in topo.numa_nodes:
-        cpus = numa.cpuset & allowed
-        if not cpus:
-            continue
-        try:
-            n, _ = host_memory.array_size(topo, cpus, CpuSet([numa.os_index]), "16MiB" if level == "quick" else None)
-            (r,) = host_memory.measure(topo, sorted(cpus), n // 8, ["triad"], 5 if level == "quick" else 10,
-                                       mem_nodes=CpuSet([numa.os_index]))
-        except Exception as e:  # noqa: BLE001 - one node part failing is a skipped figure, not a lost run
-            skipped.append(f"STREAM on NUMA{numa.os_index}: {e}")
-            complete = False
-            continue
-        figs.append({"key": f"memory/triad/NUMA{numa.os_index}", "area": "host memory", "label": "STREAM triad",
-                     "path": f"NUMA{numa.os_index}", "unit": "GB/s", "value": r.stats.median,
-                     "higher_is_better": True, "stats": {"n": r.stats.n, "min": r.stats.min, "max": r.stats.max}})
-    return {"schema": SCHEMA, "nodemap_version": __version__, "host": node, "level": level, "started": started,
-            "complete": complete, "topology": topo.to_dict(), "environment": {"node_check": "interim"},
-            "figures": figs, "findings": [], "skipped": skipped}
