@@ -152,3 +152,18 @@ def test_without_a_launcher_run_is_one_task_on_the_whole_node(env):
     d = json.loads(r.stdout)
     assert d["local_rank"] == 0 and d["local_size"] == 1 and d["launcher"].startswith("no launcher")
     assert d["task"]["cpus"] == CpuSet(os.sched_getaffinity(0)).format()
+
+
+def test_a_rank_open_mpi_bound_by_default_is_unbound_and_planned(env):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 PUs")
+    # Open MPI binds by default and says so; its ranks' parent (here: this test) is not bound
+    e = {**env, "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+         "OMPI_MCA_orte_bound_at_launch": "1"}
+    r = subprocess.run(["taskset", "-c", str(cpus[0]), sys.executable, "-m", "nodemap.cli", "run", "--dry-run",
+                        "--json", "--", "true"], env=e, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    planned = json.loads(nodemap(["plan", "--tasks", "2", "--json"], env).stdout)["tasks"][1]["cpus"]
+    assert d["local_rank"] == 1 and d["task"]["cpus"] == planned

@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if lr.rank >= tasks:
         raise NodemapError(f"local rank {lr.rank} ({lr.launcher}) but the plan has only {tasks} task(s): "
                            f"pass --tasks {lr.rank + 1} or more, or start fewer ranks per node")
+    undone = launch.undo_launcher_binding(os.environ) if not args.input else ""
+    if undone and lr.rank == 0 and args.verbose:
+        print(f"nodemap run: note: {undone}", file=sys.stderr)
     plan, cached = node_plan(args, tasks, lr.rank)
     task = plan["tasks"][lr.rank]
     final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
@@ -93,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_dry_run(args, lr, plan, task, final, decisions, argv, cached)
         return 0
+    crowded = [n for n in plan.get("notes", []) if "(oversubscribed)" in n]
+    if crowded and lr.rank == 0:
+        print(f"nodemap run: note: {crowded[0]}: {lr.launcher} started more ranks than this node has PUs",
+              file=sys.stderr)
     kept = [d for d in decisions if d["used"] == "user"]
     if kept and lr.rank == 0:
         print("nodemap run: kept your " + ", ".join(f"{d['name']}={d['current']}" for d in kept)
@@ -133,9 +140,14 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     from ..mapping import cliargs, emit
     from ..mapping.plan import plan
     from ..topology.discover import discover
+    from ..topology.model import replace
 
     req = cliargs.request_from_args(args, tasks)
     topo = discover(args.input, source=_source(args.input, args.gpu_ids))
+    if args.tasks is None and tasks > len(topo.allowed_cpus) and topo.allowed_cpus == topo.cpuset:
+        # the launcher already started more ranks than the whole node has PUs: they can only share
+        # them (rank 0 says so). A rank the launcher bound sees fewer PUs: that stays an error below.
+        req = replace(req, oversubscribe=True)
     try:
         p = plan(topo, req)
     except NodemapError as e:

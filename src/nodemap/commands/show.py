@@ -23,6 +23,7 @@ examples:
   mpiexec -n 4 nodemap run -- nodemap show        check what nodemap run applied
   srun --cpu-bind=cores nodemap show              check Slurm's own binding
   nodemap show --json                             this process, as JSON
+  mpiexec -n 8 nodemap run -- nodemap show --threads   every OpenMP thread of every rank
 """
 
 
@@ -32,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="give up after S seconds of MPI start-up and gathering (default 60)")
     p.add_argument("--input", metavar="TOPO", help="resolve GPUs and NUMA nodes on a saved node instead of this one")
+    p.add_argument("--threads", action="store_true",
+                   help="also one row per OpenMP thread (like xthi): the OpenMP runtime starts and binds the team "
+                        "from OMP_NUM_THREADS/OMP_PLACES/OMP_PROC_BIND; each thread's CPU and PUs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     topo = discover(args.input)
     comm = None if args.no_mpi else _mpi_comm(args.timeout)
     rank = comm.Get_rank() if comm is not None else None
-    row = show.own_row(topo, os.environ, rank)
+    row = show.own_row(topo, os.environ, rank, threads=args.threads)
     if comm is None:
         _print(args, show.judge([row], topo), show)
         return 0

@@ -35,6 +35,34 @@ class Binding:
         self.node_mems = sorted(node_mems)
 
 
+def undo_launcher_binding(env) -> str:
+    """Widen this rank's CPU affinity back to its parent's when the launcher
+    bound it, so that every rank plans the same node; returns a note ("" if
+    nothing was done).
+
+    Open MPI binds ranks by default (to cores for 2 ranks, to sockets for
+    more) and says so in OMPI_MCA_orte_bound_at_launch; its ranks are
+    children of mpirun or its daemon, which are not bound. nodemap run
+    binds the rank itself a moment later. Without that variable a narrow
+    affinity is taken as the user's choice (taskset, a cgroup).
+    """
+    if not env.get("OMPI_MCA_orte_bound_at_launch"):
+        return ""
+    mine = os.sched_getaffinity(0)
+    try:
+        parent = os.sched_getaffinity(os.getppid())
+    except OSError:
+        return ""
+    if not mine < parent:
+        return ""
+    try:
+        os.sched_setaffinity(0, parent)
+    except OSError:
+        return ""
+    return ("Open MPI bound the ranks (its default); nodemap run binds them itself "
+            "(mpirun --bind-to none avoids the double work)")
+
+
 def apply(binding: Binding) -> list[str]:
     """Bind this process; returns notes on what could not matter."""
     if binding.cpus:
