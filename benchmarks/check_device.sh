@@ -2,12 +2,12 @@
 # nodemap check on a GPU node, beside the dedicated benches and peers.
 #
 #   benchmarks/check_device.sh checks OUT [SECONDS]
-#       nodemap check --level quick, the dedicated kinds at their defaults
-#       (bench gpu, bench copies, bench memory), then nodemap check --level
-#       full with the time left of SECONDS (default 225; a full check cut
-#       short by SIGINT is written marked incomplete).
+#       nodemap check --level quick, then nodemap check --level full with
+#       the time left of SECONDS (default 225; a full check cut short by
+#       SIGINT is written marked incomplete).
 #   benchmarks/check_device.sh peers OUT
-#       BabelStream (CUDA, float64, 1 GiB arrays as nodemap's default) and
+#       The dedicated kinds at their defaults (bench gpu, bench copies,
+#       bench memory), BabelStream (CUDA, float64, 1 GiB arrays as nodemap's default) and
 #       nvbandwidth (host<->device CE) built from sources in .peers/
 #       (BabelStream/, nvbandwidth/, boost/*.deb for nvbandwidth's
 #       program_options), then a second quick check.
@@ -34,16 +34,16 @@ if [ "$mode" = checks ]; then
   say "quick check"
   nodemap check --level quick -o "$out/quick" -q >>"$log" 2>&1
   say "quick check rc=$?"
-  for k in gpu copies memory; do
-    say "dedicated: nodemap bench $k"
-    nodemap bench "$k" --output "$out/bench_$k.json" >>"$log" 2>&1 || say "bench $k rc=$?"
-  done
   left=$((budget - (SECONDS - t0)))
   say "full check, $left s left"
   timeout -s INT "$left" nodemap check --level full -o "$out/full" -q \
     >>"$log" 2>&1
   say "full check rc=$?"
 elif [ "$mode" = peers ]; then
+  for k in gpu copies memory; do
+    say "dedicated: nodemap bench $k"
+    nodemap bench "$k" --output "$out/bench_$k.json" >>"$log" 2>&1 || say "bench $k rc=$?"
+  done
   if [ -d .peers/BabelStream ]; then
     say "build BabelStream"
     cmake -S .peers/BabelStream -B /tmp/bs -DMODEL=cuda -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \

@@ -102,10 +102,10 @@ def parse(text: str, name: str, origin: str, partial: bool = False) -> Expectati
     except tomllib.TOMLDecodeError as e:
         raise ExpectError(f"{name}: not valid TOML: {e}") from None
     where = _Locator(text, name)
-    unknown = set(data) - {"schema", "thresholds", "limit"}
+    unknown = set(data) - {"schema", "thresholds", "limit", "fleet"}  # [fleet]: read by fleet/merge.py
     if unknown:
         key = sorted(unknown)[0]
-        raise ExpectError(f"{where.at(key)}: unknown key {key!r}; use schema, [thresholds] or [[limit]]")
+        raise ExpectError(f"{where.at(key)}: unknown key {key!r}; use schema, [thresholds], [[limit]] or [fleet]")
     if "schema" in data and data["schema"] != SCHEMA:
         raise ExpectError(f"{where.at('schema')}: key 'schema' is {data['schema']!r}, expected {SCHEMA!r}")
     thresholds = _thresholds(data.get("thresholds", {}), where, partial)

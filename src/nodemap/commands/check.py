@@ -7,6 +7,8 @@ import argparse
 import os
 import time
 
+from ..fleet import command as fleet_command
+
 DESCRIPTION = """\
 Check this node: inventory and health (GPUs, NICs, PCIe links trained at
 their maximum, NUMA balance, offline CPUs, ECC/remapped rows/throttling
@@ -40,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")
     p.add_argument("--json", action="store_true", help="print the check document as JSON on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    fleet_command.add_arguments(p)
 
 
 def output_dir(arg: str | None) -> str:
@@ -65,6 +68,9 @@ def output_dir(arg: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import sys
+
+    if args.fleet or args.from_dirs:
+        return fleet_command.run(args)
 
     from ..check import expectations
     from ..check.node import run_check, stderr_progress

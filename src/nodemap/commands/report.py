@@ -15,7 +15,13 @@ Bench results are judged by the same rules as `nodemap check`; with
 --compare BEFORE AFTER prints every figure's after/before ratio and flags
 regressions (below 95% warn, below 90% fail by default; thresholds
 compare_warn/compare_fail of the expectations). Exit status 1 when a
-figure failed (or regressed with --compare)."""
+figure failed (or regressed with --compare).
+
+A folder of `nodemap run --watch` timelines (or .watch files) gives each
+rank's memory peak, growth and shape, per GPU the peak against its memory,
+and findings (growth and its likely cause, imbalance, near capacity, other
+processes); with --html a plot of memory against time per rank. Given with
+a check document, the memory section joins its report."""
 
 EPILOG = """\
 examples:
@@ -23,11 +29,13 @@ examples:
   nodemap report check.json --html /tmp/check.html
   nodemap report mem.json numa.json --json        bench results judged and merged
   nodemap report --compare before/check.json after/check.json
+  nodemap report nodemap-watch --html /tmp/memory.html    memory timelines of nodemap run --watch
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="*", metavar="FILE", help="check.json, or bench result files")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="check.json, bench result files, or a folder of nodemap run --watch timelines")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the (merged) check document as JSON")
     out.add_argument("--html", metavar="OUT", help="write the HTML report to OUT")
@@ -103,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
         return 1 if any(c.verdict == "fail" for c in changes) else 0
     if not args.files:
         raise NodemapError("give a check.json or bench result files (or --compare BEFORE AFTER)")
+    from ..report import watch
+
+    watched = [p for p in args.files if watch.is_watch_input(p)]
+    if watched:
+        return _watch(args, watched, [p for p in args.files if p not in watched])
     if args.html:
         outfile.check(args.html, "--html")
     doc = load(args.files, args.expect)
@@ -114,3 +127,33 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(terminal.summary(doc))
     return 1 if doc.verdict() == "fail" else 0
+
+
+def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int:
+    """Memory timelines alone, or beside a check document (their section joins its report)."""
+    from .. import outfile, watchlog
+    from ..report import html, terminal, watch
+
+    tls = watch.load(paths)
+    a = watchlog.analyse(tls)
+    where = ", ".join(paths)
+    doc = load(others, args.expect) if others else None
+    if args.html:
+        outfile.check(args.html, "--html")
+        if doc is None:
+            text = watch.page(tls, a, where)
+        else:
+            html.SECTIONS.append(lambda _doc: watch.section(tls, a))
+            text = html.render(doc)
+        outfile.write(args.html, text, "--html")
+        print(f"report: {args.html}")
+    elif args.json:
+        d = watch.to_dict(tls, a)
+        if doc is not None:
+            d = {**json.loads(doc.to_json()), "watch": d}
+        print(json.dumps(d, indent=1))
+    else:
+        if doc is not None:
+            print(terminal.summary(doc))
+        print(watchlog.render(a, where), end="")
+    return 1 if doc is not None and doc.verdict() == "fail" else 0

@@ -170,7 +170,7 @@ def _source(input_path, gpu_ids: str = "index") -> str:
     if input_path or gpu_ids == "uuid":
         return "auto"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return "auto" if any(e.strip() and not e.strip().isdigit() for e in visible.split(",")) else "sysfs"
+    return "auto" if any(e.strip() and not e.strip().isdecimal() for e in visible.split(",")) else "sysfs"
 
 
 def _summary(task: dict, mem_policy: str) -> str:

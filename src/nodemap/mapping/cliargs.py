@@ -51,6 +51,10 @@ def request_key(args: argparse.Namespace) -> tuple:
     return tuple((d, getattr(args, d, None)) for d in REQUEST_DESTS)
 
 
+MAX_COUNT = 1 << 20  # threads, GPUs, SMT per task
+MAX_TASKS = 1 << 14  # tasks per node: twice Linux's largest NR_CPUS
+
+
 def request_from_args(args: argparse.Namespace, tasks: int | None = None):
     """A Request from parsed options; `tasks` fills in when --tasks is absent."""
     from ..errors import InputError
@@ -63,17 +67,19 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None):
         except CpuSetError as e:
             raise InputError(flag, f"{e} (write a list like 0-3,8-11)") from None
 
-    def count(flag: str, value, least: int):
-        if value is not None and value < least:
-            raise InputError(flag, f"{value} is out of range (at least {least})")
+    def count(flag: str, value, least: int, most: int = MAX_COUNT):
+        # more per node is a typo, and planning it would eat memory (a plan
+        # of 2^20 tasks needs over 1 GiB)
+        if value is not None and not least <= value <= most:
+            raise InputError(flag, f"{str(value)[:30]} is out of range ({least} to {most}, nodemap's limit per node)")
         return value
 
     rails = str(args.nic_rails)
-    if rails not in ("all", "auto") and not (rails.isascii() and rails.isdigit()):
-        raise InputError("--nic-rails", f"{rails!r} is not a count, 'all' or 'auto'")
+    if rails not in ("all", "auto") and not (rails.isascii() and rails.isdigit() and len(rails) < 7):
+        raise InputError("--nic-rails", f"{rails[:30]!r} is not a count, 'all' or 'auto'")
     n = args.tasks if args.tasks is not None else tasks
     return Request(
-        tasks=count("--tasks", n, 1) if n is not None else 0,
+        tasks=count("--tasks", n, 1, MAX_TASKS) if n is not None else 0,
         threads=count("--threads", args.threads, 0),
         gpus_per_task=0 if args.no_gpus else count("--gpus-per-task", args.gpus_per_task, -1),
         smt=count("--smt", args.smt, 0),

@@ -104,6 +104,9 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], befor
     before_exec: called last before the exec (nodemap run --watch forks its monitor there)."""
     if not argv:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
+    if not argv[0] or "\0" in argv[0]:
+        raise NodemapError(f"the application name {argv[0]!r} is empty or holds a NUL byte: give a program after --, "
+                           "e.g. nodemap run -- ./app args")
     apply(binding)
     full = dict(os.environ)
     full.update(env)
@@ -111,12 +114,50 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], befor
     sys.stderr.flush()
     if before_exec is not None:
         before_exec()
+    _default_signals()  # after the --watch monitor forked: it stays a Python process
     try:
         os.execvpe(argv[0], argv, full)
-    except OSError as e:
-        err = NodemapError(f"cannot run {argv[0]!r}: {e.strerror} (check the path and that it is executable)")
+    except (OSError, ValueError) as e:
+        err = NodemapError(f"cannot run {argv[0]!r}: {_exec_problem(argv[0], e, full)}")
         err.exit_code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes
         raise err from None
+
+
+def _exec_problem(prog: str, e: Exception, env: dict[str, str]) -> str:
+    """Why exec failed, in words: execve says ENOENT both for a missing
+    program and for a script whose #! interpreter is missing."""
+    if not isinstance(e, OSError):
+        return f"{e} (check the arguments after --)"
+    import shutil
+
+    found = shutil.which(prog, path=env.get("PATH", os.defpath)) if "/" not in prog else prog
+    if isinstance(e, FileNotFoundError) and found and os.path.isfile(found):
+        try:
+            with open(found, "rb") as f:
+                head = f.readline(256)
+        except OSError:
+            head = b""
+        if head.startswith(b"#!"):
+            interp = head[2:].strip().split(b" ")[0].decode("utf-8", "replace")
+            return f"its interpreter {interp!r} (the script's #! line) does not exist: install it or fix the #! line"
+    return f"{e.strerror} (check the path and that it is executable)"
+
+
+def _default_signals() -> None:
+    """Undo what Python did to signals at start-up, which exec would keep.
+
+    Python ignores SIGPIPE and SIGXFSZ (the set subprocess restores): an
+    application exec'd with them ignored gets EPIPE instead of dying in
+    `app | head`. Ignored dispositions we did not make (nohup's SIGHUP, a
+    background job's SIGINT) stay; the signal mask is emptied. `_signal`,
+    not `signal`: the wrapper's imports cost every rank ~1 ms.
+    """
+    import _signal
+
+    for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
 
 
 def _list(items) -> str:

@@ -64,7 +64,7 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
 
 def _global_rank(env: Mapping[str, str]) -> int:
     for k in GLOBAL_RANK_VARS:
-        if env.get(k, "").isdigit():
+        if env.get(k, "").isdecimal() and len(env[k]) < 10:
             return int(env[k])
     return 0
 
@@ -127,7 +127,7 @@ def _own_verdicts(r: dict[str, Any], topo) -> list[str]:
 
         out += verdicts(r["threads"], set(cpus))
     threads = r["thread_env"].get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > len(cpus):
+    if threads.isdecimal() and len(threads) < 10 and int(threads) > len(cpus):
         out.append(f"{threads} threads on {len(cpus)} PU(s)")
     return out
 
