@@ -142,6 +142,24 @@ def test_json_export(tmp_path):
     refused(nodemap("topo", "--input", str(tmp_path / "n.json")), "n.json", LIMIT)
 
 
+@pytest.mark.parametrize("field, value, words", [
+    ("pus", 4000000000, ["PU number 4000000000", "1048575"]),
+    ("numa_nodes", -3, ["NUMA node number -3"]),
+    ("distances", [[10] * 2000] * 2000, ["distances are not a 1 x 1 matrix"]),
+    ("caches", [{}] * 200_000, ["200000 caches", "131072"]),
+])
+def test_json_objects(tmp_path, field, value, words):
+    xml = tmp_path / "n.xml"
+    xml.write_text(hwloc_xml())
+    d = json.loads(nodemap("topo", "--input", str(xml), "--json").stdout)
+    if field in ("pus", "numa_nodes"):
+        d[field][-1]["os_index"] = value
+    else:
+        d[field] = value
+    (tmp_path / "n.json").write_text(json.dumps(d))
+    refused(nodemap("topo", "--input", str(tmp_path / "n.json")), "n.json", *words)
+
+
 def test_xml_os_index(tmp_path):
     (tmp_path / "n.xml").write_text(hwloc_xml(pu1="4000000000"))
     refused(nodemap("topo", "--input", str(tmp_path / "n.xml")), "n.xml", "os_index", "1048575")
