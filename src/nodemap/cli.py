@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("nodemap.commands.run", "apply the plan to this rank and exec the application"),
     "show": ("nodemap.commands.show", "report the binding in effect for every rank, with verdicts"),
     "bench": ("nodemap.commands.bench", "measure memory, GPU copies, MPI and NCCL paths against their peaks"),
+    "compare": ("nodemap.commands.compare", "the same probes under several bindings: what each binding costs"),
     "place": ("nodemap.commands.place", "place data larger than one GPU across GPUs by access counts"),
     "check": ("nodemap.commands.check", "is this node right? measurements with verdicts, findings and a report"),
     "report": ("nodemap.commands.report", "render saved check or bench results again, or compare two of them"),
