@@ -3,10 +3,8 @@
 Each command lives in nodemap/commands/<name>.py with two functions:
 `add_arguments(parser)` (imports nothing heavy) and `run(args) -> int`.
 Heavy imports (NVML, CuPy, mpi4py) happen inside `run`, so `nodemap --help`
-and `nodemap topo` start fast. Plain command lines are parsed by
-nodemap.fastargs from the same add_arguments, without argparse (10-20 ms to
-import and build); argparse is imported only when needed: --help, errors,
-abbreviations, commands with subcommands.
+and `nodemap topo` start fast. One parser, argparse: only the named
+command's arguments are built (the others get a help-only stub).
 """
 
 from __future__ import annotations
@@ -84,40 +82,17 @@ def add_command(sub, name: str, mod, help_: str) -> argparse.ArgumentParser:
     return sp
 
 
-class _Args:
-    """The namespace argparse would have made, for a command line parsed fast."""
-
-    def __init__(self, **values: object) -> None:
-        self.__dict__.update(values)
-
-
-def _fast(words: list[str]) -> _Args | None:
-    """`COMMAND plain-options` parsed by nodemap.fastargs, else None."""
-    if not words or words[0] not in COMMANDS:
-        return None
-    from . import fastargs
-
-    modname = COMMANDS[words[0]][0]
-    __import__(modname)
-    mod = sys.modules[modname]
-    rec = fastargs.record(mod.add_arguments)
-    values = fastargs.parse(rec, list(words[1:])) if rec is not None else None
-    return None if values is None else _Args(command=words[0], **values, _module=mod)
-
-
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    args = _fast(words)
-    if args is None:
-        first = next((w for w in words if not w.startswith("-")), None)
-        # No command named: the parser only prints help, version or an error.
-        parser = build_parser(first if first in COMMANDS else "")
-        args, extra = parser.parse_known_args(argv)
-        if extra:  # named by the (sub)command that was given them, with its usage
-            args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        if not getattr(args, "_module", None):
-            parser.print_help()
-            return 2
+    first = next((w for w in words if not w.startswith("-")), None)
+    # No command named: the parser only prints help, version or an error.
+    parser = build_parser(first if first in COMMANDS else "")
+    args, extra = parser.parse_known_args(words)
+    if extra:  # named by the (sub)command that was given them, with its usage
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
     _guard_streams()
     try:
         code = int(args._module.run(args) or 0)
