@@ -8,11 +8,10 @@ applied by launch, and serialized to JSON.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from ..topology.cpuset import CpuSet
-from dataclasses import dataclass
-
 from ..topology.model import _Record
 
 PLAN_SCHEMA = "nodemap.plan/1"
