@@ -295,6 +295,17 @@ def test_bad_interval_is_one_line(tmp_path):
     assert r.returncode == 2 and "--watch-interval" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_dry_run_says_where_the_timelines_would_go(tmp_path):
+    r = subprocess.run(RUN + ["--watch-dir", str(tmp_path / "w"), "--dry-run", "--", "true"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and f"every 0.02 s into {tmp_path / 'w'}/" in r.stdout, r.stderr
+    assert not (tmp_path / "w").exists()  # nothing is written by a dry run
+    env = {k: v for k, v in os.environ.items() if k != "NODEMAP_WATCH_DIR" and not k.endswith(("JOB_ID", "JOBID"))}
+    r = subprocess.run(RUN + ["--dry-run", "--json", "--", "true"], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert json.loads(r.stdout)["watch"] == {"dir": "nodemap-watch", "interval_s": 0.02}
+
+
 def test_watch_code_is_not_imported_without_watch():
     code = ("import sys; from nodemap import cli; "
             "cli.main(['run', '--local-rank', '0', '--local-size', '1', '--dry-run', '--', 'true']); "

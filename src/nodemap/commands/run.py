@@ -183,6 +183,12 @@ def _summary(task: dict, mem_policy: str) -> str:
 
 
 def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None:
+    watching = None
+    if args.watch:
+        from ..mapping import watch
+
+        watching = {"dir": args.watch_dir or watch.default_dir(os.environ),
+                    "interval_s": watch.parse_interval(args.watch_interval)}
     if args.json:
         import json
 
@@ -190,7 +196,7 @@ def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None
             "local_rank": lr.rank, "local_size": lr.size, "launcher": lr.launcher, "hostname": plan.get("hostname", ""),
             "task": {k: task[k] for k in ("task", "cpus", "mems", "gpus", "nics", "threads", "places")},
             "mem_policy": args.mem_policy, "env": final, "decisions": decisions, "argv": argv,
-            "notes": plan.get("notes", []), "cached": cached}, indent=1))
+            "notes": plan.get("notes", []), "cached": cached, "watch": watching}, indent=1))
         return
     print(f"local rank {lr.rank} of {len(plan['tasks'])} ({lr.launcher}) on {plan.get('hostname') or 'this node'}"
           f"{' (cached plan)' if cached else ''}")
@@ -200,4 +206,6 @@ def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None
         print(f"  {d['name']}={value}  [{d['used']}: {d['why']}]")
     for n in plan.get("notes", []):
         print(f"  note: {n}")
+    if watching:
+        print(f"  watch: a monitor would record memory every {watching['interval_s']:g} s into {watching['dir']}/")
     print("  exec: " + (" ".join(argv) or "(no application given)"))

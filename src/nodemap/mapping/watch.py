@@ -334,6 +334,7 @@ class _Gpus:
 
     def __init__(self, planned: list[int]) -> None:
         self.nvml, self.handles, self.info, self.note = None, [], [], ""
+        self._seen: dict[int, tuple[str, list[int]]] = {}
         try:
             import pynvml as nvml
 
@@ -369,7 +370,7 @@ class _Gpus:
                         o += b
                     else:
                         x += b
-                        who.setdefault(str(info["index"]), []).append([p.pid, b, _comm(p.pid), _ancestors(p.pid)])
+                        who.setdefault(str(info["index"]), []).append([p.pid, b, *self._describe(p.pid)])
             except Exception:
                 pass
             own.append(o)
@@ -377,6 +378,13 @@ class _Gpus:
             others.append(x)
         # the set of other processes, not their sizes, is what a finding names: keep records rare
         return own, used, others, {g: sorted([p, c, a] for p, _, c, a in v) for g, v in who.items()}
+
+    def _describe(self, pid: int) -> tuple[str, list[int]]:
+        """Name and ancestors of another process, read once per pid (ranks sharing a GPU see each other every
+        sample)."""
+        if pid not in self._seen:
+            self._seen[pid] = (_comm(pid), _ancestors(pid))
+        return self._seen[pid]
 
     def _procs(self, h) -> list:
         n = self.nvml
