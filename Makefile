@@ -1,4 +1,6 @@
-# Two entry points for a fresh machine (Python >= 3.10, a C compiler, CMake):
+# Entry points for a fresh machine (Python >= 3.10, a C compiler, CMake):
+#   make check  set up .venv with the report extra, check this node (quick level),
+#               report in $(CHECK_DIR)/check.json and check.html
 #   make topo   set up .venv, build nodemap, show this node
 #   make test   set up .venv with the test extras, run the whole test suite
 PYTHON ?= python3
@@ -6,8 +8,13 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Reinstall whenever the build inputs change (C sources, CMake, metadata).
 BUILD_INPUTS := pyproject.toml CMakeLists.txt $(wildcard native/*.c native/*.h)
+CHECK_DIR ?= nodemap-check
 
-.PHONY: topo test dev clean
+.PHONY: check topo test dev clean
+# Exit status 1 means a figure failed: the report says which, so make goes on.
+check: $(VENV)/.installed-report
+	$(BIN)/nodemap check --level quick --output $(CHECK_DIR) || test $$? -eq 1
+
 topo: $(VENV)/.installed
 	$(BIN)/nodemap topo
 
@@ -24,9 +31,13 @@ $(VENV)/.installed: $(VENV)/bin/python $(BUILD_INPUTS)
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/bin/python $(BUILD_INPUTS)
-	$(BIN)/python -m pip install -q -e '.[test]'
+$(VENV)/.installed-report: $(VENV)/bin/python $(BUILD_INPUTS)
+	$(BIN)/python -m pip install -q -e '.[report]'
 	touch $@ $(VENV)/.installed
 
+$(VENV)/.installed-test: $(VENV)/bin/python $(BUILD_INPUTS)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed $(VENV)/.installed-report
+
 clean:
-	rm -rf build $(VENV) .pytest_cache .hypothesis
+	rm -rf build $(VENV) .pytest_cache .hypothesis $(CHECK_DIR)

@@ -14,13 +14,15 @@
 set -u
 out=${1:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
 ref=${2:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
-parts=${3:-info,build,tests,sweep,single,shared,mpi2,mpi1,ref,summary}
+parts=${3:-info,build,tests,sweep,single,ref,mpi1,shared,mpi2,summary}
 NX=${NX:-16384} NY=${NY:-16384} ITERS=${ITERS:-200} REPEATS=${REPEATS:-5} DTYPES=${DTYPES:-fp32,fp64}
 mkdir -p "$out/json" "$out/ref"
 log="$out/jacobi_log.txt"
 j="$out/json"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PYTHONPATH)
+export NODEMAP_JACOBI_BLOCK=${NODEMAP_JACOBI_BLOCK:-256x32} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PYTHONPATH
+        -x NODEMAP_JACOBI_BLOCK)
 want() { [[ ",$parts," == *",$1,"* ]]; }
 step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
   local name=$1 secs=$2; shift 2
@@ -33,7 +35,7 @@ step() {  # step NAME SECONDS CMD...: log the command, its output and its exit c
 GRID=(--size "${NX}x${NY}" --iters "$ITERS" --repeats "$REPEATS")
 
 # NCCL from the nvidia-nccl wheel, where the reference's Makefiles look for it
-nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
 mkdir -p /tmp/nccl/lib
 if [ -n "$nccl_dir" ]; then
   ln -sfn "$nccl_dir/include" /tmp/nccl/include
@@ -66,19 +68,15 @@ fi
 
 want tests && step gpu-tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_jacobi_gpu.py \
   tests/test_jacobi_grid.py tests/test_jacobi_fake.py tests/test_cu_compile.py
-want sweep && step kernel-sweep 60 python3 benchmarks/jacobi_kernel_sweep.py "$NX" "$NY"
+# the stencil's block shape: measured here, the best one used below
+if want sweep; then
+  step kernel-sweep 60 python3 benchmarks/jacobi_kernel_sweep.py "$NX" "$NY"
+  best=$(grep -o 'best NODEMAP_JACOBI_BLOCK=[0-9x]*' "$log" | tail -1 | cut -d= -f2)
+  [ -n "$best" ] && export NODEMAP_JACOBI_BLOCK=$best && echo "=== using NODEMAP_JACOBI_BLOCK=$best" >>"$log"
+fi
 # one process, one GPU: every single-process variant (and the graph: one slab)
-want single && step single-1gpu 150 nodemap bench jacobi --mode single --gpus 0 --dtype "$DTYPES" "${GRID[@]}" \
+want single && step single-1gpu 100 nodemap bench jacobi --mode single --gpus 0 --dtype "$DTYPES" "${GRID[@]}" \
   -o "$j/jacobi_single_1gpu.json"
-# two slabs on one GPU in one process: peer copies between slabs
-want shared && step single-2slabs 90 nodemap bench jacobi --mode single --gpus 0,0 --dtype fp32 "${GRID[@]}" \
-  -o "$j/jacobi_single_2slabs.json"
-# two ranks sharing one GPU: MPI staged (+overlap); NCCL refuses (said in the notes)
-want mpi2 && step mpi-2ranks 120 "${MPIRUN[@]}" -np 2 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \
-  -o "$j/jacobi_mpi_2ranks.json"
-# one rank: NCCL to itself, NCCL graph, MPI staged, beside the reference's NCCL variants
-want mpi1 && step mpi-1rank 120 "${MPIRUN[@]}" -np 1 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \
-  -o "$j/jacobi_mpi_1rank.json"
 
 if want ref; then
   wait  # the builds
@@ -87,16 +85,29 @@ if want ref; then
     exe="$ref/$v/jacobi"
     [ -x "$exe" ] || { echo "=== ref $v: not built" >>"$log"; continue; }
     args=(-nx "$NX" -ny "$NY" -niter "$ITERS" -csv)
-    [ "$v" = single_gpu ] || args+=(-nccheck "$ITERS")  # single_gpu supports only -nccheck 1
-    for rep in 1 2 3; do
+    case $v in  # these two accept only -nccheck 1 (a norm every step)
+      single_gpu|multi_threaded_p2p_opt) args+=(-nccheck 1) ;;
+      *) args+=(-nccheck "$ITERS") ;;
+    esac
+    for rep in 1 2; do
       case $v in
-        nccl*) step "ref-$v-$rep" 60 "${MPIRUN[@]}" -np 1 "$exe" "${args[@]}" ;;
-        *) step "ref-$v-$rep" 60 "$exe" "${args[@]}" ;;
+        nccl*) step "ref-$v-$rep" 30 "${MPIRUN[@]}" -np 1 "$exe" "${args[@]}" ;;
+        *) step "ref-$v-$rep" 30 "$exe" "${args[@]}" ;;
       esac
     done
   done
   grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
 fi
-want summary && step summary 30 python3 benchmarks/jacobi_vs_reference.py "$out/ref/reference_csv.txt" "$j"/*.json
+# one rank: NCCL to itself, NCCL graph, MPI staged, beside the reference's NCCL variants
+want mpi1 && step mpi-1rank 80 "${MPIRUN[@]}" -np 1 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \
+  -o "$j/jacobi_mpi_1rank.json"
+# two slabs on one GPU in one process: peer copies between slabs
+want shared && step single-2slabs 60 nodemap bench jacobi --mode single --gpus 0,0 --dtype fp32 "${GRID[@]}" \
+  -o "$j/jacobi_single_2slabs.json"
+# two ranks sharing one GPU: MPI staged (+overlap); NCCL refuses (said in the notes)
+want mpi2 && step mpi-2ranks 80 "${MPIRUN[@]}" -np 2 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \
+  -o "$j/jacobi_mpi_2ranks.json"
+want summary && step summary 30 python3 benchmarks/jacobi_vs_reference.py "$out/ref/reference_csv.txt" "$j"/*.json \
+  && sed -n '/=== summary: python3/,/=== summary: rc/p' "$log" | tail -n +2 >"$out/summary.txt"
 echo "=== done in $SECONDS s" >>"$log"
 tar -C "$out" -czf "$out/jacobi_results.tar.gz" json ref

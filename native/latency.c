@@ -25,6 +25,7 @@ typedef struct {
     double *ns; /* out: ns per load, one per repetition */
     long *steps_to_return; /* out: steps of the verification walk */
     int err;
+    int *reps_done; /* out: repetitions run before a stop (nm_stop) */
 } chase_t;
 
 static uint64_t xorshift(uint64_t *s) {
@@ -109,6 +110,8 @@ static void *chase(void *arg) {
     long cycles = (c->min_loads + nodes - 1) / nodes;
     long loads = cycles * nodes;
     for (int r = 0; r < c->reps && !c->err; r++) {
+        if (nm_stopping()) break; /* Ctrl-C: keep the repetitions done */
+        *c->reps_done = r + 1;
         p = (void **)(void *)buf;
         double t0 = now();
         for (long i = 0; i < cycles; i++) {
@@ -128,9 +131,10 @@ static void *chase(void *arg) {
 }
 
 int nm_latency_run(size_t bytes, size_t line, int cpu, const int *mem_nodes, int nmem, int reps, long min_loads,
-                   unsigned long long seed, double *ns, long *steps_to_return) {
+                   unsigned long long seed, double *ns, long *steps_to_return, int *reps_done) {
     if (line < sizeof(void *) || reps < 1) return EINVAL;
-    chase_t c = {bytes, line, cpu, mem_nodes, nmem, reps, min_loads, seed, ns, steps_to_return, 0};
+    *reps_done = 0;
+    chase_t c = {bytes, line, cpu, mem_nodes, nmem, reps, min_loads, seed, ns, steps_to_return, 0, reps_done};
     pthread_t th;
     int err = pthread_create(&th, NULL, chase, &c);
     if (err) return err;

@@ -11,6 +11,12 @@
 
 int nm_abi_version(void) { return NM_ABI_VERSION; }
 
+/* Set by the harness's SIGINT handler (from Python, while the kernel runs
+ * in another thread); read by the kernels between repetitions. */
+static int stop_flag;
+void nm_stop(int on) { __atomic_store_n(&stop_flag, on, __ATOMIC_RELAXED); }
+int nm_stopping(void) { return __atomic_load_n(&stop_flag, __ATOMIC_RELAXED); }
+
 /* The CPU the calling thread runs on right now (sched_getcpu), -1 on error. */
 int nm_current_cpu(void) { return sched_getcpu(); }
 

@@ -52,6 +52,8 @@ typedef struct {
     long skip; /* test hook: element the kernels leave unwritten, -1 none */
     double *times;
     double *partial; /* per-thread sum results */
+    int stop;        /* nm_stop seen: the sequence ended before (stop_r, stop_i) */
+    int stop_r, stop_i;
     pthread_barrier_t bar;
     pthread_mutex_t gate_mu;
     pthread_cond_t gate_cv;
@@ -120,7 +122,15 @@ static void *worker(void *p) {
     for (int r = -1; r < s->reps; r++) {
         for (int i = 0; i < s->nkernels; i++) {
             int k = s->kernels[i];
+            /* thread 0 decides, every thread reads it after the barrier (the
+             * flag is only ever set), so all stop at the same kernel */
+            if (t->id == 0 && !s->stop && nm_stopping()) {
+                s->stop_r = r;
+                s->stop_i = i;
+                __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+            }
             pthread_barrier_wait(&s->bar);
+            if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) return NULL;
             double t0 = t->id == 0 ? now() : 0, v = 0;
             for (int b = 0; b < s->batch; b++) v = run_slice(s, k, lo, hi);
             pthread_barrier_wait(&s->bar);
@@ -149,6 +159,7 @@ static void gold(shared_t *s, double g[3], double *sum_expect) {
      * writes, so the `batch` back-to-back runs of one leave what one run does. */
     for (int r = -1; r < s->reps; r++)
         for (int i = 0; i < s->nkernels; i++) {
+            if (s->stop && (r > s->stop_r || (r == s->stop_r && i >= s->stop_i))) return; /* as far as it ran */
             double t[3];
             memcpy(t, g, sizeof t);
             switch (s->kernels[i]) {
@@ -213,7 +224,8 @@ static void plan_init(shared_t *s) {
 }
 
 int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int nkernels, int reps, int batch, int nt_stores,
-                  const int *mem_nodes, int nmem, long skip, double *times, long *bad, double *sum_err) {
+                  const int *mem_nodes, int nmem, long skip, double *times, long *bad, double *sum_err,
+                  int *reps_done) {
     if (nthreads < 1 || n < 1 || reps < 1 || batch < 1 || nkernels < 1) return EINVAL;
     for (int i = 0; i < nkernels; i++)
         if (kernels[i] < 0 || kernels[i] >= NM_NKERNELS) return EINVAL;
@@ -277,7 +289,9 @@ int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int
         pthread_cond_destroy(&s.gate_cv);
     }
     if (!err && s.pin_err) err = -1;
-    if (!err) check(&s, bad, sum_err);
+    /* stopped: the repetitions before stop_r are complete and timed */
+    *reps_done = s.stop ? (s.stop_r > 0 ? s.stop_r : 0) : reps;
+    if (!err && *reps_done > 0) check(&s, bad, sum_err);
     if (base) munmap(base, len);
     free(s.partial);
     free(th);

@@ -121,9 +121,6 @@ class _Runtime:
     def memGetInfo(self):
         return 8 << 30, 16 << 30
 
-    def deviceGetStreamPriorityRange(self):
-        return 0, -5
-
     def memcpyPeerAsync(self, dst, dst_dev, src, src_dev, n, stream):
         ctypes.memmove(dst, src, n)
 

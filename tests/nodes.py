@@ -137,6 +137,14 @@ def coral_ea() -> Topology:
     return build(Spec(2, 1, 10, 1, smt=8, packed=True, gpus=gpus, nics=nics, hostname="coral-ea-like"))
 
 
+def leonardo() -> Topology:
+    """Leonardo Booster-like: 1x Xeon (32 cores, one NUMA node), 4 A100, 4 HDR
+    NICs, NIC k on the PCIe switch of GPU k (all equally far from the CPU)."""
+    gpus = [Dev(0, switch=f"s{k}") for k in range(4)]
+    nics = [Dev(0, switch=f"s{k}", name=f"mlx5_{k}") for k in range(4)]
+    return build(Spec(1, 1, 1, 32, gpus=gpus, nics=nics, hostname="leonardo-like"))
+
+
 def two_socket_four_nics() -> Topology:
     """2 sockets x 16 cores SMT2, no GPU, mlx5_0/1 on socket 0, mlx5_2/3 on socket 1."""
     nics = [Dev(k // 2, name=f"mlx5_{k}") for k in range(4)]

@@ -11,7 +11,7 @@ import pytest
 
 @pytest.mark.parametrize("argv, who", [
     (["topo", "--bogus"], "nodemap topo"),
-    (["bench", "memory", "-o", "x.json"], "nodemap bench memory"),
+    (["bench", "memory", "--bogus"], "nodemap bench memory"),
     (["bench", "placement", "--nope"], "nodemap bench placement"),
     (["plan", "--tasks", "2", "--launcher", "srun", "extra"], "nodemap plan"),
     (["--bogus"], "nodemap"),

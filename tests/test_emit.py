@@ -3,7 +3,9 @@ import dataclasses
 import pytest
 
 import nodes
+from nodemap.errors import NodemapError
 from nodemap.mapping import emit
+from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Plan, Request, TaskBinding
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import GPU, Port
@@ -24,7 +26,7 @@ def test_karolina_task_env():
     topo, t = nodes.karolina(), _task()
     env = dict(emit.task_env(topo, _plan(t), t))
     assert env == {
-        "CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "NODEMAP_GPUS": "0", "CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "OMP_NUM_THREADS": "2", "OMP_PLACES": "{48,176},{49,177}", "OMP_PROC_BIND": "close",
         "NODEMAP_NIC": "mlx5_1", "UCX_NET_DEVICES": "mlx5_1:1", "NCCL_IB_HCA": "=mlx5_1:1",
     }
@@ -112,3 +114,22 @@ def test_launch_lines_start_ranks_unbound_through_nodemap_run():
     assert lines["flux"].startswith("flux run --tasks-per-node=2")
     for line in lines.values():
         assert line.endswith("nodemap run --tasks 2 --cpus 0-3 -- './a b'")
+
+
+def test_gpu_ids_uuid_and_pci():
+    topo = nodes.karolina()
+    p = plan(topo, Request(tasks=8, gpu_ids="uuid"))
+    env = dict(emit.with_env(topo, p).tasks[0].env)
+    assert env["CUDA_VISIBLE_DEVICES"] == topo.gpu(p.tasks[0].gpus[0]).uuid and env["NODEMAP_GPUS"] == "2"
+    p = plan(topo, Request(tasks=8, gpu_ids="pci"))
+    env = dict(emit.with_env(topo, p).tasks[0].env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["NODEMAP_GPU_PCI"] == topo.gpu(2).pci_bus_id
+
+
+def test_gpu_ids_uuid_without_uuids_says_how_to_get_them():
+    import dataclasses
+
+    topo = nodes.perlmutter()
+    topo = dataclasses.replace(topo, gpus=tuple(dataclasses.replace(g, uuid="") for g in topo.gpus))
+    with pytest.raises(NodemapError, match="nvidia-ml-py"):
+        emit.with_env(topo, plan(topo, Request(tasks=4, gpu_ids="uuid")))

@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 
 import nodes
 from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory
+from nodemap.bench.harness import finish
 from nodemap.bench.peaks import Peak, pcie_peak
 from nodemap.bench.results import ResultSet, make_result
 from nodemap.errors import NodemapError
@@ -245,12 +246,12 @@ def test_finish_prints_json_or_text(capsys, tmp_path):
     rs = _matrix_set()
     rs.messages.append("a note")
     args = type("A", (), {"json": True, "output": str(tmp_path / "r.json")})()
-    assert gc.finish(rs, args, copies.text) == 0
+    assert finish(rs, args, copies.text) == 0
     assert json.loads(capsys.readouterr().out)["command"] == "bench copies"
     assert json.loads((tmp_path / "r.json").read_text())["results"]
     args.json = False
     rs.complete = False
-    assert gc.finish(rs, args, copies.text) == 1
+    assert finish(rs, args, copies.text) == 1
     assert "note: a note" in capsys.readouterr().out
 
 

@@ -9,6 +9,7 @@ import nodes
 from nodemap.errors import NodemapError
 from nodemap.mapping import launch
 from nodemap.mapping.localrank import _PAIRS
+from nodemap.topology.cpuset import CpuSet
 
 LAUNCHER_VARS = {v for _, r, s in _PAIRS for v in (r, s)} | {
     "SLURM_LOCALID", "FLUX_TASK_LOCAL_ID", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS", "OMP_PLACES",
@@ -145,17 +146,24 @@ def test_preferred_needs_one_node():
         launch.apply(launch.Binding([], [0, 1], "preferred", [0, 1]))
 
 
-# --- cache -------------------------------------------------------------------------------
+def test_without_a_launcher_run_is_one_task_on_the_whole_node(env):
+    r = nodemap(["run", "--dry-run", "--json", "--", "true"], env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["local_rank"] == 0 and d["local_size"] == 1 and d["launcher"].startswith("no launcher")
+    assert d["task"]["cpus"] == CpuSet(os.sched_getaffinity(0)).format()
 
 
-def test_cache_round_trip_and_checks(tmp_path, monkeypatch):
-    monkeypatch.setenv("NODEMAP_CACHE_DIR", str(tmp_path / "c"))
-    key = launch.fingerprint(("req",), None, {})
-    assert launch.load_cached(key, 0.0) is None
-    launch.save_cached(key, {"tasks": [1]})
-    assert launch.load_cached(key, 0.0)["tasks"] == [1]
-    assert launch.load_cached(key + "x", 0.0) is None  # another key never reads it
-    assert launch.load_cached(key, 1e12) is None  # too old
-    assert launch.fingerprint(("req",), None, {"CUDA_VISIBLE_DEVICES": "1"}) != key
-    os.chmod(tmp_path / "c", 0o777)  # a directory others can write is not trusted
-    assert launch.load_cached(key, 0.0) is None
+def test_a_rank_open_mpi_bound_by_default_is_unbound_and_planned(env):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 PUs")
+    # Open MPI binds by default and says so; its ranks' parent (here: this test) is not bound
+    e = {**env, "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+         "OMPI_MCA_orte_bound_at_launch": "1"}
+    r = subprocess.run(["taskset", "-c", str(cpus[0]), sys.executable, "-m", "nodemap.cli", "run", "--dry-run",
+                        "--json", "--", "true"], env=e, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    planned = json.loads(nodemap(["plan", "--tasks", "2", "--json"], env).stdout)["tasks"][1]["cpus"]
+    assert d["local_rank"] == 1 and d["task"]["cpus"] == planned

@@ -50,3 +50,25 @@ def test_two_ranks_are_pinned_and_gathered(tmp_path):
         env_planned = dict(p["env"])
         assert x["thread_env"] == {k: env_planned[k] for k in ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")}
         assert x["mem_policy"] == "bind" and x["verdicts"] == []
+
+
+def test_eight_ranks_show_their_threads(tmp_path):
+    """`mpiexec -n 8 nodemap run -- nodemap show --threads`: the launcher's 8 ranks
+    may outnumber this machine's PUs (they then share them, said once)."""
+    mpiexec = _mpiexec()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMP_", "SLURM_", "OMPI_", "PMI_")) or k.startswith(("OMPI_MCA_", "OMPI_ALLOW"))}
+    env["NODEMAP_CACHE_DIR"] = str(tmp_path)
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    nodemap = [sys.executable, "-m", "nodemap.cli"]
+    cmd = [mpiexec, "--bind-to", "none", "-n", "8", *nodemap, "run", "--", *nodemap, "show", "--threads", "--json",
+           "--timeout", "100"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert [x["rank"] for x in rows] == list(range(8))
+    for x in rows:
+        assert x["threads"], x
+        assert all(set(t["cpus"]) <= set(CpuSet.parse(x["cpus"])) for t in x["threads"])
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".bin")]) == 1  # planned once for the node

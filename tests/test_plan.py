@@ -119,7 +119,8 @@ def test_no_gpus_spreads_by_pus():
 def test_explicit_gpus_per_task_borrows_nearest():
     # one task per NUMA node: GPU-less nodes borrow a GPU of the same socket, least used first
     p = P(nodes.karolina(), tasks=8, spread_by="pus", gpus_per_task=1)
-    assert [t.gpus for t in p.tasks] == [(2,), (3,), (0,), (1,), (6,), (7,), (4,), (5,)]
+    # GPU domains keep their first GPU; the GPU-less ones borrow the other, one per GPU, same socket
+    assert [t.gpus for t in p.tasks] == [(3,), (2,), (1,), (0,), (7,), (6,), (5,), (4,)]
     # auto mode leaves tasks of GPU-less domains without a GPU, and says so
     p = P(nodes.karolina(), tasks=8, spread_by="pus")
     assert p.tasks[0].gpus == () and p.tasks[1].gpus == (2, 3)

@@ -38,9 +38,17 @@ def test_json(karolina_json, capsys):
     assert d["tasks"][0]["nics"] == ["mlx5_0", "mlx5_1"]
 
 
+def test_plan_without_tasks_is_one_task_per_gpu_and_says_so(karolina_json, capsys):
+    assert main(["plan", "--input", karolina_json]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("8 task(s)") and "no --tasks: one task per GPU (8)" in out
+    assert main(["plan", "--input", karolina_json, "--no-gpus", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert len(d["tasks"]) == 8 and d["notes"][0].startswith("no --tasks: one task per NUMA domain (8")
+
+
 @pytest.mark.parametrize("argv, match", [
     (["--tasks", "999"], "--oversubscribe"),
-    ([], "--tasks"),
     (["--tasks", "2", "--cpus", "5-x"], "--cpus"),
     (["--tasks", "2", "--gpus-per-task", "9"], "--gpus-per-task"),
 ])

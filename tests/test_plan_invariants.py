@@ -41,7 +41,7 @@ def node_and_request(draw):
         threads=draw(st.sampled_from([0, 0, 1, 2, 4])),
         gpus_per_task=draw(st.sampled_from([-1, -1, -1, 0, 1])) if topo.gpus else -1,
         smt=draw(st.sampled_from([0, 0, 1, 2])),
-        nic_rails=draw(st.sampled_from([1, 1, -1, 0, min(2, len(topo.nics))])),
+        nic_rails=draw(st.sampled_from([1, -2, -2, -1, 0, min(2, len(topo.nics))])),
         spread_by=draw(st.sampled_from(["auto", "auto", "pus"])),
         greedy=draw(st.booleans()),
         oversubscribe=over,
@@ -88,9 +88,10 @@ def local_gpus(topo, usable):
 def check_gpu_locality(topo, req, p):
     if req.gpus_per_task != -1 or req.spread_by == "pus" or any("do not fit" in n for n in p.notes):
         return
+    wide = any("extends over" in n for n in p.notes)  # a lone task wider than its domain: checked elsewhere
     for t in p.tasks:
         homes = {topo.gpu(g).numa_node for g in t.gpus}
-        if len(homes) == 1 and -1 not in homes:
+        if len(homes) == 1 and -1 not in homes and not (wide and len(t.mems) > 1):
             (h,) = homes
             assert t.cpus.issubset(topo.numa(h).cpuset), (t, h)
             assert t.mems == CpuSet([h])
@@ -102,7 +103,15 @@ def check_gpu_locality(topo, req, p):
 
 
 def check_nics(topo, req, p):
-    if req.nic_rails != 1 or not topo.nics:
+    if not topo.nics:
+        return
+    if req.nic_rails == -2 and req.tasks < len(fabric_nics(topo)):  # auto, multi-rail: all of the nearest tier
+        pool = fabric_nics(topo)
+        for t in p.tasks:
+            best = min(tier(topo, t, n.name) for n in pool)
+            assert set(t.nics) == {n.name for n in pool if tier(topo, t, n.name) == best}, (t, best)
+        return
+    if req.nic_rails not in (1, -2):
         return
     pool = fabric_nics(topo)  # the planner's own candidate set: fabric ports before eth0
     for t in p.tasks:

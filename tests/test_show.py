@@ -70,3 +70,42 @@ def test_show_without_mpi_prints_own_row():
     (only,) = json.loads(r.stdout)["rows"]
     assert only["cpus"] and only["pid"] != os.getpid() and only["thread_env"]["OMP_NUM_THREADS"] == "999"
     assert any("999 threads on" in v for v in only["verdicts"])
+
+
+def test_a_gpu_that_does_not_exist_or_is_not_the_planned_one_is_a_verdict():
+    topo = nodes.perlmutter()
+    env = {"CUDA_VISIBLE_DEVICES": "1,7"}  # GPU 7 does not exist: CUDA stops there
+    r = show.own_row(topo, env)
+    assert [g["index"] for g in r["gpus"]] == [1]
+    (v,) = [v for v in show.judge([r], topo)[0]["verdicts"] if "names no GPU" in v]
+    assert "'7'" in v
+    r = show.own_row(topo, {"CUDA_VISIBLE_DEVICES": "1", "NODEMAP_GPUS": "2"})  # changed after nodemap run
+    assert any("the plan gave 2" in v for v in show.judge([r], topo)[0]["verdicts"])
+    r = show.own_row(topo, {"CUDA_VISIBLE_DEVICES": "2", "NODEMAP_GPUS": "2"})
+    assert not any("plan gave" in v or "names no GPU" in v for v in show.judge([r], topo)[0]["verdicts"])
+    r = show.own_row(nodes.two_socket_four_nics(), {"CUDA_VISIBLE_DEVICES": "0"})  # a node without GPUs
+    assert any("no NVIDIA GPU" in v for v in show.judge([r], nodes.two_socket_four_nics())[0]["verdicts"])
+
+
+def test_threads_are_started_and_bound_by_the_openmp_runtime():
+    from nodemap.mapping import threads
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads._runtime()[1] is None or len(cpus) < 2:
+        import pytest
+
+        pytest.skip("needs an OpenMP runtime (libgomp) and 2 PUs")
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_PLACES": f"{{{cpus[0]}}},{{{cpus[1]}}}",
+           "OMP_PROC_BIND": "close"}
+    r = subprocess.run([sys.executable, "-m", "nodemap.cli", "show", "--threads", "--json", "--no-mpi"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (row_,) = json.loads(r.stdout)["rows"]
+    assert [(t["thread"], t["cpus"]) for t in row_["threads"]] == [(0, [cpus[0]]), (1, [cpus[1]])]
+    assert all(t["cpu"] in t["cpus"] for t in row_["threads"]) and len({t["tid"] for t in row_["threads"]}) == 2
+    assert row_["verdicts"] == []
+    # two threads pinned to one PU while the rank has two: a verdict
+    env["OMP_PLACES"] = f"{{{cpus[0]}}}"
+    r = subprocess.run([sys.executable, "-m", "nodemap.cli", "show", "--threads", "--no-mpi"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert "threads 0,1 share PUs" in r.stdout, r.stdout

@@ -44,6 +44,12 @@ def test_staircase_leak_freed_at_exit_is_still_growing():
     assert classify(t, y).kind == "growing"
 
 
+def test_short_leak_with_a_teardown_of_two_samples_is_growing():
+    t = _ts(30)
+    y = [500 * MiB + i * 256 * MiB for i in range(28)] + [300 * MiB, 0]
+    assert classify(t, y).kind == "growing"
+
+
 def test_spike_given_back_is_a_spike():
     t = _ts()
     y = [3 * GiB] * len(t)
@@ -91,7 +97,7 @@ def _analyse(tmp_path):
 
 
 def test_leaking_rank_gets_a_growth_finding_with_the_pool_fix(tmp_path):
-    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)], libs=["libcupy"])
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)], libs=["cupy"])
     _write(tmp_path / "n1.r1.2.watch", 1, [4 * GiB] * 100, gpus=(1,))
     a = _analyse(tmp_path)
     kinds = [(f.kind, f.rank) for f in a.findings]
@@ -287,3 +293,43 @@ def test_watch_code_is_not_imported_without_watch():
             "assert 'nodemap.mapping.watch' not in sys.modules and 'nodemap.watchlog' not in sys.modules; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip().endswith("ok"), r.stderr
+
+
+FAKE_NVML = r'''
+"""A stand-in for nvidia-ml-py: one 80 GiB GPU on which the watched application grows 1 GiB/s
+and PID 1 holds 2 GiB."""
+import os, time
+T0 = time.time()
+class NVMLError(Exception):
+    pass
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetCount(): return 1
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetUUID(h): return "GPU-fake"
+def nvmlDeviceGetName(h): return "FakeGPU"
+def _own(): return int((time.time() - T0) * (1 << 30))
+class _O:
+    pass
+def nvmlDeviceGetMemoryInfo(h):
+    m = _O(); m.total = 80 << 30; m.used = (3 << 30) + _own(); m.free = m.total - m.used
+    return m
+def _p(pid, b):
+    p = _O(); p.pid = pid; p.usedGpuMemory = b
+    return p
+def nvmlDeviceGetComputeRunningProcesses(h):
+    return [_p(os.getppid(), _own()), _p(1, 2 << 30)]  # the monitor's parent is the application
+def nvmlDeviceGetGraphicsRunningProcesses(h):
+    return []
+'''
+
+
+def test_nvml_path_records_the_rank_s_gpu_memory_and_finds_growth_and_foreign(tmp_path):
+    (tmp_path / "pynvml.py").write_text(FAKE_NVML)
+    p, d, pid, kids = _start(tmp_path, "sleep", "1.5", env={"PYTHONPATH": str(tmp_path)})
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0
+    (tl,) = watchlog.read_dir(str(d))
+    assert tl.gpus[0]["name"] == "FakeGPU" and tl.gpus[0]["total"] == 80 * GiB
+    assert tl.own[-1][0] > tl.own[0][0] > 0 and tl.others[-1] == [2 * GiB]
+    assert "GPU memory grows steadily" in err and "another process holds memory" in err, err

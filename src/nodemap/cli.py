@@ -28,10 +28,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("nodemap.commands.show", "report the binding in effect for every rank, with verdicts"),
     "bench": ("nodemap.commands.bench", "measure memory, GPU copies, MPI and NCCL paths against their peaks"),
     "place": ("nodemap.commands.place", "place data larger than one GPU across GPUs by access counts"),
+    "check": ("nodemap.commands.check", "is this node right? measurements with verdicts, findings and a report"),
+    "report": ("nodemap.commands.report", "render saved check or bench results again, or compare two of them"),
 }
 
 EPILOG = """\
 examples:
+  nodemap check                     is this node right? verdicts, findings, JSON + HTML report
   nodemap topo                      the node as a tree (like lstopo)
   nodemap topo --matrix             GPU/NIC paths (like nvidia-smi topo -m)
   nodemap plan --tasks 8            one rank per GPU, cores/memory/NIC near it

@@ -12,7 +12,7 @@ import os
 
 from .errors import NodemapError
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 _LIB: ctypes.CDLL | None = None
 
 
@@ -65,6 +65,8 @@ def _declare_core(cdll: ctypes.CDLL) -> None:
     declare(cdll, "nm_pin_self", c.c_int, c.c_int)
     declare(cdll, "nm_get_mempolicy", c.c_int, c.POINTER(c.c_int), c.POINTER(c.c_ulong), c.c_ulong)
     declare(cdll, "nm_set_mempolicy", c.c_int, c.c_int, c.POINTER(c.c_ulong), c.c_ulong)
+    declare(cdll, "nm_stop", None, c.c_int)
+    declare(cdll, "nm_stopping", c.c_int)
 
 
 def current_cpu() -> int:

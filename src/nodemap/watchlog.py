@@ -172,10 +172,12 @@ def classify(t: list[float], y: list[int]) -> Shape:
         return s
     i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + WARMUP * s.span)
     i1 = max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span))
+    noise = max(MiB, peak // 1000)
+    while i1 > i0 + 3 and y[i1 - 1] < y[i1 - 2] - noise:  # the application freeing all as it exits
+        i1 -= 1
     ts, ys = t[i0:i1], y[i0:i1]
     s.growth, s.slope = ys[-1] - ys[0], _slope(ts, ys)
     big = max(MIN_GROWTH, GROWTH_FRACTION * peak)
-    noise = max(MiB, peak // 1000)
     d = [b - a for a, b in zip(ys, ys[1:])]
     given_back = -sum(x for x in d if x < -noise)
     mid = next(i for i, ti in enumerate(ts) if ti >= (ts[0] + ts[-1]) / 2)
@@ -358,7 +360,7 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
         evidence.append(f"loads {', '.join(acc)} (OpenACC/NVHPC runtime)")
         fixes.append("the OpenACC runtime keeps freed device memory in its pool: NV_ACC_MEM_MANAGE=0 "
                      "(PGI_ACC_MEM_MANAGE=0 before NVHPC 20.x)")
-    if _has(tl.libs, ("libcupy", "cupy_backends")):
+    if _has(tl.libs, ("cupy",)):
         evidence.append("loads CuPy")
         fixes.append("CuPy's memory pool keeps freed blocks: cupy.get_default_memory_pool().free_all_blocks() "
                      "between phases, or a bound with CUPY_GPU_MEMORY_LIMIT / pool.set_limit(); look for arrays "

@@ -28,7 +28,9 @@ from typing import Any, Callable
 
 from ..errors import NodemapError
 from . import mpi_common as mc
-from .harness import Progress, repeat
+from ..units import format_size
+from . import interrupt
+from .harness import Progress, Stopped, add_shared, finish, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -58,12 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="out-of-place, in-place or both (default)")
     p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals (default all visible)")
     p.add_argument("--iters", type=int, default=20, help="operations per timed repetition (default 20)")
-    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions (default 5)")
-    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
-                   help="seconds one size may take before the run ends with exit 2 (a hung collective)")
-    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
-    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
 
 def launched_by_mpi() -> bool:
@@ -147,7 +144,8 @@ class Ctx:
         self.cp.get_default_memory_pool().free_all_blocks()
 
 
-def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = False) -> Ctx:
+def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = False,
+             topology: str | None = None) -> Ctx:
     """With `nccl_optional`, a CuPy without NCCL gives a Ctx whose comms are
     None (ctx.nccl None), for benchmarks with other transports too."""
     if mode == "auto":
@@ -176,7 +174,7 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
         for r, (d, c) in enumerate(zip(devs, comms)):
             with cp.cuda.Device(d):
                 locals_.append(Local(r, d, c, cp.cuda.Stream(non_blocking=True)))
-        return Ctx(cp, nccl, len(devs), locals_, gpu_keys=gpu_keys(cp, devs))
+        return Ctx(cp, nccl, len(devs), locals_, gpu_keys=gpu_keys(cp, devs, topology))
     MPI = mc.start(timeout)
     comm = MPI.COMM_WORLD
     n, rank = comm.Get_size(), comm.Get_rank()
@@ -187,16 +185,17 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
     with mc.deadline(timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
         uid = comm.bcast(nccl.get_unique_id() if rank == 0 and nccl else None, root=0)
         c = nccl.NcclCommunicator(n, uid, rank) if nccl else None
-        keys = comm.allgather(f"{place.host}:{gpu_keys(cp, [dev])[0]}")
+        keys = comm.allgather(f"{place.host}:{gpu_keys(cp, [dev], topology)[0]}")
     return Ctx(cp, nccl, n, [Local(rank, dev, c, cp.cuda.Stream(non_blocking=True))], mpi=comm, gpu_keys=keys)
 
 
-def gpu_keys(cp: Any, devs: list[int]) -> list[str]:
-    """Topology names ("GPU3", as `nodemap topo`) of CUDA ordinals; cudaN where unknown."""
+def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]:
+    """Topology names ("GPU3", as `nodemap topo` or the --topology file) of
+    CUDA ordinals; cudaN where unknown."""
     try:
         from .gpu_common import describe, load_topology
 
-        topo = load_topology(None)[0]
+        topo = load_topology(topology)[0]
         return [describe(cp, d, topo).key for d in devs]
     except Exception:  # a label, never a reason to stop
         return [f"cuda{d}" for d in devs]
@@ -344,7 +343,8 @@ def run(args: argparse.Namespace) -> int:
     ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes, "--sizes")
     if args.iters < 1 or args.repeats < 1:
         raise NodemapError("--iters and --repeats must be positive")
-    return run_on(open_ctx(args.mode, args.gpus, args.timeout), lambda ctx: bench(ctx, ops, sizes, args), args, text)
+    ctx = open_ctx(args.mode, args.gpus, args.timeout, topology=args.topology)
+    return run_on(ctx, lambda ctx: bench(ctx, ops, sizes, args), args, text)
 
 
 def run_on(ctx: Ctx, measure: Callable[[Ctx], ResultSet], args: Any, text: Callable[[ResultSet], str]) -> int:
@@ -355,9 +355,19 @@ def run_on(ctx: Ctx, measure: Callable[[Ctx], ResultSet], args: Any, text: Calla
         ctx.close()
     if not ctx.is_root():
         return 0 if rs.complete else 1
-    from .gpu_common import finish
-
     return finish(rs, args, text)
+
+
+def stop_agreed(ctx: Ctx) -> bool:
+    """Ctrl-C on any rank: every rank leaves at the same size (one process: its own flag)."""
+    if ctx.mpi is None:
+        return interrupt.requested()
+    from mpi4py import MPI
+
+    if ctx.mpi.allreduce(int(interrupt.requested()), op=MPI.MAX):
+        interrupt.request()
+        return True
+    return False
 
 
 def allocate(ctx: Ctx, nbytes: int) -> None:
@@ -380,21 +390,29 @@ def bench(ctx: Ctx, ops: list[str], sizes: list[int], args: Any) -> ResultSet:
         rs.environment["mpi"] = mc.library()
     allocate(ctx, max(sizes))
     places = [p for p in ("out", "in") if args.inplace in ("both", p)]
-    prog = Progress(len(ops) * len(sizes) * len(places), "nccl", quiet=args.quiet or not ctx.is_root())
+    prog = Progress(len(ops) * len(sizes) * len(places), "nccl", quiet=args.quiet or not ctx.is_root(),
+                    stops=False)  # ranks agree on stopping: stop_agreed below
     path = f"{ctx.n} ranks: " + ", ".join(ctx.gpu_keys)
-    for op in ops:
-        for size in sizes:
-            for where in places:
-                prog.step(f"{op} {size} B {where}-of-place" if where == "out" else f"{op} {size} B in-place")
-                if where == "in" and op in NO_INPLACE or counts(op, size, ctx.n)[0] == 0:
-                    continue
-                with mc.deadline(args.timeout, f"NCCL {op} at {size} B (a hung collective)"):
-                    r = one(ctx, op, size, where == "in", args.iters, args.repeats, path)
-                if isinstance(r, str):
-                    rs.messages.append(r)
-                    rs.complete = False
-                else:
-                    rs.add(r)
+    failed = False
+    with session(rs, args, root=ctx.is_root(), watchdog=False):
+        for op in ops:
+            for size in sizes:
+                for where in places:
+                    prog.step(f"{op} {format_size(size)} {where}-of-place" if where == "out"
+                              else f"{op} {format_size(size)} in-place")
+                    if where == "in" and op in NO_INPLACE or counts(op, size, ctx.n)[0] == 0:
+                        continue
+                    with mc.deadline(args.timeout, f"NCCL {op} at {size} B (a hung collective)"):
+                        r = one(ctx, op, size, where == "in", args.iters, args.repeats, path)
+                    if isinstance(r, str):
+                        rs.messages.append(r)
+                        failed = True
+                    else:
+                        rs.add(r)
+                if stop_agreed(ctx):
+                    raise Stopped
+    prog.close()
+    rs.complete = rs.complete and not failed
     return rs
 
 

@@ -28,7 +28,8 @@ from ..errors import NodemapError
 from ..units import format_size, parse_size
 from ..topology.model import Topology
 from . import gpu_common as gc
-from .harness import Progress
+from . import interrupt
+from .harness import Progress, Stopped, finish, session
 from .peaks import Peak, path_peak
 from .results import Result, ResultSet, make_result
 
@@ -40,13 +41,12 @@ STAGE_CHUNK = 16 << 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    gc.add_common_arguments(p, "bytes per buffer (default 512MiB, as nvbandwidth)")
+    gc.add_common_arguments(p, "bytes per buffer (default 512MiB, as nvbandwidth)", repeats=5)
     p.add_argument("--iters", type=int, default=8, help="copies per timed repetition (default 8)")
     p.add_argument("--engine", default="ce,sm", help="ce, sm or both (default)")
     p.add_argument("--cases", default=",".join(CASES), help=f"subset of {','.join(CASES)}")
     p.add_argument("--latency", action="store_true", help="also measure load latency and small-copy latency")
     p.add_argument("--matrix", action="store_true", help="print nvbandwidth-style matrices (rows src, cols dst)")
-    p.set_defaults(repeats=5)
 
 
 @dataclass
@@ -75,20 +75,17 @@ def run(args: argparse.Namespace) -> int:
     size = parse_size(args.size, "--size", minimum=1) if args.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
     cp, topo, devs, rs = gc.open_bench(args, "bench copies")
-    try:
-        with gc.device_memory(cp), gc.gate(cp) as gate, Bench(cp, gate, devs, topo, size, args) as b:
-            rs.messages += b.messages
-            for c in b.cases(cases, engines):
-                rs.add(b.measure(c))
-            if args.latency:
-                from . import gpu_latency
+    with session(rs, args), gc.device_memory(cp), gc.gate(cp) as gate, Bench(cp, gate, devs, topo, size, args) as b:
+        rs.messages += b.messages
+        for c in b.cases(cases, engines):
+            rs.add(b.measure(c))
+            if interrupt.requested():
+                raise Stopped
+        if args.latency:
+            from . import gpu_latency
 
-                for r in gpu_latency.measure(b):
-                    rs.add(r)
-    except KeyboardInterrupt:
-        rs.complete = False
-        rs.messages.append("interrupted: results so far only")
-    return gc.finish(rs, args, matrices if args.matrix else text)
+            rs.extend(gpu_latency.measure(b))
+    return finish(rs, args, matrices if args.matrix else text)
 
 
 def _subset(spec: str, allowed: Sequence[str], flag: str) -> tuple[str, ...]:

@@ -211,8 +211,8 @@ def ensure_free(cp: Any, nbytes: int, what: str, headroom: float = 0.95) -> None
     free, total = cp.cuda.runtime.memGetInfo()
     if nbytes > free * headroom:
         dev = cp.cuda.Device().id
-        raise NodemapError(f"{what} needs {nbytes / 2**30:.2f} GiB on CUDA device {dev} but only "
-                           f"{free / 2**30:.2f} of {total / 2**30:.2f} GiB are free: use a smaller --size "
+        raise NodemapError(f"{what} needs {format_size(nbytes)} on CUDA device {dev} but only "
+                           f"{format_size(free)} of {format_size(total)} are free: use a smaller --size "
                            "or free the GPU")
 
 
@@ -346,16 +346,12 @@ def environment(cp: Any, devs: Sequence[Gpu]) -> dict[str, Any]:
 # --- output ---------------------------------------------------------------------
 
 
-def add_common_arguments(p: Any, size_help: str) -> None:
+def add_common_arguments(p: Any, size_help: str, repeats: int) -> None:
+    from .harness import add_shared
+
     p.add_argument("--gpus", metavar="LIST", help="CUDA ordinals to measure, e.g. 0,1 (default: all visible)")
     p.add_argument("--size", metavar="BYTES", help=size_help)
-    p.add_argument("--repeats", type=int, default=0, metavar="N",
-                   help="timed repetitions (median and spread over them)")
-    p.add_argument("--topology", metavar="FILE",
-                   help="read path classes and PCIe links from this file instead of this node")
-    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
-    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    add_shared(p, repeats=repeats)
 
 
 def result_row(r: Any) -> list[str]:
@@ -381,25 +377,16 @@ def open_bench(args: Any, command: str) -> tuple[Any, Topology | None, list[Gpu]
     from .results import ResultSet
 
     cp = import_cupy()
+    from .harness import topology_cautions
+
     topo, why = load_topology(args.topology)
     devs = gpus(cp, args.gpus, topo)
     rs = ResultSet(command=command, environment=environment(cp, devs))
     if why:
         rs.messages.append(why)
+    if topo is not None:
+        rs.messages += topology_cautions(topo, args.topology)
     return cp, topo, devs, rs
-
-
-def finish(rs: Any, args: Any, text: Callable[[Any], str]) -> int:
-    """Save, then print JSON or the text form; exit 1 when a part failed."""
-    if getattr(args, "output", None):
-        rs.save(args.output)
-    if args.json:
-        print(rs.to_json())
-    else:
-        print(text(rs))
-        for m in rs.messages:
-            print(f"note: {m}")
-    return 0 if rs.complete else 1
 
 
 # --- pinned host memory on a chosen NUMA node ---------------------------------

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from ..errors import NodemapError
 from ..units import format_size, parse_size
 from . import gpu_common as gc
-from .harness import Progress
+from .harness import Progress, finish, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -47,7 +47,7 @@ DOT_TOL = {"float64": 1e-8, "float32": 1e-3}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    gc.add_common_arguments(p, "bytes per array (default: the larger of 1 GiB and 4x L2)")
+    gc.add_common_arguments(p, "bytes per array (default: the larger of 1 GiB and 4x L2)", repeats=20)
     p.add_argument("--dtype", default="float64,float32", help="float64, float32 or both (default)")
     p.add_argument("--kernels", default=",".join(KERNELS), help=f"subset of {','.join(KERNELS)}")
     p.add_argument("--block", type=int, default=0,
@@ -58,7 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid-per-sm", type=int, default=0, metavar="N",
                    help="persistent grid of N blocks per SM striding over the arrays (default 0: one pass)")
     p.add_argument("--no-aggregate", action="store_true", help="skip the all-GPUs-at-once run")
-    p.set_defaults(repeats=20)
 
 
 @dataclass
@@ -77,17 +76,13 @@ def run(args: argparse.Namespace) -> int:
     cp, _, devs, rs = gc.open_bench(args, "bench gpu")
     groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not args.no_aggregate else [])
     prog = Progress(len(groups) * len(plan.dtypes), "gpu", quiet=args.quiet)
-    try:
-        with gc.device_memory(cp), gc.gate(cp) as gate:
-            for dtype in plan.dtypes:
-                for group in groups:
-                    for r in measure(cp, gate, group, dtype, plan):
-                        rs.add(r)
-                    prog.step(f"{dtype} on {'+'.join(d.key for d in group)}")
-    except KeyboardInterrupt:
-        rs.complete = False
-        rs.messages.append("interrupted: results so far only")
-    return gc.finish(rs, args, text)
+    with session(rs, args), gc.device_memory(cp), gc.gate(cp) as gate:
+        for dtype in plan.dtypes:
+            for group in groups:
+                rs.extend(measure(cp, gate, group, dtype, plan))
+                prog.step(f"{dtype} on {'+'.join(d.key for d in group)}")
+    prog.close()
+    return finish(rs, args, text)
 
 
 def _plan(args: argparse.Namespace) -> Plan:

@@ -1,18 +1,74 @@
-"""The one measurement loop every benchmark uses.
+"""The one harness every benchmark kind runs on.
 
-A benchmark gives `repeat` a callable that runs its kernel once and returns
-the elapsed seconds of the timed region (the callable times itself: a host
-monotonic clock around a C kernel, CUDA events around device work, MPI_Wtime
-around a ping-pong). The harness does warm-up, repetitions, a time budget and
-progress; the benchmark converts seconds to its unit, verifies the output and
-builds a Result with `results.make_result`.
+A kind (host_memory, numa, latency, gpu_memory, copies, mpi_p2p,
+collectives, ring, placement_bench) adds only its own options and measures
+its cases; the harness owns the rest, the same for every kind:
+- the shared options (`add_shared`): --json, -o/--output, -q/--quiet,
+  --repeats, --topology (alias --input), --timeout;
+- the timing loop (`repeat`): warm-up, repetitions, a time budget;
+- progress on stderr (`Progress`): a live line with step, elapsed and ETA
+  on a terminal, a few lines otherwise, nothing with -q;
+- interruption and saving (`session`): the first Ctrl-C stops the kernels
+  within about a second (nodemap.bench.interrupt), the results measured so
+  far are printed, saved and the exit code is 130; with --output the file is
+  rewritten after every case, valid JSON marked `"complete": false` until
+  the end;
+- cautions every result gets (spread above 10%);
+- the one result emitter (`finish`): JSON or the kind's table, notes, the
+  file; and `measure(kind, argv)`, the in-process entry other commands
+  (check, compare) use: the ResultSet, nothing printed or saved.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
+import threading
 import time
-from typing import Callable, TextIO
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TextIO
+
+from ..units import gbps  # noqa: F401  (kinds import the bandwidth rule from here)
+from . import interrupt
+from .results import Result, ResultSet
+
+SPREAD_CAUTION = 0.10  # spread (max-min)/median above this across repetitions: say so
+
+
+class Stopped(Exception):
+    """Raised at a step boundary once a stop was requested (Ctrl-C)."""
+
+
+# --- options ----------------------------------------------------------------------
+
+
+def add_shared(p: Any, *, repeats: int, timeout: float | None = None, mpi: bool = False) -> None:
+    """The options every kind takes, with the same names and meaning."""
+    p.add_argument("--repeats", type=int, default=repeats, metavar="N",
+                   help=f"timed repetitions per case, after a warm-up (default {repeats})")
+    p.add_argument("--topology", "--input", dest="topology", metavar="FILE",
+                   help="read the node's topology (caches, NUMA, paths, labels) from this file instead of "
+                        "this machine (nodemap topo --export; hwloc XML; sysfs snapshot)")
+    p.add_argument("--timeout", type=float, default=timeout, metavar="S",
+                   help="seconds one case may take before the run ends with exit 2"
+                        + (f" (default {timeout:g})" if timeout else " (default: no limit)"))
+    p.add_argument("--json", action="store_true",
+                   help="print the result set as JSON on stdout" + (" (rank 0)" if mpi else ""))
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="save the result set as JSON to FILE, updated after every case (- = stdout)"
+                        + (" (rank 0)" if mpi else ""))
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def check_repeats(repeats: int) -> None:
+    from ..errors import NodemapError
+
+    if repeats < 1:
+        raise NodemapError(f"--repeats {repeats}: need at least 1 repetition")
+
+
+# --- timing -------------------------------------------------------------------------
 
 
 def repeat(
@@ -22,14 +78,21 @@ def repeat(
     warmup: int = 1,
     min_repeats: int = 3,
     budget_s: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[float]:
     """Run `once` warmup + repeats times; return the timed repetitions' seconds.
 
-    With `budget_s`, stops after at least `min_repeats` once the budget is
-    spent, so sweeps on slow machines stay bounded.
+    `once` runs its kernel once and returns the elapsed seconds of the timed
+    region (it times itself: a monotonic clock around a C kernel, CUDA
+    events around device work, MPI_Wtime around a ping-pong). With
+    `budget_s`, stops after at least `min_repeats` once the budget is spent.
+    `stop`, asked after every repetition (warm-up included), ends the loop
+    early when it says so (Ctrl-C; under MPI both ranks must agree on it).
     """
     for _ in range(max(0, warmup)):
         once()
+        if stop is not None and stop():
+            return []
     times: list[float] = []
     t0 = time.monotonic()
     for i in range(repeats):
@@ -39,39 +102,300 @@ def repeat(
         times.append(dt)
         if budget_s is not None and i + 1 >= min_repeats and time.monotonic() - t0 > budget_s:
             break
+        if stop is not None and stop():
+            break
     return times
 
 
-def host_timer(fn: Callable[[], object]) -> Callable[[], float]:
-    """Wrap `fn` so each call returns its wall time from the monotonic clock."""
-
-    def once() -> float:
-        t0 = time.perf_counter_ns()
-        fn()
-        return (time.perf_counter_ns() - t0) * 1e-9
-
-    return once
-
-
-def gbps(nbytes: int, seconds: list[float]) -> list[float]:
-    """Bytes per repetition and seconds -> GB/s (GB = 1e9 B, as STREAM)."""
-    return [nbytes / s / 1e9 for s in seconds]
+# --- progress -------------------------------------------------------------------------
 
 
 class Progress:
-    """One line per step on stderr, so --json on stdout stays clean."""
+    """Progress on stderr (stdout stays clean for --json and tables).
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None, quiet: bool = False) -> None:
-        self.total = total
+    On a terminal: one line rewritten in place, "[memory 3/12 4.1s, ETA 12s]
+    what". Otherwise: the first step, each quarter and the last (plus one
+    line a minute on slow runs), so logs stay short. `step` raises Stopped
+    once a stop is requested, ending the kind's loop at a case boundary
+    (`stops=False` where ranks must agree first, as under MPI).
+    """
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, quiet: bool = False,
+                 stops: bool = True) -> None:
+        self.total = max(1, total)
         self.label = label
         self.done = 0
         self.stream = stream or sys.stderr
-        self.quiet = quiet
+        self.quiet = quiet or _capturing()
+        self.stops = stops
         self.t0 = time.monotonic()
+        self.last_line = self.t0
+        self.live = not self.quiet and _isatty(self.stream)
+        self.width = 0
 
     def step(self, what: str) -> None:
         self.done += 1
-        if self.quiet:
+        if not self.quiet:
+            self._show(what)
+        if self.stops and interrupt.requested():
+            raise Stopped
+
+    def _show(self, what: str) -> None:
+        now = time.monotonic()
+        el = now - self.t0
+        eta = el / self.done * (self.total - self.done) if self.done < self.total else 0.0
+        head = f"[{self.label} {self.done}/{self.total} {el:.1f}s" + (f", ETA {eta:.0f}s]" if eta else "]")
+        line = f"{head} {what}"
+        if self.live:
+            cols = _columns()
+            line = line[: cols - 1]
+            self.stream.write("\r" + line.ljust(self.width) + ("\n" if self.done >= self.total else ""))
+            self.width = len(line) if self.done < self.total else 0
+            self.stream.flush()
             return
-        el = time.monotonic() - self.t0
-        print(f"[{self.label} {self.done}/{self.total} {el:6.1f}s] {what}", file=self.stream, flush=True)
+        quarter = self.total // 4 or 1
+        if self.done in (1, self.total) or self.done % quarter == 0 or now - self.last_line > 60:
+            print(line, file=self.stream, flush=True)
+            self.last_line = now
+
+    def close(self) -> None:
+        """End a live line that stopped short of the total (an interrupted run)."""
+        if self.live and self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.width = 0
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+def _columns() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+# --- the session: saving as cases complete, interruption --------------------------
+
+
+class _Autosave:
+    """Writes the ResultSet after every added case (rank 0, a real file),
+    marked `"complete": false`: the run is not over."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.error = ""
+
+    def __call__(self, rs: ResultSet) -> None:
+        if self.error:
+            return
+        from ..errors import NodemapError
+
+        import json
+
+        from ..outfile import write
+
+        try:
+            write(self.path, json.dumps(rs.to_dict() | {"complete": False}, indent=1) + "\n")
+        except NodemapError as e:  # said once at the end, with the results printed
+            self.error = str(e)
+
+
+class _Watchdog:
+    """--timeout for kinds that do not bound their own steps: a case (the
+    time between two completed cases) running longer stops the run as
+    Ctrl-C would, and the run ends with exit 2."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.timer: threading.Timer | None = None
+
+    def arm(self) -> None:
+        self.cancel()
+        self.timer = threading.Timer(self.seconds, interrupt.request, args=(TIMEOUT,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+TIMEOUT = "timeout"
+INTERRUPTED = "interrupted (Ctrl-C): the results are what was measured until then"
+
+
+@contextmanager
+def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = True) -> Iterator[ResultSet]:
+    """Run a kind's case loop: saves after every case (when --output names
+    a file and this is the reporting rank), turns Ctrl-C into a clean stop,
+    and (`watchdog`) ends a case that runs past --timeout. The ResultSet is
+    complete only when the block ends normally."""
+    hooks: list[Callable[[ResultSet], None]] = []
+    out = getattr(args, "output", None)
+    if root and out and out != "-" and not _capturing():
+        hooks.append(_Autosave(out))
+    dog = _Watchdog(args.timeout) if watchdog and getattr(args, "timeout", None) else None
+    if dog is not None:
+        hooks.append(lambda _: dog.arm())
+        dog.arm()
+    rs.on_add = (lambda s: [h(s) for h in hooks]) if hooks else None
+    if hooks and isinstance(hooks[0], _Autosave):
+        hooks[0](rs)  # the file exists, marked incomplete, before the first case
+    interrupt.reset()
+    stopped, why = False, ""
+    try:
+        with interrupt.sigint_stops():
+            yield rs
+    except (Stopped, KeyboardInterrupt):
+        stopped = True
+    finally:
+        if dog is not None:
+            dog.cancel()
+        stopped = stopped or interrupt.requested()
+        why = interrupt.why()
+        interrupt.reset()
+    if stopped:
+        rs.complete = False  # else as the kind left it (a failed part sets it false)
+    if stopped and why == TIMEOUT:
+        rs.messages.append(f"timeout: a case ran longer than --timeout {args.timeout:g} s; the run ended there "
+                           "(raise --timeout if the machine is just slow)")
+    elif stopped:
+        rs.messages.append(INTERRUPTED)
+
+
+# --- output -------------------------------------------------------------------------
+
+
+def cautions(r: Result) -> Result:
+    """The Result with the harness's cautions added to its notes."""
+    notes = list(r.notes)
+    if r.stats.n > 1 and r.stats.spread > SPREAD_CAUTION:
+        notes.append(f"caution: spread {100 * r.stats.spread:.0f}% across {r.stats.n} repetitions (over "
+                     f"{100 * SPREAD_CAUTION:.0f}%)")
+    return r if len(notes) == len(r.notes) else dataclasses.replace(r, notes=tuple(dict.fromkeys(notes)))
+
+
+def topology_cautions(topo: Any, given: str | None) -> list[str]:
+    """A --topology file that describes another machine labels this one wrongly."""
+    if not given:
+        return []
+    import socket
+
+    out = []
+    host = getattr(topo.machine, "hostname", "")
+    if host and host != socket.gethostname():
+        out.append(f"caution: --topology {given} describes host {host}, this is {socket.gethostname()}: "
+                   "labels, caches and peaks may not be this machine's")
+    cpus = len(topo.pus)
+    here = os.cpu_count() or 0
+    if cpus and here and cpus != here:
+        out.append(f"caution: --topology {given} has {cpus} CPUs, this machine {here}: "
+                   "placements and cache sizes may not be this machine's")
+    return out
+
+
+def caution_lines(results: list[Result]) -> list[str]:
+    """The results' cautions, once each; spreads summed up in one line."""
+    spread = [r for r in results if r.stats.n > 1 and r.stats.spread > SPREAD_CAUTION]
+    out = []
+    if spread:
+        worst = sorted(spread, key=lambda r: -r.stats.spread)[:4]
+        out.append(f"caution: {len(spread)} of {len(results)} results spread over {100 * SPREAD_CAUTION:.0f}% "
+                   f"across repetitions (worst: {', '.join(f'{r.metric} {100 * r.stats.spread:.0f}%' for r in worst)}): "
+                   "the machine was busy or the cases too short; rerun with more --repeats on an idle node")
+    seen = {n for r in results for n in r.notes if n.startswith("caution") and not n.startswith("caution: spread")}
+    return out + sorted(seen)
+
+
+def finish(rs: ResultSet, args: Any, text: Callable[[ResultSet], str]) -> int:
+    """The one result emitter: save, then print JSON or the kind's table and
+    the notes. 0 complete, 130 interrupted, 1 a part failed; a save that
+    fails at the end is named after the printed results (exit 2)."""
+    rs.results = [cautions(r) for r in rs.results]
+    rs.on_add = None
+    code = 0 if rs.complete else 130 if INTERRUPTED in rs.messages else 2 if _timed_out(rs) else 1
+    if _capturing():
+        _CAPTURED.append(rs)
+        return code
+    out = getattr(args, "output", None)
+    error = ""
+    if out and out != "-":
+        from ..errors import NodemapError
+
+        try:
+            rs.save(out)
+        except NodemapError as e:
+            error = str(e)
+    shown = sys.stderr if out == "-" else sys.stdout  # -o - : stdout carries the JSON
+    if out == "-":
+        print(rs.to_json(), flush=True)
+    if getattr(args, "json", False) and out != "-":
+        print(rs.to_json())
+    elif not getattr(args, "json", False):
+        print(text(rs), file=shown)
+        for m in rs.messages:
+            print(f"note: {m}", file=shown)
+        for line in caution_lines(rs.results):
+            print(f"note: {line}", file=shown)
+    if error:
+        print(f"nodemap {rs.command.split(' --')[0]}: error: results printed above, not saved: {error}",
+              file=sys.stderr)
+        return 2
+    return code
+
+
+def _timed_out(rs: ResultSet) -> bool:
+    return any(m.startswith(TIMEOUT + ":") for m in rs.messages)
+
+
+# --- in-process entry ----------------------------------------------------------------
+
+_CAPTURED: list[ResultSet] = []
+_CAPTURE_DEPTH = [0]
+
+
+def _capturing() -> bool:
+    return _CAPTURE_DEPTH[0] > 0
+
+
+def measure(kind: str, argv: list[str]) -> ResultSet:
+    """Run bench `kind` with its command-line `argv` in this process and
+    return its ResultSet: nothing printed, nothing saved, no progress.
+
+    For `nodemap check` and `nodemap compare`: `measure("memory", ["--size",
+    "64M"])` is `nodemap bench memory --size 64M --json`. Bad options raise
+    NodemapError (their one-line message); an interrupted run returns what
+    was measured (`complete` false).
+    """
+    import argparse
+    import importlib
+
+    from ..commands.bench import BENCHES
+    from ..errors import NodemapError
+
+    if kind not in BENCHES:
+        raise NodemapError(f"bench kind {kind!r}: choose from {', '.join(BENCHES)}")
+    mod = importlib.import_module(BENCHES[kind][0])
+    parser = argparse.ArgumentParser(prog=f"nodemap bench {kind}", add_help=False)
+    mod.add_arguments(parser)
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit:
+        raise NodemapError(f"bench {kind}: bad options {' '.join(argv)!r} (see nodemap bench {kind} --help)") from None
+    args.bench, args.json, args.output, args.quiet = kind, False, None, True
+    _CAPTURE_DEPTH[0] += 1
+    start = len(_CAPTURED)
+    try:
+        mod.run(args)
+    finally:
+        _CAPTURE_DEPTH[0] -= 1
+    got = _CAPTURED[start:]
+    del _CAPTURED[start:]
+    if not got:  # a rank that does not report (MPI rank > 0) gets an empty set
+        return ResultSet(command=f"bench {kind}", complete=False)
+    return got[-1]

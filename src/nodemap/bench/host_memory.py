@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from typing import Sequence
 
 from ..errors import NodemapError
@@ -19,7 +18,8 @@ from ..topology.model import Topology
 from ..topology.sysfs import nodes_undercount
 from ..units import format_size, parse_size
 from . import hostkernels, placements
-from .harness import Progress, gbps
+from .harness import Progress, add_shared, check_repeats, finish, gbps, session, topology_cautions
+from .peaks import PEAK_UNKNOWN, Peak, dram_peak
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = """\
@@ -63,13 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    """Options shared with `nodemap bench numa`."""
-    p.add_argument("--size", help="bytes per array, e.g. 2G, 512M (powers of 1024; default 4x LLC)")
-    p.add_argument("--repeats", type=int, default=10, help="timed repetitions, after one warm-up (default 10)")
+    """Options shared with `nodemap bench numa` (and the harness's own)."""
+    p.add_argument("--size", metavar="BYTES", help="bytes per array, e.g. 2G, 512M (default 4x LLC)")
     p.add_argument("--mem", help="NUMA nodes to bind the arrays to (default: first touch by each thread)")
-    p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
-    p.add_argument("--output", help="also save the ResultSet as JSON to this file")
-    p.add_argument("--input", help="topology file to derive placements from (default: this machine)")
+    p.add_argument("--peak", type=float, metavar="GB/S",
+                   help="DRAM peak of this machine to compare with (default: from its SMBIOS memory records "
+                        "where readable)")
+    add_shared(p, repeats=10)
 
 
 # --- sizes and memory --------------------------------------------------------------
@@ -131,15 +131,15 @@ def array_size(topo: Topology, cpus: CpuSet, mem_nodes: CpuSet, size: str | None
     if size is not None:
         n = parse_size(size, option, minimum=MIN_ARRAY)
         if free and arrays * n > free:
-            raise NodemapError(f"{option} {size}: {arrays} arrays need {arrays * n / 2**30:.1f} GiB but {where} has "
-                               f"{free / 2**30:.1f} GiB free; give a smaller {option}")
+            raise NodemapError(f"{option} {size}: {arrays} arrays need {format_size(arrays * n)} but {where} has "
+                               f"{format_size(free)} free; give a smaller {option}")
         return n, []
     llc = llc_bytes(topo, cpus)
     want = 4 * llc if llc else 256 << 20
     notes = [] if llc else ["last-level cache size unknown: arrays of 256 MiB"]
     cap = int(0.6 * free / arrays) if free else want
     if cap < want:
-        notes.append(f"arrays capped at {cap >> 20} MiB by free memory (4x LLC would be {want >> 20} MiB)")
+        notes.append(f"arrays capped at {format_size(cap)} by free memory (4x LLC would be {format_size(want)})")
         want = cap
     return max(want, MIN_ARRAY), notes
 
@@ -188,15 +188,20 @@ def path_of(topo: Topology, cpus: Sequence[int], mem_nodes: CpuSet) -> tuple[str
 
 def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int, *,
             nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
-            placement: str = "", batch: int = 1, skip: int = -1) -> list[Result]:
+            placement: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None) -> list[Result]:
     """Run STREAM once (all kernels, `reps` samples of `batch` repetitions)
-    and make Results."""
+    and make Results. Interrupted (Ctrl-C), the completed repetitions make
+    them; none completed, none are made."""
     run = hostkernels.stream(cpus, n, kernels, reps, nt_stores=nt_stores, mem_nodes=list(mem_nodes), batch=batch,
                              skip=skip)
+    if run.stopped and not any(run.seconds.values()):
+        return []
     if not run.verified:
         raise NodemapError(f"STREAM check failed on CPUs {CpuSet(cpus).format()}: {run.failure()}; the numbers "
                            "are not reported (memory errors? rerun, then check the machine)")
     path, cls = path_of(topo, cpus, mem_nodes)
+    share = node_share(topo, CpuSet(cpus), mem_nodes, peak)
+    llc = llc_bytes(topo, CpuSet(cpus))
     out = []
     for k in kernels:
         words = hostkernels.STREAM_WORDS[k]
@@ -217,9 +222,45 @@ def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str],
             verification=f"every element of the arrays used within {hostkernels.EPSILON:g} (relative) of the "
                          "replayed gold values, arrays poisoned with NaN first"
                          + ("; sum within the same bound of n*a" if k == "sum" else ""),
-            notes=(isa_note(run.isa),),
+            peak=share.gbs if share else None, peak_source=share.source if share else "",
+            notes=(isa_note(run.isa),) + cache_caution(words * ELEMENT * n, llc)
+                  + ((f"interrupted after {len(run.seconds[k])} of {reps} repetitions",) if run.stopped else ()),
         ))
     return out
+
+
+def node_share(topo: Topology, cpus: CpuSet, mem_nodes: CpuSet, peak: Peak | None) -> Peak | None:
+    """The share of the machine's DRAM peak the memory nodes used can give:
+    their part of the nodes with memory (DIMMs spread evenly over them)."""
+    if peak is None:
+        return None
+    with_memory = [n.os_index for n in topo.numa_nodes if n.memory > 0]
+    used = [i for i in (mem_nodes or topo.numa_of(cpus)) if i in with_memory]
+    if not with_memory or not used or len(used) == len(with_memory):
+        return peak
+    frac = len(used) / len(with_memory)
+    return Peak(peak.gbs * frac, f"{peak.source}; NUMA {CpuSet(used).format()}: {len(used)} of "
+                                 f"{len(with_memory)} memory nodes' share")
+
+
+def cache_caution(footprint: int, llc: int) -> tuple[str, ...]:
+    """Arrays that fit in the last-level caches measure cache, not DRAM."""
+    if not llc or footprint > llc:
+        return ()
+    return (f"caution: the kernel's arrays ({format_size(footprint)}) fit in the last-level caches of these CPUs "
+            f"({format_size(llc)}): this is cache bandwidth, not DRAM; give a larger --size",)
+
+
+def host_peak(given: float | None) -> tuple[Peak | None, str]:
+    """--peak, else SMBIOS; with the note to print when unknown."""
+    if given is not None:
+        from ..errors import NodemapError
+
+        if not 0 < given < 1e6:
+            raise NodemapError(f"--peak {given:g}: give the DRAM peak in GB/s, e.g. 204.8")
+        return Peak(given, f"--peak {given:g} GB/s"), ""
+    peak = dram_peak()
+    return peak, "" if peak else PEAK_UNKNOWN
 
 
 def isa_note(isa: str) -> str:
@@ -231,11 +272,11 @@ def isa_note(isa: str) -> str:
 
 
 def kernel_table(results: Sequence[Result]) -> str:
-    from .report import number, table
+    from .report import number, percent, table
 
     rows = [[r.metric, number(r.stats.best), number(r.stats.median), f"{100 * r.stats.spread:.1f}%",
-             number(r.params["write_allocate_best_gbps"]), r.path] for r in results]
-    return table(["kernel", "best GB/s", "median", "spread", "with WA GB/s", "path"], rows)
+             number(r.params["write_allocate_best_gbps"]), percent(r.efficiency), r.path] for r in results]
+    return table(["kernel", "best GB/s", "median", "spread", "with WA GB/s", "of peak", "path"], rows)
 
 
 def by_placement(results: Sequence[Result]) -> dict[str, dict[str, Result]]:
@@ -309,33 +350,15 @@ def environment(topo: Topology) -> dict[str, str]:
     return {"cpu_model": model, "topology_source": topo.source, "transparent_hugepage": thp}
 
 
-def emit(rs: ResultSet, args: argparse.Namespace, text: str) -> None:
-    if args.output:
-        rs.save(args.output)
-    if args.json:
-        print(rs.to_json())
-        return
-    print(text)
-    for m in rs.messages:
-        print(f"note: {m}")
-    if not rs.complete:
-        print("note: interrupted, results are partial")
-
-
-def check_repeats(repeats: int, batch: int = 1) -> None:
-    if repeats < 1:
-        raise NodemapError(f"--repeats {repeats}: need at least 1 repetition")
-    if batch < 1:
-        raise NodemapError(f"--batch {batch}: need at least 1 repetition per sample")
-
-
 def run(args: argparse.Namespace) -> int:
-    check_repeats(args.repeats, args.batch)
+    check_repeats(args.repeats)
+    if args.batch < 1:
+        raise NodemapError(f"--batch {args.batch}: need at least 1 repetition per sample")
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
     if args.threads is not None and args.threads < 1:
         raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
     kernels = parse_kernels(args.kernels)
-    topo = placements.load_topology(args.input)
+    topo = placements.load_topology(args.topology)
     mem = parse_mem(topo, args.mem)
     allowed = placements.usable_cpus(topo)
     plan = (placements.sweep(topo, allowed) if args.sweep
@@ -343,22 +366,21 @@ def run(args: argparse.Namespace) -> int:
     used = CpuSet.union_all(CpuSet(p.cpus) for p in plan)
     n_bytes, notes = array_size(topo, used, mem, args.size)
     n = n_bytes // ELEMENT
-    rs = ResultSet(command="bench memory", environment=environment(topo), messages=notes + list(topo.notes))
-    prog = Progress(len(plan), "memory", quiet=not args.sweep)
-    try:
+    peak, unknown = host_peak(args.peak)
+    rs = ResultSet(command="bench memory", environment=environment(topo),
+                   messages=notes + list(topo.notes) + topology_cautions(topo, args.topology) + [unknown] * bool(unknown))
+    prog = Progress(len(plan), "memory", quiet=args.quiet)
+    with session(rs, args):
         for p in plan:
-            rs.results += measure(topo, p.cpus, n, kernels, args.repeats, nt_stores=args.nt_stores,
-                                  mem_nodes=mem, placement=p.name, batch=args.batch)
+            rs.extend(measure(topo, p.cpus, n, kernels, args.repeats, nt_stores=args.nt_stores, mem_nodes=mem,
+                              placement=p.name, batch=args.batch, peak=peak))
             prog.step(f"{p.name}: {p.threads} threads")
-    except KeyboardInterrupt:
-        rs.complete = False
-        print("nodemap bench memory: interrupted, reporting what was measured", file=sys.stderr)
+    prog.close()
     samples = f"{args.repeats} samples of {args.batch} back-to-back repetitions" if args.batch > 1 else str(args.repeats)
-    head = f"STREAM, {n_bytes / 2**20:.0f} MiB per array, best of {samples}" + (
+    head = f"STREAM, {format_size(n_bytes)} per array, best of {samples}" + (
         ", non-temporal stores" if args.nt_stores else "") + f", {isa_note(isa)}"
     if args.sweep:
         text = "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])
     else:
         text = f"{head}, placement {plan[0].name}\n" + kernel_table(rs.results)
-    emit(rs, args, text)
-    return 0 if rs.complete else 130
+    return finish(rs, args, lambda _: text)

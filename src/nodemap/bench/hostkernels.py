@@ -13,6 +13,7 @@ from typing import Sequence
 
 from .. import native
 from ..errors import NodemapError
+from .interrupt import stoppable
 
 KERNELS = ("copy", "scale", "add", "triad", "sum")  # NM_K_* order
 # STREAM counting: words of 8 B moved per element (reads + writes)
@@ -35,11 +36,11 @@ def _lib() -> ctypes.CDLL:
         c = ctypes
         ip, dp, lp = c.POINTER(c.c_int), c.POINTER(c.c_double), c.POINTER(c.c_long)
         native.declare(cdll, "nm_stream_run", c.c_int, ip, c.c_int, c.c_long, ip, c.c_int, c.c_int, c.c_int,
-                       c.c_int, ip, c.c_int, c.c_long, dp, lp, dp)
+                       c.c_int, ip, c.c_int, c.c_long, dp, lp, dp, ip)
         native.declare(cdll, "nm_stream_isa", c.c_char_p)
         native.declare(cdll, "nm_stream_isa_supported", c.c_int, c.c_char_p)
         native.declare(cdll, "nm_latency_run", c.c_int, c.c_size_t, c.c_size_t, c.c_int, ip, c.c_int, c.c_int,
-                       c.c_long, c.c_ulonglong, dp, lp)
+                       c.c_long, c.c_ulonglong, dp, lp, ip)
         _declared = True
     return cdll
 
@@ -78,6 +79,7 @@ class StreamRun:
     sum_rel_error: float  # inf when the sum check failed
     isa: str  # instruction set of the kernels that ran
     batch: int = 1  # repetitions per timed sample
+    stopped: bool = False  # Ctrl-C: fewer samples than asked (none when seconds are empty)
 
     @property
     def verified(self) -> bool:
@@ -106,22 +108,25 @@ def stream(
     first-touched by those threads or bound to `mem_nodes`. Each timed
     sample is `batch` repetitions back to back, with no barrier between
     them. `skip` is a test hook: the element the kernels leave unwritten,
-    so the check must fail."""
+    so the check must fail. Runs in a thread the harness can stop (Ctrl-C):
+    then the completed repetitions come back, verified, with `stopped`."""
     ids = [KERNELS.index(k) for k in kernels]
     isa = stream_isa()
     times = (ctypes.c_double * (len(ids) * reps))()
     bad = (ctypes.c_long * 3)()
     sum_err = ctypes.c_double(0.0)
-    err = _lib().nm_stream_run(_ints(list(cpus)), len(cpus), n, _ints(ids), len(ids), reps, batch, int(nt_stores),
-                               _ints(list(mem_nodes)), len(mem_nodes), skip, times, bad, ctypes.byref(sum_err))
+    done = ctypes.c_int(0)
+    err = stoppable(_lib().nm_stream_run, _ints(list(cpus)), len(cpus), n, _ints(ids), len(ids), reps, batch,
+                    int(nt_stores), _ints(list(mem_nodes)), len(mem_nodes), skip, times, bad, ctypes.byref(sum_err),
+                    ctypes.byref(done))
     if err == _E_ISA:
         stream_isa()  # raises with the reason (the environment changed since)
     if err == _E_NO_NT:
         raise NodemapError(f"STREAM: the {isa} kernels have no non-temporal stores on this machine; "
                            f"drop --nt-stores or set {ISA_ENV} to another of {', '.join(ISAS)}")
     _raise(err, "STREAM", cpus, mem_nodes)
-    secs = {k: list(times[i * reps:(i + 1) * reps]) for i, k in enumerate(kernels)}
-    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value, isa, batch)
+    secs = {k: list(times[i * reps:i * reps + done.value]) for i, k in enumerate(kernels)}
+    return StreamRun(secs, {"a": bad[0], "b": bad[1], "c": bad[2]}, sum_err.value, isa, batch, done.value < reps)
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ class ChaseRun:
     ns_per_load: list[float]
     nodes: int  # cache-line nodes in the cycle
     steps_to_return: int  # must equal nodes: one cycle through every node
+    stopped: bool = False  # Ctrl-C: fewer repetitions than asked
 
     @property
     def verified(self) -> bool:
@@ -149,12 +155,13 @@ def chase(
     `cpu`; each repetition walks whole cycles of at least `min_loads` loads."""
     ns = (ctypes.c_double * reps)()
     steps = ctypes.c_long(0)
-    err = _lib().nm_latency_run(nbytes, line, cpu, _ints(list(mem_nodes)), len(mem_nodes), reps, min_loads, seed,
-                                ns, ctypes.byref(steps))
+    done = ctypes.c_int(0)
+    err = stoppable(_lib().nm_latency_run, nbytes, line, cpu, _ints(list(mem_nodes)), len(mem_nodes), reps,
+                    min_loads, seed, ns, ctypes.byref(steps), ctypes.byref(done))
     if err == -2:
         raise NodemapError("latency: the pointer chase did not end where it started (memory corrupted?); rerun")
     _raise(err, "latency", [cpu], mem_nodes)
-    return ChaseRun(list(ns), nbytes // line, steps.value)
+    return ChaseRun(list(ns)[:done.value], nbytes // line, steps.value, done.value < reps)
 
 
 def _raise(err: int, what: str, cpus: Sequence[int], mem_nodes: Sequence[int]) -> None:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
-from .harness import Progress, repeat
+from .harness import Progress, add_shared, finish, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -72,13 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "a GPU named twice holds two slabs (default: every visible GPU)")
     p.add_argument("--iters", type=int, default=200, metavar="K",
                    help="steps per timed repetition and per verification run; even (default 200)")
-    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions (default 5)")
-    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
-                   help="seconds one variant may take before the run ends with exit 2 (a hung exchange)")
     p.add_argument("--inject-halo-fault", action="store_true", help=argparse.SUPPRESS)  # tests: must fail
-    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
-    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
 
 # --- input -----------------------------------------------------------------------
@@ -164,7 +159,7 @@ def open_launch(args: argparse.Namespace) -> Launch:
         mc.fail(comm, str(e))
     from .gpu_common import load_topology
 
-    topo = load_topology(None)[0]
+    topo = load_topology(args.topology)[0]
     place = mc.my_place(comm, topo)
     dev = place.local_rank % cp.cuda.runtime.getDeviceCount()
     cp.cuda.Device(dev).use()
@@ -266,22 +261,35 @@ def run(args: argparse.Namespace) -> int:
             mc.fail(launch.mpi, why)
         raise NodemapError(why)
     rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}")
+    root = launch.mpi is None or launch.mpi.Get_rank() == 0
     try:
-        bench(launch, rs, nx, ny, dtypes, variants, args)
-    except KeyboardInterrupt:
-        rs.complete = False
-        rs.messages.append("interrupted: the results above were measured before Ctrl-C")
+        with session(rs, args, root=root, watchdog=False):  # --timeout bounds each exchange itself
+            bench(launch, rs, nx, ny, dtypes, variants, args)
+    except (Exception, SystemExit) as e:
+        if launch.mpi is None or launch.mpi.Get_size() == 1:
+            raise
+        abort(launch.mpi, e)
     finally:
         launch.cp.get_default_memory_pool().free_all_blocks()
-    if launch.mpi is not None and launch.mpi.Get_rank() != 0:
+    if not root:
         return 0 if rs.complete else 1
-    from .gpu_common import finish
-
     return finish(rs, args, text)
+
+
+def abort(comm: Any, e: BaseException) -> None:
+    """One rank failed while the others wait for it in a collective: say why
+    (one line) and end every rank, instead of a hang."""
+    import sys
+
+    if not (isinstance(e, SystemExit) and e.code in (0, 1, 2, None) and comm.Get_rank() != 0):
+        what = str(e) if isinstance(e, NodemapError) else f"{type(e).__name__}: {e}"
+        print(f"nodemap bench jacobi: error: rank {comm.Get_rank()}: {what}", file=sys.stderr, flush=True)
+    comm.Abort(2)
 
 
 def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], variants: list[str],
           args: argparse.Namespace) -> None:
+    from . import jacobi_gpu as jgpu
     from .gpu_common import describe, environment, load_topology
 
     cp = launch.cp
@@ -291,15 +299,17 @@ def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], va
     skipped = {v: usable(launch, v, aware) for v in variants}
     rs.messages += [w for w in skipped.values() if w]
     todo = [v for v in variants if not skipped[v] and v != "single"]
-    topo = load_topology(None)[0]
+    topo = load_topology(args.topology)[0]
     gpu = describe(cp, launch.devices[0], topo)
     rs.environment = environment(cp, [gpu]) | {
         "slabs": launch.n, "mode": "mpi" if launch.mpi is not None else "single", "gpus": launch.keys_all,
-        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+        "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
     if launch.mpi is not None:
         rs.environment["mpi"] = mc.library()
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
-    prog = Progress(len(dtypes) * (len(todo) + 3), "jacobi", quiet=args.quiet or not root)
+    prog = Progress(len(dtypes) * (len(todo) + 3), "jacobi", quiet=args.quiet or not root,
+                    stops=launch.mpi is None)  # under MPI a Ctrl-C on one rank must not end its loop alone
     for dtype in dtypes:
         gold = baseline(launch, rs, nx, ny, dtype, gpu, args, prog)
         decomposed(launch, rs, nx, ny, dtype, todo, gold, args, prog)

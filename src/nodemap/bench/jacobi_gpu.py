@@ -22,8 +22,24 @@ from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
 
-ROWS_PER_BLOCK = 32  # rows one thread walks: 2 extra rows read per 32 written
-BLOCK = 256
+# Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
+# rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
+# "256x32" overrides it (benchmarks/jacobi_kernel_sweep.py measures shapes).
+BLOCK, ROWS_PER_BLOCK = 256, 32
+
+
+def block_shape(text: str | None) -> tuple[int, int]:
+    """'256x32' -> (256, 32); the default when unset."""
+    if not text:
+        return BLOCK, ROWS_PER_BLOCK
+    try:
+        b, r = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        b = r = 0
+    if b % 32 or not 32 <= b <= 1024 or r < 1:
+        raise NodemapError(f"NODEMAP_JACOBI_BLOCK={text!r}: give THREADSxROWS, threads a multiple of 32 up to "
+                           "1024, e.g. 256x32")
+    return b, r
 DTYPES = {"fp32": ("float32", 4, "f32"), "fp64": ("float64", 8, "f64")}
 NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
                    "NCCL 2.5): give each rank its own GPU")
@@ -62,6 +78,7 @@ class World:
     mpi: Any = None
     nccl: Any = None
     gpu_keys: list[str] = field(default_factory=list)
+    block: tuple[int, int] = field(default_factory=lambda: block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK")))
 
     def wait(self) -> None:
         """Every stream of this process done."""
@@ -95,12 +112,15 @@ class World:
 # --- allocation ------------------------------------------------------------------
 
 
+HIGHEST_PRIORITY = -100  # CUDA clamps a priority outside the device's range to its nearest end
+
+
 def high_priority_stream(cp: Any) -> Any:
     """The device's highest-priority stream, so boundary rows and their
-    exchange are scheduled before the interior's waiting blocks."""
-    _, greatest = cp.cuda.runtime.deviceGetStreamPriorityRange()
+    exchange are scheduled before the interior's waiting blocks. (CuPy has
+    no cudaDeviceGetStreamPriorityRange; CUDA clamps the value.)"""
     try:
-        return cp.cuda.Stream(non_blocking=True, priority=greatest)
+        return cp.cuda.Stream(non_blocking=True, priority=HIGHEST_PRIORITY)
     except TypeError:  # CuPy < 13 has no priority argument
         return cp.cuda.Stream(non_blocking=True)
 
@@ -167,9 +187,10 @@ def stencil(w: World, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_nor
         return
     cp = w.cp
     fn = _function(cp, s.device, f"jacobi_{DTYPES[s.dtype][2]}")
-    grid = (-(-(s.nx - 2) // BLOCK), -(-(hi - lo) // ROWS_PER_BLOCK))
-    fn(grid, (BLOCK,), (s.bufs[1 - buf], s.bufs[buf], s.norm, cp.int64(s.nx), cp.int32(lo), cp.int32(hi),
-                        cp.int32(ROWS_PER_BLOCK), cp.int32(int(with_norm))), stream=stream)
+    block, rows = w.block
+    grid = (-(-(s.nx - 2) // block), -(-(hi - lo) // rows))
+    fn(grid, (block,), (s.bufs[1 - buf], s.bufs[buf], s.norm, cp.int64(s.nx), cp.int32(lo), cp.int32(hi),
+                        cp.int32(rows), cp.int32(int(with_norm))), stream=stream)
 
 
 _FUNCTIONS: dict[tuple[int, str], Any] = {}

@@ -8,15 +8,15 @@ Each size is labelled with the level the Topology predicts it fits in.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import format_size, parse_size
 from . import hostkernels, placements
-from .harness import Progress
-from .host_memory import check_repeats, emit, environment, free_memory, parse_mem
+
+from .harness import Progress, Stopped, add_shared, check_repeats, finish, session, topology_cautions
+from .host_memory import environment, free_memory, parse_mem
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = """\
@@ -38,13 +38,10 @@ LINE = 64
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", type=int, help="CPU to run on (default: the first allowed CPU)")
-    p.add_argument("--max-size", help="largest working set (default 4x the CPU's largest cache)")
-    p.add_argument("--repeats", type=int, default=3, help="timed repetitions per size (default 3)")
+    p.add_argument("--max-size", metavar="BYTES", help="largest working set (default 4x the CPU's largest cache)")
     p.add_argument("--loads", type=int, default=1 << 20, help="minimum loads per repetition (default 1048576)")
     p.add_argument("--mem", help="NUMA node to place the buffer on (default: first touch, local)")
-    p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
-    p.add_argument("--output", help="also save the ResultSet as JSON to this file")
-    p.add_argument("--input", help="topology file for the cache sizes (default: this machine)")
+    add_shared(p, repeats=3)
 
 
 def cpu_caches(topo: Topology, cpu: int) -> list[tuple[str, int]]:
@@ -72,8 +69,11 @@ def sizes(max_size: int) -> list[int]:
 
 
 def measure(topo: Topology, cpu: int, size: int, reps: int, loads: int, mem_nodes: CpuSet = CpuSet(),
-            benchmark: str = "latency", level: str = "") -> Result:
+            benchmark: str = "latency", level: str = "") -> Result | None:
+    """One working set; None when interrupted before a repetition ended."""
     run = hostkernels.chase(size, cpu, reps=reps, line=LINE, mem_nodes=list(mem_nodes), min_loads=loads)
+    if not run.ns_per_load:
+        return None
     if not run.verified:
         raise NodemapError(f"latency check failed: the chase over {run.nodes} nodes came back after "
                            f"{run.steps_to_return} steps; not reported (memory errors? rerun)")
@@ -88,6 +88,7 @@ def measure(topo: Topology, cpu: int, size: int, reps: int, loads: int, mem_node
         path=f"CPU{cpu} (NUMA{home.format()}) -> {where}",
         path_class=level or ("local" if mem.issubset(home) else "remote"),
         verification=f"chase returned to its start after exactly {run.nodes} steps (one cycle through every node)",
+        notes=(f"interrupted after {len(run.ns_per_load)} of {reps} repetitions",) if run.stopped else (),
     )
 
 
@@ -126,7 +127,7 @@ def latency_table(results: list[Result]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     check_repeats(args.repeats)
-    topo = placements.load_topology(args.input)
+    topo = placements.load_topology(args.topology)
     allowed = placements.usable_cpus(topo)
     cpu = allowed.first() if args.cpu is None else args.cpu
     if cpu not in allowed:
@@ -137,24 +138,25 @@ def run(args: argparse.Namespace) -> int:
     if args.max_size:
         top = parse_size(args.max_size, "--max-size", minimum=MIN_SIZE)
         if free and top > free:
-            raise NodemapError(f"--max-size {args.max_size}: only {free / 2**30:.1f} GiB free; give a smaller size")
+            raise NodemapError(f"--max-size {args.max_size}: only {format_size(free)} free; give a smaller size")
     else:
         top = 4 * max((s for _, s in caches), default=64 << 20)
         top = min(top, int(0.6 * free)) if free else top
-    rs = ResultSet(command="bench latency", environment=environment(topo), messages=list(topo.notes))
+    rs = ResultSet(command="bench latency", environment=environment(topo),
+                   messages=list(topo.notes) + topology_cautions(topo, args.topology))
     if not caches:
         rs.messages.append("cache sizes unknown: working sets are not labelled with levels")
     todo = sizes(top)
-    prog = Progress(len(todo), "latency")
-    try:
+    prog = Progress(len(todo), "latency", quiet=args.quiet)
+    with session(rs, args):
         for s in todo:
             level = predicted_level(caches, s) if caches else ""
-            rs.add(measure(topo, cpu, s, args.repeats, args.loads, mem, level=level))
-            prog.step(f"{format_size(s)}: {rs.results[-1].stats.best:.1f} ns")
-    except KeyboardInterrupt:
-        rs.complete = False
-        print("nodemap bench latency: interrupted, reporting what was measured", file=sys.stderr)
+            r = measure(topo, cpu, s, args.repeats, args.loads, mem, level=level)
+            if r is None:
+                raise Stopped
+            rs.add(r)
+            prog.step(f"{format_size(s)}: {r.stats.best:.1f} ns")
+    prog.close()
     rs.messages += disagreements([(r.params["working_set"], r.params["level"], r.stats.best) for r in rs.results])
     caches_txt = ", ".join(f"{label} {format_size(n)}" for label, n in caches) or "unknown"
-    emit(rs, args, f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results))
-    return 0 if rs.complete else 130
+    return finish(rs, args, lambda rs: f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results))

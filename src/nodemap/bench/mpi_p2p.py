@@ -29,16 +29,17 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import NodemapError
-from ..units import parse_size, parse_sizes
+from ..units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
-from .harness import Progress, repeat
+from . import interrupt
+from .harness import Progress, add_shared, finish, repeat, session
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 TESTS = ("latency", "bw", "bibw")
 BUFFERS = ("HH", "HD", "DH", "DD")
 POISON = 0xFF  # never produced by pattern() (values 0..250)
-ACK_TAG, SYNC_TAG, DATA_TAG = 99, 98, 1
+ACK_TAG, SYNC_TAG, DATA_TAG, STOP_TAG = 99, 98, 1, 97
 SMALL = 8192  # OSU's large-message threshold
 
 
@@ -54,15 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also run every rank pair (first half <-> second half, or node <-> node) at once")
     p.add_argument("--window", type=int, default=64, help="sends per window in bw/bibw (default 64, as OSU)")
     p.add_argument("--chunk", default="1MiB", metavar="BYTES", help="staging chunk for GPU buffers (default 1MiB)")
-    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions per size (default 5)")
     p.add_argument("--iters-scale", type=float, default=1.0, metavar="X",
                    help="scale the per-size iteration counts (default 1; 0.1 for a quick look)")
-    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
-                   help="seconds any one step may wait for its peer before the run ends with exit 2")
-    p.add_argument("--topology", metavar="FILE", help="read NUMA/socket placement from this file")
-    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout (rank 0)")
-    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE (rank 0)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
 
 # --- inputs ---------------------------------------------------------------------
@@ -132,9 +127,12 @@ def mem_available() -> int:
 
 
 def pattern(n: int, seed: int) -> Any:
+    """Byte i is (131 i + 31 seed) mod 251: period 251, so one period is
+    computed and tiled (64 MiB in milliseconds, not seconds)."""
     import numpy as np
 
-    return ((np.arange(n, dtype=np.uint64) * 131 + seed * 31) % 251).astype(np.uint8)
+    period = ((np.arange(251, dtype=np.uint64) * 131 + seed * 31) % 251).astype(np.uint8)
+    return np.resize(period, n)
 
 
 class Endpoint:
@@ -298,6 +296,7 @@ class Side:
     ep: Endpoint
     peer: int
     first: bool  # the sender / ping side
+    stopped: bool = False  # both ranks agreed to stop (Ctrl-C on either)
 
     def sync(self) -> None:
         z = [bytearray(0), self.MPI.BYTE]
@@ -421,8 +420,8 @@ def run(args: argparse.Namespace) -> int:
         places = comm.allgather(mc.my_place(comm, topo))
     need = 2 * max(sizes) * (3 if any("D" in b for b in buffers) else 1)
     if need > mem_available():
-        mc.fail(comm, f"--sizes up to {max(sizes)} B needs {need / 2**30:.2f} GiB of host memory per rank but "
-                      f"only {mem_available() / 2**30:.2f} GiB are available: lower the largest size")
+        mc.fail(comm, f"--sizes up to {format_size(max(sizes))} needs {format_size(need)} of host memory per rank "
+                      f"but only {format_size(mem_available())} are available: lower the largest size")
     rs = ResultSet(command="bench mpi " + " ".join(f"{k}={v}" for k, v in sorted(vars(args).items())
                                                    if not k.startswith("_") and v not in (None, False, [])))
     rs.environment = {"mpi": mc.library(), "ranks": n, "places": [p.__dict__ for p in places]}
@@ -434,21 +433,36 @@ def run(args: argparse.Namespace) -> int:
             places = [dataclasses.replace(p, gpu=k) for p, k in zip(places, comm.allgather(key))]
     pairs = parse_pairs(args.pair, n) if args.pair else mc.interesting_pairs(places)
     plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout)
-    prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0)
-    for a, b, given in pairs:
-        host_cls = given or mc.pair_class(places[a], places[b])
-        for buf in buffers:
-            cls = (gpu_class(topo, places[a], places[b]) or host_cls) if buf == "DD" else host_cls
-            mine = measure_pair(MPI, comm, plan, a, b, buf, aw.aware and aw.proven, prog)
-            _collect(comm, rs, mine, places, a, b, cls, buf, plan.timeout * len(tests) * len(sizes))
-    if args.multirail:
-        mine = multirail(MPI, comm, plan, places)
-        _collect(comm, rs, mine, places, -1, -1, "multirail", "HH", plan.timeout)
+    prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0,
+                    stops=False)  # ranks stop together: at sizes (the pair) and pairs (everyone) below
+    with session(rs, args, root=rank == 0, watchdog=False):  # --timeout bounds each MPI step itself
+        for a, b, given in pairs:
+            host_cls = given or mc.pair_class(places[a], places[b])
+            for buf in buffers:
+                cls = (gpu_class(topo, places[a], places[b]) or host_cls) if buf == "DD" else host_cls
+                mine = measure_pair(MPI, comm, plan, a, b, buf, aw.aware and aw.proven, prog)
+                _collect(comm, rs, mine, places, a, b, cls, buf, plan.timeout * len(tests) * len(sizes))
+                if _all_stop(MPI, comm, plan.timeout):
+                    break
+            if interrupt.requested():
+                break
+        if args.multirail and not interrupt.requested():
+            mine = multirail(MPI, comm, plan, places)
+            _collect(comm, rs, mine, places, -1, -1, "multirail", "HH", plan.timeout)
+    prog.close()
     if rank != 0:
-        return 0
-    from .gpu_common import finish
-
+        return 0 if rs.complete else 130
     return finish(rs, args, text)
+
+
+def _all_stop(MPI: Any, comm: Any, timeout: float) -> bool:
+    """Whether any rank was interrupted; then every rank's flag is set, so
+    all leave their loops at the same point and rank 0 reports."""
+    with mc.deadline(timeout, "the other ranks' stop flags (allreduce)"):
+        stop = bool(comm.allreduce(int(interrupt.requested()), op=MPI.MAX))
+    if stop:
+        interrupt.request()
+    return stop
 
 
 def _topology(path: str | None) -> Any:
@@ -536,11 +550,27 @@ def measure_pair(MPI: Any, comm: Any, plan: Plan, a: int, b: int, buf: str, awar
                 if r is not None:
                     out.append(r)
                 prog.step(f"{test} {buf} {size} B ranks {a},{b}")
+                if side.stopped:
+                    break
+            if side.stopped:
+                break
     finally:
         ep.close()
     with mc.deadline(plan.timeout, "the pair's end (barrier)"):
         comm.Barrier()
     return out
+
+
+def _pair_stop(s: Side) -> bool:
+    """Ctrl-C on either rank of the pair: both stop after the same
+    repetition (exchanged between repetitions, outside the timed loops).
+    The agreed answer stays in `s.stopped` for the callers."""
+    mine = int(interrupt.requested())
+    theirs = s.comm.sendrecv(mine, dest=s.peer, source=s.peer, sendtag=STOP_TAG, recvtag=STOP_TAG)
+    if theirs:
+        interrupt.request()
+    s.stopped = bool(mine or theirs)
+    return s.stopped
 
 
 def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> Result | None:
@@ -549,7 +579,9 @@ def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> 
     w = window_for(plan.window, size)
     s.ep.poison()
     loop = LOOPS[test]
-    times = repeat(lambda: loop(s, size, iters, w), repeats=plan.repeats, warmup=1)
+    times = repeat(lambda: loop(s, size, iters, w), repeats=plan.repeats, warmup=1, stop=lambda: _pair_stop(s))
+    if not times:  # both ranks agreed to stop during the warm-up
+        return None
     receives = test != "bw" or not s.first
     ok = s.ep.check(size, peer + 1) if receives else True
     ok_both = bool(s.comm.sendrecv(ok, dest=peer, source=peer, sendtag=ACK_TAG, recvtag=ACK_TAG)) and ok
@@ -567,6 +599,7 @@ def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> 
         counting=counting(test, w),
         verification="receive buffers poisoned (0xFF) before, compared byte by byte with the sender's pattern "
                      "after, on every receiving rank",
+        notes=(f"interrupted after {len(times)} of {plan.repeats} repetitions",) if len(times) < plan.repeats else (),
     )
 
 
@@ -576,12 +609,14 @@ def _collect(comm: Any, rs: ResultSet, mine: list[Result], places: list[mc.Place
         got = comm.gather([r.to_dict() for r in mine], root=0)
     if got is None:
         return
+    new = []
     for d in (x for part in got for x in part):
         r = Result.from_dict(d)
         if a >= 0:
             path = f"{places[a].label()} -> {places[b].label()}"
             r = _with(r, path=path + _via(r.params.get("transport", "")), path_class=cls)
-        rs.add(r)
+        new.append(r)
+    rs.extend(new)  # saved here (rank 0) when --output names a file
 
 
 def _via(transport: str) -> str:
@@ -664,15 +699,8 @@ def text(rs: ResultSet) -> str:
     rows = []
     for r in rs.results:
         p = r.params
-        rows.append([r.metric, p.get("buffers", ""), p.get("transport", ""), _size(p.get("size", 0)),
+        rows.append([r.metric, p.get("buffers", ""), p.get("transport", ""), format_size(p.get("size", 0)),
                      number(r.stats.best), number(r.stats.median), f"{100 * r.stats.spread:.1f}%", r.unit,
                      r.path_class, r.path])
     return table(["test", "buf", "transport", "size", "best", "median", "spread", "unit", "class", "path"], rows,
                  right=[False] * 3 + [True] * 4 + [False] * 3)
-
-
-def _size(n: int) -> str:
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= f and n % f == 0:
-            return f"{n // f} {unit}"
-    return f"{n} B"

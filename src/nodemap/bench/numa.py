@@ -8,14 +8,13 @@ The SLIT distances of the Topology are printed beside them.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import parse_size
 from . import host_memory, latency, placements
-from .harness import Progress
+from .harness import Progress, Stopped, check_repeats, finish, session, topology_cautions
 from .results import Result, ResultSet
 
 DESCRIPTION = """\
@@ -32,9 +31,16 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", default="triad", help="STREAM kernel of the bandwidth matrix (default triad)")
-    p.add_argument("--latency-size", help="bytes chased for the latency matrix (default 4x the LLC)")
+    p.add_argument("--latency-size", metavar="BYTES", help="bytes chased for the latency matrix (default 4x the LLC)")
     p.add_argument("--no-latency", action="store_true", help="bandwidth matrix only")
     host_memory.add_common(p)
+
+
+def parse_kernel(text: str) -> list[str]:
+    try:
+        return host_memory.parse_kernels(text)
+    except NodemapError as e:  # the option here is --kernel
+        raise NodemapError(str(e).replace("--kernels", "--kernel", 1)) from None
 
 
 def cpu_nodes(topo: Topology, allowed: CpuSet) -> list[tuple[int, tuple[int, ...]]]:
@@ -75,11 +81,11 @@ def _tag(r: Result, i: int, j: int) -> Result:
 
 
 def run(args: argparse.Namespace) -> int:
-    host_memory.check_repeats(args.repeats)
-    kernel = host_memory.parse_kernels(args.kernel)
+    check_repeats(args.repeats)
+    kernel = parse_kernel(args.kernel)
     if len(kernel) != 1:
         raise NodemapError(f"--kernel {args.kernel}: give one kernel of copy,scale,add,triad,sum")
-    topo = placements.load_topology(args.input)
+    topo = placements.load_topology(args.topology)
     allowed = placements.usable_cpus(topo)
     rows = cpu_nodes(topo, allowed)
     cols = mem_nodes(topo)
@@ -87,30 +93,34 @@ def run(args: argparse.Namespace) -> int:
         cols = list(host_memory.parse_mem(topo, args.mem))
     if not rows or not cols:
         raise NodemapError("no NUMA node with both allowed CPUs and memory found; check the cpuset/mems allowed")
-    rs = ResultSet(command="bench numa", environment=host_memory.environment(topo), messages=list(topo.notes))
+    peak, unknown = host_memory.host_peak(args.peak)
+    rs = ResultSet(command="bench numa", environment=host_memory.environment(topo),
+                   messages=list(topo.notes) + topology_cautions(topo, args.topology) + [unknown] * bool(unknown))
     if len(topo.numa_nodes) == 1:
         rs.messages.append("this machine has one NUMA node: the matrices are 1x1")
     skipped = [n.os_index for n in topo.numa_nodes if n.memory == 0]
     if skipped:
         rs.messages.append(f"NUMA nodes {CpuSet(skipped).format()} have no memory: no column for them")
     pairs = [(i, cs, j) for i, cs in rows for j in cols]
-    prog = Progress(len(pairs) * (1 if args.no_latency else 2), "numa")
-    try:
+    prog = Progress(len(pairs) * (1 if args.no_latency else 2), "numa", quiet=args.quiet)
+    with session(rs, args):
         for i, cs, j in pairs:
             n_bytes, notes = host_memory.array_size(topo, CpuSet(cs), CpuSet([j]), args.size)
-            r = host_memory.measure(topo, cs, n_bytes // host_memory.ELEMENT, kernel, args.repeats,
-                                    mem_nodes=CpuSet([j]), benchmark="numa", placement=f"NUMA{i} 1/core")[0]
-            rs.add(_tag(r, i, j))
+            got = host_memory.measure(topo, cs, n_bytes // host_memory.ELEMENT, kernel, args.repeats,
+                                      mem_nodes=CpuSet([j]), benchmark="numa", placement=f"NUMA{i} 1/core", peak=peak)
             rs.messages += [m for m in notes if m not in rs.messages]
-            prog.step(f"bandwidth NUMA{i} -> NUMA{j}: {r.stats.best:.1f} GB/s")
+            if not got:  # interrupted before one repetition ended
+                raise Stopped
+            rs.add(_tag(got[0], i, j))
+            prog.step(f"bandwidth NUMA{i} -> NUMA{j}: {got[0].stats.best:.1f} GB/s")
             if not args.no_latency:
                 size = _latency_size(topo, cs[0], j, args.latency_size)
                 lat = latency.measure(topo, cs[0], size, min(args.repeats, 3), 1 << 20, CpuSet([j]), benchmark="numa")
+                if lat is None:
+                    raise Stopped
                 rs.add(_tag(lat, i, j))
                 prog.step(f"latency NUMA{i} -> NUMA{j}: {lat.stats.best:.1f} ns")
-    except KeyboardInterrupt:
-        rs.complete = False
-        print("nodemap bench numa: interrupted, reporting what was measured", file=sys.stderr)
+    prog.close()
     rnodes = [i for i, _ in rows]
     bw = [r for r in rs.results if r.unit == "GB/s"]
     lat = [r for r in rs.results if r.unit == "ns"]
@@ -119,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_latency:
         parts.append(matrix_text("idle latency, ns", lat, rnodes, cols, lambda r: f"{r.stats.best:.1f}" if r else ""))
     parts.append(slit_text(topo, rnodes, cols))
-    host_memory.emit(rs, args, "\n\n".join(parts))
-    return 0 if rs.complete else 130
+    return finish(rs, args, lambda _: "\n\n".join(parts))
 
 
 def _latency_size(topo: Topology, cpu: int, node: int, text: str | None) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..topology.nvml import NVLINK_GBS
 
-__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak"]
+__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak", "dram_peak", "parse_dimm"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,58 @@ def path_peak(label: str, bandwidth_gbs: float, pcie: Peak | None = None) -> Pea
     if bandwidth_gbs > 0:
         return Peak(bandwidth_gbs, f"{label} PCIe link, {bandwidth_gbs:g} GB/s per direction")
     return None
+
+
+# --- host DRAM --------------------------------------------------------------------
+# SMBIOS type 17 (Memory Device) offsets, DMTF DSP0134 3.x: data width in
+# bits (0x0A), size (0x0C; 0 = empty slot), speed in MT/s (0x15, since 2.3),
+# configured speed (0x20, since 2.7; what the controller really runs).
+DMI_ENTRIES = "sys/firmware/dmi/entries"
+
+
+@dataclass(frozen=True)
+class Dimm:
+    data_bits: int
+    mts: int  # transfers per second, millions (configured speed when known)
+
+
+def parse_dimm(raw: bytes) -> Dimm | None:
+    """A populated DIMM from one raw type-17 record; None for an empty slot
+    or a record too short or unknown to say."""
+    if len(raw) < 0x17 or raw[0] != 17:
+        return None
+    length = raw[1]
+    word = lambda off: int.from_bytes(raw[off:off + 2], "little") if off + 2 <= length else 0  # noqa: E731
+    size, width = word(0x0C), word(0x0A)
+    speed = word(0x20) or word(0x15)
+    if size in (0, 0xFFFF) or width in (0, 0xFFFF) or speed in (0, 0xFFFF):
+        return None
+    return Dimm(width, speed)
+
+
+def dram_peak(root: str = "/") -> Peak | None:
+    """The machine's DRAM peak from its SMBIOS memory records: populated
+    DIMMs x data width x configured speed, assuming one DIMM per channel
+    (two per channel share it: give --peak then). None where unreadable."""
+    import glob
+    import os
+
+    dimms = []
+    for path in sorted(glob.glob(os.path.join(root, DMI_ENTRIES, "17-*", "raw"))):
+        try:
+            with open(path, "rb") as f:
+                d = parse_dimm(f.read(256))
+        except OSError:
+            return None  # root-only on most systems: unknown, not zero
+        if d is not None:
+            dimms.append(d)
+    if not dimms:
+        return None
+    gbs = sum(d.data_bits // 8 * d.mts for d in dimms) / 1000
+    speeds = "/".join(sorted({str(d.mts) for d in dimms}))
+    return Peak(gbs, f"SMBIOS: {len(dimms)} DIMMs x {dimms[0].data_bits} bit x {speeds} MT/s "
+                     "(one DIMM per channel assumed; --peak overrides)")
+
+
+PEAK_UNKNOWN = ("DRAM peak unknown: SMBIOS memory records (/sys/firmware/dmi/entries/17-*) are not readable "
+                "here (root only, or a VM); give it with --peak GB/s (channels x MT/s x 8 B / 1000)")

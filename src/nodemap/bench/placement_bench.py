@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 
 from ..errors import NodemapError
-from .harness import Progress, repeat
+from ..units import format_size, parse_size, parse_sizes
+from .harness import Progress, add_shared, check_repeats, finish, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__
@@ -62,21 +63,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replication", default="0,1%,2%,5%,auto", help="replication settings for the analysis strategy")
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help=f"subset of {','.join(STRATEGIES)} (default: all but no-hints, which can thrash for minutes)")
-    p.add_argument("--iterations", type=int, default=5, help="timed repetitions (default 5)")
+    p.add_argument("--iterations", dest="repeats", type=int, default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)  # the old name of --repeats
     p.add_argument("--gpus", help="CUDA device ordinals to use (default: all visible)")
-    p.add_argument("--json", action="store_true", help="print the ResultSet as JSON")
-    p.add_argument("-o", "--output", help="save the ResultSet (JSON)")
+    add_shared(p, repeats=5)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..placement.planner import Replication
-    from ..units import parse_size, parse_sizes
 
-    cp = _cupy()
-    devices = _devices(cp, args.gpus)
-    if len(devices) < 2:
-        raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
-    table = parse_size(args.table, "--table", minimum=1)
+    table = parse_size(args.table, "--table", minimum=1)  # options first: their errors need no GPU
     if args.row_bytes % 16 or args.row_bytes <= 0:
         raise NodemapError("--row-bytes must be a positive multiple of 16")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -88,6 +84,13 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError(f"--object-bytes must be a multiple of --row-bytes ({args.row_bytes}) and at most the table")
     if not 0.0 <= args.hot_mix <= 1.0:
         raise NodemapError("--hot-mix is a share of lookups: give a number from 0 to 1")
+    chunks = parse_sizes(args.chunks, "--chunks")
+    replications = [Replication.parse(r, "--replication") for r in args.replication.split(",")]
+    check_repeats(args.repeats)
+    cp = _cupy()
+    devices = _devices(cp, args.gpus)
+    if len(devices) < 2:
+        raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
     cfg = Config(
         table=table // obj * obj,
         row_bytes=args.row_bytes,
@@ -95,31 +98,21 @@ def run(args: argparse.Namespace) -> int:
         hot_mix=args.hot_mix,
         object_bytes=obj,
         budget=int(args.budget_fraction * table),
-        chunks=parse_sizes(args.chunks, "--chunks"),
-        replications=[Replication.parse(r, "--replication") for r in args.replication.split(",")],
-        iterations=args.iterations,
+        chunks=chunks,
+        replications=replications,
+        iterations=args.repeats,
         devices=devices,
     )
     rs = ResultSet(command="bench placement")
-    rs.environment = _environment(cp, devices)
+    rs.environment = _environment(cp, devices, args.topology)
     zipfs = [float(z) for z in args.zipf.split(",")]
     steps = len(zipfs) * sum(len(cfg.chunks) * len(cfg.replications) if s == "analysis" else 1 for s in strategies)
-    prog = Progress(steps, "placement")
-    bench = Bench(cp, cfg, args.output)
-    rs.complete = False  # until the last strategy is done: saves in between say so
-    try:
-        with bench:
-            for s in zipfs:
-                bench.run_zipf(s, strategies, rs, prog)
-        rs.complete = True
-    except KeyboardInterrupt:
-        rs.complete = False
-        rs.messages.append("interrupted: results so far")
-    finally:
-        if args.output:
-            rs.save(args.output)
-    _print(rs, args.json)
-    return 0 if rs.complete else 130
+    prog = Progress(steps, "placement", quiet=args.quiet)
+    with session(rs, args), Bench(cp, cfg) as bench:
+        for s in zipfs:
+            bench.run_zipf(s, strategies, rs, prog)
+    prog.close()
+    return finish(rs, args, text)
 
 
 @dataclass
@@ -139,8 +132,8 @@ class Config:
 class Bench:
     """GPU state for one run: module, ballast, keys; one strategy at a time."""
 
-    def __init__(self, cp, cfg: Config, output: str | None = None) -> None:
-        self.cp, self.cfg, self.output = cp, cfg, output
+    def __init__(self, cp, cfg: Config) -> None:
+        self.cp, self.cfg = cp, cfg
         self.rows = cfg.table // cfg.row_bytes
         self.words = cfg.row_bytes // 8
         self.ballast = []
@@ -157,7 +150,7 @@ class Bench:
                 need = self.cfg.table + margin + 4 * self.cfg.lookups * 8
                 if free < need:
                     raise NodemapError(
-                        f"GPU {dev} has {free / 2**30:.1f} GiB free, the run needs {need / 2**30:.1f} GiB: use a smaller --table"
+                        f"GPU {dev} has {format_size(free)} free, the run needs {format_size(need)}: use a smaller --table"
                     )
                 extra = free - need
                 if extra > 0:  # plain cudaMalloc, outside CuPy's pool
@@ -235,9 +228,7 @@ class Bench:
         except NodemapError as e:
             rs.messages.append(f"s={s} {strat}: skipped: {e}")
             return
-        rs.add(r)
-        if self.output:  # a killed run keeps every strategy measured so far
-            rs.save(self.output)
+        rs.add(r)  # the harness saves it: a killed run keeps every strategy measured so far
 
     # --- measurement ---------------------------------------------------------------
     def _measure(self, s, strat, keys, expected, analysis, costs):
@@ -501,35 +492,36 @@ def _devices(cp, spec):
     return devs
 
 
-def _environment(cp, devices):
+def _environment(cp, devices, topology: str | None = None):
+    """Versions and each CUDA device's name and Topology key ("GPU3", from
+    this node or the --topology file)."""
+    from .collectives import gpu_keys
+
     env = {"cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
            "driver": cp.cuda.runtime.driverGetVersion()}
-    for d in devices:
+    for d, key in zip(devices, gpu_keys(cp, devices, topology)):
         env[f"gpu{d}"] = cp.cuda.runtime.getDeviceProperties(d)["name"].decode()
+        env[f"gpu{d}_key"] = key
     return env
 
 
 def _rep_label(rep) -> str:
-    return "auto" if rep.mode == "auto" else (f"{rep.value * 100:g}%" if rep.mode == "fraction" else f"{rep.value / 2**30:g}GiB")
+    return "auto" if rep.mode == "auto" else (f"{rep.value * 100:g}%" if rep.mode == "fraction" else format_size(rep.value))
 
 
-def _print(rs: ResultSet, as_json: bool) -> None:
-    if as_json:
-        print(rs.to_json())
-        return
+def text(rs: ResultSet) -> str:
+    from .report import table
+
     # the two references every strategy is judged against, per exponent
     ref = {(r.params["zipf_s"], r.params["strategy"]): r.stats.median for r in rs.results}
-    print(f"{'strategy':<38} {'s':>4} {'Mlookups/s':>11} {'spread':>7} {'x copies':>8} {'x r-r':>6} "
-          f"{'pred.local':>10} {'meas.local':>10} {'1st it s':>8}")
+    pct = lambda f: "" if f is None else f"{100 * f:.1f}%"  # noqa: E731
+    rows = []
     for r in rs.results:
         p = r.params
-        pl = p.get("predicted_local_fraction")
-        ml = p.get("measured_local_fraction")
         ratios = [ref.get((p["zipf_s"], name)) for name in ("copies", "round-robin")]
-        rtext = [f"{r.stats.median / v:.2f}" if v else "" for v in ratios]
-        print(f"{p['strategy']:<38} {p['zipf_s']:>4} {r.stats.median / 1e6:>11.1f} {100 * r.stats.spread:>6.1f}% "
-              f"{rtext[0]:>8} {rtext[1]:>6} "
-              f"{'' if pl is None else f'{100 * pl:.1f}%':>10} {'' if ml is None else f'{100 * ml:.1f}%':>10} "
-              f"{p['first_iteration_s']:>8.3f}")
-    for m in rs.messages:
-        print(f"note: {m}")
+        rows.append([p["strategy"], p["zipf_s"], f"{r.stats.median / 1e6:.1f}", f"{100 * r.stats.spread:.1f}%",
+                     *[f"{r.stats.median / v:.2f}" if v else "" for v in ratios],
+                     pct(p.get("predicted_local_fraction")), pct(p.get("measured_local_fraction")),
+                     f"{p['first_iteration_s']:.3f}"])
+    return table(["strategy", "s", "Mlookups/s", "spread", "x copies", "x r-r", "pred.local", "meas.local",
+                  "1st it s"], rows, right=[False] + [True] * 8)

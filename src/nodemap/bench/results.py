@@ -137,9 +137,16 @@ class ResultSet:
     complete: bool = True  # False when interrupted (Ctrl-C) or a part failed
     environment: dict[str, Any] = field(default_factory=dict)  # versions, CPU model, GPU driver
     messages: list[str] = field(default_factory=list)  # what was skipped and why
+    # called with the set after every add (the harness saves it there); not saved
+    on_add: Any = field(default=None, repr=False, compare=False)
 
     def add(self, r: Result) -> None:
-        self.results.append(r)
+        self.extend([r])
+
+    def extend(self, results: Iterable[Result]) -> None:
+        self.results.extend(results)
+        if self.on_add is not None:
+            self.on_add(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -29,7 +29,8 @@ from typing import Any, Callable
 from ..errors import NodemapError
 from . import collectives as co
 from . import mpi_common as mc
-from .harness import Progress, repeat
+from ..units import format_size
+from .harness import Progress, Stopped, add_shared, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -48,13 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
     p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals in ring order (default all)")
     p.add_argument("--steps", type=int, default=20, help="exchange steps per timed repetition (default 20)")
-    p.add_argument("--repeats", type=int, default=5, metavar="N", help="timed repetitions (default 5)")
     p.add_argument("--no-overlap", action="store_true", help="skip the compute-overlap measurement")
-    p.add_argument("--timeout", type=float, default=mc.DEFAULT_TIMEOUT_S, metavar="S",
-                   help="seconds one size may take before the run ends with exit 2")
-    p.add_argument("--json", action="store_true", help="print the result set as JSON on stdout")
-    p.add_argument("--output", "-o", metavar="FILE", help="also save the result set (JSON) to FILE")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
 
 def overlap_efficiency(t_comp: float, t_comm: float, t_both: float) -> float:
@@ -344,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes, "--sizes")
     if args.steps < 1 or args.repeats < 1:
         raise NodemapError("--steps and --repeats must be positive")
-    ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True)
+    ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True, topology=args.topology)
     return co.run_on(ctx, lambda c: bench(c, wanted, sizes, args), args, text)
 
 
@@ -363,24 +359,30 @@ def bench(ctx: co.Ctx, wanted: list[str], sizes: list[int], args: Any) -> Result
             rs.messages.append(mc.NOT_AWARE)
     if "peer" in transports:
         rs.messages += enable_peers(ctx)
-    prog = Progress(len(transports) * len(sizes), "ring", quiet=args.quiet or not ctx.is_root())
+    prog = Progress(len(transports) * len(sizes), "ring", quiet=args.quiet or not ctx.is_root(), stops=False)
     path = "periodic ring " + " <-> ".join(ctx.gpu_keys)
-    for size in sizes:
-        fields = make_fields(ctx, size)
-        if ctx.mpi is not None:
-            h = fields[0].h
-            fields[0].host = [_pinned(ctx.cp, h) for _ in range(4)]
-        for t in transports:
-            prog.step(f"{t} halo {size} B")
-            with mc.deadline(args.timeout * 3, f"the ring exchange over {t} at {size} B"):
-                m = measure(ctx, fields, t, args)
-            if m["wrong"]:
-                rs.messages.append(f"{t} at {size} B: {m['wrong']} wrong halo elements: the transport corrupts data")
-                rs.complete = False
-                continue
-            rs.add(result(ctx, t, fields[0].h * WORD, m, path))
-        del fields
-        ctx.cp.get_default_memory_pool().free_all_blocks()
+    failed = False
+    with session(rs, args, root=ctx.is_root(), watchdog=False):
+        for size in sizes:
+            fields = make_fields(ctx, size)
+            if ctx.mpi is not None:
+                h = fields[0].h
+                fields[0].host = [_pinned(ctx.cp, h) for _ in range(4)]
+            for t in transports:
+                prog.step(f"{t} halo {format_size(size)}")
+                with mc.deadline(args.timeout * 3, f"the ring exchange over {t} at {size} B"):
+                    m = measure(ctx, fields, t, args)
+                if m["wrong"]:
+                    rs.messages.append(f"{t} at {size} B: {m['wrong']} wrong halo elements: the transport corrupts data")
+                    failed = True
+                    continue
+                rs.add(result(ctx, t, fields[0].h * WORD, m, path))
+            del fields
+            ctx.cp.get_default_memory_pool().free_all_blocks()
+            if co.stop_agreed(ctx):
+                raise Stopped
+    prog.close()
+    rs.complete = rs.complete and not failed
     return rs
 
 

@@ -42,6 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import NodemapError
+
+    try:
+        import numpy  # noqa: F401  the one dependency of place beyond the base install
+    except ImportError:
+        raise NodemapError("nodemap place needs numpy, which the base install leaves out: "
+                           "pip install 'nodemap[place]' (or pip install numpy)") from None
     from ..placement.counts import AccessCounts
     from ..placement.planner import PlacementPlan, Replication, plan_placement
     from ..units import parse_size

@@ -16,9 +16,13 @@ one. Nothing is changed: `nodemap run` applies the same plan to each rank."""
 
 EPILOG = """\
 examples:
+  nodemap plan                               one rank per GPU (per NUMA domain without GPUs)
   nodemap plan --tasks 8                     one rank per GPU, CPUs/memory/NIC near it
   nodemap plan --tasks 4 --threads 16        4 ranks of 16 OpenMP threads
-  nodemap plan --tasks 2 --nic-rails all     2 ranks, each with every NIC near it
+  nodemap plan --tasks 2                     2 ranks, each with every NIC near it (multi-rail)
+  nodemap plan --tasks 2 --nic-rails 1       ... with one NIC each
+  nodemap plan --tasks 8 --reserve-cores 1   keep core 0 of every socket free
+  nodemap plan --tasks 4 --gpu-ids uuid      GPUs by UUID in CUDA_VISIBLE_DEVICES (MIG)
   nodemap plan --tasks 64 --no-gpus          CPU-only: spread over NUMA domains by PUs
   nodemap plan --tasks 4 --gpu-order index   task k gets GPU k (CPUs still next to it)
   nodemap plan --tasks 8 --env               the environment each rank gets
@@ -47,16 +51,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import NodemapError
     from ..mapping import cliargs, emit
-    from ..mapping.plan import plan
+    from ..mapping.plan import default_tasks, plan
     from ..topology.discover import discover
+    from ..topology.model import replace
 
-    if args.tasks is None:
-        raise NodemapError("--tasks is required for nodemap plan (ranks on this node), e.g. --tasks 8")
-    req = cliargs.request_from_args(args)
     topo = discover(args.input)
+    default = None
+    if args.tasks is None:  # one task per GPU, else per NUMA domain; said below the table
+        n, default = default_tasks(topo, args.no_gpus)
+        req = cliargs.request_from_args(args, n)
+    else:
+        req = cliargs.request_from_args(args)
     p = plan(topo, req)
+    if default:
+        p = replace(p, notes=(default, *p.notes))
     if args.env:
         p = emit.with_env(topo, p)
     line = emit.launch_lines(p, request_args(req))[args.launcher] if args.launcher else None
@@ -146,10 +155,18 @@ def request_args(req) -> list[str]:
     if req.restrict_mems is not None:
         out += ["--mems", req.restrict_mems.format()]
     if req.nic_rails != base.nic_rails:
-        out += ["--nic-rails", "all" if req.nic_rails < 0 else str(req.nic_rails)]
+        out += ["--nic-rails", {-1: "all", -2: "auto"}.get(req.nic_rails, str(req.nic_rails))]
     if req.gpu_order != base.gpu_order:
         out += ["--gpu-order", req.gpu_order]
     if req.oversubscribe:
         out.append("--oversubscribe")
+    if not req.greedy:
+        out.append("--no-greedy")
+    if req.spread_by == "pus":
+        out.append("--no-gpu-match")
+    if req.gpu_ids != base.gpu_ids:
+        out += ["--gpu-ids", req.gpu_ids]
+    if req.reserve_cores:
+        out += ["--reserve-cores", str(req.reserve_cores)]
     return out
 

@@ -32,8 +32,11 @@ examples:
 
   nodemap run --watch -- ./app      record each rank's GPU/host memory over time (nodemap-watch/)
 
---tasks defaults to the launcher's local size. Plans are cached per node for
-10 minutes in $TMPDIR/nodemap-$UID (--no-cache to plan afresh).
+--tasks defaults to the launcher's local size; without a launcher (and
+without --local-rank) nodemap run is one task on the whole allowed node, like
+numactl or likwid-pin. The first rank of a node plans and publishes the plan
+in $TMPDIR/nodemap-$UID (a private folder); the others read it, and later
+steps reuse it for 10 minutes (--no-cache to plan afresh).
 """
 
 
@@ -72,20 +75,31 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
-    lr = localrank.detect(os.environ, args.local_rank, args.local_size)
+    if args.local_rank is None and not localrank.launched(os.environ):
+        # no launcher: like numactl or likwid-pin, one task on the whole allowed node
+        lr = localrank.LocalRank(0, args.local_size or 1, "no launcher: one task")
+    else:
+        lr = localrank.detect(os.environ, args.local_rank, args.local_size)
     tasks = args.tasks or lr.size
     if not tasks:
         raise NodemapError(f"{lr.launcher} does not say how many ranks share this node: pass --local-size N or --tasks N")
     if lr.rank >= tasks:
         raise NodemapError(f"local rank {lr.rank} ({lr.launcher}) but the plan has only {tasks} task(s): "
                            f"pass --tasks {lr.rank + 1} or more, or start fewer ranks per node")
-    plan, cached = node_plan(args, tasks)
+    undone = launch.undo_launcher_binding(os.environ) if not args.input else ""
+    if undone and lr.rank == 0 and args.verbose:
+        print(f"nodemap run: note: {undone}", file=sys.stderr)
+    plan, cached = node_plan(args, tasks, lr.rank)
     task = plan["tasks"][lr.rank]
     final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
     binding = launch.Binding(task["cpu_list"], task["mem_list"], args.mem_policy, plan["node_mem_list"])
     if args.dry_run:
         _print_dry_run(args, lr, plan, task, final, decisions, argv, cached)
         return 0
+    crowded = [n for n in plan.get("notes", []) if "(oversubscribed)" in n]
+    if crowded and lr.rank == 0:
+        print(f"nodemap run: note: {crowded[0]}: {lr.launcher} started more ranks than this node has PUs",
+              file=sys.stderr)
     kept = [d for d in decisions if d["used"] == "user"]
     if kept and lr.rank == 0:
         print("nodemap run: kept your " + ", ".join(f"{d['name']}={d['current']}" for d in kept)
@@ -104,22 +118,21 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def node_plan(args: argparse.Namespace, tasks: int) -> tuple[dict, bool]:
-    """The node's plan as a dict (Plan.to_dict, each task with its env), and whether it was cached."""
-    import time
+def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0) -> tuple[dict, bool]:
+    """The node's plan as a dict (Plan.to_dict, each task with its env), and
+    whether another rank or an earlier step made it: the first rank of the
+    node plans and publishes, the others wait for it and read."""
+    from ..mapping import cliargs, plancache
 
-    from ..mapping import cliargs, launch
-
-    key = None
-    if not args.no_cache:
-        key = launch.fingerprint((cliargs.request_key(args), tasks), args.input, os.environ)
-        hit = launch.load_cached(key, time.time())
-        if hit is not None:
-            return hit, True
-    plan = _plan_node(args, tasks)
-    if key is not None:
-        launch.save_cached(key, plan)
-    return plan, False
+    if args.no_cache:
+        return _plan_node(args, tasks), False
+    key = plancache.fingerprint((cliargs.request_key(args), tasks), args.input, os.environ)
+    try:
+        return plancache.shared_plan(key, lambda: _plan_node(args, tasks))
+    except plancache.Refused as e:
+        if local_rank == 0:
+            print(f"nodemap run: {e}", file=sys.stderr)
+        return _plan_node(args, tasks), False
 
 
 def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
@@ -127,9 +140,14 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     from ..mapping import cliargs, emit
     from ..mapping.plan import plan
     from ..topology.discover import discover
+    from ..topology.model import replace
 
     req = cliargs.request_from_args(args, tasks)
-    topo = discover(args.input, source=_source(args.input))
+    topo = discover(args.input, source=_source(args.input, args.gpu_ids))
+    if args.tasks is None and tasks > len(topo.allowed_cpus) and topo.allowed_cpus == topo.cpuset:
+        # the launcher already started more ranks than the whole node has PUs: they can only share
+        # them (rank 0 says so). A rank the launcher bound sees fewer PUs: that stays an error below.
+        req = replace(req, oversubscribe=True)
     try:
         p = plan(topo, req)
     except NodemapError as e:
@@ -150,12 +168,12 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     return d
 
 
-def _source(input_path) -> str:
-    """sysfs has all the plan needs and is fast; NVML only to resolve GPU UUIDs."""
-    if input_path:
+def _source(input_path, gpu_ids: str = "index") -> str:
+    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs."""
+    if input_path or gpu_ids == "uuid":
         return "auto"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return "auto" if any(e.strip() and not e.strip().isdigit() for e in visible.split(",")) else "sysfs"
+    return "auto" if any(e.strip() and not e.strip().isdecimal() for e in visible.split(",")) else "sysfs"
 
 
 def _summary(task: dict, mem_policy: str) -> str:

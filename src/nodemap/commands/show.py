@@ -23,6 +23,7 @@ examples:
   mpiexec -n 4 nodemap run -- nodemap show        check what nodemap run applied
   srun --cpu-bind=cores nodemap show              check Slurm's own binding
   nodemap show --json                             this process, as JSON
+  mpiexec -n 8 nodemap run -- nodemap show --threads   every OpenMP thread of every rank
 """
 
 
@@ -32,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="give up after S seconds of MPI start-up and gathering (default 60)")
     p.add_argument("--input", metavar="TOPO", help="resolve GPUs and NUMA nodes on a saved node instead of this one")
+    p.add_argument("--threads", action="store_true",
+                   help="also one row per OpenMP thread (like xthi): the OpenMP runtime starts and binds the team "
+                        "from OMP_NUM_THREADS/OMP_PLACES/OMP_PROC_BIND; each thread's CPU and PUs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,15 +44,23 @@ def run(args: argparse.Namespace) -> int:
     from ..mapping import show
     from ..topology.discover import discover
 
+    if not 0 < args.timeout <= 1e6:  # also refuses nan
+        from ..errors import NodemapError
+
+        raise NodemapError(f"--timeout {args.timeout:g} is out of range: give seconds above 0 (default 60)")
     topo = discover(args.input)
-    comm = None if args.no_mpi else _mpi_comm(args.timeout)
+    watch = None if args.no_mpi or not _under_mpi_launcher() else _Watchdog(args.timeout)
+    comm = None if watch is None else _mpi_comm(watch)
     rank = comm.Get_rank() if comm is not None else None
-    row = show.own_row(topo, os.environ, rank)
+    row = show.own_row(topo, os.environ, rank, threads=args.threads)
     if comm is None:
+        if watch is not None:
+            watch.stop()
         _print(args, show.judge([row], topo), show)
         return 0
-    with _watchdog(args.timeout, "gathering the rows of all ranks"):
-        rows = comm.gather(row, root=0)
+    watch.next("gathering the rows of all ranks")
+    rows = comm.gather(row, root=0)
+    watch.stop()
     if rows is not None:
         _print(args, show.judge(rows, topo), show)
     return 0
@@ -71,45 +83,70 @@ def _under_mpi_launcher() -> bool:
     return localrank.launched(os.environ)
 
 
-def _mpi_comm(timeout: float):
-    """COMM_WORLD when an MPI launcher started us and mpi4py imports; else None."""
-    if not _under_mpi_launcher():
-        return None
+def _mpi_comm(watch: "_Watchdog"):
+    """COMM_WORLD when mpi4py imports; else None."""
     try:
         import mpi4py
     except ImportError:
         return None
     mpi4py.rc.threads = False
-    with _watchdog(timeout, "starting MPI (MPI_Init)"):
-        from mpi4py import MPI
+    from mpi4py import MPI  # MPI_Init: bounded by the watchdog
+
     return MPI.COMM_WORLD
 
 
-class _watchdog:
-    """Ends the process with a message if the block takes longer than `seconds`.
+class _Watchdog:
+    """A forked child that kills this process if a step takes more than
+    `seconds`, after printing one line naming the step.
 
-    MPI calls cannot be interrupted from Python; a timer thread exiting the
-    whole process is the only bound on them.
+    Not a thread: MPI_Init and blocking MPI calls hold the GIL, so a timer
+    thread never runs while they hang. Forked before MPI starts (forking
+    an MPI process is unsafe); told of each next step, and of the end, over
+    a pipe: EOF (also when this process dies) ends it quietly.
     """
 
-    def __init__(self, seconds: float, what: str) -> None:
-        self.seconds, self.what = seconds, what
-
-    def __enter__(self):
-        import threading
-
-        self.timer = threading.Timer(self.seconds, self._expire)
-        self.timer.daemon = True
-        self.timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.timer.cancel()
-
-    def _expire(self) -> None:
+    def __init__(self, seconds: float, what: str = "starting MPI (MPI_Init)") -> None:
         import os
-        import sys
 
-        print(f"nodemap show: error: {self.what} took more than {self.seconds:g} s: check the MPI launch "
-              "(or pass --no-mpi)", file=sys.stderr, flush=True)
-        os._exit(2)
+        self.seconds = seconds
+        r, self.w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the watchdog: never returns
+            code = 0
+            try:
+                os.close(self.w)
+                self._watch(r, os.getppid(), what)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(r)
+        self.pid = pid
+
+    def _watch(self, r: int, parent: int, what: str) -> None:
+        import os
+        import select
+        import signal
+
+        os.close(1)  # the launcher waits for stdout's EOF: never hold it
+        while True:
+            if not select.select([r], [], [], self.seconds)[0]:
+                os.write(2, f"nodemap show: error: {what} took more than {self.seconds:g} s: check that every rank "
+                            "starts (the launch command, the MPI library), or pass --no-mpi\n".encode())
+                os.kill(parent, signal.SIGKILL)
+                return
+            step = os.read(r, 256)
+            if not step:
+                return
+            what = step.decode()
+
+    def next(self, what: str) -> None:
+        import os
+
+        os.write(self.w, what.encode()[:256])
+
+    def stop(self) -> None:
+        import os
+
+        os.close(self.w)
+        os.waitpid(self.pid, 0)

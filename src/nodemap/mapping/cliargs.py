@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # argparse only for --help and errors (nodemap.fastargs)
 
 # dest names of the request options, in the order they affect a plan
 REQUEST_DESTS = ("tasks", "threads", "gpus_per_task", "smt", "cpus", "mems", "nic_rails", "no_gpus",
-                 "gpu_order", "oversubscribe", "input")
+                 "gpu_order", "oversubscribe", "no_greedy", "no_gpu_match", "gpu_ids", "reserve_cores", "input")
+GPU_IDS = ("index", "uuid", "pci")
 
 
 def add_request_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,12 +27,24 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                    help="hardware threads per core to use (default: 1 unless needed)")
     g.add_argument("--cpus", metavar="LIST", help="only these PUs, e.g. 0-15,32-47")
     g.add_argument("--mems", metavar="LIST", help="only the CPUs of these NUMA nodes, e.g. 0,1")
-    g.add_argument("--nic-rails", default="1", metavar="K|all",
-                   help="NICs per task (default 1; all: every equally near NIC)")
+    g.add_argument("--nic-rails", default="auto", metavar="K|all|auto",
+                   help="NICs per task (default auto: every nearest NIC when the node has more NICs than tasks, "
+                        "else one, balanced; 1: one NIC each; all: every equally near NIC)")
     g.add_argument("--no-gpus", action="store_true", help="ignore GPUs: spread by PUs")
     g.add_argument("--gpu-order", choices=("locality", "index"), default="locality",
                    help="index: task k gets GPU k (default: by locality)")
     g.add_argument("--oversubscribe", action="store_true", help="let tasks share PUs when tasks > PUs")
+    g.add_argument("--no-greedy", action="store_true",
+                   help="fewer tasks than GPU/NUMA domains: one domain per task, spread evenly (default: each task "
+                        "takes a run of domains)")
+    g.add_argument("--no-gpu-match", action="store_true",
+                   help="spread tasks over NUMA domains by PUs, not by where the GPUs are (GPUs still go to the "
+                        "tasks of their domain; mpibind's gpu_optim=0)")
+    g.add_argument("--gpu-ids", choices=GPU_IDS, default="index",
+                   help="how CUDA_VISIBLE_DEVICES names GPUs: index (PCI order, default), uuid (needed with MIG; "
+                        "needs NVML), pci (indexes, plus NODEMAP_GPU_PCI with PCI bus ids)")
+    g.add_argument("--reserve-cores", type=int, default=0, metavar="K",
+                   help="keep the first K cores of every socket free of tasks (system daemons, progress threads)")
     g.add_argument("--input", metavar="TOPO", help="a saved node (hwloc XML, sysfs snapshot, nodemap JSON)")
 
 
@@ -40,11 +53,15 @@ def request_key(args: argparse.Namespace) -> tuple:
     return tuple((d, getattr(args, d, None)) for d in REQUEST_DESTS)
 
 
+MAX_COUNT = 1 << 20  # threads, GPUs, SMT per task
+MAX_TASKS = 1 << 14  # tasks per node: twice Linux's largest NR_CPUS
+
+
 def request_from_args(args: argparse.Namespace, tasks: int | None = None):
     """A Request from parsed options; `tasks` fills in when --tasks is absent."""
     from ..errors import InputError
     from ..topology.cpuset import CpuSet, CpuSetError
-    from .request import Request
+    from .request import RAILS_AUTO, Request
 
     def cpuset(flag: str, text):
         try:
@@ -52,20 +69,24 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None):
         except CpuSetError as e:
             raise InputError(flag, f"{e} (write a list like 0-3,8-11)") from None
 
-    def count(flag: str, value, least: int):
-        if value is not None and value < least:
-            raise InputError(flag, f"{value} is out of range (at least {least})")
+    def count(flag: str, value, least: int, most: int = MAX_COUNT):
+        # more per node is a typo, and planning it would eat memory (a plan
+        # of 2^20 tasks needs over 1 GiB)
+        if value is not None and not least <= value <= most:
+            raise InputError(flag, f"{str(value)[:30]} is out of range ({least} to {most}, nodemap's limit per node)")
         return value
 
     rails = str(args.nic_rails)
-    if rails != "all" and not rails.isdigit():
-        raise InputError("--nic-rails", f"{rails!r} is not a count or 'all'")
+    if rails not in ("all", "auto") and not (rails.isascii() and rails.isdigit() and len(rails) < 7):
+        raise InputError("--nic-rails", f"{rails[:30]!r} is not a count, 'all' or 'auto'")
     n = args.tasks if args.tasks is not None else tasks
     return Request(
-        tasks=count("--tasks", n, 1) if n is not None else 0,
+        tasks=count("--tasks", n, 1, MAX_TASKS) if n is not None else 0,
         threads=count("--threads", args.threads, 0),
         gpus_per_task=0 if args.no_gpus else count("--gpus-per-task", args.gpus_per_task, -1),
         smt=count("--smt", args.smt, 0),
         restrict_cpus=cpuset("--cpus", args.cpus), restrict_mems=cpuset("--mems", args.mems),
-        nic_rails=-1 if rails == "all" else int(rails), gpu_order=args.gpu_order,
-        oversubscribe=args.oversubscribe)
+        nic_rails={"all": -1, "auto": RAILS_AUTO}.get(rails) or int(rails), gpu_order=args.gpu_order,
+        oversubscribe=args.oversubscribe, greedy=not args.no_greedy,
+        spread_by="pus" if args.no_gpu_match else "auto", gpu_ids=args.gpu_ids,
+        reserve_cores=count("--reserve-cores", args.reserve_cores, 0))

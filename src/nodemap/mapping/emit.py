@@ -11,7 +11,9 @@ Choices (docs/mapping.md, "Launch", says why in full):
   and nested teams stay next to their parent thread.
 - RDMA NICs as device:port with the first ACTIVE port (UCX_NET_DEVICES);
   NCCL_IB_HCA gets the same list behind "=" (exact names: plain "mlx5_1"
-  would also match mlx5_10..19).
+  would also match mlx5_10..19). A task with several RDMA NICs (multi-rail)
+  also gets UCX_MAX_RNDV_RAILS and UCX_MAX_EAGER_RAILS = their count: UCX
+  uses 2 rails for rendezvous and 1 for eager messages by default.
 - Slingshot (cxi) NICs: MPICH_OFI_NIC_POLICY=GPU for tasks with GPUs (Cray
   MPICH then picks the NIC nearest the GPU, the planner's choice), NUMA
   otherwise; libfabric is left to pick the device.
@@ -35,7 +37,7 @@ RDMA_KINDS = ("InfiniBand", "Ethernet", "OmniPath")
 
 def task_env(topo, plan, task) -> list[tuple[str, str]]:
     """The environment `task` (a TaskBinding of `plan`) should run with."""
-    env = _gpu_env(topo, task.gpus)
+    env = _gpu_env(topo, task.gpus, getattr(plan.request, "gpu_ids", "index"))
     env += [("OMP_NUM_THREADS", str(task.threads)),
             ("OMP_PLACES", omp_places(task.places or tuple(_singletons(task.cpus)))),
             ("OMP_PROC_BIND", "close")]
@@ -67,14 +69,27 @@ def _singletons(cpus):
     return (CpuSet((c,)) for c in cpus)
 
 
-def _gpu_env(topo, indexes) -> list[tuple[str, str]]:
+def _gpu_env(topo, indexes, ids: str = "index") -> list[tuple[str, str]]:
     gpus = [topo.gpu(i) for i in indexes]
     by_vendor: dict[str, list] = {}
     for g in gpus:
         by_vendor.setdefault(g.vendor.upper(), []).append(g)
-    env = []
+    # nodemap's own record of the planned GPUs (physical indexes): `nodemap show` checks against it
+    env = [("NODEMAP_GPUS", _ids(gpus))] if gpus else []
     if "NVIDIA" in by_vendor:
-        env += [("CUDA_VISIBLE_DEVICES", _ids(by_vendor["NVIDIA"])), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+        nv = by_vendor["NVIDIA"]
+        if ids == "uuid":
+            missing = [g.index for g in nv if not g.uuid]
+            if missing:
+                from ..errors import NodemapError
+
+                raise NodemapError(f"--gpu-ids uuid: GPU {_ids([topo.gpu(i) for i in missing])} has no UUID in "
+                                   "this topology; install nvidia-ml-py (NVML) or use --gpu-ids index")
+            env += [("CUDA_VISIBLE_DEVICES", ",".join(g.uuid for g in nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+        else:
+            env += [("CUDA_VISIBLE_DEVICES", _ids(nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+        if ids == "pci":  # CUDA takes only indexes or UUIDs; codes that open GPUs by bus id read this
+            env.append(("NODEMAP_GPU_PCI", ",".join(g.pci_bus_id for g in nv)))
     if "AMD" in by_vendor:
         amd = by_vendor["AMD"]
         ids = ",".join(g.uuid for g in amd) if all(g.uuid for g in amd) else _ids(amd)
@@ -94,6 +109,8 @@ def _nic_env(topo, task) -> list[tuple[str, str]]:
     env = [("NODEMAP_NIC", ",".join(n.name for n in nics))] if nics else []
     if ports:
         env += [("UCX_NET_DEVICES", ",".join(ports)), ("NCCL_IB_HCA", "=" + ",".join(ports))]
+    if len(ports) > 1:  # UCX uses 1 rail for eager and 2 for rendezvous by default: use them all
+        env += [("UCX_MAX_RNDV_RAILS", str(len(ports))), ("UCX_MAX_EAGER_RAILS", str(len(ports)))]
     if any(n.kind == "Slingshot" for n in nics):
         env.append(("MPICH_OFI_NIC_POLICY", "GPU" if task.gpus else "NUMA"))
     return env

@@ -5,22 +5,17 @@ The only code in nodemap that changes a process: CPU affinity
 library; kept across exec by the kernel), environment, then execvpe, so
 the application keeps this PID and its exit code and signals are its own.
 
-Every rank of every job runs this path, so it imports little. Planning a
-node costs more than Python's start-up (reading sysfs, building the
-Topology), so a plan is cached per node in a private directory, keyed by
-everything it depends on (see `fingerprint`) and trusted for CACHE_TTL s.
+Every rank of every job runs this path, so it imports little. The plan
+itself is made once per node and shared (nodemap.mapping.plancache).
 """
 
 from __future__ import annotations
 
-import marshal
 import os
 import sys
 
 from ..errors import NodemapError
 
-CACHE_SCHEMA = "nodemap.runcache/1"
-CACHE_TTL = 600.0  # s: long enough for every rank and step of a job, short enough to see hardware change
 MEM_POLICIES = ("bind", "preferred", "none")
 
 
@@ -38,6 +33,34 @@ class Binding:
         self.mems = sorted(mems)
         self.mem_policy = mem_policy
         self.node_mems = sorted(node_mems)
+
+
+def undo_launcher_binding(env) -> str:
+    """Widen this rank's CPU affinity back to its parent's when the launcher
+    bound it, so that every rank plans the same node; returns a note ("" if
+    nothing was done).
+
+    Open MPI binds ranks by default (to cores for 2 ranks, to sockets for
+    more) and says so in OMPI_MCA_orte_bound_at_launch; its ranks are
+    children of mpirun or its daemon, which are not bound. nodemap run
+    binds the rank itself a moment later. Without that variable a narrow
+    affinity is taken as the user's choice (taskset, a cgroup).
+    """
+    if not env.get("OMPI_MCA_orte_bound_at_launch"):
+        return ""
+    mine = os.sched_getaffinity(0)
+    try:
+        parent = os.sched_getaffinity(os.getppid())
+    except OSError:
+        return ""
+    if not mine < parent:
+        return ""
+    try:
+        os.sched_setaffinity(0, parent)
+    except OSError:
+        return ""
+    return ("Open MPI bound the ranks (its default); nodemap run binds them itself "
+            "(mpirun --bind-to none avoids the double work)")
 
 
 def apply(binding: Binding) -> list[str]:
@@ -81,6 +104,9 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], befor
     before_exec: called last before the exec (nodemap run --watch forks its monitor there)."""
     if not argv:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
+    if not argv[0] or "\0" in argv[0]:
+        raise NodemapError(f"the application name {argv[0]!r} is empty or holds a NUL byte: give a program after --, "
+                           "e.g. nodemap run -- ./app args")
     apply(binding)
     full = dict(os.environ)
     full.update(env)
@@ -88,133 +114,53 @@ def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], befor
     sys.stderr.flush()
     if before_exec is not None:
         before_exec()
+    _default_signals()  # after the --watch monitor forked: it stays a Python process
     try:
         os.execvpe(argv[0], argv, full)
-    except OSError as e:
-        err = NodemapError(f"cannot run {argv[0]!r}: {e.strerror} (check the path and that it is executable)")
+    except (OSError, ValueError) as e:
+        err = NodemapError(f"cannot run {argv[0]!r}: {_exec_problem(argv[0], e, full)}")
         err.exit_code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes
         raise err from None
+
+
+def _exec_problem(prog: str, e: Exception, env: dict[str, str]) -> str:
+    """Why exec failed, in words: execve says ENOENT both for a missing
+    program and for a script whose #! interpreter is missing."""
+    if not isinstance(e, OSError):
+        return f"{e} (check the arguments after --)"
+    import shutil
+
+    found = shutil.which(prog, path=env.get("PATH", os.defpath)) if "/" not in prog else prog
+    if isinstance(e, FileNotFoundError) and found and os.path.isfile(found):
+        try:
+            with open(found, "rb") as f:
+                head = f.readline(256)
+        except OSError:
+            head = b""
+        if head.startswith(b"#!"):
+            interp = head[2:].strip().split(b" ")[0].decode("utf-8", "replace")
+            return f"its interpreter {interp!r} (the script's #! line) does not exist: install it or fix the #! line"
+    return f"{e.strerror} (check the path and that it is executable)"
+
+
+def _default_signals() -> None:
+    """Undo what Python did to signals at start-up, which exec would keep.
+
+    Python ignores SIGPIPE and SIGXFSZ (the set subprocess restores): an
+    application exec'd with them ignored gets EPIPE instead of dying in
+    `app | head`. Ignored dispositions we did not make (nohup's SIGHUP, a
+    background job's SIGINT) stay; the signal mask is emptied. `_signal`,
+    not `signal`: the wrapper's imports cost every rank ~1 ms.
+    """
+    import _signal
+
+    for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
 
 
 def _list(items) -> str:
     from ..topology.cpuset import CpuSet
 
     return CpuSet(items).format()
-
-
-# --- plan cache ------------------------------------------------------------------------
-
-
-def fingerprint(request_key, input_path: str | None, env) -> str:
-    """Everything a node's plan depends on for this process, as one text.
-
-    The request, nodemap's version, the boot, the online CPUs, this
-    process's allowed CPUs and memory nodes (cgroup and affinity), the
-    device-visibility variables, RDMA port states and, with --input, the
-    file's identity. Any change gives another key.
-    """
-    from .. import __version__
-
-    parts = [CACHE_SCHEMA, __version__, repr(request_key), _read("/proc/sys/kernel/random/boot_id"),
-             _read("/sys/devices/system/cpu/online"), repr(sorted(os.sched_getaffinity(0))),
-             _mems_allowed()]
-    parts += [f"{k}={env.get(k)}" for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ROCR_VISIBLE_DEVICES",
-                                              "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")]
-    parts += _port_states()
-    if input_path:
-        st = os.stat(input_path)
-        parts.append(f"{os.path.abspath(input_path)}:{st.st_size}:{st.st_mtime_ns}")
-    return "\n".join(parts)
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _mems_allowed() -> str:
-    for line in _read("/proc/self/status").splitlines():
-        if line.startswith("Mems_allowed_list:"):
-            return line
-    return ""
-
-
-def _port_states() -> list[str]:
-    base = "/sys/class/infiniband"
-    out = []
-    try:
-        devs = sorted(os.listdir(base))
-    except OSError:
-        return out
-    for d in devs:
-        try:
-            ports = sorted(os.listdir(f"{base}/{d}/ports"))
-        except OSError:
-            continue
-        out += [f"{d}:{p}:{_read(f'{base}/{d}/ports/{p}/state')}" for p in ports]
-    return out
-
-
-def cache_dir() -> str | None:
-    """A directory only this user can write, or None (no caching)."""
-    d = os.environ.get("NODEMAP_CACHE_DIR") or os.path.join(os.environ.get("TMPDIR") or "/tmp",
-                                                           f"nodemap-{os.getuid()}")
-    try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        st = os.stat(d)
-    except OSError:
-        return None
-    # someone else's directory in a shared /tmp could feed us a plan
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return None
-    return d
-
-
-def _cache_file(d: str, key: str) -> str:
-    # zlib, not hashlib: the name only spreads keys (the file holds the full
-    # key and is checked), and hashlib's OpenSSL load costs ~5 ms per rank
-    import zlib
-
-    b = key.encode()
-    return os.path.join(d, f"plan-{zlib.crc32(b):08x}{zlib.adler32(b):08x}.bin")
-
-
-def load_cached(key: str, now: float) -> dict | None:
-    d = cache_dir()
-    if d is None:
-        return None
-    path = _cache_file(d, key)
-    try:
-        if now - os.stat(path).st_mtime > CACHE_TTL:
-            return None
-        with open(path, "rb") as f:
-            data = marshal.load(f)
-    except (OSError, ValueError, EOFError, TypeError):
-        return None
-    ok = isinstance(data, dict) and data.get("cache") == CACHE_SCHEMA and data.get("key") == key
-    return data if ok else None
-
-
-def save_cached(key: str, data: dict) -> None:
-    """Atomic write (ranks of a node race to save the same plan); failures are ignored.
-
-    marshal, not json: it needs no import (~3 ms per rank); the file is only
-    ever read back from a directory no one else can write.
-    """
-    d = cache_dir()
-    if d is None:
-        return
-    path = _cache_file(d, key)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            marshal.dump({**data, "cache": CACHE_SCHEMA, "key": key}, f)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass

@@ -96,10 +96,15 @@ def _from_env(env: Mapping[str, str]) -> LocalRank | None:
 
 def _int(env: Mapping[str, str], name: str) -> int:
     text = env[name].strip()
-    if not text.isdigit():
-        raise NodemapError(f"{name}={env[name]!r} is not a non-negative integer: fix the launcher's "
-                           f"environment or {OVERRIDE_HINT}")
+    # isdecimal, not isdigit: "²" is a digit that int() refuses
+    if not text.isdecimal() or not text.isascii() or len(text) > 9:
+        raise NodemapError(f"{name}={_cut(env[name])} is not a non-negative integer below 10^9: fix the "
+                           f"launcher's environment or {OVERRIDE_HINT}")
     return int(text)
+
+
+def _cut(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + f"... ({len(text)} characters)"
 
 
 def _flux_size(env: Mapping[str, str]) -> int:
@@ -122,7 +127,8 @@ def _slurm_size(env: Mapping[str, str]) -> int:
     return counts[node]
 
 
-_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+_ITEM = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,12})\))?$")
+MAX_NODES = 1 << 20  # nodes a tasks-per-node list may describe
 
 
 def tasks_per_node(text: str) -> list[int]:
@@ -131,7 +137,11 @@ def tasks_per_node(text: str) -> list[int]:
     for item in text.split(","):
         m = _ITEM.match(item.strip())
         if not m:
-            raise NodemapError(f"cannot read Slurm tasks per node {text!r} (expected e.g. '2(x3),1'): "
+            raise NodemapError(f"cannot read Slurm tasks per node {_cut(text)} (expected e.g. '2(x3),1'): "
                                f"{OVERRIDE_HINT}")
-        out += [int(m.group(1))] * int(m.group(2) or 1)
+        repeat = int(m.group(2) or 1)
+        if len(out) + repeat > MAX_NODES:
+            raise NodemapError(f"Slurm tasks per node {_cut(text)} describe more than {MAX_NODES} nodes: "
+                               f"fix the launcher's environment or {OVERRIDE_HINT}")
+        out += [int(m.group(1))] * repeat
     return out

@@ -22,20 +22,21 @@ from ..topology.model import Topology, replace
 from . import devices, hierarchy
 from .devices import GpuInfo
 from .hierarchy import Domain, mask_of
-from .request import Plan, Request, TaskBinding
+from .request import RAILS_AUTO, Plan, Request, TaskBinding
 from .spread import apportion, blocks, split_balanced
 
-__all__ = ["plan"]
+__all__ = ["plan", "default_tasks"]
 
 _from_mask = CpuSet.from_mask
 
 
 class _Group:
-    __slots__ = ("domains", "ntasks")
+    __slots__ = ("domains", "ntasks", "home")
 
     def __init__(self, domains: list[Domain], ntasks: int) -> None:
         self.domains = domains
         self.ntasks = ntasks
+        self.home = domains  # the domains whose GPUs it gets (a wide task's extension brings none)
 
 
 class _Task:
@@ -65,7 +66,7 @@ def plan(topo: Topology, req: Request) -> Plan:
             f"--gpus-per-task {req.gpus_per_task} but this node has {len(gpus)} visible GPU(s); "
             f"use --gpus-per-task {len(gpus)} or fewer" + (" (or --no-gpus)" if not gpus else ""))
     homes = _gpu_homes(doms, gpus, notes)
-    groups = _groups(doms, homes, req, notes)
+    groups = _widen_to_threads(topo, _groups(doms, homes, req, notes), doms, req, notes)
     tasks = [t for gi, g in enumerate(groups) for t in _split(g, gi, req, doms)]
     if req.oversubscribe and req.tasks > npus:
         notes.append(f"{req.tasks} tasks share {npus} PUs (oversubscribed)")
@@ -89,9 +90,11 @@ def _check_request(req: Request) -> None:
         (req.threads < 0, f"--threads must be 0 (auto) or more (got {req.threads})"),
         (req.smt < 0, f"--smt must be 0 (auto) or more (got {req.smt})"),
         (req.gpus_per_task < -1, f"--gpus-per-task must be -1 (auto), 0 or more (got {req.gpus_per_task})"),
-        (req.nic_rails < -1, f"--nic-rails must be a count or 'all' (got {req.nic_rails})"),
+        (req.nic_rails < RAILS_AUTO, f"--nic-rails must be a count, 'all' or 'auto' (got {req.nic_rails})"),
         (req.spread_by not in ("auto", "gpus", "pus"), f"spread_by must be auto, gpus or pus (got {req.spread_by!r})"),
         (req.gpu_order not in ("locality", "index"), f"--gpu-order must be locality or index (got {req.gpu_order!r})"),
+        (req.gpu_ids not in ("index", "uuid", "pci"), f"--gpu-ids must be index, uuid or pci (got {req.gpu_ids!r})"),
+        (req.reserve_cores < 0, f"--reserve-cores must be 0 or more (got {req.reserve_cores})"),
     ]
     for wrong, msg in bad:
         if wrong:
@@ -104,10 +107,25 @@ def _allowed_cpus(topo: Topology) -> CpuSet:
     return mask_of(pus) if not pus or min(pus) >= 0 else topo.allowed_cpus
 
 
+def default_tasks(topo: Topology, no_gpus: bool = False) -> tuple[int, str]:
+    """Tasks when none are asked for, and a note saying so: one per visible
+    GPU whose NUMA node holds allowed PUs, else one per such NUMA node."""
+    allowed = topo.allowed_cpus
+    if not no_gpus:
+        n = len([g for g in devices.gpu_infos(topo)
+                 if g.home < 0 or not topo.numa(g.home).cpuset.isdisjoint(allowed)])
+        if n:
+            return n, f"no --tasks: one task per GPU ({n}); pass --tasks N for another count"
+    n = max(len(topo.numa_of(allowed)), 1)
+    return n, f"no --tasks: one task per NUMA domain ({n}{', no GPU' if not no_gpus else ''}); pass --tasks N"
+
+
 def _usable(topo: Topology, req: Request, notes: list[str]) -> CpuSet:
     allowed = _allowed_cpus(topo)
     if not allowed:
         raise NodemapError("the topology has no online, allowed PU; check the input (or the cgroup cpuset)")
+    if req.reserve_cores:
+        allowed = _reserve(topo, allowed, req.reserve_cores, notes)
     usable = allowed
     if req.restrict_cpus is not None:
         outside = req.restrict_cpus - topo.cpuset
@@ -132,6 +150,25 @@ def _usable(topo: Topology, req: Request, notes: list[str]) -> CpuSet:
                                f"(usable: {usable}); pick nodes with CPUs, e.g. {topo.numa_of(usable)}")
         usable = usable & cpus
     return usable
+
+
+def _reserve(topo: Topology, allowed: CpuSet, k: int, notes: list[str]) -> CpuSet:
+    """`allowed` without the PUs of the first k cores (by first PU) of every
+    package: left to the system (daemons, MPI progress threads)."""
+    kept = []
+    for pkg in topo.packages:
+        cores = sorted((c.cpuset for c in topo.cores if c.cpuset.issubset(pkg.cpuset) and not c.cpuset.isdisjoint(
+            allowed)), key=lambda cs: cs.first())
+        kept += cores[:k]
+    if not topo.packages:  # no package information: the node is one socket
+        kept = sorted((c.cpuset for c in topo.cores if not c.cpuset.isdisjoint(allowed)), key=lambda cs: cs.first())[:k]
+    reserved = CpuSet.union_all(kept) & allowed
+    left = allowed - reserved
+    if not left:
+        raise NodemapError(f"--reserve-cores {k} leaves no PU for tasks (reserved {reserved.format()}); "
+                           "reserve fewer cores")
+    notes.append(f"--reserve-cores {k}: PUs {reserved.format()} kept free of tasks")
+    return left
 
 
 # --- 2-3. tasks over domains -------------------------------------------------------
@@ -207,6 +244,42 @@ def _widen(spans: list[tuple[int, int]], doms: list[Domain]) -> list[tuple[int, 
     return [span if span[0] == span[1] else wide for span, wide in zip(spans, out)]
 
 
+def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], req: Request,
+                      notes: list[str]) -> list[_Group]:
+    """A lone task that needs more cores than its domains hold (--threads T
+    at one PU per core, or T/smt cores with --smt) extends over the nearest
+    domains no task uses (NUMA distance, then the same package), instead of
+    crowding hardware threads while those domains idle. It keeps its GPUs."""
+    if not req.threads:
+        return groups
+    used = {id(d) for g in groups for d in g.domains}
+    free = [d for d in doms if id(d) not in used]
+    per_core = req.smt or 1
+    for g in groups:
+        need = -(-req.threads // per_core)
+        have = sum(len(d.cores) for d in g.domains)
+        if g.ntasks != 1 or have >= need or not free:
+            continue
+        base = g.domains[0]
+        free.sort(key=lambda d: _nearness(topo, base, d, doms))
+        added = []
+        while free and have < need:
+            d = free.pop(0)
+            added.append(d)
+            have += len(d.cores)
+        g.home = list(g.domains)
+        g.domains = sorted(g.domains + added, key=doms.index)
+        notes.append(f"a task of {req.threads} threads extends over NUMA node(s) "
+                     f"{_ranges([d.numa for d in added])} (nearest to {base.numa}); its GPUs stay")
+    return groups
+
+
+def _nearness(topo: Topology, a: Domain, b: Domain, doms: list[Domain]) -> tuple:
+    d = topo.distance(a.numa, b.numa) if a.numa >= 0 and b.numa >= 0 else None
+    return (d if d is not None else 1 << 20, a.package != b.package, abs(doms.index(a) - doms.index(b)),
+            doms.index(b))
+
+
 # --- 4. CPUs within a domain -----------------------------------------------------
 
 
@@ -215,15 +288,44 @@ def _split(g: _Group, gi: int, req: Request, doms: list[Domain]) -> list[_Task]:
     k = g.ntasks
     if k == 1:
         return [_task(cores, _span_name(g.domains, doms), gi, req)]
-    d = g.domains[0]
-    for lv in d.levels:
-        if len(lv.starts) >= k:
-            ends = lv.starts[1:] + [len(cores)]
-            return [_task(cores[lv.starts[a]:ends[b - 1]], lv.name, gi, req) for a, b in blocks(len(lv.starts), k)]
     if len(cores) >= k:
-        return [_task(cores[a:b], "Core", gi, req) for a, b in blocks(len(cores), k)]
+        cut = _cut(0, len(cores), k, g.domains[0].levels)
+        sizes = [b - a for a, b, _ in cut] if cut else []
+        if not cut or max(sizes) - min(sizes) > 1:  # uneven objects (a partly allowed cache): plain cores
+            cut = [(a, b, "Core") for a, b in blocks(len(cores), k)]
+        return [_task(cores[a:b], name, gi, req) for a, b, name in cut]
     leaves = [p for c in cores for p in c]
     return [_Task(leaves[a:b], [leaves[a:b]], "PU", gi) for a, b in blocks(len(leaves), k)]
+
+
+def _cut(lo: int, hi: int, k: int, levels: list, name: str = "Core") -> list[tuple[int, int, str]] | None:
+    """k runs of the cores lo..hi, sizes differing by at most one core, each
+    inside as few cache/group objects as possible: a level is used only when
+    its objects divide evenly among the tasks (m objects, k tasks: m/k each)
+    or the tasks among them (k/m tasks in each, cut again inside); otherwise
+    the next finer level, and at last plain cores. (lo, hi, level name) each."""
+    if k > hi - lo:
+        return None
+    if k == 1:
+        return [(lo, hi, name)]
+    for i, lv in enumerate(levels):
+        starts = [s for s in lv.starts if lo < s < hi]
+        m = len(starts) + 1
+        if m == 1:
+            continue
+        bounds = [lo, *starts, hi]
+        if m % k == 0:
+            per = m // k
+            return [(bounds[j * per], bounds[(j + 1) * per], lv.name) for j in range(k)]
+        if k % m == 0:
+            out: list[tuple[int, int, str]] = []
+            for a, b in zip(bounds, bounds[1:]):
+                part = _cut(a, b, k // m, levels[i + 1:], lv.name)
+                if part is None:
+                    return None
+                out += part
+            return out
+    return [(lo + a, lo + b, "Core") for a, b in blocks(hi - lo, k)]
 
 
 def _span_name(span: list[Domain], doms: list[Domain]) -> str:
@@ -275,30 +377,48 @@ def _places(t: _Task, threads: int) -> tuple[CpuSet, ...]:
 
 def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: list[_Task],
                homes: list[int], gpus: list[GpuInfo], req: Request, notes: list[str]) -> list[tuple[int, ...]]:
-    out: list[tuple[int, ...]] = []
-    bare = []
     per = req.gpus_per_task
     load = {x.gpu.index: 0 for x in gpus}  # tasks per GPU so far: borrowing spreads over them
     by_group: list[list[_Task]] = [[] for _ in groups]
     for t in tasks:
         by_group[t.group].append(t)
-    for g, mine in zip(groups, by_group):
-        ids = {id(d) for d in g.domains}
-        pool = [x for x, h in zip(gpus, homes) if h >= 0 and id(doms[h]) in ids]
+    pools = []
+    for g in groups:
+        ids = {id(d) for d in g.home}
+        pools.append([x for x, h in zip(gpus, homes) if h >= 0 and id(doms[h]) in ids])
+    dealt: list[list[tuple[int, ...]]] = [[] for _ in groups]
+    # Groups served at home first: borrowers then see every GPU's final home load.
+    for gi in sorted(range(len(groups)), key=lambda gi: per > len(pools[gi])):
+        pool, mine = pools[gi], by_group[gi]
         if per > 0:
             pool.sort(key=lambda x: (load[x.gpu.index], x.sort_key))
-        if per > len(pool):  # not enough at home: borrow the nearest, least used
-            others = [x for x in gpus if x not in pool]
-            pool += _nearest(topo, g.domains[0].numa, others, per - len(pool), load)
-        dealt = devices.deal([t.cpuset for t in mine], pool, per)
-        for d in dealt:
+        if per > len(pool):
+            dealt[gi] = _borrow(topo, groups[gi].home[0].numa, pool, gpus, per, mine, load)
+            continue
+        dealt[gi] = devices.deal([t.cpuset for t in mine], pool, per)
+        for d in dealt[gi]:
             for i in d:
                 load[i] += 1
-        bare += [len(out) + i for i, d in enumerate(dealt) if not d]
-        out += dealt
+    out = [d for ds in dealt for d in ds]
+    bare = [i for i, d in enumerate(out) if not d]
     if bare and gpus and per != 0:
         notes.append(f"task(s) {_ranges(bare)} have no GPU in their NUMA domain; "
                      "--gpus-per-task 1 gives them the nearest one")
+    return out
+
+
+def _borrow(topo: Topology, numa: int, pool: list[GpuInfo], gpus: list[GpuInfo], per: int, mine: list[_Task],
+            load: dict[int, int]) -> list[tuple[int, ...]]:
+    """Too few GPUs at home for --gpus-per-task: each task, in turn, takes
+    the home ones and borrows the rest from the nearest (NUMA distance), the
+    least used among equally near ones, so borrowers spread over them."""
+    others = [x for x in gpus if x not in pool]
+    out = []
+    for _ in mine:
+        pick = tuple(sorted(x.gpu.index for x in pool + _nearest(topo, numa, others, per - len(pool), load)))
+        for i in pick:
+            load[i] += 1
+        out.append(pick)
     return out
 
 
@@ -314,10 +434,13 @@ def _bind(topo: Topology, groups: list[_Group], tasks: list[_Task], task_gpus: l
           gpus: list[GpuInfo], req: Request, notes: list[str]) -> list[TaskBinding]:
     nics = devices.fabric_nics(topo) if req.nic_rails else []
     devices.check_rails(req.nic_rails, nics)
+    rails = req.nic_rails
+    if rails == RAILS_AUTO:  # multi-rail when NICs outnumber tasks: each task all its nearest NICs
+        rails = -1 if req.tasks < len(nics) else 1
     chooser = devices.NicChooser(topo, nics, _package_of(topo), gpus)
     group_mems = [_mems(topo, g.domains, None) if len(g.domains) == 1 else None for g in groups]
     mems = [group_mems[t.group] or _mems(topo, groups[t.group].domains, t.cpuset) for t in tasks]
-    task_nics = chooser.choose_all(list(zip(task_gpus, mems)), req.nic_rails)
+    task_nics = chooser.choose_all(list(zip(task_gpus, mems)), rails)
     out = []
     for i, t in enumerate(tasks):
         threads = req.threads or len(t.cpus)

@@ -18,6 +18,7 @@ from ..topology.model import _Record
 # the classes' generation cost ~20 ms of every `nodemap run` launch.
 
 PLAN_SCHEMA = "nodemap.plan/1"
+RAILS_AUTO = -2  # nic_rails: every nearest NIC when the node has more NICs than tasks, else one
 
 
 class Request(_Record):
@@ -27,19 +28,22 @@ class Request(_Record):
     smt: int = 0  # hardware threads per core to use; 0 = 1, or the fewest that give every thread a PU
     restrict_cpus: CpuSet | None = None  # only these PUs (always intersected with the allowed set)
     restrict_mems: CpuSet | None = None  # only these NUMA nodes
-    nic_rails: int = 1  # NICs per task; 0 = none, -1 = all equally near NICs
+    nic_rails: int = RAILS_AUTO  # NICs per task; 0 none, -1 all equally near, -2 auto (all when NICs > tasks)
     spread_by: str = "auto"  # "auto" (GPUs when there are GPUs, else PUs), "gpus", "pus"
     gpu_order: str = "locality"  # "locality" or "index" (GPU k to task k, for codes that assume it)
     oversubscribe: bool = False  # allow tasks to share PUs when tasks > PUs
     greedy: bool = True  # fewer tasks than GPU/NUMA domains: each takes a run of domains (else one each)
+    gpu_ids: str = "index"  # how CUDA_VISIBLE_DEVICES names GPUs: "index", "uuid" or "pci" (index + NODEMAP_GPU_PCI)
+    reserve_cores: int = 0  # the first K cores of every package are kept free of tasks
 
     def __init__(self, tasks: int, threads: int = 0, gpus_per_task: int = -1, smt: int = 0,
-                 restrict_cpus: CpuSet | None = None, restrict_mems: CpuSet | None = None, nic_rails: int = 1,
+                 restrict_cpus: CpuSet | None = None, restrict_mems: CpuSet | None = None, nic_rails: int = RAILS_AUTO,
                  spread_by: str = "auto", gpu_order: str = "locality", oversubscribe: bool = False,
-                 greedy: bool = True) -> None:
+                 greedy: bool = True, gpu_ids: str = "index", reserve_cores: int = 0) -> None:
         self.__dict__.update(tasks=tasks, threads=threads, gpus_per_task=gpus_per_task, smt=smt,
                              restrict_cpus=restrict_cpus, restrict_mems=restrict_mems, nic_rails=nic_rails,
-                             spread_by=spread_by, gpu_order=gpu_order, oversubscribe=oversubscribe, greedy=greedy)
+                             spread_by=spread_by, gpu_order=gpu_order, oversubscribe=oversubscribe, greedy=greedy,
+                             gpu_ids=gpu_ids, reserve_cores=reserve_cores)
 
 
 class TaskBinding(_Record):

@@ -22,8 +22,9 @@ GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TAS
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
-def own_row(topo, env: Mapping[str, str], rank: int | None = None) -> dict[str, Any]:
-    """This process's binding as a JSON-ready dict (verdicts come from `judge`)."""
+def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool = False) -> dict[str, Any]:
+    """This process's binding as a JSON-ready dict (verdicts come from `judge`);
+    with `threads`, also one entry per OpenMP thread (nodemap.mapping.threads)."""
     from .. import native
     from . import localrank
 
@@ -37,7 +38,8 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None) -> dict[str, 
         cpu = native.current_cpu()
     except Exception as e:  # no native library (NodemapError) or a refused call: say so, keep reporting
         mode, nodes, cpu = f"unknown ({e})", [], -1
-    return {
+    gpus, gpu_note = visible_gpus_checked(topo, env)
+    row = {
         "host": socket.gethostname(),
         "rank": rank if rank is not None else _global_rank(env),
         "local_rank": local,
@@ -46,36 +48,54 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None) -> dict[str, 
         "cpu": cpu,
         "mem_policy": mode,
         "mem_nodes": CpuSet(nodes).format(),
-        "gpus": visible_gpus(topo, env),
+        "gpus": gpus,
+        "gpu_note": gpu_note,
+        "planned_gpus": env.get("NODEMAP_GPUS"),
         "nic_env": {k: env[k] for k in NIC_VARS if k in env},
         "thread_env": {k: env[k] for k in THREAD_VARS if k in env},
         "verdicts": [],
     }
+    if threads:  # after the process's own binding is read: the runtime binds this thread too
+        from . import threads as omp
+
+        row["threads"], row["threads_note"] = omp.openmp_rows()
+    return row
 
 
 def _global_rank(env: Mapping[str, str]) -> int:
     for k in GLOBAL_RANK_VARS:
-        if env.get(k, "").isdigit():
+        if env.get(k, "").isdecimal() and len(env[k]) < 10:
             return int(env[k])
     return 0
 
 
 def visible_gpus(topo, env: Mapping[str, str]) -> list[dict[str, Any]]:
     """The GPUs this environment lets CUDA/ROCm see, by physical index, with UUID and NUMA node."""
+    return visible_gpus_checked(topo, env)[0]
+
+
+def visible_gpus_checked(topo, env: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
+    """visible_gpus, and what is wrong with the variables ("" if nothing):
+    an entry that names no GPU of this node (CUDA ignores it and every later one)."""
     from ..topology import paths
     from ..topology.nvml import parse_visible
 
     out = []
+    notes = []
     for vendor, var in (("NVIDIA", "CUDA_VISIBLE_DEVICES"), ("AMD", "ROCR_VISIBLE_DEVICES")):
         gpus = [g for g in topo.gpus if g.vendor.upper() == vendor]
         if not gpus:
+            if env.get(var, "").strip(" ,"):
+                notes.append(f"{var}={env[var]} names GPUs but this node has no {vendor} GPU")
             continue
-        shown, _ = parse_visible(env.get(var), gpus)
+        shown, note = parse_visible(env.get(var), gpus)
+        if note:
+            notes.append(note.replace("CUDA_VISIBLE_DEVICES", var))
         for g in sorted(gpus, key=lambda g: g.index):
             if shown is None or g.index in shown:
                 numa = paths.device_numa(topo, g.key)
                 out.append({"index": g.index, "uuid": g.uuid, "numa": numa, "vendor": g.vendor})
-    return out
+    return out, "; ".join(notes)
 
 
 def judge(rows: list[dict[str, Any]], topo) -> list[dict[str, Any]]:
@@ -94,8 +114,20 @@ def _own_verdicts(r: dict[str, Any], topo) -> list[str]:
         out.append(f"GPU {g['index']} (NUMA {g['numa']}) is not local to the rank's CPUs (NUMA {homes.format()})")
     if len(homes) > 1:
         out.append(f"CPUs span NUMA domains {homes.format()}")
+    if r.get("gpu_note"):
+        out.append(r["gpu_note"])
+    planned = r.get("planned_gpus")
+    if planned is not None:
+        seen = ",".join(str(g["index"]) for g in sorted(r["gpus"], key=lambda g: g["index"]))
+        if seen != ",".join(sorted(planned.split(","), key=lambda x: int(x) if x.isdecimal() else -1)):
+            out.append(f"sees GPU(s) {seen or 'none'}, the plan gave {planned} (NODEMAP_GPUS): "
+                       "CUDA_VISIBLE_DEVICES was changed after nodemap run")
+    if r.get("threads"):
+        from .threads import verdicts
+
+        out += verdicts(r["threads"], set(cpus))
     threads = r["thread_env"].get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > len(cpus):
+    if threads.isdecimal() and len(threads) < 10 and int(threads) > len(cpus):
         out.append(f"{threads} threads on {len(cpus)} PU(s)")
     return out
 
@@ -133,5 +165,26 @@ def table(rows: list[dict[str, Any]]) -> str:
         mem = f"{r['mem_policy']}:{r['mem_nodes']}" if r["mem_nodes"] else r["mem_policy"]
         lines.append((r["host"], str(r["rank"]), str(r["local_rank"]), r["cpus"], str(r["cpu"]), mem, gpus, nic,
                       threads, "; ".join(r["verdicts"]) or "ok"))
-    widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
+    text = _columns(lines)
+    if any("threads" in r for r in rows):
+        text += "\n" + thread_table(rows)
+    return text
+
+
+def _columns(lines: list[tuple[str, ...]]) -> str:
+    widths = [max(len(l[i]) for l in lines) for i in range(len(lines[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip() for l in lines) + "\n"
+
+
+def thread_table(rows: list[dict[str, Any]]) -> str:
+    """One line per OpenMP thread of every rank (like xthi): where it runs now
+    and where it may run."""
+    lines = [("host", "rank", "thread", "tid", "on", "PUs")]
+    notes = set()
+    for r in sort_rows(rows):
+        for t in r.get("threads", []):
+            lines.append((r["host"], str(r["rank"]), str(t["thread"]), str(t["tid"]), str(t["cpu"]),
+                          CpuSet(t["cpus"]).format()))
+        if r.get("threads_note"):
+            notes.add(r["threads_note"])
+    return _columns(lines) + "".join(f"note: {n}\n" for n in sorted(notes))

@@ -36,9 +36,11 @@ ENV_KEYS = ("UCX_TLS", "UCX_CUDA_IPC_CACHE", "UCX_RNDV_THRESH", "NV_ACC_MEM_MANA
             "PGI_ACC_MEM_MANAGE", "NV_ACC_POOL_SIZE", "CUPY_GPU_MEMORY_LIMIT", "PYTORCH_CUDA_ALLOC_CONF",
             "PYTORCH_NO_CUDA_MEMORY_CACHING", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE",
             "OMPI_MCA_pml", "MPICH_GPU_SUPPORT_ENABLED", "CUDA_VISIBLE_DEVICES")
-# shared libraries that say which runtime allocates (read from /proc/PID/maps a few times)
-LIB_MARKS = ("libucp", "libuct_cuda", "libucx", "libacc", "libnvhpcatm", "libcudafor", "libcupy", "cupy_backends",
-             "libtorch_cuda", "libc10_cuda", "libnccl", "libcudart", "libmpi", "libjax", "libxla", "libtensorflow")
+# where a mapped file's path says which runtime allocates: (text in the path, name recorded)
+LIB_MARKS = (("libucp", "libucp"), ("libuct_cuda", "libuct_cuda"), ("libacc", "libacc"), ("libnvhpcatm", "libnvhpcatm"),
+             ("libcudafor", "libcudafor"), ("/cupy_backends/", "cupy"), ("/cupy/", "cupy"),
+             ("libtorch_cuda", "libtorch_cuda"), ("libc10_cuda", "libc10_cuda"), ("libnccl", "libnccl"),
+             ("libcudart", "libcudart"), ("libmpi", "libmpi"), ("/jaxlib/", "jax"), ("libtensorflow", "libtensorflow"))
 LIB_SCANS = (1.0, 5.0, 30.0, 120.0)  # s after start: runtimes load late (dlopen)
 PR_SET_PDEATHSIG = 1
 ENV_WATCH_DIR = "NODEMAP_WATCH_DIR"
@@ -289,14 +291,15 @@ def _meminfo() -> dict[str, int]:
 
 
 def _libs(tree: list[int]) -> set[str]:
+    """Which runtimes the application loaded (read a few times: /proc/PID/maps takes the mm lock)."""
     found = set()
     for pid in tree[:16]:
         try:
             with open(f"/proc/{pid}/maps") as f:
                 for line in f:
-                    name = line.rsplit("/", 1)[-1].strip()
-                    if name and any(m in name for m in LIB_MARKS):
-                        found.add(name.split(".so")[0])
+                    if "/" in line:
+                        path = line[line.index("/"):]
+                        found.update(name for mark, name in LIB_MARKS if mark in path)
         except OSError:
             pass
     return found

@@ -372,8 +372,15 @@ class _open_npz:
     def __enter__(self):
         try:
             self.z = np.load(self.path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:
             raise NodemapError(f"{self.path}: cannot read ({e})") from None
+        if not hasattr(self.z, "files"):
+            raise NodemapError(f"{self.path}: a single .npy array, not an .npz archive of named arrays")
+        try:
+            _check_declared_sizes(self.path, self.z)
+        except BaseException:
+            self.z.close()
+            raise
         missing = [k for k in self.required if k not in self.z.files]
         if missing:
             self.z.close()
@@ -382,3 +389,50 @@ class _open_npz:
 
     def __exit__(self, *exc) -> None:
         self.z.close()
+
+
+# Arrays of one .npz: 1 GiB of int64 counts is 16M chunks on 8 GPUs, 32 TB
+# of data in 2 MiB chunks; the planner needs a few times the counts.
+MAX_NPZ_BYTES = 1 << 30
+
+
+def _check_declared_sizes(path, z) -> None:
+    """Refuse an .npz whose arrays would not fit before loading them: a
+    2 MB file of zeros can declare 2 GiB. The sizes come from each .npy
+    header (shape x item size); the limit is MAX_NPZ_BYTES, half of the
+    memory available now, and half of this process's address-space limit."""
+    import zipfile
+
+    declared = 0
+    for info in z.zip.infolist():
+        if not info.filename.endswith(".npy"):
+            continue
+        try:
+            with z.zip.open(info) as f:
+                version = np.lib.format.read_magic(f)
+                shape, _, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0(f))
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+            raise NodemapError(f"{path}: cannot read array {info.filename[:60]!r} ({str(e)[:200]})") from None
+        declared += int(np.prod(shape, dtype=object)) * dtype.itemsize
+    limit = _memory_limit()
+    if declared > limit:
+        raise NodemapError(f"{path}: its arrays declare {declared / (1 << 30):.1f} GiB, more than nodemap loads "
+                           f"here ({limit / (1 << 30):.1f} GiB: the least of 1 GiB, half the free memory, half the "
+                           "address-space limit): "
+                           "profile with a larger chunk size, or check the file")
+
+
+def _memory_limit() -> int:
+    import os
+    import resource
+
+    limit = MAX_NPZ_BYTES
+    try:
+        limit = min(limit, os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (ValueError, OSError):
+        pass
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        limit = min(limit, soft // 2)
+    return limit

@@ -12,63 +12,79 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import, more than `nodemap topo` 
 if TYPE_CHECKING:
     from typing import Iterable, Iterator
 
-__all__ = ["CpuSet", "CpuSetError"]
+__all__ = ["CpuSet", "CpuSetError", "MAX_INDEX"]
 
 
 class CpuSetError(ValueError):
     """A CPU/NUMA list or mask that cannot be parsed."""
 
 
+# OS indexes above this are refused: no machine numbers CPUs or NUMA nodes so
+# high (Linux's NR_CPUS tops out at 8192), and a set is a bitmask, so one
+# index of 4e9 written in ten characters would cost 500 MB.
+MAX_INDEX = (1 << 20) - 1
+LIMIT_TEXT = f"nodemap's limit is {MAX_INDEX} (2^20 - 1)"
+# Members written by one list, counting repeats: sysfs lists never overlap,
+# so this only stops "0-1048575,0-1048575,..." from costing text x 2^20.
+_MAX_WRITTEN = 4 << 20
+_TO_BITS = bytes.maketrans(b"\x00\x01", b"01")
+
+
 class CpuSet:
     __slots__ = ("_mask",)
 
     def __init__(self, items: Iterable[int] = ()) -> None:
-        mask = 0
+        items = items if isinstance(items, (list, tuple, range)) else list(items)
         for i in items:
             if i < 0:
                 raise CpuSetError(f"negative index {i} in a CPU set")
-            mask |= 1 << i
-        self._mask = mask
+            if i > MAX_INDEX:
+                raise CpuSetError(f"index {i} in a CPU set is too large: {LIMIT_TEXT}")
+        if len(items) <= 64:
+            mask = 0
+            for i in items:
+                mask |= 1 << i
+            self._mask = mask
+            return
+        flags = bytearray(max(items) + 1)  # many members: one pass, not one big-int OR each
+        for i in items:
+            flags[i] = 1
+        self._mask = _flags_to_mask(flags)
 
     # --- construction -------------------------------------------------
     @classmethod
     def from_mask(cls, mask: int) -> "CpuSet":
         if mask < 0:
             raise CpuSetError("negative mask")
+        if mask.bit_length() > MAX_INDEX + 1:
+            raise CpuSetError(f"a CPU set reaching index {mask.bit_length() - 1} is too large: {LIMIT_TEXT}")
         s = cls.__new__(cls)
         s._mask = mask
         return s
 
     @classmethod
     def parse(cls, text: str) -> "CpuSet":
-        """Parse list syntax: "0-3,8-11", "0-15:2" (stride), "" (empty)."""
+        """Parse list syntax: "0-3,8-11", "0-15:2" (stride), "" (empty).
+
+        Time is linear in the text plus the members written (each part
+        marks a byte array, built into the mask once), and indexes above
+        MAX_INDEX are refused before anything is allocated.
+        """
         text = text.strip()
-        mask = 0
         if not text:
             return cls.from_mask(0)
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                raise CpuSetError(f"empty element in CPU list {text!r}")
-            stride = 1
-            if ":" in part:
-                part, _, s = part.partition(":")
-                stride = _int(s, text)
-                if stride <= 0:
-                    raise CpuSetError(f"stride must be positive in {text!r}")
-            if "-" in part:
-                lo_s, _, hi_s = part.partition("-")
-                lo, hi = _int(lo_s, text), _int(hi_s, text)
-                if hi < lo:
-                    raise CpuSetError(f"descending range {part!r} in {text!r}")
-                if stride == 1:
-                    mask |= ((1 << (hi - lo + 1)) - 1) << lo
-                else:
-                    for i in range(lo, hi + 1, stride):
-                        mask |= 1 << i
-            else:
-                mask |= 1 << _int(part, text)
-        return cls.from_mask(mask)
+        parts = [_part(p, text) for p in text.split(",")]
+        if len(parts) == 1 and parts[0][2] == 1:  # the common "0-63": one big-int expression
+            lo, hi, _ = parts[0]
+            return cls.from_mask(((1 << (hi - lo + 1)) - 1) << lo)
+        if sum((hi - lo) // stride + 1 for lo, hi, stride in parts) > _MAX_WRITTEN:
+            raise CpuSetError(f"CPU list {_cut(text)} repeats itself: over {_MAX_WRITTEN} members written "
+                              "(write each range once)")
+        flags = bytearray(max(hi for _, hi, _ in parts) + 1)
+        for lo, hi, stride in parts:
+            count = (hi - lo) // stride + 1
+            flags[lo:hi + 1:stride] = b"\x01" * count
+        return cls.from_mask(_flags_to_mask(flags))
 
     @classmethod
     def parse_mask(cls, text: str) -> "CpuSet":
@@ -77,29 +93,25 @@ class CpuSet:
         hwloc writes "0xf...f,,0x..." style infinite sets as "0xf...f"; a
         leading run of 'f' words in hwloc means "and all beyond", which we
         cannot hold, so such sets are truncated to the words written.
+        Linear in the text: the words are padded to 8 digits and read as one
+        number (shifting a growing mask per word was quadratic).
         """
         text = text.strip()
         if not text:
             return cls.from_mask(0)
-        words = text.split(",")
-        joined = "".join(words)
-        if len(joined) == 8 * len(words) and "x" not in joined and "X" not in joined:
-            try:  # sysfs: every word 8 hex digits, so the words simply concatenate
-                return cls.from_mask(int(joined, 16))
-            except ValueError:
-                pass  # a bad digit: the loop below names the error
-        mask = 0
-        for word in words:
+        words = []
+        split = text.split(",")
+        for word in split:
             word = word.strip()
-            if word.lower().startswith("0x"):
+            if word[:2] in ("0x", "0X"):
                 word = word[2:]
-            if word == "":
-                word = "0"
-            try:
-                val = int(word, 16)
-            except ValueError:
-                raise CpuSetError(f"bad hex mask {text!r}") from None
-            mask = (mask << 32) | val
+            word = word.lstrip("0")
+            if len(word) > 8 and len(split) > 1 or not all(c in _HEX for c in word):
+                raise CpuSetError(f"bad hex mask {_cut(text)}: {_cut(word)} is not a 32-bit hex word")
+            words.append(word.rjust(8, "0"))
+        mask = int("".join(words), 16)
+        if mask.bit_length() > MAX_INDEX + 1:
+            raise CpuSetError(f"hex mask {_cut(text)} reaches index {mask.bit_length() - 1}: {LIMIT_TEXT}")
         return cls.from_mask(mask)
 
     # --- views ----------------------------------------------------------
@@ -108,11 +120,8 @@ class CpuSet:
         return self._mask
 
     def __iter__(self) -> Iterator[int]:
-        m = self._mask
-        while m:
-            low = m & -m
-            yield low.bit_length() - 1
-            m ^= low
+        for a, b in self.ranges():
+            yield from range(a, b + 1)
 
     def __len__(self) -> int:
         return self._mask.bit_count()
@@ -171,17 +180,16 @@ class CpuSet:
 
     # --- formatting -------------------------------------------------------
     def ranges(self) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        m = self._mask
-        base = 0
-        while m:
-            tz = (m & -m).bit_length() - 1
-            m >>= tz
-            base += tz
-            run = (~m & (m + 1)).bit_length() - 1  # length of the run of ones
-            out.append((base, base + run - 1))
-            m >>= run
-            base += run
+        # runs of "1" in the binary text, lowest bit first: linear in the
+        # mask (shifting the mask per run was quadratic on 2^19 runs)
+        bits = bin(self._mask)[:1:-1]
+        out = []
+        a = bits.find("1")
+        while a >= 0:
+            b = bits.find("0", a)
+            b = len(bits) if b < 0 else b
+            out.append((a, b - 1))
+            a = bits.find("1", b)
         return out
 
     def format(self) -> str:
@@ -205,8 +213,50 @@ class CpuSet:
         return f"CpuSet('{self.format()}')"
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+_DIGITS = frozenset("0123456789")
+
+
+def _part(part: str, whole: str) -> tuple[int, int, int]:
+    """One element of a list: (lo, hi, stride)."""
+    part = part.strip()
+    if not part:
+        raise CpuSetError(f"empty element in CPU list {_cut(whole)}")
+    stride = 1
+    if ":" in part:
+        part, _, s = part.partition(":")
+        stride = _int(s, whole)
+        if stride <= 0:
+            raise CpuSetError(f"stride must be positive in {_cut(whole)}")
+    if "-" in part:
+        lo_s, _, hi_s = part.partition("-")
+        lo, hi = _int(lo_s, whole), _int(hi_s, whole)
+        if hi < lo:
+            raise CpuSetError(f"descending range {_cut(part)} in {_cut(whole)}")
+    else:
+        lo = hi = _int(part, whole)
+    return lo, hi, stride
+
+
 def _int(s: str, whole: str) -> int:
+    """A decimal index within MAX_INDEX. ASCII digits only: "²".isdigit()
+    is true but int() refuses it; the length is checked before int(), which
+    refuses more than 4300 digits with its own error."""
     s = s.strip()
-    if not s.isdigit():
-        raise CpuSetError(f"bad CPU list {whole!r}: {s!r} is not a number")
-    return int(s)
+    if not s or not all(c in _DIGITS for c in s):
+        raise CpuSetError(f"bad CPU list {_cut(whole)}: {_cut(s)} is not a number")
+    digits = s.lstrip("0")
+    if len(digits) > 7 or int(digits or "0") > MAX_INDEX:
+        raise CpuSetError(f"CPU index {_cut(s)} in {_cut(whole)} is too large: {LIMIT_TEXT}")
+    return int(digits or "0")
+
+
+def _flags_to_mask(flags: bytearray) -> int:
+    # one byte per index -> "0"/"1" text, highest first -> int: linear
+    return int(bytes(flags[::-1]).translate(_TO_BITS), 2) if flags else 0
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    """repr of text, cut to `limit` characters: a 64 MB value must not
+    become a 64 MB error line."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"

@@ -11,6 +11,7 @@ Topology.source; elsewhere it reads through hwloc's lstopo.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from ..errors import InputError, NodemapError
@@ -34,17 +35,39 @@ def discover(input: str | os.PathLike | None = None, source: str = "auto") -> To
 # --- files -----------------------------------------------------------------
 
 
+MAX_INPUT = 256 << 20  # bytes of one input file: a 16k-PU node's hwloc XML is tens of MB
+
+
 def sniff(path: str) -> str:
     """What a path holds: "sysfs-dir", "tarball", "xml" or "json"."""
-    if not os.path.exists(path):
-        raise InputError(path, f"no such file or directory ({_HINT})")
-    if os.path.isdir(path):
-        return "sysfs-dir"
+    return _sniff(path, _head(path))
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of a regular file (None for a directory)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(path, f"no such file or directory ({_HINT})") from None
+    except OSError as e:  # a symlink loop, a component that is not a directory
+        raise InputError(path, f"cannot open: {e.strerror} ({_HINT})") from None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(path, f"is a pipe or device, not a file ({_HINT})")
+    if st.st_size > MAX_INPUT:
+        raise InputError(path, f"{st.st_size >> 20} MiB is more than any topology file "
+                               f"(nodemap reads at most {MAX_INPUT >> 20} MiB): {_HINT}")
     try:
         with open(path, "rb") as f:
-            head = f.read(512)
+            return f.read(512)
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def _sniff(path: str, head: bytes | None) -> str:
+    if head is None:
+        return "sysfs-dir"
     if not head:
         raise InputError(path, f"empty file ({_HINT})")
     if head[:3] == b"BZh" or head[:2] == b"\x1f\x8b" or head[:6] == b"\xfd7zXZ\x00" or head[257:262] == b"ustar":
@@ -58,6 +81,93 @@ def sniff(path: str) -> str:
 
 
 def _from_input(path: str, source: str) -> Topology:
+    if _is_stream(path):  # --input <(cat node.xml): read once into a file, then as any file
+        with _pipe_copy(path) as copy:
+            return _from_input_file(copy, source, path)
+    return _from_input_file(path, source, path)
+
+
+def _is_stream(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+class _pipe_copy:
+    """A pipe, FIFO or character device copied into a temporary file, at most
+    MAX_INPUT bytes: sniffing a pipe would consume what the reader needs."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> str:
+        import shutil
+        import tempfile
+
+        fd, self.copy = tempfile.mkstemp(prefix="nodemap-input-")
+        try:
+            with open(self.path, "rb") as src, os.fdopen(fd, "wb") as dst:
+                head = src.read(512)
+                _sniff(self.path, head)  # /dev/zero ends here, not after 256 MiB
+                dst.write(head)
+                shutil.copyfileobj(src, dst, MAX_INPUT)
+                if src.read(1):
+                    raise InputError(self.path, f"more than {MAX_INPUT >> 20} MiB: not a topology file ({_HINT})")
+        except OSError as e:
+            self.__exit__()
+            raise InputError(self.path, f"cannot read: {e.strerror or e}") from None
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.copy
+
+    def __exit__(self, *exc) -> None:
+        try:
+            os.unlink(self.copy)
+        except OSError:
+            pass
+
+
+def _from_input_file(path: str, source: str, named: str) -> Topology:
+    """Read `path`; errors name `named` (the pipe a copy was made of)."""
+    try:
+        topo = _read_input(path, source)
+        return topo if path == named else replace(topo, source=topo.source.replace(path, named))
+    except InputError as e:
+        if path == named:
+            raise
+        raise InputError(named, str(e).replace(path, named, 1).removeprefix(f"{named}: ")) from None
+
+
+def _read_input(path: str, source: str) -> Topology:
+    topo = _read_kind(path, source)
+    problem = absurd(topo)
+    if problem:
+        raise InputError(path, f"{problem}: no machine reports that; the file is damaged or hand-edited (fix it or "
+                               "write it again with the tool that made it)")
+    return topo
+
+
+def absurd(topo: Topology) -> str:
+    """What in a Topology no machine can report (repeated numbers, negative
+    sizes), or "". Planning on it would be a silent wrong answer."""
+    for what, indexes in (("PU", [p.os_index for p in topo.pus]), ("NUMA node", [n.os_index for n in topo.numa_nodes]),
+                          ("GPU", [g.index for g in topo.gpus])):
+        if len(set(indexes)) != len(indexes):
+            seen: set[int] = set()
+            twice = next(i for i in indexes if i in seen or seen.add(i))
+            return f"{what} number {twice} appears twice"
+    sizes = [("machine memory", topo.machine.memory)]
+    sizes += [(f"NUMA node {n.os_index} memory", n.memory) for n in topo.numa_nodes]
+    sizes += [(f"L{c.level} cache size", c.size) for c in topo.caches]
+    sizes += [(f"GPU {g.index} memory", g.memory) for g in topo.gpus]
+    bad = next(((what, v) for what, v in sizes if v < 0), None)
+    return f"{bad[0]} is negative ({bad[1]})" if bad else ""
+
+
+def _read_kind(path: str, source: str) -> Topology:
     kind = sniff(path)
     expected = {"sysfs-dir": "sysfs", "tarball": "sysfs", "xml": "hwloc", "json": "auto"}[kind]
     if source not in ("auto", expected):

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 from ..errors import InputError
-from .cpuset import CpuSet, CpuSetError
+from .cpuset import MAX_INDEX, CpuSet, CpuSetError
 from .model import (
     GPU, NIC, PU, Cache, Core, Group, Link, Machine, NumaNode, Package, PciDevice, Port, Topology, norm_bus_id,
 )
@@ -136,11 +136,22 @@ def _parsed(el, name: str, default, parse, what: str):
     try:
         return parse(value)
     except (ValueError, CpuSetError):
-        raise _Bad(f"{_label(el)} has {what.format(name=name, value=repr(value))}", f'{name}="{value}"') from None
+        shown = repr(value) if len(value) <= 60 else repr(value[:60]) + f"... ({len(value)} characters)"
+        raise _Bad(f"{_label(el)} has {what.format(name=name, value=shown)}", f'{name}="{value[:200]}') from None
 
 
 def _int(el, name: str, default: int | None = None, base: int = 10) -> int:
+    if name == "os_index":  # bounded: a set holding index 4e9 would cost 500 MB
+        return _parsed(el, name, default, _os_index, "an os_index={value} that is not a number within "
+                       f"0..{MAX_INDEX} (nodemap's limit)")
     return _parsed(el, name, default, lambda v: int(v, base), "a non-numeric {name}={value}")
+
+
+def _os_index(text: str) -> int:
+    value = int(text[:20])  # int() refuses over 4300 digits with an error of its own
+    if not 0 <= value <= MAX_INDEX or len(text) > 20:
+        raise ValueError(text)
+    return value
 
 
 def _float(el, name: str) -> float:
@@ -159,10 +170,10 @@ def _parse_mask(text: str) -> CpuSet:
 
 
 def _label(el) -> str:
-    kind = el.get("type") or el.tag
+    kind = (el.get("type") or el.tag)[:40]
     for key in ("os_index", "name", "pci_busid", "gp_index"):
         if el.get(key) is not None:
-            return f"{kind} object {key}={el.get(key)}"
+            return f"{kind} object {key}={el.get(key)[:40]}"
     return f"{kind} object"
 
 

@@ -469,19 +469,42 @@ def _hints(tp: type) -> dict[str, object]:
 
 
 def _decode(tp: object, value: object) -> object:
+    """`value` read from JSON as type `tp`; a value of another type is a
+    ValueError naming the field, not a surprise in the renderer."""
     if tp is CpuSet:
+        _expect(isinstance(value, str), "a CPU list such as '0-3'", value)
         return CpuSet.parse(value)
     if getattr(tp, "__origin__", None) is tuple:
+        _expect(isinstance(value, list), "a list", value)
         args = tp.__args__
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_decode(args[0], x) for x in value)
         return tuple(_decode(a, x) for a, x in zip(args, value))
     if isinstance(tp, type) and issubclass(tp, _Record):
+        _expect(isinstance(value, dict), f"a {tp.__name__} object", value)
         hints = _hints(tp)
         unknown = set(value) - set(tp._fields)
         if unknown:
-            raise ValueError(f"unknown field(s) {sorted(unknown)} in {tp.__name__}")
-        return tp(**{k: _decode(hints[k], v) for k, v in value.items()})
-    if tp is float and isinstance(value, int):
+            raise ValueError(f"unknown field(s) {sorted(unknown)[:5]} in {tp.__name__}")
+        out = {}
+        for k, v in value.items():
+            try:
+                out[k] = _decode(hints[k], v)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"{tp.__name__}.{k}: {e}") from None
+        return tp(**out)
+    if tp is float:
+        _expect(isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+                and abs(value) != float("inf"), "a finite number", value)
         return float(value)
+    if tp is int:
+        _expect(isinstance(value, int) and not isinstance(value, bool), "an integer", value)
+    elif tp in (str, bool):
+        _expect(isinstance(value, tp), "a string" if tp is str else "true or false", value)
     return value
+
+
+def _expect(ok: bool, what: str, value: object) -> None:
+    if not ok:
+        text = repr(value)
+        raise ValueError(f"expected {what}, found {type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}")

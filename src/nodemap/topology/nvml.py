@@ -257,14 +257,14 @@ def parse_visible(value: str | None, gpus: list[GPU], resolve: Callable[[str], s
         g = _match_entry(entry, ordered, resolve)
         if g is None:
             if entry:
-                return seen, f"CUDA_VISIBLE_DEVICES entry {entry!r} names no GPU of this node; CUDA ignores it and all after it"
+                return seen, f"CUDA_VISIBLE_DEVICES entry {entry[:40]!r} names no GPU of this node; CUDA ignores it and all after it"
             break
         seen.add(g.index)
     return seen, ""
 
 
 def _match_entry(entry: str, gpus: list[GPU], resolve: Callable[[str], str] | None) -> GPU | None:
-    if entry.isdigit():
+    if entry.isdecimal() and len(entry) < 10:
         i = int(entry)
         return gpus[i] if i < len(gpus) else None
     if entry.startswith("MIG-"):

@@ -23,6 +23,37 @@ __all__ = ["open_input", "read_tarball", "read_dir", "unpack", "find_root"]
 
 MAX_BYTES = 256 << 20  # sysfs snapshots are a few MB at most
 MAX_MEMBERS = 200_000
+MAX_NAME = 4096  # bytes of a member name or link target (Linux's PATH_MAX)
+MAX_PAX = 64 << 10  # bytes of one pax extended header
+
+
+class _Refused(Exception):
+    """A header over the limits, raised while tarfile reads it."""
+
+
+class _Counted(tarfile.TarInfo):
+    """TarInfo that counts every header, extension headers included, against
+    the limits before tarfile reads what they announce: a GNU long-name
+    header is read whole into memory by tarfile (a 64 MB name) and chains of
+    them never reach the member loop that counts members and bytes."""
+
+    @classmethod
+    def fromtarfile(cls, tar):
+        n = getattr(tar, "_nodemap_headers", 0) + 1
+        tar._nodemap_headers = n
+        if n > MAX_MEMBERS:
+            raise _Refused(f"more than {MAX_MEMBERS} members and headers: not a sysfs snapshot")
+        return super().fromtarfile(tar)
+
+    def _proc_gnulong(self, tar):
+        if self.size > MAX_NAME:
+            raise _Refused(f"a long-name header of {self.size} bytes (over {MAX_NAME}): not a sysfs snapshot")
+        return super()._proc_gnulong(tar)
+
+    def _proc_pax(self, tar):
+        if self.size > MAX_PAX:
+            raise _Refused(f"a pax header of {self.size} bytes (over {MAX_PAX}): not a sysfs snapshot")
+        return super()._proc_pax(tar)
 
 
 def open_input(path: str | os.PathLike) -> Topology:
@@ -39,10 +70,38 @@ def read_dir(path: str | os.PathLike) -> Topology:
 
 def read_tarball(path: str | os.PathLike) -> Topology:
     path = os.fspath(path)
-    with tempfile.TemporaryDirectory(prefix="nodemap-snapshot-") as tmp:
+    with _terminate_unwinds(), tempfile.TemporaryDirectory(prefix="nodemap-snapshot-") as tmp:
         unpack(path, tmp)
-        topo = read_dir(tmp)
+        try:
+            topo = read_dir(tmp)
+        except InputError as e:  # name the tarball, not the temporary folder that is about to go
+            raise InputError(path, str(e).replace(tmp + "/", "").replace(tmp, "the snapshot")) from None
     return _sourced(topo, path)
+
+
+class _terminate_unwinds:
+    """While unpacking, SIGTERM raises SystemExit(143) so that the temporary
+    folder is removed on the way out (the default action leaves it behind).
+    Only in the main thread, where Python runs signal handlers."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGTERM, _exit_143)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.old is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, self.old)
+
+
+def _exit_143(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def find_root(path: str) -> str:
@@ -60,10 +119,14 @@ def find_root(path: str) -> str:
 
 def unpack(path: str, dest: str) -> None:
     try:
-        with tarfile.open(path, "r:*") as tar:
+        with tarfile.open(path, "r:*", tarinfo=_Counted) as tar:
             _extract(tar, path, dest)
     except NodemapError:
         raise
+    except _Refused as e:
+        raise InputError(path, str(e)) from None
+    except RecursionError:
+        raise InputError(path, "extension headers chained without end: not a sysfs snapshot") from None
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
         raise InputError(path, f"cannot unpack the snapshot ({type(e).__name__}: {e}); "
                          "give an intact .tar/.tar.gz/.tar.bz2/.tar.xz") from None
@@ -81,11 +144,13 @@ def _extract(tar: tarfile.TarFile, path: str, dest: str) -> None:
             continue
         parents = name.split("/")
         if any("/".join(parents[:k]) in links for k in range(1, len(parents))):
-            raise InputError(path, f"member {m.name!r} lies below a symlink member: refused")
+            raise InputError(path, f"member {_cut(m.name)} lies below a symlink member: refused")
         target = os.path.join(dest, *parents)
         if m.isdir():
             os.makedirs(target, exist_ok=True)
         elif m.issym():
+            if len(m.linkname) > MAX_NAME:
+                raise InputError(path, f"member {_cut(m.name)} links to a {len(m.linkname)}-character target: refused")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             os.symlink(m.linkname, target)
             links.add(name)
@@ -99,14 +164,18 @@ def _extract(tar: tarfile.TarFile, path: str, dest: str) -> None:
                 shutil.copyfileobj(src, out)
         else:
             kind = "hard link" if m.islnk() else "device file or fifo"
-            raise InputError(path, f"member {m.name!r} is a {kind}: refused (a sysfs snapshot holds files, "
+            raise InputError(path, f"member {_cut(m.name)} is a {kind}: refused (a sysfs snapshot holds files, "
                              "directories and symlinks only)")
+
+
+def _cut(name: str) -> str:
+    return repr(name) if len(name) <= 80 else repr(name[:80]) + f"... ({len(name)} characters)"
 
 
 def _safe_name(path: str, name: str) -> str:
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if name.startswith("/") or ".." in parts:
-        raise InputError(path, f"member {name!r} would unpack outside the target directory: refused")
+        raise InputError(path, f"member {_cut(name)} would unpack outside the target directory: refused")
     return "/".join(parts)
 
 

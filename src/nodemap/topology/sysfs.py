@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from ..errors import InputError
 from .cpuset import CpuSet, CpuSetError
@@ -172,8 +173,16 @@ class Root:
         if path is None:
             return None
         try:
-            fd = os.open(path, os.O_RDONLY)
+            # non-blocking and checked: a FIFO or device planted in a
+            # snapshot must not block the reader (sysfs attributes are regular files)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
             try:
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISDIR(mode):
+                    raise IsADirectoryError
+                if not self.live and not stat.S_ISREG(mode):
+                    raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds "
+                                     "files, directories and symlinks only (give an intact snapshot)")
                 data = _read_fd(fd, _MAX_READ)
             finally:
                 os.close(fd)

@@ -1,0 +1,122 @@
+"""The check document: one versioned JSON object per node (docs/check.md).
+
+Holds everything the report and fleet need without measuring again: the
+Topology, the environment, the ResultSets, the expectations used, the
+judged figures, inventory checks, findings and what was skipped. `judge`
+rebuilds figures, verdicts and findings from the ResultSets and checks, so
+`report` can re-judge a saved document against another expectations file.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__
+from ..bench.results import ResultSet
+from ..topology.model import Topology
+from . import figures as figs
+from .expectations import Expectations
+from .findings import Finding, derive
+from .inventory import Check, Skipped
+from .verdicts import Judged, judge, worst
+
+SCHEMA = "nodemap.check/1"
+
+
+@dataclass
+class CheckDoc:
+    level: str
+    topology: Topology | None
+    expectations: Expectations
+    results: list[ResultSet] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    host: str = field(default_factory=socket.gethostname)
+    started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    finished: str = ""
+    complete: bool = True
+    command: str = ""
+    judged: list[Judged] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # sections other commands add (watch: memory timeline)
+
+    def rejudge(self) -> None:
+        """Figures, verdicts and findings from the results and checks."""
+        self.judged = judge(figs.extract(self.results, self.topology), self.expectations)
+        self.findings = derive(self.judged, self.checks)
+
+    def areas(self) -> dict[str, str]:
+        """Worst verdict per area, in the order of figures.AREAS."""
+        out: dict[str, list[str]] = {}
+        for c in self.checks:
+            out.setdefault(c.area, []).append(c.verdict)
+        for j in self.judged:
+            out.setdefault(j.figure.area, []).append(j.verdict)
+        order = {a: i for i, a in enumerate(figs.AREAS)}
+        return {a: worst(v) for a, v in sorted(out.items(), key=lambda kv: order.get(kv[0], 99))}
+
+    def verdict(self) -> str:
+        return worst(self.areas().values())
+
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "info": 0, "warn": 0, "fail": 0}
+        for v in [j.verdict for j in self.judged] + [c.verdict for c in self.checks]:
+            out[v] += 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "nodemap_version": __version__,
+            "host": self.host,
+            "started": self.started,
+            "finished": self.finished,
+            "level": self.level,
+            "complete": self.complete,
+            "command": self.command,
+            "summary": {"verdict": self.verdict(), "areas": self.areas(), "counts": self.counts()},
+            "topology": self.topology.to_dict() if self.topology is not None else None,
+            "environment": self.environment,
+            "expectations": self.expectations.to_dict(),
+            "results": [rs.to_dict() for rs in self.results],
+            "figures": [j.to_dict() for j in self.judged],
+            "checks": [c.to_dict() for c in self.checks],
+            "findings": [f.to_dict() for f in self.findings],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "extra": self.extra,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+
+def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> CheckDoc:
+    """A saved document; re-judged when `expectations` is given, else its
+    own verdicts are kept as saved."""
+    from .expectations import Limit
+    from .verdicts import Judged as J
+
+    if d.get("schema") != SCHEMA:
+        raise ValueError(f"schema {d.get('schema')!r}, expected {SCHEMA!r}")
+    exp_d = d.get("expectations", {})
+    saved = Expectations(exp_d.get("thresholds", {}), tuple(Limit(**lim) for lim in exp_d.get("limits", [])),
+                         tuple(exp_d.get("sources", ())))
+    doc = CheckDoc(
+        level=d.get("level", ""), topology=Topology.from_dict(d["topology"]) if d.get("topology") else None,
+        expectations=expectations or saved, results=[ResultSet.from_dict(r) for r in d.get("results", [])],
+        checks=[Check.from_dict(c) for c in d.get("checks", [])],
+        skipped=[Skipped(**s) for s in d.get("skipped", [])], environment=d.get("environment", {}),
+        host=d.get("host", ""), started=d.get("started", ""), finished=d.get("finished", ""),
+        complete=d.get("complete", False), command=d.get("command", ""), extra=d.get("extra", {}))
+    if expectations is not None:
+        doc.rejudge()
+    else:
+        doc.judged = [J(figs.Figure.from_dict(f), f["verdict"], f["rule"], f.get("expectation", {}), f.get("relative"))
+                      for f in d.get("figures", [])]
+        doc.findings = [Finding.from_dict(f) for f in d.get("findings", [])]
+    return doc

@@ -1,0 +1,251 @@
+"""Figures: the numbers `check` judges, drawn from Results and a Topology.
+
+A Figure is one number with a stable, node-independent key
+("gpu/0/hbm_triad", "h2d/numa1->gpu0", "numa/bw/numa0->numa1"), the kind
+of practical limit that applies to it (a row kind of expectations.toml),
+the part that limit is looked up by (GPU model, "PCIe Gen5 x16", "NV18"),
+its peak, and the group of peers on the same path it is compared with.
+Only Results are read here (metric, params, path, path_class, peak); no
+bench kind's internals. Keys are the same on every node of a fleet.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
+from ..topology.model import Topology
+
+AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL")
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str  # stable across nodes: "gpu/0/hbm_triad"
+    area: str  # one of AREAS
+    label: str  # for people: "GPU0 HBM triad (float64)"
+    path: str  # the Result's topology path
+    unit: str
+    value: float  # the Result's best (STREAM, nvbandwidth and nccl-tests report the best)
+    higher_is_better: bool
+    kind: str = ""  # expectations.toml row kind, "" when no practical limit applies
+    part: str = ""  # what the limit row's `match` is tried on
+    peak: float | None = None  # in `unit`
+    peak_source: str = ""
+    group: str = ""  # peers judged against their median ("" = none)
+    path_class: str = ""
+    median: float = 0.0  # the Result's median, for noise in comparisons
+    spread: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Figure":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
+    kw.setdefault("peak", r.peak)
+    kw.setdefault("peak_source", r.peak_source)
+    return Figure(key=key, area=area, label=label, path=r.path, unit=r.unit, value=r.stats.best,
+                  higher_is_better=HIGHER_IS_BETTER.get(r.unit, True), path_class=r.path_class,
+                  median=r.stats.median, spread=r.stats.spread, **kw)
+
+
+def extract(sets: Iterable[ResultSet], topo: Topology | None = None) -> list[Figure]:
+    """Every judged figure of the ResultSets, in a stable order."""
+    out: list[Figure] = []
+    for rs in sets:
+        results = list(rs.results)
+        bench = results[0].benchmark if results else ""
+        figs = _EXTRACT.get(bench, lambda rs_, t: [])(results, topo)
+        out += [_unjudged_if_contradicted(f, rs.messages) for f in figs]
+    _add_remote_peaks(out)
+    return with_nccl_peak(_one_numa_stream(out, topo))
+
+
+# --- host ---------------------------------------------------------------------------
+
+
+def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
+    """The all-cores (one thread per core) triad against the best placement
+    the sweep found, and, when the DRAM peak is known, that best placement
+    against it."""
+    triads = [r for r in results if r.metric == "triad"]
+    if not triads:
+        return []
+    core = next((r for r in triads if "1/core" in r.params.get("placement", "").split(" = ")), None)
+    core = core or max(triads, key=lambda r: r.params.get("threads", 0))
+    best = max(triads, key=lambda r: r.stats.best)
+    out = [figure(core, "host/stream/triad", "host memory",
+                  f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
+                  peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('placement')} "
+                  f"({best.params.get('threads')} threads)")]
+    if best.peak:
+        out.append(figure(best, "host/stream/best", "host memory",
+                          f"STREAM triad, best placement {best.params.get('placement')}", kind="stream", part="DRAM"))
+    return out
+
+
+def numa(results: list[Result], topo: Topology | None) -> list[Figure]:
+    out = []
+    for r in results:
+        i, j = r.params.get("cpu_node"), r.params.get("mem_node")
+        if i is None or j is None:
+            continue
+        dist = topo.distance(i, j) if topo is not None else None
+        klass = "local" if i == j else (f"distance {dist}" if dist else "remote")
+        if r.unit == "GB/s":
+            out.append(figure(r, f"numa/bw/numa{i}->numa{j}", "NUMA", f"NUMA{i} cores -> NUMA{j} memory, {r.metric}",
+                              group=f"numa/bw/{klass}", peak=None, peak_source=""))
+        else:
+            out.append(figure(r, f"numa/latency/numa{i}->numa{j}", "NUMA", f"NUMA{i} CPU -> NUMA{j} memory, latency",
+                              kind="latency_DRAM" if i == j else "", part="DRAM", group=f"numa/latency/{klass}"))
+    return out
+
+
+def latency(results: list[Result], topo: Topology | None) -> list[Figure]:
+    """One figure per predicted level: the middle working set of the level
+    (the largest for DRAM, where the plateau is)."""
+    levels: dict[str, list[Result]] = {}
+    for r in sorted(results, key=lambda r: r.params.get("working_set", 0)):
+        levels.setdefault(r.params.get("level") or "", []).append(r)
+    out = []
+    for level, rows in levels.items():
+        if not level:
+            continue
+        r = rows[-1] if level == "DRAM" else rows[len(rows) // 2]
+        ws = r.params.get("working_set", 0)
+        out.append(figure(r, f"host/latency/{level}", "latency", f"load latency, {level} ({ws >> 10} KiB working set)",
+                          kind=f"latency_{level}", part=level))
+    return out
+
+
+# --- GPUs ---------------------------------------------------------------------------
+
+
+def _gpu_index(key: str) -> str:
+    m = re.fullmatch(r"(?:GPU|cuda)(\d+)", key)
+    return m.group(1) if m else key.lower()
+
+
+def gpu_memory(results: list[Result], topo: Topology | None) -> list[Figure]:
+    out = []
+    singles = [r for r in results if r.metric == "triad" and r.params.get("mode") == "single"]
+    dtype = "float64" if any(r.params.get("dtype") == "float64" for r in singles) else None
+    for r in singles:
+        if dtype and r.params.get("dtype") != dtype:
+            continue
+        g = r.params["gpus"][0]
+        out.append(figure(r, f"gpu/{_gpu_index(g)}/hbm_triad", "GPU memory",
+                          f"{g} HBM triad ({r.params.get('dtype')})", kind="hbm", part=r.peak_source,
+                          group=f"gpu/hbm_triad/{r.peak_source}"))
+    return out
+
+
+def copies(results: list[Result], topo: Topology | None) -> list[Figure]:
+    out = []
+    for r in results:
+        src, dst = r.params.get("src", ""), r.params.get("dst", "")
+        if r.metric in ("h2d_ce", "d2h_ce"):
+            host, gpu = (src, dst) if r.metric == "h2d_ce" else (dst, src)
+            local = r.path_class == "NODE"
+            a, b = (host.lower(), f"gpu{_gpu_index(gpu)}")
+            d = r.metric[:3]
+            key = f"{d}/{a}->{b}" if d == "h2d" else f"{d}/{b}->{a}"
+            out.append(figure(r, key, "host<->GPU", f"{d.upper()} {src} -> {dst} (copy engine)",
+                              kind="h2d" if local else "h2d_remote", part=r.peak_source,
+                              group=f"{d}/{'local' if local else 'remote'}"))
+        elif r.metric == "d2d_write_ce":
+            out.append(figure(r, f"d2d/gpu{_gpu_index(src)}->gpu{_gpu_index(dst)}", "GPU<->GPU",
+                              f"{src} -> {dst} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
+                              group=f"d2d/{r.path_class}"))
+    return out
+
+
+def nccl(results: list[Result], topo: Topology | None) -> list[Figure]:
+    """all_reduce bus bandwidth at the largest size (out-of-place), judged
+    against the slowest GPU<->GPU link of the node (filled in by check)."""
+    ar = [r for r in results if r.metric == "all_reduce" and r.unit == "GB/s busbw" and not r.params.get("inplace")]
+    if not ar:
+        return []
+    r = max(ar, key=lambda r: (r.params.get("size", 0), r.stats.best))
+    return [figure(r, "nccl/all_reduce", "NCCL", f"NCCL all_reduce busbw, {r.params.get('ranks')} GPUs, "
+                   f"{r.params.get('size', 0) >> 20} MiB", kind="nccl", part=r.path_class, peak=None, peak_source="")]
+
+
+_EXTRACT = {"memory": stream, "numa": numa, "latency": latency, "gpu": gpu_memory, "copies": copies, "nccl": nccl}
+
+
+# --- figures judged against other figures --------------------------------------------
+
+
+def _add_remote_peaks(figs: list[Figure]) -> None:
+    """Host memory on another NUMA node is judged against the same GPU's
+    copy from its own node, a remote NUMA pair against the same CPUs' local
+    bandwidth: the local figure becomes the remote one's peak."""
+    local = {(f.key.split("/")[0], _gpu_of(f.key)): f for f in figs if f.kind == "h2d"}
+    numa_local = {_numa_pair(f.key)[0]: f for f in figs if f.key.startswith("numa/bw/")
+                  and _numa_pair(f.key)[0] == _numa_pair(f.key)[1]}
+    for i, f in enumerate(figs):
+        ref = None
+        if f.kind == "h2d_remote":
+            ref = local.get((f.key.split("/")[0], _gpu_of(f.key)))
+        elif f.key.startswith("numa/bw/") and _numa_pair(f.key)[0] != _numa_pair(f.key)[1]:
+            ref = numa_local.get(_numa_pair(f.key)[0])
+            f = _with(f, kind="numa_remote", part="remote NUMA")
+        if f.kind in ("h2d_remote", "numa_remote"):
+            figs[i] = _with(f, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
+
+
+def _numa_pair(key: str) -> tuple[str, str]:
+    m = re.search(r"numa(\d+)->numa(\d+)", key)
+    return (m.group(1), m.group(2)) if m else ("", "")
+
+
+def _unjudged_if_contradicted(f: Figure, messages: list[str]) -> Figure:
+    """A cache level the latency curve contradicts (a VM shown the host's
+    L3) is no measure of that cache: recorded, not judged."""
+    if f.area == "latency" and f.part != "DRAM" and any(m.startswith(f"{f.part}: ") for m in messages):
+        return _with(f, kind="", label=f.label + " (the curve contradicts the predicted level: not judged)")
+    return f
+
+
+def _gpu_of(key: str) -> str:
+    m = re.search(r"gpu\d+", key)
+    return m.group(0) if m else ""
+
+
+def _one_numa_stream(figs: list[Figure], topo: Topology | None) -> list[Figure]:
+    """On one NUMA node the NUMA matrix's cell and STREAM's all-cores triad
+    are the same path (every core of node 0 on its memory): peers."""
+    if topo is None or len(topo.numa_nodes) != 1:
+        return figs
+    return [_with(f, group="numa/bw/local") if f.key == "host/stream/triad" else f for f in figs]
+
+
+def _with(f: Figure, **changes: Any) -> Figure:
+    return Figure(**{**asdict(f), **changes})
+
+
+def nccl_link(figs: list[Figure]) -> tuple[str, float | None, str]:
+    """(class, peak, source) of the slowest GPU<->GPU path measured."""
+    d2d = [f for f in figs if f.kind == "d2d" and f.peak]
+    if not d2d:
+        return "", None, ""
+    slow = min(d2d, key=lambda f: f.peak)
+    return slow.path_class, slow.peak, f"slowest GPU<->GPU path {slow.path_class}: {slow.peak_source}"
+
+
+def with_nccl_peak(figs: list[Figure]) -> list[Figure]:
+    klass, peak, source = nccl_link(figs)
+    return [_with(f, part=klass or f.part, peak=peak, peak_source=source) if f.kind == "nccl" else f for f in figs]
+
+
+def median(values: Iterable[float]) -> float:
+    v = list(values)
+    return statistics.median(v) if v else 0.0

@@ -1,0 +1,341 @@
+"""Inventory and health: what the node has, and whether it is set up right.
+
+Each item is a Check: a value, what was expected, a verdict, the cause
+(configuration or hardware) and a fix. Sources: the Topology, sysfs PCIe
+link attributes (read through a root directory, so tests replay trees),
+NVML where readable, and the environment. What cannot be read is skipped
+with its reason, never failed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from ..topology.model import Topology
+
+GTS_GEN = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5, "32": 5, "64.0": 6, "64": 6}
+# Variables that change what a measurement means (CONTEXT.md: "a forced
+# UCX_TLS=tcp flagged a healthy node"): recorded; risky values warned.
+ENV_PREFIXES = ("UCX_", "NCCL_", "OMPI_MCA_", "MPICH_", "I_MPI_", "FI_", "CUDA_", "OMP_", "GOMP_", "KMP_",
+                "SLURM_CPU_BIND", "SLURM_GPUS", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "NODEMAP_")
+RISKY_ENV: dict[str, tuple[Callable[[str], bool], str]] = {
+    "UCX_TLS": (lambda v: "tcp" in v and not any(t in v for t in ("rc", "dc", "ud", "all")),
+                "UCX is limited to TCP: MPI will not use InfiniBand/RoCE"),
+    "NCCL_P2P_DISABLE": (lambda v: v.strip() == "1", "NCCL peer-to-peer is off: GPU<->GPU traffic is staged"),
+    "NCCL_SHM_DISABLE": (lambda v: v.strip() == "1", "NCCL shared memory transport is off"),
+    "NCCL_IB_DISABLE": (lambda v: v.strip() == "1", "NCCL will not use InfiniBand between nodes"),
+    "CUDA_LAUNCH_BLOCKING": (lambda v: v.strip() == "1", "every CUDA launch is synchronous: GPU figures drop"),
+    "NCCL_ALGO": (lambda v: bool(v.strip()), "NCCL's algorithm is forced"),
+    "NCCL_PROTO": (lambda v: bool(v.strip()), "NCCL's protocol is forced"),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str  # "inventory/pcie/gpu0", stable across nodes
+    label: str
+    value: str
+    expected: str
+    verdict: str  # pass | info | warn | fail
+    rule: str
+    cause: str = ""  # "hardware" | "configuration" | ""
+    fix: str = ""
+    area: str = "inventory"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Check":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass(frozen=True)
+class Skipped:
+    what: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def collect(topo: Topology, env: Mapping[str, str], root: str = "/", nvml: bool = True,
+            affinity: Iterable[int] | None = None) -> tuple[list[Check], list[Skipped]]:
+    checks: list[Check] = []
+    skipped: list[Skipped] = []
+    checks += devices(topo)
+    checks += binding(topo, os.sched_getaffinity(0) if affinity is None else affinity)
+    checks += pcie_links(topo, root)
+    checks += cpus(topo)
+    checks += numa_balance(topo)
+    checks += nics(topo)
+    checks += environment(env)
+    if nvml:
+        got, why = nvml_health(topo)
+        checks += got
+        if why:
+            skipped.append(Skipped("GPU health from NVML (ECC, retired/remapped pages, throttling, persistence, MIG)",
+                                   why))
+    return checks, skipped
+
+
+def devices(topo: Topology) -> list[Check]:
+    gpus = [g for g in topo.gpus]
+    hidden = [g.key for g in gpus if not g.visible]
+    out = [Check("inventory/gpus", "GPUs", f"{len(gpus)}" + (f" ({', '.join(sorted({g.model for g in gpus}))})" if gpus
+                                                                else ""),
+                 "as the topology reports", "info", "counted from the topology", "", "")]
+    if hidden:
+        out.append(Check("inventory/gpus_hidden", "GPUs hidden from this process", ", ".join(hidden), "none",
+                         "warn", "CUDA_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES) hides them: they are not measured",
+                         "configuration", "unset CUDA_VISIBLE_DEVICES to check every GPU"))
+    links = [ln for ln in topo.links if ln.kind == "NVLink"]
+    if links:
+        out.append(Check("inventory/nvlinks", "NVLink connections", f"{len(links)} ({sum(ln.count for ln in links)} links)",
+                         "as NVML reports them up", "info", "counted from NVML", "", ""))
+    return out
+
+
+def binding(topo: Topology, affinity: Iterable[int]) -> list[Check]:
+    """The binding this process was started with (the launcher's default)
+    against the GPUs' NUMA nodes: a process confined away from every GPU's
+    node copies through the socket link."""
+    from ..topology.cpuset import CpuSet
+
+    cpus = CpuSet(affinity)
+    gpus = [g for g in topo.gpus if g.visible and g.numa_node >= 0]
+    if not gpus or not cpus or topo.allowed_cpus.issubset(cpus):
+        return []
+    home = topo.numa_of(cpus)
+    far = [g for g in gpus if g.numa_node not in home]
+    value = f"CPUs {cpus.format()} (NUMA {home.format()})"
+    if not far:
+        return [Check("inventory/binding", "this process's binding", value, "near its GPUs", "pass",
+                      "every GPU's NUMA node is among the bound CPUs' nodes")]
+    names = ", ".join(f"GPU{g.index} (NUMA{g.numa_node})" for g in far)
+    return [Check("inventory/binding", "this process's binding", value, "near its GPUs", "warn",
+                  f"the launcher bound this process away from {names}: host<->GPU copies of a rank bound so "
+                  "cross the socket link (see the h2d figures from remote NUMA nodes)", "configuration",
+                  "bind each rank near its GPU: `nodemap plan --tasks N` shows the plan, `nodemap run` applies it")]
+
+
+# --- PCIe links ---------------------------------------------------------------------
+
+
+def read_link(root: str, bus_id: str) -> dict[str, int] | None:
+    """{gen, width, max_gen, max_width} from sysfs; None when unreadable."""
+    d = os.path.join(root, "sys/bus/pci/devices", bus_id)
+    vals: dict[str, int] = {}
+    for name, key in (("current_link_speed", "gen"), ("max_link_speed", "max_gen"),
+                      ("current_link_width", "width"), ("max_link_width", "max_width")):
+        try:
+            with open(os.path.join(d, name)) as f:
+                text = f.read().strip()
+        except OSError:
+            return None
+        if key.endswith("gen"):
+            m = re.match(r"([\d.]+)\s*GT/s", text)
+            vals[key] = GTS_GEN.get(m.group(1), 0) if m else 0
+        else:
+            vals[key] = int(text) if text.isdigit() else 0
+    return vals if vals.get("max_gen") and vals.get("max_width") else None
+
+
+def link_check(key: str, label: str, link: dict[str, int], is_gpu: bool) -> Check:
+    """A link trained below its maximum: width always a fault; a GPU's
+    generation may drop while it idles (power saving), so only a warning."""
+    now = f"Gen{link['gen']} x{link['width']}"
+    top = f"Gen{link['max_gen']} x{link['max_width']}"
+    if link["width"] < link["max_width"]:
+        return Check(key, label, now, top, "fail", f"trained at x{link['width']} of x{link['max_width']} lanes",
+                     "hardware", "reseat the card or check the slot and riser (lspci -vv: LnkSta vs LnkCap)")
+    if link["gen"] < link["max_gen"]:
+        idle = " (an idle GPU lowers its generation to save power: the host<->GPU figures decide)" if is_gpu else ""
+        return Check(key, label, now, top, "warn" if is_gpu else "fail",
+                     f"trained at Gen{link['gen']} of Gen{link['max_gen']}{idle}", "hardware",
+                     "check the slot's generation in the BIOS and the riser; reseat the card")
+    return Check(key, label, now, top, "pass", "trained at its maximum generation and width")
+
+
+def pcie_links(topo: Topology, root: str = "/") -> list[Check]:
+    out = []
+    for g in topo.gpus:
+        link = read_link(root, g.pci_bus_id) if g.pci_bus_id else None
+        if link is None and g.pcie_gen and g.pcie_width:
+            continue  # NVML gave the current link only: nothing to compare it with
+        if link is not None:
+            out.append(link_check(f"inventory/pcie/gpu{g.index}", f"GPU{g.index} PCIe link", link, True))
+    for n in topo.nics:
+        link = read_link(root, n.pci_bus_id) if n.pci_bus_id else None
+        if link is not None:
+            out.append(link_check(f"inventory/pcie/{n.name}", f"{n.name} PCIe link", link, False))
+    return out
+
+
+# --- CPUs, memory, NICs -------------------------------------------------------------
+
+
+def cpus(topo: Topology) -> list[Check]:
+    out = []
+    offline = [p.os_index for p in topo.pus if not p.online]
+    hidden = [p.os_index for p in topo.pus if p.online and not p.allowed]
+    from ..topology.cpuset import CpuSet
+
+    total = len(topo.pus)
+    out.append(Check("inventory/cpus_offline", "offline CPUs", CpuSet(offline).format() or "none", "none",
+                     "warn" if offline else "pass",
+                     f"{len(offline)} of {total} CPUs are offline" if offline else f"all {total} CPUs online",
+                     "configuration" if offline else "",
+                     "bring them online (echo 1 > /sys/devices/system/cpu/cpuN/online) or check the BIOS SMT setting"
+                     if offline else ""))
+    out.append(Check("inventory/cpus_hidden", "CPUs outside this process's cgroup/affinity",
+                     CpuSet(hidden).format() or "none", "none", "info",
+                     f"{len(hidden)} CPUs are not allowed here (cgroup cpuset or taskset): host figures use the rest"
+                     if hidden else "every online CPU is allowed", "configuration" if hidden else "",
+                     "run the check outside the job's cpuset to measure the whole node" if hidden else ""))
+    return out
+
+
+def numa_balance(topo: Topology) -> list[Check]:
+    nodes = [n for n in topo.numa_nodes if n.cpuset and n.memory > 0]
+    if len(nodes) < 2:
+        return []
+    mem = [n.memory for n in nodes]
+    lo, hi = min(mem), max(mem)
+    desc = ", ".join(f"NUMA{n.os_index} {n.memory / 2**30:.0f} GiB" for n in nodes)
+    if lo >= 0.9 * hi:
+        return [Check("inventory/numa_balance", "memory per NUMA node", desc, "within 10% of each other", "pass",
+                      f"smallest node has {lo / hi:.0%} of the largest")]
+    return [Check("inventory/numa_balance", "memory per NUMA node", desc, "within 10% of each other", "warn",
+                  f"smallest node has {lo / hi:.0%} of the largest: unbalanced DIMM population or a failed DIMM",
+                  "hardware", "check the DIMMs per channel (dmidecode -t 17) and the BIOS memory log")]
+
+
+def nics(topo: Topology) -> list[Check]:
+    out = []
+    for n in topo.nics:
+        for p in n.ports:
+            up = p.state.upper() in ("ACTIVE", "UP", "4: ACTIVE")
+            out.append(Check(f"inventory/nic/{n.name}/port{p.number}", f"{n.name} port {p.number}",
+                             f"{p.state or '?'} {p.rate_gbps:g} Gb/s {p.link_layer}".strip(), "ACTIVE",
+                             "pass" if up else "warn", "port up" if up else "port not active",
+                             "" if up else "hardware", "" if up else "check the cable and the switch port (ibstat)"))
+    return out
+
+
+def environment(env: Mapping[str, str]) -> list[Check]:
+    out = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIXES):
+            continue
+        value = env[name]
+        risky = RISKY_ENV.get(name)
+        if risky and risky[0](value):
+            out.append(Check(f"inventory/env/{name}", name, value, "unset", "warn", risky[1], "configuration",
+                             f"unset {name} unless the site needs it"))
+        else:
+            out.append(Check(f"inventory/env/{name}", name, value, "", "info", "changes how results are produced",
+                             "configuration"))
+    return out
+
+
+def relevant_environment(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES)}
+
+
+# --- NVML ---------------------------------------------------------------------------
+
+
+def nvml_health(topo: Topology) -> tuple[list[Check], str]:
+    """ECC, retired/remapped pages, throttle reasons, persistence, MIG per GPU."""
+    if not any(g.vendor == "NVIDIA" for g in topo.gpus):
+        return [], "no NVIDIA GPU in the topology"
+    try:
+        import pynvml as nv
+    except ImportError:
+        return [], "nvidia-ml-py is not installed (pip install 'nodemap[nvml]')"
+    try:
+        nv.nvmlInit()
+    except Exception as e:  # NVMLError: no driver, no permission
+        return [], f"NVML does not start here ({e})"
+    try:
+        out = []
+        for i in range(nv.nvmlDeviceGetCount()):
+            out += gpu_health(nv, i)
+        return out, ""
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _try(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # not supported on this GPU/driver, or no permission
+        return None
+
+
+THROTTLE_BAD = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+                0x80: "hardware power brake", 0x4: "software power cap"}
+
+
+def gpu_health(nv: Any, i: int) -> list[Check]:
+    h = nv.nvmlDeviceGetHandleByIndex(i)
+    out = []
+    k = f"inventory/nvml/gpu{i}"
+    ecc = _try(lambda: nv.nvmlDeviceGetEccMode(h))
+    if ecc is not None:
+        on = bool(ecc[0])
+        out.append(Check(f"{k}/ecc", f"GPU{i} ECC", "on" if on else "off", "on", "pass" if on else "warn",
+                         "ECC enabled" if on else "ECC off: memory errors go unnoticed", "" if on else "configuration",
+                         "" if on else f"nvidia-smi -i {i} -e 1, then reboot"))
+        dbe = _try(lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                         nv.NVML_VOLATILE_ECC))
+        if dbe is not None:
+            out.append(Check(f"{k}/ecc_uncorrected", f"GPU{i} uncorrected ECC errors (since boot)", str(dbe), "0",
+                             "fail" if dbe else "pass", "uncorrected memory errors" if dbe else "none",
+                             "hardware" if dbe else "", "drain the node; nvidia-smi -q -d ECC; RMA if they recur"
+                             if dbe else ""))
+    remap = _try(lambda: nv.nvmlDeviceGetRemappedRows(h))
+    if remap is not None:
+        corr, unc, pending, failed = remap
+        bad = "fail" if failed else "warn" if pending else "pass"
+        out.append(Check(f"{k}/remapped_rows", f"GPU{i} remapped rows", f"{corr} correctable, {unc} uncorrectable"
+                         + (", remap pending" if pending else "") + (", remap FAILED" if failed else ""),
+                         "no pending or failed remap", bad, "row remapping state from NVML",
+                         "hardware" if bad != "pass" else "",
+                         "reset the GPU (pending remap applies at reset); RMA when a remap failed" if bad != "pass"
+                         else ""))
+    else:
+        pages = _try(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h))
+        if pages is not None:
+            out.append(Check(f"{k}/retired_pages", f"GPU{i} retired pages pending", "yes" if pages else "no", "no",
+                             "warn" if pages else "pass", "page retirement pending a reset" if pages else "none",
+                             "hardware" if pages else "", "reset the GPU or reboot" if pages else ""))
+    reasons = _try(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h))
+    if reasons is None:
+        reasons = _try(lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+    if reasons is not None:
+        bad = [name for bit, name in THROTTLE_BAD.items() if reasons & bit]
+        out.append(Check(f"{k}/throttle", f"GPU{i} clock throttling", ", ".join(bad) or "none", "none",
+                         "warn" if bad else "pass", "clocks held down now" if bad else "no throttle reason active",
+                         "hardware" if bad else "", "check cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)"
+                         if bad else ""))
+    pers = _try(lambda: nv.nvmlDeviceGetPersistenceMode(h))
+    if pers is not None:
+        out.append(Check(f"{k}/persistence", f"GPU{i} persistence mode", "on" if pers else "off", "on",
+                         "pass" if pers else "info", "driver stays loaded between jobs" if pers else
+                         "off: each job pays driver start-up (seconds) and clocks may reset",
+                         "" if pers else "configuration", "" if pers else "nvidia-smi -pm 1 (or nvidia-persistenced)"))
+    mig = _try(lambda: nv.nvmlDeviceGetMigMode(h))
+    if mig is not None:
+        on = bool(mig[0])
+        out.append(Check(f"{k}/mig", f"GPU{i} MIG mode", "on" if on else "off", "as the site intends", "info",
+                         "MIG partitions: each instance gets a slice of SMs and memory bandwidth" if on else "off",
+                         "configuration" if on else ""))
+    return out

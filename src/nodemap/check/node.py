@@ -1,0 +1,76 @@
+"""Check this node: inventory, the suite of bench kinds, verdicts, findings.
+
+`run_check` measures and returns a CheckDoc; `on_update` is called with
+the document after every step, so the caller saves it as it grows and an
+interruption keeps what was measured (marked incomplete).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from typing import Callable
+
+from .. import __version__
+from ..bench.placements import load_topology
+from .document import CheckDoc
+from .expectations import Expectations
+from .inventory import Skipped, collect, relevant_environment
+from .suite import KindFailed, measure, plan
+
+
+def environment() -> dict[str, object]:
+    env = {"nodemap": __version__, "python": platform.python_version(), "kernel": platform.release(),
+           "machine": platform.machine(), "variables": relevant_environment(os.environ)}
+    try:
+        from importlib.metadata import version
+
+        for pkg in ("cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "mpi4py", "numpy", "matplotlib"):
+            try:
+                env[pkg] = version(pkg)
+            except Exception:
+                pass
+    except ImportError:
+        pass
+    return env
+
+
+def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
+              progress: Callable[[str], None] = lambda s: None, command: str = "") -> CheckDoc:
+    topo = load_topology()
+    doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
+                   command=command, complete=False)
+    doc.checks, doc.skipped = collect(topo, os.environ)
+    steps, skipped = plan(topo, level)
+    doc.skipped += skipped
+    doc.rejudge()
+    on_update(doc)
+    t0 = time.monotonic()
+    try:
+        for i, step in enumerate(steps, 1):
+            progress(f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what} "
+                     f"(nodemap bench {step.kind} {' '.join(step.argv)})")
+            try:
+                rs = measure(step.kind, list(step.argv))
+            except KindFailed as e:
+                doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
+                continue
+            doc.results.append(rs)
+            doc.rejudge()
+            on_update(doc)
+            if not rs.complete:
+                raise KeyboardInterrupt
+        doc.complete = True
+    except KeyboardInterrupt:
+        doc.complete = False
+        progress("nodemap check: interrupted, reporting what was measured")
+    doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    doc.rejudge()
+    on_update(doc)
+    return doc
+
+
+def stderr_progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

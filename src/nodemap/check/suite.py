@@ -1,0 +1,131 @@
+"""The suite: which bench kinds `check` runs at each level, from the
+Topology, and running them in-process to ResultSets.
+
+quick keeps the standard array/copy sizes and the largest NCCL size (so a
+quick figure is the full figure with fewer repetitions, within a few
+percent) and drops kernels, engines, sizes and repetitions that are not
+judged; full runs the kinds at their defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+
+from ..bench.results import ResultSet
+from ..topology.model import Topology
+from .inventory import Skipped
+
+LEVELS = ("quick", "full")
+# Testing knob (not a user option): tiny host arrays so the end-to-end test
+# stays short on CI. The real quick level is what users get without it.
+TINY_ENV = "NODEMAP_CHECK_TINY"
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # `nodemap bench KIND`
+    argv: tuple[str, ...]
+    what: str  # for progress and the report
+
+
+def host_steps(level: str, tiny: bool = False) -> list[Step]:
+    if level == "quick":
+        steps = [Step("memory", ("--sweep", "--kernels", "triad", "--repeats", "5"), "STREAM placement sweep"),
+                 Step("numa", ("--repeats", "3"), "NUMA bandwidth and latency matrices"),
+                 Step("latency", ("--repeats", "2", "--loads", "262144"), "latency against working-set size")]
+    else:
+        steps = [Step("memory", ("--sweep",), "STREAM placement sweep"),
+                 Step("numa", (), "NUMA bandwidth and latency matrices"),
+                 Step("latency", (), "latency against working-set size")]
+    if tiny:
+        extra = {"memory": ("--size", "2M"), "numa": ("--size", "2M", "--latency-size", "1M"),
+                 "latency": ("--max-size", "256K")}
+        steps = [Step(s.kind, s.argv + extra[s.kind], s.what) for s in steps]
+    return steps
+
+
+def gpu_steps(level: str, gpus: int) -> list[Step]:
+    quick = level == "quick"
+    steps = [Step("gpu", ("--dtype", "float64", "--kernels", "triad", "--no-aggregate", "--repeats", "10", "-q")
+                  if quick else ("-q",), "GPU memory bandwidth (BabelStream)"),
+             Step("copies", ("--engine", "ce", "--cases", "host,d2d" if gpus > 1 else "host", "--iters", "4",
+                             "--repeats", "3", "-q") if quick else ("-q", "--latency"),
+                  "host<->GPU (NUMA x GPU) and GPU<->GPU copies")]
+    if gpus > 1:
+        steps.append(Step("nccl", ("--ops", "all_reduce", "--mode", "single", "--sizes", "256MiB:1GiB",
+                                   "--inplace", "out", "--repeats", "3", "-q") if quick
+                          else ("--ops", "all_reduce", "--mode", "single", "-q"), "NCCL all_reduce bus bandwidth"))
+    return steps
+
+
+def plan(topo: Topology, level: str, env: dict[str, str] | None = None) -> tuple[list[Step], list[Skipped]]:
+    """The steps for this node and what is skipped, with the reason."""
+    env = dict(os.environ if env is None else env)
+    steps = host_steps(level, tiny=bool(env.get(TINY_ENV)))
+    skipped = []
+    gpus = [g for g in topo.gpus if g.visible and g.vendor == "NVIDIA"]
+    gpu_areas = "GPU memory, host<->GPU, GPU<->GPU and NCCL"
+    if not gpus:
+        other = [g for g in topo.gpus if g.vendor != "NVIDIA"]
+        why = (f"{len(other)} non-NVIDIA GPU(s): the GPU kinds measure NVIDIA GPUs through CuPy" if other
+               else "no GPU visible in the topology")
+        skipped.append(Skipped(gpu_areas, why))
+    elif not _has_cupy():
+        skipped.append(Skipped(gpu_areas, "CuPy is not installed: pip install 'nodemap[cuda]'"))
+    else:
+        steps += gpu_steps(level, len(gpus))
+        if len(gpus) < 2:
+            skipped.append(Skipped("GPU<->GPU and NCCL", "one GPU: no pair to measure"))
+    skipped.append(Skipped("MPI host and device buffers", "needs ranks started by a launcher; run "
+                           "`mpiexec -n 2 nodemap bench mpi` (and --device) beside the check"))
+    return steps, skipped
+
+
+def _has_cupy() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("cupy") is not None
+
+
+class KindFailed(Exception):
+    """A kind stopped with an error message (no GPU, no CuPy...)."""
+
+
+def measure(kind: str, argv: list[str]) -> ResultSet:
+    """Run `nodemap bench KIND argv` in-process and return its ResultSet.
+
+    Uses the harness's measure() where it exists; otherwise runs the
+    command line with its output file in a temporary folder, its printing
+    swallowed. A kind interrupted by Ctrl-C returns what it measured,
+    marked incomplete. Raises KindFailed with the kind's one-line error.
+    """
+    try:
+        from ..bench.harness import measure as harness_measure  # type: ignore[attr-defined]
+    except ImportError:
+        harness_measure = None
+    if harness_measure is not None:
+        return harness_measure(kind, argv)
+    from .. import cli
+
+    with tempfile.TemporaryDirectory(prefix="nodemap-check-") as d:
+        out = os.path.join(d, "result.json")
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = cli.main(["bench", kind, *argv, "--output", out])
+        if os.path.exists(out):
+            with open(out) as f:
+                import json
+
+                rs = ResultSet.from_dict(json.load(f))
+            if rc == 130:
+                rs.complete = False
+            return rs
+        if rc == 130:
+            raise KeyboardInterrupt
+        lines = [ln for ln in err.getvalue().splitlines() if "error" in ln] or err.getvalue().splitlines()[-1:]
+        msg = lines[-1] if lines else f"exit status {rc}"
+        raise KindFailed(msg.split("error: ", 1)[-1])

@@ -1,0 +1,159 @@
+"""`nodemap report`: render saved check documents or bench results again,
+or compare two of them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DESCRIPTION = """\
+Render a saved check document (check.json) or bench result files
+(`nodemap bench KIND -o FILE`, several are merged) again: the one-screen
+summary, the JSON document (--json) or the HTML report (--html OUT).
+Bench results are judged by the same rules as `nodemap check`; with
+--expect, a check document is judged again against a site file.
+--compare BEFORE AFTER prints every figure's after/before ratio and flags
+regressions (below 95% warn, below 90% fail by default; thresholds
+compare_warn/compare_fail of the expectations). Exit status 1 when a
+figure failed (or regressed with --compare).
+
+A folder of `nodemap run --watch` timelines (or .watch files) gives each
+rank's memory peak, growth and shape, per GPU the peak against its memory,
+and findings (growth and its likely cause, imbalance, near capacity, other
+processes); with --html a plot of memory against time per rank. Given with
+a check document, the memory section joins its report."""
+
+EPILOG = """\
+examples:
+  nodemap report nodemap-check-n1-20261123-2200/check.json
+  nodemap report check.json --html /tmp/check.html
+  nodemap report mem.json numa.json --json        bench results judged and merged
+  nodemap report --compare before/check.json after/check.json
+  nodemap report nodemap-watch --html /tmp/memory.html    memory timelines of nodemap run --watch
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="check.json, bench result files, or a folder of nodemap run --watch timelines")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the (merged) check document as JSON")
+    out.add_argument("--html", metavar="OUT", help="write the HTML report to OUT")
+    p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="per-figure ratios of AFTER to BEFORE")
+    p.add_argument("--expect", metavar="FILE", help="judge again against this site expectations file (TOML)")
+
+
+def load(paths: list[str], expect: str | None):
+    """One CheckDoc from a check document or from bench ResultSets."""
+    from ..bench.results import SCHEMA as RESULTS
+    from ..bench.results import ResultSet
+    from ..check import document, expectations
+    from ..errors import NodemapError
+
+    docs, sets = [], []
+    for path in paths:
+        d = _read(path)
+        if d.get("schema") == document.SCHEMA:
+            docs.append((path, d))
+        elif d.get("schema") == RESULTS:
+            sets.append(ResultSet.from_dict(d))
+        else:
+            raise NodemapError(f"{path}: not a check document ({document.SCHEMA}) nor bench results ({RESULTS}); "
+                               "give check.json or a file from `nodemap bench KIND -o FILE`")
+    if docs and (sets or len(docs) > 1):
+        raise NodemapError("give one check document (or bench result files); compare two with --compare BEFORE AFTER")
+    exp = expectations.load(expect) if expect or not docs else None
+    if docs:
+        try:
+            return document.from_dict(docs[0][1], exp)
+        except (KeyError, TypeError, ValueError) as e:
+            raise NodemapError(f"{docs[0][0]}: a damaged check document ({e}); run nodemap check again") from None
+    doc = document.CheckDoc(level="", topology=None, expectations=exp, results=sets, complete=all(s.complete
+                            for s in sets), host=sets[0].host if sets else "", started=sets[0].started if sets else "",
+                            command="nodemap report " + " ".join(paths))
+    doc.rejudge()
+    return doc
+
+
+def _read(path: str) -> dict:
+    from ..errors import NodemapError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except OSError as e:
+        raise NodemapError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise NodemapError(f"{path}: not JSON ({e}); give a check.json or bench result file") from None
+    if not isinstance(d, dict):
+        raise NodemapError(f"{path}: not a nodemap document (a JSON object is expected)")
+    return d
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import NodemapError
+    from .. import outfile
+    from ..report import compare, html, terminal
+
+    if args.compare:
+        if args.files or args.html:
+            raise NodemapError("--compare BEFORE AFTER takes no other FILE and no --html")
+        before, after = (load([p], args.expect) for p in args.compare)
+        for doc in (before, after):  # figures from the results, by the same extraction on both sides
+            doc.rejudge()
+        changes = compare.compare([j.figure for j in before.judged], [j.figure for j in after.judged],
+                                  after.expectations.thresholds)
+        if args.json:
+            print(json.dumps({"schema": "nodemap.compare/1", "before": args.compare[0], "after": args.compare[1],
+                              "changes": [c.to_dict() for c in changes]}, indent=1))
+        else:
+            print(compare.text(changes, *args.compare))
+        return 1 if any(c.verdict == "fail" for c in changes) else 0
+    if not args.files:
+        raise NodemapError("give a check.json or bench result files (or --compare BEFORE AFTER)")
+    from ..report import watch
+
+    watched = [p for p in args.files if watch.is_watch_input(p)]
+    if watched:
+        return _watch(args, watched, [p for p in args.files if p not in watched])
+    if args.html:
+        outfile.check(args.html, "--html")
+    doc = load(args.files, args.expect)
+    if args.html:
+        outfile.write(args.html, html.render(doc), "--html")
+        print(f"report: {args.html}")
+    elif args.json:
+        print(doc.to_json())
+    else:
+        print(terminal.summary(doc))
+    return 1 if doc.verdict() == "fail" else 0
+
+
+def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int:
+    """Memory timelines alone, or beside a check document (their section joins its report)."""
+    from .. import outfile, watchlog
+    from ..report import html, terminal, watch
+
+    tls = watch.load(paths)
+    a = watchlog.analyse(tls)
+    where = ", ".join(paths)
+    doc = load(others, args.expect) if others else None
+    if args.html:
+        outfile.check(args.html, "--html")
+        if doc is None:
+            text = watch.page(tls, a, where)
+        else:
+            html.SECTIONS.append(lambda _doc: watch.section(tls, a))
+            text = html.render(doc)
+        outfile.write(args.html, text, "--html")
+        print(f"report: {args.html}")
+    elif args.json:
+        d = watch.to_dict(tls, a)
+        if doc is not None:
+            d = {**json.loads(doc.to_json()), "watch": d}
+        print(json.dumps(d, indent=1))
+    else:
+        if doc is not None:
+            print(terminal.summary(doc))
+        print(watchlog.render(a, where), end="")
+    return 1 if doc is not None and doc.verdict() == "fail" else 0

@@ -1,0 +1,102 @@
+"""The options and the entry of `nodemap check --fleet` (the check command
+hands over to `run` when --fleet or --from is given)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from ..errors import NodemapError
+
+FLEET_HELP = """\
+fleet (--fleet, under the launcher, all ranks of all nodes):
+  srun -N 64 --ntasks-per-node=4 nodemap check --fleet -o DIR
+  mpirun -npernode 4 nodemap check --fleet -o DIR      (Open MPI)
+  mpiexec -ppn 4 -f hosts nodemap check --fleet -o DIR (MPICH/Hydra)
+  flux run -N 64 --tasks-per-node=4 nodemap check --fleet -o DIR
+  mpiexec -n 256 --ppn 4 nodemap check --fleet -o DIR  (PALS)
+One leader per node runs the node check; rank 0 writes DIR/nodes.jsonl (one
+line per node as it finishes), then DIR/fleet.json and DIR/fleet.html:
+every figure as % of the fleet median for the same GPU (or CPU) model,
+pair bandwidth/latency between nodes, topology differences, and the ranked
+list of nodes to drain. `--from DIR...` builds the same from node documents
+saved by separate jobs (nodemap check -o DIR on each node). docs/fleet.md."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fleet", FLEET_HELP)
+    g.add_argument("--fleet", action="store_true",
+                   help="check every node of the allocation over MPI and judge each against the fleet")
+    g.add_argument("--from", dest="from_dirs", nargs="+", metavar="DIR",
+                   help="build the fleet report from saved node documents instead of measuring")
+    g.add_argument("--join-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds every rank has to join (default 60)")
+    g.add_argument("--check-timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds every node has for its check; later ones are reported missing (default 1800)")
+    g.add_argument("--pair-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds one node pair test may take (default 60)")
+    g.add_argument("--no-pairs", action="store_true", help="skip the MPI pair tests between nodes")
+    g.add_argument("--pair-size", default="4MiB", metavar="BYTES",
+                   help="message size of the pair bandwidth test (default 4MiB; 16 per window)")
+    g.add_argument("--no-html", action="store_true", help="write fleet.json only (large fleets, no matplotlib)")
+
+
+def config(args: argparse.Namespace) -> "object":
+    from . import merge, pairtest
+    from .driver import Config
+
+    if getattr(args, "expect", None):
+        from ..check import expectations
+
+        expectations.load(args.expect)  # a bad site file stops every rank here, in one line, before MPI starts
+        th = merge.load_thresholds(args.expect)
+    else:
+        th = merge.DEFAULTS
+    for name in ("join_timeout", "check_timeout", "pair_timeout"):
+        if getattr(args, name) <= 0:
+            raise NodemapError(f"--{name.replace('_', '-')} {getattr(args, name):g}: give a positive number of seconds")
+    size = _size(args.pair_size)
+    return Config(outdir=args.output or f"nodemap-fleet-{time.strftime('%Y%m%d-%H%M%S')}",
+                  level=getattr(args, "level", "quick"), expect=getattr(args, "expect", None),
+                  join_timeout=args.join_timeout, check_timeout=args.check_timeout,
+                  pair_timeout=args.pair_timeout, pairs=not args.no_pairs,
+                  sizes=pairtest.Sizes(bw_bytes=size), thresholds=th, html=not args.no_html,
+                  json_out=getattr(args, "json", False), quiet=getattr(args, "quiet", False))
+
+
+def _size(text: str) -> int:
+    from ..units import parse_size
+
+    return parse_size(text, "--pair-size", minimum=1)
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import driver
+
+    cfg = config(args)
+    _writable(cfg.outdir)
+    if args.from_dirs:
+        return driver.run_from(args.from_dirs, cfg)
+    return driver.main(cfg, node_check)
+
+
+def node_check(node: str, level: str, expect: str | None) -> dict:
+    """What each node's leader runs: `nodemap check`'s own entry, silent
+    (rank 0 reports each node as it finishes), as its JSON document."""
+    from ..check import expectations
+    from ..check.node import run_check
+
+    doc = run_check(level, expectations.load(expect), command=f"nodemap check --fleet --level {level}")
+    return doc.to_dict()
+
+
+def _writable(d: str) -> None:
+    if os.path.exists(d) and not os.path.isdir(d):
+        raise NodemapError(f"--output {d}: exists and is not a folder; give a folder for the fleet report")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise NodemapError(f"--output {d}: cannot create it ({e.strerror or e}); give another folder") from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise NodemapError(f"--output {d}: not writable; give a folder you can write to")

@@ -1,0 +1,392 @@
+"""The MPI side of `nodemap check --fleet`.
+
+Every rank says hello to rank 0 (its node name, host, CPUs); rank 0 groups
+ranks by node and names one leader per node (the lowest rank, but not rank
+0 when its node has another rank, so that rank 0 stays free to gather).
+Leaders run their node's check in parallel and send the document; rank 0
+writes one JSON line per node as each arrives (nodes.jsonl, and
+nodes/NAME.json), so a partial run is usable. Then rank 0 schedules the
+pair tests round by round (`pairs.isolate`): in each pair the two leaders
+measure bandwidth and latency, and the k-th local ranks of both nodes
+measure bandwidth at the same time (rail k), so a pair's bandwidth is the
+sum over its rails. Last, rank 0 merges (`merge`), writes fleet.json and
+fleet.html and tells every rank to end.
+
+Never hang: no collective is used after MPI_Init; every message is
+non-blocking and polled against a deadline (`wire`). A node whose leader
+does not answer in time is reported missing with its last known state; a
+pair that does not report is left out. If any rank was late, rank 0 ends
+the job with MPI_Abort after writing everything (a hung rank would
+otherwise hold the allocation to its time limit). Ctrl-C or SIGTERM on rank
+0 writes what was gathered, marked incomplete.
+
+Why not MPI_Comm_split_type(COMM_TYPE_SHARED): it is a collective, which
+one silent rank hangs with no way to time out. The node is the hostname
+(one OS per node on every cluster launcher), gathered point to point, or
+NODEMAP_FLEET_NODE for tests that make ranks of one machine act as nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NodemapError
+from . import merge as mergemod
+from . import nodecheck, output, pairtest, wire
+from .pairs import Pair, isolate
+
+
+@dataclass
+class Config:
+    outdir: str
+    level: str = "quick"
+    expect: str | None = None
+    join_timeout: float = 60.0  # every rank says hello within this
+    check_timeout: float = 1800.0  # every node's check arrives within this
+    pair_timeout: float = 60.0  # one pair test, both sides, within this
+    pairs: bool = True
+    shifts: tuple[int, ...] = (1, 2)
+    sizes: pairtest.Sizes = field(default_factory=pairtest.Sizes)
+    thresholds: mergemod.Thresholds = mergemod.DEFAULTS
+    html: bool = True
+    json_out: bool = False
+    quiet: bool = False
+
+
+@dataclass
+class NodeRec:
+    name: str
+    ranks: list[int]  # leader first, then the other local ranks by rank
+    state: str = "joined"
+    doc: dict[str, Any] | None = None
+    answered: bool = True  # False once it missed a deadline
+
+    @property
+    def leader(self) -> int:
+        return self.ranks[0]
+
+
+def leader_first(ranks: list[int]) -> list[int]:
+    """Rank 0 leads its node only when it is alone there."""
+    ranks = sorted(ranks)
+    if ranks[0] == 0 and len(ranks) > 1:
+        return ranks[1:] + [0]
+    return ranks
+
+
+def main(cfg: Config, check: nodecheck.CheckFn) -> int:
+    from ..bench import mpi_common
+
+    MPI = mpi_common.start()
+    comm = MPI.COMM_WORLD
+    signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
+    me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
+          "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}
+    if comm.Get_rank() == 0:
+        return Coordinator(comm, cfg, check).run(me)
+    return member(comm, cfg, check, me)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt()
+
+
+# --- every rank but 0 -----------------------------------------------------------
+
+
+def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any]) -> int:
+    if nodecheck.hang_point() == "join":
+        nodecheck.hang_forever()
+    doc = None
+    try:
+        wire.send(comm, me, 0, wire.HELLO, wire.deadline(cfg.join_timeout))
+        role = wire.recv(comm, 0, wire.ROLE, wire.deadline(2 * cfg.join_timeout))
+        if role["leader"]:
+            wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
+                      wire.STATE)
+            doc = nodecheck.run_check(check, me["node"], cfg.level, cfg.expect)
+            wire.send(comm, doc, 0, wire.DOC, wire.deadline(cfg.check_timeout))
+        return serve(comm, cfg)
+    except wire.Late:
+        return _orphan(me, doc, cfg)
+    except KeyboardInterrupt:
+        return _await_rank0()
+
+
+def _await_rank0(grace_s: float = 30.0) -> int:
+    """Interrupted (Ctrl-C reaches every rank, the job's limit SIGTERMs every
+    rank): give rank 0 time to write what was gathered and end the job with
+    MPI_Abort; a rank exiting first could make the launcher kill rank 0 mid-write."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(grace_s)
+    return 130
+
+
+def serve(comm: Any, cfg: Config) -> int:
+    """Run rank 0's commands until it says done."""
+    patience = cfg.check_timeout + cfg.join_timeout + 8 * cfg.pair_timeout
+    while True:
+        cmd = wire.recv(comm, 0, wire.CMD, wire.deadline(patience))
+        if cmd["op"] == "done":
+            return 0
+        wire.send(comm, do_pair(comm, cmd, cfg), 0, wire.REPORT, wire.deadline(cfg.pair_timeout))
+
+
+def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
+    """One side of one pair test, as rank 0 asked; errors become the report."""
+    rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
+    try:
+        rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
+                                      cfg.sizes, cfg.pair_timeout)
+    except wire.Late:
+        rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
+    except ValueError as e:
+        rep["error"] = str(e)
+    return rep
+
+
+def _orphan(me: dict[str, Any], doc: dict[str, Any] | None, cfg: Config) -> int:
+    """Rank 0 stopped answering: keep this node's document beside its output."""
+    where = ""
+    if doc is not None:
+        try:
+            where = output.save_node(cfg.outdir, doc)
+        except OSError:
+            pass
+    sys.stderr.write(f"nodemap check: error: rank {me['rank']} ({me['node']}) lost rank 0 (no answer within its "
+                     f"timeout); {'node document kept in ' + where if where else 'nothing to keep'}\n")
+    return 2
+
+
+# --- rank 0 ----------------------------------------------------------------------
+
+
+class Coordinator:
+    def __init__(self, comm: Any, cfg: Config, check: nodecheck.CheckFn) -> None:
+        self.comm, self.cfg, self.check = comm, cfg, check
+        self.nodes: dict[str, NodeRec] = {}
+        self.node_of: dict[int, str] = {}
+        self.never_joined: list[int] = []
+        self.pair_results: list[dict[str, Any]] = []
+        self.messages: list[str] = []
+        self.late = False
+        self.out = output.FleetOutput(cfg.outdir)
+        self.started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        if not self.cfg.quiet:
+            sys.stderr.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
+            sys.stderr.flush()
+
+    def run(self, me: dict[str, Any]) -> int:
+        interrupted = False
+        try:
+            self.join(me)
+            self.checks(me)
+            if self.cfg.pairs:
+                self.pair_phase()
+        except KeyboardInterrupt:
+            interrupted = True
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the writing short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self.messages.append("interrupted: the report holds what was gathered until then")
+        fleet = self.finish(interrupted)
+        code = 1 if fleet.drain else 0
+        if self.late or interrupted:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.comm.Abort(130 if interrupted else 1)  # end the silent ranks too; all is written
+        self.done()
+        return code
+
+    # phases
+
+    def join(self, me: dict[str, Any]) -> None:
+        n = self.comm.Get_size()
+        hellos = {0: me}
+        at = wire.deadline(self.cfg.join_timeout)
+        while len(hellos) < n and wire.left(at) > 0:
+            got = wire.poll(self.comm, (wire.HELLO,))
+            if got:
+                hellos[got[0]] = got[2]
+            else:
+                time.sleep(wire.POLL_S)
+        self.never_joined = sorted(set(range(n)) - set(hellos))
+        if self.never_joined:
+            self.late = True
+            self.messages.append(f"ranks {self.never_joined} did not join within {self.cfg.join_timeout:g} s")
+        by_node: dict[str, list[int]] = {}
+        for r, h in hellos.items():
+            by_node.setdefault(h["node"], []).append(r)
+        for name, ranks in sorted(by_node.items()):
+            self.nodes[name] = NodeRec(name, leader_first(ranks))
+            for i, r in enumerate(self.nodes[name].ranks):
+                self.node_of[r] = name
+                if r != 0:
+                    wire.post(self.comm, {"leader": i == 0, "node": name, "local": i}, r, wire.ROLE)
+        self.say(f"{len(hellos)} of {n} ranks joined, {len(self.nodes)} nodes")
+
+    def checks(self, me: dict[str, Any]) -> None:
+        mine = self.nodes[me["node"]]
+        if mine.leader == 0:
+            mine.state = "running its node check (rank 0)"
+            self.arrived(mine, nodecheck.run_check(self.check, mine.name, self.cfg.level, self.cfg.expect))
+        at = wire.deadline(self.cfg.check_timeout)
+        while any(n.doc is None for n in self.nodes.values()) and wire.left(at) > 0:
+            got = wire.poll(self.comm, (wire.DOC, wire.STATE))
+            if got is None:
+                time.sleep(wire.POLL_S)
+                continue
+            src, tag, obj = got
+            node = self.nodes[self.node_of[src]]
+            if tag == wire.STATE:
+                node.state = str(obj)
+            else:
+                self.arrived(node, obj)
+        for node in self.nodes.values():
+            if node.doc is None:
+                node.answered = False
+                self.late = True
+                self.say(f"{node.name}: no node document within {self.cfg.check_timeout:g} s ({node.state})")
+
+    def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
+        node.doc = doc
+        node.state = "node check done"
+        self.out.node_line(doc)
+        done = sum(n.doc is not None for n in self.nodes.values())
+        self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")
+
+    def pair_phase(self) -> None:
+        alive = [n for n in self.nodes.values() if n.doc is not None]
+        if len(alive) < 2:
+            self.messages.append("pair tests skipped: fewer than two nodes answered")
+            return
+        self.say(f"pair tests among {len(alive)} nodes")
+        self.round_no = 0
+        iso = isolate(len(alive), lambda rnd: self.run_round(alive, rnd), True, self.cfg.shifts,
+                      self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency)
+        self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "
+                 f"(all pairs would be {len(alive) * (len(alive) - 1) // 2})")
+        self.messages.append(f"pair tests: {len(iso.tests)} in {iso.rounds} rounds; bad links "
+                             f"{sorted((alive[a].name, alive[b].name) for a, b in iso.bad_links)}; transient "
+                             f"{sorted((alive[a].name, alive[b].name) for a, b in iso.transient)}")
+
+    def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, float]:
+        """One round of pair tests; the pairs' total bandwidth (over rails)."""
+        self.round_no += 1
+        cmds: dict[int, dict[str, Any]] = {}
+        for p in rnd:
+            a, b = alive[p[0]], alive[p[1]]
+            for k in range(min(len(a.ranks), len(b.ranks))):
+                tests = ["bw", "latency"] if k == 0 else ["bw"]
+                base = {"op": "pair", "round": self.round_no, "pair": [a.name, b.name], "rail": k, "tests": tests}
+                cmds[a.ranks[k]] = {**base, "peer": b.ranks[k], "sends": True}
+                cmds[b.ranks[k]] = {**base, "peer": a.ranks[k], "sends": False}
+        for r, c in cmds.items():
+            if r != 0:
+                wire.post(self.comm, c, r, wire.CMD)
+        reports = [do_pair(self.comm, cmds[0], self.cfg)] if 0 in cmds else []
+        at = wire.deadline(self.cfg.pair_timeout + 5)
+        waiting = set(cmds) - {0}
+        while waiting and wire.left(at) > 0:
+            got = wire.poll(self.comm, (wire.REPORT,))
+            if got is None:
+                time.sleep(wire.POLL_S)
+                continue
+            waiting.discard(got[0])
+            reports.append(got[2])
+        for r in waiting:
+            self.late = True
+            node = self.nodes[self.node_of[r]]
+            node.state = f"node check done; rank {r} stopped answering in pair round {self.round_no}"
+        return self.take_reports(alive, rnd, reports)
+
+    def take_reports(self, alive: list[NodeRec], rnd: list[Pair], reports: list[dict[str, Any]]) -> dict[Pair, float]:
+        totals: dict[tuple[str, str], float] = {}
+        complete: dict[tuple[str, str], int] = {}
+        for rep in reports:
+            key = tuple(rep["pair"])
+            if "error" in rep:
+                self.messages.append(f"pair {key[0]} <-> {key[1]} rail {rep['rail']}: {rep['error']}")
+                continue
+            for f in rep.get("figures", ()):
+                rail = f" rail{rep['rail']}" if f["test"] == "bw" else ""
+                self.add_pair(key, f"mpi {f['test']} host{rail}", f)
+                if f["test"] == "bw":
+                    totals[key] = totals.get(key, 0.0) + f["value"]
+                    complete[key] = complete.get(key, 0) + 1
+        out = {}
+        for p in rnd:
+            a, b = alive[p[0]], alive[p[1]]
+            key = (a.name, b.name)
+            rails = min(len(a.ranks), len(b.ranks))
+            if complete.get(key) == rails:  # a pair with a rail missing is not measured
+                out[p] = totals[key]
+                self.add_pair(key, "mpi bw host", {"unit": "GB/s", "higher_is_better": True, "value": totals[key],
+                                                   "rails": rails})
+        return out
+
+    def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
+        r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
+             "higher_is_better": f["higher_is_better"], "round": self.round_no}
+        if "samples" in f:
+            r["samples"] = f["samples"]
+        self.pair_results.append(r)
+        self.out.pair_line(r)
+
+    # the end
+
+    def fleet_nodes(self) -> list[mergemod.Node]:
+        out = []
+        for n in self.nodes.values():
+            if n.doc is not None:
+                out.append(mergemod.node_from_doc(n.doc))
+            else:
+                out.append(mergemod.missing_node(n.name, n.state))
+        for r in self.never_joined:
+            out.append(mergemod.missing_node(f"rank{r}", "never joined (no hello within the join timeout)"))
+        return out
+
+    def finish(self, interrupted: bool) -> mergemod.Fleet:
+        fleet = mergemod.merge(self.fleet_nodes(), self.pair_results, self.cfg.thresholds)
+        if interrupted:
+            fleet.complete = False
+        self.out.fleet(fleet, self.messages, html=self.cfg.html)
+        text = output.summary(fleet, self.messages, self.out)
+        if self.cfg.json_out:
+            print(json.dumps(fleet.to_dict() | {"messages": self.messages}, indent=1))
+        else:
+            print(text)
+        return fleet
+
+    def done(self) -> None:
+        reqs = [wire.post(self.comm, {"op": "done"}, r, wire.CMD) for r in self.node_of if r != 0]
+        try:
+            wire.wait_all(reqs, wire.deadline(10), spin=False)
+        except wire.Late:
+            pass
+
+
+def run_from(dirs: list[str], cfg: Config) -> int:
+    """`--from DIR`: the same report from node documents saved by separate jobs."""
+    docs, pair_results = output.read_saved(dirs)
+    if not docs:
+        raise NodemapError(f"--from {' '.join(dirs)}: no node documents (nodes/*.json, nodes.jsonl or *.json of "
+                           f"schema {nodecheck.SCHEMA}) found; run `nodemap check --output DIR` on each node first")
+    out = output.FleetOutput(cfg.outdir)
+    fleet = mergemod.merge([mergemod.node_from_doc(d) for d in docs], pair_results, cfg.thresholds)
+    messages = [f"built from {len(docs)} saved node documents in {', '.join(dirs)}"]
+    out.fleet(fleet, messages, html=cfg.html)
+    if cfg.json_out:
+        print(json.dumps(fleet.to_dict() | {"messages": messages}, indent=1))
+    else:
+        print(output.summary(fleet, messages, out))
+    return 1 if fleet.drain else 0

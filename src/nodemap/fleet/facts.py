@@ -1,0 +1,98 @@
+"""The facts of a node's topology that every healthy node of a fleet shares.
+
+A fact is a (name, value) pair whose name does not depend on the node
+("GPU3 PCIe" -> "Gen5 x16", "NVLink GPU5-GPU6" -> 12, "NIC mlx5_0 NUMA" -> 1).
+The fleet takes, per node class, the value most nodes have; a node that
+differs (a GPU missing, an NVLink down or narrower, a NIC on another NUMA
+node, a PCIe link trained narrower) is a finding on its own, whatever its
+measured figures say. Works on the topology's JSON form so that 10,000
+saved node documents need no decoding into records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# How bad a difference in a fact is: a missing or degraded part is hardware
+# to repair (fail); anything else differs from the fleet (warn).
+FAIL_PREFIXES = ("GPU", "NVLink", "NIC")
+
+
+def facts(topo: dict[str, Any] | None) -> dict[str, Any]:
+    """Node-independent facts of one topology (JSON form); {} when unknown."""
+    if not topo:
+        return {}
+    out: dict[str, Any] = {}
+    out["NUMA nodes"] = len(topo.get("numa_nodes", ()))
+    out["CPUs online"] = sum(1 for p in topo.get("pus", ()) if p.get("online", True))
+    gpus = topo.get("gpus", ())
+    out["GPUs"] = len(gpus)
+    for g in gpus:
+        name = f"GPU{g.get('index')}"
+        out[name] = g.get("model") or "GPU"
+        if g.get("pcie_width"):
+            out[f"{name} PCIe"] = pcie(g.get("pcie_gen", 0), g["pcie_width"])
+        if g.get("numa_node", -1) >= 0:
+            out[f"{name} NUMA"] = g["numa_node"]
+    for link in topo.get("links", ()):
+        a, b = sorted((str(link.get("a")), str(link.get("b"))))
+        out[f"{link.get('kind', 'link')} {a}-{b}"] = link.get("count", 1)
+    pci = {d.get("bus_id"): d for d in topo.get("pci_devices", ())}
+    for nic in topo.get("nics", ()):
+        name = f"NIC {nic.get('name')}"
+        out[name] = nic.get("kind", "")
+        if nic.get("numa_node", -1) >= 0:
+            out[f"{name} NUMA"] = nic["numa_node"]
+        dev = pci.get(nic.get("pci_bus_id"))
+        if dev and dev.get("link_width"):
+            out[f"{name} PCIe"] = pcie(dev.get("link_gen", 0), dev["link_width"])
+        for port in nic.get("ports", ()):
+            out[f"{name} port {port.get('number')}"] = f"{port.get('state', '?')} {port.get('rate_gbps', 0):g} Gb/s"
+    return out
+
+
+def pcie(gen: int, width: int) -> str:
+    return f"Gen{gen} x{width}" if gen else f"x{width}"
+
+
+def node_class(topo: dict[str, Any] | None) -> str:
+    """What a node is compared with: its GPU model, else its CPU model."""
+    if not topo:
+        return "unknown"
+    models = [g.get("model") for g in topo.get("gpus", ()) if g.get("model")]
+    if models:
+        return max(set(models), key=models.count)
+    cpus = [p.get("cpu_model") for p in topo.get("packages", ()) if p.get("cpu_model")]
+    return cpus[0] if cpus else "unknown"
+
+
+def severity(name: str) -> str:
+    return "fail" if name.startswith(FAIL_PREFIXES) else "warn"
+
+
+def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """node -> [(severity, sentence)] for every fact that differs from the
+    value most nodes (of these, one class) have; a fact without a majority
+    value sets no norm."""
+    n = len(node_facts)
+    if n < 2:
+        return {}
+    counts: dict[str, dict[Any, int]] = {}
+    for f in node_facts.values():
+        for k, v in f.items():
+            c = counts.setdefault(k, {})
+            c[v] = c.get(v, 0) + 1
+    usual = {k: max(c.items(), key=lambda kv: kv[1]) for k, c in counts.items()}
+    # Only a value most nodes share is a norm; without a majority there is none.
+    norm = {k: vh for k, vh in usual.items() if vh[1] * 2 > n}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for node, f in node_facts.items():
+        found = []
+        for k, (v, held) in norm.items():
+            mine = f.get(k)
+            if mine != v:
+                what = "absent" if mine is None else str(mine)
+                found.append((severity(k), f"{k} {what} where {held} of {n} nodes have {v}"))
+        if found:
+            out[node] = found
+    return out

@@ -1,0 +1,200 @@
+"""The fleet report: one self-contained HTML page (no network, no scripts,
+no fonts), plots drawn by matplotlib and embedded as SVG.
+
+- node x figure heatmap: each cell a node's figure as % of its class's fleet
+  median (below 1 is worse, latency included); red below the fail
+  threshold, yellow below warn, green around 100%. Nodes with a finding
+  come first; beyond `max_rows` the healthy ones are left out (counted).
+- node x node link heatmap: each tested pair's bandwidth as % of the best
+  pair (ClusterKit's rule); grey where the pair was not tested.
+- per-figure distributions: every node's value of the figures with a
+  finding, the median and the warn/fail lines drawn across.
+- the ranked drain list with reasons and evidence.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from typing import Any
+
+from .merge import Fleet
+
+MAX_ROWS = 120  # heatmap rows (nodes) drawn
+MAX_COLS = 120  # heatmap columns (figures) drawn
+MAX_DISTRIBUTIONS = 12
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 8})
+    return plt
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    _plt().close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _cmap(fleet: Fleet) -> tuple[Any, Any]:
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    th = fleet.thresholds
+    # fail, warn, within 2-5% below, within 2% (noise), better than the median
+    colors = ["#b2182b", "#f4a582", "#fee8c8", "#ffffff", "#d1e5f0"]
+    bounds = [0.0, th.fail, th.warn, 0.98, 1.02, 10.0]
+    return ListedColormap(colors), BoundaryNorm(bounds, len(colors))
+
+
+def _colorbar(fig: Any, im: Any, ax: Any, bounds: list[float], label: str) -> None:
+    cb = fig.colorbar(im, ax=ax, fraction=0.03)
+    cb.set_ticks(bounds[1:-1], labels=[f"{b:.0%}" for b in bounds[1:-1]])
+    cb.set_label(label)
+
+
+def figure_heatmap(fleet: Fleet, max_rows: int = MAX_ROWS, max_cols: int = MAX_COLS) -> tuple[str, str]:
+    flagged = {f.node for f in fleet.findings}
+    rows = [n.name for n in fleet.nodes if n.name in fleet.ratios]
+    rows.sort(key=lambda r: (r not in flagged, min((x for x in fleet.ratios[r] if x is not None), default=1.0)))
+    left = max(0, len(rows) - max_rows)
+    rows = rows[:max_rows]
+    cols = list(range(len(fleet.keys)))
+    if len(cols) > max_cols:  # the figures that vary most first
+        cols.sort(key=lambda c: min((fleet.ratios[r][c] or 1.0) for r in rows))
+        cols = sorted(cols[:max_cols])
+    if not rows or not cols:
+        return "", "no figures to draw"
+    plt = _plt()
+    data = [[(fleet.ratios[r][c] if fleet.ratios[r][c] is not None else math.nan) for c in cols] for r in rows]
+    cmap, norm = _cmap(fleet)
+    cmap.set_bad("#dddddd")
+    fig, ax = plt.subplots(figsize=(min(2 + 0.12 * len(cols), 18), min(1.5 + 0.14 * len(rows), 22)))
+    im = ax.imshow(data, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
+    ax.set_yticks(range(len(rows)), rows, fontsize=6 if len(rows) > 40 else 8)
+    ax.set_xticks(range(len(cols)), [fleet.keys[c] for c in cols], rotation=90, fontsize=5 if len(cols) > 40 else 7)
+    _colorbar(fig, im, ax, list(norm.boundaries), "% of the fleet median (below 100% is worse)")
+    note = f"{left} healthy nodes not drawn" if left else ""
+    return _svg(fig), note
+
+
+def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_ROWS) -> str:
+    links = [x for x in fleet.links if x["key"] == key]
+    if not links:
+        return ""
+    names = sorted({x["a"] for x in links} | {x["b"] for x in links})[:max_nodes]
+    idx = {n: i for i, n in enumerate(names)}
+    data = [[math.nan] * len(names) for _ in names]
+    for x in links:
+        if x["a"] in idx and x["b"] in idx:
+            data[idx[x["a"]]][idx[x["b"]]] = data[idx[x["b"]]][idx[x["a"]]] = x["of_best"]
+    plt = _plt()
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    cmap = ListedColormap(["#b2182b", "#fddbc7", "#5aae61"])
+    cmap.set_bad("#eeeeee")
+    norm = BoundaryNorm([0.0, fleet.thresholds.link_bad, 0.98, 10.0], 3)
+    size = min(2 + 0.18 * len(names), 16)
+    fig, ax = plt.subplots(figsize=(size + 1, size))
+    im = ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest")
+    fs = 6 if len(names) > 30 else 8
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=fs)
+    ax.set_yticks(range(len(names)), names, fontsize=fs)
+    _colorbar(fig, im, ax, list(norm.boundaries), f"{key}: % of the best pair")
+    return _svg(fig)
+
+
+def distributions(fleet: Fleet, limit: int = MAX_DISTRIBUTIONS) -> list[str]:
+    """Strip plots of the figures with findings (worst first)."""
+    worst: dict[str, float] = {}
+    col = {k: i for i, k in enumerate(fleet.keys)}
+    for r in fleet.ratios.values():
+        for k, i in col.items():
+            if r[i] is not None and r[i] < fleet.thresholds.warn:
+                worst[k] = min(worst.get(k, 1.0), r[i])
+    base = {b.key: b for b in fleet.baselines}
+    out = []
+    plt = _plt()
+    for k in sorted(worst, key=worst.get)[:limit]:
+        vals = [r[col[k]] for r in fleet.ratios.values() if r[col[k]] is not None]
+        fig, ax = plt.subplots(figsize=(6, 1.4))
+        ax.hist(vals, bins=min(60, max(10, len(vals) // 5)), color="#4575b4")
+        for x, c, s in ((1.0, "k", "-"), (fleet.thresholds.warn, "#e08214", "--"), (fleet.thresholds.fail, "#b2182b", "--")):
+            ax.axvline(x, color=c, linestyle=s, linewidth=1)
+        b = base.get(k)
+        ax.set_title(f"{k}: median {b.median:,.4g} {b.unit}, MAD {b.mad:,.3g}" if b else k, fontsize=8)
+        ax.set_xlabel("% of the fleet median")
+        ax.set_yticks([])
+        out.append(_svg(fig))
+    return out
+
+
+CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top;text-align:left}
+.fail{color:#b2182b;font-weight:bold}.warn{color:#b35806}.pass{color:#1b7837}.note{color:#555}
+svg{max-width:100%;height:auto}"""
+
+
+def page(fleet: Fleet, messages: list[str]) -> str:
+    e = html.escape
+    counts: dict[str, int] = {}
+    for n in fleet.nodes:
+        v = "missing" if n.status == "missing" else fleet.verdict(n.name)
+        counts[v] = counts.get(v, 0) + 1
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>nodemap fleet check</title>"
+             f"<style>{CSS}</style></head><body><h1>nodemap fleet check</h1>",
+             f"<p>{len(fleet.nodes)} nodes: " + ", ".join(f"<span class='{'fail' if k == 'missing' else k}'>"
+                                                           f"{v} {k}</span>" for k, v in sorted(counts.items()))
+             + ("" if fleet.complete else " <span class='fail'>(incomplete)</span>") + "</p>"]
+    th = fleet.thresholds
+    parts.append(f"<p class='note'>Rules: warn below {th.warn:.0%}, fail below {th.fail:.0%} of the fleet median "
+                 f"of the same figure on the same GPU (or CPU) model; latency inverted. Pairs: bad below "
+                 f"{th.link_bad:.0%} of the best pair's bandwidth or above {th.link_latency:g}x the lowest "
+                 f"latency.</p>")
+    parts.append("<h2>Nodes to drain</h2>")
+    if fleet.drain:
+        parts.append("<table><tr><th>#</th><th>node</th><th>reason</th><th>evidence</th></tr>")
+        for d in fleet.drain:
+            ev = "<br>".join(e(x) for x in d.evidence[1:])
+            parts.append(f"<tr><td>{d.rank}</td><td class='fail'>{e(d.node)}</td><td>{e(d.reason)}</td>"
+                         f"<td>{ev}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p class='pass'>none</p>")
+    if not _have_matplotlib():
+        parts.append("<p class='note'>No plots: matplotlib is not installed (pip install 'nodemap[report]').</p>")
+        return "\n".join(parts + _lists(fleet, messages) + ["</body></html>"])
+    svg, note = figure_heatmap(fleet)
+    parts.append("<h2>Node x figure: % of the fleet median</h2>" + svg + (f"<p class='note'>{e(note)}</p>" if note else ""))
+    links = link_heatmap(fleet)
+    if links:
+        parts.append("<h2>Node x node: pair bandwidth, % of the best pair</h2>" + links)
+    dists = distributions(fleet)
+    if dists:
+        parts.append("<h2>Distributions of the figures with findings</h2>" + "".join(dists))
+    return "\n".join(parts + _lists(fleet, messages) + ["</body></html>"])
+
+
+def _lists(fleet: Fleet, messages: list[str]) -> list[str]:
+    e = html.escape
+    out = []
+    warn = [f for f in fleet.findings if f.severity == "warn"]
+    if warn:
+        out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(f.node)}: {e(f.text)}</li>" for f in warn[:200])
+                   + (f"<li>... {len(warn) - 200} more in fleet.json</li>" if len(warn) > 200 else "") + "</ul>")
+    if messages:
+        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(m)}</li>" for m in messages) + "</ul>")
+    return out
+
+
+def _have_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None

@@ -1,0 +1,428 @@
+"""Fleet verdicts: every node's figures judged against its peers.
+
+Pure: node documents in, a `Fleet` out. For each class of node (GPU model,
+else CPU model) and each figure key (node-independent: "gpu/hbm triad/GPU5"),
+the baseline is the median of the nodes' values, with the median absolute
+deviation (MAD) beside it to show how much the fleet itself varies. A
+node's figure is judged by its ratio to that median (for latency the
+inverse, so that below 1 is always worse): warn below 95%, fail below 90%
+(superbench's baseline rule and the procurement rule of 5% spread). The
+median, not the mean, so that the outliers being looked for do not move
+the baseline they are judged by. Pairwise links are judged by ClusterKit's
+rule (`pairs.bad_pairs`). Topology differences come from `facts`. The
+ranked drain list puts a missing node first, then nodes with failures,
+worst ratio first.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from . import facts as factsmod
+from .pairs import bad_pairs, pair
+
+SCHEMA = "nodemap.fleet/1"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Thresholds of one figure pattern (fnmatch on the key, and on the class)."""
+
+    key: str = "*"
+    node_class: str = "*"
+    warn: float = 0.95
+    fail: float = 0.90
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Fleet thresholds as data; a site file's [fleet] table overrides them."""
+
+    warn: float = 0.95  # of the fleet median (latency: median / value)
+    fail: float = 0.90
+    link_bad: float = 0.93  # of the best pair's bandwidth
+    link_latency: float = 2.1  # x the lowest pair latency
+    min_nodes: int = 2  # fewer nodes of a class with a figure: no fleet verdict
+    rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
+
+    def for_figure(self, key: str, node_class: str) -> tuple[float, float]:
+        for r in self.rules:
+            if fnmatch.fnmatchcase(key, r.key) and fnmatch.fnmatchcase(node_class, r.node_class):
+                return r.warn, r.fail
+        return self.warn, self.fail
+
+
+DEFAULTS = Thresholds()
+
+
+# --- inputs --------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    """One node as the fleet sees it."""
+
+    name: str
+    status: str = "complete"  # complete | incomplete | missing
+    node_class: str = "unknown"
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> figure record
+    facts: dict[str, Any] = field(default_factory=dict)
+    last_state: str = ""  # for a missing node: the last thing it said
+    findings: list[str] = field(default_factory=list)  # the node check's own findings (sentences)
+
+
+def node_from_doc(doc: dict[str, Any]) -> Node:
+    """A node check document (schema nodemap.check/1) as the fleet sees it."""
+    topo = doc.get("topology")
+    figs = {}
+    for f in doc.get("figures", ()):
+        if f.get("key") and isinstance(f.get("value"), (int, float)) and f["value"] > 0:
+            figs[f["key"]] = f
+    return Node(
+        name=str(doc.get("host", "?")),
+        status="complete" if doc.get("complete", True) else "incomplete",
+        node_class=factsmod.node_class(topo),
+        figures=figs,
+        facts=factsmod.facts(topo),
+        findings=[_sentence(x) for x in doc.get("findings", ())],
+    )
+
+
+def _sentence(finding: Any) -> str:
+    if isinstance(finding, str):
+        return finding
+    return str(finding.get("text") or finding.get("message") or finding)
+
+
+def missing_node(name: str, last_state: str) -> Node:
+    return Node(name=name, status="missing", last_state=last_state)
+
+
+# --- outputs -------------------------------------------------------------------
+
+
+@dataclass
+class Baseline:
+    node_class: str
+    key: str
+    label: str
+    path: str
+    unit: str
+    higher_is_better: bool
+    n: int
+    median: float
+    mad: float
+    min: float
+    max: float
+
+
+@dataclass
+class Finding:
+    node: str
+    severity: str  # fail | warn
+    kind: str  # figure | topology | link | missing | incomplete | absent
+    text: str
+    ratio: float | None = None  # of the fleet median (figures), of the best pair (links)
+
+
+@dataclass
+class Drain:
+    node: str
+    rank: int
+    reason: str
+    evidence: list[str]
+
+
+@dataclass
+class Fleet:
+    nodes: list[Node]
+    baselines: list[Baseline]
+    keys: list[str]  # figure keys, columns of `ratios`
+    ratios: dict[str, list[float | None]]  # node -> ratio to its class median per key
+    findings: list[Finding]
+    links: list[dict[str, Any]]  # judged pair results
+    drain: list[Drain]
+    thresholds: Thresholds
+    complete: bool = True
+
+    def verdict(self, node: str) -> str:
+        sev = [f.severity for f in self.findings if f.node == node]
+        return "fail" if "fail" in sev else "warn" if sev else "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "complete": self.complete,
+            "thresholds": asdict(self.thresholds),
+            "nodes": [{"name": n.name, "status": n.status, "class": n.node_class, "last_state": n.last_state,
+                       "verdict": self.verdict(n.name), "figures": len(n.figures)} for n in self.nodes],
+            "baselines": [asdict(b) for b in self.baselines],
+            "keys": self.keys,
+            "ratios": self.ratios,
+            "findings": [asdict(f) for f in self.findings],
+            "links": self.links,
+            "drain": [asdict(d) for d in self.drain],
+        }
+
+
+# --- the merge -----------------------------------------------------------------
+
+
+def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
+          thresholds: Thresholds = DEFAULTS) -> Fleet:
+    nodes = sorted(nodes, key=lambda n: n.name)
+    present = [n for n in nodes if n.status != "missing"]
+    baselines, keys, ratios, findings = judge_figures(present, thresholds)
+    findings += topology_findings(present)
+    findings += status_findings(nodes)
+    links, link_findings = judge_links(list(pair_results), thresholds)
+    findings += link_findings
+    order = {"missing": 0, "fail": 1, "warn": 2}
+    findings.sort(key=lambda f: (f.node, order.get(f.kind if f.kind == "missing" else f.severity, 3),
+                                 f.ratio if f.ratio is not None else 0.0))
+    return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
+                 drain=drain_list(findings), thresholds=thresholds,
+                 complete=all(n.status == "complete" for n in nodes))
+
+
+def judge_figures(nodes: list[Node], th: Thresholds
+                  ) -> tuple[list[Baseline], list[str], dict[str, list[float | None]], list[Finding]]:
+    groups: dict[tuple[str, str], list[tuple[Node, dict[str, Any]]]] = {}
+    for n in nodes:
+        for key, f in n.figures.items():
+            groups.setdefault((n.node_class, key), []).append((n, f))
+    keys = sorted({k for _, k in groups})
+    col = {k: i for i, k in enumerate(keys)}
+    ratios: dict[str, list[float | None]] = {n.name: [None] * len(keys) for n in nodes}
+    baselines: list[Baseline] = []
+    findings: list[Finding] = []
+    for (cls, key), members in sorted(groups.items()):
+        b = baseline(cls, key, members)
+        baselines.append(b)
+        if b.n < th.min_nodes:
+            continue
+        warn, fail = th.for_figure(key, cls)
+        for n, f in members:
+            r = ratio(f["value"], b)
+            ratios[n.name][col[key]] = r
+            if r < warn:
+                findings.append(Finding(n.name, "fail" if r < fail else "warn", "figure",
+                                        figure_sentence(f, b, r, warn, fail), r))
+        findings += absent_figures(cls, key, members, nodes, b)
+    return baselines, keys, ratios, findings
+
+
+def baseline(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]]) -> Baseline:
+    values = sorted(float(f["value"]) for _, f in members)
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    f0 = members[0][1]
+    return Baseline(cls, key, str(f0.get("label") or key), str(f0.get("path", "")), str(f0.get("unit", "")),
+                    bool(f0.get("higher_is_better", True)), len(values), med, mad, values[0], values[-1])
+
+
+def ratio(value: float, b: Baseline) -> float:
+    """Below 1 is worse, whichever way the unit goes."""
+    return value / b.median if b.higher_is_better else b.median / value
+
+
+def figure_sentence(f: dict[str, Any], b: Baseline, r: float, warn: float, fail: float) -> str:
+    limit = fail if r < fail else warn
+    if b.higher_is_better:
+        how = f"{r:.0%} of the fleet median {_num(b.median)} {b.unit}"
+        rule = f"{'fail' if r < fail else 'warn'} below {limit:.0%}"
+    else:  # latency: say it the way it is read, a multiple of the median
+        how = f"{1 / r:.2f}x the fleet median {_num(b.median)} {b.unit}"
+        rule = f"{'fail' if r < fail else 'warn'} above {1 / limit:.2f}x"
+    return f"{_label(b, f.get('path', ''))} {_num(f['value'])} {b.unit} = {how} ({b.node_class}, {b.n} nodes; {rule})"
+
+
+def _label(b: Baseline, path: str) -> str:
+    return f"{path} {b.label}" if path and path not in b.label else b.label
+
+
+def absent_figures(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]], nodes: list[Node],
+                   b: Baseline) -> list[Finding]:
+    """A figure most nodes of the class have but a complete node lacks (a GPU gone, a test that failed)."""
+    peers = [n for n in nodes if n.node_class == cls]
+    if len(members) * 2 <= len(peers) or len(members) == len(peers):
+        return []
+    have = {id(n) for n, _ in members}
+    return [Finding(n.name, "fail", "absent", f"{_label(b, b.path)} not measured where {len(members)} of {len(peers)} "
+                    f"{cls} nodes measured it (median {_num(b.median)} {b.unit})")
+            for n in peers if id(n) not in have and n.status == "complete"]
+
+
+def topology_findings(nodes: list[Node]) -> list[Finding]:
+    by_class: dict[str, dict[str, dict[str, Any]]] = {}
+    for n in nodes:
+        if n.facts:
+            by_class.setdefault(n.node_class, {})[n.name] = n.facts
+    out = []
+    for group in by_class.values():
+        for node, diffs in factsmod.differences(group).items():
+            out += [Finding(node, sev, "topology", text) for sev, text in diffs]
+    return out
+
+
+def status_findings(nodes: list[Node]) -> list[Finding]:
+    out = []
+    for n in nodes:
+        if n.status == "missing":
+            out.append(Finding(n.name, "fail", "missing", f"did not answer; last known state: {n.last_state or 'none'}"))
+        elif n.status == "incomplete":
+            out.append(Finding(n.name, "warn", "incomplete", "its check did not complete (interrupted or a part "
+                               "failed): judged on what it measured"))
+    return out
+
+
+def judge_links(results: list[dict[str, Any]], th: Thresholds) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Pair results (a, b, key, unit, value, higher_is_better) judged per key
+    by ClusterKit's rule. A node whose every pair (two or more partners) is
+    bad is the culprit: the finding is its own and its partners are spared;
+    a bad pair between otherwise good nodes is a bad link, a finding on both."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_key.setdefault(r["key"], []).append(r)
+    judged, findings = [], []
+    for key, rs in sorted(by_key.items()):
+        values = {tuple(sorted((r["a"], r["b"]))): float(r["value"]) for r in rs}  # the last test of a pair counts
+        unit, hib = rs[0].get("unit", ""), bool(rs[0].get("higher_is_better", True))
+        idx = {x: i for i, x in enumerate(sorted({x for p in values for x in p}))}
+        bad = {p for p in values if pair(idx[p[0]], idx[p[1]]) in
+               bad_pairs({pair(idx[q[0]], idx[q[1]]): v for q, v in values.items()}, hib, th.link_bad,
+                         th.link_latency)}
+        best = max(values.values()) if hib else min(values.values())
+        rule = f"bad below {th.link_bad:.0%} of the best pair" if hib else f"bad above {th.link_latency:g}x the lowest"
+        for (a, b), v in sorted(values.items()):
+            judged.append({"a": a, "b": b, "key": key, "unit": unit, "value": v,
+                           "of_best": v / best if hib else best / v, "verdict": "fail" if (a, b) in bad else "pass"})
+        findings += _link_findings(key, unit, values, bad, best, hib, rule)
+    return judged, findings
+
+
+def _link_findings(key: str, unit: str, values: dict[tuple[str, str], float], bad: set[tuple[str, str]],
+                   best: float, hib: bool, rule: str) -> list[Finding]:
+    partners: dict[str, list[tuple[str, str]]] = {}
+    for p in values:
+        partners.setdefault(p[0], []).append(p)
+        partners.setdefault(p[1], []).append(p)
+    culprits = {x for x, ps in partners.items() if len(ps) >= 2 and all(p in bad for p in ps)}
+    out = []
+    for x in sorted(culprits):
+        vals = [values[p] for p in partners[x]]
+        worst = min(vals) if hib else max(vals)
+        out.append(Finding(x, "fail", "link", f"every pair of {x} is bad ({len(vals)} partners): {key} worst "
+                           f"{_vs_best(worst, best, unit, hib)} ({rule})", worst / best if hib else best / worst))
+    for a, b in sorted(bad):
+        if a in culprits or b in culprits:
+            continue
+        v = values[(a, b)]
+        text = f"link {a} <-> {b}: {key} {_vs_best(v, best, unit, hib)} ({rule})"
+        r = v / best if hib else best / v
+        out += [Finding(a, "fail", "link", text, r), Finding(b, "fail", "link", text, r)]
+    return out
+
+
+def _vs_best(v: float, best: float, unit: str, hib: bool) -> str:
+    if hib:
+        return f"{_num(v)} {unit} = {v / best:.0%} of the best pair {_num(best)} {unit}"
+    return f"{_num(v)} {unit} = {v / best:.1f}x the lowest pair {_num(best)} {unit}"
+
+
+# Which finding states a node's reason first: a measured shortfall before the
+# topology difference that may explain it, and a figure a node could not
+# measure last (its cause is usually the topology difference above it).
+KIND_ORDER = {"missing": 0, "figure": 1, "link": 1, "topology": 2, "absent": 3, "incomplete": 4}
+
+
+def drain_list(findings: list[Finding]) -> list[Drain]:
+    """Nodes with a failure: missing ones first, then by their worst ratio
+    (to the fleet median or to the best pair), then by how many failures."""
+    per: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.severity == "fail":
+            per.setdefault(f.node, []).append(f)
+
+    def rank_key(item: tuple[str, list[Finding]]) -> tuple[int, float, int, str]:
+        node, fs = item
+        worst = min((f.ratio for f in fs if f.ratio is not None), default=1.0)
+        return (0 if any(f.kind == "missing" for f in fs) else 1, worst, -len(fs), node)
+
+    out = []
+    for i, (node, fs) in enumerate(sorted(per.items(), key=rank_key), 1):
+        fs = sorted(fs, key=lambda f: (KIND_ORDER.get(f.kind, 4), f.ratio if f.ratio is not None else 1.0))
+        out.append(Drain(node, i, fs[0].text, [f.text for f in fs[:8]]))
+    return out
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.3g}"
+
+
+# --- the site file -------------------------------------------------------------
+
+_GLOBAL_KEYS = {"warn": float, "fail": float, "link_bad": float, "link_latency": float, "min_nodes": int}
+_RULE_KEYS = {"key": str, "class": str, "warn": float, "fail": float}
+
+
+def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
+    """The [fleet] table of a site file (TOML, the file `--expect` reads):
+
+        [fleet]
+        warn = 0.95          # of the fleet median
+        fail = 0.90
+        link_bad = 0.93      # of the best pair
+        link_latency = 2.1   # x the lowest pair latency
+        min_nodes = 2
+        [[fleet.rule]]       # first match wins
+        key = "gpu/hbm*"     # fnmatch on the figure key
+        class = "*H100*"     # and on the node class (GPU or CPU model)
+        warn = 0.97
+        fail = 0.93
+
+    A file without [fleet] keeps the defaults; a wrong key or value is one
+    line naming the file and the key."""
+    import tomllib
+
+    from ..errors import NodemapError
+
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f).get("fleet", {})
+    except OSError as e:
+        raise NodemapError(f"cannot read the site file {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise NodemapError(f"{path}: not valid TOML ({e}): fix the file or leave out --expect") from None
+    values: dict[str, Any] = {}
+    for k, v in table.items():
+        if k == "rule":
+            continue
+        values[k] = _typed(path, f"fleet.{k}", v, _GLOBAL_KEYS.get(k))
+    rules = []
+    for i, r in enumerate(table.get("rule", [])):
+        got = {k: _typed(path, f"fleet.rule[{i}].{k}", v, _RULE_KEYS.get(k)) for k, v in r.items()}
+        got.setdefault("warn", values.get("warn", base.warn))
+        got.setdefault("fail", values.get("fail", base.fail))
+        rules.append(Rule(key=got.get("key", "*"), node_class=got.get("class", "*"), warn=got["warn"], fail=got["fail"]))
+    th = Thresholds(**{**asdict(base), **values, "rules": tuple(rules) + base.rules})
+    for r in (th, *th.rules):
+        if not 0 < r.fail <= r.warn <= 1:
+            raise NodemapError(f"{path}: [fleet] needs 0 < fail <= warn <= 1 (got warn={r.warn}, fail={r.fail})")
+    return th
+
+
+def _typed(path: str, name: str, value: Any, kind: type | None) -> Any:
+    from ..errors import NodemapError
+
+    if kind is None:
+        raise NodemapError(f"{path}: unknown key {name} (known: {', '.join(sorted(_GLOBAL_KEYS))}; "
+                           f"in [[fleet.rule]]: {', '.join(sorted(_RULE_KEYS))})")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise NodemapError(f"{path}: {name} = {value!r} must be a {kind.__name__}")
+    return value

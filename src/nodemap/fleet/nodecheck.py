@@ -1,0 +1,73 @@
+"""What a node leader runs for the fleet: the node's own check (`nodemap
+check`'s entry, fleet/command.py), as one document (schema
+nodemap.check/1), through the test hooks that let ranks on
+one machine act as different nodes and inject faults.
+
+Test hooks (environment, read only here):
+  NODEMAP_FLEET_NODE=NAME      this rank's node name instead of the hostname
+                               ("{rank}" in it becomes the MPI rank)
+  NODEMAP_FLEET_NODE_DOC=FILE  the node check replays this saved document
+                               (its host replaced by the node name)
+  NODEMAP_FLEET_SCALE=X        fault injection: every figure of this node X
+                               times worse (0.8: 20% less bandwidth)
+  NODEMAP_FLEET_HANG=check|join  fault injection: this rank never answers
+                               (its node check never returns / it never joins)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any, Callable
+
+NODE_ENV = "NODEMAP_FLEET_NODE"
+DOC_ENV = "NODEMAP_FLEET_NODE_DOC"
+SCALE_ENV = "NODEMAP_FLEET_SCALE"
+HANG_ENV = "NODEMAP_FLEET_HANG"
+SCHEMA = "nodemap.check/1"  # check/document.py's (tested equal), without importing the check
+
+CheckFn = Callable[[str, str, "str | None"], dict[str, Any]]  # (node name, level, expect file) -> document
+
+
+def node_name(rank: int) -> str:
+    name = os.environ.get(NODE_ENV, "")
+    return name.replace("{rank}", str(rank)) if name else socket.gethostname()
+
+
+def hang_point() -> str:
+    return os.environ.get(HANG_ENV, "")
+
+
+def hang_forever() -> None:
+    while True:  # fault injection: a rank that is alive but never answers
+        time.sleep(3600)
+
+
+def run_check(check: CheckFn, node: str, level: str, expect: str | None) -> dict[str, Any]:
+    """The node's document, through the hooks."""
+    if hang_point() == "check":
+        hang_forever()
+    path = os.environ.get(DOC_ENV)
+    if path:
+        with open(path) as f:
+            doc = json.load(f)
+    else:
+        doc = check(node, level, expect)
+    doc["host"] = node
+    scale = os.environ.get(SCALE_ENV)
+    if scale:
+        doc = scaled(doc, float(scale))
+    return doc
+
+
+def scaled(doc: dict[str, Any], x: float) -> dict[str, Any]:
+    """Every figure x times as good (x < 1: worse), recorded in the document."""
+    figs = []
+    for f in doc.get("figures", ()):
+        f = dict(f)
+        f["value"] = f["value"] * x if f.get("higher_is_better", True) else f["value"] / x
+        figs.append(f)
+    env = dict(doc.get("environment", {}), fault_injected=f"{SCALE_ENV}={x:g}")
+    return {**doc, "figures": figs, "environment": env}

@@ -1,0 +1,121 @@
+"""What the fleet writes, as it goes: nodes.jsonl (one node document per
+line, appended and flushed as each node finishes), nodes/NAME.json,
+pairs.jsonl (one pair figure per line), then fleet.json and fleet.html;
+and the terminal summary. `read_saved` reads any of these back (`--from`)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from typing import Any
+
+from . import merge as mergemod
+from .nodecheck import SCHEMA as NODE_SCHEMA
+
+
+def safe_name(node: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", node) or "_"
+
+
+def write_atomic(path: str, text: str) -> None:
+    from ..outfile import write
+
+    write(path, text, "--output")
+
+
+def save_node(outdir: str, doc: dict[str, Any]) -> str:
+    folder = os.path.join(outdir, "nodes")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + ".json")
+    write_atomic(path, json.dumps(doc))
+    return path
+
+
+class FleetOutput:
+    def __init__(self, outdir: str) -> None:
+        self.outdir = outdir
+        os.makedirs(outdir, exist_ok=True)
+        self.nodes_path = os.path.join(outdir, "nodes.jsonl")
+        self.pairs_path = os.path.join(outdir, "pairs.jsonl")
+        self.json_path = os.path.join(outdir, "fleet.json")
+        self.html_path = os.path.join(outdir, "fleet.html")
+
+    def _append(self, path: str, obj: Any) -> None:
+        # One write per line, flushed and synced: a run killed later keeps every line written.
+        with open(path, "a") as f:
+            f.write(json.dumps(obj) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def node_line(self, doc: dict[str, Any]) -> None:
+        self._append(self.nodes_path, doc)
+        save_node(self.outdir, doc)
+
+    def pair_line(self, r: dict[str, Any]) -> None:
+        self._append(self.pairs_path, r)
+
+    def fleet(self, fleet: mergemod.Fleet, messages: list[str], html: bool = True) -> None:
+        write_atomic(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
+        if html:
+            from . import html as htmlmod
+
+            write_atomic(self.html_path, htmlmod.page(fleet, messages))
+
+
+def read_saved(dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Node documents and pair results under the given folders (or files):
+    nodes/*.json, nodes.jsonl, *.json of the node schema, pairs.jsonl. A node
+    seen twice keeps its last document."""
+    docs: dict[str, dict[str, Any]] = {}
+    pair_results: list[dict[str, Any]] = []
+    for d in dirs:
+        files = [d] if os.path.isfile(d) else sorted(glob.glob(os.path.join(d, "*.json*"))) + sorted(
+            glob.glob(os.path.join(d, "nodes", "*.json")))
+        for path in files:
+            for obj in _objects(path):
+                if obj.get("schema") == NODE_SCHEMA:
+                    docs[str(obj.get("host"))] = obj
+                elif {"a", "b", "key", "value"} <= obj.keys():
+                    pair_results.append(obj)
+    return list(docs.values()), pair_results
+
+
+def _objects(path: str) -> list[dict[str, Any]]:
+    from ..errors import NodemapError
+
+    try:
+        with open(path) as f:
+            if path.endswith(".jsonl"):
+                return [json.loads(line) for line in f if line.strip()]
+            obj = json.load(f)
+    except OSError as e:
+        raise NodemapError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise NodemapError(f"{path}: not JSON ({e.msg} at line {e.lineno}); remove it or fix it") from None
+    return [obj] if isinstance(obj, dict) else []
+
+
+def summary(fleet: mergemod.Fleet, messages: list[str], out: FleetOutput | None = None, top: int = 10) -> str:
+    """One screen: the verdict count, the drain list with reasons, where the files are."""
+    counts: dict[str, int] = {}
+    for n in fleet.nodes:
+        v = "missing" if n.status == "missing" else fleet.verdict(n.name)
+        counts[v] = counts.get(v, 0) + 1
+    lines = [f"fleet: {len(fleet.nodes)} nodes: " + ", ".join(f"{counts[k]} {k}" for k in
+                                                              ("pass", "warn", "fail", "missing") if k in counts)
+             + ("" if fleet.complete else " (incomplete)")]
+    if fleet.drain:
+        lines.append(f"drain ({len(fleet.drain)}):")
+        for d in fleet.drain[:top]:
+            lines.append(f"  {d.rank:3d}. {d.node}: {d.reason}")
+        if len(fleet.drain) > top:
+            lines.append(f"  ... {len(fleet.drain) - top} more in fleet.json")
+    else:
+        lines.append("drain: none")
+    lines += [f"note: {m}" for m in messages]
+    if out is not None:
+        lines.append(f"written: {out.json_path}" + (f", {out.html_path}" if os.path.exists(out.html_path) else "")
+                     + f", {out.nodes_path}" * os.path.exists(out.nodes_path))
+    return "\n".join(lines)

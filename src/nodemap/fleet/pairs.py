@@ -1,0 +1,164 @@
+"""Which node pairs to test, and how a bad node or link is isolated, in
+fewer tests than all n(n-1)/2 pairs (ClusterKit's method).
+
+1. A ring of pairs: node i with i+1, then a few more shifts (i with i+2...),
+   grouped into rounds in which no node takes part twice, so that one
+   round's pairs run at the same time without sharing a node's NIC.
+2. Judge the pairs (ClusterKit's rule): a pair is bad below 93% of the
+   best pair's bandwidth, or above 2.1x the lowest latency.
+3. Re-test rounds: every suspect (a node of a bad pair) meets a known-good
+   partner it has not met. A pass clears it; two failures against two good
+   partners isolate it as a bad node. A bad pair whose two nodes are both
+   cleared is tested once more on its own: still bad, it is a bad link.
+   Each round settles at least half of the open suspects (usually all), so
+   the rounds end after at most log2(n) + 1 of them.
+Pure: the measuring is a callable, so the driver runs it over MPI and the
+tests run it on simulated nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+Pair = tuple[int, int]
+
+
+def pair(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def ring_pairs(n: int, shifts: Iterable[int] = (1, 2)) -> list[Pair]:
+    """Node i with i+s for each shift s, each pair once."""
+    seen: dict[Pair, None] = {}
+    for s in shifts:
+        if n < 2 or s % n == 0:
+            continue
+        for i in range(n):
+            seen.setdefault(pair(i, (i + s) % n))
+    return list(seen)
+
+
+def rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
+    """The pairs grouped so that no node is in two pairs of a round (greedy,
+    in order: a ring of shift s takes 2 or 3 rounds)."""
+    out: list[tuple[set[int], list[Pair]]] = []
+    for p in pairs:
+        for busy, ps in out:
+            if p[0] not in busy and p[1] not in busy:
+                busy.update(p)
+                ps.append(p)
+                break
+        else:
+            out.append(({p[0], p[1]}, [p]))
+    return [ps for _, ps in out]
+
+
+def bad_pairs(values: dict[Pair, float], higher_is_better: bool, bad_ratio: float = 0.93,
+              latency_factor: float = 2.1) -> set[Pair]:
+    """ClusterKit's rule over the pairs measured so far."""
+    if not values:
+        return set()
+    if higher_is_better:
+        best = max(values.values())
+        return {p for p, v in values.items() if v < bad_ratio * best}
+    low = min(values.values())
+    return {p for p, v in values.items() if v > latency_factor * low}
+
+
+@dataclass
+class Isolation:
+    """What the pair tests found, and what they cost."""
+
+    bad_nodes: set[int] = field(default_factory=set)
+    bad_links: set[Pair] = field(default_factory=set)
+    transient: set[Pair] = field(default_factory=set)  # bad once, good when re-tested
+    tests: list[Pair] = field(default_factory=list)  # every pair test, in order (re-tests repeat)
+    rounds: int = 0
+    values: dict[Pair, float] = field(default_factory=dict)  # the last value of each pair
+
+
+Measure = Callable[[list[Pair]], dict[Pair, float]]
+
+
+def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Iterable[int] = (1, 2),
+            bad_ratio: float = 0.93, latency_factor: float = 2.1) -> Isolation:
+    """Ring, then re-test rounds until every suspect is settled.
+
+    `measure(pairs)` runs one round (pairs disjoint) and returns a value per
+    pair; a pair it cannot measure (a node that does not answer) is left out
+    and a node none of whose pairs came back is not used as a partner again."""
+    iso = Isolation()
+    dead: set[int] = set()
+    answered: set[int] = set()
+
+    def run(ps: list[Pair]) -> None:
+        for rnd in rounds(ps):
+            got = measure(rnd)
+            iso.rounds += 1
+            iso.tests.extend(rnd)
+            for p in rnd:
+                if p in got:
+                    iso.values[p] = got[p]
+                    answered.update(p)
+            # A node none of whose tests came back is dead: never a partner again.
+            dead.update(x for p in rnd if p not in got for x in p if x not in answered)
+            dead.difference_update(answered)
+
+    def judge() -> set[Pair]:
+        return bad_pairs(iso.values, higher_is_better, bad_ratio, latency_factor)
+
+    run(ring_pairs(n, shifts))
+    met: dict[int, set[int]] = {i: set() for i in range(n)}
+    for a, b in iso.values:
+        met[a].add(b)
+        met[b].add(a)
+    # Suspects come from the ring only: a known-good partner that meets a bad
+    # node in a re-test is not suspected for it.
+    ring_bad = {x for p in judge() for x in p}
+    good = sorted({x for p in iso.values for x in p} - ring_bad - dead)
+    fails: dict[int, int] = {}
+    cleared: set[int] = set()
+    for _ in range(max(1, n.bit_length()) + 1):
+        suspects = ring_bad - cleared - iso.bad_nodes - dead
+        partners = [g for g in good + sorted(cleared) if g not in dead]
+        plan: list[Pair] = []
+        busy: set[int] = set()
+        for s in sorted(suspects):
+            partner = next((g for g in partners if g not in met[s] and g not in busy and g != s), None)
+            if partner is None:
+                continue
+            busy.update((s, partner))
+            met[s].add(partner)
+            met[partner].add(s)
+            plan.append(pair(s, partner))
+        if not plan:
+            break
+        run(plan)
+        bad = judge()
+        for p in plan:
+            s = p[0] if p[0] in suspects else p[1]
+            if p not in iso.values:
+                continue
+            if p in bad:
+                fails[s] = fails.get(s, 0) + 1
+                if fails[s] >= 2:
+                    iso.bad_nodes.add(s)
+            else:
+                cleared.add(s)
+    _settle_links(iso, judge, run, cleared)
+    return iso
+
+
+def _settle_links(iso: Isolation, judge: Callable[[], set[Pair]], run: Callable[[list[Pair]], None],
+                  cleared: set[int]) -> None:
+    """A bad pair of two cleared nodes: measure it again; still bad, the link is bad."""
+    links = sorted(p for p in judge() if p[0] in cleared and p[1] in cleared)
+    if not links:
+        return
+    run(links)
+    bad = judge()
+    for p in links:
+        (iso.bad_links if p in bad else iso.transient).add(p)
+    # A node with bad pairs that never met a good partner stays a suspect; the
+    # fleet report names its pairs as evidence without calling it bad.

@@ -1,0 +1,91 @@
+"""MPI messages that cannot hang: every send and receive is non-blocking and
+polled against a deadline, so a rank that never answers costs its timeout,
+never the run. Objects travel pickled (mpi4py's lower-case calls); matched
+probes (improbe) take messages of any size without a size handshake."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+# Message tags of the fleet protocol (one number each, below the pair tests').
+HELLO, ROLE, STATE, DOC, CMD, REPORT = 11, 12, 13, 14, 15, 16
+PAIR = 1000  # pair tests use PAIR + round * 8 + step
+
+POLL_S = 0.002  # sleep between polls when waiting for control messages
+
+
+class Late(Exception):
+    """A peer did not answer before the deadline."""
+
+
+def deadline(seconds: float) -> float:
+    return time.monotonic() + seconds
+
+
+def left(at: float) -> float:
+    return at - time.monotonic()
+
+
+def wait(req: Any, at: float, spin: bool = False) -> Any:
+    """Complete one request before `at` (monotonic); Late otherwise.
+    `spin`: poll without sleeping (timed ping-pongs)."""
+    while True:
+        done, value = req.test()
+        if done:
+            return value
+        if time.monotonic() > at:
+            raise Late()
+        if not spin:
+            time.sleep(POLL_S)
+
+
+def wait_all(reqs: list[Any], at: float, spin: bool = True) -> None:
+    from mpi4py import MPI
+
+    while not MPI.Request.Testall(reqs):
+        if time.monotonic() > at:
+            for r in reqs:
+                _cancel(r)
+            raise Late()
+        if not spin:
+            time.sleep(POLL_S)
+
+
+def _cancel(req: Any) -> None:
+    try:
+        req.Cancel()
+    except Exception:  # a send may not be cancellable; the run ends with Abort anyway
+        pass
+
+
+def send(comm: Any, obj: Any, dest: int, tag: int, at: float) -> None:
+    wait(comm.isend(obj, dest=dest, tag=tag), at)
+
+
+def post(comm: Any, obj: Any, dest: int, tag: int) -> Any:
+    """Send without waiting; the caller keeps the request and tests it later."""
+    return comm.isend(obj, dest=dest, tag=tag)
+
+
+def recv(comm: Any, source: int, tag: int, at: float) -> Any:
+    """One object from `source` with `tag` before `at`; Late otherwise."""
+    while True:
+        msg = comm.improbe(source=source, tag=tag)
+        if msg is not None:
+            return msg.recv()
+        if time.monotonic() > at:
+            raise Late()
+        time.sleep(POLL_S)
+
+
+def poll(comm: Any, tags: tuple[int, ...]) -> tuple[int, int, Any] | None:
+    """(source, tag, object) of one waiting message with one of `tags`, or None."""
+    from mpi4py import MPI
+
+    status = MPI.Status()
+    for tag in tags:
+        msg = comm.improbe(source=MPI.ANY_SOURCE, tag=tag, status=status)
+        if msg is not None:
+            return status.Get_source(), tag, msg.recv()
+    return None

@@ -1,0 +1,3 @@
+"""Reports of saved results: a one-screen terminal summary, one JSON
+document, one self-contained HTML file with plots, and comparisons.
+Reads only Results, check documents and a Topology; never measures."""

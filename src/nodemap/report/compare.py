@@ -1,0 +1,64 @@
+"""Compare two sets of figures (a node before and after maintenance, or two
+nodes side by side): per-figure ratios, regressions flagged by the
+expectations' compare thresholds. Pure: (before, after, thresholds)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from ..check.figures import Figure
+from ..check.verdicts import RANK, ratio_verdict
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    label: str
+    unit: str
+    before: float | None
+    after: float | None
+    ratio: float | None  # after/before for bandwidth, before/after for latency: < 1 is worse
+    verdict: str  # pass | warn | fail | info (only on one side)
+    rule: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, float]) -> list[Change]:
+    b = {f.key: f for f in before}
+    a = {f.key: f for f in after}
+    out = []
+    for key in list(b) + [k for k in a if k not in b]:
+        fb, fa = b.get(key), a.get(key)
+        f = fa or fb
+        if fb is None or fa is None:
+            out.append(Change(key, f.label, f.unit, fb and fb.value, fa and fa.value, None, "info",
+                              "measured only " + ("after" if fb is None else "before")))
+            continue
+        ratio = fa.value / fb.value if f.higher_is_better else fb.value / fa.value
+        v = ratio_verdict(ratio, t["compare_warn"], t["compare_fail"])
+        word = "as fast" if f.higher_is_better else "as quick"
+        out.append(Change(key, f.label, f.unit, fb.value, fa.value, ratio, v,
+                          f"after is {ratio:.0%} {word} as before" + (
+                              f" (below {t['compare_fail' if v == 'fail' else 'compare_warn']:.0%})"
+                              if v != "pass" else "")))
+    return sorted(out, key=lambda c: (-RANK[c.verdict], c.ratio if c.ratio is not None else 9, c.key))
+
+
+def text(changes: Sequence[Change], before: str, after: str) -> str:
+    from ..bench.report import table
+
+    rows = [[c.key, _n(c.before), _n(c.after), c.unit, f"{c.ratio:.3f}" if c.ratio is not None else "-", c.verdict]
+            for c in changes]
+    bad = [c for c in changes if c.verdict in ("warn", "fail")]
+    head = f"before: {before}\nafter:  {after}\n"
+    tail = (f"\n{len(bad)} of {len(changes)} figures regressed" if bad
+            else f"\nno regression among {len(changes)} figures")
+    return head + table(["figure", "before", "after", "unit", "after/before", "verdict"], rows,
+                        right=[False, True, True, False, True, False]) + tail
+
+
+def _n(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"

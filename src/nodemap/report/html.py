@@ -1,0 +1,120 @@
+"""One self-contained HTML file per check: opens offline (no scripts, no
+external styles or fonts; plots are inline SVG drawn by matplotlib).
+
+Sections: summary and area verdicts, findings, plots, figures with their
+verdicts and rules, inventory checks, skipped items, environment. Other
+commands add sections by appending a function to SECTIONS (it gets the
+CheckDoc and returns a Section or None) and plots to plots.PLOTS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import Callable
+
+from ..check.document import CheckDoc
+from . import plots
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1150px;color:#222;
+padding:0 1em}
+h1{font-size:1.4em}h2{font-size:1.15em;border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.85em;margin:.4em 0}td,th{border:1px solid #ddd;padding:.25em .5em;
+text-align:left;vertical-align:top}th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.v{font-weight:600;text-align:center}.pass{background:#b7e1b0}.warn{background:#f6d67a}.fail{background:#f08a80}
+.info{background:#e4e4e4}.note{color:#555;font-size:.9em}.plot{margin:.8em 0}.plot svg{max-width:100%;height:auto}
+li{margin:.3em 0}code{background:#f4f4f4;padding:0 .2em}
+"""
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+    html: str  # trusted markup built with escape()
+
+
+SECTIONS: list[Callable[[CheckDoc], Section | None]] = []  # extra sections, appended by other commands
+
+
+def _v(verdict: str) -> str:
+    return f'<td class="v {verdict}">{escape(verdict)}</td>'
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else f"{x:.4g}"
+
+
+def header(doc: CheckDoc) -> str:
+    state = "complete" if doc.complete else "INCOMPLETE: interrupted, what was measured only"
+    rows = "".join(f"<tr><th>{escape(a)}</th>{_v(v)}</tr>" for a, v in doc.areas().items())
+    skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
+    c = doc.counts()
+    return (f"<h1>nodemap check on {escape(doc.host)}: <span class='{doc.verdict()}'>&nbsp;{doc.verdict()}&nbsp;"
+            f"</span></h1><p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
+            f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
+            f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['info']} recorded without a rule.</p>"
+            f"<table id='areas'><tr><th>area</th><th>verdict</th></tr>{rows}</table>"
+            + (f"<p>Skipped:</p><ul id='skipped'>{skipped}</ul>" if skipped else ""))
+
+
+def findings(doc: CheckDoc) -> str:
+    if not doc.findings:
+        return "<h2 id='findings'>Findings</h2><p>None: every judged figure and check passed.</p>"
+    items = "".join(
+        f"<li><span class='{f.verdict}'>&nbsp;{f.verdict}&nbsp;</span> <b>[{escape(f.cause)}]</b> {escape(f.text)}"
+        f"<br><span class='note'>evidence: {escape(f.evidence)}</span><br>fix: {escape(f.fix)}</li>"
+        for f in doc.findings)
+    return f"<h2 id='findings'>Findings (worst first)</h2><ol>{items}</ol>"
+
+
+def plot_section(doc: CheckDoc) -> str:
+    if not plots.available():
+        return ("<h2 id='plots'>Plots</h2><p class='note'>Plots need matplotlib: install the report extra "
+                "(<code>pip install 'nodemap[report]'</code>) and run <code>nodemap report FILE --html OUT</code>. "
+                "The tables below hold every number.</p>")
+    drawn = plots.draw(doc)
+    body = "".join(f"<div class='plot' id='{p.id}'><h3>{escape(p.title)}</h3>{p.svg}</div>" for p in drawn)
+    return f"<h2 id='plots'>Plots</h2>{body or '<p>No data to plot.</p>'}"
+
+
+def figures_table(doc: CheckDoc) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(j.figure.area)}</td><td><code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}</td>"
+        f"<td class='num'>{_num(j.figure.value)}</td><td>{escape(j.figure.unit)}</td>{_v(j.verdict)}"
+        f"<td>{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span></td></tr>"
+        for j in doc.judged)
+    return (f"<h2 id='figures'>Figures</h2><table><tr><th>area</th><th>figure</th><th>value</th><th>unit</th>"
+            f"<th>verdict</th><th>rule (and the source of its limit)</th></tr>{rows}</table>")
+
+
+def checks_table(doc: CheckDoc) -> str:
+    rows = "".join(f"<tr><td><code>{escape(c.key)}</code></td><td>{escape(c.label)}</td><td>{escape(c.value)}</td>"
+                   f"<td>{escape(c.expected)}</td>{_v(c.verdict)}<td>{escape(c.rule)}</td><td>{escape(c.fix)}</td></tr>"
+                   for c in doc.checks)
+    return (f"<h2 id='inventory'>Inventory and health</h2><table><tr><th>check</th><th>what</th><th>value</th>"
+            f"<th>expected</th><th>verdict</th><th>rule</th><th>fix</th></tr>{rows}</table>")
+
+
+def environment(doc: CheckDoc) -> str:
+    env = dict(doc.environment)
+    variables = env.pop("variables", {}) or {}
+    rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in env.items())
+    rows += "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>" for k, v in variables.items())
+    cmd = f"<p>Reproduce: <code>{escape(doc.command)}</code></p>" if doc.command else ""
+    return f"<h2 id='environment'>Environment</h2>{cmd}<table>{rows}</table>"
+
+
+def render(doc: CheckDoc) -> str:
+    parts = [header(doc), findings(doc), plot_section(doc), figures_table(doc), checks_table(doc)]
+    for fn in SECTIONS:
+        s = fn(doc)
+        if s is not None:
+            parts.append(f"<h2 id='{escape(s.id)}'>{escape(s.title)}</h2>{s.html}")
+    parts.append(environment(doc))
+    title = f"nodemap check: {doc.host} ({doc.verdict()})"
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "img-src data:\">"
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")

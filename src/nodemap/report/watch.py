@@ -1,0 +1,134 @@
+"""The memory timelines of `nodemap run --watch` in the report: HTML section, plot, JSON.
+
+`nodemap report DIR` (a watch folder) prints nodemap.watchlog's summary,
+its JSON (--json: statistics, findings and every rank's series) or a
+self-contained HTML page (--html OUT); given with a check document, the
+watch section joins the check's HTML report.
+"""
+
+from __future__ import annotations
+
+import os
+from html import escape
+from typing import Any
+
+from .. import watchlog
+from . import plots
+from .html import CSS, Section
+
+SCHEMA = "nodemap.watch.report/1"
+
+
+def is_watch_input(path: str) -> bool:
+    """A timeline file, or a folder that holds some."""
+    if os.path.isdir(path):
+        try:
+            return any(n.endswith(".watch") for n in os.listdir(path))
+        except OSError:
+            return False
+    return path.endswith(".watch")
+
+
+def load(paths: list[str]) -> list[watchlog.Timeline]:
+    from ..errors import NodemapError
+
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            out += watchlog.read_dir(p)
+            continue
+        try:
+            out.append(watchlog.read(p))
+        except OSError as e:
+            raise NodemapError(f"{p}: cannot read it ({e.strerror or e})") from None
+        except watchlog.TimelineError as e:
+            raise NodemapError(f"{e}: give a folder or file written by nodemap run --watch") from None
+    if not out:
+        raise NodemapError(f"no readable timelines in {', '.join(paths)}: give the folder of nodemap run --watch "
+                           "(--watch-dir; default ./nodemap-watch)")
+    out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.get("start", 0)))
+    return out
+
+
+def to_dict(timelines: list[watchlog.Timeline], a: watchlog.Analysis) -> dict[str, Any]:
+    return {"schema": SCHEMA, "analysis": a.to_dict(), "series": [watchlog.series(t) for t in timelines]}
+
+
+def memory_plot(timelines: list[watchlog.Timeline]) -> plots.Plot | None:
+    """GPU memory (top) and host RSS (bottom) against time, one line per rank."""
+    if not timelines or not plots.available() or not any(t.t for t in timelines):
+        return None
+    plt = plots._pyplot()
+    fig, (gpu, host) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    jobs = len({t.job for t in timelines})
+    for tl in timelines[:64]:
+        s = watchlog.series(tl)
+        label = f"{tl.job + ' ' if jobs > 1 else ''}{tl.host} rank {tl.rank}"
+        if s["gpu"]:
+            gpu.plot(s["t"], [b / watchlog.GiB for b in s["gpu"]], label=label, linewidth=1.2)
+        host.plot(s["t"], [b / watchlog.GiB for b in s["rss"]], label=label, linewidth=1.2)
+    gpu.set_ylabel("GPU memory (GiB)")
+    host.set_ylabel("host RSS (GiB)")
+    host.set_xlabel("time since the rank started (s)")
+    if len(timelines) <= 16:
+        (gpu if gpu.lines else host).legend(fontsize=7, loc="upper left")
+    if not gpu.lines:
+        gpu.text(0.5, 0.5, "no GPU data (no NVML or no GPU)", ha="center", va="center", transform=gpu.transAxes)
+    for ax in (gpu, host):
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    gpu.set_title("memory of each rank against time", fontsize=10)
+    return plots.Plot("plot-watch-memory", "Memory of each rank against time", plots.to_svg(fig))
+
+
+def section(timelines: list[watchlog.Timeline], a: watchlog.Analysis) -> Section:
+    rows = "".join(
+        f"<tr><td>{escape(r.host)}</td><td class='num'>{r.rank}</td><td>{escape(','.join(map(str, r.gpus)) or '-')}"
+        f"</td><td class='num'>{_gib(r.gpu.peak) if r.gpu.kind != 'none' else '-'}</td>"
+        f"<td class='num'>{_gib(r.gpu.growth) if r.gpu.kind != 'none' else '-'}</td><td>{escape(r.gpu.kind)}</td>"
+        f"<td class='num'>{_gib(r.host_rss.peak)}</td><td class='num'>{_gib(r.host_rss.growth)}</td>"
+        f"<td>{escape(r.host_rss.kind)}</td><td class='num'>{r.duration:.1f}</td><td>{escape(_end(r))}</td></tr>"
+        for r in a.ranks)
+    ranks = ("<table id='watch-ranks'><tr><th>host</th><th>rank</th><th>GPUs</th><th>GPU peak GiB</th>"
+             "<th>GPU growth GiB</th><th>shape</th><th>host peak GiB</th><th>host growth GiB</th><th>shape</th>"
+             f"<th>s</th><th>end</th></tr>{rows}</table>")
+    gpus = "".join(f"<tr><td>{escape(g.host)}</td><td>{g.index} {escape(g.name)}</td><td class='num'>{_gib(g.total)}"
+                   f"</td><td class='num'>{_gib(g.peak_used)}</td><td class='num'>{_gib(g.margin)}</td>"
+                   f"<td>{escape(','.join(map(str, g.ranks)))}</td><td class='num'>{_gib(g.ranks_peak_sum)}</td></tr>"
+                   for g in a.gpus)
+    gpus = ("<table id='watch-gpus'><tr><th>host</th><th>GPU</th><th>memory GiB</th><th>peak used GiB</th>"
+            f"<th>margin GiB</th><th>ranks</th><th>ranks' peaks GiB</th></tr>{gpus}</table>") if gpus else ""
+    items = "".join(f"<li><span class='{f.severity}'>&nbsp;{f.severity}&nbsp;</span> <b>[{escape(f.kind)}]</b> "
+                    f"{escape(f.what)}<br><span class='note'>evidence: {escape(f.evidence)}</span><br>"
+                    f"fix: {escape(f.fix)}</li>" for f in a.findings)
+    found = f"<ol id='watch-findings'>{items}</ol>" if items else "<p>No memory findings.</p>"
+    notes = "".join(f"<li>{escape(n)}</li>" for n in a.notes)
+    p = memory_plot(timelines)
+    plot = (f"<div class='plot' id='{p.id}'>{p.svg}</div>" if p else
+            "<p class='note'>The plot needs matplotlib (pip install 'nodemap[report]').</p>")
+    body = found + plot + ranks + gpus + (f"<ul class='note'>{notes}</ul>" if notes else "")
+    return Section("watch", "Memory over time (nodemap run --watch)", body)
+
+
+def page(timelines: list[watchlog.Timeline], a: watchlog.Analysis, where: str) -> str:
+    s = section(timelines, a)
+    hosts = ", ".join(sorted({r.host for r in a.ranks}))
+    title = f"nodemap watch: {len(a.ranks)} rank(s) on {hosts}"
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "img-src data:\">"
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+            f"<p class='note'>timelines: {escape(where)}</p><h2 id='{s.id}'>{escape(s.title)}</h2>{s.html}"
+            "</body></html>\n")
+
+
+def _gib(b: float) -> str:
+    return f"{b / watchlog.GiB:.2f}"
+
+
+def _end(r: watchlog.RankStats) -> str:
+    if not r.complete:
+        return "monitor stopped early"
+    if "signal" in r.exit:
+        return f"signal {r.exit['signal']}"
+    return f"exit {r.exit['exit']}" if "exit" in r.exit else "ended"

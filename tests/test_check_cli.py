@@ -1,0 +1,132 @@
+"""`nodemap check` and `nodemap report` end to end, as a user runs them
+(subprocess). Host arrays are shrunk by the testing knob NODEMAP_CHECK_TINY
+so CI stays short; the interruption test runs the real quick level."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nodemap.check.suite import TINY_ENV
+
+
+def nodemap(*args, env=None, timeout=120):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "nodemap", *args], capture_output=True, text=True,
+                          timeout=timeout, env=e)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    out = tmp_path_factory.mktemp("check") / "report"
+    r = nodemap("check", "--level", "quick", "-o", str(out), env={TINY_ENV: "1"})
+    return out, r
+
+
+def test_quick_check_completes_with_verdicts_for_every_host_figure(checked):
+    out, r = checked
+    assert r.returncode in (0, 1), r.stderr  # 1 when a figure of this (shared, busy) machine fails
+    d = json.loads((out / "check.json").read_text())
+    assert d["schema"] == "nodemap.check/1" and d["complete"] is True and d["level"] == "quick"
+    keys = {f["key"] for f in d["figures"]}
+    assert {"host/stream/triad", "numa/bw/numa0->numa0", "numa/latency/numa0->numa0", "host/latency/L1d"} <= keys
+    for f in d["figures"]:
+        assert f["verdict"] in ("pass", "warn", "fail"), f  # every host figure judged by some rule
+        assert f["rule"] and f["unit"] and f["value"] > 0
+    assert {rs["command"] for rs in d["results"]} == {"bench memory", "bench numa", "bench latency"}
+    assert d["summary"]["verdict"] in ("pass", "warn", "fail")
+    skipped = " ".join(s["what"] + s["reason"] for s in d["skipped"])
+    if not d["topology"]["gpus"]:
+        assert "no GPU" in skipped  # said, never failed
+    assert "MPI" in skipped
+    assert f"report: {out / 'check.json'}" in r.stdout and f"report: {out / 'check.html'}" in r.stdout
+    assert "host memory" in r.stdout and len(r.stdout.splitlines()) <= 40  # one screen
+
+
+def test_html_is_self_contained_with_plots(checked):
+    out, _ = checked
+    html = (out / "check.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<script" not in html
+    import re
+
+    # nothing fetched: no external URL outside XML namespace declarations
+    assert not re.findall(r"(?<!xmlns=\")(?<!xmlns:xlink=\")https?://", html)
+    assert "@import" not in html and "<link" not in html
+    for pid in ("plot-stream-sweep", "plot-numa-bw", "plot-latency"):
+        assert f"id='{pid}'" in html and html.count("<svg") >= 3
+
+
+def test_report_renders_saved_check_again(checked, tmp_path):
+    out, _ = checked
+    r = nodemap("report", str(out / "check.json"))
+    assert r.returncode in (0, 1) and "nodemap check --level quick" in r.stdout
+    r = nodemap("report", str(out / "check.json"), "--json")
+    assert json.loads(r.stdout)["figures"] == json.loads((out / "check.json").read_text())["figures"]
+    r = nodemap("report", str(out / "check.json"), "--html", str(tmp_path / "again.html"))
+    assert (tmp_path / "again.html").read_text().count("<svg") >= 3
+
+
+def test_report_judges_bench_results_and_compares(checked, tmp_path):
+    out, _ = checked
+    d = json.loads((out / "check.json").read_text())
+    mem = next(rs for rs in d["results"] if rs["command"] == "bench memory")
+    (tmp_path / "mem.json").write_text(json.dumps(mem))
+    r = nodemap("report", str(tmp_path / "mem.json"), "--json")
+    assert [f["key"] for f in json.loads(r.stdout)["figures"]] == ["host/stream/triad"]
+    slower = json.loads(json.dumps(d))
+    for rs in slower["results"]:
+        for res in rs["results"]:
+            if res["benchmark"] == "memory":
+                res["stats"]["best"] *= 0.8
+    (tmp_path / "after.json").write_text(json.dumps(slower))
+    r = nodemap("report", "--compare", str(out / "check.json"), str(tmp_path / "after.json"), "--expect",
+                str(tmp_path / "none.toml"))
+    assert r.returncode == 2 and "none.toml" in r.stderr
+    (tmp_path / "site.toml").write_text("[thresholds]\ncompare_fail = 0.7\n")
+    r = nodemap("report", "--compare", str(out / "check.json"), str(tmp_path / "after.json"))
+    assert r.returncode == 1 and "regressed" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("host/stream/triad"))
+    assert "0.800" in line and "fail" in line
+    r = nodemap("report", "--compare", str(out / "check.json"), str(tmp_path / "after.json"), "--expect",
+                str(tmp_path / "site.toml"), "--json")
+    c = {c["key"]: c for c in json.loads(r.stdout)["changes"]}
+    assert c["host/stream/triad"]["verdict"] == "warn" and r.returncode == 0
+
+
+def test_bad_output_and_input_are_one_line_errors(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = nodemap("check", "-o", str(f))
+    assert r.returncode == 2 and "not a folder" in r.stderr and "Traceback" not in r.stderr
+    r = nodemap("check", "-o", str(tmp_path / "no" / "such"))
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = nodemap("report", str(f))
+    assert r.returncode == 2 and "not JSON" in r.stderr
+    (tmp_path / "other.json").write_text('{"schema": "x"}')
+    r = nodemap("report", str(tmp_path / "other.json"))
+    assert r.returncode == 2 and "not a check document" in r.stderr
+
+
+@pytest.mark.slow
+def test_interrupted_check_keeps_what_was_measured(tmp_path):
+    out = tmp_path / "r"
+    p = subprocess.Popen([sys.executable, "-m", "nodemap", "check", "-o", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    for line in p.stderr:  # progress: interrupt once the second step has started
+        if line.startswith("[check 2/"):
+            time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            break
+    stdout, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, stdout
+    d = json.loads((out / "check.json").read_text())
+    assert d["complete"] is False and "INCOMPLETE" in stdout
+    assert any(rs["command"] == "bench memory" for rs in d["results"])
+    assert any(f["key"] == "host/stream/triad" for f in d["figures"])
+    assert "INCOMPLETE" in (out / "check.html").read_text()
+    assert time.monotonic() - t0 < 120

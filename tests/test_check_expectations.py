@@ -1,0 +1,69 @@
+"""The expectations table: shipped data with a source per row, site files
+that override it, and broken site files named by file, line and key."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nodemap.check import expectations as ex
+
+
+def test_shipped_table_has_a_source_for_every_row():
+    e = ex.shipped()
+    assert set(e.thresholds) == set(ex.THRESHOLDS)
+    assert e.limits and all(lim.source and lim.origin == "nodemap" for lim in e.limits)
+    assert e.limit_for("hbm", "H200 datasheet HBM3e 4.8 TB/s").warn == 0.85
+    assert e.limit_for("h2d", "PCIe Gen5 x16 (3.938 GB/s per lane)").fail_below == 48.0
+    assert e.limit_for("d2d", "NV18").warn == 0.82
+    assert e.limit_for("nothing", "x") is None
+
+
+def test_site_rows_come_first_and_thresholds_merge(tmp_path):
+    p = tmp_path / "site.toml"
+    p.write_text('schema = "nodemap.expectations/1"\n[thresholds]\nrelative_warn = 0.97\n\n'
+                 '[[limit]]\nkind = "hbm"\nmatch = "H200"\nwarn = 0.9\nfail = 0.88\nsource = "site acceptance"\n')
+    e = ex.load(str(p))
+    assert e.thresholds["relative_warn"] == 0.97 and e.thresholds["relative_fail"] == 0.90
+    lim = e.limit_for("hbm", "H200 datasheet")
+    assert (lim.warn, lim.origin) == (0.9, str(p))
+    assert e.limit_for("hbm", "H100 SXM datasheet").origin == "nodemap"
+    assert e.sources == ("nodemap", str(p))
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ('[thresholds]\nrelative_warn = 0.9\nrelativ_fail = 0.8\n', 3, "relativ_fail"),
+    ('[thresholds]\nrelative_warn = "high"\n', 2, "relative_warn"),
+    ('\n[[limit]]\nkind = "hbm"\nsource = "x"\nwarn = 0.9\n\n[[limit]]\nkind = "d2d"\nsource = "y"\nwran = 0.8\n',
+     10, "wran"),
+    ('[[limit]]\nkind = "hbm"\nsource = "x"\n', 1, "limit"),
+    ('[[limit]]\nkind = "hbm"\nmatch = "(("\nwarn = 0.9\nsource = "x"\n', 3, "match"),
+    ('colour = 3\n', 1, "colour"),
+])
+def test_broken_site_file_names_file_line_and_key(tmp_path, text, line, key):
+    p = tmp_path / "site.toml"
+    p.write_text(text)
+    with pytest.raises(ex.ExpectError) as e:
+        ex.load(str(p))
+    msg = str(e.value)
+    assert msg.startswith(f"{p}, line {line}:") and key in msg and "\n" not in msg
+
+
+def test_toml_syntax_error_names_line(tmp_path):
+    p = tmp_path / "site.toml"
+    p.write_text('[thresholds]\nrelative_warn = \n')
+    with pytest.raises(ex.ExpectError, match=r"site.toml: not valid TOML: .*line 2"):
+        ex.load(str(p))
+
+
+def test_cli_broken_expect_exits_2_with_one_line(tmp_path):
+    p = tmp_path / "site.toml"
+    p.write_text('[thresholds]\nrelative_wam = 0.9\n')
+    r = subprocess.run([sys.executable, "-m", "nodemap", "check", "--expect", str(p), "-o", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "line 2" in r.stderr and "relative_wam" in r.stderr
+    assert not (tmp_path / "out").exists()  # nothing measured, nothing written
+    r = subprocess.run([sys.executable, "-m", "nodemap", "check", "--expect", str(tmp_path / "missing.toml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "missing.toml" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,201 @@
+"""Verdict rules and findings on synthetic results over fixture topologies:
+a slow GPU, a slow pair, a Gen4 link, a remote-NUMA binding each give the
+right verdict and finding; a site file changes them."""
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import check_synth as syn
+import nodes
+from nodemap.check import expectations, figures, inventory
+from nodemap.check.document import CheckDoc
+from nodemap.check.findings import derive
+from nodemap.check.verdicts import judge
+
+GPU_NUMA = dict(enumerate(nodes.KAROLINA_GPU_NUMA))
+
+
+def doc_of(*sets, checks=(), exp=None, topo=None):
+    doc = CheckDoc(level="quick", topology=topo or nodes.karolina(), expectations=exp or expectations.shipped(),
+                   results=list(sets), checks=list(checks))
+    doc.rejudge()
+    return doc
+
+
+def by_key(doc):
+    return {j.figure.key: j for j in doc.judged}
+
+
+def test_healthy_gpus_pass():
+    doc = doc_of(syn.hbm({g: 1400.0 for g in range(8)}))
+    assert {j.verdict for j in doc.judged} == {"pass"}
+    assert doc.findings == []
+
+
+def test_slow_gpu_fails_against_datasheet_and_peers():
+    vals = {g: 1400.0 for g in range(8)}
+    vals[5] = 1100.0  # 71% of 1555, 79% of the median
+    doc = doc_of(syn.hbm(vals))
+    j = by_key(doc)["gpu/5/hbm_triad"]
+    assert j.verdict == "fail"
+    assert j.relative == pytest.approx(1100 / 1400)
+    assert all(by_key(doc)[f"gpu/{g}/hbm_triad"].verdict == "pass" for g in range(8) if g != 5)
+    f = doc.findings[0]
+    assert f.verdict == "fail" and f.cause == "hardware" and "GPU5" in f.text and "gpu/5/hbm_triad" in f.keys
+    assert "79%" in f.text  # of the median of its peers
+
+
+def test_slightly_slow_gpu_warns_on_peers_only():
+    vals = {g: 1400.0 for g in range(8)}
+    vals[2] = 1310.0  # 84% of datasheet (>= 80% warn for A100), 93.6% of median
+    j = by_key(doc_of(syn.hbm(vals)))["gpu/2/hbm_triad"]
+    assert j.verdict == "warn"
+    assert "median" in j.rule
+
+
+def test_slow_pair_fails_and_names_the_pair():
+    d2d = {(a, b): 250.0 for a in range(4) for b in range(4) if a != b}
+    d2d[(1, 3)] = 180.0
+    doc = doc_of(syn.copies({}, GPU_NUMA, d2d))
+    j = by_key(doc)["d2d/gpu1->gpu3"]
+    assert j.verdict == "fail"
+    assert by_key(doc)["d2d/gpu3->gpu1"].verdict == "pass"
+    f = next(f for f in doc.findings if "d2d/gpu1->gpu3" in f.keys)
+    assert f.cause == "hardware" and "GPU1 -> GPU3" in f.text and "nvlink" in f.fix
+
+
+def _gen4_root(tmp_path, topo, slow_gpu):
+    for g in topo.gpus:
+        d = tmp_path / "sys/bus/pci/devices" / g.pci_bus_id
+        d.mkdir(parents=True)
+        gen = "16.0 GT/s PCIe" if g.index == slow_gpu else "32.0 GT/s PCIe"
+        for name, val in (("current_link_speed", gen), ("max_link_speed", "32.0 GT/s PCIe"),
+                          ("current_link_width", "16"), ("max_link_width", "16")):
+            (d / name).write_text(val + "\n")
+    return str(tmp_path)
+
+
+def test_gen4_link_is_a_hardware_finding(tmp_path):
+    topo = nodes.karolina()
+    root = _gen4_root(tmp_path, topo, slow_gpu=3)
+    checks = inventory.pcie_links(topo, root)
+    link = {c.key: c for c in checks}
+    assert link["inventory/pcie/gpu3"].value == "Gen4 x16" and link["inventory/pcie/gpu3"].expected == "Gen5 x16"
+    assert link["inventory/pcie/gpu3"].verdict == "warn"  # idle GPUs drop their generation: the copies decide
+    assert link["inventory/pcie/gpu0"].verdict == "pass"
+    h2d = {(GPU_NUMA[g], g): 52.0 for g in range(8)}
+    h2d[(GPU_NUMA[3], 3)] = 24.1
+    doc = doc_of(syn.copies(h2d, GPU_NUMA, link=syn.GEN5), checks=checks, topo=topo)
+    j = by_key(doc)[f"h2d/numa{GPU_NUMA[3]}->gpu3"]
+    assert j.verdict == "fail"  # below 48 GB/s (Azure NHC floor for Gen5 x16)
+    f = doc.findings[0]
+    assert f.cause == "hardware" and f.verdict == "fail"
+    assert "GPU3's PCIe link runs Gen4 x16 (capable of Gen5 x16)" in f.text and "46%" in f.text
+    assert "reseat" in f.fix
+    assert "inventory/pcie/gpu3" in f.keys  # the link check is folded into the figure's finding
+    assert sum("gpu3" in k for f in doc.findings for k in f.keys) == 2
+
+
+def test_narrow_link_fails(tmp_path):
+    topo = nodes.karolina()
+    root = _gen4_root(tmp_path, topo, slow_gpu=-1)
+    (tmp_path / "sys/bus/pci/devices" / topo.gpus[6].pci_bus_id / "current_link_width").write_text("8\n")
+    c = {c.key: c for c in inventory.pcie_links(topo, root)}["inventory/pcie/gpu6"]
+    assert c.verdict == "fail" and c.value == "Gen5 x8" and c.cause == "hardware"
+
+
+def test_remote_numa_binding_is_a_configuration_finding():
+    topo = nodes.karolina()
+    numa0 = topo.numa(0).cpuset
+    checks = inventory.binding(topo, numa0)
+    assert checks[0].verdict == "warn" and checks[0].cause == "configuration"
+    assert "GPU0 (NUMA3)" in checks[0].rule
+    # the h2d matrix shows what that binding costs
+    h2d = {(3, 0): 24.0, (0, 0): 12.0, (1, 0): 20.0}
+    doc = doc_of(syn.copies(h2d, GPU_NUMA), checks=checks, topo=topo)
+    remote = by_key(doc)["h2d/numa0->gpu0"]
+    assert remote.figure.kind == "h2d_remote" and remote.verdict == "fail"  # 50% of local
+    assert by_key(doc)["h2d/numa1->gpu0"].verdict == "pass"  # 83% of local
+    causes = {f.keys[0]: f for f in doc.findings}
+    assert causes["h2d/numa0->gpu0"].cause == "configuration" and "NUMA node" in causes["h2d/numa0->gpu0"].fix
+    assert causes["inventory/binding"].cause == "configuration" and "nodemap run" in causes["inventory/binding"].fix
+
+
+def test_binding_near_gpus_passes_and_unbound_is_silent():
+    topo = nodes.karolina()
+    assert inventory.binding(topo, topo.numa(3).cpuset | topo.numa(1).cpuset | topo.numa(7).cpuset
+                             | topo.numa(5).cpuset)[0].verdict == "pass"
+    assert inventory.binding(topo, topo.allowed_cpus) == []
+
+
+def test_stream_placement_finding_is_configuration():
+    doc = doc_of(syn.stream({"1/L3": (16, 339.0), "1/core": (128, 298.0), "spread 1": (1, 30.0)}))
+    j = by_key(doc)["host/stream/triad"]
+    assert j.verdict == "warn" and j.figure.peak == 339.0
+    f = doc.findings[0]
+    assert f.cause == "configuration" and "STREAM peaks with 1/L3 (16 threads)" in f.text and "88%" in f.text
+
+
+def test_numa_remote_pair_and_slow_node():
+    bw = {(i, j): (40.0 if i == j else 21.0) for i in range(2) for j in range(2)}
+    topo = nodes.build(nodes.Spec(2, 1, 1, 4))
+    doc = doc_of(syn.numa(bw), topo=topo)
+    assert by_key(doc)["numa/bw/numa0->numa1"].verdict == "warn"  # 0.525 of local < 0.55
+    bw[(1, 1)] = 30.0
+    bw[(0, 1)] = 25.0
+    doc = doc_of(syn.numa(bw), topo=topo)
+    assert by_key(doc)["numa/bw/numa1->numa1"].verdict == "fail"  # against the other local node
+
+
+def test_latency_limits_and_unknown_part_is_info():
+    doc = doc_of(syn.latency({"L1d": (16384, 1.2), "DRAM": (1 << 30, 180.0)}))
+    assert by_key(doc)["host/latency/L1d"].verdict == "pass"
+    assert by_key(doc)["host/latency/DRAM"].verdict == "warn"
+    rs = syn.hbm({0: 900.0}, peak=(0.0, ""))  # unknown GPU model: no datasheet peak
+    rs.results[0] = type(rs.results[0])(**{**rs.results[0].__dict__, "peak": None, "peak_source": ""})
+    j = by_key(doc_of(rs))["gpu/0/hbm_triad"]
+    assert j.verdict == "info" and "no practical limit" in j.rule
+
+
+def test_site_file_changes_verdicts(tmp_path):
+    vals = {g: 1400.0 for g in range(8)}
+    vals[2] = 1310.0
+    site = tmp_path / "site.toml"
+    site.write_text('[thresholds]\nrelative_warn = 0.90\nrelative_fail = 0.85\n\n'
+                    '[[limit]]\nkind = "hbm"\nmatch = "A100"\nwarn = 0.95\nfail = 0.90\n'
+                    'source = "our acceptance test"\n')
+    exp = expectations.load(str(site))
+    assert by_key(doc_of(syn.hbm(vals)))["gpu/2/hbm_triad"].verdict == "warn"
+    j = by_key(doc_of(syn.hbm(vals), exp=exp))["gpu/2/hbm_triad"]
+    assert j.verdict == "fail" and j.expectation["origin"] == str(site)  # 84% < 90% of datasheet
+    assert j.expectation["source"] == "our acceptance test"
+    site.write_text('[thresholds]\nrelative_warn = 0.90\n')
+    assert by_key(doc_of(syn.hbm(vals), exp=expectations.load(str(site))))["gpu/2/hbm_triad"].verdict == "pass"
+
+
+def test_keys_are_node_independent():
+    a = figures.extract([syn.hbm({0: 1400.0, 1: 1390.0})], nodes.karolina())
+    b = figures.extract([syn.hbm({0: 1400.0, 1: 1390.0})], nodes.perlmutter())
+    assert [f.key for f in a] == [f.key for f in b] == ["gpu/0/hbm_triad", "gpu/1/hbm_triad"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(100, 2000), min_size=2, max_size=8), st.floats(0.5, 2.0))
+def test_relative_verdicts_do_not_depend_on_scale(values, scale):
+    """Scaling every GPU by the same factor keeps each one's ratio to the median."""
+    exp = expectations.Expectations(expectations.shipped().thresholds, ())
+    a = judge(figures.extract([syn.hbm(dict(enumerate(values)))]), exp)
+    b = judge(figures.extract([syn.hbm({i: v * scale for i, v in enumerate(values)})]), exp)
+    assert [j.verdict for j in a] == [j.verdict for j in b]
+    assert all(j.relative == pytest.approx(k.relative) for j, k in zip(a, b))
+
+
+def test_findings_are_ranked_fail_first():
+    vals = {g: 1400.0 for g in range(8)}
+    vals[1], vals[4] = 1320.0, 900.0
+    fs = doc_of(syn.hbm(vals)).findings
+    assert [f.verdict for f in fs] == ["fail", "warn"] and "GPU4" in fs[0].text
+    assert derive([], []) == []

@@ -1,0 +1,146 @@
+"""Fleet verdicts on synthetic node documents: injected faults found, no
+false positives, thresholds from data and a site file, topology facts."""
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleet_docs import fleet_docs, node_doc, topology
+from nodemap.errors import NodemapError
+from nodemap.fleet import facts, merge
+
+
+def fleet_of(docs, pairs=(), th=merge.DEFAULTS):
+    return merge.merge([merge.node_from_doc(d) for d in docs], pairs, th)
+
+
+def test_every_injected_fault_is_drained_and_nothing_else():
+    docs, faults = fleet_docs(300, seed=3)
+    f = fleet_of(docs)
+    assert {d.node for d in f.drain} == set(faults)
+    assert len(set(faults.values())) == 8
+    reasons = {d.node: d.reason for d in f.drain}
+    for node, kind in faults.items():
+        want = {"hbm": "GPU5 HBM triad", "h2d": "GPU2 H2D copy", "p2p": "GPU5->GPU6 P2P copy",
+                "latency": "x the fleet median", "absent": "GPUs 7 where", "nvlink": "NVLink GPU5-NVSwitch 12",
+                "numa": "NIC mlx5_0 NUMA 1", "width": "GPU3 PCIe Gen5 x8"}[kind]
+        assert want in reasons[node], (kind, reasons[node])
+
+
+def test_slow_node_ranks_by_its_worst_ratio_with_evidence():
+    rng = random.Random(0)
+    docs = [node_doc(f"n{i}", rng) for i in range(9)]
+    docs.append(node_doc("acn17", rng, slow={"gpu/hbm triad/GPU5": 0.81}, nvlink={5: 12}))
+    docs.append(node_doc("acn18", rng, slow={"gpu/hbm triad/GPU1": 0.93}))
+    f = fleet_of(docs)
+    assert [d.node for d in f.drain] == ["acn17"]
+    top = f.drain[0]
+    assert top.reason.startswith("GPU5 HBM triad") and "81% of the fleet median" in top.reason
+    assert any("NVLink GPU5-NVSwitch 12 where 10 of 11 nodes have 18" in e for e in top.evidence)
+    assert f.verdict("acn18") == "warn" and f.verdict("n0") == "pass"
+    ratio = f.ratios["acn17"][f.keys.index("gpu/hbm triad/GPU5")]
+    assert 0.78 < ratio < 0.84
+
+
+def test_latency_is_judged_inverted():
+    rng = random.Random(1)
+    docs = [node_doc(f"n{i}", rng, noise=0) for i in range(5)]
+    docs.append(node_doc("slowlat", rng, noise=0, slow={"latency/dram": 1.08}))
+    docs.append(node_doc("fastlat", rng, noise=0, slow={"latency/dram": 0.7}))
+    f = fleet_of(docs)
+    assert f.verdict("slowlat") == "warn" and f.verdict("fastlat") == "pass"
+    assert "1.08x the fleet median" in next(x.text for x in f.findings if x.node == "slowlat")
+
+
+def test_missing_node_ranks_first_with_its_last_state():
+    rng = random.Random(2)
+    nodes = [merge.node_from_doc(node_doc(f"n{i}", rng)) for i in range(3)]
+    nodes.append(merge.missing_node("ghost", "joined, running its node check"))
+    f = merge.merge(nodes)
+    assert f.drain[0].node == "ghost" and "last known state: joined" in f.drain[0].reason
+    assert not f.complete
+
+
+def test_thresholds_per_figure_from_a_site_file(tmp_path):
+    rng = random.Random(4)
+    docs = [node_doc(f"n{i}", rng, noise=0) for i in range(5)]
+    docs.append(node_doc("x", rng, noise=0, slow={"gpu/hbm triad/GPU0": 0.96}))
+    assert fleet_of(docs).verdict("x") == "pass"
+    site = tmp_path / "site.toml"
+    site.write_text('[fleet]\nlink_bad = 0.9\n[[fleet.rule]]\nkey = "gpu/hbm*"\nclass = "*H100*"\n'
+                    'warn = 0.98\nfail = 0.97\n')
+    th = merge.load_thresholds(str(site))
+    assert th.link_bad == 0.9 and th.for_figure("gpu/hbm triad/GPU0", "NVIDIA H100 80GB HBM3") == (0.98, 0.97)
+    f = fleet_of(docs, th=th)
+    assert f.verdict("x") == "fail" and "fail below 97%" in f.drain[0].reason
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[fleet]\nwarm = 0.9\n", "unknown key fleet.warm"),
+    ("[fleet]\nwarn = 'high'\n", "fleet.warn = 'high' must be a float"),
+    ("[fleet]\nwarn = 0.8\nfail = 0.9\n", "0 < fail <= warn <= 1"),
+    ("[fleet\n", "not valid TOML"),
+])
+def test_a_bad_site_file_is_one_line_naming_file_and_key(tmp_path, text, says):
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    with pytest.raises(NodemapError) as e:
+        merge.load_thresholds(str(site))
+    assert says in str(e.value) and str(site) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_links_a_node_with_every_pair_bad_is_the_culprit_a_lone_bad_pair_a_link():
+    names = [f"n{i}" for i in range(6)]
+    res = []
+    for i in range(6):
+        for s in (1, 2):
+            a, b = names[i], names[(i + s) % 6]
+            v = 24.0
+            if "n3" in (a, b):
+                v = 18.0
+            if {a, b} == {"n0", "n1"}:
+                v = 20.0
+            res.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": v, "higher_is_better": True})
+    f = merge.merge([merge.Node(n) for n in names], res)
+    by = {(x.node, x.kind) for x in f.findings}
+    assert ("n3", "link") in by
+    assert not any(x.node in ("n2", "n4", "n5") for x in f.findings)  # n3's partners are spared
+    assert any("link n0 <-> n1" in x.text for x in f.findings if x.node == "n0")
+    assert f.drain[0].node == "n3" and "every pair of n3 is bad" in f.drain[0].reason
+
+
+def test_lone_class_gets_no_fleet_verdict():
+    rng = random.Random(5)
+    docs = [node_doc(f"n{i}", rng) for i in range(4)]
+    odd = node_doc("odd", rng, slow={"gpu/hbm triad/GPU0": 0.5})
+    for g in odd["topology"]["gpus"]:
+        g["model"] = "NVIDIA H200"
+    f = fleet_of(docs + [odd])
+    assert f.verdict("odd") == "pass"
+    assert {b.node_class for b in f.baselines} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
+
+
+def test_facts_and_class_of_a_topology():
+    t = topology(8, absent=7, nvlink={5: 12}, nic_numa={"mlx5_0": 1}, width={3: 8})
+    got = facts.facts(t)
+    assert got["GPUs"] == 7 and "GPU7" not in got and got["GPU3 PCIe"] == "Gen5 x8"
+    assert got["NVLink GPU5-NVSwitch"] == 12 and got["NIC mlx5_0 NUMA"] == 1
+    assert got["NIC mlx5_1 port 1"] == "ACTIVE 400 Gb/s"
+    assert facts.node_class(t) == "NVIDIA H100 80GB HBM3"
+    assert facts.node_class({"packages": [{"cpu_model": "EPYC"}], "gpus": []}) == "EPYC"
+    assert facts.facts(None) == {} and facts.node_class(None) == "unknown"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.5, 2.0), min_size=2, max_size=30), st.booleans())
+def test_ratio_below_one_is_always_worse_and_the_median_node_passes(values, hib):
+    nodes = [merge.Node(f"n{i}", figures={"k": {"key": "k", "value": v, "unit": "u", "higher_is_better": hib}})
+             for i, v in enumerate(values)]
+    f = merge.merge(nodes)
+    (b,) = f.baselines
+    for n, v in zip(nodes, values):
+        r = f.ratios[n.name][0]
+        assert (r < 1) == ((v < b.median) if hib else (v > b.median))
+        assert (f.verdict(n.name) == "pass") == (r >= 0.95)

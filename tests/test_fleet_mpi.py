@@ -1,0 +1,184 @@
+"""`nodemap check --fleet` with real MPI ranks (the mpich wheel's mpiexec
+beside sys.executable), ranks acting as nodes through NODEMAP_FLEET_NODE:
+a slow node flagged, a silent one named missing within its timeout, the
+rest complete; Ctrl-C writes what was gathered; --from rebuilds the report."""
+
+import json
+import os
+import re
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet_docs import node_doc
+
+pytest.importorskip("mpi4py")
+BIN = Path(sys.executable).parent
+MPIEXEC = BIN / "mpiexec"
+pytestmark = [pytest.mark.mpi, pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable "
+                                                  "(pip install mpich)")]
+NODEMAP = [sys.executable, "-m", "nodemap"]
+FLEET = [*NODEMAP, "check", "--fleet"]
+# Four "nodes" share two cores here: pair figures are noise, so links are judged loosely in these tests.
+LOOSE_LINKS = "[fleet]\nlink_bad = 0.01\nlink_latency = 1000.0\n"
+
+
+def env(**kw):
+    return dict(os.environ, CUDA_VISIBLE_DEVICES="", **kw)
+
+
+def mpmd(ranks, args):
+    """mpiexec with one block per rank: (node name, extra environment)."""
+    cmd = [str(MPIEXEC)]
+    for i, (node, extra) in enumerate(ranks):
+        if i:
+            cmd.append(":")
+        cmd += ["-n", "1", "-env", "NODEMAP_FLEET_NODE", node]
+        for k, v in extra.items():
+            cmd += ["-env", k, v]
+        cmd += [*FLEET, *args]
+    return cmd
+
+
+@pytest.fixture
+def saved_doc(tmp_path):
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(node_doc("template", random.Random(7), gpus=2, noise=0.0)))
+    return str(path)
+
+
+def read(out):
+    fleet = json.loads((out / "fleet.json").read_text())
+    lines = [json.loads(x) for x in (out / "nodes.jsonl").read_text().splitlines()]
+    return fleet, lines
+
+
+def test_slow_node_flagged_silent_node_missing_within_its_timeout_rest_complete(tmp_path, saved_doc):
+    site = tmp_path / "site.toml"
+    site.write_text(LOOSE_LINKS)
+    out = tmp_path / "out"
+    ranks = [("nodeA", {}), ("nodeB", {"NODEMAP_FLEET_SCALE": "0.8"}), ("nodeC", {}),
+             ("nodeD", {"NODEMAP_FLEET_HANG": "check"})]
+    t0 = time.monotonic()
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--check-timeout", "6", "--pair-size", "64KiB",
+                                    "--expect", str(site)]),
+                       capture_output=True, text=True, timeout=120, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    took = time.monotonic() - t0
+    assert p.returncode != 0, p.stdout  # nodes to drain; the silent rank is ended with MPI_Abort
+    fleet, lines = read(out)
+    assert sorted(x["host"] for x in lines) == ["nodeA", "nodeB", "nodeC"]
+    assert [d["node"] for d in fleet["drain"]] == ["nodeD", "nodeB"], fleet["drain"]
+    missing = fleet["drain"][0]["reason"]
+    assert "did not answer" in missing and "running its node check" in missing
+    slow = fleet["drain"][1]
+    assert "80% of the fleet median" in slow["reason"] or "1.25x the fleet median" in slow["reason"]
+    status = {n["name"]: (n["status"], n["verdict"]) for n in fleet["nodes"]}
+    assert status == {"nodeA": ("complete", "pass"), "nodeB": ("complete", "fail"), "nodeC": ("complete", "pass"),
+                      "nodeD": ("missing", "fail")}
+    assert not fleet["complete"]
+    pairs = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
+    measured = {(r["a"], r["b"]) for r in pairs if r["key"] == "mpi latency host"}
+    assert measured == {("nodeA", "nodeB"), ("nodeB", "nodeC"), ("nodeA", "nodeC")}
+    assert all(r["value"] > 0 for r in pairs)
+    assert took < 6 + 60, took  # the check timeout, then pair tests and the report: never a hang
+    assert "<svg" in (out / "fleet.html").read_text()
+    assert "nodeD" in p.stdout and "drain (2)" in p.stdout
+
+
+def test_two_ranks_per_node_measure_rails_and_rank0_is_not_a_leader(tmp_path, saved_doc):
+    out = tmp_path / "out"
+    ranks = [("n1", {}), ("n1", {}), ("n2", {}), ("n2", {})]
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--pair-size", "64KiB", "--json", "-q"]),
+                       capture_output=True, text=True, timeout=120, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    assert p.returncode in (0, 1), p.stderr
+    fleet = json.loads(p.stdout)
+    assert fleet["complete"] and {n["name"] for n in fleet["nodes"]} == {"n1", "n2"}
+    keys = {x["key"] for x in fleet["links"]}
+    assert {"mpi bw host", "mpi bw host rail0", "mpi bw host rail1", "mpi latency host"} <= keys
+    bw = {x["key"]: x["value"] for x in fleet["links"]}
+    assert bw["mpi bw host"] == pytest.approx(bw["mpi bw host rail0"] + bw["mpi bw host rail1"])
+
+
+def test_real_node_check_on_two_nodes_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run([str(MPIEXEC), "-n", "2", "-env", "NODEMAP_FLEET_NODE", "live{rank}", *FLEET, "-o", str(out),
+                        "--pair-size", "64KiB"], capture_output=True, text=True, timeout=300,
+                       env=env(NODEMAP_CHECK_TINY="1"))
+    assert p.returncode in (0, 1), p.stderr
+    fleet, lines = read(out)
+    assert sorted(x["host"] for x in lines) == ["live0", "live1"]
+    assert all(x["figures"] and x["topology"] and x["complete"] for x in lines)
+    assert all("host/stream/triad" in {f["key"] for f in x["figures"]} for x in lines)
+    assert fleet["complete"] and {b["key"] for b in fleet["baselines"]} >= {"host/stream/triad"}
+    assert {x["key"] for x in fleet["links"]} >= {"mpi bw host", "mpi latency host"}
+    assert (out / "fleet.html").exists() and "fleet:" in p.stdout
+
+
+def test_ctrl_c_writes_what_was_gathered(tmp_path, saved_doc):
+    out = tmp_path / "out"
+    ranks = [("a", {}), ("b", {}), ("c", {"NODEMAP_FLEET_HANG": "check"})]
+    proc = subprocess.Popen(mpmd(ranks, ["-o", str(out), "--check-timeout", "300"]), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc),
+                            start_new_session=True)
+    lines = out / "nodes.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (lines.exists() and len(lines.read_text().splitlines()) == 2):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does to the launcher's process group
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    fleet, got = read(out)
+    assert not fleet["complete"] and sorted(x["host"] for x in got) == ["a", "b"]
+    assert {n["name"]: n["status"] for n in fleet["nodes"]} == {"a": "complete", "b": "complete", "c": "missing"}
+    assert any("interrupted" in m for m in fleet["messages"])
+
+
+def test_from_saved_documents_builds_the_same_report(tmp_path):
+    rng = random.Random(3)
+    d = tmp_path / "saved"
+    d.mkdir()
+    for i in range(6):
+        slow = {"gpu/hbm triad/GPU1": 0.82} if i == 4 else None
+        (d / f"n{i}.json").write_text(json.dumps(node_doc(f"n{i}", rng, gpus=2, slow=slow)))
+    (d / "notes.txt").write_text("ignored")
+    out = tmp_path / "out"
+    p = subprocess.run([*NODEMAP, "check", "--from", str(d), "-o", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "n4: GPU1 HBM triad" in p.stdout
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert [x["node"] for x in fleet["drain"]] == ["n4"] and len(fleet["nodes"]) == 6
+    html = (out / "fleet.html").read_text()
+    assert html.count("<svg") >= 2  # heatmap and a distribution, inline
+    assert "<script" not in html and not re.search(r"(src|href)\s*=\s*[\"']?https?:|url\((?!#)", html)  # offline
+
+
+def test_from_an_empty_folder_is_one_line(tmp_path):
+    p = subprocess.run([*FLEET, "--from", str(tmp_path), "-o", str(tmp_path / "o")], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "no node documents" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_site_file_stops_before_mpi_in_one_line(tmp_path):
+    site = tmp_path / "s.toml"
+    site.write_text("[fleet]\nwarn = 2.0\n")
+    p = subprocess.run([*FLEET, "--expect", str(site), "-o", str(tmp_path / "o")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "0 < fail <= warn <= 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_node_schema_is_the_checks():
+    from nodemap.check.document import SCHEMA
+    from nodemap.fleet.nodecheck import SCHEMA as FLEET_SCHEMA
+
+    assert SCHEMA == FLEET_SCHEMA

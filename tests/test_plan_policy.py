@@ -1,0 +1,258 @@
+"""The planner's policy on the cases of issue 18 and on generated nodes:
+balanced splits, wide tasks, GPU borrowing, multi-rail by default.
+
+Checks are computed from the topology (cores, caches, NUMA distances), not
+from the planner's helpers."""
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nodes
+from nodemap.mapping import emit
+from nodemap.mapping.plan import plan
+from nodemap.mapping.request import Request
+from nodemap.topology.cpuset import CpuSet
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def P(topo, **kw):
+    return plan(topo, Request(**kw))
+
+
+def cores_of(topo, cpus):
+    return sum(1 for c in topo.cores if not c.cpuset.isdisjoint(cpus))
+
+
+def sizes_by_domain(topo, p):
+    out = {}
+    for t in p.tasks:
+        out.setdefault(t.mems, []).append(cores_of(topo, t.cpus))
+    return out
+
+
+# --- balanced splits ----------------------------------------------------------------------
+
+
+def test_epyc_7401_twelve_tasks_get_four_cores_each():
+    # 2 x 24 cores, 8 CCX of 3 cores per socket, one NUMA node per socket: 6 tasks per socket
+    topo = nodes.build(nodes.Spec(2, 1, 8, 3, smt=2))
+    p = P(topo, tasks=12)
+    assert [cores_of(topo, t.cpus) for t in p.tasks] == [4] * 12
+
+
+def test_power9_eight_tasks_differ_by_one_core():
+    # 2 x 22 cores, an L3 per pair of cores (11 per socket), SMT4
+    topo = nodes.build(nodes.Spec(2, 1, 11, 2, smt=4, packed=True))
+    p = P(topo, tasks=8)
+    assert [cores_of(topo, t.cpus) for t in p.tasks] == [6, 6, 5, 5, 6, 6, 5, 5]
+
+
+def test_two_tasks_on_eighteen_cores_get_nine_each():
+    topo = nodes.build(nodes.Spec(1, 1, 9, 2))
+    assert [cores_of(topo, t.cpus) for t in P(topo, tasks=2).tasks] == [9, 9]
+
+
+def test_a_level_that_divides_evenly_is_used():
+    # 4 tasks on 2 L3 of 9 cores: 2 tasks in each L3 (5+4), none straddles the L3s
+    topo = nodes.build(nodes.Spec(1, 1, 2, 9))
+    p = P(topo, tasks=4)
+    l3 = [c.cpuset for c in topo.caches_at(3)]
+    assert [cores_of(topo, t.cpus) for t in p.tasks] == [5, 4, 5, 4]
+    assert all(sum(not c.isdisjoint(t.cpus) for c in l3) == 1 for t in p.tasks)
+
+
+@st.composite
+def split_case(draw):
+    spec = nodes.random_spec(draw, st)
+    spec.gpus = []
+    topo = nodes.build(spec)
+    ncores = sum(1 for c in topo.cores if not c.cpuset.isdisjoint(topo.allowed_cpus))
+    return topo, draw(st.integers(1, ncores))
+
+
+@SETTINGS
+@given(split_case())
+def test_task_sizes_within_a_domain_differ_by_at_most_one_core(case):
+    topo, tasks = case
+    p = P(topo, tasks=tasks)
+    for sizes in sizes_by_domain(topo, p).values():
+        assert max(sizes) - min(sizes) <= 1, sizes
+
+
+# --- wide tasks -----------------------------------------------------------------------------
+
+
+def test_a_task_wider_than_its_gpus_socket_extends_to_the_other_socket():
+    # 2 x 18 cores SMT2, both GPUs on socket 0: 36 threads take 36 cores, one PU each
+    topo = nodes.build(nodes.Spec(2, 1, 1, 18, smt=2, gpus=[nodes.Dev(0, "a"), nodes.Dev(0, "b")]))
+    (t,) = P(topo, tasks=1, threads=36).tasks
+    assert cores_of(topo, t.cpus) == 36 and len(t.cpus) == 36
+    assert t.gpus == (0, 1) and t.mems == CpuSet([0, 1])
+
+
+@st.composite
+def wide_case(draw):
+    spec = nodes.random_spec(draw, st)
+    spec.offline, spec.disallowed = frozenset(), frozenset()
+    topo = nodes.build(spec)
+    per_numa = len(topo.cores) // len(topo.numa_nodes)
+    return topo, draw(st.integers(per_numa + 1, len(topo.cores) + 2))
+
+
+@SETTINGS
+@given(wide_case())
+def test_a_wide_task_takes_the_nearest_domains_and_keeps_its_gpus(case):
+    topo, threads = case
+    p = P(topo, tasks=1, threads=threads, gpus_per_task=0 if not topo.gpus else -1)
+    (t,) = p.tasks
+    assert cores_of(topo, t.cpus) >= min(threads, len(topo.cores))  # a PU per thread on its own core
+    if len(t.mems) == len(topo.numa_nodes) or not any("extends" in n for n in p.notes):
+        return
+    # the domain the task started from: its GPUs' home, else the first
+    homes = [topo.gpu(g).numa_node for g in t.gpus if topo.gpu(g).numa_node >= 0] or [min(t.mems)]
+    base = homes[0]
+    inside = max(topo.distance(base, m) for m in t.mems)
+    outside = min(topo.distance(base, n.os_index) for n in topo.numa_nodes if n.os_index not in t.mems)
+    assert inside <= outside
+    for g in t.gpus:  # its GPUs are those of where it started
+        assert topo.gpu(g).numa_node in (set(homes) | {-1})
+
+
+# --- GPU borrowing ----------------------------------------------------------------------------
+
+
+def test_all_pus_with_one_gpu_each_spread_evenly_over_karolinas_gpus():
+    p = P(nodes.karolina(), tasks=256, gpus_per_task=1)
+    assert sorted(Counter(g for t in p.tasks for g in t.gpus).values()) == [32] * 8
+
+
+def test_gpu_less_domains_borrow_every_equally_near_gpu():
+    # NUMA 0 and 2 hold no GPU; GPUs 0-3 (NUMA 3 and 1) are equally near both
+    p = P(nodes.karolina(), tasks=16, gpus_per_task=1, restrict_mems=CpuSet([0, 2]))
+    assert Counter(g for t in p.tasks for g in t.gpus) == {0: 4, 1: 4, 2: 4, 3: 4}
+
+
+@st.composite
+def borrow_case(draw):
+    spec = nodes.random_spec(draw, st)
+    spec.offline, spec.disallowed = frozenset(), frozenset()
+    topo = nodes.build(spec)
+    homes = {g.numa_node for g in topo.gpus}
+    bare = [n.os_index for n in topo.numa_nodes if n.os_index not in homes]
+    if not bare or not topo.gpus or -1 in homes:
+        return None
+    numa = draw(st.sampled_from(bare))
+    return topo, numa, draw(st.integers(1, len(topo.numa(numa).cpuset)))
+
+
+@SETTINGS
+@given(borrow_case())
+def test_borrowers_spread_over_the_equally_near_gpus(case):
+    if case is None:
+        return
+    topo, numa, tasks = case
+    p = P(topo, tasks=tasks, gpus_per_task=1, restrict_mems=CpuSet([numa]))
+    dist = {g.index: topo.distance(numa, g.numa_node) for g in topo.gpus}
+    near = {g for g, d in dist.items() if d == min(dist.values())}
+    used = Counter(g for t in p.tasks for g in t.gpus)
+    assert set(used) <= near
+    counts = [used.get(g, 0) for g in near]
+    assert max(counts) - min(counts) <= 1, (used, near)
+
+
+@st.composite
+def gpu_node_case(draw):
+    spec = nodes.random_spec(draw, st)
+    topo = nodes.build(spec)
+    return topo, draw(st.integers(1, len(topo.allowed_cpus)))
+
+
+@SETTINGS
+@given(gpu_node_case())
+def test_no_task_gets_a_gpu_of_another_domain_while_its_own_is_free(case):
+    topo, tasks = case
+    p = P(topo, tasks=tasks)
+    used = {g for t in p.tasks for g in t.gpus}
+    for t in p.tasks:
+        if len(t.mems) != 1:
+            continue
+        (mine,) = t.mems
+        own = {g.index for g in topo.gpus if g.numa_node == mine and g.visible}
+        foreign = [g for g in t.gpus if topo.gpu(g).numa_node not in (mine, -1)]
+        if foreign:
+            assert own <= used, (t, own, used)
+
+
+# --- NICs: multi-rail by default, seed nodes ------------------------------------------------
+
+
+def env_of(topo, p, task):
+    return dict(emit.with_env(topo, p).tasks[task].env)
+
+
+def test_karolina_two_tasks_each_on_its_sockets_two_nics_with_rails():
+    topo = nodes.karolina()
+    p = P(topo, tasks=2)
+    assert [set(t.nics) for t in p.tasks] == [{"mlx5_0", "mlx5_1"}, {"mlx5_2", "mlx5_3"}]
+    e = env_of(topo, p, 0)
+    assert set(e["UCX_NET_DEVICES"].split(",")) == {"mlx5_0:1", "mlx5_1:1"}
+    assert e["UCX_MAX_RNDV_RAILS"] == e["UCX_MAX_EAGER_RAILS"] == "2"
+    assert set(e["NCCL_IB_HCA"].lstrip("=").split(",")) == {"mlx5_0:1", "mlx5_1:1"}
+    # the opt-out: one NIC per task, no rails variables
+    one = P(topo, tasks=2, nic_rails=1)
+    assert all(len(t.nics) == 1 for t in one.tasks)
+    assert "UCX_MAX_RNDV_RAILS" not in env_of(topo, one, 0)
+
+
+def test_karolina_eight_tasks_one_nic_each_on_their_switch():
+    topo = nodes.karolina()
+    p = P(topo, tasks=8)
+    for t in p.tasks:
+        (nic,) = t.nics
+        assert set(t.gpus) <= set(nodes.KAROLINA_NIC_GPUS[nic])
+    assert "UCX_MAX_RNDV_RAILS" not in env_of(topo, p, 0)
+
+
+def test_perlmutter_reversed_gpu_order_with_nic_beside_gpu():
+    topo = nodes.perlmutter()
+    p = P(topo, tasks=4)
+    assert [t.gpus for t in p.tasks] == [(3,), (2,), (1,), (0,)]
+    assert [t.nics for t in p.tasks] == [("cxi3",), ("cxi2",), ("cxi1",), ("cxi0",)]
+    assert env_of(topo, p, 0)["MPICH_OFI_NIC_POLICY"] == "GPU"
+
+
+def test_leonardo_one_nic_per_rank():
+    topo = nodes.leonardo()
+    p = P(topo, tasks=4)
+    assert [t.gpus for t in p.tasks] == [(0,), (1,), (2,), (3,)]
+    assert [t.nics for t in p.tasks] == [("mlx5_0",), ("mlx5_1",), ("mlx5_2",), ("mlx5_3",)]
+    assert [env_of(topo, p, k)["UCX_NET_DEVICES"] for k in range(4)] == [f"mlx5_{k}:1" for k in range(4)]
+
+
+def test_nics_equally_far_are_spread_one_per_rank():
+    # Leonardo's complaint: 4 NICs equally distant, UCX picked the first two for every rank
+    topo = nodes.build(nodes.Spec(1, 1, 4, 8, nics=[nodes.Dev(0, name=f"mlx5_{k}") for k in range(4)]))
+    p = P(topo, tasks=4)
+    assert sorted(n for t in p.tasks for n in t.nics) == [f"mlx5_{k}" for k in range(4)]
+
+
+# --- knobs -------------------------------------------------------------------------------------
+
+
+def test_reserve_cores_keeps_the_first_core_of_each_socket_free():
+    topo = nodes.karolina()  # x86 numbering: core c has PUs c and c+128
+    p = P(topo, tasks=8, reserve_cores=1)
+    used = CpuSet.union_all(t.cpus for t in p.tasks)
+    assert used.isdisjoint(CpuSet([0, 128, 64, 192]))
+    assert any("--reserve-cores 1" in n for n in p.notes)
+
+
+def test_not_greedy_and_gpu_match_off():
+    topo = nodes.karolina()
+    assert [len(t.mems) for t in P(topo, tasks=2, greedy=False).tasks] == [1, 1]
+    # GPU matching off: tasks go by PUs (NUMA 0, 1, ...), not to the GPUs' domains
+    p = P(topo, tasks=8, spread_by="pus")
+    assert [t.mems for t in p.tasks] == [CpuSet([i]) for i in range(8)]
