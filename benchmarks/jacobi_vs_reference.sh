@@ -20,7 +20,7 @@ mkdir -p "$out/json" "$out/ref"
 log="$out/jacobi_log.txt"
 j="$out/json"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export NODEMAP_JACOBI_BLOCK=${NODEMAP_JACOBI_BLOCK:-256x32} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
+export NODEMAP_JACOBI_BLOCK=${NODEMAP_JACOBI_BLOCK:-256x8} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PYTHONPATH
         -x NODEMAP_JACOBI_BLOCK)
 want() { [[ ",$parts," == *",$1,"* ]]; }
@@ -96,7 +96,7 @@ if want ref; then
       esac
     done
   done
-  grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
+  grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z0-9_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
 fi
 # one rank: NCCL to itself, NCCL graph, MPI staged, beside the reference's NCCL variants
 want mpi1 && step mpi-1rank 80 "${MPIRUN[@]}" -np 1 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \

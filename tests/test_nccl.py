@@ -97,7 +97,11 @@ def test_without_gpu_the_command_says_why():
 
 def test_single_process_all_gpus_on_a_gpu():
     cp = pytest.importorskip("cupy")
-    if cp.cuda.runtime.getDeviceCount() < 1:
+    try:  # CuPy installed on a machine without a driver raises here: skip, not fail
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception:
+        count = 0
+    if count < 1:
         pytest.skip("no GPU")
     p = subprocess.run([sys.executable, "-m", "nodemap.cli", "bench", "nccl", "--mode", "single", "--sizes",
                         "8:64KiB", "--iters", "2", "--repeats", "2", "-q"], capture_output=True, text=True,

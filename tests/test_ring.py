@@ -51,7 +51,11 @@ def test_halo_addresses_lie_at_the_field_ends():
 
 def test_ring_on_gpus():
     cp = pytest.importorskip("cupy")
-    if cp.cuda.runtime.getDeviceCount() < 1:
+    try:  # CuPy installed on a machine without a driver raises here: skip, not fail
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception:
+        count = 0
+    if count < 1:
         pytest.skip("no GPU")
     p = subprocess.run([sys.executable, "-m", "nodemap.cli", "bench", "ring", "--sizes", "64KiB", "--steps", "2",
                         "--repeats", "2", "-q"], capture_output=True, text=True, timeout=120)

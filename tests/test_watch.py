@@ -165,7 +165,7 @@ def test_torn_last_line_and_killed_monitor(tmp_path):
         f.write('[4.0,123,45')  # cut by a kill
     tl = watchlog.read(str(p))
     assert tl.torn == 1 and len(tl.t) == 20 and not tl.ended
-    assert any("stopped before" in n for n in watchlog.analyse([tl]).notes)
+    assert any("has no end" in n for n in watchlog.analyse([tl]).notes)
 
 
 def test_not_a_timeline_is_skipped(tmp_path):
@@ -230,6 +230,14 @@ def test_app_keeps_pid_and_exit_status_and_monitor_ends(tmp_path, what, code):
     assert len(kids) == 1 and _gone(kids[0])  # the monitor, and no orphan left
     (tl,) = watchlog.read_dir(str(d))
     assert tl.header["pid"] == pid and tl.ended and tl.torn == 0 and len(tl.t) >= 3
+
+
+def test_the_monitor_is_not_counted_in_the_application_s_memory(tmp_path):
+    d = tmp_path / "w"
+    r = subprocess.run(RUN + ["--watch-dir", str(d), "--", "sleep", "0.5"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (tl,) = watchlog.read_dir(str(d))
+    assert 0 < max(tl.rss) < 8 * MiB  # sleep alone; the monitor (a Python process) is tens of MiB
 
 
 def test_killed_app_leaves_complete_timeline_and_no_orphan(tmp_path):
@@ -333,3 +341,31 @@ def test_nvml_path_records_the_rank_s_gpu_memory_and_finds_growth_and_foreign(tm
     assert tl.gpus[0]["name"] == "FakeGPU" and tl.gpus[0]["total"] == 80 * GiB
     assert tl.own[-1][0] > tl.own[0][0] > 0 and tl.others[-1] == [2 * GiB]
     assert "GPU memory grows steadily" in err and "another process holds memory" in err, err
+
+
+def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_path):
+    """mpiexec -n 2 nodemap run --watch: one timeline per rank, grouped as one job; rank 1 holds 4x the memory."""
+    pytest.importorskip("mpi4py")
+    from pathlib import Path
+    import shutil
+
+    found = Path(sys.executable).parent / "mpiexec"
+    mpiexec = str(found) if found.exists() else shutil.which("mpiexec")
+    if not mpiexec:
+        pytest.skip("no mpiexec next to this Python or on PATH")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMP_", "SLURM_", "OMPI_", "PMI_")) or k.startswith(("OMPI_MCA_", "OMPI_ALLOW"))}
+    env["NODEMAP_CACHE_DIR"] = str(tmp_path)
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    d = tmp_path / "w"
+    app = ("import os, time; r = int(os.environ.get('PMI_RANK') or os.environ.get('OMPI_COMM_WORLD_RANK')); "
+           "b = bytearray((1 + 3 * r) * 400 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.0)")
+    cmd = [mpiexec, "--bind-to", "none", "-n", "2", sys.executable, "-m", "nodemap", "run", "--oversubscribe",
+           "--watch", "--watch-interval", "50ms", "--watch-dir", str(d), "--", sys.executable, "-c", app]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    tls = watchlog.read_dir(str(d))
+    assert sorted(t.rank for t in tls) == [0, 1] and len({t.job for t in tls}) == 1 and all(t.ended for t in tls)
+    assert r.stderr.count("nodemap watch: 2 rank(s)") == 1, r.stderr
+    assert "rank 1: host memory peak far above its peers'" in r.stderr, r.stderr

@@ -117,16 +117,104 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "_module", None):
             parser.print_help()
             return 2
+    _guard_streams()
     try:
-        return int(args._module.run(args) or 0)
+        code = int(args._module.run(args) or 0)
+        sys.stdout.flush()  # a full disk shows here, not in a message at exit
+        return code
     except NodemapError as e:
-        print(f"nodemap {args.command}: error: {e}", file=sys.stderr)
+        print(f"nodemap {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print(f"nodemap {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader left (| head): stop quietly, as other tools do
+        sys.stdout.failed = True
+        _drop_stdout()
         return 0
+    except OSError as e:
+        where = "standard output" if _drop_stdout() else (e.filename or "a file")
+        hint = {28: "free some space or write elsewhere", 122: "free some space or write elsewhere",
+                27: "the file is over this shell's size limit (ulimit -f)",
+                9: "redirect it (>/dev/null) instead of closing it"}.get(e.errno, "check where the output goes")
+        print(f"nodemap {args.command}: error: cannot write {where}: {e.strerror or e} ({hint})", file=sys.stderr)
+        return 2
+
+
+# C0 and C1 control characters but tab, newline and carriage return, as \xNN
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10, 13)}
+
+
+def one_line(text: str) -> str:
+    """An error message as one line of plain text: input files can hold
+    newlines and terminal escape sequences."""
+    return text.replace("\n", " ").replace("\r", " ").translate(_CONTROL)
+
+
+class _Guarded:
+    """A text stream that remembers a failed write (a full disk: say which
+    output failed) and, on a terminal, shows control characters as \\xNN:
+    names read from input files (a CPU model, a hostname, a path) must not
+    drive the terminal (escape sequences retitle it, rewrite the screen)."""
+
+    def __init__(self, stream) -> None:
+        self._stream, self.failed = stream, False
+        self._clean = bool(getattr(stream, "isatty", lambda: False)())
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text.translate(_CONTROL) if self._clean else text)
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self.failed = True
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+class _ClosedStdout:
+    """Standard output when the shell closed it (>&-): Python's sys.stdout is
+    None then, and print() would drop everything and exit 0."""
+
+    failed = False
+
+    def write(self, text: str) -> int:
+        import errno
+
+        self.failed = True
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+
+def _guard_streams() -> None:
+    sys.stdout = _ClosedStdout() if sys.stdout is None else _Guarded(sys.stdout)
+    if sys.stderr is not None and sys.stderr.isatty():
+        sys.stderr = _Guarded(sys.stderr)
+
+
+def _drop_stdout() -> bool:
+    """After a failed write: whether standard output is what failed; if so,
+    point it at /dev/null so that Python's own flush at exit stays quiet."""
+    import os
+
+    if not getattr(sys.stdout, "failed", False):
+        return False
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return True
 
 
 if __name__ == "__main__":

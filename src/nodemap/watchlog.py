@@ -500,8 +500,8 @@ def _notes(timelines: list[Timeline]) -> list[str]:
             if line not in notes:
                 notes.append(line)
         if not tl.ended:
-            notes.append(f"rank {tl.rank} on {tl.host}: its monitor was stopped before the application ended "
-                         f"(timeline to {tl.t[-1] if tl.t else 0:.1f} s)")
+            notes.append(f"rank {tl.rank} on {tl.host}: its timeline has no end (still running, or its monitor "
+                         f"was killed) at {tl.t[-1] if tl.t else 0:.1f} s")
         if any(tl.others) and tl.gpus and not any(any(s) for s in tl.own) and any(any(s) for s in tl.used):
             notes.append(f"rank {tl.rank}: NVML attributes no GPU memory to its processes (processes of another "
                          "PID namespace, e.g. a container?): its GPUs' used memory stands in")

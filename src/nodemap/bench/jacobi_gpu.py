@@ -25,7 +25,7 @@ from . import mpi_common as mc
 # Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
 # rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
 # "256x32" overrides it (benchmarks/jacobi_kernel_sweep.py measures shapes).
-BLOCK, ROWS_PER_BLOCK = 256, 32
+BLOCK, ROWS_PER_BLOCK = 256, 8  # the best fp32 + fp64 shape on an H100 (benchmarks/results/jacobi_h100_20261123)
 
 
 def block_shape(text: str | None) -> tuple[int, int]:

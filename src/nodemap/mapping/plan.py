@@ -77,6 +77,7 @@ def plan(topo: Topology, req: Request) -> Plan:
     crowded = [b.task for b in bindings if b.threads > len(b.cpus)]
     if crowded:
         notes.append(f"task(s) {_ranges(crowded)} run more threads than they have PUs")
+    notes += _shared_gpus(bindings, req)
     level = ",".join(dict.fromkeys(t.level for t in tasks))
     return Plan(request=req, tasks=tuple(bindings), level=level, notes=tuple(notes))
 
@@ -405,6 +406,23 @@ def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: 
         notes.append(f"task(s) {_ranges(bare)} have no GPU in their NUMA domain; "
                      "--gpus-per-task 1 gives them the nearest one")
     return out
+
+
+def _shared_gpus(bindings, req: Request) -> list[str]:
+    """A note when tasks asked for GPUs of their own (--gpus-per-task G)
+    but some GPU went to more than one task: sharing must never be silent."""
+    if req.gpus_per_task <= 0:
+        return []
+    users: dict[int, list[int]] = {}
+    for b in bindings:
+        for g in b.gpus:
+            users.setdefault(g, []).append(b.task)
+    shared = sorted(g for g, t in users.items() if len(t) > 1)
+    if not shared:
+        return []
+    return [f"GPU(s) {','.join(map(str, shared))} shared by several tasks: {len(bindings)} tasks x "
+            f"{req.gpus_per_task} GPUs need {len(bindings) * req.gpus_per_task}, the plan has {len(users)}; "
+            "run fewer tasks or lower --gpus-per-task for GPUs of their own"]
 
 
 def _borrow(topo: Topology, numa: int, pool: list[GpuInfo], gpus: list[GpuInfo], per: int, mine: list[_Task],

@@ -86,7 +86,7 @@ def visible_gpus_checked(topo, env: Mapping[str, str]) -> tuple[list[dict[str, A
         gpus = [g for g in topo.gpus if g.vendor.upper() == vendor]
         if not gpus:
             if env.get(var, "").strip(" ,"):
-                notes.append(f"{var}={env[var]} names GPUs but this node has no {vendor} GPU")
+                notes.append(f"{var}={env[var][:40]} names GPUs but this node has no {vendor} GPU")
             continue
         shown, note = parse_visible(env.get(var), gpus)
         if note:

@@ -245,10 +245,12 @@ def _write(fd: int, record) -> None:
 
 
 def _tree(app: int) -> list[int]:
-    """The application and its descendants (through /proc/PID/task/TID/children)."""
-    out, todo = [], [app]
+    """The application and its descendants (through /proc/PID/task/TID/children), not this monitor."""
+    out, todo, me = [], [app], os.getpid()
     while todo and len(out) < 4096:
         pid = todo.pop()
+        if pid == me:
+            continue
         out.append(pid)
         try:
             tids = os.listdir(f"/proc/{pid}/task")

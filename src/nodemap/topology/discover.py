@@ -238,7 +238,7 @@ def _live(source: str) -> Topology:
         return _visible(topo)
     from . import nvml
 
-    return nvml.enrich(topo)
+    return nvml.enrich(topo, required=source == "nvml")
 
 
 def _has_sysfs() -> bool:

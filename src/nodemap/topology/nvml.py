@@ -58,16 +58,17 @@ class _NvGpu:
         self.links: list[tuple[str, int, int]] = []  # (remote bus id, type, version)
 
 
-def enrich(topo: Topology, env: Mapping[str, str] | None = None) -> Topology:
-    """Topology with NVML's view of the NVIDIA GPUs merged in."""
+def enrich(topo: Topology, env: Mapping[str, str] | None = None, required: bool = False) -> Topology:
+    """Topology with NVML's view of the NVIDIA GPUs merged in; without NVML,
+    a note (or, when `required`, as for --source nvml, an error)."""
     try:
         import pynvml as nvml
     except ImportError:
-        return apply_visible(_note(topo, "NVML not used: nvidia-ml-py is not installed (pip install nvidia-ml-py)"), env)
+        return _without(topo, env, required, "nvidia-ml-py is not installed (pip install nvidia-ml-py)")
     try:
         nvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded...
-        return apply_visible(_note(topo, f"NVML not used: {_text(e) or type(e).__name__}"), env)
+        return _without(topo, env, required, _text(e) or type(e).__name__)
     try:
         gpus = _read_gpus(nvml, _cpu_words(topo))
         p2p = _p2p_notes(nvml, gpus)
@@ -78,6 +79,15 @@ def enrich(topo: Topology, env: Mapping[str, str] | None = None) -> Topology:
             nvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _without(topo: Topology, env, required: bool, why: str) -> Topology:
+    if required:
+        from ..errors import InputError
+
+        raise InputError("--source nvml", f"NVML cannot be used: {why}; on a machine without an NVIDIA driver "
+                                          "use --source sysfs (or auto)")
+    return apply_visible(_note(topo, f"NVML not used: {why}"), env)
 
 
 # --- reading NVML -----------------------------------------------------------

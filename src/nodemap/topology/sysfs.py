@@ -112,6 +112,9 @@ class Root:
             try:
                 with os.scandir(self.root + base) as it:
                     entries = {e.name: e.is_symlink() for e in it}
+            except PermissionError:  # as the docs say; an empty listing would hide the device
+                raise InputError(self.root + base, "cannot list: permission denied (run as a user who may read "
+                                 "it, or give a readable snapshot)") from None
             except OSError:
                 entries = {}
             self._entries[base] = entries
@@ -136,7 +139,9 @@ class Root:
                 continue
             links += 1
             if links > _MAX_LINKS:
-                raise InputError(self.where(rel), "too many levels of symbolic links")
+                # name the path from `start`: `rel` alone may be one component
+                raise InputError(self.where(f"{start.strip('/')}/{rel.strip('/')}"), "too many levels of symbolic "
+                                 "links (a link loop in the snapshot: fix or remove that link)")
             if target.startswith("/"):
                 done = []
             todo[:0] = [p for p in target.split("/") if p]

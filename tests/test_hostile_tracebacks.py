@@ -1,0 +1,86 @@
+"""Issue 16, item 7: odd values end in one line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hostile import _cap, env, hwloc_xml, nodemap, refused
+
+RUN = ["run", "--local-rank", "0", "--local-size", "1"]
+
+
+@pytest.mark.parametrize("digit", ["²", "٣", "1²"])
+def test_unicode_digits_in_cpus(digit):
+    refused(nodemap("plan", "--tasks", "1", "--cpus", digit), "--cpus", "not a number")
+
+
+@pytest.mark.parametrize("var", ["SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"])
+def test_unicode_digits_in_launcher_variables(tmp_path, var):
+    e = env(tmp_path, SLURM_JOB_ID="1", **{var: "²"})
+    refused(nodemap("run", "--dry-run", "--", "true", env_=e), var, "--local-rank")
+
+
+def test_unicode_digits_in_cuda_visible_devices(tmp_path):
+    r = nodemap("plan", "--tasks", "1", env_=env(tmp_path, CUDA_VISIBLE_DEVICES="²"))
+    assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("field, value, words", [
+    (("packages", 0, "os_index"), "x", ["Package.os_index", "an integer"]),
+    (("numa_nodes", 0, "cpuset"), 5, ["NumaNode.cpuset", "CPU list"]),
+    (("numa_nodes", 0, "memory"), None, ["NumaNode.memory"]),
+    (("pus",), {"a": 1}, ["Topology.pus", "a list"]),
+    (("machine", "hostname"), ["x"], ["Machine.hostname", "a string"]),
+])
+def test_wrong_json_field_types(tmp_path, field, value, words):
+    xml = tmp_path / "n.xml"
+    xml.write_text(hwloc_xml())
+    d = json.loads(nodemap("topo", "--input", str(xml), "--json").stdout)
+    target = d
+    for k in field[:-1]:
+        target = target[k]
+    target[field[-1]] = value
+    (tmp_path / "n.json").write_text(json.dumps(d))
+    refused(nodemap("topo", "--input", str(tmp_path / "n.json")), "n.json", *words)
+
+
+def test_empty_application_name(tmp_path):
+    refused(nodemap(*RUN, "--", "", env_=env(tmp_path)), "application name", "after --")
+
+
+def test_missing_input_with_the_cache_on(tmp_path):
+    refused(nodemap(*RUN, "--input", str(tmp_path / "missing.xml"), "--", "true", env_=env(tmp_path)),
+            "missing.xml")
+
+
+@pytest.mark.parametrize("budget", ["inf", "nan", "-1GiB", "1e400GiB"])
+def test_absurd_budgets(tmp_path, budget):
+    np = pytest.importorskip("numpy")
+    from nodemap.placement.counts import AccessCounts
+    from nodemap.placement.planner import Layout
+
+    AccessCounts(Layout((4 << 20,), 2 << 20), np.ones((2, 2), dtype=np.int64)).save(tmp_path / "c.npz")
+    refused(nodemap("place", "plan", "--counts", str(tmp_path / "c.npz"), f"--budget={budget}"), "--budget")
+
+
+@pytest.mark.parametrize("args", [["plan", "--tasks", str(10**20)], ["run", "--tasks", str(10**20), "--local-rank",
+                                                                       "0", "--dry-run", "--", "true"]])
+def test_huge_task_counts(tmp_path, args):
+    refused(nodemap(*args, env_=env(tmp_path)), "--tasks", "limit")
+
+
+def test_place_without_numpy_names_the_extra(tmp_path):
+    (tmp_path / "numpy.py").write_text("raise ImportError('No module named numpy')\n")  # the base install
+    e = env(tmp_path, PYTHONPATH=str(tmp_path))
+    refused(nodemap("place", "plan", "--counts", "c.npz", "--budget", "1GiB", env_=e), "numpy", "nodemap[place]")
+
+
+def test_a_full_disk(tmp_path):
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "nodemap", "plan", "--tasks", "1"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=10, env=env(tmp_path), preexec_fn=_cap)
+    refused(r, "standard output", "No space left")
