@@ -33,11 +33,13 @@ def test_quick_check_completes_with_verdicts_for_every_host_figure(checked):
     d = json.loads((out / "check.json").read_text())
     assert d["schema"] == "nodemap.check/1" and d["complete"] is True and d["level"] == "quick"
     keys = {f["key"] for f in d["figures"]}
-    assert {"host/stream/triad", "numa/bw/numa0->numa0", "numa/latency/numa0->numa0", "host/latency/L1d"} <= keys
+    assert {"host/stream/triad", "host/latency/L1d"} <= keys
+    numa_nodes = [n for n in d["topology"]["numa_nodes"] if n["cpuset"]]
+    assert ("numa/bw/numa0->numa0" in keys) == (len(numa_nodes) > 1)
     for f in d["figures"]:
         assert f["verdict"] in ("pass", "warn", "fail"), f  # every host figure judged by some rule
         assert f["rule"] and f["unit"] and f["value"] > 0
-    assert {rs["command"] for rs in d["results"]} == {"bench memory", "bench numa", "bench latency"}
+    assert {rs["command"] for rs in d["results"]} >= {"bench memory", "bench latency"}
     assert d["summary"]["verdict"] in ("pass", "warn", "fail")
     skipped = " ".join(s["what"] + s["reason"] for s in d["skipped"])
     if not d["topology"]["gpus"]:
@@ -56,8 +58,8 @@ def test_html_is_self_contained_with_plots(checked):
     # nothing fetched: no external URL outside XML namespace declarations
     assert not re.findall(r"(?<!xmlns=\")(?<!xmlns:xlink=\")https?://", html)
     assert "@import" not in html and "<link" not in html
-    for pid in ("plot-stream-sweep", "plot-numa-bw", "plot-latency"):
-        assert f"id='{pid}'" in html and html.count("<svg") >= 3
+    for pid in ("plot-stream-sweep", "plot-latency"):
+        assert f"id='{pid}'" in html and html.count("<svg") >= 2
 
 
 def test_report_renders_saved_check_again(checked, tmp_path):
@@ -67,7 +69,7 @@ def test_report_renders_saved_check_again(checked, tmp_path):
     r = nodemap("report", str(out / "check.json"), "--json")
     assert json.loads(r.stdout)["figures"] == json.loads((out / "check.json").read_text())["figures"]
     r = nodemap("report", str(out / "check.json"), "--html", str(tmp_path / "again.html"))
-    assert (tmp_path / "again.html").read_text().count("<svg") >= 3
+    assert (tmp_path / "again.html").read_text().count("<svg") >= 2
 
 
 def test_report_judges_bench_results_and_compares(checked, tmp_path):

@@ -199,3 +199,18 @@ def test_findings_are_ranked_fail_first():
     fs = doc_of(syn.hbm(vals)).findings
     assert [f.verdict for f in fs] == ["fail", "warn"] and "GPU4" in fs[0].text
     assert derive([], []) == []
+
+
+def test_suite_follows_the_topology():
+    from nodemap.check import suite
+
+    steps, skipped = suite.plan(nodes.karolina(), "quick", env={})
+    kinds = [s.kind for s in steps]
+    assert kinds[-3:] == ["memory", "numa", "latency"]  # GPU kinds first when CuPy is here
+    lat = next(s for s in steps if s.kind == "latency")
+    assert lat.argv[-2:] == ("--max-size", str(2 * (32 << 20)))  # 2x the largest cache
+    one = nodes.build(nodes.Spec(1, 1, 1, 4))
+    steps, skipped = suite.plan(one, "full", env={})
+    assert [s.kind for s in steps] == ["memory", "latency"]
+    assert any(s.what == "NUMA matrices" and "one NUMA node" in s.reason for s in skipped)
+    assert any("no GPU" in s.reason for s in skipped) and any(s.what.startswith("MPI") for s in skipped)

@@ -14,9 +14,10 @@ from hypothesis import given, settings, strategies as st
 
 from hostile import CPU, NODE, env, hwloc_xml, nodemap, put, refused, snapshot
 from nodemap.errors import InputError, NodemapError
-from nodemap.mapping.localrank import tasks_per_node
+from nodemap.mapping.localrank import detect, tasks_per_node
 from nodemap.topology import snapshot as tarballs
 from nodemap.topology.cpuset import MAX_INDEX, CpuSet, CpuSetError
+from nodemap.units import parse_size
 
 LIMIT = "2^20"
 
@@ -72,6 +73,34 @@ def test_slurm_tasks_per_node_is_bounded(items):
         assert len(counts) == total <= 1 << 20
 
 
+launcher_vars = st.sampled_from(["SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID",
+                                  "FLUX_TASK_LOCAL_ID", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_TASKS_PER_NODE",
+                                  "OMPI_COMM_WORLD_LOCAL_SIZE", "FLUX_JOB_SIZE", "SLURM_NODEID"])
+values = st.one_of(st.text(max_size=12), st.integers(-5, 10**15).map(str), st.just("9" * 5000),
+                   st.just("1(x99999999999)"), st.just("²"))
+
+
+@given(st.dictionaries(launcher_vars, values, min_size=1, max_size=4))
+def test_launcher_variables_give_a_rank_or_one_clear_error(env_vars):
+    env_vars = {"SLURM_JOB_ID": "1", **env_vars}
+    try:
+        lr = detect(env_vars)
+    except NodemapError as e:
+        assert len(str(e)) < 400 and "\n" not in str(e)
+    else:
+        assert 0 <= lr.rank < 10**9 and 0 <= lr.size
+
+
+@given(st.one_of(st.text(max_size=20), st.just("inf"), st.just("nan"), st.just("1e400G"), st.just("9" * 5000)))
+def test_sizes_are_bytes_or_one_clear_error(text):
+    try:
+        n = parse_size(text, "--budget")
+    except NodemapError as e:
+        assert len(str(e)) < 400 and "\n" not in str(e)
+    else:
+        assert isinstance(n, int) and n >= 0
+
+
 def test_linear_time_on_long_lists_and_masks():
     t0 = time.perf_counter()
     assert len(CpuSet.parse(",".join(str(i) for i in range(0, MAX_INDEX, 4)))) == (MAX_INDEX + 1) // 4
@@ -113,6 +142,24 @@ def test_json_export(tmp_path):
     refused(nodemap("topo", "--input", str(tmp_path / "n.json")), "n.json", LIMIT)
 
 
+@pytest.mark.parametrize("field, value, words", [
+    ("pus", 4000000000, ["PU number 4000000000", "1048575"]),
+    ("numa_nodes", -3, ["NUMA node number -3"]),
+    ("distances", [[10] * 2000] * 2000, ["distances are not a 1 x 1 matrix"]),
+    ("caches", [{}] * 200_000, ["200000 caches", "131072"]),
+])
+def test_json_objects(tmp_path, field, value, words):
+    xml = tmp_path / "n.xml"
+    xml.write_text(hwloc_xml())
+    d = json.loads(nodemap("topo", "--input", str(xml), "--json").stdout)
+    if field in ("pus", "numa_nodes"):
+        d[field][-1]["os_index"] = value
+    else:
+        d[field] = value
+    (tmp_path / "n.json").write_text(json.dumps(d))
+    refused(nodemap("topo", "--input", str(tmp_path / "n.json")), "n.json", *words)
+
+
 def test_xml_os_index(tmp_path):
     (tmp_path / "n.xml").write_text(hwloc_xml(pu1="4000000000"))
     refused(nodemap("topo", "--input", str(tmp_path / "n.xml")), "n.xml", "os_index", "1048575")
@@ -144,6 +191,18 @@ def test_tar_chain_of_long_name_headers(tmp_path):
     one = ti._create_header(ti.get_info(), tarfile.GNU_FORMAT, "utf-8", "surrogateescape") + b"x\0" + bytes(510)
     (tmp_path / "c.tar.gz").write_bytes(gzip.compress(one * 20_000, 1))  # each names the next member
     refused(nodemap("topo", "--input", str(tmp_path / "c.tar.gz")), "c.tar.gz", "not a sysfs snapshot")
+
+
+def test_tar_long_names_count_against_a_byte_limit(tmp_path):
+    # 9000 members named by 4000 characters each: tarfile keeps every name (37 MB)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as t:
+        ti = tarfile.TarInfo("./" * 2000)
+        ti.type = tarfile.DIRTYPE
+        t.addfile(ti)
+    one = raw.getvalue()[:512 + 4096 + 512]  # long-name header, the name, the member's header
+    (tmp_path / "n.tar.gz").write_bytes(gzip.compress(one * 9000, 1))
+    refused(nodemap("topo", "--input", str(tmp_path / "n.tar.gz")), "n.tar.gz", "32 MiB of long names")
 
 
 def test_tar_headers_count_against_the_member_limit(tmp_path, monkeypatch):

@@ -32,20 +32,29 @@ class Step:
     what: str  # for progress and the report
 
 
-def host_steps(level: str, tiny: bool = False) -> list[Step]:
+def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
+    """STREAM sweep, NUMA matrices (two NUMA nodes or more), latency.
+
+    Only the triad is judged, so only it is swept (the array sizes stay the
+    standard 4x LLC). quick takes fewer repetitions and stops the latency
+    curve at 2x the largest cache: building the random chase over 4x a
+    large L3 is most of its time, and the DRAM plateau is reached by then."""
+    numa = len([n for n in topo.numa_nodes if n.cpuset]) > 1
+    biggest = max((c.size for c in topo.caches if c.kind != "instruction"), default=0)
+    size = ("--size", "2M") if tiny else ()
     if level == "quick":
-        steps = [Step("memory", ("--sweep", "--kernels", "triad", "--repeats", "5"), "STREAM placement sweep"),
-                 Step("numa", ("--repeats", "3"), "NUMA bandwidth and latency matrices"),
-                 Step("latency", ("--repeats", "2", "--loads", "262144"), "latency against working-set size")]
+        top = ("--max-size", "256K") if tiny else ("--max-size", str(2 * biggest)) if biggest else ()
+        steps = [Step("memory", ("--sweep", "--kernels", "triad", "--repeats", "3") + size, "STREAM placement sweep"),
+                 Step("numa", ("--repeats", "3") + size, "NUMA bandwidth and latency matrices"),
+                 Step("latency", ("--repeats", "2") + top, "latency against working-set size")]
     else:
-        steps = [Step("memory", ("--sweep",), "STREAM placement sweep"),
-                 Step("numa", (), "NUMA bandwidth and latency matrices"),
-                 Step("latency", (), "latency against working-set size")]
+        top = ("--max-size", "256K") if tiny else ()
+        steps = [Step("memory", ("--sweep", "--kernels", "triad") + size, "STREAM placement sweep"),
+                 Step("numa", size, "NUMA bandwidth and latency matrices"),
+                 Step("latency", top, "latency against working-set size")]
     if tiny:
-        extra = {"memory": ("--size", "2M"), "numa": ("--size", "2M", "--latency-size", "1M"),
-                 "latency": ("--max-size", "256K")}
-        steps = [Step(s.kind, s.argv + extra[s.kind], s.what) for s in steps]
-    return steps
+        steps = [Step(s.kind, s.argv + ("--latency-size", "1M"), s.what) if s.kind == "numa" else s for s in steps]
+    return [s for s in steps if numa or s.kind != "numa"]
 
 
 def gpu_steps(level: str, gpus: int) -> list[Step]:
@@ -65,7 +74,7 @@ def gpu_steps(level: str, gpus: int) -> list[Step]:
 def plan(topo: Topology, level: str, env: dict[str, str] | None = None) -> tuple[list[Step], list[Skipped]]:
     """The steps for this node and what is skipped, with the reason."""
     env = dict(os.environ if env is None else env)
-    steps = host_steps(level, tiny=bool(env.get(TINY_ENV)))
+    steps: list[Step] = []
     skipped = []
     gpus = [g for g in topo.gpus if g.visible and g.vendor == "NVIDIA"]
     gpu_areas = "GPU memory, host<->GPU, GPU<->GPU and NCCL"
@@ -80,6 +89,11 @@ def plan(topo: Topology, level: str, env: dict[str, str] | None = None) -> tuple
         steps += gpu_steps(level, len(gpus))
         if len(gpus) < 2:
             skipped.append(Skipped("GPU<->GPU and NCCL", "one GPU: no pair to measure"))
+    # GPUs first: on a GPU node their figures matter most if the check is cut short
+    steps += host_steps(level, topo, tiny=bool(env.get(TINY_ENV)))
+    if len([n for n in topo.numa_nodes if n.cpuset]) < 2:
+        skipped.append(Skipped("NUMA matrices", "one NUMA node with CPUs: its one cell is the STREAM and "
+                               "latency figures"))
     skipped.append(Skipped("MPI host and device buffers", "needs ranks started by a launcher; run "
                            "`mpiexec -n 2 nodemap bench mpi` (and --device) beside the check"))
     return steps, skipped

@@ -35,6 +35,7 @@ def discover(input: str | os.PathLike | None = None, source: str = "auto") -> To
 # --- files -----------------------------------------------------------------
 
 
+MAX_OBJECTS = 1 << 17  # PUs, caches, PCI devices... of one JSON export (16k PUs x 3 caches is 48k)
 MAX_INPUT = 256 << 20  # bytes of one input file: a 16k-PU node's hwloc XML is tens of MB
 
 
@@ -153,8 +154,13 @@ def _read_input(path: str, source: str) -> Topology:
 def absurd(topo: Topology) -> str:
     """What in a Topology no machine can report (repeated numbers, negative
     sizes), or "". Planning on it would be a silent wrong answer."""
+    from .cpuset import MAX_INDEX
+
     for what, indexes in (("PU", [p.os_index for p in topo.pus]), ("NUMA node", [n.os_index for n in topo.numa_nodes]),
                           ("GPU", [g.index for g in topo.gpus])):
+        wild = next((i for i in indexes if not 0 <= i <= MAX_INDEX), None)
+        if wild is not None:
+            return f"{what} number {wild} is outside 0..{MAX_INDEX} (nodemap's limit)"
         if len(set(indexes)) != len(indexes):
             seen: set[int] = set()
             twice = next(i for i in indexes if i in seen or seen.add(i))
@@ -217,6 +223,16 @@ def _json(path: str) -> Topology:
         raise InputError(path, f"not valid JSON ({e})") from None
     if not isinstance(data, dict):
         raise InputError(path, "JSON is not a nodemap topology export (top level is not an object)")
+    long = next((k for k, v in data.items() if isinstance(v, list) and len(v) > MAX_OBJECTS), None)
+    if long is not None:
+        raise InputError(path, f"{len(data[long])} {long} is more than nodemap reads ({MAX_OBJECTS}; the largest "
+                               "nodes have tens of thousands): fix the file or export it again")
+    nodes, dist = data.get("numa_nodes"), data.get("distances")
+    n = len(nodes) if isinstance(nodes, list) else 0
+    if isinstance(dist, list) and (len(dist) not in (0, n) or any(not isinstance(r, list) or len(r) != n for r in dist)):
+        # checked before decoding: a 5000 x 5000 matrix for 1 node would take seconds
+        raise InputError(path, f"distances are not a {n} x {n} matrix (one row and column per NUMA node): "
+                               "fix the file or export it again")
     try:
         topo = Topology.from_dict(data)
     except (ValueError, TypeError, KeyError, AttributeError) as e:

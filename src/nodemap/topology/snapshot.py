@@ -25,6 +25,7 @@ MAX_BYTES = 256 << 20  # sysfs snapshots are a few MB at most
 MAX_MEMBERS = 200_000
 MAX_NAME = 4096  # bytes of a member name or link target (Linux's PATH_MAX)
 MAX_PAX = 64 << 10  # bytes of one pax extended header
+MAX_EXTENDED = 32 << 20  # bytes of all long-name and pax headers: tarfile keeps every member's name
 
 
 class _Refused(Exception):
@@ -48,12 +49,20 @@ class _Counted(tarfile.TarInfo):
     def _proc_gnulong(self, tar):
         if self.size > MAX_NAME:
             raise _Refused(f"a long-name header of {self.size} bytes (over {MAX_NAME}): not a sysfs snapshot")
+        self._count(tar)
         return super()._proc_gnulong(tar)
 
     def _proc_pax(self, tar):
         if self.size > MAX_PAX:
             raise _Refused(f"a pax header of {self.size} bytes (over {MAX_PAX}): not a sysfs snapshot")
+        self._count(tar)
         return super()._proc_pax(tar)
+
+    def _count(self, tar) -> None:
+        total = getattr(tar, "_nodemap_extended", 0) + self.size
+        tar._nodemap_extended = total
+        if total > MAX_EXTENDED:
+            raise _Refused(f"more than {MAX_EXTENDED >> 20} MiB of long names and pax headers: not a sysfs snapshot")
 
 
 def open_input(path: str | os.PathLike) -> Topology:
@@ -75,7 +84,8 @@ def read_tarball(path: str | os.PathLike) -> Topology:
         try:
             topo = read_dir(tmp)
         except InputError as e:  # name the tarball, not the temporary folder that is about to go
-            raise InputError(path, str(e).replace(tmp + "/", "").replace(tmp, "the snapshot")) from None
+            text = str(e).removeprefix(tmp + ": ")
+            raise InputError(path, text.replace(tmp + "/", "").replace(tmp, "the snapshot")) from None
     return _sourced(topo, path)
 
 
