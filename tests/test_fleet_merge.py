@@ -144,3 +144,28 @@ def test_ratio_below_one_is_always_worse_and_the_median_node_passes(values, hib)
         r = f.ratios[n.name][0]
         assert (r < 1) == ((v < b.median) if hib else (v > b.median))
         assert (f.verdict(n.name) == "pass") == (r >= 0.95)
+
+
+@pytest.mark.slow
+def test_fleet_html_opens_offline_in_headless_chromium(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nodemap.fleet import html
+
+    pytest.importorskip("matplotlib")
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no chromium here (benchmarks/html_in_browser.py installs it)")
+    docs, _ = fleet_docs(24, seed=2)
+    names = [d["host"] for d in docs]
+    pairs = [{"a": names[i], "b": names[(i + 1) % 24], "key": "mpi bw host", "unit": "GB/s",
+              "value": 20.0 if i == 3 else 25.0, "higher_is_better": True} for i in range(24)]
+    page = tmp_path / "fleet.html"
+    page.write_text(html.page(fleet_of(docs, pairs), ["note"]))
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "html_in_browser.py"), str(page), "--no-install",
+                        "--screenshot", str(tmp_path / "shot.png")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 plots promised (figures, links, distributions)" in r.stdout

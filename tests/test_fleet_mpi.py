@@ -114,6 +114,9 @@ def test_real_node_check_on_two_nodes_end_to_end(tmp_path):
     assert sorted(x["host"] for x in lines) == ["live0", "live1"]
     assert all(x["figures"] and x["topology"] and x["complete"] for x in lines)
     assert all("host/stream/triad" in {f["key"] for f in x["figures"]} for x in lines)
+    assert not any("results" in x for x in lines)  # gathered compact; the leader keeps the full document
+    full = json.loads((out / "nodes" / "live1.check.json").read_text())
+    assert full["results"] and lines[0]["full_document"].endswith(".check.json")
     assert fleet["complete"] and {b["key"] for b in fleet["baselines"]} >= {"host/stream/triad"}
     assert {x["key"] for x in fleet["links"]} >= {"mpi bw host", "mpi latency host"}
     assert (out / "fleet.html").exists() and "fleet:" in p.stdout

@@ -3,10 +3,8 @@
 Each command lives in nodemap/commands/<name>.py with two functions:
 `add_arguments(parser)` (imports nothing heavy) and `run(args) -> int`.
 Heavy imports (NVML, CuPy, mpi4py) happen inside `run`, so `nodemap --help`
-and `nodemap topo` start fast. Plain command lines are parsed by
-nodemap.fastargs from the same add_arguments, without argparse (10-20 ms to
-import and build); argparse is imported only when needed: --help, errors,
-abbreviations, commands with subcommands.
+and `nodemap topo` start fast. One parser, argparse: only the named
+command's arguments are built (the others get a help-only stub).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("nodemap.commands.run", "apply the plan to this rank and exec the application"),
     "show": ("nodemap.commands.show", "report the binding in effect for every rank, with verdicts"),
     "bench": ("nodemap.commands.bench", "measure memory, GPU copies, MPI and NCCL paths against their peaks"),
+    "compare": ("nodemap.commands.compare", "the same probes under several bindings: what each binding costs"),
     "place": ("nodemap.commands.place", "place data larger than one GPU across GPUs by access counts"),
     "check": ("nodemap.commands.check", "is this node right? measurements with verdicts, findings and a report"),
     "report": ("nodemap.commands.report", "render saved check or bench results again, or compare two of them"),
@@ -83,40 +82,17 @@ def add_command(sub, name: str, mod, help_: str) -> argparse.ArgumentParser:
     return sp
 
 
-class _Args:
-    """The namespace argparse would have made, for a command line parsed fast."""
-
-    def __init__(self, **values: object) -> None:
-        self.__dict__.update(values)
-
-
-def _fast(words: list[str]) -> _Args | None:
-    """`COMMAND plain-options` parsed by nodemap.fastargs, else None."""
-    if not words or words[0] not in COMMANDS:
-        return None
-    from . import fastargs
-
-    modname = COMMANDS[words[0]][0]
-    __import__(modname)
-    mod = sys.modules[modname]
-    rec = fastargs.record(mod.add_arguments)
-    values = fastargs.parse(rec, list(words[1:])) if rec is not None else None
-    return None if values is None else _Args(command=words[0], **values, _module=mod)
-
-
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    args = _fast(words)
-    if args is None:
-        first = next((w for w in words if not w.startswith("-")), None)
-        # No command named: the parser only prints help, version or an error.
-        parser = build_parser(first if first in COMMANDS else "")
-        args, extra = parser.parse_known_args(argv)
-        if extra:  # named by the (sub)command that was given them, with its usage
-            args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        if not getattr(args, "_module", None):
-            parser.print_help()
-            return 2
+    first = next((w for w in words if not w.startswith("-")), None)
+    # No command named: the parser only prints help, version or an error.
+    parser = build_parser(first if first in COMMANDS else "")
+    args, extra = parser.parse_known_args(words)
+    if extra:  # named by the (sub)command that was given them, with its usage
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
     _guard_streams()
     try:
         code = int(args._module.run(args) or 0)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # argparse only for --help and errors (nodemap.fastargs)
-    import argparse
+import argparse
 import os
 import sys
 
@@ -41,7 +39,6 @@ steps reuse it for 10 minutes (--no-cache to plan afresh).
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..fastargs import REMAINDER
     from ..mapping import cliargs
 
     cliargs.add_request_arguments(p)
@@ -63,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--watch-interval", default="200ms", metavar="T", help="time between samples (default 200ms)")
     w.add_argument("--watch-dir", metavar="DIR",
                    help="folder of the timelines (default $NODEMAP_WATCH_DIR, else ./nodemap-watch[-JOBID])")
-    p.add_argument("app", nargs=REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
+    p.add_argument("app", nargs=argparse.REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # argparse only for --help and errors (nodemap.fastargs)
-    import argparse
+import argparse
 
 DESCRIPTION = """\
 Report what each rank really got: host, rank, local rank, the PUs it may run

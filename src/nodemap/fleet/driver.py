@@ -3,8 +3,9 @@
 Every rank says hello to rank 0 (its node name, host, CPUs); rank 0 groups
 ranks by node and names one leader per node (the lowest rank, but not rank
 0 when its node has another rank, so that rank 0 stays free to gather).
-Leaders run their node's check in parallel and send the document; rank 0
-writes one JSON line per node as each arrives (nodes.jsonl, and
+Leaders run their node's check in parallel, keep the full document
+(nodes/NAME.check.json) and send a compact one (no ResultSets or samples);
+rank 0 writes one JSON line per node as each arrives (nodes.jsonl, and
 nodes/NAME.json), so a partial run is usable. Then rank 0 schedules the
 pair tests round by round (`pairs.isolate`): in each pair the two leaders
 measure bandwidth and latency, and the k-th local ranks of both nodes
@@ -65,7 +66,7 @@ class NodeRec:
     name: str
     ranks: list[int]  # leader first, then the other local ranks by rank
     state: str = "joined"
-    doc: dict[str, Any] | None = None
+    seen: mergemod.Node | None = None  # its document as the fleet sees it (the document itself is on disk)
     answered: bool = True  # False once it missed a deadline
 
     @property
@@ -112,7 +113,7 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
             wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
                       wire.STATE)
             doc = nodecheck.run_check(check, me["node"], cfg.level, cfg.expect)
-            wire.send(comm, doc, 0, wire.DOC, wire.deadline(cfg.check_timeout))
+            wire.send(comm, gathered(doc, cfg), 0, wire.DOC, wire.deadline(cfg.check_timeout))
         return serve(comm, cfg)
     except wire.Late:
         return _orphan(me, doc, cfg)
@@ -128,6 +129,17 @@ def _await_rank0(grace_s: float = 30.0) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     time.sleep(grace_s)
     return 130
+
+
+def gathered(doc: dict[str, Any], cfg: Config) -> dict[str, Any]:
+    """The compact document rank 0 gathers; the full one is kept by the
+    leader as DIR/nodes/NAME.check.json (on its own file system when DIR is
+    not shared)."""
+    try:
+        path = output.save_node(cfg.outdir, doc, ".check.json")
+    except (OSError, NodemapError):
+        path = ""
+    return nodecheck.compact(doc, path)
 
 
 def serve(comm: Any, cfg: Config) -> int:
@@ -238,9 +250,10 @@ class Coordinator:
         mine = self.nodes[me["node"]]
         if mine.leader == 0:
             mine.state = "running its node check (rank 0)"
-            self.arrived(mine, nodecheck.run_check(self.check, mine.name, self.cfg.level, self.cfg.expect))
+            doc = nodecheck.run_check(self.check, mine.name, self.cfg.level, self.cfg.expect)
+            self.arrived(mine, gathered(doc, self.cfg))
         at = wire.deadline(self.cfg.check_timeout)
-        while any(n.doc is None for n in self.nodes.values()) and wire.left(at) > 0:
+        while any(n.seen is None for n in self.nodes.values()) and wire.left(at) > 0:
             got = wire.poll(self.comm, (wire.DOC, wire.STATE))
             if got is None:
                 time.sleep(wire.POLL_S)
@@ -252,20 +265,20 @@ class Coordinator:
             else:
                 self.arrived(node, obj)
         for node in self.nodes.values():
-            if node.doc is None:
+            if node.seen is None:
                 node.answered = False
                 self.late = True
                 self.say(f"{node.name}: no node document within {self.cfg.check_timeout:g} s ({node.state})")
 
     def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
-        node.doc = doc
+        node.seen = mergemod.node_from_doc(doc)
         node.state = "node check done"
         self.out.node_line(doc)
-        done = sum(n.doc is not None for n in self.nodes.values())
+        done = sum(n.seen is not None for n in self.nodes.values())
         self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")
 
     def pair_phase(self) -> None:
-        alive = [n for n in self.nodes.values() if n.doc is not None]
+        alive = [n for n in self.nodes.values() if n.seen is not None]
         if len(alive) < 2:
             self.messages.append("pair tests skipped: fewer than two nodes answered")
             return
@@ -347,8 +360,8 @@ class Coordinator:
     def fleet_nodes(self) -> list[mergemod.Node]:
         out = []
         for n in self.nodes.values():
-            if n.doc is not None:
-                out.append(mergemod.node_from_doc(n.doc))
+            if n.seen is not None:
+                out.append(n.seen)
             else:
                 out.append(mergemod.missing_node(n.name, n.state))
         for r in self.never_joined:
@@ -377,13 +390,13 @@ class Coordinator:
 
 def run_from(dirs: list[str], cfg: Config) -> int:
     """`--from DIR`: the same report from node documents saved by separate jobs."""
-    docs, pair_results = output.read_saved(dirs)
-    if not docs:
+    nodes, pair_results = output.read_saved(dirs)
+    if not nodes:
         raise NodemapError(f"--from {' '.join(dirs)}: no node documents (nodes/*.json, nodes.jsonl or *.json of "
                            f"schema {nodecheck.SCHEMA}) found; run `nodemap check --output DIR` on each node first")
     out = output.FleetOutput(cfg.outdir)
-    fleet = mergemod.merge([mergemod.node_from_doc(d) for d in docs], pair_results, cfg.thresholds)
-    messages = [f"built from {len(docs)} saved node documents in {', '.join(dirs)}"]
+    fleet = mergemod.merge(nodes, pair_results, cfg.thresholds)
+    messages = [f"built from {len(nodes)} saved node documents in {', '.join(dirs)}"]
     out.fleet(fleet, messages, html=cfg.html)
     if cfg.json_out:
         print(json.dumps(fleet.to_dict() | {"messages": messages}, indent=1))

@@ -21,7 +21,7 @@ from typing import Any
 
 from .merge import Fleet
 
-MAX_ROWS = 120  # heatmap rows (nodes) drawn
+MAX_ROWS = 80  # heatmap rows (nodes) drawn: every tick costs layout time (1,000-node target 5 s)
 MAX_COLS = 120  # heatmap columns (figures) drawn
 MAX_DISTRIBUTIONS = 12
 
@@ -36,9 +36,9 @@ def _plt() -> Any:
     return plt
 
 
-def _svg(fig: Any) -> str:
+def _svg(fig: Any, tight: bool = True) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None)
     _plt().close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]
@@ -76,13 +76,16 @@ def figure_heatmap(fleet: Fleet, max_rows: int = MAX_ROWS, max_cols: int = MAX_C
     data = [[(fleet.ratios[r][c] if fleet.ratios[r][c] is not None else math.nan) for c in cols] for r in rows]
     cmap, norm = _cmap(fleet)
     cmap.set_bad("#dddddd")
-    fig, ax = plt.subplots(figsize=(min(2 + 0.12 * len(cols), 18), min(1.5 + 0.14 * len(rows), 22)))
+    w, h = 2.5 + 0.12 * len(cols), 2.5 + 0.14 * len(rows)
+    fig, ax = plt.subplots(figsize=(w, h))
+    # Fixed margins for the names instead of a tight bounding box: that would draw the figure twice.
+    fig.subplots_adjust(left=1.1 / w, right=1 - 1.0 / w, bottom=1.6 / h, top=1 - 0.2 / h)
     im = ax.imshow(data, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
     ax.set_yticks(range(len(rows)), rows, fontsize=6 if len(rows) > 40 else 8)
     ax.set_xticks(range(len(cols)), [fleet.keys[c] for c in cols], rotation=90, fontsize=5 if len(cols) > 40 else 7)
     _colorbar(fig, im, ax, list(norm.boundaries), "% of the fleet median (below 100% is worse)")
     note = f"{left} healthy nodes not drawn" if left else ""
-    return _svg(fig), note
+    return _svg(fig, tight=False), note
 
 
 def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_ROWS) -> str:
@@ -111,29 +114,34 @@ def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_RO
     return _svg(fig)
 
 
-def distributions(fleet: Fleet, limit: int = MAX_DISTRIBUTIONS) -> list[str]:
-    """Strip plots of the figures with findings (worst first)."""
+def distributions(fleet: Fleet, limit: int = MAX_DISTRIBUTIONS) -> str:
+    """Histograms of the figures with findings (worst first), one figure of
+    stacked panels (one drawing, not one per figure)."""
     worst: dict[str, float] = {}
     col = {k: i for i, k in enumerate(fleet.keys)}
     for r in fleet.ratios.values():
         for k, i in col.items():
             if r[i] is not None and r[i] < fleet.thresholds.warn:
                 worst[k] = min(worst.get(k, 1.0), r[i])
+    shown = sorted(worst, key=worst.get)[:limit]
+    if not shown:
+        return ""
     base = {b.key: b for b in fleet.baselines}
-    out = []
     plt = _plt()
-    for k in sorted(worst, key=worst.get)[:limit]:
+    fig, axes = plt.subplots(len(shown), 1, figsize=(6.5, 1.3 * len(shown)), squeeze=False)
+    for ax, k in zip(axes[:, 0], shown):
         vals = [r[col[k]] for r in fleet.ratios.values() if r[col[k]] is not None]
-        fig, ax = plt.subplots(figsize=(6, 1.4))
         ax.hist(vals, bins=min(60, max(10, len(vals) // 5)), color="#4575b4")
-        for x, c, s in ((1.0, "k", "-"), (fleet.thresholds.warn, "#e08214", "--"), (fleet.thresholds.fail, "#b2182b", "--")):
+        for x, c, s in ((1.0, "k", "-"), (fleet.thresholds.warn, "#e08214", "--"),
+                        (fleet.thresholds.fail, "#b2182b", "--")):
             ax.axvline(x, color=c, linestyle=s, linewidth=1)
         b = base.get(k)
-        ax.set_title(f"{k}: median {b.median:,.4g} {b.unit}, MAD {b.mad:,.3g}" if b else k, fontsize=8)
-        ax.set_xlabel("% of the fleet median")
+        ax.set_title(f"{k}: median {b.median:,.4g} {b.unit}, MAD {b.mad:,.3g} ({len(vals)} nodes)" if b else k,
+                     fontsize=8)
         ax.set_yticks([])
-        out.append(_svg(fig))
-    return out
+    axes[-1, 0].set_xlabel("% of the fleet median (black: median; dashed: warn, fail)")
+    fig.subplots_adjust(hspace=0.9, top=1 - 0.35 / (1.3 * len(shown)), bottom=0.55 / (1.3 * len(shown)))
+    return _svg(fig, tight=False)
 
 
 CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse}
@@ -172,14 +180,20 @@ def page(fleet: Fleet, messages: list[str]) -> str:
         parts.append("<p class='note'>No plots: matplotlib is not installed (pip install 'nodemap[report]').</p>")
         return "\n".join(parts + _lists(fleet, messages) + ["</body></html>"])
     svg, note = figure_heatmap(fleet)
-    parts.append("<h2>Node x figure: % of the fleet median</h2>" + svg + (f"<p class='note'>{e(note)}</p>" if note else ""))
+    parts.append("<h2>Node x figure: % of the fleet median</h2>" + _plot("figures", svg)
+                 + (f"<p class='note'>{e(note)}</p>" if note else ""))
     links = link_heatmap(fleet)
     if links:
-        parts.append("<h2>Node x node: pair bandwidth, % of the best pair</h2>" + links)
+        parts.append("<h2>Node x node: pair bandwidth, % of the best pair</h2>" + _plot("links", links))
     dists = distributions(fleet)
     if dists:
-        parts.append("<h2>Distributions of the figures with findings</h2>" + "".join(dists))
+        parts.append("<h2>Distributions of the figures with findings</h2>" + _plot("distributions", dists))
     return "\n".join(parts + _lists(fleet, messages) + ["</body></html>"])
+
+
+def _plot(pid: str, svg: str) -> str:
+    """The markup benchmarks/html_in_browser.py finds plots by."""
+    return f"<div class='plot' id='{pid}'>{svg}</div>" if svg else ""
 
 
 def _lists(fleet: Fleet, messages: list[str]) -> list[str]:

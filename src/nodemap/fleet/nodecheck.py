@@ -71,3 +71,15 @@ def scaled(doc: dict[str, Any], x: float) -> dict[str, Any]:
         figs.append(f)
     env = dict(doc.get("environment", {}), fault_injected=f"{SCALE_ENV}={x:g}")
     return {**doc, "figures": figs, "environment": env}
+
+
+# What rank 0 needs of a node document; the rest (every ResultSet with its
+# samples, the expectations table) stays in the leader's own copy.
+HEAVY = ("results", "expectations")
+
+
+def compact(doc: dict[str, Any], full_path: str = "") -> dict[str, Any]:
+    out = {k: v for k, v in doc.items() if k not in HEAVY}
+    if full_path:
+        out["full_document"] = full_path
+    return out

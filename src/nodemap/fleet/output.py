@@ -25,10 +25,10 @@ def write_atomic(path: str, text: str) -> None:
     write(path, text, "--output")
 
 
-def save_node(outdir: str, doc: dict[str, Any]) -> str:
+def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
     folder = os.path.join(outdir, "nodes")
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + ".json")
+    path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + suffix)
     write_atomic(path, json.dumps(doc))
     return path
 
@@ -64,11 +64,17 @@ class FleetOutput:
             write_atomic(self.html_path, htmlmod.page(fleet, messages))
 
 
-def read_saved(dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Node documents and pair results under the given folders (or files):
-    nodes/*.json, nodes.jsonl, *.json of the node schema, pairs.jsonl. A node
-    seen twice keeps its last document."""
-    docs: dict[str, dict[str, Any]] = {}
+def read_saved(dirs: list[str]) -> tuple[list[mergemod.Node], list[dict[str, Any]]]:
+    """The nodes and pair results under the given folders (or files):
+    nodes/*.json, nodes.jsonl, *.json of the node schema, pairs.jsonl. Each
+    document is reduced to what the fleet compares as it is read (10,000
+    topologies are not held at once); a node seen twice keeps its last."""
+    with mergemod.no_gc():
+        return _read_saved(dirs)
+
+
+def _read_saved(dirs: list[str]) -> tuple[list[mergemod.Node], list[dict[str, Any]]]:
+    nodes: dict[str, mergemod.Node] = {}
     pair_results: list[dict[str, Any]] = []
     for d in dirs:
         files = [d] if os.path.isfile(d) else sorted(glob.glob(os.path.join(d, "*.json*"))) + sorted(
@@ -76,10 +82,10 @@ def read_saved(dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
         for path in files:
             for obj in _objects(path):
                 if obj.get("schema") == NODE_SCHEMA:
-                    docs[str(obj.get("host"))] = obj
+                    nodes[str(obj.get("host"))] = mergemod.node_from_doc(obj)
                 elif {"a", "b", "key", "value"} <= obj.keys():
                     pair_results.append(obj)
-    return list(docs.values()), pair_results
+    return list(nodes.values()), pair_results
 
 
 def _objects(path: str) -> list[dict[str, Any]]:

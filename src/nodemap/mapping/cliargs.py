@@ -7,9 +7,7 @@ on the launch path); Request is built only in request_from_args.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # argparse only for --help and errors (nodemap.fastargs)
-    import argparse
+import argparse
 
 # dest names of the request options, in the order they affect a plan
 REQUEST_DESTS = ("tasks", "threads", "gpus_per_task", "smt", "cpus", "mems", "nic_rails", "no_gpus",

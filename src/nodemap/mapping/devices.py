@@ -9,6 +9,8 @@ package), balancing tasks over equally near NICs.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+
 from ..errors import NodemapError
 from ..topology import paths
 from ..topology.cpuset import CpuSet
@@ -21,14 +23,12 @@ SAME_PACKAGE, FAR = 4, 5
 _FABRIC_KINDS = ("InfiniBand", "Slingshot", "OmniPath")
 
 
+@dataclass(frozen=True)
 class GpuInfo(_Record):
     gpu: GPU
     home: int  # NUMA os_index the GPU is local to, -1 unknown
     cpus: CpuSet  # its local CPUs (may be empty)
     sort_key: tuple  # locality order: local CPUs, then PCIe path, then bus order
-
-    def __init__(self, gpu: GPU, home: int, cpus: CpuSet, sort_key: tuple) -> None:
-        self.__dict__.update(gpu=gpu, home=home, cpus=cpus, sort_key=sort_key)
 
 
 def gpu_infos(topo: Topology) -> list[GpuInfo]:

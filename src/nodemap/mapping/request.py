@@ -11,16 +11,15 @@ import json
 from typing import Any
 
 from ..topology.cpuset import CpuSet
-from ..topology.model import _Record
+from dataclasses import dataclass
 
-# The records are the model's frozen records (nodemap.topology.model): they
-# behave as frozen dataclasses without importing `dataclasses`, which with
-# the classes' generation cost ~20 ms of every `nodemap run` launch.
+from ..topology.model import _Record
 
 PLAN_SCHEMA = "nodemap.plan/1"
 RAILS_AUTO = -2  # nic_rails: every nearest NIC when the node has more NICs than tasks, else one
 
 
+@dataclass(frozen=True)
 class Request(_Record):
     tasks: int  # tasks (ranks) on this node
     threads: int = 0  # threads per task; 0 = auto (the PUs the task gets, at the SMT level asked)
@@ -36,16 +35,8 @@ class Request(_Record):
     gpu_ids: str = "index"  # how CUDA_VISIBLE_DEVICES names GPUs: "index", "uuid" or "pci" (index + NODEMAP_GPU_PCI)
     reserve_cores: int = 0  # the first K cores of every package are kept free of tasks
 
-    def __init__(self, tasks: int, threads: int = 0, gpus_per_task: int = -1, smt: int = 0,
-                 restrict_cpus: CpuSet | None = None, restrict_mems: CpuSet | None = None, nic_rails: int = RAILS_AUTO,
-                 spread_by: str = "auto", gpu_order: str = "locality", oversubscribe: bool = False,
-                 greedy: bool = True, gpu_ids: str = "index", reserve_cores: int = 0) -> None:
-        self.__dict__.update(tasks=tasks, threads=threads, gpus_per_task=gpus_per_task, smt=smt,
-                             restrict_cpus=restrict_cpus, restrict_mems=restrict_mems, nic_rails=nic_rails,
-                             spread_by=spread_by, gpu_order=gpu_order, oversubscribe=oversubscribe, greedy=greedy,
-                             gpu_ids=gpu_ids, reserve_cores=reserve_cores)
 
-
+@dataclass(frozen=True)
 class TaskBinding(_Record):
     task: int  # node-local rank
     cpus: CpuSet  # PUs the task may run on
@@ -56,22 +47,14 @@ class TaskBinding(_Record):
     places: tuple[CpuSet, ...] = ()  # one entry per thread place (OMP_PLACES)
     env: tuple[tuple[str, str], ...] = ()  # environment the task should get, in order
 
-    def __init__(self, task: int, cpus: CpuSet, mems: CpuSet, gpus: tuple[int, ...] = (),
-                 nics: tuple[str, ...] = (), threads: int = 1, places: tuple[CpuSet, ...] = (),
-                 env: tuple[tuple[str, str], ...] = ()) -> None:
-        self.__dict__.update(task=task, cpus=cpus, mems=mems, gpus=gpus, nics=nics, threads=threads, places=places,
-                             env=env)
 
-
+@dataclass(frozen=True)
 class Plan(_Record):
     request: Request
     tasks: tuple[TaskBinding, ...]
     level: str = ""  # hierarchy level the tasks were spread over ("NUMA", "L3", "Core"...)
     notes: tuple[str, ...] = ()  # policy decisions worth telling the user
 
-    def __init__(self, request: Request, tasks: tuple[TaskBinding, ...], level: str = "",
-                 notes: tuple[str, ...] = ()) -> None:
-        self.__dict__.update(request=request, tasks=tasks, level=level, notes=notes)
 
     def to_dict(self) -> dict[str, Any]:
         def enc(o: Any) -> Any:

@@ -17,6 +17,7 @@ the live process's affinity is never applied unless asked for.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from .cpuset import CpuSet, CpuSetError
 from .model import Topology, _Record, replace
@@ -25,15 +26,13 @@ from .sysfs import Root
 __all__ = ["apply", "Allowed", "read_allowed"]
 
 
+@dataclass(frozen=True)
 class Allowed(_Record):
     """A frozen dataclass-like record (see nodemap.topology.model)."""
 
-    cpus: CpuSet | None  # None: nothing restricts
-    mems: CpuSet | None
-    why: tuple[str, ...]  # which sources restricted
-
-    def __init__(self, cpus: CpuSet | None = None, mems: CpuSet | None = None, why: tuple[str, ...] = ()) -> None:
-        self.__dict__.update(cpus=cpus, mems=mems, why=why)
+    cpus: CpuSet | None = None  # None: nothing restricts
+    mems: CpuSet | None = None
+    why: tuple[str, ...] = ()  # which sources restricted
 
 
 def apply(topo: Topology, root: str | os.PathLike = "/", *, this_process: bool | None = None) -> Topology:

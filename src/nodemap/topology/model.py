@@ -5,19 +5,19 @@ rendering and benchmarks read only this. Devices are referred to by stable
 keys: GPUs by physical index (PCI bus order, as NVML numbers them), NICs by
 name, PCI devices by normalized bus id ("0000:3b:00.0", lower case).
 
-The classes are frozen records that behave as `@dataclass(frozen=True)`
-classes do (same __init__, repr, ==, hash, FrozenInstanceError) and work
-with `dataclasses.replace/fields/asdict/is_dataclass`, but are written out
-here instead of generated: importing `dataclasses` (it pulls in `inspect`)
-and generating 13 classes took ~40 ms per `nodemap topo` run, more than
-lstopo takes in all. The `dataclasses` view of a class is built on first
-use. `replace` below is `dataclasses.replace` without that import.
-tests/test_topology_record.py checks every class against a real dataclass.
+The classes are plain frozen dataclasses. (They were hand-written imitations
+of dataclasses, to save ~17 ms of `dataclasses` import and class generation
+per run; with the plan made once per node the per-rank launch path no longer
+imports this module: benchmarks/results/launch_overhead.md.)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from .cpuset import CpuSet
+
+__all__ = ["replace"]  # re-exported: callers take it with the model
 
 SCHEMA = "nodemap.topology/1"
 
@@ -37,143 +37,57 @@ def norm_bus_id(bus_id: str) -> str:
     return f"{dom}:{parts[1].rjust(2, '0')}:{parts[2]}"
 
 
-# --- frozen records ----------------------------------------------------------
-
-
-class _New:
-    """Default of a field whose default is a new object (a default_factory)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-_NEW = _New()
-
-
-class _DataclassView:
-    """`__dataclass_fields__` / `__dataclass_params__` of a record, built on
-    first access (from a real dataclass with the same fields), so that the
-    dataclasses module works on records without being imported by them."""
-
-    def __init__(self, attr: str) -> None:
-        self.attr = attr
-
-    def __get__(self, obj: object, owner: type) -> object:
-        import dataclasses
-
-        init = owner.__init__
-        code = init.__code__
-        names = code.co_varnames[1:code.co_argcount]
-        defaults = dict(zip(names[len(names) - len(init.__defaults__ or ()):], init.__defaults__ or ()))
-        ns: dict[str, object] = {"__annotations__": dict(owner.__annotations__), "__module__": owner.__module__,
-                                 "__qualname__": owner.__qualname__}
-        for name, default in defaults.items():
-            ns[name] = (dataclasses.field(default_factory=globals()[owner.__annotations__[name]])
-                        if default is _NEW else default)
-        shadow = dataclasses.dataclass(frozen=True)(type(owner.__name__, (), ns))
-        owner.__dataclass_fields__ = shadow.__dataclass_fields__
-        owner.__dataclass_params__ = shadow.__dataclass_params__
-        return getattr(owner, self.attr)
+# --- records -------------------------------------------------------------------
 
 
 class _Record:
-    """Base of the frozen records: field order is the annotation order, which
-    each class's __init__ repeats (checked when the class is created)."""
+    """Base of the records (each a frozen dataclass): `_fields`, the field
+    names in order, for the JSON codec at the end of this module."""
 
     __slots__ = ()
-    _fields = ()  # type: tuple[str, ...]  (not an annotation: typing.get_type_hints would list it)
-    __dataclass_fields__ = _DataclassView("__dataclass_fields__")
-    __dataclass_params__ = _DataclassView("__dataclass_params__")
+    _fields = ()  # type: tuple[str, ...]  (not an annotation: it would become a field)
 
-    def __init_subclass__(cls) -> None:
-        fields = tuple(cls.__dict__.get("__annotations__", {}))
-        code = cls.__init__.__code__
-        if code.co_varnames[1:code.co_argcount] != fields or code.co_kwonlyargcount:
-            raise TypeError(f"{cls.__name__}.__init__ does not take the fields {fields} in order")
-        cls._fields = fields
-        cls.__match_args__ = fields
-
-    def _astuple(self) -> tuple:
-        d = self.__dict__
-        return tuple(d[n] for n in self._fields)
-
-    def __repr__(self) -> str:
-        d = self.__dict__
-        return f"{self.__class__.__qualname__}({', '.join(f'{n}={d[n]!r}' for n in self._fields)})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._astuple() == other._astuple()  # type: ignore[attr-defined]
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._astuple())
-
-    def __setattr__(self, name: str, value: object) -> None:
-        from dataclasses import FrozenInstanceError
-
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        from dataclasses import FrozenInstanceError
-
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-def replace(obj, /, **changes):
-    """`dataclasses.replace` (a copy with some fields changed), cheap for records."""
-    if isinstance(obj, _Record):
-        values = dict(obj.__dict__)
-        values.update(changes)
-        return obj.__class__(**values)
-    import dataclasses
-
-    return dataclasses.replace(obj, **changes)
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        cls._fields = tuple(cls.__dict__.get("__annotations__", {}))
 
 
 # --- the model ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
 class Machine(_Record):
-    hostname: str
-    arch: str
-    memory: int  # bytes, sum of NUMA nodes when known
-    info: tuple[tuple[str, str], ...]  # (name, value): DMI, OS...
-
-    def __init__(self, hostname: str = "", arch: str = "", memory: int = 0,
-                 info: tuple[tuple[str, str], ...] = ()) -> None:
-        self.__dict__.update(hostname=hostname, arch=arch, memory=memory, info=info)
+    hostname: str = ""
+    arch: str = ""
+    memory: int = 0  # bytes, sum of NUMA nodes when known
+    info: tuple[tuple[str, str], ...] = ()  # (name, value): DMI, OS...
 
 
+@dataclass(frozen=True)
 class Package(_Record):
     os_index: int
     cpuset: CpuSet
-    cpu_model: str
-
-    def __init__(self, os_index: int, cpuset: CpuSet, cpu_model: str = "") -> None:
-        self.__dict__.update(os_index=os_index, cpuset=cpuset, cpu_model=cpu_model)
+    cpu_model: str = ""
 
 
+@dataclass(frozen=True)
 class NumaNode(_Record):
     os_index: int
     cpuset: CpuSet  # may be empty: memory-only nodes (HBM, CXL, GPU memory)
-    memory: int  # bytes
-    kind: str  # "", "HBM", "CXL", "NVM", "GPUMemory"... when a source says
+    memory: int = 0  # bytes
+    kind: str = ""  # "", "HBM", "CXL", "NVM", "GPUMemory"... when a source says
     # GPUMemory nodes: bus id of the GPU whose memory this is (Grace Hopper,
     # POWER9 + V100). Such a node belongs to its GPU: never host memory, never
     # a CPU domain.
-    pci_bus_id: str
+    pci_bus_id: str = ""
 
-    def __init__(self, os_index: int, cpuset: CpuSet, memory: int = 0, kind: str = "", pci_bus_id: str = "") -> None:
-        self.__dict__.update(os_index=os_index, cpuset=cpuset, memory=memory, kind=kind, pci_bus_id=pci_bus_id)
 
     @property
     def is_gpu_memory(self) -> bool:
         return self.kind == "GPUMemory"
 
 
+@dataclass(frozen=True)
 class Group(_Record):
     """hwloc Group/Die objects: a level between package and cache/core."""
 
@@ -181,118 +95,94 @@ class Group(_Record):
     os_index: int
     cpuset: CpuSet
 
-    def __init__(self, kind: str, os_index: int, cpuset: CpuSet) -> None:
-        self.__dict__.update(kind=kind, os_index=os_index, cpuset=cpuset)
 
-
+@dataclass(frozen=True)
 class Cache(_Record):
     level: int
     kind: str  # "unified" | "data" | "instruction"
     size: int  # bytes
     cpuset: CpuSet
-    line_size: int
-    ways: int  # 0 unknown, -1 fully associative
-
-    def __init__(self, level: int, kind: str, size: int, cpuset: CpuSet, line_size: int = 0, ways: int = 0) -> None:
-        self.__dict__.update(level=level, kind=kind, size=size, cpuset=cpuset, line_size=line_size, ways=ways)
+    line_size: int = 0
+    ways: int = 0  # 0 unknown, -1 fully associative
 
 
+@dataclass(frozen=True)
 class Core(_Record):
     os_index: int  # core id within its package (not unique across packages)
     package: int  # package os_index, -1 unknown
     cpuset: CpuSet  # the PUs (hardware threads) of this core
 
-    def __init__(self, os_index: int, package: int, cpuset: CpuSet) -> None:
-        self.__dict__.update(os_index=os_index, package=package, cpuset=cpuset)
 
-
+@dataclass(frozen=True)
 class PU(_Record):
     os_index: int
-    online: bool
-    allowed: bool
-
-    def __init__(self, os_index: int, online: bool = True, allowed: bool = True) -> None:
-        self.__dict__.update(os_index=os_index, online=online, allowed=allowed)
+    online: bool = True
+    allowed: bool = True
 
 
+@dataclass(frozen=True)
 class PciDevice(_Record):
     bus_id: str  # normalized "dddd:bb:dd.f"
     class_id: int  # e.g. 0x0302 3D controller, 0x0207 InfiniBand
-    vendor_id: int
-    device_id: int
-    name: str  # vendor/device names when a source has them
-    numa_node: int  # -1: the source did not say (sysfs numa_node=-1)
-    cpuset: CpuSet  # local CPUs
+    vendor_id: int = 0
+    device_id: int = 0
+    name: str = ""  # vendor/device names when a source has them
+    numa_node: int = -1  # -1: the source did not say (sysfs numa_node=-1)
+    cpuset: CpuSet = field(default_factory=CpuSet)  # local CPUs
     # Upstream bridges from the root: ("pci0000:00", "0000:00:01.0", ...).
     # The first entry names the host bridge (root complex).
-    pci_path: tuple[str, ...]
-    link_gen: int  # current PCIe generation, 0 unknown
-    link_width: int  # current lanes, 0 unknown
-    link_speed: float  # GB/s one direction per hwloc, 0 unknown
-
-    def __init__(self, bus_id: str, class_id: int, vendor_id: int = 0, device_id: int = 0, name: str = "",
-                 numa_node: int = -1, cpuset: CpuSet = _NEW, pci_path: tuple[str, ...] = (), link_gen: int = 0,
-                 link_width: int = 0, link_speed: float = 0.0) -> None:
-        self.__dict__.update(bus_id=bus_id, class_id=class_id, vendor_id=vendor_id, device_id=device_id, name=name,
-                             numa_node=numa_node, cpuset=CpuSet() if cpuset is _NEW else cpuset, pci_path=pci_path,
-                             link_gen=link_gen, link_width=link_width, link_speed=link_speed)
+    pci_path: tuple[str, ...] = ()
+    link_gen: int = 0  # current PCIe generation, 0 unknown
+    link_width: int = 0  # current lanes, 0 unknown
+    link_speed: float = 0.0  # GB/s one direction per hwloc, 0 unknown
 
 
+@dataclass(frozen=True)
 class GPU(_Record):
     index: int  # physical index: PCI bus order among GPUs of the node
     vendor: str  # "NVIDIA", "AMD", "Intel"
-    model: str
-    memory: int  # bytes
-    pci_bus_id: str
-    uuid: str
-    numa_node: int
-    cpuset: CpuSet
-    pcie_gen: int
-    pcie_width: int
-    os_names: tuple[str, ...]  # cuda0, nvml0, card1, rsmi0, opencl0d0...
-    visible: bool  # False when CUDA/ROCR_VISIBLE_DEVICES hides it
+    model: str = ""
+    memory: int = 0  # bytes
+    pci_bus_id: str = ""
+    uuid: str = ""
+    numa_node: int = -1
+    cpuset: CpuSet = field(default_factory=CpuSet)
+    pcie_gen: int = 0
+    pcie_width: int = 0
+    os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
+    visible: bool = True  # False when CUDA/ROCR_VISIBLE_DEVICES hides it
 
-    def __init__(self, index: int, vendor: str, model: str = "", memory: int = 0, pci_bus_id: str = "",
-                 uuid: str = "", numa_node: int = -1, cpuset: CpuSet = _NEW, pcie_gen: int = 0, pcie_width: int = 0,
-                 os_names: tuple[str, ...] = (), visible: bool = True) -> None:
-        self.__dict__.update(index=index, vendor=vendor, model=model, memory=memory, pci_bus_id=pci_bus_id,
-                             uuid=uuid, numa_node=numa_node, cpuset=CpuSet() if cpuset is _NEW else cpuset,
-                             pcie_gen=pcie_gen, pcie_width=pcie_width, os_names=os_names, visible=visible)
 
     @property
     def key(self) -> str:
         return f"GPU{self.index}"
 
 
+@dataclass(frozen=True)
 class Port(_Record):
     number: int
-    state: str  # "ACTIVE", "DOWN", "up", "down"...
-    link_layer: str  # "InfiniBand", "Ethernet"
-    rate_gbps: float  # Gb/s as the device reports it
-
-    def __init__(self, number: int, state: str = "", link_layer: str = "", rate_gbps: float = 0.0) -> None:
-        self.__dict__.update(number=number, state=state, link_layer=link_layer, rate_gbps=rate_gbps)
+    state: str = ""  # "ACTIVE", "DOWN", "up", "down"...
+    link_layer: str = ""  # "InfiniBand", "Ethernet"
+    rate_gbps: float = 0.0  # Gb/s as the device reports it
 
 
+@dataclass(frozen=True)
 class NIC(_Record):
     name: str  # "mlx5_0", "cxi0", "hfi1_0", or netdev "eth0" if no RDMA device
     kind: str  # "InfiniBand" | "Ethernet" | "Slingshot" | "OmniPath" | "unknown"
-    pci_bus_id: str
-    numa_node: int
-    cpuset: CpuSet
-    ports: tuple[Port, ...]
-    netdevs: tuple[str, ...]  # ib0, hsn0, eth0
+    pci_bus_id: str = ""
+    numa_node: int = -1
+    cpuset: CpuSet = field(default_factory=CpuSet)
+    ports: tuple[Port, ...] = ()
+    netdevs: tuple[str, ...] = ()  # ib0, hsn0, eth0
 
-    def __init__(self, name: str, kind: str, pci_bus_id: str = "", numa_node: int = -1, cpuset: CpuSet = _NEW,
-                 ports: tuple[Port, ...] = (), netdevs: tuple[str, ...] = ()) -> None:
-        self.__dict__.update(name=name, kind=kind, pci_bus_id=pci_bus_id, numa_node=numa_node,
-                             cpuset=CpuSet() if cpuset is _NEW else cpuset, ports=ports, netdevs=netdevs)
 
     @property
     def key(self) -> str:
         return self.name
 
 
+@dataclass(frozen=True)
 class Link(_Record):
     """A direct device link (NVLink, xGMI): `a` and `b` are device keys.
 
@@ -302,45 +192,31 @@ class Link(_Record):
 
     a: str
     b: str
-    kind: str
-    count: int
-    bandwidth: float
-    version: int
-
-    def __init__(self, a: str, b: str, kind: str = "NVLink", count: int = 1, bandwidth: float = 0.0,
-                 version: int = 0) -> None:
-        self.__dict__.update(a=a, b=b, kind=kind, count=count, bandwidth=bandwidth, version=version)
+    kind: str = "NVLink"
+    count: int = 1
+    bandwidth: float = 0.0
+    version: int = 0
 
 
+@dataclass(frozen=True)
 class Topology(_Record):
-    machine: Machine
-    packages: tuple[Package, ...]
-    numa_nodes: tuple[NumaNode, ...]
+    machine: Machine = field(default_factory=Machine)
+    packages: tuple[Package, ...] = ()
+    numa_nodes: tuple[NumaNode, ...] = ()
     # SLIT distances, rows/columns in the order of numa_nodes; () unknown
-    distances: tuple[tuple[int, ...], ...]
-    groups: tuple[Group, ...]
-    caches: tuple[Cache, ...]
-    cores: tuple[Core, ...]
-    pus: tuple[PU, ...]
-    pci_devices: tuple[PciDevice, ...]
-    gpus: tuple[GPU, ...]
-    nics: tuple[NIC, ...]
-    links: tuple[Link, ...]
-    allowed_mems: CpuSet
-    source: str  # "sysfs:/", "hwloc-xml:file.xml", "+nvml"...
-    notes: tuple[str, ...]  # what a source had to guess or repair
+    distances: tuple[tuple[int, ...], ...] = ()
+    groups: tuple[Group, ...] = ()
+    caches: tuple[Cache, ...] = ()
+    cores: tuple[Core, ...] = ()
+    pus: tuple[PU, ...] = ()
+    pci_devices: tuple[PciDevice, ...] = ()
+    gpus: tuple[GPU, ...] = ()
+    nics: tuple[NIC, ...] = ()
+    links: tuple[Link, ...] = ()
+    allowed_mems: CpuSet = field(default_factory=CpuSet)
+    source: str = ""  # "sysfs:/", "hwloc-xml:file.xml", "+nvml"...
+    notes: tuple[str, ...] = ()  # what a source had to guess or repair
 
-    def __init__(self, machine: Machine = _NEW, packages: tuple[Package, ...] = (),
-                 numa_nodes: tuple[NumaNode, ...] = (), distances: tuple[tuple[int, ...], ...] = (),
-                 groups: tuple[Group, ...] = (), caches: tuple[Cache, ...] = (), cores: tuple[Core, ...] = (),
-                 pus: tuple[PU, ...] = (), pci_devices: tuple[PciDevice, ...] = (), gpus: tuple[GPU, ...] = (),
-                 nics: tuple[NIC, ...] = (), links: tuple[Link, ...] = (), allowed_mems: CpuSet = _NEW,
-                 source: str = "", notes: tuple[str, ...] = ()) -> None:
-        self.__dict__.update(machine=Machine() if machine is _NEW else machine, packages=packages,
-                             numa_nodes=numa_nodes, distances=distances, groups=groups, caches=caches, cores=cores,
-                             pus=pus, pci_devices=pci_devices, gpus=gpus, nics=nics, links=links,
-                             allowed_mems=CpuSet() if allowed_mems is _NEW else allowed_mems, source=source,
-                             notes=notes)
 
     # --- derived sets -----------------------------------------------------
     @property

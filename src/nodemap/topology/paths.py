@@ -19,6 +19,8 @@ upstream bridges). Without a PCI path the class falls back to NUMA locality
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .cpuset import CpuSet
 from .model import GPU, NIC, Topology, _Record
 
@@ -59,18 +61,16 @@ C2C_LEGEND = ("C2C", "Connection traversing NVLink-C2C to the GPU's own CPU (Gra
 _LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
+@dataclass(frozen=True)
 class Path(_Record):
     """A frozen dataclass-like record (see nodemap.topology.model)."""
 
     kind: str  # one of ORDER
-    nvlinks: int
-    bandwidth_gbs: float  # per direction, 0 unknown
-    label: str  # "NV18", "PIX", "X"
-    note: str  # how it was decided when a source lacked data
+    nvlinks: int = 0
+    bandwidth_gbs: float = 0.0  # per direction, 0 unknown
+    label: str = ""  # "NV18", "PIX", "X"
+    note: str = ""  # how it was decided when a source lacked data
 
-    def __init__(self, kind: str, nvlinks: int = 0, bandwidth_gbs: float = 0.0, label: str = "",
-                 note: str = "") -> None:
-        self.__dict__.update(kind=kind, nvlinks=nvlinks, bandwidth_gbs=bandwidth_gbs, label=label, note=note)
 
     @property
     def rank(self) -> int:

@@ -1,0 +1,124 @@
+"""`nodemap compare`: what each binding does to the same ranks' probes."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import NodemapError
+
+DESCRIPTION = """\
+Run the same probes under several bindings of the same ranks on this node and
+print the difference each makes: per-rank STREAM triad, host->GPU copy
+bandwidth, GPU memory bandwidth and a Jacobi step. Bindings: none (what the
+OS gives), the launcher's default (Open MPI's), nodemap's plan, and
+deliberately bad ones built from the topology: a GPU on a remote NUMA node
+(remote-gpu), every rank packed on one NUMA node (packed), the NIC of
+another socket (far-nic). Each row names the resources each rank got and a
+verdict against the plan. On a node with one NUMA node the locality of CPU,
+memory, GPU and NIC cannot differ: it says so and the bad bindings are not
+built. The ranks of a binding run at once, each as its own bound process
+running one `nodemap bench` kind (verified, repeated, median)."""
+
+EPILOG = """\
+examples:
+  nodemap compare                         one rank per GPU, every probe
+  nodemap compare --tasks 4 --probes stream
+  nodemap compare --topology node.xml --dry-run   the bindings only, no measurement
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", type=int, default=0, help="ranks on this node (default: one per GPU, else 2)")
+    p.add_argument("--probes", default="stream,h2d,gpu,jacobi", help="subset of stream,h2d,gpu,jacobi")
+    p.add_argument("--bindings", default="none,launcher,plan,remote-gpu,packed,far-nic",
+                   help="subset of none,launcher,plan,remote-gpu,packed,far-nic")
+    p.add_argument("--size", metavar="BYTES", help="STREAM bytes per array (default: the bench's)")
+    p.add_argument("--topology", metavar="FILE", help="plan from this topology (with --dry-run: any machine)")
+    p.add_argument("--dry-run", action="store_true", help="print the bindings, measure nothing")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds one probe may take")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
+    p.add_argument("--output", "-o", metavar="FILE", help="also save the comparison (JSON) to FILE")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..compare import bindings as cb
+    from ..compare import probes as pr
+    from ..mapping.plan import default_tasks, plan
+    from ..mapping.request import Request
+    from ..topology.discover import discover
+
+    if args.topology and not args.dry_run:
+        raise NodemapError("--topology describes another machine: add --dry-run (probes run on this node only)")
+    topo = discover(args.topology) if args.topology else discover()
+    wanted = [s.strip() for s in args.bindings.split(",") if s.strip()]
+    if not wanted or any(w not in cb.NAMES for w in wanted):
+        raise NodemapError(f"--bindings {args.bindings!r}: choose from {','.join(cb.NAMES)}")
+    probes = pr.parse_probes(args.probes)
+    tasks = args.tasks or (len([g for g in topo.gpus if g.visible]) or 2)
+    if tasks < 1:
+        raise NodemapError("--tasks must be at least 1")
+    p = plan(topo, Request(tasks=tasks))
+    built, missing = cb.build(topo, p)
+    chosen = [b for b in built if b.name in wanted]
+    notes = [m for m in missing if m.split(":")[0] in wanted]
+    if cb.one_numa(topo):
+        notes.insert(0, "this node has one NUMA node: every rank's CPUs, memory, GPUs and NICs are equally near, so "
+                        "bindings can differ only in how ranks share cores; remote-gpu, packed and far-nic cannot "
+                        "be built here")
+    probes, why = pr.usable_probes(probes, len([g for g in topo.gpus if g.visible]))
+    notes += why
+    out: dict[str, Any] = {"schema": "nodemap.compare/1", "tasks": tasks, "topology": topo.source,
+                           "bindings": [], "notes": notes}
+    plan_rows: dict[str, Any] = {}
+    planned = next((b for b in chosen if b.name == "plan"), None)
+    order = sorted(chosen, key=lambda b: b.name != "plan")  # the plan first: the others are judged against it
+    for b in order:
+        entry = {"name": b.name, "what": b.what, "bad": b.bad,
+                 "ranks": [cb.describe(topo, t) for t in b.tasks], "probes": {}}
+        for probe in ([] if args.dry_run else probes):
+            if not args.quiet:
+                import sys
+
+                print(f"[compare] {b.name}: {probe} on {tasks} rank(s)", file=sys.stderr, flush=True)
+            row = pr.run_binding(topo, b, probe, args.size, args.timeout)
+            if b.name == "plan":
+                plan_rows[probe] = row
+            entry["probes"][probe] = {"per_rank": row.values, "total": row.total, "unit": pr.UNITS[probe],
+                                      "errors": row.errors,
+                                      "verdict": pr.verdict(row, plan_rows.get(probe), b, same=same_as(topo, b, planned))}
+        out["bindings"].append(entry)
+    out["bindings"].sort(key=lambda e: cb.NAMES.index(e["name"]))
+    if args.output:
+        from ..outfile import write
+
+        write(args.output, json.dumps(out, indent=1))
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(text(out))
+    failed = any(v["total"] is None for e in out["bindings"] for v in e["probes"].values())
+    return 1 if failed else 0
+
+
+def same_as(topo: Any, b: Any, planned: Any) -> bool:
+    from ..compare.bindings import same_resources
+
+    return (planned is not None and b.name != "plan" and b.bound
+            and all(same_resources(topo, x, y) for x, y in zip(b.tasks, planned.tasks)))
+
+
+def text(out: dict[str, Any]) -> str:
+    lines = [f"{out['tasks']} rank(s); bindings judged against nodemap's plan"]
+    for e in out["bindings"]:
+        lines.append(f"\n{e['name']}: {e['what']}")
+        lines += [f"  {r}" for r in e["ranks"]]
+        if e["bad"]:
+            lines.append(f"  remote by construction: {e['bad']}")
+        for v in e["probes"].values():
+            lines.append(f"  -> {v['verdict']}")
+    lines += [f"note: {n}" for n in out["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""The bindings `nodemap compare` measures, built from a Topology and a Plan.
+
+Pure: no I/O. Each binding gives every task (rank) its PUs, NUMA memory
+nodes, GPUs and NICs:
+  none      no binding: every task may run on every allowed PU, memory
+            first-touch, GPU by local rank (what the OS gives)
+  launcher  a launcher's default (Open MPI's: --bind-to core for up to two
+            ranks, --bind-to package otherwise; ranks in order), GPU by
+            local rank, no memory policy
+  plan      nodemap's plan
+  remote-gpu  the plan's CPUs and memory, each task handed a GPU attached
+            to another NUMA node (the farthest by SLIT distance)
+  packed    every task on the cores of one NUMA node, its memory there,
+            the plan's GPUs
+  far-nic   the plan's CPUs, memory and GPUs, each task handed the NIC
+            farthest from its NUMA nodes
+A deliberately bad binding that the topology cannot make bad (one NUMA
+node, every GPU on the tasks' node, no NICs) is left out with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..mapping.request import Plan, TaskBinding
+from ..topology.cpuset import CpuSet
+from ..topology.model import Topology
+
+NAMES = ("none", "launcher", "plan", "remote-gpu", "packed", "far-nic")
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    what: str  # one line: how the tasks were placed
+    tasks: tuple[TaskBinding, ...]
+    bad: str = ""  # for a deliberately bad binding: what is remote, in topology terms
+    bound: bool = True  # False: no CPU or memory binding applied at all
+
+
+def build(topo: Topology, plan: Plan) -> tuple[list[Binding], list[str]]:
+    """Every binding this topology allows, and why the others are missing."""
+    out, why = [none(topo, plan), launcher(topo, plan), plan_binding(plan)], []
+    for make in (remote_gpu, packed, far_nic):
+        b, reason = make(topo, plan)
+        if b is None:
+            why.append(reason)
+        else:
+            out.append(b)
+    return out, why
+
+
+def one_numa(topo: Topology) -> bool:
+    return len(topo.host_numa_nodes) <= 1
+
+
+# --- the reference points --------------------------------------------------------------
+
+
+def _gpu_by_rank(topo: Topology, task: int) -> tuple[int, ...]:
+    """What an unbound code does: CUDA device = local rank modulo GPUs."""
+    gpus = [g.index for g in topo.gpus if g.visible]
+    return (gpus[task % len(gpus)],) if gpus else ()
+
+
+def none(topo: Topology, plan: Plan) -> Binding:
+    tasks = tuple(TaskBinding(t.task, topo.allowed_cpus, CpuSet(), _gpu_by_rank(topo, t.task), (), t.threads)
+                  for t in plan.tasks)
+    return Binding("none", "no binding: every task may run anywhere, memory first-touch, GPU = local rank",
+                   tasks, bound=False)
+
+
+def launcher(topo: Topology, plan: Plan) -> Binding:
+    """Open MPI's default: a core each for <= 2 ranks, else a package each, in order."""
+    n = len(plan.tasks)
+    allowed = topo.allowed_cpus
+    if n <= 2:
+        units = [c.cpuset & allowed for c in sorted(topo.cores, key=lambda c: min(c.cpuset, default=0))]
+        what = "Open MPI's default for <= 2 ranks: --bind-to core, ranks in core order"
+    else:
+        units = [p.cpuset & allowed for p in sorted(topo.packages, key=lambda p: p.os_index)]
+        what = "Open MPI's default for > 2 ranks: --bind-to package, ranks round-robin over packages"
+    units = [u for u in units if u] or [allowed]
+    tasks = tuple(TaskBinding(t.task, units[i % len(units)], CpuSet(), _gpu_by_rank(topo, t.task), (), t.threads)
+                  for i, t in enumerate(plan.tasks))
+    return Binding("launcher", what + "; GPU = local rank; memory first-touch", tasks)
+
+
+def plan_binding(plan: Plan) -> Binding:
+    return Binding("plan", "nodemap's plan: cores, memory, GPU and NIC near each other", tuple(plan.tasks))
+
+
+# --- deliberately bad ones ----------------------------------------------------------------
+
+
+def _far_numa(topo: Topology, near: CpuSet, candidates: list[int]) -> int | None:
+    """The candidate NUMA node farthest from the nodes `near` (SLIT; any
+    other node when distances are unknown); None when every candidate is near."""
+    far = [c for c in candidates if c not in near]
+    if not far:
+        return None
+
+    def dist(c: int) -> int:
+        return max((topo.distance(c, m) or 0) for m in near) if near else 0
+
+    return max(far, key=lambda c: (dist(c), -c))
+
+
+def same_resources(topo: Topology, a: TaskBinding, b: TaskBinding) -> bool:
+    """The same CPUs, GPUs and NUMA memory (a policy naming the node first
+    touch would use anyway is no difference)."""
+
+    def memory(t: TaskBinding) -> CpuSet:
+        return t.mems or topo.numa_of(t.cpus)
+
+    return (a.cpus, a.gpus, memory(a)) == (b.cpus, b.gpus, memory(b))
+
+
+def task_numa(topo: Topology, t: TaskBinding) -> CpuSet:
+    """NUMA nodes a task runs and allocates on."""
+    return CpuSet(set(topo.numa_of(t.cpus)) | set(t.mems))
+
+
+def remote_gpu(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
+    gpus = [g for g in topo.gpus if g.visible and g.numa_node >= 0]
+    if not gpus:
+        return None, "remote-gpu: no GPU with a known NUMA node"
+    if len({g.numa_node for g in gpus}) < 2 and all(
+            g.numa_node in task_numa(topo, t) for t in plan.tasks for g in gpus):
+        return None, "remote-gpu: every GPU hangs off the NUMA node the tasks run on"
+    tasks, said = [], []
+    for t in plan.tasks:
+        near = task_numa(topo, t)
+        node = _far_numa(topo, near, sorted({g.numa_node for g in gpus}))
+        if node is None:
+            return None, f"remote-gpu: task {t.task} spans every NUMA node that has a GPU"
+        pick = [g for g in gpus if g.numa_node == node]
+        g = pick[t.task % len(pick)]
+        tasks.append(_with(t, gpus=(g.index,)))
+        said.append(f"rank {t.task} on NUMA {near.format()} drives {g.key} on NUMA {node}")
+    return Binding("remote-gpu", "the plan's cores and memory, each rank handed a GPU of another NUMA node",
+                   tuple(tasks), bad="; ".join(said)), ""
+
+
+def packed(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
+    if one_numa(topo):
+        return None, "packed: one NUMA node: every binding is packed on it"
+    home = next((n for n in topo.host_numa_nodes if n.cpuset & topo.allowed_cpus), None)
+    if home is None:
+        return None, "packed: no NUMA node with allowed PUs"
+    cores = [c.cpuset & topo.allowed_cpus for c in sorted(topo.cores, key=lambda c: min(c.cpuset, default=0))
+             if c.cpuset & home.cpuset & topo.allowed_cpus]
+    n = len(plan.tasks)
+    tasks = []
+    for i, t in enumerate(plan.tasks):
+        mine = cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]]
+        cpus = CpuSet(set().union(*mine))
+        tasks.append(_with(t, cpus=cpus, mems=CpuSet([home.os_index])))
+    return Binding("packed", f"every rank on the cores of NUMA {home.os_index}, memory there, the plan's GPUs",
+                   tuple(tasks), bad=f"all {n} ranks share NUMA {home.os_index}'s {len(cores)} cores and memory"), ""
+
+
+def far_nic(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
+    planned = {n for t in plan.tasks for n in t.nics}
+    kinds = {n.kind for n in topo.nics if n.name in planned}
+    nics = [n for n in topo.nics if n.numa_node >= 0 and (not kinds or n.kind in kinds)]  # the kind the plan uses
+    if not nics:
+        return None, "far-nic: no NIC with a known NUMA node"
+    tasks, said = [], []
+    for t in plan.tasks:
+        near = task_numa(topo, t)
+        node = _far_numa(topo, near, sorted({n.numa_node for n in nics}))
+        if node is None:
+            return None, f"far-nic: every NIC is on rank {t.task}'s NUMA node(s)"
+        there = sorted((n for n in nics if n.numa_node == node), key=lambda n: n.name)
+        nic = there[t.task % len(there)]
+        tasks.append(_with(t, nics=(nic.name,)))
+        said.append(f"rank {t.task} on NUMA {near.format()} uses {nic.name} on NUMA {node}")
+    return Binding("far-nic", "the plan's cores, memory and GPUs, each rank handed the NIC farthest from it",
+                   tuple(tasks), bad="; ".join(said)), ""
+
+
+def _with(t: TaskBinding, **change: object) -> TaskBinding:
+    d = {name: getattr(t, name) for name in ("task", "cpus", "mems", "gpus", "nics", "threads")}
+    d.update(change)
+    return TaskBinding(**d)  # places and env belong to the plan's binding, not to this one
+
+
+def describe(topo: Topology, t: TaskBinding) -> str:
+    """'rank 0: cpus 0-7 (NUMA 0), memory NUMA 0, GPU1 (NUMA 1), mlx5_0 (NUMA 0)'."""
+    parts = [f"rank {t.task}: cpus {t.cpus.format()} (NUMA {topo.numa_of(t.cpus).format()})",
+             f"memory {'NUMA ' + t.mems.format() if t.mems else 'first-touch'}"]
+    for i in t.gpus:
+        g = next((g for g in topo.gpus if g.index == i), None)
+        parts.append(f"GPU{i} (NUMA {g.numa_node})" if g is not None and g.numa_node >= 0 else f"GPU{i}")
+    for name in t.nics:
+        n = next((n for n in topo.nics if n.name == name), None)
+        parts.append(f"{name} (NUMA {n.numa_node})" if n is not None and n.numa_node >= 0 else name)
+    return ", ".join(parts)

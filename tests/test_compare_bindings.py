@@ -1,0 +1,96 @@
+"""`nodemap compare`'s bindings on fixture topologies: the deliberately bad
+ones really are remote per the topology, the plan and the references are
+what they say, and a one-NUMA-node machine gets no bad binding."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodemap.compare import bindings as cb
+from nodemap.mapping.plan import plan
+from nodemap.mapping.request import Request
+from nodemap.topology.cpuset import CpuSet
+from nodemap.topology.discover import discover
+
+MACHINES = ["hwloc-xml/24em64t-2n6c2t-pci.xml", "hwloc-xml/32em64t-2n8c2t-pci-normalio.xml",
+            "hwloc-xml/power8gpudistances.xml", "mpibind/topo-xml/coral-lassen.xml",
+            "mpibind/topo-xml/epyc-corona.xml", "hwloc-xml/192em64t-24n8c2t.xml"]
+
+
+def load(fixtures, name):
+    path = fixtures / name
+    if not path.exists():
+        pytest.skip(f"{name} not in the fixtures")
+    return discover(str(path))
+
+
+@pytest.mark.parametrize("name", MACHINES)
+@pytest.mark.parametrize("tasks", [1, 2, 4])
+def test_bad_bindings_are_remote_per_the_topology(fixtures, name, tasks):
+    topo = load(fixtures, name)
+    p = plan(topo, Request(tasks=tasks))
+    got, why = cb.build(topo, p)
+    names = [b.name for b in got]
+    assert names[:3] == ["none", "launcher", "plan"]
+    assert all(len(b.tasks) == tasks for b in got)
+    by = {b.name: b for b in got}
+    assert by["plan"].tasks == p.tasks
+    if "remote-gpu" in by:
+        for t in by["remote-gpu"].tasks:
+            (g,) = t.gpus
+            assert topo.gpu(g).numa_node not in cb.task_numa(topo, t), cb.describe(topo, t)
+        assert [t.cpus for t in by["remote-gpu"].tasks] == [t.cpus for t in p.tasks]  # only the GPU moved
+    if "far-nic" in by:
+        for t in by["far-nic"].tasks:
+            (nic,) = t.nics
+            assert topo.nic(nic).numa_node not in cb.task_numa(topo, t)
+    if "packed" in by:
+        nodes = {n for t in by["packed"].tasks for n in topo.numa_of(t.cpus)}
+        assert len(nodes) == 1 and all(t.mems == CpuSet(nodes) for t in by["packed"].tasks)
+        assert [t.gpus for t in by["packed"].tasks] == [t.gpus for t in p.tasks]
+    for b in got:
+        for t in b.tasks:
+            assert t.cpus and t.cpus.issubset(topo.allowed_cpus), (b.name, t)
+    assert len(names) + len(why) == len(cb.NAMES)
+    assert all(w.split(":")[0] in cb.NAMES for w in why)
+
+
+def test_gpu_machines_get_a_remote_gpu(fixtures):
+    for name in ("hwloc-xml/32em64t-2n8c2t-pci-normalio.xml", "mpibind/topo-xml/coral-lassen.xml",
+                 "mpibind/topo-xml/epyc-corona.xml"):
+        topo = load(fixtures, name)
+        got, why = cb.build(topo, plan(topo, Request(tasks=2)))
+        assert "remote-gpu" in [b.name for b in got], (name, why)
+        remote = next(b for b in got if b.name == "remote-gpu")
+        assert "NUMA" in remote.bad and "drives GPU" in remote.bad
+
+
+def test_lassen_far_nic_crosses_the_socket(fixtures):
+    topo = load(fixtures, "mpibind/topo-xml/coral-lassen.xml")
+    p = plan(topo, Request(tasks=4))
+    far = next(b for b in cb.build(topo, p)[0] if b.name == "far-nic")
+    for planned, t in zip(p.tasks, far.tasks):
+        (nic,) = t.nics
+        assert topo.nic(nic).numa_node not in cb.task_numa(topo, planned)
+        assert t.gpus == planned.gpus and t.cpus == planned.cpus
+
+
+def test_one_numa_node_has_no_bad_binding(fixtures):
+    from nodemap.topology.model import Core, NumaNode, PU, Package, Topology
+
+    cpus = CpuSet(range(8))
+    topo = Topology(packages=(Package(0, cpus),), numa_nodes=(NumaNode(0, cpus, 1 << 30),),
+                    cores=tuple(Core(i, 0, CpuSet([i])) for i in range(8)), pus=tuple(PU(i) for i in range(8)),
+                    allowed_mems=CpuSet([0]))
+    got, why = cb.build(topo, plan(topo, Request(tasks=2)))
+    assert [b.name for b in got] == ["none", "launcher", "plan"]
+    assert cb.one_numa(topo) and any("one NUMA node" in w for w in why)
+
+
+def test_launcher_default_follows_open_mpi(fixtures):
+    topo = load(fixtures, "mpibind/topo-xml/coral-lassen.xml")
+    two = cb.launcher(topo, plan(topo, Request(tasks=2)))
+    assert all(len(topo.numa_of(t.cpus)) == 1 and len(t.cpus) <= 4 for t in two.tasks)  # one core (SMT4)
+    four = cb.launcher(topo, plan(topo, Request(tasks=4)))
+    pk = sorted(topo.packages, key=lambda p: p.os_index)
+    assert [t.cpus for t in four.tasks] == [(pk[i % len(pk)].cpuset & topo.allowed_cpus) for i in range(4)]

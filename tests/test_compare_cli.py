@@ -1,0 +1,53 @@
+"""`nodemap compare` as a user runs it: the bindings of a fixture machine
+(dry run), real probes on this node, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def compare(*args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "nodemap", "compare", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_dry_run_on_lassen_lists_every_binding_with_its_resources(fixtures):
+    xml = fixtures / "mpibind/topo-xml/coral-lassen.xml"
+    if not xml.exists():
+        pytest.skip("lassen fixture missing")
+    p = compare("--topology", str(xml), "--dry-run", "--tasks", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    names = [b["name"] for b in d["bindings"]]
+    assert names == ["none", "launcher", "plan", "remote-gpu", "packed", "far-nic"]
+    remote = d["bindings"][3]
+    assert "drives GPU2 on NUMA 8" in remote["bad"] and len(remote["ranks"]) == 4
+    assert all(not b["probes"] for b in d["bindings"])
+
+
+def test_stream_under_each_binding_on_this_node(tmp_path):
+    out = tmp_path / "c.json"
+    p = compare("--probes", "stream", "--size", "4M", "--tasks", "2", "-q", "-o", str(out))
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(out.read_text())
+    by = {b["name"]: b for b in d["bindings"]}
+    assert {"none", "launcher", "plan"} <= set(by)
+    for b in by.values():
+        s = b["probes"]["stream"]
+        assert s["total"] > 0 and len(s["per_rank"]) == 2 and s["verdict"].startswith("stream: ")
+    assert "(the reference)" in by["plan"]["probes"]["stream"]["verdict"]
+    assert "rank 0: cpus" in p.stdout and "-> stream:" in p.stdout
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--bindings", "plan,worst"], "choose from"),
+    (["--probes", "flops"], "choose from"),
+    (["--topology", "x.xml"], "--dry-run"),
+])
+def test_bad_input_is_one_line_exit_2(args, words):
+    p = compare(*args)
+    assert p.returncode == 2 and words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
