@@ -94,3 +94,22 @@ def test_launcher_default_follows_open_mpi(fixtures):
     four = cb.launcher(topo, plan(topo, Request(tasks=4)))
     pk = sorted(topo.packages, key=lambda p: p.os_index)
     assert [t.cpus for t in four.tasks] == [(pk[i % len(pk)].cpuset & topo.allowed_cpus) for i in range(4)]
+
+
+def test_probe_figures_come_from_recorded_result_sets():
+    """The number each probe keeps, read from result sets recorded on GPU machines."""
+    import json
+    from pathlib import Path
+
+    from nodemap.compare import probes as pr
+
+    res = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    copies = json.loads((res / "gpu_copies_h200x2.json").read_text())
+    first = next(r for r in copies["results"] if r["metric"] == "h2d_ce")
+    assert pr.figure("h2d", copies, 0) == first["stats"]["median"]
+    gpu = json.loads((res / "gpu_bench_h200x2.json").read_text())
+    triad = next(r for r in gpu["results"] if r["metric"] == "triad" and r["params"]["dtype"] == "float64")
+    assert pr.figure("gpu", gpu, 0) == triad["stats"]["median"]
+    jac = json.loads((res / "jacobi_h100_20261123" / "jacobi_single_1gpu.json").read_text())
+    assert pr.figure("jacobi", jac, 0) == next(r for r in jac["results"] if r["metric"] == "single")["stats"]["median"]
+    assert pr.figure("stream", jac, 0) is None  # not a STREAM result set: nothing taken from it

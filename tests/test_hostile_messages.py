@@ -126,3 +126,19 @@ def test_sigterm_removes_the_unpacked_snapshot(tmp_path):
     p.stdout.close()
     p.stderr.close()
     assert list(tmp.iterdir()) == []
+
+
+def test_absurd_numbers_in_any_source_are_named():
+    import nodes
+    from nodemap.topology.discover import absurd
+    from nodemap.topology.model import replace
+
+    topo = nodes.perlmutter()
+    assert absurd(topo) == ""
+    from nodemap.topology.model import Link
+
+    link = Link("0000:01:00.0", "0000:02:00.0", bandwidth=float("nan"))
+    assert "bandwidth is not a finite number" in absurd(replace(topo, links=(link,)))
+    gpu = topo.gpus[0]
+    assert "GPU 0 memory is negative" in absurd(replace(topo, gpus=(replace(gpu, memory=-1),) + topo.gpus[1:]))
+    assert "GPU number 1 appears twice" in absurd(replace(topo, gpus=topo.gpus + topo.gpus[1:2]))

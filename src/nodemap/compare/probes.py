@@ -7,8 +7,8 @@ CUDA_VISIBLE_DEVICES naming its GPU. Each process runs one `nodemap bench`
 kind (the harness: verified, repeated, median) and returns its result set
 as JSON. Probes and the figure kept per rank:
   stream  bench memory, triad with the rank's threads       GB/s, higher is better
-  h2d     bench copies --cases host (copy engine), the row of
-          the NUMA node the rank's memory lands on           GB/s
+  h2d     bench copies --cases host (copy engine), host memory
+          placed by the rank's policy (else its node's row)  GB/s
   gpu     bench gpu, triad float64 on the rank's GPU         GB/s
   jacobi  bench jacobi, the single-GPU step on the rank's GPU  us, lower is better
 """
@@ -59,12 +59,18 @@ def first_touch_node(topo: Topology, t: TaskBinding) -> int:
 
 
 def figure(probe: str, rs: dict[str, Any], node: int) -> float | None:
-    """The one number kept from a rank's result set."""
+    """The one number kept from a rank's result set. H2D: the row of host
+    memory placed by the rank's own policy (host_node -1, where bench copies
+    measures one), else the row of the node its memory lands on."""
+    if probe == "h2d":
+        rows: dict[int, float] = {}
+        for r in rs.get("results", []):
+            if r["metric"] == "h2d_ce":  # the rank's one GPU: the first row of each placement
+                rows.setdefault(r.get("params", {}).get("host_node"), r["stats"]["median"])
+        return rows.get(-1, rows.get(node))
     for r in rs.get("results", []):
         m, p = r["metric"], r.get("params", {})
         if probe == "stream" and m == "triad":
-            return r["stats"]["median"]
-        if probe == "h2d" and m == "h2d_ce" and (node < 0 or p.get("host_node") in (node, None)):
             return r["stats"]["median"]
         if probe == "gpu" and m == "triad" and p.get("dtype") in ("float64", None):
             return r["stats"]["median"]

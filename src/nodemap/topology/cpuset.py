@@ -80,7 +80,17 @@ class CpuSet:
         if sum((hi - lo) // stride + 1 for lo, hi, stride in parts) > _MAX_WRITTEN:
             raise CpuSetError(f"CPU list {_cut(text)} repeats itself: over {_MAX_WRITTEN} members written "
                               "(write each range once)")
-        flags = bytearray(max(hi for _, hi, _ in parts) + 1)
+        top = max(hi for _, hi, _ in parts)
+        if top < 4096:  # small masks: big-int ORs are cheap and a byte array costs more
+            mask = 0
+            for lo, hi, stride in parts:
+                if stride == 1:
+                    mask |= ((1 << (hi - lo + 1)) - 1) << lo
+                else:
+                    for i in range(lo, hi + 1, stride):
+                        mask |= 1 << i
+            return cls.from_mask(mask)
+        flags = bytearray(top + 1)
         for lo, hi, stride in parts:
             count = (hi - lo) // stride + 1
             flags[lo:hi + 1:stride] = b"\x01" * count
@@ -214,7 +224,6 @@ class CpuSet:
 
 
 _HEX = frozenset("0123456789abcdefABCDEF")
-_DIGITS = frozenset("0123456789")
 
 
 def _part(part: str, whole: str) -> tuple[int, int, int]:
@@ -243,12 +252,12 @@ def _int(s: str, whole: str) -> int:
     is true but int() refuses it; the length is checked before int(), which
     refuses more than 4300 digits with its own error."""
     s = s.strip()
-    if not s or not all(c in _DIGITS for c in s):
+    if not (s.isascii() and s.isdigit()):  # ASCII digits only (isdigit alone accepts "²")
         raise CpuSetError(f"bad CPU list {_cut(whole)}: {_cut(s)} is not a number")
-    digits = s.lstrip("0")
-    if len(digits) > 7 or int(digits or "0") > MAX_INDEX:
+    digits = s.lstrip("0") or "0" if len(s) > 7 else s
+    if len(digits) > 7 or int(digits) > MAX_INDEX:
         raise CpuSetError(f"CPU index {_cut(s)} in {_cut(whole)} is too large: {LIMIT_TEXT}")
-    return int(digits or "0")
+    return int(digits)
 
 
 def _flags_to_mask(flags: bytearray) -> int:

@@ -169,8 +169,11 @@ def absurd(topo: Topology) -> str:
     sizes += [(f"NUMA node {n.os_index} memory", n.memory) for n in topo.numa_nodes]
     sizes += [(f"L{c.level} cache size", c.size) for c in topo.caches]
     sizes += [(f"GPU {g.index} memory", g.memory) for g in topo.gpus]
-    bad = next(((what, v) for what, v in sizes if v < 0), None)
-    return f"{bad[0]} is negative ({bad[1]})" if bad else ""
+    sizes += [(f"link {k.a}-{k.b} bandwidth", k.bandwidth) for k in topo.links]
+    sizes += [(f"PCI device {d.bus_id} link speed", d.link_speed) for d in topo.pci_devices]
+    sizes += [(f"NIC {n.name} port {p.number} rate", p.rate_gbps) for n in topo.nics for p in n.ports]
+    bad = next(((what, v) for what, v in sizes if not 0 <= v < float("inf")), None)  # nan fails both
+    return f"{bad[0]} is {'negative' if bad[1] < 0 else 'not a finite number'} ({bad[1]})" if bad else ""
 
 
 def _read_kind(path: str, source: str) -> Topology:
