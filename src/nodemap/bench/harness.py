@@ -149,7 +149,8 @@ class Progress:
         if self.live:
             cols = _columns()
             line = line[: cols - 1]
-            self.stream.write("\r" + line.ljust(self.width) + ("\n" if self.done >= self.total else ""))
+            pad = " " * max(0, self.width - len(line))  # clears the rest of a longer previous line
+            self.stream.write("\r" + line + pad + ("\n" if self.done >= self.total else ""))
             self.width = len(line) if self.done < self.total else 0
             self.stream.flush()
             return

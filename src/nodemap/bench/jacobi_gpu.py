@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import NodemapError
+from ..units import format_size
 from . import jacobi_grid as jg
 from . import mpi_common as mc
 
@@ -137,8 +138,8 @@ def check_memory(cp: Any, nx: int, parts: list[jg.Slab], devices: list[int], dty
         usable = int(free * 0.95)
         if need > usable:
             side = jg.largest_square(usable, word, len(mine))
-            raise NodemapError(f"the {dtype} grid needs {need / 2**30:.2f} GiB on CUDA device {dev} "
-                               f"({len(mine)} slab(s)) but {usable / 2**30:.2f} GiB are free: the largest "
+            raise NodemapError(f"the {dtype} grid needs {format_size(need)} on CUDA device {dev} "
+                               f"({len(mine)} slab(s)) but {format_size(usable)} are free: the largest "
                                f"square grid that fits is {side}x{side} (--size {side}x{side})")
 
 

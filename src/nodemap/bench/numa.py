@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     kernel = parse_kernel(args.kernel)
     if len(kernel) != 1:
         raise NodemapError(f"--kernel {args.kernel}: give one kernel of copy,scale,add,triad,sum")
+    lat_size = parse_size(args.latency_size, "--latency-size", minimum=latency.MIN_SIZE) if args.latency_size else None
     topo = placements.load_topology(args.topology)
     allowed = placements.usable_cpus(topo)
     rows = cpu_nodes(topo, allowed)
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             rs.add(_tag(got[0], i, j))
             prog.step(f"bandwidth NUMA{i} -> NUMA{j}: {got[0].stats.best:.1f} GB/s")
             if not args.no_latency:
-                size = _latency_size(topo, cs[0], j, args.latency_size)
+                size = lat_size or _latency_size(topo, cs[0], j)
                 lat = latency.measure(topo, cs[0], size, min(args.repeats, 3), 1 << 20, CpuSet([j]), benchmark="numa")
                 if lat is None:
                     raise Stopped
@@ -132,9 +133,7 @@ def run(args: argparse.Namespace) -> int:
     return finish(rs, args, lambda _: "\n\n".join(parts))
 
 
-def _latency_size(topo: Topology, cpu: int, node: int, text: str | None) -> int:
-    if text:
-        return parse_size(text, "--latency-size", minimum=latency.MIN_SIZE)
+def _latency_size(topo: Topology, cpu: int, node: int) -> int:
     caches = latency.cpu_caches(topo, cpu)
     want = 4 * max((s for _, s in caches), default=64 << 20)
     free = host_memory.free_memory(CpuSet([node]))

@@ -49,10 +49,27 @@ def run(args: argparse.Namespace) -> int:
     if mod is None:
         args._bench_parser.print_help()
         return 2
+    where = f"nodemap bench {args.bench}"  # the kind is named, as argparse names it in usage errors
     try:
         if getattr(args, "output", None):
             check(args.output)  # before any measurement: a bad path costs nothing
-        return int(mod.run(args) or 0)
-    except NodemapError as e:  # named by the kind, as argparse names it in usage errors
-        print(f"nodemap bench {args.bench}: error: {e}", file=sys.stderr)
+    except NodemapError as e:
+        if _launcher_rank() <= 0:  # under MPI every rank refuses alike; rank 0 says it
+            print(f"{where}: error: {e}", file=sys.stderr)
         return e.exit_code
+    try:
+        return int(mod.run(args) or 0)
+    except NodemapError as e:
+        print(f"{where}: error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+def _launcher_rank() -> int:
+    """This process's rank as the launcher set it (before MPI starts); -1 if none."""
+    import os
+
+    for var in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
+        v = os.environ.get(var, "")
+        if v.isdecimal() and v.isascii():
+            return int(v)
+    return -1

@@ -61,16 +61,18 @@ def run(args: argparse.Namespace) -> int:
         check(args.output, "--output")  # before the planning work
     if args.place_cmd == "show":
         plan = PlacementPlan.load(args.plan)
-    else:
-        ac = AccessCounts.load(args.counts)
-        if args.chunk:
-            ac = ac.rechunk(parse_size(args.chunk, "--chunk", minimum=1))
+    else:  # the options first: their errors cost no file reading
+        chunk = parse_size(args.chunk, "--chunk", minimum=1) if args.chunk else 0
         budgets = [parse_size(b, "--budget") for b in args.budget.split(",")]
+        replication = Replication.parse(args.replicate)
+        ac = AccessCounts.load(args.counts)
+        if chunk:
+            ac = ac.rechunk(chunk)
         if len(budgets) == 1:
             budgets *= ac.n_gpus
         if len(budgets) != ac.n_gpus:
             raise NodemapError(f"--budget names {len(budgets)} GPUs, the counts have {ac.n_gpus}: give one size or one per GPU")
-        plan = plan_placement(ac.layout, ac.counts, budgets, Replication.parse(args.replicate), args.spill)
+        plan = plan_placement(ac.layout, ac.counts, budgets, replication, args.spill)
         if args.output:
             plan.save(args.output)
     summary = plan.summary()
