@@ -48,7 +48,7 @@ def _inputs(d: str) -> list[tuple[str, list[str], dict[str, str]]]:
     with open(f"{d}/index.xml", "w") as f:
         f.write(hwloc_xml(pu1="4000000000"))
     with open(f"{d}/mask.xml", "w") as f:
-        f.write(hwloc_xml(mask="0x00000000," * 1_000_000 + "0x00000003"))
+        f.write(hwloc_xml(mask="0x00000001," + "0x00000000," * 1_000_000 + "0x00000003"))
     with tarfile.open(f"{d}/name.tar.gz", "w:gz", format=tarfile.GNU_FORMAT) as t:
         t.addfile(tarfile.TarInfo("sys/" + "a" * (8 << 20)))
     raw = io.BytesIO()
@@ -76,7 +76,7 @@ def _inputs(d: str) -> list[tuple[str, list[str], dict[str, str]]]:
         ("--cpus 0-99999999999", ["plan", "--tasks", "1", "--cpus", "0-99999999999"], {}),
         ("--cpus 0-3000000000:7", ["plan", "--tasks", "1", "--cpus", "0-3000000000:7"], {}),
         ("XML os_index=4000000000", ["topo", "--input", f"{d}/index.xml"], {}),
-        ("XML 11 MB cpuset mask", ["topo", "--input", f"{d}/mask.xml"], {}),
+        ("XML 11 MB cpuset mask, high bit set", ["topo", "--input", f"{d}/mask.xml"], {}),
         ("tar 8 MB member name", ["topo", "--input", f"{d}/name.tar.gz"], {}),
         ("tar 20000 long names", ["topo", "--input", f"{d}/names.tar.gz"], {}),
         (".npz declaring 2.2 GiB", ["place", "plan", "--counts", f"{d}/counts.npz", "--budget", "1GiB"], {}),
