@@ -53,13 +53,17 @@ def babelstream(path: str) -> dict[str, float]:
     out = {}
     try:
         with open(path) as f:
-            rows = [ln for ln in f if "," in ln]
+            lines = f.read().splitlines()
     except OSError:
         return out
-    for row in csv.DictReader(rows):
-        col = next((c for c in row if c.startswith("max_") and c.endswith("_per_sec")), None)
-        if col:
-            scale = {"max_mbytes_per_sec": 1e-3, "max_gbytes_per_sec": 1.0}.get(col, 1e-3)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("function,")), None)
+    if start is None:
+        return out
+    for row in csv.DictReader(lines[start:]):
+        col = next((c for c in row if c and c.startswith("max_") and c.endswith("_per_sec")), None)
+        if col and row.get(col):
+            # max_MB_per_sec (1e6 B/s, the default) or max_GB_per_sec
+            scale = 1.0 if col.lower().startswith("max_gb") else 1e-3
             out[row["function"].strip()] = float(row[col]) * scale
     return out
 

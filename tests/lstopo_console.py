@@ -49,6 +49,8 @@ class ConsoleSummary:
     pci: tuple[tuple[str, int], ...] = ()
     gpus: tuple[str, ...] = ()
     nics: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # (bus id, PUs of the nearest CPU-side object) of each GPU and NIC
+    io_locality: tuple[tuple[str, str], ...] = ()
 
     def diff(self, other: "ConsoleSummary") -> list[str]:
         """Names of the fields that differ, with both values, for assertion messages."""
@@ -93,6 +95,7 @@ class Obj:
     subtype: str = ""  # "(Drawer)", "[Storage]" contents
     attrs: dict[str, str] = field(default_factory=dict)
     os_index: int = -1  # P#, -1 when not printed
+    logical: int = -1  # L#, -1 when not printed
     name: str = ""  # OS device name ("eth0")
     children: list["Obj"] = field(default_factory=list)
     pus: frozenset[int] = frozenset()
@@ -104,7 +107,7 @@ class Obj:
 
 
 _HEAD = re.compile(r"(?P<type>[A-Za-z][A-Za-z0-9]*)(?:\[(?P<osdev>[^\]]*)\])?(?:\((?P<sub>[^)]*)\))?"
-                   r"(?: L#\d+)?(?P<rest>.*)")
+                   r"(?: L#(?P<lid>\d+))?(?P<rest>.*)")
 
 
 def parse_tree(path: str | Path) -> Obj:
@@ -125,6 +128,12 @@ def parse_tree(path: str | Path) -> Obj:
         if not stack:
             raise ValueError(f"{path}: bad indentation at {line!r}")
         parent = stack[-1][1]
+        collapsed = re.fullmatch(r"(\d+) x \{ (.*) \}", body)
+        if collapsed:  # identical PCI functions: "3 x { PCI L#3-5 (busid=0b:00.1-3 ...) }"
+            inner = re.sub(r" L#(\d+)-\d+", r" L#\1", collapsed.group(2))
+            parent.children += _expand(int(collapsed.group(1)), _object(inner))
+            stack.append((depth, parent.children[-1]))
+            continue
         # hwloc 1.x merges single-child chains: "Package L#0 + L3 L#0 (4096KiB)"
         for part in _chain(body):
             obj = _object(part)
@@ -133,6 +142,16 @@ def parse_tree(path: str | Path) -> Obj:
         stack.append((depth, parent))
     _fill_pus(root)
     return root
+
+
+def _expand(n: int, obj: Obj) -> list[Obj]:
+    """The n objects of a collapsed line; busid "0b:00.1-3" (domain 0 left out) -> 0000:0b:00.1 .. .3."""
+    m = re.fullmatch(r"(?:([0-9a-f]{4,}):)?([0-9a-f]{2}):([0-9a-f]{2})\.(\d)-(\d)", obj.attrs.get("busid", ""))
+    if not m:
+        return [dataclasses.replace(obj, attrs=dict(obj.attrs)) for _ in range(n)]
+    dom, bus, dev, lo, hi = m.groups()
+    return [dataclasses.replace(obj, attrs={**obj.attrs, "busid": f"{dom or '0000'}:{bus}:{dev}.{f}"})
+            for f in range(int(lo), int(hi) + 1)]
 
 
 def _chain(text: str) -> list[str]:
@@ -159,6 +178,8 @@ def _object(text: str) -> Obj:
         raise ValueError(f"unreadable console line {text!r}")
     kind = _ALIASES.get(m.group("type"), m.group("type"))
     obj = Obj(kind, m.group("osdev") or m.group("sub") or "")
+    if m.group("lid") is not None:
+        obj.logical = int(m.group("lid"))
     if m.group("osdev") is not None:  # OSDev[Net](subtype): the kind is what matters
         obj.subtype = m.group("osdev")
     rest = m.group("rest").strip()
@@ -234,7 +255,23 @@ def parse_console(path: str | Path) -> ConsoleSummary:
         pci=tuple(sorted((_bus(p), _class(p)) for p in pcis if _important(_class(p)))),
         gpus=tuple(sorted(_bus(p) for p in pcis if _console_gpu(p))),
         nics=tuple(sorted(n for p in pcis if (n := _console_nic(p)))),
+        io_locality=tuple(sorted((_bus(p), _fmt(place.pus)) for p, place in _io_places(root)
+                                 if _console_gpu(p) or _console_nic(p))),
     )
+
+
+_IO_OBJS = ("PCI", "PCIBridge", "HostBridge", "Bridge", "OSDev")
+
+
+def _io_places(root: Obj):
+    """(PCI object, nearest ancestor that is no I/O object) pairs."""
+    stack = [(root, root)]
+    while stack:
+        obj, place = stack.pop()
+        for c in obj.children:
+            if c.type == "PCI":
+                yield c, place
+            stack.append((c, place if c.type in _IO_OBJS or c.type.startswith(("Net", "Block", "GPU")) else c))
 
 
 def _fmt(pus) -> str:
@@ -312,6 +349,7 @@ def is_gpu_class(cls: int, vendor: int) -> bool:
 
 def summarize_topology(topo) -> ConsoleSummary:
     from nodemap.topology.cpuset import CpuSet
+    from nodemap.topology.paths import cpu_affinity
 
     cpus = topo.allowed_cpus
     mems = topo.allowed_mems if topo.allowed_mems else topo.nodeset
@@ -339,4 +377,6 @@ def summarize_topology(topo) -> ConsoleSummary:
         pci=tuple(sorted((d.bus_id, d.class_id) for d in important)),
         gpus=tuple(sorted(g.pci_bus_id for g in topo.gpus if g.pci_bus_id)),
         nics=tuple(sorted((n.name, n.pci_bus_id, tuple(sorted(n.netdevs))) for n in topo.nics)),
+        io_locality=tuple(sorted((d.pci_bus_id, str(cpu_affinity(topo, d.key) & cpus))
+                                 for d in (*topo.gpus, *topo.nics) if d.pci_bus_id)),
     )

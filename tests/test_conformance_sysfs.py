@@ -132,3 +132,18 @@ def test_hca_and_netdevs_of_a_real_node(fixtures, unpacked):
     assert ib.ports[0].state == "ACTIVE" and ib.ports[0].rate_gbps == 56.0
     assert "scif0" not in [n.name for n in t.nics]  # a virtual RDMA device without PCI function
     assert t.pci("0000:82:00.0").pci_path == ("pci0000:80", "0000:80:02.2")
+
+
+@pytest.mark.parametrize("stem", console_cases())
+def test_core_logical_order_is_lstopos(fixtures, unpacked, stem):
+    """`nodemap topo` numbers cores as lstopo does (depth-first through the
+    tree), not by first PU: the cores sorted by L# are lstopo's, in order."""
+    from nodemap.topology import render
+
+    topo = sysfs.read(unpacked(stem))
+    want = [o.pus for o in sorted((o for o in lc.parse_tree(LINUX / f"{stem}.console").walk()
+                                   if o.type == "Core" and o.logical >= 0), key=lambda o: o.logical)]
+    lid = render._Ctx(topo).core_lid
+    allowed = topo.allowed_cpus
+    cores = sorted((c for c in topo.cores if c.cpuset & allowed), key=lambda c: lid[c.cpuset.first()])
+    assert [frozenset(c.cpuset & allowed) for c in cores] == want

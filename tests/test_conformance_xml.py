@@ -67,7 +67,8 @@ def walk(path: Path) -> dict:
         compute = [n for n in names if re.match(r"(cuda|nvml|rsmi)\d+$", n)] + [
             o.get("name") for o in osdevs if o.get("name", "").startswith("opencl")
             and any(i.get("value") == "GPU" for i in o.iter("info") if i.get("name") == "OpenCLDeviceType")]
-        if compute or dev.get("pci_type", "").startswith("0302"):
+        pci_type = dev.get("pci_type", "")
+        if compute or pci_type.startswith("0302") or pci_type.startswith("0300 [10de:"):  # NVIDIA VGA: GeForce/Quadro
             gpus.add(bus)
         fabric = [o.get("name") for o in osdevs if _osdev_kind(o, version) == "fabric"]
         net = [o.get("name") for o in osdevs if _osdev_kind(o, version) == "net"]
@@ -85,17 +86,22 @@ def walk(path: Path) -> dict:
     }
 
 
-def summary(topo) -> dict:
+def summary(topo, file_pus: set[int] | None = None) -> dict:
+    """The walk's shape from a Topology; CPU sets cut to `file_pus`, the PUs the
+    file lists (the model adds PUs a cgroup hid from a restricted export)."""
+    keep = CpuSet(file_pus) if file_pus is not None else topo.cpuset | CpuSet(p.os_index for p in topo.pus)
+
     def caches(level: int) -> list:
-        return sorted((c.size, c.cpuset.mask) for c in topo.caches if c.level == level and c.kind != "instruction")
+        return sorted((c.size, (c.cpuset & keep).mask) for c in topo.caches
+                      if c.level == level and c.kind != "instruction")
 
     return {
-        "packages": {p.os_index: p.cpuset.mask for p in topo.packages},
+        "packages": {p.os_index: (p.cpuset & keep).mask for p in topo.packages},
         "numa": {n.os_index: n.memory for n in topo.numa_nodes},
         "L3": caches(3),
         "L2": caches(2),
-        "cores": sorted(c.cpuset.mask for c in topo.cores),
-        "pus": {p.os_index for p in topo.pus if p.online},
+        "cores": sorted((c.cpuset & keep).mask for c in topo.cores),
+        "pus": {p.os_index for p in topo.pus if p.online and p.os_index in keep},
         "gpus": {g.pci_bus_id for g in topo.gpus},
         "nics": {n.name for n in topo.nics},
     }
@@ -105,7 +111,7 @@ def summary(topo) -> dict:
 def test_reader_agrees_with_the_file(fixtures, name):
     path = case(fixtures, name)
     want = walk(path)
-    got = summary(hwloc_xml.read(path))
+    got = summary(hwloc_xml.read(path), want["pus"])
     for key in want:
         assert got[key] == want[key], f"{name}: {key}"
 

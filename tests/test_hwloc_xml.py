@@ -116,8 +116,11 @@ def test_offline_and_disallowed_pus(fixtures):
     assert t.cpuset == CpuSet.parse_mask("0x0000905b") and len(t.pus) == 16
     assert all(not p.allowed for p in t.pus if not p.online)
     lassen = hwloc_xml.read(fixtures / "mpibind" / "topo-xml" / "coral-lassen.xml")
-    assert CpuSet.parse("0-7,88-95").isdisjoint(lassen.cpuset) and len(lassen.pus) == 176
-    assert CpuSet(p.os_index for p in lassen.pus if not p.online) == CpuSet.parse("0-7,88-95")
+    # Lassen's job cgroup hides the first core of each socket (LSF core
+    # isolation) from an export without --disallowed: online, not allowed
+    assert CpuSet.parse("0-7,88-95").isdisjoint(lassen.allowed_cpus) and len(lassen.pus) == 176
+    assert CpuSet(p.os_index for p in lassen.pus if not p.allowed) == CpuSet.parse("0-7,88-95")
+    assert all(p.online for p in lassen.pus)
 
 
 def test_memory_only_numa_nodes_and_partial_cpusets(fixtures):
@@ -146,7 +149,9 @@ def test_every_fixture_reads_with_consistent_sets(fixtures):
         assert homeless == (CpuSet.parse("0-1,12-15") if f.name == "16amd64-8n2c-cpusets.xml" else CpuSet())
         assert any("in no NUMA node" in n for n in t.notes) == bool(homeless)
         assert sum(len(s) for s in nodes) == len(t.cpuset - homeless), f.name  # pairwise disjoint
-        assert CpuSet.union_all(c.cpuset for c in t.cores) == t.cpuset, f.name
+        coreless = t.cpuset - CpuSet.union_all(c.cpuset for c in t.cores)
+        # only PUs a cgroup hid from the export (Lassen) have no core, and a note says so
+        assert not coreless or any(f"PUs {coreless} are outside the cgroup" in n for n in t.notes), f.name
         assert t.source == f"hwloc-xml:{f}"
         assert type(t).from_json(t.to_json()) == t, f.name
 

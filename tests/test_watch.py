@@ -369,3 +369,50 @@ def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_pat
     assert sorted(t.rank for t in tls) == [0, 1] and len({t.job for t in tls}) == 1 and all(t.ended for t in tls)
     assert r.stderr.count("nodemap watch: 2 rank(s)") == 1, r.stderr
     assert "rank 1: host memory peak far above its peers'" in r.stderr, r.stderr
+
+
+# --- invariants (hypothesis) ------------------------------------------------------------------
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodemap.errors import NodemapError
+from nodemap.mapping.watch import parse_interval
+
+
+@given(st.integers(min_value=10, max_value=3_600_000))
+def test_interval_in_ms_parses_to_seconds(ms):
+    assert parse_interval(f"{ms}ms") == pytest.approx(ms / 1000)
+    assert parse_interval(f" {ms / 1000}S ") == pytest.approx(ms / 1000)
+
+
+@given(st.text(max_size=12))
+def test_interval_parser_never_crashes(text):
+    try:
+        v = parse_interval(text)
+    except NodemapError:
+        return
+    assert 0.01 <= v <= 3600
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=1 << 36), min_size=5, max_size=60),
+       st.floats(min_value=0.01, max_value=10))
+def test_shape_does_not_depend_on_the_time_unit(ys, dt):
+    t = [i * 0.2 for i in range(len(ys))]
+    base, scaled = classify(t, ys), classify([x * dt for x in t], ys)
+    assert scaled.kind == base.kind and scaled.growth == base.growth and scaled.peak == max(ys)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=0, max_value=10_000))
+def test_a_timeline_cut_anywhere_reads_as_a_prefix(tmp_path_factory, cut):
+    d = tmp_path_factory.mktemp("cut")
+    p = d / "n1.r0.1.watch"
+    _write(p, 0, [4 * GiB + i * MiB for i in range(40)], end=False)
+    full = watchlog.read(str(p))
+    data = p.read_bytes()
+    header_end = data.index(b"\n") + 1
+    p.write_bytes(data[:max(header_end, cut % (len(data) + 1))])
+    part = watchlog.read(str(p))
+    assert part.t == full.t[:len(part.t)] and part.own == full.own[:len(part.own)] and part.torn <= 1

@@ -170,8 +170,9 @@ def classify(t: list[float], y: list[int]) -> Shape:
     s = Shape("short", y[0], y[-1], peak, t[y.index(peak)], span=t[-1] - t[0])
     if len(y) < 5 or s.span <= 0:
         return s
-    i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + WARMUP * s.span)
-    i1 = max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span))
+    eps = 1e-9 * s.span  # boundaries must not move with rounding (the time unit)
+    i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + WARMUP * s.span - eps)
+    i1 = max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span - eps))
     noise = max(MiB, peak // 1000)
     while i1 > i0 + 3 and y[i1 - 1] < y[i1 - 2] - noise:  # the application freeing all as it exits
         i1 -= 1
@@ -180,7 +181,7 @@ def classify(t: list[float], y: list[int]) -> Shape:
     big = max(MIN_GROWTH, GROWTH_FRACTION * peak)
     d = [b - a for a, b in zip(ys, ys[1:])]
     given_back = -sum(x for x in d if x < -noise)
-    mid = next(i for i, ti in enumerate(ts) if ti >= (ts[0] + ts[-1]) / 2)
+    mid = next(i for i, ti in enumerate(ts) if ti >= (ts[0] + ts[-1]) / 2 - eps)
     late = ys[-1] - ys[mid]
     expected_late = s.growth * (ts[-1] - ts[mid]) / max(ts[-1] - ts[0], 1e-9)
     med = sorted(ys)[len(ys) // 2]

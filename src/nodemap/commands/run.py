@@ -18,7 +18,9 @@ the PID, and its exit code and signals are its own.
 Variables you set yourself win over the plan (a note on stderr says which)
 unless --override-env; device-visibility variables are narrowed by the plan,
 which was made within them. Tell the launcher not to bind (see examples):
-its binding would narrow what each rank sees when it plans."""
+its binding would narrow what each rank sees when it plans (Open MPI's
+default binding, which it announces, is undone before planning). Without a
+launcher, one task on the whole allowed node."""
 
 EPILOG = """\
 examples:

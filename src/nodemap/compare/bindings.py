@@ -21,6 +21,7 @@ node, every GPU on the tasks' node, no NICs) is left out with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..mapping.request import Plan, TaskBinding
 from ..topology.cpuset import CpuSet
@@ -121,25 +122,32 @@ def task_numa(topo: Topology, t: TaskBinding) -> CpuSet:
     return CpuSet(set(topo.numa_of(t.cpus)) | set(t.mems))
 
 
+def _farthest(topo: Topology, plan: Plan, devices: list, key: Any) -> tuple[list, str]:
+    """For each task, a device (GPU or NIC, each with .numa_node) on the NUMA
+    node farthest from the task's, spreading tasks over that node's devices:
+    [(task, device, task's NUMA nodes)], or [] and the first task that has none."""
+    out = []
+    for t in plan.tasks:
+        near = task_numa(topo, t)
+        node = _far_numa(topo, near, sorted({d.numa_node for d in devices}))
+        if node is None:
+            return [], f"rank {t.task} spans every NUMA node that has one"
+        there = sorted((d for d in devices if d.numa_node == node), key=key)
+        out.append((t, there[t.task % len(there)], near))
+    return out, ""
+
+
 def remote_gpu(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
     gpus = [g for g in topo.gpus if g.visible and g.numa_node >= 0]
     if not gpus:
         return None, "remote-gpu: no GPU with a known NUMA node"
-    if len({g.numa_node for g in gpus}) < 2 and all(
-            g.numa_node in task_numa(topo, t) for t in plan.tasks for g in gpus):
-        return None, "remote-gpu: every GPU hangs off the NUMA node the tasks run on"
-    tasks, said = [], []
-    for t in plan.tasks:
-        near = task_numa(topo, t)
-        node = _far_numa(topo, near, sorted({g.numa_node for g in gpus}))
-        if node is None:
-            return None, f"remote-gpu: task {t.task} spans every NUMA node that has a GPU"
-        pick = [g for g in gpus if g.numa_node == node]
-        g = pick[t.task % len(pick)]
-        tasks.append(_with(t, gpus=(g.index,)))
-        said.append(f"rank {t.task} on NUMA {near.format()} drives {g.key} on NUMA {node}")
+    picks, why = _farthest(topo, plan, gpus, key=lambda g: g.index)
+    if not picks:
+        return None, f"remote-gpu: {why.replace('one', 'a GPU')}"
+    tasks = tuple(_with(t, gpus=(g.index,)) for t, g, _ in picks)
+    said = [f"rank {t.task} on NUMA {near.format()} drives {g.key} on NUMA {g.numa_node}" for t, g, near in picks]
     return Binding("remote-gpu", "the plan's cores and memory, each rank handed a GPU of another NUMA node",
-                   tuple(tasks), bad="; ".join(said)), ""
+                   tasks, bad="; ".join(said)), ""
 
 
 def packed(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
@@ -166,18 +174,13 @@ def far_nic(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
     nics = [n for n in topo.nics if n.numa_node >= 0 and (not kinds or n.kind in kinds)]  # the kind the plan uses
     if not nics:
         return None, "far-nic: no NIC with a known NUMA node"
-    tasks, said = [], []
-    for t in plan.tasks:
-        near = task_numa(topo, t)
-        node = _far_numa(topo, near, sorted({n.numa_node for n in nics}))
-        if node is None:
-            return None, f"far-nic: every NIC is on rank {t.task}'s NUMA node(s)"
-        there = sorted((n for n in nics if n.numa_node == node), key=lambda n: n.name)
-        nic = there[t.task % len(there)]
-        tasks.append(_with(t, nics=(nic.name,)))
-        said.append(f"rank {t.task} on NUMA {near.format()} uses {nic.name} on NUMA {node}")
+    picks, why = _farthest(topo, plan, nics, key=lambda n: n.name)
+    if not picks:
+        return None, f"far-nic: {why.replace('one', 'a NIC')}"
+    tasks = tuple(_with(t, nics=(n.name,)) for t, n, _ in picks)
+    said = [f"rank {t.task} on NUMA {near.format()} uses {n.name} on NUMA {n.numa_node}" for t, n, near in picks]
     return Binding("far-nic", "the plan's cores, memory and GPUs, each rank handed the NIC farthest from it",
-                   tuple(tasks), bad="; ".join(said)), ""
+                   tasks, bad="; ".join(said)), ""
 
 
 def _with(t: TaskBinding, **change: object) -> TaskBinding:

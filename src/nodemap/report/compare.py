@@ -39,11 +39,11 @@ def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, floa
             continue
         ratio = fa.value / fb.value if f.higher_is_better else fb.value / fa.value
         v = ratio_verdict(ratio, t["compare_warn"], t["compare_fail"])
-        word = "as fast" if f.higher_is_better else "as quick"
+        what = "after/before" if f.higher_is_better else "before/after (latency)"
         out.append(Change(key, f.label, f.unit, fb.value, fa.value, ratio, v,
-                          f"after is {ratio:.0%} {word} as before" + (
-                              f" (below {t['compare_fail' if v == 'fail' else 'compare_warn']:.0%})"
-                              if v != "pass" else "")))
+                          f"{what} = {ratio:.3f}" + (
+                              f", below {t['compare_fail' if v == 'fail' else 'compare_warn']:g}" if v != "pass"
+                              else f", at least {t['compare_warn']:g}")))
     return sorted(out, key=lambda c: (-RANK[c.verdict], c.ratio if c.ratio is not None else 9, c.key))
 
 

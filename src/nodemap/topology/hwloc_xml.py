@@ -245,12 +245,14 @@ class _Reader:
         self.by_gp: dict[str, object] = {}
         self.notes: list[str] = []
         self.counters: dict[str, int] = {}
+        self.hidden = CpuSet()
 
     # --- entry ---------------------------------------------------------------
     def topology(self, source: str) -> Topology:
         top = self.root.find("object")
         if top is None:
             raise _Bad("not an hwloc topology: no Machine object under <topology>")
+        self.hidden = self._hidden_pus(top)
         self._walk(top)
         if not self.pus:
             raise _Bad("no PU objects: not a usable hwloc topology (write one with `lstopo --of xml`)")
@@ -291,7 +293,7 @@ class _Reader:
         inner = _Where(package=where.package, place=el)
         if kind in ("Package", "Socket"):
             os_index = self._index(el, "Package")
-            self.packages.append(Package(os_index, _mask(el, "cpuset"), _infos(el).get("CPUModel", "")))
+            self.packages.append(Package(os_index, self._cpus(el), _infos(el).get("CPUModel", "")))
             inner.package = os_index
         elif kind == "NUMANode":
             _int(el, "os_index")
@@ -299,14 +301,45 @@ class _Reader:
             inner.place = el if self.major < 2 else where.place  # v1: NUMA nodes are CPU parents
         elif kind in ("Group", "Die"):
             self.groups.append(Group(el.get("subtype") or kind, self._index(el, el.get("subtype") or kind),
-                                     _mask(el, "cpuset")))
+                                     self._cpus(el)))
         elif kind == "Cache" or (kind.endswith("Cache") and kind[:1] == "L"):
             self.caches.append(self._cache(el, kind))
         elif kind == "Core":
-            self.cores.append(Core(self._index(el, f"Core{where.package}"), where.package, _mask(el, "cpuset")))
+            self.cores.append(Core(self._index(el, f"Core{where.package}"), where.package, self._cpus(el)))
         elif kind == "PU":
             self.pus.append(_int(el, "os_index"))
         return inner
+
+    def _hidden_pus(self, top) -> CpuSet:
+        """PUs a cgroup hid from an export made without --disallowed: absent
+        from the machine's cpuset, yet inside some object's complete_cpuset
+        below the machine (hwloc knew their package or core). Offline PUs
+        are in no such object: hwloc never learnt their topology."""
+        if top.get("online_cpuset") is not None:
+            return CpuSet()  # hwloc 1.x says which PUs are online
+        absent = _mask(top, "complete_cpuset", CpuSet()) - _mask(top, "cpuset", CpuSet())
+        cgroup = next((i.get("value", "") for el in (top, self.root) for i in el.iterfind("info")
+                       if i.get("name") == "LinuxCgroup"), "/")
+        if not absent or cgroup in ("", "/"):
+            return CpuSet()  # no cgroup: absent PUs are offline (older hwloc lists them in packages' complete sets)
+        known = CpuSet.union_all(_mask(el, "complete_cpuset", CpuSet()) for el in top.iter("object")
+                                 if el.get("type") in ("Package", "Socket", "Core", "Die", "Group", "NUMANode")
+                                 or (el.get("type") or "").endswith("Cache"))
+        hidden = absent & known
+        if hidden:
+            self.notes.append(f"PUs {hidden} are outside the cgroup of the hwloc run that wrote this file (exported "
+                              "without --disallowed): kept as online but not allowed, without their cores and caches")
+        if absent - hidden:
+            self.notes.append(f"PUs {absent - hidden} are absent from the file: offline, or outside its cgroup "
+                              f"{cgroup} with all of their package (shown as offline)")
+        return hidden
+
+    def _cpus(self, el) -> CpuSet:
+        """An object's PUs: its cpuset, plus PUs a cgroup hid from the export."""
+        cpus = _mask(el, "cpuset")
+        if self.hidden:
+            cpus = cpus | (_mask(el, "complete_cpuset", CpuSet()) & self.hidden)
+        return cpus
 
     def _index(self, el, counter: str) -> int:
         """os_index, or the logical index when hwloc did not know it."""
@@ -326,7 +359,7 @@ class _Reader:
             level=level,
             kind=_CACHE_KINDS.get(_int(el, "cache_type", 0), "unified"),
             size=_int(el, "cache_size", 0),
-            cpuset=_mask(el, "cpuset"),
+            cpuset=self._cpus(el),
             line_size=_int(el, "cache_linesize", 0),
             ways=_int(el, "cache_associativity", 0),
         )
@@ -367,7 +400,7 @@ class _Reader:
             primary = _primary(nodes)
             for n in nodes:
                 os_index = int(n.el.get("os_index"))
-                own[os_index] = (_mask(n.el, "cpuset", CpuSet()) - taken) if n is primary else CpuSet()
+                own[os_index] = (self._cpus(n.el) - taken) if n is primary else CpuSet()
             taken |= own[int(primary.el.get("os_index"))]
         out = [
             NumaNode(int(n.el.get("os_index")), own[int(n.el.get("os_index"))], _int(n.el, "local_memory", 0),
@@ -394,7 +427,7 @@ class _Reader:
         # removed as disallowed): keep them, marked unusable.
         absent = _mask(top, "complete_cpuset", online) - CpuSet(self.pus)
         pus = [PU(i, online=i in online, allowed=i in allowed and i in online) for i in self.pus]
-        pus += [PU(i, online=False, allowed=False) for i in absent]
+        pus += [PU(i, online=i in self.hidden, allowed=False) for i in absent]
         return tuple(sorted(pus, key=lambda p: p.os_index))
 
     def _machine(self, top, numa_nodes) -> Machine:

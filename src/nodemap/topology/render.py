@@ -35,11 +35,21 @@ def tree(topo: Topology) -> str:
     lines = [_machine_line(topo)]
     ctx = _Ctx(topo)
     placed = ctx.placed
-    packages = topo.packages or (Package(-1, topo.cpuset),)
-    claimed = CpuSet()
-    for lid, pkg in enumerate(sorted(packages, key=lambda p: p.cpuset.first())):
-        lines += _package(ctx, pkg, lid, claimed)
-        claimed |= pkg.cpuset
+    packages = sorted(topo.packages or (Package(-1, topo.cpuset),), key=_first_pu)
+    lid = {id(p): i for i, p in enumerate(packages)}
+    done: set[int] = set()
+    # A NUMA node spanning several packages (POWER7, old x86 with one node
+    # per board) is printed once, holding its packages, as lstopo does.
+    for node in _spanning_nodes(topo, packages):
+        inside = [p for p in packages if p.cpuset and p.cpuset.issubset(node.cpuset) and id(p) not in done]
+        lines.append(f"{_IND}{_numa_line(node)}")
+        for p in inside:
+            lines += _package(ctx, p, lid[id(p)], _IND * 2, in_node=True)
+            done.add(id(p))
+        lines += [f"{_IND * 2}{d}" for d in placed.pop(node.os_index, [])]
+    for p in packages:
+        if id(p) not in done:
+            lines += _package(ctx, p, lid[id(p)], _IND)
     gpu_buses = {g.pci_bus_id for g in topo.gpus if g.pci_bus_id}
     for node in topo.numa_nodes:
         if node.is_gpu_memory and node.pci_bus_id in gpu_buses:
@@ -58,9 +68,20 @@ def tree(topo: Topology) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _first_pu(obj) -> tuple[int, int]:
+    """lstopo's order: by first PU; objects without PUs (kept by a restricted
+    hwloc export for their memory) last, by OS index."""
+    return (obj.cpuset.first(), obj.os_index) if obj.cpuset else (1 << 30, obj.os_index)
+
+
+def _spanning_nodes(topo: Topology, packages) -> list[NumaNode]:
+    """NUMA nodes with CPUs of more than one package."""
+    return [n for n in topo.numa_nodes if n.cpuset and sum(1 for p in packages if p.cpuset & n.cpuset) > 1]
+
+
 def _machine_line(topo: Topology) -> str:
     m = topo.machine
-    memory = m.memory or sum(n.memory for n in topo.numa_nodes)
+    memory = m.memory or sum(n.memory for n in topo.host_numa_nodes)
     bits = [m.hostname, m.arch, f"{human_bytes(memory)} total" if memory else ""]
     src = f"  [source: {topo.source}]" if topo.source else ""
     return f"Machine ({', '.join(b for b in bits if b) or 'unknown'}){src}"
@@ -71,10 +92,11 @@ class _Ctx:
 
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
-        self.core_lid = _logical(topo.cores)
-        self.llc = topo.last_level_caches()
         self.online = topo.cpuset if topo.pus else None  # computed per call by the model
-        self.cache_lid = _logical(self.llc)
+        self.llc = [c for c in topo.last_level_caches() if self.online is None or c.cpuset & self.online]
+        order = _tree_order(topo)
+        self.core_lid = _logical(topo.cores, order)
+        self.cache_lid = _logical(self.llc, order)
         self.placed = _devices_by_numa(topo)
         # PU -> the cores holding it, so a line finds its cores from its own
         # PUs (scanning every core per line was quadratic on 256-PU nodes)
@@ -84,25 +106,72 @@ class _Ctx:
                 self.cores_of.setdefault(pu, []).append(c)
 
 
-def _logical(objs) -> dict[int, int]:
-    """First PU -> logical index, objects numbered in PU order like lstopo's L#."""
-    return {o.cpuset.first(): i for i, o in enumerate(sorted(objs, key=lambda o: o.cpuset.first()))}
+def _tree_order(topo: Topology):
+    """Sort key giving lstopo's logical order: depth-first through packages,
+    NUMA nodes, groups and caches (each level's objects by first PU), so
+    cores of package 0 come before those of package 1 even where the OS
+    interleaves PU numbers across packages."""
+    levels = [topo.packages, [n for n in topo.numa_nodes if n.cpuset], *_group_levels(topo), *_cache_levels(topo)]
+    # outer levels first: a Book holds packages, a Die sits inside one
+    levels = sorted((lv for lv in levels if lv), key=lambda lv: -sum(len(o.cpuset) for o in lv) / len(lv))
+    maps = []
+    for objs in levels:
+        first: dict[int, tuple[int, CpuSet]] = {}
+        for o in objs:
+            if o.cpuset:
+                f = o.cpuset.first()
+                for pu in o.cpuset:
+                    first.setdefault(pu, (f, o.cpuset))
+        maps.append(first)
+
+    def key(obj) -> tuple[int, ...]:
+        if not obj.cpuset:
+            return (1 << 30,)
+        f = obj.cpuset.first()
+        out = []
+        for m in maps:
+            hit = m.get(f)
+            # no container at this level: the object is one of that level's siblings
+            out.append(hit[0] if hit is not None and obj.cpuset.issubset(hit[1]) else f)
+        return (*out, f)
+
+    return key
 
 
-def _package(ctx: _Ctx, pkg: Package, lid: int, claimed: CpuSet) -> list[str]:
+def _group_levels(topo: Topology) -> list[list]:
+    kinds: dict[str, list] = {}
+    for g in topo.groups:
+        kinds.setdefault(g.kind, []).append(g)
+    return sorted(kinds.values(), key=lambda gs: -max(len(g.cpuset) for g in gs))
+
+
+def _cache_levels(topo: Topology) -> list[list]:
+    levels: dict[int, list] = {}
+    for c in topo.caches:
+        if c.kind != "instruction":
+            levels.setdefault(c.level, []).append(c)
+    return [levels[k] for k in sorted(levels, reverse=True)]
+
+
+def _logical(objs, order) -> dict[int, int]:
+    """First PU -> logical index (L#), objects numbered in lstopo's order."""
+    return {o.cpuset.first(): i for i, o in enumerate(sorted((o for o in objs if o.cpuset), key=order))}
+
+
+def _package(ctx: _Ctx, pkg: Package, lid: int, ind: str, in_node: bool = False) -> list[str]:
     topo, placed = ctx.topo, ctx.placed
     out: list[str] = []
-    ind = _IND
     if pkg.os_index >= 0:
-        out.append(f"{_IND}Package L#{lid} P#{pkg.os_index}" + (f" {pkg.cpu_model}" if pkg.cpu_model else ""))
-        ind = _IND * 2
-    nodes = [n for n in topo.numa_nodes if n.cpuset and not n.cpuset.isdisjoint(pkg.cpuset - claimed)]
+        out.append(f"{ind}Package L#{lid} P#{pkg.os_index}" + (f" {pkg.cpu_model}" if pkg.cpu_model else ""))
+        ind += _IND
+    nodes = [] if in_node else [n for n in topo.numa_nodes if n.cpuset and n.cpuset.issubset(pkg.cpuset)]
     l3 = [c for c in ctx.llc if c.cpuset.issubset(pkg.cpuset)]
     for c in l3:
         if nodes and not any(c.cpuset.issubset(n.cpuset) for n in nodes):
             out.append(f"{ind}{_cache_name(c)} across NUMA {topo.numa_of(c.cpuset)}")
-    if not nodes:
-        out += _cpu_lines(ctx, pkg.cpuset, l3, ind)
+    rest = pkg.cpuset - CpuSet.union_all(n.cpuset for n in nodes)
+    if rest:  # all of it without NUMA nodes inside, else CPUs in none of them
+        out += _cpu_lines(ctx, rest, [c for c in l3 if c.cpuset.issubset(rest)], ind)
     for node in nodes:
         out.append(f"{ind}{_numa_line(node)}")
         inner = [c for c in l3 if c.cpuset.issubset(node.cpuset)]
@@ -116,7 +185,7 @@ def _cpu_lines(ctx: _Ctx, cpus: CpuSet, caches: list[Cache], ind: str) -> list[s
         return [f"{ind}{_cores(ctx, cpus)}"]
     rest = cpus - CpuSet.union_all(c.cpuset for c in caches)
     lines = [f"{ind}{_cache_name(c, ctx.cache_lid[c.cpuset.first()])}: {_cores(ctx, c.cpuset)}"
-             for c in sorted(caches, key=lambda c: c.cpuset.first())]
+             for c in sorted(caches, key=lambda c: ctx.cache_lid[c.cpuset.first()])]
     if rest:
         lines.append(f"{ind}{_cores(ctx, rest)}")
     return lines

@@ -383,13 +383,14 @@ def _read_cpus(fs: Root, notes: list[str]) -> _Cpus:
     models = _cpu_models(fs)
     packages = tuple(Package(p.os_index, p.cpuset, models.get(p.cpuset.first()) or models.get(-1, ""))
                      for p in packages)
+    caches = _caches(fs, cpus, online, notes)
     return _Cpus(
         pus=tuple(PU(i, online=i in online) for i in indexes),
         online=online,
         cores=_cores(cpus, online, package_of, notes),
         packages=packages,
-        groups=_groups(cpus, online, packages),
-        caches=_caches(fs, cpus, online, notes),
+        groups=_groups(cpus, online, packages, caches),
+        caches=caches,
     )
 
 
@@ -491,11 +492,14 @@ def _cores(cpus: list[_Cpu], online: CpuSet, package_of: dict[int, int], notes: 
     return tuple(cores)
 
 
-def _groups(cpus: list[_Cpu], online: CpuSet, packages: tuple[Package, ...]) -> tuple[Group, ...]:
+def _groups(cpus: list[_Cpu], online: CpuSet, packages: tuple[Package, ...],
+            caches: tuple[Cache, ...] = ()) -> tuple[Group, ...]:
     """Dies, clusters, books, drawers that actually split something: a level
     equal to its package, or a cluster equal to a core, is no level (hwloc
-    drops those too)."""
+    drops those too), nor a cluster equal to a cache (hybrid E-core
+    clusters sharing one L2: hwloc keeps the cache)."""
     package_sets = {p.cpuset for p in packages}
+    cache_sets = {c.cpuset for c in caches if c.kind != "instruction"}
     thread_sets = {(c.threads & online) | CpuSet([c.index]) for c in cpus if c.threads is not None}
     found: dict[tuple[str, CpuSet], int] = {}
     for c in cpus:
@@ -504,6 +508,8 @@ def _groups(cpus: list[_Cpu], online: CpuSet, packages: tuple[Package, ...]) -> 
     out = []
     for (kind, members), gid in found.items():
         if not members or members in package_sets or members in thread_sets or members == online:
+            continue
+        if kind == "Cluster" and members in cache_sets:
             continue
         out.append(Group(kind, gid, members))
     return tuple(sorted(out, key=lambda g: (_GROUP_ORDER.index(g.kind), g.cpuset.first())))
