@@ -214,3 +214,29 @@ def test_suite_follows_the_topology():
     assert [s.kind for s in steps] == ["memory", "latency"]
     assert any(s.what == "NUMA matrices" and "one NUMA node" in s.reason for s in skipped)
     assert any("no GPU" in s.reason for s in skipped) and any(s.what.startswith("MPI") for s in skipped)
+
+
+def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkeypatch):
+    from nodemap.check import node, suite
+
+    def fake(kind, argv):
+        if kind == "latency":
+            raise suite.KindFailed("latency: no memory to chase through")
+        return syn.stream({"1/core": (4, 20.0)})
+
+    monkeypatch.setattr(node, "measure", fake)
+    monkeypatch.setenv(suite.TINY_ENV, "1")
+    saved = []
+    doc = node.run_check("quick", expectations.shipped(), on_update=lambda d: saved.append(d.complete))
+    assert doc.complete and saved[-1] is True and len(saved) >= 3
+    assert any("no memory to chase" in s.reason for s in doc.skipped)
+    assert [j.figure.key for j in doc.judged] == ["host/stream/triad"]
+
+    def interrupted(kind, argv):
+        rs = syn.stream({"1/core": (4, 20.0)})
+        rs.complete = False
+        return rs
+
+    monkeypatch.setattr(node, "measure", interrupted)
+    doc = node.run_check("quick", expectations.shipped())
+    assert not doc.complete and len(doc.results) == 1 and doc.judged

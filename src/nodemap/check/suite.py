@@ -9,10 +9,7 @@ judged; full runs the kinds at their defaults.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import tempfile
 from dataclasses import dataclass
 
 from ..bench.results import ResultSet
@@ -110,36 +107,14 @@ class KindFailed(Exception):
 
 
 def measure(kind: str, argv: list[str]) -> ResultSet:
-    """Run `nodemap bench KIND argv` in-process and return its ResultSet.
+    """Run `nodemap bench KIND argv` in-process (the harness's measure:
+    nothing printed or saved) and return its ResultSet; a kind interrupted
+    by Ctrl-C returns what it measured, marked incomplete. Raises KindFailed
+    with the kind's one-line error (no GPU, no CuPy...)."""
+    from ..bench.harness import measure as harness_measure
+    from ..errors import NodemapError
 
-    Uses the harness's measure() where it exists; otherwise runs the
-    command line with its output file in a temporary folder, its printing
-    swallowed. A kind interrupted by Ctrl-C returns what it measured,
-    marked incomplete. Raises KindFailed with the kind's one-line error.
-    """
     try:
-        from ..bench.harness import measure as harness_measure  # type: ignore[attr-defined]
-    except ImportError:
-        harness_measure = None
-    if harness_measure is not None:
         return harness_measure(kind, argv)
-    from .. import cli
-
-    with tempfile.TemporaryDirectory(prefix="nodemap-check-") as d:
-        out = os.path.join(d, "result.json")
-        err = io.StringIO()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            rc = cli.main(["bench", kind, *argv, "--output", out])
-        if os.path.exists(out):
-            with open(out) as f:
-                import json
-
-                rs = ResultSet.from_dict(json.load(f))
-            if rc == 130:
-                rs.complete = False
-            return rs
-        if rc == 130:
-            raise KeyboardInterrupt
-        lines = [ln for ln in err.getvalue().splitlines() if "error" in ln] or err.getvalue().splitlines()[-1:]
-        msg = lines[-1] if lines else f"exit status {rc}"
-        raise KindFailed(msg.split("error: ", 1)[-1])
+    except NodemapError as e:
+        raise KindFailed(str(e)) from None

@@ -27,7 +27,7 @@ Exit status: 0 no figure failed, 1 something failed, 2 bad usage,
 
 EPILOG = """\
 examples:
-  nodemap check                          quick level (about a minute), report in ./nodemap-check-HOST-TIME/
+  nodemap check                          quick level, report in ./nodemap-check-HOST-TIME/
   nodemap check --level full -o /tmp/c   standard sizes and every engine
   nodemap check --expect site.toml       site limits and thresholds (keys of nodemap/check/expectations.toml)
   nodemap report /tmp/c/check.json       the summary again; --html, --compare BEFORE AFTER
@@ -36,7 +36,8 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", choices=("quick", "full"), default="quick",
-                   help="quick: short runs, about a minute on a 1-GPU node (default); full: standard sizes")
+                   help="quick: fewer repetitions, same sizes (38 s on a 1-GPU H100 node; default); full: every "
+                        "repetition the kinds take by default (70 s there)")
     p.add_argument("--output", "-o", metavar="DIR",
                    help="folder for check.json and check.html (default ./nodemap-check-HOST-YYYYmmdd-HHMMSS)")
     p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")
