@@ -172,6 +172,14 @@ def test_long_xml_mask_is_read_in_linear_time(tmp_path):
     assert r.returncode == 0 and "PUs 0-1" in r.stdout, r.stderr
 
 
+def test_long_xml_mask_with_a_high_bit_is_refused_at_once(tmp_path):
+    # the old reader shifted a growing mask per word: quadratic, > 60 s
+    (tmp_path / "n.xml").write_text(hwloc_xml(mask="0x00000001," + "0x00000000," * 1_000_000 + "0x00000003"))
+    r = nodemap("topo", "--input", str(tmp_path / "n.xml"))
+    refused(r, "n.xml", "Machine", "cpuset", "2^20")
+    assert r.seconds < 5
+
+
 def _tar_gz(path, members) -> None:
     with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as t:
         for ti in members:

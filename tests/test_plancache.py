@@ -145,3 +145,17 @@ def test_run_with_a_planted_link_says_so_in_one_line_and_runs(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "symbolic link" in lines[0] and "NODEMAP_CACHE_DIR" in lines[0]
     assert not list(target.iterdir())
+
+
+def test_publishing_prunes_what_is_long_expired(folder):
+    fd = plancache.open_folder()
+    try:
+        plancache.save(fd, "old", {"tasks": []}, 1000.0)
+        plancache.NodeLock(fd, "old").close()
+        for n in os.listdir(folder):
+            os.utime(folder / n, (1000.0, 1000.0))
+        plancache.save(fd, "new", {"tasks": []}, 1000.0 + 7 * plancache.TTL)
+        names = os.listdir(folder)
+        assert names == [plancache.entry_name("new") + ".bin"]
+    finally:
+        os.close(fd)

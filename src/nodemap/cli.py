@@ -84,6 +84,7 @@ def add_command(sub, name: str, mod, help_: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
+    _guard_streams()
     first = next((w for w in words if not w.startswith("-")), None)
     # No command named: the parser only prints help, version or an error.
     parser = build_parser(first if first in COMMANDS else "")
@@ -93,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2
-    _guard_streams()
     try:
         code = int(args._module.run(args) or 0)
         sys.stdout.flush()  # a full disk shows here, not in a message at exit
@@ -172,8 +172,9 @@ class _ClosedStdout:
 
 
 def _guard_streams() -> None:
-    sys.stdout = _ClosedStdout() if sys.stdout is None else _Guarded(sys.stdout)
-    if sys.stderr is not None and sys.stderr.isatty():
+    if not isinstance(sys.stdout, (_Guarded, _ClosedStdout)):  # main() may run again in one process
+        sys.stdout = _ClosedStdout() if sys.stdout is None else _Guarded(sys.stdout)
+    if sys.stderr is not None and not isinstance(sys.stderr, _Guarded) and sys.stderr.isatty():
         sys.stderr = _Guarded(sys.stderr)
 
 

@@ -127,6 +127,8 @@ class _Watchdog:
         import signal
 
         os.close(1)  # the launcher waits for stdout's EOF: never hold it
+        os.closerange(3, r)  # nor the launcher's PMI socket or anything else but our pipe
+        os.closerange(r + 1, 1 << 16)
         while True:
             if not select.select([r], [], [], self.seconds)[0]:
                 os.write(2, f"nodemap show: error: {what} took more than {self.seconds:g} s: check that every rank "

@@ -225,6 +225,23 @@ def save(dfd: int, key: str, data: dict, now: float) -> None:
             os.unlink(tmp, dir_fd=dfd)
         except OSError:
             pass
+    prune(dfd, now)
+
+
+def prune(dfd: int, now: float, age: float = 6 * TTL) -> None:
+    """Remove entries, locks and leftovers not touched for `age` s (an hour):
+    long expired, and no rank waits on a lock that long (LOCK_WAIT)."""
+    try:
+        with os.scandir(dfd) as it:
+            old = [e.name for e in it if e.name.startswith("plan-") and e.is_file(follow_symlinks=False)
+                   and now - e.stat(follow_symlinks=False).st_mtime > age]
+    except OSError:
+        return
+    for n in old:
+        try:
+            os.unlink(n, dir_fd=dfd)
+        except OSError:
+            pass
 
 
 class NodeLock:

@@ -135,9 +135,11 @@ def _parsed(el, name: str, default, parse, what: str):
         return _attr(el, name) if default is None else default
     try:
         return parse(value)
-    except (ValueError, CpuSetError):
+    except (ValueError, CpuSetError) as e:
         shown = repr(value) if len(value) <= 60 else repr(value[:60]) + f"... ({len(value)} characters)"
-        raise _Bad(f"{_label(el)} has {what.format(name=name, value=shown)}", f'{name}="{value[:200]}') from None
+        why = str(e).rpartition(": ")[2] if isinstance(e, CpuSetError) else ""  # e.g. the index limit
+        raise _Bad(f"{_label(el)} has {what.format(name=name, value=shown)}" + (f": {why}" if why else ""),
+                   f'{name}="{value[:200]}') from None
 
 
 def _int(el, name: str, default: int | None = None, base: int = 10) -> int:
