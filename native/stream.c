@@ -247,7 +247,7 @@ int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int
     /* One mapping, arrays NM_STAGGER apart beyond their length: arrays a
      * power of two apart (256 MiB arrays in adjacent mappings) share every
      * virtual address bit below their size, and on the dev VM's Zen 3 that
-     * cost triad 24-46% and copy 7-22% (benchmarks/stream_ab.c, 11-25
+     * cost triad 24-46% and copy 7-22% (benchmarks/experiments/stream_ab.c, 11-25
      * rounds; likely the L1D way predictor's linear-address tags and 4K
      * aliasing, which key on those bits; no difference on the device's
      * Xeon). STREAM's OFFSET and likwid's separate allocations avoid it. */

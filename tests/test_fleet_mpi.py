@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.mpi, pytest.mark.skipif(not MPIEXEC.exists(), reason="
                                                   "(pip install mpich)")]
 NODEMAP = [sys.executable, "-m", "nodemap"]
 FLEET = [*NODEMAP, "check", "--fleet"]
-# Four "nodes" share two cores here: pair figures are noise, so links are judged loosely in these tests.
-LOOSE_LINKS = "[fleet]\nlink_bad = 0.01\nlink_latency = 1000.0\n"
+# Four "nodes" share two cores here: pair figures are noise (a ping-pong can take 1,000x its best under
+# load), so these tests do not judge links (their rule is tested in test_fleet_merge.py).
+LOOSE_LINKS = "[fleet]\nlink_bad = 1e-9\nlink_latency = 1e9\n"
 
 
 def env(**kw):
@@ -64,15 +65,13 @@ def test_slow_node_flagged_silent_node_missing_within_its_timeout_rest_complete(
     out = tmp_path / "out"
     ranks = [("nodeA", {}), ("nodeB", {"NODEMAP_FLEET_SCALE": "0.8"}), ("nodeC", {}),
              ("nodeD", {"NODEMAP_FLEET_HANG": "check"})]
-    t0 = time.monotonic()
     p = subprocess.run(mpmd(ranks, ["-o", str(out), "--check-timeout", "6", "--pair-size", "64KiB",
                                     "--expect", str(site)]),
-                       capture_output=True, text=True, timeout=120, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
-    took = time.monotonic() - t0
-    assert p.returncode != 0, p.stdout  # nodes to drain; the silent rank is ended with MPI_Abort
+                       capture_output=True, text=True, timeout=300, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    assert p.returncode != 0, p.stdout + p.stderr  # nodes to drain; the silent rank is ended with MPI_Abort
     fleet, lines = read(out)
     assert sorted(x["host"] for x in lines) == ["nodeA", "nodeB", "nodeC"]
-    assert [d["node"] for d in fleet["drain"]] == ["nodeD", "nodeB"], fleet["drain"]
+    assert [d["node"] for d in fleet["drain"]] == ["nodeD", "nodeB"], (fleet["drain"], p.stderr)
     missing = fleet["drain"][0]["reason"]
     assert "did not answer" in missing and "running its node check" in missing
     slow = fleet["drain"][1]
@@ -85,7 +84,9 @@ def test_slow_node_flagged_silent_node_missing_within_its_timeout_rest_complete(
     measured = {(r["a"], r["b"]) for r in pairs if r["key"] == "mpi latency host"}
     assert measured == {("nodeA", "nodeB"), ("nodeB", "nodeC"), ("nodeA", "nodeC")}
     assert all(r["value"] > 0 for r in pairs)
-    assert took < 6 + 60, took  # the check timeout, then pair tests and the report: never a hang
+    # Named missing when its 6 s ran out (rank 0's clock starts before the ranks join), not at the end.
+    when = re.search(r"\[\s*([\d.]+)s\] nodeD: no node document within 6 s", p.stderr)
+    assert when and 6 <= float(when.group(1)) < 6 + 30, p.stderr
     assert "<svg" in (out / "fleet.html").read_text()
     assert "nodeD" in p.stdout and "drain (2)" in p.stdout
 

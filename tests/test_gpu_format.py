@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import nodes
-from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory
+from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory, host_buffer
 from nodemap.bench.harness import finish
 from nodemap.bench.peaks import Peak, pcie_peak
 from nodemap.bench.results import ResultSet, make_result
@@ -271,15 +271,15 @@ def test_peak_of_bidirectional_cases_doubles():
 def test_host_pages_bound_and_reported():
     import ctypes
 
-    if gc._native() is None:
+    if host_buffer._native() is None:
         pytest.skip("native library without the host-buffer helpers")
     n = 4 << 20
-    p = gc._mmap(n)
+    p = host_buffer._mmap(n)
     try:
-        assert gc._bind(p, n, 0) == ""
+        assert host_buffer._bind(p, n, 0) == ""
         ctypes.memset(p, 1, n)
-        assert gc.page_nodes(p, n) == {0: pytest.approx(1.0)}
+        assert host_buffer.page_nodes(p, n) == {0: pytest.approx(1.0)}
         with pytest.raises(NodemapError, match="NUMA node 1023"):
-            gc._bind(p, n, 1023)
+            host_buffer._bind(p, n, 1023)
     finally:
-        gc._libc().munmap(ctypes.c_void_p(p), ctypes.c_size_t(n))
+        host_buffer._libc().munmap(ctypes.c_void_p(p), ctypes.c_size_t(n))

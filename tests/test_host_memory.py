@@ -7,8 +7,7 @@ import pytest
 from nodemap import cli
 from nodemap.bench import host_memory as hm
 from nodemap.bench import hostkernels as hk
-from nodemap.bench import placements as pl
-from nodemap.bench.report import results_table
+from nodemap.bench import thread_orders as pl
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import NumaNode, Topology
@@ -130,7 +129,6 @@ def test_recommendation_takes_fewest_threads_within_2_percent():
     rs = [mk(1, 50.0, "a"), mk(4, 99.0, "b"), mk(8, 100.0, "c"), mk(16, 98.5, "d")]
     assert hm.recommend(rs)[0] == "b"
     assert "GOMP_CPU_AFFINITY=\"0 1 2 3\"" in hm.recommendation_text(rs)
-    assert "b" in results_table(rs) or "triad" in results_table(rs)
     assert "caution" not in hm.recommendation_text(rs)  # one sample each: best = median
     del t
 

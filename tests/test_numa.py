@@ -2,7 +2,7 @@ import json
 
 from nodemap import cli
 from nodemap.bench import numa
-from nodemap.bench import placements as pl
+from nodemap.bench import thread_orders as pl
 from nodemap.bench.results import make_result
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import Core, NumaNode, Topology, PU

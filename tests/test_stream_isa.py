@@ -8,7 +8,7 @@ import pytest
 from nodemap import cli
 from nodemap.bench import host_memory as hm
 from nodemap.bench import hostkernels as hk
-from nodemap.bench import placements as pl
+from nodemap.bench import thread_orders as pl
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
 from test_host_memory import NT

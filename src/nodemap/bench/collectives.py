@@ -118,13 +118,6 @@ class Ctx:
 
         return self.mpi.allreduce(v, op=MPI.MAX)
 
-    def min_all(self, v: int) -> int:
-        if self.mpi is None:
-            return v
-        from mpi4py import MPI
-
-        return self.mpi.allreduce(v, op=MPI.MIN)
-
     def is_root(self) -> bool:
         return self.mpi is None or self.mpi.Get_rank() == 0
 

@@ -1,4 +1,4 @@
-"""`nodemap bench memory`: STREAM bandwidth for a placement, or a sweep.
+"""`nodemap bench memory`: STREAM bandwidth for one thread order, or a sweep.
 
 Bytes are counted the STREAM way (copy/scale 2, add/triad 3 words of 8 B
 per element, sum 1); the write-allocate traffic (one more word per written
@@ -17,7 +17,7 @@ from ..topology.cpuset import CpuSet, CpuSetError
 from ..topology.model import Topology
 from ..topology.sysfs import nodes_undercount
 from ..units import format_size, parse_size
-from . import hostkernels, placements
+from . import hostkernels, thread_orders
 from .harness import Progress, add_shared, check_repeats, finish, gbps, session, topology_cautions
 from .peaks import PEAK_UNKNOWN, Peak, dram_peak
 from .results import Result, ResultSet, make_result
@@ -25,7 +25,7 @@ from .results import Result, ResultSet, make_result
 DESCRIPTION = """\
 STREAM bandwidth (copy, scale, add, triad, and a read-only sum) with one
 pinned thread per CPU. Each array defaults to 4x the last-level caches of
-the CPUs used, capped by free memory. --sweep measures the placements the
+the CPUs used, capped by free memory. --sweep measures the thread orders the
 topology suggests (one thread per L3 group, core, PU, NUMA node, and thread
 counts in spread order) and names the best one with its OpenMP environment.
 GB = 1e9 bytes."""
@@ -33,9 +33,9 @@ GB = 1e9 bytes."""
 EPILOG = """\
 examples:
   nodemap bench memory                        one thread per core, all kernels
-  nodemap bench memory --sweep                placement sweep with a recommendation
+  nodemap bench memory --sweep                thread-order sweep with a recommendation
   nodemap bench memory --cpus 0-7 --size 2G --nt-stores
-  nodemap bench memory --threads 4 --placement compact --mem 1 --json
+  nodemap bench memory --threads 4 --order compact --mem 1 --json
   nodemap bench memory --cpus 0-15 --kernels triad --repeats 3 --batch 20
                                               timed like likwid-bench -i 20 (see
                                               benchmarks/stream_vs_likwid.sh)
@@ -48,8 +48,8 @@ RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
 def add_arguments(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cpus", help="explicit CPU list, one thread per CPU (e.g. 0-7,16)")
-    where.add_argument("--threads", type=int, help="number of threads placed by --placement")
-    p.add_argument("--placement", choices=("spread", "compact"), default="spread",
+    where.add_argument("--threads", type=int, help="number of threads, on CPUs in --order")
+    p.add_argument("--order", "--placement", dest="order", choices=("spread", "compact"), default="spread",
                    help="order of CPUs for --threads (default spread)")
     add_common(p)
     p.add_argument("--kernels", default=",".join(hostkernels.KERNELS),
@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time K repetitions back to back as one sample, with no barrier between them "
                         "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
                         "every repetition timed on its own as STREAM does")
-    p.add_argument("--sweep", action="store_true", help="measure every placement derived from the topology")
+    p.add_argument("--sweep", action="store_true", help="measure every thread order derived from the topology")
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -312,7 +312,7 @@ def sweep_table(results: Sequence[Result], kernels: Sequence[str]) -> str:
         rows.append([first.params["threads"], name, first.params["cpus"]]
                     + [number(ks[k].stats.best) if k in ks else "-" for k in kernels]
                     + [percent(ks[ref].stats.best / top) if ref in ks and top else "-"])
-    return table(["threads", "placement", "cpus"] + [f"{k} GB/s" for k in kernels] + [f"{ref} vs best"], rows,
+    return table(["threads", "thread order", "cpus"] + [f"{k} GB/s" for k in kernels] + [f"{ref} vs best"], rows,
                  right=[True, False, False] + [True] * (len(kernels) + 1))
 
 
@@ -321,7 +321,7 @@ def recommendation_text(results: Sequence[Result]) -> str:
     if rec is None:
         return ""
     name, r = rec
-    env = placements.omp_env(tuple(r.params["cpu_order"]))
+    env = thread_orders.omp_env(tuple(r.params["cpu_order"]))
     lines = [f"recommended: {name} ({r.params['threads']} threads, {r.metric} {r.stats.best:.1f} GB/s, "
              f"within {RECOMMEND_WITHIN:.0%} of the best with the fewest threads)"]
     lines += [f"  export {k}=\"{v}\"" for k, v in env.items() if k != "GOMP_CPU_AFFINITY"]
@@ -358,11 +358,11 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
     kernels = parse_kernels(args.kernels)
-    topo = placements.load_topology(args.topology)
+    topo = thread_orders.load_topology(args.topology)
     mem = parse_mem(topo, args.mem)
-    allowed = placements.usable_cpus(topo)
-    plan = (placements.sweep(topo, allowed) if args.sweep
-            else [placements.choose(topo, args.cpus, args.threads, args.placement)])
+    allowed = thread_orders.usable_cpus(topo)
+    plan = (thread_orders.sweep(topo, allowed) if args.sweep
+            else [thread_orders.choose(topo, args.cpus, args.threads, args.order)])
     used = CpuSet.union_all(CpuSet(p.cpus) for p in plan)
     n_bytes, notes = array_size(topo, used, mem, args.size)
     n = n_bytes // ELEMENT
@@ -382,5 +382,5 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep:
         text = "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])
     else:
-        text = f"{head}, placement {plan[0].name}\n" + kernel_table(rs.results)
+        text = f"{head}, thread order {plan[0].name}\n" + kernel_table(rs.results)
     return finish(rs, args, lambda _: text)

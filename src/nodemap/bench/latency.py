@@ -13,7 +13,7 @@ from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import format_size, parse_size
-from . import hostkernels, placements
+from . import hostkernels, thread_orders
 
 from .harness import Progress, Stopped, add_shared, check_repeats, finish, session, topology_cautions
 from .host_memory import environment, free_memory, parse_mem
@@ -127,8 +127,8 @@ def latency_table(results: list[Result]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     check_repeats(args.repeats)
-    topo = placements.load_topology(args.topology)
-    allowed = placements.usable_cpus(topo)
+    topo = thread_orders.load_topology(args.topology)
+    allowed = thread_orders.usable_cpus(topo)
     cpu = allowed.first() if args.cpu is None else args.cpu
     if cpu not in allowed:
         raise NodemapError(f"--cpu {args.cpu}: not allowed here; pick from {allowed.format()}")

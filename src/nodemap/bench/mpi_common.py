@@ -34,10 +34,6 @@ NOT_AWARE = "MPI is not CUDA-aware: measuring the staged path instead"
 DEFAULT_TIMEOUT_S = 120.0
 
 
-class Timeout(NodemapError):
-    pass
-
-
 def start(timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     """mpi4py's MPI module, initialized; NodemapError when it cannot be."""
     with deadline(timeout_s, "MPI_Init (a launcher that never answers: start with mpiexec/srun, "

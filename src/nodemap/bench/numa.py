@@ -13,7 +13,7 @@ from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import parse_size
-from . import host_memory, latency, placements
+from . import host_memory, latency, thread_orders
 from .harness import Progress, Stopped, check_repeats, finish, session, topology_cautions
 from .results import Result, ResultSet
 
@@ -49,7 +49,7 @@ def cpu_nodes(topo: Topology, allowed: CpuSet) -> list[tuple[int, tuple[int, ...
     for n in topo.numa_nodes:
         cs = n.cpuset & allowed
         if cs:
-            out.append((n.os_index, placements.level_placements(topo, cs)["1/core"]))
+            out.append((n.os_index, thread_orders.level_placements(topo, cs)["1/core"]))
     return out
 
 
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if len(kernel) != 1:
         raise NodemapError(f"--kernel {args.kernel}: give one kernel of copy,scale,add,triad,sum")
     lat_size = parse_size(args.latency_size, "--latency-size", minimum=latency.MIN_SIZE) if args.latency_size else None
-    topo = placements.load_topology(args.topology)
-    allowed = placements.usable_cpus(topo)
+    topo = thread_orders.load_topology(args.topology)
+    allowed = thread_orders.usable_cpus(topo)
     rows = cpu_nodes(topo, allowed)
     cols = mem_nodes(topo)
     if args.mem:

@@ -1,16 +1,13 @@
 """Terminal tables of Results, for every benchmark (host, GPU, MPI).
 
-Reads only Result records; never measures. `results_table` is the generic
-view (metric, path, best/median/spread, % of peak); `table` and `matrix`
-are the building blocks benchmarks use for their own views (sweeps, NUMA
-and GPU matrices).
+Reads only Result records; never measures. `table` is the one table
+renderer of the bench layer; `matrix` (NUMA and GPU matrices) and every
+kind's view (sweeps, latency rows, gpu_common.results_text) are built on it.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
-
-from .results import HIGHER_IS_BETTER, Result
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], right: Sequence[bool] | None = None) -> str:
@@ -54,31 +51,6 @@ def number(v: float | None, digits: int = 3) -> str:
 
 def percent(frac: float | None) -> str:
     return "-" if frac is None else f"{100 * frac:.0f}%"
-
-
-def results_table(results: Sequence[Result], label: Callable[[Result], str] | None = None) -> str:
-    """One row per Result: what, path, best, median, spread, unit, % of peak."""
-    rows = []
-    for r in results:
-        rows.append([
-            label(r) if label else r.metric,
-            r.path or "-",
-            number(r.stats.best),
-            number(r.stats.median),
-            f"{100 * r.stats.spread:.1f}%",
-            r.unit,
-            number(r.peak) if r.peak else "-",
-            percent(r.efficiency),
-        ])
-    return table(["metric", "path", "best", "median", "spread", "unit", "peak", "% peak"], rows)
-
-
-def best_of(results: Sequence[Result]) -> Result | None:
-    """The best Result by its best sample (max or min by its unit)."""
-    if not results:
-        return None
-    hib = HIGHER_IS_BETTER.get(results[0].unit, True)
-    return (max if hib else min)(results, key=lambda r: r.stats.best)
 
 
 def matrix(

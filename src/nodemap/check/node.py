@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from .. import __version__
-from ..bench.placements import load_topology
+from ..bench.thread_orders import load_topology
 from .document import CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment

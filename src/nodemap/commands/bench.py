@@ -16,7 +16,7 @@ verified (outputs poisoned before, checked after), comes with its statistics
 percentage of that path's peak."""
 
 BENCHES: dict[str, tuple[str, str]] = {
-    "memory": ("nodemap.bench.host_memory", "STREAM bandwidth for a thread placement, or --sweep over placements"),
+    "memory": ("nodemap.bench.host_memory", "STREAM bandwidth for one thread order, or --sweep over thread orders"),
     "numa": ("nodemap.bench.numa", "NUMA bandwidth and idle-latency matrices (threads on node i, memory on node j)"),
     "latency": ("nodemap.bench.latency", "load latency against working-set size, L1 through DRAM"),
     "gpu": ("nodemap.bench.gpu_memory", "GPU memory bandwidth (BabelStream kernels) per GPU and all at once"),

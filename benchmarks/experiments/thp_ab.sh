@@ -4,10 +4,10 @@
 # Rounds of: nodemap triad/copy with transparent huge pages (its default,
 # madvise), nodemap with THP refused for the process (prctl
 # PR_SET_THP_DISABLE, inherited through exec), likwid-bench stream/copy.
-#   [LK_TRIAD=stream_avx512] [LK_COPY=copy_avx512] benchmarks/thp_ab.sh THREADS MIB_PER_ARRAY ROUNDS
+#   [LK_TRIAD=stream_avx512] [LK_COPY=copy_avx512] benchmarks/experiments/thp_ab.sh THREADS MIB_PER_ARRAY ROUNDS
 set -euo pipefail
 T=${1:-2}; MIB=${2:-256}; R=${3:-5}
-NODEMAP=${NODEMAP:-$(dirname "$0")/../.venv/bin/nodemap}
+NODEMAP=${NODEMAP:-$(dirname "$0")/../../.venv/bin/nodemap}
 PY=${PYTHON:-python3}
 cpus=$(seq -s, 0 $((T - 1)))
 nothp() { "$PY" -c 'import ctypes, os, sys

@@ -9,7 +9,7 @@ variant: best and median of --repeats timed launches (CUDA events), the
 destination poisoned before and checked after. GB/s counts 2 x bytes per
 array (read a, write c), as BabelStream does.
 
-usage: python3 benchmarks/hbm_copy_variants.py [--gib 2] [--repeats 20] [--device 0]
+usage: python3 benchmarks/experiments/hbm_copy_variants.py [--gib 2] [--repeats 20] [--device 0]
 """
 
 from __future__ import annotations

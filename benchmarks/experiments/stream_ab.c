@@ -14,7 +14,7 @@
  *     last: a difference there is the allocator's, not the layout's).
  * This is what set NM_STAGGER in native/stream.c.
  *
- *   gcc -O3 -pthread -Inative benchmarks/stream_ab.c native/stream_isa.c -o /tmp/stream_ab
+ *   gcc -O3 -pthread -Inative benchmarks/experiments/stream_ab.c native/stream_isa.c -o /tmp/stream_ab
  *   /tmp/stream_ab THREADS MIB_PER_ARRAY ROUNDS [copy]
  */
 #define _GNU_SOURCE

@@ -1,6 +1,9 @@
-"""Thread placements derived from a Topology, for bandwidth sweeps.
+"""Thread orders derived from a Topology, for host bandwidth sweeps.
 
-A placement is an ordered CPU list: thread i runs on cpus[i]. "Spread"
+A thread order (class Placement, and "placement" in Result params for
+compatibility with saved files) is an ordered CPU list: thread i runs on
+cpus[i]. Not to be confused with data placement across GPUs
+(nodemap.placement, `nodemap bench placement`). "Spread"
 order deals CPUs round-robin down the hierarchy (package, NUMA node, last
 level cache, core, PU), so its first k CPUs are as far apart as possible;
 "compact" fills one domain before the next. The sweep measures one thread
