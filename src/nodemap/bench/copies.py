@@ -431,6 +431,8 @@ class Bench:
                 secs.append(c.host_timed())
             else:
                 secs.append(max(gc.time_streams(self.cp, self.gate, c.jobs)) / self.iters)
+            if interrupt.requested() and len(secs) > 1:  # Ctrl-C: keep the repetitions done
+                break
         bad = sum(f() for f in c.checks)
         if bad:
             raise NodemapError(f"{c.metric} {c.path}: {bad} words differ from the source after the copy: "

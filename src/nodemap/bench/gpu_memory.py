@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ..errors import NodemapError
 from ..units import format_size, parse_size
 from . import gpu_common as gc
+from . import interrupt
 from .harness import Progress, finish, session
 from .results import ResultSet, make_result
 
@@ -230,6 +231,8 @@ def measure(cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, plan: P
             for _ in range(plan.repeats):
                 for k, t in _run_all(cp, gate, arrs, part, blocks, plan.unroll, plan.grid_per_sm).items():
                     times[k] += t
+                if interrupt.requested():  # Ctrl-C: this case is dropped (its gold replay needs every round)
+                    return []
             rounds = max(rounds, extra)
         expect = gold(dtype, plan.repeats + rounds, plan.kernels, n)
         how = [x.check(expect, plan.kernels) for x in arrs][0]
