@@ -33,9 +33,9 @@ def env(**kw):
     return dict(os.environ, CUDA_VISIBLE_DEVICES="", **kw)
 
 
-def mpmd(ranks, args):
+def mpmd(ranks, args, *launcher):
     """mpiexec with one block per rank: (node name, extra environment)."""
-    cmd = [str(MPIEXEC)]
+    cmd = [str(MPIEXEC), *launcher]
     for i, (node, extra) in enumerate(ranks):
         if i:
             cmd.append(":")
@@ -91,6 +91,19 @@ def test_slow_node_flagged_silent_node_missing_within_its_timeout_rest_complete(
     assert "nodeD" in p.stdout and "drain (2)" in p.stdout
 
 
+def test_a_node_whose_check_dies_is_missing_and_the_rest_reported(tmp_path, saved_doc):
+    out = tmp_path / "out"
+    ranks = [("a", {}), ("b", {}), ("c", {"NODEMAP_FLEET_HANG": "crash"})]
+    # Hydra ends every rank when one dies unless told not to (docs/fleet.md: each launcher's switch).
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--check-timeout", "5", "--pair-size", "16KiB"],
+                            "-disable-auto-cleanup"),
+                       capture_output=True, text=True, timeout=180, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    fleet, lines = read(out)
+    assert sorted(x["host"] for x in lines) == ["a", "b"]
+    assert {n["name"]: n["status"] for n in fleet["nodes"]} == {"a": "complete", "b": "complete", "c": "missing"}
+    assert [d["node"] for d in fleet["drain"]] == ["c"], p.stderr
+
+
 def test_two_ranks_per_node_measure_rails_and_rank0_is_not_a_leader(tmp_path, saved_doc):
     out = tmp_path / "out"
     ranks = [("n1", {}), ("n1", {}), ("n2", {}), ("n2", {})]
@@ -101,6 +114,8 @@ def test_two_ranks_per_node_measure_rails_and_rank0_is_not_a_leader(tmp_path, sa
     assert fleet["complete"] and {n["name"] for n in fleet["nodes"]} == {"n1", "n2"}
     keys = {x["key"] for x in fleet["links"]}
     assert {"mpi bw host", "mpi bw host rail0", "mpi bw host rail1", "mpi latency host"} <= keys
+    rails = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines() if "rail" in json.loads(x)["key"]]
+    assert len(rails) == 2 and all(len(r["nics"]) == 2 for r in rails)  # the rail's NIC each side ("" here)
     bw = {x["key"]: x["value"] for x in fleet["links"]}
     assert bw["mpi bw host"] == pytest.approx(bw["mpi bw host rail0"] + bw["mpi bw host rail1"])
 
@@ -186,3 +201,11 @@ def test_node_schema_is_the_checks():
     from nodemap.fleet.nodecheck import SCHEMA as FLEET_SCHEMA
 
     assert SCHEMA == FLEET_SCHEMA
+
+
+def test_a_rail_is_named_by_the_nic_local_to_its_rank():
+    from nodemap.fleet.driver import nearest_nic
+
+    nics = [("mlx5_0", "0-15"), ("mlx5_1", "16-31"), ("eth0", "")]
+    assert nearest_nic(nics, {3, 4}) == "mlx5_0" and nearest_nic(nics, {20}) == "mlx5_1"
+    assert nearest_nic(nics, {15, 16}) == "mlx5_0+mlx5_1" and nearest_nic(nics, set()) == ""

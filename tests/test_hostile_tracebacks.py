@@ -84,3 +84,10 @@ def test_a_full_disk(tmp_path):
         r = subprocess.run([sys.executable, "-m", "nodemap", "plan", "--tasks", "1"], stdout=full,
                            stderr=subprocess.PIPE, text=True, timeout=10, env=env(tmp_path), preexec_fn=_cap)
     refused(r, "standard output", "No space left")
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e999"])
+def test_timeouts_that_no_timer_takes(value):
+    r = nodemap("bench", "memory", f"--timeout={value}", "--size=1M", "--repeats=1", "-q")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("nodemap bench memory: error: argument --timeout:")

@@ -96,3 +96,20 @@ def format_size(n: int | float) -> str:
 def gbps(nbytes: int, seconds: list[float]) -> list[float]:
     """Bytes per repetition and seconds -> GB/s (GB = 1e9 B, as STREAM)."""
     return [nbytes / s / GB for s in seconds]
+
+
+MAX_SECONDS = 1e6  # 11 days: longer is a typo, and timers refuse infinity with a traceback
+
+
+def seconds(text: str) -> float:
+    """argparse type of a time limit: a positive, finite number of seconds."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_SECONDS:  # nan fails too
+        raise argparse.ArgumentTypeError(f"{_show(text)} is not a number of seconds above 0 and at most "
+                                         f"{MAX_SECONDS:g}")
+    return value

@@ -50,7 +50,9 @@ def add_shared(p: Any, *, repeats: int, timeout: float | None = None, mpi: bool 
     p.add_argument("--topology", "--input", dest="topology", metavar="FILE",
                    help="read the node's topology (caches, NUMA, paths, labels) from this file instead of "
                         "this machine (nodemap topo --export; hwloc XML; sysfs snapshot)")
-    p.add_argument("--timeout", type=float, default=timeout, metavar="S",
+    from ..units import seconds
+
+    p.add_argument("--timeout", type=seconds, default=timeout, metavar="S",
                    help="seconds one case may take before the run ends with exit 2"
                         + (f" (default {timeout:g})" if timeout else " (default: no limit)"))
     p.add_argument("--json", action="store_true",

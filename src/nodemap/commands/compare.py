@@ -36,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", metavar="BYTES", help="STREAM bytes per array (default: the bench's)")
     p.add_argument("--topology", metavar="FILE", help="plan from this topology (with --dry-run: any machine)")
     p.add_argument("--dry-run", action="store_true", help="print the bindings, measure nothing")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds one probe may take")
+    from ..units import seconds
+
+    p.add_argument("--timeout", type=seconds, default=300.0, metavar="S", help="seconds one probe may take")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     p.add_argument("--output", "-o", metavar="FILE", help="also save the comparison (JSON) to FILE")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")

@@ -68,6 +68,7 @@ class NodeRec:
     state: str = "joined"
     seen: mergemod.Node | None = None  # its document as the fleet sees it (the document itself is on disk)
     answered: bool = True  # False once it missed a deadline
+    nics: list[tuple[str, str]] = field(default_factory=list)  # (name, local CPUs) from its topology
 
     @property
     def leader(self) -> int:
@@ -186,6 +187,7 @@ class Coordinator:
         self.comm, self.cfg, self.check = comm, cfg, check
         self.nodes: dict[str, NodeRec] = {}
         self.node_of: dict[int, str] = {}
+        self.cpus: dict[int, set[int]] = {}  # rank -> the CPUs it runs on (its hello)
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
         self.messages: list[str] = []
@@ -231,6 +233,7 @@ class Coordinator:
                 hellos[got[0]] = got[2]
             else:
                 time.sleep(wire.POLL_S)
+        self.cpus = {r: set(h.get("cpus", ())) for r, h in hellos.items()}
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
             self.late = True
@@ -272,6 +275,7 @@ class Coordinator:
 
     def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
         node.seen = mergemod.node_from_doc(doc)
+        node.nics = [(str(n.get("name")), str(n.get("cpuset", ""))) for n in (doc.get("topology") or {}).get("nics", ())]
         node.state = "node check done"
         self.out.node_line(doc)
         done = sum(n.seen is not None for n in self.nodes.values())
@@ -332,6 +336,8 @@ class Coordinator:
                 continue
             for f in rep.get("figures", ()):
                 rail = f" rail{rep['rail']}" if f["test"] == "bw" else ""
+                if f["test"] == "bw":
+                    f = {**f, "nics": self.rail_nics(key, rep["rail"])}
                 self.add_pair(key, f"mpi {f['test']} host{rail}", f)
                 if f["test"] == "bw":
                     totals[key] = totals.get(key, 0.0) + f["value"]
@@ -347,11 +353,20 @@ class Coordinator:
                                                    "rails": rails})
         return out
 
+    def rail_nics(self, key: tuple[str, ...], rail: int) -> list[str]:
+        """The NIC nearest the rail's rank on each side ("" where none is
+        local to its CPUs or the topology names no NIC): the rail's name."""
+        return [self.nic_near(self.nodes[name], rail) for name in key]
+
+    def nic_near(self, node: NodeRec, rail: int) -> str:
+        return nearest_nic(node.nics, self.cpus.get(node.ranks[rail], set()) if rail < len(node.ranks) else set())
+
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
              "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        if "samples" in f:
-            r["samples"] = f["samples"]
+        for extra in ("samples", "nics", "rails"):
+            if extra in f:
+                r[extra] = f[extra]
         self.pair_results.append(r)
         self.out.pair_line(r)
 
@@ -386,6 +401,15 @@ class Coordinator:
             wire.wait_all(reqs, wire.deadline(10), spin=False)
         except wire.Late:
             pass
+
+
+def nearest_nic(nics: list[tuple[str, str]], cpus: set[int]) -> str:
+    """The NICs local to a rank's CPUs ("mlx5_0", "mlx5_0+mlx5_1" when it
+    spans several, "" when none or unknown)."""
+    from ..topology.cpuset import CpuSet
+
+    near = [name for name, local in nics if cpus and local and cpus & set(CpuSet.parse(local))]
+    return "+".join(near)
 
 
 def run_from(dirs: list[str], cfg: Config) -> int:

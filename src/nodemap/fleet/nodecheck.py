@@ -10,8 +10,9 @@ Test hooks (environment, read only here):
                                (its host replaced by the node name)
   NODEMAP_FLEET_SCALE=X        fault injection: every figure of this node X
                                times worse (0.8: 20% less bandwidth)
-  NODEMAP_FLEET_HANG=check|join  fault injection: this rank never answers
-                               (its node check never returns / it never joins)
+  NODEMAP_FLEET_HANG=check|join|crash  fault injection: this rank never
+                               answers (its node check never returns / it
+                               never joins) or dies in its node check
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None) -> dict
     """The node's document, through the hooks."""
     if hang_point() == "check":
         hang_forever()
+    if hang_point() == "crash":
+        os._exit(3)  # a node whose check dies: no message, no MPI_Finalize
     path = os.environ.get(DOC_ENV)
     if path:
         with open(path) as f:

@@ -2,16 +2,20 @@
 NICs go. Pure: no I/O, deterministic, milliseconds.
 
 The policy, step by step (docs/mapping.md tells it with examples):
-1. Usable PUs: online and allowed, within --cpus and the CPUs of --mems.
+1. Usable PUs: online and allowed, minus --reserve-cores, within --cpus and
+   the CPUs of --mems.
 2. Domains: the NUMA nodes holding usable PUs, in hierarchy order.
 3. Tasks over domains in proportion to the GPUs homed there (or to usable
    PUs without GPUs); fewer tasks than such domains: each task takes a
-   contiguous run of domains (greedy) or one domain.
-4. Within a domain, tasks take contiguous blocks at the first level (L3,
-   L2, group, core, PU) with at least as many objects as tasks; one PU per
-   core unless threads or --smt need more.
-5. GPUs of the domain are dealt to its tasks by locality; memory is bound
-   to the task's NUMA node(s); NICs are the nearest to the task's GPUs.
+   contiguous run of domains (greedy) or one domain. A lone task needing
+   more cores than its domains hold extends over the nearest free domains.
+4. Within a domain, tasks take contiguous runs of cores whose sizes differ
+   by at most one core, at a cache/group level only where its objects
+   divide evenly; one PU per core unless threads or --smt need more.
+5. GPUs of the domain are dealt to its tasks by locality (--gpus-per-task
+   borrows the least used of the nearest); memory is bound to the task's
+   NUMA node(s); NICs are the nearest to the task's GPUs, all of them when
+   NICs outnumber tasks (multi-rail).
 """
 
 from __future__ import annotations
