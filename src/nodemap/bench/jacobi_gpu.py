@@ -41,7 +41,30 @@ def block_shape(text: str | None) -> tuple[int, int]:
         raise NodemapError(f"NODEMAP_JACOBI_BLOCK={text!r}: give THREADSxROWS, threads a multiple of 32 up to "
                            "1024, e.g. 256x32")
     return b, r
+
+
 DTYPES = {"fp32": ("float32", 4, "f32"), "fp64": ("float64", 8, "f64")}
+# Columns per thread of the stencil (vector loads and stores; jacobi.cu), per
+# precision: the fastest on an H100 (benchmarks/jacobi_kernel_sweep.py).
+# NODEMAP_JACOBI_VECTOR=1|2|4 overrides it; a width that does not divide NX
+# falls back to the next smaller one.
+VECTOR = {"fp32": 4, "fp64": 2}
+VECTOR_WIDTHS = {"fp32": (4, 2, 1), "fp64": (2, 1)}
+
+
+def vector_width(dtype: str, nx: int, wanted: int | None = None) -> int:
+    """Columns per thread for rows of `nx` cells: the widest allowed width up
+    to `wanted` (the precision's default when None) that divides nx."""
+    cap = VECTOR[dtype] if wanted is None else wanted
+    return next(v for v in VECTOR_WIDTHS[dtype] if v <= cap and nx % v == 0)
+
+
+def vector_env(text: str | None) -> int | None:
+    if not text:
+        return None
+    if text not in ("1", "2", "4"):
+        raise NodemapError(f"NODEMAP_JACOBI_VECTOR={text!r}: give 1, 2 or 4 columns per thread")
+    return int(text)
 NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
                    "NCCL 2.5): give each rank its own GPU")
 
@@ -80,6 +103,7 @@ class World:
     nccl: Any = None
     gpu_keys: list[str] = field(default_factory=list)
     block: tuple[int, int] = field(default_factory=lambda: block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK")))
+    vector: int | None = field(default_factory=lambda: vector_env(os.environ.get("NODEMAP_JACOBI_VECTOR")))
 
     def wait(self) -> None:
         """Every stream of this process done."""
@@ -187,9 +211,11 @@ def stencil(w: World, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_nor
     if hi <= lo:
         return
     cp = w.cp
-    fn = _function(cp, s.device, f"jacobi_{DTYPES[s.dtype][2]}")
+    v = vector_width(s.dtype, s.nx, w.vector)
+    fn = _function(cp, s.device, f"jacobi_{DTYPES[s.dtype][2]}" + (f"_v{v}" if v > 1 else ""))
     block, rows = w.block
-    grid = (-(-(s.nx - 2) // block), -(-(hi - lo) // rows))
+    cols = s.nx - 2 if v == 1 else s.nx  # the scalar kernel skips the fixed columns; vectors hold them
+    grid = (-(-cols // (block * v)), -(-(hi - lo) // rows))
     fn(grid, (block,), (s.bufs[1 - buf], s.bufs[buf], s.norm, cp.int64(s.nx), cp.int32(lo), cp.int32(hi),
                         cp.int32(rows), cp.int32(int(with_norm))), stream=stream)
 
