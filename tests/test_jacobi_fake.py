@@ -116,6 +116,14 @@ def test_text_shows_strong_and_weak_efficiency(fake, capsys):
     assert code == 0 and "strong eff" in out and "weak eff" in out
 
 
+def test_weak_global_grid_too_large_for_the_check_says_so(fake, capsys):
+    code = cli.main(["bench", "jacobi", "--mode", "single", "--size", "20000x20000", "--gpus", "0,0,0", "--weak",
+                     "--variants", "peer", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--weak verifies" in err and "smaller --size per slab" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_overlap_variants_skipped_alone_when_slabs_are_one_row(fake, capsys):
     code, d = run(capsys, "--size", "64x5", "--gpus", "0,0", "--iters", "4", "--repeats", "1")
     assert code == 0, d

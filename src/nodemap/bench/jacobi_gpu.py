@@ -162,7 +162,7 @@ def allocate(cp: Any, parts: list[jg.Tile], devices: list[int], dtype: str, pinn
             s.done = [cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)]
             if pinned:
                 s.host = {d: (_pinned(cp, snd.rows * snd.cols, name), _pinned(cp, rcv.rows * rcv.cols, name))
-                          for d, (snd, rcv) in jg.halo_blocks(p).items()}
+                          for d, (snd, rcv) in jg.halo_blocks(p).items() if d in jg.directions(p)}
             out.append(s)
     initialize(cp, out)
     return out
@@ -300,7 +300,7 @@ def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> 
     st = s.edge if edge else s.compute
     nb = jg.tile_neighbours(s.part)
     blocks = jg.halo_blocks(s.part)
-    moving = [d for d in blocks if nb[d] is not None or nb[jg.OPPOSITE[d]] is not None]
+    moving = jg.directions(s.part)
     for d in moving:
         if nb[d] is not None:
             copy_block(rt, s.host[d][0].ctypes.data, blocks[d][0].cols * s.word, s.at(buf, blocks[d][0]), s.pitch,

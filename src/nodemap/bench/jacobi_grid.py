@@ -193,6 +193,14 @@ def halo_blocks(t: Tile) -> dict[str, tuple[Block, Block]]:
             "right": (Block(1, t.xcount, t.count, 1), Block(1, 0, t.count, 1))}
 
 
+def directions(t: Tile) -> list[str]:
+    """The directions in which something travels to or from this tile: up
+    and down always (periodic), left and right where a neighbour is on
+    either side (none across the fixed columns)."""
+    nb = tile_neighbours(t)
+    return [d for d in OPPOSITE if nb[d] is not None or nb[OPPOSITE[d]] is not None]
+
+
 def tile_copies(parts: list[Tile]) -> list[TileCopy]:
     """Every copy of one exchange, in rank order: each tile pushes its first
     and last row up and down (periodic) and its first and last owned column
