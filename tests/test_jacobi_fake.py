@@ -200,3 +200,27 @@ def test_mpi_aware_not_proven_measures_the_staged_path():
     d = json.loads(p.stdout)
     assert "mpi-staged" in {r["metric"] for r in d["results"]}
     assert any("mpi-aware" in m and "mpi-staged measures it" in m for m in d["messages"])
+
+
+@pytest.mark.parametrize("px,py,waits", [(2, 1, 1), (2, 2, 1), (3, 1, None), (1, 2, 0)])
+def test_tiles_push_columns_after_the_neighbours_stencil(fake, px, py, waits):
+    """The fake runs streams in order, so it cannot show the race; it shows the wait."""
+    from nodemap.bench import jacobi_grid as jg
+    from nodemap.bench import jacobi_gpu as jgpu
+
+    parts = jg.tiles(20, 12, px, py)
+    w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * len(parts), "fp32", False), len(parts))
+    jgpu.order_column_pushes(w)
+    got = [s.compute.waited for s in w.slabs]
+    sides = [sum(v is not None for k, v in jg.tile_neighbours(t).items() if k in ("left", "right")) for t in parts]
+    assert got == ([waits] * len(parts) if waits is not None else sides)
+
+
+def test_row_slabs_still_allocate_as_before(fake):
+    """benchmarks/jacobi_kernel_sweep.py allocates jg.slabs directly."""
+    from nodemap.bench import jacobi_grid as jg
+    from nodemap.bench import jacobi_gpu as jgpu
+
+    w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 40, jg.slabs(30, 1), [0], "fp64", False), 1)
+    s = w.slabs[0]
+    assert s.bufs[0].shape == (30, 40) and s.part.cols == (0, 40) and s.nx == 40

@@ -58,8 +58,11 @@ def test_a_grid_too_large_names_the_largest_that_fits():
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_tiles_on_one_gpu_are_verified():
-    """--decomp 2d: four tiles on one GPU, column halos by cudaMemcpy2DAsync."""
+@pytest.mark.parametrize("vector", ["", "2"])
+def test_tiles_on_one_gpu_are_verified(vector, monkeypatch):
+    """--decomp 2d: four tiles on one GPU, column halos by cudaMemcpy2DAsync;
+    with a vector kernel too (it rewrites the edge columns a neighbour pushes into)."""
+    monkeypatch.setenv("NODEMAP_JACOBI_VECTOR", vector)
     p = jacobi("--size", "258x130", "--gpus", "0,0,0,0", "--decomp", "2d", "--dtype", "fp32,fp64",
                "--variants", "peer", "--iters", "10", "--repeats", "2", "--json", "-q")
     assert p.returncode == 0, p.stderr + p.stdout

@@ -419,8 +419,8 @@ def single_gpu(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu:
 
     cp, dev = launch.cp, launch.devices[0]
     parts = jg.tiles(nx, ny, 1, 1)
-    jgpu.check_memory(cp, parts, [dev], dtype)
-    w = jgpu.World(cp, jgpu.allocate(cp, parts, [dev], dtype, pinned=False), 1)
+    jgpu.check_memory(cp, nx, parts, [dev], dtype)
+    w = jgpu.World(cp, jgpu.allocate(cp, nx, parts, [dev], dtype, pinned=False), 1)
     try:
         with mc.deadline(args.timeout, f"the single-GPU {dtype} run"):
             comp = measure(w, "compute", args)
@@ -464,9 +464,9 @@ def decomposed(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, todo: list
     cp = launch.cp
     parts_all = grid.tiles
     parts = [parts_all[r] for r in launch.ranks]
-    jgpu.check_memory(cp, parts, launch.devices, dtype)
+    jgpu.check_memory(cp, grid.nx, parts, launch.devices, dtype)
     pinned = launch.mpi is not None
-    w = jgpu.World(cp, jgpu.allocate(cp, parts, launch.devices, dtype, pinned), launch.n, launch.mpi)
+    w = jgpu.World(cp, jgpu.allocate(cp, grid.nx, parts, launch.devices, dtype, pinned), launch.n, launch.mpi)
     gpus = len(set(launch.keys_all or []))
     root = w.is_root()
     try:

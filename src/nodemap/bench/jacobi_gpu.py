@@ -59,6 +59,7 @@ class Slab:
     compute: Any
     edge: Any  # high-priority stream of the overlapped step's boundary rows
     done: list[Any] = field(default_factory=list)  # end-of-step events (compute, edge)
+    updated: Any = None  # tiles in one process: this step's stencil done (before neighbours push columns)
     host: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # pinned, per direction: (send, receive)
     comm: Any = None  # NCCL communicator
 
@@ -134,10 +135,11 @@ def high_priority_stream(cp: Any) -> Any:
         return cp.cuda.Stream(non_blocking=True)
 
 
-def check_memory(cp: Any, parts: list[jg.Tile], devices: list[int], dtype: str) -> None:
+def check_memory(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: list[int], dtype: str) -> None:
     """Before allocating: every GPU holds its slabs, else one line naming the
     largest square grid that fits."""
     word = DTYPES[dtype][1]
+    parts = jg.as_tiles(nx, parts)
     for dev in sorted(set(devices)):
         mine = [p for p, d in zip(parts, devices) if d == dev]
         need = sum(jg.slab_bytes(p.local_cols, p.count, word) for p in mine)
@@ -151,15 +153,19 @@ def check_memory(cp: Any, parts: list[jg.Tile], devices: list[int], dtype: str) 
                                f"square grid that fits is {side}x{side} (--size {side}x{side})")
 
 
-def allocate(cp: Any, parts: list[jg.Tile], devices: list[int], dtype: str, pinned: bool) -> list[Slab]:
+def allocate(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: list[int], dtype: str,
+             pinned: bool) -> list[Slab]:
+    """Both buffers of every slab or tile (row slabs: a whole cut of NX
+    columns; tiles carry their own widths), initialized."""
     name = DTYPES[dtype][0]
     out = []
-    for p, dev in zip(parts, devices):
+    for p, dev in zip(jg.as_tiles(nx, parts), devices):
         with cp.cuda.Device(dev):
             bufs = [cp.empty((p.local_rows, p.local_cols), dtype=name) for _ in range(2)]
             s = Slab(p, dev, p.local_cols, dtype, bufs, cp.zeros(1, dtype="float64"),
                      cp.cuda.Stream(non_blocking=True), high_priority_stream(cp))
             s.done = [cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)]
+            s.updated = cp.cuda.Event(disable_timing=True)
             if pinned:
                 s.host = {d: (_pinned(cp, snd.rows * snd.cols, name), _pinned(cp, rcv.rows * rcv.cols, name))
                           for d, (snd, rcv) in jg.halo_blocks(p).items() if d in jg.directions(p)}
@@ -346,8 +352,29 @@ def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = Fals
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
             stencil(w, s, buf, 1, s.part.count + 1, s.compute, with_norm)
+    order_column_pushes(w)
     EXCHANGES[transport](w, 1 - buf, False, fault)
     fence(w, overlap=False)
+
+
+def order_column_pushes(w: World) -> None:
+    """Tiles side by side in one process: a tile pushes its edge column into
+    its neighbour's halo column only after the neighbour's stencil of this
+    step, which writes the same buffer and may store its edge columns too
+    (a kernel that keeps "fixed" columns by rewriting them). Row slabs need
+    nothing: no kernel writes a halo row."""
+    if len(w.slabs) < 2 or w.slabs[0].part.px == 1:
+        return
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            s.updated.record(s.compute)
+    by_rank = {s.part.rank: s for s in w.slabs}
+    for s in w.slabs:
+        nb = jg.tile_neighbours(s.part)
+        with w.cp.cuda.Device(s.device):
+            for r in (nb["left"], nb["right"]):
+                if r in by_rank:
+                    s.compute.wait_event(by_rank[r].updated)
 
 
 def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:

@@ -146,6 +146,13 @@ def tiles(nx: int, ny: int, px: int, py: int) -> list[Tile]:
             for iy, r in enumerate(rows) for ix, c in enumerate(cols)]
 
 
+def as_tiles(nx: int, parts: list[Slab] | list[Tile]) -> list[Tile]:
+    """Row slabs (a whole cut, rank order) as the one-column-band tiles they
+    are; tiles unchanged."""
+    return [p if isinstance(p, Tile) else Tile(p.rank, p.start, p.count, 1, nx - HALO_ROWS, 0, p.rank, 1, len(parts),
+                                               nx) for p in parts]
+
+
 def tile_neighbours(t: Tile) -> dict[str, int | None]:
     """Ranks of the four neighbours; up/down periodic, left/right None at the
     grid's fixed columns."""
