@@ -42,7 +42,7 @@ from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
 from .harness import Progress, add_shared, finish, repeat, session
-from .results import ResultSet, make_result
+from .results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
@@ -309,7 +309,8 @@ def run(args: argparse.Namespace) -> int:
             mc.fail(launch.mpi, str(e))
         raise
     rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}"
-                           + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "") + (" --weak" if grid.tile else ""))
+                           + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "")
+                           + (" --weak" if grid.tile else ""))
     rs.messages += skipped
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
     try:
@@ -369,7 +370,8 @@ def bench(launch: Launch, rs: ResultSet, grid: Grid, dtypes: list[str], todo: li
     topo = load_topology(args.topology)[0]
     gpu = describe(cp, launch.devices[0], topo)
     rs.environment = environment(cp, [gpu]) | {
-        "slabs": launch.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if launch.mpi is not None else "single", "gpus": launch.keys_all,
+        "slabs": launch.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if launch.mpi is not None else "single",
+        "gpus": launch.keys_all,
         "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
         "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
     if launch.mpi is not None:
@@ -507,15 +509,8 @@ def hidden(plain: dict[str, list[float]], name: str, comp_times: list[float]) ->
     base = name.removesuffix("-overlap")
     if not name.endswith("-overlap") or base not in plain:
         return None
-    runs = (plain[base], plain[name], comp_times)
-    noise = max(spread(t) for t in runs)
-    return jg.overlap_hidden(*(statistics.median(t) for t in runs), noise=noise)
-
-
-def spread(times: list[float]) -> float:
-    """(max - min) / median of repetitions: the noise a difference must exceed."""
-    m = statistics.median(times)
-    return (max(times) - min(times)) / m if m > 0 else 0.0
+    runs = [Stats.of(t) for t in (plain[base], plain[name], comp_times)]
+    return jg.overlap_hidden(*(r.median for r in runs), noise=max(r.spread for r in runs))
 
 
 def variant_result(name: str, dtype: str, grid: Grid, args: argparse.Namespace, out: Outcome, slabs: int,

@@ -175,8 +175,10 @@ def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> s
     if row.total is None:
         return f"{row.probe}: not measured ({'; '.join(row.errors) or 'no result'})"
     value = f"{row.probe}: {row.total:,.1f} {UNITS[row.probe]}"
-    if row.binding == "plan" or plan_row is None or plan_row.total is None:
-        return value + (f" (the reference; repetitions spread ±{100 * row.noise:.0f}%)" if row.binding == "plan" else "")
+    if row.binding == "plan":
+        return f"{value} (the reference; repetitions spread ±{100 * row.noise:.0f}%)"
+    if plan_row is None or plan_row.total is None:
+        return value
     mine, ref = row.total, plan_row.total
     worse = mine > ref if row.probe in LOWER_IS_BETTER else mine < ref
     change = abs(mine - ref) / ref if ref else 0.0
