@@ -128,3 +128,20 @@ def test_ranks_sharing_one_gpu(extra):
     assert {"single", "mpi-staged"} <= got and all(r["verified"] for r in d["results"])
     if not extra:
         assert "mpi-staged-overlap" in got
+
+
+@pytest.mark.mpi
+def test_a_broken_halo_inside_the_nccl_graph_fails():
+    """The fault reaches the captured graph: one rank, NCCL to itself, one halo received into the wrong row."""
+    import os
+
+    launcher = mpi_launcher()
+    if launcher is None:
+        pytest.skip("no mpiexec/mpirun")
+    p = subprocess.run([*launcher, "-n", "1", sys.executable, "-m", "nodemap", "bench", "jacobi", "--mode", "mpi",
+                        "--size", "258x130", "--iters", "10", "--repeats", "1", "--variants", "nccl-graph",
+                        "--inject-halo-fault", "-q"], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES="0", NCCL_NVLS_ENABLE="0"))
+    if "nccl" in p.stderr.lower() and p.returncode == 2:
+        pytest.skip(p.stderr.strip())  # no NCCL here
+    assert p.returncode == 1 and "nccl-graph fp32: differs from the single-GPU run" in p.stdout, p.stderr + p.stdout
