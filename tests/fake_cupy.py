@@ -43,6 +43,10 @@ def zeros(shape, dtype):
     return _wrap(np.zeros(shape, dtype=dtype))
 
 
+def asarray(a):
+    return _wrap(np.asarray(a))
+
+
 def asnumpy(a):
     return np.asarray(a)
 
@@ -126,6 +130,11 @@ class _Runtime:
 
     def memcpyAsync(self, dst, src, n, kind, stream):
         ctypes.memmove(dst, src, n)
+
+    def memcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):
+        assert width <= min(dpitch, spitch), "a pitch narrower than the rows"
+        for r in range(height):
+            ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
 
     def memsetAsync(self, ptr, value, n, stream):
         ctypes.memset(ptr, value, n)

@@ -75,13 +75,17 @@ def test_lassen_far_nic_crosses_the_socket(fixtures):
         assert t.gpus == planned.gpus and t.cpus == planned.cpus
 
 
-def test_one_numa_node_has_no_bad_binding(fixtures):
+def one_numa_topology():
     from nodemap.topology.model import Core, NumaNode, PU, Package, Topology
 
     cpus = CpuSet(range(8))
-    topo = Topology(packages=(Package(0, cpus),), numa_nodes=(NumaNode(0, cpus, 1 << 30),),
+    return Topology(packages=(Package(0, cpus),), numa_nodes=(NumaNode(0, cpus, 1 << 30),),
                     cores=tuple(Core(i, 0, CpuSet([i])) for i in range(8)), pus=tuple(PU(i) for i in range(8)),
                     allowed_mems=CpuSet([0]))
+
+
+def test_one_numa_node_has_no_bad_binding(fixtures):
+    topo = one_numa_topology()
     got, why = cb.build(topo, plan(topo, Request(tasks=2)))
     assert [b.name for b in got] == ["none", "launcher", "plan"]
     assert cb.one_numa(topo) and any("one NUMA node" in w for w in why)
@@ -113,3 +117,65 @@ def test_probe_figures_come_from_recorded_result_sets():
     jac = json.loads((res / "jacobi_h100_20261123" / "jacobi_single_1gpu.json").read_text())
     assert pr.figure("jacobi", jac, 0) == next(r for r in jac["results"] if r["metric"] == "single")["stats"]["median"]
     assert pr.figure("stream", jac, 0) is None  # not a STREAM result set: nothing taken from it
+
+
+# --- verdicts against the noise of the repetitions (synthetic probe results) -------------
+
+
+def row(binding, probe, values, spreads):
+    from nodemap.compare import probes as pr
+
+    return pr.Row(binding, probe, values, [], spreads)
+
+
+def test_a_difference_within_the_spread_is_no_difference():
+    from nodemap.compare import probes as pr
+
+    b = cb.Binding("none", "", ())
+    plan_row = row("plan", "stream", [4.0, 5.0], [0.30, 0.20])
+    # 54% higher, but the repetitions spread 60%: noise, not a finding
+    v = pr.verdict(row("none", "stream", [7.0, 6.9], [0.6, 0.1]), plan_row, b)
+    assert v == "stream: 13.9 GB/s: no difference beyond noise (±60%)"
+    v = pr.verdict(row("none", "stream", [1.5, 1.4], [0.05, 0.05]), plan_row, b)  # 68% lower, band 30%
+    assert "68% lower than the plan's (beyond the ±30% noise)" in v
+
+
+def test_tight_repetitions_still_need_three_percent():
+    from nodemap.compare import probes as pr
+
+    b = cb.Binding("remote-gpu", "", (), bad="rank 0 on NUMA 0 drives GPU2 on NUMA 8")
+    plan_row = row("plan", "h2d", [50.0], [0.0])
+    assert "no difference beyond noise (±3%)" in pr.verdict(row("remote-gpu", "h2d", [49.0], [0.0]), plan_row, b)
+    v = pr.verdict(row("remote-gpu", "h2d", [35.0], [0.01]), plan_row, b)
+    assert "30% lower" in v and "drives GPU2 on NUMA 8" in v
+    slower = pr.verdict(row("remote-gpu", "jacobi", [1200.0], [0.02]), row("plan", "jacobi", [1000.0], [0.02]), b)
+    assert "20% slower" in slower
+
+
+def test_bindings_that_cannot_differ_say_so():
+    from nodemap.compare import probes as pr
+
+    topo = one_numa_topology()
+    p = plan(topo, Request(tasks=2))
+    got = {b.name: b for b in cb.build(topo, p)[0]}
+    planned = got["plan"]
+    assert not cb.cannot_differ(topo, got["none"], planned)  # unbound: ranks may share cores
+    moved = cb.Binding("moved", "", tuple(cb._with(t, cpus=CpuSet([7 - t.task])) for t in planned.tasks))
+    if all(len(t.cpus) == 1 for t in planned.tasks):
+        assert cb.cannot_differ(topo, moved, planned)  # one NUMA node: other cores, equally near
+    stacked = cb.Binding("stacked", "", tuple(cb._with(t, cpus=CpuSet([0])) for t in planned.tasks))
+    assert not cb.cannot_differ(topo, stacked, planned)  # two ranks on one core can differ
+    v = pr.verdict(row("moved", "stream", [3.0, 3.0], [0.1, 0.1]), row("plan", "stream", [4.0, 4.0], [0.1, 0.1]),
+                   moved, same=True)
+    assert "cannot differ from the plan here" in v and "25% lower" in v
+
+
+def test_a_memory_binding_not_applied_is_recorded_in_the_row(fixtures):
+    from nodemap.compare import probes as pr
+
+    topo = discover()
+    t = plan(topo, Request(tasks=1)).tasks[0]
+    b = cb.Binding("bogus", "", (cb._with(t, mems=CpuSet([1023])),))  # no such NUMA node: set_mempolicy fails
+    r = pr.run_binding(topo, b, "stream", "1M", 120)
+    assert r.values[0] is not None and r.values[0] > 0, r.errors
+    assert len(r.warnings) == 1 and "rank 0" in r.warnings[0] and "set_mempolicy" in r.warnings[0]

@@ -39,8 +39,13 @@ def test_stream_under_each_binding_on_this_node(tmp_path):
     for b in by.values():
         s = b["probes"]["stream"]
         assert s["total"] > 0 and len(s["per_rank"]) == 2 and s["verdict"].startswith("stream: ")
-    assert "(the reference)" in by["plan"]["probes"]["stream"]["verdict"]
-    assert "rank 0: cpus" in p.stdout and "-> stream:" in p.stdout
+    assert "(the reference;" in by["plan"]["probes"]["stream"]["verdict"]
+    assert "-> stream:" in p.stdout
+    table = p.stdout.split("\nplan:")[1].splitlines()  # the per-rank table: resources and the figure
+    heads = table[1].split()
+    assert heads[:5] == ["rank", "PUs", "NUMA", "memory", "GPU"] and heads[-2:] == ["stream", "GB/s"]
+    assert table[3].split()[0] == "0" and table[4].split()[0] == "1"
+    assert all(b["resources"][0]["rank"] == 0 for b in d["bindings"])
 
 
 @pytest.mark.parametrize("args,words", [

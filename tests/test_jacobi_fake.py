@@ -72,21 +72,99 @@ def test_grid_too_large_names_the_largest_that_fits(fake, capsys):
     assert code == 2 and "largest square grid that fits is" in err, err
 
 
+def test_tiles_2d_verify_against_single(fake, capsys):
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,0,0,0,0,0", "--decomp", "2d", "--dtype", "fp32,fp64",
+                  "--iters", "6", "--repeats", "2", "--variants", "peer,peer-overlap,nccl")
+    assert code == 0, d
+    peer = [r for r in d["results"] if r["metric"] == "peer"]
+    assert len(peer) == 2 and {r["params"]["tiles"] for r in peer} == {"2x3"}
+    assert any(m.startswith("peer-overlap: not yet") for m in d["messages"])  # said, not silently dropped
+    assert any(m.startswith("nccl: not yet") for m in d["messages"])
+
+
+@pytest.mark.parametrize("decomp", ["2d", "4x1", "1x4"])
+def test_a_lost_tile_halo_fails(fake, capsys, decomp):
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,0,0,0", "--decomp", decomp, "--variants", "peer",
+                  "--iters", "4", "--repeats", "1", "--inject-halo-fault")
+    assert code == 1
+    assert any("peer fp32: differs from the single-GPU run" in m for m in d["messages"])
+
+
+def test_weak_scaling_holds_the_slab_grid(fake, capsys):
+    code, d = run(capsys, "--size", "18x13", "--gpus", "0,0,0", "--weak", "--iters", "4", "--repeats", "2",
+                  "--variants", "peer")
+    assert code == 0, d
+    single = {(r["params"]["nx"], r["params"]["ny"]) for r in d["results"] if r["metric"] == "single"}
+    assert single == {(18, 13), (18, 3 * 11 + 2)}  # one slab's grid (t1) and the global grid (the gold)
+    peer = [r for r in d["results"] if r["metric"] == "peer"][0]["params"]
+    assert (peer["nx"], peer["ny"], peer["slab_grid"]) == (18, 35, "18x13")
+    assert peer["weak_efficiency"] > 0 and peer["efficiency"] > 0
+
+
+def test_weak_scaling_with_tiles(fake, capsys):
+    code, d = run(capsys, "--size", "10x9", "--gpus", "0,0,0,0", "--weak", "--decomp", "2x2", "--iters", "4",
+                  "--repeats", "1", "--variants", "peer")
+    assert code == 0, d
+    peer = [r for r in d["results"] if r["metric"] == "peer"][0]["params"]
+    assert (peer["nx"], peer["ny"], peer["tiles"]) == (18, 16, "2x2") and peer["weak_efficiency"] is not None
+
+
+def test_text_shows_strong_and_weak_efficiency(fake, capsys):
+    code = cli.main(["bench", "jacobi", "--mode", "single", "--size", "18x13", "--gpus", "0,0", "--weak",
+                     "--iters", "4", "--repeats", "1", "--variants", "peer", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0 and "strong eff" in out and "weak eff" in out
+
+
+def test_weak_global_grid_too_large_for_the_check_says_so(fake, capsys):
+    code = cli.main(["bench", "jacobi", "--mode", "single", "--size", "20000x20000", "--gpus", "0,0,0", "--weak",
+                     "--variants", "peer", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--weak verifies" in err and "smaller --size per slab" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_overlap_variants_skipped_alone_when_slabs_are_one_row(fake, capsys):
+    code, d = run(capsys, "--size", "64x5", "--gpus", "0,0", "--iters", "4", "--repeats", "1")
+    assert code == 0, d
+    assert "peer" in {r["metric"] for r in d["results"]}
+    assert any(m.startswith("peer-overlap: NY=5 is too small") for m in d["messages"])
+
+
+def test_every_variant_skipped_is_exit_2(fake, capsys):
+    code = cli.main(["bench", "jacobi", "--mode", "single", "--size", "64x5", "--gpus", "0,0", "--variants",
+                     "single,peer-overlap,mpi-staged", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "every variant asked for is skipped" in err and "peer-overlap: NY=5" in err
+    assert "mpi-staged: needs one rank per slab" in err and len(err.strip().splitlines()) == 1
+
+
+def test_decomp_that_does_not_multiply_is_one_line(fake, capsys):
+    code = cli.main(["bench", "jacobi", "--mode", "single", "--size", "34x21", "--gpus", "0,0,0", "--decomp",
+                     "2x2", "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--decomp" in err and len(err.strip().splitlines()) == 1
+
+
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
+
+
+def mpirun(n: int, *args: str) -> subprocess.CompletedProcess:
+    pytest.importorskip("mpi4py")
+    code = ("import sys; sys.path.insert(0, %r); import fake_cupy; fake_cupy.install(); from nodemap import cli; "
+            "sys.exit(cli.main(sys.argv[1:]))" % str(HERE))
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0")
+    return subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, "-c", code, "bench", "jacobi", "--mode", "mpi",
+                           "--iters", "4", "--repeats", "1", "--json", "-q", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
 
 
 @pytest.mark.mpi
 @pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
 @pytest.mark.parametrize("fault", [False, True])
 def test_mpi_ranks_staged_and_overlapped(fault):
-    pytest.importorskip("mpi4py")
-    code = ("import sys; sys.path.insert(0, %r); import fake_cupy; fake_cupy.install(); from nodemap import cli; "
-            "sys.exit(cli.main(sys.argv[1:]))" % str(HERE))
-    args = ["bench", "jacobi", "--mode", "mpi", "--size", "18x13", "--iters", "4", "--repeats", "1", "--json", "-q",
-            "--variants", "mpi-staged,mpi-staged-overlap,mpi-aware,peer"] + (["--inject-halo-fault"] if fault else [])
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0")
-    p = subprocess.run([str(MPIEXEC), "-n", "3", sys.executable, "-c", code, *args], capture_output=True, text=True,
-                       timeout=120, env=env)
+    p = mpirun(3, "--size", "18x13", "--variants", "mpi-staged,mpi-staged-overlap,mpi-aware,peer",
+               *(["--inject-halo-fault"] if fault else []))
     if fault:
         assert p.returncode == 1, p.stderr
         assert "differs from the single-GPU run" in p.stdout
@@ -97,3 +175,52 @@ def test_mpi_ranks_staged_and_overlapped(fault):
     assert {"single", "mpi-staged", "mpi-staged-overlap"} <= got
     assert any("mpi-aware" in m for m in d["messages"]) and any("CUDA IPC" in m for m in d["messages"])
     assert len(d["environment"]["binding"]) == 3
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+@pytest.mark.parametrize("fault", [False, True])
+def test_mpi_ranks_staged_tiles(fault):
+    p = mpirun(4, "--size", "22x15", "--decomp", "2d", "--variants", "mpi-staged",
+               *(["--inject-halo-fault"] if fault else []))
+    if fault:
+        assert p.returncode == 1, p.stderr
+        assert "differs from the single-GPU run" in p.stdout
+        return
+    assert p.returncode == 0, p.stderr + p.stdout
+    staged = [r for r in json.loads(p.stdout)["results"] if r["metric"] == "mpi-staged"]
+    assert len(staged) == 1 and staged[0]["params"]["tiles"] == "2x2"
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+def test_mpi_aware_not_proven_measures_the_staged_path():
+    p = mpirun(2, "--size", "18x13", "--variants", "mpi-aware")
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(p.stdout)
+    assert "mpi-staged" in {r["metric"] for r in d["results"]}
+    assert any("mpi-aware" in m and "mpi-staged measures it" in m for m in d["messages"])
+
+
+@pytest.mark.parametrize("px,py,waits", [(2, 1, 1), (2, 2, 1), (3, 1, None), (1, 2, 0)])
+def test_tiles_push_columns_after_the_neighbours_stencil(fake, px, py, waits):
+    """The fake runs streams in order, so it cannot show the race; it shows the wait."""
+    from nodemap.bench import jacobi_grid as jg
+    from nodemap.bench import jacobi_gpu as jgpu
+
+    parts = jg.tiles(20, 12, px, py)
+    w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * len(parts), "fp32", False), len(parts))
+    jgpu.order_column_pushes(w)
+    got = [s.compute.waited for s in w.slabs]
+    sides = [sum(v is not None for k, v in jg.tile_neighbours(t).items() if k in ("left", "right")) for t in parts]
+    assert got == ([waits] * len(parts) if waits is not None else sides)
+
+
+def test_row_slabs_still_allocate_as_before(fake):
+    """benchmarks/jacobi_kernel_sweep.py allocates jg.slabs directly."""
+    from nodemap.bench import jacobi_grid as jg
+    from nodemap.bench import jacobi_gpu as jgpu
+
+    w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 40, jg.slabs(30, 1), [0], "fp64", False), 1)
+    s = w.slabs[0]
+    assert s.bufs[0].shape == (30, 40) and s.part.cols == (0, 40) and s.nx == 40

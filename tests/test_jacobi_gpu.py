@@ -56,3 +56,92 @@ def test_a_grid_too_large_names_the_largest_that_fits():
     p = jacobi("--size", "1000000x1000000", "-q")
     assert p.returncode == 2 and "largest square grid that fits" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("vector", ["", "2"])
+def test_tiles_on_one_gpu_are_verified(vector, monkeypatch):
+    """--decomp 2d: four tiles on one GPU, column halos by cudaMemcpy2DAsync;
+    with a vector kernel too (it rewrites the edge columns a neighbour pushes into)."""
+    monkeypatch.setenv("NODEMAP_JACOBI_VECTOR", vector)
+    p = jacobi("--size", "258x130", "--gpus", "0,0,0,0", "--decomp", "2d", "--dtype", "fp32,fp64",
+               "--variants", "peer", "--iters", "10", "--repeats", "2", "--json", "-q")
+    assert p.returncode == 0, p.stderr + p.stdout
+    peer = [r for r in json.loads(p.stdout)["results"] if r["metric"] == "peer"]
+    assert len(peer) == 2 and all(r["params"]["tiles"] == "2x2" and r["verified"] for r in peer)
+
+
+def test_a_broken_tile_halo_fails_the_run():
+    p = jacobi("--size", "130x96", "--gpus", "0,0,0,0", "--decomp", "2x2", "--variants", "peer", "--iters", "10",
+               "--repeats", "1", "--inject-halo-fault", "-q")
+    assert p.returncode == 1 and "differs from the single-GPU run" in p.stdout, p.stderr + p.stdout
+
+
+def test_weak_scaling_on_one_gpu():
+    p = jacobi("--size", "258x130", "--gpus", "0,0", "--weak", "--variants", "peer,peer-overlap", "--iters", "10",
+               "--repeats", "2", "--json", "-q")
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(p.stdout)
+    peer = [r for r in d["results"] if r["metric"] in ("peer", "peer-overlap")]
+    assert len(peer) == 2 and all(r["params"]["weak_efficiency"] and r["params"]["ny"] == 2 * 128 + 2 for r in peer)
+
+
+def test_one_row_slabs_skip_only_the_overlap_variants():
+    p = jacobi("--size", "64x5", "--gpus", "0,0", "--iters", "10", "--repeats", "1", "--json", "-q")
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(p.stdout)
+    assert "peer" in {r["metric"] for r in d["results"]}
+    assert any(m.startswith("peer-overlap: NY=5") for m in d["messages"])
+
+
+def mpi_launcher() -> list[str] | None:
+    """mpiexec beside this Python (MPICH from pip), else the image's Open MPI mpirun."""
+    import shutil
+    from pathlib import Path
+
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.exists():
+        return [str(here)]
+    exe = shutil.which("mpirun")
+    if exe is None:
+        return None
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    return [exe, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"] if "Open MPI" in version else [exe]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("extra", [[], ["--decomp", "2d", "--variants", "mpi-staged"]], ids=["1d", "2d"])
+def test_ranks_sharing_one_gpu(extra):
+    """Every variant a launch of ranks can run, the ranks sharing GPU 0 (2 ranks; 4 for tiles)."""
+    import os
+
+    launcher = mpi_launcher()
+    if launcher is None:
+        pytest.skip("no mpiexec/mpirun")
+    n = "4" if extra else "2"
+    p = subprocess.run([*launcher, "-n", n, sys.executable, "-m", "nodemap", "bench", "jacobi", "--mode", "mpi",
+                        "--size", "258x130", "--iters", "10", "--repeats", "2", "--json", "-q", *extra],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES="0", NCCL_NVLS_ENABLE="0"))
+    assert p.returncode == 0, p.stderr + p.stdout
+    d = json.loads(p.stdout)
+    got = {r["metric"] for r in d["results"]}
+    assert {"single", "mpi-staged"} <= got and all(r["verified"] for r in d["results"])
+    if not extra:
+        assert "mpi-staged-overlap" in got
+
+
+@pytest.mark.mpi
+def test_a_broken_halo_inside_the_nccl_graph_fails():
+    """The fault reaches the captured graph: one rank, NCCL to itself, one halo received into the wrong row."""
+    import os
+
+    launcher = mpi_launcher()
+    if launcher is None:
+        pytest.skip("no mpiexec/mpirun")
+    p = subprocess.run([*launcher, "-n", "1", sys.executable, "-m", "nodemap", "bench", "jacobi", "--mode", "mpi",
+                        "--size", "258x130", "--iters", "10", "--repeats", "1", "--variants", "nccl-graph",
+                        "--inject-halo-fault", "-q"], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES="0", NCCL_NVLS_ENABLE="0"))
+    if p.returncode == 0 and "nccl variants:" in p.stdout:
+        pytest.skip("NCCL cannot run here: " + p.stdout.split("nccl variants:")[1].splitlines()[0])
+    assert p.returncode == 1 and "nccl-graph fp32: differs from the single-GPU run" in p.stdout, p.stderr + p.stdout

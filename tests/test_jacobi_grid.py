@@ -201,3 +201,147 @@ def test_variant_choice_by_launch_mode():
     not_aware = mc.Awareness(gpu=True, aware=False, how="MPIX_Query_cuda_support() = 0")
     assert "not CUDA-aware" in jacobi.usable(mpi, "mpi-aware", not_aware)
     assert jacobi.usable(mpi, "mpi-staged-overlap", not_aware) == ""
+
+
+# --- tiles (--decomp 2d) ------------------------------------------------------------
+
+
+@given(n=st.integers(1, 512))
+def test_dims_create_balances_like_mpi(n):
+    px, py = jg.dims_create(n)
+    assert px * py == n and px <= py
+    # no factor pair is closer together (MPI_Dims_create's balance)
+    assert all(not (n % f == 0 and abs(n // f - f) < py - px) for f in range(1, n + 1))
+
+
+def test_parse_decomp():
+    assert jg.parse_decomp("1d", 6) == (1, 6)
+    assert jg.parse_decomp("2d", 6) == (2, 3)
+    assert jg.parse_decomp("2d", 4) == (2, 2)
+    assert jg.parse_decomp("3x2", 6) == (3, 2)
+    for bad in ("3x3", "axb", "0x6", "3d"):
+        with pytest.raises(ValueError, match="--decomp"):
+            jg.parse_decomp(bad, 6)
+
+
+@given(nx=st.integers(3, 300), ny=st.integers(3, 300), px=st.integers(1, 8), py=st.integers(1, 8))
+def test_tiles_cover_the_interior_once(nx, ny, px, py):
+    if jg.check_tiles(nx, ny, px, py):
+        with pytest.raises(ValueError):
+            jg.tiles(nx, ny, px, py)
+        return
+    parts = jg.tiles(nx, ny, px, py)
+    assert [t.rank for t in parts] == list(range(px * py))
+    owned = np.zeros((ny, nx), dtype=int)
+    for t in parts:
+        owned[t.start:t.stop, t.xstart:t.xstart + t.xcount] += 1
+        assert t.global_cols[1] - t.global_cols[0] == t.local_cols
+    assert (owned[1:-1, 1:-1] == 1).all() and owned.sum() == (nx - 2) * (ny - 2)
+    # the own columns (row sums, row halos) of one row band cover 0..NX-1 once
+    for iy in range(py):
+        band = [t for t in parts if t.iy == iy]
+        cols = sorted(c for t in band for c in range(t.global_cols[0] + t.cols[0], t.global_cols[0] + t.cols[1]))
+        assert cols == list(range(nx))
+
+
+def global_cell(t: jg.Tile, ny: int, row: int, col: int) -> tuple[int, int]:
+    """The global cell a tile's local (row, col) holds or mirrors (periodic rows)."""
+    g_row = t.start + row - 1
+    g_row = ny - 2 if g_row == 0 else 1 if g_row == ny - 1 else g_row
+    return g_row, t.global_cols[0] + col
+
+
+@given(nx=st.integers(3, 200), ny=st.integers(3, 200), px=st.integers(1, 6), py=st.integers(1, 6))
+def test_tile_copies_fill_every_halo_with_the_neighbouring_cells(nx, ny, px, py):
+    if jg.check_tiles(nx, ny, px, py):
+        return
+    parts = jg.tiles(nx, ny, px, py)
+    filled: dict[tuple[int, int, int], int] = {}
+    for c in jg.tile_copies(parts):
+        src, dst, sb, db = parts[c.src], parts[c.dst], c.src_block, c.dst_block
+        assert (sb.rows, sb.cols) == (db.rows, db.cols)
+        for i in range(sb.rows):
+            for j in range(sb.cols):
+                # the sender's own cell is the global cell the receiver's halo mirrors
+                assert 1 <= sb.row + i <= src.count and src.cols[0] <= sb.col + j < src.cols[1]
+                assert global_cell(src, ny, sb.row + i, sb.col + j) == global_cell(dst, ny, db.row + i, db.col + j)
+                key = (c.dst, db.row + i, db.col + j)
+                filled[key] = filled.get(key, 0) + 1
+    assert set(filled.values()) == {1}  # no halo cell written twice
+    for t in parts:  # every halo cell a step reads is written
+        lo, hi = t.cols
+        need = {(t.rank, r, c) for r in (0, t.count + 1) for c in range(max(lo, 1), min(hi, t.local_cols - 1))}
+        need |= {(t.rank, r, c) for r in range(1, t.count + 1) for c in (0, t.local_cols - 1)
+                 if not lo <= c < hi}
+        assert need <= set(filled)
+
+
+def simulate_tiles(nx: int, ny: int, px: int, py: int, iters: int, dtype, drop: int | None = None):
+    """The tiles in NumPy, exchanging halos by tile_copies (halos NaN at first)."""
+    parts = jg.tiles(nx, ny, px, py)
+    a = []
+    for t in parts:
+        s = np.full((t.local_rows, t.local_cols), np.nan, dtype=dtype)
+        s[1:-1] = jh.initial(nx, range(t.start, t.stop), dtype, range(*t.global_cols))
+        lo, hi = t.cols
+        for col in {0, t.local_cols - 1} - set(range(lo, hi)):
+            s[:, col] = np.nan
+        a.append(s)
+    b = [s.copy() for s in a]
+    copies = jg.tile_copies(parts)
+
+    def exchange(bufs):
+        for i, c in enumerate(copies):
+            if i != drop:
+                sb, db = c.src_block, c.dst_block
+                bufs[c.dst][db.row:db.row + db.rows, db.col:db.col + db.cols] = \
+                    bufs[c.src][sb.row:sb.row + sb.rows, sb.col:sb.col + sb.cols]
+
+    exchange(a)
+    sq = 0.0
+    for _ in range(iters):
+        sq = sum(jh.step(s, t) for s, t in zip(a, b))
+        exchange(b)
+        a, b = b, a
+    sums: dict[int, np.ndarray] = {}
+    for t, s in zip(parts, a):
+        part = jh.row_sums(s[1:-1, t.cols[0]:t.cols[1]])
+        sums[t.start] = sums[t.start] + part if t.start in sums else part
+    return float(np.sqrt(sq)), np.concatenate([sums[k] for k in sorted(sums)])
+
+
+@settings(max_examples=25, deadline=None)
+@given(nx=st.integers(3, 24), ny=st.integers(3, 24), px=st.integers(1, 4), py=st.integers(1, 4),
+       iters=st.integers(1, 5), dtype=st.sampled_from([np.float32, np.float64]))
+def test_tiles_with_halo_copies_equal_the_whole_grid(nx, ny, px, py, iters, dtype):
+    if jg.check_tiles(nx, ny, px, py):
+        return
+    assert jh.disagree(*simulate_tiles(nx, ny, px, py, iters, dtype), *jh.solve(nx, ny, iters, dtype)) == ""
+
+
+def test_a_lost_tile_halo_fails_the_check():
+    gold = jh.solve(16, 14, 4, np.float64)
+    for drop in range(len(jg.tile_copies(jg.tiles(16, 14, 2, 3)))):
+        assert jh.disagree(*simulate_tiles(16, 14, 2, 3, 4, np.float64, drop=drop), *gold), drop
+
+
+def test_a_tile_of_the_host_field_is_the_field_s_columns():
+    whole = jh.initial(40, range(3, 9), np.float64)
+    assert np.array_equal(jh.initial(40, range(3, 9), np.float64, range(0, 11)), whole[:, 0:11])
+    assert np.array_equal(jh.initial(40, range(3, 9), np.float64, range(17, 40)), whole[:, 17:40])
+
+
+@given(nx=st.integers(3, 50), ny=st.integers(3, 50), px=st.integers(1, 5), py=st.integers(1, 5))
+def test_weak_grid_keeps_every_tile_at_the_given_size(nx, ny, px, py):
+    gx, gy = jg.weak_grid(nx, ny, px, py)
+    assert {(t.count, t.xcount) for t in jg.tiles(gx, gy, px, py)} == {(ny - 2, nx - 2)}
+
+
+def test_weak_efficiency_and_noise():
+    assert jg.weak_efficiency(1.0, 1.0, 4, 4) == pytest.approx(1.0)
+    assert jg.weak_efficiency(1.0, 2.0, 4, 4) == pytest.approx(0.5)
+    assert jg.weak_efficiency(1.0, 2.0, 2, 1) == pytest.approx(1.0)  # two slabs on one GPU: twice the work
+    # almost no communication: the ratio of two noises is not reported
+    assert jg.overlap_hidden(10.0, 10.3, 9.9, noise=0.05) is None
+    assert jg.overlap_hidden(10.0, 8.0, 8.0, noise=0.05) == pytest.approx(1.0)
+    assert jg.overlap_hidden(10.0, 7.0, 8.0) == 1.0  # clamped: it cannot hide more than there is

@@ -20,8 +20,12 @@ Verified: after the timing, every variant restarts from the initial field
 (halos poisoned with NaN), runs --iters steps and its residual norm and
 per-row sums must equal the single-GPU run's (which equals NumPy's on the
 host at small sizes): a wrong halo fails the run (exit 1), it is not a number.
-Reported: time per step (median, spread), cells/s, parallel efficiency
-t1 / (GPUs x tN), the share of a step outside the stencil kernels
+--decomp 2d (or PXxPY) cuts tiles instead of row slabs: rows and columns,
+column halos moved by strided copies; single, peer and mpi-staged run on
+tiles, the others say "not yet". --weak makes --size each slab's grid.
+Reported: time per step (median, spread), cells/s, strong-scaling efficiency
+t1 / (GPUs x tN), under --weak the weak-scaling efficiency (slabs/GPUs) x
+t1(one slab's grid) / tN, the share of a step outside the stencil kernels
 (communication), how much of it the overlap hid, each rank's binding, and
 the stencil kernel's bandwidth (2 x word per cell) as % of the HBM peak."""
 
@@ -38,7 +42,7 @@ from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
 from .harness import Progress, add_shared, finish, repeat, session
-from .results import ResultSet, make_result
+from .results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
@@ -72,6 +76,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "a GPU named twice holds two slabs (default: every visible GPU)")
     p.add_argument("--iters", type=int, default=200, metavar="K",
                    help="steps per timed repetition and per verification run; even (default 200)")
+    p.add_argument("--decomp", default="1d", metavar="1d|2d|PXxPY",
+                   help="1d: row slabs (default); 2d: tiles, a px x py grid balanced as MPI_Dims_create does; "
+                   "PXxPY: that grid (tile columns x tile rows). Tiles run single, peer and mpi-staged")
+    p.add_argument("--weak", action="store_true",
+                   help="weak scaling: --size is each slab's (tile's) grid, the global grid grows with the "
+                   "slabs; reports t1/tN at that size beside the strong-scaling efficiency")
     p.add_argument("--inject-halo-fault", action="store_true", help=argparse.SUPPRESS)  # tests: must fail
     add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
@@ -111,6 +121,37 @@ def parse_devices(spec: str | None, count: int) -> list[int]:
         raise NodemapError(f"--gpus {spec!r}: this process sees CUDA devices 0-{count - 1}; give ordinals like 0,1 "
                            "(a GPU named twice holds two slabs)")
     return out
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The global grid, its cut and, under --weak, the one slab's grid."""
+
+    nx: int
+    ny: int
+    px: int
+    py: int
+    tile: tuple[int, int] | None = None  # --weak: the per-slab grid the efficiency holds
+
+    @property
+    def tiles(self) -> list[jg.Tile]:
+        return jg.tiles(self.nx, self.ny, self.px, self.py)
+
+
+def layout(args: argparse.Namespace, nx: int, ny: int, n: int) -> Grid:
+    """The global grid of n slabs; one line, exit 2, when it cannot be cut."""
+    try:
+        px, py = jg.parse_decomp(args.decomp, n)
+    except ValueError as e:
+        raise NodemapError(str(e)) from None
+    gx, gy = jg.weak_grid(nx, ny, px, py) if args.weak else (nx, ny)
+    why = jg.check_tiles(gx, gy, px, py)
+    if why:
+        raise NodemapError(why)
+    return Grid(gx, gy, px, py, (nx, ny) if args.weak else None)
+
+
+TILES_NOT_YET = "not yet implemented for --decomp 2d tiles (they run peer and mpi-staged; use --decomp 1d)"
 
 
 def validate(args: argparse.Namespace) -> tuple[int, int, list[str], list[str]]:
@@ -180,9 +221,14 @@ def binding_line(place: Any, keys: list[str]) -> str:
     return f"rank {place.rank} on {place.host} cpus {place.cpus}{numa} drives {', '.join(keys)}"
 
 
-def usable(launch: Launch, name: str, aware: Any) -> str:
-    """'' when this launch can run the variant, else why not."""
+def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> str:
+    """'' when this launch can run the variant on the grid, else why not."""
     v = VARIANTS[name]
+    if grid is not None and grid.px > 1 and name != "single" and (v.overlap or v.graph or v.transport in (
+            "nccl", "mpi-aware")):
+        return f"{name}: {TILES_NOT_YET}"
+    if grid is not None and v.overlap and jg.check_grid(grid.nx, grid.ny, grid.py, overlap=True):
+        return f"{name}: {jg.check_grid(grid.nx, grid.ny, grid.py, overlap=True)}"
     if v.transport == "peer" and name != "single" and launch.mpi is not None:
         return f"{name}: copies between processes need CUDA IPC; run without mpiexec for peer copies"
     if v.transport.startswith("mpi") and launch.mpi is None:
@@ -219,7 +265,7 @@ def runner(w: Any, name: str, iters: int, fault: bool) -> Callable[[], None]:
 
     v = VARIANTS[name]
     if v.graph:
-        graphs = (jgpu.capture(w, v.transport, False), jgpu.capture(w, v.transport, True))
+        graphs = (jgpu.capture(w, v.transport, False, fault), jgpu.capture(w, v.transport, True, fault))
         return lambda: jgpu.run_graph(w, graphs, iters)
     return lambda: jgpu.run_steps(w, v.transport, v.overlap, iters, fault)
 
@@ -255,16 +301,21 @@ def measure(w: Any, name: str, args: argparse.Namespace) -> Outcome:
 def run(args: argparse.Namespace) -> int:
     nx, ny, dtypes, variants = validate(args)
     launch = open_launch(args)
-    why = jg.check_grid(nx, ny, launch.n, overlap=any(VARIANTS[v].overlap for v in variants))
-    if why:
+    try:
+        grid = layout(args, nx, ny, launch.n)
+        todo, skipped = choose(launch, grid, variants)
+    except NodemapError as e:
         if launch.mpi is not None:
-            mc.fail(launch.mpi, why)
-        raise NodemapError(why)
-    rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}")
+            mc.fail(launch.mpi, str(e))
+        raise
+    rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}"
+                           + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "")
+                           + (" --weak" if grid.tile else ""))
+    rs.messages += skipped
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
     try:
         with session(rs, args, root=root, watchdog=False):  # --timeout bounds each exchange itself
-            bench(launch, rs, nx, ny, dtypes, variants, args)
+            bench(launch, rs, grid, dtypes, todo, args)
     except (Exception, SystemExit) as e:
         if launch.mpi is None or launch.mpi.Get_size() == 1:
             raise
@@ -287,46 +338,73 @@ def abort(comm: Any, e: BaseException) -> None:
     comm.Abort(2)
 
 
-def bench(launch: Launch, rs: ResultSet, nx: int, ny: int, dtypes: list[str], variants: list[str],
+def choose(launch: Launch, grid: Grid, variants: list[str]) -> tuple[list[str], list[str]]:
+    """The variants this launch runs on this grid (besides the baseline) and
+    why the others are skipped. A mpi-aware variant on an MPI not proven
+    CUDA-aware is replaced by its staged twin (what the message promises).
+    NodemapError when every variant asked for is skipped: the baseline
+    alone answers nothing that was asked."""
+    aware = None
+    if launch.mpi is not None and any(v.startswith("mpi-aware") for v in variants):
+        aware = mc.prove_cuda_aware(launch.mpi, mc.probe(launch.mpi))
+    why = {v: usable(launch, v, aware, grid) for v in variants}
+    todo = [v for v in variants if not why[v] and v != "single"]
+    for v in variants:
+        staged = v.replace("mpi-aware", "mpi-staged")
+        if why[v] and v.startswith("mpi-aware") and launch.mpi is not None and not usable(launch, staged, aware, grid):
+            why[v] += f" ({staged} measures it)"
+            if staged not in todo:
+                todo.append(staged)
+    reasons = [w for w in why.values() if w]
+    if not todo and any(v != "single" for v in variants):
+        raise NodemapError("every variant asked for is skipped: " + "; ".join(reasons))
+    return todo, reasons
+
+
+def bench(launch: Launch, rs: ResultSet, grid: Grid, dtypes: list[str], todo: list[str],
           args: argparse.Namespace) -> None:
     from . import jacobi_gpu as jgpu
     from .gpu_common import describe, environment, load_topology
 
     cp = launch.cp
-    aware = None
-    if launch.mpi is not None and any(v.startswith("mpi-aware") for v in variants):
-        aware = mc.prove_cuda_aware(launch.mpi, mc.probe(launch.mpi))
-    skipped = {v: usable(launch, v, aware) for v in variants}
-    rs.messages += [w for w in skipped.values() if w]
-    todo = [v for v in variants if not skipped[v] and v != "single"]
     topo = load_topology(args.topology)[0]
     gpu = describe(cp, launch.devices[0], topo)
     rs.environment = environment(cp, [gpu]) | {
-        "slabs": launch.n, "mode": "mpi" if launch.mpi is not None else "single", "gpus": launch.keys_all,
+        "slabs": launch.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if launch.mpi is not None else "single",
+        "gpus": launch.keys_all,
         "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
         "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
     if launch.mpi is not None:
         rs.environment["mpi"] = mc.library()
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
-    prog = Progress(len(dtypes) * (len(todo) + 3), "jacobi", quiet=args.quiet or not root,
+    prog = Progress(len(dtypes) * (len(todo) + 3 + bool(grid.tile)), "jacobi", quiet=args.quiet or not root,
                     stops=launch.mpi is None)  # under MPI a Ctrl-C on one rank must not end its loop alone
     for dtype in dtypes:
-        gold = baseline(launch, rs, nx, ny, dtype, gpu, args, prog)
-        decomposed(launch, rs, nx, ny, dtype, todo, gold, args, prog)
+        gold = baseline(launch, rs, grid, dtype, gpu, args, prog)
+        decomposed(launch, rs, grid, dtype, todo, gold, args, prog)
 
 
-def baseline(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu: Any, args: argparse.Namespace,
+def baseline(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, gpu: Any, args: argparse.Namespace,
              prog: Progress) -> dict[str, Any]:
     """The whole grid on one GPU (the first process's first): the reference
-    every variant is verified and scaled against. Every process gets it."""
+    every variant is verified and scaled against; under --weak also one
+    slab's grid alone (the weak-scaling t1). Every process gets it."""
     gold: dict[str, Any] = {}
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
     if root:
-        prog.step(f"single GPU {dtype} {nx}x{ny}")
+        prog.step(f"single GPU {dtype} {grid.nx}x{grid.ny}")
         try:
-            gold = single_gpu(launch, rs, nx, ny, dtype, gpu, args)
+            gold = single_gpu(launch, rs, grid.nx, grid.ny, dtype, gpu, args)
+            gold["t1_weak"] = gold["t1"] if grid.tile == (grid.nx, grid.ny) else None
+            if grid.tile and gold["t1_weak"] is None:
+                prog.step(f"single GPU {dtype} {grid.tile[0]}x{grid.tile[1]} (one slab's grid)")
+                gold["t1_weak"] = single_gpu(launch, rs, *grid.tile, dtype, gpu, args)["t1"]
         except NodemapError as e:
-            gold = {"error": str(e)}
+            why = str(e)
+            if grid.tile:
+                why = (f"--weak verifies every variant against the whole {grid.nx}x{grid.ny} grid on one GPU, "
+                       f"which does not fit: give a smaller --size per slab ({why})")
+            gold = {"error": why}
     if launch.mpi is not None:
         gold = launch.mpi.bcast(gold, root=0)
     if gold.get("error"):
@@ -342,7 +420,7 @@ def single_gpu(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu:
     from . import jacobi_host as jh
 
     cp, dev = launch.cp, launch.devices[0]
-    parts = jg.slabs(ny, 1)
+    parts = jg.tiles(nx, ny, 1, 1)
     jgpu.check_memory(cp, nx, parts, [dev], dtype)
     w = jgpu.World(cp, jgpu.allocate(cp, nx, parts, [dev], dtype, pinned=False), 1)
     try:
@@ -372,12 +450,13 @@ def single_gpu(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu:
         peak_source=peak.source if peak else "", notes=("the single-GPU run's stencil without halo copies",),
         verification=f"the same kernel's single-GPU run: {checked}"))
     t1 = statistics.median(out.times)
-    rs.add(variant_result("single", dtype, nx, ny, args, out, 1, 1, t1, statistics.median(comp.times), None,
-                          [gpu.key], "whole grid on one GPU, periodic rows copied on the device", checked))
+    rs.add(variant_result("single", dtype, Grid(nx, ny, 1, 1), args, out, 1, 1, {"t1": t1},
+                          statistics.median(comp.times), None, [gpu.key],
+                          "whole grid on one GPU, periodic rows copied on the device", checked))
     return {"norm": out.norm, "rows": out.rows, "t1": t1}
 
 
-def decomposed(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, todo: list[str], gold: dict[str, Any],
+def decomposed(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, todo: list[str], gold: dict[str, Any],
                args: argparse.Namespace, prog: Progress) -> None:
     from . import jacobi_gpu as jgpu
     from . import jacobi_host as jh
@@ -385,11 +464,11 @@ def decomposed(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, todo
     if not todo:
         return
     cp = launch.cp
-    parts_all = jg.slabs(ny, launch.n)
+    parts_all = grid.tiles
     parts = [parts_all[r] for r in launch.ranks]
-    jgpu.check_memory(cp, nx, parts, launch.devices, dtype)
+    jgpu.check_memory(cp, grid.nx, parts, launch.devices, dtype)
     pinned = launch.mpi is not None
-    w = jgpu.World(cp, jgpu.allocate(cp, nx, parts, launch.devices, dtype, pinned), launch.n, launch.mpi)
+    w = jgpu.World(cp, jgpu.allocate(cp, grid.nx, parts, launch.devices, dtype, pinned), launch.n, launch.mpi)
     gpus = len(set(launch.keys_all or []))
     root = w.is_root()
     try:
@@ -400,8 +479,9 @@ def decomposed(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, todo
                 todo = [v for v in todo if VARIANTS[v].transport != "nccl"]
         prog.step(f"{launch.n} slabs {dtype}: stencil alone")
         with mc.deadline(args.timeout, f"the {dtype} stencil alone"):
-            comp = statistics.median(measure(w, "compute", args).times)
-        plain: dict[str, float] = {}
+            comp_times = measure(w, "compute", args).times
+        comp = statistics.median(comp_times)
+        plain: dict[str, list[float]] = {}
         for name in todo:
             prog.step(f"{name} {dtype} on {launch.n} slabs")
             with mc.deadline(args.timeout, f"{name} {dtype} (a hung exchange)"):
@@ -415,22 +495,32 @@ def decomposed(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, todo
                                    "is wrong; no time reported")
                 rs.complete = False
                 continue
-            t = statistics.median(out.times)
-            base = name.removesuffix("-overlap")
-            plain[name] = t
-            hidden = jg.overlap_hidden(plain[base], t, comp) if name.endswith("-overlap") and base in plain else None
-            rs.add(variant_result(name, dtype, nx, ny, args, out, launch.n, gpus, gold["t1"], comp, hidden,
-                                  launch.keys_all or [], "", ""))
+            plain[name] = out.times
+            rs.add(variant_result(name, dtype, grid, args, out, launch.n, gpus, gold, comp,
+                                  hidden(plain, name, comp_times), launch.keys_all or [], "", ""))
     finally:
         jgpu.close(w)
 
 
-def variant_result(name: str, dtype: str, nx: int, ny: int, args: argparse.Namespace, out: Outcome, slabs: int,
-                   gpus: int, t1: float, t_comp: float, hidden: float | None, keys: list[str], note: str,
+def hidden(plain: dict[str, list[float]], name: str, comp_times: list[float]) -> float | None:
+    """overlap hid for an -overlap variant measured after its plain twin;
+    None (not meaningful) where the plain step's communication is within
+    the repetitions' spread."""
+    base = name.removesuffix("-overlap")
+    if not name.endswith("-overlap") or base not in plain:
+        return None
+    runs = [Stats.of(t) for t in (plain[base], plain[name], comp_times)]
+    return jg.overlap_hidden(*(r.median for r in runs), noise=max(r.spread for r in runs))
+
+
+def variant_result(name: str, dtype: str, grid: Grid, args: argparse.Namespace, out: Outcome, slabs: int,
+                   gpus: int, gold: dict[str, Any], t_comp: float, hidden: float | None, keys: list[str], note: str,
                    checked: str) -> Any:
     t = statistics.median(out.times)
+    nx, ny = grid.nx, grid.ny
     cells = jg.cells(nx, ny)
-    eff = jg.efficiency(t1, t, gpus)
+    eff = jg.efficiency(gold["t1"], t, gpus)
+    weak = jg.weak_efficiency(gold["t1_weak"], t, slabs, gpus) if gold.get("t1_weak") else None
     notes = [note] if note else []
     if slabs > gpus:
         notes.append(f"{slabs} slabs share {gpus} GPU(s): the efficiency measures the decomposition's overhead, "
@@ -438,7 +528,9 @@ def variant_result(name: str, dtype: str, nx: int, ny: int, args: argparse.Names
     return make_result(
         "jacobi", name, "us", [x * 1e6 for x in out.times], verified=True,
         params={"variant": name, "dtype": dtype, "nx": nx, "ny": ny, "iters": args.iters, "slabs": slabs,
-                "gpus": gpus, "cells_per_s": cells / t, "efficiency": eff, "t_compute_us": t_comp * 1e6,
+                "gpus": gpus, "tiles": f"{grid.px}x{grid.py}", "cells_per_s": cells / t, "efficiency": eff,
+                "weak_efficiency": weak, "slab_grid": "x".join(map(str, grid.tile)) if grid.tile else None,
+                "t_compute_us": t_comp * 1e6,
                 "comm_share": jg.comm_share(t, t_comp), "overlap_hidden": hidden, "norm": out.norm,
                 "transport": VARIANTS[name].transport},
         path=" | ".join(keys), path_class=VARIANTS[name].transport, notes=tuple(notes),
@@ -455,15 +547,20 @@ def text(rs: ResultSet) -> str:
         p = r.params
         if r.unit != "us":
             continue
-        rows.append([p["variant"], p["dtype"], str(p["slabs"]), str(p["gpus"]), number(r.stats.median),
-                     f"{100 * r.stats.spread:.1f}%", number(p["cells_per_s"] / 1e9), percent(p["efficiency"]),
+        rows.append([p["variant"], p["dtype"], f"{p['nx']}x{p['ny']}", str(p["slabs"]), p.get("tiles", "1x1"),
+                     str(p["gpus"]), number(r.stats.median), f"{100 * r.stats.spread:.1f}%",
+                     number(p["cells_per_s"] / 1e9), percent(p["efficiency"]), percent(p.get("weak_efficiency")),
                      percent(p["comm_share"]), percent(p["overlap_hidden"])])
-    out = table(["variant", "dtype", "slabs", "GPUs", "us/step", "spread", "Gcells/s", "efficiency", "comm",
-                 "overlap hid"], rows, right=[False, False] + [True] * 8)
+    out = table(["variant", "dtype", "grid", "slabs", "tiles", "GPUs", "us/step", "spread", "Gcells/s", "strong eff",
+                 "weak eff", "comm", "overlap hid"], rows, right=[False, False, False] + [True] * 10)
     for r in rs.results:
         if r.unit == "GB/s":
             pct = f", {100 * r.stats.median / r.peak:.1f}% of {r.peak_source}" if r.peak else ""
             out += f"\nstencil kernel {r.params['dtype']} on {r.params['gpu']}: {r.stats.median:,.0f} GB/s median{pct}"
+    if any(r.params.get("variant", "").endswith("-overlap") and r.params.get("overlap_hidden") is None
+           for r in rs.results if r.unit == "us"):
+        out += ("\noverlap hid '-' for an -overlap variant: its plain step's communication is within the "
+                "repetitions' spread, nothing measurable to hide")
     for line in rs.environment.get("binding") or []:
         out += f"\nbinding: {line}"
     return out

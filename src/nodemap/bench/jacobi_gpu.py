@@ -73,16 +73,17 @@ NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplica
 class Slab:
     """One slab on one GPU: the two arrays of a step, streams, events, norm."""
 
-    part: jg.Slab
+    part: jg.Tile
     device: int
-    nx: int
+    nx: int  # local row width: the tile's columns and its two halo (or fixed) columns
     dtype: str
     bufs: list[Any]  # [A, B], each (count + 2) x nx
     norm: Any  # one float64
     compute: Any
     edge: Any  # high-priority stream of the overlapped step's boundary rows
     done: list[Any] = field(default_factory=list)  # end-of-step events (compute, edge)
-    host: list[Any] = field(default_factory=list)  # pinned: send up, send down, recv top, recv bottom
+    updated: Any = None  # tiles in one process: this step's stencil done (before neighbours push columns)
+    host: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # pinned, per direction: (send, receive)
     comm: Any = None  # NCCL communicator
 
     @property
@@ -92,6 +93,14 @@ class Slab:
     def row(self, buf: int, r: int) -> int:
         """Device address of local row r of buffer `buf`."""
         return self.bufs[buf].data.ptr + r * self.nx * self.word
+
+    def at(self, buf: int, b: jg.Block) -> int:
+        """Device address of block b's first cell in buffer `buf`."""
+        return self.row(buf, b.row) + b.col * self.word
+
+    @property
+    def pitch(self) -> int:
+        return self.nx * self.word
 
 
 @dataclass
@@ -150,13 +159,14 @@ def high_priority_stream(cp: Any) -> Any:
         return cp.cuda.Stream(non_blocking=True)
 
 
-def check_memory(cp: Any, nx: int, parts: list[jg.Slab], devices: list[int], dtype: str) -> None:
+def check_memory(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: list[int], dtype: str) -> None:
     """Before allocating: every GPU holds its slabs, else one line naming the
     largest square grid that fits."""
     word = DTYPES[dtype][1]
+    parts = jg.as_tiles(nx, parts)
     for dev in sorted(set(devices)):
         mine = [p for p, d in zip(parts, devices) if d == dev]
-        need = sum(jg.slab_bytes(nx, p.count, word) for p in mine)
+        need = sum(jg.slab_bytes(p.local_cols, p.count, word) for p in mine)
         with cp.cuda.Device(dev):
             free, _ = cp.cuda.runtime.memGetInfo()
         usable = int(free * 0.95)
@@ -167,17 +177,22 @@ def check_memory(cp: Any, nx: int, parts: list[jg.Slab], devices: list[int], dty
                                f"square grid that fits is {side}x{side} (--size {side}x{side})")
 
 
-def allocate(cp: Any, nx: int, parts: list[jg.Slab], devices: list[int], dtype: str, pinned: bool) -> list[Slab]:
+def allocate(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: list[int], dtype: str,
+             pinned: bool) -> list[Slab]:
+    """Both buffers of every slab or tile (row slabs: a whole cut of NX
+    columns; tiles carry their own widths), initialized."""
     name = DTYPES[dtype][0]
     out = []
-    for p, dev in zip(parts, devices):
+    for p, dev in zip(jg.as_tiles(nx, parts), devices):
         with cp.cuda.Device(dev):
-            bufs = [cp.empty((p.local_rows, nx), dtype=name) for _ in range(2)]
-            s = Slab(p, dev, nx, dtype, bufs, cp.zeros(1, dtype="float64"), cp.cuda.Stream(non_blocking=True),
-                     high_priority_stream(cp))
+            bufs = [cp.empty((p.local_rows, p.local_cols), dtype=name) for _ in range(2)]
+            s = Slab(p, dev, p.local_cols, dtype, bufs, cp.zeros(1, dtype="float64"),
+                     cp.cuda.Stream(non_blocking=True), high_priority_stream(cp))
             s.done = [cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)]
+            s.updated = cp.cuda.Event(disable_timing=True)
             if pinned:
-                s.host = [_pinned(cp, nx, name) for _ in range(4)]
+                s.host = {d: (_pinned(cp, snd.rows * snd.cols, name), _pinned(cp, rcv.rows * rcv.cols, name))
+                          for d, (snd, rcv) in jg.halo_blocks(p).items() if d in jg.directions(p)}
             out.append(s)
     initialize(cp, out)
     return out
@@ -188,19 +203,38 @@ def initialize(cp: Any, slabs: list[Slab]) -> None:
     exchange writes them, so a halo never written shows up in the result."""
     for s in slabs:
         with cp.cuda.Device(s.device):
-            init = _function(cp, s.device, f"init_{DTYPES[s.dtype][2]}")
             for b in s.bufs:
-                b[0].fill(cp.nan)
-                b[-1].fill(cp.nan)
-                init((1024,), (256,), (b, cp.int64(s.nx), cp.int32(s.part.local_rows), cp.int64(s.part.start)))
+                fill_tile(cp, s, b)
             cp.cuda.Device().synchronize()
 
 
-def _pinned(cp: Any, nx: int, name: str) -> Any:
+def fill_tile(cp: Any, s: Slab, b: Any) -> None:
+    """One buffer's initial field. Whole rows (one column band): the
+    kernel's init. A tile of --decomp 2d: NumPy's field of its columns,
+    copied up (the kernel knows no column offset); its column halos
+    poisoned too, and the halo rows' corners beyond its own columns zeroed
+    (no step reads them and no exchange writes them)."""
+    t = s.part
+    b[0].fill(cp.nan)
+    b[-1].fill(cp.nan)
+    if t.px == 1:
+        init = _function(cp, s.device, f"init_{DTYPES[s.dtype][2]}")
+        init((1024,), (256,), (b, cp.int64(s.nx), cp.int32(t.local_rows), cp.int64(t.start)))
+        return
+    from . import jacobi_host as jh
+
+    b[1:-1] = cp.asarray(jh.initial(t.nx, range(t.start, t.stop), DTYPES[s.dtype][0], range(*t.global_cols)))
+    lo, hi = t.cols
+    for col in {0, t.local_cols - 1} - set(range(lo, hi)):
+        b[:, col] = cp.nan
+        b[0, col] = b[-1, col] = 0
+
+
+def _pinned(cp: Any, cells: int, name: str) -> Any:
     import numpy as np
 
-    mem = cp.cuda.alloc_pinned_memory(nx * np.dtype(name).itemsize)
-    return np.frombuffer(mem, dtype=name, count=nx)
+    mem = cp.cuda.alloc_pinned_memory(cells * np.dtype(name).itemsize)
+    return np.frombuffer(mem, dtype=name, count=cells)
 
 
 # --- kernels ---------------------------------------------------------------------
@@ -237,19 +271,37 @@ def _function(cp: Any, device: int, name: str) -> Any:
 
 
 def exchange_peer(w: World, buf: int, edge: bool, fault: bool = False) -> None:
-    """Push each slab's first and last row into its neighbours' halos with
-    cudaMemcpyPeerAsync on the sender's stream (one process, every slab)."""
+    """Push each slab's first and last row (and, for tiles, first and last
+    column) into its neighbours' halos on the sender's stream (one process,
+    every slab): rows with cudaMemcpyPeerAsync, columns with a strided
+    cudaMemcpy2DAsync (unified addressing names both GPUs)."""
     rt = w.cp.cuda.runtime
     by_rank = {s.part.rank: s for s in w.slabs}
-    nbytes = w.slabs[0].nx * w.slabs[0].word
-    for c in jg.halo_copies([s.part for s in w.slabs]):
+    for c in jg.tile_copies([s.part for s in w.slabs]):
         if fault and c.src == 0 and c.direction == "down":
             continue  # the injected fault: one halo never arrives
         src, dst = by_rank[c.src], by_rank[c.dst]
         st = src.edge if edge else src.compute
         with w.cp.cuda.Device(src.device):
-            rt.memcpyPeerAsync(dst.row(buf, c.dst_row), dst.device, src.row(buf, c.src_row), src.device, nbytes,
-                               st.ptr)
+            if c.src_block.rows == 1:
+                rt.memcpyPeerAsync(dst.at(buf, c.dst_block), dst.device, src.at(buf, c.src_block), src.device,
+                                   c.src_block.cols * src.word, st.ptr)
+            else:
+                copy_block(rt, dst.at(buf, c.dst_block), dst.pitch, src.at(buf, c.src_block), src.pitch,
+                           c.src_block, src.word, MEMCPY_DEFAULT, st)
+
+
+MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: the direction from the (unified) addresses
+
+
+def copy_block(rt: Any, dst: int, dst_pitch: int, src: int, src_pitch: int, b: jg.Block, word: int, kind: int,
+               stream: Any) -> None:
+    """Copy a block of b.rows x b.cols cells between pitched arrays (a packed
+    host buffer's pitch is b.cols words): one row contiguously, else 2D."""
+    if b.rows == 1:
+        rt.memcpyAsync(dst, src, b.cols * word, kind, stream.ptr)
+    else:
+        rt.memcpy2DAsync(dst, dst_pitch, src, src_pitch, b.cols * word, b.rows, kind, stream.ptr)
 
 
 def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
@@ -271,20 +323,31 @@ def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
 
 
 def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> None:
-    """Rows to pinned host memory, MPI_Sendrecv up then down, back to the halos."""
+    """Halo rows (and tiles' columns, strided) to pinned host memory,
+    MPI_Sendrecv per direction (up, down, left, right; none across the fixed
+    columns), back into the halos."""
+    from mpi4py import MPI
+
     rt, s = w.cp.cuda.runtime, w.slabs[0]
     st = s.edge if edge else s.compute
-    top, bottom = jg.neighbours(s.part.rank, w.n)
-    nbytes, cnt = s.nx * s.word, s.part.count
-    up, down, from_top, from_bottom = s.host
-    rt.memcpyAsync(up.ctypes.data, s.row(buf, 1), nbytes, rt.memcpyDeviceToHost, st.ptr)
-    rt.memcpyAsync(down.ctypes.data, s.row(buf, cnt), nbytes, rt.memcpyDeviceToHost, st.ptr)
+    nb = jg.tile_neighbours(s.part)
+    blocks = jg.halo_blocks(s.part)
+    moving = jg.directions(s.part)
+    for d in moving:
+        if nb[d] is not None:
+            copy_block(rt, s.host[d][0].ctypes.data, blocks[d][0].cols * s.word, s.at(buf, blocks[d][0]), s.pitch,
+                       blocks[d][0], s.word,
+                       rt.memcpyDeviceToHost, st)
     st.synchronize()
-    w.mpi.Sendrecv(up, dest=top, sendtag=1, recvbuf=from_bottom, source=bottom, recvtag=1)
-    w.mpi.Sendrecv(down, dest=bottom, sendtag=2, recvbuf=from_top, source=top, recvtag=2)
-    rt.memcpyAsync(s.row(buf, cnt + 1), from_bottom.ctypes.data, nbytes, rt.memcpyHostToDevice, st.ptr)
-    if not (fault and s.part.rank == 0):
-        rt.memcpyAsync(s.row(buf, 0), from_top.ctypes.data, nbytes, rt.memcpyHostToDevice, st.ptr)
+    for tag, d in enumerate(moving, 1):
+        src = nb[jg.OPPOSITE[d]]
+        w.mpi.Sendrecv(s.host[d][0], dest=MPI.PROC_NULL if nb[d] is None else nb[d], sendtag=tag,
+                       recvbuf=s.host[d][1], source=MPI.PROC_NULL if src is None else src, recvtag=tag)
+    for d in moving:
+        if nb[jg.OPPOSITE[d]] is not None and not (fault and d == "down" and s.part.rank == 0):
+            copy_block(rt, s.at(buf, blocks[d][1]), s.pitch, s.host[d][1].ctypes.data, blocks[d][1].cols * s.word,
+                       blocks[d][1], s.word,
+                       rt.memcpyHostToDevice, st)
 
 
 def exchange_mpi_aware(w: World, buf: int, edge: bool, fault: bool = False) -> None:
@@ -315,8 +378,29 @@ def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = Fals
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
             stencil(w, s, buf, 1, s.part.count + 1, s.compute, with_norm)
+    order_column_pushes(w)
     EXCHANGES[transport](w, 1 - buf, False, fault)
     fence(w, overlap=False)
+
+
+def order_column_pushes(w: World) -> None:
+    """Tiles side by side in one process: a tile pushes its edge column into
+    its neighbour's halo column only after the neighbour's stencil of this
+    step, which writes the same buffer and may store its edge columns too
+    (a kernel that keeps "fixed" columns by rewriting them). Row slabs need
+    nothing: no kernel writes a halo row."""
+    if len(w.slabs) < 2 or w.slabs[0].part.px == 1:
+        return
+    for s in w.slabs:
+        with w.cp.cuda.Device(s.device):
+            s.updated.record(s.compute)
+    by_rank = {s.part.rank: s for s in w.slabs}
+    for s in w.slabs:
+        nb = jg.tile_neighbours(s.part)
+        with w.cp.cuda.Device(s.device):
+            for r in (nb["left"], nb["right"]):
+                if r in by_rank:
+                    s.compute.wait_event(by_rank[r].updated)
 
 
 def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
@@ -344,7 +428,7 @@ def fence(w: World, overlap: bool) -> None:
             s.done[1].record(s.edge)
     by_rank = {s.part.rank: s for s in w.slabs}
     for s in w.slabs:
-        near = {s.part.rank, *jg.neighbours(s.part.rank, w.n)} & set(by_rank)
+        near = {s.part.rank, *jg.tile_neighbours(s.part).values()} & set(by_rank)
         with w.cp.cuda.Device(s.device):
             for r in near:
                 for e in by_rank[r].done:
@@ -372,15 +456,15 @@ def run_steps(w: World, transport: str, overlap: bool, iters: int, fault: bool =
 # --- CUDA graph (one slab per process) --------------------------------------------
 
 
-def capture(w: World, transport: str, with_norm: bool) -> Any:
+def capture(w: World, transport: str, with_norm: bool, fault: bool = False) -> Any:
     """Two steps (A->B, B->A) captured into one graph on the slab's stream."""
     s, cp = w.slabs[0], w.cp
     mode = getattr(cp.cuda.runtime, "streamCaptureModeThreadLocal", None)
     with cp.cuda.Device(s.device):
         s.compute.begin_capture(mode) if mode is not None else s.compute.begin_capture()
         try:
-            step(w, transport, 0, False)
-            step(w, transport, 1, with_norm)
+            step(w, transport, 0, False, fault)
+            step(w, transport, 1, with_norm, fault)
         finally:
             g = s.compute.end_capture()
         if hasattr(g, "upload"):
@@ -429,16 +513,19 @@ def row_sums(w: World, buf: int) -> Any:
     w.sync()
     mine = []
     for s in w.slabs:
+        lo, hi = s.part.cols
         with w.cp.cuda.Device(s.device):
-            a = s.bufs[buf][1:s.part.count + 1]
+            a = s.bufs[buf][1:s.part.count + 1, lo:hi]
             mine.append((s.part.start, w.cp.asnumpy(a.sum(axis=1, dtype="float64"))))
     if w.mpi is not None:
         got = w.mpi.gather(mine, root=0)
         if not w.is_root():
             return None
         mine = [x for part in got for x in part]
-    mine.sort(key=lambda t: t[0])
-    return np.concatenate([v for _, v in mine])
+    bands: dict[int, Any] = {}
+    for start, sums in mine:  # the tiles of one row band, left to right
+        bands[start] = bands[start] + sums if start in bands else sums
+    return np.concatenate([bands[k] for k in sorted(bands)])
 
 
 def has_nan(w: World, buf: int) -> bool:

@@ -81,6 +81,179 @@ def halo_copies(parts: list[Slab]) -> list[Copy]:
     return out
 
 
+# --- tiles (--decomp 2d) -----------------------------------------------------------
+#
+# A px x py process grid: the NY-2 interior rows are cut into py row bands and
+# the NX-2 interior columns into px column bands, both as `slabs` cuts rows.
+# Tile rank = iy * px + ix (row-major). A tile of count x xcount cells is
+# stored as (count + 2) x (xcount + 2): local column 0 and xcount + 1 are its
+# column halos, or the fixed global columns 0 and NX-1 at the grid's edges.
+# Rows stay periodic (y); columns are not (the fixed columns are the ends).
+
+
+def dims_create(n: int) -> tuple[int, int]:
+    """(px, py) for n ranks as MPI_Dims_create(n, 2) balances them: the two
+    closest factors, the larger one for rows (row halos are contiguous)."""
+    if n < 1:
+        raise ValueError(f"{n} ranks")
+    px = max(f for f in range(1, int(n ** 0.5) + 1) if n % f == 0)
+    return px, n // px
+
+
+@dataclass(frozen=True)
+class Tile:
+    rank: int
+    start: int  # rows as a Slab's
+    count: int
+    xstart: int  # first global column owned (1-based: column 0 is fixed)
+    xcount: int  # columns owned
+    ix: int
+    iy: int
+    px: int
+    py: int
+    nx: int  # the global grid's columns
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.count
+
+    @property
+    def local_rows(self) -> int:
+        return self.count + HALO_ROWS
+
+    @property
+    def local_cols(self) -> int:
+        return self.xcount + HALO_ROWS
+
+    @property
+    def cols(self) -> tuple[int, int]:
+        """Local columns [lo, hi) that are this tile's own: its owned columns
+        and, at the grid's edges, the fixed global column. A row halo takes
+        exactly these from the neighbour; row sums add them."""
+        return (0 if self.ix == 0 else 1, self.local_cols if self.ix == self.px - 1 else self.xcount + 1)
+
+    @property
+    def global_cols(self) -> tuple[int, int]:
+        """Global columns [lo, hi) held in local columns 0..xcount+1."""
+        return self.xstart - 1, self.xstart + self.xcount + 1
+
+
+def tiles(nx: int, ny: int, px: int, py: int) -> list[Tile]:
+    """The px x py tiles, rank order (row-major). ValueError when a band
+    would get no row or column."""
+    rows, cols = slabs(ny, py), slabs(nx, px)
+    return [Tile(iy * px + ix, r.start, r.count, c.start, c.count, ix, iy, px, py, nx)
+            for iy, r in enumerate(rows) for ix, c in enumerate(cols)]
+
+
+def as_tiles(nx: int, parts: list[Slab] | list[Tile]) -> list[Tile]:
+    """Row slabs (a whole cut, rank order) as the one-column-band tiles they
+    are; tiles unchanged."""
+    return [p if isinstance(p, Tile) else Tile(p.rank, p.start, p.count, 1, nx - HALO_ROWS, 0, p.rank, 1, len(parts),
+                                               nx) for p in parts]
+
+
+def tile_neighbours(t: Tile) -> dict[str, int | None]:
+    """Ranks of the four neighbours; up/down periodic, left/right None at the
+    grid's fixed columns."""
+    def at(ix: int, iy: int) -> int:
+        return (iy % t.py) * t.px + ix
+
+    return {"up": at(t.ix, t.iy - 1), "down": at(t.ix, t.iy + 1),
+            "left": at(t.ix - 1, t.iy) if t.ix > 0 else None,
+            "right": at(t.ix + 1, t.iy) if t.ix < t.px - 1 else None}
+
+
+@dataclass(frozen=True)
+class Block:
+    """A rectangle of a tile's local array: rows [row, row+rows), columns [col, col+cols)."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class TileCopy:
+    """One halo moved per step: `src_block` of tile `src` into `dst_block` of `dst`."""
+
+    src: int
+    src_block: Block
+    dst: int
+    dst_block: Block
+    direction: str  # "up", "down", "left", "right": where the sender's cells go
+
+
+OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
+
+
+def halo_blocks(t: Tile) -> dict[str, tuple[Block, Block]]:
+    """Per direction of travel: (the block this tile sends that way, the
+    halo block where what travels that way lands here, coming from the
+    opposite neighbour). Rows carry the tile's own columns (`cols`);
+    columns carry its owned rows."""
+    lo, hi = t.cols
+    return {"up": (Block(1, lo, 1, hi - lo), Block(t.count + 1, lo, 1, hi - lo)),
+            "down": (Block(t.count, lo, 1, hi - lo), Block(0, lo, 1, hi - lo)),
+            "left": (Block(1, 1, t.count, 1), Block(1, t.xcount + 1, t.count, 1)),
+            "right": (Block(1, t.xcount, t.count, 1), Block(1, 0, t.count, 1))}
+
+
+def directions(t: Tile) -> list[str]:
+    """The directions in which something travels to or from this tile: up
+    and down always (periodic), left and right where a neighbour is on
+    either side (none across the fixed columns)."""
+    nb = tile_neighbours(t)
+    return [d for d in OPPOSITE if nb[d] is not None or nb[OPPOSITE[d]] is not None]
+
+
+def tile_copies(parts: list[Tile]) -> list[TileCopy]:
+    """Every copy of one exchange, in rank order: each tile pushes its first
+    and last row up and down (periodic) and its first and last owned column
+    left and right where a neighbour is (not across the fixed columns)."""
+    out = []
+    for t in parts:
+        for d, dst in tile_neighbours(t).items():
+            if dst is not None:
+                out.append(TileCopy(t.rank, halo_blocks(t)[d][0], dst, halo_blocks(parts[dst])[d][1], d))
+    return out
+
+
+def parse_decomp(text: str, n: int) -> tuple[int, int]:
+    """'1d' -> (1, n); '2d' -> dims_create(n); 'PXxPY' (tile columns x tile
+    rows, as NXxNY) -> (px, py), which must multiply to n. ValueError with
+    the reason."""
+    t = text.lower().strip()
+    if t == "1d":
+        return 1, n
+    if t == "2d":
+        return dims_create(n)
+    try:
+        px, py = (int(x) for x in t.split("x"))
+    except ValueError:
+        raise ValueError(f"--decomp {text!r}: give 1d, 2d or PXxPY (tile columns x tile rows, like 2x2)") from None
+    if px < 1 or py < 1 or px * py != n:
+        raise ValueError(f"--decomp {text!r}: {px} x {py} tiles for {n} slabs; give PX x PY = {n}")
+    return px, py
+
+
+def check_tiles(nx: int, ny: int, px: int, py: int, overlap: bool = False) -> str:
+    """'' when the grid can be cut into px x py tiles, else why not (one line)."""
+    if nx < MIN_NX:
+        return check_grid(nx, ny, py, overlap)
+    need_x = px + HALO_ROWS
+    if nx < need_x:
+        return f"NX={nx} is too small for {px} tile columns of at least 1 column: give NX >= {need_x} or use fewer"
+    return check_grid(nx, ny, py, overlap)
+
+
+def weak_grid(nx: int, ny: int, px: int, py: int) -> tuple[int, int]:
+    """The global grid when NX x NY is one tile's (halos included): the
+    interior grows with the tile counts, so every tile keeps NX x NY."""
+    return (nx - HALO_ROWS) * px + HALO_ROWS, (ny - HALO_ROWS) * py + HALO_ROWS
+
+
 def owner(parts: list[Slab], global_row: int) -> tuple[int, int]:
     """(rank, local row) holding an interior global row."""
     for s in parts:
@@ -160,17 +333,26 @@ def efficiency(t_one: float, t_n: float, gpus: int) -> float:
     return t_one / (gpus * t_n) if t_n > 0 and gpus > 0 else 0.0
 
 
+def weak_efficiency(t_one: float, t_n: float, slabs: int, gpus: int) -> float:
+    """Weak-scaling efficiency at a constant per-slab grid: the time one slab
+    takes alone over the time of N slabs on G GPUs, scaled by the slabs per
+    GPU: (N/G) x t1 / tN (1.0 is perfect; with one slab per GPU, t1 / tN)."""
+    return slabs * t_one / (gpus * t_n) if t_n > 0 and gpus > 0 else 0.0
+
+
 def comm_share(t_step: float, t_compute: float) -> float:
     """Share of a step not spent in the stencil kernels (communication,
     synchronisation, launch gaps); 0 when the step is no slower."""
     return max(0.0, t_step - t_compute) / t_step if t_step > 0 else 0.0
 
 
-def overlap_hidden(t_plain: float, t_overlap: float, t_compute: float) -> float | None:
+def overlap_hidden(t_plain: float, t_overlap: float, t_compute: float, noise: float = 0.0) -> float | None:
     """How much of the plain variant's communication time the overlapped one
-    hid: (t_plain - t_overlap) / (t_plain - t_compute). None when the plain
-    step has no communication time to hide."""
+    hid: (t_plain - t_overlap) / (t_plain - t_compute), at most 1. None (not
+    meaningful) when the plain step's communication time is within `noise`
+    (the measurements' relative spread) of the step: a ratio of two noises
+    printed -31% where there was nothing to hide."""
     exposed = t_plain - t_compute
-    if exposed <= 0:
+    if exposed <= max(noise, 0.0) * t_plain or exposed <= 0:
         return None
-    return (t_plain - t_overlap) / exposed
+    return min(1.0, (t_plain - t_overlap) / exposed)

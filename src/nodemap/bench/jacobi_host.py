@@ -17,13 +17,17 @@ from typing import Any
 import numpy as np
 
 
-def initial(nx: int, rows: range, dtype: Any) -> np.ndarray:
-    """Rows `rows` (global indexes, 1..NY-2) of the initial field."""
+def initial(nx: int, rows: range, dtype: Any, cols: range | None = None) -> np.ndarray:
+    """Rows `rows` (global indexes, 1..NY-2) of the initial field; columns
+    `cols` of the NX (default all: a tile of --decomp 2d takes its own)."""
+    cols = cols if cols is not None else range(nx)
     g = np.arange(rows.start, rows.stop, dtype=np.int64)[:, None]
-    x = np.arange(nx, dtype=np.int64)[None, :]
+    x = np.arange(cols.start, cols.stop, dtype=np.int64)[None, :]
     a = (((g * 7919 + x * 6007) % 4093) / 4096.0).astype(dtype)
-    a[:, 0] = (1.0 - (g[:, 0] % 256) / 256.0).astype(dtype)
-    a[:, nx - 1] = ((g[:, 0] % 128) / 128.0).astype(dtype)
+    if cols.start == 0:
+        a[:, 0] = (1.0 - (g[:, 0] % 256) / 256.0).astype(dtype)
+    if cols.stop == nx:
+        a[:, -1] = ((g[:, 0] % 128) / 128.0).astype(dtype)
     return a
 
 

@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     order = sorted(chosen, key=lambda b: b.name != "plan")  # the plan first: the others are judged against it
     for b in order:
         entry = {"name": b.name, "what": b.what, "bad": b.bad,
-                 "ranks": [cb.describe(topo, t) for t in b.tasks], "probes": {}}
+                 "ranks": [cb.describe(topo, t) for t in b.tasks],
+                 "resources": [cb.resources(topo, t) for t in b.tasks], "probes": {}}
         for probe in ([] if args.dry_run else probes):
             if not args.quiet:
                 import sys
@@ -90,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
             if b.name == "plan":
                 plan_rows[probe] = row
             entry["probes"][probe] = {"per_rank": row.values, "total": row.total, "unit": pr.UNITS[probe],
-                                      "errors": row.errors,
-                                      "verdict": pr.verdict(row, plan_rows.get(probe), b, same=same_as(topo, b, planned))}
+                                      "spread": row.noise, "errors": row.errors, "warnings": row.warnings,
+                                      "verdict": pr.verdict(row, plan_rows.get(probe), b,
+                                                            same=cb.cannot_differ(topo, b, planned))}
         out["bindings"].append(entry)
     out["bindings"].sort(key=lambda e: cb.NAMES.index(e["name"]))
     if args.output:
@@ -106,21 +108,30 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def same_as(topo: Any, b: Any, planned: Any) -> bool:
-    from ..compare.bindings import same_resources
-
-    return (planned is not None and b.name != "plan" and b.bound
-            and all(same_resources(topo, x, y) for x, y in zip(b.tasks, planned.tasks)))
-
-
 def text(out: dict[str, Any]) -> str:
     lines = [f"{out['tasks']} rank(s); bindings judged against nodemap's plan"]
     for e in out["bindings"]:
         lines.append(f"\n{e['name']}: {e['what']}")
-        lines += [f"  {r}" for r in e["ranks"]]
+        lines += ["  " + line for line in rank_table(e).splitlines()]
         if e["bad"]:
             lines.append(f"  remote by construction: {e['bad']}")
         for v in e["probes"].values():
             lines.append(f"  -> {v['verdict']}")
+            lines += [f"  !! {w}" for w in v.get("warnings", [])]
     lines += [f"note: {n}" for n in out["notes"]]
     return "\n".join(lines)
+
+
+def rank_table(e: dict[str, Any]) -> str:
+    """One line per rank: its resources and each probe's figure."""
+    from ..bench.report import number, table
+
+    probes = e["probes"]
+    nic = any(r["nics"] for r in e["resources"])
+    heads = ["rank", "PUs", "NUMA", "memory", "GPU"] + ["NIC"] * nic + [f"{p} {v['unit']}" for p, v in probes.items()]
+    rows = []
+    for i, r in enumerate(e["resources"]):
+        figures = [number(v["per_rank"][i]) for v in probes.values()]
+        rows.append([str(r["rank"]), r["pus"], r["numa"], r["memory"], ", ".join(r["gpus"]) or "-"]
+                    + [", ".join(r["nics"]) or "-"] * nic + figures)
+    return table(heads, rows, right=[True] + [False] * (4 + nic) + [True] * len(probes))

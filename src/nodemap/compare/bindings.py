@@ -117,6 +117,30 @@ def same_resources(topo: Topology, a: TaskBinding, b: TaskBinding) -> bool:
     return (a.cpus, a.gpus, memory(a)) == (b.cpus, b.gpus, memory(b))
 
 
+def cannot_differ(topo: Topology, b: Binding, planned: Binding | None) -> bool:
+    """True when binding b gives its ranks nothing the plan's do not: the
+    plan's CPUs, memory and GPUs exactly, or, on a node of one NUMA node
+    (where every CPU, memory and device is equally near), as many CPUs per
+    rank with no more sharing of CPUs between ranks than the plan's."""
+    if planned is None or b.name == "plan" or not b.bound or len(b.tasks) != len(planned.tasks):
+        return False
+    if all(same_resources(topo, x, y) for x, y in zip(b.tasks, planned.tasks)):
+        return True
+    if not one_numa(topo):
+        return False
+    sizes = all(len(x.cpus) == len(y.cpus) and len(x.gpus) == len(y.gpus) for x, y in zip(b.tasks, planned.tasks))
+    return sizes and _shared_cpus(b) <= _shared_cpus(planned)
+
+
+def _shared_cpus(b: Binding) -> int:
+    """CPUs named by more than one rank."""
+    seen: dict[int, int] = {}
+    for t in b.tasks:
+        for c in t.cpus:
+            seen[c] = seen.get(c, 0) + 1
+    return sum(1 for n in seen.values() if n > 1)
+
+
 def task_numa(topo: Topology, t: TaskBinding) -> CpuSet:
     """NUMA nodes a task runs and allocates on."""
     return CpuSet(set(topo.numa_of(t.cpus)) | set(t.mems))
@@ -187,6 +211,20 @@ def _with(t: TaskBinding, **change: object) -> TaskBinding:
     d = {name: getattr(t, name) for name in ("task", "cpus", "mems", "gpus", "nics", "threads")}
     d.update(change)
     return TaskBinding(**d)  # places and env belong to the plan's binding, not to this one
+
+
+def resources(topo: Topology, t: TaskBinding) -> dict[str, Any]:
+    """One rank's resources as table cells: PUs, the NUMA nodes of its CPUs,
+    its memory policy, GPUs and NICs (each with its NUMA node)."""
+    def near(name: str, numa: int) -> str:
+        return f"{name} (NUMA {numa})" if numa >= 0 else name
+
+    gpus = {g.index: g for g in topo.gpus}
+    nics = {n.name: n for n in topo.nics}
+    return {"rank": t.task, "pus": t.cpus.format(), "numa": topo.numa_of(t.cpus).format(),
+            "memory": f"NUMA {t.mems.format()}" if t.mems else "first-touch",
+            "gpus": [near(f"GPU{i}", gpus[i].numa_node if i in gpus else -1) for i in t.gpus],
+            "nics": [near(n, nics[n].numa_node if n in nics else -1) for n in t.nics]}
 
 
 def describe(topo: Topology, t: TaskBinding) -> str:

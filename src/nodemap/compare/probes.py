@@ -19,7 +19,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NodemapError
@@ -59,23 +59,30 @@ def first_touch_node(topo: Topology, t: TaskBinding) -> int:
 
 
 def figure(probe: str, rs: dict[str, Any], node: int) -> float | None:
-    """The one number kept from a rank's result set. H2D: the row of host
-    memory placed by the rank's own policy (host_node -1, where bench copies
-    measures one), else the row of the node its memory lands on."""
+    """The one number kept from a rank's result set (its median)."""
+    st = stats_of(probe, rs, node)
+    return st["median"] if st else None
+
+
+def stats_of(probe: str, rs: dict[str, Any], node: int) -> dict[str, Any] | None:
+    """The statistics (median, spread, ...) of the one result kept from a
+    rank's result set. H2D: the row of host memory placed by the rank's own
+    policy (host_node -1, where bench copies measures one), else the row of
+    the node its memory lands on."""
     if probe == "h2d":
-        rows: dict[int, float] = {}
+        rows: dict[int, dict[str, Any]] = {}
         for r in rs.get("results", []):
             if r["metric"] == "h2d_ce":  # the rank's one GPU: the first row of each placement
-                rows.setdefault(r.get("params", {}).get("host_node"), r["stats"]["median"])
+                rows.setdefault(r.get("params", {}).get("host_node"), r["stats"])
         return rows.get(-1, rows.get(node))
     for r in rs.get("results", []):
         m, p = r["metric"], r.get("params", {})
         if probe == "stream" and m == "triad":
-            return r["stats"]["median"]
+            return r["stats"]
         if probe == "gpu" and m == "triad" and p.get("dtype") in ("float64", None):
-            return r["stats"]["median"]
+            return r["stats"]
         if probe == "jacobi" and m == "single":
-            return r["stats"]["median"]
+            return r["stats"]
     return None
 
 
@@ -85,6 +92,13 @@ class Row:
     probe: str
     values: list[float | None]  # per rank
     errors: list[str]
+    spreads: list[float] = field(default_factory=list)  # per measured rank: (max - min) / median of its repetitions
+    warnings: list[str] = field(default_factory=list)  # a binding asked for but not applied (the figure stands)
+
+    @property
+    def noise(self) -> float:
+        """The widest relative spread of this row's repetitions."""
+        return max(self.spreads, default=0.0)
 
     @property
     def total(self) -> float | None:
@@ -105,7 +119,7 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
         cmd = [sys.executable, "-m", "nodemap", "bench", *argv(probe, t, size), "--json", "-q"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                       preexec_fn=_binder(t) if b.bound else None))
-    values, errors = [], []
+    values, errors, spreads, warnings = [], [], [], []
     for t, p in zip(b.tasks, procs):
         try:
             out, err = p.communicate(timeout=timeout)
@@ -114,12 +128,20 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
             out, err = p.communicate()
             err = f"no answer in {timeout:g} s"
         value = None
+        warnings += [f"rank {t.task}: {line[len(POLICY_FAILED):].strip()}" for line in err.splitlines()
+                     if line.startswith(POLICY_FAILED)]
         if p.returncode in (0, 1) and out.strip().startswith("{"):
-            value = figure(probe, json.loads(out), first_touch_node(topo, t))
+            st = stats_of(probe, json.loads(out), first_touch_node(topo, t))
+            if st:
+                value = st["median"]
+                spreads.append(st.get("spread") or 0.0)
         if value is None:
             errors.append(f"rank {t.task}: {(err.strip().splitlines() or ['no result'])[-1]}")
         values.append(value)
-    return Row(b.name, probe, values, errors)
+    return Row(b.name, probe, values, errors, spreads, warnings)
+
+
+POLICY_FAILED = "nodemap-compare: memory binding not applied:"
 
 
 def _binder(t: TaskBinding) -> Any:
@@ -134,30 +156,42 @@ def _binder(t: TaskBinding) -> Any:
 
             try:
                 native.set_mempolicy(native.MPOL_BIND, mems)
-            except OSError:
-                pass  # a container may forbid it: the row's resources say what was asked
+            except OSError as e:  # a container may forbid it: the probe runs on, the row says so
+                os.write(2, f"{POLICY_FAILED} set_mempolicy(MPOL_BIND, NUMA {','.join(map(str, mems))}): "
+                            f"{e.strerror or e}; memory is first-touch\n".encode())
 
     return bind
 
 
+MIN_NOISE = 0.03  # below this a difference is not told apart even with tight repetitions
+
+
 def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> str:
     """One sentence: how this binding's figure compares with the plan's, and
-    why; `same`: every rank got the plan's CPUs, memory and GPUs."""
+    why. The noise band is the widest spread of either row's repetitions: a
+    difference inside it is no difference. `same`: the binding cannot differ
+    from the plan (every rank got the plan's CPUs, memory and GPUs, or, on a
+    node of one NUMA node, as many cores of its own)."""
     if row.total is None:
         return f"{row.probe}: not measured ({'; '.join(row.errors) or 'no result'})"
-    if row.binding == "plan" or plan_row is None or plan_row.total is None:
-        return f"{row.probe}: {row.total:,.1f} {UNITS[row.probe]}" + (" (the reference)" if row.binding == "plan" else "")
+    value = f"{row.probe}: {row.total:,.1f} {UNITS[row.probe]}"
+    if row.binding == "plan":
+        return f"{value} (the reference; repetitions spread ±{100 * row.noise:.0f}%)"
+    if plan_row is None or plan_row.total is None:
+        return value
     mine, ref = row.total, plan_row.total
     worse = mine > ref if row.probe in LOWER_IS_BETTER else mine < ref
     change = abs(mine - ref) / ref if ref else 0.0
+    band = max(row.noise, plan_row.noise, MIN_NOISE)
     how = ("slower" if worse else "faster") if row.probe in LOWER_IS_BETTER else ("lower" if worse else "higher")
-    cause = f" ({b.bad})" if b.bad and worse else ""
+    if change <= band:
+        why = "; it cannot differ from the plan here" if same else ""
+        return f"{value}: no difference beyond noise (±{100 * band:.0f}%){why}"
     if same:
-        return (f"{row.probe}: {mine:,.1f} {UNITS[row.probe]}: the plan's resources exactly, so the "
-                f"{100 * change:.0f}% difference is run-to-run variation")
-    if change < 0.03:
-        return f"{row.probe}: {mine:,.1f} {UNITS[row.probe]}, within 3% of the plan's{cause if b.bad else ''}"
-    return f"{row.probe}: {mine:,.1f} {UNITS[row.probe]}, {100 * change:.0f}% {how} than the plan's{cause}"
+        return (f"{value}, {100 * change:.0f}% {how}, but it cannot differ from the plan here: run-to-run "
+                f"variation wider than the repetitions' ±{100 * band:.0f}%")
+    cause = f" ({b.bad})" if b.bad and worse else ""
+    return f"{value}, {100 * change:.0f}% {how} than the plan's (beyond the ±{100 * band:.0f}% noise){cause}"
 
 
 def usable_probes(wanted: list[str], gpus: int) -> tuple[list[str], list[str]]:
