@@ -284,6 +284,35 @@ def test_ctrl_c_stops_bench_memory_keeps_and_prints_what_was_measured(tmp_path, 
     assert "note: interrupted" in r.stdout
 
 
+def test_ctrl_c_during_the_set_up_of_large_arrays_ends_within_two_seconds(tmp_path):
+    """First touch and the check of 512 MiB arrays take seconds on this VM
+    (Ctrl-C took 1.9-4.7 s before the C loops looked at the stop flag):
+    a stop there ends the run without that case."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "nodemap", "bench", "memory", "--size", "512M", "--repeats", "200", "-q",
+           "-o", str(out)]
+    r, took = _interrupt(cmd, out, 1.0)
+    assert r.returncode == 130, r.stderr
+    assert took < 2.5, took  # 2 s, and a little for a loaded 2-core machine
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False and all(x["verified"] for x in saved["results"])
+
+
+def test_a_stop_while_the_pointer_chase_is_built_returns_no_repetition():
+    import threading
+
+    from nodemap.bench import hostkernels, interrupt
+
+    stopped_at = []
+    threading.Timer(0.2, lambda: (stopped_at.append(time.monotonic()), interrupt.request())).start()
+    try:  # building and walking a 512 MiB cycle once takes seconds here
+        run = hostkernels.chase(512 << 20, sorted(os.sched_getaffinity(0))[0], reps=3)
+    finally:
+        interrupt.reset()
+    assert time.monotonic() - stopped_at[0] < 1.5
+    assert run.stopped and run.ns_per_load == []
+
+
 def test_a_kernel_stopped_mid_run_returns_its_completed_repetitions_verified():
     import threading
 
