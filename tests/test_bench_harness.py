@@ -127,10 +127,39 @@ def test_size_errors_name_the_typed_option_and_the_kind(kind, option, rest, caps
     (["bench", "memory", "--kernels", "foo"], "nodemap bench memory: error: --kernels: unknown kernel foo"),
     (["bench", "memory", "--repeats", "0"], "nodemap bench memory: error: --repeats 0"),
     (["place", "plan", "--counts", "c.npz", "--budget", "1X"], "nodemap place: error: --budget '1X': not a size"),
+    # one option per error, the harness's one count check (they were lumped: "--window, --repeats and ...")
+    (["bench", "mpi", "--window", "0"], "nodemap bench mpi: error: --window 0: need at least 1"),
+    (["bench", "mpi", "--iters-scale", "0"], "nodemap bench mpi: error: --iters-scale 0: give a number above 0"),
+    (["bench", "mpi", "--repeats", "0"], "nodemap bench mpi: error: --repeats 0: need at least 1"),
+    (["bench", "copies", "--iters", "0"], "nodemap bench copies: error: --iters 0: need at least 1"),
+    (["bench", "copies", "--repeats", "0"], "nodemap bench copies: error: --repeats 0: need at least 1"),
+    (["bench", "nccl", "--iters", "0"], "nodemap bench nccl: error: --iters 0: need at least 1"),
+    (["bench", "ring", "--steps", "0"], "nodemap bench ring: error: --steps 0: need at least 1"),
+    (["bench", "gpu", "--grid-per-sm", "-1"], "nodemap bench gpu: error: --grid-per-sm -1: need at least 0"),
+    (["bench", "gpu", "--repeats", "0"], "nodemap bench gpu: error: --repeats 0: need at least 1"),
+    (["bench", "memory", "--batch", "0"], "nodemap bench memory: error: --batch 0: need at least 1"),
+    # placement's own options before its GPU (this machine has no CuPy or no GPU)
+    (["bench", "placement", "--lookups", "0"], "nodemap bench placement: error: --lookups 0: need at least 1"),
+    (["bench", "placement", "--zipf", "x"], "nodemap bench placement: error: --zipf 'x'"),
+    (["bench", "placement", "--budget-fraction", "0"], "nodemap bench placement: error: --budget-fraction 0"),
+    # a topology file that cannot be read names the option as it was typed, before MPI or a GPU
+    (["bench", "memory", "--topology", "/nonexistent/t.json"], "nodemap bench memory: error: --topology /nonexistent"),
+    (["bench", "latency", "--input", "/nonexistent/t.json"], "nodemap bench latency: error: --input /nonexistent"),
+    (["bench", "mpi", "--input", "/nonexistent/t.json"], "nodemap bench mpi: error: --input /nonexistent"),
+    (["bench", "nccl", "--topology", "/nonexistent/t.json"], "nodemap bench nccl: error: --topology /nonexistent"),
 ])
-def test_other_errors_name_what_was_typed(argv, want, capsys):
+def test_other_errors_name_what_was_typed(argv, want, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip().startswith(want)
+
+
+def test_placement_without_cupy_says_so_as_every_gpu_kind(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
+    for kind in ("placement", "gpu"):
+        assert cli.main(["bench", kind]) == 2
+    placement, gpu = capsys.readouterr().err.strip().splitlines()
+    assert placement.split(": error: ")[1] == gpu.split(": error: ")[1]
 
 
 def test_the_bench_layer_has_one_parser_formatter_writer_and_table_renderer():
@@ -197,14 +226,36 @@ def test_arrays_in_cache_and_wide_spread_get_cautions():
     assert harness.caution_lines([r])[0].startswith("caution: 1 of 1 results spread over 10%")
 
 
-def test_a_topology_file_of_another_host_is_named(tmp_path):
+def _foreign_topology(tmp_path: Path) -> Path:
+    """This machine's topology export, with another host's name."""
     topo = tmp_path / "node.json"
     assert nodemap("topo", "--export", topo).returncode == 0
     d = json.loads(topo.read_text())
     d["machine"]["hostname"] = "elsewhere"
     topo.write_text(json.dumps(d))
+    return topo
+
+
+def test_a_topology_file_of_another_host_is_named(tmp_path):
+    topo = _foreign_topology(tmp_path)
     rs = harness.measure("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024", "--topology", str(topo)])
-    assert any(m.startswith("caution: --topology") and "elsewhere" in m for m in rs.messages)
+    assert sum(m.startswith("caution: --topology") and "elsewhere" in m for m in rs.messages) == 1
+
+
+def test_the_session_names_another_hosts_topology_for_every_kind(tmp_path):
+    """mpi, nccl, ring, jacobi and placement run on GPUs or under a launcher:
+    the caution comes from the session they all enter, not from each kind."""
+    from nodemap.bench.results import ResultSet
+
+    topo = _foreign_topology(tmp_path)
+    for kind in BENCHES:
+        args = parser_of(kind).parse_args(["--input", str(topo)])
+        rs = ResultSet(command=f"bench {kind}")
+        with harness.session(rs, args):
+            pass
+        assert any(m.startswith(f"caution: --input {topo} describes host elsewhere") for m in rs.messages), kind
+    sources = {p.name: p.read_text() for p in (SRC / "bench").glob("*.py")}
+    assert {k for k, v in sources.items() if "topology_cautions(" in v} == {"harness.py"}
 
 
 # --- outputs ----------------------------------------------------------------------------

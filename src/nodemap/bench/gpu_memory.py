@@ -23,7 +23,7 @@ from ..errors import NodemapError
 from ..units import format_size, parse_size
 from . import gpu_common as gc
 from . import interrupt
-from .harness import Progress, finish, session
+from .harness import Progress, check_count, finish, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -93,10 +93,9 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise NodemapError(f"--dtype {args.dtype!r}: choose from {', '.join(DTYPES)}")
     if not kernels or set(kernels) - set(KERNELS):
         raise NodemapError(f"--kernels {args.kernels!r}: choose from {', '.join(KERNELS)}")
-    if args.repeats < 1 or args.block not in (0, 32, 64, 128, 256, 512, 1024):
-        raise NodemapError("--repeats must be >= 1 and --block 0 (auto) or a power of two from 32 to 1024")
-    if args.grid_per_sm < 0:
-        raise NodemapError("--grid-per-sm must be >= 0")
+    if args.block not in (0, 32, 64, 128, 256, 512, 1024):
+        raise NodemapError(f"--block {args.block}: give 0 (auto) or a power of two from 32 to 1024")
+    check_count("--grid-per-sm", args.grid_per_sm, 0, "blocks per SM (0: auto)")
     return Plan(dtypes, kernels, parse_size(args.size, "--size", minimum=1) if args.size else None, args.repeats, args.block,
                 args.unroll, args.grid_per_sm)
 

@@ -18,7 +18,7 @@ from ..topology.model import Topology
 from ..topology.sysfs import nodes_undercount
 from ..units import format_size, parse_size
 from . import hostkernels, thread_orders
-from .harness import Progress, add_shared, check_repeats, finish, gbps, session, topology_cautions
+from .harness import Progress, add_shared, check_count, finish, gbps, session
 from .peaks import PEAK_UNKNOWN, Peak, dram_peak
 from .results import Result, ResultSet, make_result
 
@@ -351,12 +351,10 @@ def environment(topo: Topology) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_repeats(args.repeats)
-    if args.batch < 1:
-        raise NodemapError(f"--batch {args.batch}: need at least 1 repetition per sample")
+    check_count("--batch", args.batch, 1, "repetition per sample")
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
-    if args.threads is not None and args.threads < 1:
-        raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
+    if args.threads is not None:
+        check_count("--threads", args.threads, 1, "thread")
     kernels = parse_kernels(args.kernels)
     topo = thread_orders.load_topology(args.topology)
     mem = parse_mem(topo, args.mem)
@@ -368,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
     n = n_bytes // ELEMENT
     peak, unknown = host_peak(args.peak)
     rs = ResultSet(command="bench memory", environment=environment(topo),
-                   messages=notes + list(topo.notes) + topology_cautions(topo, args.topology) + [unknown] * bool(unknown))
+                   messages=notes + list(topo.notes) + [unknown] * bool(unknown))
     prog = Progress(len(plan), "memory", quiet=args.quiet)
     with session(rs, args):
         for p in plan:
