@@ -326,11 +326,11 @@ def test_ctrl_c_stops_bench_memory_keeps_and_prints_what_was_measured(tmp_path, 
     assert saved["complete"] is False and any(m.startswith("interrupted") for m in saved["messages"])
     for x in saved["results"]:  # each saved case verified, every sample counted
         assert x["verified"] and x["stats"]["n"] == len(x["samples"]) >= 1
-        assert x["params"]["placement"] in r.stdout  # and shown in the table
-    if sweep:  # whole placements only: each has every kernel
+        assert x["params"]["thread_order"] in r.stdout  # and shown in the table
+    if sweep:  # whole thread orders only: each has every kernel
         by = {}
         for x in saved["results"]:
-            by.setdefault(x["params"]["placement"], set()).add(x["metric"])
+            by.setdefault(x["params"]["thread_order"], set()).add(x["metric"])
         assert all(ks == {"triad", "copy"} for ks in by.values())
     assert "note: interrupted" in r.stdout
 

@@ -49,7 +49,7 @@ def cpu_nodes(topo: Topology, allowed: CpuSet) -> list[tuple[int, tuple[int, ...
     for n in topo.numa_nodes:
         cs = n.cpuset & allowed
         if cs:
-            out.append((n.os_index, thread_orders.level_placements(topo, cs)["1/core"]))
+            out.append((n.os_index, thread_orders.level_orders(topo, cs)["1/core"]))
     return out
 
 
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         for i, cs, j in pairs:
             n_bytes, notes = host_memory.array_size(topo, CpuSet(cs), CpuSet([j]), args.size)
             got = host_memory.measure(topo, cs, n_bytes // host_memory.ELEMENT, kernel, args.repeats,
-                                      mem_nodes=CpuSet([j]), benchmark="numa", placement=f"NUMA{i} 1/core", peak=peak)
+                                      mem_nodes=CpuSet([j]), benchmark="numa", thread_order=f"NUMA{i} 1/core", peak=peak)
             rs.messages += [m for m in notes if m not in rs.messages]
             if not got:  # interrupted before one repetition ended
                 raise Stopped
