@@ -295,7 +295,20 @@ def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: l
         peak=peak,
         peak_source=(peaks[0].source if one else f"{len(group)} x {peaks[0].source}") if peak else "",
         verification=how,
+        notes=l2_caution(per_gpu, group),
     )
+
+
+def l2_caution(footprint: int, group: Sequence[gc.Gpu]) -> tuple[str, ...]:
+    """A kernel whose arrays are within 4x a GPU's L2 (the default size's
+    rule) is partly served from L2: as host arrays that fit in the LLC, the
+    number is not HBM bandwidth."""
+    l2 = max((d.l2_bytes for d in group), default=0)
+    if not l2 or footprint >= 4 * l2:
+        return ()
+    return (f"caution: the kernel's arrays ({format_size(footprint)} per GPU) are within 4x the L2 cache "
+            f"({format_size(l2)}): part of the traffic is served from L2, not HBM; give a larger --size "
+            f"(at least {format_size(4 * l2)}) or leave it out",)
 
 
 def text(rs: ResultSet) -> str:
