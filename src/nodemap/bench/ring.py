@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import NodemapError
 from . import collectives as co
 from . import mpi_common as mc
 from ..units import format_size
