@@ -395,3 +395,16 @@ def test_ctrl_c_under_mpiexec_stops_every_rank_and_rank0_saves(tmp_path):
     assert sizes == [2**k for k in range(len(sizes))]  # every completed size, in order
     assert all(x["verified"] for x in saved["results"])
     assert r.stdout.count("latency") >= len(sizes)  # the table shows them
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not (BIN / "mpiexec").exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+def test_bench_mpi_names_another_hosts_topology(tmp_path):
+    pytest.importorskip("mpi4py")
+    topo = _foreign_topology(tmp_path)
+    r = subprocess.run([str(BIN / "mpiexec"), "-n", "2", str(BIN / "nodemap"), "bench", "mpi", "--sizes", "1:1K",
+                        "--repeats", "1", "--iters-scale", "0.01", "--input", str(topo), "--json", "-q"],
+                       capture_output=True, text=True, timeout=120, env=NO_GPU)
+    assert r.returncode == 0, r.stderr
+    assert any(m.startswith(f"caution: --input {topo} describes host elsewhere")
+               for m in json.loads(r.stdout)["messages"])
