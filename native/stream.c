@@ -28,6 +28,11 @@
  * alignment stay), no power of two, and 1 KiB off in the low 12 bits */
 #define NM_STAGGER ((2UL << 20) + 5 * 1024)
 #define NM_EPS 1e-13
+/* Elements between two looks at the stop flag in the long untimed loops
+ * (first touch, check): 64 MiB of doubles, ~10-60 ms on one core, so a
+ * Ctrl-C during the set-up of GiB arrays ends the run within the second
+ * the harness promises (it took 1.9-4.7 s with 512 MiB arrays). */
+#define NM_POLL_CHUNK (8L << 20)
 #define MPOL_BIND_ 2
 #define MPOL_INTERLEAVE_ 3
 
@@ -53,6 +58,7 @@ typedef struct {
     double *times;
     double *partial; /* per-thread sum results */
     int stop;        /* nm_stop seen: the sequence ended before (stop_r, stop_i) */
+    int init_cut;    /* nm_stop seen during first touch: no kernel ran, no result */
     int stop_r, stop_i;
     pthread_barrier_t bar;
     pthread_mutex_t gate_mu;
@@ -112,12 +118,22 @@ static void *worker(void *p) {
         if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) __atomic_store_n(&s->pin_err, 1, __ATOMIC_RELAXED);
     }
     slice(s->n, s->nthreads, t->id, &lo, &hi);
-    /* first touch: poison, then give read-before-written arrays their value */
-    for (int x = 0; x < 3; x++) {
+    /* first touch: poison, then give read-before-written arrays their value;
+     * a stop here leaves the arrays half made, so no kernel may run */
+    for (int x = 0; x < 3 && !__atomic_load_n(&s->init_cut, __ATOMIC_RELAXED); x++) {
         double v = s->init[x] ? s->init_val[x] : NAN;
-        for (long j = lo; j < hi; j++) s->arr[x][j] = v;
+        for (long j0 = lo; j0 < hi; j0 += NM_POLL_CHUNK) {
+            if (nm_stopping()) {
+                __atomic_store_n(&s->init_cut, 1, __ATOMIC_RELAXED);
+                break;
+            }
+            long j1 = hi - j0 > NM_POLL_CHUNK ? j0 + NM_POLL_CHUNK : hi;
+            for (long j = j0; j < j1; j++) s->arr[x][j] = v;
+        }
     }
     pthread_barrier_wait(&s->bar);
+    /* the barrier orders every thread's init_cut store before these loads */
+    if (__atomic_load_n(&s->init_cut, __ATOMIC_RELAXED)) return NULL;
     /* rep -1 is the untimed warm-up (pages faulted, caches and TLBs warm) */
     for (int r = -1; r < s->reps; r++) {
         for (int i = 0; i < s->nkernels; i++) {
@@ -178,9 +194,26 @@ static int rel_ok(double got, double want) {
     return m > 0 ? d <= NM_EPS * m : d <= NM_EPS;
 }
 
+/* Bad elements (off their gold value g) of x[0, n); with `stoppable`,
+ * looking at the stop flag every NM_POLL_CHUNK elements: -1 when a stop
+ * cut the count short. */
+static long count_bad(const double *x, long n, double g, int stoppable) {
+    long bad = 0;
+    for (long j0 = 0; j0 < n; j0 += NM_POLL_CHUNK) {
+        if (stoppable && nm_stopping()) return -1;
+        long j1 = n - j0 > NM_POLL_CHUNK ? j0 + NM_POLL_CHUNK : n;
+        for (long j = j0; j < j1; j++) bad += !rel_ok(x[j], g);
+    }
+    return bad;
+}
+
 /* Check every element of every array the sequence used; the count of bad
- * elements per array goes to bad[3], the sum's relative error to *sum_err. */
-static void check(shared_t *s, long bad[3], double *sum_err) {
+ * elements per array goes to bad[3], the sum's relative error to *sum_err.
+ * 0, or -1 when a stop (Ctrl-C) cut the check short: the samples are then
+ * unverified and must not be reported. A sequence the stop already cut
+ * (s->stop) is checked in full: that check is what lets its completed
+ * repetitions be kept (a read-only pass, ~0.3 s for 3 x 512 MiB here). */
+static int check(shared_t *s, long bad[3], double *sum_err) {
     double g[3], sum_expect;
     int used[3] = {0, 0, 0};
     gold(s, g, &sum_expect);
@@ -193,7 +226,7 @@ static void check(shared_t *s, long bad[3], double *sum_err) {
     for (int x = 0; x < 3; x++) {
         bad[x] = 0;
         if (!used[x]) continue;
-        for (long j = 0; j < s->n; j++) bad[x] += !rel_ok(s->arr[x][j], g[x]);
+        if ((bad[x] = count_bad(s->arr[x], s->n, g[x], !s->stop)) < 0) return -1;
     }
     *sum_err = 0;
     if (!isnan(sum_expect)) {
@@ -202,6 +235,7 @@ static void check(shared_t *s, long bad[3], double *sum_err) {
         double rel = fabs(total - sum_expect) / fabs(sum_expect);
         *sum_err = isnan(rel) ? INFINITY : rel;
     }
+    return 0;
 }
 
 /* Which arrays a sequence reads before writing: those get a start value,
@@ -289,9 +323,10 @@ int nm_stream_run(const int *cpus, int nthreads, long n, const int *kernels, int
         pthread_cond_destroy(&s.gate_cv);
     }
     if (!err && s.pin_err) err = -1;
-    /* stopped: the repetitions before stop_r are complete and timed */
-    *reps_done = s.stop ? (s.stop_r > 0 ? s.stop_r : 0) : reps;
-    if (!err && *reps_done > 0) check(&s, bad, sum_err);
+    /* stopped: the repetitions before stop_r are complete and timed; a stop
+     * during first touch or the check leaves none that may be reported */
+    *reps_done = s.init_cut ? 0 : s.stop ? (s.stop_r > 0 ? s.stop_r : 0) : reps;
+    if (!err && *reps_done > 0 && check(&s, bad, sum_err) != 0) *reps_done = 0;
     if (base) munmap(base, len);
     free(s.partial);
     free(th);

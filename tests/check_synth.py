@@ -39,10 +39,10 @@ def copies(h2d: dict[tuple[int, int], float], gpu_numa: dict[int, int], d2d: dic
     return rs
 
 
-def stream(by_placement: dict[str, tuple[int, float]]) -> ResultSet:
+def stream(by_order: dict[str, tuple[int, float]]) -> ResultSet:
     rs = ResultSet("bench memory")
-    for name, (threads, v) in by_placement.items():
-        rs.add(_r("memory", "triad", "GB/s", v, params={"placement": name, "threads": threads,
+    for name, (threads, v) in by_order.items():
+        rs.add(_r("memory", "triad", "GB/s", v, params={"thread_order": name, "threads": threads,
                                                         "cpu_order": list(range(threads))},
                   path="NUMA0 cores -> NUMA0 memory", path_class="local"))
     return rs

@@ -127,10 +127,39 @@ def test_size_errors_name_the_typed_option_and_the_kind(kind, option, rest, caps
     (["bench", "memory", "--kernels", "foo"], "nodemap bench memory: error: --kernels: unknown kernel foo"),
     (["bench", "memory", "--repeats", "0"], "nodemap bench memory: error: --repeats 0"),
     (["place", "plan", "--counts", "c.npz", "--budget", "1X"], "nodemap place: error: --budget '1X': not a size"),
+    # one option per error, the harness's one count check (they were lumped: "--window, --repeats and ...")
+    (["bench", "mpi", "--window", "0"], "nodemap bench mpi: error: --window 0: need at least 1"),
+    (["bench", "mpi", "--iters-scale", "0"], "nodemap bench mpi: error: --iters-scale 0: give a number above 0"),
+    (["bench", "mpi", "--repeats", "0"], "nodemap bench mpi: error: --repeats 0: need at least 1"),
+    (["bench", "copies", "--iters", "0"], "nodemap bench copies: error: --iters 0: need at least 1"),
+    (["bench", "copies", "--repeats", "0"], "nodemap bench copies: error: --repeats 0: need at least 1"),
+    (["bench", "nccl", "--iters", "0"], "nodemap bench nccl: error: --iters 0: need at least 1"),
+    (["bench", "ring", "--steps", "0"], "nodemap bench ring: error: --steps 0: need at least 1"),
+    (["bench", "gpu", "--grid-per-sm", "-1"], "nodemap bench gpu: error: --grid-per-sm -1: need at least 0"),
+    (["bench", "gpu", "--repeats", "0"], "nodemap bench gpu: error: --repeats 0: need at least 1"),
+    (["bench", "memory", "--batch", "0"], "nodemap bench memory: error: --batch 0: need at least 1"),
+    # placement's own options before its GPU (this machine has no CuPy or no GPU)
+    (["bench", "placement", "--lookups", "0"], "nodemap bench placement: error: --lookups 0: need at least 1"),
+    (["bench", "placement", "--zipf", "x"], "nodemap bench placement: error: --zipf 'x'"),
+    (["bench", "placement", "--budget-fraction", "0"], "nodemap bench placement: error: --budget-fraction 0"),
+    # a topology file that cannot be read names the option as it was typed, before MPI or a GPU
+    (["bench", "memory", "--topology", "/nonexistent/t.json"], "nodemap bench memory: error: --topology /nonexistent"),
+    (["bench", "latency", "--input", "/nonexistent/t.json"], "nodemap bench latency: error: --input /nonexistent"),
+    (["bench", "mpi", "--input", "/nonexistent/t.json"], "nodemap bench mpi: error: --input /nonexistent"),
+    (["bench", "nccl", "--topology", "/nonexistent/t.json"], "nodemap bench nccl: error: --topology /nonexistent"),
 ])
-def test_other_errors_name_what_was_typed(argv, want, capsys):
+def test_other_errors_name_what_was_typed(argv, want, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.strip().startswith(want)
+
+
+def test_placement_without_cupy_says_so_as_every_gpu_kind(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
+    for kind in ("placement", "gpu"):
+        assert cli.main(["bench", kind]) == 2
+    placement, gpu = capsys.readouterr().err.strip().splitlines()
+    assert placement.split(": error: ")[1] == gpu.split(": error: ")[1]
 
 
 def test_the_bench_layer_has_one_parser_formatter_writer_and_table_renderer():
@@ -197,14 +226,36 @@ def test_arrays_in_cache_and_wide_spread_get_cautions():
     assert harness.caution_lines([r])[0].startswith("caution: 1 of 1 results spread over 10%")
 
 
-def test_a_topology_file_of_another_host_is_named(tmp_path):
+def _foreign_topology(tmp_path: Path) -> Path:
+    """This machine's topology export, with another host's name."""
     topo = tmp_path / "node.json"
     assert nodemap("topo", "--export", topo).returncode == 0
     d = json.loads(topo.read_text())
     d["machine"]["hostname"] = "elsewhere"
     topo.write_text(json.dumps(d))
+    return topo
+
+
+def test_a_topology_file_of_another_host_is_named(tmp_path):
+    topo = _foreign_topology(tmp_path)
     rs = harness.measure("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024", "--topology", str(topo)])
-    assert any(m.startswith("caution: --topology") and "elsewhere" in m for m in rs.messages)
+    assert sum(m.startswith("caution: --topology") and "elsewhere" in m for m in rs.messages) == 1
+
+
+def test_the_session_names_another_hosts_topology_for_every_kind(tmp_path):
+    """mpi, nccl, ring, jacobi and placement run on GPUs or under a launcher:
+    the caution comes from the session they all enter, not from each kind."""
+    from nodemap.bench.results import ResultSet
+
+    topo = _foreign_topology(tmp_path)
+    for kind in BENCHES:
+        args = parser_of(kind).parse_args(["--input", str(topo)])
+        rs = ResultSet(command=f"bench {kind}")
+        with harness.session(rs, args):
+            pass
+        assert any(m.startswith(f"caution: --input {topo} describes host elsewhere") for m in rs.messages), kind
+    sources = {p.name: p.read_text() for p in (SRC / "bench").glob("*.py")}
+    assert {k for k, v in sources.items() if "topology_cautions(" in v} == {"harness.py"}
 
 
 # --- outputs ----------------------------------------------------------------------------
@@ -275,13 +326,42 @@ def test_ctrl_c_stops_bench_memory_keeps_and_prints_what_was_measured(tmp_path, 
     assert saved["complete"] is False and any(m.startswith("interrupted") for m in saved["messages"])
     for x in saved["results"]:  # each saved case verified, every sample counted
         assert x["verified"] and x["stats"]["n"] == len(x["samples"]) >= 1
-        assert x["params"]["placement"] in r.stdout  # and shown in the table
-    if sweep:  # whole placements only: each has every kernel
+        assert x["params"]["thread_order"] in r.stdout  # and shown in the table
+    if sweep:  # whole thread orders only: each has every kernel
         by = {}
         for x in saved["results"]:
-            by.setdefault(x["params"]["placement"], set()).add(x["metric"])
+            by.setdefault(x["params"]["thread_order"], set()).add(x["metric"])
         assert all(ks == {"triad", "copy"} for ks in by.values())
     assert "note: interrupted" in r.stdout
+
+
+def test_ctrl_c_during_the_set_up_of_large_arrays_ends_within_two_seconds(tmp_path):
+    """First touch and the check of 512 MiB arrays take seconds on this VM
+    (Ctrl-C took 1.9-4.7 s before the C loops looked at the stop flag):
+    a stop there ends the run without that case."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "nodemap", "bench", "memory", "--size", "512M", "--repeats", "200", "-q",
+           "-o", str(out)]
+    r, took = _interrupt(cmd, out, 1.0)
+    assert r.returncode == 130, r.stderr
+    assert took < 2.5, took  # 2 s, and a little for a loaded 2-core machine
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False and all(x["verified"] for x in saved["results"])
+
+
+def test_a_stop_while_the_pointer_chase_is_built_returns_no_repetition():
+    import threading
+
+    from nodemap.bench import hostkernels, interrupt
+
+    stopped_at = []
+    threading.Timer(0.2, lambda: (stopped_at.append(time.monotonic()), interrupt.request())).start()
+    try:  # building and walking a 512 MiB cycle once takes seconds here
+        run = hostkernels.chase(512 << 20, sorted(os.sched_getaffinity(0))[0], reps=3)
+    finally:
+        interrupt.reset()
+    assert time.monotonic() - stopped_at[0] < 1.5
+    assert run.stopped and run.ns_per_load == []
 
 
 def test_a_kernel_stopped_mid_run_returns_its_completed_repetitions_verified():
@@ -315,3 +395,16 @@ def test_ctrl_c_under_mpiexec_stops_every_rank_and_rank0_saves(tmp_path):
     assert sizes == [2**k for k in range(len(sizes))]  # every completed size, in order
     assert all(x["verified"] for x in saved["results"])
     assert r.stdout.count("latency") >= len(sizes)  # the table shows them
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not (BIN / "mpiexec").exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+def test_bench_mpi_names_another_hosts_topology(tmp_path):
+    pytest.importorskip("mpi4py")
+    topo = _foreign_topology(tmp_path)
+    r = subprocess.run([str(BIN / "mpiexec"), "-n", "2", str(BIN / "nodemap"), "bench", "mpi", "--sizes", "1:1K",
+                        "--repeats", "1", "--iters-scale", "0.01", "--input", str(topo), "--json", "-q"],
+                       capture_output=True, text=True, timeout=120, env=NO_GPU)
+    assert r.returncode == 0, r.stderr
+    assert any(m.startswith(f"caution: --input {topo} describes host elsewhere")
+               for m in json.loads(r.stdout)["messages"])

@@ -283,3 +283,14 @@ def test_host_pages_bound_and_reported():
             host_buffer._bind(p, n, 1023)
     finally:
         host_buffer._libc().munmap(ctypes.c_void_p(p), ctypes.c_size_t(n))
+
+
+def test_arrays_within_4x_l2_get_the_cache_caution():
+    """As host arrays that fit in the LLC: a small --size measures L2, not HBM."""
+    g = gc.Gpu(0, "NVIDIA H200", 141 << 30, 132, 60 << 20, "0000:18:00.0")
+    plan = gpu_memory.Plan(("float64",), ("copy",), None, 3, 128)
+    small = gpu_memory._result([g], "float64", (16 << 20) // 8, "copy", [1e-3], "checked", plan, 128)
+    assert any(n.startswith("caution: the kernel's arrays (32 MiB per GPU) are within 4x the L2 cache (60 MiB)")
+               for n in small.notes)
+    n = gpu_memory.elements(g, 8, None)  # the default size: no caution
+    assert not gpu_memory._result([g], "float64", n, "copy", [1e-3], "checked", plan, 128).notes

@@ -125,7 +125,7 @@ def test_mem_node_without_memory_is_refused():
 def test_recommendation_takes_fewest_threads_within_2_percent():
     t = topo()
     mk = lambda th, gbs, name: hm.make_result("memory", "triad", "GB/s", [gbs], verified=True,
-                                              params={"threads": th, "placement": name, "cpu_order": list(range(th))})
+                                              params={"threads": th, "thread_order": name, "cpu_order": list(range(th))})
     rs = [mk(1, 50.0, "a"), mk(4, 99.0, "b"), mk(8, 100.0, "c"), mk(16, 98.5, "d")]
     assert hm.recommend(rs)[0] == "b"
     assert "GOMP_CPU_AFFINITY=\"0 1 2 3\"" in hm.recommendation_text(rs)
@@ -135,7 +135,7 @@ def test_recommendation_takes_fewest_threads_within_2_percent():
 
 def test_recommendation_warns_when_medians_choose_otherwise():
     mk = lambda th, gbs, name: hm.make_result("memory", "triad", "GB/s", gbs, verified=True,
-                                              params={"threads": th, "placement": name, "cpu_order": list(range(th))})
+                                              params={"threads": th, "thread_order": name, "cpu_order": list(range(th))})
     # 4 threads won one lucky sample; 8 threads are faster on the median
     rs = [mk(4, [100.0, 70.0, 72.0], "b"), mk(8, [99.5, 90.0, 91.0], "c")]
     assert hm.recommend(rs)[0] == "b" and hm.recommend(rs, "median")[0] == "c"
@@ -148,14 +148,14 @@ def run_cli(capsys, *argv):
     return rc, out, err
 
 
-def test_cli_sweep_reports_every_promised_placement(capsys):
+def test_cli_sweep_reports_every_promised_thread_order(capsys):
     rc, out, _ = run_cli(capsys, "memory", "--sweep", "--size", "256K", "--repeats", "2", "--json")
     assert rc == 0
     d = json.loads(out)
     assert d["complete"] and d["results"]
     t = pl.load_topology()
     promised = pl.promised_names(t, pl.usable_cpus(t))
-    reported = {n for r in d["results"] for n in r["params"]["placement"].split(" = ")}
+    reported = {n for r in d["results"] for n in r["params"]["thread_order"].split(" = ")}
     assert reported == promised
     assert {r["metric"] for r in d["results"]} == set(hk.KERNELS)
 
@@ -185,3 +185,16 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, argv, needle):
 def test_unpinnable_cpu_is_an_error():
     with pytest.raises(NodemapError, match="cannot pin"):
         hk.stream([CPUS[0], 99_999], 1000, ["copy"], 1)
+
+
+def test_results_saved_before_the_rename_read_their_thread_order():
+    """Recorded results (benchmarks/, users' files) call the CPU thread order
+    "placement"; it reads as "thread_order". GPU data placement keeps its own
+    word untouched."""
+    from nodemap.bench.results import Result
+
+    old = hm.make_result("memory", "triad", "GB/s", [1.0], verified=True, params={"placement": "1/core"}).to_dict()
+    assert Result.from_dict(old).params == {"thread_order": "1/core"}
+    gpu = hm.make_result("placement", "copies s=1", "lookups/s", [1.0], verified=True,
+                         params={"placement": "x"}).to_dict()
+    assert Result.from_dict(gpu).params == {"placement": "x"}

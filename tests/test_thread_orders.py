@@ -53,9 +53,9 @@ def test_compact_order_fills_one_domain_first():
     assert order[:4] == [0, 16, 1, 17]  # core 0's two PUs, then core 1's
 
 
-def test_level_placements_one_per_domain():
+def test_level_orders_one_per_domain():
     t = machine()
-    lv = pl.level_placements(t, t.allowed_cpus)
+    lv = pl.level_orders(t, t.allowed_cpus)
     assert len(lv["1/L3"]) == 8 and len(lv["1/core"]) == 16 and len(lv["1/PU"]) == 32 and len(lv["1/NUMA"]) == 4
     for name, dom in (("1/L3", t.caches), ("1/NUMA", t.numa_nodes), ("1/core", t.cores)):
         assert all(sum(c in d.cpuset for c in lv[name]) == 1 for d in dom), name
@@ -65,10 +65,10 @@ def test_snc_l3_spanning_numa_nodes_still_spreads_over_numa():
     t = machine(snc=True)
     order = pl.spread_order(t, t.allowed_cpus)
     assert {c % 16 // 4 for c in order[:4]} == {0, 1, 2, 3}
-    assert len(pl.level_placements(t, t.allowed_cpus)["1/L3"]) == 2
+    assert len(pl.level_orders(t, t.allowed_cpus)["1/L3"]) == 2
 
 
-def test_sweep_reports_every_promised_placement_once(monkeypatch):
+def test_sweep_reports_every_promised_thread_order_once(monkeypatch):
     t = machine()
     ps = pl.sweep(t, t.allowed_cpus)
     names = [n for p in ps for n in p.names]
@@ -115,7 +115,7 @@ def test_choose_checks_input():
         pl.choose(t, threads=0)
     with pytest.raises(NodemapError, match="only"):
         pl.choose(t, threads=len(allowed) + 1)
-    assert pl.choose(t, threads=1, placement="compact").threads == 1
+    assert pl.choose(t, threads=1, order="compact").threads == 1
 
 
 def test_omp_env_places_thread_i_on_cpu_i():

@@ -30,7 +30,7 @@ from ..errors import NodemapError
 from . import mpi_common as mc
 from ..units import format_size
 from . import interrupt
-from .harness import Progress, Stopped, add_shared, finish, repeat, session
+from .harness import Progress, Stopped, add_shared, check_count, finish, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -334,8 +334,7 @@ def run(args: argparse.Namespace) -> int:
     from ..units import parse_sizes
 
     ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes, "--sizes")
-    if args.iters < 1 or args.repeats < 1:
-        raise NodemapError("--iters and --repeats must be positive")
+    check_count("--iters", args.iters, 1, "operation per repetition")
     ctx = open_ctx(args.mode, args.gpus, args.timeout, topology=args.topology)
     return run_on(ctx, lambda ctx: bench(ctx, ops, sizes, args), args, text)
 

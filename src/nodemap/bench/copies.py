@@ -29,7 +29,7 @@ from ..units import format_size, parse_size
 from ..topology.model import Topology
 from . import gpu_common as gc
 from . import interrupt
-from .harness import Progress, Stopped, finish, session
+from .harness import Progress, Stopped, check_count, finish, session
 from .peaks import Peak, path_peak
 from .results import Result, ResultSet, make_result
 
@@ -70,8 +70,7 @@ class Case:
 def run(args: argparse.Namespace) -> int:
     engines = _subset(args.engine, ("ce", "sm"), "--engine")
     cases = _subset(args.cases, CASES, "--cases")
-    if args.iters < 1 or args.repeats < 1:
-        raise NodemapError("--iters and --repeats must be >= 1")
+    check_count("--iters", args.iters, 1, "copy per repetition")
     size = parse_size(args.size, "--size", minimum=1) if args.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
     cp, topo, devs, rs = gc.open_bench(args, "bench copies")

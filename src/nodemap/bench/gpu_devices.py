@@ -132,7 +132,9 @@ def load_topology(path: str | None) -> tuple[Topology | None, str]:
     from ..topology.discover import discover
 
     if path:
-        return discover(path), ""
+        from .harness import read_topology
+
+        return read_topology(path), ""
     try:
         return discover(), ""
     except Exception as e:  # a node we cannot read still has GPUs to measure
@@ -218,13 +220,9 @@ def open_bench(args: Any, command: str) -> tuple[Any, Topology | None, list[Gpu]
     from .results import ResultSet
 
     cp = import_cupy()
-    from .harness import topology_cautions
-
     topo, why = load_topology(args.topology)
     devs = gpus(cp, args.gpus, topo)
     rs = ResultSet(command=command, environment=environment(cp, devs))
     if why:
         rs.messages.append(why)
-    if topo is not None:
-        rs.messages += topology_cautions(topo, args.topology)
     return cp, topo, devs, rs

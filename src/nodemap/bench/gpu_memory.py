@@ -23,7 +23,7 @@ from ..errors import NodemapError
 from ..units import format_size, parse_size
 from . import gpu_common as gc
 from . import interrupt
-from .harness import Progress, finish, session
+from .harness import Progress, check_count, finish, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -93,10 +93,9 @@ def _plan(args: argparse.Namespace) -> Plan:
         raise NodemapError(f"--dtype {args.dtype!r}: choose from {', '.join(DTYPES)}")
     if not kernels or set(kernels) - set(KERNELS):
         raise NodemapError(f"--kernels {args.kernels!r}: choose from {', '.join(KERNELS)}")
-    if args.repeats < 1 or args.block not in (0, 32, 64, 128, 256, 512, 1024):
-        raise NodemapError("--repeats must be >= 1 and --block 0 (auto) or a power of two from 32 to 1024")
-    if args.grid_per_sm < 0:
-        raise NodemapError("--grid-per-sm must be >= 0")
+    if args.block not in (0, 32, 64, 128, 256, 512, 1024):
+        raise NodemapError(f"--block {args.block}: give 0 (auto) or a power of two from 32 to 1024")
+    check_count("--grid-per-sm", args.grid_per_sm, 0, "blocks per SM (0: auto)")
     return Plan(dtypes, kernels, parse_size(args.size, "--size", minimum=1) if args.size else None, args.repeats, args.block,
                 args.unroll, args.grid_per_sm)
 
@@ -296,7 +295,20 @@ def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: l
         peak=peak,
         peak_source=(peaks[0].source if one else f"{len(group)} x {peaks[0].source}") if peak else "",
         verification=how,
+        notes=l2_caution(per_gpu, group),
     )
+
+
+def l2_caution(footprint: int, group: Sequence[gc.Gpu]) -> tuple[str, ...]:
+    """A kernel whose arrays are within 4x a GPU's L2 (the default size's
+    rule) is partly served from L2: as host arrays that fit in the LLC, the
+    number is not HBM bandwidth."""
+    l2 = max((d.l2_bytes for d in group), default=0)
+    if not l2 or footprint >= 4 * l2:
+        return ()
+    return (f"caution: the kernel's arrays ({format_size(footprint)} per GPU) are within 4x the L2 cache "
+            f"({format_size(l2)}): part of the traffic is served from L2, not HBM; give a larger --size "
+            f"(at least {format_size(4 * l2)}) or leave it out",)
 
 
 def text(rs: ResultSet) -> str:

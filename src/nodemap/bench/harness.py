@@ -21,6 +21,7 @@ its cases; the harness owns the rest, the same for every kind:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import sys
@@ -47,7 +48,7 @@ def add_shared(p: Any, *, repeats: int, timeout: float | None = None, mpi: bool 
     """The options every kind takes, with the same names and meaning."""
     p.add_argument("--repeats", type=int, default=repeats, metavar="N",
                    help=f"timed repetitions per case, after a warm-up (default {repeats})")
-    p.add_argument("--topology", "--input", dest="topology", metavar="FILE",
+    p.add_argument("--topology", "--input", dest="topology", metavar="FILE", action=_TypedOption,
                    help="read the node's topology (caches, NUMA, paths, labels) from this file instead of "
                         "this machine (nodemap topo --export; hwloc XML; sysfs snapshot)")
     from ..units import seconds
@@ -63,11 +64,74 @@ def add_shared(p: Any, *, repeats: int, timeout: float | None = None, mpi: bool 
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
-def check_repeats(repeats: int) -> None:
+class _TypedOption(argparse.Action):
+    """Stores the value and which spelling the user typed (--topology or its
+    alias --input), so an error names the option as it was written."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"_{self.dest}_option", option_string)
+
+
+def check_count(option: str, value: int, minimum: int = 1, what: str = "") -> None:
+    """A count option (--repeats, --iters, --window...) below `minimum`:
+    one error naming that option alone."""
     from ..errors import NodemapError
 
-    if repeats < 1:
-        raise NodemapError(f"--repeats {repeats}: need at least 1 repetition")
+    if value < minimum:
+        raise NodemapError(f"{option} {value}: need at least {minimum}" + (f" {what}" if what else ""))
+
+
+def check_positive(option: str, value: float) -> None:
+    """A factor or share that must be above zero (--iters-scale...)."""
+    from ..errors import NodemapError
+
+    if not value > 0:
+        raise NodemapError(f"{option} {value:g}: give a number above 0")
+
+
+def check_repeats(repeats: int) -> None:
+    check_count("--repeats", repeats, 1, "repetition")
+
+
+def check_shared(args: Any) -> None:
+    """The shared options' own errors, before a kind starts MPI, a GPU or a
+    measurement: --repeats, and a --topology file that cannot be read."""
+    if getattr(args, "repeats", None) is not None:
+        check_repeats(args.repeats)
+    if getattr(args, "topology", None):
+        read_topology(args.topology, typed_option(args))
+
+
+def typed_option(args: Any, dest: str = "topology") -> str:
+    return getattr(args, f"_{dest}_option", None) or f"--{dest}"
+
+
+_TOPOLOGIES: dict[tuple[str, int, int], Any] = {}
+
+
+def read_topology(path: str, option: str = "--topology") -> Any:
+    """The Topology of a --topology file, read once per run however many
+    parts of it ask (the kind, the session's cautions); a file that cannot
+    be read is one error that names the option."""
+    from ..errors import InputError, NodemapError
+    from ..topology.discover import discover
+
+    try:
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    if key in _TOPOLOGIES:
+        return _TOPOLOGIES[key]
+    try:
+        topo = discover(path)
+    except InputError as e:
+        why = e.problem if e.where == os.fspath(path) else str(e)
+        raise NodemapError(f"{option} {path}: {why}") from None
+    if key is not None:
+        _TOPOLOGIES[key] = topo
+    return topo
 
 
 # --- timing -------------------------------------------------------------------------
@@ -120,6 +184,15 @@ class Progress:
     line a minute on slow runs), so logs stay short. `step` raises Stopped
     once a stop is requested, ending the kind's loop at a case boundary
     (`stops=False` where ranks must agree first, as under MPI).
+
+    Why not rich.progress (issue 13 asked for a well-kept library "where it
+    does not slow nodemap run"): importing it cost 66-124 ms on the dev VM
+    (2026-11-25, rich 15.0.0, `python -X importtime -c 'import
+    rich.progress'`, 5 runs), more than this whole module with its imports
+    (~50 ms), and it brings rich, pygments and markdown-it into a core that
+    is the standard library plus defusedxml. The line below is ~40 lines,
+    needs no import, and the non-terminal mode (a few lines, not one per
+    step) would be ours either way.
     """
 
     def __init__(self, total: int, label: str, stream: TextIO | None = None, quiet: bool = False,
@@ -247,6 +320,7 @@ def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = Tru
         hooks.append(lambda _: dog.arm())
         dog.arm()
     rs.on_add = (lambda s: [h(s) for h in hooks]) if hooks else None
+    rs.messages += [m for m in given_topology_cautions(args) if m not in rs.messages]
     if hooks and isinstance(hooks[0], _Autosave):
         hooks[0](rs)  # the file exists, marked incomplete, before the first case
     interrupt.reset()
@@ -283,7 +357,17 @@ def cautions(r: Result) -> Result:
     return r if len(notes) == len(r.notes) else dataclasses.replace(r, notes=tuple(dict.fromkeys(notes)))
 
 
-def topology_cautions(topo: Any, given: str | None) -> list[str]:
+def given_topology_cautions(args: Any) -> list[str]:
+    """Cautions for a --topology file of another machine, for every kind:
+    the session adds them, so no kind has to."""
+    given = getattr(args, "topology", None)
+    if not given:
+        return []
+    option = typed_option(args)
+    return topology_cautions(read_topology(given, option), given, option)
+
+
+def topology_cautions(topo: Any, given: str | None, option: str = "--topology") -> list[str]:
     """A --topology file that describes another machine labels this one wrongly."""
     if not given:
         return []
@@ -292,12 +376,12 @@ def topology_cautions(topo: Any, given: str | None) -> list[str]:
     out = []
     host = getattr(topo.machine, "hostname", "")
     if host and host != socket.gethostname():
-        out.append(f"caution: --topology {given} describes host {host}, this is {socket.gethostname()}: "
+        out.append(f"caution: {option} {given} describes host {host}, this is {socket.gethostname()}: "
                    "labels, caches and peaks may not be this machine's")
     cpus = len(topo.pus)
     here = os.cpu_count() or 0
     if cpus and here and cpus != here:
-        out.append(f"caution: --topology {given} has {cpus} CPUs, this machine {here}: "
+        out.append(f"caution: {option} {given} has {cpus} CPUs, this machine {here}: "
                    "placements and cache sizes may not be this machine's")
     return out
 
@@ -391,6 +475,7 @@ def measure(kind: str, argv: list[str]) -> ResultSet:
     except SystemExit:
         raise NodemapError(f"bench {kind}: bad options {' '.join(argv)!r} (see nodemap bench {kind} --help)") from None
     args.bench, args.json, args.output, args.quiet = kind, False, None, True
+    check_shared(args)
     _CAPTURE_DEPTH[0] += 1
     start = len(_CAPTURED)
     try:

@@ -18,7 +18,7 @@ from ..topology.model import Topology
 from ..topology.sysfs import nodes_undercount
 from ..units import format_size, parse_size
 from . import hostkernels, thread_orders
-from .harness import Progress, add_shared, check_repeats, finish, gbps, session, topology_cautions
+from .harness import Progress, add_shared, check_count, finish, gbps, session
 from .peaks import PEAK_UNKNOWN, Peak, dram_peak
 from .results import Result, ResultSet, make_result
 
@@ -188,7 +188,7 @@ def path_of(topo: Topology, cpus: Sequence[int], mem_nodes: CpuSet) -> tuple[str
 
 def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int, *,
             nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
-            placement: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None) -> list[Result]:
+            thread_order: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None) -> list[Result]:
     """Run STREAM once (all kernels, `reps` samples of `batch` repetitions)
     and make Results. Interrupted (Ctrl-C), the completed repetitions make
     them; none completed, none are made."""
@@ -212,7 +212,7 @@ def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str],
         out.append(make_result(
             benchmark, k, "GB/s", gbps(nbytes, run.seconds[k]), verified=True,
             params={"threads": len(cpus), "cpus": CpuSet(cpus).format(), "cpu_order": list(cpus),
-                    "placement": placement, "elements": n, "array_bytes": n * ELEMENT,
+                    "thread_order": thread_order, "elements": n, "array_bytes": n * ELEMENT,
                     "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(), "isa": run.isa, "batch": batch,
                     "write_allocate_bytes": wa_bytes, "write_allocate_best_gbps": wa_bytes / best_s / 1e9},
             bytes=nbytes,
@@ -279,15 +279,15 @@ def kernel_table(results: Sequence[Result]) -> str:
     return table(["kernel", "best GB/s", "median", "spread", "with WA GB/s", "of peak", "path"], rows)
 
 
-def by_placement(results: Sequence[Result]) -> dict[str, dict[str, Result]]:
+def by_thread_order(results: Sequence[Result]) -> dict[str, dict[str, Result]]:
     rows: dict[str, dict[str, Result]] = {}
     for r in results:
-        rows.setdefault(r.params["placement"], {})[r.metric] = r
+        rows.setdefault(r.params["thread_order"], {})[r.metric] = r
     return rows
 
 
 def recommend(results: Sequence[Result], stat: str = "best") -> tuple[str, Result] | None:
-    """Highest triad within 2% using the fewest threads: (placement, Result).
+    """Highest triad within 2% using the fewest threads: (thread order, Result).
     `stat` is the figure compared: "best" (STREAM's), or "median"."""
     metric = "triad" if any(r.metric == "triad" for r in results) else (results[0].metric if results else None)
     cands = [r for r in results if r.metric == metric]
@@ -297,13 +297,13 @@ def recommend(results: Sequence[Result], stat: str = "best") -> tuple[str, Resul
     top = max(value(r) for r in cands)
     good = [r for r in cands if value(r) >= (1 - RECOMMEND_WITHIN) * top]
     best = min(good, key=lambda r: (r.params["threads"], -value(r)))
-    return best.params["placement"], best
+    return best.params["thread_order"], best
 
 
 def sweep_table(results: Sequence[Result], kernels: Sequence[str]) -> str:
     from .report import number, percent, table
 
-    rows_by = by_placement(results)
+    rows_by = by_thread_order(results)
     ref = "triad" if "triad" in kernels else kernels[0]
     top = max((r.stats.best for r in results if r.metric == ref), default=0)
     rows = []
@@ -351,12 +351,10 @@ def environment(topo: Topology) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_repeats(args.repeats)
-    if args.batch < 1:
-        raise NodemapError(f"--batch {args.batch}: need at least 1 repetition per sample")
+    check_count("--batch", args.batch, 1, "repetition per sample")
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
-    if args.threads is not None and args.threads < 1:
-        raise NodemapError(f"--threads {args.threads}: need at least 1 thread")
+    if args.threads is not None:
+        check_count("--threads", args.threads, 1, "thread")
     kernels = parse_kernels(args.kernels)
     topo = thread_orders.load_topology(args.topology)
     mem = parse_mem(topo, args.mem)
@@ -368,12 +366,12 @@ def run(args: argparse.Namespace) -> int:
     n = n_bytes // ELEMENT
     peak, unknown = host_peak(args.peak)
     rs = ResultSet(command="bench memory", environment=environment(topo),
-                   messages=notes + list(topo.notes) + topology_cautions(topo, args.topology) + [unknown] * bool(unknown))
+                   messages=notes + list(topo.notes) + [unknown] * bool(unknown))
     prog = Progress(len(plan), "memory", quiet=args.quiet)
     with session(rs, args):
         for p in plan:
             rs.extend(measure(topo, p.cpus, n, kernels, args.repeats, nt_stores=args.nt_stores, mem_nodes=mem,
-                              placement=p.name, batch=args.batch, peak=peak))
+                              thread_order=p.name, batch=args.batch, peak=peak))
             prog.step(f"{p.name}: {p.threads} threads")
     prog.close()
     samples = f"{args.repeats} samples of {args.batch} back-to-back repetitions" if args.batch > 1 else str(args.repeats)

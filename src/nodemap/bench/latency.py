@@ -15,7 +15,7 @@ from ..topology.model import Topology
 from ..units import format_size, parse_size
 from . import hostkernels, thread_orders
 
-from .harness import Progress, Stopped, add_shared, check_repeats, finish, session, topology_cautions
+from .harness import Progress, Stopped, add_shared, finish, session
 from .host_memory import environment, free_memory, parse_mem
 from .results import Result, ResultSet, make_result
 
@@ -126,7 +126,6 @@ def latency_table(results: list[Result]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_repeats(args.repeats)
     topo = thread_orders.load_topology(args.topology)
     allowed = thread_orders.usable_cpus(topo)
     cpu = allowed.first() if args.cpu is None else args.cpu
@@ -143,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         top = 4 * max((s for _, s in caches), default=64 << 20)
         top = min(top, int(0.6 * free)) if free else top
     rs = ResultSet(command="bench latency", environment=environment(topo),
-                   messages=list(topo.notes) + topology_cautions(topo, args.topology))
+                   messages=list(topo.notes))
     if not caches:
         rs.messages.append("cache sizes unknown: working sets are not labelled with levels")
     todo = sizes(top)

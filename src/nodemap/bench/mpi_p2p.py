@@ -32,7 +32,7 @@ from ..errors import NodemapError
 from ..units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
 from . import interrupt
-from .harness import Progress, add_shared, finish, repeat, session
+from .harness import Progress, add_shared, check_count, check_positive, finish, repeat, session
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -407,8 +407,8 @@ def run(args: argparse.Namespace) -> int:
     buffers = subset(args.buffers, BUFFERS, "--buffers")
     sizes = parse_sizes(args.sizes, "--sizes")
     chunk = parse_size(args.chunk, "--chunk", minimum=1)
-    if args.window < 1 or args.repeats < 1 or args.iters_scale <= 0:
-        raise NodemapError("--window, --repeats and --iters-scale must be positive")
+    check_count("--window", args.window, 1, "send per window")
+    check_positive("--iters-scale", args.iters_scale)
     MPI = mc.start(args.timeout)
     comm = MPI.COMM_WORLD
     n, rank = comm.Get_size(), comm.Get_rank()
@@ -466,13 +466,15 @@ def _all_stop(MPI: Any, comm: Any, timeout: float) -> bool:
 
 
 def _topology(path: str | None) -> Any:
+    if path:
+        from .harness import read_topology
+
+        return read_topology(path)
     try:
         from ..topology.discover import discover
 
-        return discover(path) if path else discover()
+        return discover()
     except Exception:
-        if path:
-            raise
         return None  # placement then says "cpus 0-3" instead of NUMA nodes
 
 

@@ -14,7 +14,7 @@ from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import parse_size
 from . import host_memory, latency, thread_orders
-from .harness import Progress, Stopped, check_repeats, finish, session, topology_cautions
+from .harness import Progress, Stopped, finish, session
 from .results import Result, ResultSet
 
 DESCRIPTION = """\
@@ -49,7 +49,7 @@ def cpu_nodes(topo: Topology, allowed: CpuSet) -> list[tuple[int, tuple[int, ...
     for n in topo.numa_nodes:
         cs = n.cpuset & allowed
         if cs:
-            out.append((n.os_index, thread_orders.level_placements(topo, cs)["1/core"]))
+            out.append((n.os_index, thread_orders.level_orders(topo, cs)["1/core"]))
     return out
 
 
@@ -81,7 +81,6 @@ def _tag(r: Result, i: int, j: int) -> Result:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_repeats(args.repeats)
     kernel = parse_kernel(args.kernel)
     if len(kernel) != 1:
         raise NodemapError(f"--kernel {args.kernel}: give one kernel of copy,scale,add,triad,sum")
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("no NUMA node with both allowed CPUs and memory found; check the cpuset/mems allowed")
     peak, unknown = host_memory.host_peak(args.peak)
     rs = ResultSet(command="bench numa", environment=host_memory.environment(topo),
-                   messages=list(topo.notes) + topology_cautions(topo, args.topology) + [unknown] * bool(unknown))
+                   messages=list(topo.notes) + [unknown] * bool(unknown))
     if len(topo.numa_nodes) == 1:
         rs.messages.append("this machine has one NUMA node: the matrices are 1x1")
     skipped = [n.os_index for n in topo.numa_nodes if n.memory == 0]
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         for i, cs, j in pairs:
             n_bytes, notes = host_memory.array_size(topo, CpuSet(cs), CpuSet([j]), args.size)
             got = host_memory.measure(topo, cs, n_bytes // host_memory.ELEMENT, kernel, args.repeats,
-                                      mem_nodes=CpuSet([j]), benchmark="numa", placement=f"NUMA{i} 1/core", peak=peak)
+                                      mem_nodes=CpuSet([j]), benchmark="numa", thread_order=f"NUMA{i} 1/core", peak=peak)
             rs.messages += [m for m in notes if m not in rs.messages]
             if not got:  # interrupted before one repetition ended
                 raise Stopped

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import NodemapError
 from ..units import format_size, parse_size, parse_sizes
-from .harness import Progress, add_shared, check_repeats, finish, repeat, session
+from .harness import Progress, add_shared, check_count, check_positive, finish, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__
@@ -86,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("--hot-mix is a share of lookups: give a number from 0 to 1")
     chunks = parse_sizes(args.chunks, "--chunks")
     replications = [Replication.parse(r, "--replication") for r in args.replication.split(",")]
-    check_repeats(args.repeats)
-    cp = _cupy()
+    check_count("--lookups", args.lookups, 1, "lookup per GPU")
+    check_positive("--budget-fraction", args.budget_fraction)
+    zipfs = _zipfs(args.zipf)
+    from .gpu_devices import import_cupy
+
+    cp = import_cupy()  # after the options: their errors need no GPU; worded as every GPU kind's
     devices = _devices(cp, args.gpus)
     if len(devices) < 2:
         raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
@@ -105,7 +109,6 @@ def run(args: argparse.Namespace) -> int:
     )
     rs = ResultSet(command="bench placement")
     rs.environment = _environment(cp, devices, args.topology)
-    zipfs = [float(z) for z in args.zipf.split(",")]
     steps = len(zipfs) * sum(len(cfg.chunks) * len(cfg.replications) if s == "analysis" else 1 for s in strategies)
     prog = Progress(steps, "placement", quiet=args.quiet)
     with session(rs, args), Bench(cp, cfg) as bench:
@@ -458,18 +461,14 @@ def _module(cp):
     return cp.RawModule(code=src, options=("-std=c++17", f"-I{include_dir()}"))
 
 
-def _cupy():
+def _zipfs(text: str) -> list[float]:
     try:
-        import cupy
-    except ImportError:
-        raise NodemapError("CuPy is missing: install the [cuda] extra (pip install 'nodemap[cuda]')") from None
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError:
-        n = 0
-    if n == 0:
-        raise NodemapError("no CUDA GPU visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
-    return cupy
+        out = [float(z) for z in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or any(not z >= 0 for z in out):
+        raise NodemapError(f"--zipf {text!r}: give Zipf exponents >= 0, comma separated, like 0,0.8,1.0")
+    return out
 
 
 def per_gpu_rates(lookups: int, per_gpu: list[list[float]]) -> list[float]:

@@ -94,7 +94,20 @@ class Result:
         d["stats"] = Stats(**d["stats"])
         d["samples"] = tuple(d.get("samples", ()))
         d["notes"] = tuple(d.get("notes", ()))
+        d["params"] = _renamed_params(d.get("benchmark", ""), d.get("params") or {})
         return cls(**d)
+
+
+# Host results saved before 2026-11-25 called the CPU thread order
+# "placement", the word now kept for data placement across GPUs.
+_THREAD_ORDER_KINDS = ("memory", "numa")
+
+
+def _renamed_params(benchmark: str, params: dict[str, Any]) -> dict[str, Any]:
+    if benchmark in _THREAD_ORDER_KINDS and "placement" in params and "thread_order" not in params:
+        params = dict(params)
+        params["thread_order"] = params.pop("placement")
+    return params
 
 
 def make_result(

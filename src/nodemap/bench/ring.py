@@ -26,11 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import NodemapError
 from . import collectives as co
 from . import mpi_common as mc
 from ..units import format_size
-from .harness import Progress, Stopped, add_shared, repeat, session
+from .harness import Progress, Stopped, add_shared, check_count, repeat, session
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -338,8 +337,7 @@ def run(args: argparse.Namespace) -> int:
 
     wanted = subset(args.transports, TRANSPORTS, "--transports")
     sizes = parse_sizes(args.sizes, "--sizes")
-    if args.steps < 1 or args.repeats < 1:
-        raise NodemapError("--steps and --repeats must be positive")
+    check_count("--steps", args.steps, 1, "exchange per repetition")
     ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True, topology=args.topology)
     return co.run_on(ctx, lambda c: bench(c, wanted, sizes, args), args, text)
 

@@ -1,8 +1,8 @@
 """Thread orders derived from a Topology, for host bandwidth sweeps.
 
-A thread order (class Placement, and "placement" in Result params for
-compatibility with saved files) is an ordered CPU list: thread i runs on
-cpus[i]. Not to be confused with data placement across GPUs
+A thread order (class ThreadOrder; "thread_order" in Result params, read
+from "placement" in files saved before 2026-11-25) is an ordered CPU list:
+thread i runs on cpus[i]. Not to be confused with data placement across GPUs
 (nodemap.placement, `nodemap bench placement`). "Spread"
 order deals CPUs round-robin down the hierarchy (package, NUMA node, last
 level cache, core, PU), so its first k CPUs are as far apart as possible;
@@ -22,7 +22,7 @@ from ..topology.model import PU, Core, NumaNode, Topology
 
 
 @dataclass(frozen=True)
-class Placement:
+class ThreadOrder:
     names: tuple[str, ...]  # every sweep label with exactly these CPUs: ("1/core", "spread 8")
     cpus: tuple[int, ...]  # thread i -> cpus[i]
 
@@ -46,11 +46,13 @@ def load_topology(input: str | None = None) -> Topology:
     """
     from ..topology.discover import discover
 
+    if input is not None:
+        from .harness import read_topology
+
+        return read_topology(input)
     try:
-        topo = discover(input)
+        topo = discover()
     except ImportError:  # a discovery source not built yet
-        if input is not None:
-            raise
         topo = flat_topology(CpuSet(os.sched_getaffinity(0)))
     return topo
 
@@ -124,7 +126,7 @@ def one_per(domains: list[CpuSet], order: list[int]) -> tuple[int, ...]:
 # --- the sweep -------------------------------------------------------------------
 
 
-def level_placements(topo: Topology, cpus: CpuSet) -> dict[str, tuple[int, ...]]:
+def level_orders(topo: Topology, cpus: CpuSet) -> dict[str, tuple[int, ...]]:
     """One thread per L3 group, per core, per PU and per NUMA node."""
     order = spread_order(topo, cpus)
     out: dict[str, tuple[int, ...]] = {}
@@ -147,31 +149,31 @@ def thread_counts(n: int, extra: set[int] = frozenset(), all_up_to: int = 16) ->
     return sorted(powers | {e for e in extra if 1 <= e <= n} | {n})
 
 
-def sweep(topo: Topology, cpus: CpuSet) -> list[Placement]:
+def sweep(topo: Topology, cpus: CpuSet) -> list[ThreadOrder]:
     """Every placement the sweep promises, merged where CPUs coincide,
     ordered by thread count."""
     if not cpus:
         raise NodemapError("no CPUs to run on: the allowed set is empty (check taskset/cgroup cpuset)")
-    levels = level_placements(topo, cpus)
+    levels = level_orders(topo, cpus)
     order = spread_order(topo, cpus)
     named: dict[tuple[int, ...], list[str]] = {}
     for name, cs in levels.items():
         named.setdefault(cs, []).append(name)
     for k in thread_counts(len(order), {len(v) for v in levels.values()}):
         named.setdefault(tuple(order[:k]), []).append(f"spread {k}")
-    return sorted((Placement(tuple(n), cs) for cs, n in named.items()), key=lambda p: (p.threads, p.name))
+    return sorted((ThreadOrder(tuple(n), cs) for cs, n in named.items()), key=lambda p: (p.threads, p.name))
 
 
 def promised_names(topo: Topology, cpus: CpuSet) -> set[str]:
-    levels = level_placements(topo, cpus)
+    levels = level_orders(topo, cpus)
     counts = thread_counts(len(cpus), {len(v) for v in levels.values()})
     return set(levels) | {f"spread {k}" for k in counts}
 
 
-# --- choosing one placement from the command line -------------------------------
+# --- choosing one thread order from the command line -------------------------------
 
 
-def choose(topo: Topology, cpus: str | None = None, threads: int | None = None, placement: str = "spread") -> Placement:
+def choose(topo: Topology, cpus: str | None = None, threads: int | None = None, order: str = "spread") -> ThreadOrder:
     """--cpus LIST, or --threads N in spread/compact order (default: 1/core)."""
     allowed = usable_cpus(topo)
     if cpus is not None:
@@ -185,17 +187,17 @@ def choose(topo: Topology, cpus: str | None = None, threads: int | None = None, 
         if outside or not want:
             raise NodemapError(f"--cpus {cpus}: CPUs {outside.format() or '(none given)'} are not allowed here; "
                                f"pick from {allowed.format()}")
-        return Placement((f"cpus {want.format()}",), tuple(want))
-    order = (compact_order if placement == "compact" else spread_order)(topo, allowed)
+        return ThreadOrder((f"cpus {want.format()}",), tuple(want))
+    cpus_in_order = (compact_order if order == "compact" else spread_order)(topo, allowed)
     if threads is None:
-        cs = level_placements(topo, allowed).get("1/core", tuple(order))
-        return Placement(("1/core",), cs)
+        cs = level_orders(topo, allowed).get("1/core", tuple(cpus_in_order))
+        return ThreadOrder(("1/core",), cs)
     if threads < 1:
         raise NodemapError(f"--threads {threads}: need at least 1 thread")
-    if threads > len(order):
-        raise NodemapError(f"--threads {threads}: only {len(order)} CPUs are allowed here ({allowed.format()}); "
+    if threads > len(cpus_in_order):
+        raise NodemapError(f"--threads {threads}: only {len(cpus_in_order)} CPUs are allowed here ({allowed.format()}); "
                            "use fewer threads")
-    return Placement((f"{placement} {threads}",), tuple(order[:threads]))
+    return ThreadOrder((f"{order} {threads}",), tuple(cpus_in_order[:threads]))
 
 
 def omp_env(cpus: tuple[int, ...]) -> dict[str, str]:

@@ -78,16 +78,16 @@ def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
     triads = [r for r in results if r.metric == "triad"]
     if not triads:
         return []
-    core = next((r for r in triads if "1/core" in r.params.get("placement", "").split(" = ")), None)
+    core = next((r for r in triads if "1/core" in r.params.get("thread_order", "").split(" = ")), None)
     core = core or max(triads, key=lambda r: r.params.get("threads", 0))
     best = max(triads, key=lambda r: r.stats.best)
     out = [figure(core, "host/stream/triad", "host memory",
                   f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
-                  peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('placement')} "
+                  peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('thread_order')} "
                   f"({best.params.get('threads')} threads)")]
     if best.peak:
         out.append(figure(best, "host/stream/best", "host memory",
-                          f"STREAM triad, best placement {best.params.get('placement')}", kind="stream", part="DRAM"))
+                          f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM"))
     return out
 
 

@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from ..bench.harness import check_shared
     from ..errors import NodemapError
     from ..outfile import check
 
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "output", None):
             check(args.output)  # before any measurement: a bad path costs nothing
+        check_shared(args)  # --repeats, --topology: before MPI, GPUs or measuring
     except NodemapError as e:
         if _launcher_rank() <= 0:  # under MPI every rank refuses alike; rank 0 says it
             print(f"{where}: error: {e}", file=sys.stderr)

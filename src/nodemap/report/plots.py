@@ -141,9 +141,9 @@ def stream_sweep(doc: CheckDoc) -> Plot | None:
     if not rs:
         return None
     plt = _pyplot()
-    rs.sort(key=lambda r: (r.params.get("threads", 0), r.params.get("placement", "")))
+    rs.sort(key=lambda r: (r.params.get("threads", 0), r.params.get("thread_order", "")))
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    names = [f"{r.params.get('placement', '')} ({r.params.get('threads')})" for r in rs]
+    names = [f"{r.params.get('thread_order', '')} ({r.params.get('threads')})" for r in rs]
     best = max(r.stats.best for r in rs)
     colors = ["#4c72b0" if r.stats.best < best else "#55a868" for r in rs]
     ax.bar(range(len(rs)), [r.stats.best for r in rs], color=colors)
