@@ -55,8 +55,9 @@ MAX_COUNT = 1 << 20  # threads, GPUs, SMT per task
 MAX_TASKS = 1 << 14  # tasks per node: twice Linux's largest NR_CPUS
 
 
-def request_from_args(args: argparse.Namespace, tasks: int | None = None):
-    """A Request from parsed options; `tasks` fills in when --tasks is absent."""
+def request_from_args(args: argparse.Namespace, tasks: int | None = None, all_pus: bool = False):
+    """A Request from parsed options; `tasks` fills in when --tasks is absent;
+    `all_pus`: bind every PU of the tasks' cores (a run without a launcher)."""
     from ..errors import InputError
     from ..topology.cpuset import CpuSet, CpuSetError
     from .request import RAILS_AUTO, Request
@@ -87,4 +88,4 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None):
         nic_rails={"all": -1, "auto": RAILS_AUTO}.get(rails) or int(rails), gpu_order=args.gpu_order,
         oversubscribe=args.oversubscribe, greedy=not args.no_greedy,
         spread_by="pus" if args.no_gpu_match else "auto", gpu_ids=args.gpu_ids,
-        reserve_cores=count("--reserve-cores", args.reserve_cores, 0))
+        reserve_cores=count("--reserve-cores", args.reserve_cores, 0), all_pus=all_pus)
