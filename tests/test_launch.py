@@ -186,3 +186,13 @@ def test_without_a_launcher_the_task_binds_every_pu_of_an_smt_node(env, fixtures
     assert dry("--smt", "1")["task"]["threads"] == 8 and len(CpuSet.parse(dry("--smt", "1")["task"]["cpus"])) == 8
     # a launcher's lone rank keeps one PU per core (and does not reuse the cached whole-node plan)
     assert len(CpuSet.parse(dry("--local-rank", "0", "--local-size", "1")["task"]["cpus"])) == 8
+
+
+def test_mig_instances_listed_by_the_driver_turn_the_run_to_nvml(tmp_path):
+    from nodemap.commands import run
+
+    root = tmp_path / "capabilities"
+    (root / "gpu0" / "mig").mkdir(parents=True)
+    assert not run._mig_instances(str(root)) and not run._mig_instances(str(tmp_path / "none"))
+    (root / "gpu0" / "mig" / "gi1").mkdir()
+    assert run._mig_instances(str(root))

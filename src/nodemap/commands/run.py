@@ -171,11 +171,28 @@ def _plan_node(args: argparse.Namespace, tasks: int, all_pus: bool = False) -> d
 
 
 def _source(input_path, gpu_ids: str = "index") -> str:
-    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs."""
-    if input_path or gpu_ids == "uuid":
+    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs and
+    MIG devices (the driver lists MIG GPU instances under /proc; a container
+    that masks that folder needs --gpu-ids uuid on MIG nodes)."""
+    if input_path or gpu_ids == "uuid" or _mig_instances():
         return "auto"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     return "auto" if any(e.strip() and not e.strip().isdecimal() for e in visible.split(",")) else "sysfs"
+
+
+def _mig_instances(root: str = "/proc/driver/nvidia/capabilities") -> bool:
+    """Whether some GPU has MIG GPU instances (gpuN/mig/giK), by the driver's capability files."""
+    try:
+        gpus = [e for e in os.listdir(root) if e.startswith("gpu")]
+    except OSError:
+        return False
+    for g in gpus:
+        try:
+            if any(e.startswith("gi") for e in os.listdir(os.path.join(root, g, "mig"))):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def _summary(task: dict, mem_policy: str) -> str:

@@ -39,7 +39,7 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                    help="spread tasks over NUMA domains by PUs, not by where the GPUs are (GPUs still go to the "
                         "tasks of their domain; mpibind's gpu_optim=0)")
     g.add_argument("--gpu-ids", choices=GPU_IDS, default="index",
-                   help="how CUDA_VISIBLE_DEVICES names GPUs: index (PCI order, default), uuid (needed with MIG; "
+                   help="how CUDA_VISIBLE_DEVICES names GPUs: index (PCI order, default), uuid (needed with MIG: one MIG device per task; "
                         "needs NVML), pci (indexes, plus NODEMAP_GPU_PCI with PCI bus ids)")
     g.add_argument("--reserve-cores", type=int, default=0, metavar="K",
                    help="keep the first K cores of every socket free of tasks (system daemons, progress threads)")
