@@ -211,6 +211,8 @@ def test_mig_devices_are_read_under_their_gpu(use):
     assert [g.mig for g in t.gpus] == [(), ("MIG-aa", "MIG-bb", "MIG-cc"), ()]
     assert any("GPU 2 is in MIG mode with no MIG device" in n for n in t.notes)
     assert Topology.from_json(t.to_json()).gpus[1].mig == ("MIG-aa", "MIG-bb", "MIG-cc")
+    # what nodemap run writes for a task of GPU 1 names GPU 1 (nodemap show checks it without NVML)
+    assert parse_visible("MIG-bb", list(t.gpus)) == ({1}, "")
 
 
 def test_parse_visible_rules():

@@ -275,7 +275,7 @@ def parse_visible(value: str | None, gpus: list[GPU], resolve: Callable[[str], s
 
     None when unset (all visible). Entries are indexes (PCI bus order, as
     with CUDA_DEVICE_ORDER=PCI_BUS_ID), UUIDs or unique UUID prefixes
-    ("GPU-8f3a"), or MIG devices ("MIG-<uuid>" via `resolve`, or the old
+    ("GPU-8f3a"), or MIG devices ("MIG-<uuid>" of a GPU's `mig`, via `resolve`, or the old
     "MIG-GPU-<uuid>/gi/ci"); like CUDA, parsing stops at the first entry
     that names no GPU.
     """
@@ -298,6 +298,9 @@ def _match_entry(entry: str, gpus: list[GPU], resolve: Callable[[str], str] | No
         i = int(entry)
         return gpus[i] if i < len(gpus) else None
     if entry.startswith("MIG-"):
+        owner = [g for g in gpus if entry in g.mig]  # the topology knows its MIG devices (NVML read them)
+        if owner:
+            return owner[0]
         rest = entry[4:]
         parent = rest.split("/")[0] if rest.startswith("GPU-") else (resolve(entry) if resolve else "")
         return _by_uuid(parent, gpus) if parent else None
