@@ -166,7 +166,7 @@ def test_two_wide_tasks_of_one_gpu_socket_extend_to_the_idle_socket():
 
 
 def test_threads_beyond_the_cores_without_a_free_domain_are_noted():
-    # both sockets hold GPUs, so both are used: 2 tasks x 24 threads on 18 cores each share hyperthreads
+    # both sockets hold GPUs, so both are used: 2 tasks x 12 threads per 18-core socket share hyperthreads
     topo = nodes.build(nodes.Spec(2, 1, 1, 18, smt=2, gpus=[nodes.Dev(0), nodes.Dev(1)]))
     p = P(topo, tasks=4, threads=12)
     assert any("more threads (12 each) than they have cores" in n for n in p.notes), p.notes

@@ -286,8 +286,8 @@ def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], 
             notes.append(f"a task of {req.threads} threads extends over {where}; its GPUs stay" if g.ntasks == 1
                          else f"the {g.ntasks} tasks of {req.threads} threads of NUMA node {base.numa} extend over "
                               f"{where}; their GPUs stay")
-        if have < need and not req.smt:
-            short.append(base.numa)
+        if have < need and not req.smt and any(len(c) > 1 for d in g.domains for c in d.cores):
+            short.append(base.numa)  # (without SMT the note on threads outnumbering PUs says it)
     if short:
         notes.append(f"the tasks of NUMA node(s) {_ranges(short)} run more threads ({req.threads} each) than they "
                      "have cores: threads share cores' hardware threads; run fewer tasks or threads per node "
