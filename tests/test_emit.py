@@ -133,3 +133,24 @@ def test_gpu_ids_uuid_without_uuids_says_how_to_get_them():
     topo = dataclasses.replace(topo, gpus=tuple(dataclasses.replace(g, uuid="") for g in topo.gpus))
     with pytest.raises(NodemapError, match="nvidia-ml-py"):
         emit.with_env(topo, plan(topo, Request(tasks=4, gpu_ids="uuid")))
+
+
+def _mig_node(slices=("MIG-a", "MIG-b", "MIG-c"), whole_too=False):
+    topo = nodes.build(nodes.Spec(1, 1, 1, 8, gpus=[nodes.Dev(0)] * (2 if whole_too else 1)))
+    return dataclasses.replace(topo, gpus=(dataclasses.replace(topo.gpus[0], mig=slices), *topo.gpus[1:]))
+
+
+def test_mig_gpus_get_one_mig_device_per_task_in_turn():
+    topo = _mig_node()
+    p = emit.with_env(topo, plan(topo, Request(tasks=4, gpu_ids="uuid")))
+    got = [dict(t.env)["CUDA_VISIBLE_DEVICES"] for t in p.tasks]
+    assert got == ["MIG-a", "MIG-b", "MIG-c", "MIG-a"]
+
+
+@pytest.mark.parametrize("ids, whole_too, word", [("index", False, "pass --gpu-ids uuid"),
+                                                  ("pci", False, "pass --gpu-ids uuid"),
+                                                  ("uuid", True, "cannot use both")])
+def test_mig_gpus_are_refused_where_cuda_could_not_use_them(ids, whole_too, word):
+    topo = _mig_node(whole_too=whole_too)
+    with pytest.raises(NodemapError, match=word):
+        emit.with_env(topo, plan(topo, Request(tasks=1, gpu_ids=ids)))

@@ -167,3 +167,32 @@ def test_a_rank_open_mpi_bound_by_default_is_unbound_and_planned(env):
     d = json.loads(r.stdout)
     planned = json.loads(nodemap(["plan", "--tasks", "2", "--json"], env).stdout)["tasks"][1]["cpus"]
     assert d["local_rank"] == 1 and d["task"]["cpus"] == planned
+
+
+def test_without_a_launcher_the_task_binds_every_pu_of_an_smt_node(env, fixtures):
+    # 4 sockets x 2 cores x 2 hardware threads: numactl-like, all 16 PUs bound, a thread per core
+    xml = str(fixtures / "hwloc-xml" / "16em64t-4s2c2t.xml")
+
+    def dry(*opts):
+        r = nodemap(["run", "--input", xml, *opts, "--dry-run", "--json", "--", "true"], env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    d = dry()
+    assert d["launcher"].startswith("no launcher") and d["task"]["cpus"] == "0-15"
+    assert d["task"]["threads"] == 8 and d["env"]["OMP_NUM_THREADS"] == "8"
+    assert len(d["task"]["places"]) == 8  # one place per core, both of its PUs
+    assert dry("--threads", "16")["task"]["cpus"] == "0-15"
+    assert dry("--smt", "1")["task"]["threads"] == 8 and len(CpuSet.parse(dry("--smt", "1")["task"]["cpus"])) == 8
+    # a launcher's lone rank keeps one PU per core (and does not reuse the cached whole-node plan)
+    assert len(CpuSet.parse(dry("--local-rank", "0", "--local-size", "1")["task"]["cpus"])) == 8
+
+
+def test_mig_instances_listed_by_the_driver_turn_the_run_to_nvml(tmp_path):
+    from nodemap.commands import run
+
+    root = tmp_path / "capabilities"
+    (root / "gpu0" / "mig").mkdir(parents=True)
+    assert not run._mig_instances(str(root)) and not run._mig_instances(str(tmp_path / "none"))
+    (root / "gpu0" / "mig" / "gi1").mkdir()
+    assert run._mig_instances(str(root))

@@ -72,6 +72,18 @@ def fake_nvml(gpus: list[dict], p2p_bad=(), remote_type=True, fail_init=False) -
     m.nvmlDeviceGetP2PStatus = p2p
     m.nvmlDeviceGetHandleByUUID = mig_handle
     m.nvmlDeviceGetDeviceHandleFromMigDeviceHandle = lambda h: h[1]
+    # MIG mode is on for GPUs with a "migs" entry; MIG device handles are ("mig", gpu, k)
+    m.NVML_DEVICE_MIG_ENABLE = 1
+    m.nvmlDeviceGetMigMode = lambda h: [1, 1] if "migs" in gpus[h] else [0, 0]
+    m.nvmlDeviceGetMaxMigDeviceCount = lambda h: 7 if "migs" in gpus[h] else 0
+
+    def mig_at(h, k):
+        if k >= len(gpus[h].get("migs", ())):
+            raise NVMLError("Not Found")
+        return ("mig", h, k)
+
+    m.nvmlDeviceGetMigDeviceHandleByIndex = mig_at
+    m.nvmlDeviceGetUUID = lambda h: gpus[h[1]]["migs"][h[2]] if isinstance(h, tuple) else gpus[h]["uuid"]
     return m
 
 
@@ -188,6 +200,19 @@ def test_cuda_visible_devices_mig(use):
     use(fake_nvml(gpus))
     t = enrich(Topology(), env={"CUDA_VISIBLE_DEVICES": "MIG-7c3e0000-0000"})
     assert [g.visible for g in t.gpus] == [False, True]
+
+
+def test_mig_devices_are_read_under_their_gpu(use):
+    gpus = dgx_hidden_switches(3)
+    gpus[1]["migs"] = ("MIG-aa", "MIG-bb", "MIG-cc")
+    gpus[2]["migs"] = ()  # MIG mode on, no instance created
+    use(fake_nvml(gpus))
+    t = enrich(Topology())
+    assert [g.mig for g in t.gpus] == [(), ("MIG-aa", "MIG-bb", "MIG-cc"), ()]
+    assert any("GPU 2 is in MIG mode with no MIG device" in n for n in t.notes)
+    assert Topology.from_json(t.to_json()).gpus[1].mig == ("MIG-aa", "MIG-bb", "MIG-cc")
+    # what nodemap run writes for a task of GPU 1 names GPU 1 (nodemap show checks it without NVML)
+    assert parse_visible("MIG-bb", list(t.gpus)) == ({1}, "")
 
 
 def test_parse_visible_rules():

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -131,6 +132,26 @@ def test_one_rank_plans_the_others_read(folder, tmp_path):
     assert len(list(marks.iterdir())) == 1  # planned once for the node
     assert len({o[0] for o in outs}) == 1  # every rank got that one plan
     assert sorted(o[1] for o in outs) == ["False"] + ["True"] * 7
+
+
+def test_when_the_planning_rank_dies_unpublished_one_waiter_plans(folder, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {**os.environ, "NODEMAP_CACHE_DIR": str(folder)}
+    fd = plancache.open_folder(str(folder))
+    holder = plancache.NodeLock(fd, "key")  # a planning rank that will vanish without publishing
+    assert holder.take()
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", RANK, str(marks)], env=env, stdout=subprocess.PIPE,
+                                  text=True) for _ in range(4)]
+        time.sleep(0.5)
+        assert not list(marks.iterdir())  # they wait on the lock, not plan
+    finally:
+        holder.close()
+        os.close(fd)
+    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(list(marks.iterdir())) == 1 and len({o[0] for o in outs}) == 1
 
 
 def test_run_with_a_planted_link_says_so_in_one_line_and_runs(tmp_path):

@@ -46,6 +46,15 @@ def test_each_verdict():
     assert v[3] == []
 
 
+def test_omp_num_threads_that_is_not_a_count_is_a_verdict():
+    topo = nodes.karolina()
+    rows = show.judge([row(0, "48-55", threads=t, host=f"n{k}") for k, t in enumerate(["abc", "0", "8,2", "4, 2"])],
+                      topo)
+    bad = [any("is not a positive count" in v for v in r["verdicts"]) for r in rows]
+    assert bad == [True, True, False, False]  # nested levels ("8,2") are OpenMP's own syntax
+    assert "not a positive count" in show.table(rows)
+
+
 def test_visible_gpus_resolve_to_physical_index_and_uuid():
     topo = nodes.karolina()
     got = show.visible_gpus(topo, {"CUDA_VISIBLE_DEVICES": "GPU-00000005,2"})

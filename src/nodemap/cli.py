@@ -61,6 +61,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(_parser=p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_) in COMMANDS.items():
+        # the stubs keep `nodemap run` (every rank) from importing every command's module
+        # and building its options: the one trick kept for the per-rank launch time
         if only is not None and name != only:
             sub.add_parser(name, help=help_)
             continue

@@ -34,7 +34,8 @@ examples:
 
 --tasks defaults to the launcher's local size; without a launcher (and
 without --local-rank) nodemap run is one task on the whole allowed node, like
-numactl or likwid-pin. The first rank of a node plans and publishes the plan
+numactl or likwid-pin: every allowed PU bound, OMP_NUM_THREADS one per core
+(--threads T or --smt K for others). The first rank of a node plans and publishes the plan
 in $TMPDIR/nodemap-$UID (a private folder); the others read it, and later
 steps reuse it for 10 minutes (--no-cache to plan afresh).
 """
@@ -74,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
-    if args.local_rank is None and not localrank.launched(os.environ):
-        # no launcher: like numactl or likwid-pin, one task on the whole allowed node
+    alone = args.local_rank is None and not localrank.launched(os.environ)
+    if alone:
+        # no launcher: like numactl or likwid-pin, one task on the whole allowed node (every PU)
         lr = localrank.LocalRank(0, args.local_size or 1, "no launcher: one task")
     else:
         lr = localrank.detect(os.environ, args.local_rank, args.local_size)
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     undone = launch.undo_launcher_binding(os.environ) if not args.input else ""
     if undone and lr.rank == 0 and args.verbose:
         print(f"nodemap run: note: {undone}", file=sys.stderr)
-    plan, cached = node_plan(args, tasks, lr.rank)
+    plan, cached = node_plan(args, tasks, lr.rank, all_pus=alone and tasks == 1)
     task = plan["tasks"][lr.rank]
     final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
     binding = launch.Binding(task["cpu_list"], task["mem_list"], args.mem_policy, plan["node_mem_list"])
@@ -117,31 +119,32 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0) -> tuple[dict, bool]:
+def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0, all_pus: bool = False) -> tuple[dict, bool]:
     """The node's plan as a dict (Plan.to_dict, each task with its env), and
     whether another rank or an earlier step made it: the first rank of the
-    node plans and publishes, the others wait for it and read."""
+    node plans and publishes, the others wait for it and read. `all_pus`:
+    the lone task of a run without a launcher binds every PU of its cores."""
     from ..mapping import cliargs, plancache
 
     if args.no_cache:
-        return _plan_node(args, tasks), False
-    key = plancache.fingerprint((cliargs.request_key(args), tasks), args.input, os.environ)
+        return _plan_node(args, tasks, all_pus), False
+    key = plancache.fingerprint((cliargs.request_key(args), tasks, all_pus), args.input, os.environ)
     try:
-        return plancache.shared_plan(key, lambda: _plan_node(args, tasks))
+        return plancache.shared_plan(key, lambda: _plan_node(args, tasks, all_pus))
     except plancache.Refused as e:
         if local_rank == 0:
             print(f"nodemap run: {e}", file=sys.stderr)
-        return _plan_node(args, tasks), False
+        return _plan_node(args, tasks, all_pus), False
 
 
-def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
+def _plan_node(args: argparse.Namespace, tasks: int, all_pus: bool = False) -> dict:
     from ..errors import NodemapError
     from ..mapping import cliargs, emit
     from ..mapping.plan import plan
     from ..topology.discover import discover
     from ..topology.model import replace
 
-    req = cliargs.request_from_args(args, tasks)
+    req = cliargs.request_from_args(args, tasks, all_pus)
     topo = discover(args.input, source=_source(args.input, args.gpu_ids))
     if args.tasks is None and tasks > len(topo.allowed_cpus) and topo.allowed_cpus == topo.cpuset:
         # the launcher already started more ranks than the whole node has PUs: they can only share
@@ -168,11 +171,28 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
 
 
 def _source(input_path, gpu_ids: str = "index") -> str:
-    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs."""
-    if input_path or gpu_ids == "uuid":
+    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs and
+    MIG devices (the driver lists MIG GPU instances under /proc; a container
+    that masks that folder needs --gpu-ids uuid on MIG nodes)."""
+    if input_path or gpu_ids == "uuid" or _mig_instances():
         return "auto"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     return "auto" if any(e.strip() and not e.strip().isdecimal() for e in visible.split(",")) else "sysfs"
+
+
+def _mig_instances(root: str = "/proc/driver/nvidia/capabilities") -> bool:
+    """Whether some GPU has MIG GPU instances (gpuN/mig/giK), by the driver's capability files."""
+    try:
+        gpus = [e for e in os.listdir(root) if e.startswith("gpu")]
+    except OSError:
+        return False
+    for g in gpus:
+        try:
+            if any(e.startswith("gi") for e in os.listdir(os.path.join(root, g, "mig"))):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def _summary(task: dict, mem_policy: str) -> str:

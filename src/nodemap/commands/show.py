@@ -9,7 +9,11 @@ Report what each rank really got: host, rank, local rank, the PUs it may run
 on and the one it runs on now, its memory policy, the GPUs its environment
 lets it see (physical index, UUID, NUMA node), NIC and OpenMP variables, and
 verdicts: a GPU not local to the rank's CPUs, CPUs spanning NUMA domains,
-PUs shared with another rank of the node, more threads than PUs.
+PUs shared with another rank of the node, more threads than PUs or an
+OMP_NUM_THREADS that is not a count, a CUDA_VISIBLE_DEVICES or
+ROCR_VISIBLE_DEVICES entry that names no GPU of the node, GPUs other than
+the ones nodemap run planned (NODEMAP_GPUS), and with --threads, threads
+that run outside the rank's PUs or share PUs.
 
 Started by an MPI launcher with mpi4py installed, rank 0 gathers every row
 and prints one table sorted by node and rank; otherwise each rank prints its

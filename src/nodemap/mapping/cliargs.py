@@ -39,7 +39,7 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                    help="spread tasks over NUMA domains by PUs, not by where the GPUs are (GPUs still go to the "
                         "tasks of their domain; mpibind's gpu_optim=0)")
     g.add_argument("--gpu-ids", choices=GPU_IDS, default="index",
-                   help="how CUDA_VISIBLE_DEVICES names GPUs: index (PCI order, default), uuid (needed with MIG; "
+                   help="how CUDA_VISIBLE_DEVICES names GPUs: index (PCI order, default), uuid (needed with MIG: one MIG device per task; "
                         "needs NVML), pci (indexes, plus NODEMAP_GPU_PCI with PCI bus ids)")
     g.add_argument("--reserve-cores", type=int, default=0, metavar="K",
                    help="keep the first K cores of every socket free of tasks (system daemons, progress threads)")
@@ -55,8 +55,9 @@ MAX_COUNT = 1 << 20  # threads, GPUs, SMT per task
 MAX_TASKS = 1 << 14  # tasks per node: twice Linux's largest NR_CPUS
 
 
-def request_from_args(args: argparse.Namespace, tasks: int | None = None):
-    """A Request from parsed options; `tasks` fills in when --tasks is absent."""
+def request_from_args(args: argparse.Namespace, tasks: int | None = None, all_pus: bool = False):
+    """A Request from parsed options; `tasks` fills in when --tasks is absent;
+    `all_pus`: bind every PU of the tasks' cores (a run without a launcher)."""
     from ..errors import InputError
     from ..topology.cpuset import CpuSet, CpuSetError
     from .request import RAILS_AUTO, Request
@@ -87,4 +88,4 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None):
         nic_rails={"all": -1, "auto": RAILS_AUTO}.get(rails) or int(rails), gpu_order=args.gpu_order,
         oversubscribe=args.oversubscribe, greedy=not args.no_greedy,
         spread_by="pus" if args.no_gpu_match else "auto", gpu_ids=args.gpu_ids,
-        reserve_cores=count("--reserve-cores", args.reserve_cores, 0))
+        reserve_cores=count("--reserve-cores", args.reserve_cores, 0), all_pus=all_pus)

@@ -3,7 +3,8 @@
 Choices (docs/mapping.md, "Launch", says why in full):
 - GPUs by physical index (PCI bus order, as NVML and `nodemap topo` number
   them) with CUDA_DEVICE_ORDER=PCI_BUS_ID, so the index means the same GPU
-  to CUDA, NVML and the user; AMD GPUs by UUID in ROCR_VISIBLE_DEVICES when
+  to CUDA, NVML and the user; a GPU in MIG mode by one of its MIG devices'
+  UUIDs (--gpu-ids uuid; the tasks sharing it take them in turn); AMD GPUs by UUID in ROCR_VISIBLE_DEVICES when
   the topology knows it (ROCr's own order need not be PCI order), else by
   index; Intel by index in ZE_AFFINITY_MASK with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1.
 - OMP_PLACES lists the task's own places explicitly ("{0,64},{1,65}") and
@@ -37,7 +38,8 @@ RDMA_KINDS = ("InfiniBand", "Ethernet", "OmniPath")
 
 def task_env(topo, plan, task) -> list[tuple[str, str]]:
     """The environment `task` (a TaskBinding of `plan`) should run with."""
-    env = _gpu_env(topo, task.gpus, getattr(plan.request, "gpu_ids", "index"))
+    mig = any(topo.gpu(g).mig for g in task.gpus)  # tasks' turns cost O(tasks): only for MIG
+    env = _gpu_env(topo, task.gpus, getattr(plan.request, "gpu_ids", "index"), _turns(plan, task) if mig else None)
     env += [("OMP_NUM_THREADS", str(task.threads)),
             ("OMP_PLACES", omp_places(task.places or tuple(_singletons(task.cpus)))),
             ("OMP_PROC_BIND", "close")]
@@ -69,7 +71,27 @@ def _singletons(cpus):
     return (CpuSet((c,)) for c in cpus)
 
 
-def _gpu_env(topo, indexes, ids: str = "index") -> list[tuple[str, str]]:
+def _turns(plan, task) -> dict[int, int]:
+    """For each GPU of `task`, how many tasks before it hold that GPU: the
+    task's turn among them picks its MIG device."""
+    return {g: sum(g in t.gpus for t in plan.tasks[:task.task]) for g in task.gpus}
+
+
+def _mig_ids(topo, nv, ids: str, turns: dict[int, int]) -> list[str]:
+    """CUDA_VISIBLE_DEVICES entries of GPUs in MIG mode: one MIG device each
+    (CUDA uses one per process), dealt in turn to the tasks sharing the GPU."""
+    from ..errors import NodemapError
+
+    whole = [g.index for g in nv if not g.mig]
+    if ids != "uuid" or whole:
+        why = (f"GPU(s) {_ids([g for g in nv if g.mig])} are in MIG mode and GPU(s) {','.join(map(str, whole))} "
+               "are not: CUDA cannot use both in one process; plan them apart (--cpus/--mems or CUDA_VISIBLE_DEVICES)"
+               if whole else f"GPU(s) {_ids(nv)} are in MIG mode: indexes do not address MIG devices; pass --gpu-ids uuid")
+        raise NodemapError(why)
+    return [g.mig[turns.get(g.index, 0) % len(g.mig)] for g in nv]
+
+
+def _gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = None) -> list[tuple[str, str]]:
     gpus = [topo.gpu(i) for i in indexes]
     by_vendor: dict[str, list] = {}
     for g in gpus:
@@ -78,7 +100,10 @@ def _gpu_env(topo, indexes, ids: str = "index") -> list[tuple[str, str]]:
     env = [("NODEMAP_GPUS", _ids(gpus))] if gpus else []
     if "NVIDIA" in by_vendor:
         nv = by_vendor["NVIDIA"]
-        if ids == "uuid":
+        if any(g.mig for g in nv):
+            env += [("CUDA_VISIBLE_DEVICES", ",".join(_mig_ids(topo, nv, ids, turns or {}))),
+                    ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+        elif ids == "uuid":
             missing = [g.index for g in nv if not g.uuid]
             if missing:
                 from ..errors import NodemapError

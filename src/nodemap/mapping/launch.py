@@ -26,6 +26,8 @@ class Binding:
     restricts nothing (then a refused set_mempolicy does no harm).
     """
 
+    # __slots__, not a dataclass: on every rank's launch path, where importing
+    # dataclasses (it pulls in inspect) would cost each rank several ms
     __slots__ = ("cpus", "mems", "mem_policy", "node_mems")
 
     def __init__(self, cpus, mems, mem_policy: str = "bind", node_mems=()) -> None:

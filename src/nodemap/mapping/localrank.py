@@ -37,6 +37,8 @@ _PAIRS = (
 
 
 class LocalRank:
+    # __slots__, not a dataclass: every rank's launch builds one, and importing
+    # dataclasses (it pulls in inspect) would cost each rank several ms
     __slots__ = ("rank", "size", "launcher")
 
     def __init__(self, rank: int, size: int, launcher: str) -> None:

@@ -7,8 +7,9 @@ The policy, step by step (docs/mapping.md tells it with examples):
 2. Domains: the NUMA nodes holding usable PUs, in hierarchy order.
 3. Tasks over domains in proportion to the GPUs homed there (or to usable
    PUs without GPUs); fewer tasks than such domains: each task takes a
-   contiguous run of domains (greedy) or one domain. A lone task needing
-   more cores than its domains hold extends over the nearest free domains.
+   contiguous run of domains (greedy) or one domain. Tasks needing more
+   cores (--threads) than their domains hold extend over the nearest free
+   domains.
 4. Within a domain, tasks take contiguous runs of cores whose sizes differ
    by at most one core, at a cache/group level only where its objects
    divide evenly; one PU per core unless threads or --smt need more.
@@ -251,31 +252,46 @@ def _widen(spans: list[tuple[int, int]], doms: list[Domain]) -> list[tuple[int, 
 
 def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], req: Request,
                       notes: list[str]) -> list[_Group]:
-    """A lone task that needs more cores than its domains hold (--threads T
-    at one PU per core, or T/smt cores with --smt) extends over the nearest
-    domains no task uses (NUMA distance, then the same package), instead of
-    crowding hardware threads while those domains idle. It keeps its GPUs."""
+    """Tasks whose --threads need more cores than their domains hold (T
+    threads at one PU per core, or T/smt cores with --smt; k tasks of a
+    domain need k times that) extend over the nearest domains no task uses
+    (NUMA distance, then the same package), instead of crowding hardware
+    threads while those domains idle. They keep their GPUs. A lone task
+    takes what is free; several tasks only enough for all of them. Short of
+    that, a note says the threads share cores."""
     if not req.threads:
         return groups
     used = {id(d) for g in groups for d in g.domains}
     free = [d for d in doms if id(d) not in used]
     per_core = req.smt or 1
+    short = []
     for g in groups:
-        need = -(-req.threads // per_core)
+        need = g.ntasks * -(-req.threads // per_core)
         have = sum(len(d.cores) for d in g.domains)
-        if g.ntasks != 1 or have >= need or not free:
+        if have >= need:
             continue
         base = g.domains[0]
         free.sort(key=lambda d: _nearness(topo, base, d, doms))
         added = []
-        while free and have < need:
+        # several tasks move only when it gives them all a core per thread: a partial
+        # extension would take some tasks away from their GPUs and still crowd them
+        while free and have < need and (g.ntasks == 1 or have + sum(len(d.cores) for d in free) >= need):
             d = free.pop(0)
             added.append(d)
             have += len(d.cores)
-        g.home = list(g.domains)
-        g.domains = sorted(g.domains + added, key=doms.index)
-        notes.append(f"a task of {req.threads} threads extends over NUMA node(s) "
-                     f"{_ranges([d.numa for d in added])} (nearest to {base.numa}); its GPUs stay")
+        if added:
+            g.home = list(g.domains)
+            g.domains = sorted(g.domains + added, key=doms.index)
+            where = f"NUMA node(s) {_ranges([d.numa for d in added])} (nearest to {base.numa})"
+            notes.append(f"a task of {req.threads} threads extends over {where}; its GPUs stay" if g.ntasks == 1
+                         else f"the {g.ntasks} tasks of {req.threads} threads of NUMA node {base.numa} extend over "
+                              f"{where}; their GPUs stay")
+        if have < need and not req.smt and any(len(c) > 1 for d in g.domains for c in d.cores):
+            short.append(base.numa)  # (without SMT the note on threads outnumbering PUs says it)
+    if short:
+        notes.append(f"the tasks of NUMA node(s) {_ranges(short)} run more threads ({req.threads} each) than they "
+                     "have cores: threads share cores' hardware threads; run fewer tasks or threads per node "
+                     "(or pass --smt to make it explicit)")
     return groups
 
 
@@ -294,13 +310,25 @@ def _split(g: _Group, gi: int, req: Request, doms: list[Domain]) -> list[_Task]:
     if k == 1:
         return [_task(cores, _span_name(g.domains, doms), gi, req)]
     if len(cores) >= k:
-        cut = _cut(0, len(cores), k, g.domains[0].levels)
+        cut = _cut(0, len(cores), k, _levels(g.domains))
         sizes = [b - a for a, b, _ in cut] if cut else []
         if not cut or max(sizes) - min(sizes) > 1:  # uneven objects (a partly allowed cache): plain cores
             cut = [(a, b, "Core") for a, b in blocks(len(cores), k)]
         return [_task(cores[a:b], name, gi, req) for a, b, name in cut]
     leaves = [p for c in cores for p in c]
     return [_Task(leaves[a:b], [leaves[a:b]], "PU", gi) for a, b in blocks(len(leaves), k)]
+
+
+def _levels(span: list[Domain]) -> list[hierarchy.Level]:
+    """The objects to cut a group's cores at: its domain's levels, or for a
+    group extended over several domains (wide tasks), the domains themselves."""
+    if len(span) == 1:
+        return span[0].levels
+    starts, n = [], 0
+    for d in span:
+        starts.append(n)
+        n += len(d.cores)
+    return [hierarchy.Level("NUMA", starts)]
 
 
 def _cut(lo: int, hi: int, k: int, levels: list, name: str = "Core") -> list[tuple[int, int, str]] | None:
@@ -346,6 +374,8 @@ def _span_name(span: list[Domain], doms: list[Domain]) -> str:
 def _task(cores: list[list[int]], level: str, gi: int, req: Request) -> _Task:
     if req.smt:
         smt = req.smt
+    elif req.all_pus:
+        smt = max(map(len, cores))
     elif req.threads:
         smt = -(-req.threads // len(cores))
     else:
@@ -465,9 +495,17 @@ def _bind(topo: Topology, groups: list[_Group], tasks: list[_Task], task_gpus: l
     task_nics = chooser.choose_all(list(zip(task_gpus, mems)), rails)
     out = []
     for i, t in enumerate(tasks):
-        threads = req.threads or len(t.cpus)
+        threads = req.threads or _auto_threads(t, req)
         out.append(TaskBinding(i, t.cpuset, mems[i], task_gpus[i], task_nics[i], threads, _places(t, threads)))
     return out
+
+
+def _auto_threads(t: _Task, req: Request) -> int:
+    """One thread per PU the task gets; with all_pus (every PU bound, no
+    --smt) one per core, as numactl users expect of OMP_NUM_THREADS."""
+    if req.all_pus and not req.smt and t.cores is not None:
+        return len(t.cores)
+    return len(t.cpus)
 
 
 def _mems(topo: Topology, span: list[Domain], cpus: CpuSet | None) -> CpuSet:

@@ -2,8 +2,8 @@
 
 Ranks of a job start together. The first rank to take the node's lock
 plans and publishes the plan (write to a temporary name, then rename: a
-reader sees the whole file or none); the others wait on the lock, then read
-what it published. A plan is keyed by everything it depends on for this
+reader sees the whole file or none); the others wait on the lock (woken by
+the kernel when it is released), then read what it published. A plan is keyed by everything it depends on for this
 process (`fingerprint`) and trusted for TTL seconds, so later job steps
 read it too.
 
@@ -246,26 +246,43 @@ def prune(dfd: int, now: float, age: float = 6 * TTL) -> None:
 
 class NodeLock:
     """The node's planning lock for one key (flock on a file in the cache
-    folder; the kernel drops it if the holder dies). `acquire` waits at most
-    LOCK_WAIT s and says whether it got the lock."""
+    folder; the kernel drops it if the holder dies). The planning rank holds
+    it exclusively; the others wait for a shared hold, which the kernel
+    grants to all of them the moment the planner unlocks (no polling, no
+    sleep past the publish), and then read the plan side by side."""
 
     def __init__(self, dfd: int, key: str) -> None:
         self.fd = os.open(entry_name(key) + ".lock", os.O_RDWR | os.O_CREAT | _FILE_FLAGS, 0o600, dir_fd=dfd)
 
-    def acquire(self, wait: float = LOCK_WAIT) -> bool:
+    def take(self) -> bool:
+        """The exclusive lock if no one holds it now."""
         import fcntl
 
-        deadline = time.monotonic() + wait
-        pause = 0.002
-        while True:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def wait(self, exclusive: bool, wait: float = LOCK_WAIT) -> bool:
+        """Block in the kernel until the lock is ours (shared or exclusive);
+        False after `wait` s (the holder is stuck). flock has no timeout, so
+        it blocks in a thread and this one waits on it with the deadline; a
+        thread left behind exits with the process (or its exec)."""
+        import fcntl
+        import threading
+
+        got = threading.Event()
+
+        def block() -> None:
             try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(pause)  # sleeping, not spinning: the planning rank needs the CPU
-                pause = min(pause * 2, 0.05)
+                fcntl.flock(self.fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                got.set()
+            except OSError:  # the descriptor was closed after the deadline
+                pass
+
+        threading.Thread(target=block, daemon=True).start()
+        return got.wait(wait)
 
     def close(self) -> None:
         os.close(self.fd)  # releases the lock
@@ -282,7 +299,12 @@ def shared_plan(key: str, make, now=time.time) -> tuple[dict, bool]:
             return hit, True
         lock = NodeLock(dfd, key)
         try:
-            lock.acquire()  # not got in time: plan anyway (the holder is stuck or very slow)
+            # another rank is planning: read what it publishes. Not in time: plan anyway (the holder is stuck)
+            if not lock.take() and lock.wait(exclusive=False):
+                hit = load(dfd, key, now())
+                if hit is not None:
+                    return hit, True
+                lock.wait(exclusive=True)  # it died or could not publish: plan, one rank at a time
             hit = load(dfd, key, now())  # published while we waited
             if hit is not None:
                 return hit, True

@@ -36,6 +36,8 @@ class Request(_Record):
     greedy: bool = True  # fewer tasks than GPU/NUMA domains: each takes a run of domains (else one each)
     gpu_ids: str = "index"  # how CUDA_VISIBLE_DEVICES names GPUs: "index", "uuid" or "pci" (index + NODEMAP_GPU_PCI)
     reserve_cores: int = 0  # the first K cores of every package are kept free of tasks
+    all_pus: bool = False  # without --smt: bind every PU of the task's cores, threads still one per core
+    # (nodemap run without a launcher: like numactl, the whole allowed node)
 
 
 @dataclass(frozen=True)

@@ -126,10 +126,22 @@ def _own_verdicts(r: dict[str, Any], topo) -> list[str]:
         from .threads import verdicts
 
         out += verdicts(r["threads"], set(cpus))
-    threads = r["thread_env"].get("OMP_NUM_THREADS", "")
-    if threads.isdecimal() and len(threads) < 10 and int(threads) > len(cpus):
-        out.append(f"{threads} threads on {len(cpus)} PU(s)")
+    out += _thread_count_verdicts(r["thread_env"].get("OMP_NUM_THREADS"), len(cpus))
     return out
+
+
+def _thread_count_verdicts(value: str | None, npus: int) -> list[str]:
+    """OMP_NUM_THREADS is a positive count, or a list of them for nested
+    levels ("8,2"); anything else the OpenMP runtime rejects or ignores."""
+    if value is None:
+        return []
+    levels = value.strip().split(",")
+    if not all(x.strip().isdecimal() and len(x.strip()) < 10 and int(x) > 0 for x in levels):
+        return [f"OMP_NUM_THREADS={value[:20]!r} is not a positive count (or list of them): "
+                "the OpenMP runtime ignores or rejects it"]
+    if int(levels[0]) > npus:
+        return [f"{int(levels[0])} threads on {npus} PU(s)"]
+    return []
 
 
 def _shared(r: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:

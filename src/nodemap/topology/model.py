@@ -151,6 +151,7 @@ class GPU(_Record):
     pcie_width: int = 0
     os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
     visible: bool = True  # False when CUDA/ROCR_VISIBLE_DEVICES hides it
+    mig: tuple[str, ...] = ()  # MIG mode: its MIG devices' UUIDs ("MIG-..."), the only units CUDA can use
 
 
     @property

@@ -1,4 +1,5 @@
-"""NVML enrichment: GPU model, memory, UUID, PCIe link, affinity, NVLinks.
+"""NVML enrichment: GPU model, memory, UUID, PCIe link, affinity, NVLinks,
+MIG devices.
 
 `enrich(topo)` reads NVIDIA's management library through nvidia-ml-py
 (`pynvml`, imported only here and only when called) and returns a new
@@ -56,6 +57,7 @@ class _NvGpu:
         self.numa = -1
         self.arch = -1
         self.links: list[tuple[str, int, int]] = []  # (remote bus id, type, version)
+        self.mig: tuple[str, ...] | None = None  # MIG device UUIDs when MIG mode is on
 
 
 def enrich(topo: Topology, env: Mapping[str, str] | None = None, required: bool = False) -> Topology:
@@ -108,6 +110,7 @@ def _read_gpus(nvml: Any, cpu_words: int) -> list[_NvGpu]:
         g.numa = _numa(nvml, h)
         g.arch = int(_try(getattr(nvml, "nvmlDeviceGetArchitecture", None), h, default=-1))
         g.links = _links(nvml, h)
+        g.mig = _mig_devices(nvml, h)
         out.append(g)
     return out
 
@@ -151,6 +154,20 @@ def _p2p_notes(nvml: Any, gpus: list[_NvGpu]) -> list[str]:
     return notes
 
 
+def _mig_devices(nvml: Any, h: Any) -> tuple[str, ...] | None:
+    """UUIDs of the GPU's MIG devices (slices) when MIG mode is on, else None."""
+    mode = _try(getattr(nvml, "nvmlDeviceGetMigMode", None), h, default=None)
+    if not mode or mode[0] != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return None
+    out = []
+    for i in range(int(_try(nvml.nvmlDeviceGetMaxMigDeviceCount, h, default=0))):
+        mig = _try(nvml.nvmlDeviceGetMigDeviceHandleByIndex, h, i)  # NOT_FOUND: no device at this index
+        uuid = _text(_try(nvml.nvmlDeviceGetUUID, mig, default="")) if mig is not None else ""
+        if uuid:
+            out.append(uuid)
+    return tuple(out)
+
+
 def _mig_parent(nvml: Any, mig_uuid: str) -> str:
     """UUID of the GPU that holds MIG device `mig_uuid`, "" when unknown."""
     try:
@@ -179,6 +196,8 @@ def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
             old = GPU(index=index, vendor="NVIDIA", pci_bus_id=n.bus_id)
         merged.append(_update(old, n))
         keys[n.bus_id] = merged[-1].key
+        if n.mig == ():
+            notes.append(f"GPU {old.index} is in MIG mode with no MIG device: CUDA cannot use it")
     gpus = tuple(sorted(keep + merged, key=lambda g: g.index))
     links, link_notes = _nvlinks(nv, keys)
     nvml_keys = set(keys.values())
@@ -205,6 +224,7 @@ def _update(g: GPU, n: _NvGpu) -> GPU:
         pcie_gen=n.gen or g.pcie_gen,
         pcie_width=n.width or g.pcie_width,
         os_names=g.os_names if name in g.os_names else g.os_names + (name,),
+        mig=n.mig or (),
     )
 
 
@@ -255,7 +275,7 @@ def parse_visible(value: str | None, gpus: list[GPU], resolve: Callable[[str], s
 
     None when unset (all visible). Entries are indexes (PCI bus order, as
     with CUDA_DEVICE_ORDER=PCI_BUS_ID), UUIDs or unique UUID prefixes
-    ("GPU-8f3a"), or MIG devices ("MIG-<uuid>" via `resolve`, or the old
+    ("GPU-8f3a"), or MIG devices ("MIG-<uuid>" of a GPU's `mig`, via `resolve`, or the old
     "MIG-GPU-<uuid>/gi/ci"); like CUDA, parsing stops at the first entry
     that names no GPU.
     """
@@ -278,6 +298,9 @@ def _match_entry(entry: str, gpus: list[GPU], resolve: Callable[[str], str] | No
         i = int(entry)
         return gpus[i] if i < len(gpus) else None
     if entry.startswith("MIG-"):
+        owner = [g for g in gpus if entry in g.mig]  # the topology knows its MIG devices (NVML read them)
+        if owner:
+            return owner[0]
         rest = entry[4:]
         parent = rest.split("/")[0] if rest.startswith("GPU-") else (resolve(entry) if resolve else "")
         return _by_uuid(parent, gpus) if parent else None
