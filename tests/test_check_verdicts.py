@@ -240,3 +240,33 @@ def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkey
     monkeypatch.setattr(node, "measure", interrupted)
     doc = node.run_check("quick", expectations.shipped())
     assert not doc.complete and len(doc.results) == 1 and doc.judged
+
+
+def test_figures_of_thousands_print_without_exponent():
+    """H100 HBM is ~3000 GB/s: finding, rule and tables print '2400 GB/s', never '2.4e+03'."""
+    h100 = (3350.0, "H100 SXM datasheet HBM3 3.35 TB/s")
+    vals = {g: 3080.0 for g in range(8)}
+    vals[3] = 2400.0
+    doc = doc_of(syn.hbm(vals, peak=h100))
+    f = doc.findings[0]
+    assert "2400 GB/s" in f.text and "3350 GB/s" in f.evidence
+    from nodemap.report import terminal
+
+    text = " ".join([f.text, f.evidence, terminal.summary(doc), terminal.figures_table(doc)])
+    assert "e+" not in text
+
+
+def test_compare_fails_a_figure_gone_after():
+    """A GPU lost during maintenance: its figures were measured before and are missing after."""
+    from nodemap.report.compare import compare
+
+    before = doc_of(syn.hbm({g: 1400.0 for g in range(8)}))
+    after = doc_of(syn.hbm({g: 1400.0 for g in range(8) if g != 6}))
+    after_new = doc_of(syn.hbm({g: 1400.0 for g in range(9)}))
+    t = expectations.shipped().thresholds
+    ch = {c.key: c for c in compare([j.figure for j in before.judged], [j.figure for j in after.judged], t)}
+    gone = ch["gpu/6/hbm_triad"]
+    assert gone.verdict == "fail" and gone.after is None and "missing after" in gone.rule and "GPU6" in gone.rule
+    assert all(ch[f"gpu/{g}/hbm_triad"].verdict == "pass" for g in range(8) if g != 6)
+    new = compare([j.figure for j in before.judged], [j.figure for j in after_new.judged], t)
+    assert {c.key: c.verdict for c in new}["gpu/8/hbm_triad"] == "info"

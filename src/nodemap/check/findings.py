@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from ..bench.report import number
 from .inventory import Check
 from .verdicts import RANK, Judged
 
@@ -73,7 +74,7 @@ def _rel(j: Judged) -> str:
 
 def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]) -> Finding | None:
     f = j.figure
-    v = f"{f.value:.3g} {f.unit}"
+    v = f"{number(f.value)} {f.unit}"
     mk = lambda cause, text, fix, keys=(f.key,): Finding(j.verdict, cause, f.area, text, j.rule, fix,  # noqa: E731
                                                            tuple(keys), _off(j))
     if f.kind == "h2d" or (f.area == "host<->GPU" and f.kind != "h2d_remote"):
@@ -121,8 +122,8 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
 def _placement(j: Judged, mk) -> Finding:
     f = j.figure
     best = f.peak_source.removeprefix("best placement of the sweep: ")
-    return mk("configuration", f"STREAM peaks with {best} ({f.peak:.4g} GB/s); one thread per core gives "
-              f"{f.value:.4g} GB/s, {f.value / f.peak:.0%}", "place memory-bound threads as the best placement: "
+    return mk("configuration", f"STREAM peaks with {best} ({number(f.peak)} GB/s); one thread per core gives "
+              f"{number(f.value)} GB/s, {f.value / f.peak:.0%}", "place memory-bound threads as the best placement: "
               "`nodemap bench memory --sweep` prints its OMP_PLACES/OMP_PROC_BIND")
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..bench.report import number
 from ..check.document import CheckDoc
 from ..check.verdicts import Judged
 
@@ -69,7 +70,7 @@ def verdict_heatmap(id: str, title: str, cells: dict[tuple[str, str], Judged], r
             color = VERDICT_COLOR[j.verdict] if j else "#ffffff"
             ax.add_patch(Rectangle((k, i), 1, 1, facecolor=color, edgecolor="white", linewidth=2))
             if j:
-                ax.text(k + 0.5, i + 0.5, f"{j.figure.value:.3g}", ha="center", va="center", fontsize=9)
+                ax.text(k + 0.5, i + 0.5, number(j.figure.value), ha="center", va="center", fontsize=9)
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([k + 0.5 for k in range(len(cols))], cols)
