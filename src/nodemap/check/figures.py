@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..topology.model import Topology
 
-AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL")
+AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL", "MPI")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def extract(sets: Iterable[ResultSet], topo: Topology | None = None) -> list[Fig
         figs = _EXTRACT.get(bench, lambda rs_, t: [])(results, topo)
         out += [_unjudged_if_contradicted(f, rs.messages) for f in figs]
     _add_remote_peaks(out)
-    return with_nccl_peak(_one_numa_stream(out, topo))
+    return _with_mpi_device_peak(with_nccl_peak(_one_numa_stream(out, topo)))
 
 
 # --- host ---------------------------------------------------------------------------
@@ -178,7 +178,32 @@ def nccl(results: list[Result], topo: Topology | None) -> list[Figure]:
                    f"{r.params.get('size', 0) >> 20} MiB", kind="nccl", part=r.path_class, peak=None, peak_source="")]
 
 
-_EXTRACT = {"memory": stream, "numa": numa, "latency": latency, "gpu": gpu_memory, "copies": copies, "nccl": nccl}
+def mpi(results: list[Result], topo: Topology | None) -> list[Figure]:
+    """Per buffer kind: latency at the smallest message (host buffers) and
+    bandwidth at 16 MiB (the size quick and full both measure). Device
+    buffers are judged against the GPUs' copy engines (filled in below)."""
+    from .mpi import figure_size
+
+    size = figure_size(results)
+    out = []
+    for buf in ("HH", "DD"):
+        rows = [r for r in results if r.params.get("buffers") == buf and r.path_class != "multirail"]
+        lat = [r for r in rows if r.metric == "latency"]
+        bw = [r for r in rows if r.metric == "bw" and r.params.get("size") == size]
+        if lat and buf == "HH":
+            r = min(lat, key=lambda r: r.params.get("size", 0))
+            out.append(figure(r, "mpi/HH/latency", "MPI", f"MPI latency, host buffers, {r.params.get('size')} B "
+                              f"({r.path_class})", kind="mpi_latency", part="host"))
+        for r in bw[:1]:
+            how = r.params.get("transport", "")
+            out.append(figure(r, f"mpi/{buf}/bw", "MPI", f"MPI bandwidth, {'host' if buf == 'HH' else 'device'} "
+                              f"buffers ({how}), {size >> 20} MiB, {r.path_class}",
+                              kind="mpi_host" if buf == "HH" else "mpi_device", part=how))
+    return out
+
+
+_EXTRACT = {"memory": stream, "numa": numa, "latency": latency, "gpu": gpu_memory, "copies": copies, "nccl": nccl,
+            "mpi": mpi}
 
 
 # --- figures judged against other figures --------------------------------------------
@@ -244,6 +269,21 @@ def nccl_link(figs: list[Figure]) -> tuple[str, float | None, str]:
 def with_nccl_peak(figs: list[Figure]) -> list[Figure]:
     klass, peak, source = nccl_link(figs)
     return [_with(f, part=klass or f.part, peak=peak, peak_source=source) if f.kind == "nccl" else f for f in figs]
+
+
+def _with_mpi_device_peak(figs: list[Figure]) -> list[Figure]:
+    """MPI with device buffers against the GPU pair's copy-engine bandwidth
+    on the same path class (what CUDA IPC moves), else the node's median
+    GPU<->GPU copy; no GPU pair measured: recorded only."""
+    d2d = [f for f in figs if f.kind == "d2d"]
+    out = []
+    for f in figs:
+        if f.kind == "mpi_device" and d2d:
+            same = [d for d in d2d if d.path_class == f.path_class] or d2d
+            f = _with(f, peak=median(d.value for d in same),
+                      peak_source=f"median GPU<->GPU copy-engine write over {same[0].path_class} on this node")
+        out.append(f)
+    return out
 
 
 def median(values: Iterable[float]) -> float:
