@@ -137,6 +137,8 @@ def test_stream_placement_finding_is_configuration():
     assert j.verdict == "warn" and j.figure.peak == 339.0
     f = doc.findings[0]
     assert f.cause == "configuration" and "STREAM peaks with 1/L3 (16 threads)" in f.text and "88%" in f.text
+    places = ",".join(f"{{{c}}}" for c in range(16))  # the recommended placement's CPUs, inline in the fix
+    assert f'OMP_NUM_THREADS=16 OMP_PLACES="{places}" OMP_PROC_BIND=close' in f.fix
 
 
 def test_numa_remote_pair_and_slow_node():
@@ -158,6 +160,35 @@ def test_latency_limits_and_unknown_part_is_info():
     rs.results[0] = type(rs.results[0])(**{**rs.results[0].__dict__, "peak": None, "peak_source": ""})
     j = by_key(doc_of(rs))["gpu/0/hbm_triad"]
     assert j.verdict == "info" and "no practical limit" in j.rule
+
+
+def test_unknown_gpu_model_with_peers_says_its_verdict_is_relative_only():
+    rs = syn.hbm({0: 900.0, 1: 910.0, 2: 700.0})
+    rs.results[:] = [type(r)(**{**r.__dict__, "peak": None, "peak_source": ""}) for r in rs.results]
+    j = by_key(doc_of(rs))
+    assert j["gpu/2/hbm_triad"].verdict == "fail" and j["gpu/0/hbm_triad"].verdict == "pass"
+    assert all("no datasheet limit known for this GPU model: relative verdict only" in j[f"gpu/{g}/hbm_triad"].rule
+               for g in range(3))
+    known = by_key(doc_of(syn.hbm({0: 1400.0, 1: 1400.0})))["gpu/0/hbm_triad"]
+    assert "relative verdict only" not in known.rule
+
+
+def test_dram_peak_unknown_is_listed_as_skipped(monkeypatch):
+    from nodemap.bench.peaks import PEAK_UNKNOWN
+    from nodemap.check import node, suite
+
+    def fake(kind, argv, level="full"):
+        rs = syn.stream({"1/core": (4, 20.0)})
+        rs.messages.append(PEAK_UNKNOWN)
+        return rs
+
+    monkeypatch.setattr(node, "measure", fake)
+    monkeypatch.setenv(suite.TINY_ENV, "1")
+    doc = node.run_check("quick", expectations.shipped())
+    assert any(s.what.startswith("STREAM against the DRAM peak") and s.reason == PEAK_UNKNOWN for s in doc.skipped)
+    from nodemap.report import terminal
+
+    assert "skipped: STREAM against the DRAM peak" in terminal.summary(doc)
 
 
 def test_site_file_changes_verdicts(tmp_path):

@@ -39,6 +39,7 @@ class Figure:
     path_class: str = ""
     median: float = 0.0  # the Result's median, for noise in comparisons
     spread: float = 0.0
+    setting: str = ""  # what reaches the peak, for the fix (STREAM: OMP_NUM_THREADS/OMP_PLACES)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,11 +85,26 @@ def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
     out = [figure(core, "host/stream/triad", "host memory",
                   f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
                   peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('placement')} "
-                  f"({best.params.get('threads')} threads)")]
+                  f"({best.params.get('threads')} threads)", setting=omp_setting(triads))]
     if best.peak:
         out.append(figure(best, "host/stream/best", "host memory",
                           f"STREAM triad, best placement {best.params.get('placement')}", kind="stream", part="DRAM"))
     return out
+
+
+def omp_setting(triads: list[Result]) -> str:
+    """The OpenMP environment of the placement `bench memory --sweep`
+    recommends (the fewest threads within 2% of the best), '' without CPUs."""
+    from ..bench.host_memory import recommend
+    from ..bench.thread_orders import omp_env
+
+    rec = recommend(triads)
+    cpus = tuple(rec[1].params.get("cpu_order") or ()) if rec else ()
+    if not cpus:
+        return ""
+    env = omp_env(cpus)
+    return " ".join(f'{k}="{env[k]}"' if k == "OMP_PLACES" else f"{k}={env[k]}"
+                    for k in ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"))
 
 
 def numa(results: list[Result], topo: Topology | None) -> list[Figure]:

@@ -124,9 +124,11 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
 def _placement(j: Judged, mk) -> Finding:
     f = j.figure
     best = f.peak_source.removeprefix("best placement of the sweep: ")
+    fix = (f"place memory-bound threads as the sweep recommends: {f.setting}" if f.setting else
+           "place memory-bound threads as the best placement: `nodemap bench memory --sweep` prints its "
+           "OMP_PLACES/OMP_PROC_BIND")
     return mk("configuration", f"STREAM peaks with {best} ({number(f.peak)} GB/s); one thread per core gives "
-              f"{number(f.value)} GB/s, {f.value / f.peak:.0%}", "place memory-bound threads as the best placement: "
-              "`nodemap bench memory --sweep` prints its OMP_PLACES/OMP_PROC_BIND")
+              f"{number(f.value)} GB/s, {f.value / f.peak:.0%}", fix)
 
 
 def _mpi(j: Judged, v: str, mk) -> Finding:

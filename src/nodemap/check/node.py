@@ -59,6 +59,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
                 continue
             doc.results.append(rs)
+            doc.skipped += [s for s in unjudged(rs) if s not in doc.skipped]
             doc.rejudge()
             on_update(doc)
             if not rs.complete:
@@ -72,6 +73,16 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     doc.rejudge()
     on_update(doc)
     return doc
+
+
+# A kind's message that leaves a figure without its absolute rule -> what is skipped.
+UNJUDGED = (("DRAM peak unknown", "STREAM against the DRAM peak (host/stream/best)"),)
+
+
+def unjudged(rs) -> list[Skipped]:
+    """Rules a kind's own messages say cannot apply here (no DRAM peak on a
+    VM), for the summary's skipped list, not only the results' messages."""
+    return [Skipped(what, m) for m in rs.messages for prefix, what in UNJUDGED if m.startswith(prefix)]
 
 
 def mpi_checks(topo, results) -> list:

@@ -56,12 +56,20 @@ def judge(figures: Sequence[Figure], exp: Expectations) -> list[Judged]:
         ref = refs.get(f.group) if f.group else None
         r = relative(f, ref, exp.thresholds) if ref is not None else None
         chosen = _decide(a, r)
+        if a is None and r is not None and f.kind:
+            chosen = Verdict(chosen.verdict, chosen.rule + f"; {no_limit(f)}", chosen.expectation)
         ratio = (f.value / ref[0] if f.higher_is_better else f.value / ref[0]) if ref and ref[0] else None
         exp_d = dict(a.expectation) if a else {}
         if r is not None:
             exp_d.update(r.expectation)
         out.append(Judged(f, chosen.verdict, chosen.rule, exp_d, ratio))
     return out
+
+
+def no_limit(f: Figure) -> str:
+    """Why only the peers judged a figure a practical limit would also judge."""
+    part = f.part.split(" (")[0] if f.part else "this GPU model" if f.kind == "hbm" else "this part"
+    return f"no datasheet limit known for {part}: relative verdict only"
 
 
 def _decide(a: Verdict | None, r: Verdict | None) -> Verdict:
