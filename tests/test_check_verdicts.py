@@ -302,3 +302,17 @@ def test_compare_fails_a_figure_gone_after():
     assert all(ch[f"gpu/{g}/hbm_triad"].verdict == "pass" for g in range(8) if g != 6)
     new = compare([j.figure for j in before.judged], [j.figure for j in after_new.judged], t)
     assert {c.key: c.verdict for c in new}["gpu/8/hbm_triad"] == "info"
+
+
+def test_gpu_latency_matrix_is_judged_against_the_node_minimum():
+    """copies --latency: one pair at 2.5x the fastest pair's load latency fails, 1.7x warns."""
+    load = {(a, b): 800.0 for a in range(4) for b in range(4) if a != b}
+    load[(2, 3)], load[(3, 1)] = 2000.0, 1360.0
+    copy = {(a, b): 6.0 for a in range(4) for b in range(4) if a != b}
+    copy[(0, 1)] = 13.0
+    j = by_key(doc_of(syn.gpu_latency(load, copy)))
+    assert j["d2d_latency/gpu2->gpu3"].verdict == "fail" and "2.50x the minimum" in j["d2d_latency/gpu2->gpu3"].rule
+    assert j["d2d_latency/gpu3->gpu1"].verdict == "warn"
+    assert j["d2d_latency/gpu0->gpu1"].verdict == "pass" and j["d2d_latency/gpu0->gpu1"].figure.area == "GPU<->GPU"
+    assert j["d2d_copy_latency/gpu0->gpu1"].verdict == "fail"
+    assert not any(k.startswith("d2d_latency/gpu0->gpu0") for k in j)  # a GPU's own HBM is not a pair

@@ -180,6 +180,26 @@ def copies(results: list[Result], topo: Topology | None) -> list[Figure]:
             out.append(figure(r, f"d2d/gpu{_gpu_index(src)}->gpu{_gpu_index(dst)}", "GPU<->GPU",
                               f"{src} -> {dst} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
                               group=f"d2d/{r.path_class}"))
+    return out + gpu_latency(results)
+
+
+def gpu_latency(results: list[Result]) -> list[Figure]:
+    """The GPU<->GPU latency matrix of `copies --latency`: a GPU's loads
+    from a peer's memory (against the pairs of the same path class) and
+    8-byte copies (against every pair), each above the node's minimum."""
+    out = []
+    for r in results:
+        src, dst = r.params.get("src", ""), r.params.get("dst", "")
+        a, b = _gpu_index(src), _gpu_index(dst)
+        if not (a.isdigit() and b.isdigit()) or a == b:
+            continue
+        if r.metric == "load_latency":
+            out.append(figure(r, f"d2d_latency/gpu{a}->gpu{b}", "GPU<->GPU",
+                              f"{src} loads from {dst} memory, {r.path_class} (latency)", part=r.path_class,
+                              group=f"d2d_latency/{r.path_class}"))
+        elif r.metric == "d2d_copy_latency":
+            out.append(figure(r, f"d2d_copy_latency/gpu{a}->gpu{b}", "GPU<->GPU",
+                              f"{src} -> {dst} 8-byte copy (latency)", group="d2d_copy_latency"))
     return out
 
 

@@ -107,6 +107,14 @@ def gpu_matrix(doc: CheckDoc) -> Plot | None:
     return verdict_heatmap("plot-d2d", "GPU->GPU copy-engine bandwidth", cells, rows, cols, "destination", "source")
 
 
+def gpu_latency_matrix(doc: CheckDoc) -> Plot | None:
+    cells, rows, cols = _matrix(doc, "d2d_latency/")
+    if not cells:
+        return None
+    return verdict_heatmap("plot-d2d-latency", "GPU->peer memory load latency", cells, rows, cols, "memory of",
+                           "loading GPU")
+
+
 def numa_matrix(doc: CheckDoc) -> Plot | None:
     cells, rows, cols = _matrix(doc, "numa/bw/")
     if not cells:
@@ -198,7 +206,8 @@ def nccl_curve(doc: CheckDoc) -> Plot | None:
 
 
 PLOTS: list[Callable[[CheckDoc], Plot | None]] = [
-    stream_sweep, numa_matrix, numa_latency, latency_curve, host_gpu_matrix, gpu_matrix, nccl_curve,
+    stream_sweep, numa_matrix, numa_latency, latency_curve, host_gpu_matrix, gpu_matrix, gpu_latency_matrix,
+    nccl_curve,
 ]
 
 
