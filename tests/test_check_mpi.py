@@ -12,8 +12,8 @@ import pytest
 import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
-from nodemap.check import expectations, mpi, suite
-from nodemap.check.document import CheckDoc
+from nodemap.check import mpi, suite
+from test_check_verdicts import by_key, doc_of
 
 MIB16 = 16 << 20
 
@@ -33,17 +33,6 @@ def mpi_set(hh_lat=0.8, hh_bw=9.0, dd_bw=None, transport="staged", aware=None, c
         rs.add(make_result("mpi", "bw", "GB/s", [dd_bw, dd_bw * 0.99], verified=True,
                            params={"size": MIB16, "buffers": "DD", "transport": transport}, path_class=dd_cls))
     return rs
-
-
-def doc_of(*sets, checks=()):
-    doc = CheckDoc(level="quick", topology=nodes.karolina(), expectations=expectations.shipped(),
-                   results=list(sets), checks=list(checks))
-    doc.rejudge()
-    return doc
-
-
-def by_key(doc):
-    return {j.figure.key: j for j in doc.judged}
 
 
 def test_host_buffer_figures_are_judged():
@@ -91,6 +80,15 @@ def _script(tmp_path, name, body):
 def test_ompi_info_says_whether_open_mpi_was_built_with_cuda(tmp_path):
     _script(tmp_path, "ompi_info", "echo 'mca:mpi:base:param:mpi_built_with_cuda_support:value:true'\n")
     assert mpi.static_awareness({"PATH": str(tmp_path)}) == (True, "ompi_info: mpi_built_with_cuda_support:value:true")
+
+
+def test_mpichversion_configured_with_cuda_counts_as_aware(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "none" / "python"))  # not the venv's mpich wheel
+    _script(tmp_path, "mpichversion", "echo 'MPICH configure:    --with-device=ch4:ucx --with-cuda=/usr/local/cuda'\n")
+    aware, how = mpi.static_awareness({"PATH": str(tmp_path)})
+    assert aware is True and "--with-cuda" in how
+    _script(tmp_path, "mpichversion", "echo 'MPICH configure:    --with-device=ch4:ucx,ofi'\n")
+    assert mpi.static_awareness({"PATH": str(tmp_path)})[0] is None  # absence proves nothing
 
 
 def test_open_mpi_as_root_is_allowed_and_ranks_are_not_bound():

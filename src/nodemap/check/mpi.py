@@ -199,7 +199,23 @@ def static_awareness(env: Mapping[str, str]) -> tuple[bool | None, str]:
         m = re.search(r"mpi_built_with_cuda_support:value:(true|false)", out)
         if m:
             return m.group(1) == "true", f"ompi_info: mpi_built_with_cuda_support:value:{m.group(1)}"
+    if _mpich_configured_with_cuda(env):
+        return True, "mpichversion: MPICH configured --with-cuda (GPU support on unless MPIR_CVAR_ENABLE_GPU=0)"
     return None, "unknown: the MPI run did not probe it and no ompi_info or MPICH GPU setting says"
+
+
+def _mpich_configured_with_cuda(env: Mapping[str, str]) -> bool:
+    """MPICH's configure line names --with-cuda (its absence proves nothing:
+    configure also finds CUDA by itself)."""
+    tool = shutil.which("mpichversion", path=os.pathsep.join([os.path.dirname(sys.executable),
+                                                               env.get("PATH", os.defpath)]))
+    if not tool:
+        return False
+    try:
+        out = subprocess.run([tool], capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(re.search(r"configure:.*--with-cuda(?!=no)", out, re.I))
 
 
 def _staged_numbers(results: Sequence[ResultSet]) -> str:
