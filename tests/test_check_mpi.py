@@ -128,6 +128,29 @@ def test_a_launcher_that_fails_becomes_a_skipped_item(tmp_path, monkeypatch):
         suite.measure("mpi", list(mpi.bench_argv("quick", False)), "quick")
 
 
+def test_a_launcher_past_its_timeout_is_ended_with_its_ranks(tmp_path, monkeypatch):
+    """The whole process group goes: a rank left behind would spin on the node."""
+    pidfile = tmp_path / "rank.pid"
+    slow = _script(tmp_path, "mpiexec", f"sleep 300 & echo $! > {pidfile}; wait\n")
+    monkeypatch.setattr(mpi, "find_launcher", lambda env: mpi.Launcher(slow, "mpich"))
+    monkeypatch.setitem(mpi.TIMEOUT_S, "quick", 1.0)
+    with pytest.raises(mpi.MPIFailed, match="did not finish within 1 s"):
+        mpi.measure("quick", [])
+    rank = int(pidfile.read_text())
+    import time
+
+    for _ in range(50):  # reaped by init: gone, or a zombie for a moment
+        try:
+            os.kill(rank, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{rank}/stat").exists() and Path(f"/proc/{rank}/stat").read_text().split()[2] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the rank (pid {rank}) outlived its launcher")
+
+
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 
 

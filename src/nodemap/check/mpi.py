@@ -137,17 +137,36 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
         out = os.path.join(tmp, "mpi.json")
         cmd = command(launcher, argv, out)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=launch_env(launcher, env))
+            code, stdout, stderr = _run_group(cmd, launch_env(launcher, env), timeout)
         except subprocess.TimeoutExpired:
             raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi did not finish within "
                             f"{timeout:g} s") from None
         except OSError as e:
             raise MPIFailed(f"{launcher.path} does not start ({e.strerror or e})") from None
         rs = _saved(out)
-        if rs is None or (p.returncode != 0 and not rs.results):
-            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi exited {p.returncode}: "
-                            f"{_last_line(p.stderr) or _last_line(p.stdout) or 'no message'}")
+        if rs is None or (code != 0 and not rs.results):
+            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi exited {code}: "
+                            f"{_last_line(stderr) or _last_line(stdout) or 'no message'}")
         return rs
+
+
+def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+    """Run the launcher in its own process group, so a timeout or Ctrl-C
+    ends the ranks too, not only mpiexec (orphaned ranks would spin on)."""
+    import signal
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:  # TimeoutExpired, KeyboardInterrupt
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        raise
+    return p.returncode, out, err
 
 
 def _saved(path: str) -> ResultSet | None:
