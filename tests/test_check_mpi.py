@@ -164,6 +164,7 @@ def test_check_runs_two_mpi_ranks_on_host_buffers(monkeypatch):
     step = next(s for s in steps if s.kind == "mpi")
     rs = mpi.measure("quick", step.argv, env=dict(env, CUDA_VISIBLE_DEVICES=""))
     assert rs.results and all(r.verified for r in rs.results)
+    assert rs.environment["launcher"].startswith(str(MPIEXEC)) and "--bind-to none -n 2" in rs.environment["launcher"]
     j = by_key(doc_of(rs))
     assert {"mpi/HH/latency", "mpi/HH/bw"} <= set(j)
     assert all(j[k].verdict in ("pass", "warn", "fail") and j[k].rule for k in ("mpi/HH/latency", "mpi/HH/bw"))

@@ -147,6 +147,7 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
         if rs is None or (code != 0 and not rs.results):
             raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi exited {code}: "
                             f"{_last_line(stderr) or _last_line(stdout) or 'no message'}")
+        rs.environment["launcher"] = " ".join(cmd[:cmd.index("-o")])  # how the ranks were started, for the record
         return rs
 
 
