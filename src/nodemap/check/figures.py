@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..topology.model import Topology
+from .mpi import figure_size
 
 AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL", "MPI")
 
@@ -95,7 +96,7 @@ def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
 def omp_setting(triads: list[Result]) -> str:
     """The OpenMP environment of the placement `bench memory --sweep`
     recommends (the fewest threads within 2% of the best), '' without CPUs."""
-    from ..bench.host_memory import recommend
+    from ..bench.host_memory import recommend  # here: its import (~0.1 s) would slow every `report`
     from ..bench.thread_orders import omp_env
 
     rec = recommend(triads)
@@ -218,8 +219,6 @@ def mpi(results: list[Result], topo: Topology | None) -> list[Figure]:
     """Per buffer kind: latency at the smallest message (host buffers) and
     bandwidth at 16 MiB (the size quick and full both measure). Device
     buffers are judged against the GPUs' copy engines (filled in below)."""
-    from .mpi import figure_size
-
     size = figure_size(results)
     out = []
     for buf in ("HH", "DD"):

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..bench.report import number
 from .inventory import Check
+from .mpi import AWARE_KEY
 from .verdicts import RANK, Judged
 
 
@@ -132,8 +133,6 @@ def _placement(j: Judged, mk) -> Finding:
 
 
 def _mpi(j: Judged, v: str, mk) -> Finding:
-    from .mpi import AWARE_KEY
-
     f = j.figure
     if f.kind == "mpi_device" and f.part == "staged":
         return mk("configuration", f"MPI is not CUDA-aware: device buffers are staged ({v} vs {number(f.peak)} "

@@ -231,7 +231,8 @@ def nic_rails(topo: Topology, env: Mapping[str, str]) -> list[Check]:
     """More NICs than the default plan has tasks: each task should drive its
     nearest NICs (multi-rail); UCX left alone drives the ones it finds first
     from every task (CONTEXT.md: Leonardo, 2 of 4 used). From the default
-    plan (`nodemap plan`, --nic-rails auto), so the advice is what `run` does."""
+    plan (`nodemap plan`, --nic-rails auto), so the advice is what `run` does.
+    The planner is imported here: `report` loads this module and never plans."""
     from ..mapping import emit
     from ..mapping.plan import default_tasks, plan
     from ..mapping.request import Request

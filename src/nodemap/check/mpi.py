@@ -12,7 +12,9 @@ item with the launcher's last line, never a failed check.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import signal
 import re
 import shutil
 import subprocess
@@ -21,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..bench.report import number
 from ..bench.results import ResultSet
 from .inventory import Check
 
@@ -154,8 +157,6 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
 def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
     """Run the launcher in its own process group, so a timeout or Ctrl-C
     ends the ranks too, not only mpiexec (orphaned ranks would spin on)."""
-    import signal
-
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          start_new_session=True)
     try:
@@ -171,8 +172,6 @@ def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int
 
 
 def _saved(path: str) -> ResultSet | None:
-    import json
-
     try:
         with open(path, encoding="utf-8") as f:
             return ResultSet.from_dict(json.load(f))
@@ -240,8 +239,6 @@ def _mpich_configured_with_cuda(env: Mapping[str, str]) -> bool:
 
 def _staged_numbers(results: Sequence[ResultSet]) -> str:
     """'(DD 8.1 GB/s staged vs HH 12 GB/s)' from the MPI run, '' without one."""
-    from ..bench.report import number
-
     bw = {r.params.get("buffers"): r for rs in results for r in rs.results
           if r.benchmark == "mpi" and r.metric == "bw" and r.params.get("size") == figure_size(results)}
     dd, hh = bw.get("DD"), bw.get("HH")
