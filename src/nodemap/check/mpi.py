@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
