@@ -61,3 +61,16 @@ def latency(levels: dict[str, tuple[int, float]]) -> ResultSet:
     for level, (ws, ns) in levels.items():
         rs.add(_r("latency", "load latency", "ns", ns, params={"working_set": ws, "level": level, "cpu": 0}))
     return rs
+
+
+def gpu_latency(load_ns: dict[tuple[int, int], float], copy_us: dict[tuple[int, int], float] = {},
+                pair=NV12) -> ResultSet:
+    """`copies --latency` records: load_ns[(a, b)] GPU a loading from GPU b's memory; copy_us 8-byte copies."""
+    rs = ResultSet("bench copies")
+    for (a, b), v in load_ns.items():
+        rs.add(_r("copies", "load_latency", "ns", v, params={"src": f"GPU{a}", "dst": f"GPU{b}"},
+                  path=f"GPU{a} -> GPU{b} memory", path_class="NV12"))
+    for (a, b), v in copy_us.items():
+        rs.add(_r("copies", "d2d_copy_latency", "us", v, params={"src": f"GPU{a}", "dst": f"GPU{b}"},
+                  path=f"GPU{a} -> GPU{b}"))
+    return rs

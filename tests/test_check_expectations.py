@@ -52,8 +52,46 @@ def test_broken_site_file_names_file_line_and_key(tmp_path, text, line, key):
 def test_toml_syntax_error_names_line(tmp_path):
     p = tmp_path / "site.toml"
     p.write_text('[thresholds]\nrelative_warn = \n')
-    with pytest.raises(ex.ExpectError, match=r"site.toml: not valid TOML: .*line 2"):
+    with pytest.raises(ex.ExpectError, match=r"site.toml, line 2, column \d+: not valid TOML: "):
         ex.load(str(p))
+
+
+def test_toml_syntax_error_at_end_of_file_says_so(tmp_path):
+    p = tmp_path / "site.toml"
+    p.write_text('a = [\n')
+    with pytest.raises(ex.ExpectError) as e:
+        ex.load(str(p))
+    msg = str(e.value)
+    assert msg.startswith(f"{p}, at end of file: not valid TOML") and "never closed" in msg
+    assert "\n" not in msg and "end of document" not in msg
+
+
+@pytest.mark.parametrize("text, line, key, fix", [
+    ('[thresholds]\nrelative_warn = 95\n', 2, "relative_warn", "write 0.95 for 95%"),
+    ('[thresholds]\n\ncompare_fail = 90\n', 3, "compare_fail", "write 0.9 for 90%"),
+    ('[thresholds]\nlatency_warn = 0.5\n', 2, "latency_warn", "at least 1"),
+    ('[thresholds]\nrelative_warn = 0.8\nrelative_fail = 0.9\n', 2, "relative_warn", "warn comes before fail"),
+    ('[thresholds]\nrelative_fail = 0.97\n', 2, "relative_fail", "change 'thresholds.relative_fail'"),
+    ('[thresholds]\nlatency_warn = 3\n', 2, "latency_warn", "warn comes before fail"),
+    ('[[limit]]\nkind = "hbm"\nsource = "x"\nwarn = 85\n', 4, "limit.warn", "write 0.85 for 85%"),
+    ('[[limit]]\nkind = "hbm"\nsource = "x"\nwarn = 0.8\nfail = 0.85\n', 4, "limit.warn", "swap"),
+    ('[[limit]]\nkind = "h2d"\nsource = "x"\nwarn_below = 40\nfail_below = 48\n', 4, "warn_below", "swap"),
+    ('[[limit]]\nkind = "x"\nsource = "x"\nwarn_above = 9\nfail_above = 3\n', 4, "warn_above", "swap"),
+])
+def test_thresholds_out_of_range_or_order_are_refused(tmp_path, text, line, key, fix):
+    """95 for 95% (everything would warn) or warn beyond fail: one line naming file, line, key and fix."""
+    p = tmp_path / "site.toml"
+    p.write_text(text)
+    with pytest.raises(ex.ExpectError) as e:
+        ex.load(str(p))
+    msg = str(e.value)
+    assert msg.startswith(f"{p}, line {line}:") and key in msg and fix in msg and "\n" not in msg
+
+
+def test_valid_site_thresholds_within_range_load(tmp_path):
+    p = tmp_path / "site.toml"
+    p.write_text('[thresholds]\nrelative_warn = 1\nrelative_fail = 0.9\nlatency_warn = 1\n')
+    assert ex.load(str(p)).thresholds["relative_warn"] == 1.0
 
 
 def test_cli_broken_expect_exits_2_with_one_line(tmp_path):

@@ -137,6 +137,8 @@ def test_stream_placement_finding_is_configuration():
     assert j.verdict == "warn" and j.figure.peak == 339.0
     f = doc.findings[0]
     assert f.cause == "configuration" and "STREAM peaks with 1/L3 (16 threads)" in f.text and "88%" in f.text
+    places = ",".join(f"{{{c}}}" for c in range(16))  # the recommended placement's CPUs, inline in the fix
+    assert f'OMP_NUM_THREADS=16 OMP_PLACES="{places}" OMP_PROC_BIND=close' in f.fix
 
 
 def test_numa_remote_pair_and_slow_node():
@@ -158,6 +160,35 @@ def test_latency_limits_and_unknown_part_is_info():
     rs.results[0] = type(rs.results[0])(**{**rs.results[0].__dict__, "peak": None, "peak_source": ""})
     j = by_key(doc_of(rs))["gpu/0/hbm_triad"]
     assert j.verdict == "info" and "no practical limit" in j.rule
+
+
+def test_unknown_gpu_model_with_peers_says_its_verdict_is_relative_only():
+    rs = syn.hbm({0: 900.0, 1: 910.0, 2: 700.0})
+    rs.results[:] = [type(r)(**{**r.__dict__, "peak": None, "peak_source": ""}) for r in rs.results]
+    j = by_key(doc_of(rs))
+    assert j["gpu/2/hbm_triad"].verdict == "fail" and j["gpu/0/hbm_triad"].verdict == "pass"
+    assert all("no datasheet limit known for this GPU model: relative verdict only" in j[f"gpu/{g}/hbm_triad"].rule
+               for g in range(3))
+    known = by_key(doc_of(syn.hbm({0: 1400.0, 1: 1400.0})))["gpu/0/hbm_triad"]
+    assert "relative verdict only" not in known.rule
+
+
+def test_dram_peak_unknown_is_listed_as_skipped(monkeypatch):
+    from nodemap.bench.peaks import PEAK_UNKNOWN
+    from nodemap.check import node, suite
+
+    def fake(kind, argv, level="full"):
+        rs = syn.stream({"1/core": (4, 20.0)})
+        rs.messages.append(PEAK_UNKNOWN)
+        return rs
+
+    monkeypatch.setattr(node, "measure", fake)
+    monkeypatch.setenv(suite.TINY_ENV, "1")
+    doc = node.run_check("quick", expectations.shipped())
+    assert any(s.what.startswith("STREAM against the DRAM peak") and s.reason == PEAK_UNKNOWN for s in doc.skipped)
+    from nodemap.report import terminal
+
+    assert "skipped: STREAM against the DRAM peak" in terminal.summary(doc)
 
 
 def test_site_file_changes_verdicts(tmp_path):
@@ -205,21 +236,22 @@ def test_suite_follows_the_topology():
     from nodemap.check import suite
 
     steps, skipped = suite.plan(nodes.karolina(), "quick", env={})
-    kinds = [s.kind for s in steps]
+    kinds = [s.kind for s in steps if s.kind != "mpi"]
     assert kinds[-3:] == ["memory", "numa", "latency"]  # GPU kinds first when CuPy is here
     lat = next(s for s in steps if s.kind == "latency")
     assert lat.argv[-2:] == ("--max-size", str(2 * (32 << 20)))  # 2x the largest cache
     one = nodes.build(nodes.Spec(1, 1, 1, 4))
-    steps, skipped = suite.plan(one, "full", env={})
+    steps, skipped = suite.plan(one, "full", env={"PMI_RANK": "0"})
     assert [s.kind for s in steps] == ["memory", "latency"]
     assert any(s.what == "NUMA matrices" and "one NUMA node" in s.reason for s in skipped)
-    assert any("no GPU" in s.reason for s in skipped) and any(s.what.startswith("MPI") for s in skipped)
+    assert any("no GPU" in s.reason for s in skipped)
+    assert any(s.what.startswith("MPI") and "PMI_RANK" in s.reason for s in skipped)  # a rank starts no ranks
 
 
 def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkeypatch):
     from nodemap.check import node, suite
 
-    def fake(kind, argv):
+    def fake(kind, argv, level="full"):
         if kind == "latency":
             raise suite.KindFailed("latency: no memory to chase through")
         return syn.stream({"1/core": (4, 20.0)})
@@ -230,9 +262,9 @@ def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkey
     doc = node.run_check("quick", expectations.shipped(), on_update=lambda d: saved.append(d.complete))
     assert doc.complete and saved[-1] is True and len(saved) >= 3
     assert any("no memory to chase" in s.reason for s in doc.skipped)
-    assert [j.figure.key for j in doc.judged] == ["host/stream/triad"]
+    assert {j.figure.key for j in doc.judged} == {"host/stream/triad"}
 
-    def interrupted(kind, argv):
+    def interrupted(kind, argv, level="full"):
         rs = syn.stream({"1/core": (4, 20.0)})
         rs.complete = False
         return rs
@@ -240,3 +272,47 @@ def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkey
     monkeypatch.setattr(node, "measure", interrupted)
     doc = node.run_check("quick", expectations.shipped())
     assert not doc.complete and len(doc.results) == 1 and doc.judged
+
+
+def test_figures_of_thousands_print_without_exponent():
+    """H100 HBM is ~3000 GB/s: finding, rule and tables print '2400 GB/s', never '2.4e+03'."""
+    h100 = (3350.0, "H100 SXM datasheet HBM3 3.35 TB/s")
+    vals = {g: 3080.0 for g in range(8)}
+    vals[3] = 2400.0
+    doc = doc_of(syn.hbm(vals, peak=h100))
+    f = doc.findings[0]
+    assert "2400 GB/s" in f.text and "3350 GB/s" in f.evidence
+    from nodemap.report import terminal
+
+    text = " ".join([f.text, f.evidence, terminal.summary(doc), terminal.figures_table(doc)])
+    assert "e+" not in text
+
+
+def test_compare_fails_a_figure_gone_after():
+    """A GPU lost during maintenance: its figures were measured before and are missing after."""
+    from nodemap.report.compare import compare
+
+    before = doc_of(syn.hbm({g: 1400.0 for g in range(8)}))
+    after = doc_of(syn.hbm({g: 1400.0 for g in range(8) if g != 6}))
+    after_new = doc_of(syn.hbm({g: 1400.0 for g in range(9)}))
+    t = expectations.shipped().thresholds
+    ch = {c.key: c for c in compare([j.figure for j in before.judged], [j.figure for j in after.judged], t)}
+    gone = ch["gpu/6/hbm_triad"]
+    assert gone.verdict == "fail" and gone.after is None and "missing after" in gone.rule and "GPU6" in gone.rule
+    assert all(ch[f"gpu/{g}/hbm_triad"].verdict == "pass" for g in range(8) if g != 6)
+    new = compare([j.figure for j in before.judged], [j.figure for j in after_new.judged], t)
+    assert {c.key: c.verdict for c in new}["gpu/8/hbm_triad"] == "info"
+
+
+def test_gpu_latency_matrix_is_judged_against_the_node_minimum():
+    """copies --latency: one pair at 2.5x the fastest pair's load latency fails, 1.7x warns."""
+    load = {(a, b): 800.0 for a in range(4) for b in range(4) if a != b}
+    load[(2, 3)], load[(3, 1)] = 2000.0, 1360.0
+    copy = {(a, b): 6.0 for a in range(4) for b in range(4) if a != b}
+    copy[(0, 1)] = 13.0
+    j = by_key(doc_of(syn.gpu_latency(load, copy)))
+    assert j["d2d_latency/gpu2->gpu3"].verdict == "fail" and "2.50x the minimum" in j["d2d_latency/gpu2->gpu3"].rule
+    assert j["d2d_latency/gpu3->gpu1"].verdict == "warn"
+    assert j["d2d_latency/gpu0->gpu1"].verdict == "pass" and j["d2d_latency/gpu0->gpu1"].figure.area == "GPU<->GPU"
+    assert j["d2d_copy_latency/gpu0->gpu1"].verdict == "fail"
+    assert not any(k.startswith("d2d_latency/gpu0->gpu0") for k in j)  # a GPU's own HBM is not a pair

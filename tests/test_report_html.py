@@ -27,7 +27,9 @@ def doc():
                  results=[syn.hbm({g: 1400.0 for g in range(4)}), syn.copies(h2d, GPU_NUMA, d2d),
                           syn.stream({"1/L3": (16, 339.0), "1/core": (128, 298.0)}),
                           syn.numa({(i, j): 40.0 if i == j else 20.0 for i in range(2) for j in range(2)}),
-                          syn.latency({"L1d": (16384, 1.2), "L2": (262144, 4.0), "DRAM": (1 << 30, 110.0)})])
+                          syn.latency({"L1d": (16384, 1.2), "L2": (262144, 4.0), "DRAM": (1 << 30, 110.0)}),
+                          syn.gpu_latency({(a, b): 2000.0 if (a, b) == (1, 3) else 800.0
+                                           for a in range(4) for b in range(4) if a != b})])
     d.rejudge()
     return d
 
@@ -35,9 +37,9 @@ def doc():
 def test_every_plot_is_drawn_as_inline_svg(doc):
     pytest.importorskip("matplotlib")
     page = html.render(doc)
-    for pid in ("plot-stream-sweep", "plot-numa-bw", "plot-latency", "plot-h2d", "plot-d2d"):
+    for pid in ("plot-stream-sweep", "plot-numa-bw", "plot-latency", "plot-h2d", "plot-d2d", "plot-d2d-latency"):
         assert f"<div class='plot' id='{pid}'>" in page
-    assert page.count("<svg") == 5 and "<script" not in page and "<metadata>" not in page
+    assert page.count("<svg") == 6 and "<script" not in page and "<metadata>" not in page
     assert "d2d/gpu0-&gt;gpu2" in page and "fail" in page
     assert page == html.render(doc)  # the same document gives the same file
 
@@ -66,4 +68,4 @@ def test_headless_chromium_opens_it_offline(doc, tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "html_in_browser.py"), str(page), "--no-install",
                         "--screenshot", str(tmp_path / "shot.png")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "5 plots promised" in r.stdout and (tmp_path / "shot.png").stat().st_size > 10000
+    assert "6 plots promised" in r.stdout and (tmp_path / "shot.png").stat().st_size > 10000

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import NodemapError
 
@@ -87,7 +87,10 @@ def load(site: str | None = None) -> Expectations:
         raise ExpectError(f"--expect {site}: cannot read it ({e.strerror or e}); give a readable TOML file")
     except UnicodeDecodeError:
         raise ExpectError(f"--expect {site}: not UTF-8 text; give a TOML file") from None
-    return merge(base, parse(text, site, site, partial=True))
+    own = parse(text, site, site, partial=True)
+    merged = merge(base, own)
+    check_order(merged.thresholds, _Locator(text, site), own.thresholds)
+    return merged
 
 
 def merge(base: Expectations, site: Expectations) -> Expectations:
@@ -100,7 +103,7 @@ def parse(text: str, name: str, origin: str, partial: bool = False) -> Expectati
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ExpectError(f"{name}: not valid TOML: {e}") from None
+        raise ExpectError(_syntax_error(name, str(e))) from None
     where = _Locator(text, name)
     unknown = set(data) - {"schema", "thresholds", "limit", "fleet"}  # [fleet]: read by fleet/merge.py
     if unknown:
@@ -113,7 +116,23 @@ def parse(text: str, name: str, origin: str, partial: bool = False) -> Expectati
     if not isinstance(rows, list):
         raise ExpectError(f"{where.at('limit')}: key 'limit' must be an array of tables, written [[limit]]")
     limits = tuple(_limit(row, i, where, origin) for i, row in enumerate(rows))
-    return Expectations(thresholds, limits, (origin,))
+    exp = Expectations(thresholds, limits, (origin,))
+    if not partial:
+        check_order(exp.thresholds, where)
+    return exp
+
+
+def _syntax_error(name: str, reason: str) -> str:
+    """tomllib's "(at line 3, column 5)" / "(at end of document)" as a place
+    first, the way every other message of this module names it."""
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", reason)
+    if m:
+        return f"{name}, line {m.group(1)}, column {m.group(2)}: not valid TOML: {reason[:m.start()]}"
+    if reason.endswith("(at end of document)"):
+        reason = reason.removesuffix("(at end of document)").strip()
+        return (f"{name}, at end of file: not valid TOML: {reason}; something opened earlier ([, {{ or a quote) "
+                "is never closed, or the last key has no value")
+    return f"{name}: not valid TOML: {reason}"
 
 
 def _thresholds(table: Any, where: "_Locator", partial: bool) -> dict[str, float]:
@@ -127,6 +146,7 @@ def _thresholds(table: Any, where: "_Locator", partial: bool) -> dict[str, float
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ExpectError(f"{where.at(key, '[thresholds]')}: key 'thresholds.{key}' must be a positive "
                               f"number, got {value!r}")
+        _threshold_range(key, float(value), where)
         out[key] = float(value)
     missing = [k for k in THRESHOLDS if k not in out]
     if missing and not partial:
@@ -157,7 +177,54 @@ def _limit(row: Any, i: int, where: "_Locator", origin: str) -> Limit:
         raise ExpectError(f"{at('limit')}: [[limit]] number {i + 1} has no bound; give warn/fail (fractions of "
                           "the peak), warn_below/fail_below or warn_above/fail_above")
     vals = {k: float(v) for k, v in row.items() if LIMIT_KEYS[k] is float}
+    _limit_bounds(vals, at)
     return Limit(kind=row["kind"], match=row.get("match", "."), source=row["source"], origin=origin, **vals)
+
+
+# Thresholds that are fractions of a reference (higher is better) and those
+# that are multiples of a minimum (latency); warn must be the milder one.
+FRACTIONS = ("relative_warn", "relative_fail", "compare_warn", "compare_fail")
+PAIRS = (("relative_warn", "relative_fail", "at least"), ("compare_warn", "compare_fail", "at least"),
+         ("latency_warn", "latency_fail", "at most"))
+
+
+def _threshold_range(key: str, value: float, where: "_Locator") -> None:
+    at = where.at(key, "[thresholds]")
+    if key in FRACTIONS and value > 1:
+        hint = f"write {value / 100:g} for {value:g}%" if value <= 100 else "write a fraction like 0.95"
+        raise ExpectError(f"{at}: key 'thresholds.{key}' is {value:g}, a fraction of the reference is at most 1; "
+                          f"{hint}")
+    if key not in FRACTIONS and value < 1:
+        raise ExpectError(f"{at}: key 'thresholds.{key}' is {value:g}, a multiple of the node's minimum is at "
+                          "least 1; write e.g. 1.5 for 1.5x")
+
+
+def check_order(t: dict[str, float], where: "_Locator", site: dict[str, float] | None = None) -> None:
+    """warn must be reached before fail: relative_warn >= relative_fail,
+    latency_warn <= latency_fail (after a site file is merged: the line
+    named is the site's key of the pair)."""
+    for warn, fail, word in PAIRS:
+        if warn not in t or fail not in t:
+            continue
+        ok = t[warn] >= t[fail] if word == "at least" else t[warn] <= t[fail]
+        if not ok:
+            key = warn if site is None or warn in site else fail
+            raise ExpectError(f"{where.at(key, '[thresholds]')}: key 'thresholds.{warn}' = {t[warn]:g} must be "
+                              f"{word} 'thresholds.{fail}' = {t[fail]:g} (warn comes before fail); "
+                              f"change 'thresholds.{key}'")
+
+
+def _limit_bounds(vals: dict[str, float], at: Callable[[str], str]) -> None:
+    for key in ("warn", "fail"):
+        if key in vals and not 0 < vals[key] <= 1:
+            v = vals[key]
+            hint = f"write {v / 100:g} for {v:g}%" if 1 < v <= 100 else "write a fraction like 0.85"
+            raise ExpectError(f"{at(key)}: key 'limit.{key}' is {v:g}, a fraction of the peak (0 to 1); {hint}")
+    for (warn, fail), above in zip(BOUNDS, (False, False, True)):
+        if warn in vals and fail in vals and (vals[warn] > vals[fail] if above else vals[warn] < vals[fail]):
+            raise ExpectError(f"{at(warn)}: key 'limit.{warn}' = {vals[warn]:g} must be "
+                              f"{'at most' if above else 'at least'} 'limit.{fail}' = {vals[fail]:g} "
+                              "(warn comes before fail); swap them")
 
 
 class _Locator:

@@ -18,8 +18,9 @@ from typing import Any, Iterable
 
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..topology.model import Topology
+from .mpi import figure_size
 
-AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL")
+AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL", "MPI")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Figure:
     path_class: str = ""
     median: float = 0.0  # the Result's median, for noise in comparisons
     spread: float = 0.0
+    setting: str = ""  # what reaches the peak, for the fix (STREAM: OMP_NUM_THREADS/OMP_PLACES)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,7 +67,7 @@ def extract(sets: Iterable[ResultSet], topo: Topology | None = None) -> list[Fig
         figs = _EXTRACT.get(bench, lambda rs_, t: [])(results, topo)
         out += [_unjudged_if_contradicted(f, rs.messages) for f in figs]
     _add_remote_peaks(out)
-    return with_nccl_peak(_one_numa_stream(out, topo))
+    return _with_mpi_device_peak(with_nccl_peak(_one_numa_stream(out, topo)))
 
 
 # --- host ---------------------------------------------------------------------------
@@ -84,11 +86,26 @@ def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
     out = [figure(core, "host/stream/triad", "host memory",
                   f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
                   peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('thread_order')} "
-                  f"({best.params.get('threads')} threads)")]
+                  f"({best.params.get('threads')} threads)", setting=omp_setting(triads))]
     if best.peak:
         out.append(figure(best, "host/stream/best", "host memory",
                           f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM"))
     return out
+
+
+def omp_setting(triads: list[Result]) -> str:
+    """The OpenMP environment of the placement `bench memory --sweep`
+    recommends (the fewest threads within 2% of the best), '' without CPUs."""
+    from ..bench.host_memory import recommend  # here: its import (~0.1 s) would slow every `report`
+    from ..bench.thread_orders import omp_env
+
+    rec = recommend(triads)
+    cpus = tuple(rec[1].params.get("cpu_order") or ()) if rec else ()
+    if not cpus:
+        return ""
+    env = omp_env(cpus)
+    return " ".join(f'{k}="{env[k]}"' if k == "OMP_PLACES" else f"{k}={env[k]}"
+                    for k in ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"))
 
 
 def numa(results: list[Result], topo: Topology | None) -> list[Figure]:
@@ -164,6 +181,26 @@ def copies(results: list[Result], topo: Topology | None) -> list[Figure]:
             out.append(figure(r, f"d2d/gpu{_gpu_index(src)}->gpu{_gpu_index(dst)}", "GPU<->GPU",
                               f"{src} -> {dst} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
                               group=f"d2d/{r.path_class}"))
+    return out + gpu_latency(results)
+
+
+def gpu_latency(results: list[Result]) -> list[Figure]:
+    """The GPU<->GPU latency matrix of `copies --latency`: a GPU's loads
+    from a peer's memory (against the pairs of the same path class) and
+    8-byte copies (against every pair), each above the node's minimum."""
+    out = []
+    for r in results:
+        src, dst = r.params.get("src", ""), r.params.get("dst", "")
+        a, b = _gpu_index(src), _gpu_index(dst)
+        if not (a.isdigit() and b.isdigit()) or a == b:
+            continue
+        if r.metric == "load_latency":
+            out.append(figure(r, f"d2d_latency/gpu{a}->gpu{b}", "GPU<->GPU",
+                              f"{src} loads from {dst} memory, {r.path_class} (latency)", part=r.path_class,
+                              group=f"d2d_latency/{r.path_class}"))
+        elif r.metric == "d2d_copy_latency":
+            out.append(figure(r, f"d2d_copy_latency/gpu{a}->gpu{b}", "GPU<->GPU",
+                              f"{src} -> {dst} 8-byte copy (latency)", group="d2d_copy_latency"))
     return out
 
 
@@ -178,7 +215,30 @@ def nccl(results: list[Result], topo: Topology | None) -> list[Figure]:
                    f"{r.params.get('size', 0) >> 20} MiB", kind="nccl", part=r.path_class, peak=None, peak_source="")]
 
 
-_EXTRACT = {"memory": stream, "numa": numa, "latency": latency, "gpu": gpu_memory, "copies": copies, "nccl": nccl}
+def mpi(results: list[Result], topo: Topology | None) -> list[Figure]:
+    """Per buffer kind: latency at the smallest message (host buffers) and
+    bandwidth at 16 MiB (the size quick and full both measure). Device
+    buffers are judged against the GPUs' copy engines (filled in below)."""
+    size = figure_size(results)
+    out = []
+    for buf in ("HH", "DD"):
+        rows = [r for r in results if r.params.get("buffers") == buf and r.path_class != "multirail"]
+        lat = [r for r in rows if r.metric == "latency"]
+        bw = [r for r in rows if r.metric == "bw" and r.params.get("size") == size]
+        if lat and buf == "HH":
+            r = min(lat, key=lambda r: r.params.get("size", 0))
+            out.append(figure(r, "mpi/HH/latency", "MPI", f"MPI latency, host buffers, {r.params.get('size')} B "
+                              f"({r.path_class})", kind="mpi_latency", part="host"))
+        for r in bw[:1]:
+            how = r.params.get("transport", "")
+            out.append(figure(r, f"mpi/{buf}/bw", "MPI", f"MPI bandwidth, {'host' if buf == 'HH' else 'device'} "
+                              f"buffers ({how}), {size >> 20} MiB, {r.path_class}",
+                              kind="mpi_host" if buf == "HH" else "mpi_device", part=how))
+    return out
+
+
+_EXTRACT = {"memory": stream, "numa": numa, "latency": latency, "gpu": gpu_memory, "copies": copies, "nccl": nccl,
+            "mpi": mpi}
 
 
 # --- figures judged against other figures --------------------------------------------
@@ -244,6 +304,21 @@ def nccl_link(figs: list[Figure]) -> tuple[str, float | None, str]:
 def with_nccl_peak(figs: list[Figure]) -> list[Figure]:
     klass, peak, source = nccl_link(figs)
     return [_with(f, part=klass or f.part, peak=peak, peak_source=source) if f.kind == "nccl" else f for f in figs]
+
+
+def _with_mpi_device_peak(figs: list[Figure]) -> list[Figure]:
+    """MPI with device buffers against the GPU pair's copy-engine bandwidth
+    on the same path class (what CUDA IPC moves), else the node's median
+    GPU<->GPU copy; no GPU pair measured: recorded only."""
+    d2d = [f for f in figs if f.kind == "d2d"]
+    out = []
+    for f in figs:
+        if f.kind == "mpi_device" and d2d:
+            same = [d for d in d2d if d.path_class == f.path_class] or d2d
+            f = _with(f, peak=median(d.value for d in same),
+                      peak_source=f"median GPU<->GPU copy-engine write over {same[0].path_class} on this node")
+        out.append(f)
+    return out
 
 
 def median(values: Iterable[float]) -> float:

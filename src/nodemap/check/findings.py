@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from ..bench.report import number
 from .inventory import Check
+from .mpi import AWARE_KEY
 from .verdicts import RANK, Judged
 
 
@@ -73,7 +75,7 @@ def _rel(j: Judged) -> str:
 
 def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]) -> Finding | None:
     f = j.figure
-    v = f"{f.value:.3g} {f.unit}"
+    v = f"{number(f.value)} {f.unit}"
     mk = lambda cause, text, fix, keys=(f.key,): Finding(j.verdict, cause, f.area, text, j.rule, fix,  # noqa: E731
                                                            tuple(keys), _off(j))
     if f.kind == "h2d" or (f.area == "host<->GPU" and f.kind != "h2d_remote"):
@@ -102,6 +104,8 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
                   "transport; a slow pair among the GPU<->GPU figures points to hardware")
     if f.kind == "placement":
         return _placement(j, mk)
+    if f.kind.startswith("mpi_"):
+        return _mpi(j, v, mk)
     if f.kind == "numa_remote":
         return mk("hardware", f"{f.label}: {v}, {f.value / f.peak:.0%} of local bandwidth" if f.peak else f.label,
                   "check the socket interconnect width/speed in the BIOS (xGMI/UPI links) and NUMA settings")
@@ -121,9 +125,28 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
 def _placement(j: Judged, mk) -> Finding:
     f = j.figure
     best = f.peak_source.removeprefix("best placement of the sweep: ")
-    return mk("configuration", f"STREAM peaks with {best} ({f.peak:.4g} GB/s); one thread per core gives "
-              f"{f.value:.4g} GB/s, {f.value / f.peak:.0%}", "place memory-bound threads as the best placement: "
-              "`nodemap bench memory --sweep` prints its OMP_PLACES/OMP_PROC_BIND")
+    fix = (f"place memory-bound threads as the sweep recommends: {f.setting}" if f.setting else
+           "place memory-bound threads as the best placement: `nodemap bench memory --sweep` prints its "
+           "OMP_PLACES/OMP_PROC_BIND")
+    return mk("configuration", f"STREAM peaks with {best} ({number(f.peak)} GB/s); one thread per core gives "
+              f"{number(f.value)} GB/s, {f.value / f.peak:.0%}", fix)
+
+
+def _mpi(j: Judged, v: str, mk) -> Finding:
+    f = j.figure
+    if f.kind == "mpi_device" and f.part == "staged":
+        return mk("configuration", f"MPI is not CUDA-aware: device buffers are staged ({v} vs {number(f.peak)} "
+                  f"{f.unit} between the GPUs' copy engines)" if f.peak else f"MPI is not CUDA-aware: device "
+                  f"buffers are staged ({v})", "use a CUDA-aware MPI build (Open MPI/UCX built with CUDA, MPICH "
+                  "with MPIR_CVAR_ENABLE_GPU=1, Cray MPICH with MPICH_GPU_SUPPORT_ENABLED=1)", (f.key, AWARE_KEY))
+    if f.kind == "mpi_device":
+        return mk("configuration", f"{f.label}: {v}, {f.value / f.peak:.0%} of the GPUs' copy engines" if f.peak
+                  else f"{f.label}: {v}", "check that UCX_TLS includes cuda_ipc (NCCL/UCX peer access) and "
+                  "that each rank uses the GPU near it (nodemap run)")
+    what = "slower" if f.kind == "mpi_latency" else "below what shared memory moves"
+    return mk("configuration", f"{f.label}: {v}, {what}: the ranks do not use shared memory or share a core",
+              "check UCX_TLS / FI_PROVIDER / OMPI_MCA_btl (shared memory: shm, sm, vader, cma) and that each "
+              "rank has a core of its own")
 
 
 def check_finding(c: Check) -> Finding:

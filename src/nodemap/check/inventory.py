@@ -72,6 +72,7 @@ def collect(topo: Topology, env: Mapping[str, str], root: str = "/", nvml: bool 
     checks += cpus(topo)
     checks += numa_balance(topo)
     checks += nics(topo)
+    checks += nic_rails(topo, env)
     checks += environment(env)
     if nvml:
         got, why = nvml_health(topo)
@@ -224,6 +225,39 @@ def nics(topo: Topology) -> list[Check]:
                              "pass" if up else "warn", "port up" if up else "port not active",
                              "" if up else "hardware", "" if up else "check the cable and the switch port (ibstat)"))
     return out
+
+
+def nic_rails(topo: Topology, env: Mapping[str, str]) -> list[Check]:
+    """More NICs than the default plan has tasks: each task should drive its
+    nearest NICs (multi-rail); UCX left alone drives the ones it finds first
+    from every task (CONTEXT.md: Leonardo, 2 of 4 used). From the default
+    plan (`nodemap plan`, --nic-rails auto), so the advice is what `run` does.
+    The planner is imported here: `report` loads this module and never plans."""
+    from ..mapping import emit
+    from ..mapping.plan import default_tasks, plan
+    from ..mapping.request import Request
+
+    try:
+        tasks, _ = default_tasks(topo)
+        p = plan(topo, Request(tasks))
+    except Exception:  # a topology the planner refuses: the plan command says why
+        return []
+    envs = [dict(emit.task_env(topo, p, b)) for b in p.tasks]
+    rails = max((int(e.get("UCX_MAX_RNDV_RAILS", 1)) for e in envs), default=1)
+    if rails < 2:
+        return []
+    per_task = "; ".join(f"task {i}: UCX_NET_DEVICES={e['UCX_NET_DEVICES']}" for i, e in enumerate(envs)
+                         if e.get("UCX_NET_DEVICES"))
+    label = f"{tasks} tasks, {len(topo.nics)} NICs"
+    want = f"bind {rails} NICs per task and set UCX_MAX_RNDV_RAILS={rails}"
+    asked = env.get("UCX_MAX_RNDV_RAILS", "").strip()
+    if env.get("UCX_NET_DEVICES") and (int(asked) if asked.isdigit() else 2) >= rails:  # UCX's default is 2
+        return [Check("inventory/nic_rails", label, f"UCX_NET_DEVICES={env['UCX_NET_DEVICES']}", want, "pass",
+                      "the NICs are chosen per task here", "", "", "MPI")]
+    return [Check("inventory/nic_rails", label, want, "", "warn",
+                  f"the default plan ({tasks} tasks) gives each task its {rails} nearest NICs; without "
+                  "UCX_NET_DEVICES UCX drives the NICs it finds first from every task", "configuration",
+                  f"{per_task} (nodemap run sets these, and NCCL_IB_HCA)", "MPI")]
 
 
 def environment(env: Mapping[str, str]) -> list[Check]:

@@ -18,6 +18,7 @@ from ..bench.thread_orders import load_topology
 from .document import CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
+from .mpi import awareness_check
 from .suite import KindFailed, measure, plan
 
 
@@ -53,11 +54,12 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
             progress(f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what} "
                      f"(nodemap bench {step.kind} {' '.join(step.argv)})")
             try:
-                rs = measure(step.kind, list(step.argv))
+                rs = measure(step.kind, list(step.argv), level)
             except KindFailed as e:
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
                 continue
             doc.results.append(rs)
+            doc.skipped += [s for s in unjudged(rs) if s not in doc.skipped]
             doc.rejudge()
             on_update(doc)
             if not rs.complete:
@@ -66,10 +68,28 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     except KeyboardInterrupt:
         doc.complete = False
         progress("nodemap check: interrupted, reporting what was measured")
+    doc.checks += mpi_checks(topo, doc.results)
     doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     doc.rejudge()
     on_update(doc)
     return doc
+
+
+# A kind's message that leaves a figure without its absolute rule -> what is skipped.
+UNJUDGED = (("DRAM peak unknown", "STREAM against the DRAM peak (host/stream/best)"),)
+
+
+def unjudged(rs) -> list[Skipped]:
+    """Rules a kind's own messages say cannot apply here (no DRAM peak on a
+    VM), for the summary's skipped list, not only the results' messages."""
+    return [Skipped(what, m) for m in rs.messages for prefix, what in UNJUDGED if m.startswith(prefix)]
+
+
+def mpi_checks(topo, results) -> list:
+    """MPI's CUDA-awareness, once the MPI run (if any) has probed it."""
+    gpu = any(g.visible and g.vendor == "NVIDIA" for g in topo.gpus)
+    c = awareness_check(gpu, results, os.environ)
+    return [c] if c is not None else []
 
 
 def stderr_progress(line: str) -> None:

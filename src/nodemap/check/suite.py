@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..bench.results import ResultSet
 from ..topology.model import Topology
+from . import mpi
 from .inventory import Skipped
 
 LEVELS = ("quick", "full")
@@ -91,8 +92,11 @@ def plan(topo: Topology, level: str, env: dict[str, str] | None = None) -> tuple
     if len([n for n in topo.numa_nodes if n.cpuset]) < 2:
         skipped.append(Skipped("NUMA matrices", "one NUMA node with CPUs: its one cell is the STREAM and "
                                "latency figures"))
-    skipped.append(Skipped("MPI host and device buffers", "needs ranks started by a launcher; run "
-                           "`mpiexec -n 2 nodemap bench mpi` (and --device) beside the check"))
+    launcher, why = mpi.availability(env)
+    if launcher is None:
+        skipped.append(Skipped(mpi.WHAT, why))
+    else:
+        steps.append(Step("mpi", mpi.bench_argv(level, bool(gpus) and _has_cupy()), mpi.WHAT))
     return steps, skipped
 
 
@@ -106,14 +110,20 @@ class KindFailed(Exception):
     """A kind stopped with an error message (no GPU, no CuPy...)."""
 
 
-def measure(kind: str, argv: list[str]) -> ResultSet:
+def measure(kind: str, argv: list[str], level: str = "full") -> ResultSet:
     """Run `nodemap bench KIND argv` in-process (the harness's measure:
     nothing printed or saved) and return its ResultSet; a kind interrupted
-    by Ctrl-C returns what it measured, marked incomplete. Raises KindFailed
-    with the kind's one-line error (no GPU, no CuPy...)."""
+    by Ctrl-C returns what it measured, marked incomplete. MPI ranks need a
+    launcher: `mpi` runs under mpiexec (check/mpi.py). Raises KindFailed
+    with the kind's one-line error (no GPU, no CuPy, the launcher's...)."""
     from ..bench.harness import measure as harness_measure
     from ..errors import NodemapError
 
+    if kind == "mpi":
+        try:
+            return mpi.measure(level, argv)
+        except mpi.MPIFailed as e:
+            raise KindFailed(str(e)) from None
     try:
         return harness_measure(kind, argv)
     except NodemapError as e:

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from ..bench.report import number
 from .expectations import Expectations, Limit
 from .figures import Figure
 
@@ -55,12 +56,20 @@ def judge(figures: Sequence[Figure], exp: Expectations) -> list[Judged]:
         ref = refs.get(f.group) if f.group else None
         r = relative(f, ref, exp.thresholds) if ref is not None else None
         chosen = _decide(a, r)
+        if a is None and r is not None and f.kind:
+            chosen = Verdict(chosen.verdict, chosen.rule + f"; {no_limit(f)}", chosen.expectation)
         ratio = (f.value / ref[0] if f.higher_is_better else f.value / ref[0]) if ref and ref[0] else None
         exp_d = dict(a.expectation) if a else {}
         if r is not None:
             exp_d.update(r.expectation)
         out.append(Judged(f, chosen.verdict, chosen.rule, exp_d, ratio))
     return out
+
+
+def no_limit(f: Figure) -> str:
+    """Why only the peers judged a figure a practical limit would also judge."""
+    part = f.part.split(" (")[0] if f.part else "this GPU model" if f.kind == "hbm" else "this part"
+    return f"no datasheet limit known for {part}: relative verdict only"
 
 
 def _decide(a: Verdict | None, r: Verdict | None) -> Verdict:
@@ -101,7 +110,7 @@ def absolute(f: Figure, lim: Limit | None) -> Verdict | None:
         return None
     frac = f.value / peak
     exp = {**src, "peak": peak, "warn_below": _mul(lim.warn, peak), "fail_below": _mul(lim.fail, peak)}
-    what = f"{f.value:.4g} {f.unit} = {frac:.0%} of {peak:.4g} {f.unit}" + (
+    what = f"{number(f.value)} {f.unit} = {frac:.0%} of {number(peak)} {f.unit}" + (
         f" ({f.peak_source})" if f.peak_source and not lim.peak else "")
     if lim.fail is not None and frac < lim.fail:
         return Verdict("fail", f"{what}, below the {lim.fail:.0%} floor", exp)
@@ -118,13 +127,13 @@ def _bounds(f: Figure, warn: float | None, fail: float | None, above: bool, src:
     exp = {**src, ("warn_above" if above else "warn_below"): warn, ("fail_above" if above else "fail_below"): fail}
     bad = (lambda v, b: v > b) if above else (lambda v, b: v < b)
     word = "above" if above else "below"
-    v = f"{f.value:.4g} {f.unit}"
+    v = f"{number(f.value)} {f.unit}"
     if fail is not None and bad(f.value, fail):
-        return Verdict("fail", f"{v}, {word} the {fail:g} {f.unit} limit", exp)
+        return Verdict("fail", f"{v}, {word} the {number(fail)} {f.unit} limit", exp)
     if warn is not None and bad(f.value, warn):
-        return Verdict("warn", f"{v}, {word} the expected {warn:g} {f.unit}", exp)
+        return Verdict("warn", f"{v}, {word} the expected {number(warn)} {f.unit}", exp)
     lim = warn if warn is not None else fail
-    return Verdict("pass", f"{v}, within the expected {lim:g} {f.unit} ({'at most' if above else 'at least'})", exp)
+    return Verdict("pass", f"{v}, within the expected {number(lim)} {f.unit} ({'at most' if above else 'at least'})", exp)
 
 
 def relative(f: Figure, ref: tuple[float, int], t: dict[str, float]) -> Verdict | None:
@@ -136,7 +145,7 @@ def relative(f: Figure, ref: tuple[float, int], t: dict[str, float]) -> Verdict 
     if f.higher_is_better:
         exp = {"median_of_peers": base, "peers": n, "relative_warn_below": t["relative_warn"] * base,
                "relative_fail_below": t["relative_fail"] * base}
-        what = f"{f.value:.4g} {f.unit} = {ratio:.0%} of the median of {n} peers on this node ({base:.4g} {f.unit})"
+        what = f"{number(f.value)} {f.unit} = {ratio:.0%} of the median of {n} peers on this node ({number(base)} {f.unit})"
         if ratio < t["relative_fail"]:
             return Verdict("fail", f"{what}, below {t['relative_fail']:.0%}", exp)
         if ratio < t["relative_warn"]:
@@ -144,7 +153,7 @@ def relative(f: Figure, ref: tuple[float, int], t: dict[str, float]) -> Verdict 
         return Verdict("pass", f"{what}, at least {t['relative_warn']:.0%}", exp)
     exp = {"minimum_of_peers": base, "peers": n, "relative_warn_above": t["latency_warn"] * base,
            "relative_fail_above": t["latency_fail"] * base}
-    what = f"{f.value:.4g} {f.unit} = {ratio:.2f}x the minimum of {n} peers on this node ({base:.4g} {f.unit})"
+    what = f"{number(f.value)} {f.unit} = {ratio:.2f}x the minimum of {n} peers on this node ({number(base)} {f.unit})"
     if ratio > t["latency_fail"]:
         return Verdict("fail", f"{what}, above {t['latency_fail']:g}x", exp)
     if ratio > t["latency_warn"]:

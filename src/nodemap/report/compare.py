@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ..check.figures import Figure
+from ..bench.report import number
 from ..check.verdicts import RANK, ratio_verdict
 
 
@@ -34,8 +35,7 @@ def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, floa
         fb, fa = b.get(key), a.get(key)
         f = fa or fb
         if fb is None or fa is None:
-            out.append(Change(key, f.label, f.unit, fb and fb.value, fa and fa.value, None, "info",
-                              "measured only " + ("after" if fb is None else "before")))
+            out.append(_one_side(f, fb, fa))
             continue
         ratio = fa.value / fb.value if f.higher_is_better else fb.value / fa.value
         v = ratio_verdict(ratio, t["compare_warn"], t["compare_fail"])
@@ -45,6 +45,22 @@ def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, floa
                               f", below {t['compare_fail' if v == 'fail' else 'compare_warn']:g}" if v != "pass"
                               else f", at least {t['compare_warn']:g}")))
     return sorted(out, key=lambda c: (-RANK[c.verdict], c.ratio if c.ratio is not None else 9, c.key))
+
+
+def _one_side(f: Figure, fb: Figure | None, fa: Figure | None) -> Change:
+    """A figure new after is information; one gone after is a regression
+    (a GPU lost in maintenance, a NIC down, a path no longer measured)."""
+    if fb is None:
+        return Change(f.key, f.label, f.unit, None, fa and fa.value, None, "info", "measured only after: new")
+    return Change(f.key, f.label, f.unit, fb.value, None, None, "fail",
+                  f"measured before, missing after: {_gone(f)} is gone, or its step was skipped or cut short "
+                  "(see the after report's skipped list)")
+
+
+def _gone(f: Figure) -> str:
+    if f.area in ("GPU memory", "host<->GPU", "GPU<->GPU", "NCCL"):
+        return "a GPU or its path" + (" (" + f.label.split(" ")[0] + ")" if f.label.startswith("GPU") else "")
+    return f"the path ({f.path})" if f.path else "the path"
 
 
 def text(changes: Sequence[Change], before: str, after: str) -> str:
@@ -61,4 +77,4 @@ def text(changes: Sequence[Change], before: str, after: str) -> str:
 
 
 def _n(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4g}"
+    return number(x)

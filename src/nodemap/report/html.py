@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Callable
 
+from ..bench.report import number
 from ..check.document import CheckDoc
 from . import plots
 
@@ -43,7 +44,7 @@ def _v(verdict: str) -> str:
 
 
 def _num(x: float | None) -> str:
-    return "" if x is None else f"{x:.4g}"
+    return "" if x is None else number(x)
 
 
 def header(doc: CheckDoc) -> str:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..bench.report import number
 from ..check.document import CheckDoc
 from ..check.verdicts import Judged
 
@@ -69,7 +70,7 @@ def verdict_heatmap(id: str, title: str, cells: dict[tuple[str, str], Judged], r
             color = VERDICT_COLOR[j.verdict] if j else "#ffffff"
             ax.add_patch(Rectangle((k, i), 1, 1, facecolor=color, edgecolor="white", linewidth=2))
             if j:
-                ax.text(k + 0.5, i + 0.5, f"{j.figure.value:.3g}", ha="center", va="center", fontsize=9)
+                ax.text(k + 0.5, i + 0.5, number(j.figure.value), ha="center", va="center", fontsize=9)
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([k + 0.5 for k in range(len(cols))], cols)
@@ -104,6 +105,14 @@ def gpu_matrix(doc: CheckDoc) -> Plot | None:
     if not cells:
         return None
     return verdict_heatmap("plot-d2d", "GPU->GPU copy-engine bandwidth", cells, rows, cols, "destination", "source")
+
+
+def gpu_latency_matrix(doc: CheckDoc) -> Plot | None:
+    cells, rows, cols = _matrix(doc, "d2d_latency/")
+    if not cells:
+        return None
+    return verdict_heatmap("plot-d2d-latency", "GPU->peer memory load latency", cells, rows, cols, "memory of",
+                           "loading GPU")
 
 
 def numa_matrix(doc: CheckDoc) -> Plot | None:
@@ -197,7 +206,8 @@ def nccl_curve(doc: CheckDoc) -> Plot | None:
 
 
 PLOTS: list[Callable[[CheckDoc], Plot | None]] = [
-    stream_sweep, numa_matrix, numa_latency, latency_curve, host_gpu_matrix, gpu_matrix, nccl_curve,
+    stream_sweep, numa_matrix, numa_latency, latency_curve, host_gpu_matrix, gpu_matrix, gpu_latency_matrix,
+    nccl_curve,
 ]
 
 

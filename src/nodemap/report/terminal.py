@@ -8,6 +8,7 @@ import textwrap
 from typing import Sequence
 
 from ..check.document import CheckDoc
+from ..bench.report import number
 from ..check.verdicts import RANK
 
 MARK = {"pass": "PASS", "info": "info", "warn": "WARN", "fail": "FAIL"}
@@ -42,7 +43,7 @@ def area_detail(doc: CheckDoc, area: str) -> str:
     if js:
         w = max(js, key=lambda j: (RANK[j.verdict], -(j.relative or 1)))
         f = w.figure
-        return f"{len(js)} figures; {'worst' if w.verdict in ('warn', 'fail') else 'e.g.'} {f.label}: {f.value:.4g} {f.unit}"
+        return f"{len(js)} figures; {'worst' if w.verdict in ('warn', 'fail') else 'e.g.'} {f.label}: {number(f.value)} {f.unit}"
     bad = [c for c in cs if c.verdict in ("warn", "fail")]
     return f"{len(cs)} checks" + (f"; {bad[0].label}: {bad[0].value}" if bad else "")
 
@@ -54,6 +55,6 @@ def _wrap(text: str, width: int, indent: str) -> str:
 def figures_table(doc: CheckDoc) -> str:
     from ..bench.report import table
 
-    rows = [[j.figure.key, j.figure.value and f"{j.figure.value:.4g}", j.figure.unit, MARK[j.verdict], j.rule]
+    rows = [[j.figure.key, number(j.figure.value), j.figure.unit, MARK[j.verdict], j.rule]
             for j in doc.judged]
     return table(["figure", "value", "unit", "verdict", "rule"], rows, right=[False, True, False, False, False])

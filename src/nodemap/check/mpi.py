@@ -1,0 +1,270 @@
+"""MPI in the check: `bench mpi` started under a launcher beside the check,
+and whether the MPI library is CUDA-aware.
+
+MPI ranks need a launcher, so unlike the other kinds this one cannot run
+in-process: when mpi4py and an mpiexec are found and the check is not
+itself a rank, it starts `mpiexec -n 2 <python> -m nodemap bench mpi`
+(host buffers; device buffers too where a GPU is visible) with a timeout
+and reads the ResultSet it saved. Anything that stops it becomes a skipped
+item with the launcher's last line, never a failed check.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..bench.report import number
+from ..bench.results import ResultSet
+from .inventory import Check
+
+WHAT = "MPI point-to-point, host and device buffers"
+AWARE_KEY = "inventory/mpi/cuda_aware"
+FIGURE_SIZE = 16 << 20  # bandwidth is read here at both levels, so quick and full agree
+# The ranks of an MPI job carry one of these (Hydra/PMI, Open MPI, PMIx: srun sets PMI_RANK or PMIX_RANK)
+RANK_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
+ROOT_VARS = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+TIMEOUT_S = {"quick": 180.0, "full": 900.0}
+
+
+@dataclass(frozen=True)
+class Launcher:
+    path: str
+    flavor: str  # "openmpi" | "mpich" | "" (unknown: no flavor-specific options)
+
+
+def under_launcher(env: Mapping[str, str]) -> str:
+    """The variable that shows this process is an MPI rank, '' if none."""
+    return next((v for v in RANK_VARS if env.get(v)), "")
+
+
+def find_launcher(env: Mapping[str, str]) -> Launcher | None:
+    """mpiexec beside this Python (the mpich wheel mpi4py loads), beside the
+    mpicc mpi4py was built with, then on PATH; mpirun where no mpiexec."""
+    dirs = [os.path.dirname(sys.executable)]
+    try:
+        import mpi4py
+
+        cc = mpi4py.get_config().get("mpicc", "")
+        if cc:
+            dirs.append(os.path.dirname(shutil.which(cc) or cc))
+    except ImportError:
+        pass
+    for name in ("mpiexec", "mpirun"):
+        for d in dirs:
+            p = os.path.join(d, name)
+            if os.access(p, os.X_OK):
+                return Launcher(p, flavor(p))
+        p = shutil.which(name, path=env.get("PATH", os.defpath))
+        if p:
+            return Launcher(p, flavor(p))
+    return None
+
+
+def flavor(mpiexec: str) -> str:
+    try:
+        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    text = out.stdout + out.stderr
+    if re.search(r"Open MPI|OpenRTE|open-mpi", text):
+        return "openmpi"
+    if re.search(r"HYDRA|MPICH", text):
+        return "mpich"
+    return ""
+
+
+def availability(env: Mapping[str, str]) -> tuple[Launcher | None, str]:
+    """(launcher, '') when the MPI step can run, else (None, why not)."""
+    if importlib.util.find_spec("mpi4py") is None:
+        return None, "mpi4py is not installed: pip install 'nodemap[mpi]' (mpi4py and the mpich wheel)"
+    rank = under_launcher(env)
+    if rank:
+        return None, (f"the check runs as an MPI rank ({rank} is set): it starts its own 2 ranks, so run "
+                      "`nodemap check` without mpiexec/srun")
+    found = find_launcher(env)
+    if found is None:
+        return None, "no mpiexec or mpirun next to Python, beside mpi4py's mpicc or on PATH: put your MPI's on PATH"
+    return found, ""
+
+
+def bench_argv(level: str, gpu: bool) -> tuple[str, ...]:
+    """`bench mpi` options: quick measures the two sizes that are judged."""
+    buffers = ("--buffers", "HH,DD" if gpu else "HH")
+    if level == "quick":
+        return ("--sizes", f"8,{FIGURE_SIZE >> 20}MiB", "--tests", "latency,bw", "--repeats", "3",
+                "--iters-scale", "0.3", "--timeout", "60") + buffers
+    return ("--timeout", "120") + buffers
+
+
+def command(launcher: Launcher, argv: Sequence[str], output: str, euid: int | None = None) -> list[str]:
+    """The launcher line: 2 ranks, not bound (the check's own placement is
+    judged elsewhere), Open MPI allowed to run as root where it is root."""
+    euid = os.geteuid() if euid is None else euid
+    extra = ["--allow-run-as-root"] if launcher.flavor == "openmpi" and euid == 0 else []
+    if launcher.flavor == "openmpi" and (os.cpu_count() or 1) < 2:
+        extra.append("--oversubscribe")
+    return [launcher.path, *extra, "--bind-to", "none", "-n", "2", sys.executable, "-m", "nodemap", "bench", "mpi",
+            *argv, "-q", "-o", output]
+
+
+def launch_env(launcher: Launcher, env: Mapping[str, str], euid: int | None = None) -> dict[str, str]:
+    euid = os.geteuid() if euid is None else euid
+    out = dict(env)
+    if launcher.flavor == "openmpi" and euid == 0:
+        out.update(ROOT_VARS)
+    return out
+
+
+class MPIFailed(Exception):
+    """The launcher or the ranks stopped: the one line to show as the reason."""
+
+
+def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ResultSet:
+    """Run `bench mpi argv` under the launcher and return its ResultSet."""
+    env = dict(os.environ if env is None else env)
+    launcher, why = availability(env)
+    if launcher is None:
+        raise MPIFailed(why)
+    timeout = TIMEOUT_S.get(level, TIMEOUT_S["full"])
+    with tempfile.TemporaryDirectory(prefix="nodemap-check-mpi-") as tmp:
+        out = os.path.join(tmp, "mpi.json")
+        cmd = command(launcher, argv, out)
+        try:
+            code, stdout, stderr = _run_group(cmd, launch_env(launcher, env), timeout)
+        except subprocess.TimeoutExpired:
+            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi did not finish within "
+                            f"{timeout:g} s") from None
+        except OSError as e:
+            raise MPIFailed(f"{launcher.path} does not start ({e.strerror or e})") from None
+        rs = _saved(out)
+        if rs is None or (code != 0 and not rs.results):
+            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi exited {code}: "
+                            f"{_last_line(stderr) or _last_line(stdout) or 'no message'}")
+        rs.environment["launcher"] = " ".join(cmd[:cmd.index("-o")])  # how the ranks were started, for the record
+        return rs
+
+
+def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+    """Run the launcher in its own process group, so a timeout or Ctrl-C
+    ends the ranks too, not only mpiexec (orphaned ranks would spin on)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:  # TimeoutExpired, KeyboardInterrupt
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        raise
+    return p.returncode, out, err
+
+
+def _saved(path: str) -> ResultSet | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return ResultSet.from_dict(json.load(f))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+# --- CUDA-awareness -----------------------------------------------------------------
+
+
+def awareness_check(gpu: bool, results: Sequence[ResultSet], env: Mapping[str, str]) -> Check | None:
+    """Whether MPI hands device buffers to the library: from the MPI run's
+    own probe (MPIX_Query_cuda_support and a verified device transfer)
+    when it ran, else from the library's build (ompi_info) or settings."""
+    measured = next((rs.environment["cuda_aware"] for rs in results
+                     if rs.command.startswith("bench mpi") and "cuda_aware" in rs.environment), None)
+    if measured is not None and (measured.get("gpu") or not gpu):
+        aware: bool | None = bool(measured.get("aware") and measured.get("proven"))
+        how = measured.get("how", "")
+        how += "; a verified device transfer proved it" if aware else ""
+    else:
+        aware, how = static_awareness(env)
+    return _aware_check(gpu, aware, how, _staged_numbers(results))
+
+
+def static_awareness(env: Mapping[str, str]) -> tuple[bool | None, str]:
+    """(aware, how) without starting MPI: Open MPI's ompi_info, MPICH's
+    MPIR_CVAR_ENABLE_GPU, Cray MPICH's MPICH_GPU_SUPPORT_ENABLED."""
+    if env.get("MPIR_CVAR_ENABLE_GPU", "").strip() == "0":
+        return False, "MPIR_CVAR_ENABLE_GPU=0 turns MPICH's GPU support off"
+    if env.get("MPICH_GPU_SUPPORT_ENABLED", "").strip() == "1":
+        return True, "MPICH_GPU_SUPPORT_ENABLED=1 (Cray MPICH)"
+    info = shutil.which("ompi_info", path=env.get("PATH", os.defpath))
+    if info:
+        try:
+            out = subprocess.run([info, "--parsable", "--all"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        m = re.search(r"mpi_built_with_cuda_support:value:(true|false)", out)
+        if m:
+            return m.group(1) == "true", f"ompi_info: mpi_built_with_cuda_support:value:{m.group(1)}"
+    if _mpich_configured_with_cuda(env):
+        return True, "mpichversion: MPICH configured --with-cuda (GPU support on unless MPIR_CVAR_ENABLE_GPU=0)"
+    return None, "unknown: the MPI run did not probe it and no ompi_info or MPICH GPU setting says"
+
+
+def _mpich_configured_with_cuda(env: Mapping[str, str]) -> bool:
+    """MPICH's configure line names --with-cuda (its absence proves nothing:
+    configure also finds CUDA by itself)."""
+    tool = shutil.which("mpichversion", path=os.pathsep.join([os.path.dirname(sys.executable),
+                                                               env.get("PATH", os.defpath)]))
+    if not tool:
+        return False
+    try:
+        out = subprocess.run([tool], capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return bool(re.search(r"configure:.*--with-cuda(?!=no)", out, re.I))
+
+
+def _staged_numbers(results: Sequence[ResultSet]) -> str:
+    """'(DD 8.1 GB/s staged vs HH 12 GB/s)' from the MPI run, '' without one."""
+    bw = {r.params.get("buffers"): r for rs in results for r in rs.results
+          if r.benchmark == "mpi" and r.metric == "bw" and r.params.get("size") == figure_size(results)}
+    dd, hh = bw.get("DD"), bw.get("HH")
+    if dd is None or dd.params.get("transport") != "staged":
+        return ""
+    vs = f" vs {number(hh.stats.best)} GB/s with host buffers" if hh else ""
+    return f" ({number(dd.stats.best)} GB/s{vs}, {dd.params['size'] >> 20} MiB messages)"
+
+
+def figure_size(results: Sequence[ResultSet] | Sequence[Any]) -> int:
+    """FIGURE_SIZE where it was measured, else the largest size."""
+    sizes = {r.params.get("size", 0) for rs in results for r in getattr(rs, "results", [rs])
+             if r.benchmark == "mpi"}
+    return FIGURE_SIZE if FIGURE_SIZE in sizes else max(sizes, default=0)
+
+
+def _aware_check(gpu: bool, aware: bool | None, how: str, staged: str) -> Check:
+    label = "MPI CUDA-awareness"
+    if not gpu:
+        return Check(AWARE_KEY, label, "CUDA-aware" if aware else "not CUDA-aware" if aware is False else "unknown",
+                     "", "info", f"no GPU: device buffers do not arise ({how})", "", "", "MPI")
+    if aware:
+        return Check(AWARE_KEY, label, "CUDA-aware", "CUDA-aware", "pass", how, "", "", "MPI")
+    if aware is None:
+        return Check(AWARE_KEY, label, "unknown", "CUDA-aware", "info", how, "configuration",
+                     "run the check where mpi4py and mpiexec are installed, or ompi_info is on PATH", "MPI")
+    return Check(AWARE_KEY, "MPI is not CUDA-aware", f"device buffers are staged{staged}", "", "warn", how,
+                 "configuration", "use a CUDA-aware MPI build (Open MPI/UCX built with CUDA, MPICH with "
+                 "MPIR_CVAR_ENABLE_GPU=1, Cray MPICH with MPICH_GPU_SUPPORT_ENABLED=1) and pass device pointers", "MPI")
