@@ -73,11 +73,11 @@ def test_too_few_samples_is_short():
 
 
 def _write(path, rank, own, *, used=None, total=80 * GiB, job="j1", pid=None, gpus=(0,), libs=(), others=None,
-           end=True, rss=None, held=0):
+           end=True, rss=None, held=0, start=0, planned=None):
     pid = pid or 1000 + rank
     lines = [{"schema": "nodemap.watch/1", "host": "n1", "job": job, "rank": rank, "local_rank": rank,
-              "local_size": 2, "pid": pid, "argv": ["app"], "start": 0, "interval": 0.2,
-              "planned_gpus": list(gpus), "mem_total": 512 * GiB, "env": {}},
+              "local_size": 2, "pid": pid, "argv": ["app"], "start": start, "interval": 0.2,
+              "planned_gpus": list(gpus if planned is None else planned), "mem_total": 512 * GiB, "env": {}},
              {"gpus": [{"index": g, "uuid": f"GPU-{g}", "name": "H100", "total": total} for g in gpus]}]
     if libs:
         lines.append({"libs": list(libs)})
@@ -367,6 +367,7 @@ def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_pat
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMP_", "SLURM_", "OMPI_", "PMI_")) or k.startswith(("OMPI_MCA_", "OMPI_ALLOW"))}
     env["NODEMAP_CACHE_DIR"] = str(tmp_path)
+    env["NODEMAP_WATCH_SUMMARY_WAIT"] = "200"  # a loaded machine starts and ends the two ranks seconds apart
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     d = tmp_path / "w"
@@ -374,7 +375,7 @@ def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_pat
            "b = bytearray((1 + 3 * r) * 400 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.0)")
     cmd = [mpiexec, "--bind-to", "none", "-n", "2", sys.executable, "-m", "nodemap", "run", "--oversubscribe",
            "--watch", "--watch-interval", "50ms", "--watch-dir", str(d), "--", sys.executable, "-c", app]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     tls = watchlog.read_dir(str(d))
     assert sorted(t.rank for t in tls) == [0, 1] and len({t.job for t in tls}) == 1 and all(t.ended for t in tls)
@@ -427,3 +428,53 @@ def test_a_timeline_cut_anywhere_reads_as_a_prefix(tmp_path_factory, cut):
     p.write_bytes(data[:max(header_end, cut % (len(data) + 1))])
     part = watchlog.read(str(p))
     assert part.t == full.t[:len(part.t)] and part.own == full.own[:len(part.own)] and part.torn <= 1
+
+
+# synthetic memory behaviours: a leak under temporaries or noise rises by its floor; steady noise and a spike
+# given back do not
+_base = st.integers(min_value=1, max_value=40).map(lambda g: g * GiB)
+_n = st.integers(min_value=100, max_value=600)
+
+
+def _noise(seed, n, amp):
+    import random
+
+    rnd = random.Random(seed)
+    return [rnd.randint(-amp, amp) for _ in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.integers(min_value=2, max_value=20), st.integers(min_value=256, max_value=4096),
+       st.integers(min_value=2, max_value=6))
+def test_leak_under_freed_temporaries_is_growing(base, n, leak_gib, temp_mib, every):
+    """A temporary allocated and freed every few samples must not hide the growth beneath it."""
+    leak = max(leak_gib * GiB, base // 5)
+    y = [base + leak * i // n + (temp_mib * MiB if i % every == 0 else 0) for i in range(n)]
+    s = classify(_ts(n), y)
+    assert s.kind == "growing" and s.growth > leak // 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.integers(min_value=2, max_value=20), st.integers(min_value=0, max_value=2**31))
+def test_leak_under_noise_is_growing(base, n, leak_gib, seed):
+    leak = max(leak_gib * GiB, base // 5)
+    y = [base + leak * i // n + e for i, e in enumerate(_noise(seed, n, leak // 16))]
+    assert classify(_ts(n), y).kind == "growing"
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.integers(min_value=0, max_value=2**31), st.floats(min_value=0, max_value=0.02))
+def test_steady_with_noise_is_not_growing(base, n, seed, amp):
+    y = [base + e for e in _noise(seed, n, int(amp * base))]
+    assert classify(_ts(n), y).kind == "steady"
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.floats(min_value=0.15, max_value=0.6), st.floats(min_value=0.02, max_value=0.2),
+       st.integers(min_value=1, max_value=30))
+def test_spike_given_back_is_not_growing(base, n, where, width, height_gib):
+    y = [base] * n
+    a = int(n * where)
+    for i in range(a, min(n - 1, a + max(1, int(n * width)))):
+        y[i] = base + max(height_gib * GiB, base // 5)  # above the growth threshold (5% of the peak)
+    assert classify(_ts(n), y).kind == "spike"

@@ -44,6 +44,9 @@ LIB_MARKS = (("libucp", "libucp"), ("libuct_cuda", "libuct_cuda"), ("libacc", "l
 LIB_SCANS = (1.0, 5.0, 30.0, 120.0)  # s after start: runtimes load late (dlopen)
 PR_SET_PDEATHSIG = 1
 ENV_WATCH_DIR = "NODEMAP_WATCH_DIR"
+ENV_SUMMARY_WAIT = "NODEMAP_WATCH_SUMMARY_WAIT"
+SUMMARY_WAIT = 60.0  # s local rank 0 waits at most for its peers' ends before it prints what it has
+PEER_GRACE = 3.0  # s a peer's application may be gone before its monitor writes the end
 
 
 class WatchError(Exception):
@@ -408,19 +411,57 @@ def _text(v) -> str:
 
 
 def _summary(w: Watch) -> None:
-    """Local rank 0 prints the node's summary once the other ranks' monitors have ended (or 3 s)."""
+    """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
     from .. import watchlog
 
     d = os.path.dirname(w.path) or "."
-    deadline = time.time() + 3.0
-    while True:
-        tls = [t for t in watchlog.read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
-        if sum(1 for t in tls if t.ended) >= w.header["local_size"] or time.time() > deadline:
-            break
-        time.sleep(0.05)
+    _await_peers(d, w.header)
+    tls = [t for t in watchlog.read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
     a = watchlog.analyse(tls)
     try:
         sys.stderr.write(watchlog.render(a, d))
         sys.stderr.flush()
     except OSError:
         pass
+
+
+def summary_wait(env) -> float:
+    """How long local rank 0 waits for its peers' timelines: a loaded node starts and ends ranks seconds
+    apart."""
+    try:
+        v = float(env.get(ENV_SUMMARY_WAIT, ""))
+    except ValueError:
+        return SUMMARY_WAIT
+    return v if 0 <= v <= 24 * 3600 else SUMMARY_WAIT
+
+
+def _await_peers(d: str, header: dict) -> None:
+    """Until every local rank's timeline has its end, a peer's application has been gone for a while
+    without one (its monitor was killed), or the bound ($NODEMAP_WATCH_SUMMARY_WAIT) is reached."""
+    from .. import watchlog
+
+    deadline = time.time() + summary_wait(os.environ)
+    gone_since: dict[int, float] = {}
+    while time.time() < deadline:
+        peers = watchlog.peek_dir(d, header["job"], header["host"])
+        open_ = [h for h, ended in peers if not ended]
+        if len(peers) >= header["local_size"] and all(_lost(h, gone_since) for h in open_):
+            return
+        time.sleep(0.1)
+
+
+def _lost(header: dict, gone_since: dict[int, float]) -> bool:
+    """A rank whose application ended PEER_GRACE s ago and whose timeline has no end: its monitor died."""
+    pid = int(header.get("pid", 0))
+    if pid and _alive(pid):
+        return False
+    first = gone_since.setdefault(pid, time.time())
+    return time.time() - first > PEER_GRACE
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
