@@ -123,6 +123,30 @@ def test_peer_rank_holding_the_gpu_makes_growth_ipc_style(tmp_path):
     assert {"ipc-growth", "shared-gpu"} <= kinds and "foreign" not in kinds
 
 
+def test_plain_leak_of_two_ranks_planned_on_one_gpu_is_not_ipc(tmp_path):
+    """Two ranks per GPU by plan see each other there: that is no CUDA IPC; a CuPy leak gets CuPy's fix first."""
+    _write(tmp_path / "n1.r0.1001.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)], pid=1001,
+           libs=["cupy"], others={"0": [[1002, "python", [900]]]}, held=4 * GiB)
+    _write(tmp_path / "n1.r1.1002.watch", 1, [4 * GiB] * 100, pid=1002, libs=["cupy"],
+           others={"0": [[1001, "python", [900]]]}, held=4 * GiB)
+    a = _analyse(tmp_path)
+    kinds = [(f.kind, f.rank) for f in a.findings]
+    assert ("growth", 0) in kinds and not any(k in ("ipc-growth", "shared-gpu") for k, _ in kinds)
+    assert a.findings[0].fix.startswith("CuPy") and "cuda_ipc" not in a.findings[0].fix
+
+
+def test_ucx_excluded_from_cuda_ipc_is_not_ipc_growth(tmp_path):
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)],
+           libs=["libucp", "libuct_cuda"])
+    p = tmp_path / "n1.r0.1.watch"
+    lines = p.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["env"] = {"UCX_TLS": "^cuda_ipc"}
+    p.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    f = next(f for f in _analyse(tmp_path).findings if f.rank == 0)
+    assert f.kind == "growth" and "already excludes cuda_ipc" in f.evidence
+
+
 def test_steady_ranks_have_no_findings(tmp_path):
     for r in range(4):
         _write(tmp_path / f"n1.r{r}.{r}.watch", r, [4 * GiB + (i % 2) * MiB for i in range(100)], gpus=(r,))

@@ -395,15 +395,16 @@ def _has(libs: list[str], marks: tuple[str, ...]) -> list[str]:
 
 
 def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list[str]]:
-    """The finding's kind, the evidence for its likely causes and their fixes, strongest evidence first."""
+    """The finding's kind, the evidence for its likely causes and their fixes, strongest evidence first.
+    IPC is named only on evidence of it: a peer rank the plan did not put on this GPU holds memory there (it
+    maps this rank's buffers), or UCX's CUDA transports are loaded (and not excluded by UCX_TLS)."""
     env = tl.header.get("env", {})
     evidence, fixes, kind = [], [], "growth"
     ucx = _has(tl.libs, UCX_LIBS)
-    if peers or "libuct_cuda" in ucx:
+    excluded = "cuda_ipc" in env.get("UCX_TLS", "") and env["UCX_TLS"].startswith("^")
+    if peers or ("libuct_cuda" in ucx and not excluded):
         kind = "ipc-growth"
-        evidence += peers + ([f"loads {', '.join(ucx)}"] if ucx else [])
-        if "cuda_ipc" in env.get("UCX_TLS", "") and env["UCX_TLS"].startswith("^"):
-            evidence.append(f"UCX_TLS={env['UCX_TLS']} already excludes cuda_ipc")
+        evidence += peers + ([f"loads {', '.join(ucx)} (UCX's CUDA transports)"] if "libuct_cuda" in ucx else [])
         fixes.append("CUDA-aware MPI over UCX keeps every peer buffer it maps (cuIpcOpenMemHandle) open: run with "
                      "UCX_TLS=^cuda_ipc, or bound the mapping cache (UCX_CUDA_IPC_CACHE=n); your own CUDA IPC "
                      "code must cudaIpcCloseMemHandle what it opens")
@@ -422,6 +423,8 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
         fixes.append("PyTorch's caching allocator: torch.cuda.memory_summary() shows what is held; "
                      "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8,expandable_segments:True, "
                      "torch.cuda.empty_cache() between phases; look for tensors kept each iteration")
+    if excluded and ucx:
+        evidence.append(f"UCX_TLS={env['UCX_TLS']} already excludes cuda_ipc")
     if not fixes:
         fixes.append("a cache or pool that never returns memory: CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc; "
                      "OpenACC: NV_ACC_MEM_MANAGE=0; CuPy/PyTorch: their pool limits; else an allocation kept "
@@ -432,7 +435,8 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
 def _growth(tl: Timeline, r: RankStats, timelines: list[Timeline]) -> list[Finding]:
     out = []
     if r.gpu.kind == "growing":
-        kind, evidence, fixes = _growth_causes(tl, [p for p, _ in _peers_on_gpu(tl, timelines)])
+        # a peer the plan put on this GPU holds it anyway (its own context); one the plan did not, maps its memory
+        kind, evidence, fixes = _growth_causes(tl, [p for p, planned in _peers_on_gpu(tl, timelines) if not planned])
         src = "its processes' GPU memory (NVML)" if r.gpu_what == "own" else "its GPUs' used memory"
         out.append(Finding(kind, "warn", tl.host, tl.rank,
                            f"rank {tl.rank}: GPU memory grows steadily and is never given back",
