@@ -314,6 +314,34 @@ def test_unwritable_watch_dir_is_one_line_before_the_app_starts(tmp_path):
     assert not marker.exists()
 
 
+def test_full_disk_stops_the_timeline_with_one_note_and_the_app_runs_on(tmp_path):
+    """A file size limit stands in for a full disk: the write that crosses it is short, the next fails."""
+    import resource
+
+    limit = 4096
+    d = tmp_path / "w"
+    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", APP, "exit3", "2.5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 3 and len(out.splitlines()) == 1, (out, err)  # the application's own exit, run once
+    assert err.count("timeline of rank 0 stops at") == 1 and "error" not in err and "Traceback" not in err, err
+    (f,) = d.iterdir()
+    assert f.stat().st_size <= limit and f.read_bytes().endswith(b"\n")  # no torn last line
+    tl = watchlog.read(str(f))
+    assert tl.torn == 0 and len(tl.t) >= 3 and not tl.ended
+
+
+def test_reader_skips_a_malformed_last_sample_with_a_note(tmp_path):
+    p = tmp_path / "n1.r0.1.watch"
+    _write(p, 0, [4 * GiB] * 20)
+    with open(p, "a") as f:
+        f.write('[4.0,"x",1,[1],[1],[1]]\n[4.2,1,')
+    tl = watchlog.read(str(p))
+    assert tl.torn == 2 and len(tl.t) == 20
+    assert any("2 line(s) of its timeline could not be read" in n for n in watchlog.analyse([tl]).notes)
+
+
 def test_bad_interval_is_one_line(tmp_path):
     r = subprocess.run(RUN[:-1] + ["fast", "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--watch-interval" in r.stderr and "Traceback" not in r.stderr

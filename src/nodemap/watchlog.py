@@ -110,12 +110,13 @@ def _add(tl: Timeline, raw: bytes) -> None:
         tl.torn += 1
         return
     if isinstance(rec, list) and len(rec) == 6:
-        tl.t.append(float(rec[0]))
-        tl.rss.append(int(rec[1]))
-        tl.avail.append(int(rec[2]))
-        tl.own.append(list(rec[3]))
-        tl.used.append(list(rec[4]))
-        tl.others.append(list(rec[5]))
+        try:
+            sample = float(rec[0]), int(rec[1]), int(rec[2]), *(list(map(int, g)) for g in rec[3:])
+        except (TypeError, ValueError):
+            tl.torn += 1
+            return
+        for column, v in zip((tl.t, tl.rss, tl.avail, tl.own, tl.used, tl.others), sample):
+            column.append(v)
     elif isinstance(rec, dict):
         tl.gpus = rec.get("gpus", tl.gpus)
         if rec.get("note"):
@@ -552,6 +553,9 @@ def _notes(timelines: list[Timeline]) -> list[str]:
             line = f"{n}"
             if line not in notes:
                 notes.append(line)
+        if tl.torn:
+            notes.append(f"rank {tl.rank} on {tl.host}: {tl.torn} line(s) of its timeline could not be read (cut by "
+                         "a kill or a full disk): skipped")
         if not tl.ended:
             notes.append(f"rank {tl.rank} on {tl.host}: its timeline has no end (still running, or its monitor "
                          f"was killed) at {tl.t[-1] if tl.t else 0:.1f} s")

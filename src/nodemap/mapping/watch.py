@@ -19,6 +19,7 @@ nodemap.watchlog; this module only samples. Nothing here is imported unless
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -109,13 +110,28 @@ class Watch:
         if pid:
             os.close(self.fd)
             return pid
-        code = 0
+        code = 1
         try:
             _monitor(self, app)
-        except BaseException as e:  # a monitor bug must not disturb the application: note it and leave
-            code = 1
-            _write(self.fd, {"note": f"monitor stopped: {type(e).__name__}: {e}"})
-        os._exit(code)
+            code = 0
+        except BaseException as e:  # a full disk or a monitor bug must not disturb the application
+            _stopped(self, e)
+        finally:
+            os._exit(code)  # this is a forked copy of the launcher: it must never return into its code
+
+
+
+def _stopped(w: Watch, e: BaseException) -> None:
+    """Say once, in the timeline if it still takes a line and on stderr, that the timeline stops here."""
+    t = time.time() - w.header["start"]
+    why = f"cannot write {w.path} ({e.strerror or e})" if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+    note = f"the memory timeline of rank {w.header['rank']} stops at {t:.1f} s: {why}"
+    for say in (lambda: _write(w.fd, {"note": note}), lambda: os.write(2, f"nodemap run --watch: note: {note}; "
+                                                                          "the application runs on\n".encode())):
+        try:
+            say()
+        except BaseException:
+            pass
 
 
 def prepare(directory: str | None, interval: float, *, local_rank: int, local_size: int, task: dict,
@@ -192,7 +208,9 @@ def _detach(w: Watch, app: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
         pass  # the pidfd or the parent check below still ends the monitor
-    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2):
+    # SIGXFSZ: a file size limit is a failed write (the timeline stops with a note), not a silent death
+    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2,
+              signal.SIGXFSZ):
         signal.signal(s, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: None)  # wakes the wait; the loop ends when the application does
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -240,8 +258,13 @@ def _exit_status(app: int) -> dict:
 
 
 def _write(fd: int, record) -> None:
-    """One complete line per write(2): a kill never leaves half a record."""
-    os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+    """One complete line per write(2): a kill never leaves half a record, and a full file system
+    that takes only part of the line gets it taken back (the file ends with a complete line)."""
+    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    n = os.write(fd, data)
+    if n < len(data):
+        os.ftruncate(fd, os.fstat(fd).st_size - n)
+        raise OSError(errno.ENOSPC, "the file system took only part of a line: full, or a file size limit")
 
 
 # --- samplers ------------------------------------------------------------------------------
