@@ -342,6 +342,18 @@ def test_reader_skips_a_malformed_last_sample_with_a_note(tmp_path):
     assert any("2 line(s) of its timeline could not be read" in n for n in watchlog.analyse([tl]).notes)
 
 
+@pytest.mark.parametrize("prog", ["/nonexistent/app", "nodemap-no-such-program", "script"])
+def test_failed_exec_leaves_no_monitor_and_no_timeline(tmp_path, prog):
+    if prog == "script":  # found, but its interpreter is missing: exec fails after the monitor forked
+        prog = str(tmp_path / "app.sh")
+        (tmp_path / "app.sh").write_text("#!/nonexistent/sh\n")
+        os.chmod(prog, 0o755)
+    d = tmp_path / "w"
+    r = subprocess.run(RUN + ["--watch-dir", str(d), "--", prog], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 127 and "cannot run" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "nodemap watch" not in r.stderr and not list(d.glob("*.watch"))
+
+
 def test_bad_interval_is_one_line(tmp_path):
     r = subprocess.run(RUN[:-1] + ["fast", "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--watch-interval" in r.stderr and "Traceback" not in r.stderr

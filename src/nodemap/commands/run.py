@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if args.watch:  # imported only when asked: the launch path stays as fast without it
         from ..mapping import watch
 
+        launch.program(argv, final)  # a missing program fails before its timeline is written
         before_exec = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
                                     local_size=tasks, task=task, argv=argv, env=os.environ).start
     launch.apply_and_exec(binding, final, argv, before_exec)

@@ -103,13 +103,13 @@ class Watch:
         self.fd, self.path, self.header, self.interval = fd, path, header, interval
         self.affinity = sorted(os.sched_getaffinity(0))  # the monitor keeps the launcher's, not the rank's PUs
 
-    def start(self) -> int:
-        """Fork the monitor (call just before exec); returns its pid in the caller."""
+    def start(self):
+        """Fork the monitor (call just before exec); returns, in the caller, what undoes it if the exec fails."""
         app = os.getpid()
         pid = os.fork()
         if pid:
             os.close(self.fd)
-            return pid
+            return lambda: self._abandon(pid)
         code = 1
         try:
             _monitor(self, app)
@@ -119,6 +119,16 @@ class Watch:
         finally:
             os._exit(code)  # this is a forked copy of the launcher: it must never return into its code
 
+
+
+    def _abandon(self, pid: int) -> None:
+        """The exec failed: no application ran, so neither a monitor nor its timeline stays."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.unlink(self.path)
+        except OSError:
+            pass
 
 
 def _stopped(w: Watch, e: BaseException) -> None:
