@@ -391,6 +391,9 @@ def nvmlDeviceGetCount(): return 1
 def nvmlDeviceGetHandleByIndex(i): return i
 def nvmlDeviceGetUUID(h): return "GPU-fake"
 def nvmlDeviceGetName(h): return "FakeGPU"
+def nvmlDeviceGetPciInfo(h):
+    p = _O(); p.busId = b"00000000:3B:00.0"
+    return p
 def _own(): return int((time.time() - T0) * (1 << 30))
 class _O:
     pass
@@ -416,6 +419,33 @@ def test_nvml_path_records_the_rank_s_gpu_memory_and_finds_growth_and_foreign(tm
     assert tl.gpus[0]["name"] == "FakeGPU" and tl.gpus[0]["total"] == 80 * GiB
     assert tl.own[-1][0] > tl.own[0][0] > 0 and tl.others[-1] == [2 * GiB]
     assert "GPU memory grows steadily" in err and "another process holds memory" in err, err
+
+
+def _fake_nvml(monkeypatch, buses):
+    """NVML that sees only the GPUs of `buses` (a device cgroup), indexed 0.. in that order."""
+    import types
+
+    m = types.ModuleType("pynvml")
+    mem = types.SimpleNamespace(total=80 * GiB, used=GiB)
+    m.nvmlInit = m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: len(buses)
+    m.nvmlDeviceGetHandleByIndex = lambda i: ("handle", buses[i])
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=h[1].encode())
+    m.nvmlDeviceGetMemoryInfo = lambda h: mem
+    m.nvmlDeviceGetUUID = lambda h: f"GPU-{h[1]}"
+    m.nvmlDeviceGetName = lambda h: "H100"
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+
+
+def test_monitor_finds_its_gpus_by_bus_id_under_a_device_cgroup(monkeypatch):
+    from nodemap.mapping.watch import _Gpus
+
+    # the node's GPUs 2 and 3 (bus 0000:9b, 0000:bb); NVML sees only them, as its indexes 0 and 1
+    _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
+    g = _Gpus([3], ["0000:bb:00.0"])
+    assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
+    g = _Gpus([1, 3], ["0000:1b:00.0", "0000:bb:00.0"])
+    assert [i["index"] for i in g.info] == [3] and "does not see planned GPU(s) 1 (0000:1b:00.0)" in g.note
 
 
 def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_path):

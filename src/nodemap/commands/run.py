@@ -163,6 +163,7 @@ def _plan_node(args: argparse.Namespace, tasks: int) -> dict:
     # plain lists too, so that a rank reading the cached plan needs no CpuSet
     for t, tb in zip(d["tasks"], p.tasks):
         t["cpu_list"], t["mem_list"] = list(tb.cpus), list(tb.mems)
+        t["gpu_pci"] = [topo.gpu(i).pci_bus_id for i in tb.gpus]  # --watch finds its GPUs in NVML by bus id
     d["node_mem_list"] = list(topo.nodeset)
     d["hostname"] = topo.machine.hostname
     return d

@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
@@ -161,7 +162,8 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
                            f"folder you can write (e.g. --watch-dir $HOME/watch)") from None
     header = {"schema": SCHEMA, "host": host, "job": job_id(env), "rank": rank, "local_rank": local_rank,
               "local_size": local_size, "pid": os.getpid(), "argv": list(argv), "start": time.time(),
-              "interval": interval, "planned_gpus": list(task.get("gpus", [])), "cpus": task.get("cpus", ""),
+              "interval": interval, "planned_gpus": list(task.get("gpus", [])),
+              "planned_pci": list(task.get("gpu_pci", [])), "cpus": task.get("cpus", ""),
               "mem_total": _meminfo().get("MemTotal", 0), "env": {k: env[k] for k in ENV_KEYS if k in env}}
     try:
         _write(fd, header)
@@ -181,7 +183,7 @@ def _monitor(w: Watch, app: int) -> None:
     if os.getppid() != app:  # the application ended before the death signal was armed
         _write(w.fd, {"end": {"t": 0.0, "samples": 0}})
         return
-    gpus = _Gpus(w.header["planned_gpus"])
+    gpus = _Gpus(w.header["planned_gpus"], w.header.get("planned_pci", []))
     _write(w.fd, {"gpus": gpus.info, **({"note": gpus.note} if gpus.note else {})})
     t0 = w.header["start"]
     n, scans, seen_others = 0, list(LIB_SCANS), {}
@@ -368,7 +370,7 @@ def _ancestors(pid: int, depth: int = 8) -> list[int]:
 class _Gpus:
     """NVML on the rank's GPUs (all of them when the plan gave it none); empty without NVML."""
 
-    def __init__(self, planned: list[int]) -> None:
+    def __init__(self, planned: list[int], planned_pci: list[str] = ()) -> None:
         self.nvml, self.handles, self.info, self.note = None, [], [], ""
         self._seen: dict[int, tuple[str, list[int]]] = {}
         try:
@@ -380,18 +382,33 @@ class _Gpus:
             return
         self.nvml = nvml
         try:
-            indexes = planned or list(range(nvml.nvmlDeviceGetCount()))
-            for i in indexes:
-                h = nvml.nvmlDeviceGetHandleByIndex(i)
+            for index, h in self._mine(planned, planned_pci):
                 mem = nvml.nvmlDeviceGetMemoryInfo(h)
                 self.handles.append(h)
-                self.info.append({"index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
+                self.info.append({"index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
                                   "name": _text(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
         except Exception as e:
             self.note = f"NVML cannot read the GPUs ({type(e).__name__}: {e}): host memory only"
             self.handles, self.info = [], []
         if not self.handles and not self.note:
             self.note = "no GPU: host memory only"
+
+    def _mine(self, planned: list[int], planned_pci: list[str]) -> list[tuple[int, Any]]:
+        """(the plan's index, NVML handle) of the rank's GPUs, found by PCI bus id (NVML's indexes count only
+        the GPUs a device cgroup lets it see); by index for a plan without bus ids; all GPUs without a plan."""
+        from ..topology.model import norm_bus_id
+        from ..topology.nvml import handles
+
+        seen = handles(self.nvml)
+        if not planned:
+            return [(i, h) for i, h, _ in seen]
+        if not planned_pci or not all(planned_pci):
+            return [(i, self.nvml.nvmlDeviceGetHandleByIndex(i)) for i in planned]
+        by_bus = {bus: h for _, h, bus in seen}
+        missing = [f"{i} ({b})" for i, b in zip(planned, planned_pci) if norm_bus_id(b) not in by_bus]
+        if missing:
+            self.note = f"NVML does not see planned GPU(s) {', '.join(missing)} (a device cgroup?): not recorded"
+        return [(i, by_bus[norm_bus_id(b)]) for i, b in zip(planned, planned_pci) if norm_bus_id(b) in by_bus]
 
     def sample(self, tree: list[int]) -> tuple[list[int], list[int], list[int], dict]:
         own, used, others, who = [], [], [], {}
