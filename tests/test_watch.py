@@ -359,6 +359,14 @@ def test_bad_interval_is_one_line(tmp_path):
     assert r.returncode == 2 and "--watch-interval" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("opt", [["--watch-interval", "fast"], ["--watch-interval", "1s"], ["--watch-dir", "w"]])
+def test_watch_options_without_watch_are_refused(tmp_path, opt):
+    marker = tmp_path / "started"
+    r = subprocess.run(RUN[:-3] + opt + ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "only with --watch" in r.stderr and not marker.exists(), r.stderr
+
+
 def test_dry_run_says_where_the_timelines_would_go(tmp_path):
     r = subprocess.run(RUN + ["--watch-dir", str(tmp_path / "w"), "--dry-run", "--", "true"], capture_output=True,
                        text=True, timeout=60)

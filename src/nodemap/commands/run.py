@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--watch", action="store_true",
                    help="record this rank's GPU and host memory over time beside the application; local rank 0 "
                         "prints the node's summary (growth, imbalance, margin, other processes) when it ends")
-    w.add_argument("--watch-interval", default="200ms", metavar="T", help="time between samples (default 200ms)")
+    w.add_argument("--watch-interval", metavar="T", help="time between samples (default 200ms)")
     w.add_argument("--watch-dir", metavar="DIR",
                    help="folder of the timelines (default $NODEMAP_WATCH_DIR, else ./nodemap-watch[-JOBID])")
     p.add_argument("app", nargs=argparse.REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
+    if not args.watch and (args.watch_interval is not None or args.watch_dir is not None):
+        raise NodemapError("--watch-interval and --watch-dir take effect only with --watch: add --watch, or drop them")
     if args.local_rank is None and not localrank.launched(os.environ):
         # no launcher: like numactl or likwid-pin, one task on the whole allowed node
         lr = localrank.LocalRank(0, args.local_size or 1, "no launcher: one task")

@@ -55,10 +55,12 @@ class WatchError(Exception):
     pass
 
 
-def parse_interval(text: str) -> float:
-    """'200ms', '0.5s', '2' (seconds) -> seconds; at least 10 ms."""
+def parse_interval(text: str | None) -> float:
+    """'200ms', '0.5s', '2' (seconds) -> seconds; at least 10 ms; None: the default."""
     from ..errors import InputError
 
+    if text is None:
+        return DEFAULT_INTERVAL
     s = str(text).strip().lower()
     scale = 1.0
     for suffix, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0), ("m", 60.0)):
