@@ -132,7 +132,9 @@ def test_plain_leak_of_two_ranks_planned_on_one_gpu_is_not_ipc(tmp_path):
     a = _analyse(tmp_path)
     kinds = [(f.kind, f.rank) for f in a.findings]
     assert ("growth", 0) in kinds and not any(k in ("ipc-growth", "shared-gpu") for k, _ in kinds)
-    assert a.findings[0].fix.startswith("CuPy") and "cuda_ipc" not in a.findings[0].fix
+    f = a.findings[0]
+    assert f.fix.startswith("CuPy") and f.fix.index("CuPy") < f.fix.index("UCX_TLS=^cuda_ipc")  # IPC last
+    assert "rank 1 (pid 1002 python) also holds GPU 0, as planned" in f.evidence
 
 
 def test_ucx_excluded_from_cuda_ipc_is_not_ipc_growth(tmp_path):

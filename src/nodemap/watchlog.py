@@ -436,8 +436,16 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
 def _growth(tl: Timeline, r: RankStats, timelines: list[Timeline]) -> list[Finding]:
     out = []
     if r.gpu.kind == "growing":
-        # a peer the plan put on this GPU holds it anyway (its own context); one the plan did not, maps its memory
-        kind, evidence, fixes = _growth_causes(tl, [p for p, planned in _peers_on_gpu(tl, timelines) if not planned])
+        # a peer the plan did not put on this GPU maps its memory; one the plan put there holds it anyway (its own
+        # context), which is no evidence of IPC: the ranks' runtimes come first, IPC last
+        peers = _peers_on_gpu(tl, timelines)
+        kind, evidence, fixes = _growth_causes(tl, [p for p, planned in peers if not planned])
+        shared = [p for p, planned in peers if planned]
+        if shared and kind == "growth":
+            evidence += [f"{p}, as planned" for p in shared]
+            fixes.append("if the ranks that share this GPU exchange device buffers (CUDA-aware MPI over UCX, CUDA "
+                         "IPC), mappings of a peer's memory grow like this: UCX_TLS=^cuda_ipc, or "
+                         "cudaIpcCloseMemHandle each handle opened")
         src = "its processes' GPU memory (NVML)" if r.gpu_what == "own" else "its GPUs' used memory"
         out.append(Finding(kind, "warn", tl.host, tl.rank,
                            f"rank {tl.rank}: GPU memory grows steadily and is never given back",
