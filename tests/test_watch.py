@@ -225,6 +225,22 @@ if what == "exit3":
 """
 
 
+APP_UNTIL_MONITOR_ENDS = r"""
+import os, sys, time
+print("app", flush=True)
+kids = [k for t in os.listdir("/proc/self/task") for k in open(f"/proc/self/task/{t}/children").read().split()]
+def alive(k):
+    try:
+        return open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+end = time.time() + 100
+while time.time() < end and any(alive(k) for k in kids):
+    time.sleep(0.05)
+sys.exit(3)
+"""
+
+
 def _gone(pid, within=5.0):
     deadline = time.time() + within
     while time.time() < deadline:
@@ -322,10 +338,12 @@ def test_full_disk_stops_the_timeline_with_one_note_and_the_app_runs_on(tmp_path
 
     limit = 4096
     d = tmp_path / "w"
-    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", APP, "exit3", "2.5"],
+    # the application runs until its monitor has stopped (however slowly a loaded machine samples)
+    app = APP_UNTIL_MONITOR_ENDS
+    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", app],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
-    out, err = p.communicate(timeout=60)
+    out, err = p.communicate(timeout=150)
     assert p.returncode == 3 and len(out.splitlines()) == 1, (out, err)  # the application's own exit, run once
     assert err.count("timeline of rank 0 stops at") == 1 and "error" not in err and "Traceback" not in err, err
     (f,) = d.iterdir()
@@ -456,6 +474,39 @@ def test_monitor_finds_its_gpus_by_bus_id_under_a_device_cgroup(monkeypatch):
     assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
     g = _Gpus([1, 3], ["0000:1b:00.0", "0000:bb:00.0"])
     assert [i["index"] for i in g.info] == [3] and "does not see planned GPU(s) 1 (0000:1b:00.0)" in g.note
+
+
+def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monkeypatch):
+    """A loaded node ends ranks seconds apart: the summary waits for the peer's end while its application lives."""
+    import threading
+
+    from nodemap.mapping import watch
+
+    monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
+    peer = subprocess.Popen(["sleep", "30"])
+    try:
+        _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
+        _write(tmp_path / "n1.r1.2.watch", 1, [GiB] * 5, pid=peer.pid, end=False)
+        ending = threading.Timer(4.5, lambda: (tmp_path / "n1.r1.2.watch").open("a").write('{"end":{"t":1}}\n'))
+        ending.start()
+        t0 = time.time()
+        watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+        assert time.time() - t0 >= 4.4
+        assert all(ended for _, ended in watchlog.peek_dir(str(tmp_path), "j1", "n1"))
+    finally:
+        peer.kill()
+        peer.wait()
+
+
+def test_rank_0_does_not_wait_for_a_peer_whose_monitor_died(tmp_path, monkeypatch):
+    from nodemap.mapping import watch
+
+    monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
+    _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
+    _write(tmp_path / "n1.r1.2.watch", 1, [GiB] * 5, pid=2**22 + 12345, end=False)  # above pid_max: no such process
+    t0 = time.time()
+    watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+    assert watch.PEER_GRACE <= time.time() - t0 < 30
 
 
 def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_path):

@@ -51,8 +51,8 @@ SUMMARY_WAIT = 60.0  # s local rank 0 waits at most for its peers' ends before i
 PEER_GRACE = 3.0  # s a peer's application may be gone before its monitor writes the end
 
 
-class WatchError(Exception):
-    pass
+class WriteFailed(OSError):
+    """The timeline file took no more lines (a full disk, a quota, a file size limit)."""
 
 
 def parse_interval(text: str | None) -> float:
@@ -122,8 +122,6 @@ class Watch:
         finally:
             os._exit(code)  # this is a forked copy of the launcher: it must never return into its code
 
-
-
     def _abandon(self, pid: int) -> None:
         """The exec failed: no application ran, so neither a monitor nor its timeline stays."""
         try:
@@ -137,7 +135,8 @@ class Watch:
 def _stopped(w: Watch, e: BaseException) -> None:
     """Say once, in the timeline if it still takes a line and on stderr, that the timeline stops here."""
     t = time.time() - w.header["start"]
-    why = f"cannot write {w.path} ({e.strerror or e})" if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+    why = f"cannot write {w.path} ({e.strerror})" if isinstance(e, WriteFailed) else \
+        f"the monitor failed ({type(e).__name__}: {e})"
     note = f"the memory timeline of rank {w.header['rank']} stops at {t:.1f} s: {why}"
     for say in (lambda: _write(w.fd, {"note": note}), lambda: os.write(2, f"nodemap run --watch: note: {note}; "
                                                                           "the application runs on\n".encode())):
@@ -275,10 +274,13 @@ def _write(fd: int, record) -> None:
     """One complete line per write(2): a kill never leaves half a record, and a full file system
     that takes only part of the line gets it taken back (the file ends with a complete line)."""
     data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-    n = os.write(fd, data)
-    if n < len(data):
-        os.ftruncate(fd, os.fstat(fd).st_size - n)
-        raise OSError(errno.ENOSPC, "the file system took only part of a line: full, or a file size limit")
+    try:
+        n = os.write(fd, data)
+        if n < len(data):
+            os.ftruncate(fd, os.fstat(fd).st_size - n)
+            raise OSError(errno.ENOSPC, "the file system took only part of a line: full, or a file size limit")
+    except OSError as e:
+        raise WriteFailed(e.errno, e.strerror) from None
 
 
 # --- samplers ------------------------------------------------------------------------------
