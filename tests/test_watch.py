@@ -73,11 +73,11 @@ def test_too_few_samples_is_short():
 
 
 def _write(path, rank, own, *, used=None, total=80 * GiB, job="j1", pid=None, gpus=(0,), libs=(), others=None,
-           end=True, rss=None, held=0):
+           end=True, rss=None, held=0, start=0, planned=None):
     pid = pid or 1000 + rank
     lines = [{"schema": "nodemap.watch/1", "host": "n1", "job": job, "rank": rank, "local_rank": rank,
-              "local_size": 2, "pid": pid, "argv": ["app"], "start": 0, "interval": 0.2,
-              "planned_gpus": list(gpus), "mem_total": 512 * GiB, "env": {}},
+              "local_size": 2, "pid": pid, "argv": ["app"], "start": start, "interval": 0.2,
+              "planned_gpus": list(gpus if planned is None else planned), "mem_total": 512 * GiB, "env": {}},
              {"gpus": [{"index": g, "uuid": f"GPU-{g}", "name": "H100", "total": total} for g in gpus]}]
     if libs:
         lines.append({"libs": list(libs)})
@@ -121,6 +121,45 @@ def test_peer_rank_holding_the_gpu_makes_growth_ipc_style(tmp_path):
     a = _analyse(tmp_path)
     kinds = {f.kind for f in a.findings}
     assert {"ipc-growth", "shared-gpu"} <= kinds and "foreign" not in kinds
+
+
+def test_plain_leak_of_two_ranks_planned_on_one_gpu_is_not_ipc(tmp_path):
+    """Two ranks per GPU by plan see each other there, and both grow alike: that is a shared leak, not CUDA IPC;
+    CuPy's fix comes first."""
+    leak = [4 * GiB + i * 50 * MiB for i in range(100)]
+    _write(tmp_path / "n1.r0.1001.watch", 0, leak, pid=1001,
+           libs=["cupy"], others={"0": [[1002, "python", [900]]]}, held=4 * GiB)
+    _write(tmp_path / "n1.r1.1002.watch", 1, leak, pid=1002, libs=["cupy"],
+           others={"0": [[1001, "python", [900]]]}, held=4 * GiB)
+    a = _analyse(tmp_path)
+    kinds = [(f.kind, f.rank) for f in a.findings]
+    assert ("growth", 0) in kinds and not any(k in ("ipc-growth", "shared-gpu") for k, _ in kinds)
+    f = a.findings[0]
+    assert f.fix.startswith("CuPy") and f.fix.index("CuPy") < f.fix.index("UCX_TLS=^cuda_ipc")  # IPC last
+    assert "rank 1 (pid 1002 python) also holds GPU 0, as planned" in f.evidence
+
+
+def test_one_rank_growing_beside_a_steady_planned_peer_is_ipc_style(tmp_path):
+    """The importer of CUDA IPC handles grows, the exporter that owns the buffers holds steady: IPC's fix first."""
+    _write(tmp_path / "n1.r0.1001.watch", 0, [4 * GiB] * 100, pid=1001, libs=["cupy"],
+           others={"0": [[1002, "python", [900]]]}, held=4 * GiB)
+    _write(tmp_path / "n1.r1.1002.watch", 1, [4 * GiB + i * 50 * MiB for i in range(100)], pid=1002,
+           libs=["cupy"], others={"0": [[1001, "python", [900]]]}, held=4 * GiB)
+    f = next(f for f in _analyse(tmp_path).findings if f.rank == 1 and f.kind.endswith("growth"))
+    assert f.kind == "ipc-growth" and "holds steady while this rank grows" in f.evidence
+    assert f.fix.index("UCX_TLS=^cuda_ipc") < f.fix.index("CuPy")
+
+
+def test_ucx_excluded_from_cuda_ipc_is_not_ipc_growth(tmp_path):
+    _write(tmp_path / "n1.r0.1.watch", 0, [4 * GiB + i * 50 * MiB for i in range(100)],
+           libs=["libucp", "libuct_cuda"])
+    p = tmp_path / "n1.r0.1.watch"
+    lines = p.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["env"] = {"UCX_TLS": "^cuda_ipc"}
+    p.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    f = next(f for f in _analyse(tmp_path).findings if f.rank == 0)
+    assert f.kind == "growth" and "already excludes cuda_ipc" in f.evidence
 
 
 def test_steady_ranks_have_no_findings(tmp_path):
@@ -196,6 +235,22 @@ if what == "crash":
     os.abort()
 if what == "exit3":
     sys.exit(3)
+"""
+
+
+APP_UNTIL_MONITOR_ENDS = r"""
+import os, sys, time
+print("app", flush=True)
+kids = [k for t in os.listdir("/proc/self/task") for k in open(f"/proc/self/task/{t}/children").read().split()]
+def alive(k):
+    try:
+        return open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+end = time.time() + 100
+while time.time() < end and any(alive(k) for k in kids):
+    time.sleep(0.05)
+sys.exit(3)
 """
 
 
@@ -290,9 +345,59 @@ def test_unwritable_watch_dir_is_one_line_before_the_app_starts(tmp_path):
     assert not marker.exists()
 
 
+def test_full_disk_stops_the_timeline_with_one_note_and_the_app_runs_on(tmp_path):
+    """A file size limit stands in for a full disk: the write that crosses it is short, the next fails."""
+    import resource
+
+    limit = 4096
+    d = tmp_path / "w"
+    # the application runs until its monitor has stopped (however slowly a loaded machine samples)
+    app = APP_UNTIL_MONITOR_ENDS
+    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", app],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    out, err = p.communicate(timeout=150)
+    assert p.returncode == 3 and len(out.splitlines()) == 1, (out, err)  # the application's own exit, run once
+    assert err.count("timeline of rank 0 stops at") == 1 and "error" not in err and "Traceback" not in err, err
+    (f,) = d.iterdir()
+    assert f.stat().st_size <= limit and f.read_bytes().endswith(b"\n")  # no torn last line
+    tl = watchlog.read(str(f))
+    assert tl.torn == 0 and len(tl.t) >= 3 and not tl.ended
+
+
+def test_reader_skips_a_malformed_last_sample_with_a_note(tmp_path):
+    p = tmp_path / "n1.r0.1.watch"
+    _write(p, 0, [4 * GiB] * 20)
+    with open(p, "a") as f:
+        f.write('[4.0,"x",1,[1],[1],[1]]\n[4.2,1,')
+    tl = watchlog.read(str(p))
+    assert tl.torn == 2 and len(tl.t) == 20
+    assert any("2 line(s) of its timeline could not be read" in n for n in watchlog.analyse([tl]).notes)
+
+
+@pytest.mark.parametrize("prog", ["/nonexistent/app", "nodemap-no-such-program", "script"])
+def test_failed_exec_leaves_no_monitor_and_no_timeline(tmp_path, prog):
+    if prog == "script":  # found, but its interpreter is missing: exec fails after the monitor forked
+        prog = str(tmp_path / "app.sh")
+        (tmp_path / "app.sh").write_text("#!/nonexistent/sh\n")
+        os.chmod(prog, 0o755)
+    d = tmp_path / "w"
+    r = subprocess.run(RUN + ["--watch-dir", str(d), "--", prog], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 127 and "cannot run" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "nodemap watch" not in r.stderr and not list(d.glob("*.watch"))
+
+
 def test_bad_interval_is_one_line(tmp_path):
     r = subprocess.run(RUN[:-1] + ["fast", "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--watch-interval" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("opt", [["--watch-interval", "fast"], ["--watch-interval", "1s"], ["--watch-dir", "w"]])
+def test_watch_options_without_watch_are_refused(tmp_path, opt):
+    marker = tmp_path / "started"
+    r = subprocess.run(RUN[:-3] + opt + ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "only with --watch" in r.stderr and not marker.exists(), r.stderr
 
 
 def test_dry_run_says_where_the_timelines_would_go(tmp_path):
@@ -327,6 +432,9 @@ def nvmlDeviceGetCount(): return 1
 def nvmlDeviceGetHandleByIndex(i): return i
 def nvmlDeviceGetUUID(h): return "GPU-fake"
 def nvmlDeviceGetName(h): return "FakeGPU"
+def nvmlDeviceGetPciInfo(h):
+    p = _O(); p.busId = b"00000000:3B:00.0"
+    return p
 def _own(): return int((time.time() - T0) * (1 << 30))
 class _O:
     pass
@@ -354,6 +462,66 @@ def test_nvml_path_records_the_rank_s_gpu_memory_and_finds_growth_and_foreign(tm
     assert "GPU memory grows steadily" in err and "another process holds memory" in err, err
 
 
+def _fake_nvml(monkeypatch, buses):
+    """NVML that sees only the GPUs of `buses` (a device cgroup), indexed 0.. in that order."""
+    import types
+
+    m = types.ModuleType("pynvml")
+    mem = types.SimpleNamespace(total=80 * GiB, used=GiB)
+    m.nvmlInit = m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: len(buses)
+    m.nvmlDeviceGetHandleByIndex = lambda i: ("handle", buses[i])
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=h[1].encode())
+    m.nvmlDeviceGetMemoryInfo = lambda h: mem
+    m.nvmlDeviceGetUUID = lambda h: f"GPU-{h[1]}"
+    m.nvmlDeviceGetName = lambda h: "H100"
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+
+
+def test_monitor_finds_its_gpus_by_bus_id_under_a_device_cgroup(monkeypatch):
+    from nodemap.mapping.watch import _Gpus
+
+    # the node's GPUs 2 and 3 (bus 0000:9b, 0000:bb); NVML sees only them, as its indexes 0 and 1
+    _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
+    g = _Gpus([3], ["0000:bb:00.0"])
+    assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
+    g = _Gpus([1, 3], ["0000:1b:00.0", "0000:bb:00.0"])
+    assert [i["index"] for i in g.info] == [3] and "does not see planned GPU(s) 1 (0000:1b:00.0)" in g.note
+
+
+def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monkeypatch):
+    """A loaded node ends ranks seconds apart: the summary waits for the peer's end while its application lives."""
+    import threading
+
+    from nodemap.mapping import watch
+
+    monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
+    peer = subprocess.Popen(["sleep", "30"])
+    try:
+        _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
+        _write(tmp_path / "n1.r1.2.watch", 1, [GiB] * 5, pid=peer.pid, end=False)
+        ending = threading.Timer(4.5, lambda: (tmp_path / "n1.r1.2.watch").open("a").write('{"end":{"t":1}}\n'))
+        ending.start()
+        t0 = time.time()
+        watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+        assert time.time() - t0 >= 4.4
+        assert all(ended for _, ended in watchlog.peek_dir(str(tmp_path), "j1", "n1"))
+    finally:
+        peer.kill()
+        peer.wait()
+
+
+def test_rank_0_does_not_wait_for_a_peer_whose_monitor_died(tmp_path, monkeypatch):
+    from nodemap.mapping import watch
+
+    monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
+    _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
+    _write(tmp_path / "n1.r1.2.watch", 1, [GiB] * 5, pid=2**22 + 12345, end=False)  # above pid_max: no such process
+    t0 = time.time()
+    watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+    assert watch.PEER_GRACE <= time.time() - t0 < 30
+
+
 def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_path):
     """mpiexec -n 2 nodemap run --watch: one timeline per rank, grouped as one job; rank 1 holds 4x the memory."""
     pytest.importorskip("mpi4py")
@@ -367,6 +535,7 @@ def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_pat
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMP_", "SLURM_", "OMPI_", "PMI_")) or k.startswith(("OMPI_MCA_", "OMPI_ALLOW"))}
     env["NODEMAP_CACHE_DIR"] = str(tmp_path)
+    env["NODEMAP_WATCH_SUMMARY_WAIT"] = "200"  # a loaded machine starts and ends the two ranks seconds apart
     if os.geteuid() == 0:
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     d = tmp_path / "w"
@@ -374,7 +543,7 @@ def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_pat
            "b = bytearray((1 + 3 * r) * 400 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.0)")
     cmd = [mpiexec, "--bind-to", "none", "-n", "2", sys.executable, "-m", "nodemap", "run", "--oversubscribe",
            "--watch", "--watch-interval", "50ms", "--watch-dir", str(d), "--", sys.executable, "-c", app]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     tls = watchlog.read_dir(str(d))
     assert sorted(t.rank for t in tls) == [0, 1] and len({t.job for t in tls}) == 1 and all(t.ended for t in tls)
@@ -427,3 +596,53 @@ def test_a_timeline_cut_anywhere_reads_as_a_prefix(tmp_path_factory, cut):
     p.write_bytes(data[:max(header_end, cut % (len(data) + 1))])
     part = watchlog.read(str(p))
     assert part.t == full.t[:len(part.t)] and part.own == full.own[:len(part.own)] and part.torn <= 1
+
+
+# synthetic memory behaviours: a leak under temporaries or noise rises by its floor; steady noise and a spike
+# given back do not
+_base = st.integers(min_value=1, max_value=40).map(lambda g: g * GiB)
+_n = st.integers(min_value=100, max_value=600)
+
+
+def _noise(seed, n, amp):
+    import random
+
+    rnd = random.Random(seed)
+    return [rnd.randint(-amp, amp) for _ in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.integers(min_value=2, max_value=20), st.integers(min_value=256, max_value=4096),
+       st.integers(min_value=2, max_value=6))
+def test_leak_under_freed_temporaries_is_growing(base, n, leak_gib, temp_mib, every):
+    """A temporary allocated and freed every few samples must not hide the growth beneath it."""
+    leak = max(leak_gib * GiB, base // 5)
+    y = [base + leak * i // n + (temp_mib * MiB if i % every == 0 else 0) for i in range(n)]
+    s = classify(_ts(n), y)
+    assert s.kind == "growing" and s.growth > leak // 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.integers(min_value=2, max_value=20), st.integers(min_value=0, max_value=2**31))
+def test_leak_under_noise_is_growing(base, n, leak_gib, seed):
+    leak = max(leak_gib * GiB, base // 5)
+    y = [base + leak * i // n + e for i, e in enumerate(_noise(seed, n, leak // 16))]
+    assert classify(_ts(n), y).kind == "growing"
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.integers(min_value=0, max_value=2**31), st.floats(min_value=0, max_value=0.02))
+def test_steady_with_noise_is_not_growing(base, n, seed, amp):
+    y = [base + e for e in _noise(seed, n, int(amp * base))]
+    assert classify(_ts(n), y).kind == "steady"
+
+
+@settings(max_examples=60, deadline=None)
+@given(_base, _n, st.floats(min_value=0.15, max_value=0.6), st.floats(min_value=0.02, max_value=0.2),
+       st.integers(min_value=1, max_value=30))
+def test_spike_given_back_is_not_growing(base, n, where, width, height_gib):
+    y = [base] * n
+    a = int(n * where)
+    for i in range(a, min(n - 1, a + max(1, int(n * width)))):
+        y[i] = base + max(height_gib * GiB, base // 5)  # above the growth threshold (5% of the peak)
+    assert classify(_ts(n), y).kind == "spike"

@@ -37,9 +37,10 @@ def test_report_dir_json_has_analysis_and_series(tmp_path):
     d = _timelines(tmp_path / "w")
     r = nodemap("report", str(d), "--json")
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "nodemap.watch.report/1"
-    assert [f["kind"] for f in doc["analysis"]["findings"]] == ["growth", "imbalance"]
-    assert len(doc["series"]) == 2 and len(doc["series"][0]["t"]) == 100 and doc["series"][0]["gpu_what"] == "own"
+    assert doc["schema"] == "nodemap.watch.report/2"
+    (job,) = doc["jobs"]
+    assert job["job"] == "j1" and [f["kind"] for f in job["analysis"]["findings"]] == ["growth", "imbalance"]
+    assert len(job["series"]) == 2 and len(job["series"][0]["t"]) == 100 and job["series"][0]["gpu_what"] == "own"
 
 
 def test_report_dir_html_has_the_memory_plot_and_findings(tmp_path):
@@ -66,7 +67,7 @@ def test_watch_section_joins_a_check_report(tmp_path):
     assert "nodemap check" in text and "id='watch'" in text and "id='plot-watch-memory'" in text
     r = nodemap("report", str(check), str(d), "--json")
     both = json.loads(r.stdout)
-    assert both["watch"]["schema"] == "nodemap.watch.report/1" and "schema" in both
+    assert both["watch"]["schema"] == "nodemap.watch.report/2" and "schema" in both
 
 
 def test_broken_timeline_is_one_line(tmp_path):
@@ -74,3 +75,46 @@ def test_broken_timeline_is_one_line(tmp_path):
     f.write_text("not json\n")
     r = nodemap("report", str(f))
     assert r.returncode == 2 and "not a nodemap watch timeline" in r.stderr and "Traceback" not in r.stderr
+
+
+def _two_runs(d):
+    """Two separate one-rank runs written into one folder: 2 GiB (older) and 12 GiB (newer), both on GPU 0."""
+    d.mkdir()
+    _write(d / "n1.r0.100.watch", 0, [2 * GiB] * 50, job="ppid100", pid=100, start=1000.0)
+    _write(d / "n1.r0.200.watch", 0, [12 * GiB] * 50, job="ppid200", pid=200, start=2000.0)
+    return d
+
+
+def test_two_runs_in_one_folder_are_reported_apart_newest_first(tmp_path):
+    d = _two_runs(tmp_path / "w")
+    r = nodemap("report", str(d))
+    assert r.returncode == 0, r.stderr
+    assert "2 runs (jobs)" in r.stdout and "far above" not in r.stdout and r.stdout.count("no memory findings") == 2
+    assert r.stdout.index("job ppid200") < r.stdout.index("job ppid100")
+    # each GPU line sums only its own run's ranks
+    assert r.stdout.count("ranks 0 peaked at 2.00 GiB together") == 1, r.stdout
+    assert r.stdout.count("ranks 0 peaked at 12.00 GiB together") == 1, r.stdout
+    doc = json.loads(nodemap("report", str(d), "--json").stdout)
+    assert [j["job"] for j in doc["jobs"]] == ["ppid200", "ppid100"]
+    assert all(j["analysis"]["findings"] == [] and len(j["series"]) == 1 for j in doc["jobs"])
+
+
+def test_report_job_option_picks_one_run(tmp_path):
+    d = _two_runs(tmp_path / "w")
+    r = nodemap("report", str(d), "--job", "ppid100")
+    assert r.returncode == 0 and "job ppid100" in r.stdout and "ppid200" not in r.stdout, r.stderr
+    r = nodemap("report", str(d), "--job", "nope")
+    assert r.returncode == 2 and "ppid100" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_two_runs_html_has_a_section_each(tmp_path):
+    d = _two_runs(tmp_path / "w")
+    out = tmp_path / "m.html"
+    assert nodemap("report", str(d), "--html", str(out)).returncode == 0
+    text = out.read_text()
+    assert "id='watch'" in text and "id='watch-2'" in text and "job ppid100" in text and "GiB/min" in text
+
+
+def test_empty_folder_says_it_holds_no_timelines(tmp_path):
+    r = nodemap("report", str(tmp_path))
+    assert r.returncode == 2 and "no watch timelines" in r.stderr and "Is a directory" not in r.stderr

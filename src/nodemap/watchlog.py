@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ WARMUP = 0.10  # fraction of the run treated as start-up (allocation there is no
 TEARDOWN = 0.05  # and the last part, where the application frees everything on its way out
 MIN_GROWTH = 64 * MiB  # growth below max(this, GROWTH_FRACTION x peak) is noise
 GROWTH_FRACTION = 0.05
+WINDOWS = 8  # the run after start-up is cut into this many windows; their minima (the floor) judge growth
+FLOOR_GIVEN_BACK = 0.25  # a floor that falls back more than this fraction of its rise is not growing
 IMBALANCE = 1.5  # a rank's peak above this x its peers' median (and 1 GiB more) is flagged
 IMBALANCE_MIN = 1 * GiB
 NEAR_CAPACITY = 0.90  # GPU used above this fraction of its memory
@@ -107,12 +110,13 @@ def _add(tl: Timeline, raw: bytes) -> None:
         tl.torn += 1
         return
     if isinstance(rec, list) and len(rec) == 6:
-        tl.t.append(float(rec[0]))
-        tl.rss.append(int(rec[1]))
-        tl.avail.append(int(rec[2]))
-        tl.own.append(list(rec[3]))
-        tl.used.append(list(rec[4]))
-        tl.others.append(list(rec[5]))
+        try:
+            sample = float(rec[0]), int(rec[1]), int(rec[2]), *(list(map(int, g)) for g in rec[3:])
+        except (TypeError, ValueError):
+            tl.torn += 1
+            return
+        for column, v in zip((tl.t, tl.rss, tl.avail, tl.own, tl.used, tl.others), sample):
+            column.append(v)
     elif isinstance(rec, dict):
         tl.gpus = rec.get("gpus", tl.gpus)
         if rec.get("note"):
@@ -143,18 +147,39 @@ def read_dir(directory: str) -> list[Timeline]:
     return out
 
 
+def peek_dir(directory: str, job: str, host: str) -> list[tuple[dict, bool]]:
+    """(header, ended) of the timelines of one job on one host, reading only each file's first line and its
+    tail: the monitor polls this while its peers end, and full timelines of a long run are large."""
+    out = []
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".watch"))
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(directory, n), "rb") as f:
+                header = json.loads(f.readline())
+                f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - 4096))
+                tail = f.read()
+        except (OSError, ValueError):
+            continue
+        if isinstance(header, dict) and header.get("job") == job and header.get("host") == host:
+            out.append((header, b'{"end":' in tail))
+    return out
+
+
 # --- shape of one series ------------------------------------------------------------------
 
 
 @dataclass
 class Shape:
     kind: str  # steady | growing | ramp | spike | short | none
-    start: int = 0
-    end: int = 0
+    start: int = 0  # the floor (lowest value) of the first window after start-up
+    end: int = 0  # and of the last window before tear-down
     peak: int = 0
     peak_t: float = 0.0
-    growth: int = 0  # bytes, after the start-up part
-    slope: float = 0.0  # bytes/s over the same part
+    growth: int = 0  # bytes: how far the floor rose between those windows
+    slope: float = 0.0  # bytes/s, least squares over the same part
     span: float = 0.0  # s
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,8 +187,12 @@ class Shape:
 
 
 def classify(t: list[float], y: list[int]) -> Shape:
-    """steady, growing (grows through the run and never gives back), ramp (grew at start-up, then held),
-    spike (a transient peak it gave back) or short (too few samples)."""
+    """steady, growing (its floor rises through the run), ramp (grew at start-up, then held), spike (a
+    transient peak it gave back) or short (too few samples).
+
+    Growth is judged on the floor: the lowest value of each of WINDOWS windows. A leak under temporaries that
+    are freed every iteration, or under noise, raises the floor though the series goes down every other
+    sample; a pool that gives memory back lowers it."""
     if not y:
         return Shape("none")
     peak = max(y)
@@ -177,25 +206,32 @@ def classify(t: list[float], y: list[int]) -> Shape:
     while i1 > i0 + 3 and y[i1 - 1] < y[i1 - 2] - noise:  # the application freeing all as it exits
         i1 -= 1
     ts, ys = t[i0:i1], y[i0:i1]
-    s.growth, s.slope = ys[-1] - ys[0], _slope(ts, ys)
+    floors = _floors(ys)
+    s.start, s.end, s.growth, s.slope = floors[0], floors[-1], floors[-1] - floors[0], _slope(ts, ys)
     big = max(MIN_GROWTH, GROWTH_FRACTION * peak)
-    d = [b - a for a, b in zip(ys, ys[1:])]
-    given_back = -sum(x for x in d if x < -noise)
-    mid = next(i for i, ti in enumerate(ts) if ti >= (ts[0] + ts[-1]) / 2 - eps)
-    late = ys[-1] - ys[mid]
-    expected_late = s.growth * (ts[-1] - ts[mid]) / max(ts[-1] - ts[0], 1e-9)
+    given_back = -sum(min(b - a, 0) for a, b in zip(floors, floors[1:]))
+    mid = len(floors) // 2
+    late = floors[-1] - floors[mid]
+    expected_late = s.growth * (len(floors) - 1 - mid) / max(len(floors) - 1, 1)
     med = sorted(ys)[len(ys) // 2]
-    if s.growth > big and given_back <= 0.1 * s.growth and late > 0.25 * expected_late and late > noise:
+    if s.growth > big and given_back <= FLOOR_GIVEN_BACK * s.growth and late > 0.25 * expected_late \
+            and late > noise:
         s.kind = "growing"
     elif peak - med > big and ys[-1] < peak - (peak - med) / 2:
         s.kind = "spike"
-    elif s.growth > big and given_back <= 0.1 * s.growth:
+    elif s.growth > big and given_back <= FLOOR_GIVEN_BACK * s.growth:
         s.kind = "ramp"
     elif y[i0] - y[0] > big and abs(s.growth) <= big:
         s.kind = "ramp"
     else:
         s.kind = "steady"
     return s
+
+
+def _floors(y: list[int]) -> list[int]:
+    """The lowest value of each of WINDOWS consecutive windows (of at least 2 samples when there are enough)."""
+    k = max(2, min(WINDOWS, len(y) // 2))
+    return [min(y[len(y) * i // k: len(y) * (i + 1) // k]) for i in range(k)]
 
 
 def _slope(t: list[float], y: list[int]) -> float:
@@ -272,14 +308,29 @@ class Analysis:
     gpus: list[GpuStats]
     findings: list[Finding]
     notes: list[str]
+    job: str = ""
+    start: float = 0.0  # the first rank's start (epoch s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": "nodemap.watch.analysis/1", "ranks": [r.to_dict() for r in self.ranks],
+        return {"schema": "nodemap.watch.analysis/1", "job": self.job, "start": self.start,
+                "ranks": [r.to_dict() for r in self.ranks],
                 "gpus": [g.to_dict() for g in self.gpus], "findings": [f.to_dict() for f in self.findings],
                 "notes": self.notes}
 
 
+def by_job(timelines: list[Timeline]) -> list[list[Timeline]]:
+    """The timelines of each run (job id) apart, the newest run first: runs that wrote into one folder never
+    shared their GPUs or their nodes' memory."""
+    jobs: dict[str, list[Timeline]] = {}
+    for tl in timelines:
+        jobs.setdefault(tl.job, []).append(tl)
+    return sorted(jobs.values(), key=lambda tls: -max(float(t.header.get("start", 0)) for t in tls))
+
+
 def analyse(timelines: list[Timeline]) -> Analysis:
+    """Statistics and findings of one run (see by_job for a folder of several)."""
+    if len({tl.job for tl in timelines}) > 1:
+        raise ValueError("analyse one job at a time (watchlog.by_job)")
     ranks = [_rank_stats(tl) for tl in timelines]
     gpus = _gpu_stats(timelines)
     findings: list[Finding] = []
@@ -289,7 +340,8 @@ def analyse(timelines: list[Timeline]) -> Analysis:
     findings += _imbalance(ranks)
     findings += _near_capacity(gpus, timelines)
     findings += _other_processes(timelines)
-    return Analysis(ranks, gpus, findings, _notes(timelines))
+    start = min((float(tl.header.get("start", 0)) for tl in timelines), default=0.0)
+    return Analysis(ranks, gpus, findings, _notes(timelines), timelines[0].job if timelines else "", start)
 
 
 def _rank_stats(tl: Timeline) -> RankStats:
@@ -321,9 +373,9 @@ def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
     return sorted(out.values(), key=lambda g: (g.host, g.index))
 
 
-def _peers_on_gpu(tl: Timeline, timelines: list[Timeline]) -> list[tuple[str, bool]]:
+def _peers_on_gpu(tl: Timeline, timelines: list[Timeline]) -> list[tuple[str, bool, bool]]:
     """Other ranks of this job whose processes hold this rank's GPUs (as they must to map its memory
-    through CUDA IPC): (what, whether the plan gave them that GPU)."""
+    through CUDA IPC): (what, whether the plan gave them that GPU, whether their own GPU memory grows)."""
     peers = {t.header.get("pid"): t for t in timelines if t is not tl and t.job == tl.job and t.host == tl.host}
     out = []
     for g, procs in sorted(tl.other_procs.items()):
@@ -335,7 +387,7 @@ def _peers_on_gpu(tl: Timeline, timelines: list[Timeline]) -> list[tuple[str, bo
             out.append((f"rank {hit.rank} (pid {pid} {comm}) also holds GPU {g}"
                         + ("" if int(g) in planned else
                            f" though its plan gave it GPU(s) {','.join(map(str, planned)) or '-'}"),
-                        int(g) in planned))
+                        int(g) in planned, _rank_stats(hit).gpu.kind == "growing"))
     return out
 
 
@@ -344,15 +396,17 @@ def _has(libs: list[str], marks: tuple[str, ...]) -> list[str]:
 
 
 def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list[str]]:
-    """The finding's kind, the evidence for its likely causes and their fixes, strongest evidence first."""
+    """The finding's kind, the evidence for its likely causes and their fixes, strongest evidence first.
+    IPC is named only on evidence of it: a peer rank the plan did not put on this GPU holds memory there (it
+    maps this rank's buffers), a peer that shares it by plan holds steady while this rank grows, or UCX's CUDA
+    transports are loaded (and not excluded by UCX_TLS)."""
     env = tl.header.get("env", {})
     evidence, fixes, kind = [], [], "growth"
     ucx = _has(tl.libs, UCX_LIBS)
-    if peers or "libuct_cuda" in ucx:
+    excluded = "cuda_ipc" in env.get("UCX_TLS", "") and env["UCX_TLS"].startswith("^")
+    if peers or ("libuct_cuda" in ucx and not excluded):
         kind = "ipc-growth"
-        evidence += peers + ([f"loads {', '.join(ucx)}"] if ucx else [])
-        if "cuda_ipc" in env.get("UCX_TLS", "") and env["UCX_TLS"].startswith("^"):
-            evidence.append(f"UCX_TLS={env['UCX_TLS']} already excludes cuda_ipc")
+        evidence += peers + ([f"loads {', '.join(ucx)} (UCX's CUDA transports)"] if "libuct_cuda" in ucx else [])
         fixes.append("CUDA-aware MPI over UCX keeps every peer buffer it maps (cuIpcOpenMemHandle) open: run with "
                      "UCX_TLS=^cuda_ipc, or bound the mapping cache (UCX_CUDA_IPC_CACHE=n); your own CUDA IPC "
                      "code must cudaIpcCloseMemHandle what it opens")
@@ -371,6 +425,8 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
         fixes.append("PyTorch's caching allocator: torch.cuda.memory_summary() shows what is held; "
                      "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8,expandable_segments:True, "
                      "torch.cuda.empty_cache() between phases; look for tensors kept each iteration")
+    if excluded and ucx:
+        evidence.append(f"UCX_TLS={env['UCX_TLS']} already excludes cuda_ipc")
     if not fixes:
         fixes.append("a cache or pool that never returns memory: CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc; "
                      "OpenACC: NV_ACC_MEM_MANAGE=0; CuPy/PyTorch: their pool limits; else an allocation kept "
@@ -381,19 +437,29 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
 def _growth(tl: Timeline, r: RankStats, timelines: list[Timeline]) -> list[Finding]:
     out = []
     if r.gpu.kind == "growing":
-        kind, evidence, fixes = _growth_causes(tl, [p for p, _ in _peers_on_gpu(tl, timelines)])
+        # a peer the plan did not put on this GPU maps its memory; one the plan put there holds it anyway (its own
+        # context), which is no evidence of IPC: the ranks' runtimes come first, IPC last
+        peers = _peers_on_gpu(tl, timelines)
+        # IPC's signature: the importer's memory grows while the exporter that owns the buffers holds steady; a
+        # peer the plan did not put here maps memory by being here at all. Ranks that grow alike share a leak.
+        asymmetric = [f"{p}, as planned, and holds steady while this rank grows" for p, planned, grows in peers
+                      if planned and not grows]
+        kind, evidence, fixes = _growth_causes(tl, [p for p, planned, _ in peers if not planned] + asymmetric)
+        shared = [p for p, planned, grows in peers if planned and grows]
+        if shared and kind == "growth":
+            evidence += [f"{p}, as planned" for p in shared]
+            fixes.append("if the ranks that share this GPU exchange device buffers (CUDA-aware MPI over UCX, CUDA "
+                         "IPC), mappings of a peer's memory grow like this: UCX_TLS=^cuda_ipc, or "
+                         "cudaIpcCloseMemHandle each handle opened")
         src = "its processes' GPU memory (NVML)" if r.gpu_what == "own" else "its GPUs' used memory"
         out.append(Finding(kind, "warn", tl.host, tl.rank,
                            f"rank {tl.rank}: GPU memory grows steadily and is never given back",
-                           f"{src} {_gib(r.gpu.start)} -> {_gib(r.gpu.end)} GiB (peak {_gib(r.gpu.peak)}) "
-                           f"over {r.gpu.span:.1f} s: +{_gib(r.gpu.growth)} GiB after start-up, "
-                           f"{_rate(r.gpu.slope)}" + "".join(f"; {e}" for e in evidence),
+                           f"{src}: {_rise(r.gpu)}" + "".join(f"; {e}" for e in evidence),
                            "; or ".join(fixes)))
     if r.host_rss.kind == "growing":
         out.append(Finding("host-growth", "warn", tl.host, tl.rank,
                            f"rank {tl.rank}: host memory (RSS) grows steadily and is never given back",
-                           f"RSS {_gib(r.host_rss.start)} -> {_gib(r.host_rss.end)} GiB over {r.host_rss.span:.1f} s,"
-                           f" {_rate(r.host_rss.slope)}",
+                           f"RSS: {_rise(r.host_rss)}",
                            "look for buffers kept every iteration (pinned host buffers, a cache, a list that grows);"
                            " MPI registration caches: UCX_RCACHE_MAX_SIZE / UCX_MEMTYPE_CACHE=n"))
     return out
@@ -413,7 +479,7 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
             continue
         out.append(Finding("gpu-growth", "warn", g.host, None,
                            f"GPU {g.index} on {g.host}: used memory grows though the ranks' own allocations do not",
-                           f"used {_gib(g.used.start)} -> {_gib(g.used.end)} GiB, {_rate(g.used.slope)}; the ranks'"
+                           f"used: {_rise(g.used)}; the ranks'"
                            f" own memory grew {_gib(own_growth)} GiB: memory freed by its owner stays held, as when"
                            " another process keeps CUDA IPC mappings of it open",
                            "CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc or UCX_CUDA_IPC_CACHE=n; your own CUDA IPC "
@@ -500,6 +566,9 @@ def _notes(timelines: list[Timeline]) -> list[str]:
             line = f"{n}"
             if line not in notes:
                 notes.append(line)
+        if tl.torn:
+            notes.append(f"rank {tl.rank} on {tl.host}: {tl.torn} line(s) of its timeline could not be read (cut by "
+                         "a kill or a full disk): skipped")
         if not tl.ended:
             notes.append(f"rank {tl.rank} on {tl.host}: its timeline has no end (still running, or its monitor "
                          f"was killed) at {tl.t[-1] if tl.t else 0:.1f} s")
@@ -523,13 +592,13 @@ def render(a: Analysis, where: str = "") -> str:
         return f"nodemap watch: no timelines{' in ' + where if where else ''}\n"
     hosts = sorted({r.host for r in a.ranks})
     lines = [f"nodemap watch: {len(a.ranks)} rank(s) on {', '.join(hosts)}, "
-             f"{max(r.duration for r in a.ranks):.1f} s" + (f"; timelines in {where}" if where else "")]
-    rows = [("rank", "GPU peak", "GPU growth", "shape", "host peak", "host growth", "shape")]
+             f"{max(r.duration for r in a.ranks):.1f} s, job {a.job or '?'} started {when(a.start)}"
+             + (f"; timelines in {where}" if where else "")]
+    rows = [("rank", "GPU peak", "GPU growth", "GiB/min", "shape", "host peak", "host growth", "GiB/min", "shape")]
     for r in a.ranks:
         g = r.gpu
-        gpu = (f"{_gib(g.peak)} GiB", f"{_signed(g.growth)} GiB", g.kind) if g.kind != "none" else ("-", "-", "-")
-        h = r.host_rss
-        rows.append((str(r.rank), *gpu, f"{_gib(h.peak)} GiB", f"{_signed(h.growth)} GiB", h.kind))
+        gpu = _shape_cells(g) if g.kind != "none" else ("-",) * 4
+        rows.append((str(r.rank), *gpu, *_shape_cells(r.host_rss)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     for g in a.gpus:
@@ -546,12 +615,27 @@ def render(a: Analysis, where: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _shape_cells(s: Shape) -> tuple[str, str, str, str]:
+    """peak, growth (of the floor), slope, shape: the columns of a rank's series."""
+    return f"{_gib(s.peak)} GiB", f"{_signed(s.growth)} GiB", f"{s.slope * 60 / GiB:+.2f}", s.kind
+
+
+def when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "?"
+
+
 def _gib(b: float) -> str:
     return f"{b / GiB:.2f}"
 
 
 def _signed(b: float) -> str:
     return f"{'+' if b >= 0 else '-'}{abs(b) / GiB:.2f}"
+
+
+def _rise(s: Shape) -> str:
+    """A growth's evidence: where its floor (the lowest value of a window) went, its peak and its rate."""
+    return (f"floor {_gib(s.start)} -> {_gib(s.end)} GiB (+{_gib(s.growth)} GiB after start-up, peak "
+            f"{_gib(s.peak)}) over {s.span:.1f} s, {_rate(s.slope)}")
 
 
 def _rate(bps: float) -> str:

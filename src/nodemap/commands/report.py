@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 DESCRIPTION = """\
 Render a saved check document (check.json) or bench result files
@@ -41,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--html", metavar="OUT", help="write the HTML report to OUT")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="per-figure ratios of AFTER to BEFORE")
     p.add_argument("--expect", metavar="FILE", help="judge again against this site expectations file (TOML)")
+    p.add_argument("--job", metavar="ID", help="watch timelines: only this run's (default every run in the folder, "
+                                               "newest first)")
 
 
 def load(paths: list[str], expect: str | None):
@@ -78,6 +81,9 @@ def load(paths: list[str], expect: str | None):
 def _read(path: str) -> dict:
     from ..errors import NodemapError
 
+    if os.path.isdir(path):
+        raise NodemapError(f"{path}: a folder with no watch timelines (*.watch) in it: give a check.json, bench "
+                           "result files, or the folder that nodemap run --watch wrote (--watch-dir)")
     try:
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
@@ -131,29 +137,29 @@ def run(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int:
     """Memory timelines alone, or beside a check document (their section joins its report)."""
-    from .. import outfile, watchlog
+    from .. import outfile
     from ..report import html, terminal, watch
 
-    tls = watch.load(paths)
-    a = watchlog.analyse(tls)
+    jobs = watch.runs(watch.load(paths), args.job)
     where = ", ".join(paths)
     doc = load(others, args.expect) if others else None
     if args.html:
         outfile.check(args.html, "--html")
         if doc is None:
-            text = watch.page(tls, a, where)
+            text = watch.page(jobs, where)
         else:
-            html.SECTIONS.append(lambda _doc: watch.section(tls, a))
+            html.SECTIONS.extend(lambda _doc, n=n, tls=tls, a=a: watch.section(tls, a, n)
+                                 for n, (tls, a) in enumerate(jobs))
             text = html.render(doc)
         outfile.write(args.html, text, "--html")
         print(f"report: {args.html}")
     elif args.json:
-        d = watch.to_dict(tls, a)
+        d = watch.to_dict(jobs)
         if doc is not None:
             d = {**json.loads(doc.to_json()), "watch": d}
         print(json.dumps(d, indent=1))
     else:
         if doc is not None:
             print(terminal.summary(doc))
-        print(watchlog.render(a, where), end="")
+        print(watch.render(jobs, where), end="")
     return 1 if doc is not None and doc.verdict() == "fail" else 0

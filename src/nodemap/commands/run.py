@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--watch", action="store_true",
                    help="record this rank's GPU and host memory over time beside the application; local rank 0 "
                         "prints the node's summary (growth, imbalance, margin, other processes) when it ends")
-    w.add_argument("--watch-interval", default="200ms", metavar="T", help="time between samples (default 200ms)")
+    w.add_argument("--watch-interval", metavar="T", help="time between samples (default 200ms)")
     w.add_argument("--watch-dir", metavar="DIR",
                    help="folder of the timelines (default $NODEMAP_WATCH_DIR, else ./nodemap-watch[-JOBID])")
     p.add_argument("app", nargs=argparse.REMAINDER, metavar="-- APP ARGS", help="the application and its arguments")
@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv and not args.dry_run:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
+    if not args.watch and (args.watch_interval is not None or args.watch_dir is not None):
+        raise NodemapError("--watch-interval and --watch-dir take effect only with --watch: add --watch, or drop them")
     alone = args.local_rank is None and not localrank.launched(os.environ)
     if alone:
         # no launcher: like numactl or likwid-pin, one task on the whole allowed node (every PU)
@@ -113,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.watch:  # imported only when asked: the launch path stays as fast without it
         from ..mapping import watch
 
+        launch.program(argv, final)  # a missing program fails before its timeline is written
         before_exec = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
                                     local_size=tasks, task=task, argv=argv, env=os.environ).start
     launch.apply_and_exec(binding, final, argv, before_exec)
@@ -165,6 +168,7 @@ def _plan_node(args: argparse.Namespace, tasks: int, all_pus: bool = False) -> d
     # plain lists too, so that a rank reading the cached plan needs no CpuSet
     for t, tb in zip(d["tasks"], p.tasks):
         t["cpu_list"], t["mem_list"] = list(tb.cpus), list(tb.mems)
+        t["gpu_pci"] = [topo.gpu(i).pci_bus_id for i in tb.gpus]  # --watch finds its GPUs in NVML by bus id
     d["node_mem_list"] = list(topo.nodeset)
     d["hostname"] = topo.machine.hostname
     return d

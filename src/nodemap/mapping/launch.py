@@ -11,6 +11,7 @@ itself is made once per node and shared (nodemap.mapping.plancache).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -103,26 +104,49 @@ def _mempolicy(b: Binding) -> list[str]:
 def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], before_exec=None) -> None:
     """Bind, set `env` over the current environment and exec argv. Never returns.
 
-    before_exec: called last before the exec (nodemap run --watch forks its monitor there)."""
+    before_exec: called last before the exec (nodemap run --watch forks its monitor there); what it returns,
+    if callable, undoes it when the exec fails. The program is looked up first, so that a missing one fails
+    before anything is started beside it."""
+    prog = program(argv, env)
+    apply(binding)
+    full = {**os.environ, **env}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    undo = before_exec() if before_exec is not None else None
+    _default_signals()  # after the --watch monitor forked: it stays a Python process
+    try:
+        os.execve(prog, argv, full)
+    except (OSError, ValueError) as e:
+        if callable(undo):
+            undo()
+        raise _exec_error(argv[0], e, full) from None
+
+
+def program(argv: list[str], env: dict[str, str]) -> str:
+    """The file exec will run, with `env` set over the current environment: argv[0] itself when it holds a
+    slash, else the first executable of that name on the application's PATH (as execvp searches it)."""
+    import shutil  # already loaded by the run path
+
     if not argv:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
     if not argv[0] or "\0" in argv[0]:
         raise NodemapError(f"the application name {argv[0]!r} is empty or holds a NUL byte: give a program after --, "
                            "e.g. nodemap run -- ./app args")
-    apply(binding)
-    full = dict(os.environ)
-    full.update(env)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if before_exec is not None:
-        before_exec()
-    _default_signals()  # after the --watch monitor forked: it stays a Python process
-    try:
-        os.execvpe(argv[0], argv, full)
-    except (OSError, ValueError) as e:
-        err = NodemapError(f"cannot run {argv[0]!r}: {_exec_problem(argv[0], e, full)}")
-        err.exit_code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes
-        raise err from None
+    name, env = argv[0], {**os.environ, **env}
+    if "/" in name:
+        if not os.path.lexists(name):
+            raise _exec_error(name, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)), env)
+        return name
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise _exec_error(name, FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT)), env)
+    return found
+
+
+def _exec_error(name: str, e: Exception, env: dict[str, str]) -> NodemapError:
+    err = NodemapError(f"cannot run {name!r}: {_exec_problem(name, e, env)}")
+    err.exit_code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes
+    return err
 
 
 def _exec_problem(prog: str, e: Exception, env: dict[str, str]) -> str:

@@ -19,12 +19,14 @@ nodemap.watchlog; this module only samples. Nothing here is imported unless
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import socket
 import sys
 import time
+from typing import Any
 
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
@@ -44,16 +46,21 @@ LIB_MARKS = (("libucp", "libucp"), ("libuct_cuda", "libuct_cuda"), ("libacc", "l
 LIB_SCANS = (1.0, 5.0, 30.0, 120.0)  # s after start: runtimes load late (dlopen)
 PR_SET_PDEATHSIG = 1
 ENV_WATCH_DIR = "NODEMAP_WATCH_DIR"
+ENV_SUMMARY_WAIT = "NODEMAP_WATCH_SUMMARY_WAIT"
+SUMMARY_WAIT = 60.0  # s local rank 0 waits at most for its peers' ends before it prints what it has
+PEER_GRACE = 3.0  # s a peer's application may be gone before its monitor writes the end
 
 
-class WatchError(Exception):
-    pass
+class WriteFailed(OSError):
+    """The timeline file took no more lines (a full disk, a quota, a file size limit)."""
 
 
-def parse_interval(text: str) -> float:
-    """'200ms', '0.5s', '2' (seconds) -> seconds; at least 10 ms."""
+def parse_interval(text: str | None) -> float:
+    """'200ms', '0.5s', '2' (seconds) -> seconds; at least 10 ms; None: the default."""
     from ..errors import InputError
 
+    if text is None:
+        return DEFAULT_INTERVAL
     s = str(text).strip().lower()
     scale = 1.0
     for suffix, f in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0), ("m", 60.0)):
@@ -99,20 +106,44 @@ class Watch:
         self.fd, self.path, self.header, self.interval = fd, path, header, interval
         self.affinity = sorted(os.sched_getaffinity(0))  # the monitor keeps the launcher's, not the rank's PUs
 
-    def start(self) -> int:
-        """Fork the monitor (call just before exec); returns its pid in the caller."""
+    def start(self):
+        """Fork the monitor (call just before exec); returns, in the caller, what undoes it if the exec fails."""
         app = os.getpid()
         pid = os.fork()
         if pid:
             os.close(self.fd)
-            return pid
-        code = 0
+            return lambda: self._abandon(pid)
+        code = 1
         try:
             _monitor(self, app)
-        except BaseException as e:  # a monitor bug must not disturb the application: note it and leave
-            code = 1
-            _write(self.fd, {"note": f"monitor stopped: {type(e).__name__}: {e}"})
-        os._exit(code)
+            code = 0
+        except BaseException as e:  # a full disk or a monitor bug must not disturb the application
+            _stopped(self, e)
+        finally:
+            os._exit(code)  # this is a forked copy of the launcher: it must never return into its code
+
+    def _abandon(self, pid: int) -> None:
+        """The exec failed: no application ran, so neither a monitor nor its timeline stays."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def _stopped(w: Watch, e: BaseException) -> None:
+    """Say once, in the timeline if it still takes a line and on stderr, that the timeline stops here."""
+    t = time.time() - w.header["start"]
+    why = f"cannot write {w.path} ({e.strerror})" if isinstance(e, WriteFailed) else \
+        f"the monitor failed ({type(e).__name__}: {e})"
+    note = f"the memory timeline of rank {w.header['rank']} stops at {t:.1f} s: {why}"
+    for say in (lambda: _write(w.fd, {"note": note}), lambda: os.write(2, f"nodemap run --watch: note: {note}; "
+                                                                          "the application runs on\n".encode())):
+        try:
+            say()
+        except BaseException:
+            pass
 
 
 def prepare(directory: str | None, interval: float, *, local_rank: int, local_size: int, task: dict,
@@ -132,7 +163,8 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
                            f"folder you can write (e.g. --watch-dir $HOME/watch)") from None
     header = {"schema": SCHEMA, "host": host, "job": job_id(env), "rank": rank, "local_rank": local_rank,
               "local_size": local_size, "pid": os.getpid(), "argv": list(argv), "start": time.time(),
-              "interval": interval, "planned_gpus": list(task.get("gpus", [])), "cpus": task.get("cpus", ""),
+              "interval": interval, "planned_gpus": list(task.get("gpus", [])),
+              "planned_pci": list(task.get("gpu_pci", [])), "cpus": task.get("cpus", ""),
               "mem_total": _meminfo().get("MemTotal", 0), "env": {k: env[k] for k in ENV_KEYS if k in env}}
     try:
         _write(fd, header)
@@ -152,7 +184,7 @@ def _monitor(w: Watch, app: int) -> None:
     if os.getppid() != app:  # the application ended before the death signal was armed
         _write(w.fd, {"end": {"t": 0.0, "samples": 0}})
         return
-    gpus = _Gpus(w.header["planned_gpus"])
+    gpus = _Gpus(w.header["planned_gpus"], w.header.get("planned_pci", []))
     _write(w.fd, {"gpus": gpus.info, **({"note": gpus.note} if gpus.note else {})})
     t0 = w.header["start"]
     n, scans, seen_others = 0, list(LIB_SCANS), {}
@@ -189,7 +221,9 @@ def _detach(w: Watch, app: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
         pass  # the pidfd or the parent check below still ends the monitor
-    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2):
+    # SIGXFSZ: a file size limit is a failed write (the timeline stops with a note), not a silent death
+    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2,
+              signal.SIGXFSZ):
         signal.signal(s, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: None)  # wakes the wait; the loop ends when the application does
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -237,8 +271,16 @@ def _exit_status(app: int) -> dict:
 
 
 def _write(fd: int, record) -> None:
-    """One complete line per write(2): a kill never leaves half a record."""
-    os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+    """One complete line per write(2): a kill never leaves half a record, and a full file system
+    that takes only part of the line gets it taken back (the file ends with a complete line)."""
+    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    try:
+        n = os.write(fd, data)
+        if n < len(data):
+            os.ftruncate(fd, os.fstat(fd).st_size - n)
+            raise OSError(errno.ENOSPC, "the file system took only part of a line: full, or a file size limit")
+    except OSError as e:
+        raise WriteFailed(e.errno, e.strerror) from None
 
 
 # --- samplers ------------------------------------------------------------------------------
@@ -332,7 +374,7 @@ def _ancestors(pid: int, depth: int = 8) -> list[int]:
 class _Gpus:
     """NVML on the rank's GPUs (all of them when the plan gave it none); empty without NVML."""
 
-    def __init__(self, planned: list[int]) -> None:
+    def __init__(self, planned: list[int], planned_pci: list[str] = ()) -> None:
         self.nvml, self.handles, self.info, self.note = None, [], [], ""
         self._seen: dict[int, tuple[str, list[int]]] = {}
         try:
@@ -344,18 +386,33 @@ class _Gpus:
             return
         self.nvml = nvml
         try:
-            indexes = planned or list(range(nvml.nvmlDeviceGetCount()))
-            for i in indexes:
-                h = nvml.nvmlDeviceGetHandleByIndex(i)
+            for index, h in self._mine(planned, planned_pci):
                 mem = nvml.nvmlDeviceGetMemoryInfo(h)
                 self.handles.append(h)
-                self.info.append({"index": i, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
+                self.info.append({"index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
                                   "name": _text(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
         except Exception as e:
             self.note = f"NVML cannot read the GPUs ({type(e).__name__}: {e}): host memory only"
             self.handles, self.info = [], []
         if not self.handles and not self.note:
             self.note = "no GPU: host memory only"
+
+    def _mine(self, planned: list[int], planned_pci: list[str]) -> list[tuple[int, Any]]:
+        """(the plan's index, NVML handle) of the rank's GPUs, found by PCI bus id (NVML's indexes count only
+        the GPUs a device cgroup lets it see); by index for a plan without bus ids; all GPUs without a plan."""
+        from ..topology.model import norm_bus_id
+        from ..topology.nvml import handles
+
+        seen = handles(self.nvml)
+        if not planned:
+            return [(i, h) for i, h, _ in seen]
+        if not planned_pci or not all(planned_pci):
+            return [(i, self.nvml.nvmlDeviceGetHandleByIndex(i)) for i in planned]
+        by_bus = {bus: h for _, h, bus in seen}
+        missing = [f"{i} ({b})" for i, b in zip(planned, planned_pci) if norm_bus_id(b) not in by_bus]
+        if missing:
+            self.note = f"NVML does not see planned GPU(s) {', '.join(missing)} (a device cgroup?): not recorded"
+        return [(i, by_bus[norm_bus_id(b)]) for i, b in zip(planned, planned_pci) if norm_bus_id(b) in by_bus]
 
     def sample(self, tree: list[int]) -> tuple[list[int], list[int], list[int], dict]:
         own, used, others, who = [], [], [], {}
@@ -408,19 +465,57 @@ def _text(v) -> str:
 
 
 def _summary(w: Watch) -> None:
-    """Local rank 0 prints the node's summary once the other ranks' monitors have ended (or 3 s)."""
+    """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
     from .. import watchlog
 
     d = os.path.dirname(w.path) or "."
-    deadline = time.time() + 3.0
-    while True:
-        tls = [t for t in watchlog.read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
-        if sum(1 for t in tls if t.ended) >= w.header["local_size"] or time.time() > deadline:
-            break
-        time.sleep(0.05)
+    _await_peers(d, w.header)
+    tls = [t for t in watchlog.read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
     a = watchlog.analyse(tls)
     try:
         sys.stderr.write(watchlog.render(a, d))
         sys.stderr.flush()
     except OSError:
         pass
+
+
+def summary_wait(env) -> float:
+    """How long local rank 0 waits for its peers' timelines: a loaded node starts and ends ranks seconds
+    apart."""
+    try:
+        v = float(env.get(ENV_SUMMARY_WAIT, ""))
+    except ValueError:
+        return SUMMARY_WAIT
+    return v if 0 <= v <= 24 * 3600 else SUMMARY_WAIT
+
+
+def _await_peers(d: str, header: dict) -> None:
+    """Until every local rank's timeline has its end, a peer's application has been gone for a while
+    without one (its monitor was killed), or the bound ($NODEMAP_WATCH_SUMMARY_WAIT) is reached."""
+    from .. import watchlog
+
+    deadline = time.time() + summary_wait(os.environ)
+    gone_since: dict[int, float] = {}
+    while time.time() < deadline:
+        peers = watchlog.peek_dir(d, header["job"], header["host"])
+        open_ = [h for h, ended in peers if not ended]
+        if len(peers) >= header["local_size"] and all(_lost(h, gone_since) for h in open_):
+            return
+        time.sleep(0.1)
+
+
+def _lost(header: dict, gone_since: dict[int, float]) -> bool:
+    """A rank whose application ended PEER_GRACE s ago and whose timeline has no end: its monitor died."""
+    pid = int(header.get("pid", 0))
+    if pid and _alive(pid):
+        return False
+    first = gone_since.setdefault(pid, time.time())
+    return time.time() - first > PEER_GRACE
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False

@@ -16,7 +16,7 @@ from .. import watchlog
 from . import plots
 from .html import CSS, Section
 
-SCHEMA = "nodemap.watch.report/1"
+SCHEMA = "nodemap.watch.report/2"  # /2: one entry per job
 
 
 def is_watch_input(path: str) -> bool:
@@ -50,20 +50,43 @@ def load(paths: list[str]) -> list[watchlog.Timeline]:
     return out
 
 
-def to_dict(timelines: list[watchlog.Timeline], a: watchlog.Analysis) -> dict[str, Any]:
-    return {"schema": SCHEMA, "analysis": a.to_dict(), "series": [watchlog.series(t) for t in timelines]}
+Run = tuple[list[watchlog.Timeline], watchlog.Analysis]  # one job's timelines and their analysis
 
 
-def memory_plot(timelines: list[watchlog.Timeline]) -> plots.Plot | None:
+def runs(timelines: list[watchlog.Timeline], job: str | None = None) -> list[Run]:
+    """Each job of the folder apart, newest first; only `job` when given."""
+    from ..errors import NodemapError
+
+    groups = watchlog.by_job(timelines)
+    if job is not None:
+        groups = [g for g in groups if g[0].job == job]
+        if not groups:
+            raise NodemapError(f"no timelines of job {job!r}: the folder holds job(s) "
+                               f"{', '.join(g[0].job for g in watchlog.by_job(timelines))} (--job)")
+    return [(g, watchlog.analyse(g)) for g in groups]
+
+
+def to_dict(jobs: list[Run]) -> dict[str, Any]:
+    return {"schema": SCHEMA, "jobs": [{"job": a.job, "analysis": a.to_dict(), "series": [watchlog.series(t) for t in tls]}
+                                       for tls, a in jobs]}
+
+
+def render(jobs: list[Run], where: str) -> str:
+    """The terminal summary of each job, newest first."""
+    head = (f"nodemap watch: {len(jobs)} runs (jobs) in {where}, newest first; --job ID shows one\n"
+            if len(jobs) > 1 else "")
+    return head + "\n".join(watchlog.render(a, where) for _, a in jobs)
+
+
+def memory_plot(timelines: list[watchlog.Timeline], suffix: str = "") -> plots.Plot | None:
     """GPU memory (top) and host RSS (bottom) against time, one line per rank."""
     if not timelines or not plots.available() or not any(t.t for t in timelines):
         return None
     plt = plots._pyplot()
     fig, (gpu, host) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
-    jobs = len({t.job for t in timelines})
     for tl in timelines[:64]:
         s = watchlog.series(tl)
-        label = f"{tl.job + ' ' if jobs > 1 else ''}{tl.host} rank {tl.rank}"
+        label = f"{tl.host} rank {tl.rank}"
         if s["gpu"]:
             gpu.plot(s["t"], [b / watchlog.GiB for b in s["gpu"]], label=label, linewidth=1.2)
         host.plot(s["t"], [b / watchlog.GiB for b in s["rss"]], label=label, linewidth=1.2)
@@ -78,48 +101,59 @@ def memory_plot(timelines: list[watchlog.Timeline]) -> plots.Plot | None:
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
     gpu.set_title("memory of each rank against time", fontsize=10)
-    return plots.Plot("plot-watch-memory", "Memory of each rank against time", plots.to_svg(fig))
+    return plots.Plot("plot-watch-memory" + suffix, "Memory of each rank against time", plots.to_svg(fig))
 
 
-def section(timelines: list[watchlog.Timeline], a: watchlog.Analysis) -> Section:
+def section(tls: list[watchlog.Timeline], a: watchlog.Analysis, n: int = 0) -> Section:
+    """One job's findings, plot and tables; n > 0 for the older jobs of a folder (their ids differ)."""
+    suffix = f"-{n + 1}" if n else ""
     rows = "".join(
         f"<tr><td>{escape(r.host)}</td><td class='num'>{r.rank}</td><td>{escape(','.join(map(str, r.gpus)) or '-')}"
-        f"</td><td class='num'>{_gib(r.gpu.peak) if r.gpu.kind != 'none' else '-'}</td>"
-        f"<td class='num'>{_gib(r.gpu.growth) if r.gpu.kind != 'none' else '-'}</td><td>{escape(r.gpu.kind)}</td>"
-        f"<td class='num'>{_gib(r.host_rss.peak)}</td><td class='num'>{_gib(r.host_rss.growth)}</td>"
-        f"<td>{escape(r.host_rss.kind)}</td><td class='num'>{r.duration:.1f}</td><td>{escape(_end(r))}</td></tr>"
+        f"</td>{_cells(r.gpu) if r.gpu.kind != 'none' else _NONE}{_cells(r.host_rss)}"
+        f"<td class='num'>{r.duration:.1f}</td><td>{escape(_end(r))}</td></tr>"
         for r in a.ranks)
-    ranks = ("<table id='watch-ranks'><tr><th>host</th><th>rank</th><th>GPUs</th><th>GPU peak GiB</th>"
-             "<th>GPU growth GiB</th><th>shape</th><th>host peak GiB</th><th>host growth GiB</th><th>shape</th>"
-             f"<th>s</th><th>end</th></tr>{rows}</table>")
+    ranks = (f"<table id='watch-ranks{suffix}'><tr><th>host</th><th>rank</th><th>GPUs</th><th>GPU peak GiB</th>"
+             "<th>GPU growth GiB</th><th>GiB/min</th><th>shape</th><th>host peak GiB</th><th>host growth GiB</th>"
+             f"<th>GiB/min</th><th>shape</th><th>s</th><th>end</th></tr>{rows}</table>")
     gpus = "".join(f"<tr><td>{escape(g.host)}</td><td>{g.index} {escape(g.name)}</td><td class='num'>{_gib(g.total)}"
                    f"</td><td class='num'>{_gib(g.peak_used)}</td><td class='num'>{_gib(g.margin)}</td>"
                    f"<td>{escape(','.join(map(str, g.ranks)))}</td><td class='num'>{_gib(g.ranks_peak_sum)}</td></tr>"
                    for g in a.gpus)
-    gpus = ("<table id='watch-gpus'><tr><th>host</th><th>GPU</th><th>memory GiB</th><th>peak used GiB</th>"
+    gpus = (f"<table id='watch-gpus{suffix}'><tr><th>host</th><th>GPU</th><th>memory GiB</th><th>peak used GiB</th>"
             f"<th>margin GiB</th><th>ranks</th><th>ranks' peaks GiB</th></tr>{gpus}</table>") if gpus else ""
     items = "".join(f"<li><span class='{f.severity}'>&nbsp;{f.severity}&nbsp;</span> <b>[{escape(f.kind)}]</b> "
                     f"{escape(f.what)}<br><span class='note'>evidence: {escape(f.evidence)}</span><br>"
                     f"fix: {escape(f.fix)}</li>" for f in a.findings)
-    found = f"<ol id='watch-findings'>{items}</ol>" if items else "<p>No memory findings.</p>"
+    found = f"<ol id='watch-findings{suffix}'>{items}</ol>" if items else "<p>No memory findings.</p>"
     notes = "".join(f"<li>{escape(n)}</li>" for n in a.notes)
-    p = memory_plot(timelines)
+    p = memory_plot(tls, suffix)
     plot = (f"<div class='plot' id='{p.id}'>{p.svg}</div>" if p else
             "<p class='note'>The plot needs matplotlib (pip install 'nodemap[report]').</p>")
     body = found + plot + ranks + gpus + (f"<ul class='note'>{notes}</ul>" if notes else "")
-    return Section("watch", "Memory over time (nodemap run --watch)", body)
+    return Section("watch" + suffix, f"Memory over time (nodemap run --watch), job {a.job} started "
+                   f"{watchlog.when(a.start)}", body)
 
 
-def page(timelines: list[watchlog.Timeline], a: watchlog.Analysis, where: str) -> str:
-    s = section(timelines, a)
-    hosts = ", ".join(sorted({r.host for r in a.ranks}))
-    title = f"nodemap watch: {len(a.ranks)} rank(s) on {hosts}"
+def page(jobs: list[Run], where: str) -> str:
+    sections = [section(tls, a, n) for n, (tls, a) in enumerate(jobs)]
+    hosts = ", ".join(sorted({r.host for _, a in jobs for r in a.ranks}))
+    title = (f"nodemap watch: {sum(len(a.ranks) for _, a in jobs)} rank(s) on {hosts}"
+             + (f", {len(jobs)} runs" if len(jobs) > 1 else ""))
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:\">"
             f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
-            f"<p class='note'>timelines: {escape(where)}</p><h2 id='{s.id}'>{escape(s.title)}</h2>{s.html}"
-            "</body></html>\n")
+            f"<p class='note'>timelines: {escape(where)}</p>"
+            + "".join(f"<h2 id='{s.id}'>{escape(s.title)}</h2>{s.html}" for s in sections)
+            + "</body></html>\n")
+
+
+_NONE = "<td class='num'>-</td>" * 3 + "<td>-</td>"
+
+
+def _cells(s: watchlog.Shape) -> str:
+    return (f"<td class='num'>{_gib(s.peak)}</td><td class='num'>{_gib(s.growth)}</td>"
+            f"<td class='num'>{s.slope * 60 / watchlog.GiB:+.2f}</td><td>{escape(s.kind)}</td>")
 
 
 def _gib(b: float) -> str:

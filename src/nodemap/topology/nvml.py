@@ -95,11 +95,20 @@ def _without(topo: Topology, env, required: bool, why: str) -> Topology:
 # --- reading NVML -----------------------------------------------------------
 
 
-def _read_gpus(nvml: Any, cpu_words: int) -> list[_NvGpu]:
+def handles(nvml: Any) -> list[tuple[int, Any, str]]:
+    """(NVML index, handle, normalised PCI bus id) of every GPU NVML sees: under a device cgroup that is not
+    every GPU of the node, so match GPUs by bus id, never by index."""
     out = []
     for i in range(nvml.nvmlDeviceGetCount()):
         h = nvml.nvmlDeviceGetHandleByIndex(i)
-        g = _NvGpu(i, h, norm_bus_id(_text(nvml.nvmlDeviceGetPciInfo(h).busId)))
+        out.append((i, h, norm_bus_id(_text(nvml.nvmlDeviceGetPciInfo(h).busId))))
+    return out
+
+
+def _read_gpus(nvml: Any, cpu_words: int) -> list[_NvGpu]:
+    out = []
+    for i, h, bus_id in handles(nvml):
+        g = _NvGpu(i, h, bus_id)
         g.name = _text(_try(nvml.nvmlDeviceGetName, h, default=""))
         g.uuid = _text(_try(nvml.nvmlDeviceGetUUID, h, default=""))
         mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
