@@ -550,7 +550,7 @@ def _other_processes(timelines: list[Timeline]) -> list[Finding]:
                                    "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
                                    "process (a leftover run, a notebook, a monitoring agent with a context)"))
     for tl in timelines:
-        for peer in [p for p, planned in _peers_on_gpu(tl, timelines) if not planned]:
+        for peer in [p for p, planned, _ in _peers_on_gpu(tl, timelines) if not planned]:
             out.append(Finding("shared-gpu", "info", tl.host, tl.rank,
                                f"rank {tl.rank}: another rank uses its GPU though the plan did not share it",
                                peer, "a rank that opens more GPUs than its own (peer access, CUDA IPC, a library "
