@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nodemap.errors import InputError
-from nodemap.topology import hwloc_xml
+from nodemap.topology import hwloc_xml, paths
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import Link
 
@@ -75,7 +75,13 @@ def test_gpu_and_infiniband_with_netdev(fixtures):
     assert t.nic("eth0").kind == "Ethernet"
     assert [n.name for n in t.nics] == ["mlx5_0", "eth0", "eth1"]  # RDMA first, as nvidia-smi numbers NICs
     # the file gives the HCA the bus id of a SAS controller on the other socket
-    assert t.notes == ("PCI bus id(s) 0000:04:00.0 appear more than once in the file; a lookup by bus id finds the first",)
+    assert t.notes == ("PCI bus id(s) 0000:04:00.0 appear more than once in the file; GPUs and NICs keep their own "
+                       "PCI device by its place in the tree (a lookup by bus id alone finds the first)",)
+    # ... and the HCA's paths follow its own place: beside the K40 on socket 1
+    assert t.pci_of(ib).pci_path == ("pci0000:80", "0000:80:03.0") and t.pci_of(ib).class_id == 0x0207
+    assert paths.path(t, k40.key, "mlx5_0").kind == "PIX"
+    other = next(g for g in t.gpus if g.numa_node == 0)
+    assert paths.path(t, other.key, "mlx5_0").kind == "SYS"
 
 
 def test_onboard_vga_is_no_gpu_but_a_driverless_tesla_is(fixtures):
@@ -285,6 +291,24 @@ def test_nvlink_of_an_unknown_model_keeps_hwloc_bandwidth_and_says_so():
     t = parse(node_v2(pcis=pcis, hetero=hetero))
     assert t.links == (Link("GPU0", "GPU1", "NVLink", count=1, bandwidth=30.0, version=0),)
     assert any("generation unknown" in n for n in t.notes)
+
+
+def test_duplicate_bus_ids_resolve_by_place_in_the_tree():
+    # a hand-edited file: the HCA beside the GPU reuses a SATA controller's bus id
+    sata = '<object type="PCIDev" gp_index="40" pci_busid="0000:04:00.0" pci_type="0106 [8086:1d02] [0000:0000] 00 00"/>'
+    hca = """<object type="PCIDev" gp_index="50" pci_busid="0000:04:00.0" pci_type="0207 [15b3:1013] [15b3:0013] 00 00">
+      <object type="OSDev" gp_index="51" name="mlx5_0" osdev_type="3"><info name="Port1State" value="4"/></object></object>"""
+    switch = f"""<object type="Bridge" gp_index="60" bridge_type="0-1" depth="0" bridge_pci="0000:[80-84]">
+      <object type="Bridge" gp_index="61" bridge_type="1-1" depth="1" bridge_pci="0000:[84-84]" pci_busid="0000:80:03.0"
+       pci_type="0604 [8086:3c08] [001f:0000] 07 00">{gpu_v2("0000:84:00.0", 20)}{hca}</object></object>"""
+    t = parse(node_v2(pcis=sata + switch))
+    nic, gpu = t.nic("mlx5_0"), t.gpus[0]
+    assert t.pci(nic.pci_bus_id).class_id == 0x0106  # the bus id alone finds the SATA controller
+    assert t.pci_of(nic).class_id == 0x0207 and t.pci_of(nic).pci_path == ("pci0000:80", "0000:80:03.0")
+    assert paths.path(t, gpu.key, nic.key).kind == "PIX"
+    assert gpu.pci_index == -1 and t.pci_of(gpu).bus_id == "0000:84:00.0"  # unique: looked up by id
+    assert any("more than once" in n and "place in the tree" in n for n in t.notes)
+    assert t.from_json(t.to_json()) == t  # the position survives JSON
 
 
 def test_gpu_os_devices_without_pci_keep_one_api():

@@ -246,6 +246,7 @@ class _Reader:
         self.notes: list[str] = []
         self.counters: dict[str, int] = {}
         self.hidden = CpuSet()
+        self.ambiguous: dict[int, int] = {}  # id(PCI element) -> position, where its bus id repeats
 
     # --- entry ---------------------------------------------------------------
     def topology(self, source: str) -> Topology:
@@ -254,6 +255,7 @@ class _Reader:
             raise _Bad("not an hwloc topology: no Machine object under <topology>")
         self.hidden = self._hidden_pus(top)
         self._walk(top)
+        self.ambiguous = self._ambiguous_pci()
         if not self.pus:
             raise _Bad("no PU objects: not a usable hwloc topology (write one with `lstopo --of xml`)")
         numa_nodes = self._numa_nodes()
@@ -503,13 +505,20 @@ class _Reader:
         return (pick[0].os_index if len(pick) == 1 else -1), cpus
 
     def _pci_devices(self, numa_nodes) -> tuple[PciDevice, ...]:
-        devices = tuple(self._pci_device(p, numa_nodes) for p in self.pcis)
+        return tuple(self._pci_device(p, numa_nodes) for p in self.pcis)
+
+    def _ambiguous_pci(self) -> dict[int, int]:
+        """Position in pci_devices of each PCI element whose bus id the file
+        repeats (hand-edited files): its GPU or NIC keeps that position
+        (pci_index) so paths follow the device's own place in the tree."""
         seen: set[str] = set()
-        twice = sorted({d.bus_id for d in devices if d.bus_id in seen or seen.add(d.bus_id)})
-        if twice:
-            self.notes.append(f"PCI bus id(s) {', '.join(twice)} appear more than once in the file; "
-                              "a lookup by bus id finds the first")
-        return devices
+        twice = sorted({p.bus_id for p in self.pcis if p.bus_id in seen or seen.add(p.bus_id)})
+        if not twice:
+            return {}
+        self.notes.append(f"PCI bus id(s) {', '.join(twice)} appear more than once in the file; GPUs and NICs "
+                          "keep their own PCI device by its place in the tree (a lookup by bus id alone finds "
+                          "the first)")
+        return {id(p.el): k for k, p in enumerate(self.pcis) if p.bus_id in twice}
 
     def _pci_device(self, p: _Pci, numa_nodes) -> PciDevice:
         el = p.el
@@ -570,6 +579,7 @@ class _Reader:
             numa_node=numa,
             cpuset=cpus,
             os_names=tuple(o.get("name", "") for o in osdevs),
+            pci_index=self.ambiguous.get(id(pci.el), -1) if pci is not None else -1,
         )
 
     def _gpu_node_memory(self, pci: "_Pci | None") -> int:
@@ -590,7 +600,8 @@ class _Reader:
             numa, cpus = self._locality(p.place, numa_nodes)
             nics.append(NIC(name=name, kind=_nic_kind(name, _pci_type(p.el)[1], ports, nets, bool(fabric)),
                             pci_bus_id=p.bus_id, numa_node=numa, cpuset=cpus, ports=ports,
-                            netdevs=tuple(o.get("name", "") for o in nets)))
+                            netdevs=tuple(o.get("name", "") for o in nets),
+                            pci_index=self.ambiguous.get(id(p.el), -1)))
         # RDMA devices first in name order (mlx5_2 before mlx5_10), as
         # nvidia-smi numbers NICs; then plain netdevs in PCI order.
         return tuple(sorted(nics, key=lambda n: (n.name in n.netdevs, _natural(n.name) if n.name not in n.netdevs

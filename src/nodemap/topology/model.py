@@ -151,6 +151,9 @@ class GPU(_Record):
     pcie_width: int = 0
     os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
     visible: bool = True  # False when CUDA/ROCR_VISIBLE_DEVICES hides it
+    # Position of its own PCI function in Topology.pci_devices when the bus id
+    # alone is ambiguous (a hand-edited XML repeating one); -1: look it up by id.
+    pci_index: int = -1
 
 
     @property
@@ -175,6 +178,7 @@ class NIC(_Record):
     cpuset: CpuSet = field(default_factory=CpuSet)
     ports: tuple[Port, ...] = ()
     netdevs: tuple[str, ...] = ()  # ib0, hsn0, eth0
+    pci_index: int = -1  # as GPU.pci_index
 
 
     @property
@@ -280,6 +284,13 @@ class Topology(_Record):
             if d.bus_id == b:
                 return d
         return None
+
+    def pci_of(self, dev: "GPU | NIC") -> PciDevice | None:
+        """A device's own PCI function: by position in the tree where its bus
+        id is ambiguous (GPU.pci_index), else by bus id."""
+        if 0 <= dev.pci_index < len(self.pci_devices):
+            return self.pci_devices[dev.pci_index]
+        return self.pci(dev.pci_bus_id) if dev.pci_bus_id else None
 
     def caches_at(self, level: int, kinds: tuple[str, ...] = ("unified", "data")) -> tuple[Cache, ...]:
         return tuple(c for c in self.caches if c.level == level and c.kind in kinds)

@@ -98,10 +98,6 @@ def _device(topo: Topology, key: str) -> GPU | NIC:
     raise KeyError(f"no device {key!r} (known: {known})")
 
 
-def _pci_of(topo: Topology, dev: GPU | NIC):
-    return topo.pci(dev.pci_bus_id) if dev.pci_bus_id else None
-
-
 def device_numa(topo: Topology, key: str) -> int:
     """NUMA node a device is local to; -1 when no source says.
 
@@ -111,7 +107,7 @@ def device_numa(topo: Topology, key: str) -> int:
     dev = _device(topo, key)
     if dev.numa_node >= 0:
         return dev.numa_node
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     if pci is not None and pci.numa_node >= 0:
         return pci.numa_node
     nodes = topo.numa_of(_local_cpus(topo, dev))
@@ -121,7 +117,7 @@ def device_numa(topo: Topology, key: str) -> int:
 def _local_cpus(topo: Topology, dev: GPU | NIC) -> CpuSet:
     if dev.cpuset:
         return dev.cpuset
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     return pci.cpuset if pci is not None else CpuSet()
 
 
@@ -142,7 +138,7 @@ def cpu_affinity(topo: Topology, key: str) -> CpuSet:
 def pcie_gbs(topo: Topology, key: str) -> float:
     """One-direction PCIe bandwidth of a device's link, 0 when unknown."""
     dev = _device(topo, key)
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     if pci is not None and pci.link_speed:
         return pci.link_speed
     gen, width = (dev.pcie_gen, dev.pcie_width) if isinstance(dev, GPU) else (0, 0)
@@ -226,7 +222,7 @@ def _c2c(topo: Topology, key: str) -> bool:
 
 
 def _pci_path(topo: Topology, dev: GPU | NIC) -> tuple[str, ...]:
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     return pci.pci_path if pci is not None else ()
 
 
