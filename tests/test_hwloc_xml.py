@@ -311,6 +311,24 @@ def test_duplicate_bus_ids_resolve_by_place_in_the_tree():
     assert t.from_json(t.to_json()) == t  # the position survives JSON
 
 
+def drm_only(bus: str, vendor_device: str, cls: str = "0300", names=("card1", "renderD128"), gpu_type: int = 1) -> str:
+    osdevs = "".join(f'<object type="OSDev" name="{n}" osdev_type="{gpu_type}"/>' for n in names)
+    return (f'<object type="PCIDev" pci_busid="{bus}" pci_type="{cls} [{vendor_device}] [1002:0834] 00">'
+            f'<info name="PCIDevice" value="Vega 20"/>{osdevs}</object>')
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0", "3.0"])
+def test_amd_gpu_seen_only_as_drm_devices_is_a_gpu(version):
+    gpu_type = 4 if version == "3.0" else 1  # v3 writes a bit mask
+    pcis = (drm_only("0000:23:00.0", "1002:66a1", gpu_type=gpu_type)  # MI50, amdgpu without RSMI
+            + drm_only("0000:01:00.0", "1002:515e", names=("card0", "renderD129"), gpu_type=gpu_type)  # ES1000
+            + drm_only("0000:02:00.0", "102b:0522", names=("card2", "renderD130"), gpu_type=gpu_type)  # Matrox
+            + drm_only("0000:03:00.0", "1a03:2000", names=("card3",), gpu_type=gpu_type))  # ASPEED
+    t = parse(node_v2(version=version, pcis=pcis))
+    assert [(g.pci_bus_id, g.vendor, g.model, g.os_names) for g in t.gpus] == [
+        ("0000:23:00.0", "AMD", "Vega 20", ("card1", "renderD128"))]
+
+
 def test_gpu_os_devices_without_pci_keep_one_api():
     loose = """<object type="OSDev" name="cuda0" subtype="CUDA" osdev_type="5"/>
       <object type="OSDev" name="cuda1" subtype="CUDA" osdev_type="5"/>

@@ -547,7 +547,7 @@ class _Reader:
         for p in self.pcis:
             cls, vendor, _ = _pci_type(p.el)
             compute = [o for o in p.osdevs if self._is_gpu_osdev(o)]
-            if compute or _gpu_class(cls, vendor):
+            if compute or _gpu_class(cls, vendor) or _amd_render_node(p.el, p.osdevs):
                 owners.append((_bus_key(p.bus_id), p.osdevs, p, p.place))
         loose = [(o, place) for o, place in self.loose_osdevs if self._is_gpu_osdev(o)]
         owners += [((1 << 64, k), [o], None, place) for k, (o, place) in enumerate(_one_api(loose))]
@@ -759,6 +759,22 @@ def _gpu_class(cls: int, vendor: int) -> bool:
     if vendor == 0x10DE:
         return cls in (0x0300, 0x0302)
     return vendor == 0x1002 and cls in (0x0302, 0x0380, 0x1200)
+
+
+# ATI ES1000 (Radeon 7000 family) on server boards: display only, even with a DRM node
+_AMD_ONBOARD = (0x515E, 0x5969)
+
+
+def _amd_render_node(el, osdevs: list) -> bool:
+    """An AMD GPU hwloc exported only as DRM devices (hwloc 1.x and 2.x
+    without RSMI: an MI50 is class 0300 with `card1` and `renderD128`, no
+    GPU vendor info). A render node says a compute-capable driver (amdgpu)
+    drives it; on-board display chips (ES1000, with `card0` only) stay out,
+    and so does any other vendor's 0300 display adapter (Matrox, ASPEED)."""
+    cls, vendor, device = _pci_type(el)
+    if vendor != 0x1002 or cls != 0x0300 or device in _AMD_ONBOARD:
+        return False
+    return any((o.get("name") or "").startswith("renderD") for o in osdevs)
 
 
 def _root_port_of(el) -> str:
