@@ -329,6 +329,39 @@ def test_amd_gpu_seen_only_as_drm_devices_is_a_gpu(version):
         ("0000:23:00.0", "AMD", "Vega 20", ("card1", "renderD128"))]
 
 
+def amd_v2(bus: str, gp: int) -> str:
+    return f"""<object type="PCIDev" gp_index="{gp}" pci_busid="{bus}" pci_type="0380 [1002:740c] [1002:0b0c] 01 00">
+      <object type="OSDev" gp_index="{gp + 1}" name="rsmi{gp}" subtype="RSMI" osdev_type="1">
+        <info name="GPUVendor" value="AMD"/><info name="GPUModel" value="AMD Instinct MI250X"/>
+        <info name="RSMIVRAMSize" value="67108864KiB"/></object></object>"""
+
+
+def xgmi_matrices(tag: str, refs: str, bandwidth: str, hops: str) -> str:
+    kind = 'type="OSDev" indexing="gp"' if tag == "distances2" else ""
+    return (f'<{tag} {kind} nbobjs="3" kind="9" name="XGMIBandwidth"><indexes length="1">{refs}</indexes>'
+            f'<u64values length="1">{bandwidth}</u64values></{tag}>'
+            f'<{tag} {kind} nbobjs="3" kind="5" name="XGMIHops"><indexes length="1">{refs}</indexes>'
+            f'<u64values length="1">{hops}</u64values></{tag}>')
+
+
+@pytest.mark.parametrize("tag, refs", [("distances2", "21 31 41"), ("distances2hetero", "OSDev:21 OSDev:31 OSDev:41")])
+def test_xgmi_matrices_become_links_in_the_matrix(tag, refs):
+    # GPU0-GPU1 direct, GPU0-GPU2 two hops (written one direction only), GPU1-GPU2 none
+    bandwidth = "1000000 100000 100000 100000 1000000 0 0 0 1000000"
+    hops = "0 1 2 1 0 0 0 0 0"
+    pcis = amd_v2("0000:c1:00.0", 20) + amd_v2("0000:c5:00.0", 30) + amd_v2("0000:d1:00.0", 40)
+    t = parse(node_v2(pcis=pcis, hetero=xgmi_matrices(tag, refs, bandwidth, hops)))
+    assert [(g.vendor, g.memory) for g in t.gpus] == [("AMD", 64 << 30)] * 3
+    assert t.links == (Link("GPU0", "GPU1", "xGMI", count=1, bandwidth=100.0, hops=1),
+                       Link("GPU0", "GPU2", "xGMI", count=1, bandwidth=100.0, hops=2))
+    assert [paths.path(t, "GPU0", k).label for k in ("GPU1", "GPU2")] == ["XGMI1", "XGMI2"]
+    assert paths.path(t, "GPU1", "GPU2").kind not in ("XGMI", "NV")
+    assert paths.path(t, "GPU2", "GPU0").bandwidth_gbs == 100.0
+    from nodemap.topology.render import matrix
+
+    assert "XGMI# = Connection traversing AMD xGMI" in matrix(t)
+
+
 def test_gpu_os_devices_without_pci_keep_one_api():
     loose = """<object type="OSDev" name="cuda0" subtype="CUDA" osdev_type="5"/>
       <object type="OSDev" name="cuda1" subtype="CUDA" osdev_type="5"/>

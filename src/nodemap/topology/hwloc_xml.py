@@ -21,6 +21,8 @@ What hwloc means and how it lands in the model:
   25000 per later link) becomes Link entries with a link count; the
   bandwidth uses the per-generation figure of nvml.NVLINK_GBS when the GPU
   model tells the generation, so both sources agree.
+- XGMIBandwidth/XGMIHops (hwloc's RSMI backend, between AMD GPU OS devices)
+  become xGMI Link entries with the path's hops and bandwidth.
 - OS device types are an enum in v1/v2 files and a bit mask in v3 files.
 """
 
@@ -273,7 +275,7 @@ class _Reader:
             pci_devices=self._pci_devices(numa_nodes),
             gpus=gpus,
             nics=self._nics(numa_nodes),
-            links=self._links(gpus, gpu_of),
+            links=self._links(gpus, gpu_of) + self._xgmi_links(gpu_of),
             allowed_mems=_mask(top, "allowed_nodeset", CpuSet(n.os_index for n in numa_nodes)),
             source=source,
             notes=tuple(self.notes),
@@ -632,6 +634,36 @@ class _Reader:
         old = self._old_nvlink_convention(totals, models)
         return tuple(self._link(a, b, mbs, models[a], old) for (a, b), mbs in sorted(totals.items()))
 
+    def _xgmi_links(self, gpu_of: dict[int, str]) -> tuple[Link, ...]:
+        """xGMI links from hwloc's RSMI matrices between GPU OS devices:
+        XGMIBandwidth (MB/s per direction; RSMI writes 100000 for every
+        xGMI pair, amdsmi the pair's maximum; the diagonal is local memory)
+        and XGMIHops (hops of the xGMI path, 0 where there is none)."""
+        bandwidth, hops = self._gpu_matrix("XGMIBandwidth", gpu_of), self._gpu_matrix("XGMIHops", gpu_of)
+        pairs = sorted(set(bandwidth) | set(hops), key=lambda p: (int(p[0][3:]), int(p[1][3:])))
+        return tuple(Link(a, b, "xGMI", count=1, bandwidth=bandwidth.get((a, b), 0) / 1000, hops=hops.get((a, b), 0))
+                     for a, b in pairs)
+
+    def _gpu_matrix(self, name: str, gpu_of: dict[int, str]) -> dict[tuple[str, str], int]:
+        """Nonzero values between distinct GPUs of the distance matrix `name`,
+        by (lower, higher) GPU key; a pair's two directions, the larger."""
+        found = next((d for tag in ("distances2", "distances2hetero") for d in self.root.iterfind(tag)
+                      if d.get("name") == name), None)
+        if found is None:
+            return {}
+        indexes, values = _matrix(found)
+        # distances2 of OS devices index them by gp_index; hetero ones by "Type:gp"
+        refs = indexes if found.tag == "distances2hetero" else [f"{found.get('type')}:{i}" for i in indexes]
+        keys = [gpu_of.get(id(self._gp(r, found)), "") for r in refs]
+        out: dict[tuple[str, str], int] = {}
+        n = len(keys)
+        for i, j in ((i, j) for i in range(n) for j in range(n) if keys[i] and keys[j] and keys[i] != keys[j]):
+            value = _number(values[i * n + j], name)
+            pair = tuple(sorted((keys[i], keys[j]), key=lambda k: int(k[3:])))
+            if value:
+                out[pair] = max(out.get(pair, 0), value)
+        return out
+
     def _old_nvlink_convention(self, totals: dict[tuple[str, str], int], models: dict[str, str]) -> bool:
         """Whether this file counts NVLink 3/4 links at 50000 MB/s (hwloc 2.9.0)
         rather than 25000 (2.9.1 and later; 2.5-2.8 wrote no NVLink 3/4
@@ -737,6 +769,13 @@ def _matrix(d) -> tuple[list[str], list[str]]:
         raise _Bad(f"{name} matrix has {len(indexes)} indexes and {len(values)} values for nbobjs={n} "
                    f"(expected {n} and {n * n})", f'name="{name}"' if d.get("name") else "<distances2")
     return indexes, values
+
+
+def _number(text: str, matrix: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _Bad(f"{matrix} matrix holds a non-numeric value {text[:20]!r}", f'name="{matrix}"') from None
 
 
 def _pci_type(el) -> tuple[int, int, int]:

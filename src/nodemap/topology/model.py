@@ -192,14 +192,17 @@ class Link(_Record):
 
     `b` may be "NVSwitch" (any switch, hidden ones included) or "CPU" (POWER9
     NVLink to the host). Bandwidth is per direction, GB/s, all links summed.
+    xGMI (AMD Infinity Fabric between GPUs): sources say the path's hops
+    (1 = direct) and bandwidth, not how many links make it.
     """
 
     a: str
     b: str
-    kind: str = "NVLink"
+    kind: str = "NVLink"  # "NVLink", "NVLink-C2C", "xGMI"
     count: int = 1
     bandwidth: float = 0.0
     version: int = 0
+    hops: int = 0  # xGMI: GPUs crossed, 1 = direct; 0 unknown or not xGMI
 
 
 @dataclass(frozen=True)
