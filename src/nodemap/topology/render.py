@@ -231,7 +231,8 @@ def _gpu_line(g: GPU, memory_nodes: tuple[NumaNode, ...] = ()) -> str:
         bits.append(f"PCIe gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}")
     bits += [f"memory {_numa_line(n)}" for n in memory_nodes]
     text = ", ".join(bits)
-    return text if g.visible else f"{text} [hidden by CUDA_VISIBLE_DEVICES]"
+    hider = "ROCR/HIP_VISIBLE_DEVICES" if g.vendor == "AMD" else "CUDA_VISIBLE_DEVICES"
+    return text if g.visible else f"{text} [hidden by {hider}]"
 
 
 def _nic_line(n: NIC) -> str:
