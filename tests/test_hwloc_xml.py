@@ -435,6 +435,23 @@ def test_billion_laughs_is_refused_fast():
     assert time.perf_counter() - t0 < 1.0
 
 
+@pytest.mark.parametrize("head, plain", [
+    (b'<?xml version="1.0" encoding="UTF-8"?><topology/>', True),
+    (b'\xef\xbb\xbf<?xml version="1.0"?><topology/>', True),
+    (b'<?xml version="1.0" encoding="ISO-8859-1"?><topology/>', False),  # not checked byte for byte
+    (b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "b">]><topology/>', False),
+    ('<?xml version="1.0" encoding="UTF-16"?><topology/>'.encode("utf-16"), False),
+])
+def test_only_files_that_declare_no_entity_skip_defusedxml(head, plain):
+    assert hwloc_xml._declares_nothing(head) is plain
+
+
+def test_entities_in_utf16_are_refused_too():
+    lol = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE topology [<!ENTITY l0 "lol">]><topology>&l0;</topology>'
+    with pytest.raises(InputError, match="refusing"):
+        hwloc_xml.parse(lol.encode("utf-16"), "t.xml")
+
+
 def test_external_entities_are_not_read(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET-CONTENT")

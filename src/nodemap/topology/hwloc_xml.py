@@ -89,20 +89,55 @@ def parse(data: bytes, where: str) -> Topology:
 def _xml(data: bytes, where: str):
     from xml.etree.ElementTree import ParseError
 
-    from defusedxml import DefusedXmlException
-    from defusedxml.ElementTree import fromstring
-
     try:
-        root = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+        root = _plain_tree(data) if _declares_nothing(data) else _defused_tree(data)
     except ParseError as e:
         raise InputError(where, f"not well-formed XML, truncated or damaged ({e})") from None
-    except DefusedXmlException as e:
+    except _Refused as e:
         raise InputError(where, f"XML declares entities or external references, which hwloc never writes; "
-                                f"refusing to expand them ({type(e).__name__})") from None
+                                f"refusing to expand them ({type(e.args[0]).__name__})") from None
     if root.tag not in ("topology", "root"):
         raise InputError(where, f"not an hwloc topology: root element is <{root.tag}>, expected <topology> "
                                 "(write one with `lstopo --of xml`)")
     return root
+
+
+class _Refused(Exception):
+    """defusedxml refused an entity declaration or external reference."""
+
+
+# A document in UTF-8 or ASCII whose bytes hold no "<!ENTITY" declares no
+# entity, so it can neither expand one (billion laughs) nor read a file
+# (XXE); expat fetches no external DTD. Such a file, every file hwloc writes,
+# goes to ElementTree's C parser; anything else to defusedxml, whose parser
+# is ElementTree's pure-Python one (4x slower: 44 of 67 ms reading a 192-PU
+# file, benchmarks/results/topo_vs_lstopo.md).
+_ENCODING = re.compile(rb"<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)")
+
+
+def _declares_nothing(data: bytes) -> bool:
+    if b"<!ENTITY" in data or data[:2] in (b"\xfe\xff", b"\xff\xfe") or b"\x00" in data[:4]:
+        return False
+    m = _ENCODING.match(data.removeprefix(b"\xef\xbb\xbf")[:200])
+    return m is None or m.group(1).lower() in (b"utf-8", b"utf8", b"us-ascii", b"ascii")
+
+
+def _plain_tree(data: bytes):
+    from xml.etree.ElementTree import XMLParser
+
+    parser = XMLParser()
+    parser.feed(data)
+    return parser.close()
+
+
+def _defused_tree(data: bytes):
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import fromstring
+
+    try:
+        return fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as e:
+        raise _Refused(e) from None
 
 
 _NL = b"\n"
@@ -285,8 +320,6 @@ class _Reader:
         stack = [(top, _Where(place=top), 0)]
         while stack:
             el, where, depth = stack.pop()
-            if el.get("gp_index") is not None:
-                self.by_gp[f"{el.get('type')}:{el.get('gp_index')}"] = el
             inner = self._visit(el, where, depth)
             stack.extend((c, inner, depth + 1) for c in reversed(el.findall("object")))
 
@@ -483,6 +516,9 @@ class _Reader:
         return None
 
     def _gp(self, key: str, near) -> object:
+        if not self.by_gp:  # built on first use: only distance matrices refer to gp indexes
+            self.by_gp = {f"{el.get('type')}:{el.get('gp_index')}": el for el in self.root.iter("object")
+                          if el.get("gp_index") is not None}
         el = self.by_gp.get(key)
         if el is None:
             raise _Bad(f"{near.get('name') or near.tag} refers to {key}, which is no object of the file",
