@@ -27,8 +27,12 @@ from launch_ab import _one, _tree  # noqa: E402  (one way to time a child: launc
 
 
 def _topo(tree: str, xml: str) -> list[str]:
-    code = (f"import sys; sys.path.insert(0, {tree!r}); from nodemap.cli import main; sys.argv[0] = 'nodemap'; "
-            "sys.exit(main())")
+    # -S keeps the editable install's import hook out; defusedxml still comes
+    # from site-packages (added by hand: no .pth files are run)
+    import site
+
+    code = (f"import sys; sys.path.insert(0, {tree!r}); sys.path += {site.getsitepackages()!r}; "
+            "from nodemap.cli import main; sys.argv[0] = 'nodemap'; sys.exit(main())")
     return [sys.executable, "-S", "-c", code, "topo", "--input", xml]
 
 
@@ -59,7 +63,10 @@ def main() -> int:
     ap.add_argument("--lstopo", default=shutil.which("lstopo-no-graphics") or "lstopo-no-graphics")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="nodemap-xmlab-")
-    env = dict(os.environ)
+    # Time what users run: with byte code caches (PYTHONDONTWRITEBYTECODE
+    # would time the compiler: 120 ms instead of ~35), kept out of the trees.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(work, "pycache")
     try:
         trees = {name: _tree(rev, os.path.join(work, name)) for name, rev in (("before", args.before),
                                                                                 ("after", args.after))}
