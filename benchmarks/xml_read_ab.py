@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launch_ab import _one, _tree  # noqa: E402  (one way to time a child: launch_ab's)
+from launch_ab import _one, _tree, summary  # noqa: E402  (one way to time a child: launch_ab's)
 
 
 def _topo(tree: str, xml: str) -> list[str]:
@@ -83,11 +82,11 @@ def main() -> int:
             for _ in range(args.repeat):
                 for name, cmd in cases:
                     res[name].append(_quiet(cmd, env))
-            base = statistics.median(x[0] for x in res["lstopo"])
+            base = summary(res["lstopo"])[0]
             for name, xs in res.items():
-                cpu, wall = [x[0] for x in xs], [x[1] for x in xs]
-                print(f"| {os.path.basename(xml)} | {name} | {statistics.median(cpu):.1f} | {min(cpu):.1f} | "
-                      f"{statistics.median(wall):.1f} | {min(wall):.1f} | {statistics.median(cpu) / base:.1f}x |")
+                cpu_med, cpu_best, wall_med, wall_best = summary(xs)
+                print(f"| {os.path.basename(xml)} | {name} | {cpu_med:.1f} | {cpu_best:.1f} | {wall_med:.1f} | "
+                      f"{wall_best:.1f} | {cpu_med / base:.1f}x |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -1,9 +1,10 @@
 """hwloc XML (v1, v2, v3) -> Topology.
 
 `read(path)` and `parse(data, where)` turn what `lstopo --of xml` writes into
-the one model. One ElementTree pass (defusedxml: entity declarations are
-refused, so a billion-laughs or XXE file is an InputError, never a hang or a
-read of /etc/passwd) followed by an iterative walk over <object> elements.
+the one model. One ElementTree pass (entity declarations are refused, so a
+billion-laughs or XXE file is an InputError, never a hang or a read of
+/etc/passwd: a file that declares none goes to the C parser, any other to
+defusedxml) followed by an iterative walk over <object> elements.
 
 What hwloc means and how it lands in the model:
 - NUMA nodes: hwloc 2+ attaches them as memory children of a CPU object and
