@@ -49,6 +49,12 @@ def _one(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return (ru.ru_utime + ru.ru_stime) * 1e3, wall * 1e3
 
 
+def summary(xs: list[tuple[float, float]]) -> tuple[float, float, float, float]:
+    """(CPU median, CPU best, wall median, wall best) of _one's results."""
+    cpu, wall = [x[0] for x in xs], [x[1] for x in xs]
+    return statistics.median(cpu), min(cpu), statistics.median(wall), min(wall)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("before")
@@ -75,9 +81,8 @@ def main() -> int:
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
         print(f"{'case':22s} {'CPU median ms':>14s} {'CPU best':>9s} {'wall median':>12s} {'wall best':>10s}")
         for name, xs in res.items():
-            cpu, wall = [x[0] for x in xs], [x[1] for x in xs]
-            print(f"{name:22s} {statistics.median(cpu):14.1f} {min(cpu):9.1f} {statistics.median(wall):12.1f} "
-                  f"{min(wall):10.1f}")
+            cpu_med, cpu_best, wall_med, wall_best = summary(xs)
+            print(f"{name:22s} {cpu_med:14.1f} {cpu_best:9.1f} {wall_med:12.1f} {wall_best:10.1f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

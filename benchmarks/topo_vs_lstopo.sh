@@ -7,7 +7,11 @@
 #   env: NODEMAP=path/to/nodemap, NODEMAP_ARGS="--input node.json" (times
 #   rendering a saved node instead of discovering this one; say so if used),
 #   SNAPSHOT=fixture.tar.bz2 (an hwloc sysfs snapshot: both tools read the
-#   same extracted tree with --input, so a big node is timed on a small VM)
+#   same extracted tree with --input, so a big node is timed on a small VM),
+#   XML=node.xml (an hwloc XML export: both tools read it with --input; the
+#   path every uncached plan takes on a rank start), LSTOPO=path (another
+#   lstopo-no-graphics, e.g. an hwloc 3.0 build for v3 XML, which Debian's
+#   2.9 cannot read)
 # Prints a Markdown block for benchmarks/results/topo_vs_lstopo.md.
 set -euo pipefail
 
@@ -22,11 +26,16 @@ if [ -n "${SNAPSHOT:-}" ]; then
   extra+=(--input "$root"); lsextra=(--input "$root")
   NODEMAP_ARGS="--input $(basename "$SNAPSHOT" .tar.bz2)"; lslabel=" $NODEMAP_ARGS"
 fi
+if [ -n "${XML:-}" ]; then
+  extra+=(--input "$XML"); lsextra=(--input "$XML")
+  NODEMAP_ARGS="--input $(basename "$XML")"; lslabel=" $NODEMAP_ARGS"
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 NODEMAP=${NODEMAP:-$( [ -x "$here/.venv/bin/nodemap" ] && echo "$here/.venv/bin/nodemap" || command -v nodemap || true)}
 [ -n "$NODEMAP" ] || { echo "nodemap not found: pip install -e . (or set NODEMAP=)" >&2; exit 2; }
 
-if ! command -v lstopo-no-graphics >/dev/null 2>&1; then
+LSTOPO=${LSTOPO:-lstopo-no-graphics}
+if ! command -v "$LSTOPO" >/dev/null 2>&1; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   echo "installing hwloc (Debian package) for lstopo-no-graphics..." >&2
   $sudo apt-get install -y -q hwloc >/dev/null 2>&1 \
@@ -41,7 +50,7 @@ export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-$(mktemp -d -t nodemap-pycache
 
 # Both must work before being timed: a failing command is fast, not good.
 "$NODEMAP" topo "${extra[@]}" >/dev/null
-lstopo-no-graphics "${lsextra[@]}" --of console >/dev/null
+"$LSTOPO" "${lsextra[@]}" --of console >/dev/null
 
 # median wall ms of "$@" over N runs (after one warm-up run)
 median_ms() {
@@ -62,7 +71,10 @@ median_ms() {
 }
 
 nm=$(median_ms "$NODEMAP" topo "${extra[@]}")
-ls=$(median_ms lstopo-no-graphics "${lsextra[@]}" --of console)
+ls=$(median_ms "$LSTOPO" "${lsextra[@]}" --of console)
+# The floor under any Python CLI: the interpreter nodemap runs on, doing nothing.
+py=$(head -1 "$NODEMAP" | sed -n 's/^#!//p'); py=${py:-python3}
+bare=$(median_ms "$py" -c pass)
 ratio=$(awk -v a="$nm" -v b="$ls" 'BEGIN {printf "%.2f", a/b}')
 verdict=$(awk -v r="$ratio" 'BEGIN {print (r <= 3.0) ? "met" : "MISSED"}')
 timer=$(command -v hyperfine >/dev/null 2>&1 && echo "hyperfine -N" || echo "bash loop, date +%s%N")
@@ -73,7 +85,7 @@ cat <<EOF
 
 - machine: ${cpu:-unknown}, $(nproc) CPUs visible, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 - nodemap: $("$NODEMAP" --version) ($(python3 --version 2>&1), source: $("$NODEMAP" topo "${extra[@]}" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["source"])'))
-- lstopo: $(lstopo-no-graphics --version)
+- lstopo: $("$LSTOPO" --version)
 - method: median wall time of $N runs each after a warm-up ($timer), output to /dev/null
 
 | command | median ms |
@@ -81,4 +93,5 @@ cat <<EOF
 | \`nodemap topo${NODEMAP_ARGS:+ $NODEMAP_ARGS}\` | $nm |
 | \`lstopo-no-graphics${lslabel} --of console\` | $ls |
 | ratio (target <= 3x) | ${ratio}x: $verdict |
+| \`python -c pass\` (the interpreter alone) | $bare |
 EOF

@@ -1,7 +1,8 @@
 """hwloc's own test suite (tests/hwloc/linux and tests/hwloc/xml of
 open-mpi/hwloc) as conformance cases for nodemap's readers.
 
-    cases(folder) -> [Case]        # every .test of linux/ and xml/ under `folder`
+    cases(folder, refs=None) -> [Case]  # every .test of linux/ and xml/ under `folder`,
+                                        # + each XML file against refs/<stem>.console
     check(case, unpack) -> [str]   # differences from hwloc's expected output, [] = agrees
 
 Each hwloc .test names a source (a sysfs snapshot tarball or an XML file),
@@ -12,6 +13,12 @@ memory, caches, groups, cores, PUs, important PCI devices, GPUs and NICs
 with their bus ids and locality (the PUs of the nearest CPU-side object). Targets that are XML are read by nodemap's XML reader
 and compared the same way, and each XML source is also compared with an
 independent ElementTree walk of the file (tests/test_conformance_xml.py).
+
+hwloc's suite has console targets for few XML files, and Debian's lstopo
+2.9 cannot read v3 XML; `refs` is a folder of `<stem>.console` files that a
+newer lstopo printed for each XML file of the suite (`lstopo-no-graphics
+--if xml --input X.xml -v`, an hwloc 3.0 build): each becomes a case
+"ref/<stem>", compared the same way.
 
 EXPECTED lists the cases that cannot agree, each with its reason; a case
 there that agrees is reported too (the list must stay true).
@@ -45,6 +52,13 @@ EXPECTED: dict[str, str] = {
                                "NUMA cpusets; the model gives each CPU one node",
     "linux/40intel64-2g2n4c+pcilocality": "HWLOC_PCI_LOCALITY overrides sysfs PCI locality (a debug variable)",
     "linux/fakepcilocalities": "HWLOC_PCI_LOCALITY overrides sysfs PCI locality (a debug variable)",
+    # references printed by lstopo 3.0 from XML exported without --disallowed
+    # (hwloc restricts the topology to the allowed set when it loads the file)
+    "ref/32amd64-4s2n4c-cgroup2": "hwloc keeps the L3 caches of cgroup-hidden PUs, as they hold allowed NUMA "
+                                  "nodes; nodemap's caches hold PUs only and leave out a cache of no usable PU",
+    "ref/irregulargroups-disallowed": "hwloc keeps packages P#4, P#6, P#8 with no allowed PU or NUMA node because "
+                                      "they hold PCI devices; nodemap places I/O by CPU locality and keeps no "
+                                      "package without usable CPUs or memory",
 }
 # .test variables that change nothing nodemap compares
 _HARMLESS_ENV = {"HWLOC_SHOW_ERRORS", "HWLOC_CPUKINDS", "HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES"}
@@ -65,8 +79,9 @@ class Case:
         return self.env.get("HWLOC_KEEP_NVIDIA_GPU_NUMA_NODES", "") not in ("", "0")
 
 
-def cases(folder: str | Path) -> list[Case]:
-    """Every .test under folder/linux and folder/xml whose source and target exist."""
+def cases(folder: str | Path, refs: str | Path | None = None) -> list[Case]:
+    """Every .test under folder/linux and folder/xml whose source and target
+    exist; with `refs`, every XML file there that has refs/<stem>.console."""
     out = []
     for sub in ("linux", "xml"):
         for test in sorted((Path(folder) / sub).glob("*.test")):
@@ -77,6 +92,10 @@ def cases(folder: str | Path) -> list[Case]:
             if fields.get("source") and fields.get("target") and source.exists() and target.exists():
                 out.append(Case(f"{sub}/{test.stem}", source, target, tuple(fields.get("options", "").split()),
                                 {k: v.strip('"') for k, v in env.items()}))
+    if refs:
+        out += [Case(f"ref/{xml.stem}", xml, Path(refs) / f"{xml.stem}.console", (), {})
+                for sub in ("linux", "xml") for xml in sorted((Path(folder) / sub).glob("*.xml"))
+                if (Path(refs) / f"{xml.stem}.console").exists()]
     return out
 
 

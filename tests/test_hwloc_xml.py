@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nodemap.errors import InputError
-from nodemap.topology import hwloc_xml
+from nodemap.topology import hwloc_xml, paths
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import Link
 
@@ -75,7 +75,13 @@ def test_gpu_and_infiniband_with_netdev(fixtures):
     assert t.nic("eth0").kind == "Ethernet"
     assert [n.name for n in t.nics] == ["mlx5_0", "eth0", "eth1"]  # RDMA first, as nvidia-smi numbers NICs
     # the file gives the HCA the bus id of a SAS controller on the other socket
-    assert t.notes == ("PCI bus id(s) 0000:04:00.0 appear more than once in the file; a lookup by bus id finds the first",)
+    assert t.notes == ("PCI bus id(s) 0000:04:00.0 appear more than once in the file; GPUs and NICs keep their own "
+                       "PCI device by its place in the tree (a lookup by bus id alone finds the first)",)
+    # ... and the HCA's paths follow its own place: beside the K40 on socket 1
+    assert t.pci_of(ib).pci_path == ("pci0000:80", "0000:80:03.0") and t.pci_of(ib).class_id == 0x0207
+    assert paths.path(t, k40.key, "mlx5_0").kind == "PIX"
+    other = next(g for g in t.gpus if g.numa_node == 0)
+    assert paths.path(t, other.key, "mlx5_0").kind == "SYS"
 
 
 def test_onboard_vga_is_no_gpu_but_a_driverless_tesla_is(fixtures):
@@ -287,6 +293,75 @@ def test_nvlink_of_an_unknown_model_keeps_hwloc_bandwidth_and_says_so():
     assert any("generation unknown" in n for n in t.notes)
 
 
+def test_duplicate_bus_ids_resolve_by_place_in_the_tree():
+    # a hand-edited file: the HCA beside the GPU reuses a SATA controller's bus id
+    sata = '<object type="PCIDev" gp_index="40" pci_busid="0000:04:00.0" pci_type="0106 [8086:1d02] [0000:0000] 00 00"/>'
+    hca = """<object type="PCIDev" gp_index="50" pci_busid="0000:04:00.0" pci_type="0207 [15b3:1013] [15b3:0013] 00 00">
+      <object type="OSDev" gp_index="51" name="mlx5_0" osdev_type="3"><info name="Port1State" value="4"/></object></object>"""
+    switch = f"""<object type="Bridge" gp_index="60" bridge_type="0-1" depth="0" bridge_pci="0000:[80-84]">
+      <object type="Bridge" gp_index="61" bridge_type="1-1" depth="1" bridge_pci="0000:[84-84]" pci_busid="0000:80:03.0"
+       pci_type="0604 [8086:3c08] [001f:0000] 07 00">{gpu_v2("0000:84:00.0", 20)}{hca}</object></object>"""
+    t = parse(node_v2(pcis=sata + switch))
+    nic, gpu = t.nic("mlx5_0"), t.gpus[0]
+    assert t.pci(nic.pci_bus_id).class_id == 0x0106  # the bus id alone finds the SATA controller
+    assert t.pci_of(nic).class_id == 0x0207 and t.pci_of(nic).pci_path == ("pci0000:80", "0000:80:03.0")
+    assert paths.path(t, gpu.key, nic.key).kind == "PIX"
+    assert gpu.pci_index == -1 and t.pci_of(gpu).bus_id == "0000:84:00.0"  # unique: looked up by id
+    assert any("more than once" in n and "place in the tree" in n for n in t.notes)
+    assert t.from_json(t.to_json()) == t  # the position survives JSON
+
+
+def drm_only(bus: str, vendor_device: str, cls: str = "0300", names=("card1", "renderD128"), gpu_type: int = 1) -> str:
+    osdevs = "".join(f'<object type="OSDev" name="{n}" osdev_type="{gpu_type}"/>' for n in names)
+    return (f'<object type="PCIDev" pci_busid="{bus}" pci_type="{cls} [{vendor_device}] [1002:0834] 00">'
+            f'<info name="PCIDevice" value="Vega 20"/>{osdevs}</object>')
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0", "3.0"])
+def test_amd_gpu_seen_only_as_drm_devices_is_a_gpu(version):
+    gpu_type = 4 if version == "3.0" else 1  # v3 writes a bit mask
+    pcis = (drm_only("0000:23:00.0", "1002:66a1", gpu_type=gpu_type)  # MI50, amdgpu without RSMI
+            + drm_only("0000:01:00.0", "1002:515e", names=("card0", "renderD129"), gpu_type=gpu_type)  # ES1000
+            + drm_only("0000:02:00.0", "102b:0522", names=("card2", "renderD130"), gpu_type=gpu_type)  # Matrox
+            + drm_only("0000:03:00.0", "1a03:2000", names=("card3",), gpu_type=gpu_type))  # ASPEED
+    t = parse(node_v2(version=version, pcis=pcis))
+    assert [(g.pci_bus_id, g.vendor, g.model, g.os_names) for g in t.gpus] == [
+        ("0000:23:00.0", "AMD", "Vega 20", ("card1", "renderD128"))]
+
+
+def amd_v2(bus: str, gp: int) -> str:
+    return f"""<object type="PCIDev" gp_index="{gp}" pci_busid="{bus}" pci_type="0380 [1002:740c] [1002:0b0c] 01 00">
+      <object type="OSDev" gp_index="{gp + 1}" name="rsmi{gp}" subtype="RSMI" osdev_type="1">
+        <info name="GPUVendor" value="AMD"/><info name="GPUModel" value="AMD Instinct MI250X"/>
+        <info name="RSMIVRAMSize" value="67108864KiB"/></object></object>"""
+
+
+def xgmi_matrices(tag: str, refs: str, bandwidth: str, hops: str) -> str:
+    kind = 'type="OSDev" indexing="gp"' if tag == "distances2" else ""
+    return (f'<{tag} {kind} nbobjs="3" kind="9" name="XGMIBandwidth"><indexes length="1">{refs}</indexes>'
+            f'<u64values length="1">{bandwidth}</u64values></{tag}>'
+            f'<{tag} {kind} nbobjs="3" kind="5" name="XGMIHops"><indexes length="1">{refs}</indexes>'
+            f'<u64values length="1">{hops}</u64values></{tag}>')
+
+
+@pytest.mark.parametrize("tag, refs", [("distances2", "21 31 41"), ("distances2hetero", "OSDev:21 OSDev:31 OSDev:41")])
+def test_xgmi_matrices_become_links_in_the_matrix(tag, refs):
+    # GPU0-GPU1 direct, GPU0-GPU2 two hops (written one direction only), GPU1-GPU2 none
+    bandwidth = "1000000 100000 100000 100000 1000000 0 0 0 1000000"
+    hops = "0 1 2 1 0 0 0 0 0"
+    pcis = amd_v2("0000:c1:00.0", 20) + amd_v2("0000:c5:00.0", 30) + amd_v2("0000:d1:00.0", 40)
+    t = parse(node_v2(pcis=pcis, hetero=xgmi_matrices(tag, refs, bandwidth, hops)))
+    assert [(g.vendor, g.memory) for g in t.gpus] == [("AMD", 64 << 30)] * 3
+    assert t.links == (Link("GPU0", "GPU1", "xGMI", count=1, bandwidth=100.0, hops=1),
+                       Link("GPU0", "GPU2", "xGMI", count=1, bandwidth=100.0, hops=2))
+    assert [paths.path(t, "GPU0", k).label for k in ("GPU1", "GPU2")] == ["XGMI1", "XGMI2"]
+    assert paths.path(t, "GPU1", "GPU2").kind not in ("XGMI", "NV")
+    assert paths.path(t, "GPU2", "GPU0").bandwidth_gbs == 100.0
+    from nodemap.topology.render import matrix
+
+    assert "XGMI# = Connection traversing AMD xGMI" in matrix(t)
+
+
 def test_gpu_os_devices_without_pci_keep_one_api():
     loose = """<object type="OSDev" name="cuda0" subtype="CUDA" osdev_type="5"/>
       <object type="OSDev" name="cuda1" subtype="CUDA" osdev_type="5"/>
@@ -358,6 +433,23 @@ def test_billion_laughs_is_refused_fast():
     bad(f'<?xml version="1.0"?><!DOCTYPE topology [<!ENTITY l0 "lol">{lol}]><topology>&l9;</topology>',
         "refusing", "entities")
     assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("head, plain", [
+    (b'<?xml version="1.0" encoding="UTF-8"?><topology/>', True),
+    (b'\xef\xbb\xbf<?xml version="1.0"?><topology/>', True),
+    (b'<?xml version="1.0" encoding="ISO-8859-1"?><topology/>', False),  # not checked byte for byte
+    (b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "b">]><topology/>', False),
+    ('<?xml version="1.0" encoding="UTF-16"?><topology/>'.encode("utf-16"), False),
+])
+def test_only_files_that_declare_no_entity_skip_defusedxml(head, plain):
+    assert hwloc_xml._declares_nothing(head) is plain
+
+
+def test_entities_in_utf16_are_refused_too():
+    lol = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE topology [<!ENTITY l0 "lol">]><topology>&l0;</topology>'
+    with pytest.raises(InputError, match="refusing"):
+        hwloc_xml.parse(lol.encode("utf-16"), "t.xml")
 
 
 def test_external_entities_are_not_read(tmp_path):

@@ -235,6 +235,32 @@ def test_apply_visible_without_nvml_uses_indexes():
     assert [g.visible for g in hidden.gpus] == [False, True]
 
 
+def amd_node(*vendors: str) -> Topology:
+    return Topology(gpus=tuple(GPU(i, v, uuid=f"GPU-{i}{i}aa") for i, v in enumerate(vendors)))
+
+
+@pytest.mark.parametrize("env, shown", [
+    ({"ROCR_VISIBLE_DEVICES": "3,1,2"}, [1, 2, 3]),
+    # HIP indexes what ROCr shows, in ROCr's order: 0 -> GPU3, 2 -> GPU2
+    ({"ROCR_VISIBLE_DEVICES": "3,1,2", "HIP_VISIBLE_DEVICES": "0,2"}, [2, 3]),
+    ({"ROCR_VISIBLE_DEVICES": "GPU-33,GPU-11", "CUDA_VISIBLE_DEVICES": "1"}, [1]),  # HIP's alias
+    ({"ROCR_VISIBLE_DEVICES": "3", "CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": ""}, []),  # HIP's own wins
+    ({"HIP_VISIBLE_DEVICES": "2"}, [2]),
+])
+def test_rocr_and_hip_visible_devices_hide_amd_gpus(env, shown):
+    t = apply_visible(amd_node("AMD", "AMD", "AMD", "AMD"), env=env)
+    assert [g.index for g in t.gpus if g.visible] == shown
+    assert all(any(n.startswith(f"{k}=") for n in t.notes) for k in env if k != "CUDA_VISIBLE_DEVICES" or
+               "HIP_VISIBLE_DEVICES" not in env)
+
+
+def test_each_vendor_reads_its_own_variables():
+    t = apply_visible(amd_node("NVIDIA", "NVIDIA", "AMD", "AMD"),
+                      env={"CUDA_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "1,7", "HIP_VISIBLE_DEVICES": "0"})
+    assert [g.index for g in t.gpus if g.visible] == [1, 3]
+    assert "ROCR_VISIBLE_DEVICES entry '7' names no GPU of this node; the runtime ignores it and all after it" in t.notes
+
+
 @pytest.mark.parametrize("version,arch,gen", [(6, -1, 4), (4, 9, 4), (7, 9, 4), (4, -1, 3), (3, 7, 3), (2, 5, 2), (7, 10, 5), (0, -1, 0)])
 def test_nvlink_generation(version, arch, gen):
     assert nvlink_generation(version, arch) == gen

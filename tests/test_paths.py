@@ -112,9 +112,16 @@ def test_nvswitch_gives_the_smaller_link_count():
     assert path(t, "GPU0", "mlx5_0").label == "PIX"  # NICs never take NVLink
 
 
-def test_nvlink_of_other_kinds_is_ignored():
-    t = sample_node(links=[Link("GPU0", "GPU2", kind="xGMI", count=4)])
+def test_links_of_other_kinds_are_not_nvlink():
+    t = sample_node(links=[Link("GPU0", "GPU2", kind="Unknown", count=4)])
     assert path(t, "GPU0", "GPU2").label == "SYS"
+
+
+def test_xgmi_is_its_own_class_with_hops():
+    t = sample_node(links=[Link("GPU0", "GPU2", kind="xGMI", bandwidth=50.0, hops=1),
+                           Link("GPU1", "GPU2", kind="xGMI", bandwidth=50.0)])
+    assert [path(t, a, b).label for a, b in (("GPU2", "GPU0"), ("GPU1", "GPU2"))] == ["XGMI1", "XGMI"]
+    assert path(t, "GPU0", "GPU2").rank < path(t, "GPU0", "GPU1").rank
 
 
 def test_unknown_pci_path_falls_back_to_numa_and_says_so():

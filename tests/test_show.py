@@ -63,6 +63,17 @@ def test_visible_gpus_resolve_to_physical_index_and_uuid():
     assert show.visible_gpus(topo, {"CUDA_VISIBLE_DEVICES": ""}) == []
 
 
+def test_visible_amd_gpus_follow_rocr_then_hip():
+    from nodemap.topology.model import GPU, Topology
+
+    topo = Topology(gpus=tuple(GPU(i, "AMD", uuid=f"GPU-{i}") for i in range(4)))
+    got, note = show.visible_gpus_checked(topo, {"ROCR_VISIBLE_DEVICES": "2,3", "HIP_VISIBLE_DEVICES": "1,5"})
+    assert [g["index"] for g in got] == [3] and "HIP_VISIBLE_DEVICES entry '5'" in note
+    # HIP reads CUDA_VISIBLE_DEVICES as well: no complaint on a node without NVIDIA GPUs
+    assert show.visible_gpus_checked(topo, {"CUDA_VISIBLE_DEVICES": "0"}) == (
+        [{"index": 0, "uuid": "GPU-0", "numa": -1, "vendor": "AMD"}], "")
+
+
 def test_table_sorts_by_node_then_rank():
     topo = nodes.karolina()
     rows = show.judge([row(3, "3", host="b"), row(1, "1", host="a"), row(0, "0", host="b")], topo)

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from nodemap.errors import InputError
-from nodemap.topology import allowed, snapshot, sysfs
+from nodemap.topology import allowed, paths, snapshot, sysfs
+from nodemap.topology.model import Link
 from nodemap.topology.cpuset import CpuSet
 
 CPU = "sys/devices/system/cpu"
@@ -134,6 +135,37 @@ def test_gpus_in_bus_order_without_onboard_vga(node):
     t = sysfs.read(node)
     assert [(g.index, g.vendor, g.pci_bus_id, g.pcie_gen, g.pcie_width, g.memory, g.uuid) for g in t.gpus] == [
         (0, "NVIDIA", "0000:01:00.0", 5, 16, 0, "")]
+
+
+def kfd_node(root, n: int, bus: int = -1, simd: int = 0) -> None:
+    props = f"simd_count {simd}" + (f"\nlocation_id {bus << 8}\ndomain 0" if bus >= 0 else "")
+    put(root, f"sys/class/kfd/kfd/topology/nodes/{n}/properties", props)
+
+
+def kfd_link(root, n: int, m: int, to: int, kind: int, weight: int, mbs: int = 50000) -> None:
+    put(root, f"sys/class/kfd/kfd/topology/nodes/{n}/io_links/{m}/properties",
+        f"type {kind}\nversion_major 0\nnode_from {n}\nnode_to {to}\nweight {weight}\nmax_bandwidth {mbs}")
+
+
+def test_kfd_io_links_become_xgmi_links(node):
+    # three MI250X GCDs at c1/c5/d1: KFD node 0 is the CPU, 1-3 the GPUs
+    for k, bus in enumerate((0xC1, 0xC5, 0xD1)):
+        pci(node, f"sys/devices/pci0000:c0/0000:c0:01.0/0000:{bus:02x}:00.0", "0x038000", "0x1002", 1, "2-3")
+        kfd_node(node, k + 1, bus, simd=220)
+    kfd_node(node, 0)
+    kfd_link(node, 0, 0, 1, kind=2, weight=20)  # CPU-GPU PCIe: no GPU pair
+    kfd_link(node, 1, 0, 0, kind=2, weight=20)
+    kfd_link(node, 1, 1, 2, kind=11, weight=15, mbs=200000)  # GCDs of one package: direct
+    kfd_link(node, 2, 0, 1, kind=11, weight=15, mbs=200000)  # the same pair seen from the other end
+    kfd_link(node, 1, 2, 3, kind=11, weight=30)  # two hops
+    kfd_link(node, 2, 1, 3, kind=2, weight=40)  # PCIe peer: not xGMI
+    t = sysfs.read(node)
+    assert [(g.key, g.vendor, g.pci_bus_id) for g in t.gpus][1:] == [
+        ("GPU1", "AMD", "0000:c1:00.0"), ("GPU2", "AMD", "0000:c5:00.0"), ("GPU3", "AMD", "0000:d1:00.0")]
+    assert t.links == (Link("GPU1", "GPU2", "xGMI", count=1, bandwidth=200.0, hops=1),
+                       Link("GPU1", "GPU3", "xGMI", count=1, bandwidth=50.0, hops=2))
+    assert [paths.path(t, "GPU1", k).label for k in ("GPU2", "GPU3")] == ["XGMI1", "XGMI2"]
+    assert paths.path(t, "GPU2", "GPU3").label == "PIX"
 
 
 def test_nics_rdma_first_then_plain_netdevs(node):

@@ -80,7 +80,7 @@ def gpu_pcie(topo: Topology | None, g: GPU | None, nvml_link: tuple[int, int] = 
     topology's current link state, which an idle GPU trains down to Gen1."""
     gen, width = nvml_link
     if not (gen and width) and g is not None:
-        pci = topo.pci(g.pci_bus_id) if topo is not None and g.pci_bus_id else None
+        pci = topo.pci_of(g) if topo is not None else None
         gen = g.pcie_gen or (pci.link_gen if pci else 0)
         width = g.pcie_width or (pci.link_width if pci else 0)
     return pcie_peak(gen, width)

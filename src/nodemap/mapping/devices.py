@@ -39,7 +39,7 @@ def gpu_infos(topo: Topology) -> list[GpuInfo]:
             continue
         home = paths.device_numa(topo, g.key)
         cpus = paths.cpu_affinity(topo, g.key)
-        pci = topo.pci(g.pci_bus_id) if g.pci_bus_id else None
+        pci = topo.pci_of(g)
         key = (cpus.first(), pci.pci_path if pci else (), g.pci_bus_id, g.index)
         out.append(GpuInfo(g, home, cpus, key))
     return sorted(out, key=lambda i: i.sort_key)
@@ -125,7 +125,7 @@ class NicChooser:
         self.package_of = package_of
         self.home = [paths.device_numa(topo, n.key) for n in nics]
         self._pci: dict[str, PciDevice] | None = None
-        self.bridge = [self._host_bridge(n.pci_bus_id) for n in nics]
+        self.bridge = [self._host_bridge(n) for n in nics]
         self.load = [0] * len(nics)
         self._gpu_tier: dict[int, list[int]] = {}
         self._task_tier: dict[tuple, list[int]] = {}
@@ -143,7 +143,7 @@ class NicChooser:
         idx = gpu.gpu.index
         if idx not in self._gpu_tier:
             row = []
-            bridge = self._host_bridge(gpu.gpu.pci_bus_id)
+            bridge = self._host_bridge(gpu.gpu)
             for i, n in enumerate(self.nics):
                 # Only devices under one host bridge can share a switch; the rest
                 # are told apart by NUMA node and package (cheap on big nodes).
@@ -152,16 +152,18 @@ class NicChooser:
             self._gpu_tier[idx] = row
         return self._gpu_tier[idx]
 
-    def _host_bridge(self, bus_id: str) -> str:
+    def _host_bridge(self, dev: GPU | NIC) -> str:
         """The host bridge above a device (its PCI path's root), "" unknown.
-        One dict of the PCI devices instead of a scan of them per device."""
-        if not bus_id:
-            return ""
-        if self._pci is None:
-            self._pci = {}
-            for d in self.topo.pci_devices:
-                self._pci.setdefault(d.bus_id, d)  # the first of equals, as Topology.pci
-        pci = self._pci.get(norm_bus_id(bus_id))
+        One dict of the PCI devices instead of a scan of them per device;
+        a device whose bus id is ambiguous knows its own (Topology.pci_of)."""
+        if dev.pci_index >= 0 or not dev.pci_bus_id:
+            pci = self.topo.pci_of(dev)
+        else:
+            if self._pci is None:
+                self._pci = {}
+                for d in self.topo.pci_devices:
+                    self._pci.setdefault(d.bus_id, d)  # the first of equals, as Topology.pci
+            pci = self._pci.get(norm_bus_id(dev.pci_bus_id))
         return pci.pci_path[0] if pci is not None and pci.pci_path else ""
 
     def _tiers(self, gpus: list[GpuInfo], mems: CpuSet) -> list[int]:

@@ -19,7 +19,7 @@ NIC_VARS = ("NODEMAP_NIC", "UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLI
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
 GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK",
                     "SLURM_PROCID", "RANK")
-GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
 def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool = False) -> dict[str, Any]:
@@ -76,23 +76,20 @@ def visible_gpus(topo, env: Mapping[str, str]) -> list[dict[str, Any]]:
 
 def visible_gpus_checked(topo, env: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
     """visible_gpus, and what is wrong with the variables ("" if nothing):
-    an entry that names no GPU of this node (CUDA ignores it and every later one)."""
+    an entry that names no GPU of this node (the runtime ignores it and every
+    later one), or a variable naming GPUs of a vendor the node lacks."""
     from ..topology import paths
-    from ..topology.nvml import parse_visible
+    from ..topology.nvml import hidden_gpus
 
+    hidden, _, notes = hidden_gpus(topo, env)
     out = []
-    notes = []
     for vendor, var in (("NVIDIA", "CUDA_VISIBLE_DEVICES"), ("AMD", "ROCR_VISIBLE_DEVICES")):
         gpus = [g for g in topo.gpus if g.vendor.upper() == vendor]
-        if not gpus:
-            if env.get(var, "").strip(" ,"):
-                notes.append(f"{var}={env[var][:40]} names GPUs but this node has no {vendor} GPU")
-            continue
-        shown, note = parse_visible(env.get(var), gpus)
-        if note:
-            notes.append(note.replace("CUDA_VISIBLE_DEVICES", var))
+        if not gpus and env.get(var, "").strip(" ,") and not (vendor == "NVIDIA" and any(
+                g.vendor.upper() == "AMD" for g in topo.gpus)):  # HIP reads CUDA_VISIBLE_DEVICES too
+            notes.append(f"{var}={env[var][:40]} names GPUs but this node has no {vendor} GPU")
         for g in sorted(gpus, key=lambda g: g.index):
-            if shown is None or g.index in shown:
+            if g.index not in hidden:
                 numa = paths.device_numa(topo, g.key)
                 out.append({"index": g.index, "uuid": g.uuid, "numa": numa, "vendor": g.vendor})
     return out, "; ".join(notes)

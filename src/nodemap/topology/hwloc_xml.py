@@ -1,9 +1,10 @@
 """hwloc XML (v1, v2, v3) -> Topology.
 
 `read(path)` and `parse(data, where)` turn what `lstopo --of xml` writes into
-the one model. One ElementTree pass (defusedxml: entity declarations are
-refused, so a billion-laughs or XXE file is an InputError, never a hang or a
-read of /etc/passwd) followed by an iterative walk over <object> elements.
+the one model. One ElementTree pass (entity declarations are refused, so a
+billion-laughs or XXE file is an InputError, never a hang or a read of
+/etc/passwd: a file that declares none goes to the C parser, any other to
+defusedxml) followed by an iterative walk over <object> elements.
 
 What hwloc means and how it lands in the model:
 - NUMA nodes: hwloc 2+ attaches them as memory children of a CPU object and
@@ -21,6 +22,8 @@ What hwloc means and how it lands in the model:
   25000 per later link) becomes Link entries with a link count; the
   bandwidth uses the per-generation figure of nvml.NVLINK_GBS when the GPU
   model tells the generation, so both sources agree.
+- XGMIBandwidth/XGMIHops (hwloc's RSMI backend, between AMD GPU OS devices)
+  become xGMI Link entries with the path's hops and bandwidth.
 - OS device types are an enum in v1/v2 files and a bit mask in v3 files.
 """
 
@@ -87,20 +90,55 @@ def parse(data: bytes, where: str) -> Topology:
 def _xml(data: bytes, where: str):
     from xml.etree.ElementTree import ParseError
 
-    from defusedxml import DefusedXmlException
-    from defusedxml.ElementTree import fromstring
-
     try:
-        root = fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+        root = _plain_tree(data) if _declares_nothing(data) else _defused_tree(data)
     except ParseError as e:
         raise InputError(where, f"not well-formed XML, truncated or damaged ({e})") from None
-    except DefusedXmlException as e:
+    except _Refused as e:
         raise InputError(where, f"XML declares entities or external references, which hwloc never writes; "
-                                f"refusing to expand them ({type(e).__name__})") from None
+                                f"refusing to expand them ({type(e.args[0]).__name__})") from None
     if root.tag not in ("topology", "root"):
         raise InputError(where, f"not an hwloc topology: root element is <{root.tag}>, expected <topology> "
                                 "(write one with `lstopo --of xml`)")
     return root
+
+
+class _Refused(Exception):
+    """defusedxml refused an entity declaration or external reference."""
+
+
+# A document in UTF-8 or ASCII whose bytes hold no "<!ENTITY" declares no
+# entity, so it can neither expand one (billion laughs) nor read a file
+# (XXE); expat fetches no external DTD. Such a file, every file hwloc writes,
+# goes to ElementTree's C parser; anything else to defusedxml, whose parser
+# is ElementTree's pure-Python one (4x slower: 44 of 67 ms reading a 192-PU
+# file, benchmarks/results/topo_vs_lstopo.md).
+_ENCODING = re.compile(rb"<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)")
+
+
+def _declares_nothing(data: bytes) -> bool:
+    if b"<!ENTITY" in data or data[:2] in (b"\xfe\xff", b"\xff\xfe") or b"\x00" in data[:4]:
+        return False
+    m = _ENCODING.match(data.removeprefix(b"\xef\xbb\xbf")[:200])
+    return m is None or m.group(1).lower() in (b"utf-8", b"utf8", b"us-ascii", b"ascii")
+
+
+def _plain_tree(data: bytes):
+    from xml.etree.ElementTree import XMLParser
+
+    parser = XMLParser()
+    parser.feed(data)
+    return parser.close()
+
+
+def _defused_tree(data: bytes):
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import fromstring
+
+    try:
+        return fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as e:
+        raise _Refused(e) from None
 
 
 _NL = b"\n"
@@ -246,6 +284,7 @@ class _Reader:
         self.notes: list[str] = []
         self.counters: dict[str, int] = {}
         self.hidden = CpuSet()
+        self.ambiguous: dict[int, int] = {}  # id(PCI element) -> position, where its bus id repeats
 
     # --- entry ---------------------------------------------------------------
     def topology(self, source: str) -> Topology:
@@ -254,6 +293,7 @@ class _Reader:
             raise _Bad("not an hwloc topology: no Machine object under <topology>")
         self.hidden = self._hidden_pus(top)
         self._walk(top)
+        self.ambiguous = self._ambiguous_pci()
         if not self.pus:
             raise _Bad("no PU objects: not a usable hwloc topology (write one with `lstopo --of xml`)")
         numa_nodes = self._numa_nodes()
@@ -271,7 +311,7 @@ class _Reader:
             pci_devices=self._pci_devices(numa_nodes),
             gpus=gpus,
             nics=self._nics(numa_nodes),
-            links=self._links(gpus, gpu_of),
+            links=self._links(gpus, gpu_of) + self._xgmi_links(gpu_of),
             allowed_mems=_mask(top, "allowed_nodeset", CpuSet(n.os_index for n in numa_nodes)),
             source=source,
             notes=tuple(self.notes),
@@ -281,8 +321,6 @@ class _Reader:
         stack = [(top, _Where(place=top), 0)]
         while stack:
             el, where, depth = stack.pop()
-            if el.get("gp_index") is not None:
-                self.by_gp[f"{el.get('type')}:{el.get('gp_index')}"] = el
             inner = self._visit(el, where, depth)
             stack.extend((c, inner, depth + 1) for c in reversed(el.findall("object")))
 
@@ -479,6 +517,9 @@ class _Reader:
         return None
 
     def _gp(self, key: str, near) -> object:
+        if not self.by_gp:  # built on first use: only distance matrices refer to gp indexes
+            self.by_gp = {f"{el.get('type')}:{el.get('gp_index')}": el for el in self.root.iter("object")
+                          if el.get("gp_index") is not None}
         el = self.by_gp.get(key)
         if el is None:
             raise _Bad(f"{near.get('name') or near.tag} refers to {key}, which is no object of the file",
@@ -503,13 +544,20 @@ class _Reader:
         return (pick[0].os_index if len(pick) == 1 else -1), cpus
 
     def _pci_devices(self, numa_nodes) -> tuple[PciDevice, ...]:
-        devices = tuple(self._pci_device(p, numa_nodes) for p in self.pcis)
+        return tuple(self._pci_device(p, numa_nodes) for p in self.pcis)
+
+    def _ambiguous_pci(self) -> dict[int, int]:
+        """Position in pci_devices of each PCI element whose bus id the file
+        repeats (hand-edited files): its GPU or NIC keeps that position
+        (pci_index) so paths follow the device's own place in the tree."""
         seen: set[str] = set()
-        twice = sorted({d.bus_id for d in devices if d.bus_id in seen or seen.add(d.bus_id)})
-        if twice:
-            self.notes.append(f"PCI bus id(s) {', '.join(twice)} appear more than once in the file; "
-                              "a lookup by bus id finds the first")
-        return devices
+        twice = sorted({p.bus_id for p in self.pcis if p.bus_id in seen or seen.add(p.bus_id)})
+        if not twice:
+            return {}
+        self.notes.append(f"PCI bus id(s) {', '.join(twice)} appear more than once in the file; GPUs and NICs "
+                          "keep their own PCI device by its place in the tree (a lookup by bus id alone finds "
+                          "the first)")
+        return {id(p.el): k for k, p in enumerate(self.pcis) if p.bus_id in twice}
 
     def _pci_device(self, p: _Pci, numa_nodes) -> PciDevice:
         el = p.el
@@ -538,7 +586,7 @@ class _Reader:
         for p in self.pcis:
             cls, vendor, _ = _pci_type(p.el)
             compute = [o for o in p.osdevs if self._is_gpu_osdev(o)]
-            if compute or _gpu_class(cls, vendor):
+            if compute or _gpu_class(cls, vendor) or _amd_render_node(p.el, p.osdevs):
                 owners.append((_bus_key(p.bus_id), p.osdevs, p, p.place))
         loose = [(o, place) for o, place in self.loose_osdevs if self._is_gpu_osdev(o)]
         owners += [((1 << 64, k), [o], None, place) for k, (o, place) in enumerate(_one_api(loose))]
@@ -570,6 +618,7 @@ class _Reader:
             numa_node=numa,
             cpuset=cpus,
             os_names=tuple(o.get("name", "") for o in osdevs),
+            pci_index=self.ambiguous.get(id(pci.el), -1) if pci is not None else -1,
         )
 
     def _gpu_node_memory(self, pci: "_Pci | None") -> int:
@@ -590,7 +639,8 @@ class _Reader:
             numa, cpus = self._locality(p.place, numa_nodes)
             nics.append(NIC(name=name, kind=_nic_kind(name, _pci_type(p.el)[1], ports, nets, bool(fabric)),
                             pci_bus_id=p.bus_id, numa_node=numa, cpuset=cpus, ports=ports,
-                            netdevs=tuple(o.get("name", "") for o in nets)))
+                            netdevs=tuple(o.get("name", "") for o in nets),
+                            pci_index=self.ambiguous.get(id(p.el), -1)))
         # RDMA devices first in name order (mlx5_2 before mlx5_10), as
         # nvidia-smi numbers NICs; then plain netdevs in PCI order.
         return tuple(sorted(nics, key=lambda n: (n.name in n.netdevs, _natural(n.name) if n.name not in n.netdevs
@@ -620,6 +670,36 @@ class _Reader:
         models = {g.key: g.model for g in gpus}
         old = self._old_nvlink_convention(totals, models)
         return tuple(self._link(a, b, mbs, models[a], old) for (a, b), mbs in sorted(totals.items()))
+
+    def _xgmi_links(self, gpu_of: dict[int, str]) -> tuple[Link, ...]:
+        """xGMI links from hwloc's RSMI matrices between GPU OS devices:
+        XGMIBandwidth (MB/s per direction; RSMI writes 100000 for every
+        xGMI pair, amdsmi the pair's maximum; the diagonal is local memory)
+        and XGMIHops (hops of the xGMI path, 0 where there is none)."""
+        bandwidth, hops = self._gpu_matrix("XGMIBandwidth", gpu_of), self._gpu_matrix("XGMIHops", gpu_of)
+        pairs = sorted(set(bandwidth) | set(hops), key=lambda p: (int(p[0][3:]), int(p[1][3:])))
+        return tuple(Link(a, b, "xGMI", count=1, bandwidth=bandwidth.get((a, b), 0) / 1000, hops=hops.get((a, b), 0))
+                     for a, b in pairs)
+
+    def _gpu_matrix(self, name: str, gpu_of: dict[int, str]) -> dict[tuple[str, str], int]:
+        """Nonzero values between distinct GPUs of the distance matrix `name`,
+        by (lower, higher) GPU key; a pair's two directions, the larger."""
+        found = next((d for tag in ("distances2", "distances2hetero") for d in self.root.iterfind(tag)
+                      if d.get("name") == name), None)
+        if found is None:
+            return {}
+        indexes, values = _matrix(found)
+        # distances2 of OS devices index them by gp_index; hetero ones by "Type:gp"
+        refs = indexes if found.tag == "distances2hetero" else [f"{found.get('type')}:{i}" for i in indexes]
+        keys = [gpu_of.get(id(self._gp(r, found)), "") for r in refs]
+        out: dict[tuple[str, str], int] = {}
+        n = len(keys)
+        for i, j in ((i, j) for i in range(n) for j in range(n) if keys[i] and keys[j] and keys[i] != keys[j]):
+            value = _number(values[i * n + j], name)
+            pair = tuple(sorted((keys[i], keys[j]), key=lambda k: int(k[3:])))
+            if value:
+                out[pair] = max(out.get(pair, 0), value)
+        return out
 
     def _old_nvlink_convention(self, totals: dict[tuple[str, str], int], models: dict[str, str]) -> bool:
         """Whether this file counts NVLink 3/4 links at 50000 MB/s (hwloc 2.9.0)
@@ -728,6 +808,13 @@ def _matrix(d) -> tuple[list[str], list[str]]:
     return indexes, values
 
 
+def _number(text: str, matrix: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _Bad(f"{matrix} matrix holds a non-numeric value {text[:20]!r}", f'name="{matrix}"') from None
+
+
 def _pci_type(el) -> tuple[int, int, int]:
     text = el.get("pci_type")
     if text is None:
@@ -748,6 +835,22 @@ def _gpu_class(cls: int, vendor: int) -> bool:
     if vendor == 0x10DE:
         return cls in (0x0300, 0x0302)
     return vendor == 0x1002 and cls in (0x0302, 0x0380, 0x1200)
+
+
+# ATI ES1000 (Radeon 7000 family) on server boards: display only, even with a DRM node
+_AMD_ONBOARD = (0x515E, 0x5969)
+
+
+def _amd_render_node(el, osdevs: list) -> bool:
+    """An AMD GPU hwloc exported only as DRM devices (hwloc 1.x and 2.x
+    without RSMI: an MI50 is class 0300 with `card1` and `renderD128`, no
+    GPU vendor info). A render node says a compute-capable driver (amdgpu)
+    drives it; on-board display chips (ES1000, with `card0` only) stay out,
+    and so does any other vendor's 0300 display adapter (Matrox, ASPEED)."""
+    cls, vendor, device = _pci_type(el)
+    if vendor != 0x1002 or cls != 0x0300 or device in _AMD_ONBOARD:
+        return False
+    return any((o.get("name") or "").startswith("renderD") for o in osdevs)
 
 
 def _root_port_of(el) -> str:

@@ -152,6 +152,9 @@ class GPU(_Record):
     os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
     visible: bool = True  # False when CUDA/ROCR_VISIBLE_DEVICES hides it
     mig: tuple[str, ...] = ()  # MIG mode: its MIG devices' UUIDs ("MIG-..."), the only units CUDA can use
+    # Position of its own PCI function in Topology.pci_devices when the bus id
+    # alone is ambiguous (a hand-edited XML repeating one); -1: look it up by id.
+    pci_index: int = -1
 
 
     @property
@@ -176,6 +179,7 @@ class NIC(_Record):
     cpuset: CpuSet = field(default_factory=CpuSet)
     ports: tuple[Port, ...] = ()
     netdevs: tuple[str, ...] = ()  # ib0, hsn0, eth0
+    pci_index: int = -1  # as GPU.pci_index
 
 
     @property
@@ -189,14 +193,17 @@ class Link(_Record):
 
     `b` may be "NVSwitch" (any switch, hidden ones included) or "CPU" (POWER9
     NVLink to the host). Bandwidth is per direction, GB/s, all links summed.
+    xGMI (AMD Infinity Fabric between GPUs): sources say the path's hops
+    (1 = direct) and bandwidth, not how many links make it.
     """
 
     a: str
     b: str
-    kind: str = "NVLink"
+    kind: str = "NVLink"  # "NVLink", "NVLink-C2C", "xGMI"
     count: int = 1
     bandwidth: float = 0.0
     version: int = 0
+    hops: int = 0  # xGMI: GPUs crossed, 1 = direct; 0 unknown or not xGMI
 
 
 @dataclass(frozen=True)
@@ -281,6 +288,13 @@ class Topology(_Record):
             if d.bus_id == b:
                 return d
         return None
+
+    def pci_of(self, dev: "GPU | NIC") -> PciDevice | None:
+        """A device's own PCI function: by position in the tree where its bus
+        id is ambiguous (GPU.pci_index), else by bus id."""
+        if 0 <= dev.pci_index < len(self.pci_devices):
+            return self.pci_devices[dev.pci_index]
+        return self.pci(dev.pci_bus_id) if dev.pci_bus_id else None
 
     def caches_at(self, level: int, kinds: tuple[str, ...] = ("unified", "data")) -> tuple[Cache, ...]:
         return tuple(c for c in self.caches if c.level == level and c.kind in kinds)

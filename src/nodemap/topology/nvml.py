@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always com
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
-__all__ = ["enrich", "apply_visible", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
+__all__ = ["enrich", "apply_visible", "hidden_gpus", "visibility_vars", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
 
 # GB/s per link per direction by NVLink generation: the data rate after line
 # coding (NVIDIA's and hwloc's figures), as PCIe rates are counted after
@@ -276,7 +276,7 @@ def _gpu_order(key: str) -> int:
     return int(key[3:])
 
 
-# --- CUDA_VISIBLE_DEVICES ---------------------------------------------------
+# --- CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES ----------
 
 
 def parse_visible(value: str | None, gpus: list[GPU], resolve: Callable[[str], str] | None = None) -> tuple[set[int] | None, str]:
@@ -288,17 +288,25 @@ def parse_visible(value: str | None, gpus: list[GPU], resolve: Callable[[str], s
     "MIG-GPU-<uuid>/gi/ci"); like CUDA, parsing stops at the first entry
     that names no GPU.
     """
+    shown, note = _visible_list(value, sorted(gpus, key=lambda g: g.index), resolve)
+    return (None if shown is None else {g.index for g in shown}), note
+
+
+def _visible_list(value: str | None, gpus: list[GPU], resolve: Callable[[str], str] | None = None,
+                  var: str = "CUDA_VISIBLE_DEVICES") -> tuple[list[GPU] | None, str]:
+    """The GPUs `value` names, in its order (an index is a position in
+    `gpus`); None when unset. Stops at the first entry that names none."""
     if value is None:
         return None, ""
-    ordered = sorted(gpus, key=lambda g: g.index)
-    seen: set[int] = set()
+    seen: list[GPU] = []
     for entry in (e.strip() for e in value.split(",")):
-        g = _match_entry(entry, ordered, resolve)
+        g = _match_entry(entry, gpus, resolve)
         if g is None:
             if entry:
-                return seen, f"CUDA_VISIBLE_DEVICES entry {entry[:40]!r} names no GPU of this node; CUDA ignores it and all after it"
+                return seen, f"{var} entry {entry[:40]!r} names no GPU of this node; the runtime ignores it and all after it"
             break
-        seen.add(g.index)
+        if g not in seen:
+            seen.append(g)
     return seen, ""
 
 
@@ -321,17 +329,50 @@ def _by_uuid(prefix: str, gpus: list[GPU]) -> GPU | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def visibility_vars(vendor: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables that choose a vendor's GPUs, outermost first: ROCr's
+    ROCR_VISIBLE_DEVICES, then HIP's HIP_VISIBLE_DEVICES (HIP takes
+    CUDA_VISIBLE_DEVICES as its alias when that is unset), indexing what
+    ROCr shows; CUDA_VISIBLE_DEVICES for every other vendor."""
+    if vendor.upper() != "AMD":
+        return ("CUDA_VISIBLE_DEVICES",)
+    return ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES" if "HIP_VISIBLE_DEVICES" in env else "CUDA_VISIBLE_DEVICES")
+
+
+def hidden_gpus(topo: Topology, env: Mapping[str, str], resolve: Callable[[str], str] | None = None
+                ) -> tuple[set[int], list[str], list[str]]:
+    """Indexes of the GPUs the visibility variables hide, what each set
+    variable shows ("CUDA_VISIBLE_DEVICES=1 shows GPUs 1"), and what is
+    wrong with them (an entry naming no GPU)."""
+    hidden: set[int] = set()
+    shows: list[str] = []
+    problems: list[str] = []
+    for amd in (False, True):
+        gpus = sorted((g for g in topo.gpus if (g.vendor.upper() == "AMD") == amd), key=lambda g: g.index)
+        shown = gpus
+        for var in visibility_vars("AMD" if amd else "", env) if gpus else ():
+            narrowed, note = _visible_list(env.get(var), shown, resolve, var)
+            if narrowed is None:
+                continue
+            shown = narrowed
+            indexes = ",".join(str(g.index) for g in sorted(shown, key=lambda g: g.index)) or "none"
+            shows.append(f"{var}={env[var]} shows GPUs {indexes}")
+            problems += [note] if note else []
+        kept = {g.index for g in shown}
+        hidden |= {g.index for g in gpus if g.index not in kept}
+    return hidden, shows, problems
+
+
 def apply_visible(topo: Topology, env: Mapping[str, str] | None = None,
                   resolve: Callable[[str], str] | None = None) -> Topology:
-    """Mark GPUs that CUDA_VISIBLE_DEVICES hides (GPU.visible = False)."""
+    """Mark GPUs that CUDA_VISIBLE_DEVICES (AMD: ROCR_VISIBLE_DEVICES, then
+    HIP_VISIBLE_DEVICES) hides (GPU.visible = False)."""
     env = os.environ if env is None else env
-    visible, note = parse_visible(env.get("CUDA_VISIBLE_DEVICES"), list(topo.gpus), resolve)
-    if visible is None or not topo.gpus:
+    hidden, shows, problems = hidden_gpus(topo, env, resolve)
+    if not shows:
         return topo
-    gpus = tuple(replace(g, visible=g.index in visible) for g in topo.gpus)
-    shown = ",".join(str(i) for i in sorted(visible)) or "none"
-    notes = (f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} shows GPUs {shown}",)
-    return replace(topo, gpus=gpus, notes=topo.notes + notes + ((note,) if note else ()))
+    gpus = tuple(replace(g, visible=g.index not in hidden) for g in topo.gpus)
+    return replace(topo, gpus=gpus, notes=topo.notes + tuple(shows + problems))
 
 
 # --- helpers --------------------------------------------------------------

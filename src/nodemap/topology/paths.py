@@ -6,6 +6,8 @@ devices the class is, best first:
   X     the device itself
   NV#   NVLink: direct links, or both GPUs on NVSwitches (# = the smaller of
         their switch link counts; hidden switches count as switches)
+  XGMI# AMD xGMI (Infinity Fabric) between GPUs, # hops (1 = direct);
+        "XGMI" when the source gives no hop count
   PIX   at most one PCIe bridge between them (they share a switch)
   PXB   several bridges, no host bridge crossed
   PHB   same host bridge (root complex)
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Path",
     "LEGEND",
+    "XGMI_LEGEND",
     "path",
     "path_matrix",
     "device_keys",
@@ -41,7 +44,7 @@ __all__ = [
 ]
 
 # Best to worst; the order ranks classes (lower index = closer).
-ORDER = ("X", "NV", "PIX", "PXB", "PHB", "C2C", "NODE", "SYS")
+ORDER = ("X", "NV", "XGMI", "PIX", "PXB", "PHB", "C2C", "NODE", "SYS")
 
 # nvidia-smi's own wording, in nvidia-smi's order.
 LEGEND = (
@@ -55,6 +58,8 @@ LEGEND = (
 )
 # Printed under the legend when the matrix holds it (nvidia-smi has no such class).
 C2C_LEGEND = ("C2C", "Connection traversing NVLink-C2C to the GPU's own CPU (Grace), then PCIe within its NUMA node")
+
+XGMI_LEGEND = ("XGMI#", "Connection traversing AMD xGMI (Infinity Fabric) links between GPUs, # hops (1 = direct)")
 
 # PCIe GB/s per lane per direction after line coding (gen1/2 8b/10b,
 # gen3-5 128b/130b, gen6 FLIT): x16 gen5 = 63.0 GB/s.
@@ -98,10 +103,6 @@ def _device(topo: Topology, key: str) -> GPU | NIC:
     raise KeyError(f"no device {key!r} (known: {known})")
 
 
-def _pci_of(topo: Topology, dev: GPU | NIC):
-    return topo.pci(dev.pci_bus_id) if dev.pci_bus_id else None
-
-
 def device_numa(topo: Topology, key: str) -> int:
     """NUMA node a device is local to; -1 when no source says.
 
@@ -111,7 +112,7 @@ def device_numa(topo: Topology, key: str) -> int:
     dev = _device(topo, key)
     if dev.numa_node >= 0:
         return dev.numa_node
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     if pci is not None and pci.numa_node >= 0:
         return pci.numa_node
     nodes = topo.numa_of(_local_cpus(topo, dev))
@@ -121,7 +122,7 @@ def device_numa(topo: Topology, key: str) -> int:
 def _local_cpus(topo: Topology, dev: GPU | NIC) -> CpuSet:
     if dev.cpuset:
         return dev.cpuset
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     return pci.cpuset if pci is not None else CpuSet()
 
 
@@ -142,7 +143,7 @@ def cpu_affinity(topo: Topology, key: str) -> CpuSet:
 def pcie_gbs(topo: Topology, key: str) -> float:
     """One-direction PCIe bandwidth of a device's link, 0 when unknown."""
     dev = _device(topo, key)
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     if pci is not None and pci.link_speed:
         return pci.link_speed
     gen, width = (dev.pcie_gen, dev.pcie_width) if isinstance(dev, GPU) else (0, 0)
@@ -165,6 +166,11 @@ def _nvlink(topo: Topology, a: str, b: str) -> tuple[int, float]:
         count += thin[0]
         bw += thin[1]
     return count, bw
+
+
+def _xgmi(topo: Topology, a: str, b: str):
+    """The xGMI link between two GPUs, in either direction, None if none."""
+    return next((l for l in topo.links if l.kind == "xGMI" and {l.a, l.b} == {a, b}), None)
 
 
 def _switch_links(topo: Topology, key: str) -> tuple[int, float]:
@@ -202,6 +208,9 @@ def path(topo: Topology, a: str, b: str) -> Path:
     links, bw = _nvlink(topo, a, b)
     if links:
         return Path("NV", nvlinks=links, bandwidth_gbs=round(bw, 4), label=f"NV{links}")
+    xgmi = _xgmi(topo, a, b)
+    if xgmi is not None:
+        return Path("XGMI", bandwidth_gbs=xgmi.bandwidth, label=f"XGMI{xgmi.hops or ''}")
     pcie = min(pcie_gbs(topo, a), pcie_gbs(topo, b))
     pa, pb = _pci_path(topo, da), _pci_path(topo, db)
     kind = _pci_class(pa, pb) if pa and pb else ""
@@ -226,7 +235,7 @@ def _c2c(topo: Topology, key: str) -> bool:
 
 
 def _pci_path(topo: Topology, dev: GPU | NIC) -> tuple[str, ...]:
-    pci = _pci_of(topo, dev)
+    pci = topo.pci_of(dev)
     return pci.pci_path if pci is not None else ()
 
 

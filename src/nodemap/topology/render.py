@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .cpuset import CpuSet
 from .model import GPU, NIC, Cache, NumaNode, Package, Topology
-from .paths import C2C_LEGEND, LEGEND, cpu_affinity, device_keys, device_numa, path
+from .paths import C2C_LEGEND, LEGEND, XGMI_LEGEND, cpu_affinity, device_keys, device_numa, path
 
 __all__ = ["tree", "matrix", "human_bytes"]
 
@@ -231,7 +231,8 @@ def _gpu_line(g: GPU, memory_nodes: tuple[NumaNode, ...] = ()) -> str:
         bits.append(f"PCIe gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}")
     bits += [f"memory {_numa_line(n)}" for n in memory_nodes]
     text = ", ".join(bits)
-    return text if g.visible else f"{text} [hidden by CUDA_VISIBLE_DEVICES]"
+    hider = "ROCR/HIP_VISIBLE_DEVICES" if g.vendor == "AMD" else "CUDA_VISIBLE_DEVICES"
+    return text if g.visible else f"{text} [hidden by {hider}]"
 
 
 def _nic_line(n: NIC) -> str:
@@ -285,7 +286,8 @@ def matrix(topo: Topology) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     text += ["", "Legend:", ""]
-    legend = LEGEND + ((C2C_LEGEND,) if any(r[1:-3].count("C2C") for r in rows[1:]) else ())
+    cells = {c.rstrip("0123456789") for r in rows[1:] for c in r[1:-3]}
+    legend = LEGEND + tuple(extra for extra, sym in ((XGMI_LEGEND, "XGMI"), (C2C_LEGEND, "C2C")) if sym in cells)
     text += [f"  {sym:<4} = {meaning}" for sym, meaning in legend]
     if nic_alias:
         text += ["", "NIC Legend:", ""]

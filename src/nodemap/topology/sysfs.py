@@ -53,7 +53,7 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
         pci_devices=pci,
         gpus=gpus,
         nics=nics,
-        links=_c2c_links(gpus, numa_nodes, cpus.packages),
+        links=_c2c_links(gpus, numa_nodes, cpus.packages) + _kfd_links(fs, gpus),
         allowed_mems=CpuSet(n.os_index for n in numa_nodes),
         source=f"sysfs:{fs.root}",
         notes=tuple(notes),
@@ -783,6 +783,51 @@ def _c2c_links(gpus: tuple[GPU, ...], numa_nodes, packages) -> tuple:
         return ()  # POWER9: NVLink 2.0 to the CPU, counted only by NVML/hwloc
     memory_of = {n.pci_bus_id for n in numa_nodes if n.is_gpu_memory}
     return tuple(Link(g.key, "CPU", kind="NVLink-C2C", count=1) for g in gpus if g.pci_bus_id in memory_of)
+
+
+# AMD's KFD lists its GPUs and their links: nodes/N/properties ("key value"
+# lines; a GPU has simd_count > 0 and its PCI address as domain + location_id
+# = bus << 8 | devfn), nodes/N/io_links/M/properties (type, node_from,
+# node_to, weight, max_bandwidth in MB/s). Type 11 is xGMI (kfd_crat.h
+# CRAT_IOLINK_TYPE_XGMI); KFD weighs an xGMI hop 15 (KFD_CRAT_XGMI_WEIGHT).
+_KFD = "sys/class/kfd/kfd/topology/nodes"
+_KFD_XGMI = 11
+_KFD_XGMI_WEIGHT = 15
+
+
+def _kfd_links(fs: Root, gpus: tuple[GPU, ...]) -> tuple:
+    """xGMI links between AMD GPUs from KFD's io_links: one per GPU pair,
+    with the path's hops (weight / 15, at least 1) and bandwidth."""
+    from .model import Link
+
+    key_of = {g.pci_bus_id: g.key for g in gpus}
+    gpu_of: dict[str, str] = {}
+    for node in fs.listdir(_KFD):
+        props = _kfd_properties(fs.read(f"{_KFD}/{node}/properties"))
+        if props.get("simd_count", 0) > 0 and "location_id" in props:
+            loc = props["location_id"]
+            bus = f"{props.get('domain', 0):04x}:{loc >> 8 & 0xff:02x}:{loc >> 3 & 0x1f:02x}.{loc & 7}"
+            gpu_of.setdefault(node, key_of.get(bus, ""))  # a partitioned GPU: several nodes, one device
+    pairs: dict[tuple[str, str], Link] = {}
+    for node, a in gpu_of.items():
+        for link in fs.listdir(f"{_KFD}/{node}/io_links"):
+            p = _kfd_properties(fs.read(f"{_KFD}/{node}/io_links/{link}/properties"))
+            b = gpu_of.get(str(p.get("node_to", -1)), "")
+            if p.get("type") != _KFD_XGMI or not a or not b or a == b:
+                continue
+            x, y = sorted((a, b), key=lambda k: int(k[3:]))
+            hops = max(1, -(-p.get("weight", 0) // _KFD_XGMI_WEIGHT))
+            pairs.setdefault((x, y), Link(x, y, "xGMI", count=1, bandwidth=p.get("max_bandwidth", 0) / 1000, hops=hops))
+    return tuple(pairs[k] for k in sorted(pairs, key=lambda k: (int(k[0][3:]), int(k[1][3:]))))
+
+
+def _kfd_properties(text: str | None) -> dict[str, int]:
+    out = {}
+    for line in (text or "").splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit() and len(value.strip()) < 20:
+            out[key] = int(value)
+    return out
 
 
 def _driver(fs: Root, bus_id: str) -> str:
