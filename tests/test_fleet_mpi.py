@@ -209,3 +209,13 @@ def test_a_rail_is_named_by_the_nic_local_to_its_rank():
     nics = [("mlx5_0", "0-15"), ("mlx5_1", "16-31"), ("eth0", "")]
     assert nearest_nic(nics, {3, 4}) == "mlx5_0" and nearest_nic(nics, {20}) == "mlx5_1"
     assert nearest_nic(nics, {15, 16}) == "mlx5_0+mlx5_1" and nearest_nic(nics, set()) == ""
+
+
+@pytest.mark.parametrize("option", ["--join-timeout", "--check-timeout", "--pair-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e999"])
+def test_fleet_timeouts_are_positive_finite_seconds(tmp_path, option, value):
+    # nan once made every healthy rank "missing" at once; inf switched the never-hang guarantee off
+    p = subprocess.run([*FLEET, f"{option}={value}", "-o", str(tmp_path / "o")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert f"argument {option}:" in p.stderr.strip().splitlines()[-1] and "seconds" in p.stderr
