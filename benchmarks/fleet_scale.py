@@ -69,9 +69,9 @@ def in_process(folder: str) -> dict[str, float]:
     from nodemap.fleet import html, merge, output
 
     t0 = time.perf_counter()
-    ns, pairs = output.read_saved([folder])
+    ns, pairs, isolation = output.read_saved([folder])
     t1 = time.perf_counter()
-    fleet = merge.merge(ns, pairs)
+    fleet = merge.merge(ns, pairs, isolation=isolation)
     t2 = time.perf_counter()
     html.page(fleet, [])
     t3 = time.perf_counter()

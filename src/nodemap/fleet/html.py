@@ -203,8 +203,8 @@ def _lists(fleet: Fleet, messages: list[str]) -> list[str]:
     if warn:
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(f.node)}: {e(f.text)}</li>" for f in warn[:200])
                    + (f"<li>... {len(warn) - 200} more in fleet.json</li>" if len(warn) > 200 else "") + "</ul>")
-    if messages:
-        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(m)}</li>" for m in messages) + "</ul>")
+    if messages or fleet.notes:
+        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(m)}</li>" for m in messages + fleet.notes) + "</ul>")
     return out
 
 
