@@ -227,3 +227,22 @@ def test_two_nodes_get_no_fleet_relative_verdict_only_their_own_checks():
     three = two + [node_doc("c", rng)]
     three[1]["findings"] = []
     assert [d.node for d in fleet_of(three).drain] == ["b"] and not fleet_of(three).notes
+
+
+def _noisy_fleet(n, keys=6, seed=1):
+    rng = random.Random(seed)
+    nodes = [merge.Node(f"n{i:05d}", figures={f"gpu/{k}/hbm_triad": {"key": f"gpu/{k}/hbm_triad", "unit": "GB/s",
+                                                                     "value": 3000 * rng.gauss(1, 0.03)}
+                                              for k in range(keys)}) for i in range(n)]
+    return merge.merge(nodes)
+
+
+def test_distributions_draw_every_figure_even_a_healthy_one_bounded_by_summaries():
+    pytest.importorskip("matplotlib")
+    from nodemap.fleet import html
+
+    f = _noisy_fleet(40)
+    svg = html.distributions(f)
+    assert all(k in svg for k in f.keys)  # every figure, not only those with findings
+    small, big = (len(html.distributions(_noisy_fleet(n, seed=2))) for n in (1000, 4000))
+    assert big < 1.2 * small  # boxes and the 20 farthest points per figure: not 4x the points

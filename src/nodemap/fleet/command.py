@@ -40,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-pairs", action="store_true", help="skip the MPI pair tests between nodes")
     g.add_argument("--pair-size", default="4MiB", metavar="BYTES",
                    help="message size of the pair bandwidth test (default 4MiB; 16 per window)")
+    g.add_argument("--pair-buffers", default="host,device", metavar="KINDS",
+                   help="buffer kinds of the pair tests: host, device (GPU memory through CuPy: CUDA-aware MPI "
+                        "where proven, else staged through pinned host memory; skipped without GPUs) "
+                        "(default host,device)")
     g.add_argument("--no-html", action="store_true", help="write fleet.json only (large fleets, no matplotlib)")
 
 
@@ -59,7 +63,8 @@ def config(args: argparse.Namespace) -> "object":
                   level=getattr(args, "level", "quick"), expect=getattr(args, "expect", None),
                   join_timeout=args.join_timeout, check_timeout=args.check_timeout,
                   pair_timeout=args.pair_timeout, pairs=not args.no_pairs,
-                  sizes=pairtest.Sizes(bw_bytes=size), thresholds=th, html=not args.no_html,
+                  sizes=pairtest.Sizes(bw_bytes=size), buffers=_buffers(args.pair_buffers), thresholds=th,
+                  html=not args.no_html,
                   json_out=getattr(args, "json", False), quiet=getattr(args, "quiet", False))
 
 
@@ -67,6 +72,13 @@ def _size(text: str) -> int:
     from ..units import parse_size
 
     return parse_size(text, "--pair-size", minimum=1)
+
+
+def _buffers(text: str) -> tuple[str, ...]:
+    from ..bench.mpi_p2p import subset
+    from .pairtest import KINDS
+
+    return tuple(dict.fromkeys(subset(text, KINDS, "--pair-buffers")))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -55,6 +55,7 @@ class Config:
     pairs: bool = True
     shifts: tuple[int, ...] = (1, 2)
     sizes: pairtest.Sizes = field(default_factory=pairtest.Sizes)
+    buffers: tuple[str, ...] = ("host", "device")  # pair test buffer kinds (device: skipped without GPUs)
     thresholds: mergemod.Thresholds = mergemod.DEFAULTS
     html: bool = True
     json_out: bool = False
@@ -158,7 +159,7 @@ def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
     try:
         rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
-                                      cfg.sizes, cfg.pair_timeout)
+                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, cmd["rail"])
     except wire.Late:
         rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
     except ValueError as e:
@@ -346,6 +347,9 @@ class Coordinator:
                 complete[key] = complete.get(key, 0) + 1
             for f in rep.get("figures", ()):
                 kind = f.get("buffers", "host")
+                if f["test"] == "skipped":
+                    self.note_once(f"pair tests, {kind} buffers: {f['reason']}")
+                    continue
                 name = f"mpi {f['test']} {kind}"
                 if f["test"] == "bw":
                     self.add_pair(key, f"{name} rail{rep['rail']}", {**f, "nics": self.rail_nics(key, rep["rail"])})
@@ -367,6 +371,10 @@ class Coordinator:
                 out[p][name] = v
         return out
 
+    def note_once(self, text: str) -> None:
+        if text not in self.messages:
+            self.messages.append(text)
+
     def rail_nics(self, key: tuple[str, ...], rail: int) -> list[str]:
         """The NIC nearest the rail's rank on each side ("" where none is
         local to its CPUs or the topology names no NIC): the rail's name."""
@@ -378,7 +386,7 @@ class Coordinator:
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
              "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        for extra in ("samples", "nics", "rails"):
+        for extra in ("samples", "nics", "rails", "buffers", "transport", "why"):
             if extra in f:
                 r[extra] = f[extra]
         self.pair_results.append(r)

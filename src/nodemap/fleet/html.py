@@ -7,8 +7,9 @@ no fonts), plots drawn by matplotlib and embedded as SVG.
   come first; beyond `max_rows` the healthy ones are left out (counted).
 - node x node link heatmap: each tested pair's bandwidth as % of the best
   pair (ClusterKit's rule); grey where the pair was not tested.
-- per-figure distributions: every node's value of the figures with a
-  finding, the median and the warn/fail lines drawn across.
+- per-figure distributions: one box per figure key of every node's % of
+  its class's median, the farthest nodes as points, the median and the
+  warn/fail lines drawn across.
 - the ranked drain list with reasons and evidence.
 """
 
@@ -23,7 +24,7 @@ from .merge import Fleet
 
 MAX_ROWS = 80  # heatmap rows (nodes) drawn: every tick costs layout time (1,000-node target 5 s)
 MAX_COLS = 120  # heatmap columns (figures) drawn
-MAX_DISTRIBUTIONS = 12
+MAX_FLIERS = 20  # per figure in the distributions: the farthest nodes (the drain list names them all)
 
 
 def _plt() -> Any:
@@ -114,34 +115,45 @@ def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_RO
     return _svg(fig)
 
 
-def distributions(fleet: Fleet, limit: int = MAX_DISTRIBUTIONS) -> str:
-    """Histograms of the figures with findings (worst first), one figure of
-    stacked panels (one drawing, not one per figure)."""
-    worst: dict[str, float] = {}
+def distributions(fleet: Fleet, limit: int = MAX_COLS, fliers: int = MAX_FLIERS) -> str:
+    """The distribution of every figure across the nodes: one box per figure
+    key (rows, worst node first), each node's % of its class's median, the
+    median and the warn/fail lines drawn across. The boxes are summaries, so
+    the drawing does not grow with the node count: of the nodes outside the
+    whiskers only the `fliers` farthest are drawn per figure."""
+    from matplotlib.cbook import boxplot_stats
+
     col = {k: i for i, k in enumerate(fleet.keys)}
-    for r in fleet.ratios.values():
-        for k, i in col.items():
-            if r[i] is not None and r[i] < fleet.thresholds.warn:
-                worst[k] = min(worst.get(k, 1.0), r[i])
-    shown = sorted(worst, key=worst.get)[:limit]
+    values = {k: [r[i] for r in fleet.ratios.values() if r[i] is not None] for k, i in col.items()}
+    shown = sorted((k for k in values if values[k]), key=lambda k: (min(values[k]), k))[:limit]
     if not shown:
         return ""
-    base = {b.key: b for b in fleet.baselines}
+    stats = []
+    for k in shown:
+        st = boxplot_stats(values[k])[0]
+        st["fliers"] = sorted(st["fliers"], key=lambda v: -abs(v - 1))[:fliers]
+        st["label"] = _dist_label(fleet, k, len(values[k]))
+        stats.append(st)
     plt = _plt()
-    fig, axes = plt.subplots(len(shown), 1, figsize=(6.5, 1.3 * len(shown)), squeeze=False)
-    for ax, k in zip(axes[:, 0], shown):
-        vals = [r[col[k]] for r in fleet.ratios.values() if r[col[k]] is not None]
-        ax.hist(vals, bins=min(60, max(10, len(vals) // 5)), color="#4575b4")
-        for x, c, s in ((1.0, "k", "-"), (fleet.thresholds.warn, "#e08214", "--"),
-                        (fleet.thresholds.fail, "#b2182b", "--")):
-            ax.axvline(x, color=c, linestyle=s, linewidth=1)
-        b = base.get(k)
-        ax.set_title(f"{k}: median {b.median:,.4g} {b.unit}, MAD {b.mad:,.3g} ({len(vals)} nodes)" if b else k,
-                     fontsize=8)
-        ax.set_yticks([])
-    axes[-1, 0].set_xlabel("% of the fleet median (black: median; dashed: warn, fail)")
-    fig.subplots_adjust(hspace=0.9, top=1 - 0.35 / (1.3 * len(shown)), bottom=0.55 / (1.3 * len(shown)))
-    return _svg(fig, tight=False)
+    th = fleet.thresholds
+    fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.2 * len(shown)))
+    ax.bxp(stats[::-1], vert=False, widths=0.6, flierprops={"markersize": 2, "markeredgecolor": "#b2182b"},
+           medianprops={"color": "#4575b4"})
+    for x, c, s in ((1.0, "k", "-"), (th.warn, "#e08214", "--"), (th.fail, "#b2182b", "--")):
+        ax.axvline(x, color=c, linestyle=s, linewidth=0.8)
+    lo = min(min(st["whislo"], *st["fliers"]) if len(st["fliers"]) else st["whislo"] for st in stats)
+    hi = max(max(st["whishi"], *st["fliers"]) if len(st["fliers"]) else st["whishi"] for st in stats)
+    ax.set_xlim(max(0.0, min(lo, th.fail) - 0.03), min(2.0, max(hi, 1.02) + 0.03))
+    ax.tick_params(axis="y", labelsize=6)
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.set_xlabel("% of the class's fleet median, every node (black: median; dashed: warn, fail; "
+                  f"points: the {fliers} farthest nodes outside the whiskers)")
+    return _svg(fig)
+
+
+def _dist_label(fleet: Fleet, key: str, n: int) -> str:
+    b = next((b for b in fleet.baselines if b.key == key), None)
+    return f"{key}  {b.median:,.4g} {b.unit} ({n})" if b else f"{key} ({n})"
 
 
 CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse}
@@ -187,7 +199,9 @@ def page(fleet: Fleet, messages: list[str]) -> str:
         parts.append("<h2>Node x node: pair bandwidth, % of the best pair</h2>" + _plot("links", links))
     dists = distributions(fleet)
     if dists:
-        parts.append("<h2>Distributions of the figures with findings</h2>" + _plot("distributions", dists))
+        parts.append("<h2>Distribution of each figure across the nodes</h2>" + _plot("distributions", dists)
+                     + (f"<p class='note'>{len(fleet.keys) - MAX_COLS} more figures in fleet.json</p>"
+                        if len(fleet.keys) > MAX_COLS else ""))
     return "\n".join(parts + _lists(fleet, messages) + ["</body></html>"])
 
 
