@@ -23,7 +23,7 @@ def test_every_injected_fault_is_drained_and_nothing_else():
     assert len(set(faults.values())) == 8
     reasons = {d.node: d.reason for d in f.drain}
     for node, kind in faults.items():
-        want = {"hbm": "GPU5 HBM triad", "h2d": "GPU2 H2D copy", "p2p": "GPU5->GPU6 P2P copy",
+        want = {"hbm": "GPU5 HBM triad", "h2d": "H2D NUMA0 -> GPU2", "p2p": "D2D GPU5 -> GPU6",
                 "latency": "x the fleet median", "absent": "GPUs 7 where", "nvlink": "NVLink GPU5-NVSwitch 12",
                 "numa": "NIC mlx5_0 NUMA 1", "width": "GPU3 PCIe Gen5 x8"}[kind]
         assert want in reasons[node], (kind, reasons[node])
@@ -32,23 +32,23 @@ def test_every_injected_fault_is_drained_and_nothing_else():
 def test_slow_node_ranks_by_its_worst_ratio_with_evidence():
     rng = random.Random(0)
     docs = [node_doc(f"n{i}", rng) for i in range(9)]
-    docs.append(node_doc("acn17", rng, slow={"gpu/hbm triad/GPU5": 0.81}, nvlink={5: 12}))
-    docs.append(node_doc("acn18", rng, slow={"gpu/hbm triad/GPU1": 0.93}))
+    docs.append(node_doc("acn17", rng, slow={"gpu/5/hbm_triad": 0.81}, nvlink={5: 12}))
+    docs.append(node_doc("acn18", rng, slow={"gpu/1/hbm_triad": 0.93}))
     f = fleet_of(docs)
     assert [d.node for d in f.drain] == ["acn17"]
     top = f.drain[0]
     assert top.reason.startswith("GPU5 HBM triad") and "81% of the fleet median" in top.reason
     assert any("NVLink GPU5-NVSwitch 12 where 10 of 11 nodes have 18" in e for e in top.evidence)
     assert f.verdict("acn18") == "warn" and f.verdict("n0") == "pass"
-    ratio = f.ratios["acn17"][f.keys.index("gpu/hbm triad/GPU5")]
+    ratio = f.ratios["acn17"][f.keys.index("gpu/5/hbm_triad")]
     assert 0.78 < ratio < 0.84
 
 
 def test_latency_is_judged_inverted():
     rng = random.Random(1)
     docs = [node_doc(f"n{i}", rng, noise=0) for i in range(5)]
-    docs.append(node_doc("slowlat", rng, noise=0, slow={"latency/dram": 1.08}))
-    docs.append(node_doc("fastlat", rng, noise=0, slow={"latency/dram": 0.7}))
+    docs.append(node_doc("slowlat", rng, noise=0, slow={"host/latency/DRAM": 1.08}))
+    docs.append(node_doc("fastlat", rng, noise=0, slow={"host/latency/DRAM": 0.7}))
     f = fleet_of(docs)
     assert f.verdict("slowlat") == "warn" and f.verdict("fastlat") == "pass"
     assert "1.08x the fleet median" in next(x.text for x in f.findings if x.node == "slowlat")
@@ -66,13 +66,13 @@ def test_missing_node_ranks_first_with_its_last_state():
 def test_thresholds_per_figure_from_a_site_file(tmp_path):
     rng = random.Random(4)
     docs = [node_doc(f"n{i}", rng, noise=0) for i in range(5)]
-    docs.append(node_doc("x", rng, noise=0, slow={"gpu/hbm triad/GPU0": 0.96}))
+    docs.append(node_doc("x", rng, noise=0, slow={"gpu/0/hbm_triad": 0.96}))
     assert fleet_of(docs).verdict("x") == "pass"
     site = tmp_path / "site.toml"
-    site.write_text('[fleet]\nlink_bad = 0.9\n[[fleet.rule]]\nkey = "gpu/hbm*"\nclass = "*H100*"\n'
+    site.write_text('[fleet]\nlink_bad = 0.9\n[[fleet.rule]]\nkey = "gpu/*/hbm*"\nclass = "*H100*"\n'
                     'warn = 0.98\nfail = 0.97\n')
     th = merge.load_thresholds(str(site))
-    assert th.link_bad == 0.9 and th.for_figure("gpu/hbm triad/GPU0", "NVIDIA H100 80GB HBM3") == (0.98, 0.97)
+    assert th.link_bad == 0.9 and th.for_figure("gpu/0/hbm_triad", "NVIDIA H100 80GB HBM3") == (0.98, 0.97)
     f = fleet_of(docs, th=th)
     assert f.verdict("x") == "fail" and "fail below 97%" in f.drain[0].reason
 
@@ -156,7 +156,7 @@ def test_bad_pairs_no_re_test_settled_are_a_warning_not_a_drain():
 def test_lone_class_gets_no_fleet_verdict():
     rng = random.Random(5)
     docs = [node_doc(f"n{i}", rng) for i in range(4)]
-    odd = node_doc("odd", rng, slow={"gpu/hbm triad/GPU0": 0.5})
+    odd = node_doc("odd", rng, slow={"gpu/0/hbm_triad": 0.5})
     for g in odd["topology"]["gpus"]:
         g["model"] = "NVIDIA H200"
     f = fleet_of(docs + [odd])
@@ -216,7 +216,7 @@ def test_fleet_html_opens_offline_in_headless_chromium(tmp_path):
 def test_two_nodes_get_no_fleet_relative_verdict_only_their_own_checks():
     # The median of two is their mean: the 2-node H100 run drained both nodes against it.
     rng = random.Random(11)
-    two = [node_doc("a", rng), node_doc("b", rng, slow={"gpu/hbm triad/GPU0": 0.8})]
+    two = [node_doc("a", rng), node_doc("b", rng, slow={"gpu/0/hbm_triad": 0.8})]
     f = fleet_of(two)
     assert not f.drain and not f.findings
     assert any("need >= 3 nodes" in n for n in f.notes) and f.to_dict()["notes"] == f.notes

@@ -166,7 +166,7 @@ def test_from_saved_documents_builds_the_same_report(tmp_path):
     d = tmp_path / "saved"
     d.mkdir()
     for i in range(6):
-        slow = {"gpu/hbm triad/GPU1": 0.82} if i == 4 else None
+        slow = {"gpu/1/hbm_triad": 0.82} if i == 4 else None
         (d / f"n{i}.json").write_text(json.dumps(node_doc(f"n{i}", rng, gpus=2, slow=slow)))
     (d / "notes.txt").write_text("ignored")
     out = tmp_path / "out"

@@ -137,8 +137,12 @@ def distributions(fleet: Fleet, limit: int = MAX_COLS, fliers: int = MAX_FLIERS)
     plt = _plt()
     th = fleet.thresholds
     fig, ax = plt.subplots(figsize=(7.5, 0.8 + 0.2 * len(shown)))
-    ax.bxp(stats[::-1], vert=False, widths=0.6, flierprops={"markersize": 2, "markeredgecolor": "#b2182b"},
-           medianprops={"color": "#4575b4"})
+    style = {"widths": 0.6, "flierprops": {"markersize": 2, "markeredgecolor": "#b2182b"},
+             "medianprops": {"color": "#4575b4"}}
+    try:  # matplotlib >= 3.10 names it orientation; vert= is deprecated there and the only way before
+        ax.bxp(stats[::-1], orientation="horizontal", **style)
+    except TypeError:
+        ax.bxp(stats[::-1], vert=False, **style)
     for x, c, s in ((1.0, "k", "-"), (th.warn, "#e08214", "--"), (th.fail, "#b2182b", "--")):
         ax.axvline(x, color=c, linestyle=s, linewidth=0.8)
     lo = min(min(st["whislo"], *st["fliers"]) if len(st["fliers"]) else st["whislo"] for st in stats)
