@@ -247,3 +247,17 @@ def test_distributions_draw_every_figure_even_a_healthy_one_bounded_by_summaries
     assert all(k in svg for k in f.keys)  # every figure, not only those with findings
     small, big = (len(html.distributions(_noisy_fleet(n, seed=2))) for n in (4000, 12000))
     assert big < 1.2 * small  # boxes and the 20 farthest points per figure: not 3x the points
+
+
+def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
+    names, results, iso = recorded_pair_tests(12, bad_node=3, seed=4)
+    said = pairs.conclusion(iso, names)
+    out = output.FleetOutput(str(tmp_path))
+    for r in results:
+        out.pair_line(r)
+    out.isolation(said)
+    _, got, isolation = output.read_saved([str(tmp_path)])
+    assert got == results and isolation == said
+    said_other = {**said, "bad_nodes": ["n05"]}  # the run's own conclusion is the one drained by
+    f = merge.merge([merge.Node(x) for x in names], got, isolation=said_other)
+    assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == said_other
