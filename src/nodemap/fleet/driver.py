@@ -8,9 +8,10 @@ Leaders run their node's check in parallel, keep the full document
 rank 0 writes one JSON line per node as each arrives (nodes.jsonl, and
 nodes/NAME.json), so a partial run is usable. Then rank 0 schedules the
 pair tests round by round (`pairs.isolate`): in each pair the two leaders
-measure bandwidth and latency, and the k-th local ranks of both nodes
-measure bandwidth at the same time (rail k), so a pair's bandwidth is the
-sum over its rails. Last, rank 0 merges (`merge`), writes fleet.json and
+measure bandwidth and latency (host and device buffers, `pairtest`), and
+the k-th local ranks of both nodes measure bandwidth at the same time
+(rail k), so a pair's bandwidth is the sum over its rails; what the
+re-tests conclude (DIR/isolation.json) is what the drain list says. Last, rank 0 merges (`merge`), writes fleet.json and
 fleet.html and tells every rank to end.
 
 Never hang: no collective is used after MPI_Init; every message is
@@ -301,8 +302,8 @@ class Coordinator:
         self.messages.append(f"pair tests: {c['tests']} in {c['rounds']} rounds; bad nodes {c['bad_nodes']}; "
                              f"bad links {c['bad_links']}; transient {c['transient']}")
 
-    def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, float]:
-        """One round of pair tests; the pairs' total bandwidth (over rails)."""
+    def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, Figures]:
+        """One round of pair tests; each pair's figures (`take_reports`)."""
         self.round_no += 1
         cmds: dict[int, dict[str, Any]] = {}
         for p in rnd:
