@@ -268,3 +268,9 @@ def test_device_buffers_on_a_real_gpu(tmp_path, saved_doc):
     assert all(r["value"] > 0 for r in device)
     assert {r.get("transport") for r in device if "rail0" in r["key"]} <= {"cuda-aware", "staged (pinned host)"}
     print({r["key"]: (round(r["value"], 2), r.get("transport")) for r in device})
+
+
+def test_an_unknown_pair_buffer_kind_is_one_line(tmp_path):
+    p = subprocess.run([*FLEET, "--pair-buffers", "host,gpu", "-o", str(tmp_path / "o")], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "choose from host,device" in p.stderr and len(p.stderr.strip().splitlines()) == 1
