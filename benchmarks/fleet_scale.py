@@ -7,7 +7,11 @@ injected nodes are drained (found, no false positives).
 
 Each node document has an 8-GPU topology of realistic size (the 2x64-core,
 8-NUMA Karolina-like node of tests/nodes.py: 256 PUs, 144 caches; ~45 KB of
-JSON) and 86 figures with 1% noise; one node in 12 of every 100 carries a
+JSON) and 86 figures with 1% noise, keyed, labelled and pathed as
+`nodemap check` emits them (gpu/0/hbm_triad, h2d/numa0->gpu0,
+d2d/gpu5->gpu6, host/latency/DRAM: the shapes of
+benchmarks/results/check_h100_20261123/full/check.json, for 8 GPUs; the
+report's labels and column widths are those a real fleet gets); one node in 12 of every 100 carries a
 fault: a slow HBM, H2D or P2P figure, a high DRAM latency, a GPU gone, an
 NVLink narrower, a NIC on another NUMA node, a GPU's PCIe link at x8
 (tests/fleet_docs.py). Writing the documents is not timed. Timed: the
@@ -36,6 +40,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import fleet_docs  # noqa: E402
 import nodes  # noqa: E402
+
+FIGURES_PER_NODE = len(fleet_docs.node_doc("x", fleet_docs.random.Random(0))["figures"])
 
 
 def padded_topology(base: dict, synthetic: dict) -> dict:
@@ -69,9 +75,9 @@ def in_process(folder: str) -> dict[str, float]:
     from nodemap.fleet import html, merge, output
 
     t0 = time.perf_counter()
-    ns, pairs = output.read_saved([folder])
+    ns, pairs, isolation = output.read_saved([folder])
     t1 = time.perf_counter()
-    fleet = merge.merge(ns, pairs)
+    fleet = merge.merge(ns, pairs, isolation=isolation)
     t2 = time.perf_counter()
     html.page(fleet, [])
     t3 = time.perf_counter()
@@ -93,7 +99,7 @@ def one(n: int, repeats: int) -> dict:
         phases = in_process(folder)
     walls = [r[0] for r in runs]
     return {
-        "nodes": n, "figures_per_node": 86, "documents_mb": size / 1e6, "faults_injected": len(faults),
+        "nodes": n, "figures_per_node": FIGURES_PER_NODE, "documents_mb": size / 1e6, "faults_injected": len(faults),
         "found": len(drained & set(faults)), "missed": sorted(set(faults) - drained),
         "false_positives": sorted(drained - set(faults)), "warned_not_injected": sorted(warned - set(faults)),
         "exit_status": runs[0][2], "wall_s": walls, "wall_median_s": statistics.median(walls),

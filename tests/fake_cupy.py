@@ -15,6 +15,7 @@ import numpy as np
 
 nan = np.nan
 int32, int64 = np.int32, np.int64
+uint8 = np.uint8
 float32, float64 = np.float32, np.float64
 __version__ = "fake"
 

@@ -9,17 +9,28 @@ import random
 from typing import Any
 
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
-# key -> (area, label, unit, higher_is_better, typical value)
+# The keys, labels and paths `nodemap check` emits (benchmarks/results/check_h100_20261123/full/check.json,
+# check/figures.py): key -> (area, label, unit, higher_is_better, typical value, path)
 NODE_FIGURES = {
-    "memory/triad": ("host memory", "STREAM triad", "GB/s", True, 330.0),
-    "latency/dram": ("host memory", "DRAM load latency", "ns", False, 110.0),
+    "host/stream/triad": ("host memory", "STREAM triad, 112 threads (1/core)", "GB/s", True, 330.0,
+                          "NUMA0 cores(0-55) -> NUMA0 memory (first touch)"),
+    "host/latency/L1d": ("latency", "load latency, L1d (16 KiB working set)", "ns", False, 2.2, "CPU0 (NUMA0) -> L1d"),
+    "host/latency/L2": ("latency", "load latency, L2 (512 KiB working set)", "ns", False, 8.2, "CPU0 (NUMA0) -> L2"),
+    "host/latency/L3": ("latency", "load latency, L3 (32768 KiB working set)", "ns", False, 40.0, "CPU0 (NUMA0) -> L3"),
+    "host/latency/DRAM": ("latency", "load latency, DRAM (1228800 KiB working set)", "ns", False, 110.0,
+                          "CPU0 (NUMA0) -> NUMA0 memory"),
+    "nccl/all_reduce": ("NCCL", "NCCL all_reduce busbw, 8 GPUs, 1 GiB", "GB/s", True, 480.0, "GPU0-7 NVSwitch"),
 }
+# per GPU i (NUMA node n = i // 4): key template -> spec
 GPU_FIGURES = {
-    "gpu/hbm triad": ("GPU memory", "HBM triad", "GB/s", True, 3000.0),
-    "copies/h2d": ("host<->GPU", "H2D copy", "GB/s", True, 55.0),
-    "copies/d2h": ("host<->GPU", "D2H copy", "GB/s", True, 54.0),
+    "gpu/{i}/hbm_triad": ("GPU memory", "GPU{i} HBM triad (float64)", "GB/s", True, 3000.0, "GPU{i} HBM"),
+    "h2d/numa{n}->gpu{i}": ("host<->GPU", "H2D NUMA{n} -> GPU{i} (copy engine)", "GB/s", True, 55.0,
+                            "NUMA{n} memory -> GPU{i}"),
+    "d2h/gpu{i}->numa{n}": ("host<->GPU", "D2H GPU{i} -> NUMA{n} (copy engine)", "GB/s", True, 54.0,
+                            "GPU{i} -> NUMA{n} memory"),
 }
-P2P = ("GPU<->GPU", "P2P copy", "GB/s", True, 370.0)
+P2P = ("d2d/gpu{i}->gpu{j}", ("GPU<->GPU", "D2D GPU{i} -> GPU{j} (copy engine)", "GB/s", True, 370.0,
+                              "GPU{i} -> GPU{j} NVLink"))
 
 
 def topology(gpus: int = 8, *, absent: int | None = None, nvlink: dict[int, int] | None = None,
@@ -43,10 +54,10 @@ def topology(gpus: int = 8, *, absent: int | None = None, nvlink: dict[int, int]
     }
 
 
-def figure(key: str, spec: tuple, value: float, path: str = "") -> dict[str, Any]:
-    area, label, unit, hib, _ = spec
-    return {"key": key, "area": area, "label": label, "path": path, "unit": unit, "value": value,
-            "higher_is_better": hib}
+def figure(key: str, spec: tuple, value: float, **names: int) -> dict[str, Any]:
+    area, label, unit, hib, _, path = spec
+    return {"key": key.format(**names), "area": area, "label": label.format(**names), "path": path.format(**names),
+            "unit": unit, "value": value, "higher_is_better": hib}
 
 
 def node_doc(host: str, rng: random.Random, *, gpus: int = 8, noise: float = 0.01,
@@ -55,19 +66,19 @@ def node_doc(host: str, rng: random.Random, *, gpus: int = 8, noise: float = 0.0
     slow = slow or {}
     figs = []
 
-    def add(key: str, spec: tuple, path: str = "") -> None:
-        v = spec[4] * rng.gauss(1.0, noise) * slow.get(key, 1.0)
-        figs.append(figure(key, spec, v, path))
+    def add(key: str, spec: tuple, **names: int) -> None:
+        v = spec[4] * rng.gauss(1.0, noise) * slow.get(key.format(**names), 1.0)
+        figs.append(figure(key, spec, v, **names))
 
     for key, spec in NODE_FIGURES.items():
         add(key, spec)
     shown = [i for i in range(gpus) if i != absent]
     for i in shown:
         for key, spec in GPU_FIGURES.items():
-            add(f"{key}/GPU{i}", spec, f"GPU{i}")
+            add(key, spec, i=i, n=i // 4)
         for j in shown:
             if i != j:
-                add(f"copies/p2p/GPU{i}->GPU{j}", P2P, f"GPU{i}->GPU{j}")
+                add(*P2P, i=i, j=j)
     return {"schema": "nodemap.check/1", "host": host, "level": "quick", "complete": True,
             "topology": topology(gpus, absent=absent, **topo), "environment": {}, "figures": figs,
             "findings": [], "skipped": []}
@@ -89,13 +100,13 @@ def fleet_docs(n: int, seed: int = 1, noise: float = 0.01) -> tuple[list[dict[st
         kind = injected.get(i)
         kw: dict[str, Any] = {}
         if kind == "hbm":
-            kw["slow"] = {"gpu/hbm triad/GPU5": 0.81}
+            kw["slow"] = {"gpu/5/hbm_triad": 0.81}
         elif kind == "h2d":
-            kw["slow"] = {"copies/h2d/GPU2": 0.6}
+            kw["slow"] = {"h2d/numa0->gpu2": 0.6}
         elif kind == "p2p":
-            kw["slow"] = {"copies/p2p/GPU5->GPU6": 0.85}
+            kw["slow"] = {"d2d/gpu5->gpu6": 0.85}
         elif kind == "latency":
-            kw["slow"] = {"latency/dram": 1.3}
+            kw["slow"] = {"host/latency/DRAM": 1.3}
         elif kind == "absent":
             kw["absent"] = 7
         elif kind == "nvlink":

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fleet_docs import fleet_docs, node_doc, topology
 from nodemap.errors import NodemapError
-from nodemap.fleet import facts, merge
+from nodemap.fleet import facts, merge, output, pairs
 
 
 def fleet_of(docs, pairs=(), th=merge.DEFAULTS):
@@ -23,7 +23,7 @@ def test_every_injected_fault_is_drained_and_nothing_else():
     assert len(set(faults.values())) == 8
     reasons = {d.node: d.reason for d in f.drain}
     for node, kind in faults.items():
-        want = {"hbm": "GPU5 HBM triad", "h2d": "GPU2 H2D copy", "p2p": "GPU5->GPU6 P2P copy",
+        want = {"hbm": "GPU5 HBM triad", "h2d": "H2D NUMA0 -> GPU2", "p2p": "D2D GPU5 -> GPU6",
                 "latency": "x the fleet median", "absent": "GPUs 7 where", "nvlink": "NVLink GPU5-NVSwitch 12",
                 "numa": "NIC mlx5_0 NUMA 1", "width": "GPU3 PCIe Gen5 x8"}[kind]
         assert want in reasons[node], (kind, reasons[node])
@@ -32,23 +32,23 @@ def test_every_injected_fault_is_drained_and_nothing_else():
 def test_slow_node_ranks_by_its_worst_ratio_with_evidence():
     rng = random.Random(0)
     docs = [node_doc(f"n{i}", rng) for i in range(9)]
-    docs.append(node_doc("acn17", rng, slow={"gpu/hbm triad/GPU5": 0.81}, nvlink={5: 12}))
-    docs.append(node_doc("acn18", rng, slow={"gpu/hbm triad/GPU1": 0.93}))
+    docs.append(node_doc("acn17", rng, slow={"gpu/5/hbm_triad": 0.81}, nvlink={5: 12}))
+    docs.append(node_doc("acn18", rng, slow={"gpu/1/hbm_triad": 0.93}))
     f = fleet_of(docs)
     assert [d.node for d in f.drain] == ["acn17"]
     top = f.drain[0]
     assert top.reason.startswith("GPU5 HBM triad") and "81% of the fleet median" in top.reason
     assert any("NVLink GPU5-NVSwitch 12 where 10 of 11 nodes have 18" in e for e in top.evidence)
     assert f.verdict("acn18") == "warn" and f.verdict("n0") == "pass"
-    ratio = f.ratios["acn17"][f.keys.index("gpu/hbm triad/GPU5")]
+    ratio = f.ratios["acn17"][f.keys.index("gpu/5/hbm_triad")]
     assert 0.78 < ratio < 0.84
 
 
 def test_latency_is_judged_inverted():
     rng = random.Random(1)
     docs = [node_doc(f"n{i}", rng, noise=0) for i in range(5)]
-    docs.append(node_doc("slowlat", rng, noise=0, slow={"latency/dram": 1.08}))
-    docs.append(node_doc("fastlat", rng, noise=0, slow={"latency/dram": 0.7}))
+    docs.append(node_doc("slowlat", rng, noise=0, slow={"host/latency/DRAM": 1.08}))
+    docs.append(node_doc("fastlat", rng, noise=0, slow={"host/latency/DRAM": 0.7}))
     f = fleet_of(docs)
     assert f.verdict("slowlat") == "warn" and f.verdict("fastlat") == "pass"
     assert "1.08x the fleet median" in next(x.text for x in f.findings if x.node == "slowlat")
@@ -66,13 +66,13 @@ def test_missing_node_ranks_first_with_its_last_state():
 def test_thresholds_per_figure_from_a_site_file(tmp_path):
     rng = random.Random(4)
     docs = [node_doc(f"n{i}", rng, noise=0) for i in range(5)]
-    docs.append(node_doc("x", rng, noise=0, slow={"gpu/hbm triad/GPU0": 0.96}))
+    docs.append(node_doc("x", rng, noise=0, slow={"gpu/0/hbm_triad": 0.96}))
     assert fleet_of(docs).verdict("x") == "pass"
     site = tmp_path / "site.toml"
-    site.write_text('[fleet]\nlink_bad = 0.9\n[[fleet.rule]]\nkey = "gpu/hbm*"\nclass = "*H100*"\n'
+    site.write_text('[fleet]\nlink_bad = 0.9\n[[fleet.rule]]\nkey = "gpu/*/hbm*"\nclass = "*H100*"\n'
                     'warn = 0.98\nfail = 0.97\n')
     th = merge.load_thresholds(str(site))
-    assert th.link_bad == 0.9 and th.for_figure("gpu/hbm triad/GPU0", "NVIDIA H100 80GB HBM3") == (0.98, 0.97)
+    assert th.link_bad == 0.9 and th.for_figure("gpu/0/hbm_triad", "NVIDIA H100 80GB HBM3") == (0.98, 0.97)
     f = fleet_of(docs, th=th)
     assert f.verdict("x") == "fail" and "fail below 97%" in f.drain[0].reason
 
@@ -91,30 +91,72 @@ def test_a_bad_site_file_is_one_line_naming_file_and_key(tmp_path, text, says):
     assert says in str(e.value) and str(site) in str(e.value) and "\n" not in str(e.value)
 
 
-def test_links_a_node_with_every_pair_bad_is_the_culprit_a_lone_bad_pair_a_link():
+def recorded_pair_tests(n, bad_node=None, bad_link=None, slow_latency=None, seed=0):
+    """`pairs.isolate` over n simulated nodes, its results recorded as the
+    driver records them (latency, then the bandwidth total, per test)."""
+    rng = random.Random(seed)
+    names = [f"n{i:02d}" for i in range(n)]
+    results = []
+
+    def measure(rnd):
+        out = {}
+        for p in rnd:
+            bw, lat = 24.0 * rng.gauss(1, 0.005), 2.0 * rng.gauss(1, 0.005)
+            bw *= 0.7 if bad_node in p else 0.6 if p == bad_link else 1.0
+            lat *= 3.0 if slow_latency in p else 1.0
+            a, b = names[p[0]], names[p[1]]
+            results.append({"a": a, "b": b, "key": "mpi latency host", "unit": "us", "value": lat,
+                            "higher_is_better": False})
+            results.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": bw,
+                            "higher_is_better": True})
+            out[p] = {"mpi latency host": lat, "mpi bw host": bw}
+        return out
+
+    iso = pairs.isolate(n, measure, directions={"mpi latency host": False, "mpi bw host": True})
+    return names, results, iso
+
+
+@pytest.mark.parametrize("case", [{"bad_node": 3}, {"bad_link": (0, 1)}, {"bad_link": (4, 6)},
+                                  {"slow_latency": 5}, {"bad_node": 7, "bad_link": (1, 2)}, {}])
+def test_the_drain_list_is_the_isolations_conclusion(case):
+    names, results, iso = recorded_pair_tests(12, seed=len(str(case)), **case)
+    said = pairs.conclusion(iso, names)
+    drained = {d.node for d in merge.merge([merge.Node(x) for x in names], results, isolation=said).drain}
+    assert drained == set(said["bad_nodes"]) | {x for link in said["bad_links"] for x in link}
+    want_nodes = {names[case[k]] for k in ("bad_node", "slow_latency") if k in case}
+    want_links = [sorted(names[i] for i in case["bad_link"])] if "bad_link" in case else []
+    assert set(said["bad_nodes"]) == want_nodes and said["bad_links"] == want_links
+    # saved without the conclusion (--from an older pairs.jsonl): replayed, the same
+    assert pairs.replay(results) == said
+    assert {d.node for d in merge.merge([merge.Node(x) for x in names], results).drain} == drained
+
+
+def test_a_latency_suspect_is_re_tested():
+    names, results, iso = recorded_pair_tests(12, slow_latency=5)
+    ring = len(pairs.ring_pairs(12))
+    assert len(iso.tests) > ring and iso.bad_nodes == {5}
+    f = merge.merge([merge.Node(x) for x in names], results)
+    assert f.drain[0].node == "n05" and "mpi latency host" in f.drain[0].reason and "x the lowest" in f.drain[0].reason
+    assert not any(x.node != "n05" for x in f.findings)  # its partners are spared
+
+
+def test_bad_pairs_no_re_test_settled_are_a_warning_not_a_drain():
     names = [f"n{i}" for i in range(6)]
     res = []
-    for i in range(6):
+    for i in range(6):  # the ring only: no re-test was recorded
         for s in (1, 2):
             a, b = names[i], names[(i + s) % 6]
-            v = 24.0
-            if "n3" in (a, b):
-                v = 18.0
-            if {a, b} == {"n0", "n1"}:
-                v = 20.0
-            res.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": v, "higher_is_better": True})
+            res.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": 18.0 if "n3" in (a, b) else 24.0,
+                        "higher_is_better": True})
     f = merge.merge([merge.Node(n) for n in names], res)
-    by = {(x.node, x.kind) for x in f.findings}
-    assert ("n3", "link") in by
-    assert not any(x.node in ("n2", "n4", "n5") for x in f.findings)  # n3's partners are spared
-    assert any("link n0 <-> n1" in x.text for x in f.findings if x.node == "n0")
-    assert f.drain[0].node == "n3" and "every pair of n3 is bad" in f.drain[0].reason
+    assert not f.drain and f.isolation["unsettled"] == ["n1", "n2", "n3", "n4", "n5"]  # n0 met no bad pair
+    assert {x.severity for x in f.findings} == {"warn"} and all("no re-test" in x.text for x in f.findings)
 
 
 def test_lone_class_gets_no_fleet_verdict():
     rng = random.Random(5)
     docs = [node_doc(f"n{i}", rng) for i in range(4)]
-    odd = node_doc("odd", rng, slow={"gpu/hbm triad/GPU0": 0.5})
+    odd = node_doc("odd", rng, slow={"gpu/0/hbm_triad": 0.5})
     for g in odd["topology"]["gpus"]:
         g["model"] = "NVIDIA H200"
     f = fleet_of(docs + [odd])
@@ -134,7 +176,7 @@ def test_facts_and_class_of_a_topology():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(0.5, 2.0), min_size=2, max_size=30), st.booleans())
+@given(st.lists(st.floats(0.5, 2.0), min_size=3, max_size=30), st.booleans())
 def test_ratio_below_one_is_always_worse_and_the_median_node_passes(values, hib):
     nodes = [merge.Node(f"n{i}", figures={"k": {"key": "k", "value": v, "unit": "u", "higher_is_better": hib}})
              for i, v in enumerate(values)]
@@ -169,3 +211,53 @@ def test_fleet_html_opens_offline_in_headless_chromium(tmp_path):
                         "--screenshot", str(tmp_path / "shot.png")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "3 plots promised (figures, links, distributions)" in r.stdout
+
+
+def test_two_nodes_get_no_fleet_relative_verdict_only_their_own_checks():
+    # The median of two is their mean: the 2-node H100 run drained both nodes against it.
+    rng = random.Random(11)
+    two = [node_doc("a", rng), node_doc("b", rng, slow={"gpu/0/hbm_triad": 0.8})]
+    f = fleet_of(two)
+    assert not f.drain and not f.findings
+    assert any("need >= 3 nodes" in n for n in f.notes) and f.to_dict()["notes"] == f.notes
+    assert "fleet-relative verdicts need >= 3 nodes" in output.summary(f, [])
+    two[1]["findings"] = [{"verdict": "fail", "text": "GPU0 HBM triad 1,211 GB/s is below its floor"}]
+    f = fleet_of(two)
+    assert [(d.node, d.reason) for d in f.drain] == [("b", "its own check: GPU0 HBM triad 1,211 GB/s is below its floor")]
+    three = two + [node_doc("c", rng)]
+    three[1]["findings"] = []
+    assert [d.node for d in fleet_of(three).drain] == ["b"] and not fleet_of(three).notes
+
+
+def _noisy_fleet(n, keys=6, seed=1, sd=0.03):
+    rng = random.Random(seed)
+    nodes = [merge.Node(f"n{i:05d}", figures={f"gpu/{k}/hbm_triad": {"key": f"gpu/{k}/hbm_triad", "unit": "GB/s",
+                                                                     "value": 3000 * rng.gauss(1, sd)}
+                                              for k in range(keys)}) for i in range(n)]
+    return merge.merge(nodes)
+
+
+def test_distributions_draw_every_figure_even_a_healthy_one_bounded_by_summaries():
+    pytest.importorskip("matplotlib")
+    from nodemap.fleet import html
+
+    f = _noisy_fleet(40, sd=0.005)
+    assert not f.findings
+    svg = html.distributions(f)
+    assert all(k in svg for k in f.keys)  # every figure, not only those with findings
+    small, big = (len(html.distributions(_noisy_fleet(n, seed=2))) for n in (4000, 12000))
+    assert big < 1.2 * small  # boxes and the 20 farthest points per figure: not 3x the points
+
+
+def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
+    names, results, iso = recorded_pair_tests(12, bad_node=3, seed=4)
+    said = pairs.conclusion(iso, names)
+    out = output.FleetOutput(str(tmp_path))
+    for r in results:
+        out.pair_line(r)
+    out.isolation(said)
+    _, got, isolation = output.read_saved([str(tmp_path)])
+    assert got == results and isolation == said
+    said_other = {**said, "bad_nodes": ["n05"]}  # the run's own conclusion is the one drained by
+    f = merge.merge([merge.Node(x) for x in names], got, isolation=said_other)
+    assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == said_other

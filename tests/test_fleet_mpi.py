@@ -166,7 +166,7 @@ def test_from_saved_documents_builds_the_same_report(tmp_path):
     d = tmp_path / "saved"
     d.mkdir()
     for i in range(6):
-        slow = {"gpu/hbm triad/GPU1": 0.82} if i == 4 else None
+        slow = {"gpu/1/hbm_triad": 0.82} if i == 4 else None
         (d / f"n{i}.json").write_text(json.dumps(node_doc(f"n{i}", rng, gpus=2, slow=slow)))
     (d / "notes.txt").write_text("ignored")
     out = tmp_path / "out"
@@ -209,3 +209,68 @@ def test_a_rail_is_named_by_the_nic_local_to_its_rank():
     nics = [("mlx5_0", "0-15"), ("mlx5_1", "16-31"), ("eth0", "")]
     assert nearest_nic(nics, {3, 4}) == "mlx5_0" and nearest_nic(nics, {20}) == "mlx5_1"
     assert nearest_nic(nics, {15, 16}) == "mlx5_0+mlx5_1" and nearest_nic(nics, set()) == ""
+
+
+@pytest.mark.parametrize("option", ["--join-timeout", "--check-timeout", "--pair-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e999"])
+def test_fleet_timeouts_are_positive_finite_seconds(tmp_path, option, value):
+    # nan once made every healthy rank "missing" at once; inf switched the never-hang guarantee off
+    p = subprocess.run([*FLEET, f"{option}={value}", "-o", str(tmp_path / "o")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert f"argument {option}:" in p.stderr.strip().splitlines()[-1] and "seconds" in p.stderr
+
+
+def test_device_buffers_are_staged_where_mpi_is_not_cuda_aware_and_skipped_without_gpus(tmp_path, saved_doc):
+    # "GPU" memory is tests/fake_cupy.py's host memory: the staged path runs through real MPI ranks.
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "cupy.py").write_text("import sys\nimport fake_cupy\nsys.modules['cupy'] = fake_cupy\n")
+    path = os.pathsep.join([str(shim), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    out = tmp_path / "out"
+    p = subprocess.run(mpmd([("a", {}), ("b", {})], ["-o", str(out), "--pair-size", "64KiB", "--json", "-q"]),
+                       capture_output=True, text=True, timeout=120,
+                       env=env(NODEMAP_FLEET_NODE_DOC=saved_doc, PYTHONPATH=path))
+    assert p.returncode in (0, 1), p.stderr
+    fleet = json.loads(p.stdout)
+    assert {"mpi bw device", "mpi bw device rail0", "mpi latency device", "mpi bw host"} <= {x["key"] for x in
+                                                                                            fleet["links"]}
+    device = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines() if "device rail0" in x]
+    assert device and device[0]["transport"] == "staged (pinned host)" and "not CUDA-aware" in device[0]["why"]
+    # no GPU (no CuPy here): host only, and the report says why
+    p = subprocess.run(mpmd([("a", {}), ("b", {})], ["-o", str(tmp_path / "o2"), "--pair-size", "64KiB", "--json",
+                                                     "-q"]), capture_output=True, text=True, timeout=120,
+                       env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    fleet = json.loads(p.stdout)
+    assert not any("device" in x["key"] for x in fleet["links"]) and "mpi bw host" in {x["key"] for x in fleet["links"]}
+    assert any("device buffers skipped: no GPU visible" in m for m in fleet["messages"])
+
+
+def _gpus():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpus(), reason="no CUDA GPU (CuPy)")
+def test_device_buffers_on_a_real_gpu(tmp_path, saved_doc):
+    out = tmp_path / "out"
+    p = subprocess.run(mpmd([("g0", {}), ("g1", {})], ["-o", str(out), "--pair-size", "4MiB", "--json", "-q"]),
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, NODEMAP_FLEET_NODE_DOC=saved_doc))
+    assert p.returncode in (0, 1), p.stderr
+    device = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines() if "device" in x]
+    assert {r["key"] for r in device} >= {"mpi bw device", "mpi bw device rail0", "mpi latency device"}
+    assert all(r["value"] > 0 for r in device)
+    assert {r.get("transport") for r in device if "rail0" in r["key"]} <= {"cuda-aware", "staged (pinned host)"}
+    print({r["key"]: (round(r["value"], 2), r.get("transport")) for r in device})
+
+
+def test_an_unknown_pair_buffer_kind_is_one_line(tmp_path):
+    p = subprocess.run([*FLEET, "--pair-buffers", "host,gpu", "-o", str(tmp_path / "o")], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "choose from host,device" in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -8,6 +8,7 @@ import os
 import time
 
 from ..errors import NodemapError
+from ..units import seconds
 
 FLEET_HELP = """\
 fleet (--fleet, under the launcher, all ranks of all nodes):
@@ -30,15 +31,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="check every node of the allocation over MPI and judge each against the fleet")
     g.add_argument("--from", dest="from_dirs", nargs="+", metavar="DIR",
                    help="build the fleet report from saved node documents instead of measuring")
-    g.add_argument("--join-timeout", type=float, default=60.0, metavar="S",
+    g.add_argument("--join-timeout", type=seconds, default=60.0, metavar="S",
                    help="seconds every rank has to join (default 60)")
-    g.add_argument("--check-timeout", type=float, default=1800.0, metavar="S",
+    g.add_argument("--check-timeout", type=seconds, default=1800.0, metavar="S",
                    help="seconds every node has for its check; later ones are reported missing (default 1800)")
-    g.add_argument("--pair-timeout", type=float, default=60.0, metavar="S",
+    g.add_argument("--pair-timeout", type=seconds, default=60.0, metavar="S",
                    help="seconds one node pair test may take (default 60)")
     g.add_argument("--no-pairs", action="store_true", help="skip the MPI pair tests between nodes")
     g.add_argument("--pair-size", default="4MiB", metavar="BYTES",
                    help="message size of the pair bandwidth test (default 4MiB; 16 per window)")
+    g.add_argument("--pair-buffers", default="host,device", metavar="KINDS",
+                   help="buffer kinds of the pair tests: host, device (GPU memory through CuPy: CUDA-aware MPI "
+                        "where proven, else staged through pinned host memory; skipped without GPUs) "
+                        "(default host,device)")
     g.add_argument("--no-html", action="store_true", help="write fleet.json only (large fleets, no matplotlib)")
 
 
@@ -53,15 +58,13 @@ def config(args: argparse.Namespace) -> "object":
         th = merge.load_thresholds(args.expect)
     else:
         th = merge.DEFAULTS
-    for name in ("join_timeout", "check_timeout", "pair_timeout"):
-        if getattr(args, name) <= 0:
-            raise NodemapError(f"--{name.replace('_', '-')} {getattr(args, name):g}: give a positive number of seconds")
     size = _size(args.pair_size)
     return Config(outdir=args.output or f"nodemap-fleet-{time.strftime('%Y%m%d-%H%M%S')}",
                   level=getattr(args, "level", "quick"), expect=getattr(args, "expect", None),
                   join_timeout=args.join_timeout, check_timeout=args.check_timeout,
                   pair_timeout=args.pair_timeout, pairs=not args.no_pairs,
-                  sizes=pairtest.Sizes(bw_bytes=size), thresholds=th, html=not args.no_html,
+                  sizes=pairtest.Sizes(bw_bytes=size), buffers=_buffers(args.pair_buffers), thresholds=th,
+                  html=not args.no_html,
                   json_out=getattr(args, "json", False), quiet=getattr(args, "quiet", False))
 
 
@@ -69,6 +72,13 @@ def _size(text: str) -> int:
     from ..units import parse_size
 
     return parse_size(text, "--pair-size", minimum=1)
+
+
+def _buffers(text: str) -> tuple[str, ...]:
+    from ..bench.mpi_p2p import subset
+    from .pairtest import KINDS
+
+    return tuple(dict.fromkeys(subset(text, KINDS, "--pair-buffers")))
 
 
 def run(args: argparse.Namespace) -> int:

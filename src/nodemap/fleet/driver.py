@@ -8,9 +8,10 @@ Leaders run their node's check in parallel, keep the full document
 rank 0 writes one JSON line per node as each arrives (nodes.jsonl, and
 nodes/NAME.json), so a partial run is usable. Then rank 0 schedules the
 pair tests round by round (`pairs.isolate`): in each pair the two leaders
-measure bandwidth and latency, and the k-th local ranks of both nodes
-measure bandwidth at the same time (rail k), so a pair's bandwidth is the
-sum over its rails. Last, rank 0 merges (`merge`), writes fleet.json and
+measure bandwidth and latency (host and device buffers, `pairtest`), and
+the k-th local ranks of both nodes measure bandwidth at the same time
+(rail k), so a pair's bandwidth is the sum over its rails; what the
+re-tests conclude (DIR/isolation.json) is what the drain list says. Last, rank 0 merges (`merge`), writes fleet.json and
 fleet.html and tells every rank to end.
 
 Never hang: no collective is used after MPI_Init; every message is
@@ -41,7 +42,7 @@ from typing import Any
 from ..errors import NodemapError
 from . import merge as mergemod
 from . import nodecheck, output, pairtest, wire
-from .pairs import Pair, isolate
+from .pairs import Figures, Pair, conclusion, isolate
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Config:
     pairs: bool = True
     shifts: tuple[int, ...] = (1, 2)
     sizes: pairtest.Sizes = field(default_factory=pairtest.Sizes)
+    buffers: tuple[str, ...] = ("host", "device")  # pair test buffer kinds (device: skipped without GPUs)
     thresholds: mergemod.Thresholds = mergemod.DEFAULTS
     html: bool = True
     json_out: bool = False
@@ -158,7 +160,7 @@ def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
     try:
         rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
-                                      cfg.sizes, cfg.pair_timeout)
+                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, cmd["rail"])
     except wire.Late:
         rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
     except ValueError as e:
@@ -190,6 +192,8 @@ class Coordinator:
         self.cpus: dict[int, set[int]] = {}  # rank -> the CPUs it runs on (its hello)
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
+        self.isolation: dict[str, Any] | None = None
+        self.directions: dict[str, bool] = {}  # pair figure -> higher is better (the keys isolate judges)
         self.messages: list[str] = []
         self.late = False
         self.out = output.FleetOutput(cfg.outdir)
@@ -289,15 +293,17 @@ class Coordinator:
         self.say(f"pair tests among {len(alive)} nodes")
         self.round_no = 0
         iso = isolate(len(alive), lambda rnd: self.run_round(alive, rnd), True, self.cfg.shifts,
-                      self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency)
+                      self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency, self.directions)
+        self.isolation = conclusion(iso, [n.name for n in alive])
+        self.out.isolation(self.isolation)
         self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "
                  f"(all pairs would be {len(alive) * (len(alive) - 1) // 2})")
-        self.messages.append(f"pair tests: {len(iso.tests)} in {iso.rounds} rounds; bad links "
-                             f"{sorted((alive[a].name, alive[b].name) for a, b in iso.bad_links)}; transient "
-                             f"{sorted((alive[a].name, alive[b].name) for a, b in iso.transient)}")
+        c = self.isolation
+        self.messages.append(f"pair tests: {c['tests']} in {c['rounds']} rounds; bad nodes {c['bad_nodes']}; "
+                             f"bad links {c['bad_links']}; transient {c['transient']}")
 
-    def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, float]:
-        """One round of pair tests; the pairs' total bandwidth (over rails)."""
+    def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, Figures]:
+        """One round of pair tests; each pair's figures (`take_reports`)."""
         self.round_no += 1
         cmds: dict[int, dict[str, Any]] = {}
         for p in rnd:
@@ -326,32 +332,49 @@ class Coordinator:
             node.state = f"node check done; rank {r} stopped answering in pair round {self.round_no}"
         return self.take_reports(alive, rnd, reports)
 
-    def take_reports(self, alive: list[NodeRec], rnd: list[Pair], reports: list[dict[str, Any]]) -> dict[Pair, float]:
-        totals: dict[tuple[str, str], float] = {}
+    def take_reports(self, alive: list[NodeRec], rnd: list[Pair], reports: list[dict[str, Any]]
+                     ) -> dict[Pair, Figures]:
+        """Each pair's figures: latency per buffer kind, and bandwidth per
+        buffer kind summed over its rails (a pair with a rail missing is not measured)."""
+        totals: dict[tuple[str, str], dict[str, float]] = {}
         complete: dict[tuple[str, str], int] = {}
+        lat: dict[tuple[str, str], dict[str, float]] = {}
         for rep in reports:
             key = tuple(rep["pair"])
             if "error" in rep:
                 self.messages.append(f"pair {key[0]} <-> {key[1]} rail {rep['rail']}: {rep['error']}")
                 continue
+            if any(f["test"] == "bw" for f in rep.get("figures", ())):  # the sender's side of a rail
+                complete[key] = complete.get(key, 0) + 1
             for f in rep.get("figures", ()):
-                rail = f" rail{rep['rail']}" if f["test"] == "bw" else ""
+                kind = f.get("buffers", "host")
+                if f["test"] == "skipped":
+                    self.note_once(f"pair tests, {kind} buffers: {f['reason']}")
+                    continue
+                name = f"mpi {f['test']} {kind}"
                 if f["test"] == "bw":
-                    f = {**f, "nics": self.rail_nics(key, rep["rail"])}
-                self.add_pair(key, f"mpi {f['test']} host{rail}", f)
-                if f["test"] == "bw":
-                    totals[key] = totals.get(key, 0.0) + f["value"]
-                    complete[key] = complete.get(key, 0) + 1
+                    self.add_pair(key, f"{name} rail{rep['rail']}", {**f, "nics": self.rail_nics(key, rep["rail"])})
+                    totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f["value"]
+                else:
+                    self.add_pair(key, name, f)
+                    lat.setdefault(key, {})[name] = f["value"]
+                self.directions[name] = bool(f["higher_is_better"])
         out = {}
         for p in rnd:
             a, b = alive[p[0]], alive[p[1]]
             key = (a.name, b.name)
             rails = min(len(a.ranks), len(b.ranks))
-            if complete.get(key) == rails:  # a pair with a rail missing is not measured
-                out[p] = totals[key]
-                self.add_pair(key, "mpi bw host", {"unit": "GB/s", "higher_is_better": True, "value": totals[key],
-                                                   "rails": rails})
+            if complete.get(key) != rails:
+                continue
+            out[p] = dict(lat.get(key, {}))
+            for name, v in totals.get(key, {}).items():
+                self.add_pair(key, name, {"unit": "GB/s", "higher_is_better": True, "value": v, "rails": rails})
+                out[p][name] = v
         return out
+
+    def note_once(self, text: str) -> None:
+        if text not in self.messages:
+            self.messages.append(text)
 
     def rail_nics(self, key: tuple[str, ...], rail: int) -> list[str]:
         """The NIC nearest the rail's rank on each side ("" where none is
@@ -364,7 +387,7 @@ class Coordinator:
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
              "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        for extra in ("samples", "nics", "rails"):
+        for extra in ("samples", "nics", "rails", "buffers", "transport", "why"):
             if extra in f:
                 r[extra] = f[extra]
         self.pair_results.append(r)
@@ -384,7 +407,7 @@ class Coordinator:
         return out
 
     def finish(self, interrupted: bool) -> mergemod.Fleet:
-        fleet = mergemod.merge(self.fleet_nodes(), self.pair_results, self.cfg.thresholds)
+        fleet = mergemod.merge(self.fleet_nodes(), self.pair_results, self.cfg.thresholds, self.isolation)
         if interrupted:
             fleet.complete = False
         self.out.fleet(fleet, self.messages, html=self.cfg.html)
@@ -414,12 +437,12 @@ def nearest_nic(nics: list[tuple[str, str]], cpus: set[int]) -> str:
 
 def run_from(dirs: list[str], cfg: Config) -> int:
     """`--from DIR`: the same report from node documents saved by separate jobs."""
-    nodes, pair_results = output.read_saved(dirs)
+    nodes, pair_results, isolation = output.read_saved(dirs)
     if not nodes:
         raise NodemapError(f"--from {' '.join(dirs)}: no node documents (nodes/*.json, nodes.jsonl or *.json of "
                            f"schema {nodecheck.SCHEMA}) found; run `nodemap check --output DIR` on each node first")
     out = output.FleetOutput(cfg.outdir)
-    fleet = mergemod.merge(nodes, pair_results, cfg.thresholds)
+    fleet = mergemod.merge(nodes, pair_results, cfg.thresholds, isolation)
     messages = [f"built from {len(nodes)} saved node documents in {', '.join(dirs)}"]
     out.fleet(fleet, messages, html=cfg.html)
     if cfg.json_out:

@@ -7,8 +7,9 @@ no fonts), plots drawn by matplotlib and embedded as SVG.
   come first; beyond `max_rows` the healthy ones are left out (counted).
 - node x node link heatmap: each tested pair's bandwidth as % of the best
   pair (ClusterKit's rule); grey where the pair was not tested.
-- per-figure distributions: every node's value of the figures with a
-  finding, the median and the warn/fail lines drawn across.
+- per-figure distributions: one box per figure key of every node's % of
+  its class's median, the farthest nodes as points, the median and the
+  warn/fail lines drawn across.
 - the ranked drain list with reasons and evidence.
 """
 
@@ -23,7 +24,7 @@ from .merge import Fleet
 
 MAX_ROWS = 80  # heatmap rows (nodes) drawn: every tick costs layout time (1,000-node target 5 s)
 MAX_COLS = 120  # heatmap columns (figures) drawn
-MAX_DISTRIBUTIONS = 12
+MAX_FLIERS = 20  # per figure in the distributions: the farthest nodes (the drain list names them all)
 
 
 def _plt() -> Any:
@@ -114,34 +115,71 @@ def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_RO
     return _svg(fig)
 
 
-def distributions(fleet: Fleet, limit: int = MAX_DISTRIBUTIONS) -> str:
-    """Histograms of the figures with findings (worst first), one figure of
-    stacked panels (one drawing, not one per figure)."""
-    worst: dict[str, float] = {}
+def distributions(fleet: Fleet, limit: int = MAX_COLS, fliers: int = MAX_FLIERS) -> str:
+    """The distribution of every figure across the nodes: one box per figure
+    key (rows, worst node first), each node's % of its class's median, the
+    median and the warn/fail lines drawn across. The boxes are summaries, so
+    the drawing does not grow with the node count: of the nodes outside the
+    whiskers only the `fliers` farthest are drawn per figure."""
     col = {k: i for i, k in enumerate(fleet.keys)}
-    for r in fleet.ratios.values():
-        for k, i in col.items():
-            if r[i] is not None and r[i] < fleet.thresholds.warn:
-                worst[k] = min(worst.get(k, 1.0), r[i])
-    shown = sorted(worst, key=worst.get)[:limit]
+    values = {k: [r[i] for r in fleet.ratios.values() if r[i] is not None] for k, i in col.items()}
+    shown = sorted((k for k in values if values[k]), key=lambda k: (min(values[k]), k))[:limit]
     if not shown:
         return ""
-    base = {b.key: b for b in fleet.baselines}
+    stats = [box_stats(values[k], _dist_label(fleet, k, len(values[k])), fliers) for k in shown]
     plt = _plt()
-    fig, axes = plt.subplots(len(shown), 1, figsize=(6.5, 1.3 * len(shown)), squeeze=False)
-    for ax, k in zip(axes[:, 0], shown):
-        vals = [r[col[k]] for r in fleet.ratios.values() if r[col[k]] is not None]
-        ax.hist(vals, bins=min(60, max(10, len(vals) // 5)), color="#4575b4")
-        for x, c, s in ((1.0, "k", "-"), (fleet.thresholds.warn, "#e08214", "--"),
-                        (fleet.thresholds.fail, "#b2182b", "--")):
-            ax.axvline(x, color=c, linestyle=s, linewidth=1)
-        b = base.get(k)
-        ax.set_title(f"{k}: median {b.median:,.4g} {b.unit}, MAD {b.mad:,.3g} ({len(vals)} nodes)" if b else k,
-                     fontsize=8)
-        ax.set_yticks([])
-    axes[-1, 0].set_xlabel("% of the fleet median (black: median; dashed: warn, fail)")
-    fig.subplots_adjust(hspace=0.9, top=1 - 0.35 / (1.3 * len(shown)), bottom=0.55 / (1.3 * len(shown)))
+    th = fleet.thresholds
+    height = 0.8 + 0.2 * len(shown)
+    fig, ax = plt.subplots(figsize=(7.5, height))
+    # Fixed margins: a tight bounding box would draw the 100+ boxes twice.
+    fig.subplots_adjust(left=0.36, right=0.98, top=1 - 0.15 / height, bottom=0.55 / height)
+    draw_boxes(ax, stats[::-1])
+    for x, c, s in ((1.0, "k", "-"), (th.warn, "#e08214", "--"), (th.fail, "#b2182b", "--")):
+        ax.axvline(x, color=c, linestyle=s, linewidth=0.8)
+    lo = min(min(st["whislo"], *st["fliers"]) if len(st["fliers"]) else st["whislo"] for st in stats)
+    hi = max(max(st["whishi"], *st["fliers"]) if len(st["fliers"]) else st["whishi"] for st in stats)
+    ax.set_xlim(max(0.0, min(lo, th.fail) - 0.03), min(2.0, max(hi, 1.02) + 0.03))
+    ax.tick_params(axis="y", labelsize=6)
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.set_xlabel(f"% of the class's median (dashed: warn, fail; points: <= {fliers} farthest nodes a figure)")
     return _svg(fig, tight=False)
+
+
+def draw_boxes(ax: Any, stats: list[dict[str, Any]]) -> None:
+    """Horizontal boxes, one row each, in four artists (matplotlib's bxp
+    makes seven per box: 120 boxes cost a second)."""
+    y = list(range(len(stats)))
+    ax.barh(y, [s["q3"] - s["q1"] for s in stats], left=[s["q1"] for s in stats], height=0.6, color="white",
+            edgecolor="#333333", linewidth=0.6)
+    ax.hlines(y, [s["whislo"] for s in stats], [s["q1"] for s in stats], color="#333333", linewidth=0.6)
+    ax.hlines(y, [s["q3"] for s in stats], [s["whishi"] for s in stats], color="#333333", linewidth=0.6)
+    ax.vlines([s["med"] for s in stats], [i - 0.3 for i in y], [i + 0.3 for i in y], color="#4575b4", linewidth=1)
+    pts = [(v, i) for i, s in zip(y, stats) for v in s["fliers"]]
+    if pts:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", markersize=2, markerfacecolor="none",
+                markeredgecolor="#b2182b")
+    ax.set_yticks(y, [s["label"] for s in stats])
+    ax.set_ylim(-0.7, len(stats) - 0.3)
+
+
+def box_stats(values: list[float], label: str, fliers: int) -> dict[str, Any]:
+    """matplotlib's box (quartiles, whiskers at the farthest value within
+    1.5 IQR) by NumPy, and only the `fliers` values farthest from 100%."""
+    import numpy as np
+
+    v = np.sort(np.asarray(values, dtype=float))
+    q1, med, q3 = np.percentile(v, (25, 50, 75))
+    iqr = q3 - q1
+    inside = v[(v >= q1 - 1.5 * iqr) & (v <= q3 + 1.5 * iqr)]
+    lo, hi = (inside[0], inside[-1]) if len(inside) else (q1, q3)
+    out = v[(v < lo) | (v > hi)]
+    far = out[np.argsort(-np.abs(out - 1.0), kind="stable")[:fliers]]
+    return {"med": med, "q1": q1, "q3": q3, "whislo": lo, "whishi": hi, "fliers": far, "label": label}
+
+
+def _dist_label(fleet: Fleet, key: str, n: int) -> str:
+    b = next((b for b in fleet.baselines if b.key == key), None)
+    return f"{key}  {b.median:,.4g} {b.unit} ({n})" if b else f"{key} ({n})"
 
 
 CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse}
@@ -187,7 +225,9 @@ def page(fleet: Fleet, messages: list[str]) -> str:
         parts.append("<h2>Node x node: pair bandwidth, % of the best pair</h2>" + _plot("links", links))
     dists = distributions(fleet)
     if dists:
-        parts.append("<h2>Distributions of the figures with findings</h2>" + _plot("distributions", dists))
+        parts.append("<h2>Distribution of each figure across the nodes</h2>" + _plot("distributions", dists)
+                     + (f"<p class='note'>{len(fleet.keys) - MAX_COLS} more figures in fleet.json</p>"
+                        if len(fleet.keys) > MAX_COLS else ""))
     return "\n".join(parts + _lists(fleet, messages) + ["</body></html>"])
 
 
@@ -203,8 +243,8 @@ def _lists(fleet: Fleet, messages: list[str]) -> list[str]:
     if warn:
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(f.node)}: {e(f.text)}</li>" for f in warn[:200])
                    + (f"<li>... {len(warn) - 200} more in fleet.json</li>" if len(warn) > 200 else "") + "</ul>")
-    if messages:
-        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(m)}</li>" for m in messages) + "</ul>")
+    if messages or fleet.notes:
+        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(m)}</li>" for m in messages + fleet.notes) + "</ul>")
     return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
 from . import facts as factsmod
-from .pairs import bad_pairs, pair
+from .pairs import bad_pairs, replay
 
 SCHEMA = "nodemap.fleet/1"
 
@@ -47,7 +47,7 @@ class Thresholds:
     fail: float = 0.90
     link_bad: float = 0.93  # of the best pair's bandwidth
     link_latency: float = 2.1  # x the lowest pair latency
-    min_nodes: int = 2  # fewer nodes of a class with a figure: no fleet verdict
+    min_nodes: int = 3  # fewer nodes of a class with a figure: no fleet verdict (the median of two is their mean)
     rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
 
     def for_figure(self, key: str, node_class: str) -> tuple[float, float]:
@@ -73,7 +73,7 @@ class Node:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> figure record
     facts: dict[str, Any] = field(default_factory=dict)
     last_state: str = ""  # for a missing node: the last thing it said
-    findings: list[str] = field(default_factory=list)  # the node check's own findings (sentences)
+    findings: list[tuple[str, str]] = field(default_factory=list)  # the node check's own (verdict, sentence)
 
 
 def node_from_doc(doc: dict[str, Any]) -> Node:
@@ -89,14 +89,16 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
         node_class=factsmod.node_class(topo),
         figures=figs,
         facts=factsmod.facts(topo),
-        findings=[_sentence(x) for x in doc.get("findings", ())],
+        findings=[_own(x) for x in doc.get("findings", ())],
     )
 
 
-def _sentence(finding: Any) -> str:
+def _own(finding: Any) -> tuple[str, str]:
+    """A node check's finding: (warn | fail, its sentence)."""
     if isinstance(finding, str):
-        return finding
-    return str(finding.get("text") or finding.get("message") or finding)
+        return "warn", finding
+    verdict = "fail" if finding.get("verdict") == "fail" else "warn"
+    return verdict, str(finding.get("text") or finding.get("message") or finding)
 
 
 def missing_node(name: str, last_state: str) -> Node:
@@ -148,6 +150,8 @@ class Fleet:
     links: list[dict[str, Any]]  # judged pair results
     drain: list[Drain]
     thresholds: Thresholds
+    notes: list[str] = field(default_factory=list)  # what the merge could not judge, and why
+    isolation: dict[str, Any] = field(default_factory=dict)  # the pair tests' conclusion (pairs.conclusion)
     complete: bool = True
 
     def verdict(self, node: str) -> str:
@@ -166,6 +170,8 @@ class Fleet:
             "ratios": self.ratios,
             "findings": [asdict(f) for f in self.findings],
             "links": self.links,
+            "isolation": self.isolation,
+            "notes": self.notes,
             "drain": [asdict(d) for d in self.drain],
         }
 
@@ -189,24 +195,32 @@ def no_gc() -> Iterator[None]:
 
 
 def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
-          thresholds: Thresholds = DEFAULTS) -> Fleet:
+          thresholds: Thresholds = DEFAULTS, isolation: dict[str, Any] | None = None) -> Fleet:
+    """`isolation`: the pair tests' conclusion (`pairs.conclusion`); without
+    it, it is replayed from the pair results."""
     with no_gc():
-        return _merge(nodes, pair_results, thresholds)
+        return _merge(nodes, pair_results, thresholds, isolation)
 
 
-def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds: Thresholds) -> Fleet:
+def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds: Thresholds,
+           isolation: dict[str, Any] | None) -> Fleet:
     nodes = sorted(nodes, key=lambda n: n.name)
     present = [n for n in nodes if n.status != "missing"]
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
+    findings += own_findings(present)
     findings += topology_findings(present)
     findings += status_findings(nodes)
-    links, link_findings = judge_links(list(pair_results), thresholds)
+    pair_results = list(pair_results)
+    if isolation is None and pair_results:
+        isolation = replay(pair_results, thresholds.link_bad, thresholds.link_latency)
+    links, link_findings = judge_links(pair_results, thresholds, isolation)
     findings += link_findings
     order = {"missing": 0, "fail": 1, "warn": 2}
     findings.sort(key=lambda f: (f.node, order.get(f.kind if f.kind == "missing" else f.severity, 3),
                                  f.ratio if f.ratio is not None else 0.0))
     return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
-                 drain=drain_list(findings), thresholds=thresholds,
+                 drain=drain_list(findings), thresholds=thresholds, isolation=isolation or {},
+                 notes=too_few_notes(baselines, thresholds),
                  complete=all(n.status == "complete" for n in nodes))
 
 
@@ -235,6 +249,22 @@ def judge_figures(nodes: list[Node], th: Thresholds
                                         figure_sentence(f, b, r, warn, fail), r))
         findings += absent_figures(cls, key, members, nodes, b)
     return baselines, keys, ratios, findings
+
+
+def too_few_notes(baselines: list[Baseline], th: Thresholds) -> list[str]:
+    """Classes too small for a fleet median: judged by the node checks' own rules only."""
+    small: dict[str, int] = {}
+    for b in baselines:
+        if b.n < th.min_nodes:
+            small[b.node_class] = max(small.get(b.node_class, 0), b.n)
+    return [f"{cls}: {n} node{'s' * (n != 1)}; fleet-relative verdicts need >= {th.min_nodes} nodes of a class "
+            f"(min_nodes), so these are judged by their own checks' rules (absolute limits, topology) only"
+            for cls, n in sorted(small.items())]
+
+
+def own_findings(nodes: list[Node]) -> list[Finding]:
+    """What each node's own check found (absolute limits, its inventory), whatever the fleet size."""
+    return [Finding(n.name, verdict, "check", f"its own check: {text}") for n in nodes for verdict, text in n.findings]
 
 
 def baseline(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]]) -> Baseline:
@@ -301,52 +331,74 @@ def status_findings(nodes: list[Node]) -> list[Finding]:
     return out
 
 
-def judge_links(results: list[dict[str, Any]], th: Thresholds) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """Pair results (a, b, key, unit, value, higher_is_better) judged per key
-    by ClusterKit's rule. A node whose every pair (two or more partners) is
-    bad is the culprit: the finding is its own and its partners are spared;
-    a bad pair between otherwise good nodes is a bad link, a finding on both."""
+def judge_links(results: list[dict[str, Any]], th: Thresholds, isolation: dict[str, Any] | None = None
+                ) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Pair results (a, b, key, unit, value, higher_is_better), each pair
+    marked by ClusterKit's rule per key for the link heatmap; the findings
+    come from the re-test isolation only (`pairs.isolate`, its conclusion
+    given, or replayed from the results): a bad node is a finding of its own
+    and its partners are spared, a bad link a finding on both its nodes, a
+    node with bad pairs no re-test could settle a warning."""
     by_key: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_key.setdefault(r["key"], []).append(r)
-    judged, findings = [], []
+    judged = []
     for key, rs in sorted(by_key.items()):
         values = {tuple(sorted((r["a"], r["b"]))): float(r["value"]) for r in rs}  # the last test of a pair counts
         unit, hib = rs[0].get("unit", ""), bool(rs[0].get("higher_is_better", True))
-        idx = {x: i for i, x in enumerate(sorted({x for p in values for x in p}))}
-        bad = {p for p in values if pair(idx[p[0]], idx[p[1]]) in
-               bad_pairs({pair(idx[q[0]], idx[q[1]]): v for q, v in values.items()}, hib, th.link_bad,
-                         th.link_latency)}
+        bad = bad_pairs(values, hib, th.link_bad, th.link_latency)
         best = max(values.values()) if hib else min(values.values())
-        rule = f"bad below {th.link_bad:.0%} of the best pair" if hib else f"bad above {th.link_latency:g}x the lowest"
         for (a, b), v in sorted(values.items()):
-            judged.append({"a": a, "b": b, "key": key, "unit": unit, "value": v,
+            judged.append({"a": a, "b": b, "key": key, "unit": unit, "value": v, "higher_is_better": hib,
                            "of_best": v / best if hib else best / v, "verdict": "fail" if (a, b) in bad else "pass"})
-        findings += _link_findings(key, unit, values, bad, best, hib, rule)
-    return judged, findings
+    if not results:
+        return judged, []
+    if isolation is None:
+        isolation = replay(results, th.link_bad, th.link_latency)
+    return judged, isolation_findings(isolation, judged, th)
 
 
-def _link_findings(key: str, unit: str, values: dict[tuple[str, str], float], bad: set[tuple[str, str]],
-                   best: float, hib: bool, rule: str) -> list[Finding]:
-    partners: dict[str, list[tuple[str, str]]] = {}
-    for p in values:
-        partners.setdefault(p[0], []).append(p)
-        partners.setdefault(p[1], []).append(p)
-    culprits = {x for x, ps in partners.items() if len(ps) >= 2 and all(p in bad for p in ps)}
+def isolation_findings(iso: dict[str, Any], judged: list[dict[str, Any]], th: Thresholds) -> list[Finding]:
     out = []
-    for x in sorted(culprits):
-        vals = [values[p] for p in partners[x]]
-        worst = min(vals) if hib else max(vals)
-        out.append(Finding(x, "fail", "link", f"every pair of {x} is bad ({len(vals)} partners): {key} worst "
-                           f"{_vs_best(worst, best, unit, hib)} ({rule})", worst / best if hib else best / worst))
-    for a, b in sorted(bad):
-        if a in culprits or b in culprits:
-            continue
-        v = values[(a, b)]
-        text = f"link {a} <-> {b}: {key} {_vs_best(v, best, unit, hib)} ({rule})"
-        r = v / best if hib else best / v
-        out += [Finding(a, "fail", "link", text, r), Finding(b, "fail", "link", text, r)]
+    for x in iso.get("bad_nodes", ()):
+        ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
+        out.append(Finding(x, "fail", "link", f"node {x}: its pairs stay bad against other, good partners "
+                           f"({_evidence(ev, th)})", _of_best(ev)))
+    for a, b in iso.get("bad_links", ()):
+        ev = _worst_bad(judged, lambda j: {j["a"], j["b"]} == {a, b})
+        text = f"link {a} <-> {b}: bad when re-tested, both nodes good with other partners ({_evidence(ev, th)})"
+        out += [Finding(a, "fail", "link", text, _of_best(ev)), Finding(b, "fail", "link", text, _of_best(ev))]
+    for x in iso.get("unsettled", ()):
+        ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
+        out.append(Finding(x, "warn", "link", f"node {x}: bad pairs that no re-test could settle (no good partner "
+                           f"left; {_evidence(ev, th)})", _of_best(ev)))
     return out
+
+
+def _worst_bad(judged: list[dict[str, Any]], which: Any) -> list[dict[str, Any]]:
+    """The worst bad pair of each key among those `which` picks (totals, not rails)."""
+    worst: dict[str, dict[str, Any]] = {}
+    for j in judged:
+        if j["verdict"] == "fail" and "rail" not in j["key"] and which(j):
+            if j["key"] not in worst or j["of_best"] < worst[j["key"]]["of_best"]:
+                worst[j["key"]] = j
+    return list(worst.values())
+
+
+def _of_best(ev: list[dict[str, Any]]) -> float | None:
+    return min((j["of_best"] for j in ev), default=None)
+
+
+def _evidence(ev: list[dict[str, Any]], th: Thresholds) -> str:
+    if not ev:
+        return "its last values are within the rule"
+    parts = []
+    for j in ev:
+        hib = j["higher_is_better"]
+        best = j["value"] / j["of_best"] if hib else j["value"] * j["of_best"]
+        rule = f"bad below {th.link_bad:.0%} of the best pair" if hib else f"bad above {th.link_latency:g}x the lowest"
+        parts.append(f"{j['key']} {j['a']} <-> {j['b']} {_vs_best(j['value'], best, j['unit'], hib)}; {rule}")
+    return "; ".join(parts)
 
 
 def _vs_best(v: float, best: float, unit: str, hib: bool) -> str:
@@ -358,7 +410,7 @@ def _vs_best(v: float, best: float, unit: str, hib: bool) -> str:
 # Which finding states a node's reason first: a measured shortfall before the
 # topology difference that may explain it, and a figure a node could not
 # measure last (its cause is usually the topology difference above it).
-KIND_ORDER = {"missing": 0, "figure": 1, "link": 1, "topology": 2, "absent": 3, "incomplete": 4}
+KIND_ORDER = {"missing": 0, "figure": 1, "link": 1, "check": 1, "topology": 2, "absent": 3, "incomplete": 4}
 
 
 def drain_list(findings: list[Finding]) -> list[Drain]:
@@ -399,7 +451,7 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
         fail = 0.90
         link_bad = 0.93      # of the best pair
         link_latency = 2.1   # x the lowest pair latency
-        min_nodes = 2
+        min_nodes = 3        # fewer nodes of a class: no fleet-relative verdict
         [[fleet.rule]]       # first match wins
         key = "gpu/hbm*"     # fnmatch on the figure key
         class = "*H100*"     # and on the node class (GPU or CPU model)

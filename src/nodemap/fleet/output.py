@@ -1,6 +1,7 @@
 """What the fleet writes, as it goes: nodes.jsonl (one node document per
 line, appended and flushed as each node finishes), nodes/NAME.json,
-pairs.jsonl (one pair figure per line), then fleet.json and fleet.html;
+pairs.jsonl (one pair figure per line), isolation.json (what the re-tests
+concluded: the bad nodes and links the drain list names), then fleet.json and fleet.html;
 and the terminal summary. `read_saved` reads any of these back (`--from`)."""
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class FleetOutput:
     def pair_line(self, r: dict[str, Any]) -> None:
         self._append(self.pairs_path, r)
 
+    def isolation(self, conclusion: dict[str, Any]) -> None:
+        write_atomic(os.path.join(self.outdir, "isolation.json"), json.dumps({"isolation": conclusion}))
+
     def fleet(self, fleet: mergemod.Fleet, messages: list[str], html: bool = True) -> None:
         write_atomic(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
         if html:
@@ -64,18 +68,23 @@ class FleetOutput:
             write_atomic(self.html_path, htmlmod.page(fleet, messages))
 
 
-def read_saved(dirs: list[str]) -> tuple[list[mergemod.Node], list[dict[str, Any]]]:
-    """The nodes and pair results under the given folders (or files):
-    nodes/*.json, nodes.jsonl, *.json of the node schema, pairs.jsonl. Each
+Saved = tuple[list[mergemod.Node], list[dict[str, Any]], "dict[str, Any] | None"]
+
+
+def read_saved(dirs: list[str]) -> Saved:
+    """The nodes, pair results and the pair tests' conclusion (its last, if
+    any) under the given folders (or files): nodes/*.json, nodes.jsonl,
+    *.json of the node schema, pairs.jsonl. Each
     document is reduced to what the fleet compares as it is read (10,000
     topologies are not held at once); a node seen twice keeps its last."""
     with mergemod.no_gc():
         return _read_saved(dirs)
 
 
-def _read_saved(dirs: list[str]) -> tuple[list[mergemod.Node], list[dict[str, Any]]]:
+def _read_saved(dirs: list[str]) -> Saved:
     nodes: dict[str, mergemod.Node] = {}
     pair_results: list[dict[str, Any]] = []
+    isolation = None
     for d in dirs:
         files = [d] if os.path.isfile(d) else sorted(glob.glob(os.path.join(d, "*.json*"))) + sorted(
             glob.glob(os.path.join(d, "nodes", "*.json")))
@@ -85,7 +94,9 @@ def _read_saved(dirs: list[str]) -> tuple[list[mergemod.Node], list[dict[str, An
                     nodes[str(obj.get("host"))] = mergemod.node_from_doc(obj)
                 elif {"a", "b", "key", "value"} <= obj.keys():
                     pair_results.append(obj)
-    return list(nodes.values()), pair_results
+                elif set(obj) == {"isolation"}:  # isolation.json
+                    isolation = obj["isolation"]
+    return list(nodes.values()), pair_results, isolation
 
 
 def _objects(path: str) -> list[dict[str, Any]]:
@@ -120,7 +131,7 @@ def summary(fleet: mergemod.Fleet, messages: list[str], out: FleetOutput | None 
             lines.append(f"  ... {len(fleet.drain) - top} more in fleet.json")
     else:
         lines.append("drain: none")
-    lines += [f"note: {m}" for m in messages]
+    lines += [f"note: {m}" for m in messages + fleet.notes]
     if out is not None:
         lines.append(f"written: {out.json_path}" + (f", {out.html_path}" if os.path.exists(out.html_path) else "")
                      + f", {out.nodes_path}" * os.path.exists(out.nodes_path))

@@ -12,16 +12,21 @@ fewer tests than all n(n-1)/2 pairs (ClusterKit's method).
    cleared is tested once more on its own: still bad, it is a bad link.
    Each round settles at least half of the open suspects (usually all), so
    the rounds end after at most log2(n) + 1 of them.
-Pure: the measuring is a callable, so the driver runs it over MPI and the
-tests run it on simulated nodes.
+A pair test may give several figures (bandwidth over host and device
+buffers, latency): a pair is bad when any of them is, so a latency suspect
+is re-tested as a bandwidth one is. The conclusion (`conclusion`) is the
+one the fleet report drains by. Pure: the measuring is a callable, so the
+driver runs it over MPI and the tests run it on simulated nodes; `replay`
+runs it again over recorded results (`--from` a pairs.jsonl without one).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Union
 
 Pair = tuple[int, int]
+Figures = dict[str, float]  # one pair test's figures by name
 
 
 def pair(a: int, b: int) -> Pair:
@@ -54,6 +59,17 @@ def rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
     return [ps for _, ps in out]
 
 
+def bad_figures(values: dict[Pair, Figures], directions: dict[str, bool], default: bool = True,
+                bad_ratio: float = 0.93, latency_factor: float = 2.1) -> set[Pair]:
+    """The pairs bad by any of their figures (each judged among its own kind)."""
+    names = {k for v in values.values() for k in v}
+    bad: set[Pair] = set()
+    for k in names:
+        one = {p: v[k] for p, v in values.items() if k in v}
+        bad |= bad_pairs(one, directions.get(k, default), bad_ratio, latency_factor)
+    return bad
+
+
 def bad_pairs(values: dict[Pair, float], higher_is_better: bool, bad_ratio: float = 0.93,
               latency_factor: float = 2.1) -> set[Pair]:
     """ClusterKit's rule over the pairs measured so far."""
@@ -73,21 +89,25 @@ class Isolation:
     bad_nodes: set[int] = field(default_factory=set)
     bad_links: set[Pair] = field(default_factory=set)
     transient: set[Pair] = field(default_factory=set)  # bad once, good when re-tested
+    unsettled: set[int] = field(default_factory=set)  # had bad pairs, no good partner left to settle it
     tests: list[Pair] = field(default_factory=list)  # every pair test, in order (re-tests repeat)
     rounds: int = 0
-    values: dict[Pair, float] = field(default_factory=dict)  # the last value of each pair
+    values: dict[Pair, Figures] = field(default_factory=dict)  # the last figures of each pair
 
 
-Measure = Callable[[list[Pair]], dict[Pair, float]]
+Measure = Callable[[list[Pair]], dict[Pair, Union[float, Figures]]]
 
 
 def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Iterable[int] = (1, 2),
-            bad_ratio: float = 0.93, latency_factor: float = 2.1) -> Isolation:
+            bad_ratio: float = 0.93, latency_factor: float = 2.1,
+            directions: dict[str, bool] | None = None) -> Isolation:
     """Ring, then re-test rounds until every suspect is settled.
 
     `measure(pairs)` runs one round (pairs disjoint) and returns a value per
-    pair; a pair it cannot measure (a node that does not answer) is left out
-    and a node none of whose pairs came back is not used as a partner again."""
+    pair, or its figures by name (`directions` says which are higher-is-
+    better; others take `higher_is_better`); a pair it cannot measure (a
+    node that does not answer) is left out and a node none of whose pairs
+    came back is not used as a partner again."""
     iso = Isolation()
     dead: set[int] = set()
     answered: set[int] = set()
@@ -99,14 +119,15 @@ def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Ite
             iso.tests.extend(rnd)
             for p in rnd:
                 if p in got:
-                    iso.values[p] = got[p]
+                    v = got[p]
+                    iso.values[p] = dict(v) if isinstance(v, dict) else {"value": float(v)}
                     answered.update(p)
             # A node none of whose tests came back is dead: never a partner again.
             dead.update(x for p in rnd if p not in got for x in p if x not in answered)
             dead.difference_update(answered)
 
     def judge() -> set[Pair]:
-        return bad_pairs(iso.values, higher_is_better, bad_ratio, latency_factor)
+        return bad_figures(iso.values, directions or {}, higher_is_better, bad_ratio, latency_factor)
 
     run(ring_pairs(n, shifts))
     met: dict[int, set[int]] = {i: set() for i in range(n)}
@@ -147,6 +168,7 @@ def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Ite
             else:
                 cleared.add(s)
     _settle_links(iso, judge, run, cleared)
+    iso.unsettled = ring_bad - cleared - iso.bad_nodes - dead
     return iso
 
 
@@ -162,3 +184,41 @@ def _settle_links(iso: Isolation, judge: Callable[[], set[Pair]], run: Callable[
         (iso.bad_links if p in bad else iso.transient).add(p)
     # A node with bad pairs that never met a good partner stays a suspect; the
     # fleet report names its pairs as evidence without calling it bad.
+
+
+def conclusion(iso: Isolation, names: list[str]) -> dict[str, Any]:
+    """The isolation by node names, as fleet.json and pairs.jsonl keep it."""
+    def link(p: Pair) -> list[str]:
+        return sorted((names[p[0]], names[p[1]]))
+
+    return {"bad_nodes": sorted(names[i] for i in iso.bad_nodes),
+            "bad_links": sorted(link(p) for p in iso.bad_links),
+            "transient": sorted(link(p) for p in iso.transient),
+            "unsettled": sorted(names[i] for i in iso.unsettled),
+            "tests": len(iso.tests), "rounds": iso.rounds, "all_pairs": len(names) * (len(names) - 1) // 2}
+
+
+def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_factor: float = 2.1,
+           shifts: Iterable[int] = (1, 2)) -> dict[str, Any]:
+    """`isolate` over recorded pair results (in the order they were measured;
+    keys with "rail" are parts of a total and not judged on their own): the
+    same conclusion the live run drew, for results saved without it."""
+    names = sorted({r[x] for r in results for x in ("a", "b")})
+    idx = {x: i for i, x in enumerate(names)}
+    queue: dict[Pair, list[dict[str, float]]] = {}
+    directions: dict[str, bool] = {}
+    for r in results:
+        if "rail" in r["key"]:
+            continue
+        p = pair(idx[r["a"]], idx[r["b"]])
+        directions[r["key"]] = bool(r.get("higher_is_better", True))
+        tests = queue.setdefault(p, [])
+        if not tests or r["key"] in tests[-1]:
+            tests.append({})
+        tests[-1][r["key"]] = float(r["value"])
+
+    def measure(rnd: list[Pair]) -> dict[Pair, Figures]:
+        return {p: queue[p].pop(0) if len(queue[p]) > 1 else queue[p][0] for p in rnd if queue.get(p)}
+
+    iso = isolate(len(names), measure, True, shifts, bad_ratio, latency_factor, directions)
+    return conclusion(iso, names)

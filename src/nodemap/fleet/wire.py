@@ -10,7 +10,7 @@ from typing import Any
 
 # Message tags of the fleet protocol (one number each, below the pair tests').
 HELLO, ROLE, STATE, DOC, CMD, REPORT = 11, 12, 13, 14, 15, 16
-PAIR = 1000  # pair tests use PAIR + round * 8 + step
+PAIR = 1000  # pair tests use PAIR + round * pairtest.STEP + step
 
 POLL_S = 0.002  # sleep between polls when waiting for control messages
 
