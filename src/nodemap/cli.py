@@ -51,7 +51,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
-    p = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):  # subparsers are made of the same class
+        def error(self, message: str):
+            super().error(one_line(message))  # a megabyte value echoed by argparse, cut
+
+    p = Parser(
         prog="nodemap",
         description="Map MPI+X applications onto multi-GPU nodes and prove the mapping by measurement.",
         epilog=EPILOG,
@@ -113,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         hint = {28: "free some space or write elsewhere", 122: "free some space or write elsewhere",
                 27: "the file is over this shell's size limit (ulimit -f)",
                 9: "redirect it (>/dev/null) instead of closing it"}.get(e.errno, "check where the output goes")
-        print(f"nodemap {args.command}: error: cannot write {where}: {e.strerror or e} ({hint})", file=sys.stderr)
+        print(f"nodemap {args.command}: error: {one_line(f'cannot write {where}: {e.strerror or e} ({hint})')}",
+              file=sys.stderr)
         return 2
 
 
@@ -121,10 +126,18 @@ def main(argv: list[str] | None = None) -> int:
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10, 13)}
 
 
+MAX_LINE = 500  # characters of one error message, about: its start (the cause) and end (the fix) are kept
+
+
 def one_line(text: str) -> str:
-    """An error message as one line of plain text: input files can hold
-    newlines and terminal escape sequences."""
-    return text.replace("\n", " ").replace("\r", " ").translate(_CONTROL)
+    """An error message as one line of plain text, about MAX_LINE characters
+    at most: input files can hold newlines and terminal escape sequences,
+    and a value echoed whole can be megabytes."""
+    text = text.replace("\n", " ").replace("\r", " ").translate(_CONTROL)
+    if len(text) <= MAX_LINE:
+        return text
+    head, tail = MAX_LINE - 200, 160
+    return f"{text[:head]} ...({len(text) - head - tail} characters cut)... {text[-tail:]}"
 
 
 class _Guarded:

@@ -205,6 +205,15 @@ class CpuSet:
     def format(self) -> str:
         return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in self.ranges())
 
+    def brief(self, runs: int = 6) -> str:
+        """The list syntax cut after `runs` ranges, for messages: a set of
+        2^19 single PUs written out is a 7 MB line."""
+        ranges = self.ranges()
+        if len(ranges) <= runs:
+            return self.format()
+        shown = CpuSet.from_mask(self._mask & ((1 << (ranges[runs - 1][1] + 1)) - 1)).format()
+        return f"{shown},... ({len(self)} in all, up to {ranges[-1][1]})"
+
     def format_mask(self) -> str:
         """sysfs-style hex mask, 32-bit words separated by commas."""
         m = self._mask

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
-import tempfile
 
 from ..errors import InputError, NodemapError
+from ..scratch import scratch_dir
 from .model import Topology
 
 __all__ = ["open_input", "read_tarball", "read_dir", "unpack", "find_root"]
@@ -79,7 +79,7 @@ def read_dir(path: str | os.PathLike) -> Topology:
 
 def read_tarball(path: str | os.PathLike) -> Topology:
     path = os.fspath(path)
-    with _terminate_unwinds(), tempfile.TemporaryDirectory(prefix="nodemap-snapshot-") as tmp:
+    with scratch_dir("nodemap-snapshot-") as tmp:  # SIGTERM while unpacking removes it too
         unpack(path, tmp)
         try:
             topo = read_dir(tmp)
@@ -87,31 +87,6 @@ def read_tarball(path: str | os.PathLike) -> Topology:
             text = str(e).removeprefix(tmp + ": ")
             raise InputError(path, text.replace(tmp + "/", "").replace(tmp, "the snapshot")) from None
     return _sourced(topo, path)
-
-
-class _terminate_unwinds:
-    """While unpacking, SIGTERM raises SystemExit(143) so that the temporary
-    folder is removed on the way out (the default action leaves it behind).
-    Only in the main thread, where Python runs signal handlers."""
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        self.old = None
-        if threading.current_thread() is threading.main_thread():
-            self.old = signal.signal(signal.SIGTERM, _exit_143)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.old is not None:
-            import signal
-
-            signal.signal(signal.SIGTERM, self.old)
-
-
-def _exit_143(signum, frame):
-    raise SystemExit(128 + signum)
 
 
 def find_root(path: str) -> str:
