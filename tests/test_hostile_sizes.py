@@ -12,6 +12,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from hostile import LIMIT as LIMIT_S
 from hostile import CPU, NODE, env, hwloc_xml, nodemap, put, refused, snapshot
 from nodemap.errors import InputError, NodemapError
 from nodemap.mapping.localrank import detect, tasks_per_node
@@ -177,7 +178,7 @@ def test_long_xml_mask_with_a_high_bit_is_refused_at_once(tmp_path):
     (tmp_path / "n.xml").write_text(hwloc_xml(mask="0x00000001," + "0x00000000," * 1_000_000 + "0x00000003"))
     r = nodemap("topo", "--input", str(tmp_path / "n.xml"))
     refused(r, "n.xml", "Machine", "cpuset", "2^20")
-    assert r.seconds < 5
+    assert r.seconds < LIMIT_S  # the issue's bound (5 s took 5.3 on a loaded machine); memory stays capped
 
 
 def _tar_gz(path, members) -> None:
@@ -225,6 +226,22 @@ def test_tar_headers_count_against_the_member_limit(tmp_path, monkeypatch):
     (tmp_path / "m.tar.gz").write_bytes(gzip.compress(one * 1010, 1))  # 1010 members, 2020 headers
     with pytest.raises(InputError, match="more than 2000 members and headers"):
         tarballs.unpack(str(tmp_path / "m.tar.gz"), str(tmp_path / "out"))
+
+
+def test_a_tree_over_the_member_limit_is_refused_before_it_is_written(tmp_path):
+    """The real limit: 250,000 empty directories once took 76 s (creating and
+    removing them); now the headers are counted first, nothing written."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        ti = tarfile.TarInfo("sys/d")
+        ti.type = tarfile.DIRTYPE
+        t.addfile(ti)
+    (tmp_path / "d.tar.gz").write_bytes(gzip.compress(raw.getvalue()[:512] * (tarballs.MAX_MEMBERS + 1), 1))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = nodemap("topo", "--input", str(tmp_path / "d.tar.gz"), env_=env(TMPDIR=str(tmp)))
+    refused(r, "d.tar.gz", f"more than {tarballs.MAX_MEMBERS} members", "hwloc XML")
+    assert r.seconds < LIMIT_S and list(tmp.iterdir()) == []
 
 
 def test_npz_declaring_gigabytes_is_refused_before_loading(tmp_path):
