@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..text import is_decimal
+
 # dest names of the request options, in the order they affect a plan
 REQUEST_DESTS = ("tasks", "threads", "gpus_per_task", "smt", "cpus", "mems", "nic_rails", "no_gpus",
                  "gpu_order", "oversubscribe", "no_greedy", "no_gpu_match", "gpu_ids", "reserve_cores", "input")
@@ -75,7 +77,7 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None):
         return value
 
     rails = str(args.nic_rails)
-    if rails not in ("all", "auto") and not (rails.isascii() and rails.isdigit() and len(rails) < 7):
+    if rails not in ("all", "auto") and not is_decimal(rails, 6):
         raise InputError("--nic-rails", f"{rails[:30]!r} is not a count, 'all' or 'auto'")
     n = args.tasks if args.tasks is not None else tasks
     return Request(

@@ -12,6 +12,8 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import, more than `nodemap topo` 
 if TYPE_CHECKING:
     from typing import Iterable, Iterator
 
+from ..text import is_decimal
+
 __all__ = ["CpuSet", "CpuSetError", "MAX_INDEX"]
 
 
@@ -261,7 +263,7 @@ def _int(s: str, whole: str) -> int:
     is true but int() refuses it; the length is checked before int(), which
     refuses more than 4300 digits with its own error."""
     s = s.strip()
-    if not (s.isascii() and s.isdigit()):  # ASCII digits only (isdigit alone accepts "²")
+    if not is_decimal(s, None):
         raise CpuSetError(f"bad CPU list {_cut(whole)}: {_cut(s)} is not a number")
     digits = s.lstrip("0") or "0" if len(s) > 7 else s
     if len(digits) > 7 or int(digits) > MAX_INDEX:

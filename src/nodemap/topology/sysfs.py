@@ -17,6 +17,7 @@ import os
 import stat
 
 from ..errors import InputError
+from ..text import is_decimal, natural_key
 from .cpuset import CpuSet, CpuSetError
 from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
 
@@ -583,7 +584,7 @@ def _cpu_models(fs: Root) -> dict[int, str]:
                 fields.setdefault(key.strip(), value.lstrip())
         model = next((fields[k] for k in ("model name", "cpu model", "Processor", "cpu") if fields.get(k)), "")
         proc = fields.get("processor", "")
-        if proc.isdigit():
+        if is_decimal(proc, 7):
             models[int(proc)] = model
         elif model:
             models[-1] = model
@@ -642,7 +643,7 @@ def _distances(fs: Root, kept: list[int], all_nodes: list[int]) -> tuple[tuple[i
         if not text:
             return ()
         values = text.split()
-        if len(values) != len(all_nodes) or not all(v.isdigit() for v in values):
+        if len(values) != len(all_nodes) or not all(is_decimal(v, 9) for v in values):
             return ()
         rows.append(tuple(int(values[pos[j]]) for j in kept))
     return tuple(rows)
@@ -758,7 +759,7 @@ def _nvidia_gpus(fs: Root) -> dict[str, int]:
         node = -1
         for line in (fs.read(f"{base}/{name}/numa_status") or "").splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "Node" and value.strip().lstrip("-").isdigit():
+            if key.strip() == "Node" and is_decimal(value.strip().removeprefix("-"), 7):
                 node = int(value)
         found[_norm(name)] = node
     return found
@@ -847,7 +848,7 @@ def _nics(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[NIC, ...]:
                 rdma.append(_rdma_nic(fs, cls, name, by_bus[owner], netdevs.get(owner, [])))
     taken = {n.pci_bus_id for n in rdma}
     plain = [_net_nic(fs, by_bus[b], names) for b, names in netdevs.items() if b not in taken]
-    rdma.sort(key=lambda n: _natural(n.name))
+    rdma.sort(key=lambda n: natural_key(n.name))
     plain.sort(key=lambda n: _bus_key(n.pci_bus_id))
     return tuple(rdma + plain)
 
@@ -855,7 +856,7 @@ def _nics(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[NIC, ...]:
 def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str]) -> NIC:
     ports = []
     base = f"sys/class/{cls}/{name}/ports"
-    for p in sorted((p for p in fs.listdir(base) if p.isdigit()), key=int):
+    for p in sorted((p for p in fs.listdir(base) if is_decimal(p, 9)), key=int):
         state = (fs.read(f"{base}/{p}/state") or "").split(":")[-1].strip()
         rate = _leading_number(fs.read(f"{base}/{p}/rate") or "")
         ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate) if rate else 0.0))
@@ -877,27 +878,6 @@ def _net_nic(fs: Root, dev: PciDevice, names: list[str]) -> NIC:
         kind = "Slingshot"
     return NIC(name=names[0], kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
                netdevs=tuple(names))
-
-
-def _natural(name: str) -> tuple:
-    """Sort key: "mlx5_10" after "mlx5_9" (runs of digits compare as numbers)."""
-    if not name.isascii():
-        import re
-
-        return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-    out: list = []
-    start, n = 0, len(name)
-    while True:  # as re.split(r"(\d+)", name): text, number, text, ..., text
-        i = start
-        while i < n and not name[i].isdigit():
-            i += 1
-        out.append(name[start:i])
-        if i == n:
-            return tuple(out)
-        start = i
-        while start < n and name[start].isdigit():
-            start += 1
-        out.append(int(name[i:start]))
 
 
 # --- machine ------------------------------------------------------------------------------------
