@@ -92,7 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     first = next((w for w in words if not w.startswith("-")), None)
     # No command named: the parser only prints help, version or an error.
     parser = build_parser(first if first in COMMANDS else "")
-    args, extra = parser.parse_known_args(words)
+    try:
+        args, extra = parser.parse_known_args(words)
+    except SystemExit as e:  # --help, --version: argparse ignores a failed write and exits 0
+        error = getattr(sys.stdout, "error", None)
+        if e.code == 0 and error is not None:
+            return _failed_write("nodemap", error)
+        raise
     if extra:  # named by the (sub)command that was given them, with its usage
         args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_module", None):
@@ -108,18 +114,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"nodemap {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader left (| head): stop quietly, as other tools do
+    except BrokenPipeError:
         sys.stdout.failed = True
-        _drop_stdout()
-        return 0
+        return _failed_write(f"nodemap {args.command}", None)
     except OSError as e:
-        where = "standard output" if _drop_stdout() else (e.filename or "a file")
-        hint = {28: "free some space or write elsewhere", 122: "free some space or write elsewhere",
-                27: "the file is over this shell's size limit (ulimit -f)",
-                9: "redirect it (>/dev/null) instead of closing it"}.get(e.errno, "check where the output goes")
-        print(f"nodemap {args.command}: error: {one_line(f'cannot write {where}: {e.strerror or e} ({hint})')}",
-              file=sys.stderr)
-        return 2
+        return _failed_write(f"nodemap {args.command}", e)
+
+
+def _failed_write(who: str, e: OSError | None) -> int:
+    """Report a failed write (None or a broken pipe: the reader left, as in
+    `| head`; stop quietly, as other tools do) and return the exit status."""
+    where = "standard output" if _drop_stdout() else (getattr(e, "filename", None) or "a file")
+    if e is None or isinstance(e, BrokenPipeError):
+        return 0
+    hint = {28: "free some space or write elsewhere", 122: "free some space or write elsewhere",
+            27: "the file is over this shell's size limit (ulimit -f)",
+            9: "redirect it (>/dev/null) instead of closing it"}.get(e.errno, "check where the output goes")
+    print(f"{who}: error: {one_line(f'cannot write {where}: {e.strerror or e} ({hint})')}", file=sys.stderr)
+    return 2
 
 
 # C0 and C1 control characters but tab, newline and carriage return, as \xNN
@@ -147,21 +159,21 @@ class _Guarded:
     drive the terminal (escape sequences retitle it, rewrite the screen)."""
 
     def __init__(self, stream) -> None:
-        self._stream, self.failed = stream, False
+        self._stream, self.failed, self.error = stream, False, None
         self._clean = bool(getattr(stream, "isatty", lambda: False)())
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text.translate(_CONTROL) if self._clean else text)
-        except OSError:
-            self.failed = True
+        except OSError as e:
+            self.failed, self.error = True, e
             raise
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except OSError:
-            self.failed = True
+        except OSError as e:
+            self.failed, self.error = True, e
             raise
 
     def __getattr__(self, name: str):
@@ -172,13 +184,13 @@ class _ClosedStdout:
     """Standard output when the shell closed it (>&-): Python's sys.stdout is
     None then, and print() would drop everything and exit 0."""
 
-    failed = False
+    failed, error = False, None
 
     def write(self, text: str) -> int:
         import errno
 
-        self.failed = True
-        raise OSError(errno.EBADF, "standard output is closed")
+        self.failed, self.error = True, OSError(errno.EBADF, "standard output is closed")
+        raise self.error
 
     def flush(self) -> None:
         pass

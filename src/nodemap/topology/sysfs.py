@@ -67,6 +67,10 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
 # --- file access inside the root -----------------------------------------------------------
 
 
+_MAX_READ = 1 << 20  # bytes of one file: sysfs attributes are a few bytes, a page at most
+_MAX_CPUINFO = 64 << 20  # /proc/cpuinfo: ~1.5 KB per PU, so 1 MiB is only ~700 PUs
+
+
 class Root:
     """Reads files below a root directory, resolving symlinks inside it."""
 
@@ -168,8 +172,9 @@ class Root:
     def where(self, rel: str) -> str:
         return os.path.join(self.root, rel.strip("/"))
 
-    def read(self, rel: str) -> str | None:
-        """The file's text, stripped; None when it does not exist.
+    def read(self, rel: str, limit: int = _MAX_READ) -> str | None:
+        """The file's text, stripped; None when it does not exist. A file
+        over `limit` bytes is refused: cutting it would read a wrong node.
 
         Permission errors are the user's to fix (InputError); other errors
         are what sysfs returns for attributes a device does not support
@@ -189,9 +194,14 @@ class Root:
                 if not self.live and not stat.S_ISREG(mode):
                     raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds "
                                      "files, directories and symlinks only (give an intact snapshot)")
-                data = _read_fd(fd, _MAX_READ)
+                data = _read_fd(fd, limit + 1)
             finally:
                 os.close(fd)
+            if len(data) > limit:
+                from ..units import format_size
+
+                raise InputError(self.where(rel), f"is over {format_size(limit)}: no sysfs or proc file of a node "
+                                 "is that large (give an intact snapshot)")
         except FileNotFoundError:
             return None
         except PermissionError:
@@ -246,7 +256,6 @@ class Root:
         return os.path.isdir(self.path(rel))
 
 
-_MAX_READ = 1 << 20  # bytes of one file at most
 
 
 def _read_fd(fd: int, limit: int) -> bytes:
@@ -574,7 +583,7 @@ def _cpu_models(fs: Root) -> dict[int, str]:
     """CPU model of each processor from /proc/cpuinfo (x86/ia64 'model name',
     POWER 'cpu', ARM 'Processor' or 'model name', MIPS 'cpu model'); key -1
     holds a model given once for all processors (old ARM kernels)."""
-    text = fs.read("proc/cpuinfo") or ""
+    text = fs.read("proc/cpuinfo", _MAX_CPUINFO) or ""
     models: dict[int, str] = {}
     for block in _blocks(text):
         fields: dict[str, str] = {}
