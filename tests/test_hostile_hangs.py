@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import CPU, _cap, env, hwloc_xml, nodemap, refused, snapshot
+from hostile import CPU, _cap, env, hwloc_xml, nodemap, refused, snapshot, terminate_when
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])
@@ -114,12 +113,7 @@ def test_an_endless_pipe_is_cut_at_the_input_limit(tmp_path):
 def test_sigterm_removes_the_copy_of_a_pipe(tmp_path):
     feed, p, tmp = _fed(tmp_path, STALLED)
     try:
-        deadline = time.monotonic() + 10
-        while not list(tmp.glob("nodemap-input-*")) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert list(tmp.glob("nodemap-input-*")), "never started copying"
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=10) == 128 + signal.SIGTERM
+        terminate_when(p, tmp, "nodemap-input-*")
     finally:
         p.kill()
         p.communicate()

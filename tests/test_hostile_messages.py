@@ -7,14 +7,13 @@ import json
 import os
 import pty
 import select
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from hostile import CPU, env, hwloc_xml, nodemap, refused, snapshot
+from hostile import CPU, env, hwloc_xml, nodemap, refused, snapshot, terminate_when
 
 RUN = ["run", "--local-rank", "0", "--local-size", "1"]
 
@@ -119,12 +118,7 @@ def test_sigterm_removes_the_unpacked_snapshot(tmp_path):
     tmp.mkdir()
     p = subprocess.Popen([sys.executable, "-m", "nodemap", "topo", "--input", str(tmp_path / "s.tar.gz")],
                          env=env(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while not list(tmp.glob("nodemap-snapshot-*/zz")) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert list(tmp.glob("nodemap-snapshot-*")), "never started unpacking"
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=10) == 128 + signal.SIGTERM
+    terminate_when(p, tmp, "nodemap-snapshot-*/zz")
     p.stdout.close()
     p.stderr.close()
     assert list(tmp.iterdir()) == []
