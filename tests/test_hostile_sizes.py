@@ -279,3 +279,22 @@ def test_launcher_variables(tmp_path, var, value, words):
                                         ("--threads", ["--tasks", "1", "--threads", str(10**20)])])
 def test_counts(flag, args):
     refused(nodemap("plan", *args), flag, "limit")
+
+
+@pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "40intel64-4n10c+pci-conflicts",
+                                  "fakecpuid1f-64intel64-2p4d2n2c2t"])
+def test_the_header_count_walks_a_real_snapshot_to_its_end(fixtures, monkeypatch, name):
+    """_precount's quick walk counts the headers tarfile reads (minus its
+    look past the end): refused one below, read at the count."""
+    path = fixtures / "hwloc-linux" / f"{name}.tar.bz2"
+    with tarfile.open(path, "r:*", tarinfo=tarballs._Counted) as t:
+        t.getmembers()
+        headers = t._nodemap_headers - 1  # its last read found the end
+    for limit, refuses in ((headers - 1, True), (headers, False)):
+        monkeypatch.setattr(tarballs, "MAX_MEMBERS", limit)
+        with tarfile.open(path, "r:*") as t:
+            if refuses:
+                with pytest.raises(tarballs._Refused, match=f"more than {limit} members"):
+                    tarballs._precount(t.fileobj)
+            else:
+                tarballs._precount(t.fileobj)
