@@ -298,3 +298,20 @@ def test_the_header_count_walks_a_real_snapshot_to_its_end(fixtures, monkeypatch
                     tarballs._precount(t.fileobj)
             else:
                 tarballs._precount(t.fileobj)
+
+
+def test_a_negative_size_in_a_tar_header_does_not_walk_backwards(tmp_path):
+    """int("-1000", 8) is -512: a header count that trusted it would step
+    back onto the same header without end."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        ti = tarfile.TarInfo("sys/f")
+        ti.size = 600
+        t.addfile(ti, io.BytesIO(b"x" * 600))
+    head = bytearray(raw.getvalue()[:512])
+    head[124:136] = b"-0000001000\0"
+    head[148:156] = b" " * 8
+    head[148:156] = b"%06o\0 " % sum(head)  # a valid checksum: the header looks intact
+    (tmp_path / "n.tar.gz").write_bytes(gzip.compress(bytes(head) + raw.getvalue()[512:], 1))
+    r = nodemap("topo", "--input", str(tmp_path / "n.tar.gz"))
+    assert "members" not in refused(r, "n.tar.gz")  # not walked 50,000 times over the same header

@@ -162,11 +162,10 @@ def _precount(f) -> None:
 
 
 def _octal(field: bytes) -> int | None:
+    """A header's octal number; None unless it is only digits 0-7 (int()
+    would also take "-1000", which would walk backwards without end)."""
     text = field.strip(b"\0 ")
-    try:
-        return int(text, 8) if text else 0
-    except ValueError:
-        return None
+    return None if text.strip(b"01234567") else int(text or b"0", 8)
 
 
 def _limited(tar: tarfile.TarFile):
