@@ -3,7 +3,7 @@
 Each case is a few bytes to a few MB that once cost gigabytes or minutes
 (a CPU list of 0-99999999999, an hwloc XML with os_index=4000000000, an
 11 MB cpuset mask, a tarball with an 8 MB member name or 9000 long names,
-an .npz declaring 2.2 GiB, a Slurm tasks-per-node list of 10^11 nodes, a
+250,000 empty folders in a tarball, an .npz declaring 2.2 GiB, a Slurm tasks-per-node list of 10^11 nodes, a
 rank that never starts MPI). Both revisions' src/ are extracted (git
 archive) and run with `python -S` (the editable install's hook left out,
 site-packages on PYTHONPATH for defusedxml and numpy), each capped by
@@ -58,6 +58,11 @@ def _inputs(d: str) -> list[tuple[str, list[str], dict[str, str]]]:
         t.addfile(ti)
     with open(f"{d}/names.tar.gz", "wb") as f:
         f.write(gzip.compress(raw.getvalue()[:5120] * 20_000, 1))
+    with tarfile.open(f"{d}/folders.tar.gz", "w:gz", compresslevel=1) as t:
+        for i in range(250_000):
+            ti = tarfile.TarInfo(f"d{i}")
+            ti.type = tarfile.DIRTYPE
+            t.addfile(ti)
     import numpy as np
 
     rows = (2300 << 20) // 64
@@ -82,6 +87,8 @@ def _inputs(d: str) -> list[tuple[str, list[str], dict[str, str]]]:
         (".npz declaring 2.2 GiB", ["place", "plan", "--counts", f"{d}/counts.npz", "--budget", "1GiB"], {}),
         ("SLURM_TASKS_PER_NODE=1(x99999999999)", ["run", "--dry-run", "--", "true"], slurm),
         ("--tasks 10**20 --oversubscribe", ["plan", "--tasks", str(10**20), "--oversubscribe"], {}),
+        ("tar 250000 empty folders", ["topo", "--input", f"{d}/folders.tar.gz"], {}),
+        ("--cpus 0-1048575:2 (error line length)", ["plan", "--tasks", "1", "--cpus", "0-1048575:2"], {}),
     ]
 
 
@@ -105,7 +112,8 @@ def _run(src: str, args: list[str], extra: dict[str, str], cap: int, timeout: fl
         status = f"killed after {timeout:g} s"
     wall = time.monotonic() - t0
     text = err.decode("utf-8", "replace").strip().splitlines()
-    return wall, status or f"exit {p.returncode}", (text[-1] if text else "")[:110]
+    last = text[-1] if text else ""
+    return wall, status or f"exit {p.returncode}", last[:110] + (f"... ({len(last)} characters)" if len(last) > 110 else "")
 
 
 def main() -> None:

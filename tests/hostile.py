@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +53,17 @@ def refused(r: subprocess.CompletedProcess, *words: str) -> str:
     for w in words:
         assert w in lines[0], (w, lines[0])
     return lines[0]
+
+
+def terminate_when(p: subprocess.Popen, folder: Path, pattern: str) -> None:
+    """SIGTERM `p` once `pattern` exists in `folder` (a temporary file or
+    folder it made); it must end with status 143."""
+    deadline = time.monotonic() + LIMIT
+    while not list(folder.glob(pattern)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(folder.glob(pattern)), f"{pattern} never appeared in {folder}"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=LIMIT) == 128 + signal.SIGTERM
 
 
 def put(root: Path, rel: str, text: str) -> Path:

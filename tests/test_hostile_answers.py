@@ -86,3 +86,43 @@ def test_closed_stdout_is_not_success(tmp_path):
                        stderr=subprocess.PIPE, text=True, timeout=10, env=env(tmp_path),
                        preexec_fn=lambda: (_cap(), os.close(1)))
     refused(r, "standard output is closed")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["plan", "--help"], ["--version"]])
+def test_help_into_a_closed_stdout_is_not_success(tmp_path, args):
+    """argparse ignores the failed write and exits 0; nodemap says so."""
+    r = subprocess.run([sys.executable, "-m", "nodemap", *args], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=10, env=env(tmp_path),
+                       preexec_fn=lambda: (_cap(), os.close(1)))
+    refused(r, "standard output is closed")
+
+
+def test_help_into_a_pipe_that_closes_early_is_quiet(tmp_path):
+    p = subprocess.Popen(f"{sys.executable} -m nodemap --help | head -c 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+                         shell=True, executable="/bin/bash", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env(tmp_path))
+    out, err = p.communicate(timeout=10)
+    assert out.strip() == "0" and err == "", (out, err)
+
+
+@pytest.mark.parametrize("option, value", [("--threads", "0"), ("--gpus-per-task", "-1"), ("--threads", "-1"),
+                                           ("--gpus-per-task", "-2")])
+def test_the_internal_auto_values_are_not_options(option, value):
+    refused(nodemap("plan", "--tasks", "1", option, value), option, "out of range", "leave the option out")
+
+
+def test_a_sysfs_file_over_the_limit_is_refused_not_cut(tmp_path):
+    snapshot(tmp_path)
+    (tmp_path / "sys/devices/system/cpu/online").write_text("0-1" + "," * (1 << 20))  # cut, it read "0-1,,,,"
+    refused(nodemap("topo", "--input", str(tmp_path)), "cpu/online", "1 MiB", "intact snapshot")
+
+
+def test_cpuinfo_of_a_big_node_is_read_whole(tmp_path):
+    """/proc/cpuinfo is ~1.5 KB per PU: over 1 MiB from ~700 PUs on, so it has a limit of its own."""
+    snapshot(tmp_path)
+    block = "processor\t: {}\nmodel name\t: Big CPU\nflags\t\t: " + "x" * 1500 + "\n\n"
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text("".join(block.format(i) for i in range(1000)))
+    assert (tmp_path / "proc/cpuinfo").stat().st_size > 1 << 20
+    r = nodemap("topo", "--input", str(tmp_path), "--json")
+    assert r.returncode == 0 and "Big CPU" in r.stdout, r.stderr

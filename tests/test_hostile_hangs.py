@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import CPU, _cap, env, hwloc_xml, nodemap, refused, snapshot
+from hostile import CPU, _cap, env, hwloc_xml, nodemap, refused, snapshot, terminate_when
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])
@@ -75,3 +75,48 @@ def test_show_timeout_bounds_mpi_start_up_when_a_rank_never_starts(tmp_path):
 @pytest.mark.parametrize("value", ["nan", "-1", "0"])
 def test_show_timeout_out_of_range(value):
     refused(nodemap("show", "--timeout", value), "--timeout")
+
+
+def _fed(tmp_path: Path, feeder: str, *args: str) -> tuple[subprocess.Popen, subprocess.Popen, Path]:
+    """`nodemap topo --input /dev/fd/N ARGS` reading the output of the Python
+    program `feeder`, with $TMPDIR in tmp_path: (feeder, nodemap, $TMPDIR)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    feed = subprocess.Popen([sys.executable, "-c", feeder], stdout=subprocess.PIPE)
+    fd = feed.stdout.fileno()
+    p = subprocess.Popen([sys.executable, "-m", "nodemap", "topo", "--input", f"/dev/fd/{fd}", *args],
+                         pass_fds=[fd], env=env(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=_cap)
+    feed.stdout.close()
+    return feed, p, tmp
+
+
+ENDLESS = "import sys\nchunk = b'<topology>' * 100000\nwhile True: sys.stdout.buffer.write(chunk)"
+STALLED = "import sys, time\nsys.stdout.buffer.write(b'<topology>'); sys.stdout.flush(); time.sleep(60)"
+
+
+def test_an_endless_pipe_is_cut_at_the_input_limit(tmp_path):
+    """The copy of a pipe stops at MAX_INPUT: it once copied 4.3 GB in 20 s."""
+    from nodemap.topology.discover import MAX_INPUT
+
+    feed, p, tmp = _fed(tmp_path, ENDLESS)
+    try:
+        out, err = p.communicate(timeout=10)
+    finally:
+        feed.kill()
+        feed.wait()
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    refused(r, "/dev/fd/", f"more than {MAX_INPUT >> 20} MiB")
+    assert list(tmp.iterdir()) == []  # the partial copy is gone
+
+
+def test_sigterm_removes_the_copy_of_a_pipe(tmp_path):
+    feed, p, tmp = _fed(tmp_path, STALLED)
+    try:
+        terminate_when(p, tmp, "nodemap-input-*")
+    finally:
+        p.kill()
+        p.communicate()
+        feed.kill()
+        feed.wait()
+    assert list(tmp.iterdir()) == []

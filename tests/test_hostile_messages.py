@@ -7,12 +7,13 @@ import json
 import os
 import pty
 import select
-import signal
 import subprocess
 import sys
 import time
 
-from hostile import CPU, env, hwloc_xml, nodemap, refused, snapshot
+import pytest
+
+from hostile import CPU, env, hwloc_xml, nodemap, refused, snapshot, terminate_when
 
 RUN = ["run", "--local-rank", "0", "--local-size", "1"]
 
@@ -117,12 +118,7 @@ def test_sigterm_removes_the_unpacked_snapshot(tmp_path):
     tmp.mkdir()
     p = subprocess.Popen([sys.executable, "-m", "nodemap", "topo", "--input", str(tmp_path / "s.tar.gz")],
                          env=env(TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while not list(tmp.glob("nodemap-snapshot-*/zz")) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert list(tmp.glob("nodemap-snapshot-*")), "never started unpacking"
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=10) == 128 + signal.SIGTERM
+    terminate_when(p, tmp, "nodemap-snapshot-*/zz")
     p.stdout.close()
     p.stderr.close()
     assert list(tmp.iterdir()) == []
@@ -142,3 +138,20 @@ def test_absurd_numbers_in_any_source_are_named():
     gpu = topo.gpus[0]
     assert "GPU 0 memory is negative" in absurd(replace(topo, gpus=(replace(gpu, memory=-1),) + topo.gpus[1:]))
     assert "GPU number 1 appears twice" in absurd(replace(topo, gpus=topo.gpus + topo.gpus[1:2]))
+
+
+@pytest.mark.parametrize("option", ["--cpus", "--mems"])
+def test_a_huge_cpu_set_in_a_message_is_shown_cut(tmp_path, option):
+    """2^19 single PUs once made a 7.3 MB error line."""
+    (tmp_path / "node.xml").write_text(hwloc_xml())
+    line = refused(nodemap("plan", "--input", str(tmp_path / "node.xml"), option, "0-1048575:2"),
+                   option, "0,2,4,6,8,10,...", "(524288 in all, up to 1048574)")
+    assert len(line) < 300, line
+
+
+def test_any_error_line_is_cut_keeping_cause_and_fix():
+    from nodemap.cli import MAX_LINE, one_line
+
+    line = one_line("cause: " + "x\x1b" * 10**6 + " fix it")
+    assert len(line) <= MAX_LINE and line.startswith("cause: ") and line.endswith(" fix it")
+    assert "characters cut" in line and "\x1b" not in line

@@ -12,6 +12,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from hostile import LIMIT as LIMIT_S
 from hostile import CPU, NODE, env, hwloc_xml, nodemap, put, refused, snapshot
 from nodemap.errors import InputError, NodemapError
 from nodemap.mapping.localrank import detect, tasks_per_node
@@ -177,7 +178,7 @@ def test_long_xml_mask_with_a_high_bit_is_refused_at_once(tmp_path):
     (tmp_path / "n.xml").write_text(hwloc_xml(mask="0x00000001," + "0x00000000," * 1_000_000 + "0x00000003"))
     r = nodemap("topo", "--input", str(tmp_path / "n.xml"))
     refused(r, "n.xml", "Machine", "cpuset", "2^20")
-    assert r.seconds < 5
+    assert r.seconds < LIMIT_S  # the issue's bound (5 s took 5.3 on a loaded machine); memory stays capped
 
 
 def _tar_gz(path, members) -> None:
@@ -227,6 +228,22 @@ def test_tar_headers_count_against_the_member_limit(tmp_path, monkeypatch):
         tarballs.unpack(str(tmp_path / "m.tar.gz"), str(tmp_path / "out"))
 
 
+def test_a_tree_over_the_member_limit_is_refused_before_it_is_written(tmp_path):
+    """The real limit: 250,000 empty directories once took 76 s (creating and
+    removing them); now the headers are counted first, nothing written."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        ti = tarfile.TarInfo("sys/d")
+        ti.type = tarfile.DIRTYPE
+        t.addfile(ti)
+    (tmp_path / "d.tar.gz").write_bytes(gzip.compress(raw.getvalue()[:512] * (tarballs.MAX_MEMBERS + 1), 1))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = nodemap("topo", "--input", str(tmp_path / "d.tar.gz"), env_=env(TMPDIR=str(tmp)))
+    refused(r, "d.tar.gz", f"more than {tarballs.MAX_MEMBERS} members", "hwloc XML")
+    assert r.seconds < LIMIT_S and list(tmp.iterdir()) == []
+
+
 def test_npz_declaring_gigabytes_is_refused_before_loading(tmp_path):
     np = pytest.importorskip("numpy")
     import zipfile
@@ -262,3 +279,39 @@ def test_launcher_variables(tmp_path, var, value, words):
                                         ("--threads", ["--tasks", "1", "--threads", str(10**20)])])
 def test_counts(flag, args):
     refused(nodemap("plan", *args), flag, "limit")
+
+
+@pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "40intel64-4n10c+pci-conflicts",
+                                  "fakecpuid1f-64intel64-2p4d2n2c2t"])
+def test_the_header_count_walks_a_real_snapshot_to_its_end(fixtures, monkeypatch, name):
+    """_precount's quick walk counts the headers tarfile reads (minus its
+    look past the end): refused one below, read at the count."""
+    path = fixtures / "hwloc-linux" / f"{name}.tar.bz2"
+    with tarfile.open(path, "r:*", tarinfo=tarballs._Counted) as t:
+        t.getmembers()
+        headers = t._nodemap_headers - 1  # its last read found the end
+    for limit, refuses in ((headers - 1, True), (headers, False)):
+        monkeypatch.setattr(tarballs, "MAX_MEMBERS", limit)
+        with tarfile.open(path, "r:*") as t:
+            if refuses:
+                with pytest.raises(tarballs._Refused, match=f"more than {limit} members"):
+                    tarballs._precount(t.fileobj)
+            else:
+                tarballs._precount(t.fileobj)
+
+
+def test_a_negative_size_in_a_tar_header_does_not_walk_backwards(tmp_path):
+    """int("-1000", 8) is -512: a header count that trusted it would step
+    back onto the same header without end."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        ti = tarfile.TarInfo("sys/f")
+        ti.size = 600
+        t.addfile(ti, io.BytesIO(b"x" * 600))
+    head = bytearray(raw.getvalue()[:512])
+    head[124:136] = b"-0000001000\0"
+    head[148:156] = b" " * 8
+    head[148:156] = b"%06o\0 " % sum(head)  # a valid checksum: the header looks intact
+    (tmp_path / "n.tar.gz").write_bytes(gzip.compress(bytes(head) + raw.getvalue()[512:], 1))
+    r = nodemap("topo", "--input", str(tmp_path / "n.tar.gz"))
+    assert "members" not in refused(r, "n.tar.gz")  # not walked 50,000 times over the same header

@@ -91,3 +91,56 @@ def test_timeouts_that_no_timer_takes(value):
     r = nodemap("bench", "memory", f"--timeout={value}", "--size=1M", "--repeats=1", "-q")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("nodemap bench memory: error: argument --timeout:")
+
+
+# --- damaged .npz files for `place plan --counts` and `place show` ----------------------------
+
+def _good_counts(np) -> dict:
+    return {"counts": np.ones((2, 2), dtype=np.int64), "alloc_sizes": np.array([4 << 20], dtype=np.int64),
+            "chunk_size": np.int64(2 << 20)}
+
+
+def _spoiled(np):
+    """Ways to spoil an array: pickled objects, a wrong shape, a wrong type."""
+    return [np.array([1, "x"], dtype=object), np.ones((2, 2, 2), dtype=np.int64), np.array(["a", "b"])]
+
+
+@pytest.mark.parametrize("name", ["counts", "alloc_sizes", "chunk_size", "sample_every"])
+@pytest.mark.parametrize("spoil", [0, 1, 2])
+def test_damaged_counts_arrays(tmp_path, name, spoil):
+    np = pytest.importorskip("numpy")
+    arrays = _good_counts(np)
+    arrays[name] = _spoiled(np)[spoil]
+    np.savez(tmp_path / "c.npz", **arrays)  # object arrays are pickled: allow_pickle=False must refuse them
+    refused(nodemap("place", "plan", "--counts", str(tmp_path / "c.npz"), "--budget", "1GiB"), "c.npz", repr(name))
+
+
+@pytest.mark.parametrize("name", ["decision", "budgets", "counts_total", "local_per_gpu", "meta"])
+@pytest.mark.parametrize("spoil", [0, 1, 2])
+def test_damaged_plan_arrays(tmp_path, name, spoil):
+    np = pytest.importorskip("numpy")
+    from nodemap.placement.counts import AccessCounts
+    from nodemap.placement.planner import Layout, plan_placement
+
+    ac = AccessCounts(Layout((4 << 20,), 2 << 20), np.ones((2, 2), dtype=np.int64))
+    plan_placement(ac.layout, ac.counts, [1 << 30] * 2).save(tmp_path / "p.npz")
+    with np.load(tmp_path / "p.npz") as z:
+        arrays = dict(z)
+    arrays[name] = _spoiled(np)[spoil]
+    np.savez(tmp_path / "p.npz", **arrays)
+    refused(nodemap("place", "show", str(tmp_path / "p.npz")), "p.npz")
+
+
+@pytest.mark.parametrize("meta", [b"\xff\xfe", b"[1]", b'{"schema": "nodemap.placement/1"}',
+                                  b'{"schema": "nodemap.placement/1", "alloc_sizes": ["x"], "chunk_size": 1}'])
+def test_damaged_plan_description(tmp_path, meta):
+    np = pytest.importorskip("numpy")
+    np.savez(tmp_path / "p.npz", decision=np.zeros(1, dtype=np.int32), budgets=np.zeros(1, dtype=np.int64),
+             meta=np.frombuffer(meta, dtype=np.uint8))
+    refused(nodemap("place", "show", str(tmp_path / "p.npz")), "p.npz", "plan")
+
+
+def test_a_zip_in_name_only(tmp_path):
+    pytest.importorskip("numpy")
+    (tmp_path / "c.npz").write_bytes(b"PK\x03\x04" + bytes(100))
+    refused(nodemap("place", "plan", "--counts", str(tmp_path / "c.npz"), "--budget", "1GiB"), "c.npz", "cannot read")

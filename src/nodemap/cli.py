@@ -51,7 +51,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
-    p = argparse.ArgumentParser(
+    class Parser(argparse.ArgumentParser):  # subparsers are made of the same class
+        def error(self, message: str):
+            super().error(one_line(message))  # a megabyte value echoed by argparse, cut
+
+    p = Parser(
         prog="nodemap",
         description="Map MPI+X applications onto multi-GPU nodes and prove the mapping by measurement.",
         epilog=EPILOG,
@@ -90,7 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     first = next((w for w in words if not w.startswith("-")), None)
     # No command named: the parser only prints help, version or an error.
     parser = build_parser(first if first in COMMANDS else "")
-    args, extra = parser.parse_known_args(words)
+    try:
+        args, extra = parser.parse_known_args(words)
+    except SystemExit as e:  # --help, --version: argparse ignores a failed write and exits 0
+        error = getattr(sys.stdout, "error", None)
+        if e.code == 0 and error is not None:
+            return _failed_write("nodemap", error)
+        raise
     if extra:  # named by the (sub)command that was given them, with its usage
         args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_module", None):
@@ -106,27 +116,42 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"nodemap {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader left (| head): stop quietly, as other tools do
+    except BrokenPipeError:
         sys.stdout.failed = True
-        _drop_stdout()
-        return 0
+        return _failed_write(f"nodemap {args.command}", None)
     except OSError as e:
-        where = "standard output" if _drop_stdout() else (e.filename or "a file")
-        hint = {28: "free some space or write elsewhere", 122: "free some space or write elsewhere",
-                27: "the file is over this shell's size limit (ulimit -f)",
-                9: "redirect it (>/dev/null) instead of closing it"}.get(e.errno, "check where the output goes")
-        print(f"nodemap {args.command}: error: cannot write {where}: {e.strerror or e} ({hint})", file=sys.stderr)
-        return 2
+        return _failed_write(f"nodemap {args.command}", e)
+
+
+def _failed_write(who: str, e: OSError | None) -> int:
+    """Report a failed write (None or a broken pipe: the reader left, as in
+    `| head`; stop quietly, as other tools do) and return the exit status."""
+    where = "standard output" if _drop_stdout() else (getattr(e, "filename", None) or "a file")
+    if e is None or isinstance(e, BrokenPipeError):
+        return 0
+    hint = {28: "free some space or write elsewhere", 122: "free some space or write elsewhere",
+            27: "the file is over this shell's size limit (ulimit -f)",
+            9: "redirect it (>/dev/null) instead of closing it"}.get(e.errno, "check where the output goes")
+    print(f"{who}: error: {one_line(f'cannot write {where}: {e.strerror or e} ({hint})')}", file=sys.stderr)
+    return 2
 
 
 # C0 and C1 control characters but tab, newline and carriage return, as \xNN
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10, 13)}
 
 
+MAX_LINE = 500  # characters of one error message, about: its start (the cause) and end (the fix) are kept
+
+
 def one_line(text: str) -> str:
-    """An error message as one line of plain text: input files can hold
-    newlines and terminal escape sequences."""
-    return text.replace("\n", " ").replace("\r", " ").translate(_CONTROL)
+    """An error message as one line of plain text, about MAX_LINE characters
+    at most: input files can hold newlines and terminal escape sequences,
+    and a value echoed whole can be megabytes."""
+    text = text.replace("\n", " ").replace("\r", " ").translate(_CONTROL)
+    if len(text) <= MAX_LINE:
+        return text
+    head, tail = MAX_LINE - 200, 160
+    return f"{text[:head]} ...({len(text) - head - tail} characters cut)... {text[-tail:]}"
 
 
 class _Guarded:
@@ -136,21 +161,21 @@ class _Guarded:
     drive the terminal (escape sequences retitle it, rewrite the screen)."""
 
     def __init__(self, stream) -> None:
-        self._stream, self.failed = stream, False
+        self._stream, self.failed, self.error = stream, False, None
         self._clean = bool(getattr(stream, "isatty", lambda: False)())
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text.translate(_CONTROL) if self._clean else text)
-        except OSError:
-            self.failed = True
+        except OSError as e:
+            self.failed, self.error = True, e
             raise
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except OSError:
-            self.failed = True
+        except OSError as e:
+            self.failed, self.error = True, e
             raise
 
     def __getattr__(self, name: str):
@@ -161,13 +186,13 @@ class _ClosedStdout:
     """Standard output when the shell closed it (>&-): Python's sys.stdout is
     None then, and print() would drop everything and exit 0."""
 
-    failed = False
+    failed, error = False, None
 
     def write(self, text: str) -> int:
         import errno
 
-        self.failed = True
-        raise OSError(errno.EBADF, "standard output is closed")
+        self.failed, self.error = True, OSError(errno.EBADF, "standard output is closed")
+        raise self.error
 
     def flush(self) -> None:
         pass

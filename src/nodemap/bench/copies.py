@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import NodemapError
+from ..text import is_decimal
 from ..units import format_size, parse_size
 from ..topology.model import Topology
 from . import gpu_common as gc
@@ -512,5 +513,5 @@ def matrices(rs: ResultSet) -> str:
 
 
 def _order(label: str) -> tuple[int, int, str]:
-    digits = "".join(ch for ch in label if ch.isdigit())
+    digits = "".join(ch for ch in label if is_decimal(ch))
     return (0 if label.startswith("NUMA") else 1, int(digits) if digits else -1, label)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..topology.model import Topology
+from ..text import is_decimal
 
 GTS_GEN = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5, "32": 5, "64.0": 6, "64": 6}
 # Variables that change what a measurement means (CONTEXT.md: "a forced
@@ -141,7 +142,7 @@ def read_link(root: str, bus_id: str) -> dict[str, int] | None:
             m = re.match(r"([\d.]+)\s*GT/s", text)
             vals[key] = GTS_GEN.get(m.group(1), 0) if m else 0
         else:
-            vals[key] = int(text) if text.isdigit() else 0
+            vals[key] = int(text) if is_decimal(text) else 0
     return vals if vals.get("max_gen") and vals.get("max_width") else None
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from ..text import is_decimal
+
 DESCRIPTION = """\
 Measure a data path of this node against its hardware limit. Every number is
 verified (outputs poisoned before, checked after), comes with its statistics
@@ -72,6 +74,6 @@ def _launcher_rank() -> int:
 
     for var in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
         v = os.environ.get(var, "")
-        if v.isdecimal() and v.isascii():
+        if is_decimal(v):
             return int(v)
     return -1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..text import is_decimal
+
 # dest names of the request options, in the order they affect a plan
 REQUEST_DESTS = ("tasks", "threads", "gpus_per_task", "smt", "cpus", "mems", "nic_rails", "no_gpus",
                  "gpu_order", "oversubscribe", "no_greedy", "no_gpu_match", "gpu_ids", "reserve_cores", "input")
@@ -18,9 +20,9 @@ GPU_IDS = ("index", "uuid", "pci")
 def add_request_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("request")
     g.add_argument("--tasks", type=int, metavar="N", help="tasks (ranks) on this node")
-    g.add_argument("--threads", type=int, default=0, metavar="T",
-                   help="threads per task (default: one per PU it gets)")
-    g.add_argument("--gpus-per-task", type=int, default=-1, metavar="G", help="GPUs per task (default: spread evenly)")
+    # no default: the request's "auto" values (threads 0, GPUs -1) are not options
+    g.add_argument("--threads", type=int, metavar="T", help="threads per task, 1 or more (default: one per PU it gets)")
+    g.add_argument("--gpus-per-task", type=int, metavar="G", help="GPUs per task, 0 or more (default: spread evenly)")
     g.add_argument("--smt", type=int, default=0, metavar="K",
                    help="hardware threads per core to use (default: 1 unless needed)")
     g.add_argument("--cpus", metavar="LIST", help="only these PUs, e.g. 0-15,32-47")
@@ -72,17 +74,19 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None, all_pu
         # more per node is a typo, and planning it would eat memory (a plan
         # of 2^20 tasks needs over 1 GiB)
         if value is not None and not least <= value <= most:
-            raise InputError(flag, f"{str(value)[:30]} is out of range ({least} to {most}, nodemap's limit per node)")
+            raise InputError(flag, f"{str(value)[:30]} is out of range ({least} to {most}, nodemap's limit per node; "
+                                   "leave the option out for its default)")
         return value
 
     rails = str(args.nic_rails)
-    if rails not in ("all", "auto") and not (rails.isascii() and rails.isdigit() and len(rails) < 7):
+    if rails not in ("all", "auto") and not is_decimal(rails, 6):
         raise InputError("--nic-rails", f"{rails[:30]!r} is not a count, 'all' or 'auto'")
     n = args.tasks if args.tasks is not None else tasks
     return Request(
         tasks=count("--tasks", n, 1, MAX_TASKS) if n is not None else 0,
-        threads=count("--threads", args.threads, 0),
-        gpus_per_task=0 if args.no_gpus else count("--gpus-per-task", args.gpus_per_task, -1),
+        threads=0 if args.threads is None else count("--threads", args.threads, 1),
+        gpus_per_task=0 if args.no_gpus else -1 if args.gpus_per_task is None else count(
+            "--gpus-per-task", args.gpus_per_task, 0),
         smt=count("--smt", args.smt, 0),
         restrict_cpus=cpuset("--cpus", args.cpus), restrict_mems=cpuset("--mems", args.mems),
         nic_rails={"all": -1, "auto": RAILS_AUTO}.get(rails) or int(rails), gpu_order=args.gpu_order,

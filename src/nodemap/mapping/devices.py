@@ -8,10 +8,10 @@ package), balancing tasks over equally near NICs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import NodemapError
+from ..text import natural_key
 from ..topology import paths
 from ..topology.cpuset import CpuSet
 from ..topology.model import GPU, NIC, PciDevice, Topology, _Record, norm_bus_id
@@ -108,11 +108,7 @@ def fabric_nics(topo: Topology) -> list[NIC]:
     fabric = [n for n in topo.nics if n.kind in _FABRIC_KINDS or (n.netdevs and n.name not in n.netdevs)]
     pool = fabric or list(topo.nics)
     # Name order (mlx5_2 before mlx5_10), whatever order a source listed them in.
-    return sorted([n for n in pool if up(n)] or pool, key=lambda n: _natural(n.name))
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    return sorted([n for n in pool if up(n)] or pool, key=lambda n: natural_key(n.name))
 
 
 class NicChooser:

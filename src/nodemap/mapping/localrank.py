@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 
 from ..errors import NodemapError
+from ..text import is_decimal
 
 OVERRIDE_HINT = "pass --local-rank R --local-size N"
 
@@ -98,8 +99,7 @@ def _from_env(env: Mapping[str, str]) -> LocalRank | None:
 
 def _int(env: Mapping[str, str], name: str) -> int:
     text = env[name].strip()
-    # isdecimal, not isdigit: "²" is a digit that int() refuses
-    if not text.isdecimal() or not text.isascii() or len(text) > 9:
+    if not is_decimal(text, 9):
         raise NodemapError(f"{name}={_cut(env[name])} is not a non-negative integer below 10^9: fix the "
                            f"launcher's environment or {OVERRIDE_HINT}")
     return int(text)

@@ -134,26 +134,28 @@ def _usable(topo: Topology, req: Request, notes: list[str]) -> CpuSet:
         allowed = _reserve(topo, allowed, req.reserve_cores, notes)
     usable = allowed
     if req.restrict_cpus is not None:
+        cpus = req.restrict_cpus.brief()
         outside = req.restrict_cpus - topo.cpuset
         if outside:
-            raise NodemapError(f"--cpus {req.restrict_cpus}: PUs {outside} are not online on this node; "
-                               f"pick CPUs from {topo.cpuset}")
+            raise NodemapError(f"--cpus {cpus}: PUs {outside.brief()} are not online on this node; "
+                               f"pick CPUs from {topo.cpuset.brief()}")
         usable = usable & req.restrict_cpus
         if not usable:
-            raise NodemapError(f"--cpus {req.restrict_cpus}: none of these PUs is allowed to this process "
-                               f"(allowed: {allowed}, e.g. the job's cgroup); pick CPUs from {allowed}")
+            raise NodemapError(f"--cpus {cpus}: none of these PUs is allowed to this process "
+                               f"(allowed: {allowed.brief()}, e.g. the job's cgroup); pick CPUs from {allowed.brief()}")
         if not req.restrict_cpus.issubset(allowed):
-            notes.append(f"--cpus {req.restrict_cpus} cut to the allowed PUs {usable}")
+            notes.append(f"--cpus {cpus} cut to the allowed PUs {usable.brief()}")
     if req.restrict_mems is not None:
+        mems = req.restrict_mems.brief()
         known = topo.nodeset
         outside = req.restrict_mems - known
         if outside:
-            raise NodemapError(f"--mems {req.restrict_mems}: NUMA node(s) {outside} do not exist; "
-                               f"pick from {known or 'none (no NUMA information)'}")
+            raise NodemapError(f"--mems {mems}: NUMA node(s) {outside.brief()} do not exist; "
+                               f"pick from {known.brief() or 'none (no NUMA information)'}")
         cpus = CpuSet.union_all(topo.numa(i).cpuset for i in req.restrict_mems)
         if usable.isdisjoint(cpus):
-            raise NodemapError(f"--mems {req.restrict_mems}: these NUMA nodes hold no usable PU "
-                               f"(usable: {usable}); pick nodes with CPUs, e.g. {topo.numa_of(usable)}")
+            raise NodemapError(f"--mems {mems}: these NUMA nodes hold no usable PU "
+                               f"(usable: {usable.brief()}); pick nodes with CPUs, e.g. {topo.numa_of(usable).brief()}")
         usable = usable & cpus
     return usable
 

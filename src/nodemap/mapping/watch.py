@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from ..text import is_decimal
+
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
 JOB_VARS = ("SLURM_JOB_ID", "FLUX_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID", "PMIX_NAMESPACE")
@@ -87,7 +89,7 @@ def job_id(env) -> str:
 
 def global_rank(env, local_rank: int) -> int:
     for k in GLOBAL_RANK_VARS:
-        if env.get(k, "").isdigit():
+        if is_decimal(env.get(k, ""), 9):
             return int(env[k])
     return local_rank
 

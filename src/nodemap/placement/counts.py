@@ -47,11 +47,10 @@ class AccessCounts:
         if not Path(path).exists():
             raise NodemapError(f"{path}: no such counts file (write one with nodemap.placement.profiler or AccessCounts.save)")
         with _open_npz(path, ("counts", "alloc_sizes", "chunk_size")) as z:
-            layout = Layout(tuple(int(s) for s in z["alloc_sizes"]), int(z["chunk_size"]))
-            counts = z["counts"]
-            if counts.dtype.kind not in "iu":
-                raise NodemapError(f"{path}: counts must be integers, found {counts.dtype}")
-            se = int(z["sample_every"]) if "sample_every" in z.files else 1
+            sizes, chunk = z.array("alloc_sizes", "iu", 1), z.array("chunk_size", "iu", 0)
+            layout = Layout(tuple(int(s) for s in sizes), int(chunk))
+            counts = z.array("counts", "iu", 2)
+            se = int(z.array("sample_every", "iu", 0)) if "sample_every" in z.files else 1
         return cls(layout, counts.astype(np.int64), se)
 
     def rechunk(self, chunk_size: int) -> "AccessCounts":

@@ -170,22 +170,36 @@ class PlacementPlan:
     @classmethod
     def load(cls, path: str | Path) -> "PlacementPlan":
         with _open_npz(path, ("decision", "budgets", "meta")) as z:
-            meta = json.loads(bytes(z["meta"]).decode())
-            if meta.get("schema") != "nodemap.placement/1":
-                raise NodemapError(f"{path}: not a nodemap placement plan")
-            layout = Layout(tuple(meta["alloc_sizes"]), meta["chunk_size"])
-            dec = z["decision"].astype(np.int64)
+            meta = _meta(path, z.array("meta", "u", 1))
+            try:
+                layout = Layout(tuple(int(s) for s in meta["alloc_sizes"]), int(meta["chunk_size"]))
+                local_fraction = float(meta["predicted_local_fraction"])
+                notes = [str(n) for n in meta.get("notes", [])]
+            except (KeyError, TypeError, ValueError, OverflowError) as e:
+                raise NodemapError(f"{path}: the plan's description is damaged ({type(e).__name__}: "
+                                   f"{str(e)[:100]}): plan again with nodemap place plan -o") from None
+            dec = z.array("decision", "iu", 1).astype(np.int64)
             if len(dec) != layout.n_chunks:
                 raise NodemapError(f"{path}: {len(dec)} decisions for {layout.n_chunks} chunks")
             return cls(
                 layout=layout,
-                budgets=z["budgets"],
+                budgets=z.array("budgets", "iu", 1),
                 decision=dec,
-                counts_total=z["counts_total"],
-                local_fraction=float(meta["predicted_local_fraction"]),
-                local_fraction_per_gpu=z["local_per_gpu"],
-                notes=list(meta.get("notes", [])),
+                counts_total=z.array("counts_total", "iu", 1),
+                local_fraction=local_fraction,
+                local_fraction_per_gpu=z.array("local_per_gpu", "f", 1),
+                notes=notes,
             )
+
+
+def _meta(path, raw: np.ndarray) -> dict:
+    try:
+        meta = json.loads(bytes(raw).decode())
+    except ValueError:  # JSON and UTF-8 errors alike
+        meta = None
+    if not isinstance(meta, dict) or meta.get("schema") != "nodemap.placement/1":
+        raise NodemapError(f"{path}: not a nodemap placement plan (write one with nodemap place plan -o)")
+    return meta
 
 
 def plan_placement(
@@ -365,14 +379,23 @@ def _atomic_npz(path, option: str = "--output", **arrays) -> None:
     write(str(path), lambda f: np.savez_compressed(f, **arrays), option)
 
 
+_KINDS = {"iu": "integers", "u": "bytes", "f": "floats"}
+
+
 class _open_npz:
+    """An .npz of named arrays, read with every array checked: hostile or
+    damaged files (pickled object arrays, wrong shapes, a zip in name only)
+    end in one line naming the file, not a traceback."""
+
     def __init__(self, path, required) -> None:
         self.path, self.required = path, required
 
-    def __enter__(self):
+    def __enter__(self) -> "_open_npz":
+        import zipfile
+
         try:
             self.z = np.load(self.path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
             raise NodemapError(f"{self.path}: cannot read ({e})") from None
         if not hasattr(self.z, "files"):
             raise NodemapError(f"{self.path}: a single .npy array, not an .npz archive of named arrays")
@@ -385,10 +408,32 @@ class _open_npz:
         if missing:
             self.z.close()
             raise NodemapError(f"{self.path}: missing arrays {missing}")
-        return self.z
+        return self
 
     def __exit__(self, *exc) -> None:
         self.z.close()
+
+    @property
+    def files(self) -> list[str]:
+        return self.z.files
+
+    def array(self, name: str, kinds: str, ndim: int) -> np.ndarray:
+        """Array `name`, refused unless its dtype kind is in `kinds` and it
+        has `ndim` dimensions (checked before any conversion)."""
+        import zipfile
+
+        try:
+            a = self.z[name]
+        except KeyError:
+            raise NodemapError(f"{self.path}: missing array {name!r}") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # pickled objects, a damaged member
+            raise NodemapError(f"{self.path}: cannot read array {name!r} ({str(e)[:200]}): "
+                               "write the file again with nodemap") from None
+        if a.dtype.kind not in kinds or a.ndim != ndim:
+            raise NodemapError(f"{self.path}: array {name!r} holds {a.dtype} of shape {a.shape}; nodemap writes "
+                               f"{_KINDS[kinds]} of {ndim} dimension{'s' if ndim != 1 else ''} there: "
+                               "write the file again with nodemap")
+        return a
 
 
 # Arrays of one .npz: 1 GiB of int64 counts is 16M chunks on 8 GPUs, 32 TB

@@ -83,7 +83,10 @@ def _sniff(path: str, head: bytes | None) -> str:
 
 def _from_input(path: str, source: str) -> Topology:
     if _is_stream(path):  # --input <(cat node.xml): read once into a file, then as any file
-        with _pipe_copy(path) as copy:
+        from ..scratch import scratch_file
+
+        with scratch_file("nodemap-input-") as (fd, copy):
+            _pipe_copy(path, fd)
             return _from_input_file(copy, source, path)
     return _from_input_file(path, source, path)
 
@@ -96,39 +99,27 @@ def _is_stream(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-class _pipe_copy:
-    """A pipe, FIFO or character device copied into a temporary file, at most
-    MAX_INPUT bytes: sniffing a pipe would consume what the reader needs."""
+_CHUNK = 1 << 20
 
-    def __init__(self, path: str) -> None:
-        self.path = path
 
-    def __enter__(self) -> str:
-        import shutil
-        import tempfile
-
-        fd, self.copy = tempfile.mkstemp(prefix="nodemap-input-")
-        try:
-            with open(self.path, "rb") as src, os.fdopen(fd, "wb") as dst:
-                head = src.read(512)
-                _sniff(self.path, head)  # /dev/zero ends here, not after 256 MiB
-                dst.write(head)
-                shutil.copyfileobj(src, dst, MAX_INPUT)
-                if src.read(1):
-                    raise InputError(self.path, f"more than {MAX_INPUT >> 20} MiB: not a topology file ({_HINT})")
-        except OSError as e:
-            self.__exit__()
-            raise InputError(self.path, f"cannot read: {e.strerror or e}") from None
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.copy
-
-    def __exit__(self, *exc) -> None:
-        try:
-            os.unlink(self.copy)
-        except OSError:
-            pass
+def _pipe_copy(path: str, fd: int) -> None:
+    """Copy a pipe, FIFO or character device into the file open at `fd`
+    (sniffing a pipe would consume what the reader needs), refusing it past
+    MAX_INPUT bytes: an endless pipe must not fill the disk."""
+    try:
+        with os.fdopen(fd, "wb") as dst, open(path, "rb") as src:
+            head = src.read(512)
+            _sniff(path, head)  # /dev/zero ends here, not after 256 MiB
+            dst.write(head)
+            copied = len(head)
+            while chunk := src.read(min(_CHUNK, MAX_INPUT + 1 - copied)):
+                copied += len(chunk)
+                if copied > MAX_INPUT:
+                    raise InputError(path, f"more than {MAX_INPUT >> 20} MiB, nodemap's limit for one input: "
+                                           f"not a topology file ({_HINT})")
+                dst.write(chunk)
+    except OSError as e:
+        raise InputError(path, f"cannot copy it into a temporary file ($TMPDIR): {e.strerror or e}") from None
 
 
 def _from_input_file(path: str, source: str, named: str) -> Topology:

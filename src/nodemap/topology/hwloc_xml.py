@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 from ..errors import InputError
+from ..text import is_decimal, natural_key
 from .cpuset import MAX_INDEX, CpuSet, CpuSetError
 from .model import (
     GPU, NIC, PU, Cache, Core, Group, Link, Machine, NumaNode, Package, PciDevice, Port, Topology, norm_bus_id,
@@ -275,7 +276,7 @@ class _Reader:
     def __init__(self, root) -> None:
         self.root = root
         version = root.get("version", "1.0")
-        self.major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else 1
+        self.major = int(version.split(".")[0]) if is_decimal(version.split(".")[0], 3) else 1
         self.numa: list[_Numa] = []
         self.pcis: list[_Pci] = []
         self.loose_osdevs: list[tuple[object, object]] = []  # (osdev, place) without PCI parent
@@ -392,7 +393,7 @@ class _Reader:
         return _int(el, "os_index")
 
     def _cache(self, el, kind: str) -> Cache:
-        level = _int(el, "depth", int(kind[1]) if kind[1:2].isdigit() else 0)
+        level = _int(el, "depth", int(kind[1]) if is_decimal(kind[1:2]) else 0)
         return Cache(
             level=level,
             kind=_CACHE_KINDS.get(_int(el, "cache_type", 0), "unified"),
@@ -643,7 +644,7 @@ class _Reader:
                             pci_index=self.ambiguous.get(id(p.el), -1)))
         # RDMA devices first in name order (mlx5_2 before mlx5_10), as
         # nvidia-smi numbers NICs; then plain netdevs in PCI order.
-        return tuple(sorted(nics, key=lambda n: (n.name in n.netdevs, _natural(n.name) if n.name not in n.netdevs
+        return tuple(sorted(nics, key=lambda n: (n.name in n.netdevs, natural_key(n.name) if n.name not in n.netdevs
                                                  else ())))
 
     def _links(self, gpus, gpu_of: dict[int, str]) -> tuple[Link, ...]:
@@ -875,10 +876,6 @@ def _one_api(loose: list[tuple[object, object]]) -> list[tuple[object, object]]:
         return []
     best = min(_api_rank(o) for o, _ in loose)
     return [(o, p) for o, p in loose if _api_rank(o) == best]
-
-
-def _natural(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
 def _vendor_name(text: str) -> str:

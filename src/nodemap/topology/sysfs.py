@@ -17,6 +17,7 @@ import os
 import stat
 
 from ..errors import InputError
+from ..text import is_decimal, natural_key
 from .cpuset import CpuSet, CpuSetError
 from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
 
@@ -64,6 +65,10 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
 
 
 # --- file access inside the root -----------------------------------------------------------
+
+
+_MAX_READ = 1 << 20  # bytes of one file: sysfs attributes are a few bytes, a page at most
+_MAX_CPUINFO = 64 << 20  # /proc/cpuinfo: ~1.5 KB per PU, so 1 MiB is only ~700 PUs
 
 
 class Root:
@@ -167,8 +172,9 @@ class Root:
     def where(self, rel: str) -> str:
         return os.path.join(self.root, rel.strip("/"))
 
-    def read(self, rel: str) -> str | None:
-        """The file's text, stripped; None when it does not exist.
+    def read(self, rel: str, limit: int = _MAX_READ) -> str | None:
+        """The file's text, stripped; None when it does not exist. A file
+        over `limit` bytes is refused: cutting it would read a wrong node.
 
         Permission errors are the user's to fix (InputError); other errors
         are what sysfs returns for attributes a device does not support
@@ -188,9 +194,14 @@ class Root:
                 if not self.live and not stat.S_ISREG(mode):
                     raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds "
                                      "files, directories and symlinks only (give an intact snapshot)")
-                data = _read_fd(fd, _MAX_READ)
+                data = _read_fd(fd, limit + 1)
             finally:
                 os.close(fd)
+            if len(data) > limit:
+                from ..units import format_size
+
+                raise InputError(self.where(rel), f"is over {format_size(limit)}: no sysfs or proc file of a node "
+                                 "is that large (give an intact snapshot)")
         except FileNotFoundError:
             return None
         except PermissionError:
@@ -245,7 +256,6 @@ class Root:
         return os.path.isdir(self.path(rel))
 
 
-_MAX_READ = 1 << 20  # bytes of one file at most
 
 
 def _read_fd(fd: int, limit: int) -> bytes:
@@ -573,7 +583,7 @@ def _cpu_models(fs: Root) -> dict[int, str]:
     """CPU model of each processor from /proc/cpuinfo (x86/ia64 'model name',
     POWER 'cpu', ARM 'Processor' or 'model name', MIPS 'cpu model'); key -1
     holds a model given once for all processors (old ARM kernels)."""
-    text = fs.read("proc/cpuinfo") or ""
+    text = fs.read("proc/cpuinfo", _MAX_CPUINFO) or ""
     models: dict[int, str] = {}
     for block in _blocks(text):
         fields: dict[str, str] = {}
@@ -583,7 +593,7 @@ def _cpu_models(fs: Root) -> dict[int, str]:
                 fields.setdefault(key.strip(), value.lstrip())
         model = next((fields[k] for k in ("model name", "cpu model", "Processor", "cpu") if fields.get(k)), "")
         proc = fields.get("processor", "")
-        if proc.isdigit():
+        if is_decimal(proc, 7):
             models[int(proc)] = model
         elif model:
             models[-1] = model
@@ -642,7 +652,7 @@ def _distances(fs: Root, kept: list[int], all_nodes: list[int]) -> tuple[tuple[i
         if not text:
             return ()
         values = text.split()
-        if len(values) != len(all_nodes) or not all(v.isdigit() for v in values):
+        if len(values) != len(all_nodes) or not all(is_decimal(v, 9) for v in values):
             return ()
         rows.append(tuple(int(values[pos[j]]) for j in kept))
     return tuple(rows)
@@ -758,7 +768,7 @@ def _nvidia_gpus(fs: Root) -> dict[str, int]:
         node = -1
         for line in (fs.read(f"{base}/{name}/numa_status") or "").splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "Node" and value.strip().lstrip("-").isdigit():
+            if key.strip() == "Node" and is_decimal(value.strip().removeprefix("-"), 7):
                 node = int(value)
         found[_norm(name)] = node
     return found
@@ -892,7 +902,7 @@ def _nics(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[NIC, ...]:
                 rdma.append(_rdma_nic(fs, cls, name, by_bus[owner], netdevs.get(owner, [])))
     taken = {n.pci_bus_id for n in rdma}
     plain = [_net_nic(fs, by_bus[b], names) for b, names in netdevs.items() if b not in taken]
-    rdma.sort(key=lambda n: _natural(n.name))
+    rdma.sort(key=lambda n: natural_key(n.name))
     plain.sort(key=lambda n: _bus_key(n.pci_bus_id))
     return tuple(rdma + plain)
 
@@ -900,7 +910,7 @@ def _nics(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[NIC, ...]:
 def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str]) -> NIC:
     ports = []
     base = f"sys/class/{cls}/{name}/ports"
-    for p in sorted((p for p in fs.listdir(base) if p.isdigit()), key=int):
+    for p in sorted((p for p in fs.listdir(base) if is_decimal(p, 9)), key=int):
         state = (fs.read(f"{base}/{p}/state") or "").split(":")[-1].strip()
         rate = _leading_number(fs.read(f"{base}/{p}/rate") or "")
         ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate) if rate else 0.0))
@@ -922,27 +932,6 @@ def _net_nic(fs: Root, dev: PciDevice, names: list[str]) -> NIC:
         kind = "Slingshot"
     return NIC(name=names[0], kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
                netdevs=tuple(names))
-
-
-def _natural(name: str) -> tuple:
-    """Sort key: "mlx5_10" after "mlx5_9" (runs of digits compare as numbers)."""
-    if not name.isascii():
-        import re
-
-        return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
-    out: list = []
-    start, n = 0, len(name)
-    while True:  # as re.split(r"(\d+)", name): text, number, text, ..., text
-        i = start
-        while i < n and not name[i].isdigit():
-            i += 1
-        out.append(name[start:i])
-        if i == n:
-            return tuple(out)
-        start = i
-        while start < n and name[start].isdigit():
-            start += 1
-        out.append(int(name[i:start]))
 
 
 # --- machine ------------------------------------------------------------------------------------

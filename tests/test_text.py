@@ -1,0 +1,55 @@
+"""Numbers in outside text: ASCII digits only (issue 16, item 7). Unicode
+digits such as "²" pass str.isdigit() and then make int() raise."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import example, given, strategies as st
+
+from hostile import env, nodemap
+from nodemap.text import is_decimal, natural_key
+
+# digits of every kind: superscripts, circled, Arabic-Indic, fullwidth, and 0-9
+DIGITS = st.sampled_from("0123456789²³¹①⑨٣۴߂０９᧐𝟘")
+NAMES = st.text(st.one_of(DIGITS, st.characters()), max_size=12)
+
+
+@given(st.text(DIGITS, max_size=25))
+def test_is_decimal_means_int_reads_it(text):
+    if is_decimal(text):
+        assert int(text) >= 0 and len(text) <= 18
+    assert is_decimal(text) == (0 < len(text) <= 18 and all(c in "0123456789" for c in text))
+
+
+@given(st.lists(NAMES, max_size=8))
+@example(["mlx5_²", "mlx5_1", "²"])
+def test_natural_key_never_raises_and_orders_any_names(names):
+    ordered = sorted(names, key=natural_key)
+    assert sorted(ordered) == sorted(names)
+
+
+def test_natural_key_orders_numbers_as_numbers():
+    assert sorted(["mlx5_10", "mlx5_9", "mlx5_²"], key=natural_key) == ["mlx5_9", "mlx5_10", "mlx5_²"]
+
+
+@given(st.one_of(NAMES, st.text(DIGITS, min_size=1, max_size=3)))
+@example("²")
+@example("٣")
+def test_global_rank_of_any_launcher_value(value):
+    from nodemap.mapping.watch import global_rank
+
+    rank = global_rank({"OMPI_COMM_WORLD_RANK": value}, 7)
+    assert rank == (int(value) if is_decimal(value, 9) else 7)
+
+
+@pytest.mark.parametrize("name", ["²", "mlx5_²", "٣"])
+def test_a_nic_named_with_unicode_digits_plans(tmp_path, name):
+    import nodes
+
+    d = nodes.two_socket_four_nics().to_dict()
+    d["nics"][1]["name"] = name
+    (tmp_path / "n.json").write_text(json.dumps(d))
+    r = nodemap("plan", "--input", str(tmp_path / "n.json"), "--tasks", "4", env_=env(tmp_path))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
