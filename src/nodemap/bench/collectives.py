@@ -456,10 +456,10 @@ def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, p
 
 
 def text(rs: ResultSet) -> str:
-    from .mpi_p2p import _size
+    from ..units import format_size
     from .report import number, table
 
-    rows = [[r.metric, "in" if r.params["inplace"] else "out", _size(r.params["size"]),
+    rows = [[r.metric, "in" if r.params["inplace"] else "out", format_size(r.params["size"]),
              number(r.params["time_us_best"]), number(r.params["algbw_best"]), number(r.stats.best),
              number(r.stats.median), f"{100 * r.stats.spread:.1f}%", str(r.params["wrong"])] for r in rs.results]
     return table(["op", "place", "size", "time us", "algbw GB/s", "busbw GB/s", "busbw med", "spread", "#wrong"],

@@ -412,13 +412,12 @@ def result(ctx: co.Ctx, transport: str, halo: int, m: dict[str, Any], path: str)
 
 
 def text(rs: ResultSet) -> str:
-    from .mpi_p2p import _size
     from .report import number, percent, table
 
     rows = []
     for r in rs.results:
         p = r.params
-        rows.append([p["transport"], _size(p["halo_bytes"]), number(p["t_comm_us"]), number(r.stats.best),
+        rows.append([p["transport"], format_size(p["halo_bytes"]), number(p["t_comm_us"]), number(r.stats.best),
                      number(r.stats.median), number(p.get("t_comp_us")), number(p.get("t_both_us")),
                      percent(p.get("overlap"))])
     return table(["transport", "halo", "step us", "GB/s/GPU", "median", "comp us", "both us", "overlap"], rows,

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
+from ..text import is_decimal
 from ..topology.model import Topology
 from .mpi import figure_size
 
@@ -192,7 +193,7 @@ def gpu_latency(results: list[Result]) -> list[Figure]:
     for r in results:
         src, dst = r.params.get("src", ""), r.params.get("dst", "")
         a, b = _gpu_index(src), _gpu_index(dst)
-        if not (a.isdigit() and b.isdigit()) or a == b:
+        if not (is_decimal(a) and is_decimal(b)) or a == b:
             continue
         if r.metric == "load_latency":
             out.append(figure(r, f"d2d_latency/gpu{a}->gpu{b}", "GPU<->GPU",

@@ -252,7 +252,7 @@ def nic_rails(topo: Topology, env: Mapping[str, str]) -> list[Check]:
     label = f"{tasks} tasks, {len(topo.nics)} NICs"
     want = f"bind {rails} NICs per task and set UCX_MAX_RNDV_RAILS={rails}"
     asked = env.get("UCX_MAX_RNDV_RAILS", "").strip()
-    if env.get("UCX_NET_DEVICES") and (int(asked) if asked.isdigit() else 2) >= rails:  # UCX's default is 2
+    if env.get("UCX_NET_DEVICES") and (int(asked) if is_decimal(asked) else 2) >= rails:  # UCX's default is 2
         return [Check("inventory/nic_rails", label, f"UCX_NET_DEVICES={env['UCX_NET_DEVICES']}", want, "pass",
                       "the NICs are chosen per task here", "", "", "MPI")]
     return [Check("inventory/nic_rails", label, want, "", "warn",

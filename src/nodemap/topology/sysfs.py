@@ -835,7 +835,7 @@ def _kfd_properties(text: str | None) -> dict[str, int]:
     out = {}
     for line in (text or "").splitlines():
         key, _, value = line.partition(" ")
-        if value.strip().isdigit() and len(value.strip()) < 20:
+        if is_decimal(value.strip()):
             out[key] = int(value)
     return out
 
