@@ -11,7 +11,8 @@ shapes interleaved in rounds so drift favours none. Every vector width's
 output is compared bit for bit with the scalar kernel's (the fixed columns
 and the sum order are the same), and its norm within 1e-9 relative (the
 sum runs in another order).
-The last lines name the best shape per precision and over both."""
+The last lines name the best shape per precision, and the shape whose
+slower precision is fastest (the default of jacobi_gpu)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def timed(fn, reps=20):
 def result_of(w, s, count, vector):
     """The updated buffer and norm of one step with `vector` columns per thread."""
     w.vector, w.block = vector, (256, 8)
+    a = s.bufs[0]
+    a[0], a[count + 1] = a[count], a[1]  # the periodic halos one slab would exchange with itself (NaN otherwise)
     s.bufs[1].fill(float("nan"))
     s.norm.fill(0)
     jgpu.stencil(w, s, 0, 1, count + 1, s.compute, True)
@@ -104,12 +107,13 @@ def main() -> None:
               f"{best['gbs']:.0f} GB/s ({best['of_copy']:.1%} of copy)")
     widths = {d: max((r for r in doc["rows"] if r["dtype"] == d), key=lambda r: r["gbs"])["vector"]
               for d in ("fp32", "fp64")}
-    total: dict[tuple, float] = {}
+    worst: dict[tuple, float] = {}  # per shape, the slower precision at its best width
     for r in doc["rows"]:
         if r["vector"] == widths[r["dtype"]]:
-            total[(r["block"], r["rows"])] = total.get((r["block"], r["rows"]), 0.0) + r["gbs"]
-    blk, r = max(total, key=total.get)
-    print(f"best shape over both at widths {widths}: NODEMAP_JACOBI_BLOCK={blk}x{r}")
+            k = (r["block"], r["rows"])
+            worst[k] = min(worst.get(k, float("inf")), r["gbs"])
+    blk, r = max(worst, key=worst.get)
+    print(f"best shape for both (highest slower precision) at widths {widths}: NODEMAP_JACOBI_BLOCK={blk}x{r}")
     if out:
         with open(out, "w") as f:
             json.dump(doc, f, indent=1)

@@ -26,7 +26,9 @@ from . import mpi_common as mc
 # Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
 # rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
 # "256x32" overrides it (benchmarks/jacobi_kernel_sweep.py measures shapes).
-BLOCK, ROWS_PER_BLOCK = 256, 8  # the best fp32 + fp64 shape on an H100 (benchmarks/results/jacobi_h100_20261123)
+# The shape whose slower precision is fastest at 2 columns per thread on an H100: fp32 2942 GB/s, fp64 2922 GB/s
+# (87.8%, 87.2% of the 3.35 TB/s datasheet; 99% and 97% of a device copy), benchmarks/results/device_h100_20261125.
+BLOCK, ROWS_PER_BLOCK = 512, 4
 
 
 def block_shape(text: str | None) -> tuple[int, int]:
@@ -48,7 +50,7 @@ DTYPES = {"fp32": ("float32", 4, "f32"), "fp64": ("float64", 8, "f64")}
 # precision: the fastest on an H100 (benchmarks/jacobi_kernel_sweep.py).
 # NODEMAP_JACOBI_VECTOR=1|2|4 overrides it; a width that does not divide NX
 # falls back to the next smaller one.
-VECTOR = {"fp32": 1, "fp64": 1}  # until the sweep on a GPU picks wider ones
+VECTOR = {"fp32": 2, "fp64": 2}  # float2/double2: 99% of a device copy at their best shapes (1: 90%, 97%)
 VECTOR_WIDTHS = {"fp32": (4, 2, 1), "fp64": (2, 1)}
 
 
