@@ -179,3 +179,16 @@ def test_a_memory_binding_not_applied_is_recorded_in_the_row(fixtures):
     r = pr.run_binding(topo, b, "stream", "1M", 120)
     assert r.values[0] is not None and r.values[0] > 0, r.errors
     assert len(r.warnings) == 1 and "rank 0" in r.warnings[0] and "set_mempolicy" in r.warnings[0]
+
+
+def test_ranks_sharing_a_gpu_do_not_add_their_kernel_bandwidth():
+    """Two ranks on one GPU each see ~3.1 TB/s (their kernels run by turns): the node has one GPU's worth;
+    copies share the engines at once, so their figures add up."""
+    from nodemap.compare import probes as pr
+
+    gpu = pr.Row("plan", "gpu", [3106.0, 3108.0], [], [0.0, 0.0], gpus=[(0,), (0,)])
+    assert gpu.total == 3107.0
+    two = pr.Row("plan", "gpu", [3106.0, 3108.0], [], [0.0, 0.0], gpus=[(0,), (1,)])
+    assert two.total == 6214.0
+    h2d = pr.Row("plan", "h2d", [26.5, 26.4], [], [0.0, 0.0], gpus=[(0,), (0,)])
+    assert h2d.total == 52.9

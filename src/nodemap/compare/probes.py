@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ from .bindings import Binding
 PROBES = ("stream", "h2d", "gpu", "jacobi")
 GPU_PROBES = ("h2d", "gpu", "jacobi")
 LOWER_IS_BETTER = {"jacobi"}
+# Kernels of ranks that share a GPU run by turns (the GPU time-slices between processes), so each rank's
+# repetitions can each see the whole GPU: their figures do not add up; copies share the engines at once and do.
+TIME_SLICED = {"gpu"}
 UNITS = {"stream": "GB/s", "h2d": "GB/s", "gpu": "GB/s", "jacobi": "us"}
 
 
@@ -94,6 +98,7 @@ class Row:
     errors: list[str]
     spreads: list[float] = field(default_factory=list)  # per measured rank: (max - min) / median of its repetitions
     warnings: list[str] = field(default_factory=list)  # a binding asked for but not applied (the figure stands)
+    gpus: list[tuple[int, ...]] = field(default_factory=list)  # per rank: its GPUs
 
     @property
     def noise(self) -> float:
@@ -102,11 +107,19 @@ class Row:
 
     @property
     def total(self) -> float | None:
-        """Sum of ranks' bandwidths; the slowest rank's step time."""
+        """Sum of ranks' bandwidths (ranks sharing GPUs under a time-sliced probe count once, at their
+        median); the slowest rank's step time."""
         v = [x for x in self.values if x is not None]
         if not v or len(v) != len(self.values):
             return None
-        return max(v) if self.probe in LOWER_IS_BETTER else sum(v)
+        if self.probe in LOWER_IS_BETTER:
+            return max(v)
+        if self.probe in TIME_SLICED and len(self.gpus) == len(v):
+            shared: dict[tuple[int, ...], list[float]] = {}
+            for g, x in zip(self.gpus, v):
+                shared.setdefault(g, []).append(x)
+            return sum(statistics.median(xs) for xs in shared.values())
+        return sum(v)
 
 
 def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeout: float) -> Row:
@@ -138,7 +151,7 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
         if value is None:
             errors.append(f"rank {t.task}: {(err.strip().splitlines() or ['no result'])[-1]}")
         values.append(value)
-    return Row(b.name, probe, values, errors, spreads, warnings)
+    return Row(b.name, probe, values, errors, spreads, warnings, [tuple(t.gpus) for t in b.tasks])
 
 
 POLICY_FAILED = "nodemap-compare: memory binding not applied:"
