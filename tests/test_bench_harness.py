@@ -174,9 +174,9 @@ def test_the_bench_layer_has_one_parser_formatter_writer_and_table_renderer():
     assert where(r"(/|>>)\s*(2\s*\*\*\s*(10|20|30|40)\b|\(?1\s*<<\s*(10|20|30|40)\)?)\s*:|>>\s*(10|20|30)\b",
                  bench) == set()  # sizes for people go through units.format_size
     # files the user named are written by outfile alone; the plan cache and
-    # discover's copy of a piped input are private files, not outputs
+    # scratch's copy of a piped input are private files, not outputs
     assert where(r"os\.replace\(|mkstemp\(|os\.rename\(", sources) <= {
-        "outfile.py", "mapping/plancache.py", "topology/discover.py"}
+        "outfile.py", "mapping/plancache.py", "scratch.py"}
     assert where(r"os\.replace\(|mkstemp\(|os\.rename\(|\.write_text\(", bench) == set()
     assert where(r"\.ljust\(|\.rjust\(|\{[^}\n]*:[<>^]\d+", bench) == {"bench/report.py"}
     assert {k for k, v in bench.items() if re.search(r"^def (emit|finish)\(", v, re.M)} == {"bench/harness.py"}
