@@ -131,14 +131,18 @@ def _add(tl: Timeline, raw: bytes) -> None:
         tl.torn += 1
 
 
+def _timeline_names(directory: str) -> list[str]:
+    """The timeline files of a folder (.watch), sorted; none when it cannot be listed."""
+    try:
+        return sorted(n for n in os.listdir(directory) if n.endswith(".watch"))
+    except OSError:
+        return []
+
+
 def read_dir(directory: str) -> list[Timeline]:
     """Every timeline in a folder (files ending .watch), by host and rank; unreadable files are skipped."""
     out = []
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".watch"))
-    except OSError:
-        return out
-    for n in names:
+    for n in _timeline_names(directory):
         try:
             out.append(read(os.path.join(directory, n)))
         except (OSError, TimelineError):
@@ -151,11 +155,7 @@ def peek_dir(directory: str, job: str, host: str) -> list[tuple[dict, bool]]:
     """(header, ended) of the timelines of one job on one host, reading only each file's first line and its
     tail: the monitor polls this while its peers end, and full timelines of a long run are large."""
     out = []
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".watch"))
-    except OSError:
-        return out
-    for n in names:
+    for n in _timeline_names(directory):
         try:
             with open(os.path.join(directory, n), "rb") as f:
                 header = json.loads(f.readline())

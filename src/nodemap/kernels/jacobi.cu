@@ -35,6 +35,20 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
+// The block's sum of `acc` added to *norm with one atomic (every thread of the block must call it).
+__device__ __forceinline__ void block_add(double *norm, double acc) {
+    __shared__ double part[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    acc = warp_sum<double>(acc);
+    if (lane == 0) part[warp] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        acc = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
+        acc = warp_sum<double>(acc);
+        if (lane == 0 && acc != 0.0) atomicAdd(norm, acc);
+    }
+}
+
 template <typename T>
 __device__ void jacobi_rows(T *__restrict__ a_new, const T *__restrict__ a, double *__restrict__ norm,
                             long long nx, int row_lo, int row_hi, int rows_per_block, int with_norm) {
@@ -58,18 +72,7 @@ __device__ void jacobi_rows(T *__restrict__ a_new, const T *__restrict__ a, doub
             mid = down;
         }
     }
-    if (with_norm) {  // uniform over the block: every thread reaches the barrier
-        __shared__ double part[32];
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        acc = warp_sum<T>(acc);
-        if (lane == 0) part[warp] = acc;
-        __syncthreads();
-        if (warp == 0) {
-            acc = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
-            acc = warp_sum<T>(acc);
-            if (lane == 0 && acc != 0.0) atomicAdd(norm, acc);
-        }
-    }
+    if (with_norm) block_add(norm, acc);  // uniform over the block: every thread reaches the barrier
 }
 
 template <typename T, int V> struct Vec;
@@ -130,18 +133,7 @@ __device__ void jacobi_rows_vec(T *__restrict__ a_new, const T *__restrict__ a, 
             }
         }
     }
-    if (with_norm) {  // uniform over the block: every thread reaches the barrier
-        __shared__ double part[32];
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        acc = warp_sum<T>(acc);
-        if (lane == 0) part[warp] = acc;
-        __syncthreads();
-        if (warp == 0) {
-            acc = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
-            acc = warp_sum<T>(acc);
-            if (lane == 0 && acc != 0.0) atomicAdd(norm, acc);
-        }
-    }
+    if (with_norm) block_add(norm, acc);  // uniform over the block: every thread reaches the barrier
 }
 
 template <typename T>
