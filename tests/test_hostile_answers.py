@@ -81,6 +81,13 @@ def test_source_nvml_without_nvml_is_an_error(tmp_path):
             "--source nvml", "--source sysfs")
 
 
+def test_source_amdsmi_without_amd_smi_is_an_error(tmp_path):
+    # the package present but its library missing, as pip leaves it on a node without ROCm
+    (tmp_path / "amdsmi.py").write_text("raise OSError('libamd_smi.so: cannot open shared object file')\n")
+    refused(nodemap("topo", "--source", "amdsmi", env_=env(tmp_path, PYTHONPATH=str(tmp_path))),
+            "--source amdsmi", "libamd_smi.so", "--source sysfs")
+
+
 def test_closed_stdout_is_not_success(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nodemap", "plan", "--tasks", "1"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True, timeout=10, env=env(tmp_path),

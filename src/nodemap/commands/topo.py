@@ -25,12 +25,12 @@ examples:
   nodemap topo --source hwloc               this machine read through lstopo
 
 sources (--source, for this machine):
-  auto   sysfs on Linux + the allowed set + NVML where a driver exists (default)
-  sysfs  /sys only;  hwloc  lstopo-no-graphics;  nvml  sysfs + NVML
+  auto   sysfs on Linux + the allowed set + AMD SMI and NVML where present (default)
+  sysfs  /sys only;  hwloc  lstopo-no-graphics;  nvml  sysfs + NVML;  amdsmi  sysfs + AMD SMI
 """
 
 
-SOURCES = ("auto", "sysfs", "hwloc", "nvml")  # = nodemap.topology.discover.SOURCES
+SOURCES = ("auto", "sysfs", "hwloc", "nvml", "amdsmi")  # = nodemap.topology.discover.SOURCES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

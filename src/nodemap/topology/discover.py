@@ -4,7 +4,7 @@
 content, not name: a directory holding sys/ is a sysfs snapshot, bz2/gzip/xz
 or tar bytes are a snapshot tarball, '<' starts hwloc XML and '{' a nodemap
 JSON export. For this machine, "auto" reads sysfs on Linux (no external
-program needed), adds the allowed set and NVML, and says so in
+program needed), adds the allowed set, AMD SMI and NVML, and says so in
 Topology.source; elsewhere it reads through hwloc's lstopo.
 """
 
@@ -19,7 +19,7 @@ from .model import Topology, replace
 
 __all__ = ["discover", "SOURCES", "sniff"]
 
-SOURCES = ("auto", "sysfs", "hwloc", "nvml")
+SOURCES = ("auto", "sysfs", "hwloc", "nvml", "amdsmi")
 
 _HINT = "give an hwloc XML file, a sysfs snapshot directory or tarball, or a nodemap JSON export"
 
@@ -246,8 +246,12 @@ def _live(source: str) -> Topology:
     topo = _allowed(_read_sysfs())
     if source == "sysfs":
         return _visible(topo)
-    from . import nvml
+    from . import amdsmi, nvml
 
+    if source == "amdsmi":
+        return _visible(amdsmi.enrich(topo, required=True))
+    if source == "auto":
+        topo = amdsmi.enrich(topo)  # AMD GPUs only; nvml.enrich then applies every vendor's visibility
     return nvml.enrich(topo, required=source == "nvml")
 
 

@@ -21,7 +21,7 @@ from ..text import is_decimal, natural_key
 from .cpuset import CpuSet, CpuSetError
 from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
 
-__all__ = ["read", "Root"]
+__all__ = ["read", "Root", "xgmi_hops", "pcie_generation"]
 
 _CPU = "sys/devices/system/cpu"
 _NODE = "sys/devices/system/node"
@@ -664,6 +664,11 @@ def _distances(fs: Root, kept: list[int], all_nodes: list[int]) -> tuple[tuple[i
 _GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
+def pcie_generation(gts: float) -> int:
+    """PCIe generation of a link running at `gts` GT/s, 0 when unknown."""
+    return _GENERATIONS.get(gts, 0)
+
+
 def _read_pci(fs: Root, numa_nodes, online: CpuSet, notes: list[str]) -> tuple[PciDevice, ...]:
     names = sorted((n for n in fs.listdir(_PCI) if _is_bus_id(n)), key=_bus_key)
     devices: dict[str, PciDevice] = {}
@@ -718,7 +723,7 @@ def _link_speed(text: str | None) -> tuple[float, int]:
             return 0.0, 0
         number = m.group(1)
     gts = float(number)
-    return gts, _GENERATIONS.get(gts, 0)
+    return gts, pcie_generation(gts)
 
 
 def _locate(dev: PciDevice, earlier: dict[str, PciDevice], numa_nodes) -> tuple[PciDevice, str]:
@@ -826,9 +831,14 @@ def _kfd_links(fs: Root, gpus: tuple[GPU, ...]) -> tuple:
             if p.get("type") != _KFD_XGMI or not a or not b or a == b:
                 continue
             x, y = sorted((a, b), key=lambda k: int(k[3:]))
-            hops = max(1, -(-p.get("weight", 0) // _KFD_XGMI_WEIGHT))
-            pairs.setdefault((x, y), Link(x, y, "xGMI", count=1, bandwidth=p.get("max_bandwidth", 0) / 1000, hops=hops))
+            pairs.setdefault((x, y), Link(x, y, "xGMI", count=1, bandwidth=p.get("max_bandwidth", 0) / 1000,
+                                          hops=xgmi_hops(p.get("weight", 0))))
     return tuple(pairs[k] for k in sorted(pairs, key=lambda k: (int(k[0][3:]), int(k[1][3:]))))
+
+
+def xgmi_hops(weight: int) -> int:
+    """Hops of an xGMI path from KFD's link weight (AMD SMI's too): 15 a hop, at least 1."""
+    return max(1, -(-weight // _KFD_XGMI_WEIGHT))
 
 
 def _kfd_properties(text: str | None) -> dict[str, int]:
