@@ -1,5 +1,5 @@
 # Entry points for a fresh machine (Python >= 3.10, a C compiler, CMake):
-#   make check  set up .venv with the report extra, check this node (quick level),
+#   make check  set up .venv with the report and mpi extras, check this node (quick level),
 #               report in $(CHECK_DIR)/check.json and check.html
 #   make topo   set up .venv, build nodemap, show this node
 #   make test   set up .venv with the test extras, run the whole test suite
@@ -32,7 +32,7 @@ $(VENV)/.installed: $(VENV)/bin/python $(BUILD_INPUTS)
 	touch $@
 
 $(VENV)/.installed-report: $(VENV)/bin/python $(BUILD_INPUTS)
-	$(BIN)/python -m pip install -q -e '.[report]'
+	$(BIN)/python -m pip install -q -e '.[report,mpi]'
 	touch $@ $(VENV)/.installed
 
 $(VENV)/.installed-test: $(VENV)/bin/python $(BUILD_INPUTS)
