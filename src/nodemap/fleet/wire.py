@@ -10,6 +10,7 @@ from typing import Any
 
 # Message tags of the fleet protocol (one number each, below the pair tests').
 HELLO, ROLE, STATE, DOC, CMD, REPORT = 11, 12, 13, 14, 15, 16
+LOCAL = 17  # a leader to its node's second rank: "go" (the node's MPI step) or "skip" (localpair)
 PAIR = 1000  # pair tests use PAIR + round * pairtest.STEP + step
 
 POLL_S = 0.002  # sleep between polls when waiting for control messages
