@@ -338,8 +338,8 @@ class Coordinator:
         node.state = "node check done"
         for r in (doc.get("extra") or {}).get(SILENT, ()):
             self.late = True
-            self.messages.append(f"{node.name}: rank {r}, its second local rank, did not answer in the node's "
-                                 f"MPI step (within {self.cfg.pair_timeout:g} s)")
+            self.messages.append(f"{node.name}: rank {r}, its second local rank, did not answer or finish "
+                                 f"the node's MPI step within {self.cfg.pair_timeout:g} s")
         self.out.node_line(doc)
         done = sum(n.seen is not None for n in self.nodes.values())
         self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")

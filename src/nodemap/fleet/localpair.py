@@ -61,7 +61,7 @@ class Lead:
             figs = pairtest.run(self.comm, self.partner, ROUND, True, TESTS, SIZES, self.timeout, self.buffers, 0)
         except wire.Late:
             self.silent = True
-            raise MPIFailed(f"rank {self.partner} (this node's second local rank) did not answer within "
+            raise MPIFailed(f"rank {self.partner} (this node's second local rank) did not answer or finish within "
                             f"{self.timeout:g} s (--pair-timeout)") from None
         except ValueError as e:
             raise MPIFailed(str(e)) from None
