@@ -68,7 +68,8 @@ def test_device_figures_and_cuda_awareness(monkeypatch, cap, transport, verdict)
     rs = localpair.result_set(figs(dd_bw=11.0, transport=transport), pl, topo, ("host", "device"))
     dd = next(r for r in rs.results if r.params["buffers"] == "DD")
     assert dd.params["transport"] == localpair.TRANSPORT[transport]
-    assert dd.path_class == "PIX" and dd.path.startswith("rank5@n1:NUMA0:GPU0 -> rank6@n1:NUMA0:GPU1 (")  # the GPU pair's
+    assert dd.path_class == "PIX"  # the GPU pair's, as bench mpi names it
+    assert dd.path.startswith("rank5@n1:NUMA0:GPU0 -> rank6@n1:NUMA0:GPU1 (")
     aware = mpi.awareness_check(True, [rs], {})
     assert aware.verdict == verdict, aware
     d2d = syn.copies({}, dict(enumerate(nodes.KAROLINA_GPU_NUMA)), {(0, 1): 250.0, (1, 0): 250.0})
@@ -102,3 +103,23 @@ def test_the_check_runs_the_step_it_is_handed_or_says_why_not(monkeypatch):
 
     with pytest.raises(suite.KindFailed, match="did not answer"):
         suite.measure("mpi", [], "quick", mpi.InJob(fails), one)
+
+
+class Rank:
+    def __init__(self, rank):
+        self.rank = rank
+
+    def Get_rank(self):
+        return self.rank
+
+
+def test_the_second_ranks_gpu_is_the_one_it_names(monkeypatch):
+    """With a GPU per task each rank sees its own "device 0": the partner's GPU
+    is the one it reports (PCI bus id), not the leader's guess."""
+    topo = nodes.karolina()
+    monkeypatch.setattr(localpair, "gpu_of", lambda local, topo=None: {"bus": "0000:10:00.0", "uuid": "", "key": "GPU0"})
+    lead = localpair.Lead(Rank(5), 6, [1], 5.0, ("host", "device"), "n1")
+    me, peer = lead.places(topo, figs(dd_bw=11.0), {"bus": "0000:11:00.0", "uuid": "", "key": "cuda0"})
+    assert (me.gpu, peer.gpu) == ("GPU0", "GPU1") and peer.rank == 6 and peer.local_rank == 1
+    me, peer = lead.places(topo, figs(), {"bus": "0000:11:00.0", "uuid": "", "key": "cuda0"})
+    assert (me.gpu, peer.gpu) == ("", "")  # no device figures: no GPU in the path

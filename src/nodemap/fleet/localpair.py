@@ -6,7 +6,8 @@ a check that is itself a rank cannot. So the node's leader hands its check
 an `InJob` step: it tells the node's second local rank "go" and the two run
 the pair test of the inter-node pairs (`pairtest`: host buffers, and device
 buffers where both see a GPU; CUDA-aware where proven, else staged) between
-themselves, at the size the check judges (16 MiB). The sender's figures
+themselves, at the size the check judges (16 MiB); the second rank first
+names its GPU, as its own CUDA runtime sees it, for the path's class. The sender's figures
 become a ResultSet shaped as `bench mpi`'s, so the check's figures
 (`mpi/HH/latency`, `mpi/HH/bw`, `mpi/DD/bw`), limits and CUDA-awareness
 item apply unchanged. A second rank that does not answer costs the pair
@@ -58,6 +59,7 @@ class Lead:
 
         self.tell("go")
         try:
+            theirs = wire.recv(self.comm, self.partner, wire.LOCAL, wire.deadline(self.timeout))  # its GPU
             figs = pairtest.run(self.comm, self.partner, ROUND, True, TESTS, SIZES, self.timeout, self.buffers, 0)
         except wire.Late:
             self.silent = True
@@ -65,7 +67,7 @@ class Lead:
                             f"{self.timeout:g} s (--pair-timeout)") from None
         except ValueError as e:
             raise MPIFailed(str(e)) from None
-        return result_set(figs, self.places(topo, figs), topo, self.buffers)
+        return result_set(figs, self.places(topo, figs, theirs), topo, self.buffers)
 
     def tell(self, what: str) -> None:
         """Once: "go" as the step starts, "skip" after a check that never reached it."""
@@ -80,28 +82,37 @@ class Lead:
     def release(self) -> None:
         self.tell("skip")
 
-    def places(self, topo: Any, figs: list[dict[str, Any]]) -> list[Any]:
+    def places(self, topo: Any, figs: list[dict[str, Any]], theirs: dict[str, str]) -> list[Any]:
         """Both ranks' Places (their GPUs named where device figures exist), for the path and its class."""
         import os
 
         from ..bench import mpi_common as mc
+        from ..bench.gpu_devices import match_gpu
 
-        gpus = _gpu_keys(topo) if any(f.get("buffers") == "device" and f["test"] != "skipped" for f in figs) else ("", "")
-        me = mc.place_of(self.comm.Get_rank(), self.host, os.sched_getaffinity(0), 0, topo, gpus[0])
-        peer = mc.place_of(self.partner, self.host, self.partner_cpus, 1, topo, gpus[1])
+        device = any(f.get("buffers") == "device" and f["test"] != "skipped" for f in figs)
+        mine = gpu_of(0, topo) if device else {}
+        peer_gpu = match_gpu(topo, theirs.get("bus", ""), theirs.get("uuid", "")) if device and theirs else None
+        peer_key = peer_gpu.key if peer_gpu is not None else theirs.get("key", "") if device else ""
+        me = mc.place_of(self.comm.Get_rank(), self.host, os.sched_getaffinity(0), 0, topo, mine.get("key", ""))
+        peer = mc.place_of(self.partner, self.host, self.partner_cpus, 1, topo, peer_key)
         return [me, peer]
 
 
-def _gpu_keys(topo: Any) -> tuple[str, str]:
-    """The Topology keys ("GPU1") of the GPUs local ranks 0 and 1 use (pairtest.gpu_for), "" when unknown."""
+def gpu_of(local: int, topo: Any = None) -> dict[str, str]:
+    """The GPU a rank of local index `local` uses in the step (pairtest.gpu_for),
+    as its own CUDA runtime sees it (each rank may see other GPUs: --gpus-per-task):
+    PCI bus id, UUID, Topology key ("GPU1"; "cudaN" without the topology); {} without one."""
+    if not pairtest.device_capability()["gpu"]:
+        return {}
     try:
         import cupy as cp
 
         from ..bench.gpu_devices import describe
 
-        return tuple(describe(cp, pairtest.gpu_for(k), topo).key for k in (0, 1))  # type: ignore[return-value]
+        g = describe(cp, pairtest.gpu_for(local), topo)
+        return {"bus": g.bus_id, "uuid": g.uuid, "key": g.key}
     except Exception:  # a label, never a reason to stop
-        return ("", "")
+        return {}
 
 
 def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], said: str) -> None:
@@ -112,6 +123,7 @@ def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], sai
     if nodecheck.hang_point() == "local":
         nodecheck.hang_forever()
     try:
+        wire.send(comm, gpu_of(1) if "device" in buffers else {}, leader, wire.LOCAL, wire.deadline(timeout))
         pairtest.run(comm, leader, ROUND, False, TESTS, SIZES, timeout, buffers, 1)
     except (wire.Late, ValueError):
         pass
