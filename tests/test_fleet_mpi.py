@@ -325,6 +325,25 @@ def test_device_buffers_on_a_real_gpu(tmp_path, saved_doc):
     print({r["key"]: (round(r["value"], 2), r.get("transport")) for r in device})
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpus(), reason="no CUDA GPU (CuPy)")
+def test_a_nodes_own_mpi_step_on_a_real_gpu(tmp_path):
+    # One node of two ranks (the real check, tiny host sizes): its MPI step with device buffers on the GPUs.
+    out = tmp_path / "out"
+    p = subprocess.run(mpmd([("g", {}), ("g", {})], ["-o", str(out), "-q"]), capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, NODEMAP_CHECK_TINY="1"))
+    assert p.returncode in (0, 1), p.stderr
+    doc = json.loads((out / "nodes" / "g.check.json").read_text())
+    mpi = {f["key"]: f for f in doc["figures"] if f["area"] == "MPI"}
+    assert set(mpi) == {"mpi/HH/latency", "mpi/HH/bw", "mpi/DD/bw"}, doc["skipped"]
+    dd = next(r for rs in doc["results"] if rs["command"].startswith("bench mpi") for r in rs["results"]
+              if r["params"]["buffers"] == "DD")
+    assert dd["params"]["transport"] in ("cuda-aware", "staged") and re.search(r"(GPU|cuda)\d", dd["path"]), dd
+    aware = next(c for c in doc["checks"] if c["key"] == "inventory/mpi/cuda_aware")
+    assert aware["verdict"] in ("pass", "warn"), aware
+    print({k: (round(f["value"], 2), f["verdict"], f["label"]) for k, f in mpi.items()}, aware["value"])
+
+
 def test_an_unknown_pair_buffer_kind_is_one_line(tmp_path):
     p = subprocess.run([*FLEET, "--pair-buffers", "host,gpu", "-o", str(tmp_path / "o")], capture_output=True,
                        text=True, timeout=60)
