@@ -4,8 +4,9 @@ Every rank says hello to rank 0 (its node name, host, CPUs); rank 0 groups
 ranks by node and names one leader per node (the lowest rank, but not rank
 0 when its node has another rank, so that rank 0 stays free to gather).
 Leaders run their node's check in parallel (its MPI step with the node's
-second local rank, `localpair`; the other local ranks run no check), keep the full document
-(nodes/NAME.check.json) and send a compact one (no ResultSets or samples);
+second local rank, `localpair`; the other local ranks run no check), keep
+the full document (nodes/NAME.check.json) and send a compact one (no
+ResultSets or samples);
 rank 0 writes one JSON line per node as each arrives (nodes.jsonl, and
 nodes/NAME.json), so a partial run is usable. Then rank 0 schedules the
 pair tests round by round (`pairs.isolate`): in each pair the two leaders
