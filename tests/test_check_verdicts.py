@@ -177,7 +177,7 @@ def test_dram_peak_unknown_is_listed_as_skipped(monkeypatch):
     from nodemap.bench.peaks import PEAK_UNKNOWN
     from nodemap.check import node, suite
 
-    def fake(kind, argv, level="full"):
+    def fake(kind, argv, level="full", *job_and_topology):
         rs = syn.stream({"1/core": (4, 20.0)})
         rs.messages.append(PEAK_UNKNOWN)
         return rs
@@ -251,7 +251,7 @@ def test_suite_follows_the_topology():
 def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkeypatch):
     from nodemap.check import node, suite
 
-    def fake(kind, argv, level="full"):
+    def fake(kind, argv, level="full", *job_and_topology):
         if kind == "latency":
             raise suite.KindFailed("latency: no memory to chase through")
         return syn.stream({"1/core": (4, 20.0)})
@@ -264,7 +264,7 @@ def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkey
     assert any("no memory to chase" in s.reason for s in doc.skipped)
     assert {j.figure.key for j in doc.judged} == {"host/stream/triad"}
 
-    def interrupted(kind, argv, level="full"):
+    def interrupted(kind, argv, level="full", *job_and_topology):
         rs = syn.stream({"1/core": (4, 20.0)})
         rs.complete = False
         return rs

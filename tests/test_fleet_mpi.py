@@ -136,6 +136,64 @@ def test_real_node_check_on_two_nodes_end_to_end(tmp_path):
     assert fleet["complete"] and {b["key"] for b in fleet["baselines"]} >= {"host/stream/triad"}
     assert {x["key"] for x in fleet["links"]} >= {"mpi bw host", "mpi latency host"}
     assert (out / "fleet.html").exists() and "fleet:" in p.stdout
+    # one rank per node: no MPI step, and the document says what it needs
+    for x in lines:
+        assert not [f for f in x["figures"] if f["area"] == "MPI"]
+        why = [s["reason"] for s in x["skipped"] if s["what"].startswith("MPI point-to-point")]
+        assert len(why) == 1 and ">= 2 ranks per node" in why[0] and "--ntasks-per-node=<GPUs>" in why[0], why
+
+
+def _shim(tmp_path):
+    """PYTHONPATH on which `import cupy` is tests/fake_cupy.py (host memory as "GPU" memory)."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "cupy.py").write_text("import sys\nimport fake_cupy\nsys.modules['cupy'] = fake_cupy\n")
+    return os.pathsep.join([str(shim), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+
+
+def test_two_ranks_per_node_give_each_node_its_own_mpi_figures(tmp_path):
+    # Two "nodes" of two ranks; rank 0 is n1's second rank (its leader is rank 1). Device buffers are
+    # fake_cupy's host memory, staged: the device path runs through the real ranks too.
+    out = tmp_path / "out"
+    ranks = [("n1", {}), ("n1", {}), ("n2", {}), ("n2", {})]
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--pair-size", "64KiB", "-q"]), capture_output=True, text=True,
+                       timeout=300, env=env(NODEMAP_CHECK_TINY="1", PYTHONPATH=_shim(tmp_path)))
+    assert p.returncode in (0, 1), p.stderr
+    for node, pair in (("n1", {0, 1}), ("n2", {2, 3})):
+        doc = json.loads((out / "nodes" / f"{node}.check.json").read_text())
+        mpi = {f["key"]: f for f in doc["figures"] if f["area"] == "MPI"}
+        assert set(mpi) == {"mpi/HH/latency", "mpi/HH/bw", "mpi/DD/bw"}, (node, doc["skipped"])
+        assert all(f["value"] > 0 for f in mpi.values())
+        assert {mpi[k]["verdict"] for k in ("mpi/HH/latency", "mpi/HH/bw")} <= {"pass", "warn", "fail"}, mpi
+        assert mpi["mpi/DD/bw"]["verdict"] == "info"  # judged against the node's GPU<->GPU copies: none here
+        assert mpi["mpi/HH/bw"]["label"].startswith("MPI bandwidth, host buffers (host), 16 MiB")
+        assert "(staged)" in mpi["mpi/DD/bw"]["label"]
+        assert not [s for s in doc["skipped"] if s["what"].startswith("MPI point-to-point")]
+        rs = next(r for r in doc["results"] if r["command"].startswith("bench mpi"))
+        assert {pl["rank"] for pl in rs["environment"]["places"]} == pair  # the node's own two ranks
+        aware = [c for c in doc["checks"] if c["key"] == "inventory/mpi/cuda_aware"]
+        assert len(aware) == 1 and "MPIX_Query_cuda_support" in aware[0]["rule"], aware
+        assert doc["summary"]["areas"]["MPI"] in ("pass", "warn", "fail")
+    # only the leaders ran a node check (one document each)
+    assert sorted(x.name for x in (out / "nodes").glob("*.check.json")) == ["n1.check.json", "n2.check.json"]
+
+
+def test_a_silent_second_rank_is_reported_not_waited_on(tmp_path):
+    out = tmp_path / "out"
+    ranks = [("n1", {}), ("n1", {}), ("n2", {}), ("n2", {"NODEMAP_FLEET_HANG": "local"})]
+    t0 = time.monotonic()
+    # 30 s: n1's own step (16 MiB messages) finishes within it on a loaded 2-core machine
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--pair-timeout", "30", "--no-pairs"]), capture_output=True,
+                       text=True, timeout=300, env=env(NODEMAP_CHECK_TINY="1"))
+    assert time.monotonic() - t0 < 240, p.stderr  # ended with MPI_Abort, not held by the silent rank
+    fleet, lines = read(out)
+    assert sorted(x["host"] for x in lines) == ["n1", "n2"]
+    n2 = next(x for x in lines if x["host"] == "n2")
+    why = [s["reason"] for s in n2["skipped"] if s["what"].startswith("MPI point-to-point")]
+    assert why == ["rank 3 (this node's second local rank) did not answer or finish within 30 s (--pair-timeout)"], why
+    n1 = next(x for x in lines if x["host"] == "n1")
+    assert {f["key"] for f in n1["figures"]} >= {"mpi/HH/latency", "mpi/HH/bw"}
+    assert any(m.startswith("n2: rank 3") and "did not answer" in m for m in fleet["messages"]), fleet["messages"]
 
 
 def test_ctrl_c_writes_what_was_gathered(tmp_path, saved_doc):
@@ -223,10 +281,7 @@ def test_fleet_timeouts_are_positive_finite_seconds(tmp_path, option, value):
 
 def test_device_buffers_are_staged_where_mpi_is_not_cuda_aware_and_skipped_without_gpus(tmp_path, saved_doc):
     # "GPU" memory is tests/fake_cupy.py's host memory: the staged path runs through real MPI ranks.
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "cupy.py").write_text("import sys\nimport fake_cupy\nsys.modules['cupy'] = fake_cupy\n")
-    path = os.pathsep.join([str(shim), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    path = _shim(tmp_path)
     out = tmp_path / "out"
     p = subprocess.run(mpmd([("a", {}), ("b", {})], ["-o", str(out), "--pair-size", "64KiB", "--json", "-q"]),
                        capture_output=True, text=True, timeout=120,
@@ -270,7 +325,55 @@ def test_device_buffers_on_a_real_gpu(tmp_path, saved_doc):
     print({r["key"]: (round(r["value"], 2), r.get("transport")) for r in device})
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpus(), reason="no CUDA GPU (CuPy)")
+def test_a_nodes_own_mpi_step_on_a_real_gpu(tmp_path):
+    # One node of two ranks (the real check, tiny host sizes): its MPI step with device buffers on the GPUs.
+    out = tmp_path / "out"
+    p = subprocess.run(mpmd([("g", {}), ("g", {})], ["-o", str(out), "-q"]), capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, NODEMAP_CHECK_TINY="1"))
+    assert p.returncode in (0, 1), p.stderr
+    doc = json.loads((out / "nodes" / "g.check.json").read_text())
+    mpi = {f["key"]: f for f in doc["figures"] if f["area"] == "MPI"}
+    assert set(mpi) == {"mpi/HH/latency", "mpi/HH/bw", "mpi/DD/bw"}, doc["skipped"]
+    dd = next(r for rs in doc["results"] if rs["command"].startswith("bench mpi") for r in rs["results"]
+              if r["params"]["buffers"] == "DD")
+    assert dd["params"]["transport"] in ("cuda-aware", "staged") and re.search(r"(GPU|cuda)\d", dd["path"]), dd
+    aware = next(c for c in doc["checks"] if c["key"] == "inventory/mpi/cuda_aware")
+    assert aware["verdict"] in ("pass", "warn"), aware
+    print({k: (round(f["value"], 2), f["verdict"], f["label"]) for k, f in mpi.items()}, aware["value"])
+
+
 def test_an_unknown_pair_buffer_kind_is_one_line(tmp_path):
     p = subprocess.run([*FLEET, "--pair-buffers", "host,gpu", "-o", str(tmp_path / "o")], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 2 and "choose from host,device" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+LATE_SENDS = """
+import time
+from mpi4py import MPI
+from nodemap.fleet import wire
+comm = MPI.COMM_WORLD
+if comm.Get_rank() == 0:  # large sends nobody receives: their deadline passes
+    buf = bytearray(16 << 20)
+    reqs = [comm.Isend([memoryview(buf)[i << 21:(i + 1) << 21], MPI.BYTE], dest=1, tag=5) for i in range(8)]
+    try:
+        wire.wait_all(reqs, wire.deadline(0.5))
+    except wire.Late:
+        print("late", flush=True)
+    del reqs, buf
+time.sleep(1)
+print("alive", comm.Get_rank(), flush=True)
+"""
+
+
+def test_requests_past_their_deadline_do_not_kill_the_rank(tmp_path):
+    # wire once cancelled them: cancelling a send is a SIGSEGV in the mpich wheel's UCX device, which
+    # ended the whole job where a pair test or a node's MPI step timed out mid-transfer.
+    script = tmp_path / "late.py"
+    script.write_text(LATE_SENDS)
+    p = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and "late" in p.stdout, p.stdout + p.stderr
+    assert "alive 0" in p.stdout and "alive 1" in p.stdout

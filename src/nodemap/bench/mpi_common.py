@@ -106,19 +106,23 @@ class Place:
 
 
 def my_place(comm: Any, topo: Any) -> Place:
+    local = comm.Split_type(_shared(comm), key=comm.Get_rank())
+    lr = local.Get_rank()
+    local.Free()
+    return place_of(comm.Get_rank(), socket.gethostname(), os.sched_getaffinity(0), lr, topo)
+
+
+def place_of(rank: int, host: str, cpus: Any, local_rank: int, topo: Any, gpu: str = "") -> Place:
+    """A rank's Place from its CPUs (any iterable of OS indexes) and the node's Topology (None: CPUs only)."""
     from ..topology.cpuset import CpuSet
 
-    cpus = CpuSet(os.sched_getaffinity(0))
+    cpus = CpuSet(cpus)
     numa: tuple[int, ...] = ()
     pkg: tuple[int, ...] = ()
     if topo is not None:
         numa = tuple(topo.numa_of(cpus))
         pkg = tuple(p.os_index for p in topo.packages if not p.cpuset.isdisjoint(cpus))
-    local = comm.Split_type(_shared(comm), key=comm.Get_rank())
-    lr = local.Get_rank()
-    local.Free()
-    return Place(comm.Get_rank(), socket.gethostname(), cpus.format(),
-                 numa, pkg, lr)
+    return Place(rank, host, cpus.format(), numa, pkg, local_rank, gpu)
 
 
 def _shared(comm: Any) -> int:

@@ -616,12 +616,12 @@ def _collect(comm: Any, rs: ResultSet, mine: list[Result], places: list[mc.Place
         r = Result.from_dict(d)
         if a >= 0:
             path = f"{places[a].label()} -> {places[b].label()}"
-            r = _with(r, path=path + _via(r.params.get("transport", "")), path_class=cls)
+            r = _with(r, path=path + via(r.params.get("transport", "")), path_class=cls)
         new.append(r)
     rs.extend(new)  # saved here (rank 0) when --output names a file
 
 
-def _via(transport: str) -> str:
+def via(transport: str) -> str:
     return {"staged": " (staged: GPU -> pinned host -> MPI -> pinned host -> GPU)",
             "cuda-aware": " (device buffers straight to MPI)"}.get(transport, "")
 

@@ -7,6 +7,9 @@ itself a rank, it starts `mpiexec -n 2 <python> -m nodemap bench mpi`
 (host buffers; device buffers too where a GPU is visible) with a timeout
 and reads the ResultSet it saved. Anything that stops it becomes a skipped
 item with the launcher's last line, never a failed check.
+
+A check that is itself a rank (`check --fleet`) is handed an `InJob`: the
+step run with ranks already there (fleet/localpair.py), or why it cannot be.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..bench.report import number
 from ..bench.results import ResultSet
@@ -127,6 +130,17 @@ def launch_env(launcher: Launcher, env: Mapping[str, str], euid: int | None = No
 
 class MPIFailed(Exception):
     """The launcher or the ranks stopped: the one line to show as the reason."""
+
+
+@dataclass(frozen=True)
+class InJob:
+    """The MPI step of a check that runs as a rank of an MPI job, which
+    cannot start `mpiexec -n 2` of its own: `measure(level, topology)`
+    measures with the job's ranks and returns a ResultSet shaped as `bench
+    mpi`'s (raising MPIFailed with the reason), or None and `why` not."""
+
+    measure: Callable[[str, Any], ResultSet] | None = None
+    why: str = ""
 
 
 def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ResultSet:

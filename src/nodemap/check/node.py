@@ -18,7 +18,7 @@ from ..bench.thread_orders import load_topology
 from .document import CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
-from .mpi import awareness_check
+from .mpi import InJob, awareness_check
 from .suite import KindFailed, measure, plan
 
 
@@ -39,12 +39,14 @@ def environment() -> dict[str, object]:
 
 
 def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
-              progress: Callable[[str], None] = lambda s: None, command: str = "") -> CheckDoc:
+              progress: Callable[[str], None] = lambda s: None, command: str = "",
+              in_job: InJob | None = None) -> CheckDoc:
+    """`in_job`: the check runs as a rank of an MPI job (check --fleet), its MPI step is that."""
     topo = load_topology()
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
     doc.checks, doc.skipped = collect(topo, os.environ)
-    steps, skipped = plan(topo, level)
+    steps, skipped = plan(topo, level, in_job=in_job)
     doc.skipped += skipped
     doc.rejudge()
     on_update(doc)
@@ -54,7 +56,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
             progress(f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what} "
                      f"(nodemap bench {step.kind} {' '.join(step.argv)})")
             try:
-                rs = measure(step.kind, list(step.argv), level)
+                rs = measure(step.kind, list(step.argv), level, in_job, topo)
             except KindFailed as e:
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
                 continue

@@ -69,8 +69,10 @@ def gpu_steps(level: str, gpus: int) -> list[Step]:
     return steps
 
 
-def plan(topo: Topology, level: str, env: dict[str, str] | None = None) -> tuple[list[Step], list[Skipped]]:
-    """The steps for this node and what is skipped, with the reason."""
+def plan(topo: Topology, level: str, env: dict[str, str] | None = None,
+         in_job: mpi.InJob | None = None) -> tuple[list[Step], list[Skipped]]:
+    """The steps for this node and what is skipped, with the reason
+    (`in_job`: the check is a rank of an MPI job, its MPI step is that)."""
     env = dict(os.environ if env is None else env)
     steps: list[Step] = []
     skipped = []
@@ -92,11 +94,11 @@ def plan(topo: Topology, level: str, env: dict[str, str] | None = None) -> tuple
     if len([n for n in topo.numa_nodes if n.cpuset]) < 2:
         skipped.append(Skipped("NUMA matrices", "one NUMA node with CPUs: its one cell is the STREAM and "
                                "latency figures"))
-    launcher, why = mpi.availability(env)
-    if launcher is None:
+    why = (in_job.why if in_job.measure is None else "") if in_job else mpi.availability(env)[1]
+    if why:
         skipped.append(Skipped(mpi.WHAT, why))
     else:
-        steps.append(Step("mpi", mpi.bench_argv(level, bool(gpus) and _has_cupy()), mpi.WHAT))
+        steps.append(Step("mpi", () if in_job else mpi.bench_argv(level, bool(gpus) and _has_cupy()), mpi.WHAT))
     return steps, skipped
 
 
@@ -110,17 +112,21 @@ class KindFailed(Exception):
     """A kind stopped with an error message (no GPU, no CuPy...)."""
 
 
-def measure(kind: str, argv: list[str], level: str = "full") -> ResultSet:
+def measure(kind: str, argv: list[str], level: str = "full", in_job: mpi.InJob | None = None,
+            topo: Topology | None = None) -> ResultSet:
     """Run `nodemap bench KIND argv` in-process (the harness's measure:
     nothing printed or saved) and return its ResultSet; a kind interrupted
     by Ctrl-C returns what it measured, marked incomplete. MPI ranks need a
-    launcher: `mpi` runs under mpiexec (check/mpi.py). Raises KindFailed
-    with the kind's one-line error (no GPU, no CuPy, the launcher's...)."""
+    launcher: `mpi` runs under mpiexec (check/mpi.py), or with the job's
+    ranks (`in_job`). Raises KindFailed with the kind's one-line error (no
+    GPU, no CuPy, the launcher's...)."""
     from ..bench.harness import measure as harness_measure
     from ..errors import NodemapError
 
     if kind == "mpi":
         try:
+            if in_job is not None and in_job.measure is not None:
+                return in_job.measure(level, topo)
             return mpi.measure(level, argv)
         except mpi.MPIFailed as e:
             raise KindFailed(str(e)) from None

@@ -91,13 +91,15 @@ def run(args: argparse.Namespace) -> int:
     return driver.main(cfg, node_check)
 
 
-def node_check(node: str, level: str, expect: str | None) -> dict:
+def node_check(node: str, level: str, expect: str | None, in_job: object = None) -> dict:
     """What each node's leader runs: `nodemap check`'s own entry, silent
-    (rank 0 reports each node as it finishes), as its JSON document."""
+    (rank 0 reports each node as it finishes), as its JSON document; its
+    MPI step is `in_job` (fleet/localpair.py: with the node's second rank)."""
     from ..check import expectations
     from ..check.node import run_check
 
-    doc = run_check(level, expectations.load(expect), command=f"nodemap check --fleet --level {level}")
+    doc = run_check(level, expectations.load(expect), command=f"nodemap check --fleet --level {level}",
+                    in_job=in_job)
     return doc.to_dict()
 
 

@@ -3,8 +3,10 @@
 Every rank says hello to rank 0 (its node name, host, CPUs); rank 0 groups
 ranks by node and names one leader per node (the lowest rank, but not rank
 0 when its node has another rank, so that rank 0 stays free to gather).
-Leaders run their node's check in parallel, keep the full document
-(nodes/NAME.check.json) and send a compact one (no ResultSets or samples);
+Leaders run their node's check in parallel (its MPI step with the node's
+second local rank, `localpair`; the other local ranks run no check), keep
+the full document (nodes/NAME.check.json) and send a compact one (no
+ResultSets or samples);
 rank 0 writes one JSON line per node as each arrives (nodes.jsonl, and
 nodes/NAME.json), so a partial run is usable. Then rank 0 schedules the
 pair tests round by round (`pairs.isolate`): in each pair the two leaders
@@ -115,13 +117,49 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
         if role["leader"]:
             wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
                       wire.STATE)
-            doc = nodecheck.run_check(check, me["node"], cfg.level, cfg.expect)
+            doc = lead_check(comm, cfg, check, me["node"], role.get("partner"), role.get("partner_cpus", []))
             wire.send(comm, gathered(doc, cfg), 0, wire.DOC, wire.deadline(cfg.check_timeout))
+        elif role.get("lead") is not None:
+            await_leader(comm, role["lead"], cfg)
         return serve(comm, cfg)
     except wire.Late:
         return _orphan(me, doc, cfg)
     except KeyboardInterrupt:
         return _await_rank0()
+
+
+def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, partner: int | None,
+               partner_cpus: list[int]) -> dict[str, Any]:
+    """The node's check, its MPI step run with `partner` (the node's second
+    local rank; None: the node has one), which is released after it either way."""
+    from .localpair import Lead
+
+    lead = Lead(comm, partner, partner_cpus, cfg.pair_timeout, cfg.buffers, node)
+    doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, lead.step())
+    lead.release()
+    if lead.silent:  # for rank 0, which ends the job with MPI_Abort rather than wait on it at the end
+        doc.setdefault("extra", {})[SILENT] = [partner]
+    return doc
+
+
+SILENT = "fleet_silent_ranks"  # the node document's extra: local ranks that stopped answering
+
+
+def await_leader(comm: Any, leader: int, cfg: Config) -> None:
+    """The node's second local rank: its part of the node's MPI step when the
+    leader says go, nothing when it says skip. A word from rank 0 first
+    means the leader missed its deadline: stop waiting and serve rank 0."""
+    from . import localpair
+
+    at = wire.deadline(cfg.check_timeout + cfg.join_timeout)
+    while wire.left(at) > 0:
+        said = localpair.heard(comm, leader)
+        if said is not None:
+            localpair.follow(comm, leader, cfg.pair_timeout, cfg.buffers, said)
+            return
+        if comm.iprobe(source=0, tag=wire.CMD):
+            return
+        time.sleep(wire.POLL_S)
 
 
 def _await_rank0(grace_s: float = 30.0) -> int:
@@ -250,17 +288,35 @@ class Coordinator:
             for i, r in enumerate(self.nodes[name].ranks):
                 self.node_of[r] = name
                 if r != 0:
-                    wire.post(self.comm, {"leader": i == 0, "node": name, "local": i}, r, wire.ROLE)
+                    wire.post(self.comm, self.role(self.nodes[name], i), r, wire.ROLE)
         self.say(f"{len(hellos)} of {n} ranks joined, {len(self.nodes)} nodes")
 
+    def role(self, node: NodeRec, i: int) -> dict[str, Any]:
+        """A rank's part: the leader (i = 0) is told its MPI step's partner,
+        the node's second rank (i = 1) its leader."""
+        out: dict[str, Any] = {"leader": i == 0, "node": node.name, "local": i}
+        if i == 0 and len(node.ranks) > 1:
+            out |= {"partner": node.ranks[1], "partner_cpus": sorted(self.cpus.get(node.ranks[1], ()))}
+        if i == 1:
+            out["lead"] = node.leader
+        return out
+
     def checks(self, me: dict[str, Any]) -> None:
+        from . import localpair
+
         mine = self.nodes[me["node"]]
-        if mine.leader == 0:
+        if mine.leader == 0:  # rank 0 leads only where it is alone: no partner for the MPI step
             mine.state = "running its node check (rank 0)"
-            doc = nodecheck.run_check(self.check, mine.name, self.cfg.level, self.cfg.expect)
+            doc = lead_check(self.comm, self.cfg, self.check, mine.name, None, [])
             self.arrived(mine, gathered(doc, self.cfg))
+        lead = mine.leader if mine.ranks[1:2] == [0] else None  # rank 0 is its node's second rank
         at = wire.deadline(self.cfg.check_timeout)
         while any(n.seen is None for n in self.nodes.values()) and wire.left(at) > 0:
+            said = localpair.heard(self.comm, lead) if lead is not None else None
+            if said is not None:
+                localpair.follow(self.comm, lead, self.cfg.pair_timeout, self.cfg.buffers, said)
+                lead = None
+                continue
             got = wire.poll(self.comm, (wire.DOC, wire.STATE))
             if got is None:
                 time.sleep(wire.POLL_S)
@@ -281,6 +337,10 @@ class Coordinator:
         node.seen = mergemod.node_from_doc(doc)
         node.nics = [(str(n.get("name")), str(n.get("cpuset", ""))) for n in (doc.get("topology") or {}).get("nics", ())]
         node.state = "node check done"
+        for r in (doc.get("extra") or {}).get(SILENT, ()):
+            self.late = True
+            self.messages.append(f"{node.name}: rank {r}, its second local rank, did not answer or finish "
+                                 f"the node's MPI step within {self.cfg.pair_timeout:g} s")
         self.out.node_line(doc)
         done = sum(n.seen is not None for n in self.nodes.values())
         self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")

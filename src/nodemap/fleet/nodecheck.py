@@ -10,9 +10,11 @@ Test hooks (environment, read only here):
                                (its host replaced by the node name)
   NODEMAP_FLEET_SCALE=X        fault injection: every figure of this node X
                                times worse (0.8: 20% less bandwidth)
-  NODEMAP_FLEET_HANG=check|join|crash  fault injection: this rank never
-                               answers (its node check never returns / it
-                               never joins) or dies in its node check
+  NODEMAP_FLEET_HANG=check|join|crash|local  fault injection: this rank
+                               never answers (its node check never returns /
+                               it never joins / as its node's second rank, it
+                               never takes part in the node's MPI step) or
+                               dies in its node check
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ SCALE_ENV = "NODEMAP_FLEET_SCALE"
 HANG_ENV = "NODEMAP_FLEET_HANG"
 SCHEMA = "nodemap.check/1"  # check/document.py's (tested equal), without importing the check
 
-CheckFn = Callable[[str, str, "str | None"], dict[str, Any]]  # (node name, level, expect file) -> document
+# (node name, level, expect file, the MPI step: check/mpi.InJob) -> document
+CheckFn = Callable[[str, str, "str | None", Any], dict[str, Any]]
 
 
 def node_name(rank: int) -> str:
@@ -46,8 +49,8 @@ def hang_forever() -> None:
         time.sleep(3600)
 
 
-def run_check(check: CheckFn, node: str, level: str, expect: str | None) -> dict[str, Any]:
-    """The node's document, through the hooks."""
+def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job: Any = None) -> dict[str, Any]:
+    """The node's document, through the hooks (a replayed one is as saved: no step runs)."""
     if hang_point() == "check":
         hang_forever()
     if hang_point() == "crash":
@@ -57,7 +60,7 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None) -> dict
         with open(path) as f:
             doc = json.load(f)
     else:
-        doc = check(node, level, expect)
+        doc = check(node, level, expect, in_job)
     doc["host"] = node
     scale = os.environ.get(SCALE_ENV)
     if scale:

@@ -10,9 +10,18 @@ from typing import Any
 
 # Message tags of the fleet protocol (one number each, below the pair tests').
 HELLO, ROLE, STATE, DOC, CMD, REPORT = 11, 12, 13, 14, 15, 16
+LOCAL = 17  # a leader to its node's second rank: "go" (the node's MPI step) or "skip" (localpair)
 PAIR = 1000  # pair tests use PAIR + round * pairtest.STEP + step
 
 POLL_S = 0.002  # sleep between polls when waiting for control messages
+
+# Requests that missed their deadline, kept until the process ends: MPI may
+# still read or write their buffers (a peer that answers late), and each
+# mpi4py request holds its buffer. Not cancelled: cancelling a send kills the
+# rank in the mpich wheel's UCX device (SIGSEGV in libucp, seen when a pair
+# test timed out under load), and MPI 4.0 deprecates it. Rank 0 ends the
+# job with MPI_Abort when a peer was late.
+_abandoned: list[Any] = []
 
 
 class Late(Exception):
@@ -35,6 +44,7 @@ def wait(req: Any, at: float, spin: bool = False) -> Any:
         if done:
             return value
         if time.monotonic() > at:
+            _abandoned.append(req)
             raise Late()
         if not spin:
             time.sleep(POLL_S)
@@ -45,18 +55,10 @@ def wait_all(reqs: list[Any], at: float, spin: bool = True) -> None:
 
     while not MPI.Request.Testall(reqs):
         if time.monotonic() > at:
-            for r in reqs:
-                _cancel(r)
+            _abandoned.extend(reqs)
             raise Late()
         if not spin:
             time.sleep(POLL_S)
-
-
-def _cancel(req: Any) -> None:
-    try:
-        req.Cancel()
-    except Exception:  # a send may not be cancellable; the run ends with Abort anyway
-        pass
 
 
 def send(comm: Any, obj: Any, dest: int, tag: int, at: float) -> None:
