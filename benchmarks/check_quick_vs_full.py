@@ -20,7 +20,10 @@ whether |ratio - 1| <= 3% is
 One pair of single runs cannot show 3% where a figure's own run-to-run
 spread is larger; the interval says how much the runs can show. Writes
 PREFIX.json (every run's figures and wall time) and PREFIX.md (default
-benchmarks/results/check_quick_vs_full_YYYYMMDD).
+benchmarks/results/check_quick_vs_full_YYYYMMDD) after every run, so a
+campaign cut short keeps its runs. On a 1-GPU device (a call of 600 s at
+most; quick ~50 s and full ~65 s there):
+  python3 benchmarks/check_quick_vs_full.py --gpu --pairs 4 --out $OUT/qvf
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 from check_vs_peers import TARGET, figures, load
 
@@ -66,17 +70,19 @@ def run_check(cmd: list[str], level: str, out: str, env: dict[str, str]) -> dict
             "complete": doc["complete"], "figures": figs, "load": os.getloadavg()[0]}
 
 
-def campaign(pairs: int, gpu: bool, keep: str) -> list[dict]:
+def campaign(pairs: int, gpu: bool, keep: str, runs: list[dict], saved: Callable[[], None]) -> None:
+    """Adds each run to `runs` and calls `saved` after it, so a run cut
+    short (a device call's time limit) keeps what it measured."""
     env = dict(os.environ)
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""  # hides every GPU: the check skips the GPU kinds, as it says
-    cmd, runs = nodemap_command(), []
+    cmd = nodemap_command()
     for i in range(pairs):
         for level in LEVELS if i % 2 == 0 else LEVELS[::-1]:
             r = run_check(cmd, level, os.path.join(keep, f"{i}-{level}"), env)
             runs.append(dict(r, pair=i))
+            saved()
             print(f"pair {i + 1}/{pairs} {level}: {r['wall_s']:.1f} s, load {r['load']:.2f}", file=sys.stderr)
-    return runs
 
 
 def ratio_interval(quick: list[float], full: list[float], rng: random.Random) -> tuple[float, float]:
@@ -158,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.pairs < 2 and not a.saved:
         p.error("--pairs: at least 2 (one pair gives no interval)")
+    prefix = a.out or os.path.join(ROOT, "benchmarks", "results",
+                                   "check_quick_vs_full_" + time.strftime("%Y%m%d", time.gmtime()))
     if a.saved:
         doc = load(a.saved) or p.error(f"--from {a.saved}: not a readable JSON file")
     else:
@@ -165,17 +173,21 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(keep, exist_ok=True)
         doc = {"machine": machine(), "command": " ".join(["python3", "benchmarks/check_quick_vs_full.py"]
                                                          + (argv if argv is not None else sys.argv[1:])),
-               "gpu": a.gpu, "runs": campaign(a.pairs, a.gpu, keep)}
+               "gpu": a.gpu, "runs": []}
+        campaign(a.pairs, a.gpu, keep, doc["runs"], lambda: save(doc, prefix))
+    print(save(doc, prefix))
+    return 0
+
+
+def save(doc: dict, prefix: str) -> str:
+    """PREFIX.json and PREFIX.md of the runs so far; the markdown."""
     doc["figures"] = compare(doc["runs"])
-    prefix = a.out or os.path.join(ROOT, "benchmarks", "results",
-                                   "check_quick_vs_full_" + time.strftime("%Y%m%d", time.gmtime()))
     text = markdown(doc)
     with open(prefix + ".json", "w") as f:
         json.dump(doc, f, indent=1)
     with open(prefix + ".md", "w") as f:
         f.write(text)
-    print(text)
-    return 0
+    return text
 
 
 if __name__ == "__main__":
