@@ -60,6 +60,13 @@ def test_sizes_double_from_4k_to_the_maximum():
     assert lat.sizes(100 << 10)[-2:] == [64 << 10, 100 << 10]
 
 
+def test_dram_top_only_skips_the_transition_but_keeps_the_dram_working_set():
+    full, quick = lat.sizes(128 << 20), lat.sizes(128 << 20, skip_above=32 << 20)
+    assert quick[-1] == full[-1] == 128 << 20  # the DRAM figure reads the same working set
+    assert 64 << 20 in full and 64 << 20 not in quick
+    assert quick[:-1] == [s for s in full if s <= 32 << 20]
+
+
 def test_cli_json_one_result_per_size(capsys):
     rc = cli.main(["bench", "latency", "--max-size", "64K", "--repeats", "2", "--loads", "4096", "--json"])
     out, err = capsys.readouterr()

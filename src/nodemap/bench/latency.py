@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-size", metavar="BYTES", help="largest working set (default 4x the CPU's largest cache)")
     p.add_argument("--loads", type=int, default=1 << 20, help="minimum loads per repetition (default 1048576)")
     p.add_argument("--mem", help="NUMA node to place the buffer on (default: first touch, local)")
+    p.add_argument("--dram-top-only", action="store_true",
+                   help="above the largest cache measure only the largest working set (the DRAM figure's): "
+                        "skips the slow cache-to-DRAM transition (check's quick level)")
     add_shared(p, repeats=3)
 
 
@@ -60,12 +63,15 @@ def predicted_level(caches: list[tuple[str, int]], size: int) -> str:
     return "DRAM"
 
 
-def sizes(max_size: int) -> list[int]:
+def sizes(max_size: int, skip_above: int = 0) -> list[int]:
+    """Doubling from MIN_SIZE, then `max_size`; with `skip_above`, none
+    between it and `max_size` (the chase over a working set costs time in
+    proportion to its size, so the transition is most of a curve's time)."""
     out, s = [], MIN_SIZE
     while s < max_size:
         out.append(s)
         s *= 2
-    return out + [max_size]
+    return [s for s in out if not skip_above or s <= skip_above] + [max_size]
 
 
 def measure(topo: Topology, cpu: int, size: int, reps: int, loads: int, mem_nodes: CpuSet = CpuSet(),
@@ -145,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                    messages=list(topo.notes))
     if not caches:
         rs.messages.append("cache sizes unknown: working sets are not labelled with levels")
-    todo = sizes(top)
+    todo = sizes(top, max((s for _, s in caches), default=0) if args.dram_top_only else 0)
     prog = Progress(len(todo), "latency", quiet=args.quiet)
     with session(rs, args):
         for s in todo:

@@ -33,6 +33,7 @@ from .inventory import Check
 WHAT = "MPI point-to-point, host and device buffers"
 AWARE_KEY = "inventory/mpi/cuda_aware"
 FIGURE_SIZE = 16 << 20  # bandwidth is read here at both levels, so quick and full agree
+LATENCY_SIZE = 1  # latency is read at the smallest size: bench mpi's default sizes start at 1 B
 # The ranks of an MPI job carry one of these (Hydra/PMI, Open MPI, PMIx: srun sets PMI_RANK or PMIX_RANK)
 RANK_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALRANKID")
 ROOT_VARS = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -101,11 +102,13 @@ def availability(env: Mapping[str, str]) -> tuple[Launcher | None, str]:
 
 
 def bench_argv(level: str, gpu: bool) -> tuple[str, ...]:
-    """`bench mpi` options: quick measures the two sizes that are judged."""
+    """`bench mpi` options: quick measures only the two sizes and tests that
+    are judged, each as full does (the same repetitions and iterations: a
+    best of fewer or shorter repetitions is biased)."""
     buffers = ("--buffers", "HH,DD" if gpu else "HH")
     if level == "quick":
-        return ("--sizes", f"8,{FIGURE_SIZE >> 20}MiB", "--tests", "latency,bw", "--repeats", "3",
-                "--iters-scale", "0.3", "--timeout", "60") + buffers
+        return ("--sizes", f"{LATENCY_SIZE},{FIGURE_SIZE >> 20}MiB", "--tests", "latency,bw",
+                "--timeout", "60") + buffers
     return ("--timeout", "120") + buffers
 
 

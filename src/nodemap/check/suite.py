@@ -1,10 +1,11 @@
 """The suite: which bench kinds `check` runs at each level, from the
 Topology, and running them in-process to ResultSets.
 
-quick keeps the standard array/copy sizes and the largest NCCL size (so a
-quick figure is the full figure with fewer repetitions, within a few
-percent) and drops kernels, engines, sizes and repetitions that are not
-judged; full runs the kinds at their defaults.
+quick keeps the standard array/copy sizes and the largest NCCL size, and
+the host kinds' repetitions (a best of fewer repetitions is biased), so a
+quick figure is the full figure; it drops kernels, engines, sizes and
+(GPU) repetitions that are not judged; full runs the kinds at their
+defaults.
 """
 
 from __future__ import annotations
@@ -33,23 +34,22 @@ class Step:
 def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
     """STREAM sweep, NUMA matrices (two NUMA nodes or more), latency.
 
-    Only the triad is judged, so only it is swept (the array sizes stay the
-    standard 4x LLC). quick takes fewer repetitions and stops the latency
-    curve at 2x the largest cache: building the random chase over 4x a
-    large L3 is most of its time, and the DRAM plateau is reached by then."""
+    A judged figure is its Result's best of N repetitions, and a best of
+    fewer is a worse best: for STREAM and latency quick takes full's
+    repetitions, array sizes and DRAM working set (4x the largest cache),
+    so its figures are full's without bias (benchmarks/check_quick_vs_full.py).
+    It saves the latency curve's cache-to-DRAM transition: chasing 1-2x the
+    largest cache is most of the curve's time on a large L3. The NUMA
+    matrices (n^2 cells) keep 3 repetitions in quick. Only the triad is
+    judged, so only it is swept."""
     numa = len([n for n in topo.numa_nodes if n.cpuset]) > 1
-    biggest = max((c.size for c in topo.caches if c.kind != "instruction"), default=0)
     size = ("--size", "2M") if tiny else ()
-    if level == "quick":
-        top = ("--max-size", "256K") if tiny else ("--max-size", str(2 * biggest)) if biggest else ()
-        steps = [Step("memory", ("--sweep", "--kernels", "triad", "--repeats", "3") + size, "STREAM placement sweep"),
-                 Step("numa", ("--repeats", "3") + size, "NUMA bandwidth and latency matrices"),
-                 Step("latency", ("--repeats", "2") + top, "latency against working-set size")]
-    else:
-        top = ("--max-size", "256K") if tiny else ()
-        steps = [Step("memory", ("--sweep", "--kernels", "triad") + size, "STREAM placement sweep"),
-                 Step("numa", size, "NUMA bandwidth and latency matrices"),
-                 Step("latency", top, "latency against working-set size")]
+    top = ("--max-size", "256K") if tiny else ()
+    steps = [Step("memory", ("--sweep", "--kernels", "triad") + size, "STREAM placement sweep"),
+             Step("numa", (("--repeats", "3") if level == "quick" else ()) + size,
+                  "NUMA bandwidth and latency matrices"),
+             Step("latency", (("--dram-top-only",) if level == "quick" else ()) + top,
+                  "latency against working-set size")]
     if tiny:
         steps = [Step(s.kind, s.argv + ("--latency-size", "1M"), s.what) if s.kind == "numa" else s for s in steps]
     return [s for s in steps if numa or s.kind != "numa"]

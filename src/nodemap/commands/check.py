@@ -36,8 +36,8 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", choices=("quick", "full"), default="quick",
-                   help="quick: fewer repetitions, same sizes (38 s on a 1-GPU H100 node; default); full: every "
-                        "repetition the kinds take by default (70 s there)")
+                   help="quick: only the sizes and cases that are judged, the host ones with full's repetitions "
+                        "(default); full: every size, case and repetition the kinds take by default")
     p.add_argument("--output", "-o", metavar="DIR",
                    help="folder for check.json and check.html (default ./nodemap-check-HOST-YYYYmmdd-HHMMSS)")
     p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")

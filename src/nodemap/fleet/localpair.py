@@ -31,7 +31,7 @@ TESTS = ("bw", "latency")
 # ranks that only follow do not load the check); 8 per window (past a few MiB the link is saturated by 8
 # messages, bench/mpi_p2p.window_for), so each side holds 128 MiB.
 FIGURE_SIZE = 16 << 20
-SIZES = pairtest.Sizes(bw_bytes=FIGURE_SIZE, window=8, bw_windows=4)
+SIZES = pairtest.Sizes(bw_bytes=FIGURE_SIZE, window=8, bw_windows=4, lat_bytes=1)  # the check's 1 B latency
 ONE_RANK = ("one rank on this node: under --fleet the MPI step runs between two ranks of the node, so it needs "
             ">= 2 ranks per node (srun --ntasks-per-node=<GPUs>, mpirun -npernode <GPUs>, mpiexec -ppn <GPUs>)")
 TRANSPORT = {"host": "host", "cuda-aware": "cuda-aware", "staged (pinned host)": "staged"}  # pairtest's -> bench mpi's

@@ -45,6 +45,7 @@ class Sizes:
     bw_windows: int = 8  # windows per repetition
     lat_iters: int = 200
     repeats: int = 5
+    lat_bytes: int = 8  # the ping-pong's message
 
 
 def pattern(n: int, seed: int) -> bytes:
@@ -284,10 +285,10 @@ def _latency(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, a
     """Ping-pong of 8 B; the receiver echoes what it got. Each repetition
     sends a pattern of its own, into buffers poisoned before it, and both
     sides check what they hold after it."""
-    msg, echo = make(8), make(8)
+    msg, echo = make(sz.lat_bytes), make(sz.lat_bytes)
     halves, ok = [], True
     for rep in range(sz.repeats):
-        want = pattern(8, tag + rep)
+        want = pattern(sz.lat_bytes, tag + rep)
         if sends:
             msg.load(want)
         else:
@@ -296,15 +297,15 @@ def _latency(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, a
         t0 = time.perf_counter()
         for _ in range(sz.lat_iters):
             if sends:
-                msg.to_wire(0, 8)
-                wire.wait_all([comm.Isend([msg.view(0, 8), MPI.BYTE], dest=peer, tag=tag)], at)
-                wire.wait_all([comm.Irecv([echo.view(0, 8), MPI.BYTE], source=peer, tag=tag)], at)
-                echo.from_wire(0, 8)
+                msg.to_wire(0, sz.lat_bytes)
+                wire.wait_all([comm.Isend([msg.view(0, sz.lat_bytes), MPI.BYTE], dest=peer, tag=tag)], at)
+                wire.wait_all([comm.Irecv([echo.view(0, sz.lat_bytes), MPI.BYTE], source=peer, tag=tag)], at)
+                echo.from_wire(0, sz.lat_bytes)
             else:
-                wire.wait_all([comm.Irecv([msg.view(0, 8), MPI.BYTE], source=peer, tag=tag)], at)
-                msg.from_wire(0, 8)
-                msg.to_wire(0, 8)
-                wire.wait_all([comm.Isend([msg.view(0, 8), MPI.BYTE], dest=peer, tag=tag)], at)
+                wire.wait_all([comm.Irecv([msg.view(0, sz.lat_bytes), MPI.BYTE], source=peer, tag=tag)], at)
+                msg.from_wire(0, sz.lat_bytes)
+                msg.to_wire(0, sz.lat_bytes)
+                wire.wait_all([comm.Isend([msg.view(0, sz.lat_bytes), MPI.BYTE], dest=peer, tag=tag)], at)
         halves.append((time.perf_counter() - t0) / sz.lat_iters / 2 * 1e6)
         ok = ok and (echo if sends else msg).read() == want
     verified = _agree(comm, peer, tag, sends, ok, at)
@@ -313,7 +314,8 @@ def _latency(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, a
     if not verified:
         raise ValueError("the latency test's echoed bytes did not match")
     return {"test": "latency", "unit": "us", "higher_is_better": False, "value": statistics.median(halves),
-            "samples": halves, "bytes": 8, "counting": "half the round trip of an 8 B ping-pong", "verified": True}
+            "samples": halves, "bytes": sz.lat_bytes,
+            "counting": f"half the round trip of a {sz.lat_bytes} B ping-pong", "verified": True}
 
 
 def _agree(comm: Any, peer: int, tag: int, sends: bool, ok: bool, at: float) -> bool:
