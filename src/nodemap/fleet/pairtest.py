@@ -282,7 +282,7 @@ def _bw(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, at: fl
 
 def _latency(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, at: float,
              make: MakeBuf = HostBuf) -> dict[str, Any] | None:
-    """Ping-pong of 8 B; the receiver echoes what it got. Each repetition
+    """Ping-pong of sz.lat_bytes (8 B between nodes, 1 B inside one); the receiver echoes what it got. Each repetition
     sends a pattern of its own, into buffers poisoned before it, and both
     sides check what they hold after it."""
     msg, echo = make(sz.lat_bytes), make(sz.lat_bytes)
