@@ -113,7 +113,7 @@ def test_more_nics_than_tasks_is_a_rail_finding():
     ("OMP_NUM_THREADS", "8", "info"),
 ])
 def test_environment_that_changes_results(name, value, verdict):
-    (c,) = inv.environment({name: value, "HOME": "/root", "PATH": "/bin"})
+    (c,) = inv.environment({name: value, "HOME": "/home/user", "PATH": "/bin"})
     assert c.key == f"inventory/env/{name}" and c.verdict == verdict and c.value == value
     if verdict == "warn":
         assert c.cause == "configuration" and f"unset {name}" in c.fix

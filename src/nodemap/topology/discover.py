@@ -246,12 +246,14 @@ def _live(source: str) -> Topology:
     topo = _allowed(_read_sysfs())
     if source == "sysfs":
         return _visible(topo)
-    from . import amdsmi, nvml
+    if source == "amdsmi" or (source == "auto" and any(g.vendor == "AMD" for g in topo.gpus)):
+        from . import amdsmi  # only where it has AMD GPUs to enrich: other nodes never import it
 
-    if source == "amdsmi":
-        return _visible(amdsmi.enrich(topo, required=True))
-    if source == "auto":
-        topo = amdsmi.enrich(topo)  # AMD GPUs only; nvml.enrich then applies every vendor's visibility
+        topo = amdsmi.enrich(topo, required=source == "amdsmi")
+        if source == "amdsmi":
+            return _visible(topo)
+    from . import nvml  # nvml.enrich also applies every vendor's visibility
+
     return nvml.enrich(topo, required=source == "nvml")
 
 
