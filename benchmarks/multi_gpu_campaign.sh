@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The new capabilities on a node of several GPUs (issue 21), one part per
+# device call as time allows. On the lent machine:
+#   source benchmarks/device_setup.sh && bash benchmarks/multi_gpu_campaign.sh OUTDIR [PARTS] [BUDGET_S]
+# PARTS (comma list; default info,check1,qvf,fleet,compare):
+#   info     nvidia-smi topo -m beside `nodemap topo --matrix`, versions (~10 s)
+#   check1   `nodemap check --level quick` with one GPU visible: the 1-GPU node's
+#            wall time (issue 14's <= 60 s), HTML kept (~55 s)
+#   qvf      benchmarks/check_quick_vs_full.py --gpu --pairs 2 on every GPU: quick
+#            and full alternately, their wall times, quick/full per figure; every
+#            run's check.json kept, the first full one rendered to HTML (~350 s on 2 GPUs)
+#   fleet    `nodemap check --fleet`, 2 ranks per GPU acting as nodes (the
+#            NODEMAP_FLEET_NODE hook), pair tests host and device buffers (~100 s)
+#   compare  `nodemap compare` one rank per GPU, every probe (~60 s)
+#   placement `nodemap bench placement` on every GPU, 8 GiB table (~70 s)
+# Every part has its own limit and is skipped when less than its estimate is
+# left of BUDGET_S (default 560); commands, output and exit codes go to
+# OUTDIR/log.txt, and OUTDIR is packed into OUTDIR.tar.gz after each part, so
+# a call cut short still brings back what ran.
+set -u
+out=${1:?usage: multi_gpu_campaign.sh OUTDIR [PARTS] [BUDGET_S]}
+parts=${2:-info,check1,qvf,fleet,compare}
+budget=${3:-560}
+mkdir -p "$out"
+log="$out/log.txt"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+MPIRUN=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x PATH -x OMPI_ALLOW_RUN_AS_ROOT
+        -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM)
+t0=$SECONDS
+want() {  # want PART SECONDS: asked for, and its estimate fits in what is left
+  [[ ",$parts," == *",$1,"* ]] || return 1
+  local left=$((budget - (SECONDS - t0)))
+  [ "$left" -ge "$2" ] && return 0
+  echo "=== $1: skipped, ${left} s left of the budget, needs ~$2 s" >>"$log"; return 1
+}
+pack() { tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"; }
+step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
+  local name=$1 secs=$2; shift 2
+  echo "=== $name [$((SECONDS - t0)) s]: $*" >>"$log"
+  local s=$SECONDS
+  timeout -k 10 -s INT "$secs" "$@" >>"$log" 2>&1
+  echo "=== $name: rc=$? in $((SECONDS - s)) s" >>"$log"
+  pack
+}
+{ echo "=== machine"; date -u; hostname; nproc; lscpu | grep -E 'Model name|^NUMA node'
+  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
+  mpirun --version | head -1
+  python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
+print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
+      "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
+  git log -1 --format='nodemap %h %cI' 2>/dev/null || nodemap --version; } >>"$log" 2>&1
+if ! "${MPIRUN[@]}" -np 2 python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
+  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
+  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
+fi
+if want info 20; then
+  step nvidia-smi-topo 20 nvidia-smi topo -m
+  step topo-matrix 30 nodemap topo --matrix
+  step topo-export 30 nodemap topo --export "$out/topology.json"
+fi
+if want check1 60; then
+  step check-quick-1gpu 100 env CUDA_VISIBLE_DEVICES=0 nodemap check --level quick -o "$out/check_quick_1gpu"
+fi
+if want qvf 200; then
+  step quick-vs-full 420 python3 benchmarks/check_quick_vs_full.py --gpu --pairs 2 --keep "$out/qvf_runs" \
+    --out "$out/qvf"
+  full=$(ls -d "$out"/qvf_runs/*-full 2>/dev/null | head -1)
+  [ -n "$full" ] && step report-full 60 nodemap report "$full/check.json" --html "$out/check_full.html"
+fi
+if want fleet 100; then
+  # 2 ranks per GPU, each its own "node" with one GPU: >= 3 nodes for fleet-relative verdicts
+  step fleet 200 "${MPIRUN[@]}" -np $((2 * ngpu)) -x NODEMAP_FLEET_NODE='gpunode{rank}' \
+    bash -c 'export CUDA_VISIBLE_DEVICES=$((OMPI_COMM_WORLD_RANK % '"$ngpu"')); exec nodemap check --fleet -o '"$out/fleet"' --check-timeout 150 --pair-timeout 20 --pair-buffers host,device'
+  rm -f "$out"/fleet/nodes/*.html
+fi
+if want compare 60; then
+  step compare 150 nodemap compare --probes stream,h2d,gpu,jacobi -o "$out/compare.json"
+fi
+if want placement 70; then
+  step placement 150 nodemap bench placement --table 8GiB --zipf 1.0 --chunks 2MiB --replication 0,5%,auto \
+    --iterations 3 -o "$out/placement.json"
+fi
+echo "=== done in $((SECONDS - t0)) s" >>"$log"
+pack
