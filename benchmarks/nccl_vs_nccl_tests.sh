@@ -21,14 +21,15 @@
 # warm-up nodemap run), 40 blocks of ~4-7 s (process start, NCCL init, 2 GiB
 # buffers, 15 sizes) ~200-260 s: ~270-330 s in all. Shorter: ROUNDS=1 (halves
 # the blocks), SIZES=1M:2G:4, OPS=all_reduce,all_gather. Once SECONDS passes
-# BUDGET (540) no block starts, and the summary still runs.
+# BUDGET (480 s; steps are cut to what is left) no block starts, and the
+# summary still runs: the whole call stays under 10 minutes with the setup.
 # Environment: SIZES, ROUNDS (2), REPEATS (5), OPS, MODES (single,mpi), BUDGET.
 set -u
 out=${1:?usage: nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC}
 src=${2:?usage: nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC}
 src=$(cd "$src" && pwd) || { echo "nccl_vs_nccl_tests.sh: no folder $2" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SIZES=${SIZES:-8:2G:4} ROUNDS=${ROUNDS:-2} REPEATS=${REPEATS:-5} BUDGET=${BUDGET:-540}
+SIZES=${SIZES:-8:2G:4} ROUNDS=${ROUNDS:-2} REPEATS=${REPEATS:-5} BUDGET=${BUDGET:-480}
 OPS=${OPS:-all_reduce,all_gather,reduce_scatter,alltoall,sendrecv} MODES=${MODES:-single,mpi}
 ITERS=20 WARMUP=5
 mkdir -p "$out/blocks" "$out/build"
@@ -91,7 +92,7 @@ for d in $(mpicc --showme:incdirs 2>/dev/null) "$(dirname "$(dirname "$(command 
   [ -f "$d/mpi.h" ] && { ln -sfn "$d" "$mpi_home/include"; break; }
 done
 for d in $(mpicc --showme:libdirs 2>/dev/null) "$(dirname "$(dirname "$(command -v mpicc)")")/lib"; do
-  ls "$d"/libmpi.so* >/dev/null 2>&1 && { ln -sfn "$d" "$mpi_home/lib"; export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; break; }
+  ls "$d"/libmpi.so* >/dev/null 2>&1 && { ln -sfn "$d" "$mpi_home/lib"; export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; break; }
 done
 
 { echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"; echo "host: $(hostname)"; echo "cpus: $(nproc)"
@@ -118,18 +119,25 @@ GENCODE="-gencode=arch=compute_90,code=sm_90"
 build() {  # build single|mpi MAKE-ARGS...
   local kind=$1; shift
   ( timeout 300 make -C "$src" -j16 BUILDDIR="$out/build/$kind" NCCL_HOME="$nccl_home" CUDA_HOME=/usr/local/cuda \
-      NVCC_GENCODE="$GENCODE" "$@" >"$out/build/build_$kind.txt" 2>&1; echo "rc=$?" >>"$out/build/build_$kind.txt" ) &
+      "$@" >"$out/build/build_$kind.txt" 2>&1; echo "rc=$?" >>"$out/build/build_$kind.txt" ) &
 }
-build single MPI=0
-build mpi MPI=1 MPI_HOME="$mpi_home" NAME_SUFFIX=_mpi
+build single MPI=0 NVCC_GENCODE="$GENCODE"
+# C++ MPI bindings (mpicxx.h, pulled in by mpi.h where Open MPI has them)
+# would need -lmpi_cxx; nccl-tests uses the C API only
+build mpi MPI=1 MPI_HOME="$mpi_home" NAME_SUFFIX=_mpi NVCC_GENCODE="$GENCODE -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX"
 # meanwhile a small nodemap run per mode, recorded nowhere: CuPy's kernels
 # compiled and cached, NCCL's first start paid, before any block is timed
 step warmup-single 90 nodemap bench nccl --mode single --ops all_reduce --sizes 8,1M --repeats 1 -q
 step warmup-mpi 90 "${MPIRUN[@]}" nodemap bench nccl --mode mpi --ops all_reduce --sizes 8,1M --repeats 1 -q
 wait
 cat "$out"/build/build_*.txt >>"$log"
-pack
 NT_SINGLE=$out/build/single NT_MPI=$out/build/mpi
+# nccl-tests links libcudart.so: CUDA's lib64 last, for its blocks only (nodemap's CuPy keeps its own search)
+NT_LD="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
+for exe in "$NT_SINGLE/all_reduce_perf" "$NT_MPI/all_reduce_perf_mpi"; do
+  echo "=== ldd $exe" >>"$log"; LD_LIBRARY_PATH=$NT_LD ldd "$exe" 2>&1 | grep -E 'nccl|cudart|mpi|not found' >>"$log"
+done
+pack
 
 nodemap_block() {  # MODE OP ROUND
   local m=$1 op=$2 r=$3 cmd=()
@@ -142,7 +150,8 @@ nccltests_block() {  # MODE OP ROUND
   if [ "$m" = mpi ]; then exe=$NT_MPI/${op}_perf_mpi cmd=("${MPIRUN[@]}" "$exe" -g 1)
   else exe=$NT_SINGLE/${op}_perf cmd=("$exe" -g "$ngpu"); fi
   [ -x "$exe" ] || { echo "=== nccltests-$m-$op-r$r: $exe not built" >>"$log"; return 1; }
-  block "nccltests-$m-$op-r$r" 60 "$blk/nccltests_${m}_${op}_r$r.txt" "${cmd[@]}" "${NT_SIZES[@]}" \
+  block "nccltests-$m-$op-r$r" 60 "$blk/nccltests_${m}_${op}_r$r.txt" env LD_LIBRARY_PATH="$NT_LD" "${cmd[@]}" \
+    "${NT_SIZES[@]}" \
     -n "$ITERS" -w "$WARMUP" -N "$REPEATS" -c 1 -d float -o sum -a 3
 }
 IFS=, read -r -a ops <<<"$OPS"
