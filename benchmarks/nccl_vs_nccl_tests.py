@@ -251,13 +251,17 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
 def markdown_table(rows: list[dict]) -> str:
     head = ["mode", "op", "size B", "place", "nodemap us", "nccl-tests us", "nodemap busbw", "nccl-tests busbw",
             "ratio", "spread n / t", "wrong n / t"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         n, t = r["nodemap"] or {}, r["nccltests"] or {}
-        spread = f"{_fmt(n.get('spread') and 100 * n['spread'], '.1f')}% / {_fmt(t.get('spread') and 100 * t['spread'], '.1f')}%"
+        spread = f"{_pct(n.get('spread'))} / {_pct(t.get('spread'))}"
         wrong = f"{n.get('wrong', '-')} / {t.get('wrong', '-')}"
         out.append("| " + " | ".join([
             r["mode"], r["op"], str(r["size"]), r["place"], _fmt(n.get("time_us")), _fmt(t.get("time_us")),

@@ -3,6 +3,7 @@ util.cu prints it, blocks cut short, the pairing with nodemap's result sets
 and the ratio (CPU only; the comparison itself runs on a GPU node)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,60 @@ def test_main_writes_the_markdown_and_json_and_refuses_a_missing_folder(tmp_path
 
 def test_the_device_script_is_valid_bash():
     subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "nccl_vs_nccl_tests.sh")], check=True)
+
+
+FAKES = {  # stand-ins for the GPU node's tools: enough for the script's control flow
+    "nvidia-smi": '#!/bin/bash\n[ "$1" = -L ] && { echo "GPU 0: H100 (UUID: a)"; echo "GPU 1: H100 (UUID: b)"; }\nexit 0\n',
+    "mpicc": "#!/bin/bash\nexit 0\n",
+    "mpirun": '#!/bin/bash\n[ "$1" = --version ] && exit 0\n'
+              'while [ $# -gt 0 ]; do case $1 in -np|-x|--bind-to) shift 2;; --mca) shift 3;; -*) shift;; *) break;; '
+              'esac; done\nexec "$@"\n',
+    # make: every op's binary prints the sample table
+    "make": '#!/bin/bash\nfor a in "$@"; do case $a in BUILDDIR=*) b=${a#BUILDDIR=};; NAME_SUFFIX=*) s=${a#*=};; esac; done\n'
+            'mkdir -p "$b"; for op in all_reduce sendrecv; do printf \'#!/bin/bash\\necho "$*" >>%s/args\\n'
+            'cat %s\\n\' "$b" "$SAMPLE" >"$b/${op}_perf$s"; chmod +x "$b/${op}_perf$s"; done\n',
+}
+
+
+def fake_nodemap(python):
+    return f"""#!{python}
+import json, sys
+a = sys.argv[1:]
+if a == ["--version"]:
+    sys.exit(0)
+if "-o" in a:
+    op, sizes = a[a.index("--ops") + 1], [int(s) for s in a[a.index("--sizes") + 1].split(",")]
+    res = [{{"benchmark": "nccl", "metric": op, "samples": [s / 5.0e6], "params": {{"size": s, "inplace": False,
+            "bus_factor": 1.0, "wrong": 0}}}} for s in sizes]
+    json.dump({{"complete": True, "environment": {{"nccl": 22809}}, "results": res}}, open(a[a.index("-o") + 1], "w"))
+"""
+
+
+def test_the_script_alternates_blocks_passes_the_same_sizes_and_summarises(tmp_path):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, text in {**FAKES, "nodemap": fake_nodemap(sys.executable)}.items():
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod(0o755)
+    (tmp_path / "sample.txt").write_text(ALL_REDUCE)
+    src = tmp_path / "src"
+    src.mkdir()
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_}:/usr/bin:/bin", "SAMPLE": str(tmp_path / "sample.txt"),
+           "SIZES": "8:2G:4", "ROUNDS": "2", "OPS": "all_reduce", "MODES": "single,mpi"}
+    subprocess.run(["bash", str(ROOT / "benchmarks" / "nccl_vs_nccl_tests.sh"), str(out), str(src)], env=env,
+                   check=True, capture_output=True, timeout=120)
+    log = (out / "nccl_log.txt").read_text()
+    order = [line.split(":")[0][4:] for line in log.splitlines() if line.startswith("=== n") and ": rc=" not in line]
+    assert order == ["nodemap-single-all_reduce-r0", "nccltests-single-all_reduce-r0",
+                     "nodemap-mpi-all_reduce-r0", "nccltests-mpi-all_reduce-r0",
+                     "nccltests-single-all_reduce-r1", "nodemap-single-all_reduce-r1",
+                     "nccltests-mpi-all_reduce-r1", "nodemap-mpi-all_reduce-r1"]
+    assert "-g 2 -b 8 -e 2147483648 -f 4 -n 20 -w 5 -N 5 -c 1" in (out / "build" / "single" / "args").read_text()
+    assert "-g 1 -b 8" in (out / "build" / "mpi" / "args").read_text()
+    doc = json.loads((out / "nccl_vs_nccl_tests.json").read_text())
+    sizes = {r["size"] for r in doc["rows"] if r["nodemap"]}
+    assert sizes == {8 * 4 ** k for k in range(15)}  # nodemap got nccl-tests' sizes, listed
+    assert {r["mode"] for r in doc["rows"] if r["ratio"]} == {"single", "mpi"}
+    assert "blocks/nodemap_mpi_all_reduce_r1.json" in subprocess.run(
+        ["tar", "tzf", str(out / "nccl_results.tar.gz")], capture_output=True, text=True).stdout
