@@ -3,7 +3,8 @@
 # node, same run, alternating blocks; the ratio per size (issue 21).
 #   source benchmarks/device_setup.sh && bash benchmarks/nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC
 # NCCLTESTS_SRC: an nccl-tests source tree (e.g. v2.19.6, with a COMMIT file).
-# It is built twice, out of tree under OUTDIR/build: MPI=0 (one process, -g N)
+# It is built twice, out of tree under BUILD_DIR (default /tmp/nccl_vs_nccl_tests,
+# kept out of OUTDIR so binaries do not travel back): MPI=0 (one process, -g N)
 # and MPI=1 (one process per GPU), for sm_90, against the nvidia-nccl wheel
 # that CuPy uses, so both tools run the same libnccl.
 # Blocks: for each round, mode (single: one process for every GPU; mpi: one
@@ -23,7 +24,7 @@
 # the blocks), SIZES=1M:2G:4, OPS=all_reduce,all_gather. Once SECONDS passes
 # BUDGET (480 s; steps are cut to what is left) no block starts, and the
 # summary still runs: the whole call stays under 10 minutes with the setup.
-# Environment: SIZES, ROUNDS (2), REPEATS (5), OPS, MODES (single,mpi), BUDGET.
+# Environment: SIZES, ROUNDS (2), REPEATS (5), OPS, MODES (single,mpi), BUDGET, BUILD_DIR.
 set -u
 out=${1:?usage: nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC}
 src=${2:?usage: nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC}
@@ -32,14 +33,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SIZES=${SIZES:-8:2G:4} ROUNDS=${ROUNDS:-2} REPEATS=${REPEATS:-5} BUDGET=${BUDGET:-480}
 OPS=${OPS:-all_reduce,all_gather,reduce_scatter,alltoall,sendrecv} MODES=${MODES:-single,mpi}
 ITERS=20 WARMUP=5
-mkdir -p "$out/blocks" "$out/build"
+bld=${BUILD_DIR:-/tmp/nccl_vs_nccl_tests}
+mkdir -p "$out/blocks" "$bld"
 out=$(cd "$out" && pwd)
 log="$out/nccl_log.txt"
 blk="$out/blocks"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
 pack() { tar -C "$out" -czf "$out/nccl_results.tar.gz" blocks machine.txt nccl_log.txt \
-           $(cd "$out" && ls build/*.txt nccl_vs_nccl_tests.md nccl_vs_nccl_tests.json 2>/dev/null) 2>/dev/null; }
+           $(cd "$out" && ls build_*.txt nccl_vs_nccl_tests.md nccl_vs_nccl_tests.json 2>/dev/null) 2>/dev/null; }
 step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code; pack what ran
   local name=$1 secs=$2; shift 2
   local left=$((BUDGET - SECONDS))
@@ -78,7 +80,7 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ngpu" -x
 # NCCL from the nvidia-nccl wheel (CuPy's): headers, and a lib folder with the
 # unversioned libnccl.so the nccl-tests link line asks for
 nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
-nccl_home=$out/build/nccl
+nccl_home=$bld/nccl
 mkdir -p "$nccl_home/lib"
 if [ -n "$nccl_dir" ]; then
   ln -sfn "$nccl_dir/include" "$nccl_home/include"
@@ -86,7 +88,7 @@ if [ -n "$nccl_dir" ]; then
   export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # Open MPI's headers and library, where the MPI=1 build looks (MPI_HOME/include, MPI_HOME/lib)
-mpi_home=$out/build/mpi
+mpi_home=$bld/mpihome
 mkdir -p "$mpi_home"
 for d in $(mpicc --showme:incdirs 2>/dev/null) "$(dirname "$(dirname "$(command -v mpicc)")")/include"; do
   [ -f "$d/mpi.h" ] && { ln -sfn "$d" "$mpi_home/include"; break; }
@@ -118,8 +120,8 @@ fi
 GENCODE="-gencode=arch=compute_90,code=sm_90"
 build() {  # build single|mpi MAKE-ARGS...
   local kind=$1; shift
-  ( timeout 300 make -C "$src" -j16 BUILDDIR="$out/build/$kind" NCCL_HOME="$nccl_home" CUDA_HOME=/usr/local/cuda \
-      "$@" >"$out/build/build_$kind.txt" 2>&1; echo "rc=$?" >>"$out/build/build_$kind.txt" ) &
+  ( timeout 300 make -C "$src" -j16 BUILDDIR="$bld/$kind" NCCL_HOME="$nccl_home" CUDA_HOME=/usr/local/cuda \
+      "$@" >"$out/build_$kind.txt" 2>&1; echo "rc=$?" >>"$out/build_$kind.txt" ) &
 }
 build single MPI=0 NVCC_GENCODE="$GENCODE"
 # C++ MPI bindings (mpicxx.h, pulled in by mpi.h where Open MPI has them)
@@ -130,8 +132,8 @@ build mpi MPI=1 MPI_HOME="$mpi_home" NAME_SUFFIX=_mpi NVCC_GENCODE="$GENCODE -DO
 step warmup-single 90 nodemap bench nccl --mode single --ops all_reduce --sizes 8,1M --repeats 1 -q
 step warmup-mpi 90 "${MPIRUN[@]}" nodemap bench nccl --mode mpi --ops all_reduce --sizes 8,1M --repeats 1 -q
 wait
-cat "$out"/build/build_*.txt >>"$log"
-NT_SINGLE=$out/build/single NT_MPI=$out/build/mpi
+cat "$out"/build_*.txt >>"$log"
+NT_SINGLE=$bld/single NT_MPI=$bld/mpi
 # nccl-tests links libcudart.so: CUDA's lib64 last, for its blocks only (nodemap's CuPy keeps its own search)
 NT_LD="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
 for exe in "$NT_SINGLE/all_reduce_perf" "$NT_MPI/all_reduce_perf_mpi"; do

@@ -220,7 +220,7 @@ def test_the_script_alternates_blocks_passes_the_same_sizes_and_summarises(tmp_p
     src.mkdir()
     out = tmp_path / "out"
     env = {**os.environ, "PATH": f"{bin_}:/usr/bin:/bin", "SAMPLE": str(tmp_path / "sample.txt"),
-           "SIZES": "8:2G:4", "ROUNDS": "2", "OPS": "all_reduce", "MODES": "single,mpi"}
+           "SIZES": "8:2G:4", "ROUNDS": "2", "OPS": "all_reduce", "MODES": "single,mpi", "BUILD_DIR": str(tmp_path / "bld")}
     subprocess.run(["bash", str(ROOT / "benchmarks" / "nccl_vs_nccl_tests.sh"), str(out), str(src)], env=env,
                    check=True, capture_output=True, timeout=120)
     log = (out / "nccl_log.txt").read_text()
@@ -229,11 +229,12 @@ def test_the_script_alternates_blocks_passes_the_same_sizes_and_summarises(tmp_p
                      "nodemap-mpi-all_reduce-r0", "nccltests-mpi-all_reduce-r0",
                      "nccltests-single-all_reduce-r1", "nodemap-single-all_reduce-r1",
                      "nccltests-mpi-all_reduce-r1", "nodemap-mpi-all_reduce-r1"]
-    assert "-g 2 -b 8 -e 2147483648 -f 4 -n 20 -w 5 -N 5 -c 1" in (out / "build" / "single" / "args").read_text()
-    assert "-g 1 -b 8" in (out / "build" / "mpi" / "args").read_text()
+    assert "-g 2 -b 8 -e 2147483648 -f 4 -n 20 -w 5 -N 5 -c 1" in (tmp_path / "bld" / "single" / "args").read_text()
+    assert "-g 1 -b 8" in (tmp_path / "bld" / "mpi" / "args").read_text()
     doc = json.loads((out / "nccl_vs_nccl_tests.json").read_text())
     sizes = {r["size"] for r in doc["rows"] if r["nodemap"]}
     assert sizes == {8 * 4 ** k for k in range(15)}  # nodemap got nccl-tests' sizes, listed
     assert {r["mode"] for r in doc["rows"] if r["ratio"]} == {"single", "mpi"}
-    assert "blocks/nodemap_mpi_all_reduce_r1.json" in subprocess.run(
-        ["tar", "tzf", str(out / "nccl_results.tar.gz")], capture_output=True, text=True).stdout
+    packed = subprocess.run(["tar", "tzf", str(out / "nccl_results.tar.gz")], capture_output=True, text=True).stdout
+    assert "blocks/nodemap_mpi_all_reduce_r1.json" in packed and "build_mpi.txt" in packed
+    assert not (out / "build").exists() and not list(out.glob("**/*_perf*"))  # binaries stay out of OUTDIR
