@@ -32,7 +32,7 @@ src=$(cd "$src" && pwd) || { echo "nccl_vs_nccl_tests.sh: no folder $2" >&2; exi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SIZES=${SIZES:-8:2G:4} ROUNDS=${ROUNDS:-2} REPEATS=${REPEATS:-5} BUDGET=${BUDGET:-480}
 OPS=${OPS:-all_reduce,all_gather,reduce_scatter,alltoall,sendrecv} MODES=${MODES:-single,mpi}
-ITERS=20 WARMUP=5
+ITERS=20 WARMUP=5 cuda=${CUDA_HOME:-/usr/local/cuda}
 bld=${BUILD_DIR:-/tmp/nccl_vs_nccl_tests}
 mkdir -p "$out/blocks" "$bld"
 out=$(cd "$out" && pwd)
@@ -101,7 +101,7 @@ done
   lscpu | grep -E 'Model name|^NUMA node\(s\)'
   nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv,noheader
   nvidia-smi topo -m
-  mpirun --version | head -1; nvcc --version | tail -1
+  mpirun --version | head -1; "$cuda/bin/nvcc" --version | tail -1
   echo "nccl wheel: $nccl_dir"; echo "mpi: $(readlink "$mpi_home/include") $(readlink "$mpi_home/lib")"
   python3 -c 'import sys, cupy, mpi4py; from cupy.cuda import nccl
 print("python", sys.version.split()[0], "cupy", cupy.__version__, "mpi4py", mpi4py.__version__, "nccl", nccl.get_version())'
@@ -120,7 +120,7 @@ fi
 GENCODE="-gencode=arch=compute_90,code=sm_90"
 build() {  # build single|mpi MAKE-ARGS...
   local kind=$1; shift
-  ( timeout 300 make -C "$src" -j16 BUILDDIR="$bld/$kind" NCCL_HOME="$nccl_home" CUDA_HOME=/usr/local/cuda \
+  ( timeout 300 make -C "$src" -j16 BUILDDIR="$bld/$kind" NCCL_HOME="$nccl_home" CUDA_HOME="$cuda" \
       "$@" >"$out/build_$kind.txt" 2>&1; echo "rc=$?" >>"$out/build_$kind.txt" ) &
 }
 build single MPI=0 NVCC_GENCODE="$GENCODE"
@@ -135,7 +135,7 @@ wait
 cat "$out"/build_*.txt >>"$log"
 NT_SINGLE=$bld/single NT_MPI=$bld/mpi
 # nccl-tests links libcudart.so: CUDA's lib64 last, for its blocks only (nodemap's CuPy keeps its own search)
-NT_LD="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"
+NT_LD="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda/lib64"
 for exe in "$NT_SINGLE/all_reduce_perf" "$NT_MPI/all_reduce_perf_mpi"; do
   echo "=== ldd $exe" >>"$log"; LD_LIBRARY_PATH=$NT_LD ldd "$exe" 2>&1 | grep -E 'nccl|cudart|mpi|not found' >>"$log"
 done
