@@ -121,3 +121,100 @@ def test_without_grids_only_the_pairs_table_is_printed(campaign, capsys):
     assert jvr.main([ref, *files]) == 0
     out = capsys.readouterr().out
     assert "nodemap variant" in out and "scaling" not in out
+
+
+# --- benchmarks/jacobi_vs_reference.sh with fakes for the GPU, MPI and the reference's build ---
+
+FAKE_MPIRUN = """#!/bin/bash
+np=1
+while [ $# -gt 0 ]; do case $1 in
+  -np) np=$2; shift 2;; -x|--bind-to) shift 2;; --mca) shift 3;; -*) shift;; *) break;; esac; done
+for ((r = 0; r < np; r++)); do OMPI_COMM_WORLD_SIZE=$np OMPI_COMM_WORLD_RANK=$r "$@" || exit $?; done
+"""
+FAKE_JACOBI = """
+import os, sys
+a = sys.argv[1:]
+nx, ny, it = (int(a[a.index(k) + 1]) for k in ("-nx", "-ny", "-niter"))
+if int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")):
+    sys.exit(0)
+nccl = VARIANT.startswith("nccl")
+g = int(os.environ["OMPI_COMM_WORLD_SIZE"]) if nccl else len(os.environ["CUDA_VISIBLE_DEVICES"].split(","))
+t = nx * ny * 1e-12 * it
+print(f"single_gpu, {nx}, {ny}, {it}, 1, {t:f}" if VARIANT == "single_gpu" else
+      f"{VARIANT}, {nx}, {ny}, {it}, {it}, {g}, 1, {1.5 * t / g:f}, {t:f}")
+"""
+FAKE_NODEMAP = """
+import json, os, sys
+a = sys.argv[1:]
+opt = lambda k: a[a.index(k) + 1]
+if os.environ.get("OMPI_COMM_WORLD_RANK", "0") != "0":
+    sys.exit(0)
+mode, weak = opt("--mode"), "--weak" in a
+g = len(opt("--gpus").split(",")) if mode == "single" else int(os.environ["OMPI_COMM_WORLD_SIZE"])
+assert len(os.environ["CUDA_VISIBLE_DEVICES"].split(",")) == g, "every G runs on its own GPUs only"
+nx, ny = map(int, opt("--size").split("x"))
+gx, gy = (nx, (ny - 2) * g + 2) if weak else (nx, ny)
+def row(v, us, n, w, h, tile=None):
+    return {"unit": "us", "stats": {"median": us, "spread": 0.0}, "params": {"variant": v, "dtype": "fp32",
+            "nx": w, "ny": h, "iters": 200, "slabs": n, "gpus": n, "efficiency": 1.0, "slab_grid": tile}}
+t = gx * gy * 1e-6
+res = [row("single", t, 1, gx, gy)] + [row(v, t / g, g, gx, gy, f"{nx}x{ny}" if weak else None)
+                                       for v in opt("--variants").split(",") if v != "single"]
+doc = {"command": "bench jacobi" + (" --weak" if weak else ""), "environment": {"mode": mode, "slabs": g},
+       "results": res}
+json.dump(doc, open(opt("-o"), "w"))
+"""
+
+
+def fake_tools(tmp_path: Path) -> Path:
+    """A PATH head with two fake GPUs, a fake mpirun (ranks one after the
+    other), a fake `make` that 'builds' a reference printing its -csv line,
+    a fake nodemap writing result sets, and python3 = this interpreter."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    tools = {"nvidia-smi": '#!/bin/bash\n[ "$1" = -L ] && printf "GPU 0: fake\\nGPU 1: fake\\n"\nexit 0\n',
+             "mpirun": FAKE_MPIRUN,
+             "python3": f'#!/bin/sh\nexec {sys.executable} "$@"\n',
+             "nodemap": f"#!{sys.executable}\n{FAKE_NODEMAP}",
+             "make": f'#!/bin/bash\n{{ echo "#!{sys.executable}"; echo "VARIANT = \\"$(basename "$PWD")\\""; '
+                     f"cat {tmp_path}/jacobi.py; }} > jacobi && chmod +x jacobi\n"}
+    (tmp_path / "jacobi.py").write_text(FAKE_JACOBI)
+    for name, text in tools.items():
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod(0o755)
+    return bin_
+
+
+def test_the_script_runs_every_gpu_count_on_its_own_gpus(tmp_path):
+    """Dry run: G = 1 and 2, strong and weak, builds and tables; the
+    reference at nodemap's weak global grid; nothing left unpaired."""
+    import os
+    import re
+    import shutil
+    import subprocess
+
+    if not all(shutil.which(t) for t in ("bash", "timeout", "tar", "seq")):
+        pytest.skip("needs bash, timeout, tar and seq")
+    repo = Path(__file__).resolve().parent.parent
+    ref = tmp_path / "ref"
+    for v in ("single_gpu", "multi_threaded_p2p", "multi_threaded_copy", "nccl", "nccl_graphs"):
+        (ref / v).mkdir(parents=True)
+        (ref / v / "Makefile").write_text("CXXFLAGS = -std=c++14\n")
+    env = dict(os.environ, PATH=f"{fake_tools(tmp_path)}:{os.environ['PATH']}", PYTHONPATH=str(repo / "src"),
+               BUDGET="300")
+    out = tmp_path / "out"
+    p = subprocess.run(["bash", str(repo / "benchmarks/jacobi_vs_reference.sh"), str(out), str(ref)], cwd=repo,
+                       env=env, capture_output=True, text=True, timeout=240)
+    log = (out / "jacobi_log.txt").read_text()
+    assert p.returncode == 0, p.stderr + log[-3000:]
+    assert not re.search(r"^=== \S+: rc=[1-9]", log, re.M), log[-3000:]  # every step passed
+    assert "=== ref multi_threaded_p2p_opt: not built" in log  # a variant not built: said, not run
+    assert "-std=c++17" in (ref / "nccl" / "Makefile").read_text()
+    assert "CUDA_VISIBLE_DEVICES=0,1 mpirun" in log and " -np 2 " + str(ref / "nccl/jacobi") in log
+    assert "-nx 16384 -ny 16382 -niter 200" in log  # weak, 2 GPUs: (8192 - 2) x 2 + 2 rows
+    md = (out / "summary.md").read_text()
+    assert "| single | peer | fp32 | 2 | 16384x16384 | 134.2 | 100% | multi_threaded_p2p | 201.3 | 100% | 1.50 |" in md
+    assert "| mpi | nccl | fp32 | 2 | 16384x16382 |" in md and "| single | single | fp32 | 1 | 16384x8192 |" in md
+    assert "\n| - | - |" not in md  # every reference variant run has its nodemap series
+    assert "summary.md" in subprocess.run(["tar", "tzf", str(out / "jacobi_results.tar.gz")], capture_output=True,
+                                          text=True).stdout
