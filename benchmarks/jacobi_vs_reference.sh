@@ -10,14 +10,15 @@
 #   info     machine, versions, nvidia-smi topo -m (~5 s)
 #   build    the reference variants, in the background while nodemap runs (~60 s, hidden)
 #   strong   for G in GPUS: nodemap single mode `--gpus 0..G-1` (every single-process
-#            variant, ~20 s) and `mpirun -np G --mode mpi` (nccl*, mpi-staged*, ~15 s) at NXxNY;
-#            then every built reference variant on G GPUs at NXxNY (~4 s a run, 8 at G=1,
-#            7 after: single_gpu runs on one GPU only): ~70 s per G
+#            variant, ~15 s: CuPy, NVRTC and NCCL start-up dominate) and `mpirun -np G --mode mpi`
+#            (nccl*, mpi-staged*, ~12 s) at NXxNY; then every built reference variant on G GPUs at
+#            NXxNY (~4 s a run, 8 at G=1, 7 after: single_gpu runs on one GPU only): ~55 s per G
 #   weak     the same with `--weak --size WEAK_NXxWEAK_NY` (each GPU's slab) and the reference
-#            at nodemap's global grid WEAK_NX x ((WEAK_NY-2)*G+2): ~60 s per G
+#            at nodemap's global grid WEAK_NX x ((WEAK_NY-2)*G+2): ~50 s per G
 #   summary  benchmarks/jacobi_vs_reference.py: the pairs table, the strong and weak tables per G
 #            (markdown, also OUTDIR/summary.md; the whole output in OUTDIR/summary.txt)
-# Total with GPUS="1 2": ~240-270 s. Parts of the 1-GPU comparison (issue 19), by name:
+# Total with GPUS="1 2": ~220-260 s (from the 1-GPU call of issue 19: 3-5 s a reference
+# run, 32 s for nodemap's 6 variants x fp32+fp64 x 5 repeats). The 1-GPU comparison's parts, by name:
 #   tests (GPU tests, ~30 s), sweep (stencil block shapes, used after), single (DTYPES on GPU 0),
 #   ref (the reference on GPU 0 at NXxNY), mpi1 / mpi2 (1 and 2 ranks on GPU 0), shared (2 slabs on GPU 0)
 # The reference runs one rank per GPU (nccl*, under mpirun -np G) or one thread per
@@ -88,7 +89,7 @@ fi
   python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
 print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
       "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
-  git log -1 --format='nodemap %h %cI' 2>/dev/null; cat "$ref/COMMIT" 2>/dev/null
+  git log -1 --format='nodemap %h %cI' 2>/dev/null || nodemap --version; cat "$ref/COMMIT" 2>/dev/null
   echo "GPUS=$GPUS NX=$NX NY=$NY WEAK_NX=$WEAK_NX WEAK_NY=$WEAK_NY ITERS=$ITERS REPEATS=$REPEATS" \
     "REF_REPEATS=$REF_REPEATS DTYPES=$DTYPES PARTS=$parts"; } >>"$log" 2>&1
 want info && step nvidia-smi-topo 20 nvidia-smi topo -m
