@@ -1,38 +1,79 @@
 #!/usr/bin/env bash
 # `nodemap bench jacobi` beside NVIDIA's multi-gpu-programming-models (the
-# reference) on the same GPU(s), grid and step count, in one call (issue 19).
+# reference) on the same GPUs, grids and step count, in one call (issues 19, 21).
 #   source benchmarks/device_setup.sh && bash benchmarks/jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]
 # REFDIR holds the reference's variant folders (single_gpu, nccl, ...), e.g.
 # extracted from github.com/NVIDIA/multi-gpu-programming-models with
 #   git archive HEAD LICENSE.md single_gpu nccl nccl_overlap nccl_graphs multi_threaded_copy \
 #     multi_threaded_copy_overlap multi_threaded_p2p multi_threaded_p2p_opt mpi mpi_overlap | tar -x -C REFDIR
-# Each step has its own time limit; its command, output and exit code go to
-# OUTDIR/jacobi_log.txt, result sets to OUTDIR/json/, packed into
-# OUTDIR/jacobi_results.tar.gz. The last step prints the side-by-side table
-# (benchmarks/jacobi_vs_reference.py). Environment: NX, NY (16384), ITERS (200),
-# REPEATS (5), DTYPES (fp32,fp64).
+# PARTS (comma list; default info,build,strong,weak,summary), estimates on 2 H100s:
+#   info     machine, versions, nvidia-smi topo -m (~5 s)
+#   build    the reference variants, in the background while nodemap runs (~60 s, hidden)
+#   strong   for G in GPUS: nodemap single mode `--gpus 0..G-1` (every single-process
+#            variant, ~15 s: CuPy, NVRTC and NCCL start-up dominate) and `mpirun -np G --mode mpi`
+#            (nccl*, mpi-staged*, ~12 s) at NXxNY; then every built reference variant on G GPUs at
+#            NXxNY (~4 s a run, 8 at G=1, 7 after: single_gpu runs on one GPU only): ~55 s per G
+#   weak     the same with `--weak --size WEAK_NXxWEAK_NY` (each GPU's slab) and the reference
+#            at nodemap's global grid WEAK_NX x ((WEAK_NY-2)*G+2): ~50 s per G
+#   summary  benchmarks/jacobi_vs_reference.py: the pairs table, the strong and weak tables per G
+#            (markdown, also OUTDIR/summary.md; the whole output in OUTDIR/summary.txt)
+# Total with GPUS="1 2": ~220-260 s (from the 1-GPU call of issue 19: 3-5 s a reference
+# run, 32 s for nodemap's 6 variants x fp32+fp64 x 5 repeats). The 1-GPU comparison's parts, by name:
+#   tests (GPU tests, ~30 s), sweep (stencil block shapes, used after), single (DTYPES on GPU 0),
+#   ref (the reference on GPU 0 at NXxNY), mpi1 / mpi2 (1 and 2 ranks on GPU 0), shared (2 slabs on GPU 0)
+# The reference runs one rank per GPU (nccl*, under mpirun -np G) or one thread per
+# visible GPU (multi_threaded_*), so each G runs with CUDA_VISIBLE_DEVICES=0..G-1; its
+# mpi and mpi_overlap need CUDA-aware MPI (not here: not built, not run), nodemap's
+# mpi-aware is left out for the same reason. Environment: NX, NY (16384), WEAK_NX (16384),
+# WEAK_NY (8192), ITERS (200), REPEATS (3), REF_REPEATS (1), DTYPES (fp32), GPUS (1..the
+# visible GPUs, e.g. "1 2 4 8"), BUDGET (540 s: a G whose estimate no longer fits is
+# skipped, said in the log). Each step has its own time limit; its command, output and
+# exit code go to OUTDIR/jacobi_log.txt, result sets to OUTDIR/json/, reference lines to
+# OUTDIR/ref/reference_csv.txt, packed into OUTDIR/jacobi_results.tar.gz after every step.
 set -u
 out=${1:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
 ref=${2:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
-parts=${3:-info,build,tests,sweep,single,ref,mpi1,shared,mpi2,summary}
-NX=${NX:-16384} NY=${NY:-16384} ITERS=${ITERS:-200} REPEATS=${REPEATS:-5} DTYPES=${DTYPES:-fp32,fp64}
+parts=${3:-info,build,strong,weak,summary}
+NX=${NX:-16384} NY=${NY:-16384} WEAK_NX=${WEAK_NX:-16384} WEAK_NY=${WEAK_NY:-8192} ITERS=${ITERS:-200}
+REPEATS=${REPEATS:-3} REF_REPEATS=${REF_REPEATS:-1} DTYPES=${DTYPES:-fp32} BUDGET=${BUDGET:-540}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${ngpu:-0}" -ge 1 ] 2>/dev/null || ngpu=1
+GPUS=${GPUS:-$(seq -s ' ' 1 "$ngpu")}
 mkdir -p "$out/json" "$out/ref"
 log="$out/jacobi_log.txt"
 j="$out/json"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export NODEMAP_JACOBI_BLOCK=${NODEMAP_JACOBI_BLOCK:-256x8} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PYTHONPATH
-        -x NODEMAP_JACOBI_BLOCK)
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PYTHONPATH)
+# nodemap's own default stencil block unless set (or chosen by the sweep)
+[ -n "${NODEMAP_JACOBI_BLOCK:-}" ] && export NODEMAP_JACOBI_BLOCK && MPIRUN+=(-x NODEMAP_JACOBI_BLOCK)
+SINGLE_VARIANTS=single,peer,peer-overlap,nccl,nccl-overlap,nccl-graph
+MPI_VARIANTS=single,mpi-staged,mpi-staged-overlap,nccl,nccl-overlap,nccl-graph  # not mpi-aware: no CUDA-aware MPI
+t_start=$SECONDS
 want() { [[ ",$parts," == *",$1,"* ]]; }
+fits() {  # fits WHAT SECONDS: the estimate fits in what is left of BUDGET (else logged as skipped)
+  local left=$((BUDGET - (SECONDS - t_start)))
+  [ "$left" -ge "$2" ] && return 0
+  echo "=== $1: skipped, $left s left of BUDGET=$BUDGET, needs ~$2 s" >>"$log"; return 1
+}
 step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
   local name=$1 secs=$2; shift 2
-  echo "=== $name: $*" >>"$log"
+  echo "=== $name [$((SECONDS - t_start)) s]: $*" >>"$log"
   local t0=$SECONDS
-  timeout -k 5 "$secs" "$@" >>"$log" 2>&1
+  timeout -k 10 -s INT "$secs" "$@" >>"$log" 2>&1
   echo "=== $name: rc=$? in $((SECONDS - t0)) s" >>"$log"
+  ref_lines
   tar -C "$out" -czf "$out/jacobi_results.tar.gz" json ref  # a call cut short still brings back what ran
 }
-GRID=(--size "${NX}x${NY}" --iters "$ITERS" --repeats "$REPEATS")
+ref_lines() {  # the reference's -csv lines so far, for the summary
+  grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z0-9_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
+}
+devices() { seq -s, 0 $(($1 - 1)); }  # devices G: "0,1,...,G-1"
+on_gpus() {  # on_gpus G: command prefixes (step runs commands, not functions) for GPUs 0..G-1:
+  ON=(env CUDA_VISIBLE_DEVICES="$(devices "$1")")                      # one process sees them
+  RANKS=("${ON[@]}" "${MPIRUN[@]}" -x CUDA_VISIBLE_DEVICES -np "$1")  # G ranks, one per GPU
+}
+TIMING=(--iters "$ITERS" --repeats "$REPEATS")
 
 # NCCL from the nvidia-nccl wheel, where the reference's Makefiles look for it
 nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
@@ -48,13 +89,16 @@ fi
   python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
 print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
       "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
-  cat "$ref/COMMIT" 2>/dev/null; } >>"$log" 2>&1
+  git log -1 --format='nodemap %h %cI' 2>/dev/null || nodemap --version; cat "$ref/COMMIT" 2>/dev/null
+  echo "GPUS=$GPUS NX=$NX NY=$NY WEAK_NX=$WEAK_NX WEAK_NY=$WEAK_NY ITERS=$ITERS REPEATS=$REPEATS" \
+    "REF_REPEATS=$REF_REPEATS DTYPES=$DTYPES PARTS=$parts"; } >>"$log" 2>&1
+want info && step nvidia-smi-topo 20 nvidia-smi topo -m
 if ! "${MPIRUN[@]}" -np 2 python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
   MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
   echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
 fi
 
-# the reference builds in the background while nodemap runs (16 cores)
+# the reference builds in the background while nodemap runs (16+ cores)
 REF_VARIANTS=(single_gpu multi_threaded_copy multi_threaded_copy_overlap multi_threaded_p2p multi_threaded_p2p_opt
               nccl nccl_overlap nccl_graphs)
 if want build; then
@@ -65,49 +109,94 @@ if want build; then
         >"$out/ref/build_$v.txt" 2>&1; echo "rc=$?" >>"$out/ref/build_$v.txt" ) &
   done
 fi
+built=0
+await_builds() {  # once, before the first reference run
+  [ "$built" = 1 ] && return
+  wait
+  cat "$out"/ref/build_*.txt >>"$log" 2>/dev/null
+  built=1
+}
+
+ref_at() {  # ref_at TAG G NX NY: every built reference variant on GPUs 0..G-1 at NXxNY
+  local tag=$1 g=$2 nx=$3 ny=$4 v exe rep
+  await_builds
+  on_gpus "$g"
+  for v in "${REF_VARIANTS[@]}"; do
+    [ "$v" = single_gpu ] && [ "$g" -ne 1 ] && continue  # one GPU whatever is visible
+    exe="$ref/$v/jacobi"
+    [ -x "$exe" ] || { echo "=== ref $v: not built" >>"$log"; continue; }
+    local args=(-nx "$nx" -ny "$ny" -niter "$ITERS" -csv)
+    case $v in  # these two accept only -nccheck 1 (a norm every step)
+      single_gpu|multi_threaded_p2p_opt) args+=(-nccheck 1) ;;
+      *) args+=(-nccheck "$ITERS") ;;
+    esac
+    for ((rep = 1; rep <= REF_REPEATS; rep++)); do
+      case $v in  # one rank per GPU (nccl*), else one thread per visible GPU
+        nccl*) step "ref-$tag-$v-${g}gpu-$rep" 40 "${RANKS[@]}" "$exe" "${args[@]}" ;;
+        *) step "ref-$tag-$v-${g}gpu-$rep" 40 "${ON[@]}" "$exe" "${args[@]}" ;;
+      esac
+    done
+  done
+}
+nodemap_at() {  # nodemap_at TAG G NXxNY [OPTIONS]: one process on GPUs 0..G-1, then one rank per GPU
+  local tag=$1 g=$2 size=$3; shift 3
+  on_gpus "$g"
+  step "$tag-single-${g}gpu" 120 "${ON[@]}" nodemap bench jacobi --mode single --gpus "$(devices "$g")" \
+    --variants "$SINGLE_VARIANTS" --dtype "$DTYPES" --size "$size" "${TIMING[@]}" "$@" \
+    -o "$j/jacobi_${tag}_single_${g}gpu.json"
+  step "$tag-mpi-${g}gpu" 120 "${RANKS[@]}" nodemap bench jacobi --mode mpi --variants "$MPI_VARIANTS" \
+    --dtype "$DTYPES" --size "$size" "${TIMING[@]}" "$@" -o "$j/jacobi_${tag}_mpi_${g}gpu.json"
+}
+weak_ny() {  # weak_ny G: the global rows nodemap --weak runs on G row slabs (its weak_grid: halo rows once)
+  python3 -c "from nodemap.bench.jacobi_grid import weak_grid; print(weak_grid($WEAK_NX, $WEAK_NY, 1, $1)[1])"
+}
 
 want tests && step gpu-tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_jacobi_gpu.py \
   tests/test_jacobi_grid.py tests/test_jacobi_fake.py tests/test_cu_compile.py
 # the stencil's block shape: measured here, the best one used below
 if want sweep; then
-  step kernel-sweep 60 python3 benchmarks/jacobi_kernel_sweep.py "$NX" "$NY"
-  best=$(grep -o 'best NODEMAP_JACOBI_BLOCK=[0-9x]*' "$log" | tail -1 | cut -d= -f2)
-  [ -n "$best" ] && export NODEMAP_JACOBI_BLOCK=$best && echo "=== using NODEMAP_JACOBI_BLOCK=$best" >>"$log"
+  step kernel-sweep 120 python3 benchmarks/jacobi_kernel_sweep.py "$NX" "$NY"
+  best=$(grep -o 'best shape for both.*NODEMAP_JACOBI_BLOCK=[0-9x]*' "$log" | tail -1 | sed 's/.*=//')
+  if [ -n "$best" ]; then
+    export NODEMAP_JACOBI_BLOCK=$best && MPIRUN+=(-x NODEMAP_JACOBI_BLOCK)
+    echo "=== using NODEMAP_JACOBI_BLOCK=$best" >>"$log"
+  fi
 fi
-# one process, one GPU: every single-process variant (and the graph: one slab)
-want single && step single-1gpu 100 nodemap bench jacobi --mode single --gpus 0 --dtype "$DTYPES" "${GRID[@]}" \
-  -o "$j/jacobi_single_1gpu.json"
-
-if want ref; then
-  wait  # the builds
-  cat "$out"/ref/build_*.txt >>"$log"
-  for v in "${REF_VARIANTS[@]}"; do
-    exe="$ref/$v/jacobi"
-    [ -x "$exe" ] || { echo "=== ref $v: not built" >>"$log"; continue; }
-    args=(-nx "$NX" -ny "$NY" -niter "$ITERS" -csv)
-    case $v in  # these two accept only -nccheck 1 (a norm every step)
-      single_gpu|multi_threaded_p2p_opt) args+=(-nccheck 1) ;;
-      *) args+=(-nccheck "$ITERS") ;;
-    esac
-    for rep in 1 2; do
-      case $v in
-        nccl*) step "ref-$v-$rep" 30 "${MPIRUN[@]}" -np 1 "$exe" "${args[@]}" ;;
-        *) step "ref-$v-$rep" 30 "$exe" "${args[@]}" ;;
-      esac
-    done
+# strong scaling: nodemap at every G first (the builds finish meanwhile), then the reference
+if want strong; then
+  for g in $GPUS; do fits "strong nodemap ${g} GPU(s)" 40 && nodemap_at strong "$g" "${NX}x${NY}"; done
+  for g in $GPUS; do fits "strong reference ${g} GPU(s)" 35 && ref_at strong "$g" "$NX" "$NY"; done
+fi
+# weak scaling: each GPU keeps a WEAK_NX x WEAK_NY slab
+if want weak; then
+  for g in $GPUS; do
+    fits "weak ${g} GPU(s)" 60 || continue
+    nodemap_at weak "$g" "${WEAK_NX}x${WEAK_NY}" --weak
+    rows=$(weak_ny "$g" 2>>"$log")
+    if [ -n "$rows" ]; then ref_at weak "$g" "$WEAK_NX" "$rows"; else echo "=== ref weak: no global grid" >>"$log"; fi
   done
-  grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z0-9_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
 fi
+
+# --- the 1-GPU comparison (issue 19), parts asked for by name ---
+on_gpus 1  # the 1-GPU parts below run on GPU 0
+# one process, one GPU: every single-process variant (and the graph: one slab)
+want single && step single-1gpu 100 "${ON[@]}" nodemap bench jacobi --mode single --gpus 0 --dtype "$DTYPES" \
+  --size "${NX}x${NY}" "${TIMING[@]}" -o "$j/jacobi_single_1gpu.json"
+want ref && ref_at 1gpu 1 "$NX" "$NY"
 # one rank: NCCL to itself, NCCL graph, MPI staged, beside the reference's NCCL variants
-want mpi1 && step mpi-1rank 80 "${MPIRUN[@]}" -np 1 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \
-  -o "$j/jacobi_mpi_1rank.json"
+want mpi1 && step mpi-1rank 80 "${RANKS[@]}" nodemap bench jacobi --mode mpi --dtype fp32 \
+  --size "${NX}x${NY}" "${TIMING[@]}" -o "$j/jacobi_mpi_1rank.json"
 # two slabs on one GPU in one process: peer copies between slabs
-want shared && step single-2slabs 60 nodemap bench jacobi --mode single --gpus 0,0 --dtype fp32 "${GRID[@]}" \
-  -o "$j/jacobi_single_2slabs.json"
+want shared && step single-2slabs 60 "${ON[@]}" nodemap bench jacobi --mode single --gpus 0,0 --dtype fp32 \
+  --size "${NX}x${NY}" "${TIMING[@]}" -o "$j/jacobi_single_2slabs.json"
 # two ranks sharing one GPU: MPI staged (+overlap); NCCL refuses (said in the notes)
-want mpi2 && step mpi-2ranks 80 "${MPIRUN[@]}" -np 2 nodemap bench jacobi --mode mpi --dtype fp32 "${GRID[@]}" \
-  -o "$j/jacobi_mpi_2ranks.json"
-want summary && step summary 30 python3 benchmarks/jacobi_vs_reference.py "$out/ref/reference_csv.txt" "$j"/*.json \
-  && sed -n '/=== summary: python3/,/=== summary: rc/p' "$log" | tail -n +2 >"$out/summary.txt"
-echo "=== done in $SECONDS s" >>"$log"
-tar -C "$out" -czf "$out/jacobi_results.tar.gz" json ref
+want mpi2 && step mpi-2ranks 80 "${ON[@]}" "${MPIRUN[@]}" -x CUDA_VISIBLE_DEVICES -np 2 nodemap bench jacobi \
+  --mode mpi --dtype fp32 --size "${NX}x${NY}" "${TIMING[@]}" -o "$j/jacobi_mpi_2ranks.json"
+
+if want summary; then
+  step summary 60 python3 benchmarks/jacobi_vs_reference.py "$out/ref/reference_csv.txt" "$j"/*.json \
+    --strong "${NX}x${NY}" --weak "${WEAK_NX}x${WEAK_NY}" --markdown "$out/summary.md"
+  sed -n '/=== summary \[.*python3/,/=== summary: rc/p' "$log" | sed '1d;$d' >"$out/summary.txt"
+fi
+echo "=== done in $((SECONDS - t_start)) s" >>"$log"
+tar -C "$out" -czf "$out/jacobi_results.tar.gz" json ref jacobi_log.txt summary.md summary.txt 2>/dev/null
