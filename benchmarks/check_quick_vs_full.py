@@ -66,8 +66,11 @@ def run_check(cmd: list[str], level: str, out: str, env: dict[str, str]) -> dict
         raise SystemExit(f"nodemap check --level {level} exited {p.returncode}: {p.stderr.strip()[-400:]}")
     figs = {k: {"value": f["value"], "median": f.get("median"), "unit": f["unit"], "label": f["label"]}
             for k, f in figures(doc).items()}
+    if not doc["complete"]:  # said now and kept out of the comparison: its figures are a part of the suite
+        print(f"nodemap check --level {level} ended incomplete (exit {p.returncode}); its stderr ends:\n"
+              f"{p.stderr.strip()[-1500:]}", file=sys.stderr)
     return {"level": level, "wall_s": wall, "rc": p.returncode, "started": doc["started"],
-            "complete": doc["complete"], "figures": figs, "load": os.getloadavg()[0]}
+            "complete": doc["complete"], "figures": figs, "load": os.getloadavg()[0], "stderr": p.stderr[-4000:]}
 
 
 def campaign(pairs: int, gpu: bool, keep: str, runs: list[dict], saved: Callable[[], None]) -> None:
@@ -108,7 +111,7 @@ def spread(values: list[float]) -> float:
 
 def compare(runs: list[dict], seed: int = 1) -> list[dict]:
     rng = random.Random(seed)
-    by = {lv: [r["figures"] for r in runs if r["level"] == lv] for lv in LEVELS}
+    by = {lv: [r["figures"] for r in runs if r["level"] == lv and r.get("complete", True)] for lv in LEVELS}
     keys = sorted(set.intersection(*(set(f) for f in by["quick"] + by["full"]))) if all(by.values()) else []
     rows = []
     for key in keys:
@@ -138,6 +141,9 @@ def markdown(doc: dict) -> str:
     loads = [r["load"] for r in runs]
     lines = [f"- machine: `{m['host']}`, {m['cpu']}, {m['cpus']} CPUs; {m['date']}; commit {m['commit']}",
              f"- command: `{doc['command']}`",
+             *([f"- left out, ended incomplete: " + ", ".join(f"pair {r['pair'] + 1} {r['level']} (exit {r['rc']})"
+                                                           for r in runs if not r.get("complete", True))]
+               if any(not r.get("complete", True) for r in runs) else []),
              f"- {len(walls['quick'])} quick and {len(walls['full'])} full runs, alternating; wall time per run: "
              + ", ".join(f"{lv} median {statistics.median(w):.1f} s ({min(w):.1f}-{max(w):.1f})"
                          for lv, w in walls.items() if w),

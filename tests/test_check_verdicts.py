@@ -279,6 +279,29 @@ def test_a_failing_kind_is_skipped_and_an_interrupted_one_ends_incomplete(monkey
     assert not doc.complete and len(doc.results) == 1 and doc.judged
 
 
+def test_a_kind_that_crashes_costs_only_its_own_figures(monkeypatch, capsys):
+    """A bug in one kind (not a user error) is reported with its traceback and
+    the check goes on: on 2 H100s a crash in one step once left a full check
+    with the first step's figures only."""
+    from nodemap.check import node, suite
+
+    def fake(kind, argv, level="full", *job_and_topology):
+        if kind == "memory":
+            raise ZeroDivisionError("a bug in one kind")
+        if kind == "latency":
+            return syn.stream({"1/core": (4, 20.0)})
+        raise suite.KindFailed(f"{kind}: not here")
+
+    monkeypatch.setattr(node, "measure", fake)
+    monkeypatch.setenv(suite.TINY_ENV, "1")
+    doc = node.run_check("quick", expectations.shipped())
+    assert doc.complete and len(doc.results) == 1
+    crash = [s for s in doc.skipped if "crashed" in s.reason]
+    assert len(crash) == 1 and "(bench memory)" in crash[0].what
+    assert "ZeroDivisionError: a bug in one kind" in crash[0].reason
+    assert "Traceback" in capsys.readouterr().err
+
+
 def test_figures_of_thousands_print_without_exponent():
     """H100 HBM is ~3000 GB/s: finding, rule and tables print '2400 GB/s', never '2.4e+03'."""
     h100 = (3350.0, "H100 SXM datasheet HBM3 3.35 TB/s")

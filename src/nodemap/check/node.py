@@ -11,6 +11,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 from typing import Callable
 
 from .. import __version__
@@ -60,6 +61,10 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
             except KindFailed as e:
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
                 continue
+            except Exception as e:  # a bug in one kind must not cost the figures of the others
+                traceback.print_exc(file=sys.stderr)
+                doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", crashed(step.kind, e)))
+                continue
             doc.results.append(rs)
             doc.skipped += [s for s in unjudged(rs) if s not in doc.skipped]
             doc.rejudge()
@@ -75,6 +80,11 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     doc.rejudge()
     on_update(doc)
     return doc
+
+
+def crashed(kind: str, e: Exception) -> str:
+    return (f"crashed ({type(e).__name__}: {e}); the traceback is on stderr: a nodemap bug, please report it "
+            f"with that traceback (nodemap bench {kind} alone may show it again)")
 
 
 # A kind's message that leaves a figure without its absolute rule -> what is skipped.
