@@ -76,6 +76,11 @@ def _chase(b: Any, g: gc.Gpu, where: str, path: str, klass: str, owner: gc.Gpu |
             with cp.cuda.Device(owner.ordinal):
                 gc.ensure_free(cp, ws, "latency chase")
                 chain = cp.asarray(nxt)
+                # CuPy copies a host array in asynchronously (pinned staging, the owner's current
+                # stream); the chase runs on another device's non-blocking stream, which does not
+                # wait for it: unsynchronized, it walked a half-written cycle off its end (an
+                # illegal address on 2 H100s when bench gpu ran first in the same process).
+                cp.cuda.Device().synchronize()
             base = chain.data.ptr
         else:
             host = gc.HostBuffer(cp, ws, node)
@@ -83,6 +88,7 @@ def _chase(b: Any, g: gc.Gpu, where: str, path: str, klass: str, owner: gc.Gpu |
             base = host.ptr
         with cp.cuda.Device(g.ordinal):
             res = cp.zeros(1, dtype="uint64")
+            cp.cuda.Device().synchronize()  # the zeroing, on the current stream, before the chase's stream writes
             fn = gc.kernel(cp, "copies.cu", "chase")
             stream = b.streams[g.ordinal][0]
             args = (np.uintp(base), np.uint64(order[0]), np.int64(STEPS), res)
