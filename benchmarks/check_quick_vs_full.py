@@ -117,10 +117,12 @@ def compare(runs: list[dict], seed: int = 1) -> list[dict]:
     for key in keys:
         q, f = ([figs[key]["value"] for figs in by[lv]] for lv in LEVELS)
         lo, hi = ratio_interval(q, f, rng)
+        one = len(q) < 2 or len(f) < 2  # a campaign cut short: one run of a level has no spread to judge by
         rows.append({"key": key, "unit": by["full"][0][key]["unit"], "quick": q, "full": f,
                      "median_quick": statistics.median(q), "median_full": statistics.median(f),
                      "ratio": statistics.median(q) / statistics.median(f), "low": lo, "high": hi,
-                     "spread_quick": spread(q), "spread_full": spread(f), "within_3pct": verdict(lo, hi)})
+                     "spread_quick": spread(q), "spread_full": spread(f),
+                     "within_3pct": "not shown (one run)" if one else verdict(lo, hi)})
     return rows
 
 
@@ -154,7 +156,8 @@ def markdown(doc: dict) -> str:
     lines += [f"| {r['key']} | {r['unit']} | {r['median_quick']:,.3g} | {r['median_full']:,.3g} | {r['ratio']:.3f} | "
               f"{r['low']:.3f}-{r['high']:.3f} | {100 * r['spread_quick']:.1f}%, {100 * r['spread_full']:.1f}% | "
               f"{r['within_3pct']} |" for r in rows]
-    count = {v: [r["key"] for r in rows if r["within_3pct"] == v] for v in ("supported", "not shown", "contradicted")}
+    count = {v: [r["key"] for r in rows if r["within_3pct"].startswith(v)]
+             for v in ("supported", "not shown", "contradicted")}
     lines += [""] + [f"- {v}: {len(k)} ({', '.join(k) or '-'})" for v, k in count.items()]
     return "\n".join(lines) + "\n"
 

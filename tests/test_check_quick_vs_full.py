@@ -33,3 +33,12 @@ def test_quiet_equal_levels_are_supported_a_shifted_level_contradicted():
 def test_noisy_runs_show_nothing_and_figures_of_one_level_are_left_out():
     rows = qvf.compare(runs([80.0, 120.0, 100.0], [100.0, 70.0, 125.0], extra_key=True))
     assert [r["key"] for r in rows] == ["x"] and rows[0]["within_3pct"] == "not shown"
+
+
+def test_one_run_of_a_level_shows_nothing():
+    """A campaign cut short after one pair: equal single runs are no evidence
+    of 3% (their interval has zero width), so neither verdict is given."""
+    runs = [{"level": lv, "pair": 0, "figures": {"gpu/0/hbm_triad": {"value": v, "unit": "GB/s"}}}
+            for lv, v in (("quick", 3080.0), ("full", 3081.0))]
+    (row,) = qvf.compare(runs)
+    assert row["within_3pct"] == "not shown (one run)"
