@@ -8,8 +8,8 @@
 #   rendering a saved node instead of discovering this one; say so if used),
 #   SNAPSHOT=fixture.tar.bz2 (an hwloc sysfs snapshot: both tools read the
 #   same extracted tree with --input, so a big node is timed on a small VM),
-#   XML=node.xml (an hwloc XML export: both tools read it with --input; the
-#   path every uncached plan takes on a rank start), LSTOPO=path (another
+#   XML=node.xml (an hwloc XML export: both tools read it with --input; a
+#   launch reads it once per node, in the rank that plans), LSTOPO=path (another
 #   lstopo-no-graphics, e.g. an hwloc 3.0 build for v3 XML, which Debian's
 #   2.9 cannot read)
 # Prints a Markdown block for benchmarks/results/topo_vs_lstopo.md.

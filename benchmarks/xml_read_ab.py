@@ -1,7 +1,8 @@
 """`nodemap topo --input X.xml` of two git revisions against lstopo, interleaved.
 
-The XML path is on the launch path (plans read XML on every uncached rank
-start); the target is <= 3x `lstopo-no-graphics --input X.xml --of console`.
+The target is <= 3x `lstopo-no-graphics --input X.xml --of console`. (A
+launch reads XML once per node: the rank that makes the node's plan when
+none is cached, nodemap.mapping.plancache; the other ranks read the plan.)
 On a shared 2-core machine wall time drifts with other jobs by more than the
 difference between versions, so, as launch_ab.py does, single runs of every
 case alternate and each gets its CPU time (user + sys from wait4) and its
@@ -9,7 +10,13 @@ wall time. Cases per file: both revisions (their src/ from git archive, run
 with `python -S`), lstopo, and `python -S -c pass`: the floor under any
 Python CLI, which alone makes 3x of a few-ms lstopo out of reach.
 
-Run: python benchmarks/xml_read_ab.py REV_BEFORE REV_AFTER X.xml... [--repeat 20] [--lstopo PATH]
+A change of a few ms to the reader is lost in the ~90 ms of CPU the whole
+command spends, mostly on the interpreter, imports and argparse; so a second
+table times the reader alone in-process: `hwloc_xml.parse` (its mask cache
+cleared first, as in a fresh process) and `render.tree`, best of 20 in one
+child per revision, children alternating (--in-process N: N children each).
+
+Run: python benchmarks/xml_read_ab.py REV_BEFORE REV_AFTER X.xml... [--repeat 20] [--in-process 5] [--lstopo PATH]
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +49,36 @@ def _cases(trees: dict[str, str], xml: str, lstopo: str) -> list[tuple[str, list
                     ("python -S -c pass", [sys.executable, "-S", "-c", "pass"])]
 
 
+# best of 20 of parse and of tree, in ms (argv: the revision's tree, xml, site-packages...)
+_IN_PROCESS = """
+import sys, time
+sys.path.insert(0, sys.argv[1]); sys.path += sys.argv[3:]
+from nodemap.topology import hwloc_xml, render
+data, parse, tree = open(sys.argv[2], "rb").read(), [], []
+for _ in range(20):
+    hwloc_xml._parse_mask.cache_clear()
+    t0 = time.perf_counter(); topo = hwloc_xml.parse(data, sys.argv[2]); t1 = time.perf_counter()
+    render.tree(topo); tree.append(time.perf_counter() - t1); parse.append(t1 - t0)
+print(min(parse) * 1e3, min(tree) * 1e3)
+"""
+
+
+def _in_process(trees: dict[str, str], xmls: list[str], children: int, env: dict[str, str]) -> None:
+    import site
+
+    print("| file | revision | parse best ms | tree best ms |")
+    print("|---|---|---|---|")
+    for xml in xmls:
+        best: dict[str, list[float]] = {name: [float("inf")] * 2 for name in trees}
+        for _ in range(children):
+            for name, tree in trees.items():
+                cmd = [sys.executable, "-S", "-c", _IN_PROCESS, tree, xml, *site.getsitepackages()]
+                out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.split()
+                best[name] = [min(b, float(x)) for b, x in zip(best[name], out)]
+        for name, (parse, tree) in best.items():
+            print(f"| {os.path.basename(xml)} | {name} | {parse:.2f} | {tree:.2f} |")
+
+
 def _quiet(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     out = os.dup(1)
     null = os.open(os.devnull, os.O_WRONLY)
@@ -59,6 +97,7 @@ def main() -> int:
     ap.add_argument("after")
     ap.add_argument("xml", nargs="+")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--in-process", type=int, default=5, metavar="N", help="children per revision (0: no table)")
     ap.add_argument("--lstopo", default=shutil.which("lstopo-no-graphics") or "lstopo-no-graphics")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="nodemap-xmlab-")
@@ -87,6 +126,9 @@ def main() -> int:
                 cpu_med, cpu_best, wall_med, wall_best = summary(xs)
                 print(f"| {os.path.basename(xml)} | {name} | {cpu_med:.1f} | {cpu_best:.1f} | {wall_med:.1f} | "
                       f"{wall_best:.1f} | {cpu_med / base:.1f}x |")
+        if args.in_process:
+            print()
+            _in_process(trees, args.xml, args.in_process, env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -481,6 +481,34 @@ def test_bad_attributes_name_object_and_line():
     bad(node_v2(pcis='<object type="Bridge" bridge_type="0-1" bridge_pci="nope"/>'), "bridge_pci='nope'")
 
 
+def test_devices_are_worked_out_once(monkeypatch):
+    # per device and per place, not per use: four GPUs under one package are
+    # one place, and each pci_type is parsed once though GPUs, PCI devices and
+    # NICs all read it (timing-free: counted calls)
+    gpus = "".join(gpu_v2(f"0000:{b:02x}:00.0", 20 + 2 * b) for b in range(1, 5))
+    calls = {"pci_type": 0, "place": 0}
+
+    def counted(name, real):
+        def f(*a):
+            calls[name] += 1
+            return real(*a)
+        return f
+
+    monkeypatch.setattr(hwloc_xml, "_pci_type", counted("pci_type", hwloc_xml._pci_type))
+    monkeypatch.setattr(hwloc_xml._Reader, "_place_locality", counted("place", hwloc_xml._Reader._place_locality))
+    t = parse(node_v2(pcis=gpus))
+    assert [(g.numa_node, g.cpuset.format()) for g in t.gpus] == [(0, "0-1")] * 4
+    assert [d.numa_node for d in t.pci_devices] == [0] * 4
+    assert calls == {"pci_type": 4, "place": 1}
+
+
+def test_a_bad_pci_type_is_reported_after_earlier_faults():
+    # pci_type is parsed on first use, as it was parsed on every use before:
+    # a fault the walk meets later in the file is still the one reported
+    pcis = '<object type="PCIDev" pci_busid="0000:01:00.0" pci_type="junk"/>'
+    text = node_v2(pcis=pcis).replace('os_index="2" cpuset="0x00000004"', 'os_index="two" cpuset="0x00000004"')
+    bad(text, "os_index='two'")
+
 def test_bad_matrices():
     dist = '<distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="os">' \
            '<indexes length="1">0 1</indexes><u64values length="1">10 20 20</u64values></distances2>'

@@ -118,7 +118,7 @@ class CpuSet:
             if word[:2] in ("0x", "0X"):
                 word = word[2:]
             word = word.lstrip("0")
-            if len(word) > 8 and len(split) > 1 or not all(c in _HEX for c in word):
+            if len(word) > 8 and len(split) > 1 or not _HEX.issuperset(word):
                 raise CpuSetError(f"bad hex mask {_cut(text)}: {_cut(word)} is not a 32-bit hex word")
             words.append(word.rjust(8, "0"))
         mask = int("".join(words), 16)

@@ -181,11 +181,14 @@ def _parsed(el, name: str, default, parse, what: str):
                    f'{name}="{value[:200]}') from None
 
 
-def _int(el, name: str, default: int | None = None, base: int = 10) -> int:
+_BAD_OS_INDEX = f"an os_index={{value}} that is not a number within 0..{MAX_INDEX} (nodemap's limit)"
+
+
+def _int(el, name: str, default: int | None = None) -> int:
+    # ~3700 calls on a 384-PU file: no message or function is built per call
     if name == "os_index":  # bounded: a set holding index 4e9 would cost 500 MB
-        return _parsed(el, name, default, _os_index, "an os_index={value} that is not a number within "
-                       f"0..{MAX_INDEX} (nodemap's limit)")
-    return _parsed(el, name, default, lambda v: int(v, base), "a non-numeric {name}={value}")
+        return _parsed(el, name, default, _os_index, _BAD_OS_INDEX)
+    return _parsed(el, name, default, int, "a non-numeric {name}={value}")
 
 
 def _os_index(text: str) -> int:
@@ -251,15 +254,22 @@ class _Where:
 
 
 class _Pci:
-    __slots__ = ("el", "place", "path", "osdevs")
+    __slots__ = ("el", "place", "path", "osdevs", "bus_id", "_ids")
 
     def __init__(self, el: object, place: object, path: tuple[str, ...]) -> None:
         self.el, self.place, self.path = el, place, path
         self.osdevs: list = []
+        # both read several times per device (GPUs, NICs, PCI devices, duplicates)
+        self.bus_id = norm_bus_id(el.get("pci_busid", ""))
+        self._ids: tuple[int, int, int] | None = None
 
     @property
-    def bus_id(self) -> str:
-        return norm_bus_id(self.el.get("pci_busid", ""))
+    def ids(self) -> tuple[int, int, int]:
+        """(class, vendor, device) of pci_type, parsed on first use (so a
+        bad one is reported at the point it always was)."""
+        if self._ids is None:
+            self._ids = _pci_type(self.el)
+        return self._ids
 
 
 class _Numa:
@@ -286,6 +296,7 @@ class _Reader:
         self.counters: dict[str, int] = {}
         self.hidden = CpuSet()
         self.ambiguous: dict[int, int] = {}  # id(PCI element) -> position, where its bus id repeats
+        self.localities: dict[object, tuple[int, CpuSet]] = {}  # place element -> _locality
 
     # --- entry ---------------------------------------------------------------
     def topology(self, source: str) -> Topology:
@@ -537,6 +548,15 @@ class _Reader:
         return {_OSDEV_ENUM.get(t, "")}
 
     def _locality(self, place, numa_nodes) -> tuple[int, CpuSet]:
+        """NUMA node (-1: none or several) and cpuset of a device's place;
+        devices share a few places (a DGX-2: 84 PCI devices, 2 places), so
+        each place is worked out once."""
+        found = self.localities.get(place)
+        if found is None:
+            found = self.localities[place] = self._place_locality(place, numa_nodes)
+        return found
+
+    def _place_locality(self, place, numa_nodes) -> tuple[int, CpuSet]:
         cpus = _mask(place, "cpuset", CpuSet())
         nodeset = _mask(place, "nodeset", CpuSet()) if place.get("nodeset") else None
         cands = [n for n in numa_nodes if (n.os_index in nodeset if nodeset is not None else n.cpuset & cpus)]
@@ -562,7 +582,7 @@ class _Reader:
 
     def _pci_device(self, p: _Pci, numa_nodes) -> PciDevice:
         el = p.el
-        cls, vendor, device = _pci_type(el)
+        cls, vendor, device = p.ids
         info = _infos(el)
         numa, cpus = self._locality(p.place, numa_nodes)
         return PciDevice(
@@ -585,9 +605,9 @@ class _Reader:
         """GPUs in PCI bus order, and the GPU key of each OS device element."""
         owners: list[tuple[tuple, list, _Pci | None, object]] = []
         for p in self.pcis:
-            cls, vendor, _ = _pci_type(p.el)
+            cls, vendor, _ = p.ids
             compute = [o for o in p.osdevs if self._is_gpu_osdev(o)]
-            if compute or _gpu_class(cls, vendor) or _amd_render_node(p.el, p.osdevs):
+            if compute or _gpu_class(cls, vendor) or _amd_render_node(p.ids, p.osdevs):
                 owners.append((_bus_key(p.bus_id), p.osdevs, p, p.place))
         loose = [(o, place) for o, place in self.loose_osdevs if self._is_gpu_osdev(o)]
         owners += [((1 << 64, k), [o], None, place) for k, (o, place) in enumerate(_one_api(loose))]
@@ -606,7 +626,7 @@ class _Reader:
             info.update(_infos(o))
         vendor = 0
         if pci is not None:
-            _, vendor, _ = _pci_type(pci.el)
+            _, vendor, _ = pci.ids
         numa, cpus = self._locality(place, numa_nodes)
         pci_model = _infos(pci.el).get("PCIDevice", "") if pci is not None else ""
         return GPU(
@@ -638,7 +658,7 @@ class _Reader:
             ports = _ports(_infos(fabric[0])) if fabric else ()
             name = (fabric or nets)[0].get("name", "")
             numa, cpus = self._locality(p.place, numa_nodes)
-            nics.append(NIC(name=name, kind=_nic_kind(name, _pci_type(p.el)[1], ports, nets, bool(fabric)),
+            nics.append(NIC(name=name, kind=_nic_kind(name, p.ids[1], ports, nets, bool(fabric)),
                             pci_bus_id=p.bus_id, numa_node=numa, cpuset=cpus, ports=ports,
                             netdevs=tuple(o.get("name", "") for o in nets),
                             pci_index=self.ambiguous.get(id(p.el), -1)))
@@ -842,13 +862,13 @@ def _gpu_class(cls: int, vendor: int) -> bool:
 _AMD_ONBOARD = (0x515E, 0x5969)
 
 
-def _amd_render_node(el, osdevs: list) -> bool:
+def _amd_render_node(ids: tuple[int, int, int], osdevs: list) -> bool:
     """An AMD GPU hwloc exported only as DRM devices (hwloc 1.x and 2.x
     without RSMI: an MI50 is class 0300 with `card1` and `renderD128`, no
     GPU vendor info). A render node says a compute-capable driver (amdgpu)
     drives it; on-board display chips (ES1000, with `card0` only) stay out,
     and so does any other vendor's 0300 display adapter (Matrox, ASPEED)."""
-    cls, vendor, device = _pci_type(el)
+    cls, vendor, device = ids
     if vendor != 0x1002 or cls != 0x0300 or device in _AMD_ONBOARD:
         return False
     return any((o.get("name") or "").startswith("renderD") for o in osdevs)

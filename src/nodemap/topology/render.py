@@ -76,7 +76,9 @@ def _first_pu(obj) -> tuple[int, int]:
 
 def _spanning_nodes(topo: Topology, packages) -> list[NumaNode]:
     """NUMA nodes with CPUs of more than one package."""
-    return [n for n in topo.numa_nodes if n.cpuset and sum(1 for p in packages if p.cpuset & n.cpuset) > 1]
+    # isdisjoint builds no set per pair (576 pairs on a 24-package node)
+    return [n for n in topo.numa_nodes
+            if n.cpuset and sum(1 for p in packages if not p.cpuset.isdisjoint(n.cpuset)) > 1]
 
 
 def _machine_line(topo: Topology) -> str:
