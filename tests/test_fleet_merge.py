@@ -261,3 +261,18 @@ def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
     said_other = {**said, "bad_nodes": ["n05"]}  # the run's own conclusion is the one drained by
     f = merge.merge([merge.Node(x) for x in names], got, isolation=said_other)
     assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == said_other
+
+
+def test_figures_of_too_few_nodes_in_a_big_enough_class_are_named():
+    """4 nodes of one class whose GPUs are numbered differently (two see GPU0,
+    two GPU1, as ranks acting as nodes on a 2-GPU machine): the host figures
+    get fleet verdicts, the GPU keys (2 nodes each) do not, and the note says
+    which figures, not that the class has 2 nodes."""
+    rng = random.Random(5)
+    docs = [node_doc(name, rng) for name in "abcd"]
+    for d in docs[2:]:
+        for fig in d["figures"]:
+            fig["key"] = fig["key"].replace("gpu/0/", "gpu/1/")
+    (note,) = fleet_of(docs).notes
+    assert note.startswith("NVIDIA H100 80GB HBM3: 4 nodes, but ") and "gpu/0/hbm_triad" in note
+    assert "fewer than 3 of them" in note and "2 nodes;" not in note

@@ -252,14 +252,27 @@ def judge_figures(nodes: list[Node], th: Thresholds
 
 
 def too_few_notes(baselines: list[Baseline], th: Thresholds) -> list[str]:
-    """Classes too small for a fleet median: judged by the node checks' own rules only."""
-    small: dict[str, int] = {}
+    """Classes, or figures of a class, too few nodes measured for a fleet
+    median: judged by the node checks' own rules only. Figures can fall short
+    where the class does not (nodes whose GPUs are numbered differently)."""
+    nodes: dict[str, int] = {}
+    short: dict[str, list[Baseline]] = {}
     for b in baselines:
+        nodes[b.node_class] = max(nodes.get(b.node_class, 0), b.n)
         if b.n < th.min_nodes:
-            small[b.node_class] = max(small.get(b.node_class, 0), b.n)
-    return [f"{cls}: {n} node{'s' * (n != 1)}; fleet-relative verdicts need >= {th.min_nodes} nodes of a class "
-            f"(min_nodes), so these are judged by their own checks' rules (absolute limits, topology) only"
-            for cls, n in sorted(small.items())]
+            short.setdefault(b.node_class, []).append(b)
+    rule = (f"fleet-relative verdicts need >= {th.min_nodes} nodes of a class (min_nodes), so these are judged "
+            "by their own checks' rules (absolute limits, topology) only")
+    out = []
+    for cls, few in sorted(short.items()):
+        n = nodes[cls]
+        if n < th.min_nodes:
+            out.append(f"{cls}: {n} node{'s' * (n != 1)}; {rule}")
+            continue
+        keys = ", ".join(b.key for b in few[:4]) + (f" and {len(few) - 4} more" if len(few) > 4 else "")
+        out.append(f"{cls}: {n} nodes, but {len(few)} figure{'s' * (len(few) != 1)} measured on fewer than "
+                   f"{th.min_nodes} of them ({keys}); {rule}")
+    return out
 
 
 def own_findings(nodes: list[Node]) -> list[Finding]:
