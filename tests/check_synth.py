@@ -74,3 +74,10 @@ def gpu_latency(load_ns: dict[tuple[int, int], float], copy_us: dict[tuple[int, 
         rs.add(_r("copies", "d2d_copy_latency", "us", v, params={"src": f"GPU{a}", "dst": f"GPU{b}"},
                   path=f"GPU{a} -> GPU{b}"))
     return rs
+
+
+def nccl_all_reduce(busbw: float, ranks: int, size: int = 1 << 30) -> ResultSet:
+    rs = ResultSet("bench nccl")
+    rs.add(_r("nccl", "all_reduce", "GB/s busbw", busbw, params={"ranks": ranks, "size": size, "inplace": False},
+              path=f"all_reduce over {ranks} GPUs"))
+    return rs

@@ -213,7 +213,8 @@ def nccl(results: list[Result], topo: Topology | None) -> list[Figure]:
         return []
     r = max(ar, key=lambda r: (r.params.get("size", 0), r.stats.best))
     return [figure(r, "nccl/all_reduce", "NCCL", f"NCCL all_reduce busbw, {r.params.get('ranks')} GPUs, "
-                   f"{r.params.get('size', 0) >> 20} MiB", kind="nccl", part=r.path_class, peak=None, peak_source="")]
+                   f"{r.params.get('size', 0) >> 20} MiB", kind="nccl", part=f"{r.params.get('ranks')} GPUs",
+                   peak=None, peak_source="")]
 
 
 def mpi(results: list[Result], topo: Topology | None) -> list[Figure]:
@@ -304,7 +305,9 @@ def nccl_link(figs: list[Figure]) -> tuple[str, float | None, str]:
 
 def with_nccl_peak(figs: list[Figure]) -> list[Figure]:
     klass, peak, source = nccl_link(figs)
-    return [_with(f, part=klass or f.part, peak=peak, peak_source=source) if f.kind == "nccl" else f for f in figs]
+    # "NV18, 2 GPUs": the limit rows tell a link class and, where it matters, the GPU count
+    return [_with(f, part=f"{klass}, {f.part}" if klass else f.part, peak=peak, peak_source=source)
+            if f.kind == "nccl" else f for f in figs]
 
 
 def _with_mpi_device_peak(figs: list[Figure]) -> list[Figure]:
