@@ -19,7 +19,7 @@ How the figures are chosen, the same way for both tools:
     Above 1: nodemap is faster.
 Flags: wrong elements (nccl-tests #wrong != 0 or nodemap's wrong-element
 message), blocks cut short (no closing line / result set not complete).
-Standard library only: it runs where the results land, without nodemap.
+nodemap's result files are read by nodemap's own reader (schema checked).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import re
 import statistics
 import sys
 import time
+
+from nodemap.bench.results import ResultSet
 
 TOOLS = ("nodemap", "nccltests")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
@@ -133,23 +135,23 @@ def nccl_tests_cases(parsed: dict) -> dict:
 # --- nodemap's result set -----------------------------------------------------------
 
 
-def nodemap_cases(doc: dict) -> dict:
-    """(size, place) -> {"times": [us per repetition], "busbw": [...], "wrong": 0} of one op's result set."""
+def nodemap_cases(rs) -> dict:
+    """(size, place) -> {"times": [us per repetition], "busbw": [...], "wrong": 0} of one op's ResultSet."""
     cases = {}
-    for r in doc.get("results", []):
-        if r.get("benchmark") != "nccl":
+    for r in rs.results:
+        if r.benchmark != "nccl":
             continue
-        p = r["params"]
+        p = r.params
         factor = p.get("bus_factor") or 1.0  # one rank: the values are algbw
-        times = [p["size"] * factor / v / 1e3 for v in r["samples"] if v > 0]  # GB/s -> us
+        times = [p["size"] * factor / v / 1e3 for v in r.samples]  # GB/s -> us
         cases[(p["size"], "in" if p["inplace"] else "out")] = {
-            "times": times, "busbw": list(r["samples"]), "wrong": p.get("wrong", 0)}
+            "times": times, "busbw": list(r.samples), "wrong": p.get("wrong", 0)}
     return cases
 
 
-def nodemap_flags(doc: dict) -> list[str]:
-    flags = [m for m in doc.get("messages", []) if "wrong" in m]
-    if not doc.get("complete", False):
+def nodemap_flags(rs) -> list[str]:
+    flags = [m for m in rs.messages if "wrong" in m]
+    if not rs.complete:
         flags.append("result set not complete")
     return flags
 
@@ -170,9 +172,8 @@ def load_blocks(directory: str) -> list[dict]:
         try:
             if tool == "nodemap":
                 with open(path) as f:
-                    doc = json.load(f)
-                b.update(cases=nodemap_cases(doc), flags=nodemap_flags(doc), environment=doc.get("environment", {}),
-                         host=doc.get("host"))
+                    rs = ResultSet.from_dict(json.load(f))  # nodemap's own reader: schema checked
+                b.update(cases=nodemap_cases(rs), flags=nodemap_flags(rs), environment=rs.environment, host=rs.host)
             else:
                 with open(path, errors="replace") as f:
                     parsed = parse_nccl_tests(f.read())

@@ -117,16 +117,17 @@ def test_wrong_elements_and_errors_are_flagged():
 
 
 def nodemap_doc(op, medians_by_size, factor=1.0, complete=True, messages=()):
-    """A result set as `nodemap bench nccl -o` writes it (only the fields read)."""
-    results = []
+    """A result set as `nodemap bench nccl -o` writes it (nodemap's own records)."""
+    from nodemap.bench.results import ResultSet, make_result
+
+    rs = ResultSet("bench nccl", host="gpu-node-7", complete=complete, messages=list(messages),
+                   environment={"nccl": 22809, "cupy": "14.2.0", "ranks": 2, "mode": "single",
+                                "gpus": ["GPU0", "GPU1"]})
     for (size, inplace), samples in medians_by_size.items():
-        results.append({"benchmark": "nccl", "metric": op, "unit": "GB/s busbw", "samples": samples,
-                        "stats": {"median": sorted(samples)[len(samples) // 2]},
-                        "params": {"size": size, "ranks": 2, "inplace": inplace, "iters": 20, "bus_factor": factor,
-                                   "wrong": 0}})
-    return {"schema": "nodemap.results/1", "host": "gpu-node-7", "complete": complete, "messages": list(messages),
-            "environment": {"nccl": 22809, "cupy": "14.2.0", "ranks": 2, "mode": "single", "gpus": ["GPU0", "GPU1"]},
-            "results": results}
+        rs.add(make_result("nccl", op, "GB/s busbw", samples, verified=True,
+                           params={"size": size, "ranks": 2, "inplace": inplace, "iters": 20, "bus_factor": factor,
+                                   "wrong": 0}))
+    return rs.to_dict()
 
 
 def test_pairing_takes_each_tools_best_block_and_the_ratio_of_times(tmp_path):
@@ -202,10 +203,13 @@ a = sys.argv[1:]
 if a == ["--version"]:
     sys.exit(0)
 if "-o" in a:
+    from nodemap.bench.results import ResultSet, make_result
     op, sizes = a[a.index("--ops") + 1], [int(s) for s in a[a.index("--sizes") + 1].split(",")]
-    res = [{{"benchmark": "nccl", "metric": op, "samples": [s / 5.0e6], "params": {{"size": s, "inplace": False,
-            "bus_factor": 1.0, "wrong": 0}}}} for s in sizes]
-    json.dump({{"complete": True, "environment": {{"nccl": 22809}}, "results": res}}, open(a[a.index("-o") + 1], "w"))
+    rs = ResultSet("bench nccl", environment={{"nccl": 22809}})
+    for s in sizes:
+        rs.add(make_result("nccl", op, "GB/s busbw", [s / 5.0e6], verified=True,
+                           params={{"size": s, "inplace": False, "bus_factor": 1.0, "wrong": 0}}))
+    json.dump(rs.to_dict(), open(a[a.index("-o") + 1], "w"))
 """
 
 
@@ -215,6 +219,9 @@ def test_the_script_alternates_blocks_passes_the_same_sizes_and_summarises(tmp_p
     for name, text in {**FAKES, "nodemap": fake_nodemap(sys.executable)}.items():
         (bin_ / name).write_text(text)
         (bin_ / name).chmod(0o755)
+    # the summary reads nodemap's files with nodemap, as on the device (a wrapper: a venv's symlink would not do)
+    (bin_ / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_ / "python3").chmod(0o755)
     (tmp_path / "sample.txt").write_text(ALL_REDUCE)
     src = tmp_path / "src"
     src.mkdir()
