@@ -18,6 +18,7 @@ top halo; neighbours wrap around (periodic in y). No I/O, no GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 HALO_ROWS = 2  # one above, one below each slab
 MIN_NX = 3  # one interior column between the two fixed ones
@@ -153,6 +154,7 @@ def as_tiles(nx: int, parts: list[Slab] | list[Tile]) -> list[Tile]:
                                                nx) for p in parts]
 
 
+@lru_cache(maxsize=None)  # asked every step of every exchange; a tile never changes: read-only results
 def tile_neighbours(t: Tile) -> dict[str, int | None]:
     """Ranks of the four neighbours; up/down periodic, left/right None at the
     grid's fixed columns."""
@@ -188,6 +190,7 @@ class TileCopy:
 OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
 
 
+@lru_cache(maxsize=None)  # asked every step of every exchange; a tile never changes: read-only results
 def halo_blocks(t: Tile) -> dict[str, tuple[Block, Block]]:
     """Per direction of travel: (the block this tile sends that way, the
     halo block where what travels that way lands here, coming from the
@@ -200,6 +203,7 @@ def halo_blocks(t: Tile) -> dict[str, tuple[Block, Block]]:
             "right": (Block(1, t.xcount, t.count, 1), Block(1, 0, t.count, 1))}
 
 
+@lru_cache(maxsize=None)  # asked every step of every exchange; a tile never changes: read-only results
 def directions(t: Tile) -> list[str]:
     """The directions in which something travels to or from this tile: up
     and down always (periodic), left and right where a neighbour is on
