@@ -118,3 +118,26 @@ def test_two_runs_html_has_a_section_each(tmp_path):
 def test_empty_folder_says_it_holds_no_timelines(tmp_path):
     r = nodemap("report", str(tmp_path))
     assert r.returncode == 2 and "no watch timelines" in r.stderr and "Is a directory" not in r.stderr
+
+
+def test_a_gap_in_the_samples_is_a_short_series_not_a_crash():
+    """Samples at 0-0.6 s, then one at 30 s (a suspended job): no samples are
+    left between warm-up and teardown; it classified with an empty window."""
+    from nodemap import watchlog
+
+    s = watchlog.classify([0.0, 0.2, 0.4, 0.6, 30.0], [GiB, GiB, GiB, GiB, 2 * GiB])
+    assert s.kind == "short" and s.peak == 2 * GiB
+
+
+def test_a_header_with_a_non_number_is_one_line(tmp_path):
+    f = tmp_path / "x.watch"
+    _write(f, 0, [GiB] * 10)
+    lines = f.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["start"] = None
+    f.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+    r = nodemap("report", str(f))
+    assert r.returncode == 2 and "header field start=None is not a number" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = nodemap("report", str(tmp_path))  # in a folder it is skipped like any unreadable file
+    assert r.returncode == 2 and "no readable timelines" in r.stderr and "Traceback" not in r.stderr

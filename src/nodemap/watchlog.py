@@ -87,6 +87,9 @@ class TimelineError(Exception):
     pass
 
 
+NUMERIC_HEADER = ("start", "rank", "local_rank", "pid", "mem_total")  # read as numbers below
+
+
 def read(path: str) -> Timeline:
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
@@ -96,6 +99,11 @@ def read(path: str) -> Timeline:
         raise TimelineError(f"{path}: not a nodemap watch timeline (first line is not its header)") from None
     if not isinstance(header, dict) or not str(header.get("schema", "")).startswith("nodemap.watch/"):
         raise TimelineError(f"{path}: not a nodemap watch timeline (schema {header.get('schema')!r})")
+    for key in NUMERIC_HEADER:
+        v = header.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TimelineError(f"{path}: header field {key}={v!r} is not a number: a damaged or foreign "
+                                "timeline (move it out of the folder, or rerun with nodemap run --watch)")
     tl = Timeline(path, header)
     for raw in lines[1:]:
         if raw:
@@ -201,7 +209,9 @@ def classify(t: list[float], y: list[int]) -> Shape:
         return s
     eps = 1e-9 * s.span  # boundaries must not move with rounding (the time unit)
     i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + WARMUP * s.span - eps)
-    i1 = max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span - eps))
+    i1 = min(len(y), max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span - eps)))
+    if i1 - i0 < 3:  # a gap (a suspended job, a sleeping machine) left too few samples between the two
+        return s
     noise = max(MiB, peak // 1000)
     while i1 > i0 + 3 and y[i1 - 1] < y[i1 - 2] - noise:  # the application freeing all as it exits
         i1 -= 1
