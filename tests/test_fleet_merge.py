@@ -276,3 +276,23 @@ def test_figures_of_too_few_nodes_in_a_big_enough_class_are_named():
     (note,) = fleet_of(docs).notes
     assert note.startswith("NVIDIA H100 80GB HBM3: 4 nodes, but ") and "gpu/0/hbm_triad" in note
     assert "fewer than 3 of them" in note and "2 nodes;" not in note
+
+
+def test_a_configuration_failure_every_node_shares_drains_none():
+    """Without a CUDA-aware MPI every node's own check fails its device-buffer
+    MPI figure: that is the fleet's stack to fix once, not 3 nodes to drain.
+    A hardware failure on one node still drains it."""
+    rng = random.Random(3)
+    docs = [node_doc(name, rng) for name in "abc"]
+    for d in docs:
+        d["findings"] = [{"verdict": "fail", "cause": "configuration", "area": "MPI", "keys": ["mpi/DD/bw"],
+                          "text": f"MPI is not CUDA-aware: device buffers are staged ({rng.uniform(5, 8):.2f} GB/s)"}]
+    docs[1]["findings"].append({"verdict": "fail", "cause": "hardware", "area": "host<->GPU", "keys": ["h2d"],
+                                "text": "GPU0's PCIe link runs Gen4 x16"})
+    f = fleet_of(docs)
+    assert [d.node for d in f.drain] == ["b"] and "Gen4" in f.drain[0].reason
+    (note,) = [n for n in f.notes if n.startswith("every node (3)")]
+    assert "MPI is not CUDA-aware" in note and "no node is drained" in note
+    assert sum(1 for x in f.findings if "CUDA-aware" in x.text and x.severity == "warn") == 3
+    docs[2]["findings"] = []  # one node configured right: the others' failure is theirs
+    assert {d.node for d in fleet_of(docs).drain} == {"a", "b"}

@@ -73,7 +73,9 @@ class Node:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> figure record
     facts: dict[str, Any] = field(default_factory=dict)
     last_state: str = ""  # for a missing node: the last thing it said
-    findings: list[tuple[str, str]] = field(default_factory=list)  # the node check's own (verdict, sentence)
+    # the node check's own (verdict, sentence, what): `what` names a configuration finding
+    # ("configuration:MPI:mpi/DD/bw") so one the whole fleet shares is told apart; "" otherwise
+    findings: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def node_from_doc(doc: dict[str, Any]) -> Node:
@@ -93,12 +95,14 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
     )
 
 
-def _own(finding: Any) -> tuple[str, str]:
-    """A node check's finding: (warn | fail, its sentence)."""
+def _own(finding: Any) -> tuple[str, str, str]:
+    """A node check's finding: (warn | fail, its sentence, what it is when its cause is configuration)."""
     if isinstance(finding, str):
-        return "warn", finding
+        return "warn", finding, ""
     verdict = "fail" if finding.get("verdict") == "fail" else "warn"
-    return verdict, str(finding.get("text") or finding.get("message") or finding)
+    what = (f"configuration:{finding.get('area', '')}:{','.join(finding.get('keys') or ())}"
+            if finding.get("cause") == "configuration" else "")
+    return verdict, str(finding.get("text") or finding.get("message") or finding), what
 
 
 def missing_node(name: str, last_state: str) -> Node:
@@ -207,7 +211,8 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     nodes = sorted(nodes, key=lambda n: n.name)
     present = [n for n in nodes if n.status != "missing"]
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
-    findings += own_findings(present)
+    own, own_notes = own_findings(present)
+    findings += own
     findings += topology_findings(present)
     findings += status_findings(nodes)
     pair_results = list(pair_results)
@@ -220,7 +225,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
                                  f.ratio if f.ratio is not None else 0.0))
     return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
                  drain=drain_list(findings), thresholds=thresholds, isolation=isolation or {},
-                 notes=too_few_notes(baselines, thresholds),
+                 notes=own_notes + too_few_notes(baselines, thresholds),
                  complete=all(n.status == "complete" for n in nodes))
 
 
@@ -275,9 +280,22 @@ def too_few_notes(baselines: list[Baseline], th: Thresholds) -> list[str]:
     return out
 
 
-def own_findings(nodes: list[Node]) -> list[Finding]:
-    """What each node's own check found (absolute limits, its inventory), whatever the fleet size."""
-    return [Finding(n.name, verdict, "check", f"its own check: {text}") for n in nodes for verdict, text in n.findings]
+def own_findings(nodes: list[Node]) -> tuple[list[Finding], list[str]]:
+    """What each node's own check found (absolute limits, its inventory),
+    whatever the fleet size, and notes. A configuration failure every node
+    shares (MPI without CUDA support on every node) is the fleet's to fix once:
+    a note, and on each node a warning, not a reason to drain them all."""
+    shared = set.intersection(*({w for v, _, w in n.findings if v == "fail" and w} for n in nodes)) \
+        if len(nodes) > 1 else set()
+    out, notes = [], {}
+    for n in nodes:
+        for verdict, text, what in n.findings:
+            if what in shared:
+                verdict = "warn"
+                notes.setdefault(what, f"every node ({len(nodes)}), e.g. {n.name}: {text}; configuration the whole "
+                                       "fleet shares: fix it once, no node is drained for it")
+            out.append(Finding(n.name, verdict, "check", f"its own check: {text}"))
+    return out, list(notes.values())
 
 
 def baseline(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]]) -> Baseline:
