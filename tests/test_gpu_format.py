@@ -76,6 +76,13 @@ def test_d2d_path_nvlink_and_pcie():
     assert copies.d2d_path(t, g0, unknown)[:2] == ("?", None)
 
 
+def test_d2d_path_on_xgmi_is_judged_by_the_link_not_pcie():
+    t = sample_node(links=[Link("GPU0", "GPU2", kind="xGMI", bandwidth=50.0, hops=1)])
+    g0, g2 = _gpu(t, "GPU0", 0), _gpu(t, "GPU2", 2)
+    label, peak, _ = copies.d2d_path(t, g0, g2)
+    assert label == "XGMI1" and peak.gbs == pytest.approx(50.0) and "xGMI" in peak.source
+
+
 def test_fan_peak_is_capped_by_the_hub_ports_behind_a_switch():
     links = [Link(f"GPU{i}", "NVSwitch", count=18, bandwidth=18 * NV4, version=4) for i in range(3)]
     t = sample_node(links=links)

@@ -75,3 +75,12 @@ def test_path_peak():
     sys_ = path_peak("SYS", 63.0, pcie=Peak(63.008, "PCIe Gen5 x16"))
     assert sys_.gbs == 63.008 and "Gen5" in sys_.source
     assert path_peak("PIX", 0.0) is None
+
+
+def test_an_xgmi_path_is_judged_by_its_own_bandwidth_not_pcie():
+    """An AMD pair on xGMI moves more than their PCIe links: the PCIe peak
+    would put the copy above 100% of its limit."""
+    gen4 = Peak(31.5, "PCIe Gen4 x16")
+    p = path_peak("XGMI2", 64.0, None)
+    assert p.gbs == 64.0 and "xGMI" in p.source
+    assert path_peak("PXB", 0.0, gen4).gbs == 31.5

@@ -31,7 +31,7 @@ from ..topology.model import Topology
 from . import gpu_common as gc
 from . import interrupt
 from .harness import Progress, Stopped, check_count, finish, session
-from .peaks import Peak, path_peak
+from .peaks import LINK_LABELS, Peak, path_peak
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -120,7 +120,7 @@ def d2d_path(topo: Topology | None, a: gc.Gpu, b: gc.Gpu) -> tuple[str, Peak | N
     from ..topology.paths import path
 
     p = path(topo, a.key, b.key)
-    return p.label, path_peak(p.label, p.bandwidth_gbs, None if p.label.startswith("NV") else pcie), p.note
+    return p.label, path_peak(p.label, p.bandwidth_gbs, None if p.label.startswith(LINK_LABELS) else pcie), p.note
 
 
 def fan_peak(topo: Topology | None, hub: gc.Gpu, peaks: list[Peak | None], side: str) -> Peak | None:

@@ -88,14 +88,18 @@ def pcie_peak(generation: int, width: int) -> Peak | None:
     return Peak(round(per * width, 3), f"PCIe Gen{generation} x{width} ({per:g} GB/s per lane per direction)")
 
 
+LINK_LABELS = ("NV", "XGMI")  # path labels (topology.paths) of GPU links that carry their own bandwidth
+
+
 def path_peak(label: str, bandwidth_gbs: float, pcie: Peak | None = None) -> Peak | None:
     """The peak of a topology path (nodemap.topology.paths.Path fields).
 
-    NVLink paths carry their own bandwidth; PCIe paths are limited by the
-    slower device link, given as `pcie` when known.
+    NVLink and xGMI paths carry their own bandwidth; PCIe paths are limited
+    by the slower device link, given as `pcie` when known.
     """
-    if label.startswith("NV") and bandwidth_gbs > 0:
-        return Peak(bandwidth_gbs, f"{label} NVLink, {bandwidth_gbs:g} GB/s per direction")
+    if label.startswith(LINK_LABELS) and bandwidth_gbs > 0:
+        fabric = "NVLink" if label.startswith("NV") else "xGMI"
+        return Peak(bandwidth_gbs, f"{label} {fabric}, {bandwidth_gbs:g} GB/s per direction")
     if pcie is not None:
         return Peak(pcie.gbs, f"{label} via {pcie.source}")
     if bandwidth_gbs > 0:
