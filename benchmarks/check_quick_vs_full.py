@@ -43,6 +43,8 @@ from typing import Callable
 
 from check_vs_peers import TARGET, figures, load
 
+from nodemap.outfile import write
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEVELS = ("quick", "full")
 RESAMPLES = 10_000
@@ -167,14 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pairs", type=int, default=5, metavar="K", help="quick+full pairs to run (default 5)")
     p.add_argument("--gpu", action="store_true", help="keep the GPU kinds (default: GPUs hidden, host part only)")
     p.add_argument("--out", metavar="PREFIX", help="PREFIX.json and PREFIX.md (default "
-                   "benchmarks/results/check_quick_vs_full_YYYYMMDD)")
+                   "benchmarks/results/check_quick_vs_full_YYYYMMDD; with --from, the saved file's own)")
     p.add_argument("--keep", metavar="DIR", help="keep every run's check.json under DIR (default: a temporary folder)")
     p.add_argument("--from", dest="saved", metavar="JSON", help="compare the runs of a PREFIX.json again, run nothing")
     a = p.parse_args(argv)
     if a.pairs < 2 and not a.saved:
         p.error("--pairs: at least 2 (one pair gives no interval)")
-    prefix = a.out or os.path.join(ROOT, "benchmarks", "results",
-                                   "check_quick_vs_full_" + time.strftime("%Y%m%d", time.gmtime()))
+    # --from without --out writes beside the saved runs, never over today's campaign
+    prefix = a.out or (a.saved.removesuffix(".json") if a.saved else os.path.join(
+        ROOT, "benchmarks", "results", "check_quick_vs_full_" + time.strftime("%Y%m%d", time.gmtime())))
     if a.saved:
         doc = load(a.saved) or p.error(f"--from {a.saved}: not a readable JSON file")
     else:
@@ -192,10 +195,9 @@ def save(doc: dict, prefix: str) -> str:
     """PREFIX.json and PREFIX.md of the runs so far; the markdown."""
     doc["figures"] = compare(doc["runs"])
     text = markdown(doc)
-    with open(prefix + ".json", "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(prefix + ".md", "w") as f:
-        f.write(text)
+    # atomic: a device call's time limit can land mid-write, and these files are the campaign
+    write(prefix + ".json", json.dumps(doc, indent=1) + "\n", "--out")
+    write(prefix + ".md", text, "--out")
     return text
 
 
