@@ -132,7 +132,8 @@ def test_damaged_plan_arrays(tmp_path, name, spoil):
 
 
 @pytest.mark.parametrize("meta", [b"\xff\xfe", b"[1]", b'{"schema": "nodemap.placement/1"}',
-                                  b'{"schema": "nodemap.placement/1", "alloc_sizes": ["x"], "chunk_size": 1}'])
+                                  b'{"schema": "nodemap.placement/1", "alloc_sizes": ["x"], "chunk_size": 1}',
+                                  b"[" * 100_000 + b"]" * 100_000])  # nesting past the JSON parser's recursion
 def test_damaged_plan_description(tmp_path, meta):
     np = pytest.importorskip("numpy")
     np.savez(tmp_path / "p.npz", decision=np.zeros(1, dtype=np.int32), budgets=np.zeros(1, dtype=np.int64),

@@ -195,7 +195,7 @@ class PlacementPlan:
 def _meta(path, raw: np.ndarray) -> dict:
     try:
         meta = json.loads(bytes(raw).decode())
-    except ValueError:  # JSON and UTF-8 errors alike
+    except (ValueError, RecursionError):  # JSON and UTF-8 errors alike; hostile nesting
         meta = None
     if not isinstance(meta, dict) or meta.get("schema") != "nodemap.placement/1":
         raise NodemapError(f"{path}: not a nodemap placement plan (write one with nodemap place plan -o)")
