@@ -3,6 +3,8 @@ test's figures become `bench mpi`'s ResultSet, judged by the check's own
 figure keys, limits and CUDA-awareness rule; the check runs the step it is
 handed, or says why it has none. The real ranks: tests/test_fleet_mpi.py."""
 
+import types
+
 import pytest
 
 import check_synth as syn
@@ -123,3 +125,32 @@ def test_the_second_ranks_gpu_is_the_one_it_names(monkeypatch):
     assert (me.gpu, peer.gpu) == ("GPU0", "GPU1") and peer.rank == 6 and peer.local_rank == 1
     me, peer = lead.places(topo, figs(), {"bus": "0000:11:00.0", "uuid": "", "key": "cuda0"})
     assert (me.gpu, peer.gpu) == ("", "")  # no device figures: no GPU in the path
+
+
+def test_the_second_rank_is_released_when_the_leaders_check_raises(monkeypatch):
+    """Else it waits out check_timeout + join_timeout for a word that never comes."""
+    from nodemap.fleet import driver, localpair, nodecheck
+
+    released = []
+
+    class FakeLead:
+        silent = False
+
+        def __init__(self, *a):
+            pass
+
+        def step(self):
+            return None
+
+        def release(self):
+            released.append(True)
+
+    def broken(*a):
+        raise RuntimeError("a bug in the check")
+
+    monkeypatch.setattr(localpair, "Lead", FakeLead)
+    monkeypatch.setattr(nodecheck, "run_check", broken)
+    cfg = types.SimpleNamespace(pair_timeout=5.0, buffers=("host",), level="quick", expect=None)
+    with pytest.raises(RuntimeError):
+        driver.lead_check(None, cfg, None, "n0", 1, [0])
+    assert released == [True]

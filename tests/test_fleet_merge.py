@@ -263,6 +263,18 @@ def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
     assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == said_other
 
 
+def test_two_runs_read_together_are_concluded_again_not_by_the_last(tmp_path):
+    """--from jobA jobB: keeping jobB's conclusion alone would drop jobA's bad node."""
+    for job, bad in (("a", 3), ("b", 7)):
+        names, results, iso = recorded_pair_tests(12, bad_node=bad, seed=4)
+        out = output.FleetOutput(str(tmp_path / job))
+        for r in results:
+            out.pair_line(r)
+        out.isolation(pairs.conclusion(iso, names))
+    _, got, isolation = output.read_saved([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert isolation is None and len(got) == 2 * len(results)
+
+
 def test_figures_of_too_few_nodes_in_a_big_enough_class_are_named():
     """4 nodes of one class whose GPUs are numbered differently (two see GPU0,
     two GPU1, as ranks acting as nodes on a 2-GPU machine): the host figures

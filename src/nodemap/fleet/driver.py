@@ -135,8 +135,10 @@ def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, part
     from .localpair import Lead
 
     lead = Lead(comm, partner, partner_cpus, cfg.pair_timeout, cfg.buffers, node)
-    doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, lead.step())
-    lead.release()
+    try:
+        doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, lead.step())
+    finally:  # else the second rank waits out its timeout for a word that never comes
+        lead.release()
     if lead.silent:  # for rank 0, which ends the job with MPI_Abort rather than wait on it at the end
         doc.setdefault("extra", {})[SILENT] = [partner]
     return doc

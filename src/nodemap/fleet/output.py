@@ -72,8 +72,8 @@ Saved = tuple[list[mergemod.Node], list[dict[str, Any]], "dict[str, Any] | None"
 
 
 def read_saved(dirs: list[str]) -> Saved:
-    """The nodes, pair results and the pair tests' conclusion (its last, if
-    any) under the given folders (or files): nodes/*.json, nodes.jsonl,
+    """The nodes, pair results and the pair tests' conclusion (when exactly
+    one run's was found) under the given folders (or files): nodes/*.json, nodes.jsonl,
     *.json of the node schema, pairs.jsonl. Each
     document is reduced to what the fleet compares as it is read (10,000
     topologies are not held at once); a node seen twice keeps its last."""
@@ -84,7 +84,7 @@ def read_saved(dirs: list[str]) -> Saved:
 def _read_saved(dirs: list[str]) -> Saved:
     nodes: dict[str, mergemod.Node] = {}
     pair_results: list[dict[str, Any]] = []
-    isolation = None
+    isolations = []
     for d in dirs:
         files = [d] if os.path.isfile(d) else sorted(glob.glob(os.path.join(d, "*.json*"))) + sorted(
             glob.glob(os.path.join(d, "nodes", "*.json")))
@@ -95,8 +95,9 @@ def _read_saved(dirs: list[str]) -> Saved:
                 elif {"a", "b", "key", "value"} <= obj.keys():
                     pair_results.append(obj)
                 elif set(obj) == {"isolation"}:  # isolation.json
-                    isolation = obj["isolation"]
-    return list(nodes.values()), pair_results, isolation
+                    isolations.append(obj["isolation"])
+    # one run's conclusion stands; several runs' pairs are concluded again together (merge replays them)
+    return list(nodes.values()), pair_results, isolations[0] if len(isolations) == 1 else None
 
 
 def _objects(path: str) -> list[dict[str, Any]]:
