@@ -318,9 +318,10 @@ def _with_mpi_device_peak(figs: list[Figure]) -> list[Figure]:
     out = []
     for f in figs:
         if f.kind == "mpi_device" and d2d:
-            same = [d for d in d2d if d.path_class == f.path_class] or d2d
-            f = _with(f, peak=median(d.value for d in same),
-                      peak_source=f"median GPU<->GPU copy-engine write over {same[0].path_class} on this node")
+            same = [d for d in d2d if d.path_class == f.path_class]
+            over = same[0].path_class if same else "all GPU pairs"  # no pair on the MPI pair's path class
+            f = _with(f, peak=median(d.value for d in same or d2d),
+                      peak_source=f"median GPU<->GPU copy-engine write over {over} on this node")
         out.append(f)
     return out
 
