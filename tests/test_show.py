@@ -129,3 +129,12 @@ def test_threads_are_started_and_bound_by_the_openmp_runtime():
     r = subprocess.run([sys.executable, "-m", "nodemap.cli", "show", "--threads", "--no-mpi"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert "threads 0,1 share PUs" in r.stdout, r.stdout
+
+
+def test_omp_num_threads_of_non_ascii_digits_is_not_a_count():
+    """'٤' (Arabic-Indic four) is a decimal digit to str.isdecimal, not to an OpenMP runtime."""
+    from nodemap.mapping.show import _thread_count_verdicts
+
+    assert "not a positive count" in _thread_count_verdicts("\u0664", 8)[0]
+    assert _thread_count_verdicts("4,2", 8) == []
+    assert _thread_count_verdicts("1000000000", 8)[0].startswith("OMP_NUM_THREADS")

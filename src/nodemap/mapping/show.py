@@ -13,6 +13,7 @@ import os
 import socket
 from typing import Any, Mapping
 
+from ..text import is_decimal
 from ..topology.cpuset import CpuSet
 
 NIC_VARS = ("NODEMAP_NIC", "UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
@@ -133,7 +134,7 @@ def _thread_count_verdicts(value: str | None, npus: int) -> list[str]:
     if value is None:
         return []
     levels = value.strip().split(",")
-    if not all(x.strip().isdecimal() and len(x.strip()) < 10 and int(x) > 0 for x in levels):
+    if not all(is_decimal(x.strip(), 9) and int(x) > 0 for x in levels):  # ASCII digits only, as the runtime
         return [f"OMP_NUM_THREADS={value[:20]!r} is not a positive count (or list of them): "
                 "the OpenMP runtime ignores or rejects it"]
     if int(levels[0]) > npus:
