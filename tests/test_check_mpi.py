@@ -172,3 +172,12 @@ def test_check_runs_two_mpi_ranks_on_host_buffers(monkeypatch):
     assert all(j[k].verdict in ("pass", "warn", "fail") and j[k].rule for k in ("mpi/HH/latency", "mpi/HH/bw"))
     c = mpi.awareness_check(False, [rs], env)
     assert c.verdict == "info" and "no GPU" in c.rule
+
+
+def test_the_launchers_flavor_is_asked_once(tmp_path, monkeypatch):
+    """Plan and measure both ask which MPI it is: one `mpiexec --version`."""
+    exe = tmp_path / "mpiexec"
+    exe.write_text("#!/bin/sh\necho 'HYDRA build details:' \necho x >> \"$0.calls\"\n")
+    exe.chmod(0o755)
+    assert mpi.flavor(str(exe)) == "mpich" and mpi.flavor(str(exe)) == "mpich"
+    assert (tmp_path / "mpiexec.calls").read_text().count("x") == 1

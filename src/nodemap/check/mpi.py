@@ -14,6 +14,7 @@ step run with ranks already there (fleet/localpair.py), or why it cannot be.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -74,6 +75,7 @@ def find_launcher(env: Mapping[str, str]) -> Launcher | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)  # asked at plan time and again when measuring: one `--version` run
 def flavor(mpiexec: str) -> str:
     try:
         out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=15)
