@@ -181,3 +181,9 @@ def test_the_launchers_flavor_is_asked_once(tmp_path, monkeypatch):
     exe.chmod(0o755)
     assert mpi.flavor(str(exe)) == "mpich" and mpi.flavor(str(exe)) == "mpich"
     assert (tmp_path / "mpiexec.calls").read_text().count("x") == 1
+
+
+@pytest.mark.parametrize("var", ["PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK", "PMI_RANK"])
+def test_a_rank_of_any_launcher_starts_no_ranks_of_its_own(var):
+    """Under Cray PALS or Flux the check once launched a nested mpiexec -n 2."""
+    assert mpi.under_launcher({var: "0"}) == var

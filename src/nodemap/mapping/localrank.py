@@ -28,6 +28,10 @@ from ..text import is_decimal
 
 OVERRIDE_HINT = "pass --local-rank R --local-size N"
 
+# A process's rank in the whole job, as MPI launchers set it (one list for every reader)
+LAUNCHER_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK")
+GLOBAL_RANK_VARS = LAUNCHER_RANK_VARS + ("SLURM_PROCID", "RANK")  # and srun's, torchrun's
+
 # (launcher, rank variable, size variable) in the order they are believed
 _PAIRS = (
     ("Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),

@@ -14,12 +14,11 @@ import socket
 from typing import Any, Mapping
 
 from ..text import is_decimal
+from .localrank import GLOBAL_RANK_VARS
 from ..topology.cpuset import CpuSet
 
 NIC_VARS = ("NODEMAP_NIC", "UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
-GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK",
-                    "SLURM_PROCID", "RANK")
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 

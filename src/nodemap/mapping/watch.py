@@ -29,12 +29,11 @@ import time
 from typing import Any
 
 from ..text import is_decimal
+from .localrank import GLOBAL_RANK_VARS
 
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
 JOB_VARS = ("SLURM_JOB_ID", "FLUX_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID", "PMIX_NAMESPACE")
-GLOBAL_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK",
-                    "SLURM_PROCID", "RANK")
 # what the findings' fixes depend on: memory pools and the UCX transports
 ENV_KEYS = ("UCX_TLS", "UCX_CUDA_IPC_CACHE", "UCX_RNDV_THRESH", "NV_ACC_MEM_MANAGE",
             "PGI_ACC_MEM_MANAGE", "NV_ACC_POOL_SIZE", "CUPY_GPU_MEMORY_LIMIT", "PYTORCH_CUDA_ALLOC_CONF",
