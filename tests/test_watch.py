@@ -646,3 +646,16 @@ def test_spike_given_back_is_not_growing(base, n, where, width, height_gib):
     for i in range(a, min(n - 1, a + max(1, int(n * width)))):
         y[i] = base + max(height_gib * GiB, base // 5)  # above the growth threshold (5% of the peak)
     assert classify(_ts(n), y).kind == "spike"
+
+
+def test_rank_0_stops_waiting_for_a_peer_that_never_wrote_a_timeline(tmp_path, monkeypatch):
+    """A peer that failed before its monitor started leaves no file: rank 0 held
+    the job's stderr for the whole 60 s bound, on every such run."""
+    from nodemap.mapping import watch
+
+    monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
+    monkeypatch.setattr(watch, "NEVER_STARTED", 1.0)
+    _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
+    t0 = time.time()
+    watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+    assert 1.0 <= time.time() - t0 < 10

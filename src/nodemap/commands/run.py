@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
         launch.program(argv, final)  # a missing program fails before its timeline is written
         before_exec = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
-                                    local_size=tasks, task=task, argv=argv, env=os.environ).start
+                                    local_size=lr.size, task=task, argv=argv, env=os.environ).start
     launch.apply_and_exec(binding, final, argv, before_exec)
     return 0  # not reached
 

@@ -50,6 +50,7 @@ ENV_WATCH_DIR = "NODEMAP_WATCH_DIR"
 ENV_SUMMARY_WAIT = "NODEMAP_WATCH_SUMMARY_WAIT"
 SUMMARY_WAIT = 60.0  # s local rank 0 waits at most for its peers' ends before it prints what it has
 PEER_GRACE = 3.0  # s a peer's application may be gone before its monitor writes the end
+NEVER_STARTED = 15.0  # s after rank 0's end, a peer with no timeline at all started no monitor (it failed first)
 
 
 class WriteFailed(OSError):
@@ -495,12 +496,14 @@ def _await_peers(d: str, header: dict) -> None:
     without one (its monitor was killed), or the bound ($NODEMAP_WATCH_SUMMARY_WAIT) is reached."""
     from .. import watchlog
 
-    deadline = time.time() + summary_wait(os.environ)
+    t0 = time.time()
+    deadline = t0 + summary_wait(os.environ)
     gone_since: dict[int, float] = {}
     while time.time() < deadline:
         peers = watchlog.peek_dir(d, header["job"], header["host"])
         open_ = [h for h, ended in peers if not ended]
-        if len(peers) >= header["local_size"] and all(_lost(h, gone_since) for h in open_):
+        everyone = len(peers) >= header["local_size"] or time.time() - t0 > NEVER_STARTED
+        if everyone and all(_lost(h, gone_since) for h in open_):
             return
         time.sleep(0.1)
 
