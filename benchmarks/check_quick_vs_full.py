@@ -145,7 +145,7 @@ def markdown(doc: dict) -> str:
     loads = [r["load"] for r in runs]
     lines = [f"- machine: `{m['host']}`, {m['cpu']}, {m['cpus']} CPUs; {m['date']}; commit {m['commit']}",
              f"- command: `{doc['command']}`",
-             *([f"- left out, ended incomplete: " + ", ".join(f"pair {r['pair'] + 1} {r['level']} (exit {r['rc']})"
+             *(["- left out, ended incomplete: " + ", ".join(f"pair {r['pair'] + 1} {r['level']} (exit {r['rc']})"
                                                            for r in runs if not r.get("complete", True))]
                if any(not r.get("complete", True) for r in runs) else []),
              f"- {len(walls['quick'])} quick and {len(walls['full'])} full runs, alternating; wall time per run: "

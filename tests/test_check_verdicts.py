@@ -2,7 +2,6 @@
 a slow GPU, a slow pair, a Gen4 link, a remote-NUMA binding each give the
 right verdict and finding; a site file changes them."""
 
-import os
 
 import pytest
 from hypothesis import given, settings

@@ -8,7 +8,7 @@ from nodemap.mapping import emit
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Plan, Request, TaskBinding
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import GPU, Port
+from nodemap.topology.model import Port
 
 
 def _task(**kw):

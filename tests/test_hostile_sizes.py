@@ -10,7 +10,7 @@ import tarfile
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from hostile import LIMIT as LIMIT_S
 from hostile import CPU, NODE, env, hwloc_xml, nodemap, put, refused, snapshot

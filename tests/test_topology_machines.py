@@ -11,7 +11,6 @@ from test_sysfs import cpu, link, put
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Request
 from nodemap.topology import paths, render, sysfs
-from nodemap.topology.cpuset import CpuSet
 
 CPU = "sys/devices/system/cpu"
 NODE = "sys/devices/system/node"

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..compare import bindings as cb
     from ..compare import probes as pr
-    from ..mapping.plan import default_tasks, plan
+    from ..mapping.plan import plan
     from ..mapping.request import Request
     from ..topology.discover import discover
 

@@ -271,7 +271,6 @@ def _replicated_count(sizes, accessed, budgets, rep: Replication, spill: bool, t
     if len(accessed) == 0 or rep.mode != "auto" and rep.value <= 0:
         return 0
     cum = np.cumsum(sizes[accessed])  # replicated bytes after taking k+1 chunks
-    g = len(budgets)
     ok = cum <= budgets.min()
     if not spill:
         # room left per GPU counts in whole chunks: a GPU's last partial

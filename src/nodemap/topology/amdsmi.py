@@ -16,7 +16,7 @@ them afterwards, as for every source.
 
 from __future__ import annotations
 
-from .model import GPU, Link, Topology, norm_bus_id, replace
+from .model import GPU, Link, Topology, gpu_order, norm_bus_id, replace
 from .nvml import _text, _try
 from .sysfs import pcie_generation, xgmi_hops
 
@@ -205,7 +205,7 @@ def _merge(topo: Topology, amd: list[_AmdGpu], links: list[tuple[str, str, int, 
 
 
 def _link(a: str, b: str, hops: int, gbs: float) -> Link:
-    x, y = sorted((a, b), key=lambda k: int(k[3:]))  # as KFD's and hwloc's: the lower GPU first
+    x, y = sorted((a, b), key=gpu_order)  # as KFD's and hwloc's: the lower GPU first
     return Link(x, y, "xGMI", count=1, bandwidth=gbs, hops=hops)
 
 

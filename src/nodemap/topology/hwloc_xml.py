@@ -40,7 +40,8 @@ from ..errors import InputError
 from ..text import is_decimal, natural_key
 from .cpuset import MAX_INDEX, CpuSet, CpuSetError
 from .model import (
-    GPU, NIC, PU, Cache, Core, Group, Link, Machine, NumaNode, Package, PciDevice, Port, Topology, norm_bus_id,
+    GPU, NIC, PU, Cache, Core, Group, Link, Machine, NumaNode, Package, PciDevice, Port, Topology, gpu_order,
+    norm_bus_id,
 )
 
 __all__ = ["read", "parse"]
@@ -685,7 +686,7 @@ class _Reader:
                     a, b = b, a
                 if not a.startswith("GPU"):
                     continue  # a switch-to-CPU entry says nothing about a GPU
-                if b.startswith("GPU") and int(b[3:]) < int(a[3:]):
+                if b.startswith("GPU") and gpu_order(b) < gpu_order(a):
                     a, b = b, a
                 totals[(a, b)] = totals.get((a, b), 0) + mbs
         models = {g.key: g.model for g in gpus}
@@ -698,7 +699,7 @@ class _Reader:
         xGMI pair, amdsmi the pair's maximum; the diagonal is local memory)
         and XGMIHops (hops of the xGMI path, 0 where there is none)."""
         bandwidth, hops = self._gpu_matrix("XGMIBandwidth", gpu_of), self._gpu_matrix("XGMIHops", gpu_of)
-        pairs = sorted(set(bandwidth) | set(hops), key=lambda p: (int(p[0][3:]), int(p[1][3:])))
+        pairs = sorted(set(bandwidth) | set(hops), key=lambda p: (gpu_order(p[0]), gpu_order(p[1])))
         return tuple(Link(a, b, "xGMI", count=1, bandwidth=bandwidth.get((a, b), 0) / 1000, hops=hops.get((a, b), 0))
                      for a, b in pairs)
 
@@ -717,7 +718,7 @@ class _Reader:
         n = len(keys)
         for i, j in ((i, j) for i in range(n) for j in range(n) if keys[i] and keys[j] and keys[i] != keys[j]):
             value = _number(values[i * n + j], name)
-            pair = tuple(sorted((keys[i], keys[j]), key=lambda k: int(k[3:])))
+            pair = tuple(sorted((keys[i], keys[j]), key=gpu_order))
             if value:
                 out[pair] = max(out.get(pair, 0), value)
         return out

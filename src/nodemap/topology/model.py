@@ -170,6 +170,11 @@ class Port(_Record):
     rate_gbps: float = 0.0  # Gb/s as the device reports it
 
 
+def gpu_order(key: str) -> int:
+    """The index in a GPU key ("GPU3" -> 3): GPU pairs and links list the lower one first."""
+    return int(key[3:])
+
+
 @dataclass(frozen=True)
 class NIC(_Record):
     name: str  # "mlx5_0", "cxi0", "hfi1_0", or netdev "eth0" if no RDMA device

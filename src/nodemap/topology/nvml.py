@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from .cpuset import CpuSet
-from .model import GPU, HIDDEN_BUS_ID, Link, Topology, norm_bus_id, replace
+from .model import GPU, HIDDEN_BUS_ID, Link, Topology, gpu_order, norm_bus_id, replace
 
 TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always comes here
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ def _nvlinks(nv: list[_NvGpu], keys: dict[str, str]) -> tuple[tuple[Link, ...], 
         for remote, kind, version in n.links:
             b = _remote_key(remote, kind, keys)
             hidden |= remote == HIDDEN_BUS_ID
-            if b in keys.values() and _gpu_order(b) < _gpu_order(a):
+            if b in keys.values() and gpu_order(b) < gpu_order(a):
                 continue  # the other GPU reports this pair
             groups.setdefault((a, b), []).append(nvlink_generation(version, n.arch))
     links = tuple(
@@ -272,8 +272,6 @@ def _remote_key(remote: str, kind: int, keys: dict[str, str]) -> str:
     return "NVSwitch"
 
 
-def _gpu_order(key: str) -> int:
-    return int(key[3:])
 
 
 # --- CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES ----------

@@ -813,7 +813,7 @@ _KFD_XGMI_WEIGHT = 15
 def _kfd_links(fs: Root, gpus: tuple[GPU, ...]) -> tuple:
     """xGMI links between AMD GPUs from KFD's io_links: one per GPU pair,
     with the path's hops (weight / 15, at least 1) and bandwidth."""
-    from .model import Link
+    from .model import Link, gpu_order
 
     key_of = {g.pci_bus_id: g.key for g in gpus}
     gpu_of: dict[str, str] = {}
@@ -830,10 +830,10 @@ def _kfd_links(fs: Root, gpus: tuple[GPU, ...]) -> tuple:
             b = gpu_of.get(str(p.get("node_to", -1)), "")
             if p.get("type") != _KFD_XGMI or not a or not b or a == b:
                 continue
-            x, y = sorted((a, b), key=lambda k: int(k[3:]))
+            x, y = sorted((a, b), key=gpu_order)
             pairs.setdefault((x, y), Link(x, y, "xGMI", count=1, bandwidth=p.get("max_bandwidth", 0) / 1000,
                                           hops=xgmi_hops(p.get("weight", 0))))
-    return tuple(pairs[k] for k in sorted(pairs, key=lambda k: (int(k[0][3:]), int(k[1][3:]))))
+    return tuple(pairs[k] for k in sorted(pairs, key=lambda k: (gpu_order(k[0]), gpu_order(k[1]))))
 
 
 def xgmi_hops(weight: int) -> int:
