@@ -145,3 +145,16 @@ def test_a_zip_in_name_only(tmp_path):
     pytest.importorskip("numpy")
     (tmp_path / "c.npz").write_bytes(b"PK\x03\x04" + bytes(100))
     refused(nodemap("place", "plan", "--counts", str(tmp_path / "c.npz"), "--budget", "1GiB"), "c.npz", "cannot read")
+
+
+def test_an_input_that_cannot_be_read_is_not_blamed_on_the_temporary_copy(tmp_path):
+    """--input <(...) is copied to a temporary file first: a failure to read
+    the input itself said "cannot copy it into a temporary file ($TMPDIR)"."""
+    import os
+
+    from nodemap.topology import discover
+
+    fd = os.open(tmp_path / "copy", os.O_WRONLY | os.O_CREAT)
+    with pytest.raises(discover.InputError, match="cannot read it") as e:
+        discover._pipe_copy(str(tmp_path / "gone"), fd)
+    assert "TMPDIR" not in str(e.value)

@@ -107,19 +107,33 @@ def _pipe_copy(path: str, fd: int) -> None:
     (sniffing a pipe would consume what the reader needs), refusing it past
     MAX_INPUT bytes: an endless pipe must not fill the disk."""
     try:
-        with os.fdopen(fd, "wb") as dst, open(path, "rb") as src:
-            head = src.read(512)
+        with os.fdopen(fd, "wb") as dst, _opened(path) as src:
+            head = _read(path, src, 512)
             _sniff(path, head)  # /dev/zero ends here, not after 256 MiB
             dst.write(head)
             copied = len(head)
-            while chunk := src.read(min(_CHUNK, MAX_INPUT + 1 - copied)):
+            while chunk := _read(path, src, min(_CHUNK, MAX_INPUT + 1 - copied)):
                 copied += len(chunk)
                 if copied > MAX_INPUT:
                     raise InputError(path, f"more than {MAX_INPUT >> 20} MiB, nodemap's limit for one input: "
                                            f"not a topology file ({_HINT})")
                 dst.write(chunk)
-    except OSError as e:
+    except OSError as e:  # the input's own errors are InputErrors by now: this is the copy's
         raise InputError(path, f"cannot copy it into a temporary file ($TMPDIR): {e.strerror or e}") from None
+
+
+def _opened(path: str):
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError(path, f"cannot read it: {e.strerror or e}") from None
+
+
+def _read(path: str, src, n: int) -> bytes:
+    try:
+        return src.read(n)
+    except OSError as e:
+        raise InputError(path, f"cannot read it: {e.strerror or e}") from None
 
 
 def _from_input_file(path: str, source: str, named: str) -> Topology:
