@@ -604,13 +604,12 @@ def render(a: Analysis, where: str = "") -> str:
     lines = [f"nodemap watch: {len(a.ranks)} rank(s) on {', '.join(hosts)}, "
              f"{max(r.duration for r in a.ranks):.1f} s, job {a.job or '?'} started {when(a.start)}"
              + (f"; timelines in {where}" if where else "")]
-    rows = [("rank", "GPU peak", "GPU growth", "GiB/min", "shape", "host peak", "host growth", "GiB/min", "shape")]
-    for r in a.ranks:
-        g = r.gpu
-        gpu = _shape_cells(g) if g.kind != "none" else ("-",) * 4
-        rows.append((str(r.rank), *gpu, *_shape_cells(r.host_rss)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    from .bench.report import table
+
+    rows = [(str(r.rank), *(_shape_cells(r.gpu) if r.gpu.kind != "none" else ("-",) * 4), *_shape_cells(r.host_rss))
+            for r in a.ranks]
+    head = ("rank", "GPU peak", "GPU growth", "GiB/min", "shape", "host peak", "host growth", "GiB/min", "shape")
+    lines += ["  " + line for line in table(head, rows).splitlines()]
     for g in a.gpus:
         lines.append(f"  GPU {g.index} {g.name} on {g.host}: peak used {_gib(g.peak_used)} of {_gib(g.total)} GiB, "
                      f"margin {_gib(g.margin)} GiB; ranks {','.join(map(str, g.ranks))} peaked at "
