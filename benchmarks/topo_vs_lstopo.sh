@@ -74,6 +74,9 @@ nm=$(median_ms "$NODEMAP" topo "${extra[@]}")
 ls=$(median_ms "$LSTOPO" "${lsextra[@]}" --of console)
 # The floor under any Python CLI: the interpreter nodemap runs on, doing nothing.
 py=$(head -1 "$NODEMAP" | sed -n 's/^#!//p'); py=${py:-python3}
+# `#!/usr/bin/env python3` or pip's `#!/bin/sh` wrapper is no interpreter to time: then python3 on PATH
+"$py" -c pass 2>/dev/null || py=python3
+"$py" -c pass || { echo "topo_vs_lstopo.sh: no Python interpreter to time ($py)" >&2; exit 2; }
 bare=$(median_ms "$py" -c pass)
 ratio=$(awk -v a="$nm" -v b="$ls" 'BEGIN {printf "%.2f", a/b}')
 verdict=$(awk -v r="$ratio" 'BEGIN {print (r <= 3.0) ? "met" : "MISSED"}')
