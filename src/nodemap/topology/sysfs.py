@@ -200,8 +200,10 @@ class Root:
             if len(data) > limit:
                 from ..units import format_size
 
+                fix = "report it: a kernel that writes this much is new to nodemap" if self.live else \
+                    "give an intact snapshot"
                 raise InputError(self.where(rel), f"is over {format_size(limit)}: no sysfs or proc file of a node "
-                                 "is that large (give an intact snapshot)")
+                                 f"is that large ({fix})")
         except FileNotFoundError:
             return None
         except PermissionError:
