@@ -8,7 +8,7 @@ import pytest
 import nodes
 from nodemap.errors import NodemapError
 from nodemap.mapping import launch
-from nodemap.mapping.localrank import _PAIRS
+from nodemap.env import LOCAL_PAIRS as _PAIRS
 from nodemap.topology.cpuset import CpuSet
 
 LAUNCHER_VARS = {v for _, r, s in _PAIRS for v in (r, s)} | {

@@ -64,10 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def launched_by_mpi() -> bool:
-    for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "PALS_SIZE"):
-        if int(os.environ.get(v, "1") or 1) > 1:
-            return True
-    return False
+    from .. import env
+
+    return env.world_size(os.environ) > 1
 
 
 def import_nccl() -> tuple[Any, Any]:

@@ -29,16 +29,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..bench.report import number
 from ..bench.results import ResultSet
-from ..mapping.localrank import LAUNCHER_RANK_VARS
+from ..env import MPI_JOB_VARS
 from .inventory import Check
 
 WHAT = "MPI point-to-point, host and device buffers"
 AWARE_KEY = "inventory/mpi/cuda_aware"
 FIGURE_SIZE = 16 << 20  # bandwidth is read here at both levels, so quick and full agree
 LATENCY_SIZE = 1  # latency is read at the smallest size: bench mpi's default sizes start at 1 B
-# The ranks of an MPI job carry one of these (Hydra/PMI, Open MPI, PALS, Flux, MVAPICH2; srun sets
-# PMI_RANK or PMIX_RANK): such a process must not start ranks of its own
-RANK_VARS = LAUNCHER_RANK_VARS + ("PMIX_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID")
+# The ranks of an MPI job carry one of these: such a process must not start ranks of its own
+RANK_VARS = MPI_JOB_VARS
 ROOT_VARS = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 TIMEOUT_S = {"quick": 180.0, "full": 900.0}
 

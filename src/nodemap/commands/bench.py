@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ..text import is_decimal
 
 DESCRIPTION = """\
 Measure a data path of this node against its hardware limit. Every number is
@@ -69,11 +68,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _launcher_rank() -> int:
-    """This process's rank as the launcher set it (before MPI starts); -1 if none."""
+    """This process's rank as the launcher set it (before MPI starts); -1 if none or unreadable."""
     import os
 
-    for var in ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
-        v = os.environ.get(var, "")
-        if is_decimal(v):
-            return int(v)
-    return -1
+    from .. import env
+
+    try:
+        rank = env.global_rank(os.environ)
+    except NodemapError:  # a malformed rank variable: this process says the error
+        return -1
+    return -1 if rank is None else rank

@@ -28,11 +28,13 @@ Importing this module costs nothing: it sits on `nodemap run`'s launch path.
 
 from __future__ import annotations
 
+from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
+
 # Variables that choose devices: the plan was made within their current
 # value (discovery honours it), so the plan's narrower value wins over it.
-VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+VISIBILITY = GPU_VISIBILITY_VARS
 # A variable that changes the meaning of another follows its winner.
-FOLLOWS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "ZE_AFFINITY_MASK"}
+FOLLOWS = GPU_ORDER_VARS
 RDMA_KINDS = ("InfiniBand", "Ethernet", "OmniPath")
 
 

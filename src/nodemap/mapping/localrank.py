@@ -23,22 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from .. import env as launcher_env
+from ..env import FLUX_LOCAL, LOCAL_PAIRS, LOCAL_RANK_VARS, SLURM_LOCAL, TORCHRUN_LOCAL, cut as _cut
 from ..errors import NodemapError
-from ..text import is_decimal
 
 OVERRIDE_HINT = "pass --local-rank R --local-size N"
-
-# A process's rank in the whole job, as MPI launchers set it (one list for every reader)
-LAUNCHER_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PALS_RANKID", "FLUX_TASK_RANK", "MV2_COMM_WORLD_RANK")
-GLOBAL_RANK_VARS = LAUNCHER_RANK_VARS + ("SLURM_PROCID", "RANK")  # and srun's, torchrun's
-
-# (launcher, rank variable, size variable) in the order they are believed
-_PAIRS = (
-    ("Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    ("MPICH/Hydra", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    ("MVAPICH2", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
-    ("Cray PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"),
-)
 
 
 class LocalRank:
@@ -66,9 +55,8 @@ def detect(env: Mapping[str, str], rank: int | None = None, size: int | None = N
     found = _from_env(env)
     if rank is None and found is None:
         raise NodemapError(
-            "no launcher told this process its node-local rank (none of SLURM_LOCALID, "
-            "OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PALS_LOCAL_RANKID, FLUX_TASK_LOCAL_ID, "
-            f"MV2_COMM_WORLD_LOCAL_RANK, LOCAL_RANK is set): {OVERRIDE_HINT}")
+            f"no launcher told this process its node-local rank (none of {', '.join(LOCAL_RANK_VARS)} "
+            f"is set): {OVERRIDE_HINT}")
     if found is None:
         launcher = "flags"
     elif rank is None and size is None:
@@ -89,28 +77,20 @@ def launched(env: Mapping[str, str]) -> bool:
 
 
 def _from_env(env: Mapping[str, str]) -> LocalRank | None:
-    for launcher, rv, sv in _PAIRS:
+    for launcher, rv, sv in LOCAL_PAIRS:
         if rv in env:
             return LocalRank(_int(env, rv), _int(env, sv) if sv in env else 0, launcher)
-    if "FLUX_TASK_LOCAL_ID" in env:
-        return LocalRank(_int(env, "FLUX_TASK_LOCAL_ID"), _flux_size(env), "Flux")
-    if "LOCAL_RANK" in env and "LOCAL_WORLD_SIZE" in env:
-        return LocalRank(_int(env, "LOCAL_RANK"), _int(env, "LOCAL_WORLD_SIZE"), "torchrun")
-    if "SLURM_LOCALID" in env:
-        return LocalRank(_int(env, "SLURM_LOCALID"), _slurm_size(env), "Slurm")
+    if FLUX_LOCAL in env:
+        return LocalRank(_int(env, FLUX_LOCAL), _flux_size(env), "Flux")
+    if all(v in env for v in TORCHRUN_LOCAL):
+        return LocalRank(_int(env, TORCHRUN_LOCAL[0]), _int(env, TORCHRUN_LOCAL[1]), "torchrun")
+    if SLURM_LOCAL in env:
+        return LocalRank(_int(env, SLURM_LOCAL), _slurm_size(env), "Slurm")
     return None
 
 
 def _int(env: Mapping[str, str], name: str) -> int:
-    text = env[name].strip()
-    if not is_decimal(text, 9):
-        raise NodemapError(f"{name}={_cut(env[name])} is not a non-negative integer below 10^9: fix the "
-                           f"launcher's environment or {OVERRIDE_HINT}")
-    return int(text)
-
-
-def _cut(text: str) -> str:
-    return repr(text) if len(text) <= 40 else repr(text[:40]) + f"... ({len(text)} characters)"
+    return launcher_env.integer(env, name, f"{launcher_env.LAUNCHER_FIX} or {OVERRIDE_HINT}")
 
 
 def _flux_size(env: Mapping[str, str]) -> int:

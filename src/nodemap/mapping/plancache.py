@@ -23,6 +23,7 @@ import marshal
 import os
 import time
 
+from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
 from ..errors import NodemapError
 
 SCHEMA = "nodemap.runcache/2"
@@ -104,8 +105,7 @@ def fingerprint(request_key, input_path: str | None, env) -> str:
     parts = [SCHEMA, __version__, repr(request_key), _read("/proc/sys/kernel/random/boot_id"),
              _read("/sys/devices/system/cpu/online"), repr(sorted(os.sched_getaffinity(0))),
              _mems_allowed()]
-    parts += [f"{k}={env.get(k)}" for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ROCR_VISIBLE_DEVICES",
-                                              "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")]
+    parts += [f"{k}={env.get(k)}" for k in GPU_VISIBILITY_VARS + tuple(GPU_ORDER_VARS)]
     parts += _port_states()
     if input_path:
         parts += input_identity(input_path)

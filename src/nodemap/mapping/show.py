@@ -14,12 +14,11 @@ import socket
 from typing import Any, Mapping
 
 from ..text import is_decimal
-from .localrank import GLOBAL_RANK_VARS
+from .. import env as launcher_env
 from ..topology.cpuset import CpuSet
 
 NIC_VARS = ("NODEMAP_NIC", "UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
-GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
 def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool = False) -> dict[str, Any]:
@@ -41,7 +40,7 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
     gpus, gpu_note = visible_gpus_checked(topo, env)
     row = {
         "host": socket.gethostname(),
-        "rank": rank if rank is not None else _global_rank(env),
+        "rank": rank if rank is not None else (launcher_env.global_rank(env) or 0),
         "local_rank": local,
         "pid": os.getpid(),
         "cpus": CpuSet(os.sched_getaffinity(0)).format(),
@@ -60,13 +59,6 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
 
         row["threads"], row["threads_note"] = omp.openmp_rows()
     return row
-
-
-def _global_rank(env: Mapping[str, str]) -> int:
-    for k in GLOBAL_RANK_VARS:
-        if env.get(k, "").isdecimal() and len(env[k]) < 10:
-            return int(env[k])
-    return 0
 
 
 def visible_gpus(topo, env: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -28,8 +28,7 @@ import sys
 import time
 from typing import Any
 
-from ..text import is_decimal
-from .localrank import GLOBAL_RANK_VARS
+from .. import env as launcher_env
 
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
@@ -88,10 +87,8 @@ def job_id(env) -> str:
 
 
 def global_rank(env, local_rank: int) -> int:
-    for k in GLOBAL_RANK_VARS:
-        if is_decimal(env.get(k, ""), 9):
-            return int(env[k])
-    return local_rank
+    rank = launcher_env.global_rank(env)
+    return local_rank if rank is None else rank
 
 
 def default_dir(env) -> str:

@@ -1,0 +1,77 @@
+"""Launcher and GPU-visibility variables: the one list of each, and the one
+way to read an integer from them.
+
+Launchers tell a process its rank in their own variables (docs/mapping.md
+lists them; `mapping.localrank` decides the node-local rank from the pairs
+below). GPU runtimes choose their devices by visibility variables. Every
+reader of these names imports them from here, and every integer read from
+the environment goes through `integer`, so a malformed value is one line
+(exit 2), never a ValueError. Stdlib only: every rank's launch path imports
+this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .errors import NodemapError
+from .text import is_decimal
+
+# (launcher, local rank variable, local size variable), in the order they are believed
+LOCAL_PAIRS = (
+    ("Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MPICH/Hydra", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("MVAPICH2", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
+    ("Cray PALS", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"),
+)
+FLUX_LOCAL = "FLUX_TASK_LOCAL_ID"  # size: FLUX_JOB_SIZE / FLUX_JOB_NNODES (no local size variable)
+TORCHRUN_LOCAL = ("LOCAL_RANK", "LOCAL_WORLD_SIZE")
+SLURM_LOCAL = "SLURM_LOCALID"  # size: SLURM_STEP_TASKS_PER_NODE at index SLURM_NODEID
+LOCAL_RANK_VARS = tuple(p[1] for p in LOCAL_PAIRS) + (FLUX_LOCAL, TORCHRUN_LOCAL[0], SLURM_LOCAL)
+
+# A process's rank in the whole job, as MPI launchers set it
+LAUNCHER_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "PALS_RANKID", "FLUX_TASK_RANK",
+                      "MV2_COMM_WORLD_RANK")
+GLOBAL_RANK_VARS = LAUNCHER_RANK_VARS + ("SLURM_PROCID", "RANK")  # and srun's, torchrun's
+# The number of ranks an MPI launcher started (MPI_LOCALNRANKS: Hydra says only the node's)
+WORLD_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "PALS_SIZE")
+# Any of these set: this process is a rank of an MPI job (srun sets PMI_RANK or PMIX_RANK)
+MPI_JOB_VARS = LAUNCHER_RANK_VARS + ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID")
+
+# What chooses the GPUs a process sees (HIP_VISIBLE_DEVICES: HIP's, under ROCr's)
+GPU_VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+# What says how the visibility variables number GPUs: (variable, the visibility variable it qualifies)
+GPU_ORDER_VARS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "ZE_AFFINITY_MASK"}
+
+LAUNCHER_FIX = "fix the launcher's environment"
+
+
+def integer(env: Mapping[str, str], name: str, fix: str = LAUNCHER_FIX) -> int:
+    """The non-negative integer in env[name] (below 10^9), or one line naming it and `fix`."""
+    text = env[name].strip()
+    if not is_decimal(text, 9):
+        raise NodemapError(f"{name}={cut(env[name])} is not a non-negative integer below 10^9: {fix}")
+    return int(text)
+
+
+def first_integer(env: Mapping[str, str], names: Sequence[str], fix: str = LAUNCHER_FIX) -> int | None:
+    """The integer in the first of `names` that is set and not empty; None when none is."""
+    for name in names:
+        if env.get(name, "").strip():
+            return integer(env, name, fix)
+    return None
+
+
+def global_rank(env: Mapping[str, str]) -> int | None:
+    """This process's rank in the job as its launcher set it; None when no launcher did."""
+    return first_integer(env, GLOBAL_RANK_VARS)
+
+
+def world_size(env: Mapping[str, str]) -> int:
+    """The ranks an MPI launcher started (1 when none did)."""
+    return max([integer(env, v) for v in WORLD_SIZE_VARS if env.get(v, "").strip()] or [1])
+
+
+def cut(text: str) -> str:
+    """A value for a message: repr'd, at most 40 characters of it."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + f"... ({len(text)} characters)"
