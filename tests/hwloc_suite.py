@@ -8,7 +8,8 @@ open-mpi/hwloc) as conformance cases for nodemap's readers.
 Each hwloc .test names a source (a sysfs snapshot tarball or an XML file),
 a target (what lstopo printed: a .console, or an .xml export), lstopo
 options and environment variables. The comparison is on what both sides
-can say (tests/lstopo_console.py's ConsoleSummary): packages, NUMA nodes and
+can say (tests/lstopo_console.py's ConsoleSummary), both in the data and in
+the tree `nodemap topo` prints (lc.tree_diff): packages, NUMA nodes and
 memory, caches, groups, cores, PUs, important PCI devices, GPUs and NICs
 with their bus ids and locality (the PUs of the nearest CPU-side object). Targets that are XML are read by nodemap's XML reader
 and compared the same way, and each XML source is also compared with an
@@ -126,6 +127,7 @@ def check(case: Case, unpack) -> list[str]:
         if case.source.suffix == ".xml":
             diffs += _against_the_file(case.source, topo)
     diffs += want.diff(got)
+    diffs += lc.tree_diff(topo, want)  # what a user reads, not only the data
     return diffs
 
 

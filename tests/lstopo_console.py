@@ -2,6 +2,7 @@
 
     parse_console(path) -> ConsoleSummary      # what hwloc printed
     summarize_topology(topo) -> ConsoleSummary  # the same shape from a nodemap Topology
+    tree_diff(topo, want) -> [str]              # what `nodemap topo` prints against it
 
 Compare the two with `==`, or field by field (`a.diff(b)` lists the fields
 that differ). The summary holds what both sides can say:
@@ -34,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ConsoleSummary", "parse_console", "summarize_topology", "hwloc_rounded", "parse_tree", "Obj"]
+__all__ = ["ConsoleSummary", "parse_console", "summarize_topology", "tree_diff", "hwloc_rounded", "parse_tree", "Obj"]
 
 
 @dataclass(frozen=True)
@@ -380,3 +381,29 @@ def summarize_topology(topo) -> ConsoleSummary:
         io_locality=tuple(sorted((d.pci_bus_id, str(cpu_affinity(topo, d.key) & cpus))
                                  for d in (*topo.gpus, *topo.nics) if d.pci_bus_id)),
     )
+
+
+# --- nodemap's printed tree ----------------------------------------------------------------
+
+_PRINTED_PUS = re.compile(r"(?<!not allowed: )\bPUs ([0-9][0-9,-]*)")
+
+
+def tree_diff(topo, want: ConsoleSummary) -> list[str]:
+    """Where the tree `nodemap topo` prints (render.tree) leaves out what
+    hwloc shows: a NUMA node, or an allowed PU, or shows a PU hwloc hides.
+    The data (summarize_topology) can agree while the printed tree drops
+    objects (40intel64-4n10c+pci-conflicts lost a NUMA node and 10 PUs)."""
+    from nodemap.topology.cpuset import CpuSet
+    from nodemap.topology.render import tree
+
+    lines = tree(topo).splitlines()
+    body = [line for line in lines[1:len(next((lines[:i] for i in range(1, len(lines))
+                                                 if not lines[i].startswith(" ")), lines))]]
+    numa = {int(x) for line in body for x in re.findall(r"NUMANode P#(\d+)", line)}
+    pus = CpuSet.union_all(CpuSet.parse(x) for line in body for x in _PRINTED_PUS.findall(line))
+    out = []
+    if missing := sorted({i for i, _ in want.numa} - numa):
+        out.append(f"printed tree: NUMA node(s) {missing} missing")
+    if list(pus) != list(want.pus):
+        out.append(f"printed tree: PUs {pus} != {CpuSet(want.pus)}")
+    return out

@@ -65,10 +65,11 @@ def test_sysfs_agrees_with_lstopo_console(fixtures, unpacked, stem):
     changing = _env(stem) - HARMLESS_ENV
     assert not changing, f"{stem}: .test sets {changing}; list it in XFAIL with its reason"
     want = lc.parse_console(LINUX / f"{stem}.console")
-    got = lc.summarize_topology(sysfs.read(unpacked(stem)))
+    topo = sysfs.read(unpacked(stem))
+    got = lc.summarize_topology(topo)
     if stem in PACKAGE_IDS_UNKNOWN:
         want, got = want.without_package_ids(), got.without_package_ids()
-    diff = want.diff(got)
+    diff = want.diff(got) + lc.tree_diff(topo, want)  # the printed tree too, not only the data
     assert not diff, f"{stem}:\n" + "\n".join(d[:400] for d in diff)
 
 

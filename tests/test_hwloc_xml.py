@@ -620,3 +620,12 @@ def test_live_through_pyhwloc(monkeypatch):
     fake_pyhwloc(monkeypatch, None)
     with pytest.raises(NodemapError, match="pyhwloc could not read this machine.*libhwloc"):
         live.read()
+
+
+def test_usnic_is_ethernet_not_infiniband():
+    """Cisco usNIC is an OpenFabrics device without port records in hwloc's XML: it is Ethernet."""
+    vic = """<object type="PCIDev" gp_index="50" pci_busid="0000:07:00.0" pci_type="0200 [1137:0071] [1137:012c] 00 00">
+      <object type="OSDev" gp_index="51" name="usnic_0" osdev_type="3"/>
+      <object type="OSDev" gp_index="52" name="enp7s0" osdev_type="2"/></object>"""
+    t = parse(node_v2(pcis=vic))
+    assert [(n.name, n.kind) for n in t.nics] == [("usnic_0", "Ethernet")]

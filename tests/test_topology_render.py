@@ -49,3 +49,33 @@ def test_hidden_pus_are_online_but_not_allowed():
     assert re.findall(r"Package L#(\d) P#(\d)", tree) == [("0", "0"), ("1", "1")]
     assert "Offline PUs: 8-9" in tree and "Allowed PUs: 0-1 (of 0-7)" in tree and "PUs none" not in tree
     assert any("absent from the file: offline, or outside its cgroup /job" in n for n in t.notes)
+
+
+def test_disallowed_pus_are_named_apart_not_counted():
+    """Core 3 (PUs 6-7) outside the cgroup: the line counts cores 0-2 and their 6 PUs only."""
+    cores = "".join(f'<object type="Core" os_index="{c}" cpuset="{hex(3 << 2 * c)}">'
+                    f'<object type="PU" os_index="{2 * c}" cpuset="{hex(1 << 2 * c)}"/>'
+                    f'<object type="PU" os_index="{2 * c + 1}" cpuset="{hex(2 << 2 * c)}"/></object>' for c in range(4))
+    text = f"""<?xml version="1.0"?><topology version="2.0">
+<object type="Machine" os_index="0" cpuset="0xff" complete_cpuset="0xff" allowed_cpuset="0x3f" nodeset="0x1" complete_nodeset="0x1" allowed_nodeset="0x1">
+ <object type="Package" os_index="0" cpuset="0xff" complete_cpuset="0xff" nodeset="0x1">
+  <object type="NUMANode" os_index="0" cpuset="0xff" complete_cpuset="0xff" nodeset="0x1" local_memory="1024"/>
+  {cores}
+ </object></object></topology>"""
+    tree = render.tree(hwloc_xml.parse(text.encode(), "r.xml"))
+    assert "Cores 0-2 (3, PUs 0-5), not allowed: PUs 6-7" in tree, tree
+
+
+def test_numa_node_of_a_left_out_package_is_printed(fixtures):
+    """40intel64-4n10c+pci-conflicts: hwloc leaves the 4th package out (its CPUs disagree on
+    their siblings) but keeps its NUMA node under the machine; the tree and the plan keep it
+    too, last, as hwloc does."""
+    from nodemap.mapping.plan import plan
+    from nodemap.mapping.request import Request
+
+    topo = snapshot.read_tarball(LINUX / "40intel64-4n10c+pci-conflicts.tar.bz2")
+    tree = render.tree(topo)
+    assert re.findall(r"NUMANode P#(\d)", tree) == ["0", "1", "2", "3"]
+    assert "  NUMANode P#3 (128 GiB)\n    L3 L#2 (30 MiB): Cores 30-39 (10, PUs 3,7,11,15,19,23,27,31,35,39)" in tree
+    tasks = plan(topo, Request(tasks=4)).tasks
+    assert [str(t.mems) for t in tasks] == ["0", "1", "2", "3"]

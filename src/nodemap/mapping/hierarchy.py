@@ -224,7 +224,10 @@ def domains(topo: Topology, usable: CpuSet) -> list[Domain]:
     fams = _kept_families(topo, usable, heads)
     names = [f.name for f in fams]
     keys = list(zip(*[f.rank for f in fams], heads))
-    order = sorted(range(n), key=keys.__getitem__)
+    # Cores in no object of a level (CPUs whose package hwloc left out) come
+    # after that level's objects, as in hwloc's tree and `nodemap topo`.
+    last = [[r if r >= 0 else len(f.labels) for r in f.rank] if -1 in f.rank else f.rank for f in fams]
+    order = sorted(range(n), key=list(zip(*last, heads)).__getitem__)
     keys = list(map(keys.__getitem__, order))
     cores = list(map(cores.__getitem__, order))
     inuma = names.index("NUMA") if "NUMA" in names else -1

@@ -919,11 +919,16 @@ def _ports(info: dict[str, str]) -> tuple[Port, ...]:
     )
 
 
+_CISCO = 0x1137
+
+
 def _nic_kind(name: str, vendor: int, ports: tuple[Port, ...], nets: list, rdma: bool) -> str:
     if name.startswith("cxi") or vendor == 0x17DB:
         return "Slingshot"
     if name.startswith("hfi1"):
         return "OmniPath"  # QLogic qib* is InfiniBand: its ports decide below
+    if name.startswith("usnic") or vendor == _CISCO:
+        return "Ethernet"  # Cisco usNIC: verbs over UDP/Ethernet, often without port records
     layers = {p.link_layer for p in ports if p.link_layer}
     if layers:
         return "InfiniBand" if "InfiniBand" in layers else "Ethernet"

@@ -36,6 +36,12 @@ def tree(topo: Topology) -> str:
     ctx = _Ctx(topo)
     placed = ctx.placed
     packages = sorted(topo.packages or (Package(-1, topo.cpuset),), key=_first_pu)
+    # CPUs of no package (a package left out because its CPUs disagree on
+    # their siblings) still hold NUMA nodes and cores: hwloc hangs them off
+    # the machine, and so does the tree, after the packages
+    homeless = topo.cpuset - CpuSet.union_all(p.cpuset for p in packages)
+    if homeless:
+        packages.append(Package(-1, homeless))
     lid = {id(p): i for i, p in enumerate(packages)}
     done: set[int] = set()
     # A NUMA node spanning several packages (POWER7, old x86 with one node
@@ -95,6 +101,7 @@ class _Ctx:
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
         self.online = topo.cpuset if topo.pus else None  # computed per call by the model
+        self.allowed = topo.allowed_cpus if topo.pus else None
         self.llc = [c for c in topo.last_level_caches() if self.online is None or c.cpuset & self.online]
         order = _tree_order(topo)
         self.core_lid = _logical(topo.cores, order)
@@ -200,12 +207,19 @@ def _cache_name(c: Cache, lid: int | None = None) -> str:
 
 def _cores(ctx: _Ctx, cpus: CpuSet) -> str:
     pus = cpus & ctx.online if ctx.online is not None else cpus
-    near = {id(c): c for pu in cpus for c in ctx.cores_of.get(pu, ())}
+    # PUs outside the allowed set (a cgroup, a Slurm step) are named apart:
+    # counted with the usable ones they would overstate what a task can get
+    barred = pus - ctx.allowed if ctx.allowed is not None else CpuSet()
+    tail = f"not allowed: PUs {barred}" if barred else ""
+    pus -= barred
+    if not pus and tail:
+        return tail
+    near = {id(c): c for pu in pus for c in ctx.cores_of.get(pu, ())}
     cores = [c for c in near.values() if c.cpuset.issubset(cpus)]
     if not cores:
-        return f"PUs {pus or 'none'}"
+        return f"PUs {pus or 'none'}" + (f", {tail}" if tail else "")
     ids = CpuSet(ctx.core_lid[c.cpuset.first()] for c in cores)
-    return f"Cores {ids} ({len(cores)}, PUs {pus})"
+    return f"Cores {ids} ({len(cores)}, PUs {pus})" + (f", {tail}" if tail else "")
 
 
 def _numa_line(node: NumaNode) -> str:

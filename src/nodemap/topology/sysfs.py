@@ -930,6 +930,8 @@ def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str])
         kind = "Slingshot"
     elif name.startswith("hfi1") or _driver(fs, dev.bus_id) in ("hfi1", "opx"):
         kind = "OmniPath"  # OPA ports say link_layer InfiniBand: the driver tells (QLogic qib* is InfiniBand)
+    elif name.startswith("usnic") or dev.vendor_id == 0x1137:
+        kind = "Ethernet"  # Cisco usNIC: verbs over UDP/Ethernet; old drivers give its ports no link_layer
     else:
         layers = {p.link_layer for p in ports if p.link_layer}
         kind = "Ethernet" if layers and "InfiniBand" not in layers else "InfiniBand"
