@@ -4,10 +4,11 @@ that cannot hang, rank placement, and the CUDA-awareness probe.
 - `start()` imports mpi4py (the [mpi] extra) under a watchdog: an MPI that
   cannot start is a one-line NodemapError, a launcher that never answers is
   a one-line message and exit 2, never a hang.
-- `deadline()` bounds a phase: a timer thread that, if the phase is not done
-  in time, prints what was waited for and ends the process (exit 2). The
-  launcher then ends the other ranks. Per-call polling would cost every
-  ping-pong microseconds; one timer per phase costs nothing while it runs.
+- `deadline()` bounds a phase (nodemap.proc: a timer thread, and a forked
+  watchdog for when MPI holds the GIL): if the phase is not done in time it
+  prints what was waited for and ends the process. The launcher then ends
+  the other ranks. Per-call polling would cost every ping-pong
+  microseconds; one deadline per phase costs nothing while it runs.
 - `cuda_support()` asks the library (MPIX_Query_cuda_support, found with
   ctypes in the libmpi this process loaded) before any device pointer goes
   near MPI: a non-aware MPI can segfault on one. `prove_cuda_aware()` then
@@ -20,11 +21,8 @@ import ctypes
 import os
 import re
 import socket
-import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, ContextManager
 
 from ..errors import NodemapError
 
@@ -51,24 +49,17 @@ def start(timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     return MPI
 
 
-@contextmanager
-def deadline(seconds: float, what: str) -> Iterator[None]:
-    """End the process with one line if the block runs past `seconds`."""
+def deadline(seconds: float, what: str) -> ContextManager[None]:
+    """End the process with one line if the block runs past `seconds` (proc.deadline: also while
+    MPI holds the GIL)."""
+    from .. import env, proc
 
-    def expire() -> None:
-        rank = os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "?"
-        sys.stderr.write(f"nodemap: error: rank {rank} waited {seconds:g} s for {what}: a peer rank died or "
-                         "hangs (raise --timeout if the machine is just slow)\n")
-        sys.stderr.flush()
-        os._exit(2)
-
-    t = threading.Timer(seconds, expire)
-    t.daemon = True
-    t.start()
     try:
-        yield
-    finally:
-        t.cancel()
+        rank = env.global_rank(os.environ)
+    except NodemapError:
+        rank = None
+    return proc.deadline(seconds, f"nodemap: error: rank {'?' if rank is None else rank} waited {seconds:g} s "
+                                  f"for {what}: a peer rank died or hangs (raise --timeout if the machine is just slow)")
 
 
 def fail(comm: Any, message: str) -> None:

@@ -51,18 +51,17 @@ def run(args: argparse.Namespace) -> int:
 
         raise NodemapError(f"--timeout {args.timeout:g} is out of range: give seconds above 0 (default 60)")
     topo = discover(args.input)
-    watch = None if args.no_mpi or not _under_mpi_launcher() else _Watchdog(args.timeout)
-    comm = None if watch is None else _mpi_comm(watch)
+    comm = None
+    if not args.no_mpi and _under_mpi_launcher():
+        with _deadline(args.timeout, "starting MPI (MPI_Init)"):
+            comm = _mpi_comm()
     rank = comm.Get_rank() if comm is not None else None
     row = show.own_row(topo, os.environ, rank, threads=args.threads)
     if comm is None:
-        if watch is not None:
-            watch.stop()
         _print(args, show.judge([row], topo), show)
         return 0
-    watch.next("gathering the rows of all ranks")
-    rows = comm.gather(row, root=0)
-    watch.stop()
+    with _deadline(args.timeout, "gathering the rows of all ranks"):
+        rows = comm.gather(row, root=0)
     if rows is not None:
         _print(args, show.judge(rows, topo), show)
     return 0
@@ -85,72 +84,21 @@ def _under_mpi_launcher() -> bool:
     return localrank.launched(os.environ)
 
 
-def _mpi_comm(watch: "_Watchdog"):
+def _deadline(seconds: float, what: str):
+    """proc.deadline: MPI_Init holds the GIL, so only a watchdog outside the interpreter ends a hang."""
+    from ..proc import deadline
+
+    return deadline(seconds, f"nodemap show: error: {what} took more than {seconds:g} s: check that every rank "
+                             "starts (the launch command, the MPI library), or pass --no-mpi")
+
+
+def _mpi_comm():
     """COMM_WORLD when mpi4py imports; else None."""
     try:
         import mpi4py
     except ImportError:
         return None
     mpi4py.rc.threads = False
-    from mpi4py import MPI  # MPI_Init: bounded by the watchdog
+    from mpi4py import MPI  # MPI_Init: bounded by the caller's deadline
 
     return MPI.COMM_WORLD
-
-
-class _Watchdog:
-    """A forked child that kills this process if a step takes more than
-    `seconds`, after printing one line naming the step.
-
-    Not a thread: MPI_Init and blocking MPI calls hold the GIL, so a timer
-    thread never runs while they hang. Forked before MPI starts (forking
-    an MPI process is unsafe); told of each next step, and of the end, over
-    a pipe: EOF (also when this process dies) ends it quietly.
-    """
-
-    def __init__(self, seconds: float, what: str = "starting MPI (MPI_Init)") -> None:
-        import os
-
-        self.seconds = seconds
-        r, self.w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the watchdog: never returns
-            code = 0
-            try:
-                os.close(self.w)
-                self._watch(r, os.getppid(), what)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(r)
-        self.pid = pid
-
-    def _watch(self, r: int, parent: int, what: str) -> None:
-        import os
-        import select
-        import signal
-
-        os.close(1)  # the launcher waits for stdout's EOF: never hold it
-        os.closerange(3, r)  # nor the launcher's PMI socket or anything else but our pipe
-        os.closerange(r + 1, 1 << 16)
-        while True:
-            if not select.select([r], [], [], self.seconds)[0]:
-                os.write(2, f"nodemap show: error: {what} took more than {self.seconds:g} s: check that every rank "
-                            "starts (the launch command, the MPI library), or pass --no-mpi\n".encode())
-                os.kill(parent, signal.SIGKILL)
-                return
-            step = os.read(r, 256)
-            if not step:
-                return
-            what = step.decode()
-
-    def next(self, what: str) -> None:
-        import os
-
-        os.write(self.w, what.encode()[:256])
-
-    def stop(self) -> None:
-        import os
-
-        os.close(self.w)
-        os.waitpid(self.pid, 0)

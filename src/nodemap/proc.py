@@ -1,0 +1,134 @@
+"""Deadlines that hold even while this process holds the GIL.
+
+`deadline(seconds, line)` bounds a block: past `seconds`, `line` is printed
+and the process ends. Two guards, because one cannot do both jobs:
+
+- a timer thread ends the process cleanly (exit 2) when the interpreter
+  still runs (a Python loop, a sleep, an MPI call that released the GIL);
+- a forked watchdog ends it from outside (SIGKILL) GRACE seconds later,
+  when it could not: MPI_Init and some blocking C calls hold the GIL, and
+  then no thread of this process ever runs again.
+
+The watchdog is forked once per process, at the first deadline (for MPI
+programs that is the one around MPI_Init, before MPI starts: forking an MPI
+process is unsafe), and told each deadline over a pipe. It holds no file
+of this process but the pipe and stderr (a launcher waits for stdout's
+EOF); EOF on the pipe, also when this process dies, ends it quietly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+GRACE = 0.25  # s the clean exit gets before the watchdog kills
+EXIT_CODE = 2
+
+
+class _Watchdog:
+    """The forked child and the stack of deadlines it guards (the earliest wins)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.w = -1
+        self.stack: list[tuple[float, str]] = []
+
+    def push(self, at: float, line: str) -> None:
+        self.stack.append((at, line))
+        self._tell()
+
+    def pop(self) -> None:
+        self.stack.pop()
+        self._tell()
+
+    def _tell(self) -> None:
+        if self.pid and not self._alive():
+            self.pid = 0
+        if not self.pid:
+            if not self.stack:
+                return
+            self._fork()
+        msg = "-\n" if not self.stack else "%r %s\n" % min(self.stack)
+        try:
+            os.write(self.w, msg.encode())
+        except OSError:  # the watchdog is gone (killed with its group): the next deadline forks another
+            os.close(self.w)
+            self.pid = 0
+
+    def _alive(self) -> bool:
+        try:
+            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def _fork(self) -> None:
+        r, w = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the watchdog: never returns
+            code = 0
+            try:
+                os.close(w)
+                _watch(r, parent)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(r)
+        self.pid, self.w = pid, w
+
+
+def _watch(r: int, parent: int) -> None:
+    import select
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    os.close(1)  # the launcher waits for stdout's EOF: never hold it
+    os.closerange(3, r)  # nor the launcher's PMI socket or anything else but our pipe
+    os.closerange(r + 1, 1 << 16)
+    at, line, buf = None, b"", b""
+    while True:
+        wait = None if at is None else max(0.0, at + GRACE - time.monotonic())
+        if not select.select([r], [], [], wait)[0]:
+            os.write(2, line + b"\n")
+            os.kill(parent, signal.SIGKILL)
+            return
+        chunk = os.read(r, 4096)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            msg, buf = buf.split(b"\n", 1)
+            if msg == b"-":
+                at = None
+            else:
+                when, _, line = msg.partition(b" ")
+                at = float(when)
+
+
+_dog = _Watchdog()
+
+
+@contextmanager
+def deadline(seconds: float, line: str) -> Iterator[None]:
+    """End the process with `line` (one line on stderr) if the block runs past `seconds`."""
+    line = " ".join(line.split())
+
+    def expire() -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODE)
+
+    t = threading.Timer(seconds, expire)
+    t.daemon = True
+    _dog.push(time.monotonic() + seconds, line)
+    t.start()
+    try:
+        yield
+    finally:
+        t.cancel()
+        _dog.pop()

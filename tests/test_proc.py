@@ -1,0 +1,52 @@
+"""nodemap.proc.deadline: holds while the GIL is held, exits 2 when the interpreter runs, cancels cleanly."""
+
+import subprocess
+import sys
+import time
+
+# libc's sleep through PyDLL keeps the GIL for the whole call, as MPI_Init does
+GIL_HELD = "import ctypes; ctypes.PyDLL(None).sleep(4)"
+RELEASED = "import time; time.sleep(4)"
+
+
+def _run(body: str, seconds: float = 0.5) -> tuple[subprocess.CompletedProcess, float]:
+    code = f"from nodemap.proc import deadline\nwith deadline({seconds}, 'nodemap: error: it hung'):\n    {body}\n"
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    return p, time.monotonic() - t0
+
+
+def test_a_gil_holding_call_ends_at_the_deadline():
+    # was: threading.Timer in mpi_common.deadline, which ran the 4 s call to its end
+    p, took = _run(GIL_HELD)
+    assert took < 1.5, took
+    assert p.returncode != 0
+    assert p.stderr.splitlines() == ["nodemap: error: it hung"], p.stderr
+
+
+def test_a_running_interpreter_exits_2_with_one_line():
+    p, took = _run(RELEASED)
+    assert took < 1.5, took
+    assert p.returncode == 2 and p.stderr.splitlines() == ["nodemap: error: it hung"], p.stderr
+
+
+def test_a_block_that_ends_in_time_cancels_both_guards():
+    p, _ = _run("pass\nimport ctypes, time\nctypes.PyDLL(None).sleep(1)\nprint('done')", 0.3)
+    assert p.returncode == 0 and p.stdout == "done\n" and p.stderr == "", p.stderr
+
+
+def test_nested_deadlines_keep_the_outer_one():
+    body = ("with deadline(5, 'inner'):\n        pass\n"
+            "    import ctypes; ctypes.PyDLL(None).sleep(4)")
+    p, took = _run(body)
+    assert took < 1.5 and p.stderr.splitlines() == ["nodemap: error: it hung"], (took, p.stderr)
+
+
+def test_mpi_common_deadline_is_the_proc_one():
+    code = ("import ctypes; from nodemap.bench.mpi_common import deadline\n"
+            "with deadline(0.5, 'a peer that never answers'):\n    ctypes.PyDLL(None).sleep(4)\n")
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
+                       env={"PATH": "/usr/bin:/bin", "PMI_RANK": "3"})
+    assert time.monotonic() - t0 < 1.5
+    assert "rank 3 waited 0.5 s for a peer that never answers" in p.stderr, p.stderr
