@@ -10,17 +10,13 @@ site file is one line naming the file, line and key (ExpectError, exit 2).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
 
-from ..errors import NodemapError
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from . import sitefile
 
 SCHEMA = "nodemap.expectations/1"
 THRESHOLDS = ("relative_warn", "relative_fail", "latency_warn", "latency_fail", "compare_warn", "compare_fail")
@@ -29,8 +25,7 @@ LIMIT_KEYS = {"kind": str, "match": str, "warn": float, "fail": float, "warn_bel
 BOUNDS = (("warn", "fail"), ("warn_below", "fail_below"), ("warn_above", "fail_above"))
 
 
-class ExpectError(NodemapError):
-    """A site expectations file that cannot be used: file, line and key named."""
+ExpectError = sitefile.SiteError  # a site expectations file that cannot be used: file, line and key named
 
 
 @dataclass(frozen=True)
@@ -80,14 +75,8 @@ def load(site: str | None = None) -> Expectations:
     base = shipped()
     if site is None:
         return base
-    try:
-        with open(site, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise ExpectError(f"--expect {site}: cannot read it ({e.strerror or e}); give a readable TOML file")
-    except UnicodeDecodeError:
-        raise ExpectError(f"--expect {site}: not UTF-8 text; give a TOML file") from None
-    own = parse(text, site, site, partial=True)
+    text, data = sitefile.load(site)
+    own = parse(text, site, site, partial=True, data=data)
     merged = merge(base, own)
     check_order(merged.thresholds, _Locator(text, site), own.thresholds)
     return merged
@@ -98,12 +87,11 @@ def merge(base: Expectations, site: Expectations) -> Expectations:
                         base.sources + site.sources)
 
 
-def parse(text: str, name: str, origin: str, partial: bool = False) -> Expectations:
-    """Parse and validate; `partial` allows a subset of thresholds (a site file)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ExpectError(_syntax_error(name, str(e))) from None
+def parse(text: str, name: str, origin: str, partial: bool = False, data: dict[str, Any] | None = None) -> Expectations:
+    """Parse (unless `data` is the text's table already) and validate;
+    `partial` allows a subset of thresholds (a site file)."""
+    if data is None:
+        data = sitefile.parse(text, name)
     where = _Locator(text, name)
     unknown = set(data) - {"schema", "thresholds", "limit", "fleet"}  # [fleet]: read by fleet/merge.py
     if unknown:
@@ -122,19 +110,6 @@ def parse(text: str, name: str, origin: str, partial: bool = False) -> Expectati
     return exp
 
 
-def _syntax_error(name: str, reason: str) -> str:
-    """tomllib's "(at line 3, column 5)" / "(at end of document)" as a place
-    first, the way every other message of this module names it."""
-    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", reason)
-    if m:
-        return f"{name}, line {m.group(1)}, column {m.group(2)}: not valid TOML: {reason[:m.start()]}"
-    if reason.endswith("(at end of document)"):
-        reason = reason.removesuffix("(at end of document)").strip()
-        return (f"{name}, at end of file: not valid TOML: {reason}; something opened earlier ([, {{ or a quote) "
-                "is never closed, or the last key has no value")
-    return f"{name}: not valid TOML: {reason}"
-
-
 def _thresholds(table: Any, where: "_Locator", partial: bool) -> dict[str, float]:
     if not isinstance(table, dict):
         raise ExpectError(f"{where.at('thresholds')}: 'thresholds' must be a table, written [thresholds]")
@@ -143,9 +118,9 @@ def _thresholds(table: Any, where: "_Locator", partial: bool) -> dict[str, float
         if key not in THRESHOLDS:
             raise ExpectError(f"{where.at(key, '[thresholds]')}: unknown key 'thresholds.{key}'; "
                               f"known: {', '.join(THRESHOLDS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ExpectError(f"{where.at(key, '[thresholds]')}: key 'thresholds.{key}' must be a positive "
-                              f"number, got {value!r}")
+        if not _positive(value):
+            raise ExpectError(f"{where.at(key, '[thresholds]')}: key 'thresholds.{key}' must be a finite number "
+                              f"above 0, got {value!r}")
         _threshold_range(key, float(value), where)
         out[key] = float(value)
     missing = [k for k in THRESHOLDS if k not in out]
@@ -162,10 +137,11 @@ def _limit(row: Any, i: int, where: "_Locator", origin: str) -> Limit:
         want = LIMIT_KEYS.get(key)
         if want is None:
             raise ExpectError(f"{at(key)}: unknown key 'limit.{key}'; known: {', '.join(LIMIT_KEYS)}")
-        ok = isinstance(value, str) if want is str else (not isinstance(value, bool) and isinstance(value, (int, float)))
+        ok = isinstance(value, str) if want is str else _positive(value)
         if not ok:
-            raise ExpectError(f"{at(key)}: key 'limit.{key}' must be {'text' if want is str else 'a number'}, "
-                              f"got {value!r}")
+            # nan passed here once and crashed the check after it had measured; 0 and inf judge nothing
+            raise ExpectError(f"{at(key)}: key 'limit.{key}' must be "
+                              f"{'text' if want is str else 'a finite number above 0'}, got {value!r}")
     for key in ("kind", "source"):
         if key not in row:
             raise ExpectError(f"{at('limit')}: [[limit]] number {i + 1} lacks key '{key}'")
@@ -179,6 +155,11 @@ def _limit(row: Any, i: int, where: "_Locator", origin: str) -> Limit:
     vals = {k: float(v) for k, v in row.items() if LIMIT_KEYS[k] is float}
     _limit_bounds(vals, at)
     return Limit(kind=row["kind"], match=row.get("match", "."), source=row["source"], origin=origin, **vals)
+
+
+def _positive(value: Any) -> bool:
+    """A number of TOML (not a bool) that is finite and above 0."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < math.inf
 
 
 # Thresholds that are fractions of a reference (higher is better) and those

@@ -490,25 +490,23 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
         fail = 0.93
 
     A file without [fleet] keeps the defaults; a wrong key or value is one
-    line naming the file and the key."""
-    import tomllib
-
+    line naming the file and the key path, before anything is measured."""
+    from ..check import sitefile
     from ..errors import NodemapError
 
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f).get("fleet", {})
-    except OSError as e:
-        raise NodemapError(f"cannot read the site file {path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise NodemapError(f"{path}: not valid TOML ({e}): fix the file or leave out --expect") from None
+    table = sitefile.load(path)[1].get("fleet", {})
+    if not isinstance(table, dict):
+        raise NodemapError(f"{path}: fleet must be a table, written [fleet]")
     values: dict[str, Any] = {}
     for k, v in table.items():
         if k == "rule":
             continue
         values[k] = _typed(path, f"fleet.{k}", v, _GLOBAL_KEYS.get(k))
+    rows = table.get("rule", [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise NodemapError(f"{path}: fleet.rule must be an array of tables, written [[fleet.rule]]")
     rules = []
-    for i, r in enumerate(table.get("rule", [])):
+    for i, r in enumerate(rows):
         got = {k: _typed(path, f"fleet.rule[{i}].{k}", v, _RULE_KEYS.get(k)) for k, v in r.items()}
         got.setdefault("warn", values.get("warn", base.warn))
         got.setdefault("fail", values.get("fail", base.fail))
@@ -518,6 +516,20 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
         if not 0 < r.fail <= r.warn <= 1:
             raise NodemapError(f"{path}: [fleet] needs 0 < fail <= warn <= 1 (got warn={r.warn}, fail={r.fail})")
     return th
+
+
+# What each number of [fleet] may be: fractions of a median or of the best
+# pair, a multiple of the lowest latency, a count of nodes. nan, inf, 0 and
+# negative values passed once and drained healthy nodes or none.
+def _fraction(v: float) -> bool:
+    return 0 < v <= 1  # false for nan
+
+
+_RANGES = {"warn": (_fraction, "a fraction of the fleet median, above 0 and at most 1"),
+           "fail": (_fraction, "a fraction of the fleet median, above 0 and at most 1"),
+           "link_bad": (_fraction, "a fraction of the best pair, above 0 and at most 1"),
+           "link_latency": (lambda v: 1 <= v <= 1e6, "a multiple of the lowest pair latency, 1 to 1e6"),
+           "min_nodes": (lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576")}
 
 
 def _typed(path: str, name: str, value: Any, kind: type | None) -> Any:
@@ -530,4 +542,7 @@ def _typed(path: str, name: str, value: Any, kind: type | None) -> Any:
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise NodemapError(f"{path}: {name} = {value!r} must be a {kind.__name__}")
+    ok, what = _RANGES.get(name.rpartition(".")[2], (None, ""))
+    if ok is not None and not ok(value):
+        raise NodemapError(f"{path}: {name} = {value!r} must be {what}")
     return value

@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 
+from .. import infile
 from ..errors import InputError, NodemapError
 from .model import Topology, replace
 
@@ -47,23 +48,19 @@ def sniff(path: str) -> str:
 def _head(path: str) -> bytes:
     """The first bytes of a regular file (None for a directory)."""
     try:
-        st = os.stat(path)
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            return None
     except FileNotFoundError:
         raise InputError(path, f"no such file or directory ({_HINT})") from None
     except OSError as e:  # a symlink loop, a component that is not a directory
         raise InputError(path, f"cannot open: {e.strerror} ({_HINT})") from None
-    if stat.S_ISDIR(st.st_mode):
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(path, f"is a pipe or device, not a file ({_HINT})")
-    if st.st_size > MAX_INPUT:
-        raise InputError(path, f"{st.st_size >> 20} MiB is more than any topology file "
-                               f"(nodemap reads at most {MAX_INPUT >> 20} MiB): {_HINT}")
+    fd = infile.open_regular(path, MAX_INPUT, "topology file")
     try:
-        with open(path, "rb") as f:
-            return f.read(512)
+        return os.read(fd, 512)
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
 
 
 def _sniff(path: str, head: bytes | None) -> str:

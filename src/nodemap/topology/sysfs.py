@@ -17,6 +17,7 @@ import os
 import stat
 
 from ..errors import InputError
+from ..infile import read_fd
 from ..text import is_decimal, natural_key
 from .cpuset import CpuSet, CpuSetError
 from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
@@ -194,7 +195,7 @@ class Root:
                 if not self.live and not stat.S_ISREG(mode):
                     raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds "
                                      "files, directories and symlinks only (give an intact snapshot)")
-                data = _read_fd(fd, limit + 1)
+                data = read_fd(fd, limit + 1)
             finally:
                 os.close(fd)
             if len(data) > limit:
@@ -256,25 +257,6 @@ class Root:
 
     def isdir(self, rel: str) -> bool:
         return os.path.isdir(self.path(rel))
-
-
-
-
-def _read_fd(fd: int, limit: int) -> bytes:
-    """Up to `limit` bytes, to the end of the file (sysfs attributes come in
-    one read; /proc/cpuinfo of a big node in several)."""
-    data = os.read(fd, min(limit, 1 << 16))
-    if not data or len(data) >= limit:
-        return data
-    chunks = [data]
-    size = len(data)
-    while size < limit:
-        more = os.read(fd, min(limit - size, 1 << 16))
-        if not more:
-            break
-        chunks.append(more)
-        size += len(more)
-    return b"".join(chunks)
 
 
 # --- text without regular expressions ----------------------------------------------------------
