@@ -19,6 +19,7 @@ from .. import __version__
 from ..bench.results import ResultSet
 from ..topology.model import Topology
 from . import figures as figs
+from .busy import under_interference
 from .expectations import Expectations
 from .findings import Finding, derive
 from .inventory import Check, Skipped
@@ -44,10 +45,15 @@ class CheckDoc:
     judged: list[Judged] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # sections other commands add (watch: memory timeline)
+    busy: dict[str, Any] = field(default_factory=dict)  # check/busy.py's summary: {} when not sampled
+
+    def is_busy(self) -> bool:
+        return bool(self.busy.get("busy"))
 
     def rejudge(self) -> None:
         """Figures, verdicts and findings from the results and checks."""
-        self.judged = judge(figs.extract(self.results, self.topology), self.expectations)
+        judged = judge(figs.extract(self.results, self.topology), self.expectations)
+        self.judged = under_interference(judged, self.results, self.topology)
         self.findings = derive(self.judged, self.checks)
 
     def areas(self) -> dict[str, str]:
@@ -64,7 +70,7 @@ class CheckDoc:
         return worst(self.areas().values())
 
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "info": 0, "warn": 0, "fail": 0}
+        out = {"pass": 0, "info": 0, "inconclusive": 0, "warn": 0, "fail": 0}
         for v in [j.verdict for j in self.judged] + [c.verdict for c in self.checks]:
             out[v] += 1
         return out
@@ -80,6 +86,7 @@ class CheckDoc:
             "complete": self.complete,
             "command": self.command,
             "summary": {"verdict": self.verdict(), "areas": self.areas(), "counts": self.counts()},
+            "busy": self.busy,
             "topology": self.topology.to_dict() if self.topology is not None else None,
             "environment": self.environment,
             "expectations": self.expectations.to_dict(),
@@ -93,6 +100,17 @@ class CheckDoc:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
+
+
+def exit_status(doc: CheckDoc) -> int:
+    """What a scheduler acts on: 130 interrupted, 1 something failed (not
+    for speed on a busy node: those figures are inconclusive), 2 busy (could
+    not judge: retry later, do not drain), else 0."""
+    if not doc.complete:
+        return 130
+    if doc.verdict() == "fail":
+        return 1
+    return 2 if doc.is_busy() else 0
 
 
 def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> CheckDoc:
@@ -112,7 +130,8 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> Ch
         checks=[Check.from_dict(c) for c in d.get("checks", [])],
         skipped=[Skipped(**s) for s in d.get("skipped", [])], environment=d.get("environment", {}),
         host=d.get("host", ""), started=d.get("started", ""), finished=d.get("finished", ""),
-        complete=d.get("complete", False), command=d.get("command", ""), extra=d.get("extra", {}))
+        complete=d.get("complete", False), command=d.get("command", ""), extra=d.get("extra", {}),
+        busy=d.get("busy") or {})
     if expectations is not None:
         doc.rejudge()
     else:

@@ -16,6 +16,7 @@ from typing import Callable
 
 from .. import __version__
 from ..bench.thread_orders import load_topology
+from . import busy
 from .document import CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
@@ -41,14 +42,19 @@ def environment() -> dict[str, object]:
 
 def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
               progress: Callable[[str], None] = lambda s: None, command: str = "",
-              in_job: InJob | None = None) -> CheckDoc:
-    """`in_job`: the check runs as a rank of an MPI job (check --fleet), its MPI step is that."""
+              in_job: InJob | None = None, detector: busy.Detector | None = None) -> CheckDoc:
+    """`in_job`: the check runs as a rank of an MPI job (check --fleet), its MPI step is that.
+    `detector`: what says whether the node is busy (a fake /proc in tests)."""
     topo = load_topology()
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
     doc.checks, doc.skipped = collect(topo, os.environ)
     steps, skipped = plan(topo, level, in_job=in_job)
     doc.skipped += skipped
+    detector = detector or busy.Detector(siblings=in_job is not None)
+    before = detector.sample(BUSY_SAMPLE)
+    sampled: list[tuple[str, dict]] = []
+    doc.busy = busy.summary(before, sampled)
     doc.rejudge()
     on_update(doc)
     t0 = time.monotonic()
@@ -56,6 +62,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
         for i, step in enumerate(steps, 1):
             progress(f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what} "
                      f"(nodemap bench {step.kind} {' '.join(step.argv)})")
+            detector.begin()
             try:
                 rs = measure(step.kind, list(step.argv), level, in_job, topo)
             except KindFailed as e:
@@ -65,6 +72,10 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                 traceback.print_exc(file=sys.stderr)
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", crashed(step.kind, e)))
                 continue
+            sample = detector.end()
+            rs.environment["busy"] = sample  # its figures are judged knowing it (busy.under_interference)
+            sampled.append((step.what, sample))
+            doc.busy = busy.summary(before, sampled)
             doc.results.append(rs)
             doc.skipped += [s for s in unjudged(rs) if s not in doc.skipped]
             doc.rejudge()
@@ -80,6 +91,9 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     doc.rejudge()
     on_update(doc)
     return doc
+
+
+BUSY_SAMPLE = 0.5  # s of watching the node before the check starts
 
 
 def crashed(kind: str, e: Exception) -> str:

@@ -19,8 +19,9 @@ from ..bench.report import number
 from .expectations import Expectations, Limit
 from .figures import Figure
 
-VERDICTS = ("pass", "info", "warn", "fail")  # "info": no rule applies
-RANK = {"info": 0, "pass": 1, "warn": 2, "fail": 3}
+VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies
+# "inconclusive": measured, but not under conditions a verdict can rest on (a busy node)
+RANK = {"info": 0, "pass": 1, "inconclusive": 2, "warn": 3, "fail": 4}
 
 
 @dataclass(frozen=True)

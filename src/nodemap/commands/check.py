@@ -22,8 +22,13 @@ the fix, and whether the cause is configuration or hardware. What the
 node lacks (GPU, NVML, MPI) is skipped with the reason, never failed.
 
 Writes DIR/check.json (docs/check.md) and DIR/check.html (open offline).
-Exit status: 0 no figure failed, 1 something failed, 2 bad usage,
-130 interrupted (the report holds what was measured, marked incomplete)."""
+Other work on the node (other processes' CPU time on the measured CPUs,
+memory pressure, other processes on the GPUs) is sampled before the check
+and around every step; a busy node's report says so at the top, and its
+figures measured then are "inconclusive", never failed for speed.
+Exit status: 0 no figure failed, 1 something failed, 2 bad usage or a busy
+node (could not judge: retry later, do not drain), 130 interrupted (the
+report holds what was measured, marked incomplete)."""
 
 EPILOG = """\
 examples:
@@ -93,6 +98,6 @@ def run(args: argparse.Namespace) -> int:
         print(terminal.summary(doc, files=(json_path, html_path)))
     if not args.quiet and args.json:
         print(f"report: {json_path}, {html_path}", file=sys.stderr)
-    if not doc.complete:
-        return 130
-    return 1 if doc.verdict() == "fail" else 0
+    from ..check.document import exit_status
+
+    return exit_status(doc)

@@ -24,7 +24,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;border-bottom:1px solid #ccc;padding-bott
 table{border-collapse:collapse;font-size:.85em;margin:.4em 0}td,th{border:1px solid #ddd;padding:.25em .5em;
 text-align:left;vertical-align:top}th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .v{font-weight:600;text-align:center}.pass{background:#b7e1b0}.warn{background:#f6d67a}.fail{background:#f08a80}
-.info{background:#e4e4e4}.note{color:#555;font-size:.9em}.plot{margin:.8em 0}.plot svg{max-width:100%;height:auto}
+.info{background:#e4e4e4}.inconclusive{background:#c9d8f0}.note{color:#555;font-size:.9em}.plot{margin:.8em 0}.plot svg{max-width:100%;height:auto}
 li{margin:.3em 0}code{background:#f4f4f4;padding:0 .2em}
 """
 
@@ -55,9 +55,20 @@ def header(doc: CheckDoc) -> str:
     return (f"<h1>nodemap check on {escape(doc.host)}: <span class='{doc.verdict()}'>&nbsp;{doc.verdict()}&nbsp;"
             f"</span></h1><p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
             f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
-            f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['info']} recorded without a rule.</p>"
+            f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
+            "recorded without a rule.</p>" + busy(doc) +
             f"<table id='areas'><tr><th>area</th><th>verdict</th></tr>{rows}</table>"
             + (f"<p>Skipped:</p><ul id='skipped'>{skipped}</ul>" if skipped else ""))
+
+
+def busy(doc: CheckDoc) -> str:
+    """A busy node says so at the top, with every reason."""
+    if not doc.is_busy():
+        return ""
+    items = "".join(f"<li>{escape(r)}</li>" for r in doc.busy.get("reasons", []))
+    return ("<div id='busy'><p><span class='inconclusive'>&nbsp;BUSY&nbsp;</span> other work shared this node "
+            "during the check: figures measured then are not failed for speed (inconclusive); run the check "
+            f"again when the node is idle.</p><ul>{items}</ul></div>")
 
 
 def findings(doc: CheckDoc) -> str:

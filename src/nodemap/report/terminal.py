@@ -11,13 +11,14 @@ from ..check.document import CheckDoc
 from ..bench.report import number
 from ..check.verdicts import RANK
 
-MARK = {"pass": "PASS", "info": "info", "warn": "WARN", "fail": "FAIL"}
+MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": "WARN", "fail": "FAIL"}
 
 
 def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = ()) -> str:
     width = min(shutil.get_terminal_size((100, 24)).columns, 110)
     state = "complete" if doc.complete else "INCOMPLETE (interrupted: what was measured only)"
     lines = [f"nodemap check --level {doc.level} on {doc.host}, {doc.started}: {MARK[doc.verdict()]} ({state})"]
+    lines += busy_lines(doc, width)
     for area, verdict in doc.areas().items():
         lines.append(f"  {area:<12} {MARK[verdict]:<5} {area_detail(doc, area)}"[:width])
     for s in doc.skipped:
@@ -32,9 +33,22 @@ def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = ()) -> str:
         lines.append("findings: none")
     c = doc.counts()
     lines.append(f"{len(doc.judged)} figures and {len(doc.checks)} checks: {c['pass']} pass, {c['warn']} warn, "
-                 f"{c['fail']} fail, {c['info']} recorded without a rule")
+                 f"{c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} recorded without a rule")
     lines += [f"report: {p}" for p in files]
     return "\n".join(lines)
+
+
+def busy_lines(doc: CheckDoc, width: int, shown: int = 4) -> list[str]:
+    """A busy node says so first: why, and what that means for its verdicts."""
+    if not doc.is_busy():
+        return []
+    reasons = doc.busy.get("reasons", [])
+    out = [_wrap("BUSY: other work shared this node during the check; figures measured then are not failed "
+                 "for speed (inconclusive): run the check again when the node is idle", width, "  ")]
+    out += [_wrap(f"  busy: {r}", width, "    ") for r in reasons[:shown]]
+    if len(reasons) > shown:
+        out.append(f"  busy: ... {len(reasons) - shown} more in the report's busy field")
+    return out
 
 
 def area_detail(doc: CheckDoc, area: str) -> str:

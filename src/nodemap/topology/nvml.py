@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always com
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
-__all__ = ["enrich", "apply_visible", "hidden_gpus", "visibility_vars", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
+__all__ = ["enrich", "gpu_activity", "apply_visible", "hidden_gpus", "visibility_vars", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
 
 # GB/s per link per direction by NVLink generation: the data rate after line
 # coding (NVIDIA's and hwloc's figures), as PCIe rates are counted after
@@ -93,6 +93,45 @@ def _without(topo: Topology, env, required: bool, why: str) -> Topology:
 
 
 # --- reading NVML -----------------------------------------------------------
+
+
+def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str, Any]] | None:
+    """Per GPU NVML sees: its index, bus id, utilisation (%) and the other
+    processes on it (pid, name, memory) - every process not in `ours`. None
+    without NVML (no package, driver or GPU): nothing to say about GPUs."""
+    try:
+        import pynvml as nvml
+
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        out = []
+        for i, h, bus_id in handles(nvml):
+            util = _try(nvml.nvmlDeviceGetUtilizationRates, h)
+            procs = list(_try(nvml.nvmlDeviceGetComputeRunningProcesses, h, default=[]) or []) + list(
+                _try(getattr(nvml, "nvmlDeviceGetGraphicsRunningProcesses", None), h, default=[]) or [])
+            others = {int(p.pid): int(getattr(p, "usedGpuMemory", 0) or 0) for p in procs if int(p.pid) not in ours}
+            out.append({"index": i, "bus_id": bus_id, "utilization": int(util.gpu) if util is not None else None,
+                        "others": [{"pid": pid, "comm": _comm(pid), "memory": mem} for pid, mem in sorted(others.items())]})
+        return out
+    except Exception:
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 
 
 def handles(nvml: Any) -> list[tuple[int, Any, str]]:

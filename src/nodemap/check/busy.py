@@ -1,0 +1,271 @@
+"""Is the node busy? Other work on the CPUs and GPUs being measured, and
+memory pressure, sampled before the check and around each of its steps.
+
+Everything is read through a root (`/` on a live node, a folder in tests):
+/proc/PID/stat (CPU time, parent, kernel thread), /proc/PID/status (the
+CPUs a process may run on), /proc/loadavg, /proc/meminfo and
+/proc/pressure/memory; GPUs through NVML (topology/nvml.py). The check's
+own process, its descendants (the MPI ranks it starts) and, in an MPI job,
+its sibling ranks are not "others".
+
+A step is busy when, while it ran:
+- other processes used at least OTHER_CORES cores' worth of CPU time on the
+  CPUs being measured (a single spinning process on a 2-core node is 0.67
+  cores or more: it is busy; background daemons use a few hundredths);
+- tasks stalled on memory at least PSI_MEMORY % of the last 10 s
+  (/proc/pressure/memory "some avg10"), or less than MEM_AVAILABLE of the
+  memory was available;
+- another process ran on a GPU (before the check: a GPU was also busy at
+  least GPU_UTIL % with no process of ours).
+The load average is recorded, not judged: it counts the check's own threads
+and decays over minutes, so the check run just before would make an idle
+node look busy. docs/check.md says why each threshold is where it is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+OTHER_CORES = 0.5  # cores of other CPU time on the measured CPUs
+PSI_MEMORY = 10.0  # % of time some task stalled on memory (avg10)
+MEM_AVAILABLE = 0.05  # fraction of MemTotal still available
+GPU_UTIL = 10  # % utilisation of a GPU with no process of ours, before the check
+TOP = 3  # other processes named per sample
+PF_KTHREAD = 0x00200000
+HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+GpuProbe = Callable[[set], "list[dict[str, Any]] | None"]
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    start: int  # clock ticks after boot: (pid, start) names one process across samples
+    ticks: int  # utime + stime
+    comm: str
+    kthread: bool
+
+
+def _read(root: str, path: str) -> str | None:
+    try:
+        with open(os.path.join(root, path.lstrip("/")), encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def processes(root: str = "/") -> dict[int, Proc]:
+    """Every process now, by pid (threads are counted in their process's time)."""
+    out = {}
+    try:
+        names = os.listdir(os.path.join(root, "proc"))
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        text = _read(root, f"/proc/{name}/stat")
+        if not text or ")" not in text:
+            continue
+        head, _, rest = text.rpartition(")")
+        f = rest.split()
+        try:
+            out[int(name)] = Proc(int(name), int(f[1]), int(f[19]), int(f[11]) + int(f[12]),
+                                  head.partition("(")[2], bool(int(f[6]) & PF_KTHREAD))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+def ours(procs: dict[int, Proc], me: int, siblings: bool = False) -> set[int]:
+    """`me` and its descendants; with `siblings`, also the other children of
+    its parent (the other ranks of an MPI job on this node)."""
+    roots = {me}
+    parent = procs[me].ppid if me in procs else 0
+    if siblings and parent > 1:
+        roots |= {p.pid for p in procs.values() if p.ppid == parent}
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.add(pid)
+            todo += children.get(pid, [])
+    return out
+
+
+def allowed_cpus(root: str, pid: int) -> set[int] | None:
+    """The CPUs a process may run on (Cpus_allowed_list), None when unreadable."""
+    from ..topology.cpuset import CpuSet
+
+    text = _read(root, f"/proc/{pid}/status") or ""
+    for line in text.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            try:
+                return set(CpuSet.parse(line.split(":", 1)[1].strip()))
+            except ValueError:
+                return None
+    return None
+
+
+def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
+              cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]]]:
+    """Cores' worth of CPU time other processes that may run on `cpus` used
+    between the two snapshots, and the largest of them. A process started
+    in between counts whole; one that ended in between is not seen."""
+    if seconds <= 0:
+        return 0.0, []
+    used = []
+    for pid, p in after.items():
+        if pid in mine or p.kthread:
+            continue
+        b = before.get(pid)
+        delta = p.ticks - (b.ticks if b is not None and b.start == p.start else 0)
+        if delta <= 0:
+            continue
+        allowed = allowed_cpus(root, pid)
+        if allowed is not None and cpus and not allowed & cpus:
+            continue
+        used.append({"pid": pid, "comm": p.comm, "cores": round(delta / HZ / seconds, 2)})
+    used.sort(key=lambda u: -u["cores"])
+    return round(sum(u["cores"] for u in used), 2), used[:TOP]
+
+
+def loadavg(root: str = "/") -> list[float] | None:
+    text = _read(root, "/proc/loadavg")
+    try:
+        return [float(x) for x in text.split()[:3]] if text else None
+    except ValueError:
+        return None
+
+
+def memory(root: str = "/") -> dict[str, Any]:
+    """MemAvailable/MemTotal (bytes) and the memory PSI "some avg10" (%) when the kernel has it."""
+    out: dict[str, Any] = {}
+    for line in (_read(root, "/proc/meminfo") or "").splitlines():
+        k, _, v = line.partition(":")
+        if k in ("MemTotal", "MemAvailable") and v.split():
+            out[k] = int(v.split()[0]) * 1024
+    for line in (_read(root, "/proc/pressure/memory") or "").splitlines():
+        if line.startswith("some "):
+            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            try:
+                out["psi_some_avg10"] = float(fields["avg10"])
+            except (KeyError, ValueError):
+                pass
+    return out
+
+
+def memory_reasons(mem: dict[str, Any]) -> list[str]:
+    out = []
+    if mem.get("psi_some_avg10", 0.0) >= PSI_MEMORY:
+        out.append(f"memory pressure: tasks stalled on memory {mem['psi_some_avg10']:g}% of the last 10 s "
+                   f"(at least {PSI_MEMORY:g}% is busy)")
+    total, avail = mem.get("MemTotal"), mem.get("MemAvailable")
+    if total and avail is not None and avail < MEM_AVAILABLE * total:
+        out.append(f"memory: {avail / 2**30:.1f} GiB of {total / 2**30:.1f} GiB available "
+                   f"(below {MEM_AVAILABLE:.0%})")
+    return out
+
+
+def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, utilisation: bool) -> list[str]:
+    """Other processes on a GPU; with `utilisation` (before the check, when
+    nothing of ours runs there) a GPU working without them too."""
+    out = []
+    for g in gpus or ():
+        procs = g.get("others", [])
+        if procs:
+            names = ", ".join(f"{p.get('comm') or 'pid'} (pid {p['pid']})" for p in procs[:TOP])
+            out.append(f"GPU{g['index']}: {len(procs)} other process(es) on it: {names}")
+        elif utilisation and (g.get("utilization") or 0) >= GPU_UTIL:
+            out.append(f"GPU{g['index']}: {g['utilization']}% busy with no process of this check "
+                       f"(at least {GPU_UTIL}% is busy)")
+    return out
+
+
+def _nvml_probe(mine: set) -> list[dict[str, Any]] | None:
+    from ..topology.nvml import gpu_activity
+
+    return gpu_activity(mine)
+
+
+class Detector:
+    """Samples the node around a piece of work: `begin()` then `end()` gives
+    one sample (a dict, saved as is in the check document)."""
+
+    def __init__(self, root: str = "/", cpus: Iterable[int] | None = None, me: int | None = None,
+                 siblings: bool = False, gpus: GpuProbe | None = _nvml_probe,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.root, self.me, self.siblings, self.gpus = root, me or os.getpid(), siblings, gpus
+        self.clock, self.sleep = clock, sleep
+        self.cpus = set(cpus) if cpus is not None else set(os.sched_getaffinity(0))
+        self._t0, self._before = 0.0, {}
+
+    def begin(self) -> None:
+        self._before = processes(self.root)
+        self._t0 = self.clock()
+
+    def end(self, utilisation: bool = False) -> dict[str, Any]:
+        seconds = self.clock() - self._t0
+        after = processes(self.root)
+        mine = ours(after, self.me, self.siblings) | ours(self._before, self.me, self.siblings)
+        cores, top = other_cpu(self._before, after, seconds, mine, self.cpus, self.root)
+        mem = memory(self.root)
+        gpus = self.gpus(mine) if self.gpus is not None else None
+        reasons = []
+        if cores >= OTHER_CORES:
+            who = ", ".join(f"{u['comm']} (pid {u['pid']}) {u['cores']:g}" for u in top)
+            reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
+                           f"(at least {OTHER_CORES:g} is busy): {who}")
+        reasons += memory_reasons(mem) + gpu_reasons(gpus, utilisation)
+        out: dict[str, Any] = {"busy": bool(reasons), "reasons": reasons, "seconds": round(seconds, 2),
+                               "other_cores": cores, "top": top, "load": loadavg(self.root), "memory": mem}
+        if gpus is not None:
+            out["gpus"] = gpus
+        return out
+
+    def sample(self, seconds: float, utilisation: bool = True) -> dict[str, Any]:
+        """A sample of `seconds` with nothing of ours running (before the check)."""
+        self.begin()
+        self.sleep(seconds)
+        return self.end(utilisation)
+
+
+def summary(before: dict[str, Any] | None, steps: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The check document's `busy` field: busy or not, every reason once
+    (with where it was seen), the sample before and each step's."""
+    reasons: list[str] = []
+    where: list[tuple[str, dict[str, Any]]] = ([("before the check", before)] if before else []) + list(steps)
+    for name, s in where:
+        reasons += [f"{name}: {r}" for r in s.get("reasons", [])]
+    return {"busy": bool(reasons), "reasons": reasons, "before": before or {},
+            "steps": [{"step": name, **s} for name, s in steps]}
+
+
+def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any = None) -> list[Any]:
+    """Figures a busy step measured are not failed (or warned) for speed: a
+    slow figure there says the node was shared, not that it is broken. They
+    become "inconclusive" with the reason; the others keep their verdicts."""
+    from . import figures as figs
+    from .verdicts import Judged
+
+    busy_keys: dict[str, str] = {}
+    for rs in results:
+        sample = rs.environment.get("busy") or {}
+        if sample.get("busy"):
+            why = "; ".join(sample.get("reasons", []))
+            busy_keys.update({f.key: why for f in figs.extract([rs], topo)})
+    out = []
+    for j in judged:
+        why = busy_keys.get(j.figure.key)
+        if why is not None and j.verdict in ("warn", "fail"):
+            j = Judged(j.figure, "inconclusive", f"measured while the node was busy ({why}): not judged for "
+                       f"speed; alone it would be {j.verdict}: {j.rule}", j.expectation, j.relative)
+        out.append(j)
+    return out

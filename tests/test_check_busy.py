@@ -1,0 +1,278 @@
+"""The busy-node detector on a fake /proc and a fake NVML, and what a busy
+step does to verdicts, the report and the exit status."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import check_synth as syn
+import nodes
+from nodemap.check import busy, expectations
+from nodemap.check.document import CheckDoc, exit_status, from_dict
+
+ME = 100
+
+
+class FakeProc:
+    """A /proc under tmp_path: processes with CPU times we set."""
+
+    def __init__(self, root):
+        self.root = root
+        (root / "proc").mkdir()
+        self.meminfo(24 << 20, 20 << 20)
+
+    def proc(self, pid, ppid, ticks, comm="spin", cpus="0-1", start=1000, kthread=False):
+        d = self.root / "proc" / str(pid)
+        d.mkdir(exist_ok=True)
+        flags = busy.PF_KTHREAD if kthread else 0
+        # fields 3..22: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+        # cutime cstime priority nice threads itrealvalue starttime
+        rest = f"R {ppid} 1 1 0 -1 {flags} 0 0 0 0 {ticks // 2} {ticks - ticks // 2} 0 0 20 0 1 0 {start} 0 0"
+        (d / "stat").write_text(f"{pid} ({comm}) {rest}\n")
+        (d / "status").write_text(f"Name:\t{comm}\nCpus_allowed_list:\t{cpus}\n")
+
+    def meminfo(self, total_kib, avail_kib):
+        (self.root / "proc" / "meminfo").write_text(f"MemTotal: {total_kib} kB\nMemAvailable: {avail_kib} kB\n")
+        (self.root / "proc" / "loadavg").write_text("2.50 1.00 0.50 3/200 999\n")
+
+    def pressure(self, avg10):
+        (self.root / "proc" / "pressure").mkdir(exist_ok=True)
+        (self.root / "proc" / "pressure" / "memory").write_text(
+            f"some avg10={avg10:.2f} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def detector(fake, cpus=(0, 1), gpus=None, siblings=False):
+    clock = Clock()
+    d = busy.Detector(str(fake.root), cpus=cpus, me=ME, siblings=siblings, gpus=gpus, clock=clock,
+                      sleep=lambda s: None)
+    return d, clock
+
+
+def run_step(fake, d, clock, after, seconds=10.0):
+    """begin, change the processes' times (`after`: callable on fake), end."""
+    d.begin()
+    after(fake)
+    clock.t += seconds
+    return d.end()
+
+
+def test_one_other_spinning_process_on_two_cores_is_busy(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(1, 0, 50, comm="init")
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(200, 1, 0, comm="spin")
+    d, clock = detector(fake)
+    hz = busy.HZ
+    # the spinner gets 2/3 of a core while the check's two threads run: 6.7 s of 10
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(6.7 * hz), comm="spin"))
+    assert s["busy"] and s["other_cores"] >= 0.6
+    assert "spin (pid 200)" in s["reasons"][0] and "of the 2 measured" in s["reasons"][0]
+    assert s["load"] == [2.5, 1.0, 0.5]  # recorded, not judged
+
+
+def test_the_checks_own_processes_and_ranks_are_not_others(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(300, ME, 0, comm="mpiexec")
+    fake.proc(301, 300, 0, comm="python")  # a rank the check started
+    d, clock = detector(fake)
+    hz = busy.HZ
+
+    def spin_ours(f):
+        f.proc(ME, 1, 20 * hz, comm="nodemap")
+        f.proc(301, 300, 10 * hz, comm="python")
+        f.proc(302, 300, 10 * hz, comm="python", start=5000)  # the second rank, started during the step
+        f.proc(7, 2, 5 * hz, comm="kworker/0:1", kthread=True)  # the kernel's work is not a job
+
+    s = run_step(fake, d, clock, spin_ours)
+    assert not s["busy"] and s["other_cores"] == 0.0 and s["reasons"] == []
+
+
+def test_sibling_ranks_count_as_ours_only_in_a_job(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(50, 1, 0, comm="hydra_pmi_proxy")
+    fake.proc(ME, 50, 0, comm="nodemap")
+    fake.proc(101, 50, 0, comm="nodemap")
+    spin = lambda f: f.proc(101, 50, 10 * busy.HZ, comm="nodemap")  # noqa: E731
+    d, clock = detector(fake, siblings=True)
+    assert not run_step(fake, d, clock, spin)["busy"]
+    fake.proc(101, 50, 0, comm="nodemap")
+    d, clock = detector(fake, siblings=False)  # `spin & nodemap check` in a script: a sibling that is not ours
+    assert run_step(fake, d, clock, spin)["busy"]
+
+
+def test_a_process_on_other_cpus_does_not_count(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap", cpus="0")
+    fake.proc(200, 1, 0, comm="spin", cpus="1")
+    d, clock = detector(fake, cpus=(0,))  # taskset -c 0 nodemap check
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="spin", cpus="1"))
+    assert not s["busy"]
+    d, clock = detector(fake, cpus=(0, 1))
+    fake.proc(200, 1, 0, comm="spin", cpus="1")
+    assert run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="spin", cpus="1"))["busy"]
+
+
+def test_a_little_background_work_is_idle(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(200, 1, 0, comm="sshd")
+    d, clock = detector(fake)
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(0.3 * busy.HZ), comm="sshd"))  # 0.03 cores
+    assert not s["busy"] and 0 < s["other_cores"] < busy.OTHER_CORES
+
+
+def test_memory_pressure_and_low_available_memory_are_busy(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0)
+    d, clock = detector(fake)
+    assert not run_step(fake, d, clock, lambda f: None)["busy"]  # no PSI file: MemAvailable only
+    fake.pressure(25.0)
+    s = run_step(fake, d, clock, lambda f: None)
+    assert s["busy"] and "stalled on memory 25%" in s["reasons"][0] and s["memory"]["psi_some_avg10"] == 25.0
+    fake.pressure(0.0)
+    fake.meminfo(24 << 20, 512 << 10)
+    s = run_step(fake, d, clock, lambda f: None)
+    assert s["busy"] and "0.5 GiB of 24.0 GiB available" in s["reasons"][0]
+
+
+def test_other_processes_on_a_gpu_and_idle_utilisation(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0)
+    seen = []
+
+    def gpus(mine):
+        seen.append(set(mine))
+        return [{"index": 0, "bus_id": "0000:07:00.0", "utilization": 97,
+                 "others": [{"pid": 4242, "comm": "train.py", "memory": 40 << 30}]},
+                {"index": 1, "bus_id": "0000:0b:00.0", "utilization": 55, "others": []}]
+
+    d, clock = detector(fake, gpus=gpus)
+    s = d.sample(0.5)  # before the check: utilisation without a process of ours counts
+    assert s["busy"] and ME in seen[0]
+    assert any("GPU0: 1 other process(es) on it: train.py (pid 4242)" in r for r in s["reasons"])
+    assert any(r.startswith("GPU1: 55% busy") for r in s["reasons"])
+    s = run_step(fake, d, clock, lambda f: None)  # during a step the utilisation is ours
+    assert not any(r.startswith("GPU1") for r in s["reasons"]) and s["gpus"][0]["others"][0]["pid"] == 4242
+
+
+class NVMLError(Exception):
+    pass
+
+
+def test_gpu_activity_through_nvml(monkeypatch):
+    """The project's one NVML source reads utilisation and other processes."""
+    from nodemap.topology import nvml
+
+    m = types.ModuleType("pynvml")
+    m.NVMLError = NVMLError
+    m.nvmlInit = m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: 2
+    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=[b"00000000:07:00.0", b"00000000:0B:00.0"][h])
+    m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=[90, 0][h], memory=0)
+    m.nvmlDeviceGetComputeRunningProcesses = lambda h: [types.SimpleNamespace(pid=ME, usedGpuMemory=1),
+                                                        types.SimpleNamespace(pid=999999999, usedGpuMemory=2 << 30)
+                                                        ][: 2 - h]
+
+    def graphics(h):
+        raise NVMLError("Not Supported")
+
+    m.nvmlDeviceGetGraphicsRunningProcesses = graphics
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    got = nvml.gpu_activity({ME})
+    assert [g["utilization"] for g in got] == [90, 0]
+    assert got[0]["others"] == [{"pid": 999999999, "comm": "", "memory": 2 << 30}]
+    assert got[1]["others"] == []  # only our own process there
+    assert busy.gpu_reasons(got, utilisation=False)[0].startswith("GPU0: 1 other process(es)")
+
+    def broken():
+        raise NVMLError("Driver Not Loaded")
+
+    m.nvmlInit = broken
+    assert nvml.gpu_activity({ME}) is None
+
+
+# --- what a busy step does ---------------------------------------------------------------
+
+
+def _busy_doc(busy_latency: bool):
+    """A node whose DRAM latency fails (a VM): measured busy or idle."""
+    lat = syn.latency({"L1d": (32, 1.2), "DRAM": (1 << 20, 547.0)})
+    sample = {"busy": busy_latency, "reasons": ["other processes used 0.98 cores of the 2 measured: spin (pid 7) 0.98"]
+              if busy_latency else []}
+    lat.environment["busy"] = sample
+    doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)),
+                   expectations=expectations.shipped(), results=[syn.stream({"1/core": (2, 20.0)}), lat])
+    doc.busy = busy.summary({"busy": False, "reasons": []}, [("latency against working-set size", sample)])
+    doc.rejudge()
+    return doc
+
+
+def test_a_figure_measured_busy_is_inconclusive_not_failed():
+    idle = _busy_doc(False)
+    dram = next(j for j in idle.judged if j.figure.key.endswith("DRAM"))
+    assert dram.verdict == "fail" and exit_status(idle) == 1 and not idle.is_busy()
+    loaded = _busy_doc(True)
+    dram = next(j for j in loaded.judged if j.figure.key.endswith("DRAM"))
+    assert dram.verdict == "inconclusive" and "measured while the node was busy" in dram.rule
+    assert "alone it would be fail" in dram.rule
+    assert loaded.verdict() != "fail" and exit_status(loaded) == 2  # retry, do not drain
+    assert not any("DRAM" in f.text for f in loaded.findings)  # no fix proposed from interference
+    stream = next(j for j in loaded.judged if j.figure.key == "host/stream/triad")
+    assert stream.verdict == idle.judged[0].verdict  # an idle step keeps its verdict
+
+
+def test_a_busy_check_says_so_at_the_top_of_every_report():
+    from nodemap.report import html, terminal
+
+    doc = _busy_doc(True)
+    lines = terminal.summary(doc).splitlines()
+    assert lines[1].startswith("BUSY: other work shared this node")
+    assert "latency against working-set size: other processes used 0.98 cores" in " ".join(lines[2:4])
+    assert "1 inconclusive" in terminal.summary(doc)
+    page = html.render(doc)
+    assert "id='busy'" in page and page.index("id='busy'") < page.index("id='areas'")
+    d = json.loads(doc.to_json())
+    assert d["busy"]["busy"] is True and d["busy"]["steps"][0]["step"] == "latency against working-set size"
+    again = from_dict(d, expectations.shipped())  # re-judged from the saved results: still inconclusive
+    assert again.is_busy() and exit_status(again) == 2
+    assert next(j for j in again.judged if j.figure.key.endswith("DRAM")).verdict == "inconclusive"
+    assert "BUSY" not in terminal.summary(_busy_doc(False))
+
+
+def test_run_check_samples_before_and_around_every_step(monkeypatch, tmp_path):
+    from nodemap.check import node, suite
+
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(200, 1, 0, comm="spin")
+    d, clock = detector(fake)
+    steps = []
+
+    def measure(kind, argv, level="full", *rest):
+        steps.append(kind)
+        clock.t += 10.0
+        if kind == "latency":  # another job starts spinning during the latency step
+            fake.proc(200, 1, 9 * busy.HZ, comm="spin")
+            return syn.latency({"L1d": (32, 1.2), "DRAM": (1 << 20, 547.0)})
+        return syn.stream({"1/core": (2, 20.0)})
+
+    monkeypatch.setattr(node, "measure", measure)
+    monkeypatch.setenv(suite.TINY_ENV, "1")
+    doc = node.run_check("quick", expectations.shipped(), detector=d)
+    assert doc.is_busy() and doc.busy["before"]["busy"] is False
+    assert [s["busy"] for s in doc.busy["steps"]] == [k == "latency" for k in steps]
+    assert doc.busy["reasons"][0].startswith("latency against working-set size: other processes used 0.9 cores")
+    assert next(j for j in doc.judged if j.figure.key.endswith("DRAM")).verdict == "inconclusive"
+    assert exit_status(doc) == 2
