@@ -21,7 +21,7 @@ from ..topology.model import Topology
 from . import figures as figs
 from .busy import under_interference
 from .expectations import Expectations
-from .findings import Finding, derive
+from .findings import Finding, NodeState, derive
 from .inventory import Check, Skipped
 from .verdicts import Judged, judge, worst
 
@@ -54,7 +54,7 @@ class CheckDoc:
         """Figures, verdicts and findings from the results and checks."""
         judged = judge(figs.extract(self.results, self.topology), self.expectations)
         self.judged = under_interference(judged, self.results, self.topology)
-        self.findings = derive(self.judged, self.checks)
+        self.findings = derive(self.judged, self.checks, NodeState.of(self.environment, self.checks))
 
     def areas(self) -> dict[str, str]:
         """Worst verdict per area, in the order of figures.AREAS."""

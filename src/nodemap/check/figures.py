@@ -42,6 +42,7 @@ class Figure:
     median: float = 0.0  # the Result's median, for noise in comparisons
     spread: float = 0.0
     setting: str = ""  # what reaches the peak, for the fix (STREAM: OMP_NUM_THREADS/OMP_PLACES)
+    peak_spread: float = 0.0  # the peak's own spread when it is another measurement (STREAM's best placement)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +88,8 @@ def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
     out = [figure(core, "host/stream/triad", "host memory",
                   f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
                   peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('thread_order')} "
-                  f"({best.params.get('threads')} threads)", setting=omp_setting(triads))]
+                  f"({best.params.get('threads')} threads)", setting=omp_setting(triads),
+                  peak_spread=best.stats.spread)]
     if best.peak:
         out.append(figure(best, "host/stream/best", "host memory",
                           f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM"))

@@ -24,9 +24,14 @@ from .mpi import InJob, awareness_check
 from .suite import KindFailed, measure, plan
 
 
-def environment() -> dict[str, object]:
+def environment(root: str = "/") -> dict[str, object]:
+    """Versions and what the findings' fixes depend on (variables, the transparent huge page mode)."""
+    from ..topology.sysfs import Root
+    from .findings import thp_mode
+
     env = {"nodemap": __version__, "python": platform.python_version(), "kernel": platform.release(),
-           "machine": platform.machine(), "variables": relevant_environment(os.environ)}
+           "machine": platform.machine(), "variables": relevant_environment(os.environ),
+           "transparent_hugepage": thp_mode(Root(root).read("sys/kernel/mm/transparent_hugepage/enabled"))}
     try:
         from importlib.metadata import version
 
