@@ -348,14 +348,6 @@ def _libs(tree: list[int]) -> set[str]:
     return found
 
 
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
 def _ancestors(pid: int, depth: int = 8) -> list[int]:
     out = []
     for _ in range(depth):
@@ -438,8 +430,10 @@ class _Gpus:
     def _describe(self, pid: int) -> tuple[str, list[int]]:
         """Name and ancestors of another process, read once per pid (ranks sharing a GPU see each other every
         sample)."""
+        from ..topology.nvml import process_name
+
         if pid not in self._seen:
-            self._seen[pid] = (_comm(pid), _ancestors(pid))
+            self._seen[pid] = (process_name(pid), _ancestors(pid))
         return self._seen[pid]
 
     def _procs(self, h) -> list:

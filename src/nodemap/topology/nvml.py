@@ -113,7 +113,7 @@ def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str
                 _try(getattr(nvml, "nvmlDeviceGetGraphicsRunningProcesses", None), h, default=[]) or [])
             others = {int(p.pid): int(getattr(p, "usedGpuMemory", 0) or 0) for p in procs if int(p.pid) not in ours}
             out.append({"index": i, "bus_id": bus_id, "utilization": int(util.gpu) if util is not None else None,
-                        "others": [{"pid": pid, "comm": _comm(pid), "memory": mem} for pid, mem in sorted(others.items())]})
+                        "others": [{"pid": pid, "comm": process_name(pid), "memory": mem} for pid, mem in sorted(others.items())]})
         return out
     except Exception:
         return None
@@ -124,7 +124,8 @@ def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str
             pass
 
 
-def _comm(pid: int) -> str:
+def process_name(pid: int) -> str:
+    """/proc/PID/comm, '' when the process is gone or hidden (another PID namespace)."""
     try:
         with open(f"/proc/{pid}/comm") as f:
             return f.read().strip()
