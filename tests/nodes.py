@@ -189,3 +189,13 @@ def random_spec(draw, st) -> Spec:
         offline, disallowed = frozenset(), frozenset()
     return Spec(packages, npp, l3, cpl3, smt, packed=draw(st.booleans()), gpus=gpus, nics=nics,
                 offline=offline, disallowed=disallowed)
+
+
+def with_links(topo: Topology, links: dict[str, tuple[int, int, int, int]]) -> Topology:
+    """`topo` with PCIe links set on its PCI devices: bus id -> (gen, width,
+    max gen, max width), as the sysfs reader fills them in."""
+    from dataclasses import replace
+
+    return replace(topo, pci_devices=tuple(
+        replace(d, link_gen=links[d.bus_id][0], link_width=links[d.bus_id][1], link_max_gen=links[d.bus_id][2],
+                link_max_width=links[d.bus_id][3]) if d.bus_id in links else d for d in topo.pci_devices))

@@ -66,21 +66,13 @@ def test_slow_pair_fails_and_names_the_pair():
     assert f.cause == "hardware" and "GPU1 -> GPU3" in f.text and "nvlink" in f.fix
 
 
-def _gen4_root(tmp_path, topo, slow_gpu):
-    for g in topo.gpus:
-        d = tmp_path / "sys/bus/pci/devices" / g.pci_bus_id
-        d.mkdir(parents=True)
-        gen = "16.0 GT/s PCIe" if g.index == slow_gpu else "32.0 GT/s PCIe"
-        for name, val in (("current_link_speed", gen), ("max_link_speed", "32.0 GT/s PCIe"),
-                          ("current_link_width", "16"), ("max_link_width", "16")):
-            (d / name).write_text(val + "\n")
-    return str(tmp_path)
+def _gen5_links(topo, slow_gpu):
+    return nodes.with_links(topo, {g.pci_bus_id: (4 if g.index == slow_gpu else 5, 16, 5, 16) for g in topo.gpus})
 
 
-def test_gen4_link_is_a_hardware_finding(tmp_path):
-    topo = nodes.karolina()
-    root = _gen4_root(tmp_path, topo, slow_gpu=3)
-    checks = inventory.pcie_links(topo, root)
+def test_gen4_link_is_a_hardware_finding():
+    topo = _gen5_links(nodes.karolina(), slow_gpu=3)
+    checks = inventory.pcie_links(topo)
     link = {c.key: c for c in checks}
     assert link["inventory/pcie/gpu3"].value == "Gen4 x16" and link["inventory/pcie/gpu3"].expected == "Gen5 x16"
     assert link["inventory/pcie/gpu3"].verdict == "warn"  # idle GPUs drop their generation: the copies decide
@@ -98,12 +90,18 @@ def test_gen4_link_is_a_hardware_finding(tmp_path):
     assert sum("gpu3" in k for f in doc.findings for k in f.keys) == 2
 
 
-def test_narrow_link_fails(tmp_path):
+def test_narrow_link_fails():
     topo = nodes.karolina()
-    root = _gen4_root(tmp_path, topo, slow_gpu=-1)
-    (tmp_path / "sys/bus/pci/devices" / topo.gpus[6].pci_bus_id / "current_link_width").write_text("8\n")
-    c = {c.key: c for c in inventory.pcie_links(topo, root)}["inventory/pcie/gpu6"]
+    topo = nodes.with_links(topo, {g.pci_bus_id: (5, 8 if g.index == 6 else 16, 5, 16) for g in topo.gpus})
+    c = {c.key: c for c in inventory.pcie_links(topo)}["inventory/pcie/gpu6"]
     assert c.verdict == "fail" and c.value == "Gen5 x8" and c.cause == "hardware"
+
+
+def test_links_without_a_maximum_are_not_judged():
+    topo = nodes.karolina()
+    assert inventory.pcie_links(topo) == []  # hwloc XML and NVML say the current link only
+    topo = nodes.with_links(topo, {topo.gpus[0].pci_bus_id: (4, 16, 0, 0)})
+    assert inventory.pcie_links(topo) == []
 
 
 def test_remote_numa_binding_is_a_configuration_finding():

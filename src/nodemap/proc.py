@@ -14,6 +14,10 @@ programs that is the one around MPI_Init, before MPI starts: forking an MPI
 process is unsafe), and told each deadline over a pipe. It holds no file
 of this process but the pipe and stderr (a launcher waits for stdout's
 EOF); EOF on the pipe, also when this process dies, ends it quietly.
+
+`run_group(cmd, env, timeout)` runs a child in its own process group, so a
+timeout or Ctrl-C ends it and everything it started, never an orphan that
+spins on (mpiexec's ranks, a hung scontrol's RPC).
 """
 
 from __future__ import annotations
@@ -132,3 +136,24 @@ def deadline(seconds: float, line: str) -> Iterator[None]:
     finally:
         t.cancel()
         _dog.pop()
+
+
+def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `cmd`; subprocess.TimeoutExpired
+    after `timeout` seconds, the whole group killed first. OSError when it
+    does not start."""
+    import signal
+    import subprocess  # here: the MPI ranks import this module for `deadline` only
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         env=env, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:  # TimeoutExpired, KeyboardInterrupt
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        raise
+    return p.returncode, out, err

@@ -1,23 +1,22 @@
 """Inventory and health: what the node has, and whether it is set up right.
 
 Each item is a Check: a value, what was expected, a verdict, the cause
-(configuration or hardware) and a fix. Sources: the Topology, sysfs PCIe
-link attributes (read through a root directory, so tests replay trees),
-NVML where readable, and the environment. What cannot be read is skipped
+(configuration or hardware) and a fix. Sources: the Topology only for the
+hardware (PCIe links current and maximum included, so a snapshot replays
+every inventory item), NVML's health counters where readable (through
+topology/nvml.py, the project's one NVML source), and the environment. What cannot be read is skipped
 with its reason, never failed.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ..topology.model import Topology
+from ..topology.model import GPU, NIC, Topology
 from ..text import is_decimal
 
-GTS_GEN = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5, "32": 5, "64.0": 6, "64": 6}
 # Variables that change what a measurement means (CONTEXT.md: "a forced
 # UCX_TLS=tcp flagged a healthy node"): recorded; risky values warned.
 ENV_PREFIXES = ("UCX_", "NCCL_", "OMPI_MCA_", "MPICH_", "I_MPI_", "FI_", "CUDA_", "OMP_", "GOMP_", "KMP_",
@@ -63,13 +62,13 @@ class Skipped:
         return asdict(self)
 
 
-def collect(topo: Topology, env: Mapping[str, str], root: str = "/", nvml: bool = True,
+def collect(topo: Topology, env: Mapping[str, str], nvml: bool = True,
             affinity: Iterable[int] | None = None) -> tuple[list[Check], list[Skipped]]:
     checks: list[Check] = []
     skipped: list[Skipped] = []
     checks += devices(topo)
     checks += binding(topo, os.sched_getaffinity(0) if affinity is None else affinity)
-    checks += pcie_links(topo, root)
+    checks += pcie_links(topo)
     checks += cpus(topo)
     checks += numa_balance(topo)
     checks += nics(topo)
@@ -127,23 +126,15 @@ def binding(topo: Topology, affinity: Iterable[int]) -> list[Check]:
 # --- PCIe links ---------------------------------------------------------------------
 
 
-def read_link(root: str, bus_id: str) -> dict[str, int] | None:
-    """{gen, width, max_gen, max_width} from sysfs; None when unreadable."""
-    d = os.path.join(root, "sys/bus/pci/devices", bus_id)
-    vals: dict[str, int] = {}
-    for name, key in (("current_link_speed", "gen"), ("max_link_speed", "max_gen"),
-                      ("current_link_width", "width"), ("max_link_width", "max_width")):
-        try:
-            with open(os.path.join(d, name)) as f:
-                text = f.read().strip()
-        except OSError:
-            return None
-        if key.endswith("gen"):
-            m = re.match(r"([\d.]+)\s*GT/s", text)
-            vals[key] = GTS_GEN.get(m.group(1), 0) if m else 0
-        else:
-            vals[key] = int(text) if is_decimal(text) else 0
-    return vals if vals.get("max_gen") and vals.get("max_width") else None
+def read_link(topo: Topology, dev: "GPU | NIC") -> dict[str, int] | None:
+    """{gen, width, max_gen, max_width} of a device's PCIe link, from the
+    Topology (the sources read sysfs, so a snapshot replays it); None when a
+    source did not say what the link can train at."""
+    pci = topo.pci_of(dev)
+    if pci is None or not (pci.link_max_gen and pci.link_max_width and pci.link_width):
+        return None
+    return {"gen": pci.link_gen, "width": pci.link_width, "max_gen": pci.link_max_gen,
+            "max_width": pci.link_max_width}
 
 
 def link_check(key: str, label: str, link: dict[str, int], is_gpu: bool) -> Check:
@@ -162,16 +153,14 @@ def link_check(key: str, label: str, link: dict[str, int], is_gpu: bool) -> Chec
     return Check(key, label, now, top, "pass", "trained at its maximum generation and width")
 
 
-def pcie_links(topo: Topology, root: str = "/") -> list[Check]:
+def pcie_links(topo: Topology) -> list[Check]:
     out = []
     for g in topo.gpus:
-        link = read_link(root, g.pci_bus_id) if g.pci_bus_id else None
-        if link is None and g.pcie_gen and g.pcie_width:
-            continue  # NVML gave the current link only: nothing to compare it with
+        link = read_link(topo, g)
         if link is not None:
             out.append(link_check(f"inventory/pcie/gpu{g.index}", f"GPU{g.index} PCIe link", link, True))
     for n in topo.nics:
-        link = read_link(root, n.pci_bus_id) if n.pci_bus_id else None
+        link = read_link(topo, n)
         if link is not None:
             out.append(link_check(f"inventory/pcie/{n.name}", f"{n.name} PCIe link", link, False))
     return out
@@ -288,24 +277,19 @@ def nvml_health(topo: Topology) -> tuple[list[Check], str]:
     """ECC, retired/remapped pages, throttle reasons, persistence, MIG per GPU."""
     if not any(g.vendor == "NVIDIA" for g in topo.gpus):
         return [], "no NVIDIA GPU in the topology"
+    from ..topology import nvml
+
+    nv, why = nvml.start()
+    if nv is None:
+        return [], why if why.startswith("nvidia-ml-py") else f"NVML does not start here ({why})"
     try:
-        import pynvml as nv
-    except ImportError:
-        return [], "nvidia-ml-py is not installed (pip install 'nodemap[nvml]')"
-    try:
-        nv.nvmlInit()
-    except Exception as e:  # NVMLError: no driver, no permission
-        return [], f"NVML does not start here ({e})"
-    try:
+        index = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id}
         out = []
-        for i in range(nv.nvmlDeviceGetCount()):
-            out += gpu_health(nv, i)
+        for i, h, bus_id in nvml.handles(nv):
+            out += gpu_health(nv, h, index.get(bus_id, i))
         return out, ""
     finally:
-        try:
-            nv.nvmlShutdown()
-        except Exception:
-            pass
+        nvml.stop(nv)
 
 
 def _try(fn: Callable[[], Any]) -> Any:
@@ -319,8 +303,8 @@ THROTTLE_BAD = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x4
                 0x80: "hardware power brake", 0x4: "software power cap"}
 
 
-def gpu_health(nv: Any, i: int) -> list[Check]:
-    h = nv.nvmlDeviceGetHandleByIndex(i)
+def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
+    """The health counters of GPU `i` (the topology's index, matched by bus id)."""
     out = []
     k = f"inventory/nvml/gpu{i}"
     ecc = _try(lambda: nv.nvmlDeviceGetEccMode(h))

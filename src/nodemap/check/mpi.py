@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..bench.report import number
 from ..bench.results import ResultSet
 from ..env import MPI_JOB_VARS
+from ..proc import run_group
 from .inventory import Check
 
 WHAT = "MPI point-to-point, host and device buffers"
@@ -159,7 +159,7 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
         out = os.path.join(tmp, "mpi.json")
         cmd = command(launcher, argv, out)
         try:
-            code, stdout, stderr = _run_group(cmd, launch_env(launcher, env), timeout)
+            code, stdout, stderr = run_group(cmd, launch_env(launcher, env), timeout)
         except subprocess.TimeoutExpired:
             raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi did not finish within "
                             f"{timeout:g} s") from None
@@ -171,23 +171,6 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
                             f"{_last_line(stderr) or _last_line(stdout) or 'no message'}")
         rs.environment["launcher"] = " ".join(cmd[:cmd.index("-o")])  # how the ranks were started, for the record
         return rs
-
-
-def _run_group(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
-    """Run the launcher in its own process group, so a timeout or Ctrl-C
-    ends the ranks too, not only mpiexec (orphaned ranks would spin on)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except BaseException:  # TimeoutExpired, KeyboardInterrupt
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.communicate()
-        raise
-    return p.returncode, out, err
 
 
 def _saved(path: str) -> ResultSet | None:

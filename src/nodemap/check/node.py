@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 import traceback
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import __version__
 from ..bench.thread_orders import load_topology
@@ -22,6 +22,9 @@ from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
 from .suite import KindFailed, measure, plan
+
+if TYPE_CHECKING:
+    from ..topology.model import Topology
 
 
 def environment(root: str = "/") -> dict[str, object]:
@@ -47,13 +50,19 @@ def environment(root: str = "/") -> dict[str, object]:
 
 def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
               progress: Callable[[str], None] = lambda s: None, command: str = "",
-              in_job: InJob | None = None, detector: busy.Detector | None = None) -> CheckDoc:
+              in_job: InJob | None = None, detector: busy.Detector | None = None,
+              expected: "Topology | None" = None) -> CheckDoc:
     """`in_job`: the check runs as a rank of an MPI job (check --fleet), its MPI step is that.
-    `detector`: what says whether the node is busy (a fake /proc in tests)."""
+    `detector`: what says whether the node is busy (a fake /proc in tests).
+    `expected`: the node class's Topology this node must match (check/expected.py)."""
     topo = load_topology()
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
     doc.checks, doc.skipped = collect(topo, os.environ)
+    if expected is not None:
+        from .expected import compare
+
+        doc.checks += compare(expected, topo)
     steps, skipped = plan(topo, level, in_job=in_job)
     doc.skipped += skipped
     detector = detector or busy.Detector(siblings=in_job is not None)
@@ -99,6 +108,47 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
 
 
 BUSY_SAMPLE = 0.5  # s of watching the node before the check starts
+
+
+# What the health level cannot read, said once in every document of that level.
+XID_SKIP = Skipped("GPU Xid error counts", "NVML reports Xid errors only as events to a listener that was "
+                   "running when they happened; read the kernel log (dmesg | grep -i xid)")
+
+
+def run_health(expectations: Expectations, expected: "Topology | None" = None, input: str | None = None,
+               command: str = "") -> CheckDoc:
+    """The passive level: inventory, NVML health, NIC links and the
+    environment, against the expected node (its saved Topology) when given;
+    nothing is measured, so it is safe while jobs run and takes seconds.
+    `input`: a saved node (snapshot, XML, JSON) instead of this one: its
+    hardware is judged, this machine's NVML, binding and variables are not."""
+    from .expected import compare
+
+    if input is None:
+        topo = load_topology()
+    else:
+        from ..bench.harness import read_topology
+
+        topo = read_topology(input, "--input")
+    live = input is None
+    doc = CheckDoc(level="health", topology=topo, expectations=expectations, environment=environment(),
+                   command=command)
+    doc.checks, doc.skipped = collect(topo, os.environ if live else {}, nvml=live,
+                                      affinity=None if live else topo.allowed_cpus)
+    if not live:
+        doc.skipped.append(Skipped("GPU health from NVML, this process's binding and environment",
+                                   f"--input {input}: a saved node, not this machine"))
+    elif any(g.vendor == "NVIDIA" for g in topo.gpus):
+        doc.skipped.append(XID_SKIP)
+    if expected is not None:
+        doc.checks += compare(expected, topo)
+    else:
+        doc.skipped.append(Skipped("this node against its node class (missing GPUs, NICs, links, memory)",
+                                   "no --expect-topology FILE (save one with nodemap topo --export FILE on a good "
+                                   "node of the class)"))
+    doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    doc.rejudge()
+    return doc
 
 
 def crashed(kind: str, e: Exception) -> str:

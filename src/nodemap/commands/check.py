@@ -8,6 +8,7 @@ import os
 import time
 
 from ..fleet import command as fleet_command
+from ..units import seconds
 
 DESCRIPTION = """\
 Check this node: inventory and health (GPUs, NICs, PCIe links trained at
@@ -21,14 +22,22 @@ with the rule that decided it; findings say what is wrong, the evidence,
 the fix, and whether the cause is configuration or hardware. What the
 node lacks (GPU, NVML, MPI) is skipped with the reason, never failed.
 
-Writes DIR/check.json (docs/check.md) and DIR/check.html (open offline).
+--level health measures nothing: inventory against the node's class
+(--expect-topology), NVML health, NIC links and the environment, in
+seconds and safe while jobs run (Slurm's HealthCheckProgram; docs/slurm.md).
+--slurm-drain drains this node in Slurm when it fails for a hardware cause
+and resumes it when it passes again, if nodemap drained it.
+
+Writes DIR/check.json (docs/check.md) and DIR/check.html (open offline;
+at --level health only when -o is given).
 Other work on the node (other processes' CPU time on the measured CPUs,
 memory pressure, other processes on the GPUs) is sampled before the check
 and around every step; a busy node's report says so at the top, and its
 figures measured then are "inconclusive", never failed for speed.
-Exit status: 0 no figure failed, 1 something failed, 2 bad usage or a busy
-node (could not judge: retry later, do not drain), 130 interrupted (the
-report holds what was measured, marked incomplete)."""
+Exit status: 0 no figure failed, 1 something failed, 2 bad usage or could
+not judge (a busy node, scontrol missing or slow, another check of this
+node running: retry later, do not drain), 130 interrupted (the report
+holds what was measured, marked incomplete)."""
 
 EPILOG = """\
 examples:
@@ -36,18 +45,39 @@ examples:
   nodemap check --level full -o /tmp/c   standard sizes and every engine
   nodemap check --expect site.toml       site limits and thresholds (keys of nodemap/check/expectations.toml)
   nodemap report /tmp/c/check.json       the summary again; --html, --compare BEFORE AFTER
+  nodemap topo --export class.json       once, on a good node of the class; then on every node:
+  nodemap check --level health --expect-topology class.json --slurm-drain
+                                         HealthCheckProgram: drain on a hardware fault, resume when fixed
+  nodemap check --level health --input snap.tar.bz2 --expect-topology class.json
+                                         judge a saved node (sysfs snapshot, hwloc XML, topology JSON)
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--level", choices=("quick", "full"), default="quick",
+    p.add_argument("--level", choices=("quick", "full", "health"), default="quick",
                    help="quick: only the sizes and cases that are judged, the host ones with full's repetitions "
-                        "(default); full: every size, case and repetition the kinds take by default")
+                        "(default); full: every size, case and repetition the kinds take by default; health: "
+                        "nothing measured, inventory and health counters only (seconds, safe while jobs run)")
+    p.add_argument("--expect-topology", metavar="FILE",
+                   help="the node class this node must match (nodemap topo --export FILE on a good node): a "
+                        "missing GPU/NIC/NVLink, a narrower PCIe link, a NIC port down, less memory fail")
+    p.add_argument("--input", metavar="PATH",
+                   help="--level health only: judge a saved node (sysfs snapshot, hwloc XML, topology JSON)")
     p.add_argument("--output", "-o", metavar="DIR",
                    help="folder for check.json and check.html (default ./nodemap-check-HOST-YYYYmmdd-HHMMSS)")
     p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")
     p.add_argument("--json", action="store_true", help="print the check document as JSON on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    g = p.add_argument_group("Slurm")
+    g.add_argument("--slurm-drain", nargs="?", const="on", choices=("on", "dry-run"), metavar="dry-run",
+                   help="drain this node (scontrol update State=DRAIN Reason='nodemap: ...') when it fails for a "
+                        "hardware cause; resume it when it passes, if nodemap drained it; =dry-run prints the "
+                        "scontrol command instead")
+    g.add_argument("--dry-run", action="store_true", help="same as --slurm-drain=dry-run")
+    g.add_argument("--slurm-timeout", type=seconds, default=10.0, metavar="S",
+                   help="seconds each scontrol call may take before the check gives up, exit 2 (default 10)")
+    g.add_argument("--node-name", metavar="NAME",
+                   help="the node's Slurm NodeName (default $SLURMD_NODENAME, else the short hostname)")
     fleet_command.add_arguments(p)
 
 
@@ -73,31 +103,86 @@ def output_dir(arg: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import NodemapError
+
+    if args.dry_run:
+        args.slurm_drain = "dry-run"
+    if args.input and args.level != "health":
+        raise NodemapError("--input: only --level health judges a saved node (the other levels measure this one); "
+                           "add --level health")
+    if args.fleet or args.from_dirs:
+        if args.slurm_drain or args.expect_topology or args.level == "health":
+            raise NodemapError("--fleet: --slurm-drain, --expect-topology and --level health are per node; run "
+                               "nodemap check --level health --slurm-drain on each node (HealthCheckProgram)")
+        return fleet_command.run(args)
+    if not args.slurm_drain:
+        return _check(args)
+    import os as _os
+
+    from ..slurm import drain
+
+    name = drain.node_name(_os.environ, args.node_name)
+    with drain.NodeLock(drain.runtime_dir(_os.environ), name):
+        return _check(args, name)
+
+
+def _check(args: argparse.Namespace, node: str = "") -> int:
     import sys
 
-    if args.fleet or args.from_dirs:
-        return fleet_command.run(args)
-
     from ..check import expectations
-    from ..check.node import run_check, stderr_progress
+    from ..check.node import run_check, run_health, stderr_progress
     from .. import outfile
     from ..report import html, terminal
 
     exp = expectations.load(args.expect)
-    d = output_dir(args.output)
-    json_path, html_path = os.path.join(d, "check.json"), os.path.join(d, "check.html")
-    for p in (json_path, html_path):
-        outfile.check(p, "--output")
-    cmd = "nodemap check --level " + args.level + (f" --expect {args.expect}" if args.expect else "")
-    doc = run_check(args.level, exp, on_update=lambda doc: outfile.write(json_path, doc.to_json()),
-                    progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd)
-    outfile.write(html_path, html.render(doc))
+    expected = _expected(args.expect_topology)
+    health = args.level == "health"
+    d = output_dir(args.output) if args.output or not health else None
+    json_path = html_path = None
+    files: tuple[str, ...] = ()
+    if d is not None:
+        json_path, html_path = os.path.join(d, "check.json"), os.path.join(d, "check.html")
+        for p in (json_path, html_path):
+            outfile.check(p, "--output")
+        files = (json_path, html_path)
+    cmd = "nodemap check --level " + args.level + (f" --expect {args.expect}" if args.expect else "") + (
+        f" --expect-topology {args.expect_topology}" if args.expect_topology else "")
+    if health:
+        doc = run_health(exp, expected, args.input, command=cmd)
+    else:
+        doc = run_check(args.level, exp, on_update=lambda doc: outfile.write(json_path, doc.to_json()),
+                        progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd,
+                        expected=expected)
+    if json_path is not None:
+        outfile.write(json_path, doc.to_json())
+        outfile.write(html_path, html.render(doc))
     if args.json:
         print(doc.to_json())
     else:
-        print(terminal.summary(doc, files=(json_path, html_path)))
-    if not args.quiet and args.json:
+        print(terminal.summary(doc, files=files))
+    if not args.quiet and args.json and files:
         print(f"report: {json_path}, {html_path}", file=sys.stderr)
+    if node:
+        _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout)
     from ..check.document import exit_status
 
     return exit_status(doc)
+
+
+def _expected(path: str | None):
+    """The node class's Topology (--expect-topology), read before anything runs."""
+    if not path:
+        return None
+    from ..bench.harness import read_topology
+
+    return read_topology(path, "--expect-topology")
+
+
+def _slurm(doc, node: str, dry_run: bool, timeout: float) -> None:
+    """Drain or resume the node on the document's verdict; one line on stderr."""
+    import sys
+
+    from ..slurm import drain, verdict
+
+    healthy, why = verdict.health(doc)
+    print(f"nodemap check: slurm: {drain.act(node, healthy, why, dry_run, timeout)}", file=sys.stderr)

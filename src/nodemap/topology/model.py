@@ -135,6 +135,10 @@ class PciDevice(_Record):
     link_gen: int = 0  # current PCIe generation, 0 unknown
     link_width: int = 0  # current lanes, 0 unknown
     link_speed: float = 0.0  # GB/s one direction per hwloc, 0 unknown
+    # What the link can train at (sysfs max_link_speed/max_link_width), 0
+    # unknown: a link below it is a reseat, a riser or a slot (check's inventory).
+    link_max_gen: int = 0
+    link_max_width: int = 0
 
 
 @dataclass(frozen=True)

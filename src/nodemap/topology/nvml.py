@@ -23,7 +23,8 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always com
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
-__all__ = ["enrich", "gpu_activity", "apply_visible", "hidden_gpus", "visibility_vars", "parse_visible", "NVLINK_GBS", "nvlink_generation"]
+__all__ = ["enrich", "start", "stop", "handles", "gpu_activity", "apply_visible", "hidden_gpus", "visibility_vars",
+           "parse_visible", "NVLINK_GBS", "nvlink_generation"]
 
 # GB/s per link per direction by NVLink generation: the data rate after line
 # coding (NVIDIA's and hwloc's figures), as PCIe rates are counted after
@@ -63,24 +64,38 @@ class _NvGpu:
 def enrich(topo: Topology, env: Mapping[str, str] | None = None, required: bool = False) -> Topology:
     """Topology with NVML's view of the NVIDIA GPUs merged in; without NVML,
     a note (or, when `required`, as for --source nvml, an error)."""
-    try:
-        import pynvml as nvml
-    except ImportError:
-        return _without(topo, env, required, "nvidia-ml-py is not installed (pip install nvidia-ml-py)")
-    try:
-        nvml.nvmlInit()
-    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded...
-        return _without(topo, env, required, _text(e) or type(e).__name__)
+    nvml, why = start()
+    if nvml is None:
+        return _without(topo, env, required, why)
     try:
         gpus = _read_gpus(nvml, _cpu_words(topo))
         p2p = _p2p_notes(nvml, gpus)
         merged = _merge(topo, gpus, p2p)
         return apply_visible(merged, env, resolve=lambda u: _mig_parent(nvml, u))
     finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
+        stop(nvml)
+
+
+def start() -> tuple[Any, str]:
+    """(the initialised pynvml module, "") or (None, why NVML cannot be used):
+    the one place nodemap opens NVML (topology enrichment, the check's health
+    counters); close it with `stop`."""
+    try:
+        import pynvml as nvml
+    except ImportError:
+        return None, "nvidia-ml-py is not installed (pip install 'nodemap[nvml]')"
+    try:
+        nvml.nvmlInit()
+    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded...
+        return None, _text(e) or type(e).__name__
+    return nvml, ""
+
+
+def stop(nvml: Any) -> None:
+    try:
+        nvml.nvmlShutdown()
+    except Exception:
+        pass
 
 
 def _without(topo: Topology, env, required: bool, why: str) -> Topology:
@@ -99,11 +114,8 @@ def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str
     """Per GPU NVML sees: its index, bus id, utilisation (%) and the other
     processes on it (pid, name, memory) - every process not in `ours`. None
     without NVML (no package, driver or GPU): nothing to say about GPUs."""
-    try:
-        import pynvml as nvml
-
-        nvml.nvmlInit()
-    except Exception:
+    nvml, _ = start()
+    if nvml is None:
         return None
     try:
         out = []
@@ -118,10 +130,7 @@ def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str
     except Exception:
         return None
     finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
+        stop(nvml)
 
 
 def process_name(pid: int) -> str:

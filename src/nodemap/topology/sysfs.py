@@ -679,6 +679,16 @@ def _pci_device(fs: Root, name: str, online: CpuSet) -> PciDevice:
     cls = fs.read_int(f"{d}/class", 16) or 0
     speed, gen = _link_speed(fs.read(f"{d}/current_link_speed"))
     width = fs.read_int(f"{d}/current_link_width") or 0
+    # What the link can train at: the lower of both ends' maximum (a Gen3 NIC
+    # behind a Gen1 switch port runs Gen1, as it should).
+    max_gen, max_width = _link_max(fs, real.lstrip("/")), 0
+    if max_gen:
+        max_gen, max_width = max_gen
+        up = real.rstrip("/").rpartition("/")[0]
+        if _is_bus_id(up.rpartition("/")[2]):
+            cap = _link_max(fs, up.lstrip("/"))
+            if cap:
+                max_gen, max_width = min(max_gen, cap[0]), min(max_width, cap[1])
     numa = fs.read_int(f"{d}/numa_node")
     cpus = fs.read_set(f"{d}/local_cpulist", f"{d}/local_cpus")
     return PciDevice(
@@ -686,7 +696,15 @@ def _pci_device(fs: Root, name: str, online: CpuSet) -> PciDevice:
         device_id=fs.read_int(f"{d}/device", 16) or 0, numa_node=-1 if numa is None else numa,
         cpuset=(cpus & online) if cpus is not None else CpuSet(), pci_path=path, link_gen=gen, link_width=width,
         link_speed=round(speed * width * (0.8 if gen in (1, 2) else 128 / 130) / 8, 2) if width and speed else 0.0,
+        link_max_gen=max_gen or 0, link_max_width=max_width,
     )
+
+
+def _link_max(fs: Root, d: str) -> tuple[int, int] | None:
+    """(max generation, max width) of the PCI function at `d`, None unknown."""
+    gen = _link_speed(fs.read(f"{d}/max_link_speed"))[1]
+    width = fs.read_int(f"{d}/max_link_width") or 0
+    return (gen, width) if gen and width else None
 
 
 def _link_speed(text: str | None) -> tuple[float, int]:

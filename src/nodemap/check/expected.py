@@ -1,0 +1,166 @@
+"""This node against the node it should be: a saved Topology of its node
+class (`nodemap topo --export node-class.json`, `check --expect-topology`).
+
+A GPU, NIC, NVLink, NUMA node, core or memory that the expected node has and
+this one lacks, a PCIe link narrower or of a lower generation than the
+expected one, a NIC port down or slower: each is a failed Check with a
+hardware cause (the node must be drained and repaired), except CPUs that
+exist but are offline, which someone configured. What this node has beyond
+the expected one passes: the expectation is a floor. Pure: (expected,
+actual) -> checks, so snapshots and fixtures test it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..topology.model import NIC, PciDevice, Topology
+from ..units import format_size
+from .inventory import Check
+
+# Memory the kernel reserves moves between boots: below 90% of the expected
+# size is a DIMM lost, not a kernel update.
+MEMORY_FLOOR = 0.9
+KEY = "inventory/expected"
+
+
+def compare(expected: Topology, actual: Topology) -> list[Check]:
+    return (devices(expected, actual) + nvlinks(expected, actual) + links(expected, actual)
+            + nic_ports(expected, actual) + memory(expected, actual) + cpus(expected, actual))
+
+
+def _count(key: str, label: str, want: int, have: int, what: str, fix: str) -> Check:
+    if have >= want:
+        return Check(f"{KEY}/{key}", label, str(have), f">= {want}", "pass", f"{what}: as the expected node")
+    return Check(f"{KEY}/{key}", label, str(have), str(want), "fail",
+                 f"{want - have} {what} of the expected {want} missing", "hardware", fix)
+
+
+def devices(expected: Topology, actual: Topology) -> list[Check]:
+    out = []
+    want, have = Counter(g.model for g in expected.gpus), Counter(g.model for g in actual.gpus)
+    for model in sorted(want):
+        out.append(_count(f"gpus/{model or 'unknown'}", f"GPUs {model}".strip(), want[model], have[model],
+                          "GPU(s)", "a GPU fell off the bus or its driver did not bind: nvidia-smi, dmesg | grep -i "
+                          "xid; reseat or replace it"))
+    out.append(_count("nics", "NICs", len(expected.nics), len(actual.nics), "NIC(s)",
+                      "a NIC is missing: check its driver (ibstat, ip link) and seat"))
+    names = {n.name for n in actual.nics}
+    lost = [n.name for n in expected.nics if n.name not in names]
+    if lost and len(actual.nics) >= len(expected.nics):
+        out.append(Check(f"{KEY}/nic_names", "NICs by name", ", ".join(sorted(names)), ", ".join(
+            n.name for n in expected.nics), "warn", f"{', '.join(lost)} renamed or replaced", "configuration",
+            "the device naming changed (udev rules, firmware): update the expected topology if intended"))
+    return out
+
+
+def _nvlink_count(topo: Topology) -> int:
+    return sum(ln.count for ln in topo.links if ln.kind.startswith("NVLink"))
+
+
+def nvlinks(expected: Topology, actual: Topology) -> list[Check]:
+    want = _nvlink_count(expected)
+    if not want:
+        return []
+    return [_count("nvlinks", "NVLinks up", want, _nvlink_count(actual), "NVLink(s)",
+                   "an NVLink is down: nvidia-smi nvlink -s; reset the GPU or check the NVSwitch tray")]
+
+
+def _device_pci(topo: Topology) -> dict[str, tuple[str, PciDevice]]:
+    """Device key -> (label, its PCI function), for GPUs and NICs with one."""
+    out = {}
+    for dev in (*topo.gpus, *topo.nics):
+        pci = topo.pci_of(dev)
+        if pci is not None:
+            out[dev.key] = (dev.key if isinstance(dev, NIC) else f"GPU{dev.index}", pci)
+    return out
+
+
+def links(expected: Topology, actual: Topology) -> list[Check]:
+    """Each device's PCIe link against the expected node's: what it can train
+    at (max, else the current link the expected node was saved with)."""
+    have = _device_pci(actual)
+    out = []
+    for key, (label, want) in _device_pci(expected).items():
+        gen, width = want.link_max_gen or want.link_gen, want.link_max_width or want.link_width
+        if key not in have or not (gen and width):
+            continue  # a missing device is counted above; an unknown link cannot be compared
+        got = have[key][1]
+        now = f"Gen{got.link_gen} x{got.link_width}"
+        top = f"Gen{gen} x{width}"
+        ck = f"{KEY}/pcie/{key.lower()}"
+        if got.link_width and got.link_width < width:
+            out.append(Check(ck, f"{label} PCIe link", now, top, "fail",
+                             f"x{got.link_width} where the node class has x{width}", "hardware",
+                             "reseat the card or check the slot and riser (lspci -vv: LnkSta vs LnkCap)"))
+        elif got.link_max_gen and got.link_max_gen < gen:
+            out.append(Check(ck, f"{label} PCIe link", f"{now} (max Gen{got.link_max_gen})", top, "fail",
+                             f"can train at Gen{got.link_max_gen} only, the node class at Gen{gen}", "hardware",
+                             "check the slot's generation in the BIOS and the riser; reseat the card"))
+        else:
+            out.append(Check(ck, f"{label} PCIe link", now, top, "pass", "as wide as the node class's"))
+    return out
+
+
+def _up(state: str) -> bool:
+    return state.split(":")[-1].strip().upper() in ("ACTIVE", "UP")
+
+
+def nic_ports(expected: Topology, actual: Topology) -> list[Check]:
+    """Ports up in the expected node must be up here, at its rate."""
+    out = []
+    have = {n.name: {p.number: p for p in n.ports} for n in actual.nics}
+    for nic in expected.nics:
+        for want in nic.ports:
+            got = have.get(nic.name, {}).get(want.number)
+            if got is None or not _up(want.state):
+                continue
+            key, label = f"{KEY}/nic/{nic.name}/port{want.number}", f"{nic.name} port {want.number}"
+            value = f"{got.state.split(':')[-1].strip() or '?'} {got.rate_gbps:g} Gb/s"
+            if not _up(got.state):
+                out.append(Check(key, label, value, f"ACTIVE {want.rate_gbps:g} Gb/s", "fail", "port down", "hardware",
+                                 "check the cable and the switch port (ibstat, ip link)"))
+            elif got.rate_gbps and got.rate_gbps < want.rate_gbps:
+                out.append(Check(key, label, value, f"{want.rate_gbps:g} Gb/s", "fail",
+                                 f"port trained at {got.rate_gbps:g} of {want.rate_gbps:g} Gb/s", "hardware",
+                                 "check the cable and the switch port's speed (ibstat, ethtool)"))
+            else:
+                out.append(Check(key, label, value, f"ACTIVE {want.rate_gbps:g} Gb/s", "pass", "up at its rate"))
+    return out
+
+
+def memory(expected: Topology, actual: Topology) -> list[Check]:
+    """NUMA layout (nodes with CPUs) and memory per node and in total."""
+    out = []
+    want_nodes = [n for n in expected.host_numa_nodes if n.cpuset]
+    have = {n.os_index: n for n in actual.host_numa_nodes if n.cpuset}
+    out.append(_count("numa_nodes", "NUMA nodes with CPUs", len(want_nodes), len(have), "NUMA node(s)",
+                      "check the BIOS NUMA setting (NPS, SNC) and the memory log"))
+    for n in want_nodes:
+        got = have.get(n.os_index)
+        if got is None or not n.memory:
+            continue
+        key, label = f"{KEY}/memory/numa{n.os_index}", f"NUMA{n.os_index} memory"
+        if got.memory < MEMORY_FLOOR * n.memory:
+            out.append(Check(key, label, format_size(got.memory), format_size(n.memory), "fail",
+                             f"{got.memory / n.memory:.0%} of the node class's", "hardware",
+                             "a DIMM is missing or disabled: dmidecode -t 17, the BMC's memory log"))
+        else:
+            out.append(Check(key, label, format_size(got.memory), format_size(n.memory), "pass",
+                             f"at least {MEMORY_FLOOR:.0%} of the node class's"))
+    return out
+
+
+def cpus(expected: Topology, actual: Topology) -> list[Check]:
+    """CPUs online: a PU the kernel lists but keeps offline is configuration
+    (SMT off, an admin's hotplug); a PU the kernel does not list is gone."""
+    want = len(expected.cpuset)
+    online = len(actual.cpuset)
+    if online >= want:
+        return [Check(f"{KEY}/cpus", "CPUs online", str(online), f">= {want}", "pass", "as the expected node")]
+    listed = len(actual.pus)
+    cause, fix = (("configuration", "bring them online (echo 1 > /sys/devices/system/cpu/cpuN/online) or check "
+                   "the BIOS SMT setting") if listed >= want else
+                  ("hardware", "CPUs missing from the kernel: check the BIOS (cores disabled) and the BMC log"))
+    return [Check(f"{KEY}/cpus", "CPUs online", str(online), str(want), "fail",
+                  f"{want - online} of the expected {want} CPUs not online", cause, fix)]

@@ -1,0 +1,206 @@
+"""`nodemap check --slurm-drain` against a stand-in `scontrol` on PATH that
+records its argv and answers `show node` from a state file: a hardware
+failure drains with nodemap's reason, a later pass resumes only what
+nodemap drained, a configuration failure never drains; scontrol missing,
+failing or slow is one line and exit 2; odd node names, long reasons and
+two checks racing on one node."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import nodes
+from nodemap.cli import main
+from nodemap.slurm import drain
+from nodemap.topology.model import NIC
+
+STANDIN = """#!/bin/sh
+# records argv, one line per call; answers show node from $STATE
+printf '%s\\n' "$*" >> "$LOG"
+[ -n "$SLEEP" ] && sleep "$SLEEP"
+[ -n "$FAIL" ] && { echo "slurm_load_node error: Unable to contact slurm controller" >&2; exit 1; }
+case "$1" in
+  show) cat "$STATE";;
+  update) ;;
+esac
+"""
+
+
+@pytest.fixture
+def slurm(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "scontrol"
+    exe.write_text(STANDIN)
+    exe.chmod(0o755)
+    log, state = tmp_path / "argv.log", tmp_path / "state"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    monkeypatch.setenv("STATE", str(state))
+    monkeypatch.setenv("SLURMD_NODENAME", "n2")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("NODEMAP_RUNTIME_DIR", str(runtime))
+
+    class S:
+        def node(self, state="IDLE", reason=""):
+            r = f" Reason={reason} [root@2026-11-27T10:00:00]" if reason else ""
+            state_file = f"NodeName=n2 Arch=x86_64 CoresPerSocket=1 State={state} ThreadsPerCore=1{r} Comment=(null)"
+            (tmp_path / "state").write_text(state_file + "\n")
+
+        def calls(self):
+            return log.read_text().splitlines() if log.exists() else []
+
+    s = S()
+    s.node()
+    s.runtime = runtime
+    return s
+
+
+def node_files(tmp_path, nics_expected=4):
+    topo = nodes.two_socket_four_nics()
+    have, want = tmp_path / "node.json", tmp_path / "class.json"
+    have.write_text(topo.to_json())
+    more = tuple(NIC(f"mlx5_{k}", "InfiniBand") for k in range(4, nics_expected))
+    want.write_text(dataclasses.replace(topo, nics=topo.nics + more).to_json())
+    return str(have), str(want)
+
+
+def health(*extra):
+    return main(["check", "--level", "health", "-q", *extra])
+
+
+def test_hardware_failure_drains_with_nodemaps_reason(slurm, tmp_path, capsys):
+    have, want = node_files(tmp_path, nics_expected=5)
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
+    assert slurm.calls() == ["show node -o n2",
+                             "update NodeName=n2 State=DRAIN Reason=nodemap: inventory: NICs 4 (limit 5)"]
+    assert "n2: drained: nodemap: inventory: NICs 4 (limit 5)" in capsys.readouterr().err
+
+
+def test_a_pass_resumes_only_what_nodemap_drained(slurm, tmp_path, capsys):
+    have, want = node_files(tmp_path)
+    slurm.node("IDLE+DRAIN", "nodemap: inventory: NICs 4 (limit 5)")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    assert slurm.calls()[-1] == "update NodeName=n2 State=RESUME"
+    slurm.node("IDLE+DRAIN", "bad DIMM, ticket 4711")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    assert slurm.calls()[-1] == "show node -o n2"  # not ours: left drained
+    assert "left drained (not nodemap's reason: bad DIMM, ticket 4711)" in capsys.readouterr().err
+
+
+def test_someone_elses_drain_reason_is_kept(slurm, tmp_path):
+    have, want = node_files(tmp_path, nics_expected=5)
+    slurm.node("DRAIN", "maintenance")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
+    assert not any(c.startswith("update") for c in slurm.calls())
+
+
+def test_dry_run_prints_the_command_and_runs_no_update(slurm, tmp_path, capsys):
+    have, want = node_files(tmp_path, nics_expected=5)
+    assert health("--input", have, "--expect-topology", want, "--dry-run") == 1
+    assert slurm.calls() == ["show node -o n2"]
+    err = capsys.readouterr().err
+    assert "scontrol update NodeName=n2 State=DRAIN 'Reason=nodemap: inventory: NICs 4 (limit 5)'" in err
+
+
+def test_a_configuration_failure_never_drains(slurm, tmp_path, monkeypatch):
+    have, _ = node_files(tmp_path)
+    topo = nodes.two_socket_four_nics()
+    off = dataclasses.replace(topo, pus=tuple(dataclasses.replace(p, online=p.os_index < 8) for p in topo.pus))
+    path = tmp_path / "off.json"
+    path.write_text(off.to_json())
+    assert health("--input", str(path), "--expect-topology", have, "--slurm-drain") != 0
+    assert slurm.calls() == []
+
+
+@pytest.mark.parametrize("fault,message", [("missing", "scontrol is not on PATH"), ("fail", "exited 1"),
+                                           ("slow", "did not answer within")])
+def test_scontrol_missing_failing_or_slow_is_one_line_and_exit_2(slurm, tmp_path, monkeypatch, capsys, fault,
+                                                                  message):
+    have, want = node_files(tmp_path, nics_expected=5)
+    if fault == "missing":
+        monkeypatch.setenv("PATH", "/nonexistent")
+    elif fault == "fail":
+        monkeypatch.setenv("FAIL", "1")
+    else:
+        monkeypatch.setenv("SLEEP", "30")
+    t0 = time.monotonic()
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--slurm-timeout", "0.5") == 2
+    assert time.monotonic() - t0 < 8
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and "Traceback" not in "\n".join(err)
+    assert not any(c.startswith("update") for c in slurm.calls())
+
+
+def test_odd_node_names_are_refused(slurm, tmp_path, monkeypatch, capsys):
+    have, want = node_files(tmp_path, nics_expected=5)
+    monkeypatch.setenv("SLURMD_NODENAME", "n2 State=DOWN")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
+    assert "characters a Slurm node name cannot have" in capsys.readouterr().err
+    assert slurm.calls() == []
+    for bad in ("../n1", "n1;reboot", "-n1", "", "x" * 65):
+        with pytest.raises(drain.SlurmError):
+            drain.node_name({}, bad or "\n")
+
+
+def test_a_long_reason_is_cut_on_one_line():
+    r = drain.reason("inventory", "GPU3 PCIe link " + "very long words " * 20, "Gen4\nx8", "Gen5 x16")
+    assert len(r) <= drain.MAX_REASON and r.startswith("nodemap: inventory: GPU3") and r.endswith("(limit Gen5 x16)")
+    assert "\n" not in r and "..." in r
+    assert "=" not in drain.reason("a", "b=c", "1", "2")  # scontrol would read key=value pairs
+
+
+def test_show_node_parses_state_and_reason(slurm):
+    slurm.node("IDLE+DRAIN", "nodemap: inventory: NICs 4 (limit 5)")
+    n = drain.show("n2")
+    assert (n.state, n.reason, n.drained, n.ours) == ("IDLE+DRAIN", "nodemap: inventory: NICs 4 (limit 5)", True, True)
+    slurm.node("IDLE")
+    assert drain.show("n2").reason == "" and not drain.show("n2").drained
+
+
+def test_two_checks_racing_on_one_node(slurm, tmp_path, capsys):
+    have, want = node_files(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (slurm.runtime / "check-n2.lock").write_text(f"{holder.pid}\n")
+        assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
+        assert f"another nodemap check (pid {holder.pid}) of this node holds" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+    # its holder gone: a stale lock is taken over, and released at the end
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    assert not (slurm.runtime / "check-n2.lock").exists()
+
+
+def test_a_lock_that_is_a_link_is_never_followed(slurm, tmp_path):
+    target = tmp_path / "elsewhere"
+    os.symlink(target, slurm.runtime / "check-n2.lock")
+    with pytest.raises(drain.SlurmError):
+        with drain.NodeLock(str(slurm.runtime), "n2"):
+            pass
+    assert not target.exists()
+
+
+def test_a_shared_runtime_folder_is_refused(tmp_path):
+    d = tmp_path / "open"
+    d.mkdir(mode=0o777)
+    d.chmod(0o777)
+    with pytest.raises(drain.SlurmError, match="not a private folder"):
+        drain.runtime_dir({"NODEMAP_RUNTIME_DIR": str(d)})
+
+
+def test_the_check_document_says_json(slurm, tmp_path, capsys):
+    have, want = node_files(tmp_path, nics_expected=5)
+    assert main(["check", "--level", "health", "--input", have, "--expect-topology", want, "--json",
+                 "--slurm-drain=dry-run"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["level"] == "health" and doc["results"] == []
