@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import check_synth as syn
 import nodes
-from nodemap.check import expectations, figures, inventory
+from nodemap.check import busy, expectations, figures, inventory
 from nodemap.check.document import CheckDoc
 from nodemap.check.findings import derive
 from nodemap.check.verdicts import judge
@@ -182,10 +182,37 @@ def test_dram_peak_unknown_is_listed_as_skipped(monkeypatch):
     monkeypatch.setattr(node, "measure", fake)
     monkeypatch.setenv(suite.TINY_ENV, "1")
     doc = node.run_check("quick", expectations.shipped())
-    assert any(s.what.startswith("STREAM against the DRAM peak") and s.reason == PEAK_UNKNOWN for s in doc.skipped)
+    (skip,) = [s for s in doc.skipped if s.what.startswith("STREAM against the DRAM peak")]
+    assert skip.reason.startswith(PEAK_UNKNOWN.split("; give it")[0])
+    # the advice is one the check takes: `nodemap check` has no --peak, a site file's stream row works
+    assert "--peak" not in skip.reason and "--expect FILE" in skip.reason and 'kind = "stream"' in skip.reason
     from nodemap.report import terminal
 
     assert "skipped: STREAM against the DRAM peak" in terminal.summary(doc)
+
+
+def test_a_site_file_with_the_dram_peak_judges_stream_against_it(monkeypatch, tmp_path):
+    """The advice followed: the site row's peak judges the best placement, nothing is skipped."""
+    from nodemap.bench.peaks import PEAK_UNKNOWN
+    from nodemap.check import node, suite
+
+    def fake(kind, argv, level="full", *job_and_topology):
+        rs = syn.stream({"1/L3": (1, 15.5), "1/core": (2, 19.7)})
+        rs.messages.append(PEAK_UNKNOWN)
+        return rs
+
+    site = tmp_path / "site.toml"
+    site.write_text('[[limit]]\nkind = "stream"\nmatch = "."\npeak = 40.0\nwarn = 0.72\nfail = 0.60\n'
+                    'source = "our DIMMs: 2 channels x 2500 MT/s x 8 B"\n')
+    monkeypatch.setattr(node, "measure", fake)
+    monkeypatch.setenv(suite.TINY_ENV, "1")
+    quiet = busy.Detector(str(tmp_path), gpus=None, sleep=lambda s: None)  # an idle node: no /proc to read
+    doc = node.run_check("quick", expectations.load(str(site)), detector=quiet)
+    assert not any(s.what.startswith("STREAM against the DRAM peak") for s in doc.skipped)
+    best = by_key(doc)["host/stream/best"]
+    assert best.figure.peak == 40.0 and best.expectation["peak"] == 40.0
+    assert best.verdict == "fail" and "49% of 40" in best.rule  # 19.7 of 40 GB/s
+    assert "host/stream/best" not in by_key(doc_of(syn.stream({"1/core": (2, 19.7)})))  # no peak, no figure
 
 
 def test_site_file_changes_verdicts(tmp_path):

@@ -34,6 +34,7 @@ PSI_MEMORY = 10.0  # % of time some task stalled on memory (avg10)
 MEM_AVAILABLE = 0.05  # fraction of MemTotal still available
 GPU_UTIL = 10  # % utilisation of a GPU with no process of ours, before the check
 TOP = 3  # other processes named per sample
+MIN_WINDOW = 1.0  # s: rates over a shorter step would make one clock tick (10 ms) a tenth of a core
 PF_KTHREAD = 0x00200000
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -132,7 +133,7 @@ def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, m
         allowed = allowed_cpus(root, pid)
         if allowed is not None and cpus and not allowed & cpus:
             continue
-        used.append({"pid": pid, "comm": p.comm, "cores": round(delta / HZ / seconds, 2)})
+        used.append({"pid": pid, "comm": p.comm, "cores": round(delta / HZ / max(seconds, MIN_WINDOW), 2)})
     used.sort(key=lambda u: -u["cores"])
     return round(sum(u["cores"] for u in used), 2), used[:TOP]
 
@@ -248,7 +249,8 @@ def summary(before: dict[str, Any] | None, steps: Sequence[tuple[str, dict[str, 
             "steps": [{"step": name, **s} for name, s in steps]}
 
 
-def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any = None) -> list[Any]:
+def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any = None,
+                       dram_peak: float | None = None) -> list[Any]:
     """Figures a busy step measured are not failed (or warned) for speed: a
     slow figure there says the node was shared, not that it is broken. They
     become "inconclusive" with the reason; the others keep their verdicts."""
@@ -260,7 +262,7 @@ def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any 
         sample = rs.environment.get("busy") or {}
         if sample.get("busy"):
             why = "; ".join(sample.get("reasons", []))
-            busy_keys.update({f.key: why for f in figs.extract([rs], topo)})
+            busy_keys.update({f.key: why for f in figs.extract([rs], topo, dram_peak)})
     out = []
     for j in judged:
         why = busy_keys.get(j.figure.key)

@@ -52,8 +52,9 @@ class CheckDoc:
 
     def rejudge(self) -> None:
         """Figures, verdicts and findings from the results and checks."""
-        judged = judge(figs.extract(self.results, self.topology), self.expectations)
-        self.judged = under_interference(judged, self.results, self.topology)
+        peak = self.expectations.dram_peak()
+        judged = judge(figs.extract(self.results, self.topology, peak), self.expectations)
+        self.judged = under_interference(judged, self.results, self.topology, peak)
         self.findings = derive(self.judged, self.checks, NodeState.of(self.environment, self.checks))
 
     def areas(self) -> dict[str, str]:

@@ -60,6 +60,11 @@ class Expectations:
     def limit_for(self, kind: str, part: str) -> Limit | None:
         return next((lim for lim in self.limits if lim.applies(kind, part)), None)
 
+    def dram_peak(self) -> float | None:
+        """The DRAM peak (GB/s) a site file's `stream` row gives, for a node that cannot say its own (a VM)."""
+        lim = self.limit_for("stream", "DRAM")
+        return lim.peak if lim is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "sources": list(self.sources), "thresholds": dict(self.thresholds),
                 "limits": [lim.to_dict() for lim in self.limits]}

@@ -60,13 +60,15 @@ def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
                   median=r.stats.median, spread=r.stats.spread, **kw)
 
 
-def extract(sets: Iterable[ResultSet], topo: Topology | None = None) -> list[Figure]:
-    """Every judged figure of the ResultSets, in a stable order."""
+def extract(sets: Iterable[ResultSet], topo: Topology | None = None, dram_peak: float | None = None) -> list[Figure]:
+    """Every judged figure of the ResultSets, in a stable order (`dram_peak`:
+    the site's, for STREAM where the node does not say its own)."""
     out: list[Figure] = []
     for rs in sets:
         results = list(rs.results)
         bench = results[0].benchmark if results else ""
-        figs = _EXTRACT.get(bench, lambda rs_, t: [])(results, topo)
+        figs = (stream(results, topo, dram_peak) if bench == "memory" else
+                _EXTRACT.get(bench, lambda rs_, t: [])(results, topo))
         out += [_unjudged_if_contradicted(f, rs.messages) for f in figs]
     _add_remote_peaks(out)
     return _with_mpi_device_peak(with_nccl_peak(_one_numa_stream(out, topo)))
@@ -75,10 +77,10 @@ def extract(sets: Iterable[ResultSet], topo: Topology | None = None) -> list[Fig
 # --- host ---------------------------------------------------------------------------
 
 
-def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
+def stream(results: list[Result], topo: Topology | None, dram_peak: float | None = None) -> list[Figure]:
     """The all-cores (one thread per core) triad against the best placement
-    the sweep found, and, when the DRAM peak is known, that best placement
-    against it."""
+    the sweep found, and, when the DRAM peak is known (SMBIOS, --peak, or a
+    site file's `stream` row: `dram_peak`), that best placement against it."""
     triads = [r for r in results if r.metric == "triad"]
     if not triads:
         return []
@@ -90,9 +92,11 @@ def stream(results: list[Result], topo: Topology | None) -> list[Figure]:
                   peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('thread_order')} "
                   f"({best.params.get('threads')} threads)", setting=omp_setting(triads),
                   peak_spread=best.stats.spread)]
-    if best.peak:
+    if best.peak or dram_peak:
+        site = {} if best.peak else {"peak": dram_peak, "peak_source": "the site expectations' stream peak"}
         out.append(figure(best, "host/stream/best", "host memory",
-                          f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM"))
+                          f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM",
+                          **site))
     return out
 
 
