@@ -396,3 +396,42 @@ def test_mpi_device_peak_says_which_pairs_it_is_the_median_of():
     assert got.peak == 210.0 and "over all GPU pairs" in got.peak_source  # no SYS pair measured
     same = _with_mpi_device_peak([*d2d, Figure(**{**mpi.__dict__, "path_class": "NV12"})])[-1]
     assert "over NV12" in same.peak_source
+
+
+def test_compare_prints_after_over_before_for_latency_too():
+    """The issue's run: DRAM latency 161 -> 516 ns printed 0.313 under an "after/before" header."""
+    from nodemap.report.compare import compare, text
+
+    t = expectations.shipped().thresholds
+    before = doc_of(syn.latency({"L1d": (32, 1.2), "DRAM": (1 << 20, 161.0)}))
+    after = doc_of(syn.latency({"L1d": (32, 1.2), "DRAM": (1 << 20, 516.0)}))
+    ch = compare([j.figure for j in before.judged], [j.figure for j in after.judged], t)
+    out = text(ch, "b.json", "a.json")
+    row = next(ln for ln in out.splitlines() if ln.startswith("host/latency/DRAM"))
+    assert "3.205" in row and "0.313" not in row and "fail" in row
+    assert "after/before = 3.205 (latency: slower" in next(c for c in ch if c.key == "host/latency/DRAM").rule
+
+
+def test_compare_counts_only_figures_measured_on_both_sides():
+    """1 of 7 figures with a before value said "no regression among 7 figures"."""
+    from nodemap.report.compare import compare, text
+
+    t = expectations.shipped().thresholds
+    before = doc_of(syn.hbm({0: 1400.0}))
+    after = doc_of(syn.hbm({g: 1400.0 for g in range(7)}))
+    out = text(compare([j.figure for j in before.judged], [j.figure for j in after.judged], t), "b", "a")
+    last = out.splitlines()[-1]
+    assert "among 7" not in last
+    assert last == "no regression among the 1 figure measured on both sides; 6 measured only after (new, not compared)"
+
+
+def test_compare_against_an_interrupted_check_says_it_is_incomplete():
+    from nodemap.report.compare import compare, text
+
+    t = expectations.shipped().thresholds
+    before = doc_of(syn.hbm({g: 1400.0 for g in range(4)}))
+    after = doc_of(syn.hbm({0: 1400.0, 1: 1400.0}))
+    ch = compare([j.figure for j in before.judged], [j.figure for j in after.judged], t, after_complete=False)
+    assert {c.key: c.verdict for c in ch}["gpu/3/hbm_triad"] == "info"  # not measured, not gone
+    out = text(ch, "b", "a", incomplete=["after"])
+    assert "after is INCOMPLETE (an interrupted check)" in out and out.splitlines()[-1].endswith("after incomplete")

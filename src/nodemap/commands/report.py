@@ -107,13 +107,15 @@ def run(args: argparse.Namespace) -> int:
         before, after = (load([p], args.expect) for p in args.compare)
         for doc in (before, after):  # figures from the results, by the same extraction on both sides
             doc.rejudge()
+        incomplete = [side for side, d in (("before", before), ("after", after)) if not d.complete]
         changes = compare.compare([j.figure for j in before.judged], [j.figure for j in after.judged],
-                                  after.expectations.thresholds)
+                                  after.expectations.thresholds, after_complete=after.complete)
         if args.json:
             print(json.dumps({"schema": "nodemap.compare/1", "before": args.compare[0], "after": args.compare[1],
+                              "incomplete": incomplete, "summary": compare.closing(changes, incomplete),
                               "changes": [c.to_dict() for c in changes]}, indent=1))
         else:
-            print(compare.text(changes, *args.compare))
+            print(compare.text(changes, *args.compare, incomplete=incomplete))
         return 1 if any(c.verdict == "fail" for c in changes) else 0
     if not args.files:
         raise NodemapError("give a check.json or bench result files (or --compare BEFORE AFTER)")

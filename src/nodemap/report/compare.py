@@ -27,7 +27,10 @@ class Change:
         return asdict(self)
 
 
-def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, float]) -> list[Change]:
+def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, float],
+            after_complete: bool = True) -> list[Change]:
+    """`after_complete` False (an interrupted check): a figure missing after
+    was perhaps never measured, so it is information, not a regression."""
     b = {f.key: f for f in before}
     a = {f.key: f for f in after}
     out = []
@@ -35,23 +38,29 @@ def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, floa
         fb, fa = b.get(key), a.get(key)
         f = fa or fb
         if fb is None or fa is None:
-            out.append(_one_side(f, fb, fa))
+            out.append(_one_side(f, fb, fa, after_complete))
             continue
         ratio = fa.value / fb.value if f.higher_is_better else fb.value / fa.value
         v = ratio_verdict(ratio, t["compare_warn"], t["compare_fail"])
-        what = "after/before" if f.higher_is_better else "before/after (latency)"
+        what = (f"after/before = {ratio:.3f}" if f.higher_is_better else
+                f"after/before = {fa.value / fb.value:.3f} (latency: {'slower' if ratio < 1 else 'not slower'}; "
+                f"before/after = {ratio:.3f})")
         out.append(Change(key, f.label, f.unit, fb.value, fa.value, ratio, v,
-                          f"{what} = {ratio:.3f}" + (
+                          what + (
                               f", below {t['compare_fail' if v == 'fail' else 'compare_warn']:g}" if v != "pass"
                               else f", at least {t['compare_warn']:g}")))
     return sorted(out, key=lambda c: (-RANK[c.verdict], c.ratio if c.ratio is not None else 9, c.key))
 
 
-def _one_side(f: Figure, fb: Figure | None, fa: Figure | None) -> Change:
+def _one_side(f: Figure, fb: Figure | None, fa: Figure | None, after_complete: bool = True) -> Change:
     """A figure new after is information; one gone after is a regression
-    (a GPU lost in maintenance, a NIC down, a path no longer measured)."""
+    (a GPU lost in maintenance, a NIC down, a path no longer measured)
+    unless the after check was interrupted before measuring it."""
     if fb is None:
         return Change(f.key, f.label, f.unit, None, fa and fa.value, None, "info", "measured only after: new")
+    if not after_complete:
+        return Change(f.key, f.label, f.unit, fb.value, None, None, "info",
+                      "measured before, not after: the after check was interrupted (incomplete)")
     return Change(f.key, f.label, f.unit, fb.value, None, None, "fail",
                   f"measured before, missing after: {_gone(f)} is gone, or its step was skipped or cut short "
                   "(see the after report's skipped list)")
@@ -63,17 +72,36 @@ def _gone(f: Figure) -> str:
     return f"the path ({f.path})" if f.path else "the path"
 
 
-def text(changes: Sequence[Change], before: str, after: str) -> str:
+def text(changes: Sequence[Change], before: str, after: str, incomplete: Sequence[str] = ()) -> str:
+    """The table and one closing line. Every row prints after/before (a
+    latency that grew shows above 1, with its verdict: worse); `incomplete`
+    names the side(s) ("before", "after") that were interrupted checks."""
     from ..bench.report import table
 
-    rows = [[c.key, _n(c.before), _n(c.after), c.unit, f"{c.ratio:.3f}" if c.ratio is not None else "-", c.verdict]
-            for c in changes]
-    bad = [c for c in changes if c.verdict in ("warn", "fail")]
+    rows = [[c.key, _n(c.before), _n(c.after), c.unit, f"{c.after / c.before:.3f}" if c.before and c.after else "-",
+             c.verdict] for c in changes]
     head = f"before: {before}\nafter:  {after}\n"
-    tail = (f"\n{len(bad)} of {len(changes)} figures regressed" if bad
-            else f"\nno regression among {len(changes)} figures")
+    head += "".join(f"{side} is INCOMPLETE (an interrupted check): a figure missing there may be unmeasured, "
+                    f"not gone\n" for side in incomplete)
     return head + table(["figure", "before", "after", "unit", "after/before", "verdict"], rows,
-                        right=[False, True, True, False, True, False]) + tail
+                        right=[False, True, True, False, True, False]) + "\n" + closing(changes, incomplete)
+
+
+def closing(changes: Sequence[Change], incomplete: Sequence[str] = ()) -> str:
+    """How many figures were compared (measured on both sides), how many
+    regressed, and what could not be compared: never "no regression among
+    N" for figures that have no before."""
+    both = [c for c in changes if c.before is not None and c.after is not None]
+    bad = [c for c in changes if c.verdict in ("warn", "fail")]
+    only_after = sum(1 for c in changes if c.before is None)
+    only_before = sum(1 for c in changes if c.after is None)
+    line = (f"{len(bad)} of {len(changes)} figures regressed" if bad else
+            f"no regression among the {len(both)} figure{'s' if len(both) != 1 else ''} measured on both sides"
+            if both else "nothing to compare: no figure was measured on both sides")
+    notes = ([f"{only_after} measured only after (new, not compared)"] if only_after else []) + (
+        [f"{only_before} measured only before (gone after)"] if only_before else []) + (
+        [f"{' and '.join(incomplete)} incomplete"] if incomplete else [])
+    return line + (f"; {', '.join(notes)}" if notes else "")
 
 
 def _n(x: float | None) -> str:
