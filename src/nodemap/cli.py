@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "place": ("nodemap.commands.place", "place data larger than one GPU across GPUs by access counts"),
     "check": ("nodemap.commands.check", "is this node right? measurements with verdicts, findings and a report"),
     "report": ("nodemap.commands.report", "render saved check or bench results again, or compare two of them"),
+    "slurm": ("nodemap.commands.slurm", "this node's gres.conf lines and node features for Slurm, from its topology"),
 }
 
 EPILOG = """\

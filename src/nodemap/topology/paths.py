@@ -41,6 +41,7 @@ __all__ = [
     "cpu_affinity",
     "pcie_gbs",
     "matrix_to_dict",
+    "nvlink",
 ]
 
 # Best to worst; the order ranks classes (lower index = closer).
@@ -152,7 +153,7 @@ def pcie_gbs(topo: Topology, key: str) -> float:
     return round(_LANE_GBS.get(gen, 0.0) * width, 3)
 
 
-def _nvlink(topo: Topology, a: str, b: str) -> tuple[int, float]:
+def nvlink(topo: Topology, a: str, b: str) -> tuple[int, float]:
     """(link count, GB/s per direction) between two devices over NVLink."""
     # A source may write a pair once or once per direction (hwloc's
     # bandwidth matrix is directed): count one direction, the larger.
@@ -205,7 +206,7 @@ def path(topo: Topology, a: str, b: str) -> Path:
     da, db = _device(topo, a), _device(topo, b)
     if a == b:
         return Path("X", label="X")
-    links, bw = _nvlink(topo, a, b)
+    links, bw = nvlink(topo, a, b)
     if links:
         return Path("NV", nvlinks=links, bandwidth_gbs=round(bw, 4), label=f"NV{links}")
     xgmi = _xgmi(topo, a, b)

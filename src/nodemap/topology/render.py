@@ -13,7 +13,7 @@ from .cpuset import CpuSet
 from .model import GPU, NIC, Cache, NumaNode, Package, Topology
 from .paths import C2C_LEGEND, LEGEND, XGMI_LEGEND, cpu_affinity, device_keys, device_numa, path
 
-__all__ = ["tree", "matrix", "human_bytes"]
+__all__ = ["tree", "matrix", "human_bytes", "logical_cores"]
 
 _IND = "  "
 
@@ -160,6 +160,12 @@ def _cache_levels(topo: Topology) -> list[list]:
         if c.kind != "instruction":
             levels.setdefault(c.level, []).append(c)
     return [levels[k] for k in sorted(levels, reverse=True)]
+
+
+def logical_cores(topo: Topology) -> dict[int, int]:
+    """Each core's first PU -> its logical index (Core L#, as lstopo -l and
+    Slurm's gres.conf Cores= number them)."""
+    return _logical(topo.cores, _tree_order(topo))
 
 
 def _logical(objs, order) -> dict[int, int]:

@@ -1,0 +1,85 @@
+"""`nodemap slurm`: this node's Slurm configuration from its topology."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Write this node's Slurm configuration from its discovered topology (or a
+saved one, --input): `gres` prints gres.conf lines for the GPUs
+(Name=gpu Type=MODEL File=/dev/nvidiaN Cores=LOCAL CORES Links=NVLINKS)
+and the fabric NICs (Name=nic Type=NAME Count=1 Cores=LOCAL CORES), with
+the slurm.conf Gres= they need; `features` prints the node's features
+(GPU model and count, NVLink class, NIC count and rate, NUMA layout) as a
+slurm.conf NodeName=... Features= line. Cores are logical core indexes
+(Core L#, as lstopo -l and gres.conf number them). docs/slurm.md."""
+
+EPILOG = """\
+examples:
+  nodemap slurm gres                         this node's gres.conf lines
+  nodemap slurm gres --input node.json       a saved node (topo --export, hwloc XML, sysfs snapshot)
+  nodemap slurm features --node-name gpu017  NodeName=gpu017 Features=a100-sxm4-40gb,gpus8,...
+  nodemap slurm gres --json                  the same as JSON
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="slurm_cmd", metavar="ACTION")
+    for name, help_ in (("gres", "gres.conf lines for the GPUs and NICs, with their local cores"),
+                        ("features", "the node's features as a slurm.conf NodeName line")):
+        s = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        s.add_argument("--input", metavar="PATH",
+                       help="a saved node (topology JSON, hwloc XML, sysfs snapshot) instead of this one")
+        s.add_argument("--node-name", metavar="NAME",
+                       help="the NodeName (default $SLURMD_NODENAME, else the topology's short hostname)")
+        s.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(_slurm_parser=p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from ..slurm import config
+
+    if args.slurm_cmd is None:
+        args._slurm_parser.print_help()
+        return 2
+    topo = _topology(args.input)
+    name = _name(args.node_name, os.environ.get("SLURMD_NODENAME"), topo.machine.hostname)
+    items = config.gres(topo)
+    if args.slurm_cmd == "gres":
+        if args.json:
+            print(json.dumps({"node": name, "gres": [g.to_dict() for g in items],
+                              "lines": [g.line() for g in items], "node_gres": config.gres_counts(items)}, indent=1))
+            return 0
+        print(f"# gres.conf for {name} (nodemap slurm gres; slurm.conf: GresTypes="
+              f"{','.join(dict.fromkeys(g.name for g in items)) or 'gpu'} and NodeName={name} "
+              f"Gres={config.gres_counts(items) or '(none)'})")
+        for g in items:
+            print(f"NodeName={name} {g.line()}")
+        return 0
+    if args.json:
+        print(json.dumps({"node": name, "features": config.features(topo), "line": config.node_line(name, topo)},
+                         indent=1))
+    else:
+        print(config.node_line(name, topo))
+    return 0
+
+
+def _topology(path: str | None):
+    if path is None:  # the whole node, not this process's share: the configuration is the node's
+        from ..topology.discover import discover
+
+        return discover()
+    from ..bench.harness import read_topology
+
+    return read_topology(path, "--input")
+
+
+def _name(given: str | None, slurmd: str | None, hostname: str) -> str:
+    from ..slurm.drain import node_name
+
+    env = {"SLURMD_NODENAME": slurmd} if slurmd else {}
+    return node_name(env, given or (None if slurmd else (hostname.split(".")[0] or None)))

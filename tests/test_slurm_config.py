@@ -1,0 +1,106 @@
+"""`nodemap slurm gres` and `nodemap slurm features` on the field's nodes:
+the GPUs' and NICs' local cores are the ones the seed documents name
+(Karolina GPU0/1 -> cores 48-63, Perlmutter GPU k -> NUMA 3-k), NVLink
+counts from NVSwitch (DGX-like) and direct links (POWER8 hwloc XML), a
+real hwloc XML (Lassen), and a node with nothing to share."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from conftest import FIXTURES
+
+import nodes
+from nodemap.cli import main
+from nodemap.slurm import config
+from nodemap.topology.model import Link
+
+
+def run(capsys, tmp_path, topo_or_path, *argv):
+    path = topo_or_path
+    if not isinstance(topo_or_path, str):
+        path = str(tmp_path / "node.json")
+        with open(path, "w") as f:
+            f.write(topo_or_path.to_json())
+    assert main(["slurm", *argv, "--input", path]) == 0
+    return capsys.readouterr().out
+
+
+def cores_of(lines: list[str]) -> dict[str, str]:
+    """File= or Type= -> Cores= of each gres.conf line."""
+    out = {}
+    for line in lines:
+        f = dict(w.split("=", 1) for w in line.split())
+        out[f.get("File") or f["Type"]] = f.get("Cores", "")
+    return out
+
+
+def test_karolina_gpu0_and_1_get_cores_48_to_63(capsys, tmp_path):
+    out = run(capsys, tmp_path, nodes.karolina(), "gres", "--node-name", "acn01").splitlines()
+    assert out[0].startswith("# gres.conf for acn01") and "GresTypes=gpu,nic" in out[0]
+    c = cores_of(out[1:])
+    assert c["/dev/nvidia0"] == c["/dev/nvidia1"] == "48-63"  # NUMA 3 (CONTEXT.md)
+    assert c["/dev/nvidia2"] == "16-31" and c["/dev/nvidia4"] == "112-127" and c["/dev/nvidia6"] == "80-95"
+    assert c["mlx5_1"] == "48-63" and c["mlx5_0"] == "16-31"  # mlx5_1 shares GPU0/1's switch
+    assert out[1] == "NodeName=acn01 Name=gpu Type=a100-sxm4-40gb File=/dev/nvidia0 Cores=48-63"
+
+
+def test_perlmutter_gpus_in_reverse_numa_order(capsys, tmp_path):
+    c = cores_of(run(capsys, tmp_path, nodes.perlmutter(), "gres").splitlines()[1:])
+    assert [c[f"/dev/nvidia{k}"] for k in range(4)] == ["48-63", "32-47", "16-31", "0-15"]
+    assert c["cxi0"] == "48-63"
+
+
+def test_dgx_like_nvswitch_links_and_features(capsys, tmp_path):
+    k = nodes.karolina()
+    dgx = dataclasses.replace(k, links=tuple(Link(g.key, "NVSwitch", "NVLink", 12, 300.0, 3) for g in k.gpus))
+    doc = json.loads(run(capsys, tmp_path, dgx, "gres", "--json", "--node-name", "dgx1"))
+    gpu3 = doc["gres"][3]
+    assert gpu3["links"] == "12,12,12,-1,12,12,12,12" and gpu3["cores"] == "16-31"
+    assert doc["node_gres"] == "gpu:a100-sxm4-40gb:8,nic:mlx5_0:1,nic:mlx5_1:1,nic:mlx5_2:1,nic:mlx5_3:1"
+    feat = run(capsys, tmp_path, dgx, "features", "--node-name", "dgx1").strip()
+    assert feat == "NodeName=dgx1 Features=a100-sxm4-40gb,gpus8,nvlink-nv12,nics4,ib200g,sockets2,numa8"
+
+
+def test_direct_nvlinks_of_a_power8_hwloc_xml(capsys, tmp_path, fixtures):
+    lines = run(capsys, tmp_path, str(fixtures / "hwloc-xml" / "power8gpudistances.xml"), "gres").splitlines()[1:]
+    assert [ln.split("Links=")[1] for ln in lines] == ["-1,2,0,0", "2,-1,0,0", "0,0,-1,2", "0,0,2,-1"]
+    assert cores_of(lines) == {"/dev/nvidia0": "0-3", "/dev/nvidia1": "0-3", "/dev/nvidia2": "4-7",
+                               "/dev/nvidia3": "4-7"}
+
+
+def test_lassen_hwloc_xml(capsys, tmp_path, fixtures):
+    path = fixtures / "mpibind" / "topo-xml" / "coral-lassen.xml"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    c = cores_of(run(capsys, tmp_path, str(path), "gres").splitlines()[1:])
+    assert c["/dev/nvidia0"] == c["/dev/nvidia1"] == "0-19" and c["/dev/nvidia2"] == "20-39"
+    assert c["mlx5_0"] == "0-19" and c["mlx5_2"] == "20-39"
+    assert "enP5p1s0f0" not in c  # the host's Ethernet ports are not a job's NICs
+    feat = run(capsys, tmp_path, str(path), "features", "--json")
+    assert json.loads(feat)["features"] == ["v100-sxm2-16gb", "gpus4", "pcie", "nics4", "ib", "sockets2", "numa2"]
+
+
+def test_a_node_with_nothing_to_share(capsys, tmp_path):
+    bare = dataclasses.replace(nodes.two_socket_four_nics(), nics=(), pci_devices=())
+    out = run(capsys, tmp_path, bare, "gres", "--node-name", "c1").splitlines()
+    assert len(out) == 1 and "Gres=(none)" in out[0]
+    assert run(capsys, tmp_path, bare, "features", "--node-name", "c1").strip() == \
+        "NodeName=c1 Features=sockets2,numa2"
+
+
+def test_type_names_are_words_slurm_does_not_split():
+    assert config.type_name("NVIDIA A100-SXM4-40GB") == "a100-sxm4-40gb"
+    assert config.type_name("Tesla V100-SXM2-16GB") == "v100-sxm2-16gb"
+    assert config.type_name("AMD Instinct MI250X") == "instinct-mi250x"
+    assert config.type_name("a,b:c=d") == "a_b_c_d"
+    assert config.type_name("") == "unknown"
+
+
+def test_an_odd_node_name_is_refused(capsys, tmp_path):
+    path = tmp_path / "n.json"
+    path.write_text(nodes.karolina().to_json())
+    assert main(["slurm", "gres", "--input", str(path), "--node-name", "a b"]) == 2
+    assert "characters a Slurm node name cannot have" in capsys.readouterr().err
