@@ -46,6 +46,8 @@ class CheckDoc:
     findings: list[Finding] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # sections other commands add (watch: memory timeline)
     busy: dict[str, Any] = field(default_factory=dict)  # check/busy.py's summary: {} when not sampled
+    # figures measured again because their interval left them undecided (check/remeasure.py)
+    remeasured: list[dict[str, Any]] = field(default_factory=list)
 
     def is_busy(self) -> bool:
         return bool(self.busy.get("busy"))
@@ -68,11 +70,43 @@ class CheckDoc:
         return {a: worst(v) for a, v in sorted(out.items(), key=lambda kv: order.get(kv[0], 99))}
 
     def verdict(self) -> str:
+        """The worst of everything, configuration included (see node_verdict)."""
         return worst(self.areas().values())
 
+    def causes(self) -> dict[str, str]:
+        """Figure or check key -> "hardware" | "configuration": a finding's
+        cause (hardware wins where findings disagree), else a check's own,
+        else hardware (a figure is the node's until a finding says otherwise)."""
+        out = {c.key: c.cause or "configuration" for c in self.checks}
+        named: dict[str, str] = {}
+        for f in self.findings:
+            for k in f.keys:
+                named[k] = "hardware" if "hardware" in (f.cause, named.get(k)) else f.cause
+        return {**out, **named}
+
+    def _items(self) -> list[tuple[str, str]]:
+        return [(j.figure.key, j.verdict) for j in self.judged] + [(c.key, c.verdict) for c in self.checks]
+
+    def node_verdict(self) -> str:
+        """The node's own verdict: everything but configuration causes (the
+        job's environment: see environment_verdict). fail = unhealthy."""
+        causes = self.causes()
+        return worst(v for k, v in self._items() if causes.get(k, "hardware") != "configuration")
+
+    def environment_verdict(self) -> str:
+        """The job environment's verdict (configuration causes: MPI not
+        CUDA-aware, thread placement, variables); "pass" when none is off."""
+        causes = self.causes()
+        return worst([v for k, v in self._items() if causes.get(k) == "configuration"] or ["pass"])
+
+    def environment_reasons(self) -> list[str]:
+        """Short names of the configuration findings at the environment's verdict."""
+        v = self.environment_verdict()
+        return [f.text.split(": ")[0] for f in self.findings if f.cause == "configuration" and f.verdict == v]
+
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "info": 0, "inconclusive": 0, "warn": 0, "fail": 0}
-        for v in [j.verdict for j in self.judged] + [c.verdict for c in self.checks]:
+        out = {v: 0 for v in ("pass", "info", "inconclusive", "warn", "fail")}
+        for _, v in self._items():
             out[v] += 1
         return out
 
@@ -86,8 +120,11 @@ class CheckDoc:
             "level": self.level,
             "complete": self.complete,
             "command": self.command,
-            "summary": {"verdict": self.verdict(), "areas": self.areas(), "counts": self.counts()},
+            "summary": {"verdict": self.verdict(), "node": self.node_verdict(),
+                        "environment": self.environment_verdict(), "environment_reasons": self.environment_reasons(),
+                        "areas": self.areas(), "counts": self.counts()},
             "busy": self.busy,
+            "remeasured": self.remeasured,
             "topology": self.topology.to_dict() if self.topology is not None else None,
             "environment": self.environment,
             "expectations": self.expectations.to_dict(),
@@ -101,17 +138,6 @@ class CheckDoc:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
-
-
-def exit_status(doc: CheckDoc) -> int:
-    """What a scheduler acts on: 130 interrupted, 1 something failed (not
-    for speed on a busy node: those figures are inconclusive), 2 busy (could
-    not judge: retry later, do not drain), else 0."""
-    if not doc.complete:
-        return 130
-    if doc.verdict() == "fail":
-        return 1
-    return 2 if doc.is_busy() else 0
 
 
 def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> CheckDoc:
@@ -132,11 +158,34 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> Ch
         skipped=[Skipped(**s) for s in d.get("skipped", [])], environment=d.get("environment", {}),
         host=d.get("host", ""), started=d.get("started", ""), finished=d.get("finished", ""),
         complete=d.get("complete", False), command=d.get("command", ""), extra=d.get("extra", {}),
-        busy=d.get("busy") or {})
+        busy=d.get("busy") or {}, remeasured=d.get("remeasured") or [])
     if expectations is not None:
         doc.rejudge()
     else:
-        doc.judged = [J(figs.Figure.from_dict(f), f["verdict"], f["rule"], f.get("expectation", {}), f.get("relative"))
+        doc.judged = [J(figs.Figure.from_dict(f), f["verdict"], f["rule"], f.get("expectation", {}), f.get("relative"),
+                        bool(f.get("noisy")))
                       for f in d.get("figures", [])]
         doc.findings = [Finding.from_dict(f) for f in d.get("findings", [])]
     return doc
+
+
+# Exit statuses of `nodemap check` and `nodemap report` (docs/check.md), for schedulers (issue 30)
+HEALTHY, UNHEALTHY, NOT_JUDGED, INTERRUPTED = 0, 1, 2, 130
+
+
+def exit_status(doc: CheckDoc, saved: bool = False) -> int:
+    """The one mapping from a check document to an exit status.
+
+    130 interrupted (this command's own run; `saved`: a document read
+    again, where incomplete is not an interruption), 1 unhealthy (a
+    hardware-cause fail, decided by its whole interval), 2 could not judge
+    (the node was busy, check/busy.py: retry it, never drain), else 0 healthy: pass, info,
+    warn, inconclusive, and configuration findings of any verdict (printed,
+    the job's environment, not the node)."""
+    if not doc.complete and not saved:
+        return INTERRUPTED
+    if doc.node_verdict() == "fail":
+        return UNHEALTHY
+    if doc.is_busy():
+        return NOT_JUDGED
+    return HEALTHY

@@ -19,7 +19,10 @@ from typing import Any, Iterable
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..text import is_decimal
 from ..topology.model import Topology
+from .intervals import coverage, median_interval
 from .mpi import figure_size
+
+ROUNDS = "rounds"  # a Result's params key: measurements pooled into its samples (check/remeasure.py)
 
 AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL", "MPI")
 
@@ -39,8 +42,15 @@ class Figure:
     peak_source: str = ""
     group: str = ""  # peers judged against their median ("" = none)
     path_class: str = ""
-    median: float = 0.0  # the Result's median, for noise in comparisons
+    median: float = 0.0  # the Result's median: the statistic the verdict judges
     spread: float = 0.0
+    # the median's interval from the repetitions (check/intervals.py): n = 1 has none (low = high = median),
+    # n = 0 a figure saved before intervals existed (judged as the point `value`)
+    low: float = 0.0
+    high: float = 0.0
+    n: int = 0
+    coverage: float = 0.0
+    rounds: int = 1  # measurements pooled into it (check re-measures a figure its interval left undecided)
     setting: str = ""  # what reaches the peak, for the fix (STREAM: OMP_NUM_THREADS/OMP_PLACES)
     peak_spread: float = 0.0  # the peak's own spread when it is another measurement (STREAM's best placement)
 
@@ -57,7 +67,20 @@ def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
     kw.setdefault("peak_source", r.peak_source)
     return Figure(key=key, area=area, label=label, path=r.path, unit=r.unit, value=r.stats.best,
                   higher_is_better=HIGHER_IS_BETTER.get(r.unit, True), path_class=r.path_class,
-                  median=r.stats.median, spread=r.stats.spread, **kw)
+                  median=r.stats.median, spread=r.stats.spread, **_interval(r), **kw)
+
+
+def _interval(r: Result) -> dict[str, Any]:
+    """The median's interval from the Result's samples (its min..max when
+    a file holds statistics only), and how many measurements were pooled."""
+    iv = median_interval(r.samples) if r.samples else None
+    rounds = int(r.params.get(ROUNDS, 1))
+    if iv is not None:
+        return {"low": iv.low, "high": iv.high, "n": iv.n, "coverage": iv.coverage, "rounds": rounds}
+    if r.stats.n > 1 and not r.samples:
+        return {"low": r.stats.min, "high": r.stats.max, "n": r.stats.n, "coverage": coverage(r.stats.n, 1),
+                "rounds": rounds}
+    return {"low": r.stats.median, "high": r.stats.median, "n": 1, "rounds": rounds}
 
 
 def extract(sets: Iterable[ResultSet], topo: Topology | None = None, dram_peak: float | None = None) -> list[Figure]:

@@ -5,6 +5,10 @@ Two rules judge every figure and the worse one decides, with its text:
   table: fractions of the peak, or floors/ceilings in the figure's unit);
 - relative: against the node's own peers on the same path (the median of
   the figure's group for bandwidth, the minimum for latency).
+Both judge the figure's median with its interval from the repetitions
+(check/intervals.py), not a point: a figure fails only when its whole
+interval is beyond the fail limit; an interval that straddles a limit is
+"inconclusive" (never a fail) and its rule says "noisy: ...".
 A figure no rule applies to is "info" (recorded, nothing to judge it by).
 fleet (issue 15) calls the same functions with figures from many nodes.
 """
@@ -18,9 +22,11 @@ from typing import Any, Iterable, Sequence
 from ..bench.report import number
 from .expectations import Expectations, Limit
 from .figures import Figure
+from .intervals import CONFIDENCE, ratio_interval, where
 
 VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies
-# "inconclusive": measured, but not under conditions a verdict can rest on (a busy node)
+# "inconclusive": the figure's interval straddles a limit (or one sample lies beyond the fail limit),
+# or it was measured while the node was busy (check/busy.py); never fails the node (docs/check.md)
 RANK = {"info": 0, "pass": 1, "inconclusive": 2, "warn": 3, "fail": 4}
 
 
@@ -29,6 +35,7 @@ class Verdict:
     verdict: str
     rule: str  # the sentence that decided it
     expectation: dict[str, Any] = field(default_factory=dict)  # the bounds used, with their source
+    noisy: bool = False  # the interval straddled a limit: measuring again may decide it
 
 
 @dataclass(frozen=True)
@@ -37,11 +44,12 @@ class Judged:
     verdict: str
     rule: str
     expectation: dict[str, Any]
-    relative: float | None  # figure / its group's median (bandwidth) or minimum (latency)
+    relative: float | None  # the figure's median / its group's median of medians (latency: minimum)
+    noisy: bool = False  # undecided by its interval: check re-measures it (check/remeasure.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.figure.to_dict(), "expectation": self.expectation, "verdict": self.verdict,
-                "rule": self.rule, "relative": self.relative}
+                "rule": self.rule, "relative": self.relative, "noisy": self.noisy}
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -58,12 +66,13 @@ def judge(figures: Sequence[Figure], exp: Expectations) -> list[Judged]:
         r = relative(f, ref, exp.thresholds) if ref is not None else None
         chosen = _decide(a, r)
         if a is None and r is not None and f.kind:
-            chosen = Verdict(chosen.verdict, chosen.rule + f"; {no_limit(f)}", chosen.expectation)
-        ratio = (f.value / ref[0] if f.higher_is_better else f.value / ref[0]) if ref and ref[0] else None
+            chosen = Verdict(chosen.verdict, chosen.rule + f"; {no_limit(f)}", chosen.expectation, chosen.noisy)
+        ratio = point(f) / ref.point if ref and ref.point else None
         exp_d = dict(a.expectation) if a else {}
         if r is not None:
             exp_d.update(r.expectation)
-        out.append(Judged(f, chosen.verdict, chosen.rule, exp_d, ratio))
+        out.append(Judged(f, chosen.verdict, chosen.rule, exp_d, ratio,
+                          any(v is not None and v.noisy for v in (a, r))))
     return out
 
 
@@ -80,20 +89,89 @@ def _decide(a: Verdict | None, r: Verdict | None) -> Verdict:
     return max(got, key=lambda v: RANK[v.verdict])
 
 
-def group_references(figures: Sequence[Figure]) -> dict[str, tuple[float, int]]:
-    """group -> (median for bandwidth / minimum for latency, members), for
-    groups of at least two figures."""
+# --- the figure's interval ------------------------------------------------------------
+
+
+def point(f: Figure) -> float:
+    """The judged statistic: the median of the repetitions (the value of a figure saved without them)."""
+    return f.median if f.n else f.value
+
+
+def span(f: Figure) -> tuple[float, float]:
+    """The judged interval: the median's (check/intervals.py); a point for one sample or an old figure."""
+    return (f.low, f.high) if f.n > 1 else (point(f), point(f))
+
+
+def shown(f: Figure) -> str:
+    """The figure as its rule names it: 'median 27.0 GB/s [25.1, 29.2]'."""
+    if f.n > 1:
+        lo, hi = span(f)
+        return f"median {number(point(f))} {f.unit} [{number(lo)}, {number(hi)}]"
+    return f"{number(point(f))} {f.unit}" + (" (one sample)" if f.n == 1 else "")
+
+
+def classify(lo: float, hi: float, n: int, warn: float | None, fail: float | None, above: bool) -> tuple[str, str]:
+    """(verdict, what was undecided) of the interval [lo, hi] of n samples
+    against a warn and a fail limit (ceilings when `above`, else floors).
+
+    fail: wholly beyond the fail limit (and more than one sample); straddling
+    the fail limit: inconclusive, or warn when it is wholly beyond the warn
+    limit; straddling the warn limit: inconclusive. The second element says
+    which limit was straddled ("fail", "warn"), "one" for one sample beyond
+    the fail limit, "" when the interval decided."""
+    wf = where(lo, hi, fail, above) if fail is not None else "within"
+    ww = where(lo, hi, warn, above) if warn is not None else "within"
+    if wf == "beyond":
+        return ("inconclusive", "one") if n == 1 else ("fail", "")
+    if wf == "straddles":
+        return ("warn" if ww == "beyond" else "inconclusive"), "fail"
+    if ww == "beyond":
+        return "warn", ""
+    return ("inconclusive", "warn") if ww == "straddles" else ("pass", "")
+
+
+def noise(f: Figure, interval: str, limit: str, undecided: str) -> str:
+    """The rule text of a figure its interval could not decide."""
+    if undecided == "one":
+        return (f"{shown(f)}: one sample beyond the fail limit {limit}; one sample has no interval, so it "
+                "fails nothing on its own: measure it again with repetitions")
+    return (f"noisy: spread {f.spread:.0%}, interval {interval} straddles the {undecided} limit {limit} "
+            f"({shown(f)}, {_method(f)})")
+
+
+def _method(f: Figure) -> str:
+    return (f"{f.coverage:.0%} interval of the median of {f.n} repetitions" if f.coverage >= CONFIDENCE
+            else f"range of {f.n} repetitions")
+
+
+# --- the rules ------------------------------------------------------------------
+
+
+def group_references(figures: Sequence[Figure]) -> dict[str, Reference]:
+    """group -> its reference, for groups of at least two figures."""
     groups: dict[str, list[Figure]] = {}
     for f in figures:
         if f.group:
             groups.setdefault(f.group, []).append(f)
-    out = {}
-    for g, fs in groups.items():
-        if len(fs) < 2:
-            continue
-        vals = [f.value for f in fs]
-        out[g] = (statistics.median(vals) if fs[0].higher_is_better else min(vals), len(fs))
-    return out
+    return {g: Reference.of(fs) for g, fs in groups.items() if len(fs) >= 2}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What peers are judged against: bandwidth the median of the group's
+    medians, latency their minimum; its interval is the same statistic of
+    the members' interval ends (the median of their lows, of their highs)."""
+
+    point: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, fs: Sequence[Figure]) -> "Reference":
+        pick = statistics.median if fs[0].higher_is_better else min
+        spans = [span(f) for f in fs]
+        return cls(pick([point(f) for f in fs]), pick([s[0] for s in spans]), pick([s[1] for s in spans]), len(fs))
 
 
 def absolute(f: Figure, lim: Limit | None) -> Verdict | None:
@@ -109,13 +187,19 @@ def absolute(f: Figure, lim: Limit | None) -> Verdict | None:
     peak = lim.peak or f.peak
     if not peak:
         return None
-    frac = f.value / peak
-    exp = {**src, "peak": peak, "warn_below": _mul(lim.warn, peak), "fail_below": _mul(lim.fail, peak)}
-    what = f"{number(f.value)} {f.unit} = {frac:.0%} of {number(peak)} {f.unit}" + (
+    warn, fail = _mul(lim.warn, peak), _mul(lim.fail, peak)
+    exp = {**src, "peak": peak, "warn_below": warn, "fail_below": fail}
+    lo, hi = span(f)
+    verdict, undecided = classify(lo, hi, f.n, warn, fail, above=False)
+    what = f"{shown(f)} = {point(f) / peak:.0%} of {number(peak)} {f.unit}" + (
         f" ({f.peak_source})" if f.peak_source and not lim.peak else "")
-    if lim.fail is not None and frac < lim.fail:
+    if undecided:
+        frac = lim.fail if undecided in ("fail", "one") else lim.warn
+        text = noise(f, f"[{lo / peak:.0%}, {hi / peak:.0%}] of {number(peak)} {f.unit}", f"{frac:.0%}", undecided)
+        return Verdict(verdict, text, exp, noisy=True)
+    if verdict == "fail":
         return Verdict("fail", f"{what}, below the {lim.fail:.0%} floor", exp)
-    if lim.warn is not None and frac < lim.warn:
+    if verdict == "warn":
         return Verdict("warn", f"{what}, below the expected {lim.warn:.0%}", exp)
     return Verdict("pass", f"{what}, at least the expected {lim.warn or lim.fail:.0%}", exp)
 
@@ -126,40 +210,49 @@ def _mul(a: float | None, b: float) -> float | None:
 
 def _bounds(f: Figure, warn: float | None, fail: float | None, above: bool, src: dict) -> Verdict:
     exp = {**src, ("warn_above" if above else "warn_below"): warn, ("fail_above" if above else "fail_below"): fail}
-    bad = (lambda v, b: v > b) if above else (lambda v, b: v < b)
+    lo, hi = span(f)
+    verdict, undecided = classify(lo, hi, f.n, warn, fail, above)
     word = "above" if above else "below"
-    v = f"{number(f.value)} {f.unit}"
-    if fail is not None and bad(f.value, fail):
+    v = shown(f)
+    if undecided:
+        lim = fail if undecided in ("fail", "one") else warn
+        return Verdict(verdict, noise(f, f"[{number(lo)}, {number(hi)}] {f.unit}", f"{number(lim)} {f.unit}",
+                                      undecided), exp, noisy=True)
+    if verdict == "fail":
         return Verdict("fail", f"{v}, {word} the {number(fail)} {f.unit} limit", exp)
-    if warn is not None and bad(f.value, warn):
+    if verdict == "warn":
         return Verdict("warn", f"{v}, {word} the expected {number(warn)} {f.unit}", exp)
     lim = warn if warn is not None else fail
     return Verdict("pass", f"{v}, within the expected {number(lim)} {f.unit} ({'at most' if above else 'at least'})", exp)
 
 
-def relative(f: Figure, ref: tuple[float, int], t: dict[str, float]) -> Verdict | None:
-    """Against the node's peers: bandwidth vs their median, latency vs their minimum."""
-    base, n = ref
-    if not base:
+def relative(f: Figure, ref: Reference, t: dict[str, float]) -> Verdict | None:
+    """Against the node's peers: bandwidth vs their median, latency vs their
+    minimum; the figure's interval over the reference's interval (every
+    ratio both allow) is what meets the thresholds."""
+    if not ref.point or not ref.low:
         return None
-    ratio = f.value / base
-    if f.higher_is_better:
-        exp = {"median_of_peers": base, "peers": n, "relative_warn_below": t["relative_warn"] * base,
-               "relative_fail_below": t["relative_fail"] * base}
-        what = f"{number(f.value)} {f.unit} = {ratio:.0%} of the median of {n} peers on this node ({number(base)} {f.unit})"
-        if ratio < t["relative_fail"]:
-            return Verdict("fail", f"{what}, below {t['relative_fail']:.0%}", exp)
-        if ratio < t["relative_warn"]:
-            return Verdict("warn", f"{what}, below {t['relative_warn']:.0%}", exp)
-        return Verdict("pass", f"{what}, at least {t['relative_warn']:.0%}", exp)
-    exp = {"minimum_of_peers": base, "peers": n, "relative_warn_above": t["latency_warn"] * base,
-           "relative_fail_above": t["latency_fail"] * base}
-    what = f"{number(f.value)} {f.unit} = {ratio:.2f}x the minimum of {n} peers on this node ({number(base)} {f.unit})"
-    if ratio > t["latency_fail"]:
-        return Verdict("fail", f"{what}, above {t['latency_fail']:g}x", exp)
-    if ratio > t["latency_warn"]:
-        return Verdict("warn", f"{what}, above {t['latency_warn']:g}x", exp)
-    return Verdict("pass", f"{what}, at most {t['latency_warn']:g}x", exp)
+    base, n = ref.point, ref.n
+    hib = f.higher_is_better
+    rlo, rhi = ratio_interval(span(f), (ref.low, ref.high))
+    warn, fail = (t["relative_warn"], t["relative_fail"]) if hib else (t["latency_warn"], t["latency_fail"])
+    of, word = ("median", "below") if hib else ("minimum", "above")
+    bound = (lambda x: f"{x:.0%}") if hib else (lambda x: f"{x:g}x")  # noqa: E731
+    times = (lambda x: f"{x:.0%} of") if hib else (lambda x: f"{x:.2f}x")  # noqa: E731
+    exp = {f"{of}_of_peers": base, "peers": n, f"relative_warn_{word}": warn * base,
+           f"relative_fail_{word}": fail * base}
+    what = f"{shown(f)} = {times(point(f) / base)} the {of} of {n} peers on this node ({number(base)} {f.unit})"
+    ratios = f"[{bound(rlo)}, {bound(rhi)}]" if hib else f"[{rlo:.2f}x, {rhi:.2f}x]"
+    limit = lambda x: f"{bound(x)} of the peers' {of}" if hib else f"{bound(x)} the peers' {of}"  # noqa: E731
+    verdict, undecided = classify(rlo, rhi, f.n, warn, fail, above=not hib)
+    if undecided:
+        lim = fail if undecided in ("fail", "one") else warn
+        return Verdict(verdict, "relative to its peers: " + noise(f, ratios, limit(lim), undecided), exp, noisy=True)
+    if verdict == "fail":
+        return Verdict("fail", f"{what}, {word} {bound(fail)}", exp)
+    if verdict == "warn":
+        return Verdict("warn", f"{what}, {word} {bound(warn)}", exp)
+    return Verdict("pass", f"{what}, {'at least' if hib else 'at most'} {bound(warn)}", exp)
 
 
 def ratio_verdict(ratio: float, warn: float, fail: float) -> str:

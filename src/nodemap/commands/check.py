@@ -34,10 +34,13 @@ Other work on the node (other processes' CPU time on the measured CPUs,
 memory pressure, other processes on the GPUs) is sampled before the check
 and around every step; a busy node's report says so at the top, and its
 figures measured then are "inconclusive", never failed for speed.
-Exit status: 0 no figure failed, 1 something failed, 2 bad usage or could
-not judge (a busy node, scontrol missing or slow, another check of this
-node running: retry later, do not drain), 130 interrupted (the report
-holds what was measured, marked incomplete)."""
+Exit status: 0 the node is healthy (pass, warn, inconclusive; findings
+about the job's configuration, such as MPI not CUDA-aware, are printed
+but do not fail the node), 1 unhealthy (a hardware-cause figure whose
+whole interval is beyond its fail limit, or a failed health check),
+2 bad usage or could not judge (a busy node, scontrol missing or slow,
+another check of this node running: retry later, do not drain),
+130 interrupted (the report holds what was measured, marked incomplete)."""
 
 EPILOG = """\
 examples:

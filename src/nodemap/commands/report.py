@@ -15,8 +15,9 @@ Bench results are judged by the same rules as `nodemap check`; with
 --expect, a check document is judged again against a site file.
 --compare BEFORE AFTER prints every figure's after/before ratio and flags
 regressions (below 95% warn, below 90% fail by default; thresholds
-compare_warn/compare_fail of the expectations). Exit status 1 when a
-figure failed (or regressed with --compare).
+compare_warn/compare_fail of the expectations). Exit status as check's:
+1 when the node failed for a hardware cause (or a figure regressed with
+--compare), 2 when it was busy, else 0.
 
 A folder of `nodemap run --watch` timelines (or .watch files) gives each
 rank's memory peak, growth and shape, per GPU the peak against its memory,
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         return 1 if any(c.verdict == "fail" for c in changes) else 0
     if not args.files:
         raise NodemapError("give a check.json or bench result files (or --compare BEFORE AFTER)")
+    from ..check.document import exit_status
     from ..report import watch
 
     watched = [p for p in args.files if watch.is_watch_input(p)]
@@ -134,12 +136,13 @@ def run(args: argparse.Namespace) -> int:
         print(doc.to_json())
     else:
         print(terminal.summary(doc))
-    return 1 if doc.verdict() == "fail" else 0
+    return exit_status(doc, saved=True)
 
 
 def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int:
     """Memory timelines alone, or beside a check document (their section joins its report)."""
     from .. import outfile
+    from ..check.document import exit_status
     from ..report import html, terminal, watch
 
     jobs = watch.runs(watch.load(paths), args.job)
@@ -164,4 +167,4 @@ def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int
         if doc is not None:
             print(terminal.summary(doc))
         print(watch.render(jobs, where), end="")
-    return 1 if doc is not None and doc.verdict() == "fail" else 0
+    return exit_status(doc, saved=True) if doc is not None else 0

@@ -1,0 +1,58 @@
+"""The node's verdict apart from its job environment's, and the one
+mapping from a check document to the exit status schedulers act on."""
+
+import check_synth as syn
+import nodes
+from nodemap.check import expectations
+from nodemap.check.document import CheckDoc, exit_status, from_dict
+from nodemap.check.inventory import Check
+
+NOT_AWARE = Check("inventory/mpi/cuda_aware", "MPI is not CUDA-aware", "device buffers are staged", "", "fail",
+                  "staged", "configuration", "use a CUDA-aware MPI", "MPI")
+ECC = Check("inventory/nvml/gpu0/ecc_uncorrected", "GPU0 uncorrected ECC errors", "3", "0", "fail",
+            "uncorrected memory errors", "hardware", "drain the node")
+
+
+def doc_of(*sets, checks=(), complete=True, busy=None):
+    doc = CheckDoc(level="quick", topology=nodes.karolina(), expectations=expectations.shipped(),
+                   results=list(sets), checks=list(checks), complete=complete, busy=busy or {})
+    doc.rejudge()
+    return doc
+
+
+def healthy_gpus():
+    return syn.hbm({g: 1400.0 for g in range(8)})
+
+
+def test_a_configuration_fail_leaves_the_node_healthy():
+    doc = doc_of(healthy_gpus(), checks=[NOT_AWARE])
+    assert doc.verdict() == "fail"  # the worst of all, as before
+    assert doc.node_verdict() == "pass" and doc.environment_verdict() == "fail"
+    assert doc.environment_reasons() == ["MPI is not CUDA-aware"]
+    assert exit_status(doc) == 0
+    s = doc.to_dict()["summary"]
+    assert (s["node"], s["environment"]) == ("pass", "fail")
+
+
+def test_a_hardware_fail_is_unhealthy():
+    vals = {g: 1400.0 for g in range(8)}
+    vals[5] = 1100.0
+    assert exit_status(doc_of(syn.hbm(vals))) == 1
+    assert exit_status(doc_of(healthy_gpus(), checks=[ECC, NOT_AWARE])) == 1
+
+
+def test_busy_cannot_judge_unless_the_hardware_failed():
+    busy = {"busy": True, "reasons": ["load 14 from other jobs"]}
+    assert exit_status(doc_of(healthy_gpus(), busy=busy)) == 2
+    assert exit_status(doc_of(healthy_gpus(), checks=[ECC], busy=busy)) == 1
+
+
+def test_interrupted_unless_read_again():
+    doc = doc_of(healthy_gpus(), checks=[ECC], complete=False)
+    assert exit_status(doc) == 130 and exit_status(doc, saved=True) == 1
+
+
+def test_saved_document_keeps_busy_and_verdicts():
+    doc = doc_of(healthy_gpus(), checks=[NOT_AWARE], busy={"busy": True, "reasons": ["x"]})
+    back = from_dict(doc.to_dict())
+    assert back.is_busy() and back.node_verdict() == "pass" and exit_status(back, saved=True) == 2
