@@ -222,7 +222,9 @@ def _busy_doc(busy_latency: bool):
 def test_a_figure_measured_busy_is_inconclusive_not_failed():
     idle = _busy_doc(False)
     dram = next(j for j in idle.judged if j.figure.key.endswith("DRAM"))
-    assert dram.verdict == "fail" and exit_status(idle) == 1 and not idle.is_busy()
+    assert dram.verdict == "fail" and not idle.is_busy()
+    # slow DRAM latency is a configuration finding (pages, VM, BIOS): the environment fails, the node does not
+    assert idle.environment_verdict() == "fail" and exit_status(idle) == 0
     loaded = _busy_doc(True)
     dram = next(j for j in loaded.judged if j.figure.key.endswith("DRAM"))
     assert dram.verdict == "inconclusive" and "measured while the node was busy" in dram.rule
