@@ -77,6 +77,17 @@ def check_invariants(topo, req, p):
             assert t.gpus == ()
     check_gpu_locality(topo, req, p)
     check_nics(topo, req, p)
+    check_no_idle_domain_while_crowded(topo, req, p, usable)
+
+
+def check_no_idle_domain_while_crowded(topo, req, p, usable):
+    """A task runs more threads than it has PUs only when every NUMA node of
+    usable PUs is busy (7 tasks x 16 threads on a 4-GPU EPYC crowded six
+    tasks on 6 PUs while two NUMA nodes idled)."""
+    if req.tasks > len(usable) or all(t.threads <= len(t.cpus) for t in p.tasks):
+        return
+    idle = topo.numa_of(usable) - CpuSet.union_all(t.mems for t in p.tasks)
+    assert not idle, (idle, [(t.cpus, t.threads) for t in p.tasks])
 
 
 def local_gpus(topo, usable):

@@ -157,12 +157,70 @@ def test_a_wide_task_takes_the_nearest_domains_and_keeps_its_gpus():
 
 
 def test_two_wide_tasks_of_one_gpu_socket_extend_to_the_idle_socket():
-    # 2 x 18 cores SMT2, both GPUs on socket 0: 2 tasks of 18 threads, a socket each, a GPU each
-    topo = nodes.build(nodes.Spec(2, 1, 1, 18, smt=2, gpus=[nodes.Dev(0, "a"), nodes.Dev(0, "b")]))
+    # 2 x 18 cores without SMT, both GPUs on socket 0: 2 tasks of 18 threads, a socket each, a GPU each
+    topo = nodes.build(nodes.Spec(2, 1, 1, 18, gpus=[nodes.Dev(0, "a"), nodes.Dev(0, "b")]))
     p = P(topo, tasks=2, threads=18)
     assert [cores_of(topo, t.cpus) for t in p.tasks] == [18, 18] and all(len(t.cpus) == 18 for t in p.tasks)
     assert [t.mems for t in p.tasks] == [CpuSet([0]), CpuSet([1])] and [t.gpus for t in p.tasks] == [(0,), (1,)]
     assert any("extend over NUMA node(s) 1" in n for n in p.notes)
+
+
+def test_two_tasks_whose_threads_fit_their_gpu_sockets_pus_stay_with_their_gpus():
+    # 2 x 18 cores SMT2, both GPUs on socket 0: 2 x 18 threads fit its 36 PUs, so no task
+    # moves to socket 1 away from its GPU; each gets 9 cores at 2 PUs and a note says so
+    topo = nodes.build(nodes.Spec(2, 1, 1, 18, smt=2, gpus=[nodes.Dev(0, "a"), nodes.Dev(0, "b")]))
+    p = P(topo, tasks=2, threads=18)
+    assert [(cores_of(topo, t.cpus), len(t.cpus)) for t in p.tasks] == [(9, 18), (9, 18)]
+    assert [t.mems for t in p.tasks] == [CpuSet([0])] * 2 and [t.gpus for t in p.tasks] == [(0,), (1,)]
+    assert any("share cores' hardware threads" in n for n in p.notes)
+    # beyond the socket's PUs (2 x 20 > 36) they do extend: a socket each
+    p = P(topo, tasks=2, threads=20)
+    assert [t.mems for t in p.tasks] == [CpuSet([0]), CpuSet([1])] and [t.gpus for t in p.tasks] == [(0,), (1,)]
+
+
+def test_karolina_7_tasks_of_16_threads_keep_cpus_memory_and_gpu_in_one_numa_node():
+    """Held-out case (issue 26): tasks 0, 2, 4 had CPUs and memory on NUMA 0/2/4, their GPU on 1/3/5."""
+    topo = nodes.karolina()
+    p = P(topo, tasks=7, threads=16)
+    for t in p.tasks:
+        assert {topo.gpu(g).numa_node for g in t.gpus} == set(t.mems) and len(t.mems) == 1, t
+        assert len(t.cpus) == 16 and t.cpus.issubset(topo.numa(t.mems.first()).cpuset)
+
+
+def test_epyc_7_tasks_of_16_threads_leave_no_numa_node_idle(fixtures):
+    """Held-out case (issue 26): on a 4-GPU EPYC (8 NUMA x 6 cores) six tasks got 3 cores for 16
+    threads while NUMA nodes 0 and 3 idled. Now every node works and every task has 6+ cores."""
+    from nodemap.topology import hwloc_xml
+
+    topo = hwloc_xml.read(fixtures / "mpibind" / "topo-xml" / "epyc-corona.xml")
+    p = P(topo, tasks=7, threads=16)
+    assert CpuSet.union_all(t.mems for t in p.tasks) == topo.nodeset
+    assert min(cores_of(topo, t.cpus) for t in p.tasks) == 6 and all(t.gpus for t in p.tasks)
+
+
+@st.composite
+def fits_pus_case(draw):
+    """k tasks on the one GPU domain of an SMT node: more threads than the
+    domain's cores give them, no more than its PUs do."""
+    spec = nodes.random_spec(draw, st)
+    spec.smt = draw(st.sampled_from([2, 4]))
+    spec.numa_per_package = max(spec.numa_per_package, -(-2 // spec.packages))
+    spec.cores_per_l3 = max(spec.cores_per_l3, 2)
+    spec.offline, spec.disallowed = frozenset(), frozenset()
+    topo = nodes.build(gpus_on_one_domain(draw, spec))
+    per_numa = len(topo.cores) // len(topo.numa_nodes)
+    k = draw(st.integers(2, min(4, per_numa)))
+    return topo, k, draw(st.integers(per_numa // k + 1, per_numa // k * spec.smt))
+
+
+@SETTINGS
+@given(fits_pus_case())
+def test_tasks_whose_threads_fit_their_domains_pus_stay_beside_their_gpus(case):
+    topo, k, threads = case
+    (base,) = {g.numa_node for g in topo.gpus}
+    p = P(topo, tasks=k, threads=threads)
+    assert all(t.mems == CpuSet([base]) and len(t.cpus) >= threads for t in p.tasks)
+    assert not any(" extend" in n for n in p.notes)
 
 
 def test_threads_beyond_the_cores_without_a_free_domain_are_noted():
@@ -175,9 +233,10 @@ def test_threads_beyond_the_cores_without_a_free_domain_are_noted():
 
 @st.composite
 def wide_tasks_case(draw):
-    """k tasks on the one GPU domain of a node whose threads need more cores
-    than that domain holds and at most the whole node's."""
+    """k tasks on the one GPU domain of a node without SMT whose threads need
+    more cores than that domain holds and at most the whole node's."""
     spec = nodes.random_spec(draw, st)
+    spec.smt = 1  # several tasks leave their domain only short of PUs (fits_pus_case: with SMT)
     spec.numa_per_package = max(spec.numa_per_package, -(-2 // spec.packages))
     spec.cores_per_l3 = max(spec.cores_per_l3, 2)
     spec.offline, spec.disallowed = frozenset(), frozenset()

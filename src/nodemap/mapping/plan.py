@@ -258,43 +258,65 @@ def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], 
     threads at one PU per core, or T/smt cores with --smt; k tasks of a
     domain need k times that) extend over the nearest domains no task uses
     (NUMA distance, then the same package), instead of crowding hardware
-    threads while those domains idle. They keep their GPUs. A lone task
-    takes what is free; several tasks only enough for all of them. Short of
-    that, a note says the threads share cores."""
+    threads while those domains idle. They keep their GPUs.
+
+    A lone task extends whenever it is short of cores: its own domain stays
+    in its span. Several tasks of a domain extend only when its PUs (every
+    hardware thread, or --smt K of each core) cannot give each thread one
+    (Karolina, 7 tasks x 16 threads: two tasks share a GPU's NUMA node of
+    16 cores at 2 PUs a core, instead of one of them moving next door):
+    splitting a wider span would put some of them wholly outside their
+    GPUs' domain, which only a real shortage justifies. Free domains are
+    dealt one at a time to the short groups in turn, nearest first, so no
+    group takes them all while another crowds its threads. Short of cores
+    in the end, a note says the threads share cores."""
     if not req.threads:
         return groups
     used = {id(d) for g in groups for d in g.domains}
     free = [d for d in doms if id(d) not in used]
-    per_core = req.smt or 1
-    short = []
+    per_core = req.smt or 1  # a thread's room: a core, or with --smt K one of K PUs of a core
+    span = {id(g): list(g.domains) for g in groups}
+
+    def short(g: _Group, k: int = per_core) -> bool:
+        return _pus_each(span[id(g)], g.ntasks, k) < req.threads
+
+    wide = [g for g in groups if short(g) and (g.ntasks == 1 or short(g, req.smt or 1 << 30))]
+    added: dict[int, list[Domain]] = {id(g): [] for g in wide}
+    while free:
+        takers = [g for g in wide if short(g)]
+        if not takers:
+            break
+        for g in takers:
+            if not free:
+                break
+            d = min(free, key=lambda d: _nearness(topo, g.domains[0], d, doms))
+            free.remove(d)
+            added[id(g)].append(d)
+            span[id(g)].append(d)
+    crowded = []
     for g in groups:
-        need = g.ntasks * -(-req.threads // per_core)
-        have = sum(len(d.cores) for d in g.domains)
-        if have >= need:
-            continue
-        base = g.domains[0]
-        free.sort(key=lambda d: _nearness(topo, base, d, doms))
-        added = []
-        # several tasks move only when it gives them all a core per thread: a partial
-        # extension would take some tasks away from their GPUs and still crowd them
-        while free and have < need and (g.ntasks == 1 or have + sum(len(d.cores) for d in free) >= need):
-            d = free.pop(0)
-            added.append(d)
-            have += len(d.cores)
-        if added:
+        base, more = g.domains[0], added.get(id(g))
+        if more:
             g.home = list(g.domains)
-            g.domains = sorted(g.domains + added, key=doms.index)
-            where = f"NUMA node(s) {_ranges([d.numa for d in added])} (nearest to {base.numa})"
+            g.domains = sorted(g.domains + more, key=doms.index)
+            where = f"NUMA node(s) {_ranges([d.numa for d in more])} (nearest to {base.numa})"
             notes.append(f"a task of {req.threads} threads extends over {where}; its GPUs stay" if g.ntasks == 1
                          else f"the {g.ntasks} tasks of {req.threads} threads of NUMA node {base.numa} extend over "
                               f"{where}; their GPUs stay")
-        if have < need and not req.smt and any(len(c) > 1 for d in g.domains for c in d.cores):
-            short.append(base.numa)  # (without SMT the note on threads outnumbering PUs says it)
-    if short:
-        notes.append(f"the tasks of NUMA node(s) {_ranges(short)} run more threads ({req.threads} each) than they "
+        if short(g) and not req.smt and any(len(c) > 1 for d in g.domains for c in d.cores):
+            crowded.append(base.numa)  # (without SMT the note on threads outnumbering PUs says it)
+    if crowded:
+        notes.append(f"the tasks of NUMA node(s) {_ranges(crowded)} run more threads ({req.threads} each) than they "
                      "have cores: threads share cores' hardware threads; run fewer tasks or threads per node "
                      "(or pass --smt to make it explicit)")
     return groups
+
+
+def _pus_each(span: list[Domain], k: int, per_core: int) -> int:
+    """PUs each of k tasks is sure to get over `span`, at most `per_core` of
+    a core: the fewest cores a task gets times the fewest PUs of a core."""
+    cores = [c for d in span for c in d.cores]
+    return len(cores) // k * min(min(len(c), per_core) for c in cores)
 
 
 def _nearness(topo: Topology, a: Domain, b: Domain, doms: list[Domain]) -> tuple:
