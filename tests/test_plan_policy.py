@@ -198,19 +198,27 @@ def test_epyc_7_tasks_of_16_threads_leave_no_numa_node_idle(fixtures):
     assert min(cores_of(topo, t.cpus) for t in p.tasks) == 6 and all(t.gpus for t in p.tasks)
 
 
-@st.composite
-def fits_pus_case(draw):
-    """k tasks on the one GPU domain of an SMT node: more threads than the
-    domain's cores give them, no more than its PUs do."""
+def tasks_on_one_gpu_domain(draw, smt: int):
+    """A node of `smt` PUs a core, 2+ NUMA domains, GPUs in one of them, and
+    k tasks there: (topology, k, cores each task gets at home)."""
     spec = nodes.random_spec(draw, st)
-    spec.smt = draw(st.sampled_from([2, 4]))
+    spec.smt = smt
     spec.numa_per_package = max(spec.numa_per_package, -(-2 // spec.packages))
     spec.cores_per_l3 = max(spec.cores_per_l3, 2)
     spec.offline, spec.disallowed = frozenset(), frozenset()
     topo = nodes.build(gpus_on_one_domain(draw, spec))
     per_numa = len(topo.cores) // len(topo.numa_nodes)
     k = draw(st.integers(2, min(4, per_numa)))
-    return topo, k, draw(st.integers(per_numa // k + 1, per_numa // k * spec.smt))
+    return topo, k, per_numa // k
+
+
+@st.composite
+def fits_pus_case(draw):
+    """k tasks on the one GPU domain of an SMT node: more threads than the
+    domain's cores give them, no more than its PUs do."""
+    smt = draw(st.sampled_from([2, 4]))
+    topo, k, each = tasks_on_one_gpu_domain(draw, smt)
+    return topo, k, draw(st.integers(each + 1, each * smt))
 
 
 @SETTINGS
@@ -235,15 +243,9 @@ def test_threads_beyond_the_cores_without_a_free_domain_are_noted():
 def wide_tasks_case(draw):
     """k tasks on the one GPU domain of a node without SMT whose threads need
     more cores than that domain holds and at most the whole node's."""
-    spec = nodes.random_spec(draw, st)
-    spec.smt = 1  # several tasks leave their domain only short of PUs (fits_pus_case: with SMT)
-    spec.numa_per_package = max(spec.numa_per_package, -(-2 // spec.packages))
-    spec.cores_per_l3 = max(spec.cores_per_l3, 2)
-    spec.offline, spec.disallowed = frozenset(), frozenset()
-    topo = nodes.build(gpus_on_one_domain(draw, spec))
-    per_numa = len(topo.cores) // len(topo.numa_nodes)
-    k = draw(st.integers(2, min(4, per_numa)))
-    return topo, k, draw(st.integers(per_numa // k + 1, len(topo.cores) // k))
+    # no SMT: several tasks leave their domain only short of PUs (fits_pus_case: with SMT)
+    topo, k, each = tasks_on_one_gpu_domain(draw, 1)
+    return topo, k, draw(st.integers(each + 1, len(topo.cores) // k))
 
 
 def test_wide_tasks_of_a_domain_take_the_nearest_domains_and_keep_their_gpus():
