@@ -1,0 +1,87 @@
+"""benchmarks/check_stability.py: its scenarios, records and targets, run
+--dry-run against a stand-in nodemap (no load, taskset or test double)."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import check_stability as cs  # noqa: E402
+
+# A stand-in `nodemap check -o DIR [--expect FILE]`: a check.json whose verdict
+# follows the scenario ($NODEMAP_STABILITY_SCENARIO), and its exit status.
+STAND_IN = r'''
+import json, os, sys
+a = sys.argv[1:]
+out = a[a.index("-o") + 1]
+os.makedirs(out, exist_ok=True)
+s = os.environ["NODEMAP_STABILITY_SCENARIO"]
+flaky = os.environ.get("FLAKY_IDLE") and out.endswith("idle-1")
+verdict, rc, busy = {"idle": ("warn", 0, False), "load": ("inconclusive", 2, True)}.get(s, ("fail", 1, False))
+if flaky:
+    verdict, rc = "fail", 1
+expect = a[a.index("--expect") + 1] if "--expect" in a else ""
+doc = {"schema": "nodemap.check/1", "complete": True, "summary": {"verdict": verdict},
+       "busy": {"busy": busy, "reasons": ["STREAM placement sweep: other processes used 1.9 cores"] if busy else []},
+       "figures": [{"key": "host/stream/triad", "value": 20.0, "verdict": "pass"},
+                   {"key": "host/latency/L1d", "value": 1.2, "verdict": verdict if s != "load" else "inconclusive"}],
+       "checks": [], "findings": [{"verdict": "fail", "cause": "configuration", "text": "x"}] if rc == 1 else [],
+       "expect": open(expect).read() if expect else ""}
+open(os.path.join(out, "check.json"), "w").write(json.dumps(doc))
+sys.exit(rc)
+'''
+
+
+def campaign(tmp_path, *extra, env=None, monkeypatch=None):
+    stand_in = tmp_path / "stand_in.py"
+    stand_in.write_text(STAND_IN)
+    out = tmp_path / "result"
+    cs.main(["--dry-run", "--nodemap", f"{sys.executable} {stand_in}", "--idle", "3", "--load", "2", "--faults", "2",
+             "--out", str(out), "--keep", str(tmp_path / "keep"), "--note", "a shared VM", *extra])
+    return json.loads((tmp_path / "result.json").read_text()), (tmp_path / "result.md").read_text()
+
+
+def test_every_scenario_runs_and_its_target_is_judged(tmp_path):
+    doc, md = campaign(tmp_path)
+    assert [r["scenario"] for r in doc["runs"]] == ["idle"] * 3 + ["load"] * 2 + ["fault-limit"] * 2 + \
+        ["fault-cpuset"] * 2 + ["fault-slow"] * 2
+    t = {t["scenario"]: t for t in doc["targets"]}
+    assert t["idle"]["verdicts"] == {"warn": 3} and t["idle"]["met"]
+    assert t["load"]["busy"] == 2 and t["load"]["exit"] == {"2": 2} and t["load"]["met"]
+    assert all(t[s]["met"] and t[s]["exit"] == {"1": 2} for s in ("fault-limit", "fault-cpuset", "fault-slow"))
+    load = next(r for r in doc["runs"] if r["scenario"] == "load")
+    assert load["inconclusive"] == ["host/latency/L1d"] and load["busy_reasons"]
+    assert "--expect" in doc["runs"][5]["command"] and "fail_above = 0.5" in (tmp_path / "keep" / "impossible.toml"
+                                                                              ).read_text()
+    full = (tmp_path / "keep" / "full_node.toml").read_text()
+    assert "peak = 20.000" in full and "fail = 0.90" in full  # the idle runs' STREAM is the full node's
+    assert "| idle | 3 | warn 3 | 0: 3 | 0 | 0 | one verdict every time, no fail | yes |" in md
+    assert "- note: a shared VM" in md
+
+
+def test_one_idle_fail_misses_the_idle_target(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLAKY_IDLE", "1")
+    doc, md = campaign(tmp_path)
+    idle = next(t for t in doc["targets"] if t["scenario"] == "idle")
+    assert idle["verdicts"] == {"warn": 2, "fail": 1} and not idle["met"] and "| **no** |" in md
+
+
+def test_the_test_double_forces_l1d_latency_slow(monkeypatch):
+    from nodemap.check import node
+
+    import check_synth as syn
+
+    monkeypatch.setattr(node, "measure", lambda kind, *a, **k: syn.latency({"L1d": (32, 1.2), "L2": (512, 5.0)}))
+    got = {}
+
+    def main(argv):
+        rs = node.measure("latency", [])
+        got.update({r.params["level"]: r.stats.best for r in rs.results})
+        return 0
+
+    from nodemap import cli
+
+    monkeypatch.setattr(cli, "main", main)
+    assert cs.slow_nodemap(["check"]) == 0
+    assert got["L1d"] == 1.2 * cs.SLOW_FACTOR and got["L2"] == 5.0
