@@ -43,6 +43,8 @@ import tempfile
 import time
 from collections import Counter
 
+from check_quick_vs_full import machine
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIOS = ("idle", "load", "fault-limit", "fault-cpuset", "fault-slow")
 SCENARIO_ENV = "NODEMAP_STABILITY_SCENARIO"
@@ -189,17 +191,6 @@ def targets(runs: list[dict]) -> list[dict]:
         out.append({"scenario": s, "runs": len(rs), "verdicts": dict(verdicts), "exit": {str(k): v for k, v in
                     sorted(rcs.items())}, "busy": busy, "hardware_fail_runs": hw, "target": want, "met": met})
     return out
-
-
-def machine() -> dict:
-    def git(*args: str) -> str:
-        p = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
-        return p.stdout.strip() if p.returncode == 0 else ""
-
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
-    return {"host": platform.node(), "cpu": cpu, "cpus": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "commit": git("rev-parse", "--short", "HEAD"),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def markdown(doc: dict) -> str:
