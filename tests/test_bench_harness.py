@@ -23,7 +23,7 @@ import pytest
 from nodemap import cli
 from nodemap.bench import harness
 from nodemap.bench.peaks import dram_peak, parse_dimm
-from nodemap.commands.bench import BENCHES
+from nodemap.bench.kinds import BENCHES
 
 SRC = Path(harness.__file__).resolve().parents[1]  # src/nodemap
 BIN = Path(sys.executable).parent

@@ -31,13 +31,13 @@ from ..topology.model import Topology
 from . import gpu_common as gc
 from . import interrupt
 from .harness import Progress, Stopped, check_count, finish, session
-from .peaks import LINK_LABELS, Peak, path_peak
+from .gpu_kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
+from .peaks import Peak, d2d_path, host_class
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 CASES = ("host", "d2d", "bidir", "local", "all", "staged")
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
-SRC_SEED, POISON_SEED = 0x5EED, 0xBAD
 STAGE_CHUNK = 16 << 20
 
 
@@ -103,24 +103,6 @@ def numa_nodes(topo: Topology | None) -> list[int]:
     nodes = [n.os_index for n in topo.numa_nodes if n.memory > 0 and (not allowed or n.os_index in allowed)
              and n.kind in ("", "DRAM")]
     return nodes or [-1]
-
-
-def host_class(gpu: gc.Gpu, node: int) -> str:
-    """NODE when the memory is on the GPU's NUMA node, SYS across nodes."""
-    if node < 0 or gpu.numa < 0:
-        return "NODE" if node < 0 else "?"
-    return "NODE" if node == gpu.numa else "SYS"
-
-
-def d2d_path(topo: Topology | None, a: gc.Gpu, b: gc.Gpu) -> tuple[str, Peak | None, str]:
-    """(class label, peak, note) between two GPUs from the Topology."""
-    pcie = min((p for p in (a.pcie, b.pcie) if p), key=lambda p: p.gbs, default=None)
-    if topo is None or a.key.startswith("cuda") or b.key.startswith("cuda"):
-        return "?", None, "GPU not found in the topology: no path class"
-    from ..topology.paths import path
-
-    p = path(topo, a.key, b.key)
-    return p.label, path_peak(p.label, p.bandwidth_gbs, None if p.label.startswith(LINK_LABELS) else pcie), p.note
 
 
 def fan_peak(topo: Topology | None, hub: gc.Gpu, peaks: list[Peak | None], side: str) -> Peak | None:

@@ -32,6 +32,9 @@ def launch(cp: Any, fn: Any, n: int, args: tuple, stream: Any, block: int = 256,
     fn((grid,), (block,), args, stream=stream)
 
 
+SRC_SEED, POISON_SEED = 0x5EED, 0xBAD  # what sources are filled with, and outputs before a copy
+
+
 def pattern(start: int, count: int, seed: int) -> Any:
     """numpy twin of copies.cu's nm_pattern: words start..start+count."""
     import numpy as np

@@ -462,7 +462,7 @@ def measure(kind: str, argv: list[str]) -> ResultSet:
     import argparse
     import importlib
 
-    from ..commands.bench import BENCHES
+    from .kinds import BENCHES
     from ..errors import NodemapError
 
     if kind not in BENCHES:

@@ -20,9 +20,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from ..topology.nvml import NVLINK_GBS
 
-__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak", "dram_peak", "parse_dimm"]
+if TYPE_CHECKING:
+    from ..topology.model import Topology
+    from .gpu_devices import Gpu
+
+__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak", "dram_peak", "parse_dimm",
+           "d2d_path", "host_class"]
 
 
 @dataclass(frozen=True)
@@ -160,3 +167,24 @@ def dram_peak(root: str = "/") -> Peak | None:
 
 PEAK_UNKNOWN = ("DRAM peak unknown: SMBIOS memory records (/sys/firmware/dmi/entries/17-*) are not readable "
                 "here (root only, or a VM); give it with --peak GB/s (channels x MT/s x 8 B / 1000)")
+
+
+# --- GPU paths ---------------------------------------------------------------
+
+
+def host_class(gpu: Gpu, node: int) -> str:
+    """NODE when the memory is on the GPU's NUMA node, SYS across nodes."""
+    if node < 0 or gpu.numa < 0:
+        return "NODE" if node < 0 else "?"
+    return "NODE" if node == gpu.numa else "SYS"
+
+
+def d2d_path(topo: Topology | None, a: Gpu, b: Gpu) -> tuple[str, Peak | None, str]:
+    """(class label, peak, note) between two GPUs from the Topology."""
+    pcie = min((p for p in (a.pcie, b.pcie) if p), key=lambda p: p.gbs, default=None)
+    if topo is None or a.key.startswith("cuda") or b.key.startswith("cuda"):
+        return "?", None, "GPU not found in the topology: no path class"
+    from ..topology.paths import path
+
+    p = path(topo, a.key, b.key)
+    return p.label, path_peak(p.label, p.bandwidth_gbs, None if p.label.startswith(LINK_LABELS) else pcie), p.note

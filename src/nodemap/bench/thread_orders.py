@@ -60,9 +60,7 @@ def load_topology(input: str | None = None) -> Topology:
 def flat_topology(cpus: CpuSet) -> Topology:
     pus = tuple(PU(c) for c in cpus)
     cores = tuple(Core(i, -1, CpuSet([c])) for i, c in enumerate(cpus))
-    from .host_memory import meminfo
-
-    memory = meminfo("/proc/meminfo").get("MemTotal", 0)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")  # MemTotal, without reading /proc
     return Topology(pus=pus, cores=cores, numa_nodes=(NumaNode(0, cpus, memory),), allowed_mems=CpuSet([0]),
                     source="flat:sched_getaffinity", notes=("no topology source: every CPU taken as its own core",))
 

@@ -1,7 +1,8 @@
 """`nodemap bench KIND`: dispatch to one benchmark module per measurement.
 
-Each module in BENCHES provides `add_arguments(parser)` and `run(args) -> int`,
-like a top-level command, and builds Results through nodemap.bench.harness.
+Each module in nodemap.bench.kinds.BENCHES provides `add_arguments(parser)`
+and `run(args) -> int`, like a top-level command, and builds Results through
+nodemap.bench.harness.
 """
 
 from __future__ import annotations
@@ -16,21 +17,9 @@ verified (outputs poisoned before, checked after), comes with its statistics
 (best, median, spread over repetitions) and names the path it crossed and its
 percentage of that path's peak."""
 
-BENCHES: dict[str, tuple[str, str]] = {
-    "memory": ("nodemap.bench.host_memory", "STREAM bandwidth for one thread order, or --sweep over thread orders"),
-    "numa": ("nodemap.bench.numa", "NUMA bandwidth and idle-latency matrices (threads on node i, memory on node j)"),
-    "latency": ("nodemap.bench.latency", "load latency against working-set size, L1 through DRAM"),
-    "gpu": ("nodemap.bench.gpu_memory", "GPU memory bandwidth (BabelStream kernels) per GPU and all at once"),
-    "copies": ("nodemap.bench.copies", "host<->device and device<->device copy matrices (copy engine and SM)"),
-    "mpi": ("nodemap.bench.mpi_p2p", "MPI latency and bandwidth, host and GPU buffers, staged and CUDA-aware"),
-    "nccl": ("nodemap.bench.collectives", "NCCL collectives: algbw and busbw per size"),
-    "ring": ("nodemap.bench.ring", "1D periodic ring halo exchange over every GPU transport"),
-    "placement": ("nodemap.bench.placement_bench", "data larger than one GPU: placement strategies compared"),
-    "jacobi": ("nodemap.bench.jacobi", "2D Jacobi proxy app: step time per multi-GPU programming model, verified"),
-}
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..bench.kinds import BENCHES
     from ..cli import add_command
 
     sub = p.add_subparsers(dest="bench", metavar="KIND")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .cpuset import CpuSet, CpuSetError
 from .model import Topology, _Record, replace
-from .sysfs import Root
+from .root import Root
 
 __all__ = ["apply", "Allowed", "read_allowed"]
 

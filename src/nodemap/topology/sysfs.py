@@ -12,14 +12,12 @@ reads in milliseconds.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 
 from ..errors import InputError
-from ..infile import read_fd
 from ..text import is_decimal, natural_key
-from .cpuset import CpuSet, CpuSetError
+from .cpuset import CpuSet
+from .root import _MAX_CPUINFO, Root
 from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
 
 __all__ = ["read", "Root", "xgmi_hops", "pcie_generation"]
@@ -27,7 +25,6 @@ __all__ = ["read", "Root", "xgmi_hops", "pcie_generation"]
 _CPU = "sys/devices/system/cpu"
 _NODE = "sys/devices/system/node"
 _PCI = "sys/bus/pci/devices"
-_MAX_LINKS = 40
 
 
 def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> Topology:
@@ -63,200 +60,6 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
     from . import allowed
 
     return allowed.apply(topo, fs.root, this_process=this_process)
-
-
-# --- file access inside the root -----------------------------------------------------------
-
-
-_MAX_READ = 1 << 20  # bytes of one file: sysfs attributes are a few bytes, a page at most
-_MAX_CPUINFO = 64 << 20  # /proc/cpuinfo: ~1.5 KB per PU, so 1 MiB is only ~700 PUs
-
-
-class Root:
-    """Reads files below a root directory, resolving symlinks inside it."""
-
-    def __init__(self, root: str | os.PathLike) -> None:
-        self.root = os.path.abspath(os.fspath(root))
-        self.live = self.root == "/"
-        self._dirs: dict[str, str] = {}
-        # resolved dir -> {entry: is a symlink}: one scandir per directory
-        # instead of a readlink per file (a 256-CPU snapshot reads ~5000 files)
-        self._entries: dict[str, dict[str, bool]] = {}
-
-    def resolve(self, rel: str) -> str:
-        """`rel` with every symlink followed, as a path below the root ("/a/b")."""
-        if self.live:
-            return os.path.realpath("/" + rel)
-        head, _, name = rel.strip("/").rpartition("/")
-        base = self._dir(head)
-        return self._child(base, name) or f"{base.rstrip('/')}/{name}"
-
-    def _dir(self, head: str) -> str:
-        """The resolved directory `head`, each parent resolved once."""
-        base = self._dirs.get(head)
-        if base is None:
-            if not head:
-                return "/"
-            parent, _, name = head.rpartition("/")
-            up = self._dir(parent)
-            base = self._dirs[head] = self._child(up, name) or f"{up.rstrip('/')}/{name}"
-        return base
-
-    def _child(self, base: str, name: str) -> str | None:
-        """`name` in the resolved directory `base`, resolved; None when the
-        directory's listing does not hold it."""
-        if name in (".", ".."):
-            return self._walk(base, name)
-        link = self._entries_of(base).get(name)
-        if link is None:
-            return None
-        return self._walk(base, name) if link else f"{base.rstrip('/')}/{name}"
-
-    def _entries_of(self, base: str) -> dict[str, bool]:
-        entries = self._entries.get(base)
-        if entries is None:
-            try:
-                with os.scandir(self.root + base) as it:
-                    entries = {e.name: e.is_symlink() for e in it}
-            except PermissionError:  # as the docs say; an empty listing would hide the device
-                raise InputError(self.root + base, "cannot list: permission denied (run as a user who may read "
-                                 "it, or give a readable snapshot)") from None
-            except OSError:
-                entries = {}
-            self._entries[base] = entries
-        return entries
-
-    def _walk(self, start: str, rel: str) -> str:
-        done = [p for p in start.split("/") if p]
-        todo = [p for p in rel.split("/") if p]
-        links = 0
-        while todo:
-            part = todo.pop(0)
-            if part == ".":
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            try:
-                target = os.readlink(os.path.join(self.root, *done, part))
-            except OSError:  # not a link, or missing: either way a plain component
-                done.append(part)
-                continue
-            links += 1
-            if links > _MAX_LINKS:
-                # name the path from `start`: `rel` alone may be one component
-                raise InputError(self.where(f"{start.strip('/')}/{rel.strip('/')}"), "too many levels of symbolic "
-                                 "links (a link loop in the snapshot: fix or remove that link)")
-            if target.startswith("/"):
-                done = []
-            todo[:0] = [p for p in target.split("/") if p]
-        return "/" + "/".join(done)
-
-    def path(self, rel: str) -> str:
-        """The real path of `rel`, for open() and listdir(). Under "/" the
-        kernel resolves symlinks as resolve() would (realpath on every read
-        cost more than all of the reading)."""
-        if self.live:
-            return "/" + rel.lstrip("/")
-        return self.root + self.resolve(rel)
-
-    def _existing(self, rel: str) -> str | None:
-        """path(rel), or None where a snapshot's listing shows it missing
-        (a missing attribute is common: no open() for it)."""
-        if self.live:
-            return "/" + rel.lstrip("/")
-        head, _, name = rel.strip("/").rpartition("/")
-        found = self._child(self._dir(head), name)
-        return None if found is None else self.root + found
-
-    def where(self, rel: str) -> str:
-        return os.path.join(self.root, rel.strip("/"))
-
-    def read(self, rel: str, limit: int = _MAX_READ) -> str | None:
-        """The file's text, stripped; None when it does not exist. A file
-        over `limit` bytes is refused: cutting it would read a wrong node.
-
-        Permission errors are the user's to fix (InputError); other errors
-        are what sysfs returns for attributes a device does not support
-        (EINVAL, EIO, ENODEV...), which is the same as absent.
-        """
-        path = self._existing(rel)
-        if path is None:
-            return None
-        try:
-            # non-blocking and checked: a FIFO or device planted in a
-            # snapshot must not block the reader (sysfs attributes are regular files)
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-            try:
-                mode = os.fstat(fd).st_mode
-                if stat.S_ISDIR(mode):
-                    raise IsADirectoryError
-                if not self.live and not stat.S_ISREG(mode):
-                    raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds "
-                                     "files, directories and symlinks only (give an intact snapshot)")
-                data = read_fd(fd, limit + 1)
-            finally:
-                os.close(fd)
-            if len(data) > limit:
-                from ..units import format_size
-
-                fix = "report it: a kernel that writes this much is new to nodemap" if self.live else \
-                    "give an intact snapshot"
-                raise InputError(self.where(rel), f"is over {format_size(limit)}: no sysfs or proc file of a node "
-                                 f"is that large ({fix})")
-        except FileNotFoundError:
-            return None
-        except PermissionError:
-            raise InputError(self.where(rel), "cannot read: permission denied (run as a user who may read it, "
-                             "or give a readable snapshot)") from None
-        except IsADirectoryError:
-            raise InputError(self.where(rel), "is a directory where a file was expected (damaged snapshot?)") from None
-        except OSError as e:
-            if e.errno in (errno.ENOTDIR, errno.ELOOP):
-                raise InputError(self.where(rel), f"cannot read: {e.strerror}") from None
-            return None
-        # The kernel ends text with a newline; some files (and snapshots of
-        # them) end in a NUL byte as well: the text stops there, as in hwloc.
-        return data.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
-
-    def read_int(self, rel: str, base: int = 10) -> int | None:
-        text = self.read(rel)
-        if text is None or text == "":
-            return None
-        try:
-            return int(text.split()[0], base)
-        except ValueError:
-            raise InputError(self.where(rel), f"expected a number, found {text[:40]!r}") from None
-
-    def read_set(self, rel_list: str, rel_mask: str | None = None) -> CpuSet | None:
-        """A CPU/node set from a hex mask file, else a list file ("0-3,8").
-
-        The mask wins, as in hwloc: some snapshots were edited through their
-        masks only, leaving stale lists beside them.
-        """
-        for rel, parse in ((rel_mask, CpuSet.parse_mask), (rel_list, CpuSet.parse)):
-            if rel is None:
-                continue
-            text = self.read(rel)
-            if text is None:
-                continue
-            try:
-                return parse(text)
-            except CpuSetError as e:
-                raise InputError(self.where(rel), f"{e}") from None
-        return None
-
-    def listdir(self, rel: str) -> list[str]:
-        try:
-            return os.listdir(self.path(rel))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except PermissionError:
-            raise InputError(self.where(rel), "cannot list: permission denied") from None
-
-    def isdir(self, rel: str) -> bool:
-        return os.path.isdir(self.path(rel))
 
 
 # --- text without regular expressions ----------------------------------------------------------
