@@ -52,6 +52,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     import argparse
     import importlib
 
+    from . import commands
+
     class Parser(argparse.ArgumentParser):  # subparsers are made of the same class
         def error(self, message: str):
             super().error(one_line(message))  # a megabyte value echoed by argparse, cut
@@ -72,21 +74,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_)
             continue
         mod = importlib.import_module(modname)
-        add_command(sub, name, mod, help_).set_defaults(_module=mod)
+        commands.add_command(sub, name, mod, help_).set_defaults(_module=mod)
     return p
-
-
-def add_command(sub, name: str, mod, help_: str) -> argparse.ArgumentParser:
-    """The parser of one (sub)command from its module: DESCRIPTION, EPILOG,
-    add_arguments; errors in its arguments are reported by this parser, with
-    its own usage line."""
-    import argparse
-
-    sp = sub.add_parser(name, help=help_, description=getattr(mod, "DESCRIPTION", help_),
-                        epilog=getattr(mod, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter)
-    mod.add_arguments(sp)
-    sp.set_defaults(_parser=sp)
-    return sp
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,10 +163,12 @@ def _uuid(v: Any) -> str:
 
 def _nvml_link(bus_id: str) -> tuple[int, int]:
     """(generation, width) NVML says the link can run at; (0, 0) without NVML."""
-    try:
-        import pynvml
+    from ..topology.nvml import start
 
-        pynvml.nvmlInit()
+    pynvml, _ = start()
+    if pynvml is None:
+        return 0, 0
+    try:
         h = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode() if isinstance(bus_id, str) else bus_id)
         return pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h), pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)
     except Exception:

@@ -20,7 +20,7 @@ percentage of that path's peak."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..bench.kinds import BENCHES
-    from ..cli import add_command
+    from . import add_command
 
     sub = p.add_subparsers(dest="bench", metavar="KIND")
     for name, (modname, help_) in BENCHES.items():

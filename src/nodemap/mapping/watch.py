@@ -368,12 +368,11 @@ class _Gpus:
     def __init__(self, planned: list[int], planned_pci: list[str] = ()) -> None:
         self.nvml, self.handles, self.info, self.note = None, [], [], ""
         self._seen: dict[int, tuple[str, list[int]]] = {}
-        try:
-            import pynvml as nvml
+        from ..topology.nvml import start
 
-            nvml.nvmlInit()
-        except Exception as e:  # no package, no driver, no GPU: host memory only
-            self.note = f"no NVML ({type(e).__name__}: {e}): host memory only"
+        nvml, why = start()
+        if nvml is None:  # no package, no driver, no GPU: host memory only
+            self.note = f"no NVML ({why}): host memory only"
             return
         self.nvml = nvml
         try:

@@ -1,0 +1,216 @@
+"""The package's import graph keeps the shape DESIGN.md draws (read from the source, AST only).
+
+- no upward import: each package room imports only rooms of its own layer or below;
+- no circle between modules (imports inside functions count: they are edges too;
+  imports under `if TYPE_CHECKING:` do not run and do not count);
+- launcher variables are read as integers only in nodemap.env;
+- pynvml is imported only by the NVML source (topology/nvml.py);
+- tomllib is imported only with its Python 3.10 fallback (tomli).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "nodemap"
+
+# Lowest first. A room may import its own layer and the layers below it.
+LAYERS = (
+    ("nodemap", "errors", "text", "units", "outfile", "infile", "scratch", "native", "env", "proc"),
+    ("topology",),
+    ("mapping", "placement"),
+    ("bench",),
+    ("check", "compare", "watchlog"),
+    ("fleet",),
+    ("report",),
+    ("commands",),
+    ("cli", "__main__"),
+)
+RANK = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
+# Upward edges that exist today, each with the move that removes it. The test
+# fails when one is gone too, so this list only shrinks.
+KNOWN_UPWARD = {
+    ("nodemap.mapping.watch", "nodemap.watchlog"): "issue 31: a watch/ package (monitor, timeline, analysis)",
+}
+NVML_SOURCE = "nodemap.topology.nvml"
+ENV_MODULE = "nodemap.env"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in SRC.rglob("*.py"):
+        parts = list(f.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = f
+    return out
+
+
+MODULES = _modules()
+TREES = {m: ast.parse(f.read_text(), str(f)) for m, f in MODULES.items()}
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node, less the bodies of `if TYPE_CHECKING:` (they never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules of nodemap an import statement loads (the deepest one that exists)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        if node.level:
+            base = module.split(".")
+            if not MODULES[module].name == "__init__.py":
+                base = base[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            prefix = ".".join(base + ([node.module] if node.module else []))
+        else:
+            prefix = node.module or ""
+        names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in MODULES else prefix for a in node.names]
+    out = []
+    for name in names:
+        while name not in MODULES and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in MODULES and name != module:
+            out.append(name)
+    return out
+
+
+def _edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m, tree in TREES.items():
+        for node in _runtime_nodes(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges[m].update(_targets(m, node))
+    return edges
+
+
+EDGES = _edges()
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_every_room_has_a_layer():
+    assert {_room(m) for m in MODULES} - set(RANK) == set(), "add the new room to LAYERS"
+
+
+def upward(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, targets in edges.items() for b in targets if RANK[_room(b)] > RANK[_room(a)]}
+
+
+def test_no_upward_import():
+    assert upward(EDGES) == set(KNOWN_UPWARD)
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_circle():
+    assert circles(EDGES) == []
+
+
+def test_the_rules_catch_what_they_forbid():
+    # the checks themselves, on small graphs: an upward edge and a two-module circle
+    assert upward({"nodemap.bench.harness": {"nodemap.commands.bench"}}) == {
+        ("nodemap.bench.harness", "nodemap.commands.bench")}
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert int_of_environ(ast.parse("import os\nn = int(os.environ.get('PMI_SIZE', '1'))"))
+    assert int_of_environ(ast.parse("import os\nn = int(os.getenv('X') or 1)"))
+    assert not int_of_environ(ast.parse("import os\nn = int(x)"))
+    assert bare_tomllib(ast.parse("def f():\n    import tomllib\n"))
+    assert not bare_tomllib(ast.parse("try:\n    import tomllib\nexcept ModuleNotFoundError:\n    import tomli as tomllib\n"))
+
+
+def int_of_environ(tree: ast.AST) -> list[int]:
+    """Lines where int() reads os.environ or os.getenv directly."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args:
+            inner = ast.unparse(node.args[0])
+            if "os.environ" in inner or "getenv(" in inner:
+                out.append(node.lineno)
+    return out
+
+
+def test_launcher_integers_are_read_only_in_env():
+    found = {m: lines for m, t in TREES.items() if m != ENV_MODULE and (lines := int_of_environ(t))}
+    assert found == {}, "read integers from the environment with nodemap.env.integer"
+
+
+def test_pynvml_only_in_the_nvml_source():
+    found = {m for m, t in TREES.items() for n in ast.walk(t)
+             if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "pynvml" for a in n.names)
+             or isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "pynvml"}
+    assert found <= {NVML_SOURCE}, "open NVML through nodemap.topology.nvml.open_nvml"
+
+
+def bare_tomllib(tree: ast.AST) -> list[int]:
+    """Lines importing tomllib outside a try that falls back on ImportError (Python 3.10 has no tomllib)."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+                h.type is not None and any(e in ast.unparse(h.type) for e in ("ImportError", "ModuleNotFoundError"))
+                for h in node.handlers):
+            guarded.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return [n.lineno for n in ast.walk(tree) if id(n) not in guarded and (
+        isinstance(n, ast.Import) and any(a.name == "tomllib" for a in n.names)
+        or isinstance(n, ast.ImportFrom) and n.module == "tomllib")]
+
+
+def test_no_bare_tomllib():
+    found = {m: lines for m, t in TREES.items() if (lines := bare_tomllib(t))}
+    assert found == {}, "read TOML through nodemap.check.sitefile (tomllib, else tomli on Python 3.10)"
+
+
+@pytest.mark.parametrize("room", ["bench", "topology", "mapping"])
+def test_lower_rooms_never_import_the_cli(room):
+    # the edge the kinds' registry once made (bench/harness -> commands/bench)
+    assert not {(a, b) for a, b in upward(EDGES) if _room(a) == room and _room(b) in ("commands", "cli")}
