@@ -24,7 +24,7 @@ LAYERS = (
     ("mapping", "placement"),
     ("bench",),
     ("check", "compare", "watchlog"),
-    ("fleet",),
+    ("fleet", "slurm"),
     ("report",),
     ("commands",),
     ("cli", "__main__"),
