@@ -205,3 +205,36 @@ def test_the_check_document_says_json(slurm, tmp_path, capsys):
                  "--slurm-drain=dry-run"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["level"] == "health" and doc["results"] == []
+
+
+def _failing_doc():
+    from nodemap.check import expectations
+    from nodemap.check.document import CheckDoc
+    from nodemap.check.expected import compare
+
+    want = nodes.two_socket_four_nics()
+    doc = CheckDoc("quick", want, expectations.shipped(),
+                   checks=compare(want, dataclasses.replace(want, nics=want.nics[:3])))
+    doc.rejudge()
+    return doc
+
+
+def test_a_fleet_leader_drains_its_own_node(slurm, capsys):
+    from nodemap.fleet import command
+
+    command._drain(_failing_doc(), False, 5.0, None)
+    assert slurm.calls()[-1] == "update NodeName=n2 State=DRAIN Reason=nodemap: inventory: NICs 3 (limit 4)"
+    assert "nodemap check --fleet: slurm: n2: drained" in capsys.readouterr().err
+
+
+def test_a_fleet_leader_without_scontrol_keeps_its_document(slurm, monkeypatch, capsys):
+    from nodemap.fleet import command
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    command._drain(_failing_doc(), False, 5.0, None)  # no exception: the fleet still gets the node
+    assert "slurm: not acted on: scontrol is not on PATH" in capsys.readouterr().err
+
+
+def test_fleet_from_saved_documents_refuses_to_drain(capsys, tmp_path):
+    assert main(["check", "--from", str(tmp_path), "--slurm-drain"]) == 2
+    assert "--from: --slurm-drain acts on the node" in capsys.readouterr().err

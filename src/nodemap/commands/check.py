@@ -114,9 +114,12 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("--input: only --level health judges a saved node (the other levels measure this one); "
                            "add --level health")
     if args.fleet or args.from_dirs:
-        if args.slurm_drain or args.expect_topology or args.level == "health":
-            raise NodemapError("--fleet: --slurm-drain, --expect-topology and --level health are per node; run "
-                               "nodemap check --level health --slurm-drain on each node (HealthCheckProgram)")
+        if args.expect_topology or args.level == "health":
+            raise NodemapError("--fleet: --expect-topology and --level health are per node; run nodemap check "
+                               "--level health --expect-topology FILE on each node (HealthCheckProgram)")
+        if args.slurm_drain and args.from_dirs:
+            raise NodemapError("--from: --slurm-drain acts on the node a check runs on; saved documents are "
+                               "not this node's now (drain by hand from the fleet's drain list)")
         return fleet_command.run(args)
     if not args.slurm_drain:
         return _check(args)

@@ -88,19 +88,45 @@ def run(args: argparse.Namespace) -> int:
     _writable(cfg.outdir)
     if args.from_dirs:
         return driver.run_from(args.from_dirs, cfg)
+    if getattr(args, "slurm_drain", None):
+        import functools
+
+        return driver.main(cfg, functools.partial(node_check, slurm=(
+            args.slurm_drain == "dry-run", args.slurm_timeout, args.node_name)))
     return driver.main(cfg, node_check)
 
 
-def node_check(node: str, level: str, expect: str | None, in_job: object = None) -> dict:
+def node_check(node: str, level: str, expect: str | None, in_job: object = None,
+               slurm: tuple[bool, float, str | None] | None = None) -> dict:
     """What each node's leader runs: `nodemap check`'s own entry, silent
     (rank 0 reports each node as it finishes), as its JSON document; its
-    MPI step is `in_job` (fleet/localpair.py: with the node's second rank)."""
+    MPI step is `in_job` (fleet/localpair.py: with the node's second rank).
+    `slurm` (--slurm-drain: dry run, scontrol timeout, --node-name): the
+    leader drains or resumes its own node on its own document, as `nodemap
+    check --slurm-drain` does; the fleet's drain list is for a person."""
     from ..check import expectations
     from ..check.node import run_check
 
     doc = run_check(level, expectations.load(expect), command=f"nodemap check --fleet --level {level}",
                     in_job=in_job)
+    if slurm is not None:
+        _drain(doc, *slurm)
     return doc.to_dict()
+
+
+def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
+    """One line on stderr: what was done to this node in Slurm, or why nothing."""
+    import sys
+
+    from ..slurm import drain, verdict
+
+    try:
+        name = drain.node_name(os.environ, given)
+        with drain.NodeLock(drain.runtime_dir(os.environ), name):
+            said = drain.act(name, *verdict.health(doc), dry_run=dry_run, timeout=timeout)
+    except drain.SlurmError as e:  # the node's document still counts in the fleet: only the drain is off
+        said = f"not acted on: {e}"
+    print(f"nodemap check --fleet: slurm: {said}", file=sys.stderr, flush=True)
 
 
 def _writable(d: str) -> None:
