@@ -169,6 +169,30 @@ def test_a_rank_open_mpi_bound_by_default_is_unbound_and_planned(env):
     assert d["local_rank"] == 1 and d["task"]["cpus"] == planned
 
 
+def test_a_task_srun_bound_is_unbound_and_planned_within_the_step(env):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 PUs")
+    # srun's task/affinity binds each task to one core and says so; the parent (slurmstepd; here: this test) holds
+    # the step's CPUs. Without the widening the task sees one PU and two tasks cannot be planned.
+    e = {**env, "SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_NODEID": "0"}
+    cmd = ["taskset", "-c", str(cpus[0]), sys.executable, "-m", "nodemap.cli", "run", "--dry-run", "--json", "--",
+           "true"]
+    r = subprocess.run(cmd, env={**e, "SLURM_CPU_BIND_TYPE": "mask_cpu:"}, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    planned = json.loads(nodemap(["plan", "--tasks", "2", "--json"], env).stdout)["tasks"][1]["cpus"]
+    assert json.loads(r.stdout)["task"]["cpus"] == planned
+    # srun --cpu-bind=none, or no word of a binding: a narrow affinity is the user's
+    for said in ({"SLURM_CPU_BIND_TYPE": "none"}, {}):
+        r = subprocess.run(cmd, env={**e, **said}, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "only 1 are usable" in r.stderr, r.stderr
+    # an mpiexec inside the job forwards srun's variables: its ranks are not srun's tasks
+    r = subprocess.run(cmd, env={**e, "SLURM_CPU_BIND_TYPE": "mask_cpu:", "MPI_LOCALRANKID": "1",
+                                 "MPI_LOCALNRANKS": "2"}, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "only 1 are usable" in r.stderr, r.stderr
+
+
 def test_without_a_launcher_the_task_binds_every_pu_of_an_smt_node(env, fixtures):
     # 4 sockets x 2 cores x 2 hardware threads: numactl-like, all 16 PUs bound, a thread per core
     xml = str(fixtures / "hwloc-xml" / "16em64t-4s2c2t.xml")

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from nodemap.errors import NodemapError
-from nodemap.mapping.localrank import LocalRank, detect, launched, tasks_per_node
+from nodemap.mapping.localrank import LocalRank, detect, launched, node_name, tasks_per_node
 
 
 @pytest.mark.parametrize("env, want", [
@@ -60,3 +60,18 @@ def test_bad_values_are_errors(env, kw):
 def test_tasks_per_node_expands_slurm_syntax(groups):
     text = ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in groups)
     assert tasks_per_node(text) == [n for n, k in groups for _ in range(k)]
+
+
+def test_a_slurm_node_is_named_by_slurm_where_srun_or_slurmd_started_the_process():
+    import socket
+
+    host = socket.gethostname()
+    srun = {"SLURMD_NODENAME": "n2", "SLURM_LOCALID": "0", "SLURM_STEP_TASKS_PER_NODE": "1"}
+    assert node_name(srun) == "n2"  # srun's task: several slurmd may share the host
+    assert node_name({"SLURMD_NODENAME": "n2"}) == "n2"  # a prolog or health check: no launcher
+    assert node_name({}) == host
+    # mpiexec inside a job forwards the batch node's name to every rank: not believed
+    assert node_name({**srun, "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}) == host
+    assert node_name({**srun, "MPI_LOCALRANKID": "x"}) == host  # unsure which launcher
+    for odd in ("n1 n2", "../n1", "n1;reboot", "-n1", "n" * 65, "n\x01"):
+        assert node_name({"SLURMD_NODENAME": odd}) == host, odd

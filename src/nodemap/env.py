@@ -12,6 +12,7 @@ this.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from .errors import NodemapError
@@ -44,6 +45,12 @@ GPU_VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISI
 GPU_ORDER_VARS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "ZE_AFFINITY_MASK"}
 
 LAUNCHER_FIX = "fix the launcher's environment"
+
+# The node name slurmd gives its programs and tasks (srun's, prolog, HealthCheckProgram)
+SLURM_NODE = "SLURMD_NODENAME"
+# A Slurm node name nodemap uses (fullmatch): Slurm's own are letters, digits, ".", "_", "-"; it ends up in
+# file names and scontrol command lines
+SLURM_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def integer(env: Mapping[str, str], name: str, fix: str = LAUNCHER_FIX) -> int:

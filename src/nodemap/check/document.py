@@ -10,6 +10,7 @@ rebuilds figures, verdicts and findings from the ResultSets and checks, so
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..bench.results import ResultSet
+from ..mapping.localrank import node_name
 from ..topology.model import Topology
 from . import figures as figs
 from .busy import under_interference
@@ -37,7 +39,8 @@ class CheckDoc:
     checks: list[Check] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
-    host: str = field(default_factory=socket.gethostname)
+    host: str = field(default_factory=lambda: node_name(os.environ))  # Slurm's node name, else the hostname
+    hostname: str = field(default_factory=socket.gethostname)
     started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     finished: str = ""
     complete: bool = True
@@ -115,6 +118,7 @@ class CheckDoc:
             "schema": SCHEMA,
             "nodemap_version": __version__,
             "host": self.host,
+            "hostname": self.hostname,
             "started": self.started,
             "finished": self.finished,
             "level": self.level,
@@ -156,9 +160,9 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> Ch
         expectations=expectations or saved, results=[ResultSet.from_dict(r) for r in d.get("results", [])],
         checks=[Check.from_dict(c) for c in d.get("checks", [])],
         skipped=[Skipped(**s) for s in d.get("skipped", [])], environment=d.get("environment", {}),
-        host=d.get("host", ""), started=d.get("started", ""), finished=d.get("finished", ""),
-        complete=d.get("complete", False), command=d.get("command", ""), extra=d.get("extra", {}),
-        busy=d.get("busy") or {}, remeasured=d.get("remeasured") or [])
+        host=d.get("host", ""), hostname=d.get("hostname", d.get("host", "")), started=d.get("started", ""),
+        finished=d.get("finished", ""), complete=d.get("complete", False), command=d.get("command", ""),
+        extra=d.get("extra", {}), busy=d.get("busy") or {}, remeasured=d.get("remeasured") or [])
     if expectations is not None:
         doc.rejudge()
     else:

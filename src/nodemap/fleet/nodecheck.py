@@ -4,7 +4,7 @@ nodemap.check/1), through the test hooks that let ranks on
 one machine act as different nodes and inject faults.
 
 Test hooks (environment, read only here):
-  NODEMAP_FLEET_NODE=NAME      this rank's node name instead of the hostname
+  NODEMAP_FLEET_NODE=NAME      this rank's node name instead of Slurm's or the hostname
                                ("{rank}" in it becomes the MPI rank)
   NODEMAP_FLEET_NODE_DOC=FILE  the node check replays this saved document
                                (its host replaced by the node name)
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from typing import Any, Callable
 
@@ -36,8 +35,11 @@ CheckFn = Callable[[str, str, "str | None", Any], dict[str, Any]]
 
 
 def node_name(rank: int) -> str:
+    """The test hook's name, else the scheduler's (Slurm's node name), else the hostname."""
+    from ..mapping.localrank import node_name as scheduler_node
+
     name = os.environ.get(NODE_ENV, "")
-    return name.replace("{rank}", str(rank)) if name else socket.gethostname()
+    return name.replace("{rank}", str(rank)) if name else scheduler_node(os.environ)
 
 
 def hang_point() -> str:

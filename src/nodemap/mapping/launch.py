@@ -45,11 +45,15 @@ def undo_launcher_binding(env) -> str:
 
     Open MPI binds ranks by default (to cores for 2 ranks, to sockets for
     more) and says so in OMPI_MCA_orte_bound_at_launch; its ranks are
-    children of mpirun or its daemon, which are not bound. nodemap run
-    binds the rank itself a moment later. Without that variable a narrow
-    affinity is taken as the user's choice (taskset, a cgroup).
+    children of mpirun or its daemon, which are not bound. Slurm's
+    task/affinity binds every task of srun (one core each by default) and
+    says so in SLURM_CPU_BIND_TYPE; the tasks are children of slurmstepd,
+    which holds the step's CPUs on the node. nodemap run binds the rank
+    itself a moment later. Without these variables a narrow affinity is
+    taken as the user's choice (taskset, a cgroup).
     """
-    if not env.get("OMPI_MCA_orte_bound_at_launch"):
+    launcher = _binding_launcher(env)
+    if not launcher:
         return ""
     mine = os.sched_getaffinity(0)
     try:
@@ -62,8 +66,23 @@ def undo_launcher_binding(env) -> str:
         os.sched_setaffinity(0, parent)
     except OSError:
         return ""
+    if launcher == "Slurm":
+        return ("srun bound the tasks (task/affinity); nodemap run binds them itself within the step's CPUs "
+                "(srun --cpu-bind=none avoids the double work)")
     return ("Open MPI bound the ranks (its default); nodemap run binds them itself "
             "(mpirun --bind-to none avoids the double work)")
+
+
+def _binding_launcher(env) -> str:
+    """The launcher that says it bound this rank: "Open MPI", "Slurm" or ""."""
+    if env.get("OMPI_MCA_orte_bound_at_launch"):
+        return "Open MPI"
+    if env.get("SLURM_CPU_BIND_TYPE", "none") in ("", "none"):
+        return ""
+    from .localrank import launcher
+
+    # only srun's own tasks: an mpiexec inside the job may forward the variable from its environment
+    return "Slurm" if launcher(env) == "Slurm" else ""
 
 
 def apply(binding: Binding) -> list[str]:

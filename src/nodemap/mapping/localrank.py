@@ -21,6 +21,7 @@ runs on every rank's launch path.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping
 
 from .. import env as launcher_env
@@ -76,6 +77,17 @@ def launched(env: Mapping[str, str]) -> bool:
     return _from_env(env) is not None
 
 
+def launcher(env: Mapping[str, str]) -> str:
+    """The launcher whose variables this process carries, in the order they
+    are believed ("Slurm", "Open MPI"...); "" for none, "?" when one of
+    them is not a number (then none is believed)."""
+    try:
+        found = _from_env(env)
+    except NodemapError:
+        return "?"
+    return found.launcher if found is not None else ""
+
+
 def _from_env(env: Mapping[str, str]) -> LocalRank | None:
     for launcher, rv, sv in LOCAL_PAIRS:
         if rv in env:
@@ -87,6 +99,22 @@ def _from_env(env: Mapping[str, str]) -> LocalRank | None:
     if SLURM_LOCAL in env:
         return LocalRank(_int(env, SLURM_LOCAL), _slurm_size(env), "Slurm")
     return None
+
+
+def node_name(env: Mapping[str, str]) -> str:
+    """This process's node as its scheduler names it: SLURMD_NODENAME when
+    srun or slurmd started it (several slurmd may share one host, each its
+    own node), else the hostname.
+
+    Not believed when an MPI launcher spoke: Hydra forwards mpiexec's whole
+    environment, so inside a job every rank would carry the batch node's
+    name. Nor when it is not a plain name (it ends up in file names and
+    scontrol commands).
+    """
+    name = env.get(launcher_env.SLURM_NODE, "")
+    if launcher_env.SLURM_NODE_NAME.fullmatch(name) and launcher(env) in ("", "Slurm"):
+        return name
+    return socket.gethostname()
 
 
 def _int(env: Mapping[str, str], name: str) -> int:

@@ -39,7 +39,8 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
         mode, nodes, cpu = f"unknown ({e})", [], -1
     gpus, gpu_note = visible_gpus_checked(topo, env)
     row = {
-        "host": socket.gethostname(),
+        "host": localrank.node_name(env),  # Slurm's node: nodes sharing a host are told apart
+        "hostname": socket.gethostname(),
         "rank": rank if rank is not None else (launcher_env.global_rank(env) or 0),
         "local_rank": local,
         "pid": os.getpid(),

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ..env import SLURM_NODE_NAME
 from ..errors import NodemapError
 
 PREFIX = "nodemap:"
@@ -25,7 +26,7 @@ PREFIX = "nodemap:"
 # one line: NHC and Slurm's own messages stay within this.
 MAX_REASON = 100
 TIMEOUT = 10.0  # seconds per scontrol call: a slurmctld that does not answer in that is down
-NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+NODE_NAME = SLURM_NODE_NAME
 
 
 class SlurmError(NodemapError):
