@@ -2,7 +2,8 @@
 #   make check  set up .venv with the report and mpi extras, check this node (quick level),
 #               report in $(CHECK_DIR)/check.json and check.html
 #   make topo   set up .venv, build nodemap, show this node
-#   make test   set up .venv with the test extras, run the whole test suite
+#   make test   set up .venv with the test extras, install the system packages the tests use
+#               (Slurm, munge: scripts/install-test-packages, as root with apt), run the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,7 +11,7 @@ BIN    := $(VENV)/bin
 BUILD_INPUTS := pyproject.toml CMakeLists.txt $(wildcard native/*.c native/*.h)
 CHECK_DIR ?= nodemap-check
 
-.PHONY: check topo test dev clean
+.PHONY: check topo test test-packages dev clean
 # Exit status 1 means a figure failed: the report says which, so make goes on.
 check: $(VENV)/.installed-report
 	@# 1 unhealthy, 2 could not judge (busy node): the report is written either way
@@ -19,8 +20,12 @@ check: $(VENV)/.installed-report
 topo: $(VENV)/.installed
 	$(BIN)/nodemap topo
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test test-packages
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Fast when they are there (dpkg is asked first).
+test-packages:
+	sh scripts/install-test-packages
 
 dev: $(VENV)/.installed-test
 

@@ -13,3 +13,15 @@ def fixtures() -> Path:
     if not FIXTURES.is_dir():
         pytest.skip(f"fixtures not found at {FIXTURES} (../shared/fixtures beside the checkout)")
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real 3-node Slurm cluster on this machine (tests/slurm_cluster.py), for the whole session."""
+    from slurm_cluster import Cluster
+
+    cluster = Cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

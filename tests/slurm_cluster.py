@@ -1,0 +1,89 @@
+"""A real Slurm cluster for the tests: scripts/slurm-test-cluster started
+once per session (fixture `slurm_cluster`, in conftest.py), or by a test
+module with its own slurm.conf lines (`Cluster.start(conf_lines=...)`, e.g.
+a HealthCheckProgram or a PlugStackConfig), and always stopped: by the
+fixture's finalizer and, should pytest itself be killed, at exit.
+
+Where Slurm's packages are absent or the tests do not run as root, the
+tests that need a cluster skip, naming the install command.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "slurm-test-cluster"
+INSTALL = "sh scripts/install-test-packages (as root; it runs apt-get install slurmctld slurmd slurm-client munge)"
+NEEDED = ("slurmctld", "slurmd", "munged", "srun", "sinfo", "scontrol")
+SBIN = os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin"))
+
+
+def unavailable() -> str:
+    """Why no test cluster can start here ("" when it can)."""
+    missing = [c for c in NEEDED if not shutil.which(c, path=SBIN)]
+    if missing:
+        return f"Slurm test cluster: {', '.join(missing)} not installed: {INSTALL}"
+    if os.geteuid() != 0:
+        return "Slurm test cluster: needs root (slurmd starts each task as the job's user); run the tests as root"
+    return ""
+
+
+class Cluster:
+    """A running cluster: its folder, SLURM_CONF, node names, and an `srun`
+    that runs in it with this interpreter's bin folder first on PATH."""
+
+    def __init__(self, top: Path, info: dict) -> None:
+        self.top = top
+        self.conf = info["slurm_conf"]
+        self.nodes = info["nodes"]
+        self.start_s = info["start_s"]
+        self.env = dict(os.environ, SLURM_CONF=self.conf, CUDA_VISIBLE_DEVICES="",
+                        PATH=os.pathsep.join((str(Path(sys.executable).parent), SBIN)))
+        for k in [k for k in self.env if k.startswith(("SLURM_", "SLURMD_")) and k != "SLURM_CONF"]:
+            del self.env[k]  # a test run inside a job talks to this cluster, not the job's
+        self._stopped = False
+
+    @classmethod
+    def start(cls, conf_lines: tuple[str, ...] = (), plugstack: str | None = None, nodes: int = 3) -> "Cluster":
+        reason = unavailable()
+        if reason:
+            pytest.skip(reason)
+        top = Path(tempfile.mkdtemp(prefix="nmslurm-"))  # short: munge's socket path must fit in 108 bytes
+        cmd = [sys.executable, str(SCRIPT), "start", str(top), "--json", "--nodes", str(nodes)]
+        for line in conf_lines:
+            cmd += ["--conf-line", line]
+        if plugstack is not None:
+            (top / "plugstack.in").write_text(plugstack)
+            cmd += ["--plugstack", str(top / "plugstack.in")]
+        atexit.register(_stop, top)  # registered first: a start that fails half-way is cleaned up too
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode:
+            _stop(top)
+            pytest.fail(f"the Slurm test cluster did not start (exit {p.returncode}):\n{p.stderr}")
+        return cls(top, json.loads(p.stdout))
+
+    def srun(self, *args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["srun", *args], capture_output=True, text=True, timeout=timeout,
+                              env=dict(self.env, **(env or {})))
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            _stop(self.top)
+
+
+def _stop(top: Path) -> None:
+    if not top.exists():
+        return
+    subprocess.run([sys.executable, str(SCRIPT), "stop", str(top)], capture_output=True, timeout=60, check=False)
+    shutil.rmtree(top, ignore_errors=True)

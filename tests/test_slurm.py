@@ -1,0 +1,112 @@
+"""nodemap under a real Slurm: a 3-node cluster on this machine
+(scripts/slurm-test-cluster through the `slurm_cluster` fixture), jobs
+started by srun. Skips where Slurm's packages are absent (the reason names
+the install command); `make test` installs them as root."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurm_cluster import SCRIPT, Cluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
+PY = sys.executable
+NODEMAP = [PY, "-m", "nodemap"]
+# Three "nodes" share two cores: pair figures are noise, so links are not judged (as in test_fleet_mpi.py)
+LOOSE_LINKS = "[fleet]\nlink_bad = 1e-9\nlink_latency = 1e9\n"
+
+MPI_HELLO = """
+import os
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+print(c.Get_rank(), c.Get_size(), os.environ["SLURMD_NODENAME"], c.allreduce(c.Get_rank() + 1), flush=True)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie that init has yet to reap (the daemons' parent, the script, is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_three_nodes_idle_in_seconds(slurm_cluster):
+    p = subprocess.run([PY, str(SCRIPT), "status", str(slurm_cluster.top), "--json"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    status = json.loads(p.stdout)
+    assert status["nodes"] == {"n1": "idle", "n2": "idle", "n3": "idle"}
+    assert sorted(status["daemons"]) == ["munged", "slurmctld", "slurmd-n1", "slurmd-n2", "slurmd-n3"]
+    assert slurm_cluster.start_s < 30, f"the cluster took {slurm_cluster.start_s} s to start"
+
+
+def test_mpi_job_across_three_nodes_each_task_on_its_own(slurm_cluster):
+    p = slurm_cluster.srun("--mpi=pmi2", "-N3", "-n3", PY, "-c", MPI_HELLO)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = sorted(line.split() for line in p.stdout.splitlines())
+    # one MPI world of 3 (the sum over ranks proves they talk), each task on its own Slurm node
+    assert rows == [["0", "3", "n1", "6"], ["1", "3", "n2", "6"], ["2", "3", "n3", "6"]], p.stderr
+
+
+def test_nodemap_run_binds_every_task_as_the_plan_says(slurm_cluster):
+    plan = json.loads(subprocess.run([*NODEMAP, "plan", "--tasks", "2", "--json"], capture_output=True, text=True,
+                                     check=True, timeout=60).stdout)["tasks"]
+    # srun binds each task (task/affinity); nodemap run widens it to the step's CPUs and binds by the plan
+    p = slurm_cluster.srun("--mpi=pmi2", "-N3", "--ntasks-per-node=2", *NODEMAP, "run", "--",
+                           *NODEMAP, "show", "--json", "--timeout", "15")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = json.loads(p.stdout)["rows"]  # gathered by rank 0 over MPI: one document
+    assert len(rows) == 6
+    assert sorted((r["host"], r["local_rank"]) for r in rows) == [(n, i) for n in ("n1", "n2", "n3") for i in (0, 1)]
+    for r in rows:
+        task = plan[r["local_rank"]]
+        assert (r["cpus"], r["mem_nodes"]) == (task["cpus"], task["mems"]), r
+        assert r["thread_env"]["OMP_NUM_THREADS"] == str(task["threads"]), r
+        assert not any("shared" in v for v in r["verdicts"]), r  # nodes on one host are told apart
+
+
+def test_fleet_check_judges_three_nodes(slurm_cluster, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text(LOOSE_LINKS)
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    p = slurm_cluster.srun("--mpi=pmi2", "-N3", "-n3", *NODEMAP, "check", "--fleet", "-o", str(out),
+                           "--pair-size", "64KiB", "--expect", str(site), timeout=300,
+                           env={"NODEMAP_CHECK_TINY": "1"})
+    took = time.monotonic() - t0
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    assert "3 of 3 ranks joined, 3 nodes" in p.stdout + p.stderr, p.stdout + p.stderr
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert sorted(n["name"] for n in fleet["nodes"]) == ["n1", "n2", "n3"]
+    assert all(n["status"] == "complete" for n in fleet["nodes"]), fleet["nodes"]
+    lines = [json.loads(x) for x in (out / "nodes.jsonl").read_text().splitlines()]
+    assert {x["host"] for x in lines} == {"n1", "n2", "n3"}
+    assert {x["hostname"] for x in lines} == {os.uname().nodename.split(".")[0]}  # the host beside the node
+    assert fleet["links"], "no pair test ran between the nodes"
+    print(f"fleet check on 3 Slurm nodes: {took:.1f} s")
+
+
+def test_a_second_cluster_beside_the_first_and_nothing_left_after_stop(slurm_cluster):
+    """Private ports, munge and state: a second cluster runs beside the
+    session's, and stop leaves none of its processes."""
+    t0 = time.monotonic()
+    other = Cluster.start(nodes=1)
+    started = time.monotonic() - t0
+    try:
+        pids = json.loads((other.top / "pids.json").read_text())
+        assert sorted(pids) == ["munged", "slurmctld", "slurmd-n1"]
+        p = other.srun("-N1", "-n1", "printenv", "SLURMD_NODENAME")
+        assert (p.returncode, p.stdout.strip()) == (0, "n1"), p.stderr
+        assert slurm_cluster.srun("-N3", "-n3", "true").returncode == 0  # the first one still answers
+    finally:
+        t1 = time.monotonic()
+        other.stop()
+        stopped = time.monotonic() - t1
+    assert not [pid for pid in pids.values() if alive(pid)]
+    print(f"one-node cluster: start {started:.1f} s, stop {stopped:.1f} s")
