@@ -94,7 +94,8 @@ def decode(path: str, data: bytes, what: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise InputError(path, f"line {line}: byte {data[e.start]:#04x} is not UTF-8 text; give a {what} "
+        at = f"line {line}: " if b"\n" in data.rstrip(b"\n") else ""  # one line: its name says which
+        raise InputError(path, f"{at}byte {data[e.start]:#04x} is not UTF-8 text; give a {what} "
                                "as nodemap wrote it") from None
 
 

@@ -22,6 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import InputError
+from .infile import open_regular, read as read_checked
+
 MiB = 1 << 20
 GiB = 1 << 30
 WARMUP = 0.10  # fraction of the run treated as start-up (allocation there is not growth)
@@ -90,12 +93,18 @@ class TimelineError(Exception):
 NUMERIC_HEADER = ("start", "rank", "local_rank", "pid", "mem_total")  # read as numbers below
 
 
+# bytes of one timeline: a sample line is ~100 bytes, so a day of samples a
+# second on 8 GPUs fits many times over; a link to /dev/zero does not
+MAX_TIMELINE = 256 << 20
+
+
 def read(path: str) -> Timeline:
-    with open(path, "rb") as f:
-        lines = f.read().split(b"\n")
+    """One timeline; InputError (infile) for what is not a regular file of
+    at most MAX_TIMELINE bytes, TimelineError for a damaged header."""
+    lines = read_checked(path, MAX_TIMELINE, "watch timeline").split(b"\n")
     try:
         header = json.loads(lines[0])
-    except ValueError:
+    except (ValueError, RecursionError):
         raise TimelineError(f"{path}: not a nodemap watch timeline (first line is not its header)") from None
     if not isinstance(header, dict) or not str(header.get("schema", "")).startswith("nodemap.watch/"):
         raise TimelineError(f"{path}: not a nodemap watch timeline (schema {header.get('schema')!r})")
@@ -114,7 +123,7 @@ def read(path: str) -> Timeline:
 def _add(tl: Timeline, raw: bytes) -> None:
     try:
         rec = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # a torn line, or 100,000 nested brackets
         tl.torn += 1
         return
     if isinstance(rec, list) and len(rec) == 6:
@@ -153,7 +162,7 @@ def read_dir(directory: str) -> list[Timeline]:
     for n in _timeline_names(directory):
         try:
             out.append(read(os.path.join(directory, n)))
-        except (OSError, TimelineError):
+        except (OSError, TimelineError, InputError):  # a FIFO or device named *.watch among them too
             continue
     out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.get("start", 0)))
     return out
@@ -165,11 +174,12 @@ def peek_dir(directory: str, job: str, host: str) -> list[tuple[dict, bool]]:
     out = []
     for n in _timeline_names(directory):
         try:
-            with open(os.path.join(directory, n), "rb") as f:
-                header = json.loads(f.readline())
+            fd = open_regular(os.path.join(directory, n), 1 << 62, "watch timeline")  # only its ends are read
+            with os.fdopen(fd, "rb") as f:
+                header = json.loads(f.readline(1 << 16))
                 f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - 4096))
                 tail = f.read()
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError, InputError):
             continue
         if isinstance(header, dict) and header.get("job") == job and header.get("host") == host:
             out.append((header, b'{"end":' in tail))

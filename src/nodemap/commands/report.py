@@ -51,15 +51,17 @@ def load(paths: list[str], expect: str | None):
     """One CheckDoc from a check document or from bench ResultSets."""
     from ..bench.results import SCHEMA as RESULTS
     from ..bench.results import ResultSet
-    from ..check import document, expectations
+    from ..check import document, expectations, saved
     from ..errors import NodemapError
 
     docs, sets = [], []
     for path in paths:
         d = _read(path)
         if d.get("schema") == document.SCHEMA:
+            saved.check_document(d, path)
             docs.append((path, d))
         elif d.get("schema") == RESULTS:
+            saved.check_results(d, path)
             sets.append(ResultSet.from_dict(d))
         else:
             raise NodemapError(f"{path}: not a check document ({document.SCHEMA}) nor bench results ({RESULTS}); "
@@ -70,7 +72,7 @@ def load(paths: list[str], expect: str | None):
     if docs:
         try:
             return document.from_dict(docs[0][1], exp)
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise NodemapError(f"{docs[0][0]}: a damaged check document ({e}); run nodemap check again") from None
     doc = document.CheckDoc(level="", topology=None, expectations=exp, results=sets, complete=all(s.complete
                             for s in sets), host=sets[0].host if sets else "", started=sets[0].started if sets else "",
@@ -80,18 +82,13 @@ def load(paths: list[str], expect: str | None):
 
 
 def _read(path: str) -> dict:
+    from .. import infile
     from ..errors import NodemapError
 
     if os.path.isdir(path):
         raise NodemapError(f"{path}: a folder with no watch timelines (*.watch) in it: give a check.json, bench "
                            "result files, or the folder that nodemap run --watch wrote (--watch-dir)")
-    try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-    except OSError as e:
-        raise NodemapError(f"{path}: cannot read it ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise NodemapError(f"{path}: not JSON ({e}); give a check.json or bench result file") from None
+    d = infile.load_json(path, "check document or bench result file")
     if not isinstance(d, dict):
         raise NodemapError(f"{path}: not a nodemap document (a JSON object is expected)")
     return d

@@ -194,10 +194,11 @@ def page(fleet: Fleet, messages: list[str]) -> str:
     for n in fleet.nodes:
         v = "missing" if n.status == "missing" else fleet.verdict(n.name)
         counts[v] = counts.get(v, 0) + 1
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>nodemap fleet check</title>"
-             f"<style>{CSS}</style></head><body><h1>nodemap fleet check</h1>",
-             f"<p>{len(fleet.nodes)} nodes: " + ", ".join(f"<span class='{'fail' if k == 'missing' else k}'>"
-                                                           f"{v} {k}</span>" for k, v in sorted(counts.items()))
+    from ..report.html import head
+
+    parts = [head("nodemap fleet check", CSS) + "<h1>nodemap fleet check</h1>",
+             f"<p>{len(fleet.nodes)} nodes: " + ", ".join(f"<span class='{e('fail' if k == 'missing' else k)}'>"
+                                                           f"{v} {e(k)}</span>" for k, v in sorted(counts.items()))
              + ("" if fleet.complete else " <span class='fail'>(incomplete)</span>") + "</p>"]
     th = fleet.thresholds
     parts.append(f"<p class='note'>Rules: warn below {th.warn:.0%}, fail below {th.fail:.0%} of the fleet median "

@@ -101,18 +101,32 @@ def _read_saved(dirs: list[str]) -> Saved:
 
 
 def _objects(path: str) -> list[dict[str, Any]]:
-    from ..errors import NodemapError
+    """The objects of a .json file (none when it holds no object) or of
+    each line of a .jsonl file, read through infile's checks: a FIFO or a
+    link to a device in a --from folder is refused, not waited on or read
+    whole; a damaged line is named by its number."""
+    from .. import infile
+    from ..errors import InputError
 
-    try:
-        with open(path) as f:
-            if path.endswith(".jsonl"):
-                return [json.loads(line) for line in f if line.strip()]
-            obj = json.load(f)
-    except OSError as e:
-        raise NodemapError(f"cannot read {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise NodemapError(f"{path}: not JSON ({e.msg} at line {e.lineno}); remove it or fix it") from None
-    return [obj] if isinstance(obj, dict) else []
+    what = "fleet document (nodes.jsonl, pairs.jsonl, nodes/NAME.json)"
+    if not path.endswith(".jsonl"):
+        obj = infile.load_json(path, what)
+        return [obj] if isinstance(obj, dict) else []
+    fd = infile.open_regular(path, 1 << 62, what)  # appended by every node: bounded line by line
+    out = []
+    with os.fdopen(fd, "rb") as f:
+        for n, raw in enumerate(iter(lambda: f.readline(infile.MAX_DOCUMENT + 1), b""), 1):
+            if len(raw) > infile.MAX_DOCUMENT:
+                raise InputError(path, f"line {n} is over {infile.MAX_DOCUMENT >> 20} MiB, more than any "
+                                       "node document; remove it or fix it")
+            if not raw.strip():
+                continue
+            obj = infile.parse_json(f"{path}, line {n}", infile.decode(f"{path}, line {n}", raw, what), what)
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}, line {n}", f"is {type(obj).__name__}, not a JSON object; remove the "
+                                                      "line or fix it")
+            out.append(obj)
+    return out
 
 
 def summary(fleet: mergemod.Fleet, messages: list[str], out: FleetOutput | None = None, top: int = 10) -> str:

@@ -39,8 +39,25 @@ class Section:
 SECTIONS: list[Callable[[CheckDoc], Section | None]] = []  # extra sections, appended by other commands
 
 
+# Pages open offline and from mail: no scripts, no outside resources, and
+# no form may post anywhere (default-src does not cover form-action).
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
+
+
+def head(title: str, css: str) -> str:
+    """The opening of every page nodemap writes (check, fleet, watch): the
+    policy above, the escaped title and the page's style."""
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+            f"<title>{escape(title)}</title><style>{css}</style></head><body>")
+
+
 def _v(verdict: str) -> str:
-    return f'<td class="v {verdict}">{escape(verdict)}</td>'
+    return f'<td class="v {escape(verdict)}">{escape(verdict)}</td>'
+
+
+def _badge(verdict: str) -> str:
+    return f"<span class='{escape(verdict)}'>&nbsp;{escape(verdict)}&nbsp;</span>"
 
 
 def _num(x: float | None) -> str:
@@ -52,8 +69,8 @@ def header(doc: CheckDoc) -> str:
     rows = "".join(f"<tr><th>{escape(a)}</th>{_v(v)}</tr>" for a, v in doc.areas().items())
     skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
     c = doc.counts()
-    return (f"<h1>nodemap check on {escape(doc.host)}: <span class='{doc.verdict()}'>&nbsp;{doc.verdict()}&nbsp;"
-            f"</span></h1><p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
+    return (f"<h1>nodemap check on {escape(doc.host)}: {_badge(doc.verdict())}</h1>"
+            f"<p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
             f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
             "recorded without a rule.</p>" + busy(doc) +
@@ -75,7 +92,7 @@ def findings(doc: CheckDoc) -> str:
     if not doc.findings:
         return "<h2 id='findings'>Findings</h2><p>None: every judged figure and check passed.</p>"
     items = "".join(
-        f"<li><span class='{f.verdict}'>&nbsp;{f.verdict}&nbsp;</span> <b>[{escape(f.cause)}]</b> {escape(f.text)}"
+        f"<li>{_badge(f.verdict)} <b>[{escape(f.cause)}]</b> {escape(f.text)}"
         f"<br><span class='note'>evidence: {escape(f.evidence)}</span><br>fix: {escape(f.fix)}</li>"
         for f in doc.findings)
     return f"<h2 id='findings'>Findings (worst first)</h2><ol>{items}</ol>"
@@ -87,7 +104,7 @@ def plot_section(doc: CheckDoc) -> str:
                 "(<code>pip install 'nodemap[report]'</code>) and run <code>nodemap report FILE --html OUT</code>. "
                 "The tables below hold every number.</p>")
     drawn = plots.draw(doc)
-    body = "".join(f"<div class='plot' id='{p.id}'><h3>{escape(p.title)}</h3>{p.svg}</div>" for p in drawn)
+    body = "".join(f"<div class='plot' id='{escape(p.id)}'><h3>{escape(p.title)}</h3>{p.svg}</div>" for p in drawn)
     return f"<h2 id='plots'>Plots</h2>{body or '<p>No data to plot.</p>'}"
 
 
@@ -126,7 +143,4 @@ def render(doc: CheckDoc) -> str:
             parts.append(f"<h2 id='{escape(s.id)}'>{escape(s.title)}</h2>{s.html}")
     parts.append(environment(doc))
     title = f"nodemap check: {doc.host} ({doc.verdict()})"
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
-            "img-src data:\">"
-            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
+    return head(title, CSS) + "\n".join(parts) + "</body></html>\n"

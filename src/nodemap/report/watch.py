@@ -121,7 +121,8 @@ def section(tls: list[watchlog.Timeline], a: watchlog.Analysis, n: int = 0) -> S
                    for g in a.gpus)
     gpus = (f"<table id='watch-gpus{suffix}'><tr><th>host</th><th>GPU</th><th>memory GiB</th><th>peak used GiB</th>"
             f"<th>margin GiB</th><th>ranks</th><th>ranks' peaks GiB</th></tr>{gpus}</table>") if gpus else ""
-    items = "".join(f"<li><span class='{f.severity}'>&nbsp;{f.severity}&nbsp;</span> <b>[{escape(f.kind)}]</b> "
+    items = "".join(f"<li><span class='{escape(f.severity)}'>&nbsp;{escape(f.severity)}&nbsp;</span> "
+                    f"<b>[{escape(f.kind)}]</b> "
                     f"{escape(f.what)}<br><span class='note'>evidence: {escape(f.evidence)}</span><br>"
                     f"fix: {escape(f.fix)}</li>" for f in a.findings)
     found = f"<ol id='watch-findings{suffix}'>{items}</ol>" if items else "<p>No memory findings.</p>"
@@ -139,10 +140,9 @@ def page(jobs: list[Run], where: str) -> str:
     hosts = ", ".join(sorted({r.host for _, a in jobs for r in a.ranks}))
     title = (f"nodemap watch: {sum(len(a.ranks) for _, a in jobs)} rank(s) on {hosts}"
              + (f", {len(jobs)} runs" if len(jobs) > 1 else ""))
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
-            "img-src data:\">"
-            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+    from .html import head
+
+    return (head(title, CSS) + f"<h1>{escape(title)}</h1>"
             f"<p class='note'>timelines: {escape(where)}</p>"
             + "".join(f"<h2 id='{s.id}'>{escape(s.title)}</h2>{s.html}" for s in sections)
             + "</body></html>\n")
