@@ -194,7 +194,7 @@ def page(fleet: Fleet, messages: list[str]) -> str:
     for n in fleet.nodes:
         v = "missing" if n.status == "missing" else fleet.verdict(n.name)
         counts[v] = counts.get(v, 0) + 1
-    from ..report.html import head
+    from ..htmlpage import head
 
     parts = [head("nodemap fleet check", CSS) + "<h1>nodemap fleet check</h1>",
              f"<p>{len(fleet.nodes)} nodes: " + ", ".join(f"<span class='{e('fail' if k == 'missing' else k)}'>"

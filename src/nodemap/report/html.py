@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..bench.report import number
 from ..check.document import CheckDoc
+from ..htmlpage import head
 from . import plots
 
 CSS = """
@@ -37,19 +38,6 @@ class Section:
 
 
 SECTIONS: list[Callable[[CheckDoc], Section | None]] = []  # extra sections, appended by other commands
-
-
-# Pages open offline and from mail: no scripts, no outside resources, and
-# no form may post anywhere (default-src does not cover form-action).
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
-
-
-def head(title: str, css: str) -> str:
-    """The opening of every page nodemap writes (check, fleet, watch): the
-    policy above, the escaped title and the page's style."""
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
-            f"<title>{escape(title)}</title><style>{css}</style></head><body>")
 
 
 def _v(verdict: str) -> str:

@@ -140,7 +140,7 @@ def page(jobs: list[Run], where: str) -> str:
     hosts = ", ".join(sorted({r.host for _, a in jobs for r in a.ranks}))
     title = (f"nodemap watch: {sum(len(a.ranks) for _, a in jobs)} rank(s) on {hosts}"
              + (f", {len(jobs)} runs" if len(jobs) > 1 else ""))
-    from .html import head
+    from ..htmlpage import head
 
     return (head(title, CSS) + f"<h1>{escape(title)}</h1>"
             f"<p class='note'>timelines: {escape(where)}</p>"
