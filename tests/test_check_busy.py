@@ -240,8 +240,9 @@ def test_a_busy_check_says_so_at_the_top_of_every_report():
 
     doc = _busy_doc(True)
     lines = terminal.summary(doc).splitlines()
-    assert lines[1].startswith("BUSY: other work shared this node")
-    assert "latency against working-set size: other processes used 0.98 cores" in " ".join(lines[2:4])
+    assert lines[1].startswith("node: could not judge (busy)")  # the verdict first, then why
+    assert lines[2].startswith("BUSY: other work shared this node")
+    assert "latency against working-set size: other processes used 0.98 cores" in " ".join(lines[3:5])
     assert "1 inconclusive" in terminal.summary(doc)
     page = html.render(doc)
     assert "id='busy'" in page and page.index("id='busy'") < page.index("id='areas'")

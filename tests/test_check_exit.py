@@ -1,6 +1,8 @@
 """The node's verdict apart from its job environment's, and the one
 mapping from a check document to the exit status schedulers act on."""
 
+import pytest
+
 import check_synth as syn
 import nodes
 from nodemap.check import expectations
@@ -56,3 +58,44 @@ def test_saved_document_keeps_busy_and_verdicts():
     doc = doc_of(healthy_gpus(), checks=[NOT_AWARE], busy={"busy": True, "reasons": ["x"]})
     back = from_dict(doc.to_dict())
     assert back.is_busy() and back.node_verdict() == "pass" and exit_status(back, saved=True) == 2
+
+
+# --- what a person reads -----------------------------------------------------------
+
+
+def _reported():
+    vals = {g: 1400.0 for g in range(8)}
+    vals[3] = 1300.0
+    lat = syn.latency({"L1d": (32, 1.2), "DRAM": (131072 << 10, 547.0)})
+    return doc_of(syn.hbm(vals), lat, checks=[NOT_AWARE])
+
+
+def test_terminal_says_node_apart_from_job_environment():
+    from nodemap.report import terminal
+
+    line = terminal.summary(_reported(), width=110).splitlines()[1]
+    assert line.startswith("node: healthy (WARN); job environment: FAIL (MPI is not CUDA-aware")
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_terminal_wraps_and_never_cuts_a_value(width, monkeypatch):
+    from nodemap.report import terminal
+
+    doc = _reported()
+    monkeypatch.setenv("COLUMNS", str(width))  # as piped output or a narrow terminal reports it
+    text = terminal.summary(doc)
+    assert all(len(ln) <= width for ln in text.splitlines()), text
+    flat = " ".join(ln.strip() for ln in text.splitlines())
+    for key, shown in (("host/latency/DRAM", "547 ns (median 550 [547, 552])"),
+                       ("gpu/3/hbm_triad", "1300 GB/s (median 1294 [1287, 1300])")):
+        assert shown in flat, (key, text)  # whole, though wrapped
+    assert "[1287," not in text.replace("[1287, 1300]", "")  # an interval is never split across lines
+    assert "MPI is not CUDA-aware" in flat
+
+
+def test_html_shows_the_interval_and_both_verdicts():
+    from nodemap.report import html
+
+    page = html.render(_reported())
+    assert "node: healthy (WARN); job environment: FAIL" in page
+    assert "1294 [1287, 1300]<br><span class='note'>3 repetitions, 75%" in page

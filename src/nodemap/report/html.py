@@ -17,6 +17,7 @@ from ..bench.report import number
 from ..check.document import CheckDoc
 from ..htmlpage import head
 from . import plots
+from .terminal import verdict_line
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1150px;color:#222;
@@ -57,7 +58,9 @@ def header(doc: CheckDoc) -> str:
     rows = "".join(f"<tr><th>{escape(a)}</th>{_v(v)}</tr>" for a, v in doc.areas().items())
     skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
     c = doc.counts()
-    return (f"<h1>nodemap check on {escape(doc.host)}: {_badge(doc.verdict())}</h1>"
+    node, env = doc.node_verdict(), doc.environment_verdict()
+    return (f"<h1>nodemap check on {escape(doc.host)}: {_badge(node)}</h1>"
+            f"<p id='verdict' class='{env}'><b>{escape(verdict_line(doc))}</b></p>"
             f"<p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
             f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
@@ -99,11 +102,24 @@ def plot_section(doc: CheckDoc) -> str:
 def figures_table(doc: CheckDoc) -> str:
     rows = "".join(
         f"<tr><td>{escape(j.figure.area)}</td><td><code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}</td>"
-        f"<td class='num'>{_num(j.figure.value)}</td><td>{escape(j.figure.unit)}</td>{_v(j.verdict)}"
+        f"<td class='num'>{_num(j.figure.value)}</td><td class='num'>{interval(j.figure)}</td>"
+        f"<td>{escape(j.figure.unit)}</td>{_v(j.verdict)}"
         f"<td>{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span></td></tr>"
         for j in doc.judged)
-    return (f"<h2 id='figures'>Figures</h2><table><tr><th>area</th><th>figure</th><th>value</th><th>unit</th>"
-            f"<th>verdict</th><th>rule (and the source of its limit)</th></tr>{rows}</table>")
+    return (f"<h2 id='figures'>Figures</h2><p class='note'>value: the best repetition; judged: the median with "
+            "its 95% interval from the repetitions (order statistics; the range [min, max] for 2-5 repetitions, "
+            "with its lower coverage), docs/check.md.</p><table><tr><th>area</th><th>figure</th><th>value</th>"
+            f"<th>median [interval]</th><th>unit</th><th>verdict</th><th>rule (and the source of its limit)</th></tr>"
+            f"{rows}</table>")
+
+
+def interval(f) -> str:
+    """The judged median, its interval and what it rests on ('3 repetitions, 75%; 2 rounds')."""
+    if f.n <= 1:
+        return "one sample" if f.n == 1 else ""
+    rounds = f"; {f.rounds} rounds" if f.rounds > 1 else ""
+    return (f"{number(f.median)} [{number(f.low)}, {number(f.high)}]<br><span class='note'>{f.n} repetitions, "
+            f"{f.coverage:.0%}{rounds}</span>")
 
 
 def checks_table(doc: CheckDoc) -> str:
@@ -130,5 +146,5 @@ def render(doc: CheckDoc) -> str:
         if s is not None:
             parts.append(f"<h2 id='{escape(s.id)}'>{escape(s.title)}</h2>{s.html}")
     parts.append(environment(doc))
-    title = f"nodemap check: {doc.host} ({doc.verdict()})"
+    title = f"nodemap check: {doc.host} (node {doc.node_verdict()}, environment {doc.environment_verdict()})"
     return head(title, CSS) + "\n".join(parts) + "</body></html>\n"

@@ -1,26 +1,32 @@
-"""The one-screen terminal summary of a check: a verdict line per area,
-the top findings with evidence and fix, what was skipped."""
+"""The one-screen terminal summary of a check: the node's verdict apart
+from its job environment's, a verdict line per area, the top findings with
+evidence and fix, what was skipped. Lines wrap at the terminal's width and
+never cut a value (a number, its unit and its interval stay whole)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from typing import Sequence
 
-from ..check.document import CheckDoc
+from ..check.document import CheckDoc, exit_status
 from ..bench.report import number
 from ..check.verdicts import RANK
 
 MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": "WARN", "fail": "FAIL"}
 
 
-def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = ()) -> str:
-    width = min(shutil.get_terminal_size((100, 24)).columns, 110)
+def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int | None = None) -> str:
+    width = width or min(shutil.get_terminal_size((100, 24)).columns, 110)
     state = "complete" if doc.complete else "INCOMPLETE (interrupted: what was measured only)"
-    lines = [f"nodemap check --level {doc.level} on {doc.host}, {doc.started}: {MARK[doc.verdict()]} ({state})"]
+    lines = [_wrap(f"nodemap check --level {doc.level} on {doc.host}, {doc.started}: {state}", width, "  "),
+             _wrap(verdict_line(doc), width, "  ")]
     lines += busy_lines(doc, width)
+    mark = max(len(MARK[v]) for v in doc.areas().values()) if doc.areas() else 4
     for area, verdict in doc.areas().items():
-        lines.append(f"  {area:<12} {MARK[verdict]:<5} {area_detail(doc, area)}"[:width])
+        lines.append(_wrap(f"  {area:<12} {MARK[verdict]:<{mark}} {area_detail(doc, area)}", width,
+                           " " * (16 + mark)))
     for s in doc.skipped:
         lines.append(_wrap(f"  skipped: {s.what}: {s.reason}", width, "    "))
     shown = doc.findings[:top]
@@ -32,10 +38,23 @@ def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = ()) -> str:
     else:
         lines.append("findings: none")
     c = doc.counts()
-    lines.append(f"{len(doc.judged)} figures and {len(doc.checks)} checks: {c['pass']} pass, {c['warn']} warn, "
-                 f"{c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} recorded without a rule")
+    lines.append(_wrap(f"{len(doc.judged)} figures and {len(doc.checks)} checks: {c['pass']} pass, {c['warn']} warn, "
+                       f"{c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} recorded without a rule",
+                       width, "  "))
     lines += [f"report: {p}" for p in files]
     return "\n".join(lines)
+
+
+def verdict_line(doc: CheckDoc) -> str:
+    """'node: healthy (WARN); job environment: FAIL (MPI is not CUDA-aware)':
+    whether the node is unfit (hardware) apart from whether the job's
+    environment is (configuration), as the exit status tells a scheduler."""
+    node = doc.node_verdict()
+    word = {1: "UNHEALTHY", 2: "could not judge (busy)"}.get(exit_status(doc, saved=True), "healthy")
+    env = doc.environment_verdict()
+    why = "; ".join(doc.environment_reasons()) if env in ("warn", "fail") else ""
+    return (f"node: {word} ({MARK[node]}); job environment: {MARK[env]}" + (f" ({why})" if why else "")
+            + ("" if doc.complete else " (so far)"))
 
 
 def busy_lines(doc: CheckDoc, width: int, shown: int = 4) -> list[str]:
@@ -56,14 +75,31 @@ def area_detail(doc: CheckDoc, area: str) -> str:
     cs = [c for c in doc.checks if c.area == area]
     if js:
         w = max(js, key=lambda j: (RANK[j.verdict], -(j.relative or 1)))
-        f = w.figure
-        return f"{len(js)} figures; {'worst' if w.verdict in ('warn', 'fail') else 'e.g.'} {f.label}: {number(f.value)} {f.unit}"
+        worst = "worst" if w.verdict in ("inconclusive", "warn", "fail") else "e.g."
+        return f"{len(js)} figures; {worst} {w.figure.label}: {value(w.figure)}"
     bad = [c for c in cs if c.verdict in ("warn", "fail")]
     return f"{len(cs)} checks" + (f"; {bad[0].label}: {bad[0].value}" if bad else "")
 
 
+def value(f) -> str:
+    """'29.9 GB/s (median 29.2 [27.0, 29.9])': the reported best, and the
+    judged median with its interval where there are repetitions."""
+    v = f"{number(f.value)} {f.unit}"
+    if f.n > 1:
+        v += f" (median {number(f.median)} [{number(f.low)}, {number(f.high)}])"
+    return v
+
+
+# spaces a line must not break at: inside an interval "[27.0, 29.9]", between a number and its unit
+_KEEP = re.compile(r"\[[^\[\]]{0,40}\]|\d (?:GB/s|ns|us|ms|s|KiB|MiB|GiB|GB|x|%)(?![\w/])")
+_NBSP = "\x00"
+
+
 def _wrap(text: str, width: int, indent: str) -> str:
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False)) or text
+    """Wrap at spaces only: a word longer than the line stays whole (never cut)."""
+    held = _KEEP.sub(lambda m: m.group(0).replace(" ", _NBSP), text)
+    lines = textwrap.wrap(held, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(lines).replace(_NBSP, " ") or text
 
 
 def figures_table(doc: CheckDoc) -> str:
