@@ -58,9 +58,8 @@ def header(doc: CheckDoc) -> str:
     rows = "".join(f"<tr><th>{escape(a)}</th>{_v(v)}</tr>" for a, v in doc.areas().items())
     skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
     c = doc.counts()
-    node, env = doc.node_verdict(), doc.environment_verdict()
-    return (f"<h1>nodemap check on {escape(doc.host)}: {_badge(node)}</h1>"
-            f"<p id='verdict' class='{env}'><b>{escape(verdict_line(doc))}</b></p>"
+    return (f"<h1>nodemap check on {escape(doc.host)}: {_badge(doc.node_verdict())}</h1>"
+            f"<p id='verdict'><b>{escape(verdict_line(doc))}</b></p>"
             f"<p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
             f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
