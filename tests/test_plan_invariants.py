@@ -97,7 +97,12 @@ def local_gpus(topo, usable):
 
 
 def check_gpu_locality(topo, req, p):
-    if req.gpus_per_task != -1 or req.spread_by == "pus" or any("do not fit" in n for n in p.notes):
+    if req.gpus_per_task != -1 or req.spread_by == "pus":
+        return
+    if local_gpus(topo, usable_of(topo, req.restrict_cpus, req.restrict_mems)):
+        # a GPU beside usable PUs: no task is left without one by default (Karolina, 256 tasks: 128 were)
+        assert all(t.gpus for t in p.tasks), [t.task for t in p.tasks if not t.gpus]
+    if any("do not fit" in n for n in p.notes):
         return
     wide = any(" extend" in n for n in p.notes)  # tasks wider than their domain: test_plan_policy checks them
     for t in p.tasks:

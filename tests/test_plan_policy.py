@@ -264,6 +264,29 @@ def test_all_pus_with_one_gpu_each_spread_evenly_over_karolinas_gpus():
     assert sorted(Counter(g for t in p.tasks for g in t.gpus).values()) == [32] * 8
 
 
+def test_karolina_256_tasks_all_get_a_gpu_and_the_nics_share_them_evenly():
+    """Held-out case (issue 26): by default the 128 tasks of NUMA 0,2,4,6 got no GPU and the NICs
+    served 80/48/80/48 tasks; spilled off the GPUs' NUMA nodes, they take the nearest GPU."""
+    p = P(nodes.karolina(), tasks=256)
+    assert sorted(Counter(g for t in p.tasks for g in t.gpus).values()) == [32] * 8
+    assert all(len(t.gpus) == 1 for t in p.tasks)
+    assert sorted(Counter(n for t in p.tasks for n in t.nics).values()) == [64] * 4
+
+
+def test_epyc_48_tasks_at_smt_2_get_a_core_each_over_every_numa_node(fixtures):
+    """Held-out case (issue 26): --tasks 48 --smt 2 on a 4-GPU EPYC (48 cores, SMT2) packed every
+    task on the GPUs' NUMA nodes at 1 PU each, ignoring --smt 2 silently."""
+    from nodemap.topology import hwloc_xml
+
+    topo = hwloc_xml.read(fixtures / "mpibind" / "topo-xml" / "epyc-corona.xml")
+    p = P(topo, tasks=48, smt=2)
+    assert all(len(t.cpus) == 2 and cores_of(topo, t.cpus) == 1 and t.gpus for t in p.tasks)
+    assert sorted(Counter(t.mems.first() for t in p.tasks).values()) == [6] * 8
+    assert any("do not fit the cores at --smt 2" in n for n in p.notes)
+    p = P(topo, tasks=60, smt=2)  # more tasks than cores: --smt 2 cannot hold, and a note says so
+    assert any("--smt 2: 60 tasks outnumber the 48 cores" in n for n in p.notes)
+
+
 def test_gpu_less_domains_borrow_every_equally_near_gpu():
     # NUMA 0 and 2 hold no GPU; GPUs 0-3 (NUMA 3 and 1) are equally near both
     p = P(nodes.karolina(), tasks=16, gpus_per_task=1, restrict_mems=CpuSet([0, 2]))

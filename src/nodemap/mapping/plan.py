@@ -36,12 +36,13 @@ _from_mask = CpuSet.from_mask
 
 
 class _Group:
-    __slots__ = ("domains", "ntasks", "home")
+    __slots__ = ("domains", "ntasks", "home", "borrow")
 
-    def __init__(self, domains: list[Domain], ntasks: int) -> None:
+    def __init__(self, domains: list[Domain], ntasks: int, borrow: bool = False) -> None:
         self.domains = domains
         self.ntasks = ntasks
         self.home = domains  # the domains whose GPUs it gets (a wide task's extension brings none)
+        self.borrow = borrow  # no GPU at home: take the nearest (tasks spilled off the GPUs' domains)
 
 
 class _Task:
@@ -211,25 +212,45 @@ def _groups(doms: list[Domain], homes: list[int], req: Request, notes: list[str]
     for h in homes:
         if h >= 0:
             ngpu[h] += 1
-    caps = [d.npus for d in doms]
-    if req.tasks > sum(caps):  # oversubscribed (plan() refused it otherwise): no caps
-        caps = None
+    caps = _task_room(doms, req, notes)
     by_gpus = req.spread_by != "pus" and any(ngpu)
     if req.spread_by == "gpus" and not any(ngpu):
         notes.append("no usable GPU: tasks spread by PUs")
+    spilled = False
     if by_gpus and caps and req.tasks > sum(c for c, n in zip(caps, ngpu) if n):
-        notes.append(f"{req.tasks} tasks do not fit the PUs of the GPUs' NUMA nodes: spread over all PUs")
+        unit = f"cores at --smt {req.smt}" if req.smt > 1 else "PUs"
+        notes.append(f"{req.tasks} tasks do not fit the {unit} of the GPUs' NUMA nodes: spread over all NUMA "
+                     "nodes" + ("; tasks of NUMA nodes without a GPU share the nearest one"
+                                if req.gpus_per_task == -1 else ""))
         by_gpus = False
+        # the user asked for nothing but tasks: each still gets a GPU, the
+        # nearest and least used (Karolina, 256 tasks: 32 a GPU, 64 a NIC)
+        spilled = req.gpus_per_task == -1
     weights = ngpu if by_gpus else [d.npus for d in doms]
     live = [i for i, w in enumerate(weights) if w]
     if req.tasks >= len(live):
         counts = apportion(req.tasks, weights, caps)
-        return [_Group([doms[i]], n) for i, n in enumerate(counts) if n]
+        return [_Group([doms[i]], n, spilled and not ngpu[i]) for i, n in enumerate(counts) if n]
     if not req.greedy:
-        return [_Group([doms[live[i * len(live) // req.tasks]]], 1) for i in range(req.tasks)]
+        return [_Group([doms[j]], 1, spilled and not ngpu[j]) for j in (live[i * len(live) // req.tasks]
+                                                                         for i in range(req.tasks))]
     cuts = split_balanced([weights[i] for i in live], req.tasks)
     spans = [(live[a], live[b - 1]) for a, b in cuts]
-    return [_Group(doms[lo:hi + 1], 1) for lo, hi in _widen(spans, doms)]
+    return [_Group(doms[lo:hi + 1], 1, spilled and not any(ngpu[lo:hi + 1])) for lo, hi in _widen(spans, doms)]
+
+
+def _task_room(doms: list[Domain], req: Request, notes: list[str]) -> list[int] | None:
+    """Tasks each domain can hold: one per PU, or with --smt K one per K PUs
+    of a core; None when tasks outnumber that (oversubscribed: no caps).
+    --smt K that the tasks outnumber is dropped for one PU each, with a note."""
+    caps = [d.npus for d in doms]
+    if req.smt > 1:
+        cores = [sum(max(len(c) // req.smt, 1) for c in d.cores) for d in doms]
+        if req.tasks <= sum(cores):
+            return cores
+        notes.append(f"--smt {req.smt}: {req.tasks} tasks outnumber the {sum(cores)} cores that give "
+                     f"{req.smt} PUs each; tasks share cores")
+    return caps if req.tasks <= sum(caps) else None
 
 
 def _widen(spans: list[tuple[int, int]], doms: list[Domain]) -> list[tuple[int, int]]:
@@ -446,15 +467,16 @@ def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: 
         ids = {id(d) for d in g.home}
         pools.append([x for x, h in zip(gpus, homes) if h >= 0 and id(doms[h]) in ids])
     dealt: list[list[tuple[int, ...]]] = [[] for _ in groups]
+    wants = [1 if g.borrow and not pool else per for g, pool in zip(groups, pools)]
     # Groups served at home first: borrowers then see every GPU's final home load.
-    for gi in sorted(range(len(groups)), key=lambda gi: per > len(pools[gi])):
-        pool, mine = pools[gi], by_group[gi]
-        if per > 0:
+    for gi in sorted(range(len(groups)), key=lambda gi: wants[gi] > len(pools[gi])):
+        pool, mine, want = pools[gi], by_group[gi], wants[gi]
+        if want > 0:
             pool.sort(key=lambda x: (load[x.gpu.index], x.sort_key))
-        if per > len(pool):
-            dealt[gi] = _borrow(topo, groups[gi].home[0].numa, pool, gpus, per, mine, load)
+        if want > len(pool):
+            dealt[gi] = _borrow(topo, groups[gi].home[0].numa, pool, gpus, want, mine, load)
             continue
-        dealt[gi] = devices.deal([t.cpuset for t in mine], pool, per)
+        dealt[gi] = devices.deal([t.cpuset for t in mine], pool, want)
         for d in dealt[gi]:
             for i in d:
                 load[i] += 1
