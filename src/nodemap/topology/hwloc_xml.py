@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 from ..errors import InputError
 from ..text import is_decimal, natural_key
+from . import classify
 from .cpuset import MAX_INDEX, CpuSet, CpuSetError
 from .model import (
     GPU, NIC, PU, Cache, Core, Group, Link, Machine, NumaNode, Package, PciDevice, Port, Topology, gpu_order,
@@ -53,7 +54,6 @@ _OSDEV_BITS = ("storage", "memory", "gpu", "coproc", "network", "openfabrics", "
 # OS devices that are a GPU's compute or management interface, best first
 # (the first one present names the model).
 _GPU_APIS = ("nvml", "cuda", "rsmi", "ze", "levelzero", "opencl")
-_GPU_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
 _MEMORY_INFOS = ("CUDAGlobalMemorySize", "RSMIVRAMSize", "LevelZeroHBMSize", "OpenCLGlobalMemorySize")
 _UUID_INFOS = ("NVIDIAUUID", "AMDUUID", "LevelZeroUUID")
 _IB_PORT_STATES = {"1": "DOWN", "2": "INIT", "3": "ARMED", "4": "ACTIVE", "5": "ACTIVE_DEFER"}
@@ -606,9 +606,12 @@ class _Reader:
         """GPUs in PCI bus order, and the GPU key of each OS device element."""
         owners: list[tuple[tuple, list, _Pci | None, object]] = []
         for p in self.pcis:
-            cls, vendor, _ = p.ids
+            cls, vendor, device = p.ids
             compute = [o for o in p.osdevs if self._is_gpu_osdev(o)]
-            if compute or _gpu_class(cls, vendor) or _amd_render_node(p.ids, p.osdevs):
+            # a render node: hwloc exported the GPU only as DRM devices (an MI50 without RSMI: class 0300,
+            # card1 and renderD128); on-board display chips have card0 alone
+            render = any((o.get("name") or "").startswith("renderD") for o in p.osdevs)
+            if compute or classify.is_gpu(cls, vendor, device, render_node=render):
                 owners.append((_bus_key(p.bus_id), p.osdevs, p, p.place))
         loose = [(o, place) for o, place in self.loose_osdevs if self._is_gpu_osdev(o)]
         owners += [((1 << 64, k), [o], None, place) for k, (o, place) in enumerate(_one_api(loose))]
@@ -632,7 +635,7 @@ class _Reader:
         pci_model = _infos(pci.el).get("PCIDevice", "") if pci is not None else ""
         return GPU(
             index=index,
-            vendor=_GPU_VENDORS.get(vendor) or _vendor_name(info.get("GPUVendor", "")),
+            vendor=classify.vendor_name(vendor, info.get("GPUVendor", "")),
             model=info.get("GPUModel") or pci_model,
             memory=next((_kib(info[k]) for k in _MEMORY_INFOS if k in info), 0) or self._gpu_node_memory(pci),
             pci_bus_id=pci.bus_id if pci is not None else "",
@@ -848,33 +851,6 @@ def _pci_type(el) -> tuple[int, int, int]:
     return int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16)
 
 
-def _gpu_class(cls: int, vendor: int) -> bool:
-    """A GPU by PCI identity alone (no driver OS device in the file).
-
-    3D controllers and AMD's accelerator classes count; VGA (0300) only from
-    NVIDIA, so servers' on-board graphics (ATI ES1000, Matrox, ASPEED) stay out.
-    """
-    if vendor == 0x10DE:
-        return cls in (0x0300, 0x0302)
-    return vendor == 0x1002 and cls in (0x0302, 0x0380, 0x1200)
-
-
-# ATI ES1000 (Radeon 7000 family) on server boards: display only, even with a DRM node
-_AMD_ONBOARD = (0x515E, 0x5969)
-
-
-def _amd_render_node(ids: tuple[int, int, int], osdevs: list) -> bool:
-    """An AMD GPU hwloc exported only as DRM devices (hwloc 1.x and 2.x
-    without RSMI: an MI50 is class 0300 with `card1` and `renderD128`, no
-    GPU vendor info). A render node says a compute-capable driver (amdgpu)
-    drives it; on-board display chips (ES1000, with `card0` only) stay out,
-    and so does any other vendor's 0300 display adapter (Matrox, ASPEED)."""
-    cls, vendor, device = ids
-    if vendor != 0x1002 or cls != 0x0300 or device in _AMD_ONBOARD:
-        return False
-    return any((o.get("name") or "").startswith("renderD") for o in osdevs)
-
-
 def _root_port_of(el) -> str:
     """A host bridge name for a PCI device hwloc placed without one."""
     dom, bus, _ = norm_bus_id(el.get("pci_busid")).split(":")
@@ -899,17 +875,6 @@ def _one_api(loose: list[tuple[object, object]]) -> list[tuple[object, object]]:
     return [(o, p) for o, p in loose if _api_rank(o) == best]
 
 
-def _vendor_name(text: str) -> str:
-    low = text.lower()
-    if "nvidia" in low:
-        return "NVIDIA"
-    if "advanced micro devices" in low or low.startswith("amd"):
-        return "AMD"
-    if "intel" in low:
-        return "Intel"
-    return text
-
-
 def _ports(info: dict[str, str]) -> tuple[Port, ...]:
     numbers = sorted({int(m.group(1)) for k in info if (m := re.fullmatch(r"Port(\d+)State", k))})
     return tuple(
@@ -919,24 +884,10 @@ def _ports(info: dict[str, str]) -> tuple[Port, ...]:
     )
 
 
-_CISCO = 0x1137
-
-
 def _nic_kind(name: str, vendor: int, ports: tuple[Port, ...], nets: list, rdma: bool) -> str:
-    if name.startswith("cxi") or vendor == 0x17DB:
-        return "Slingshot"
-    if name.startswith("hfi1"):
-        return "OmniPath"  # QLogic qib* is InfiniBand: its ports decide below
-    if name.startswith("usnic") or vendor == _CISCO:
-        return "Ethernet"  # Cisco usNIC: verbs over UDP/Ethernet, often without port records
-    layers = {p.link_layer for p in ports if p.link_layer}
-    if layers:
-        return "InfiniBand" if "InfiniBand" in layers else "Ethernet"
-    if rdma:
-        return "InfiniBand"
     # 20-byte hardware addresses are IPoIB netdevs
-    addresses = [_infos(o).get("Address", "") for o in nets]
-    return "InfiniBand" if any(a.count(":") == 19 for a in addresses) else "Ethernet"
+    ipoib = any(_infos(o).get("Address", "").count(":") == 19 for o in nets)
+    return classify.nic_kind(name, vendor, (p.link_layer for p in ports), rdma=rdma, ipoib=ipoib)
 
 
 def _version(text: str) -> tuple[int, ...] | None:

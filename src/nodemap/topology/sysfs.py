@@ -16,6 +16,7 @@ import os
 
 from ..errors import InputError
 from ..text import is_decimal, natural_key
+from . import classify
 from .cpuset import CpuSet
 from .root import _MAX_CPUINFO, Root
 from .model import GPU, NIC, PU, Cache, Core, Group, Machine, NumaNode, Package, PciDevice, Port, Topology, replace
@@ -559,13 +560,6 @@ def _bus_key(bus_id: str) -> tuple[int, ...]:
 
 # --- GPUs ---------------------------------------------------------------------------------------
 
-_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
-# Display-class devices that are GPUs without a doubt; AMD and Intel VGA
-# functions count only with a GPU driver bound (on-board server VGA is not a GPU).
-_GPU_CLASSES = {0x10DE: (0x0300, 0x0302), 0x1002: (0x0302, 0x0380, 0x1200), 0x8086: (0x0380,)}
-_GPU_DRIVERS = {0x1002: ("amdgpu",), 0x8086: ("i915", "xe")}
-
-
 def _nvidia_gpus(fs: Root) -> dict[str, int]:
     """NVIDIA GPUs the driver lists in /proc/driver/nvidia/gpus/<bus id>, with
     the NUMA node holding each one's memory (numa_status "Node:", -1 none),
@@ -661,18 +655,14 @@ def _driver(fs: Root, bus_id: str) -> str:
 
 
 def _is_gpu(fs: Root, dev: PciDevice) -> bool:
-    if dev.class_id in _GPU_CLASSES.get(dev.vendor_id, ()):
-        return True
-    if dev.class_id >> 8 != 0x03 or dev.vendor_id not in _GPU_DRIVERS:
-        return False
-    return _driver(fs, dev.bus_id) in _GPU_DRIVERS[dev.vendor_id]
+    return classify.is_gpu(dev.class_id, dev.vendor_id, dev.device_id, driver=lambda: _driver(fs, dev.bus_id))
 
 
 def _gpus(fs: Root, pci: tuple[PciDevice, ...], nvidia: dict[str, int], numa_nodes) -> tuple[GPU, ...]:
-    found = [d for d in pci if d.bus_id in nvidia or (d.class_id >> 8 in (0x03, 0x12) and _is_gpu(fs, d))]
+    found = [d for d in pci if d.bus_id in nvidia or _is_gpu(fs, d)]
     memory = {n.pci_bus_id: n.memory for n in numa_nodes if n.is_gpu_memory}
     return tuple(
-        GPU(index=k, vendor="NVIDIA" if d.bus_id in nvidia else _VENDORS[d.vendor_id], memory=memory.get(d.bus_id, 0),
+        GPU(index=k, vendor="NVIDIA" if d.bus_id in nvidia else classify.vendor_name(d.vendor_id), memory=memory.get(d.bus_id, 0),
             pci_bus_id=d.bus_id, numa_node=_host_node(d, numa_nodes), cpuset=d.cpuset,
             pcie_gen=d.link_gen, pcie_width=d.link_width,
             os_names=tuple(sorted(n for n in fs.listdir(f"{_PCI}/{d.bus_id}/drm") if n.startswith(("card", "render")))))
@@ -729,24 +719,16 @@ def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str])
         state = (fs.read(f"{base}/{p}/state") or "").split(":")[-1].strip()
         rate = _leading_number(fs.read(f"{base}/{p}/rate") or "")
         ports.append(Port(int(p), state, fs.read(f"{base}/{p}/link_layer") or "", float(rate) if rate else 0.0))
-    if cls == "cxi" or dev.vendor_id == 0x17DB:
-        kind = "Slingshot"
-    elif name.startswith("hfi1") or _driver(fs, dev.bus_id) in ("hfi1", "opx"):
-        kind = "OmniPath"  # OPA ports say link_layer InfiniBand: the driver tells (QLogic qib* is InfiniBand)
-    elif name.startswith("usnic") or dev.vendor_id == 0x1137:
-        kind = "Ethernet"  # Cisco usNIC: verbs over UDP/Ethernet; old drivers give its ports no link_layer
-    else:
-        layers = {p.link_layer for p in ports if p.link_layer}
-        kind = "Ethernet" if layers and "InfiniBand" not in layers else "InfiniBand"
+    kind = classify.nic_kind("cxi" if cls == "cxi" else name, dev.vendor_id, (p.link_layer for p in ports),
+                             driver=_driver(fs, dev.bus_id))
     return NIC(name=name, kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
                ports=tuple(ports), netdevs=tuple(netdevs))
 
 
 def _net_nic(fs: Root, dev: PciDevice, names: list[str]) -> NIC:
     # ARPHRD_INFINIBAND (32): an IPoIB netdev whose RDMA device is not exposed
-    kind = "InfiniBand" if fs.read_int(f"sys/class/net/{names[0]}/type") == 32 else "Ethernet"
-    if dev.vendor_id == 0x17DB:
-        kind = "Slingshot"
+    ipoib = fs.read_int(f"sys/class/net/{names[0]}/type") == 32
+    kind = classify.nic_kind(names[0], dev.vendor_id, rdma=False, ipoib=ipoib)
     return NIC(name=names[0], kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
                netdevs=tuple(names))
 
