@@ -71,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")
     p.add_argument("--json", action="store_true", help="print the check document as JSON on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--prom", metavar="FILE",
+                   help="also write the figures and verdicts as a Prometheus text file (node_exporter's textfile "
+                        "collector: FILE.prom in its folder), replaced atomically")
     g = p.add_argument_group("Slurm")
     g.add_argument("--slurm-drain", nargs="?", const="on", choices=("on", "dry-run"), metavar="dry-run",
                    help="drain this node (scontrol update State=DRAIN Reason='nodemap: ...') when it fails for a "
@@ -117,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
         if args.expect_topology or args.level == "health":
             raise NodemapError("--fleet: --expect-topology and --level health are per node; run nodemap check "
                                "--level health --expect-topology FILE on each node (HealthCheckProgram)")
+        if args.prom:
+            raise NodemapError("--prom: per node; run nodemap check --prom FILE on each node (prolog, epilog, "
+                               "HealthCheckProgram)")
         if args.slurm_drain and args.from_dirs:
             raise NodemapError("--from: --slurm-drain acts on the node a check runs on; saved documents are "
                                "not this node's now (drain by hand from the fleet's drain list)")
@@ -142,6 +148,8 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
 
     exp = expectations.load(args.expect)
     expected = _expected(args.expect_topology)
+    if args.prom:
+        outfile.check(args.prom, "--prom")
     health = args.level == "health"
     d = output_dir(args.output) if args.output or not health else None
     json_path = html_path = None
@@ -172,7 +180,12 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
         _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout)
     from ..check.document import exit_status
 
-    return exit_status(doc)
+    status = exit_status(doc)
+    if args.prom:
+        from ..check import prom
+
+        outfile.write(args.prom, prom.render(doc, status), "--prom")
+    return status
 
 
 def _expected(path: str | None):

@@ -1,0 +1,74 @@
+"""A check document as a Prometheus text file (`nodemap check --prom FILE`),
+for node_exporter's textfile collector.
+
+The exposition format, version 0.0.4: one HELP and one TYPE line per
+metric, then its samples; no timestamps (the collector exports the file's
+mtime). Labels are bounded, so a node's series stay the same from one
+check to the next: node, level, area, figure key, path class, unit, and a
+verdict's name; never a job id, a time or a measured value. Verdicts are
+numbers, their severity (RANK: 0 info, 1 pass, 2 inconclusive, 3 warn,
+4 fail), so an alert is a comparison (`>= 4`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .verdicts import RANK, VERDICTS
+
+PREFIX = "nodemap_check_"
+SEVERITY = ", ".join(f"{v} {RANK[v]}" for v in sorted(RANK, key=RANK.get))
+# name -> help; the order of the file
+HELP = {
+    "status": "exit status of the check: 0 healthy, 1 unhealthy (hardware), 2 could not judge (busy), "
+              "130 interrupted",
+    "complete": "1 when every step of the check ran",
+    "verdict": f"verdict of the node (of=node: hardware) and of the job environment (of=environment: "
+               f"configuration) as a severity: {SEVERITY}",
+    "area_verdict": f"worst verdict of an area as a severity: {SEVERITY}",
+    "items": "figures and inventory checks with this verdict",
+    "figure": "a measured figure, in its unit (label unit): the best of its repetitions",
+    "figure_verdict": f"a figure's verdict as a severity: {SEVERITY}",
+}
+
+
+def render(doc: Any, status: int) -> str:
+    """The text file for a check document (check/document.CheckDoc) and the exit status it gave."""
+    d = doc.to_dict()
+    node = {"node": str(d.get("host", "")), "level": str(d.get("level", ""))}
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in HELP}
+    samples["status"].append((node, status))
+    samples["complete"].append((node, 1 if d.get("complete") else 0))
+    samples["verdict"] += [({**node, "of": "node"}, RANK[doc.node_verdict()]),
+                           ({**node, "of": "environment"}, RANK[doc.environment_verdict()])]
+    samples["area_verdict"] += [({**node, "area": a}, RANK[v]) for a, v in d["summary"]["areas"].items()]
+    samples["items"] += [({**node, "verdict": v}, d["summary"]["counts"].get(v, 0)) for v in VERDICTS]
+    for f in d.get("figures", ()):
+        labels = {**node, "area": str(f.get("area", "")), "key": str(f.get("key", "")),
+                  "path_class": str(f.get("path_class") or "")}
+        if isinstance(f.get("value"), (int, float)):
+            samples["figure"].append(({**labels, "unit": str(f.get("unit", ""))}, f["value"]))
+        samples["figure_verdict"].append((labels, RANK.get(f.get("verdict", ""), 0)))
+    lines = []
+    for name, rows in samples.items():
+        if not rows:
+            continue
+        lines += [f"# HELP {PREFIX}{name} {HELP[name]}", f"# TYPE {PREFIX}{name} gauge"]
+        seen = set()
+        for labels, value in rows:
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+            if text not in seen:  # one sample per series: a repeated key would make the file invalid
+                seen.add(text)
+                lines.append(f"{PREFIX}{name}{{{text}}} {_number(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    return repr(value) if isinstance(value, float) else str(int(value))
