@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -217,13 +218,10 @@ def test_not_a_timeline_is_skipped(tmp_path):
 RUN = [sys.executable, "-m", "nodemap", "run", "--local-rank", "0", "--local-size", "1", "--no-cache", "--watch",
        "--watch-interval", "20ms"]
 
-# prints its pid and its children (the monitor), then does what argv[1] says
+# prints its pid and its parent's (the launcher, its monitor), then does what argv[1] says
 APP = r"""
 import os, sys, time, signal
-kids = []
-for t in os.listdir("/proc/self/task"):
-    kids += open(f"/proc/self/task/{t}/children").read().split()
-print(os.getpid(), ",".join(kids), flush=True)
+print(os.getpid(), os.getppid(), flush=True)
 what = sys.argv[1]
 keep = []
 end = time.time() + float(sys.argv[2]) if len(sys.argv) > 2 else 0
@@ -238,18 +236,15 @@ if what == "exit3":
 """
 
 
-APP_UNTIL_MONITOR_ENDS = r"""
+# runs until its timeline is nearly at the file size limit (the monitor's next write fails), then a little more
+APP_UNTIL_THE_TIMELINE_IS_FULL = r"""
 import os, sys, time
 print("app", flush=True)
-kids = [k for t in os.listdir("/proc/self/task") for k in open(f"/proc/self/task/{t}/children").read().split()]
-def alive(k):
-    try:
-        return open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+d, limit = sys.argv[1], int(sys.argv[2])
 end = time.time() + 100
-while time.time() < end and any(alive(k) for k in kids):
+while time.time() < end and sum(f.stat().st_size for f in os.scandir(d)) < limit - 200:
     time.sleep(0.05)
+time.sleep(0.5)
 sys.exit(3)
 """
 
@@ -268,23 +263,36 @@ def _gone(pid, within=5.0):
 
 
 def _start(tmp_path, *app_args, env=None):
+    """nodemap run --watch of APP; (process, watch dir, the application's pid, its parent's)."""
     d = tmp_path / "w"
     p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", APP, *app_args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, **(env or {})})
     first = p.stdout.readline().split()
-    return p, d, int(first[0]), [int(k) for k in first[1].split(",")] if len(first) > 1 else []
+    return p, d, int(first[0]), int(first[1])
 
 
 @pytest.mark.parametrize("what,code", [("exit3", 3), ("crash", -signal.SIGABRT)])
-def test_app_keeps_pid_and_exit_status_and_monitor_ends(tmp_path, what, code):
-    p, d, pid, kids = _start(tmp_path, what, "0.3")
+def test_app_keeps_its_exit_status_and_the_summary_comes_before_the_return(tmp_path, what, code):
+    """The summary arrived after the application's own exit (a script's next command printed first), once
+    never: now the launcher stays the application's parent and returns only after the summary."""
+    p, d, pid, parent = _start(tmp_path, what, "0.3")
     out, err = p.communicate(timeout=60)
-    assert pid == p.pid  # the launcher's child is the application itself
-    assert p.returncode == code
-    assert len(kids) == 1 and _gone(kids[0])  # the monitor, and no orphan left
+    assert parent == p.pid and pid != p.pid  # the launcher started the application and stayed beside it
+    assert p.returncode == code  # its code, or death by its signal
+    assert "nodemap watch" in err or "memory" in err, err  # the summary, printed before nodemap run returned
+    assert _gone(pid)  # no orphan
     (tl,) = watchlog.read_dir(str(d))
-    assert tl.header["pid"] == pid and tl.ended and tl.torn == 0 and len(tl.t) >= 3
+    assert tl.header["pid"] == p.pid and tl.ended and tl.torn == 0 and len(tl.t) >= 3
+    assert tl.end.get("exit" if code > 0 else "signal") == abs(code)
+
+
+def test_a_script_s_next_command_prints_after_the_summary(tmp_path):
+    d = tmp_path / "w"
+    run = " ".join(shlex.quote(a) for a in RUN + ["--watch-dir", str(d), "--", "true"])
+    r = subprocess.run(["sh", "-c", f"{run} 2>&1; echo NEXT"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("NEXT"), r.stdout
+    assert r.stdout.index("NEXT") > r.stdout.index("memory"), r.stdout
 
 
 def test_the_monitor_is_not_counted_in_the_application_s_memory(tmp_path):
@@ -295,39 +303,42 @@ def test_the_monitor_is_not_counted_in_the_application_s_memory(tmp_path):
     assert 0 < max(tl.rss) < 8 * MiB  # sleep alone; the monitor (a Python process) is tens of MiB
 
 
-def test_killed_app_leaves_complete_timeline_and_no_orphan(tmp_path):
-    p, d, pid, kids = _start(tmp_path, "sleep", "30")
+def test_killed_app_leaves_complete_timeline_and_the_launcher_ends_the_same_way(tmp_path):
+    p, d, pid, parent = _start(tmp_path, "sleep", "30")
     time.sleep(0.5)
-    p.send_signal(signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     p.communicate(timeout=60)
     killed_at = 0.5
     assert p.returncode == -signal.SIGKILL
-    assert _gone(kids[0])
     (tl,) = watchlog.read_dir(str(d))
-    assert tl.torn == 0 and tl.ended and tl.t[-1] >= killed_at * 0.8
+    assert tl.torn == 0 and tl.ended and tl.t[-1] >= killed_at * 0.8 and tl.end["signal"] == signal.SIGKILL
 
 
 def test_killed_monitor_leaves_complete_lines_and_app_runs_on(tmp_path):
-    p, d, pid, kids = _start(tmp_path, "exit3", "0.6")
+    p, d, pid, parent = _start(tmp_path, "exit3", "0.8")
     time.sleep(0.3)
-    os.kill(kids[0], signal.SIGKILL)
-    p.communicate(timeout=60)
-    assert p.returncode == 3
+    p.kill()  # the launcher is the monitor
+    p.wait(timeout=60)
+    assert not _gone(pid, within=0.2)  # the application runs on
+    p.communicate(timeout=60)  # its stdout ends with it
+    assert _gone(pid, within=10)
     (tl,) = watchlog.read_dir(str(d))
     assert tl.torn == 0 and not tl.ended and len(tl.t) >= 3
 
 
-def test_sigterm_to_the_monitor_does_not_stop_it_while_the_app_runs(tmp_path):
-    p, d, pid, kids = _start(tmp_path, "exit3", "0.8")
-    time.sleep(0.2)
-    os.kill(kids[0], signal.SIGTERM)  # as a launcher signalling every process of the job
-    p.communicate(timeout=60)
+def test_signals_to_the_launcher_reach_the_application(tmp_path):
+    """kill, mpirun and srun signal the launcher's pid: the application gets it, the timeline still ends."""
+    p, d, pid, parent = _start(tmp_path, "sleep", "30")
+    time.sleep(0.3)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGTERM and _gone(pid)
     (tl,) = watchlog.read_dir(str(d))
-    assert tl.ended and tl.t[-1] >= 0.6
+    assert tl.ended and tl.end["signal"] == signal.SIGTERM and "memory" in err
 
 
 def test_growing_app_is_flagged_in_the_summary(tmp_path):
-    p, d, pid, kids = _start(tmp_path, "grow", "1.5")
+    p, d, pid, parent = _start(tmp_path, "grow", "1.5")
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0
     assert "host memory (RSS) grows steadily" in err, err
@@ -351,9 +362,10 @@ def test_full_disk_stops_the_timeline_with_one_note_and_the_app_runs_on(tmp_path
 
     limit = 4096
     d = tmp_path / "w"
-    # the application runs until its monitor has stopped (however slowly a loaded machine samples)
-    app = APP_UNTIL_MONITOR_ENDS
-    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", app],
+    d.mkdir()
+    # the application runs until its timeline is full (however slowly a loaded machine samples)
+    p = subprocess.Popen(RUN + ["--watch-dir", str(d), "--", sys.executable, "-c", APP_UNTIL_THE_TIMELINE_IS_FULL,
+                                str(d), str(limit)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
     out, err = p.communicate(timeout=150)
@@ -445,7 +457,10 @@ def _p(pid, b):
     p = _O(); p.pid = pid; p.usedGpuMemory = b
     return p
 def nvmlDeviceGetComputeRunningProcesses(h):
-    return [_p(os.getppid(), _own()), _p(1, 2 << 30)]  # the monitor's parent is the application
+    return [_p(_app(), _own()), _p(1, 2 << 30)]
+def _app():  # the monitor's child is the application
+    kids = [k for t in os.listdir("/proc/self/task") for k in open(f"/proc/self/task/{t}/children").read().split()]
+    return int(kids[0]) if kids else 0
 def nvmlDeviceGetGraphicsRunningProcesses(h):
     return []
 '''
@@ -453,7 +468,7 @@ def nvmlDeviceGetGraphicsRunningProcesses(h):
 
 def test_nvml_path_records_the_rank_s_gpu_memory_and_finds_growth_and_foreign(tmp_path):
     (tmp_path / "pynvml.py").write_text(FAKE_NVML)
-    p, d, pid, kids = _start(tmp_path, "sleep", "1.5", env={"PYTHONPATH": str(tmp_path)})
+    p, d, pid, parent = _start(tmp_path, "sleep", "1.5", env={"PYTHONPATH": str(tmp_path)})
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0
     (tl,) = watchlog.read_dir(str(d))

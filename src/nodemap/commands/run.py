@@ -111,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose:
         print(f"nodemap run: local rank {lr.rank}/{tasks} ({lr.launcher}): " + _summary(task, args.mem_policy),
               file=sys.stderr)
-    before_exec = None
     if args.watch:  # imported only when asked: the launch path stays as fast without it
         from ..mapping import watch
 
         launch.program(argv, final)  # a missing program fails before its timeline is written
-        before_exec = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
-                                    local_size=lr.size, task=task, argv=argv, env=os.environ).start
-    launch.apply_and_exec(binding, final, argv, before_exec)
+        w = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
+                          local_size=lr.size, task=task, argv=argv, env=os.environ)
+        return w.run(lambda: launch.apply_and_exec(binding, final, argv))  # the summary comes before the return
+    launch.apply_and_exec(binding, final, argv)
     return 0  # not reached
 
 

@@ -120,24 +120,18 @@ def _mempolicy(b: Binding) -> list[str]:
     return []
 
 
-def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], before_exec=None) -> None:
-    """Bind, set `env` over the current environment and exec argv. Never returns.
-
-    before_exec: called last before the exec (nodemap run --watch forks its monitor there); what it returns,
-    if callable, undoes it when the exec fails. The program is looked up first, so that a missing one fails
-    before anything is started beside it."""
+def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> None:
+    """Bind, set `env` over the current environment and exec argv. Never returns (nodemap run --watch calls
+    it in the child it starts, the launcher staying beside it as its monitor)."""
     prog = program(argv, env)
     apply(binding)
     full = {**os.environ, **env}
     sys.stdout.flush()
     sys.stderr.flush()
-    undo = before_exec() if before_exec is not None else None
-    _default_signals()  # after the --watch monitor forked: it stays a Python process
+    _default_signals()
     try:
         os.execve(prog, argv, full)
     except (OSError, ValueError) as e:
-        if callable(undo):
-            undo()
         raise _exec_error(argv[0], e, full) from None
 
 

@@ -1,12 +1,16 @@
-"""`nodemap run --watch`: a monitor process beside each rank that records its memory over time.
+"""`nodemap run --watch`: the rank's launcher records its application's memory over time.
 
-The rank's launcher process forks the monitor just before it execs the
-application, so the application keeps the launcher's PID, exit code and
-signals; the monitor is the application's child. It ends when the
-application ends: it waits on a pidfd of the application (polled between
-samples), and PR_SET_PDEATHSIG wakes it if that is not available. It ignores
-Ctrl-C and a SIGTERM sent to the whole job while the application lives, so
-the timeline covers the application to its last moment.
+The launcher starts the application as its child (fork, bind, exec) and
+stays beside it as its monitor, so its summary is printed before the
+launcher returns to the shell or the scheduler, every time: a script's next
+command never prints first, and a launcher that kills the step's processes
+once the task ends cannot kill the summary. The application keeps its exit
+status (a signal that ended it ends the launcher the same way); signals
+sent to the launcher (kill, mpirun and srun forwarding) are forwarded to
+the application, those the terminal sends to the whole foreground group
+(Ctrl-C) are not sent twice. Between samples the monitor waits for the
+application's end or a signal (sigtimedwait), so the timeline covers the
+application to its last moment.
 
 Each sample is one line appended to the rank's timeline file with one
 write(2) (a killed monitor leaves only complete lines): time, host RSS of
@@ -26,7 +30,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .. import env as launcher_env
 
@@ -44,7 +48,10 @@ LIB_MARKS = (("libucp", "libucp"), ("libuct_cuda", "libuct_cuda"), ("libacc", "l
              ("libtorch_cuda", "libtorch_cuda"), ("libc10_cuda", "libc10_cuda"), ("libnccl", "libnccl"),
              ("libcudart", "libcudart"), ("libmpi", "libmpi"), ("/jaxlib/", "jax"), ("libtensorflow", "libtensorflow"))
 LIB_SCANS = (1.0, 5.0, 30.0, 120.0)  # s after start: runtimes load late (dlopen)
-PR_SET_PDEATHSIG = 1
+# forwarded to the application (SIGTSTP/SIGCONT act on the whole group by themselves)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+             signal.SIGALRM, signal.SIGWINCH)
+SI_KERNEL = 0x80  # si_code of a signal the kernel sent (the terminal's Ctrl-C, hang-up)
 ENV_WATCH_DIR = "NODEMAP_WATCH_DIR"
 ENV_SUMMARY_WAIT = "NODEMAP_WATCH_SUMMARY_WAIT"
 SUMMARY_WAIT = 60.0  # s local rank 0 waits at most for its peers' ends before it prints what it has
@@ -99,36 +106,95 @@ def default_dir(env) -> str:
 
 
 class Watch:
-    """A prepared monitor: the timeline file is open and its header written; `start` forks it."""
+    """A prepared monitor: the timeline file is open and its header written; `run` starts the application."""
 
     def __init__(self, fd: int, path: str, header: dict, interval: float) -> None:
         self.fd, self.path, self.header, self.interval = fd, path, header, interval
-        self.affinity = sorted(os.sched_getaffinity(0))  # the monitor keeps the launcher's, not the rank's PUs
 
-    def start(self):
-        """Fork the monitor (call just before exec); returns, in the caller, what undoes it if the exec fails."""
-        app = os.getpid()
-        pid = os.fork()
-        if pid:
+    def run(self, exec_app: Callable[[], None]) -> int:
+        """Fork; the child calls `exec_app` (bind and exec, never returns); this process records the child
+        until it ends, prints the summary (local rank 0) and returns the application's exit status (or ends
+        by the signal that ended it). An exec that fails raises its NodemapError here, leaving no timeline."""
+        waited = set(FORWARDED) | {signal.SIGCHLD}
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)  # delivered to sigtimedwait, not to handlers
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe2(os.O_CLOEXEC)  # closed by a successful exec; a failed one writes its error there
+        app = os.fork()
+        if app == 0:
+            _exec_child(self.fd, r, w, mask, exec_app)
+        os.close(w)
+        failed = _read_pipe(r)
+        if failed:
+            os.waitpid(app, 0)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            self._abandon()
+            from ..errors import NodemapError
+
+            err = NodemapError(failed["error"])
+            err.exit_code = failed["code"]
+            raise err
+        status = _monitor(self, app)
+        return _end_as(status, mask)
+
+    def _abandon(self) -> None:
+        """The exec failed: no application ran, so no timeline stays."""
+        try:
             os.close(self.fd)
-            return lambda: self._abandon(pid)
-        code = 1
-        try:
-            _monitor(self, app)
-            code = 0
-        except BaseException as e:  # a full disk or a monitor bug must not disturb the application
-            _stopped(self, e)
-        finally:
-            os._exit(code)  # this is a forked copy of the launcher: it must never return into its code
-
-    def _abandon(self, pid: int) -> None:
-        """The exec failed: no application ran, so neither a monitor nor its timeline stays."""
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _exec_child(fd: int, r: int, w: int, mask, exec_app: Callable[[], None]) -> None:
+    """In the child: the launcher's signal mask back, then bind and exec; an error goes up the pipe."""
+    code, text = 127, "the application could not be started"
+    try:
+        os.close(fd)
+        os.close(r)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        exec_app()
+    except BaseException as e:  # NodemapError from the exec: its one-line message and the shell's code
+        code, text = getattr(e, "exit_code", None) or 127, str(e) or type(e).__name__
+    try:
+        os.write(w, json.dumps({"error": text, "code": code}).encode())
+    finally:
+        os._exit(code)  # a forked copy of the launcher: it must never return into its code
+
+
+def _read_pipe(r: int) -> dict | None:
+    chunks = []
+    while True:
+        try:
+            b = os.read(r, 65536)
+        except InterruptedError:
+            continue
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    try:
+        return json.loads(b"".join(chunks)) if chunks else None
+    except ValueError:
+        return {"error": "the application could not be started", "code": 127}
+
+
+def _end_as(status: int, mask) -> int:
+    """The application's exit status as the launcher's: its code, or death by the same signal."""
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code
+    sig = -code
+    try:
+        if sig != signal.SIGKILL:  # SIGKILL's disposition cannot be set (and needs no unblocking)
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, set(mask) - {sig})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), sig)
+    except (OSError, ValueError):
+        pass
+    return 128 + sig  # a signal whose default is not to end a process (or one we cannot raise)
 
 
 def _stopped(w: Watch, e: BaseException) -> None:
@@ -177,12 +243,26 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
 # --- the monitor process ---------------------------------------------------------------
 
 
-def _monitor(w: Watch, app: int) -> None:
-    _detach(w, app)
-    pidfd = _pidfd(app)
-    if os.getppid() != app:  # the application ended before the death signal was armed
-        _write(w.fd, {"end": {"t": 0.0, "samples": 0}})
-        return
+def _monitor(w: Watch, app: int) -> int:
+    """Sample the application until it ends; its wait status. A monitor that fails (a full disk) says so once
+    and waits on: the application runs on undisturbed."""
+    _detach(w)
+    ended: list[int] = []
+    try:
+        _record(w, app, ended)
+    except BaseException as e:
+        _stopped(w, e)
+    status = ended[0] if ended else _wait(app, None)
+    if w.header["local_rank"] == 0:
+        try:
+            _summary(w)
+        except Exception as e:  # the application's status matters more than its summary
+            os.write(2, f"nodemap run --watch: note: no summary ({type(e).__name__}: {e})\n".encode())
+    return status
+
+
+def _record(w: Watch, app: int, ended: list[int]) -> None:
+    """Samples until the application ends; its wait status goes into `ended` as soon as it is reaped."""
     gpus = _Gpus(w.header["planned_gpus"], w.header.get("planned_pci", []))
     _write(w.fd, {"gpus": gpus.info, **({"note": gpus.note} if gpus.note else {})})
     t0 = w.header["start"]
@@ -204,69 +284,49 @@ def _monitor(w: Watch, app: int) -> None:
             if new:
                 libs |= new
                 _write(w.fd, {"libs": sorted(new)})
-        if _ended(pidfd, app, w.interval):
+        status = _wait(app, w.interval)
+        if status is not None:
+            ended.append(status)
             break
-    _write(w.fd, {"end": {"t": round(time.time() - t0, 3), "samples": n, **_exit_status(app)}})
+    code = os.waitstatus_to_exitcode(status)
+    _write(w.fd, {"end": {"t": round(time.time() - t0, 3), "samples": n,
+                          **({"signal": -code} if code < 0 else {"exit": code})}})
     gpus.close()
-    if w.header["local_rank"] == 0:
-        _summary(w)
 
 
-def _detach(w: Watch, app: int) -> None:
-    """Live beside the application without touching it: its signals, its stdio, its PUs."""
-    import ctypes
+def _wait(app: int, timeout: float | None) -> int | None:
+    """Wait up to `timeout` s (None: until it ends) for the application's end, forwarding the signals this
+    process gets; its wait status, or None while it runs."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        pid, status = os.waitpid(app, os.WNOHANG)
+        if pid:
+            return status
+        left = 3600.0 if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return None
+        info = signal.sigtimedwait(set(FORWARDED) | {signal.SIGCHLD}, left)
+        if info is not None and info.si_signo != signal.SIGCHLD and info.si_code != SI_KERNEL:
+            # sent to this process (kill, a launcher forwarding): the application's. The terminal's Ctrl-C
+            # (SI_KERNEL) went to the whole foreground group, the application too: not twice.
+            try:
+                os.kill(app, info.si_signo)
+            except OSError:
+                pass
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # the pidfd or the parent check below still ends the monitor
-    # SIGXFSZ: a file size limit is a failed write (the timeline stops with a note), not a silent death
-    for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTSTP, signal.SIGUSR1, signal.SIGUSR2,
-              signal.SIGXFSZ):
-        signal.signal(s, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: None)  # wakes the wait; the loop ends when the application does
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)  # a pipe reading the application's stdout sees EOF when it ends
-    # inherited sockets (PMI, the launcher's) stay the application's alone
+
+def _detach(w: Watch) -> None:
+    """Beside the application without touching it: inherited sockets (PMI, the launcher's) stay the
+    application's alone, and the monitor yields the CPU to it."""
     keep = sorted({2, w.fd})
     os.closerange(3, keep[-1]) if keep[-1] > 3 else None
     os.closerange(keep[-1] + 1, 65536)
+    # SIGXFSZ: a file size limit is a failed write (the timeline stops with a note), not a silent death
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
-        os.sched_setaffinity(0, w.affinity)
         os.nice(5)
     except OSError:
         pass
-
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
-def _ended(pidfd: int | None, app: int, timeout: float) -> bool:
-    """Wait up to `timeout` s; True when the application has ended."""
-    if pidfd is not None:
-        import select
-
-        p = select.poll()
-        p.register(pidfd, select.POLLIN)
-        return bool(p.poll(timeout * 1000))
-    time.sleep(timeout)
-    return os.getppid() != app
-
-
-def _exit_status(app: int) -> dict:
-    """The application's exit, when it is still a zombie (its launcher reaps it at any moment)."""
-    try:
-        with open(f"/proc/{app}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        code = int(fields[49])  # exit_code, field 52 (Linux >= 3.5)
-    except (OSError, IndexError, ValueError):
-        return {}
-    return {"signal": code & 0x7F} if code & 0x7F else {"exit": code >> 8}
 
 
 def _write(fd: int, record) -> None:
