@@ -63,7 +63,7 @@ def test_a_file_in_its_place_is_refused(tmp_path, monkeypatch):
     f = tmp_path / "notadir"
     f.write_text("")
     monkeypatch.setenv("NODEMAP_CACHE_DIR", str(f))
-    with pytest.raises(plancache.Refused, match="not a directory"):
+    with pytest.raises(plancache.Refused, match="not a folder"):
         plancache.open_folder()
 
 

@@ -10,10 +10,18 @@
   (as root, `--export /dev/stdout` must not replace /dev/stdout for the
   whole machine). A new file gets 0666 less the umask, as `>` would give it;
   a replaced file keeps its mode.
+
+In a folder other users may write to (a watch folder, a fleet folder on a
+shared file system, /tmp), `make_folder` and `open_append` never follow a
+symbolic link planted where nodemap makes a folder or appends a line: the
+folder is opened O_NOFOLLOW|O_DIRECTORY, the file reached through that
+descriptor, created O_EXCL|O_NOFOLLOW (or an existing one opened
+O_NOFOLLOW) and used only when it is a regular file of this user.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -105,3 +113,71 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+# --- folders others may write to ------------------------------------------------------------
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def folder_problem(path: str, err: OSError) -> str:
+    """Why opening `path` as a folder without following links failed, as
+    "is ...": a link (ELOOP), not a folder, or the system's reason (another
+    user's 0700 folder is "not open to you", not "not a directory")."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return f"cannot be opened ({err.strerror or err})"
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link (another user may have planted it)"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    return f"a folder not open to you ({err.strerror or err}; it belongs to uid {st.st_uid})"
+
+
+def open_folder(path: str, where: str) -> int:
+    """A descriptor of the folder `path` itself, never of a link's target."""
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError as e:
+        raise NodemapError(f"{where}: {path} is {folder_problem(path, e)}; remove it or give another "
+                           "folder") from None
+
+
+def make_folder(path: str, where: str) -> None:
+    """Create the folder `path` (and its parents) unless it exists; refused
+    when its last part is a symbolic link or not a folder."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        pass  # not a folder: open_folder says so
+    except OSError as e:
+        raise NodemapError(f"{where}: cannot create {path} ({e.strerror or e}); give another folder") from None
+    os.close(open_folder(path, where))
+
+
+def open_append(folder: str, name: str, where: str, mode: int = 0o644) -> int:
+    """A descriptor appending to `name` in `folder` (see the module's doc)."""
+    dfd = open_folder(folder, where)
+    path = os.path.join(folder, name)
+    try:
+        try:
+            fd = os.open(name, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, mode, dir_fd=dfd)
+        except FileExistsError:
+            fd = os.open(name, _APPEND_FLAGS, dir_fd=dfd)
+    except OSError as e:
+        problem = ("is a symbolic link (another user may have planted it); remove it" if e.errno == errno.ELOOP
+                   else f"cannot be opened for appending ({e.strerror or e})")
+        raise NodemapError(f"{where}: {path} {problem}") from None
+    finally:
+        os.close(dfd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}, not by you"
+        raise NodemapError(f"{where}: {path} is {what}; nodemap appends only to its own files: remove it or "
+                           "give another folder")
+    os.set_blocking(fd, True)
+    return fd

@@ -99,10 +99,9 @@ def output_dir(arg: str | None) -> str:
     parent = os.path.dirname(os.path.abspath(d))
     if not os.path.isdir(parent):
         raise NodemapError(f"--output {d}: the folder {parent} does not exist; create it or give another")
-    try:
-        os.makedirs(d, exist_ok=True)
-    except OSError as e:
-        raise NodemapError(f"--output {d}: cannot create it ({e.strerror or e})") from None
+    from ..outfile import make_folder
+
+    make_folder(d, "--output")
     if not os.access(d, os.W_OK | os.X_OK):
         raise NodemapError(f"--output {d}: not writable; give a folder you can write to")
     return d

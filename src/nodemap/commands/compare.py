@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.topology and not args.dry_run:
         raise NodemapError("--topology describes another machine: add --dry-run (probes run on this node only)")
+    if args.output:
+        from ..outfile import check
+
+        check(args.output)  # before the probes: a folder or FIFO at -o once lost every measurement
     topo = discover(args.topology) if args.topology else discover()
     wanted = [s.strip() for s in args.bindings.split(",") if s.strip()]
     if not wanted or any(w not in cb.NAMES for w in wanted):

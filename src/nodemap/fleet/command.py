@@ -132,9 +132,8 @@ def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
 def _writable(d: str) -> None:
     if os.path.exists(d) and not os.path.isdir(d):
         raise NodemapError(f"--output {d}: exists and is not a folder; give a folder for the fleet report")
-    try:
-        os.makedirs(d, exist_ok=True)
-    except OSError as e:
-        raise NodemapError(f"--output {d}: cannot create it ({e.strerror or e}); give another folder") from None
+    from ..outfile import make_folder
+
+    make_folder(d, "--output")
     if not os.access(d, os.W_OK | os.X_OK):
         raise NodemapError(f"--output {d}: not writable; give a folder you can write to")

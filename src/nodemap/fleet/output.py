@@ -27,8 +27,10 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
+    from ..outfile import make_folder
+
     folder = os.path.join(outdir, "nodes")
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder, "--output")
     path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + suffix)
     write_atomic(path, json.dumps(doc))
     return path
@@ -36,16 +38,22 @@ def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
 
 class FleetOutput:
     def __init__(self, outdir: str) -> None:
+        from ..outfile import make_folder
+
         self.outdir = outdir
-        os.makedirs(outdir, exist_ok=True)
+        make_folder(outdir, "--output")
         self.nodes_path = os.path.join(outdir, "nodes.jsonl")
         self.pairs_path = os.path.join(outdir, "pairs.jsonl")
         self.json_path = os.path.join(outdir, "fleet.json")
         self.html_path = os.path.join(outdir, "fleet.html")
 
     def _append(self, path: str, obj: Any) -> None:
-        # One write per line, flushed and synced: a run killed later keeps every line written.
-        with open(path, "a") as f:
+        # One write per line, synced: a run killed later keeps every line written. The folder may
+        # be shared (docs/fleet.md): never appended through a link planted in it.
+        from ..outfile import open_append
+
+        fd = open_append(self.outdir, os.path.basename(path), "--output")
+        with os.fdopen(fd, "w") as f:
             f.write(json.dumps(obj) + "\n")
             f.flush()
             os.fsync(f.fileno())

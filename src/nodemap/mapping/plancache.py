@@ -57,11 +57,10 @@ def open_folder(path: str | None = None) -> int:
     try:
         fd = os.open(path, _DIR_FLAGS)
     except OSError as e:
-        st = _lstat(path)
-        what = ("a symbolic link (another user may have planted it)" if st is not None and _islink(st.st_mode)
-                else "not a directory" if st is not None else e.strerror)
-        raise Refused(f"plan cache {path} is {what}: not used; remove it, or set NODEMAP_CACHE_DIR to a "
-                      "private folder") from None
+        from ..outfile import folder_problem
+
+        raise Refused(f"plan cache {path} is {folder_problem(path, e)}: not used; remove it, or set "
+                      "NODEMAP_CACHE_DIR to a private folder") from None
     st = os.fstat(fd)
     if st.st_uid != os.getuid():
         os.close(fd)
@@ -75,17 +74,6 @@ def open_folder(path: str | None = None) -> int:
             raise Refused(f"plan cache {path} has mode {st.st_mode & 0o777:o} and cannot be made 0700 "
                           f"({e.strerror}); set NODEMAP_CACHE_DIR to a private folder") from None
     return fd
-
-
-def _lstat(path: str):
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
-
-
-def _islink(mode: int) -> bool:
-    return mode & 0o170000 == 0o120000
 
 
 # --- what a plan depends on ------------------------------------------------------------

@@ -220,12 +220,13 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
     host = socket.gethostname()
     rank = global_rank(env, local_rank)
     path = os.path.join(d, f"{host}.r{rank}.{os.getpid()}.watch")
-    try:
-        os.makedirs(d, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise NodemapError(f"cannot write the watch timeline in {d!r} ({e.strerror}): pass --watch-dir to a "
-                           f"folder you can write (e.g. --watch-dir $HOME/watch)") from None
+    from ..outfile import make_folder, open_append
+
+    try:  # a shared watch folder: never through a link another user planted (a pid is easy to guess)
+        make_folder(d, "--watch-dir")
+        fd = open_append(d, os.path.basename(path), "--watch-dir")
+    except NodemapError as e:
+        raise NodemapError(f"cannot write the watch timeline: {e} (e.g. --watch-dir $HOME/watch)") from None
     header = {"schema": SCHEMA, "host": host, "job": job_id(env), "rank": rank, "local_rank": local_rank,
               "local_size": local_size, "pid": os.getpid(), "argv": list(argv), "start": time.time(),
               "interval": interval, "planned_gpus": list(task.get("gpus", [])),
