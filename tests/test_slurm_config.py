@@ -104,3 +104,41 @@ def test_an_odd_node_name_is_refused(capsys, tmp_path):
     path.write_text(nodes.karolina().to_json())
     assert main(["slurm", "gres", "--input", str(path), "--node-name", "a b"]) == 2
     assert "characters a Slurm node name cannot have" in capsys.readouterr().err
+
+
+@pytest.mark.slurm
+def test_the_real_slurmd_parses_the_lines(capsys, tmp_path):
+    """slurmd -G (print the GRES configuration and exit: no daemon) on a
+    DGX-like node's lines, the /dev/nvidiaN files replaced by stand-in
+    character devices in tmp_path; the node's layout from slurm.conf
+    (config_overrides), so Cores=48-63 must fit Karolina's 2x64 cores."""
+    import os
+    import shutil
+    import stat
+    import subprocess
+
+    from slurm_cluster import SBIN, unavailable
+
+    if unavailable():
+        pytest.skip(unavailable())
+    k = nodes.karolina()
+    dgx = dataclasses.replace(k, links=tuple(Link(g.key, "NVSwitch", "NVLink", 12, 300.0, 3) for g in k.gpus))
+    doc = json.loads(run(capsys, tmp_path, dgx, "gres", "--json", "--node-name", "n1"))
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for i in range(8):
+        os.mknod(dev / f"nvidia{i}", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's numbers
+    (tmp_path / "gres.conf").write_text("".join(
+        f"NodeName=n1 {line.replace('File=/dev/', f'File={dev}/')}\n" for line in doc["lines"]))
+    (tmp_path / "spool").mkdir()
+    (tmp_path / "slurm.conf").write_text(
+        f"ClusterName=gres\nSlurmctldHost=localhost\nGresTypes=gpu,nic\nDebugFlags=Gres\n"
+        f"SlurmdSpoolDir={tmp_path}/spool\nSlurmdPidFile={tmp_path}/slurmd.pid\nSlurmdParameters=config_overrides\n"
+        f"NodeName=n1 Sockets=2 CoresPerSocket=64 ThreadsPerCore=2 Gres={doc['node_gres']}\n"
+        "PartitionName=p Nodes=n1\n")
+    p = subprocess.run([shutil.which("slurmd", path=SBIN), "-G", "-f", str(tmp_path / "slurm.conf"), "-N", "n1"],
+                       capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "error" not in out and "fatal" not in out, out
+    assert f"Index=0 ID=" in out and f"File={dev}/nvidia0 Cores=48-63" in out and "Links=-1,12,12,12,12,12,12,12" in out
+    assert out.count("Name=gpu") == 8 and out.count("Name=nic") == 4
