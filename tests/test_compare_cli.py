@@ -29,6 +29,17 @@ def test_dry_run_on_lassen_lists_every_binding_with_its_resources(fixtures):
     assert all(not b["probes"] for b in d["bindings"])
 
 
+@pytest.mark.parametrize("flag", ["--input", "--topology"])
+def test_input_is_accepted_as_by_every_command(fixtures, flag):
+    # was: "unrecognized arguments: --input" (compare alone took only --topology)
+    xml = fixtures / "mpibind/topo-xml/coral-lassen.xml"
+    if not xml.exists():
+        pytest.skip("lassen fixture missing")
+    p = compare(flag, str(xml), "--dry-run", "--tasks", "4", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["topology"].endswith("coral-lassen.xml")
+
+
 def test_stream_under_each_binding_on_this_node(tmp_path):
     out = tmp_path / "c.json"
     p = compare("--probes", "stream", "--size", "4M", "--tasks", "2", "-q", "-o", str(out))
@@ -52,6 +63,7 @@ def test_stream_under_each_binding_on_this_node(tmp_path):
     (["--bindings", "plan,worst"], "choose from"),
     (["--probes", "flops"], "choose from"),
     (["--topology", "x.xml"], "--dry-run"),
+    (["--input", "x.xml"], "--dry-run"),
 ])
 def test_bad_input_is_one_line_exit_2(args, words):
     p = compare(*args)

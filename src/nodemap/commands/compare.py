@@ -24,7 +24,7 @@ EPILOG = """\
 examples:
   nodemap compare                         one rank per GPU, every probe
   nodemap compare --tasks 4 --probes stream
-  nodemap compare --topology node.xml --dry-run   the bindings only, no measurement
+  nodemap compare --input node.xml --dry-run      the bindings only, no measurement
 """
 
 
@@ -34,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bindings", default="none,launcher,plan,remote-gpu,packed,far-nic",
                    help="subset of none,launcher,plan,remote-gpu,packed,far-nic")
     p.add_argument("--size", metavar="BYTES", help="STREAM bytes per array (default: the bench's)")
-    p.add_argument("--topology", metavar="FILE", help="plan from this topology (with --dry-run: any machine)")
+    p.add_argument("--input", "--topology", dest="topology", metavar="PATH",
+                   help="plan from a saved node: hwloc XML, sysfs snapshot or nodemap JSON, as the other commands' "
+                        "--input (with --dry-run: any machine)")
     p.add_argument("--dry-run", action="store_true", help="print the bindings, measure nothing")
     from ..units import seconds
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..topology.discover import discover
 
     if args.topology and not args.dry_run:
-        raise NodemapError("--topology describes another machine: add --dry-run (probes run on this node only)")
+        raise NodemapError("--input describes another machine: add --dry-run (probes run on this node only)")
     if args.output:
         from ..outfile import check
 
