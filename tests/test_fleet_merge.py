@@ -34,12 +34,17 @@ def test_slow_node_ranks_by_its_worst_ratio_with_evidence():
     docs = [node_doc(f"n{i}", rng) for i in range(9)]
     docs.append(node_doc("acn17", rng, slow={"gpu/5/hbm_triad": 0.81}, nvlink={5: 12}))
     docs.append(node_doc("acn18", rng, slow={"gpu/1/hbm_triad": 0.93}))
+    noisy = next(x for x in docs[-1]["figures"] if x["key"] == "gpu/1/hbm_triad")
+    noisy["spread"] = 0.12  # its repetitions ranged 12%: 93% is within its own noise
     f = fleet_of(docs)
     assert [d.node for d in f.drain] == ["acn17"]
     top = f.drain[0]
     assert top.reason.startswith("GPU5 HBM triad") and "81% of the fleet median" in top.reason
     assert any("NVLink GPU5-NVSwitch 12 where 10 of 11 nodes have 18" in e for e in top.evidence)
     assert f.verdict("acn18") == "warn" and f.verdict("n0") == "pass"
+    assert "within the noise" not in top.reason and "beyond the noise" in top.reason
+    (why,) = [x.text for x in f.findings if x.node == "acn18"]
+    assert "its own repetitions (spread 12.0%)" in why and "robust z -1." in why
     ratio = f.ratios["acn17"][f.keys.index("gpu/5/hbm_triad")]
     assert 0.78 < ratio < 0.84
 

@@ -91,6 +91,27 @@ def test_slow_node_flagged_silent_node_missing_within_its_timeout_rest_complete(
     assert "nodeD" in p.stdout and "drain (2)" in p.stdout
 
 
+def test_a_suspect_is_re_measured_on_its_node_before_it_is_drained(tmp_path, saved_doc):
+    """Two nodes 20% slow on their first check: the one that stays slow when
+    its leader measures again is drained, the transient one is a warning."""
+    out = tmp_path / "out"
+    ranks = [("nA", {}), ("nB", {"NODEMAP_FLEET_SCALE": "0.8"}), ("nC", {}), ("nE", {"NODEMAP_FLEET_SCALE_ONCE": "0.8"}),
+             ("nF", {})]
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--no-pairs", "--json"]), capture_output=True, text=True,
+                       timeout=180, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    assert p.returncode == 1, p.stderr
+    fleet = json.loads(p.stdout)
+    assert [d["node"] for d in fleet["drain"]] == ["nB"] and "still beyond" in fleet["drain"][0]["reason"]
+    transient = [f for f in fleet["findings"] if f["node"] == "nE"]
+    assert transient and all(f["severity"] == "warn" and "transient, not drained" in f["text"] for f in transient)
+    again = json.loads((out / "remeasured.json").read_text())["remeasured"]
+    assert set(again) == {"nB", "nE"} and "re-measuring" in p.stderr
+    # --from the folder confirms by the same re-measures
+    q = subprocess.run([*NODEMAP, "check", "--from", str(out), "-o", str(tmp_path / "again"), "--json", "--no-html"],
+                       capture_output=True, text=True, timeout=60, env=env())
+    assert [d["node"] for d in json.loads(q.stdout)["drain"]] == ["nB"], q.stderr
+
+
 def test_a_node_whose_check_dies_is_missing_and_the_rest_reported(tmp_path, saved_doc):
     out = tmp_path / "out"
     ranks = [("a", {}), ("b", {}), ("c", {"NODEMAP_FLEET_HANG": "crash"})]

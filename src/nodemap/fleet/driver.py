@@ -39,12 +39,12 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import NodemapError
 from . import merge as mergemod
 from . import nodecheck, output, pairtest, wire
-from .pairs import Figures, Pair, conclusion, isolate
+from .pairs import Figures, Pair, conclusion, isolate, said
 
 
 @dataclass
@@ -121,7 +121,7 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
             wire.send(comm, gathered(doc, cfg), 0, wire.DOC, wire.deadline(cfg.check_timeout))
         elif role.get("lead") is not None:
             await_leader(comm, role["lead"], cfg)
-        return serve(comm, cfg)
+        return serve(comm, cfg, lambda keys: remeasure(check, me["node"], cfg, keys))
     except wire.Late:
         return _orphan(me, doc, cfg)
     except KeyboardInterrupt:
@@ -186,14 +186,36 @@ def gathered(doc: dict[str, Any], cfg: Config) -> dict[str, Any]:
     return nodecheck.compact(doc, path)
 
 
-def serve(comm: Any, cfg: Config) -> int:
-    """Run rank 0's commands until it says done."""
-    patience = cfg.check_timeout + cfg.join_timeout + 8 * cfg.pair_timeout
+def serve(comm: Any, cfg: Config, redo: Callable[[list[str]], dict[str, Any]]) -> int:
+    """Run rank 0's commands until it says done (a leader may be asked to
+    measure its suspect figures again first: `redo`)."""
+    patience = 2 * cfg.check_timeout + cfg.join_timeout + 8 * cfg.pair_timeout
     while True:
         cmd = wire.recv(comm, 0, wire.CMD, wire.deadline(patience))
         if cmd["op"] == "done":
             return 0
+        if cmd["op"] == "remeasure":
+            wire.send(comm, {"remeasured": redo(cmd["keys"])}, 0, wire.REPORT, wire.deadline(cfg.check_timeout))
+            continue
         wire.send(comm, do_pair(comm, cmd, cfg), 0, wire.REPORT, wire.deadline(cfg.pair_timeout))
+
+
+REDO_WHY = "the fleet's re-measure of suspect figures runs without the node's MPI step"
+
+
+def remeasure(check: nodecheck.CheckFn, node: str, cfg: Config, keys: list[str]) -> dict[str, Any]:
+    """The node's check once more, for its suspect figures: key -> the new
+    figure record, or why there is none. The MPI step is left out (its
+    partner rank is serving rank 0 by now): an MPI figure is not re-measured."""
+    from ..check.mpi import InJob
+
+    try:
+        doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, InJob(None, REDO_WHY), again=True)
+    except Exception as e:  # the first check passed: whatever fails now is said, the first value stands
+        return {k: f"its node check failed when run again ({type(e).__name__}: {e})" for k in keys}
+    got = {f.get("key"): f for f in doc.get("figures", ()) if f.get("key") in keys}
+    return {k: got.get(k) or ("an MPI figure: " + REDO_WHY if k.startswith("mpi/") else
+                              "the check run again did not measure it") for k in keys}
 
 
 def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
@@ -234,6 +256,7 @@ class Coordinator:
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
         self.isolation: dict[str, Any] | None = None
+        self.remeasured: mergemod.Remeasured | None = None  # suspects measured again (`remeasure_phase`)
         self.directions: dict[str, bool] = {}  # pair figure -> higher is better (the keys isolate judges)
         self.messages: list[str] = []
         self.late = False
@@ -250,6 +273,7 @@ class Coordinator:
         try:
             self.join(me)
             self.checks(me)
+            self.remeasure_phase(me)
             if self.cfg.pairs:
                 self.pair_phase()
         except KeyboardInterrupt:
@@ -341,6 +365,8 @@ class Coordinator:
 
     def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
         node.seen = mergemod.node_from_doc(doc)
+        for why in node.seen.rejected:
+            self.messages.append(f"{node.name}: its document's {why}: left out (a figure is a finite number >= 0)")
         node.nics = [(str(n.get("name")), str(n.get("cpuset", ""))) for n in (doc.get("topology") or {}).get("nics", ())]
         node.state = "node check done"
         for r in (doc.get("extra") or {}).get(SILENT, ()):
@@ -350,6 +376,38 @@ class Coordinator:
         self.out.node_line(doc)
         done = sum(n.seen is not None for n in self.nodes.values())
         self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")
+
+    def remeasure_phase(self, me: dict[str, Any]) -> None:
+        """Every node whose figure fails against the fleet measures it again,
+        all at once, before anyone is drained for it (`merge.confirm`)."""
+        self.remeasured = {}
+        seen = [n.seen for n in self.nodes.values() if n.seen is not None]
+        asked = mergemod.suspects(seen, self.cfg.thresholds)
+        if not asked:
+            return
+        self.say(f"re-measuring {sum(map(len, asked.values()))} suspect figures on {len(asked)} nodes")
+        waiting = {}
+        for name, keys in asked.items():
+            leader = self.nodes[name].leader
+            if leader == 0:
+                self.remeasured[name] = remeasure(self.check, name, self.cfg, keys)
+            else:
+                wire.post(self.comm, {"op": "remeasure", "keys": keys}, leader, wire.CMD)
+                waiting[leader] = name
+        at = wire.deadline(self.cfg.check_timeout)
+        while waiting and wire.left(at) > 0:
+            got = wire.poll(self.comm, (wire.REPORT,))
+            if got is None:
+                time.sleep(wire.POLL_S)
+                continue
+            name = waiting.pop(got[0], None)
+            if name:
+                self.remeasured[name] = got[2].get("remeasured", {})
+        for leader, name in waiting.items():
+            self.late = True
+            self.nodes[name].state = f"node check done; no re-measure within {self.cfg.check_timeout:g} s"
+            self.remeasured[name] = {k: f"no answer within {self.cfg.check_timeout:g} s" for k in asked[name]}
+        self.out.remeasured(self.remeasured)
 
     def pair_phase(self) -> None:
         alive = [n for n in self.nodes.values() if n.seen is not None]
@@ -364,9 +422,7 @@ class Coordinator:
         self.out.isolation(self.isolation)
         self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "
                  f"(all pairs would be {len(alive) * (len(alive) - 1) // 2})")
-        c = self.isolation
-        self.messages.append(f"pair tests: {c['tests']} in {c['rounds']} rounds; bad nodes {c['bad_nodes']}; "
-                             f"bad links {c['bad_links']}; transient {c['transient']}")
+        self.messages.append(said(self.isolation))
 
     def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, Figures]:
         """One round of pair tests; each pair's figures (`take_reports`)."""
@@ -389,6 +445,8 @@ class Coordinator:
             got = wire.poll(self.comm, (wire.REPORT,))
             if got is None:
                 time.sleep(wire.POLL_S)
+                continue
+            if "pair" not in got[2]:  # a re-measure that came past its deadline
                 continue
             waiting.discard(got[0])
             reports.append(got[2])
@@ -473,7 +531,8 @@ class Coordinator:
         return out
 
     def finish(self, interrupted: bool) -> mergemod.Fleet:
-        fleet = mergemod.merge(self.fleet_nodes(), self.pair_results, self.cfg.thresholds, self.isolation)
+        fleet = mergemod.merge(self.fleet_nodes(), self.pair_results, self.cfg.thresholds, self.isolation,
+                               self.remeasured)
         if interrupted:
             fleet.complete = False
         self.out.fleet(fleet, self.messages, html=self.cfg.html)
@@ -504,11 +563,12 @@ def nearest_nic(nics: list[tuple[str, str]], cpus: set[int]) -> str:
 def run_from(dirs: list[str], cfg: Config) -> int:
     """`--from DIR`: the same report from node documents saved by separate jobs."""
     nodes, pair_results, isolation = output.read_saved(dirs)
+    remeasured = output.read_remeasured(dirs)
     if not nodes:
         raise NodemapError(f"--from {' '.join(dirs)}: no node documents (nodes/*.json, nodes.jsonl or *.json of "
                            f"schema {nodecheck.SCHEMA}) found; run `nodemap check --output DIR` on each node first")
     out = output.FleetOutput(cfg.outdir)
-    fleet = mergemod.merge(nodes, pair_results, cfg.thresholds, isolation)
+    fleet = mergemod.merge(nodes, pair_results, cfg.thresholds, isolation, remeasured)
     messages = [f"built from {len(nodes)} saved node documents in {', '.join(dirs)}"]
     out.fleet(fleet, messages, html=cfg.html)
     if cfg.json_out:

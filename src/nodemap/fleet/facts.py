@@ -14,8 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 # How bad a difference in a fact is: a missing or degraded part is hardware
-# to repair (fail); anything else differs from the fleet (warn).
-FAIL_PREFIXES = ("GPU", "NVLink", "NIC")
+# to repair (fail: memory too, a DIMM lost); anything else differs from the fleet (warn).
+FAIL_PREFIXES = ("GPU", "NVLink", "NIC", "memory")
+# Sizes the kernel reports a little differently on identical nodes (its own
+# reservations, firmware): the same within this fraction of the fleet's median.
+SIZE_TOLERANCE = 0.05
 
 
 def facts(topo: dict[str, Any] | None) -> dict[str, Any]:
@@ -25,6 +28,11 @@ def facts(topo: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out["NUMA nodes"] = len(topo.get("numa_nodes", ()))
     out["CPUs online"] = sum(1 for p in topo.get("pus", ()) if p.get("online", True))
+    if (topo.get("machine") or {}).get("memory"):
+        out["memory"] = topo["machine"]["memory"]
+    for numa in topo.get("numa_nodes", ()):
+        if numa.get("memory"):
+            out[f"memory NUMA{numa.get('os_index')}"] = numa["memory"]
     gpus = topo.get("gpus", ())
     out["GPUs"] = len(gpus)
     for g in gpus:
@@ -82,7 +90,8 @@ def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[s
         for k, v in f.items():
             c = counts.setdefault(k, {})
             c[v] = c.get(v, 0) + 1
-    usual = {k: max(c.items(), key=lambda kv: kv[1]) for k, c in counts.items()}
+    usual = {k: _size_norm(node_facts, k) if k.startswith("memory") else max(c.items(), key=lambda kv: kv[1])
+             for k, c in counts.items()}
     # Only a value most nodes share is a norm; without a majority there is none.
     norm = {k: vh for k, vh in usual.items() if vh[1] * 2 > n}
     out: dict[str, list[tuple[str, str]]] = {}
@@ -90,9 +99,28 @@ def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[s
         found = []
         for k, (v, held) in norm.items():
             mine = f.get(k)
-            if mine != v:
-                what = "absent" if mine is None else str(mine)
-                found.append((severity(k), f"{k} {what} where {held} of {n} nodes have {v}"))
+            if not _same(k, mine, v):
+                what = "absent" if mine is None else _show(k, mine)
+                found.append((severity(k), f"{k} {what} where {held} of {n} nodes have {_show(k, v)}"))
         if found:
             out[node] = found
     return out
+
+
+def _size_norm(node_facts: dict[str, dict[str, Any]], k: str) -> tuple[Any, int]:
+    """A size's norm: the median of the nodes' values, held by those within SIZE_TOLERANCE of it."""
+    values = sorted(f[k] for f in node_facts.values() if isinstance(f.get(k), (int, float)))
+    med = values[len(values) // 2]
+    return med, sum(1 for v in values if _same(k, v, med))
+
+
+def _same(k: str, mine: Any, norm: Any) -> bool:
+    if k.startswith("memory") and isinstance(mine, (int, float)) and isinstance(norm, (int, float)):
+        return abs(mine - norm) <= SIZE_TOLERANCE * norm
+    return mine == norm
+
+
+def _show(k: str, v: Any) -> str:
+    from ..units import format_size
+
+    return format_size(v) if k.startswith("memory") and isinstance(v, (int, float)) else str(v)

@@ -5,10 +5,21 @@ else CPU model) and each figure key (node-independent: "gpu/hbm triad/GPU5"),
 the baseline is the median of the nodes' values, with the median absolute
 deviation (MAD) beside it to show how much the fleet itself varies. A
 node's figure is judged by its ratio to that median (for latency the
-inverse, so that below 1 is always worse): warn below 95%, fail below 90%
-(superbench's baseline rule and the procurement rule of 5% spread). The
-median, not the mean, so that the outliers being looked for do not move
-the baseline they are judged by. Pairwise links are judged by ClusterKit's
+inverse, so that below 1 is always worse) and by how far that is beyond
+the noise: a robust z, (ratio - 1) / sigma, where sigma is the larger of
+the fleet's own spread (1.4826 MAD / median) and the repetition noise of
+the figure (half the range of its repetitions, the figure's `spread`: the
+fleet's typical one, or the node's own when wider). Below 95% of the median
+a figure warns (superbench's baseline rule, the procurement rule of 5%
+spread); it fails only beyond the noise too: z <= -4, or z <= -3 when also
+below 90%. Where the noise is unknown (no spreads, MAD 0) the ratios alone
+judge (fail below 90%). A failed figure is a suspect: the driver measures
+it again (`remeasured`) and the node is drained only when the new value
+still fails against the same baseline. Nodes measured at the same time on
+one host (ranks acting as nodes, co-scheduled checks) contend for it: their
+figure failures are warnings, said in a note. The median, not the mean, so
+that the outliers being looked for do not move the baseline they are
+judged by. Pairwise links are judged by ClusterKit's
 rule (`pairs.bad_pairs`). Topology differences come from `facts`. The
 ranked drain list puts a missing node first, then nodes with failures,
 worst ratio first.
@@ -18,12 +29,14 @@ from __future__ import annotations
 
 import fnmatch
 import gc
+import math
 import statistics
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
 from . import facts as factsmod
+from .nodecheck import BOOT_ID
 from .pairs import bad_pairs, replay
 
 SCHEMA = "nodemap.fleet/1"
@@ -48,6 +61,8 @@ class Thresholds:
     link_bad: float = 0.93  # of the best pair's bandwidth
     link_latency: float = 2.1  # x the lowest pair latency
     min_nodes: int = 3  # fewer nodes of a class with a figure: no fleet verdict (the median of two is their mean)
+    z_fail: float = 4.0  # below warn, fails only this many sigmas (the noise) below the median
+    z_fail_below_fail: float = 3.0  # below fail, this many suffice
     rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
 
     def for_figure(self, key: str, node_class: str) -> tuple[float, float]:
@@ -76,14 +91,34 @@ class Node:
     # the node check's own (verdict, sentence, what): `what` names a configuration finding
     # ("configuration:MPI:mpi/DD/bw") so one the whole fleet shares is told apart; "" otherwise
     findings: list[tuple[str, str, str]] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # figures left out as impossible ("figures[3].value = inf ...")
+    set_aside: set[str] = field(default_factory=set)  # keys it has but not as evidence (rejected, not judged)
+    # where and when it was measured (`measured_on`): nodes sharing a host at the same time contend
+    host: str = ""
+    window: tuple[float, float] | None = None
+
+
+# A figure its own check recorded but did not judge (a cache level the
+# latency curve contradicts: check/figures.py) is no evidence for the fleet either.
+NOT_JUDGED = "not judged"
 
 
 def node_from_doc(doc: dict[str, Any]) -> Node:
-    """A node check document (schema nodemap.check/1) as the fleet sees it."""
+    """A node check document (schema nodemap.check/1) as the fleet sees it.
+    A figure that is not a finite number >= 0 is left out and named in
+    `rejected` (the reader refuses the file, the driver says it)."""
     topo = doc.get("topology")
-    figs = {}
-    for f in doc.get("figures", ()):
-        if f.get("key") and isinstance(f.get("value"), (int, float)) and f["value"] > 0:
+    figs, rejected, aside = {}, [], set()
+    for i, f in enumerate(doc.get("figures") or ()):
+        if not isinstance(f, dict) or not f.get("key"):
+            continue
+        bad = figure_problem(f)
+        if bad:
+            rejected.append(f"figures[{i}].value ({f['key']}) = {f.get('value')!r}: {bad}")
+            aside.add(f["key"])
+        elif NOT_JUDGED in str(f.get("label", "")):
+            aside.add(f["key"])
+        elif f["value"] > 0:
             figs[f["key"]] = f
     return Node(
         name=str(doc.get("host", "?")),
@@ -92,7 +127,44 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
         figures=figs,
         facts=factsmod.facts(topo),
         findings=[_own(x) for x in doc.get("findings", ())],
+        rejected=rejected,
+        set_aside=aside,
+        **measured_on(doc),
     )
+
+
+def figure_problem(f: dict[str, Any]) -> str:
+    """Why a figure's value cannot be a measurement ("" when it can)."""
+    v = f.get("value")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "not a number"
+    if not math.isfinite(v):
+        return "not a finite number"
+    if v < 0:
+        return "negative"
+    return ""
+
+
+def measured_on(doc: dict[str, Any]) -> dict[str, Any]:
+    """The host a document was measured on (its hostname, and its boot id
+    where the fleet recorded one, which tells apart two machines of one name)
+    and when: {} where the document does not say."""
+    topo = doc.get("topology") or {}
+    host = str((topo.get("machine") or {}).get("hostname") or "")
+    boot = str((doc.get("extra") or {}).get(BOOT_ID) or "")
+    start, end = _when(doc.get("started")), _when(doc.get("finished"))
+    if not host or start is None or end is None:
+        return {}
+    return {"host": f"{host} (boot {boot[:8]})" if boot else host, "window": (start, end)}
+
+
+def _when(stamp: Any) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return None
 
 
 def _own(finding: Any) -> tuple[str, str, str]:
@@ -125,15 +197,19 @@ class Baseline:
     mad: float
     min: float
     max: float
+    noise: float = 0.0  # sigma, relative to the median: max(1.4826 MAD / median, typical repetition noise)
+    repetition: float = 0.0  # the typical (median) repetition noise of the figure on these nodes
 
 
 @dataclass
 class Finding:
     node: str
     severity: str  # fail | warn
-    kind: str  # figure | topology | link | missing | incomplete | absent
+    kind: str  # figure | topology | link | missing | incomplete | absent | contention
     text: str
     ratio: float | None = None  # of the fleet median (figures), of the best pair (links)
+    key: str = ""  # the figure key (figures)
+    z: float | None = None  # robust z of a figure: (ratio - 1) / sigma
 
 
 @dataclass
@@ -198,19 +274,28 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
+Remeasured = dict[str, dict[str, Any]]  # node -> key -> the re-measured figure record, or a str: why not
+
+
 def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
-          thresholds: Thresholds = DEFAULTS, isolation: dict[str, Any] | None = None) -> Fleet:
+          thresholds: Thresholds = DEFAULTS, isolation: dict[str, Any] | None = None,
+          remeasured: Remeasured | None = None) -> Fleet:
     """`isolation`: the pair tests' conclusion (`pairs.conclusion`); without
-    it, it is replayed from the pair results."""
+    it, it is replayed from the pair results. `remeasured`: the suspects'
+    figures measured again (`suspects` names them; the driver measures);
+    None where nothing could be (saved documents): a failure then says so."""
     with no_gc():
-        return _merge(nodes, pair_results, thresholds, isolation)
+        return _merge(nodes, pair_results, thresholds, isolation, remeasured)
 
 
 def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds: Thresholds,
-           isolation: dict[str, Any] | None) -> Fleet:
+           isolation: dict[str, Any] | None, remeasured: Remeasured | None) -> Fleet:
     nodes = sorted(nodes, key=lambda n: n.name)
     present = [n for n in nodes if n.status != "missing"]
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
+    findings = confirm(findings, baselines, remeasured, thresholds, {n.name: n.node_class for n in present})
+    shared, contention_notes = co_hosted(present)
+    findings = [contended(f, shared) for f in findings]
     own, own_notes = own_findings(present)
     findings += own
     findings += topology_findings(present)
@@ -225,7 +310,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
                                  f.ratio if f.ratio is not None else 0.0))
     return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
                  drain=drain_list(findings), thresholds=thresholds, isolation=isolation or {},
-                 notes=own_notes + too_few_notes(baselines, thresholds),
+                 notes=own_notes + contention_notes + too_few_notes(baselines, thresholds),
                  complete=all(n.status == "complete" for n in nodes))
 
 
@@ -245,15 +330,145 @@ def judge_figures(nodes: list[Node], th: Thresholds
         baselines.append(b)
         if b.n < th.min_nodes:
             continue
-        warn, fail = th.for_figure(key, cls)
         for n, f in members:
             r = ratio(f["value"], b)
             ratios[n.name][col[key]] = r
-            if r < warn:
-                findings.append(Finding(n.name, "fail" if r < fail else "warn", "figure",
-                                        figure_sentence(f, b, r, warn, fail), r))
+            found = judge(f, b, th)
+            if found:
+                findings.append(Finding(n.name, found[0], "figure", found[1], r, key, found[2]))
         findings += absent_figures(cls, key, members, nodes, b)
     return baselines, keys, ratios, findings
+
+
+def own_noise(f: dict[str, Any]) -> float:
+    """A figure's repetition noise relative to its value: half the range of
+    its repetitions (`spread` is (max - min) / median), 0 when unknown."""
+    s = f.get("spread")
+    return s / 2 if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0 else 0.0
+
+
+def judge(f: dict[str, Any], b: Baseline, th: Thresholds) -> tuple[str, str, float | None] | None:
+    """(fail | warn, the sentence with the rule that decided, robust z) or
+    None: below `warn` of the median it warns; it fails when it is beyond
+    the noise as well (z <= -z_fail, or <= -z_fail_below_fail under `fail`);
+    with no noise known, under `fail` alone."""
+    warn, fail = th.for_figure(b.key, b.node_class)
+    r = ratio(f["value"], b)
+    if r >= warn:
+        return None
+    sigma = max(b.noise, own_noise(f))
+    if sigma <= 0:
+        sev = "fail" if r < fail else "warn"
+        rule = f"{sev} {_below(b, fail if r < fail else warn)}; the fleet's noise is unknown (MAD 0, no repetitions)"
+        return sev, f"{_shortfall(f, b, r)} ({b.node_class}, {b.n} nodes; {rule})", None
+    z = (r - 1) / sigma
+    beyond = z <= -th.z_fail or (r < fail and z <= -th.z_fail_below_fail)
+    noise = f"robust z {z:.1f}, sigma {sigma:.1%}: {_sigma_source(b, f)}"
+    if beyond:
+        rule = (f"fail {_below(b, warn)} and beyond the noise ({noise}; fail at z <= -{th.z_fail:g}, "
+                f"or <= -{th.z_fail_below_fail:g} {_below(b, fail)})")
+    elif r < fail:
+        rule = f"noisy: {_below(b, fail)} but within the noise ({noise}), a warning, not a failure"
+    else:
+        rule = f"warn {_below(b, warn)} ({noise})"
+    return ("fail" if beyond else "warn"), f"{_shortfall(f, b, r)} ({b.node_class}, {b.n} nodes; {rule})", z
+
+
+def _sigma_source(b: Baseline, f: dict[str, Any]) -> str:
+    own = own_noise(f)
+    if own > b.noise:
+        return f"its own repetitions (spread {2 * own:.1%})"
+    if b.repetition >= b.noise:
+        return f"the figure's repetition noise on these nodes (median spread {2 * b.repetition:.1%})"
+    return "the fleet's spread (1.4826 MAD / median)"
+
+
+def _below(b: Baseline, limit: float) -> str:
+    return f"below {limit:.0%}" if b.higher_is_better else f"above {1 / limit:.2f}x"
+
+
+def _shortfall(f: dict[str, Any], b: Baseline, r: float) -> str:
+    if b.higher_is_better:
+        how = f"{r:.0%} of the fleet median {_num(b.median)} {b.unit}"
+    else:  # latency: say it the way it is read, a multiple of the median
+        how = f"{1 / r:.2f}x the fleet median {_num(b.median)} {b.unit}"
+    return f"{_label(b, f.get('path', ''))} {_num(f['value'])} {b.unit} = {how}"
+
+
+def suspects(nodes: list[Node], th: Thresholds = DEFAULTS) -> dict[str, list[str]]:
+    """node -> the figure keys that fail against the fleet (before any
+    re-measure): what the driver measures again on those nodes."""
+    present = [n for n in nodes if n.status != "missing"]
+    shared, _ = co_hosted(present)
+    out: dict[str, list[str]] = {}
+    for f in judge_figures(present, th)[3]:
+        if f.kind == "figure" and f.severity == "fail" and f.node not in shared:
+            out.setdefault(f.node, []).append(f.key)
+    return out
+
+
+def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Remeasured | None,
+            th: Thresholds, classes: dict[str, str]) -> list[Finding]:
+    """A failed figure stands only when measured again it still fails
+    against the same baseline (the first pass's: a re-measure does not move
+    the line it is judged by); otherwise it is a warning: transient."""
+    by = {(b.node_class, b.key): b for b in baselines}
+    out = []
+    for f in findings:
+        if f.kind != "figure" or f.severity != "fail":
+            out.append(f)
+            continue
+        again = (remeasured or {}).get(f.node, {}).get(f.key)
+        if remeasured is None:
+            out.append(_with(f, text=f.text + "; not re-measured (saved documents)"))
+        elif not isinstance(again, dict):
+            out.append(_with(f, text=f.text + f"; not re-measured ({again or 'no value came back'})"))
+        else:
+            b = by.get((classes.get(f.node, ""), f.key))
+            second = judge(again, b, th) if b and not figure_problem(again) else ("warn", "", None)
+            v = f"re-measured {_num(again.get('value', math.nan))} {b.unit if b else ''}".rstrip()
+            if second and second[0] == "fail":
+                out.append(_with(f, text=f.text + f"; {v}: still beyond"))
+            else:
+                out.append(_with(f, severity="warn", text=f.text + f"; {v}: within the rule: transient, not drained"))
+    return out
+
+
+def _with(f: Finding, **changes: Any) -> Finding:
+    return Finding(**{**asdict(f), **changes})
+
+
+def co_hosted(nodes: list[Node]) -> tuple[set[str], list[str]]:
+    """Nodes measured on one host at overlapping times (ranks acting as
+    nodes, checks co-scheduled on one machine): their figures contend for
+    its memory, caches and PCIe, so a shortfall among them is not a fault
+    of any one. Returns those nodes and a note per host."""
+    by_host: dict[str, list[Node]] = {}
+    for n in nodes:
+        if n.host and n.window:
+            by_host.setdefault(n.host, []).append(n)
+    shared: set[str] = set()
+    notes = []
+    for host, group in sorted(by_host.items()):
+        together = {x.name for a in group for b in group if a is not b and _overlap(a, b) for x in (a, b)}
+        if len(together) > 1:
+            shared |= together
+            notes.append(f"{len(together)} nodes ({', '.join(sorted(together))}) were measured at the same time on "
+                         f"one host ({host}): their checks contend for its memory, caches and PCIe, so their "
+                         "fleet-relative figure failures are warnings, not drains; run one check per host to judge them")
+    return shared, notes
+
+
+def _overlap(a: Node, b: Node) -> bool:
+    (a0, a1), (b0, b1) = a.window or (0, 0), b.window or (0, 0)
+    return a0 < b1 and b0 < a1
+
+
+def contended(f: Finding, shared: set[str]) -> Finding:
+    if f.node in shared and f.kind == "figure" and f.severity == "fail":
+        return _with(f, severity="warn", kind="contention", text=f.text + "; measured beside other checks on "
+                     "the same host: contention, not drained")
+    return f
 
 
 def too_few_notes(baselines: list[Baseline], th: Thresholds) -> list[str]:
@@ -302,25 +517,17 @@ def baseline(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]]) -> 
     values = sorted(float(f["value"]) for _, f in members)
     med = statistics.median(values)
     mad = statistics.median(abs(v - med) for v in values)
+    reps = [own_noise(f) for _, f in members]
+    rep = statistics.median(reps) if any(reps) else 0.0
     f0 = members[0][1]
     return Baseline(cls, key, str(f0.get("label") or key), str(f0.get("path", "")), str(f0.get("unit", "")),
-                    bool(f0.get("higher_is_better", True)), len(values), med, mad, values[0], values[-1])
+                    bool(f0.get("higher_is_better", True)), len(values), med, mad, values[0], values[-1],
+                    noise=max(1.4826 * mad / med if med else 0.0, rep), repetition=rep)
 
 
 def ratio(value: float, b: Baseline) -> float:
     """Below 1 is worse, whichever way the unit goes."""
     return value / b.median if b.higher_is_better else b.median / value
-
-
-def figure_sentence(f: dict[str, Any], b: Baseline, r: float, warn: float, fail: float) -> str:
-    limit = fail if r < fail else warn
-    if b.higher_is_better:
-        how = f"{r:.0%} of the fleet median {_num(b.median)} {b.unit}"
-        rule = f"{'fail' if r < fail else 'warn'} below {limit:.0%}"
-    else:  # latency: say it the way it is read, a multiple of the median
-        how = f"{1 / r:.2f}x the fleet median {_num(b.median)} {b.unit}"
-        rule = f"{'fail' if r < fail else 'warn'} above {1 / limit:.2f}x"
-    return f"{_label(b, f.get('path', ''))} {_num(f['value'])} {b.unit} = {how} ({b.node_class}, {b.n} nodes; {rule})"
 
 
 def _label(b: Baseline, path: str) -> str:
@@ -336,7 +543,7 @@ def absent_figures(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]
     have = {id(n) for n, _ in members}
     return [Finding(n.name, "fail", "absent", f"{_label(b, b.path)} not measured where {len(members)} of {len(peers)} "
                     f"{cls} nodes measured it (median {_num(b.median)} {b.unit})")
-            for n in peers if id(n) not in have and n.status == "complete"]
+            for n in peers if id(n) not in have and n.status == "complete" and key not in n.set_aside]
 
 
 def topology_findings(nodes: list[Node]) -> list[Finding]:
@@ -470,7 +677,8 @@ def _num(v: float) -> str:
 
 # --- the site file -------------------------------------------------------------
 
-_GLOBAL_KEYS = {"warn": float, "fail": float, "link_bad": float, "link_latency": float, "min_nodes": int}
+_GLOBAL_KEYS = {"warn": float, "fail": float, "link_bad": float, "link_latency": float, "min_nodes": int,
+                "z_fail": float, "z_fail_below_fail": float}
 _RULE_KEYS = {"key": str, "class": str, "warn": float, "fail": float}
 
 
@@ -483,6 +691,8 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
         link_bad = 0.93      # of the best pair
         link_latency = 2.1   # x the lowest pair latency
         min_nodes = 3        # fewer nodes of a class: no fleet-relative verdict
+        z_fail = 4.0         # below warn, fail only this many sigmas (the noise) below the median
+        z_fail_below_fail = 3.0  # below fail, this many suffice
         [[fleet.rule]]       # first match wins
         key = "gpu/hbm*"     # fnmatch on the figure key
         class = "*H100*"     # and on the node class (GPU or CPU model)
@@ -515,6 +725,9 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
     for r in (th, *th.rules):
         if not 0 < r.fail <= r.warn <= 1:
             raise NodemapError(f"{path}: [fleet] needs 0 < fail <= warn <= 1 (got warn={r.warn}, fail={r.fail})")
+    if not 0 < th.z_fail_below_fail <= th.z_fail < math.inf:
+        raise NodemapError(f"{path}: [fleet] needs 0 < z_fail_below_fail <= z_fail, finite (got z_fail={th.z_fail}, "
+                           f"z_fail_below_fail={th.z_fail_below_fail})")
     return th
 
 

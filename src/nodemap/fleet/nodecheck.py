@@ -10,6 +10,8 @@ Test hooks (environment, read only here):
                                (its host replaced by the node name)
   NODEMAP_FLEET_SCALE=X        fault injection: every figure of this node X
                                times worse (0.8: 20% less bandwidth)
+  NODEMAP_FLEET_SCALE_ONCE=X   the same on its first check only: a transient
+                               the fleet's re-measure clears
   NODEMAP_FLEET_HANG=check|join|crash|local  fault injection: this rank
                                never answers (its node check never returns /
                                it never joins / as its node's second rank, it
@@ -27,6 +29,8 @@ from typing import Any, Callable
 NODE_ENV = "NODEMAP_FLEET_NODE"
 DOC_ENV = "NODEMAP_FLEET_NODE_DOC"
 SCALE_ENV = "NODEMAP_FLEET_SCALE"
+ONCE_ENV = "NODEMAP_FLEET_SCALE_ONCE"
+BOOT_ID = "boot_id"  # the document's extra: /proc/sys/kernel/random/boot_id where it was measured
 HANG_ENV = "NODEMAP_FLEET_HANG"
 SCHEMA = "nodemap.check/1"  # check/document.py's (tested equal), without importing the check
 
@@ -51,11 +55,14 @@ def hang_forever() -> None:
         time.sleep(3600)
 
 
-def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job: Any = None) -> dict[str, Any]:
-    """The node's document, through the hooks (a replayed one is as saved: no step runs)."""
-    if hang_point() == "check":
+def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job: Any = None,
+              again: bool = False) -> dict[str, Any]:
+    """The node's document, through the hooks (a replayed one is as saved: no
+    step runs); `again`: the fleet's re-measure of a suspect (the hang hooks
+    and NODEMAP_FLEET_SCALE_ONCE apply to the first check only)."""
+    if hang_point() == "check" and not again:
         hang_forever()
-    if hang_point() == "crash":
+    if hang_point() == "crash" and not again:
         os._exit(3)  # a node whose check dies: no message, no MPI_Finalize
     path = os.environ.get(DOC_ENV)
     if path:
@@ -63,22 +70,31 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
             doc = json.load(f)
     else:
         doc = check(node, level, expect, in_job)
+        doc.setdefault("extra", {})[BOOT_ID] = boot_id()  # nodes measured on one host at once contend
     doc["host"] = node
-    scale = os.environ.get(SCALE_ENV)
-    if scale:
-        doc = scaled(doc, float(scale))
+    for env in (SCALE_ENV,) if again else (SCALE_ENV, ONCE_ENV):
+        if os.environ.get(env):
+            doc = scaled(doc, float(os.environ[env]), env)
     return doc
 
 
-def scaled(doc: dict[str, Any], x: float) -> dict[str, Any]:
+def boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+def scaled(doc: dict[str, Any], x: float, env: str = SCALE_ENV) -> dict[str, Any]:
     """Every figure x times as good (x < 1: worse), recorded in the document."""
     figs = []
     for f in doc.get("figures", ()):
         f = dict(f)
         f["value"] = f["value"] * x if f.get("higher_is_better", True) else f["value"] / x
         figs.append(f)
-    env = dict(doc.get("environment", {}), fault_injected=f"{SCALE_ENV}={x:g}")
-    return {**doc, "figures": figs, "environment": env}
+    said = dict(doc.get("environment", {}), fault_injected=f"{env}={x:g}")
+    return {**doc, "figures": figs, "environment": said}
 
 
 # What rank 0 needs of a node document; the rest (every ResultSet with its

@@ -68,6 +68,10 @@ class FleetOutput:
     def isolation(self, conclusion: dict[str, Any]) -> None:
         write_atomic(os.path.join(self.outdir, "isolation.json"), json.dumps({"isolation": conclusion}))
 
+    def remeasured(self, got: dict[str, Any]) -> None:
+        """The suspects' figures measured again (what the drain list is confirmed by)."""
+        write_atomic(os.path.join(self.outdir, "remeasured.json"), json.dumps({"remeasured": got}))
+
     def fleet(self, fleet: mergemod.Fleet, messages: list[str], html: bool = True) -> None:
         write_atomic(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
         if html:
@@ -84,13 +88,19 @@ def read_saved(dirs: list[str]) -> Saved:
     one run's was found) under the given folders (or files): nodes/*.json, nodes.jsonl,
     *.json of the node schema, pairs.jsonl. Each
     document is reduced to what the fleet compares as it is read (10,000
-    topologies are not held at once); a node seen twice keeps its last."""
+    topologies are not held at once). A figure that cannot be a measurement
+    (infinite, NaN, negative) stops the read in one line naming the file and
+    field; so do two different documents of one node name (the same
+    document seen twice, as nodes.jsonl and nodes/NAME.json hold it, is one)."""
     with mergemod.no_gc():
         return _read_saved(dirs)
 
 
 def _read_saved(dirs: list[str]) -> Saved:
+    from ..errors import NodemapError
+
     nodes: dict[str, mergemod.Node] = {}
+    seen: dict[str, tuple[str, str]] = {}  # node -> (file, fingerprint of its document)
     pair_results: list[dict[str, Any]] = []
     isolations = []
     for d in dirs:
@@ -99,13 +109,40 @@ def _read_saved(dirs: list[str]) -> Saved:
         for path in files:
             for obj in _objects(path):
                 if obj.get("schema") == NODE_SCHEMA:
-                    nodes[str(obj.get("host"))] = mergemod.node_from_doc(obj)
+                    node = mergemod.node_from_doc(obj)
+                    if node.rejected:
+                        raise NodemapError(f"{path}: node {node.name}: {node.rejected[0]}; a figure is a finite "
+                                           "number >= 0: fix or remove the document")
+                    mine = (path, fingerprint(obj))
+                    before = seen.get(node.name)
+                    if before and before[1] != mine[1]:
+                        raise NodemapError(f"{path}: node {node.name} again, other than in {before[0]}: "
+                                           "two machines of one name, or two runs of one node; give each node once "
+                                           "(leave one file out, or fix its host)")
+                    seen[node.name] = mine
+                    nodes[node.name] = node
                 elif {"a", "b", "key", "value"} <= obj.keys():
                     pair_results.append(obj)
                 elif set(obj) == {"isolation"}:  # isolation.json
                     isolations.append(obj["isolation"])
     # one run's conclusion stands; several runs' pairs are concluded again together (merge replays them)
     return list(nodes.values()), pair_results, isolations[0] if len(isolations) == 1 else None
+
+
+def fingerprint(doc: dict[str, Any]) -> str:
+    """What tells two documents of one node apart: when it was measured and
+    what (the compact copy rank 0 keeps and the leader's full one agree)."""
+    return json.dumps([doc.get("started"), doc.get("finished"), doc.get("figures")], sort_keys=True, default=str)
+
+
+def read_remeasured(dirs: list[str]) -> dict[str, Any] | None:
+    """The re-measures one fleet run recorded (remeasured.json), None where
+    none (or several runs') are found: a failure then says it was not re-measured."""
+    found = [p for d in dirs if os.path.isdir(d) for p in [os.path.join(d, "remeasured.json")] if os.path.isfile(p)]
+    if len(found) != 1:
+        return None
+    got = _objects(found[0])
+    return got[0].get("remeasured") if got and isinstance(got[0].get("remeasured"), dict) else None
 
 
 def _objects(path: str) -> list[dict[str, Any]]:

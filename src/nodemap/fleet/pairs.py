@@ -198,6 +198,15 @@ def conclusion(iso: Isolation, names: list[str]) -> dict[str, Any]:
             "tests": len(iso.tests), "rounds": iso.rounds, "all_pairs": len(names) * (len(names) - 1) // 2}
 
 
+def said(c: dict[str, Any]) -> str:
+    """The pair tests' conclusion in words: "bad nodes: none; bad links: a <-> b"."""
+    def names(xs: Any) -> str:
+        return ", ".join(" <-> ".join(x) if isinstance(x, (list, tuple)) else str(x) for x in xs) or "none"
+
+    return (f"pair tests: {c['tests']} in {c['rounds']} rounds; bad nodes: {names(c['bad_nodes'])}; "
+            f"bad links: {names(c['bad_links'])}; transient: {names(c['transient'])}")
+
+
 def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_factor: float = 2.1,
            shifts: Iterable[int] = (1, 2)) -> dict[str, Any]:
     """`isolate` over recorded pair results (in the order they were measured;
