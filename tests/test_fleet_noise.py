@@ -132,11 +132,13 @@ def test_a_node_with_half_the_memory_is_a_topology_failure():
 
 
 def test_a_figure_its_own_check_did_not_judge_is_no_evidence():
-    docs = docs_of(n=5, vm={"host/latency/L3": 3.0})
-    label = next(f for f in docs[-1]["figures"] if f["key"] == "host/latency/L3")
+    docs = docs_of(n=5, vm={"host/latency/L3": 3.0}, busy={STREAM: 0.5})
+    label = next(f for f in docs[-2]["figures"] if f["key"] == "host/latency/L3")
     label["label"] += " (the curve contradicts the predicted level: not judged)"
+    next(f for f in docs[-1]["figures"] if f["key"] == STREAM)["verdict"] = "inconclusive"  # measured while busy
     f = fleet_of(docs)
-    assert not f.drain and not [x for x in f.findings if "L3" in x.text]
+    assert not f.drain and not [x for x in f.findings if "L3" in x.text or "STREAM" in x.text]
+    assert [d.node for d in fleet_of(docs_of(n=5, vm={"host/latency/L3": 3.0})).drain] == ["vm"]
 
 
 def test_the_pair_note_names_nodes_not_python_lists():
@@ -145,10 +147,46 @@ def test_the_pair_note_names_nodes_not_python_lists():
     assert "[" not in said
 
 
-@pytest.mark.parametrize("text", ["[fleet]\nz_fail = 2.0\nz_fail_below_fail = 3.0\n", "[fleet]\nz_fail = inf\n",
-                                  "[fleet]\nz_fail_below_fail = 0\n"])
-def test_site_file_noise_limits_are_checked(tmp_path, text):
+@pytest.mark.parametrize("text, says", [("[fleet]\nz_fail = 2.0\nz_fail_below_fail = 3.0\n", "z_fail_below_fail <= z_fail"),
+                                        ("[fleet]\nz_fail = inf\n", "fleet.z_fail = inf must be a number of sigmas"),
+                                        ("[fleet]\nz_fail_below_fail = 0\n", "must be a number of sigmas")])
+def test_site_file_noise_limits_are_checked(tmp_path, text, says):
     site = tmp_path / "site.toml"
     site.write_text(text)
-    with pytest.raises(NodemapError, match="z_fail_below_fail <= z_fail"):
+    with pytest.raises(NodemapError, match=says):
         merge.load_thresholds(str(site))
+
+
+def _svg_inches(svg):
+    import re
+
+    w, h = (float(re.search(rf'{k}="([\d.]+)pt"', svg).group(1)) / 72 for k in ("width", "height"))
+    return w, h
+
+
+def test_fleet_heatmaps_are_readable_with_their_labels_and_the_pair_values(monkeypatch):
+    pytest.importorskip("matplotlib")
+    from nodemap.fleet import html
+
+    cut = []
+    drawn = html._svg
+
+    def check_texts(fig, tight=True):  # every label, tick and title inside the drawing
+        r = fig.canvas.get_renderer()
+        for t in fig.findobj(lambda a: hasattr(a, "get_text") and a.get_visible() and a.get_text()):
+            box = t.get_window_extent(r)
+            if box.x1 > fig.bbox.x1 + 1 or box.x0 < -1:
+                cut.append(t.get_text())
+        return drawn(fig, tight)
+
+    monkeypatch.setattr(html, "_svg", check_texts)
+    f = fleet_of(docs_of(n=3, slow={HBM: 0.8}))
+    svg, _ = html.figure_heatmap(f)
+    w, h = _svg_inches(svg)
+    assert w >= html.HEAT_MIN_W and h >= html.HEAT_MIN_H  # 4 nodes x 8 figures drew 3.5 x 3 inches
+    assert not cut, cut  # the colour bar's label was cut at the right edge
+    names = [f"n{i}" for i in range(4)]
+    links = [{"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": v, "higher_is_better": True}
+             for (a, b), v in zip(zip(names, names[1:] + names[:1]), (25.0, 20.0, 25.0, 24.9))]
+    page = html.link_heatmap(merge.merge([merge.Node(x) for x in names], links))
+    assert ">80%<" in page and ">100%<" in page  # each tested pair's value in its cell

@@ -25,6 +25,9 @@ from .merge import Fleet
 MAX_ROWS = 80  # heatmap rows (nodes) drawn: every tick costs layout time (1,000-node target 5 s)
 MAX_COLS = 120  # heatmap columns (figures) drawn
 MAX_FLIERS = 20  # per figure in the distributions: the farthest nodes (the drain list names them all)
+HEAT_MIN_W, HEAT_MIN_H = 7.0, 3.5  # inches: the smallest heatmap drawn
+COLORBAR_IN = 1.8  # inches right of a heatmap for its colour bar, ticks and label
+MAX_CELL_VALUES = 30  # nodes up to which the link heatmap prints each cell's % in it
 
 
 def _plt() -> Any:
@@ -77,10 +80,12 @@ def figure_heatmap(fleet: Fleet, max_rows: int = MAX_ROWS, max_cols: int = MAX_C
     data = [[(fleet.ratios[r][c] if fleet.ratios[r][c] is not None else math.nan) for c in cols] for r in rows]
     cmap, norm = _cmap(fleet)
     cmap.set_bad("#dddddd")
-    w, h = 2.5 + 0.12 * len(cols), 2.5 + 0.14 * len(rows)
+    # At least a page's width and a readable height: 8 figures of 4 nodes drew 3.5 x 3 inches (issue 29).
+    w, h = max(HEAT_MIN_W, 3.6 + 0.14 * len(cols)), max(HEAT_MIN_H, 2.5 + 0.16 * len(rows))
     fig, ax = plt.subplots(figsize=(w, h))
-    # Fixed margins for the names instead of a tight bounding box: that would draw the figure twice.
-    fig.subplots_adjust(left=1.1 / w, right=1 - 1.0 / w, bottom=1.6 / h, top=1 - 0.2 / h)
+    # Fixed margins for the names instead of a tight bounding box: that would draw the figure twice;
+    # the right one holds the colour bar and its label (1.0 inch cut the label).
+    fig.subplots_adjust(left=1.1 / w, right=1 - COLORBAR_IN / w, bottom=1.6 / h, top=1 - 0.2 / h)
     im = ax.imshow(data, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
     ax.set_yticks(range(len(rows)), rows, fontsize=6 if len(rows) > 40 else 8)
     ax.set_xticks(range(len(cols)), [fleet.keys[c] for c in cols], rotation=90, fontsize=5 if len(cols) > 40 else 7)
@@ -105,10 +110,16 @@ def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_RO
     cmap = ListedColormap(["#b2182b", "#fddbc7", "#5aae61"])
     cmap.set_bad("#eeeeee")
     norm = BoundaryNorm([0.0, fleet.thresholds.link_bad, 0.98, 10.0], 3)
-    size = min(2 + 0.18 * len(names), 16)
-    fig, ax = plt.subplots(figsize=(size + 1, size))
+    size = min(max(4.5, 2 + 0.3 * len(names)), 16)
+    fig, ax = plt.subplots(figsize=(size + COLORBAR_IN, size))
     im = ax.imshow(data, cmap=cmap, norm=norm, interpolation="nearest")
     fs = 6 if len(names) > 30 else 8
+    if len(names) <= MAX_CELL_VALUES:  # the value in each tested cell, not only its colour (issue 29)
+        for i, row in enumerate(data):
+            for j, v in enumerate(row):
+                if not math.isnan(v):
+                    ax.text(j, i, f"{v:.0%}", ha="center", va="center", fontsize=max(4, fs - 2),
+                            color="white" if v < fleet.thresholds.link_bad else "black")
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=fs)
     ax.set_yticks(range(len(names)), names, fontsize=fs)
     _colorbar(fig, im, ax, list(norm.boundaries), f"{key}: % of the best pair")

@@ -99,8 +99,10 @@ class Node:
 
 
 # A figure its own check recorded but did not judge (a cache level the
-# latency curve contradicts: check/figures.py) is no evidence for the fleet either.
+# latency curve contradicts: check/figures.py; one measured while the node
+# was busy: check/busy.py's "inconclusive") is no evidence for the fleet either.
 NOT_JUDGED = "not judged"
+INCONCLUSIVE = "inconclusive"
 
 
 def node_from_doc(doc: dict[str, Any]) -> Node:
@@ -116,7 +118,7 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
         if bad:
             rejected.append(f"figures[{i}].value ({f['key']}) = {f.get('value')!r}: {bad}")
             aside.add(f["key"])
-        elif NOT_JUDGED in str(f.get("label", "")):
+        elif NOT_JUDGED in str(f.get("label", "")) or f.get("verdict") == INCONCLUSIVE:
             aside.add(f["key"])
         elif f["value"] > 0:
             figs[f["key"]] = f
@@ -725,8 +727,8 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
     for r in (th, *th.rules):
         if not 0 < r.fail <= r.warn <= 1:
             raise NodemapError(f"{path}: [fleet] needs 0 < fail <= warn <= 1 (got warn={r.warn}, fail={r.fail})")
-    if not 0 < th.z_fail_below_fail <= th.z_fail < math.inf:
-        raise NodemapError(f"{path}: [fleet] needs 0 < z_fail_below_fail <= z_fail, finite (got z_fail={th.z_fail}, "
+    if th.z_fail_below_fail > th.z_fail:
+        raise NodemapError(f"{path}: [fleet] needs z_fail_below_fail <= z_fail (got z_fail={th.z_fail}, "
                            f"z_fail_below_fail={th.z_fail_below_fail})")
     return th
 
@@ -742,7 +744,9 @@ _RANGES = {"warn": (_fraction, "a fraction of the fleet median, above 0 and at m
            "fail": (_fraction, "a fraction of the fleet median, above 0 and at most 1"),
            "link_bad": (_fraction, "a fraction of the best pair, above 0 and at most 1"),
            "link_latency": (lambda v: 1 <= v <= 1e6, "a multiple of the lowest pair latency, 1 to 1e6"),
-           "min_nodes": (lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576")}
+           "min_nodes": (lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576"),
+           "z_fail": (lambda v: 0 < v <= 100, "a number of sigmas, above 0 and at most 100"),
+           "z_fail_below_fail": (lambda v: 0 < v <= 100, "a number of sigmas, above 0 and at most 100")}
 
 
 def _typed(path: str, name: str, value: Any, kind: type | None) -> Any:
