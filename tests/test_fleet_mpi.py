@@ -185,7 +185,8 @@ def test_two_ranks_per_node_give_each_node_its_own_mpi_figures(tmp_path):
         mpi = {f["key"]: f for f in doc["figures"] if f["area"] == "MPI"}
         assert set(mpi) == {"mpi/HH/latency", "mpi/HH/bw", "mpi/DD/bw"}, (node, doc["skipped"])
         assert all(f["value"] > 0 for f in mpi.values())
-        assert {mpi[k]["verdict"] for k in ("mpi/HH/latency", "mpi/HH/bw")} <= {"pass", "warn", "fail"}, mpi
+        judged = {"pass", "warn", "fail", "inconclusive"}  # inconclusive: measured while this shared machine was busy
+        assert {mpi[k]["verdict"] for k in ("mpi/HH/latency", "mpi/HH/bw")} <= judged, mpi
         assert mpi["mpi/DD/bw"]["verdict"] == "info"  # judged against the node's GPU<->GPU copies: none here
         assert mpi["mpi/HH/bw"]["label"].startswith("MPI bandwidth, host buffers (host), 16 MiB")
         assert "(staged)" in mpi["mpi/DD/bw"]["label"]
@@ -194,7 +195,7 @@ def test_two_ranks_per_node_give_each_node_its_own_mpi_figures(tmp_path):
         assert {pl["rank"] for pl in rs["environment"]["places"]} == pair  # the node's own two ranks
         aware = [c for c in doc["checks"] if c["key"] == "inventory/mpi/cuda_aware"]
         assert len(aware) == 1 and "MPIX_Query_cuda_support" in aware[0]["rule"], aware
-        assert doc["summary"]["areas"]["MPI"] in ("pass", "warn", "fail")
+        assert doc["summary"]["areas"]["MPI"] in judged
     # only the leaders ran a node check (one document each)
     assert sorted(x.name for x in (out / "nodes").glob("*.check.json")) == ["n1.check.json", "n2.check.json"]
 
@@ -272,7 +273,8 @@ def test_a_bad_site_file_stops_before_mpi_in_one_line(tmp_path):
     site.write_text("[fleet]\nwarn = 2.0\n")
     p = subprocess.run([*FLEET, "--expect", str(site), "-o", str(tmp_path / "o")], capture_output=True, text=True,
                        timeout=60)
-    assert p.returncode == 2 and "0 < fail <= warn <= 1" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert p.returncode == 2 and "fleet.warn = 2.0 must be a fraction of the fleet median" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
 
 
 def test_node_schema_is_the_checks():

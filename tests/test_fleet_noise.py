@@ -67,7 +67,7 @@ def test_ranks_acting_as_nodes_on_one_host_are_said_not_drained():
     f = fleet_of(docs)
     assert not f.drain and f.verdict("slow") == "warn"
     (note,) = [x for x in f.notes if "same time on one host" in x]
-    assert "4 nodes (n0, n1, n2, slow)" in note and "(x)" in note
+    assert "4 nodes (n0, n1, n2, slow)" in note and "(host x; hostname x)" in note
     assert "contention, not drained" in next(x.text for x in f.findings if x.node == "slow")
     assert merge.suspects([merge.node_from_doc(d) for d in docs]) == {}
     # one after the other on one host (separate jobs), or at once on two hosts: judged as usual
@@ -78,6 +78,10 @@ def test_ranks_acting_as_nodes_on_one_host_are_said_not_drained():
         d["started"], d["finished"] = "2026-11-27T10:00:00+0000", "2026-11-27T10:05:00+0000"
         d["topology"]["machine"]["hostname"] = f"h{i}"
     assert [d.node for d in fleet_of(docs).drain] == ["slow"]
+    # containers of one machine: other hostnames, the kernel's one boot id
+    for d in docs:
+        d["extra"] = {"boot_id": "0b5e"}
+    assert not fleet_of(docs).drain and "(boot id 0b5e; hostname h0, h1, h2, h3)" in fleet_of(docs).notes[0]
 
 
 @pytest.mark.parametrize("value, says", [(float("inf"), "inf: not a finite number"),

@@ -94,7 +94,8 @@ class Node:
     rejected: list[str] = field(default_factory=list)  # figures left out as impossible ("figures[3].value = inf ...")
     set_aside: set[str] = field(default_factory=set)  # keys it has but not as evidence (rejected, not judged)
     # where and when it was measured (`measured_on`): nodes sharing a host at the same time contend
-    host: str = ""
+    host: str = ""  # its hostname, for people
+    places: tuple[str, ...] = ()  # what it shares with a co-scheduled check: its boot id (else hostname), GPUs
     window: tuple[float, float] | None = None
 
 
@@ -148,16 +149,18 @@ def figure_problem(f: dict[str, Any]) -> str:
 
 
 def measured_on(doc: dict[str, Any]) -> dict[str, Any]:
-    """The host a document was measured on (its hostname, and its boot id
-    where the fleet recorded one, which tells apart two machines of one name)
-    and when: {} where the document does not say."""
+    """Where a document was measured and when: {} where it does not say.
+    Its places: the kernel's boot id where the fleet recorded one (containers
+    of one machine share it under different hostnames; two machines of one
+    name do not), else its hostname; and its GPUs' UUIDs."""
     topo = doc.get("topology") or {}
     host = str((topo.get("machine") or {}).get("hostname") or "")
     boot = str((doc.get("extra") or {}).get(BOOT_ID) or "")
     start, end = _when(doc.get("started")), _when(doc.get("finished"))
-    if not host or start is None or end is None:
+    if not (host or boot) or start is None or end is None:
         return {}
-    return {"host": f"{host} (boot {boot[:8]})" if boot else host, "window": (start, end)}
+    gpus = tuple(f"GPU {g['uuid']}" for g in topo.get("gpus", ()) if isinstance(g, dict) and g.get("uuid"))
+    return {"host": host, "places": (f"boot id {boot}" if boot else f"host {host}",) + gpus, "window": (start, end)}
 
 
 def _when(stamp: Any) -> float | None:
@@ -441,29 +444,40 @@ def _with(f: Finding, **changes: Any) -> Finding:
 
 
 def co_hosted(nodes: list[Node]) -> tuple[set[str], list[str]]:
-    """Nodes measured on one host at overlapping times (ranks acting as
-    nodes, checks co-scheduled on one machine): their figures contend for
-    its memory, caches and PCIe, so a shortfall among them is not a fault
-    of any one. Returns those nodes and a note per host."""
-    by_host: dict[str, list[Node]] = {}
+    """Nodes measured at overlapping times on one host, or on one GPU (ranks
+    acting as nodes, checks co-scheduled on one machine): their figures
+    contend for its memory, caches and PCIe, so a shortfall among them is
+    not a fault of any one. Returns those nodes and a note per place."""
+    by_place: dict[str, list[Node]] = {}
     for n in nodes:
-        if n.host and n.window:
-            by_host.setdefault(n.host, []).append(n)
+        if n.window:
+            for p in n.places:
+                by_place.setdefault(p, []).append(n)
     shared: set[str] = set()
     notes = []
-    for host, group in sorted(by_host.items()):
-        together = {x.name for a in group for b in group if a is not b and _overlap(a, b) for x in (a, b)}
-        if len(together) > 1:
+    for place, group in sorted(by_place.items()):
+        together = overlapping(group)
+        if len(together) > 1 and not together <= shared:
             shared |= together
+            hosts = sorted({n.host for n in group if n.name in together and n.host})
             notes.append(f"{len(together)} nodes ({', '.join(sorted(together))}) were measured at the same time on "
-                         f"one host ({host}): their checks contend for its memory, caches and PCIe, so their "
-                         "fleet-relative figure failures are warnings, not drains; run one check per host to judge them")
+                         f"one {place.split(' ')[0] if place.startswith('GPU') else 'host'} ({place}"
+                         f"{'; hostname ' + ', '.join(hosts) if hosts else ''}): their checks contend for its memory, "
+                         "caches and PCIe, so their fleet-relative figure failures are warnings, not drains; "
+                         "run one check per host to judge them")
     return shared, notes
 
 
-def _overlap(a: Node, b: Node) -> bool:
-    (a0, a1), (b0, b1) = a.window or (0, 0), b.window or (0, 0)
-    return a0 < b1 and b0 < a1
+def overlapping(group: list[Node]) -> set[str]:
+    """The nodes whose measuring window overlaps another's (a sweep by start)."""
+    out: set[str] = set()
+    latest: Node | None = None
+    for n in sorted(group, key=lambda x: x.window or (0, 0)):
+        if latest is not None and n.window[0] < latest.window[1]:  # type: ignore[index]
+            out |= {n.name, latest.name}
+        if latest is None or n.window[1] > latest.window[1]:  # type: ignore[index]
+            latest = n
+    return out
 
 
 def contended(f: Finding, shared: set[str]) -> Finding:
