@@ -34,6 +34,7 @@ import math
 import os
 import platform
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -92,7 +93,8 @@ def measured(rng: random.Random, f: dict[str, Any], spread: float, scale: float)
     return {**f, "value": v * max(0.05, 1 + noise(rng, mine / 2)), "spread": mine}
 
 
-def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: int, seed: int) -> dict[str, Any]:
+def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: int, seed: int,
+             th: merge.Thresholds = merge.DEFAULTS) -> dict[str, Any]:
     rng = random.Random(seed)
     keys = [f["key"] for f in tmpl["figures"] if merge.NOT_JUDGED not in f["label"]]  # the fleet sets those aside
     injected = {f"node{i:05d}": (rng.choice(keys), rng.uniform(0.80, 0.90)) for i in rng.sample(range(n), faults)}
@@ -104,13 +106,13 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
         return {**tmpl, "host": host, "figures": figs}
 
     nodes = [merge.node_from_doc(doc(f"node{i:05d}")) for i in range(n)]
-    asked = merge.suspects(nodes)
+    asked = merge.suspects(nodes, th)
     norm = {f["key"]: f for f in tmpl["figures"]}
     again = {}
     for host, ks in asked.items():  # measured afresh: the same noise, a fault persists
         bad = injected.get(host)
         again[host] = {k: measured(rng, norm[k], spreads[k], bad[1] if bad and bad[0] == k else 1.0) for k in ks}
-    fleet = merge.merge(nodes, remeasured=again)
+    fleet = merge.merge(nodes, thresholds=th, remeasured=again)
     drained = {d.node: d for d in fleet.drain}
     found = [h for h, (k, _) in injected.items() if h in drained
              and any(x.node == h and x.key == k and x.severity == "fail" for x in fleet.findings)]
@@ -122,10 +124,11 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
             "transient": sum(1 for x in fleet.findings if "transient" in x.text)}
 
 
-def scenario(name: str, n: int, seeds: int, faults: int, first_seed: int = 1) -> dict[str, Any]:
+def scenario(name: str, n: int, seeds: int, faults: int, first_seed: int = 1,
+             th: merge.Thresholds = merge.DEFAULTS) -> dict[str, Any]:
     tmpl, spreads = template(SCENARIOS[name])
     t0 = time.perf_counter()
-    runs = [one_seed(tmpl, spreads, n, faults, s) for s in range(first_seed, first_seed + seeds)]
+    runs = [one_seed(tmpl, spreads, n, faults, s, th) for s in range(first_seed, first_seed + seeds)]
     wall = time.perf_counter() - t0
     injected = faults * seeds
     missed = sum(len(r["missed"]) for r in runs)
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['seeds_with_a_false_drain']} seeds with one); {r['suspects_per_seed']:.1f} suspects re-measured "
               f"a seed; {r['wall_s']} s", flush=True)
     if a.out:
-        command = "python3 benchmarks/fleet_false_drain.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        command = shlex.join(["python3", "benchmarks/fleet_false_drain.py", *(argv if argv is not None else sys.argv[1:])])
         with open(a.out + ".json", "w") as f:
             json.dump({"machine": a.machine, "date": a.date, "command": command, "results": results}, f, indent=1)
         with open(a.out + ".md", "w") as f:
