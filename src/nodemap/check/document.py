@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -105,7 +106,7 @@ class CheckDoc:
     def environment_reasons(self) -> list[str]:
         """Short names of the configuration findings at the environment's verdict."""
         v = self.environment_verdict()
-        return [f.text.split(": ")[0] for f in self.findings if f.cause == "configuration" and f.verdict == v]
+        return [re.split(r": |; ", f.text)[0] for f in self.findings if f.cause == "configuration" and f.verdict == v]
 
     def counts(self) -> dict[str, int]:
         out = {v: 0 for v in ("pass", "info", "inconclusive", "warn", "fail")}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import __version__
 from ..bench.thread_orders import load_topology
-from . import busy
+from . import busy, remeasure
 from .document import CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
@@ -51,10 +51,11 @@ def environment(root: str = "/") -> dict[str, object]:
 def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
               progress: Callable[[str], None] = lambda s: None, command: str = "",
               in_job: InJob | None = None, detector: busy.Detector | None = None,
-              expected: "Topology | None" = None) -> CheckDoc:
+              expected: "Topology | None" = None, remeasure_budget: float | None = None) -> CheckDoc:
     """`in_job`: the check runs as a rank of an MPI job (check --fleet), its MPI step is that.
     `detector`: what says whether the node is busy (a fake /proc in tests).
-    `expected`: the node class's Topology this node must match (check/expected.py)."""
+    `expected`: the node class's Topology this node must match (check/expected.py).
+    `remeasure_budget`: seconds for measuring undecided figures again (default the level's, 0 none)."""
     topo = load_topology()
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
@@ -72,30 +73,46 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     doc.rejudge()
     on_update(doc)
     t0 = time.monotonic()
+
+    def run(step, again: bool = False):
+        """One step measured, its busy sample kept; None when it failed (said in skipped the first time)."""
+        detector.begin()
+        try:
+            rs = measure(step.kind, list(step.argv), level, in_job, topo)
+        except KindFailed as e:
+            if not again:
+                doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
+            return None
+        except Exception as e:  # a bug in one kind must not cost the figures of the others
+            traceback.print_exc(file=sys.stderr)
+            if not again:
+                doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", crashed(step.kind, e)))
+            return None
+        sample = detector.end()
+        rs.environment["busy"] = sample  # its figures are judged knowing it (busy.under_interference)
+        sampled.append((step.what, sample))
+        doc.busy = busy.summary(before, sampled)
+        return rs
+
+    done: list[remeasure.Measured] = []
     try:
         for i, step in enumerate(steps, 1):
             progress(f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what} "
                      f"(nodemap bench {step.kind} {' '.join(step.argv)})")
-            detector.begin()
-            try:
-                rs = measure(step.kind, list(step.argv), level, in_job, topo)
-            except KindFailed as e:
-                doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
+            t = time.monotonic()
+            rs = run(step)
+            if rs is None:
                 continue
-            except Exception as e:  # a bug in one kind must not cost the figures of the others
-                traceback.print_exc(file=sys.stderr)
-                doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", crashed(step.kind, e)))
-                continue
-            sample = detector.end()
-            rs.environment["busy"] = sample  # its figures are judged knowing it (busy.under_interference)
-            sampled.append((step.what, sample))
-            doc.busy = busy.summary(before, sampled)
             doc.results.append(rs)
+            if not (step.kind == "mpi" and in_job is not None):  # the job's ranks measure together, once
+                done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
             doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
             doc.rejudge()
             on_update(doc)
             if not rs.complete:
                 raise KeyboardInterrupt
+        remeasure.again(doc, done, level, lambda step: _complete(run(step, again=True)), progress, on_update,
+                        remeasure_budget)
         doc.complete = True
     except KeyboardInterrupt:
         doc.complete = False
@@ -108,6 +125,13 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
 
 
 BUSY_SAMPLE = 0.5  # s of watching the node before the check starts
+
+
+def _complete(rs):
+    """A re-run cut short by Ctrl-C stops the check as the first run does."""
+    if rs is not None and not rs.complete:
+        raise KeyboardInterrupt
+    return rs
 
 
 # What the health level cannot read, said once in every document of that level.

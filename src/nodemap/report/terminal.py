@@ -27,6 +27,11 @@ def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int |
     for area, verdict in doc.areas().items():
         lines.append(_wrap(f"  {area:<12} {MARK[verdict]:<{mark}} {area_detail(doc, area)}", width,
                            " " * (16 + mark)))
+    for r in doc.remeasured:
+        lines.append(_wrap(f"  measured again: {r['step']}, {r['rounds']} rounds in all ({r['seconds']:g} s more) for "
+                           f"{', '.join(r['figures']) or 'noisy figures'}" + (f"; still noisy: {', '.join(r['still_noisy'])}"
+                           if r.get("still_noisy") else "; decided") + (f" ({r['note']})" if r.get("note") else ""),
+                           width, "    "))
     for s in doc.skipped:
         lines.append(_wrap(f"  skipped: {s.what}: {s.reason}", width, "    "))
     shown = doc.findings[:top]
