@@ -25,6 +25,12 @@ examples:
   nodemap plan --tasks 4 --gpu-order index   task k gets GPU k (CPUs still next to it)
   nodemap plan --tasks 8 --env               the environment each rank gets
   nodemap plan --tasks 8 --launcher srun     a ready-to-paste launch line (srun, mpirun, mpiexec, flux)
+  srun $(nodemap plan --tasks 8 --launcher srun --emit native) \
+       sh -c "$(nodemap plan --tasks 8 --launcher srun --emit wrapper)" sh ./app
+                                             the plan in srun's own binding options (no nodemap
+                                             on the compute nodes); the wrapper sets OMP_*, UCX...
+  nodemap plan --tasks 8 --launcher mpirun --emit native --rankfile rf
+                                             Open MPI: writes the rankfile rf, prints mpirun's options
   nodemap plan --tasks 8 --json              the plan as JSON (schema nodemap.plan/1)
   nodemap plan --tasks 8 --input node.xml    plan for a saved node (hwloc XML, sysfs, JSON)
 
@@ -46,6 +52,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launcher", choices=LAUNCHERS,
                    help="print the line that starts every rank through `nodemap run` with this launcher "
                         "(srun: Slurm, mpirun: Open MPI, mpiexec: MPICH/Hydra, flux)")
+    p.add_argument("--emit", choices=("native", "wrapper"),
+                   help="with --launcher srun|mpirun|flux: native prints only the launcher's own binding options "
+                        "for the plan (CPU masks, GPU and memory maps; words to splice into its command line); "
+                        "wrapper prints the one-line sh script that sets each task's remaining environment "
+                        "(run it as: sh -c WRAPPER sh APP)")
+    p.add_argument("--rankfile", metavar="PATH", help="with --launcher mpirun --emit native: write the rankfile here")
+    p.add_argument("--nodes", type=int, default=1, metavar="N",
+                   help="with --launcher mpirun --emit native: rankfile lines for N nodes (default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     p = plan(topo, req)
     if default:
         p = replace(p, notes=(default, *p.notes))
+    if args.emit:
+        return _native(topo, p, args)
     if args.env:
         p = emit.with_env(topo, p)
     line = emit.launch_lines(p, request_args(req))[args.launcher] if args.launcher else None
@@ -80,6 +96,27 @@ def run(args: argparse.Namespace) -> int:
         print(_env_text(p))
     if line is not None:
         print(line)
+    return 0
+
+
+def _native(topo, p, args) -> int:
+    """--emit native|wrapper: the plan in the launcher's own syntax."""
+    from .. import outfile
+    from ..errors import InputError
+    from ..mapping import emit
+
+    if args.launcher not in emit.NATIVE_LAUNCHERS:
+        raise InputError("--emit", f"needs --launcher {'|'.join(emit.NATIVE_LAUNCHERS)} (MPICH/Hydra takes no "
+                                   "per-rank binding list: start ranks through `nodemap run` there)")
+    out = emit.native(topo, p, args.launcher, rankfile=args.rankfile or "", nodes=args.nodes)
+    if "rankfile" in out:
+        outfile.write(args.rankfile, out["rankfile"], "--rankfile")
+    if args.json:
+        print(json.dumps({"schema": "nodemap.native/1", **out, "notes": list(p.notes)}, indent=1))
+    elif args.emit == "native":
+        print(" ".join(out["args"]))
+    else:
+        print(out["wrapper"])
     return 0
 
 

@@ -223,3 +223,138 @@ def launch_lines(plan, run_args, app=("./app",)) -> dict[str, str]:
         "mpiexec": f"mpiexec -ppn {n} -bind-to none {tail}",
         "flux": f"flux run --tasks-per-node={n} -o cpu-affinity=off -o gpu-affinity=off {tail}",
     }
+
+
+# --- launcher-native bindings ------------------------------------------------------
+#
+# `nodemap plan --launcher L --emit native` hands the plan to the launcher in
+# its own syntax, so no nodemap runs on the compute nodes. Each launcher binds
+# CPUs (and GPUs, memory where it can) from a per-local-task list; what it
+# cannot express per task (OpenMP, UCX/NCCL NICs...) goes into a one-line
+# POSIX sh wrapper keyed on the launcher's local-rank variable.
+
+NATIVE_LAUNCHERS = ("srun", "mpirun", "flux")
+
+
+def native(topo, plan, launcher: str, rankfile: str = "", nodes: int = 1) -> dict:
+    """The plan in `launcher`'s syntax: {"launcher", "args" (words, safe to
+    splice unquoted), "wrapper" (one sh line, run as `sh -c WRAPPER sh APP`),
+    "local_rank_var", and for mpirun "rankfile" (its text, for `rankfile`)}."""
+    return {"srun": srun_native, "mpirun": mpirun_native, "flux": flux_native}[launcher](
+        topo, plan, rankfile=rankfile, nodes=nodes)
+
+
+def srun_native(topo, plan, **_) -> dict:
+    """Slurm: --cpu-bind=mask_cpu (hex masks of OS CPU ids, one per local
+    task, checked against the step's CPUs), --mem-bind=mask_mem (hex masks
+    of NUMA nodes), --gpu-bind=map_gpu (one GPU a task) or mask_gpu (hex);
+    GPU ids are relative to the job's GPUs where cgroup ConstrainDevices is
+    set, so they are the plan's physical indexes only with every GPU of the
+    node allocated."""
+    tasks = plan.tasks
+    args = [f"--ntasks-per-node={len(tasks)}", "--cpu-bind=mask_cpu:" + ",".join(_hex(t.cpus.mask) for t in tasks)]
+    if all(t.mems for t in tasks):
+        args.append("--mem-bind=mask_mem:" + ",".join(_hex(t.mems.mask) for t in tasks))
+    gpus = _launcher_gpus(topo, plan)
+    if gpus is None:
+        args.append("--gpu-bind=none")
+    elif all(len(g) == 1 for g in gpus):
+        args.append("--gpu-bind=map_gpu:" + ",".join(str(g[0]) for g in gpus))
+    else:
+        args.append("--gpu-bind=mask_gpu:" + ",".join(_hex(sum(1 << i for i in g)) for g in gpus))
+    var = _local_var("srun")
+    return {"launcher": "srun", "args": args, "local_rank_var": var,
+            "wrapper": wrapper(var, _left_env(topo, plan, gpus is not None))}
+
+
+def mpirun_native(topo, plan, rankfile: str = "", nodes: int = 1, **_) -> dict:
+    """Open MPI 5 (PRRTE): a rankfile of hwloc logical PU indexes (`:hwtcpus`;
+    only logical locations are supported), one line per rank with relative
+    hosts +n0.. for `nodes` nodes; -x for the variables every task shares.
+    Open MPI binds no GPU and sets no memory policy: GPU visibility goes in
+    the wrapper, memory follows first touch on the bound CPUs."""
+    from ..errors import InputError
+    from ..topology.render import logical_pus
+
+    if not rankfile or rankfile == "-" or any(c.isspace() for c in rankfile):
+        raise InputError("--rankfile", "mpirun's native binding needs a rankfile path without spaces "
+                                       "(e.g. --rankfile nodemap.rankfile): nodemap writes it, mpirun reads it")
+    if nodes < 1:
+        raise InputError("--nodes", f"{nodes} is not a node count (1 or more)")
+    logical = logical_pus(topo)
+    n = len(plan.tasks)
+    lines = [f"rank {k * n + t.task}=+n{k} slot={_list(logical[p] for p in t.cpus)}"
+             for k in range(nodes) for t in plan.tasks]
+    envs = _left_env(topo, plan, False)
+    shared = [kv for kv in envs[0] if all(kv in e for e in envs[1:])] if envs else []
+    args = ["--np", str(n * nodes), "--map-by", f"rankfile:file={rankfile}:hwtcpus"]
+    args += [w for name, value in shared for w in ("-x", f"{name}={value}")]
+    var = _local_var("mpirun")
+    return {"launcher": "mpirun", "args": args, "local_rank_var": var, "rankfile": "\n".join(lines) + "\n",
+            "wrapper": wrapper(var, [[kv for kv in e if kv not in shared] for e in envs])}
+
+
+def flux_native(topo, plan, **_) -> dict:
+    """Flux: -o cpu-affinity=map:LIST and -o gpu-affinity=map:LIST, one entry
+    per local task separated by ';' (hwloc list syntax: OS CPU ids; GPU ids
+    of the node). Flux sets no memory policy."""
+    tasks = plan.tasks
+    args = [f"--tasks-per-node={len(tasks)}", "-o", "cpu-affinity=map:" + ";".join(t.cpus.format() for t in tasks)]
+    gpus = _launcher_gpus(topo, plan)
+    args += ["-o", "gpu-affinity=off" if gpus is None else
+             "gpu-affinity=map:" + ";".join(_list(g) for g in gpus)]
+    var = _local_var("flux")
+    return {"launcher": "flux", "args": args, "local_rank_var": var,
+            "wrapper": wrapper(var, _left_env(topo, plan, gpus is not None))}
+
+
+def wrapper(var: str, envs) -> str:
+    """One POSIX sh line that exports task k's variables when the launcher's
+    local-rank variable `var` is k, then execs its arguments; a rank the
+    plan does not know exits 2 with one line. Run as: sh -c LINE sh APP ARGS."""
+    cases = " ".join(f"{k}) {'export ' + ' '.join(f'{n}={_dq(v)}' for n, v in env) if env else ':'};;"
+                     for k, env in enumerate(envs))
+    bad = (f'echo "nodemap: {var}=${{{var}-unset}} is not a local rank of this plan ({len(envs)} tasks per node)" '
+           ">&2; exit 2;;")
+    return f'case "${{{var}-}}" in {cases} *) {bad} esac; exec "$@"'
+
+
+def _launcher_gpus(topo, plan):
+    """Each task's GPU ids when the launcher can bind them (every task has
+    NVIDIA GPUs named by index, none in MIG mode); else None: the wrapper
+    sets the visibility variables instead."""
+    gpus = [t.gpus for t in plan.tasks]
+    if not all(gpus) or getattr(plan.request, "gpu_ids", "index") != "index":
+        return None
+    devs = [topo.gpu(i) for g in gpus for i in g]
+    if any(d.vendor.upper() != "NVIDIA" or d.mig for d in devs):
+        return None
+    return gpus
+
+
+def _left_env(topo, plan, gpus_bound: bool) -> list[list[tuple[str, str]]]:
+    """Each task's environment minus what the launcher sets itself."""
+    skip = set(VISIBILITY) if gpus_bound else set()
+    return [[(n, v) for n, v in task_env(topo, plan, t) if n not in skip] for t in plan.tasks]
+
+
+def _local_var(launcher: str) -> str:
+    from ..env import FLUX_LOCAL, LOCAL_PAIRS, SLURM_LOCAL
+
+    return {"srun": SLURM_LOCAL, "flux": FLUX_LOCAL, "mpirun": LOCAL_PAIRS[0][1]}[launcher]
+
+
+def _hex(mask: int) -> str:
+    return f"0x{mask:x}"
+
+
+def _list(ids) -> str:
+    """Indexes in list syntax: 0-3,8."""
+    from ..topology.cpuset import CpuSet
+
+    return CpuSet(ids).format()
+
+
+def _dq(value: str) -> str:
+    """`value` inside double quotes for sh (the wrapper is itself one word)."""
+    return '"' + "".join("\\" + c if c in '\\"$`' else c for c in value) + '"'

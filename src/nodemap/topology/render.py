@@ -147,6 +147,19 @@ def _tree_order(topo: Topology):
     return key
 
 
+def logical_pus(topo: Topology) -> dict[int, int]:
+    """OS index -> hwloc's logical index (L#) of every allowed online PU:
+    cores in lstopo's order, each core's PUs by OS index, as hwloc numbers
+    them in a topology restricted to the allowed CPUs (its default view;
+    Open MPI's rankfiles take these numbers)."""
+    allowed = topo.allowed_cpus
+    order = _tree_order(topo)
+    pus = [pu for c in sorted((c for c in topo.cores if c.cpuset & allowed), key=order)
+           for pu in c.cpuset & allowed]
+    pus += sorted(set(allowed) - set(pus))  # PUs of no core (sources without cores)
+    return {pu: i for i, pu in enumerate(pus)}
+
+
 def _group_levels(topo: Topology) -> list[list]:
     kinds: dict[str, list] = {}
     for g in topo.groups:

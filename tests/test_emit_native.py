@@ -1,0 +1,182 @@
+"""`nodemap plan --launcher L --emit native|wrapper`: the plan in srun's,
+Open MPI's and Flux's own binding syntax, and the one-line sh wrapper.
+
+Every list is decoded here by the launcher's documented rules (hex masks of
+OS CPU ids per local task for srun; ';'-separated hwloc lists for Flux;
+hwloc logical PU indexes for an Open MPI rankfile, numbered by walking the
+hwloc XML file itself) and must give back the plan's PUs, memory and GPUs;
+the wrapper is run by a real sh for every local rank."""
+
+import json
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+from conftest import FIXTURES
+
+import nodes
+from nodemap.cli import main
+from nodemap.mapping import emit
+from nodemap.mapping.plan import plan
+from nodemap.mapping.request import Request
+from nodemap.topology import hwloc_xml
+from nodemap.topology.cpuset import CpuSet
+
+MPIBIND = FIXTURES / "mpibind" / "topo-xml"
+
+
+def fixture_nodes():
+    out = [("karolina", nodes.karolina, 8), ("perlmutter", nodes.perlmutter, 12)]
+    out += [(name, lambda name=name: hwloc_xml.read(MPIBIND / f"{name}.xml"), tasks)
+            for name, tasks in (("epyc-corona", 6), ("coral-lassen", 4))]
+    return [pytest.param(make, tasks, id=name) for name, make, tasks in out]
+
+
+def from_hex(masks: str) -> list[int]:
+    return [int(m, 16) for m in masks.split(",")]
+
+
+def option(args: list[str], prefix: str) -> str:
+    (value,) = [a[len(prefix):] for a in args if a.startswith(prefix)]
+    return value
+
+
+@pytest.mark.parametrize("make,tasks", fixture_nodes())
+def test_srun_masks_decode_to_the_plan(fixtures, make, tasks):
+    topo = make()
+    p = plan(topo, Request(tasks=tasks))
+    args = emit.native(topo, p, "srun")["args"]
+    assert option(args, "--ntasks-per-node=") == str(tasks)
+    assert [CpuSet.from_mask(m) for m in from_hex(option(args, "--cpu-bind=mask_cpu:"))] == [t.cpus for t in p.tasks]
+    assert [CpuSet.from_mask(m) for m in from_hex(option(args, "--mem-bind=mask_mem:"))] == [t.mems for t in p.tasks]
+    gpu = option(args, "--gpu-bind=")
+    if all(topo.gpu(g).vendor == "NVIDIA" for t in p.tasks for g in t.gpus) and all(t.gpus for t in p.tasks):
+        kind, ids = gpu.split(":")
+        got = ([(int(i),) for i in ids.split(",")] if kind == "map_gpu"
+               else [tuple(CpuSet.from_mask(m)) for m in from_hex(ids)])
+        assert got == [t.gpus for t in p.tasks]
+    else:  # Slurm binds through the GPU plugin of the vendor; AMD here: the wrapper sets ROCR_VISIBLE_DEVICES
+        assert gpu == "none"
+
+
+def test_srun_gives_several_gpus_a_task_as_masks():
+    topo = nodes.karolina()
+    p = plan(topo, Request(tasks=2))
+    gpu = option(emit.native(topo, p, "srun")["args"], "--gpu-bind=")
+    assert gpu.startswith("mask_gpu:") and len(p.tasks[0].gpus) == 4
+    assert [tuple(CpuSet.from_mask(m)) for m in from_hex(gpu[len("mask_gpu:"):])] == [t.gpus for t in p.tasks]
+
+
+@pytest.mark.parametrize("make,tasks", fixture_nodes())
+def test_flux_maps_decode_to_the_plan(fixtures, make, tasks):
+    topo = make()
+    p = plan(topo, Request(tasks=tasks))
+    args = emit.native(topo, p, "flux")["args"]
+    opts = [args[i + 1] for i, a in enumerate(args) if a == "-o"]
+    cpu = next(o for o in opts if o.startswith("cpu-affinity=map:"))[len("cpu-affinity=map:"):]
+    assert [CpuSet.parse(x) for x in cpu.split(";")] == [t.cpus for t in p.tasks]
+    gpu = next(o for o in opts if o.startswith("gpu-affinity="))
+    if gpu != "gpu-affinity=off":
+        assert [tuple(CpuSet.parse(x)) for x in gpu[len("gpu-affinity=map:"):].split(";")] == [t.gpus for t in p.tasks]
+
+
+def hwloc_logical_pus(path) -> dict[int, int]:
+    """hwloc's logical PU index is the PU's rank in a depth-first walk of its
+    tree, which is the XML file's document order."""
+    pus = [int(o.get("os_index")) for o in ET.parse(path).iter("object") if o.get("type") == "PU"]
+    return {os_index: i for i, os_index in enumerate(pus)}
+
+
+@pytest.mark.parametrize("name,tasks", [("epyc-corona", 6), ("coral-lassen", 4), ("cts1-quartz-smt1", 4)])
+def test_openmpi_rankfile_names_the_plans_pus_by_hwloc_logical_index(fixtures, name, tasks):
+    topo = hwloc_xml.read(MPIBIND / f"{name}.xml")
+    p = plan(topo, Request(tasks=tasks))
+    out = emit.native(topo, p, "mpirun", rankfile="rf", nodes=2)
+    to_os = {v: k for k, v in hwloc_logical_pus(MPIBIND / f"{name}.xml").items()}
+    lines = out["rankfile"].splitlines()
+    assert len(lines) == 2 * tasks
+    for k, line in enumerate(lines):
+        head, slot = line.split(" slot=")
+        assert head == f"rank {k}=+n{k // tasks}"
+        assert CpuSet(to_os[i] for i in CpuSet.parse(slot)) == p.tasks[k % tasks].cpus
+    assert out["args"][:4] == ["--np", str(2 * tasks), "--map-by", "rankfile:file=rf:hwtcpus"]
+
+
+def run_wrapper(shell, line, var, rank, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "UCX_", "NCCL_", "CUDA_", "NODEMAP_"))}
+    full.update(env or {})
+    if rank is not None:
+        full[var] = str(rank)
+    r = subprocess.run([shell, "-c", line, "sh", "env"], env=full, capture_output=True, text=True, timeout=10)
+    return r.returncode, dict(x.split("=", 1) for x in r.stdout.splitlines() if "=" in x), r.stderr
+
+
+SHELLS = [s for s in ("sh", "dash", "bash", "busybox") if shutil.which(s)]
+
+
+@pytest.mark.parametrize("launcher", emit.NATIVE_LAUNCHERS)
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_wrapper_sets_each_local_ranks_environment(launcher, shell):
+    topo = nodes.karolina()
+    p = plan(topo, Request(tasks=4, threads=4))
+    out = emit.native(topo, p, launcher, rankfile="rf")
+    args = out["args"]
+    shared = dict(value.split("=", 1) for flag, value in zip(args, args[1:]) if flag == "-x")  # mpirun -x
+    bound = launcher != "mpirun"  # srun and Flux set CUDA_VISIBLE_DEVICES themselves
+    for t in p.tasks:
+        code, got, _ = run_wrapper(shell, out["wrapper"], out["local_rank_var"], t.task)
+        assert code == 0
+        want = {k: v for k, v in emit.task_env(topo, p, t) if not (bound and k in emit.VISIBILITY)}
+        assert {k: got.get(k, shared.get(k)) for k in want} == want
+        assert ("CUDA_VISIBLE_DEVICES" in got) == (not bound)
+    code, _, err = run_wrapper(shell, out["wrapper"], out["local_rank_var"], 4)
+    assert code == 2 and err.count("\n") == 1 and "is not a local rank of this plan" in err
+    assert run_wrapper(shell, out["wrapper"], out["local_rank_var"], None)[0] == 2
+
+
+def test_wrapper_values_are_quoted_for_sh():
+    line = emit.wrapper("R", [[("A", 'x"y$z`w\\'), ("B", "{0,1},{2:3}")]])
+    code, got, _ = run_wrapper("sh", line, "R", 0)
+    assert code == 0 and got["A"] == 'x"y$z`w\\' and got["B"] == "{0,1},{2:3}"
+
+
+# --- the command line ----------------------------------------------------------------
+
+
+@pytest.fixture
+def karolina_json(tmp_path):
+    path = tmp_path / "karolina.json"
+    path.write_text(nodes.karolina().to_json())
+    return str(path)
+
+
+def test_cli_prints_only_the_options_and_the_wrapper(karolina_json, capsys):
+    assert main(["plan", "--tasks", "8", "--input", karolina_json, "--launcher", "srun", "--emit", "native"]) == 0
+    words = capsys.readouterr().out.split()
+    assert words[0] == "--ntasks-per-node=8" and words[-1] == "--gpu-bind=map_gpu:2,3,0,1,6,7,4,5"
+    assert main(["plan", "--tasks", "8", "--input", karolina_json, "--launcher", "srun", "--emit", "wrapper"]) == 0
+    assert capsys.readouterr().out.startswith('case "${SLURM_LOCALID-}" in 0) export ')
+
+
+def test_cli_json_and_rankfile(karolina_json, tmp_path, capsys):
+    rf = tmp_path / "rankfile"
+    assert main(["plan", "--tasks", "4", "--input", karolina_json, "--launcher", "mpirun", "--emit", "native",
+                 "--rankfile", str(rf), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "nodemap.native/1" and doc["local_rank_var"] == "OMPI_COMM_WORLD_LOCAL_RANK"
+    assert rf.read_text() == doc["rankfile"] and rf.read_text().startswith("rank 0=+n0 slot=")
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--launcher", "mpiexec", "--emit", "native"], "needs --launcher srun|mpirun|flux"),
+    (["--emit", "native"], "needs --launcher"),
+    (["--launcher", "mpirun", "--emit", "native"], "needs a rankfile path"),
+    (["--launcher", "mpirun", "--emit", "native", "--rankfile", "-"], "needs a rankfile path"),
+    (["--launcher", "mpirun", "--emit", "native", "--rankfile", "rf", "--nodes", "0"], "is not a node count"),
+])
+def test_cli_refuses_what_a_launcher_cannot_take(karolina_json, capsys, argv, says):
+    assert main(["plan", "--tasks", "4", "--input", karolina_json, *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
