@@ -15,6 +15,16 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.fixture
+def karolina_json(tmp_path) -> str:
+    """tests/nodes.py's Karolina-like node saved as nodemap JSON, for --input."""
+    import nodes
+
+    path = tmp_path / "karolina.json"
+    path.write_text(nodes.karolina().to_json())
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real 3-node Slurm cluster on this machine (tests/slurm_cluster.py), for the whole session."""

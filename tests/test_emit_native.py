@@ -145,13 +145,6 @@ def test_wrapper_values_are_quoted_for_sh():
 # --- the command line ----------------------------------------------------------------
 
 
-@pytest.fixture
-def karolina_json(tmp_path):
-    path = tmp_path / "karolina.json"
-    path.write_text(nodes.karolina().to_json())
-    return str(path)
-
-
 def test_cli_prints_only_the_options_and_the_wrapper(karolina_json, capsys):
     assert main(["plan", "--tasks", "8", "--input", karolina_json, "--launcher", "srun", "--emit", "native"]) == 0
     words = capsys.readouterr().out.split()

@@ -5,19 +5,11 @@ import json
 
 import pytest
 
-import nodes
 from nodemap.cli import main
 from nodemap.commands.plan import LAUNCHERS, request_args
 from nodemap.mapping import cliargs
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
-
-
-@pytest.fixture
-def karolina_json(tmp_path):
-    path = tmp_path / "karolina.json"
-    path.write_text(nodes.karolina().to_json())
-    return str(path)
 
 
 def test_table(karolina_json, capsys):
