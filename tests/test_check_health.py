@@ -97,6 +97,21 @@ def test_a_gpu_link_at_half_width_in_a_snapshot_copy(gpu_tree, tmp_path, capsys)
     assert c["inventory/expected/pcie/gpu0"]["cause"] == "hardware"
 
 
+def test_an_ethernet_link_down_in_a_snapshot_copy(tree, tmp_path, capsys):
+    root = tmp_path / "node"
+    shutil.copytree(tree, root, symlinks=True)
+    cls = export(capsys, root, tmp_path / "class.json")
+    assert [p["state"] for p in json.load(open(cls))["nics"][0]["ports"]] == ["up"]  # operstate, 1000 Mb/s
+    net = root / "sys/class/net/enp96s0f0"
+    (net.resolve() / "operstate").write_text("down\n")
+    (net.resolve() / "speed").write_text("-1\n")
+    harness._TOPOLOGIES.clear()
+    code, doc, _ = check(capsys, "--input", str(root), "--expect-topology", cls)
+    c = {c["key"]: c for c in doc["checks"]}["inventory/expected/nic/enp96s0f0/port1"]
+    assert code == 1 and (c["verdict"], c["cause"], c["rule"]) == ("fail", "hardware", "port down")
+    assert c["expected"] == "up 1 Gb/s" and c["value"] == "down 0 Gb/s"
+
+
 def test_the_snapshot_replays_the_link_maximum_capped_by_the_upstream_port(tree):
     from nodemap.topology import sysfs
 

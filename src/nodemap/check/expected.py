@@ -102,8 +102,13 @@ def links(expected: Topology, actual: Topology) -> list[Check]:
     return out
 
 
+def _state(state: str) -> str:
+    """'4: ACTIVE' (RDMA ports) -> 'ACTIVE'; 'up' (netdev operstate) as it is."""
+    return state.split(":")[-1].strip()
+
+
 def _up(state: str) -> bool:
-    return state.split(":")[-1].strip().upper() in ("ACTIVE", "UP")
+    return _state(state).upper() in ("ACTIVE", "UP")
 
 
 def nic_ports(expected: Topology, actual: Topology) -> list[Check]:
@@ -116,16 +121,17 @@ def nic_ports(expected: Topology, actual: Topology) -> list[Check]:
             if got is None or not _up(want.state):
                 continue
             key, label = f"{KEY}/nic/{nic.name}/port{want.number}", f"{nic.name} port {want.number}"
-            value = f"{got.state.split(':')[-1].strip() or '?'} {got.rate_gbps:g} Gb/s"
+            value = f"{_state(got.state) or '?'} {got.rate_gbps:g} Gb/s"
+            up = f"{_state(want.state)} {want.rate_gbps:g} Gb/s"
             if not _up(got.state):
-                out.append(Check(key, label, value, f"ACTIVE {want.rate_gbps:g} Gb/s", "fail", "port down", "hardware",
+                out.append(Check(key, label, value, up, "fail", "port down", "hardware",
                                  "check the cable and the switch port (ibstat, ip link)"))
             elif got.rate_gbps and got.rate_gbps < want.rate_gbps:
                 out.append(Check(key, label, value, f"{want.rate_gbps:g} Gb/s", "fail",
                                  f"port trained at {got.rate_gbps:g} of {want.rate_gbps:g} Gb/s", "hardware",
                                  "check the cable and the switch port's speed (ibstat, ethtool)"))
             else:
-                out.append(Check(key, label, value, f"ACTIVE {want.rate_gbps:g} Gb/s", "pass", "up at its rate"))
+                out.append(Check(key, label, value, up, "pass", "up at its rate"))
     return out
 
 

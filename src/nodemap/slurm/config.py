@@ -79,8 +79,9 @@ def gres(topo: Topology) -> list[Gres]:
 
 
 def _fabric(n: NIC) -> bool:
-    """NICs a job picks: RDMA devices (the netdev-only Ethernet ports are the host's)."""
-    return n.kind in ("InfiniBand", "Slingshot", "OmniPath") or bool(n.ports)
+    """NICs a job picks: RDMA devices (a NIC named for its netdev, with no
+    RDMA device, is the host's Ethernet)."""
+    return n.kind in ("InfiniBand", "Slingshot", "OmniPath") or (bool(n.ports) and n.name not in n.netdevs)
 
 
 def _nic_type(n: NIC) -> str:

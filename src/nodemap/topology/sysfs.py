@@ -730,7 +730,18 @@ def _net_nic(fs: Root, dev: PciDevice, names: list[str]) -> NIC:
     ipoib = fs.read_int(f"sys/class/net/{names[0]}/type") == 32
     kind = classify.nic_kind(names[0], dev.vendor_id, rdma=False, ipoib=ipoib)
     return NIC(name=names[0], kind=kind, pci_bus_id=dev.bus_id, numa_node=dev.numa_node, cpuset=dev.cpuset,
-               netdevs=tuple(names))
+               ports=_net_port(fs, names[0], kind), netdevs=tuple(names))
+
+
+def _net_port(fs: Root, name: str, kind: str) -> tuple[Port, ...]:
+    """A netdev's link as its one port: operstate ("up", "down") and speed
+    (Mb/s; -1 or absent while the link is down or on virtual NICs), so the
+    health check sees an Ethernet link down or slow as it sees an RDMA port's."""
+    state = (fs.read(f"sys/class/net/{name}/operstate") or "").strip()
+    if state in ("", "unknown"):  # virtual and some firmware NICs: no link state to judge
+        return ()
+    speed = fs.read_int(f"sys/class/net/{name}/speed")
+    return (Port(1, state, kind, speed / 1000 if speed and speed > 0 else 0.0),)
 
 
 # --- machine ------------------------------------------------------------------------------------
