@@ -14,6 +14,7 @@ step run with ranks already there (fleet/localpair.py), or why it cannot be.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -155,7 +156,7 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
     if launcher is None:
         raise MPIFailed(why)
     timeout = TIMEOUT_S.get(level, TIMEOUT_S["full"])
-    with tempfile.TemporaryDirectory(prefix="nodemap-check-mpi-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="nodemap-check-mpi-") as tmp, _hydra_files_removed():
         out = os.path.join(tmp, "mpi.json")
         cmd = command(launcher, argv, out)
         try:
@@ -181,9 +182,66 @@ def _saved(path: str) -> ResultSet | None:
         return None
 
 
+# What Hydra (MPICH, Intel MPI) prints around a rank that died: a banner of
+# "=" lines, its own "[mpiexec@host]" and "[proxy:...]" lines. The rank's
+# own last line (an ImportError from a broken libmpi) says more.
+_LAUNCHER_NOISE = re.compile(r"^(=+|=\s.*|\[(mpiexec|proxy)[@:][^\]]*\].*|YOUR APPLICATION TERMINATED.*"
+                             r"|This typically refers to a problem with your application.*"
+                             r"|Please see the FAQ page for debugging suggestions)$")
+
+
 def _last_line(text: str) -> str:
+    """The last line that is not the launcher's boilerplate (else the last line)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
+    said = [ln for ln in lines if not _LAUNCHER_NOISE.match(ln)]
+    return (said or lines or [""])[-1]
+
+
+HYDRA_DIR, HYDRA_XML = "/tmp", "hydra_hwloc_xmlfile_"  # Hydra's topology export: /tmp/hydra_hwloc_xmlfile_XXXXXX,
+# a fixed folder (not $TMPDIR) that the killed step never removes
+
+
+def _hydra_files() -> set[str]:
+    try:
+        return {n for n in os.listdir(HYDRA_DIR) if n.startswith(HYDRA_XML)}
+    except OSError:
+        return set()
+
+
+@contextlib.contextmanager
+def _hydra_files_removed():
+    """Remove the topology files Hydra left in /tmp during the step (MPICH
+    4 leaves one per step, an interrupted step always): those new since it
+    started, of this user, held open by none of this user's processes (a
+    concurrent job's own is open in its proxy)."""
+    before = _hydra_files()
+    try:
+        yield
+    finally:
+        new = _hydra_files() - before
+        held = _held_open() if new else set()
+        for name in new:
+            path = os.path.join(HYDRA_DIR, name)
+            try:
+                if os.lstat(path).st_uid == os.getuid() and path not in held:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def _held_open() -> set[str]:
+    """The files this user's processes hold open (their /proc/PID/fd links)."""
+    out: set[str] = set()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                out.add(os.readlink(f"{fd_dir}/{fd}"))
+        except OSError:  # another user's process, or one that ended
+            continue
+    return out
 
 
 # --- CUDA-awareness -----------------------------------------------------------------

@@ -100,6 +100,9 @@ def fingerprint(request_key, input_path: str | None, env) -> str:
     return "\n".join(parts)
 
 
+MAX_IDENTITY = 50_000  # files and folders of an --input folder (a snapshot tarball holds at most as many members)
+
+
 def input_identity(path: str) -> list[str]:
     """One line per file under `path` (the file itself, or every file of a
     snapshot folder): what the topology was read from."""
@@ -111,7 +114,11 @@ def input_identity(path: str) -> list[str]:
     if not os.path.isdir(root):
         return [_identity(root, st)]
     out = []
+    seen = 0
     for base, dirs, files in os.walk(root):
+        seen += len(dirs) + len(files)
+        if seen > MAX_IDENTITY:  # `--input /` walked the whole file tree (22 s): this input is not cached
+            return [f"{root}:over {MAX_IDENTITY} entries:{time.time_ns()}"]
         dirs.sort()
         for name in sorted(files):
             p = os.path.join(base, name)
