@@ -22,11 +22,12 @@ verdict, rc, busy = {"idle": ("warn", 0, False), "load": ("inconclusive", 2, Tru
 if flaky:
     verdict, rc = "fail", 1
 expect = a[a.index("--expect") + 1] if "--expect" in a else ""
-doc = {"schema": "nodemap.check/1", "complete": True, "summary": {"verdict": verdict},
+node = "fail" if rc == 1 else verdict
+doc = {"schema": "nodemap.check/1", "complete": True, "summary": {"verdict": verdict, "node": node},
        "busy": {"busy": busy, "reasons": ["STREAM placement sweep: other processes used 1.9 cores"] if busy else []},
        "figures": [{"key": "host/stream/triad", "value": 20.0, "verdict": "pass"},
                    {"key": "host/latency/L1d", "value": 1.2, "verdict": verdict if s != "load" else "inconclusive"}],
-       "checks": [], "findings": [{"verdict": "fail", "cause": "configuration", "text": "x"}] if rc == 1 else [],
+       "checks": [], "findings": [{"verdict": "fail", "cause": "hardware", "text": "x"}] if rc == 1 else [],
        "expect": open(expect).read() if expect else ""}
 open(os.path.join(out, "check.json"), "w").write(json.dumps(doc))
 sys.exit(rc)
@@ -52,11 +53,13 @@ def test_every_scenario_runs_and_its_target_is_judged(tmp_path):
     assert all(t[s]["met"] and t[s]["exit"] == {"1": 2} for s in ("fault-limit", "fault-cpuset", "fault-slow"))
     load = next(r for r in doc["runs"] if r["scenario"] == "load")
     assert load["inconclusive"] == ["host/latency/L1d"] and load["busy_reasons"]
-    assert "--expect" in doc["runs"][5]["command"] and "fail_above = 0.5" in (tmp_path / "keep" / "impossible.toml"
-                                                                              ).read_text()
-    full = (tmp_path / "keep" / "full_node.toml").read_text()
+    keep = tmp_path / "keep"
+    assert "--expect" in doc["runs"][5]["command"]
+    assert "peak = 400.000" in (keep / "fault-limit.toml").read_text()  # 20x the idle runs' 20 GB/s
+    full = (keep / "fault-cpuset.toml").read_text()
     assert "peak = 20.000" in full and "fail = 0.90" in full  # the idle runs' STREAM is the full node's
-    assert "| idle | 3 | warn 3 | 0: 3 | 0 | 0 | one verdict every time, no fail | yes |" in md
+    assert "peak = 20.000" in (keep / "fault-slow.toml").read_text()
+    assert "| idle | 3 | warn 3 | 0: 3 | 0 | 0 | one node verdict every time, no fail | yes |" in md
     assert "- note: a shared VM" in md
 
 
@@ -67,21 +70,22 @@ def test_one_idle_fail_misses_the_idle_target(tmp_path, monkeypatch):
     assert idle["verdicts"] == {"warn": 2, "fail": 1} and not idle["met"] and "| **no** |" in md
 
 
-def test_the_test_double_forces_l1d_latency_slow(monkeypatch):
+def test_the_test_double_halves_stream_only(monkeypatch):
     from nodemap.check import node
 
     import check_synth as syn
 
-    monkeypatch.setattr(node, "measure", lambda kind, *a, **k: syn.latency({"L1d": (32, 1.2), "L2": (512, 5.0)}))
+    sets = {"memory": syn.stream({"1/core": (2, 20.0)}), "latency": syn.latency({"L1d": (32, 1.2)})}
+    monkeypatch.setattr(node, "measure", lambda kind, *a, **k: sets[kind])
     got = {}
 
     def main(argv):
-        rs = node.measure("latency", [])
-        got.update({r.params["level"]: r.stats.best for r in rs.results})
+        for kind in sets:
+            got[kind] = node.measure(kind, []).results[0].stats.best
         return 0
 
     from nodemap import cli
 
     monkeypatch.setattr(cli, "main", main)
     assert cs.slow_nodemap(["check"]) == 0
-    assert got["L1d"] == 1.2 * cs.SLOW_FACTOR and got["L2"] == 5.0
+    assert got == {"memory": 20.0 * cs.SLOW_FACTOR, "latency": 1.2}
