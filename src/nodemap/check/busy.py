@@ -15,8 +15,9 @@ A step is busy when, while it ran:
 - tasks stalled on memory at least PSI_MEMORY % of the last 10 s
   (/proc/pressure/memory "some avg10"), or less than MEM_AVAILABLE of the
   memory was available;
-- another process ran on a GPU (before the check: a GPU was also busy at
-  least GPU_UTIL % with no process of ours).
+- another process ran on a GPU (during a step, one visible here: in a
+  container NVML gives host PIDs); before the check, any process on a GPU,
+  or a GPU busy at least GPU_UTIL % with none.
 The load average is recorded, not judged: it counts the check's own threads
 and decays over minutes, so the check run just before would make an idle
 node look busy. docs/check.md says why each threshold is where it is.
@@ -175,16 +176,20 @@ def memory_reasons(mem: dict[str, Any]) -> list[str]:
     return out
 
 
-def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, utilisation: bool) -> list[str]:
-    """Other processes on a GPU; with `utilisation` (before the check, when
-    nothing of ours runs there) a GPU working without them too."""
+def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, before: bool) -> list[str]:
+    """Other processes on a GPU. During a step only those this process can
+    see count: in a container NVML gives host PIDs, and the check's own
+    process would be "another" one. `before` the check nothing of ours is
+    on the GPUs, so every process counts, and a GPU working without any
+    (a container's job we cannot see) too."""
     out = []
     for g in gpus or ():
-        procs = g.get("others", [])
+        procs = [p for p in g.get("others", []) if before or p.get("comm")]
         if procs:
-            names = ", ".join(f"{p.get('comm') or 'pid'} (pid {p['pid']})" for p in procs[:TOP])
+            names = ", ".join(f"{p.get('comm') or 'a process of another container'} (pid {p['pid']})"
+                              for p in procs[:TOP])
             out.append(f"GPU{g['index']}: {len(procs)} other process(es) on it: {names}")
-        elif utilisation and (g.get("utilization") or 0) >= GPU_UTIL:
+        elif before and (g.get("utilization") or 0) >= GPU_UTIL:
             out.append(f"GPU{g['index']}: {g['utilization']}% busy with no process of this check "
                        f"(at least {GPU_UTIL}% is busy)")
     return out
@@ -212,7 +217,7 @@ class Detector:
         self._before = processes(self.root)
         self._t0 = self.clock()
 
-    def end(self, utilisation: bool = False) -> dict[str, Any]:
+    def end(self, before: bool = False) -> dict[str, Any]:
         seconds = self.clock() - self._t0
         after = processes(self.root)
         mine = ours(after, self.me, self.siblings) | ours(self._before, self.me, self.siblings)
@@ -224,18 +229,18 @@ class Detector:
             who = ", ".join(f"{u['comm']} (pid {u['pid']}) {u['cores']:g}" for u in top)
             reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
                            f"(at least {OTHER_CORES:g} is busy): {who}")
-        reasons += memory_reasons(mem) + gpu_reasons(gpus, utilisation)
+        reasons += memory_reasons(mem) + gpu_reasons(gpus, before)
         out: dict[str, Any] = {"busy": bool(reasons), "reasons": reasons, "seconds": round(seconds, 2),
                                "other_cores": cores, "top": top, "load": loadavg(self.root), "memory": mem}
         if gpus is not None:
             out["gpus"] = gpus
         return out
 
-    def sample(self, seconds: float, utilisation: bool = True) -> dict[str, Any]:
-        """A sample of `seconds` with nothing of ours running (before the check)."""
+    def sample(self, seconds: float) -> dict[str, Any]:
+        """A sample of `seconds` before the check, with nothing of ours running."""
         self.begin()
         self.sleep(seconds)
-        return self.end(utilisation)
+        return self.end(before=True)
 
 
 def summary(before: dict[str, Any] | None, steps: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
