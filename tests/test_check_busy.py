@@ -281,3 +281,33 @@ def test_run_check_samples_before_and_around_every_step(monkeypatch, tmp_path):
     assert doc.busy["reasons"][0].startswith("latency against working-set size: other processes used 0.9 cores")
     assert next(j for j in doc.judged if j.figure.key.endswith("DRAM")).verdict == "inconclusive"
     assert exit_status(doc) == 2
+
+
+def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
+    """Others took 1 of 2 CPUs: at most half the bandwidth is theirs to cost. STREAM at 5% of the DRAM peak
+    fails all the same; at 49% (above the 60% floor once doubled) it is inconclusive."""
+    site = tmp_path / "site.toml"
+    site.write_text('[[limit]]\nkind = "stream"\nmatch = "."\npeak = 40.0\nwarn = 0.72\nfail = 0.60\n'
+                    'source = "our DIMMs"\n')
+    exp = expectations.load(str(site))
+    sample = {"busy": True, "cpus": 2, "other_cores": 1.0,
+              "reasons": ["other processes used 1 cores of the 2 measured (at least 0.5 is busy): spin (pid 7) 1"]}
+
+    def judged(best):
+        rs = syn.stream({"1/core": (2, best)})
+        rs.environment["busy"] = sample
+        doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
+        doc.busy = busy.summary(None, [("STREAM placement sweep", sample)])
+        doc.rejudge()
+        return next(j for j in doc.judged if j.figure.key == "host/stream/best"), doc
+
+    j, doc = judged(2.0)
+    assert j.verdict == "fail" and "even credited x2.00" in j.rule and exit_status(doc) == 1
+    j, doc = judged(19.7)
+    assert j.verdict == "inconclusive" and exit_status(doc) == 2
+    pressure = dict(sample, reasons=sample["reasons"] + ["memory pressure: tasks stalled on memory 30% ..."])
+    rs = syn.stream({"1/core": (2, 2.0)})
+    rs.environment["busy"] = pressure  # memory pressure has no measure to credit: not judged
+    doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
+    doc.rejudge()
+    assert next(j for j in doc.judged if j.figure.key == "host/stream/best").verdict == "inconclusive"
