@@ -222,12 +222,22 @@ def markdown(doc: dict) -> str:
         lines.append(f"| {r['scenario']} | {r['index'] + 1} | {r['node']} | {r.get('environment', '')} | {r['rc']} | "
                      f"{'yes' if r['busy'] else 'no'} | {', '.join(r.get('fails', [])) or '-'} | "
                      f"{len(r.get('inconclusive', []))} | {r['wall_s']} | {r['load_before']:.2f} |")
-    reasons = Counter(x.split(": ", 1)[-1].split(" (")[0].split(":")[0] for r in doc["runs"]
-                      for x in r.get("busy_reasons", []))
+    reasons = Counter(reason_kind(x) for r in doc["runs"] for x in r.get("busy_reasons", []))
     if reasons:
-        lines += ["", "busy reasons seen (first words, count): " + "; ".join(f"{k} ({v})" for k, v in
-                                                                              reasons.most_common(6))]
+        lines += ["", "busy reasons seen (the first 4 of each run): " + "; ".join(f"{k} ({v})" for k, v in
+                                                                                reasons.most_common())]
     return "\n".join(lines) + "\n"
+
+
+REASON_KINDS = (("other processes used", "other processes' CPU time"), ("memory pressure", "memory pressure"),
+                ("memory:", "little memory available"), ("other process(es) on it", "another process on a GPU"),
+                ("% busy with no process", "GPU busy before the check"))
+
+
+def reason_kind(reason: str) -> str:
+    where, _, what = reason.partition(": ")
+    kind = next((k for mark, k in REASON_KINDS if mark in what), what[:40])
+    return f"{kind} {'before the check' if where == 'before the check' else 'during a step'}"
 
 
 def save(doc: dict, prefix: str) -> str:
