@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import nodes
-from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory, host_buffer
+from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory, host_buffer, options
 from nodemap.bench.harness import finish
 from nodemap.bench.peaks import Peak, pcie_peak
 from nodemap.bench.results import ResultSet, make_result
@@ -53,13 +53,13 @@ def test_pcie_peak_prefers_nvml_max_link():
 
 @pytest.mark.parametrize("spec, n, want", [(None, 3, [0, 1, 2]), ("all", 2, [0, 1]), ("1,0", 2, [1, 0])])
 def test_parse_ordinals(spec, n, want):
-    assert gc.parse_ordinals(spec, n) == want
+    assert options.gpus(spec, n) == want
 
 
 @pytest.mark.parametrize("spec", ["2", "0,0", "x", "-1", ","])
 def test_parse_ordinals_refuses(spec):
     with pytest.raises(NodemapError, match="--gpus"):
-        gc.parse_ordinals(spec, 2)
+        options.gpus(spec, 2)
 
 
 # --- paths and peaks ---------------------------------------------------------------

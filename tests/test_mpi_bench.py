@@ -11,6 +11,7 @@ import pytest
 
 from nodemap.bench import mpi_common as mc
 from nodemap.bench import mpi_p2p as mp
+from nodemap.bench import options
 from nodemap.errors import NodemapError
 
 pytest.importorskip("mpi4py")
@@ -105,7 +106,7 @@ def test_a_deadline_ends_a_hang_with_exit_2():
 
 def test_subset_refuses():
     with pytest.raises(NodemapError):
-        mp.subset("latency,nope", mp.TESTS, "--tests")
+        options.choices("latency,nope", mp.TESTS, "--tests")
 
 
 def test_iterations_scale_with_size_and_stay_bounded():

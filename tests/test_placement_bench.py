@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nodemap.bench import placement_bench as pb
+from nodemap.bench import options, placement_bench as pb
 from nodemap.errors import NodemapError
 
 
@@ -21,9 +21,9 @@ def _cp(n):
 @pytest.mark.parametrize("spec, words", [("0,0", "twice"), ("0,2", "0-1"), ("a,b", "ordinals")])
 def test_bad_gpu_lists_are_named(spec, words):
     with pytest.raises(NodemapError, match=words):
-        pb._devices(_cp(2), spec)
+        options.gpus(spec, _cp(2).cuda.runtime.getDeviceCount())
 
 
 def test_gpu_lists():
-    assert pb._devices(_cp(3), None) == [0, 1, 2]
-    assert pb._devices(_cp(3), "2,0") == [2, 0]
+    assert options.gpus(None, 3) == [0, 1, 2]
+    assert options.gpus("2,0", 3) == [2, 0]

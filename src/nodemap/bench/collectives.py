@@ -31,6 +31,7 @@ from . import mpi_common as mc
 from ..units import format_size
 from . import interrupt
 from .harness import Progress, Stopped, add_shared, check_count, finish, repeat, session
+from .options import add_gpus
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -58,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "by mpiexec/srun with more than one rank)")
     p.add_argument("--inplace", choices=("both", "out", "in"), default="both",
                    help="out-of-place, in-place or both (default)")
-    p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals (default all visible)")
+    add_gpus(p, "single mode only")
     p.add_argument("--iters", type=int, default=20, help="operations per timed repetition (default 20)")
     add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
@@ -151,9 +152,9 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
 
         cp, nccl = import_cupy(), None
     if mode == "single":
-        from .gpu_common import parse_ordinals
+        from .options import gpus as gpu_list
 
-        devs = parse_ordinals(gpus, cp.cuda.runtime.getDeviceCount())
+        devs = gpu_list(gpus, cp.cuda.runtime.getDeviceCount())
         # One thread driving every GPU: all_reduce at 8 B-64 KiB hung on 2
         # and 4 H200 (NCCL 2.28.9) while p2p ops and >= 1 MiB finished.
         # Suspected cause, not yet confirmed on a GPU: connections made

@@ -32,6 +32,7 @@ from . import gpu_common as gc
 from . import interrupt
 from .harness import Progress, Stopped, check_count, finish, session
 from .gpu_kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
+from .options import choices
 from .peaks import Peak, d2d_path, host_class
 from .results import Result, ResultSet, make_result
 
@@ -69,8 +70,8 @@ class Case:
 
 
 def run(args: argparse.Namespace) -> int:
-    engines = _subset(args.engine, ("ce", "sm"), "--engine")
-    cases = _subset(args.cases, CASES, "--cases")
+    engines = tuple(choices(args.engine, ("ce", "sm"), "--engine"))
+    cases = tuple(choices(args.cases, CASES, "--cases"))
     check_count("--iters", args.iters, 1, "copy per repetition")
     size = parse_size(args.size, "--size", minimum=1) if args.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
@@ -86,13 +87,6 @@ def run(args: argparse.Namespace) -> int:
 
             rs.extend(gpu_latency.measure(b))
     return finish(rs, args, matrices if args.matrix else text)
-
-
-def _subset(spec: str, allowed: Sequence[str], flag: str) -> tuple[str, ...]:
-    got = tuple(x.strip() for x in spec.split(",") if x.strip())
-    if not got or set(got) - set(allowed):
-        raise NodemapError(f"{flag} {spec!r}: choose from {', '.join(allowed)}")
-    return got
 
 
 def numa_nodes(topo: Topology | None) -> list[int]:

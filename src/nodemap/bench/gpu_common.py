@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from .gpu_devices import (CUDA_MISSING, NO_GPU, Gpu, add_common_arguments, describe, device_memory,  # noqa: F401
                           ensure_free, environment, gpu_pcie, gpus, import_cupy, load_topology, match_gpu,
-                          open_bench, parse_ordinals)
+                          open_bench)
 from .gpu_kernels import kernel, kernel_source, launch, pattern  # noqa: F401
 from .gpu_timing import SPIN_TIMEOUT_NS, Gate, Job, gate, time_streams  # noqa: F401
 from .host_buffer import HostBuffer, page_nodes  # noqa: F401

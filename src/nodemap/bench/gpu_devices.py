@@ -109,22 +109,9 @@ def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
 
 def gpus(cp: Any, spec: str | None, topo: Topology | None) -> list[Gpu]:
     """The GPUs named by --gpus (CUDA ordinals "0,2"; default all visible)."""
-    n = cp.cuda.runtime.getDeviceCount()
-    return [describe(cp, d, topo) for d in parse_ordinals(spec, n)]
+    from .options import gpus as gpu_list
 
-
-def parse_ordinals(spec: str | None, n: int) -> list[int]:
-    if not spec or spec == "all":
-        return list(range(n))
-    try:
-        out = [int(x) for x in spec.split(",") if x.strip()]
-    except ValueError:
-        raise NodemapError(f"--gpus {spec!r}: give CUDA ordinals like 0,1 (or 'all')") from None
-    bad = [d for d in out if not 0 <= d < n]
-    if bad or not out or len(set(out)) != len(out):
-        raise NodemapError(f"--gpus {spec!r}: this process sees CUDA devices 0-{n - 1} "
-                           "(CUDA_VISIBLE_DEVICES renumbers them); name each once")
-    return out
+    return [describe(cp, d, topo) for d in gpu_list(spec, cp.cuda.runtime.getDeviceCount())]
 
 
 def load_topology(path: str | None) -> tuple[Topology | None, str]:
@@ -210,8 +197,9 @@ def environment(cp: Any, devs: Sequence[Gpu]) -> dict[str, Any]:
 
 def add_common_arguments(p: Any, size_help: str, repeats: int) -> None:
     from .harness import add_shared
+    from .options import add_gpus
 
-    p.add_argument("--gpus", metavar="LIST", help="CUDA ordinals to measure, e.g. 0,1 (default: all visible)")
+    add_gpus(p)
     p.add_argument("--size", metavar="BYTES", help=size_help)
     add_shared(p, repeats=repeats)
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from ..errors import NodemapError
 from ..units import format_size, parse_size
 from . import gpu_common as gc
-from . import interrupt
+from . import interrupt, options
 from .harness import Progress, check_count, finish, session
 from .results import ResultSet, make_result
 
@@ -49,7 +49,7 @@ DOT_TOL = {"float64": 1e-8, "float32": 1e-3}
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     gc.add_common_arguments(p, "bytes per array (default: the larger of 1 GiB and 4x L2)", repeats=20)
-    p.add_argument("--dtype", default="float64,float32", help="float64, float32 or both (default)")
+    options.add_dtype(p, "float64,float32", DTYPES)
     p.add_argument("--kernels", default=",".join(KERNELS), help=f"subset of {','.join(KERNELS)}")
     p.add_argument("--block", type=int, default=0,
                    help="threads per block (default 0: per kernel the fastest of "
@@ -87,12 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> Plan:
-    dtypes = tuple(x.strip() for x in args.dtype.split(",") if x.strip())
-    kernels = tuple(x.strip() for x in args.kernels.split(",") if x.strip())
-    if not dtypes or set(dtypes) - set(DTYPES):
-        raise NodemapError(f"--dtype {args.dtype!r}: choose from {', '.join(DTYPES)}")
-    if not kernels or set(kernels) - set(KERNELS):
-        raise NodemapError(f"--kernels {args.kernels!r}: choose from {', '.join(KERNELS)}")
+    dtypes = tuple(options.dtypes(args.dtype, DTYPES))
+    kernels = tuple(options.choices(args.kernels, KERNELS, "--kernels"))
     if args.block not in (0, 32, 64, 128, 256, 512, 1024):
         raise NodemapError(f"--block {args.block}: give 0 (auto) or a power of two from 32 to 1024")
     check_count("--grid-per-sm", args.grid_per_sm, 0, "blocks per SM (0: auto)")

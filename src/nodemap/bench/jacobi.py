@@ -41,6 +41,7 @@ from typing import Any, Callable
 from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
+from . import options
 from .harness import Progress, add_shared, finish, repeat, session
 from .results import ResultSet, Stats, make_result
 
@@ -55,6 +56,7 @@ class Variant:
     graph: bool = False
 
 
+DTYPES = ("fp32", "fp64")
 VARIANTS: dict[str, Variant] = {
     "single": Variant("peer"),
     "peer": Variant("peer"), "peer-overlap": Variant("peer", True),
@@ -67,13 +69,12 @@ VARIANTS: dict[str, Variant] = {
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", default="16384x16384", metavar="NXxNY",
                    help="grid columns x rows, halo rows included (default 16384x16384, the reference's; N = NxN)")
-    p.add_argument("--dtype", default="fp32", help="fp32, fp64 or fp32,fp64 (default fp32)")
+    options.add_dtype(p, "fp32", DTYPES)
     p.add_argument("--variants", default=",".join(VARIANTS),
                    help="subset of " + ",".join(VARIANTS) + " (those the launch mode cannot run are skipped)")
     p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
                    help="one rank per slab under MPI, or one process for all slabs (auto: by launcher)")
-    p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals, one slab each, in row order; "
-                   "a GPU named twice holds two slabs (default: every visible GPU)")
+    options.add_gpus(p, "single mode: one slab each, in row order; a GPU named twice holds two slabs")
     p.add_argument("--iters", type=int, default=200, metavar="K",
                    help="steps per timed repetition and per verification run; even (default 200)")
     p.add_argument("--decomp", default="1d", metavar="1d|2d|PXxPY",
@@ -99,28 +100,6 @@ def parse_grid(text: str) -> tuple[int, int]:
     if len(nums) not in (1, 2) or min(nums, default=0) <= 0:
         raise NodemapError(f"--size {text!r}: give NXxNY in cells, like 16384x16384 (or one N for NxN)")
     return (nums[0], nums[-1])
-
-
-def parse_list(spec: str, known: Any, option: str) -> list[str]:
-    got = [s.strip() for s in spec.split(",") if s.strip()]
-    bad = [g for g in got if g not in known]
-    if bad or not got:
-        raise NodemapError(f"{option} {spec!r}: choose from {','.join(known)}")
-    return list(dict.fromkeys(got))
-
-
-def parse_devices(spec: str | None, count: int) -> list[int]:
-    """CUDA ordinals of --gpus; repeats allowed (two slabs on one GPU)."""
-    if not spec or spec == "all":
-        return list(range(count))
-    try:
-        out = [int(x) for x in spec.split(",") if x.strip()]
-    except ValueError:
-        out = []
-    if not out or any(not 0 <= d < count for d in out):
-        raise NodemapError(f"--gpus {spec!r}: this process sees CUDA devices 0-{count - 1}; give ordinals like 0,1 "
-                           "(a GPU named twice holds two slabs)")
-    return out
 
 
 @dataclass(frozen=True)
@@ -156,8 +135,8 @@ TILES_NOT_YET = "not yet implemented for --decomp 2d tiles (they run peer and mp
 
 def validate(args: argparse.Namespace) -> tuple[int, int, list[str], list[str]]:
     nx, ny = parse_grid(args.size)
-    dtypes = parse_list(args.dtype, ("fp32", "fp64"), "--dtype")
-    variants = parse_list(args.variants, VARIANTS, "--variants")
+    dtypes = options.dtypes(args.dtype, DTYPES)
+    variants = options.choices(args.variants, VARIANTS, "--variants")
     if args.iters < 2 or args.iters % 2 or args.repeats < 1:
         raise NodemapError("--iters must be even and >= 2 (a step pair returns to the first buffer; the CUDA "
                            "graph holds one pair) and --repeats positive")
@@ -189,7 +168,7 @@ def open_launch(args: argparse.Namespace) -> Launch:
         mode = "mpi" if co.launched_by_mpi() else "single"
     if mode == "single":
         cp = import_cupy()
-        devs = parse_devices(args.gpus, cp.cuda.runtime.getDeviceCount())
+        devs = options.gpus(args.gpus, cp.cuda.runtime.getDeviceCount(), repeats=True)
         keys = co.gpu_keys(cp, devs)
         return Launch(cp, devs, list(range(len(devs))), len(devs), None, keys, [binding_line(None, keys)])
     MPI = mc.start(args.timeout)

@@ -33,6 +33,7 @@ from ..units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
 from . import interrupt
 from .harness import Progress, add_shared, check_count, check_positive, finish, repeat, session
+from .options import choices
 from .results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -61,14 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # --- inputs ---------------------------------------------------------------------
-
-
-def subset(spec: str, allowed: tuple[str, ...], flag: str) -> list[str]:
-    out = [s.strip() for s in spec.split(",") if s.strip()]
-    bad = [s for s in out if s not in allowed]
-    if bad or not out:
-        raise NodemapError(f"{flag} {spec!r}: choose from {','.join(allowed)}")
-    return out
 
 
 def parse_pairs(specs: list[str], n: int) -> list[tuple[int, int, str]]:
@@ -403,8 +396,8 @@ class Plan:
 
 
 def run(args: argparse.Namespace) -> int:
-    tests = subset(args.tests, TESTS, "--tests")
-    buffers = subset(args.buffers, BUFFERS, "--buffers")
+    tests = choices(args.tests, TESTS, "--tests")
+    buffers = choices(args.buffers, BUFFERS, "--buffers")
     sizes = parse_sizes(args.sizes, "--sizes")
     chunk = parse_size(args.chunk, "--chunk", minimum=1)
     check_count("--window", args.window, 1, "send per window")

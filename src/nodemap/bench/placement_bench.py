@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import NodemapError
 from ..units import format_size, parse_size, parse_sizes
+from . import options
 from .harness import Progress, add_shared, check_count, check_positive, finish, repeat, session
 from .results import ResultSet, make_result
 
@@ -65,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"subset of {','.join(STRATEGIES)} (default: all but no-hints, which can thrash for minutes)")
     p.add_argument("--iterations", dest="repeats", type=int, default=argparse.SUPPRESS,
                    help=argparse.SUPPRESS)  # the old name of --repeats
-    p.add_argument("--gpus", help="CUDA device ordinals to use (default: all visible)")
+    options.add_gpus(p, "each holds its share once")
     add_shared(p, repeats=5)
 
 
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from .gpu_devices import import_cupy
 
     cp = import_cupy()  # after the options: their errors need no GPU; worded as every GPU kind's
-    devices = _devices(cp, args.gpus)
+    devices = options.gpus(args.gpus, cp.cuda.runtime.getDeviceCount())
     if len(devices) < 2:
         raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
     cfg = Config(
@@ -474,21 +475,6 @@ def _zipfs(text: str) -> list[float]:
 def per_gpu_rates(lookups: int, per_gpu: list[list[float]]) -> list[float]:
     """Each GPU alone: the median over repetitions of its lookups / its own seconds."""
     return [statistics.median(lookups / rep[g] for rep in per_gpu) for g in range(len(per_gpu[0]))]
-
-
-def _devices(cp, spec):
-    n = cp.cuda.runtime.getDeviceCount()
-    if not spec:
-        return list(range(n))
-    try:
-        devs = [int(x) for x in spec.split(",")]
-    except ValueError:
-        raise NodemapError(f"--gpus {spec}: give CUDA device ordinals, e.g. 0,1") from None
-    if any(d < 0 or d >= n for d in devs):
-        raise NodemapError(f"--gpus {spec}: only devices 0-{n - 1} are visible")
-    if len(set(devs)) != len(devs):
-        raise NodemapError(f"--gpus {spec}: a GPU is named twice; each GPU holds its own share once")
-    return devs
 
 
 def _environment(cp, devices, topology: str | None = None):

@@ -30,6 +30,7 @@ from . import collectives as co
 from . import mpi_common as mc
 from ..units import format_size
 from .harness import Progress, Stopped, add_shared, check_count, repeat, session
+from .options import add_gpus
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -46,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="halo bytes per direction: a list or LO:HI doubling (default 64KiB,1MiB,16MiB,64MiB)")
     p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
                    help="one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
-    p.add_argument("--gpus", metavar="LIST", help="single mode: CUDA ordinals in ring order (default all)")
+    add_gpus(p, "single mode: in ring order")
     p.add_argument("--steps", type=int, default=20, help="exchange steps per timed repetition (default 20)")
     p.add_argument("--no-overlap", action="store_true", help="skip the compute-overlap measurement")
     add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
@@ -333,9 +334,9 @@ def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..units import parse_sizes
-    from .mpi_p2p import subset
+    from .options import choices
 
-    wanted = subset(args.transports, TRANSPORTS, "--transports")
+    wanted = choices(args.transports, TRANSPORTS, "--transports")
     sizes = parse_sizes(args.sizes, "--sizes")
     check_count("--steps", args.steps, 1, "exchange per repetition")
     ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True, topology=args.topology)

@@ -75,10 +75,10 @@ def _size(text: str) -> int:
 
 
 def _buffers(text: str) -> tuple[str, ...]:
-    from ..bench.mpi_p2p import subset
+    from ..bench.options import choices
     from .pairtest import KINDS
 
-    return tuple(dict.fromkeys(subset(text, KINDS, "--pair-buffers")))
+    return tuple(choices(text, KINDS, "--pair-buffers"))
 
 
 def run(args: argparse.Namespace) -> int:
