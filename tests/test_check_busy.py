@@ -123,6 +123,20 @@ def test_a_process_on_other_cpus_does_not_count(tmp_path):
     assert run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="spin", cpus="1"))["busy"]
 
 
+def test_a_process_allowed_on_more_cpus_counts_with_the_measured_share(tmp_path):
+    """Under taskset -c 0 on 2 CPUs, a process using 0.8 cores anywhere is 0.4 on CPU 0 (its share): idle;
+    pinned to CPU 0 it is all there: busy."""
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap", cpus="0")
+    fake.proc(200, 1, 0, comm="make", cpus="0-1")
+    d, clock = detector(fake, cpus=(0,))
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 8 * busy.HZ, comm="make", cpus="0-1"))
+    assert not s["busy"] and s["other_cores"] == 0.4
+    fake.proc(200, 1, 0, comm="make", cpus="0")
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 8 * busy.HZ, comm="make", cpus="0"))
+    assert s["busy"] and s["other_cores"] == 0.8
+
+
 def test_a_little_background_work_is_idle(tmp_path):
     fake = FakeProc(tmp_path)
     fake.proc(ME, 1, 0, comm="nodemap")

@@ -10,8 +10,9 @@ its sibling ranks are not "others".
 
 A step is busy when, while it ran:
 - other processes used at least OTHER_CORES cores' worth of CPU time on the
-  CPUs being measured (a single spinning process on a 2-core node is 0.67
-  cores or more: it is busy; background daemons use a few hundredths);
+  CPUs being measured (a process allowed on more CPUs counts with the share
+  of them that are measured; a single spinning process on a 2-core node is
+  0.67 cores or more: it is busy; background daemons use a few hundredths);
 - tasks stalled on memory at least PSI_MEMORY % of the last 10 s
   (/proc/pressure/memory "some avg10"), or less than MEM_AVAILABLE of the
   memory was available;
@@ -118,9 +119,10 @@ def allowed_cpus(root: str, pid: int) -> set[int] | None:
 
 def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
               cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]]]:
-    """Cores' worth of CPU time other processes that may run on `cpus` used
-    between the two snapshots, and the largest of them. A process started
-    in between counts whole; one that ended in between is not seen."""
+    """Cores' worth of CPU time other processes used on `cpus` between the
+    two snapshots (each process's time in the share of its allowed CPUs
+    that are measured ones), and the largest of them. A process started in
+    between counts whole; one that ended in between is not seen."""
     if seconds <= 0:
         return 0.0, []
     used = []
@@ -132,9 +134,13 @@ def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, m
         if delta <= 0:
             continue
         allowed = allowed_cpus(root, pid)
-        if allowed is not None and cpus and not allowed & cpus:
+        # its expected share on the measured CPUs: all of it when confined to them, half of it when it
+        # may run on twice as many (a check under taskset with half the CPUs)
+        share = len(allowed & cpus) / len(allowed) if allowed and cpus else 1.0
+        if share == 0:
             continue
-        used.append({"pid": pid, "comm": p.comm, "cores": round(delta / HZ / max(seconds, MIN_WINDOW), 2)})
+        cores = round(share * delta / HZ / max(seconds, MIN_WINDOW), 2)
+        used.append({"pid": pid, "comm": p.comm, "cores": cores})
     used.sort(key=lambda u: -u["cores"])
     return round(sum(u["cores"] for u in used), 2), used[:TOP]
 
