@@ -182,3 +182,20 @@ def test_a_hardware_failure_is_a_drain_reason():
         want, nics=want.nics[:3])))
     doc.rejudge()
     assert verdict.health(doc) == (False, "nodemap: inventory: NICs 3 (limit 4)")
+
+
+def test_a_hung_nvml_ends_at_the_health_timeout(tmp_path):
+    """nvmlInit blocking (a hung driver): exit 2 at --health-timeout, one
+    line, before Slurm's 60 s kill; nothing drained (no scontrol call)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pynvml.py").write_text("import time\n\ndef nvmlInit():\n    time.sleep(60)\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PATH="/nonexistent", NODEMAP_RUNTIME_DIR=str(tmp_path / "run"))
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "nodemap", "check", "--level", "health", "--health-timeout", "2",
+                        "--slurm-drain"], capture_output=True, text=True, timeout=30, env=env)
+    assert p.returncode == 2 and time.monotonic() - t0 < 10
+    assert p.stderr.strip().splitlines() == ["nodemap check --level health: not done within 2 s (a hung GPU driver, "
+                                             "file system or slurmctld?): could not judge, nothing drained (exit 2)"]

@@ -64,6 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect-topology", metavar="FILE",
                    help="the node class this node must match (nodemap topo --export FILE on a good node): a "
                         "missing GPU/NIC/NVLink, a narrower PCIe link, a NIC port down, less memory fail")
+    p.add_argument("--health-timeout", type=seconds, default=45.0, metavar="S",
+                   help="--level health ends after S seconds with exit 2, nothing drained (a hung driver must not "
+                        "outlive Slurm's 60 s HealthCheckProgram limit; default 45)")
     p.add_argument("--input", metavar="PATH",
                    help="--level health only: judge a saved node (sysfs snapshot, hwloc XML, topology JSON)")
     p.add_argument("--output", "-o", metavar="DIR",
@@ -126,6 +129,17 @@ def run(args: argparse.Namespace) -> int:
             raise NodemapError("--from: --slurm-drain acts on the node a check runs on; saved documents are "
                                "not this node's now (drain by hand from the fleet's drain list)")
         return fleet_command.run(args)
+    if args.level != "health":
+        return _with_lock(args)
+    from ..proc import deadline
+
+    with deadline(args.health_timeout, f"nodemap check --level health: not done within {args.health_timeout:g} s "
+                  "(a hung GPU driver, file system or slurmctld?): could not judge, nothing drained (exit 2)"):
+        return _with_lock(args)
+
+
+def _with_lock(args: argparse.Namespace) -> int:
+    """The check, under this node's lock when it may drain (one at a time)."""
     if not args.slurm_drain:
         return _check(args)
     import os as _os
