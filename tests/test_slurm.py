@@ -71,6 +71,16 @@ def test_nodemap_run_binds_every_task_as_the_plan_says(slurm_cluster):
         assert not any("shared" in v for v in r["verdicts"]), r  # nodes on one host are told apart
 
 
+def test_show_without_a_pmi_tells_the_tasks_apart_and_says_why_each_prints_alone(slurm_cluster):
+    p = slurm_cluster.srun("-N3", "-n3", *NODEMAP, "show", "--json", "--timeout", "15")  # MpiDefault=none
+    assert p.returncode == 0, p.stdout + p.stderr
+    docs = json.loads("[" + p.stdout.replace("}\n{", "},{") + "]")
+    rows = sorted((r["rank"], r["host"]) for d in docs for r in d["rows"])
+    assert rows == [(0, "n1"), (1, "n2"), (2, "n3")]  # each MPI_COMM_WORLD was of one: rank 0 thrice before
+    assert p.stderr.count("MPI sees 1 rank of the 3 srun started") == 1, p.stderr
+
+
+@pytest.mark.slow
 def test_fleet_check_judges_three_nodes(slurm_cluster, tmp_path):
     site = tmp_path / "site.toml"
     site.write_text(LOOSE_LINKS)

@@ -55,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_mpi and _under_mpi_launcher():
         with _deadline(args.timeout, "starting MPI (MPI_Init)"):
             comm = _mpi_comm()
+    if comm is not None and comm.Get_size() == 1:
+        # a world of one: srun's tasks without a PMI (--mpi=pmi2; Debian's MpiDefault=none) each init
+        # alone; the launcher's rank variable still tells them apart
+        comm = None
+        _alone_note(os.environ)
     rank = comm.Get_rank() if comm is not None else None
     row = show.own_row(topo, os.environ, rank, threads=args.threads)
     if comm is None:
@@ -65,6 +70,17 @@ def run(args: argparse.Namespace) -> int:
     if rows is not None:
         _print(args, show.judge(rows, topo), show)
     return 0
+
+
+def _alone_note(env) -> None:
+    import sys
+
+    from .. import env as launcher_env
+
+    tasks = launcher_env.first_integer(env, ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")) or 1
+    if tasks > 1 and launcher_env.global_rank(env) == 0:
+        print(f"nodemap show: note: MPI sees 1 rank of the {tasks} srun started (no PMI: srun --mpi=pmi2 gathers "
+              "every row in one table); each task prints its own row", file=sys.stderr)
 
 
 def _print(args, rows, show) -> None:
