@@ -65,8 +65,10 @@ def _sweep(one_thread: float, two_threads: float, spread: float) -> ResultSet:
 
 def test_a_thread_count_within_the_noise_is_no_change():
     """The issue's "STREAM peaks with 1 thread ... fix OMP_NUM_THREADS=1" came from noise."""
-    noisy = finding(doc(_sweep(22.0, 19.0, 0.20)), "STREAM peaks")  # 16% faster, spreads 20% and 20%
-    assert noisy.fix.startswith("no change recommended") and "OMP_NUM_THREADS=1" not in noisy.fix
+    noisy = doc(_sweep(22.0, 19.0, 0.20))  # 16% faster, spreads 20% and 20%
+    # the medians' intervals overlap: inconclusive (verdicts.py), so no finding and no OMP_* change proposed
+    assert next(j for j in noisy.judged if j.figure.key == "host/stream/triad").verdict == "inconclusive"
+    assert not any("STREAM peaks" in f.text for f in noisy.findings)
     clear = finding(doc(_sweep(30.0, 19.0, 0.02)), "STREAM peaks")  # 58% faster, spreads 2%
     assert "OMP_NUM_THREADS=1" in clear.fix and not clear.fix.startswith("no change")
 

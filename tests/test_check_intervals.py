@@ -142,3 +142,24 @@ def test_relative_latency_one_sample_never_fails():
 
 def test_inconclusive_ranks_between_pass_and_warn():
     assert RANK["pass"] < RANK["inconclusive"] < RANK["warn"] < RANK["fail"]
+
+
+def test_placement_compares_medians_with_the_best_placements_and_is_its_own_peak():
+    from nodemap.check import figures as figs
+
+    def sweep(core, spread):
+        out = []
+        for name, threads, vals in (("1/core", 2, core), ("spread 1", 1, spread)):
+            out.append(make_result("memory", "triad", "GB/s", vals, verified=True, path="p",
+                                   params={"thread_order": name, "threads": threads, "cpu_order": [0]}))
+        return out
+
+    def verdict(core, spread):
+        f = next(f for f in figs.stream(sweep(core, spread), None) if f.key == "host/stream/triad")
+        return judge([f], shipped())[0]
+
+    # the 1/core placement is the sweep's best: 100% of itself however noisy (it was inconclusive against its max)
+    assert verdict([10, 30, 20], [5, 6, 7]).verdict == "pass"
+    assert verdict([20, 21, 22], [20, 28, 24]).verdict == "inconclusive"  # medians' intervals overlap 90%
+    j = verdict([17, 17.2, 17.5], [20, 21, 22])  # [77%, 88%] of the best placement: below 90%, above 75%
+    assert j.verdict == "warn" and "of the median 21.0 GB/s" in j.rule

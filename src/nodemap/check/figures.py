@@ -53,6 +53,10 @@ class Figure:
     rounds: int = 1  # measurements pooled into it (check re-measures a figure its interval left undecided)
     setting: str = ""  # what reaches the peak, for the fix (STREAM: OMP_NUM_THREADS/OMP_PLACES)
     peak_spread: float = 0.0  # the peak's own spread when it is another measurement (STREAM's best placement)
+    # the median interval of the measurement the peak comes from (STREAM's best placement); 0: an exact peak
+    peak_median: float = 0.0
+    peak_low: float = 0.0
+    peak_high: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,13 +118,18 @@ def stream(results: list[Result], topo: Topology | None, dram_peak: float | None
                   f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
                   peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('thread_order')} "
                   f"({best.params.get('threads')} threads)", setting=omp_setting(triads),
-                  peak_spread=best.stats.spread)]
+                  peak_spread=best.stats.spread, **_peak_interval(best))]
     if best.peak or dram_peak:
         site = {} if best.peak else {"peak": dram_peak, "peak_source": "the site expectations' stream peak"}
         out.append(figure(best, "host/stream/best", "host memory",
                           f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM",
                           **site))
     return out
+
+
+def _peak_interval(r: Result) -> dict[str, float]:
+    iv = _interval(r)
+    return {"peak_median": r.stats.median, "peak_low": iv["low"], "peak_high": iv["high"]}
 
 
 def omp_setting(triads: list[Result]) -> str:

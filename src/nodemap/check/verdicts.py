@@ -187,21 +187,30 @@ def absolute(f: Figure, lim: Limit | None) -> Verdict | None:
     peak = lim.peak or f.peak
     if not peak:
         return None
-    warn, fail = _mul(lim.warn, peak), _mul(lim.fail, peak)
-    exp = {**src, "peak": peak, "warn_below": warn, "fail_below": fail}
-    lo, hi = span(f)
-    verdict, undecided = classify(lo, hi, f.n, warn, fail, above=False)
-    what = f"{shown(f)} = {point(f) / peak:.0%} of {number(peak)} {f.unit}" + (
+    exp = {**src, "peak": peak, "warn_below": _mul(lim.warn, peak), "fail_below": _mul(lim.fail, peak)}
+    measured = bool(f.peak_high) and not lim.peak  # the peak is another measurement: medians against medians
+    ref = f.peak_median if measured else peak
+    lo, hi = fractions(f) if measured else (span(f)[0] / peak, span(f)[1] / peak)
+    verdict, undecided = classify(lo, hi, f.n, lim.warn, lim.fail, above=False)
+    what = f"{shown(f)} = {point(f) / ref:.0%} of {'the median ' if measured else ''}{number(ref)} {f.unit}" + (
         f" ({f.peak_source})" if f.peak_source and not lim.peak else "")
     if undecided:
         frac = lim.fail if undecided in ("fail", "one") else lim.warn
-        text = noise(f, f"[{lo / peak:.0%}, {hi / peak:.0%}] of {number(peak)} {f.unit}", f"{frac:.0%}", undecided)
+        text = noise(f, f"[{lo:.0%}, {hi:.0%}] of {number(ref)} {f.unit}", f"{frac:.0%}", undecided)
         return Verdict(verdict, text, exp, noisy=True)
     if verdict == "fail":
         return Verdict("fail", f"{what}, below the {lim.fail:.0%} floor", exp)
     if verdict == "warn":
         return Verdict("warn", f"{what}, below the expected {lim.warn:.0%}", exp)
     return Verdict("pass", f"{what}, at least the expected {lim.warn or lim.fail:.0%}", exp)
+
+
+def fractions(f: Figure) -> tuple[float, float]:
+    """The interval of figure / its measured peak (both medians' intervals);
+    exactly 1 when the peak is the figure's own measurement."""
+    if (f.low, f.high, f.median) == (f.peak_low, f.peak_high, f.peak_median):
+        return 1.0, 1.0
+    return ratio_interval(span(f), (f.peak_low or f.peak_median, f.peak_high or f.peak_median))
 
 
 def _mul(a: float | None, b: float) -> float | None:
