@@ -52,11 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launcher", choices=LAUNCHERS,
                    help="print the line that starts every rank through `nodemap run` with this launcher "
                         "(srun: Slurm, mpirun: Open MPI, mpiexec: MPICH/Hydra, flux)")
-    p.add_argument("--emit", choices=("native", "wrapper"),
+    p.add_argument("--emit", choices=("native", "wrapper", "tasks"),
                    help="with --launcher srun|mpirun|flux: native prints only the launcher's own binding options "
                         "for the plan (CPU masks, GPU and memory maps; words to splice into its command line); "
                         "wrapper prints the one-line sh script that sets each task's remaining environment "
-                        "(run it as: sh -c WRAPPER sh APP)")
+                        "(run it as: sh -c WRAPPER sh APP); tasks (no --launcher): one tab-separated line per task "
+                        "(rank, PUs, NUMA nodes, NAME=VALUE...), what the Slurm plugin reads")
     p.add_argument("--rankfile", metavar="PATH", help="with --launcher mpirun --emit native: write the rankfile here")
     p.add_argument("--nodes", type=int, default=1, metavar="N",
                    help="with --launcher mpirun --emit native: rankfile lines for N nodes (default 1)")
@@ -105,6 +106,9 @@ def _native(topo, p, args) -> int:
     from ..errors import InputError
     from ..mapping import emit
 
+    if args.emit == "tasks":
+        print(emit.task_lines(topo, p), end="")
+        return 0
     if args.launcher not in emit.NATIVE_LAUNCHERS:
         raise InputError("--emit", f"needs --launcher {'|'.join(emit.NATIVE_LAUNCHERS)} (MPICH/Hydra takes no "
                                    "per-rank binding list: start ranks through `nodemap run` there)")

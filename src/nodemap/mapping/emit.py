@@ -308,6 +308,14 @@ def flux_native(topo, plan, **_) -> dict:
             "wrapper": wrapper(var, _left_env(topo, plan, gpus is not None))}
 
 
+def task_lines(topo, plan) -> str:
+    """The plan for the SPANK plugin (slurm/nodemap_spank.c): one line per
+    task, tab-separated: local rank, PUs and NUMA nodes in list syntax, then
+    NAME=VALUE for its environment. Plain text, so the C side needs no JSON."""
+    return "".join("\t".join([str(t.task), t.cpus.format(), t.mems.format(),
+                               *(f"{n}={v}" for n, v in task_env(topo, plan, t))]) + "\n" for t in plan.tasks)
+
+
 def wrapper(var: str, envs) -> str:
     """One POSIX sh line that exports task k's variables when the launcher's
     local-rank variable `var` is k, then execs its arguments; a rank the

@@ -1,0 +1,94 @@
+"""The SPANK plugin (slurm/nodemap_spank.c), built from the checkout and
+loaded through the test cluster's own plugstack.conf: `srun --nodemap`
+gives each task, checked from inside it, the CPUs, memory policy and
+environment that `nodemap plan` gives for the node's task count; it stays
+out of the way when off, and a broken nodemap costs one line, not the job
+(unless --nodemap=strict)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_cluster import ROOT, Cluster, unavailable
+from test_slurm_native import PROBE  # what a task sees of itself, one JSON line
+
+pytestmark = [pytest.mark.slurm]
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def spank_cluster(tmp_path_factory):
+    if unavailable():
+        pytest.skip(unavailable())
+    if not shutil.which("cc") or not any(Path(p).exists() for p in ("/usr/include/slurm/spank.h",
+                                                                     "/usr/local/include/slurm/spank.h")):
+        pytest.skip("the SPANK plugin needs a C compiler and Slurm's spank.h (apt-get install libslurm-dev)")
+    out = tmp_path_factory.mktemp("spank")
+    subprocess.run(["make", "-C", str(ROOT / "slurm"), f"OUT={out}"], check=True, capture_output=True, timeout=120)
+    cluster = Cluster.start(plugstack=f"required {out / 'nodemap_spank.so'}\n", nodes=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def rows_of(p) -> list[dict]:
+    assert p.returncode == 0, p.stdout + p.stderr
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def planned(*request: str) -> list[dict]:
+    return json.loads(subprocess.run([PY, "-m", "nodemap", "plan", *request, "--json", "--env"], capture_output=True,
+                                     text=True, check=True, timeout=60).stdout)["tasks"]
+
+
+# one task a node: the plan gives it both PUs, where Slurm binds it to the one CPU it allocated
+@pytest.mark.parametrize("option,per_node,request_args", [
+    ("--nodemap", 2, ()), ("--nodemap=threads=2,verbose", 2, ("--threads", "2")), ("--nodemap", 1, ())])
+def test_srun_nodemap_binds_every_task_by_the_plan(spank_cluster, option, per_node, request_args):
+    from nodemap.topology.cpuset import CpuSet
+
+    plan = planned("--tasks", str(per_node), *request_args)
+    p = spank_cluster.srun(option, "-N2", f"--ntasks-per-node={per_node}", PY, "-c", PROBE)
+    rows = rows_of(p)
+    assert sorted((r["host"], r["local"]) for r in rows) == [(n, i) for n in ("n1", "n2") for i in range(per_node)]
+    for r in rows:
+        task = plan[r["local"]]
+        assert CpuSet(r["cpus"]) == CpuSet.parse(task["cpus"]), r
+        assert (r["mode"], CpuSet(r["mems"])) == ("bind", CpuSet.parse(task["mems"])), r
+        env = dict(task["env"])
+        assert r["env"] == {k: v for k, v in env.items() if k.startswith(("OMP_", "NODEMAP_", "UCX_", "NCCL_"))}, r
+    assert ("nodemap: task 0: PUs" in p.stderr) == ("verbose" in option)
+
+
+@pytest.mark.parametrize("option", [None, "--nodemap=off"])
+def test_without_nodemap_the_task_keeps_slurms_binding(spank_cluster, option):
+    p = spank_cluster.srun(*([option] if option else []), "-N1", "-n1", PY, "-c", PROBE)
+    (row,) = rows_of(p)
+    assert row["env"] == {} and "nodemap" not in p.stderr
+    assert len(row["cpus"]) == 1  # Slurm's own binding: the one CPU it allocated (the plan would give both)
+
+
+def test_a_broken_nodemap_costs_one_line_not_the_job(spank_cluster, tmp_path):
+    bad = tmp_path / "nodemap"
+    bad.write_text("#!/bin/sh\necho 'nodemap: broken install (test)' >&2\nexit 3\n")
+    bad.chmod(0o755)
+    path = f"{tmp_path}:/usr/bin:/bin"  # the broken one first in the job's PATH
+    p = spank_cluster.srun("--nodemap", "-N2", "--ntasks-per-node=2", PY, "-c", PROBE, env={"PATH": path})
+    rows = rows_of(p)
+    assert len(rows) == 4 and all(r["env"] == {} for r in rows)
+    lines = [x for x in p.stderr.splitlines() if x.startswith("nodemap:")]
+    assert len(lines) == 2 and all("broken install (test)" in x and "Slurm's binding" in x for x in lines), p.stderr
+    strict = spank_cluster.srun("--nodemap=strict", "-N1", "-n1", PY, "-c", PROBE, env={"PATH": path})
+    # the task never starts; the reason reaches the user (Slurm 22.05's srun still exits 0 on a failed launch)
+    assert strict.stdout == "" and "launch failed" in strict.stderr
+    assert "broken install (test); --nodemap=strict: the step does not start" in strict.stderr
+
+
+def test_a_wrong_option_is_refused_by_srun(spank_cluster):
+    p = spank_cluster.srun("--nodemap=threads=x;y", "-N1", "-n1", "true")
+    assert p.returncode != 0 and "is not an option" in p.stderr
