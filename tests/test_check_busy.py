@@ -4,6 +4,7 @@ step does to verdicts, the report and the exit status."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
@@ -23,7 +24,7 @@ class FakeProc:
         (root / "proc").mkdir()
         self.meminfo(24 << 20, 20 << 20)
 
-    def proc(self, pid, ppid, ticks, comm="spin", cpus="0-1", start=1000, kthread=False):
+    def proc(self, pid, ppid, ticks, comm="spin", cpus="0-1", start=1000, kthread=False, uid=None):
         d = self.root / "proc" / str(pid)
         d.mkdir(exist_ok=True)
         flags = busy.PF_KTHREAD if kthread else 0
@@ -31,7 +32,8 @@ class FakeProc:
         # cutime cstime priority nice threads itrealvalue starttime
         rest = f"R {ppid} 1 1 0 -1 {flags} 0 0 0 0 {ticks // 2} {ticks - ticks // 2} 0 0 20 0 1 0 {start} 0 0"
         (d / "stat").write_text(f"{pid} ({comm}) {rest}\n")
-        (d / "status").write_text(f"Name:\t{comm}\nCpus_allowed_list:\t{cpus}\n")
+        uid = os.getuid() if uid is None else uid
+        (d / "status").write_text(f"Name:\t{comm}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nCpus_allowed_list:\t{cpus}\n")
 
     def meminfo(self, total_kib, avail_kib):
         (self.root / "proc" / "meminfo").write_text(f"MemTotal: {total_kib} kB\nMemAvailable: {avail_kib} kB\n")
@@ -76,8 +78,17 @@ def test_one_other_spinning_process_on_two_cores_is_busy(tmp_path):
     # the spinner gets 2/3 of a core while the check's two threads run: 6.7 s of 10
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(6.7 * hz), comm="spin"))
     assert s["busy"] and s["other_cores"] >= 0.6
-    assert "spin (pid 200)" in s["reasons"][0] and "of the 2 measured" in s["reasons"][0]
+    assert "spin (pid 200) 0.67" in s["reasons"][0] and "of the 2 measured" in s["reasons"][0]
     assert s["load"] == [2.5, 1.0, 0.5]  # recorded, not judged
+
+
+def test_another_user_s_job_is_named_with_its_user(tmp_path):
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(200, 1, 0, comm="lmp", uid=4242)
+    d, clock = detector(fake)
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="lmp", uid=4242))
+    assert s["busy"] and "lmp (pid 200, user " in s["reasons"][0] and s["top"][0]["user"]
 
 
 def test_the_checks_own_processes_and_ranks_are_not_others(tmp_path):

@@ -21,7 +21,8 @@ A step is busy when, while it ran:
   or a GPU busy at least GPU_UTIL % with none.
 The load average is recorded, not judged: it counts the check's own threads
 and decays over minutes, so the check run just before would make an idle
-node look busy. docs/check.md says why each threshold is where it is.
+node look busy. Other users' jobs are seen as their processes (named with
+their user). docs/check.md says why each threshold is where it is.
 """
 
 from __future__ import annotations
@@ -103,18 +104,33 @@ def ours(procs: dict[int, Proc], me: int, siblings: bool = False) -> set[int]:
     return out
 
 
-def allowed_cpus(root: str, pid: int) -> set[int] | None:
-    """The CPUs a process may run on (Cpus_allowed_list), None when unreadable."""
+def status(root: str, pid: int) -> tuple[set[int] | None, int | None]:
+    """The CPUs a process may run on (Cpus_allowed_list) and its real user id; None where unreadable."""
     from ..topology.cpuset import CpuSet
 
-    text = _read(root, f"/proc/{pid}/status") or ""
-    for line in text.splitlines():
-        if line.startswith("Cpus_allowed_list:"):
-            try:
-                return set(CpuSet.parse(line.split(":", 1)[1].strip()))
-            except ValueError:
-                return None
-    return None
+    cpus = uid = None
+    for line in (_read(root, f"/proc/{pid}/status") or "").splitlines():
+        key, _, value = line.partition(":")
+        try:
+            if key == "Cpus_allowed_list":
+                cpus = set(CpuSet.parse(value.strip()))
+            elif key == "Uid":
+                uid = int(value.split()[0])
+        except (ValueError, IndexError):
+            pass
+    return cpus, uid
+
+
+def user(uid: int | None) -> str:
+    """Another user's name (their job), '' for this process's own user."""
+    if uid is None or uid == os.getuid():
+        return ""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return f"uid {uid}"
 
 
 def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
@@ -133,14 +149,14 @@ def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, m
         delta = p.ticks - (b.ticks if b is not None and b.start == p.start else 0)
         if delta <= 0:
             continue
-        allowed = allowed_cpus(root, pid)
+        allowed, uid = status(root, pid)
         # its expected share on the measured CPUs: all of it when confined to them, half of it when it
         # may run on twice as many (a check under taskset with half the CPUs)
         share = len(allowed & cpus) / len(allowed) if allowed and cpus else 1.0
         if share == 0:
             continue
         cores = round(share * delta / HZ / max(seconds, MIN_WINDOW), 2)
-        used.append({"pid": pid, "comm": p.comm, "cores": cores})
+        used.append({"pid": pid, "comm": p.comm, "cores": cores, **({"user": user(uid)} if user(uid) else {})})
     used.sort(key=lambda u: -u["cores"])
     return round(sum(u["cores"] for u in used), 2), used[:TOP]
 
@@ -232,7 +248,8 @@ class Detector:
         gpus = self.gpus(mine) if self.gpus is not None else None
         reasons = []
         if cores >= OTHER_CORES:
-            who = ", ".join(f"{u['comm']} (pid {u['pid']}) {u['cores']:g}" for u in top)
+            who = ", ".join(f"{u['comm']} (pid {u['pid']}{', user ' + u['user'] if 'user' in u else ''}) "
+                            f"{u['cores']:g}" for u in top)
             reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
                            f"(at least {OTHER_CORES:g} is busy): {who}")
         reasons += memory_reasons(mem) + gpu_reasons(gpus, before)
