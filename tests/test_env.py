@@ -49,3 +49,13 @@ def test_readers_use_the_one_list():
     assert mpi.RANK_VARS is env.MPI_JOB_VARS
     assert set(emit.VISIBILITY) <= set(env.GPU_VISIBILITY_VARS)
     assert watch.global_rank({"PMIX_RANK": "7"}, 0) == 7
+
+
+def test_every_visibility_variable_is_recorded():
+    # the check's inventory and watch's header recorded CUDA/ROCR/HIP but not ZE_AFFINITY_MASK
+    from nodemap.check.inventory import relevant_environment
+    from nodemap.mapping import watch
+
+    given = {v: "0" for v in env.GPU_VISIBILITY_VARS} | {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
+    assert set(relevant_environment(given)) == set(given)
+    assert set(env.GPU_VISIBILITY_VARS) <= set(watch.ENV_KEYS)

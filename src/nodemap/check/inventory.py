@@ -14,13 +14,14 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
 from ..topology.model import GPU, NIC, Topology
 from ..text import is_decimal
 
 # Variables that change what a measurement means (CONTEXT.md: "a forced
 # UCX_TLS=tcp flagged a healthy node"): recorded; risky values warned.
 ENV_PREFIXES = ("UCX_", "NCCL_", "OMPI_MCA_", "MPICH_", "I_MPI_", "FI_", "CUDA_", "OMP_", "GOMP_", "KMP_",
-                "SLURM_CPU_BIND", "SLURM_GPUS", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "NODEMAP_")
+                "SLURM_CPU_BIND", "SLURM_GPUS", "NODEMAP_") + GPU_VISIBILITY_VARS + tuple(GPU_ORDER_VARS)
 RISKY_ENV: dict[str, tuple[Callable[[str], bool], str]] = {
     "UCX_TLS": (lambda v: "tcp" in v and not any(t in v for t in ("rc", "dc", "ud", "all")),
                 "UCX is limited to TCP: MPI will not use InfiniBand/RoCE"),

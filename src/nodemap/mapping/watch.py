@@ -41,7 +41,7 @@ JOB_VARS = ("SLURM_JOB_ID", "FLUX_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOB
 ENV_KEYS = ("UCX_TLS", "UCX_CUDA_IPC_CACHE", "UCX_RNDV_THRESH", "NV_ACC_MEM_MANAGE",
             "PGI_ACC_MEM_MANAGE", "NV_ACC_POOL_SIZE", "CUPY_GPU_MEMORY_LIMIT", "PYTORCH_CUDA_ALLOC_CONF",
             "PYTORCH_NO_CUDA_MEMORY_CACHING", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE",
-            "OMPI_MCA_pml", "MPICH_GPU_SUPPORT_ENABLED", "CUDA_VISIBLE_DEVICES")
+            "OMPI_MCA_pml", "MPICH_GPU_SUPPORT_ENABLED") + launcher_env.GPU_VISIBILITY_VARS
 # where a mapped file's path says which runtime allocates: (text in the path, name recorded)
 LIB_MARKS = (("libucp", "libucp"), ("libuct_cuda", "libuct_cuda"), ("libacc", "libacc"), ("libnvhpcatm", "libnvhpcatm"),
              ("libcudafor", "libcudafor"), ("/cupy_backends/", "cupy"), ("/cupy/", "cupy"),
