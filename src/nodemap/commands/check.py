@@ -142,12 +142,10 @@ def _with_lock(args: argparse.Namespace) -> int:
     """The check, under this node's lock when it may drain (one at a time)."""
     if not args.slurm_drain:
         return _check(args)
-    import os as _os
-
     from ..slurm import drain
 
-    name = drain.node_name(_os.environ, args.node_name)
-    with drain.NodeLock(drain.runtime_dir(_os.environ), name):
+    name = drain.node_name(os.environ, args.node_name)
+    with drain.NodeLock(drain.runtime_dir(os.environ), name):
         return _check(args, name)
 
 

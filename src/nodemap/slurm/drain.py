@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Mapping
 
 from ..env import SLURM_NODE_NAME
 from ..errors import NodemapError
@@ -48,7 +49,7 @@ class Node:
         return self.reason.startswith(PREFIX)
 
 
-def node_name(env: dict[str, str] | os._Environ, given: str | None = None) -> str:
+def node_name(env: Mapping[str, str], given: str | None = None) -> str:
     """The scheduler's name for this node: --node-name, else SLURMD_NODENAME
     (set by slurmd for HealthCheckProgram, prolog and every task), else the
     short hostname. A name with characters Slurm does not use is refused: it
@@ -158,7 +159,7 @@ def act(name: str, healthy: bool | None, why: str, dry_run: bool = False, timeou
 # --- one check per node at a time -------------------------------------------------------
 
 
-def runtime_dir(env: dict[str, str] | os._Environ) -> str:
+def runtime_dir(env: Mapping[str, str]) -> str:
     """A folder only this user can write: NODEMAP_RUNTIME_DIR, else
     $XDG_RUNTIME_DIR/nodemap, else /run/nodemap for root, else
     /tmp/nodemap-UID; created 0700, refused when it is a link or someone
