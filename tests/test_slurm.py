@@ -72,9 +72,13 @@ def test_nodemap_run_binds_every_task_as_the_plan_says(slurm_cluster):
 
 
 def test_show_without_a_pmi_tells_the_tasks_apart_and_says_why_each_prints_alone(slurm_cluster):
-    p = slurm_cluster.srun("-N3", "-n3", *NODEMAP, "show", "--json", "--timeout", "15")  # MpiDefault=none
+    p = slurm_cluster.srun("--label", "-N3", "-n3", *NODEMAP, "show", "--json", "--timeout", "15")  # MpiDefault=none
     assert p.returncode == 0, p.stdout + p.stderr
-    docs = json.loads("[" + p.stdout.replace("}\n{", "},{") + "]")
+    by_task: dict[str, str] = {}  # the tasks' lines interleave: srun --label says whose each is
+    for line in p.stdout.splitlines():
+        task, _, text = line.partition(": ")
+        by_task[task] = by_task.get(task, "") + text + "\n"
+    docs = [json.loads(text) for text in by_task.values()]
     rows = sorted((r["rank"], r["host"]) for d in docs for r in d["rows"])
     assert rows == [(0, "n1"), (1, "n2"), (2, "n3")]  # each MPI_COMM_WORLD was of one: rank 0 thrice before
     assert p.stderr.count("MPI sees 1 rank of the 3 srun started") == 1, p.stderr
