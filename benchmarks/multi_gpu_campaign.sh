@@ -13,6 +13,10 @@
 #            NODEMAP_FLEET_NODE hook), pair tests host and device buffers (~100 s)
 #   compare  `nodemap compare` one rank per GPU, every probe (~60 s)
 #   placement `nodemap bench placement` on every GPU, 8 GiB table (~70 s)
+#   repeat   `nodemap check --level full` 3 times back to back on every GPU: the
+#            verdict, node/environment verdicts and exit status of each run in
+#            OUTDIR/repeat.txt, each run's check.json kept (issue 29: one verdict
+#            every time on a healthy node; ~170 s a run on 2 GPUs)
 # Every part has its own limit and is skipped when less than its estimate is
 # left of BUDGET_S (default 560); commands, output and exit codes go to
 # OUTDIR/log.txt, and OUTDIR is packed into OUTDIR.tar.gz after each part, so
@@ -77,6 +81,25 @@ if want fleet 100; then
 fi
 if want compare 60; then
   step compare 150 nodemap compare --probes stream,h2d,gpu,jacobi -o "$out/compare.json"
+fi
+if want repeat 180; then
+  for i in 1 2 3; do
+    want repeat 180 || break
+    step "check-full-$i" 300 nodemap check --level full -q -o "$out/repeat_$i"
+    python3 - "$out/repeat_$i/check.json" "$i" >>"$out/repeat.txt" 2>&1 <<'PY'
+import json, sys
+from nodemap.check.document import CheckDoc, exit_status
+d = json.load(open(sys.argv[1]))
+s = d["summary"]
+counts = {}
+for f in d["figures"]:
+    counts[f["verdict"]] = counts.get(f["verdict"], 0) + 1
+doc = CheckDoc.from_dict(d)
+print(f"run {sys.argv[2]}: verdict={s['verdict']} node={s['node']} environment={s['environment']} "
+      f"busy={bool(d.get('busy'))} exit={exit_status(doc, saved=True)} figures={counts}")
+PY
+  done
+  rm -f "$out"/repeat_*/*.html
 fi
 if want placement 70; then
   step placement 150 nodemap bench placement --table 8GiB --zipf 1.0 --chunks 2MiB --replication 0,5%,auto \
