@@ -88,14 +88,14 @@ if want repeat 180; then
     step "check-full-$i" 300 nodemap check --level full -q -o "$out/repeat_$i"
     python3 - "$out/repeat_$i/check.json" "$i" >>"$out/repeat.txt" 2>&1 <<'PY'
 import json, sys
-from nodemap.check.document import CheckDoc, exit_status
+from nodemap.check.document import exit_status, from_dict
 d = json.load(open(sys.argv[1]))
 s = d["summary"]
 counts = {}
 for f in d["figures"]:
     counts[f["verdict"]] = counts.get(f["verdict"], 0) + 1
-doc = CheckDoc.from_dict(d)
-print(f"run {sys.argv[2]}: verdict={s['verdict']} node={s['node']} environment={s['environment']} "
+doc = from_dict(d)
+print(f"run {sys.argv[2]}: verdict={s['verdict']} node={s.get('node')} environment={s.get('environment')} "
       f"busy={bool(d.get('busy'))} exit={exit_status(doc, saved=True)} figures={counts}")
 PY
   done
