@@ -4,6 +4,7 @@ sharing one host said, not drained; and the reader refuses impossible
 figures and two documents of one node name (issue 26 cause 5, issue 29)."""
 
 import json
+import re
 import random
 
 import pytest
@@ -194,3 +195,23 @@ def test_fleet_heatmaps_are_readable_with_their_labels_and_the_pair_values(monke
              for (a, b), v in zip(zip(names, names[1:] + names[:1]), (25.0, 20.0, 25.0, 24.9))]
     page = html.link_heatmap(merge.merge([merge.Node(x) for x in names], links))
     assert ">80%<" in page and ">100%<" in page  # each tested pair's value in its cell
+
+
+def test_a_document_with_intervals_is_judged_by_its_median_and_their_width():
+    """Documents since check/intervals.py hold the median's interval: the
+    fleet compares medians (what each node's own check judges) and takes a
+    node's own noise from its interval, not from its range."""
+    docs = docs_of(n=6, slow={HBM: 0.85}, wide={HBM: 0.85})
+    for d in docs:
+        for f in d["figures"]:  # best 2% above the median; interval 1% wide, 9 repetitions
+            m = f["value"]
+            f.update(value=m * 1.02, median=m, low=m * 0.995, high=m * 1.005, n=9, coverage=0.96, spread=0.03)
+    wide = next(f for f in docs[-1]["figures"] if f["key"] == HBM)
+    wide.update(low=wide["median"] * 0.6, high=wide["median"] * 1.1)  # its repetitions scattered: 50% wide
+    f = fleet_of(docs)
+    assert [d.node for d in f.drain] == ["slow"] and re.search(r"\) median 2,5\d\d GB/s = 8\d% of the fleet median 3,0", f.drain[0].reason)
+    (w,) = [x for x in f.findings if x.node == "wide"]
+    assert w.severity == "warn" and "its own repetitions" in w.text
+    assert merge.own_noise(wide) == pytest.approx(0.25)
+    wide["median"] = float("nan")
+    assert "not a finite number (median = nan)" in merge.node_from_doc(docs[-1]).rejected[0]

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
+from ..check.intervals import Interval
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
 from .pairs import bad_pairs, replay
@@ -121,7 +122,7 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
             aside.add(f["key"])
         elif NOT_JUDGED in str(f.get("label", "")) or f.get("verdict") == INCONCLUSIVE:
             aside.add(f["key"])
-        elif f["value"] > 0:
+        elif judged_value(f) > 0:
             figs[f["key"]] = f
     return Node(
         name=str(doc.get("host", "?")),
@@ -137,15 +138,30 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
 
 
 def figure_problem(f: dict[str, Any]) -> str:
-    """Why a figure's value cannot be a measurement ("" when it can)."""
-    v = f.get("value")
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return "not a number"
-    if not math.isfinite(v):
-        return "not a finite number"
-    if v < 0:
-        return "negative"
+    """Why a figure's value (or, where the fleet judges it, the median of
+    its repetitions and that median's interval) cannot be a measurement ("" when it can)."""
+    for name in ("value", *(("median", "low", "high") if _has_interval(f) else ())):
+        v = f.get(name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return "not a number" + (f" ({name})" if name != "value" else "")
+        if not math.isfinite(v):
+            return "not a finite number" + (f" ({name} = {v!r})" if name != "value" else "")
+        if v < 0:
+            return "negative" + (f" ({name} = {v!r})" if name != "value" else "")
     return ""
+
+
+def _has_interval(f: dict[str, Any]) -> bool:
+    n = f.get("n")
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 2
+
+
+def judged_value(f: dict[str, Any]) -> float:
+    """The statistic the fleet compares: the median of the figure's
+    repetitions where the document has their interval (n >= 2: the
+    statistic its own check judges, check/intervals.py), else its value
+    (the best repetition, as documents before intervals hold)."""
+    return float(f["median"]) if _has_interval(f) else float(f["value"])
 
 
 def measured_on(doc: dict[str, Any]) -> dict[str, Any]:
@@ -336,7 +352,7 @@ def judge_figures(nodes: list[Node], th: Thresholds
         if b.n < th.min_nodes:
             continue
         for n, f in members:
-            r = ratio(f["value"], b)
+            r = ratio(judged_value(f), b)
             ratios[n.name][col[key]] = r
             found = judge(f, b, th)
             if found:
@@ -346,8 +362,12 @@ def judge_figures(nodes: list[Node], th: Thresholds
 
 
 def own_noise(f: dict[str, Any]) -> float:
-    """A figure's repetition noise relative to its value: half the range of
-    its repetitions (`spread` is (max - min) / median), 0 when unknown."""
+    """A figure's repetition noise relative to its statistic: half the
+    width of its median's interval (check/intervals.py: order statistics,
+    the range for up to 5 repetitions) where the document has one, else
+    half the range of its repetitions (`spread` is (max - min) / median); 0 when unknown."""
+    if _has_interval(f) and f["median"] > 0:
+        return Interval(f["low"], f["high"], f["n"], float(f.get("coverage") or 0.0), f["median"]).width() / 2
     s = f.get("spread")
     return s / 2 if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0 else 0.0
 
@@ -358,7 +378,7 @@ def judge(f: dict[str, Any], b: Baseline, th: Thresholds) -> tuple[str, str, flo
     the noise as well (z <= -z_fail, or <= -z_fail_below_fail under `fail`);
     with no noise known, under `fail` alone."""
     warn, fail = th.for_figure(b.key, b.node_class)
-    r = ratio(f["value"], b)
+    r = ratio(judged_value(f), b)
     if r >= warn:
         return None
     sigma = max(b.noise, own_noise(f))
@@ -397,7 +417,8 @@ def _shortfall(f: dict[str, Any], b: Baseline, r: float) -> str:
         how = f"{r:.0%} of the fleet median {_num(b.median)} {b.unit}"
     else:  # latency: say it the way it is read, a multiple of the median
         how = f"{1 / r:.2f}x the fleet median {_num(b.median)} {b.unit}"
-    return f"{_label(b, f.get('path', ''))} {_num(f['value'])} {b.unit} = {how}"
+    what = "median " if _has_interval(f) else ""
+    return f"{_label(b, f.get('path', ''))} {what}{_num(judged_value(f))} {b.unit} = {how}"
 
 
 def suspects(nodes: list[Node], th: Thresholds = DEFAULTS) -> dict[str, list[str]]:
@@ -431,7 +452,8 @@ def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Reme
         else:
             b = by.get((classes.get(f.node, ""), f.key))
             second = judge(again, b, th) if b and not figure_problem(again) else ("warn", "", None)
-            v = f"re-measured {_num(again.get('value', math.nan))} {b.unit if b else ''}".rstrip()
+            v = f"re-measured {_num(judged_value(again)) if not figure_problem(again) else '?'} {b.unit if b else ''}"
+            v = v.rstrip()
             if second and second[0] == "fail":
                 out.append(_with(f, text=f.text + f"; {v}: still beyond"))
             else:
@@ -530,7 +552,7 @@ def own_findings(nodes: list[Node]) -> tuple[list[Finding], list[str]]:
 
 
 def baseline(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]]) -> Baseline:
-    values = sorted(float(f["value"]) for _, f in members)
+    values = sorted(judged_value(f) for _, f in members)
     med = statistics.median(values)
     mad = statistics.median(abs(v - med) for v in values)
     reps = [own_noise(f) for _, f in members]

@@ -91,7 +91,9 @@ def scaled(doc: dict[str, Any], x: float, env: str = SCALE_ENV) -> dict[str, Any
     figs = []
     for f in doc.get("figures", ()):
         f = dict(f)
-        f["value"] = f["value"] * x if f.get("higher_is_better", True) else f["value"] / x
+        for k in ("value", "median", "low", "high"):  # the statistic the fleet judges moves with it
+            if isinstance(f.get(k), (int, float)):
+                f[k] = f[k] * x if f.get("higher_is_better", True) else f[k] / x
         figs.append(f)
     said = dict(doc.get("environment", {}), fault_injected=f"{env}={x:g}")
     return {**doc, "figures": figs, "environment": said}
