@@ -68,9 +68,16 @@ def test_ranks_acting_as_nodes_on_one_host_are_said_not_drained():
     f = fleet_of(docs)
     assert not f.drain and f.verdict("slow") == "warn"
     (note,) = [x for x in f.notes if "same time on one host" in x]
-    assert "4 nodes (n0, n1, n2, slow)" in note and "(host x; hostname x)" in note
+    assert "4 nodes (n0, n1, n2, slow)" in note and "one host (x):" in note
     assert "contention, not drained" in next(x.text for x in f.findings if x.node == "slow")
     assert merge.suspects([merge.node_from_doc(d) for d in docs]) == {}
+    # its own check's speed failure is contention too; a part missing from its inventory is not
+    docs[1]["findings"] = [{"verdict": "fail", "cause": "hardware", "area": "host<->GPU", "keys": ["d2h/gpu0->numa0"],
+                            "text": "D2H GPU0 -> NUMA0 (copy engine): 36.3 GB/s, below what a PCIe Gen5 x16 link delivers"}]
+    docs[2]["findings"] = [{"verdict": "fail", "cause": "hardware", "area": "inventory", "keys": ["inventory/gpus"],
+                            "text": "7 GPUs where the site expects 8"}]
+    assert [d.node for d in fleet_of(docs).drain] == ["n2"]
+    docs[1]["findings"] = docs[2]["findings"] = []
     # one after the other on one host (separate jobs), or at once on two hosts: judged as usual
     for i, d in enumerate(docs):
         d["started"], d["finished"] = f"2026-11-27T1{i}:00:00+0000", f"2026-11-27T1{i}:05:00+0000"
@@ -82,7 +89,7 @@ def test_ranks_acting_as_nodes_on_one_host_are_said_not_drained():
     # containers of one machine: other hostnames, the kernel's one boot id
     for d in docs:
         d["extra"] = {"boot_id": "0b5e"}
-    assert not fleet_of(docs).drain and "(boot id 0b5e; hostname h0, h1, h2, h3)" in fleet_of(docs).notes[0]
+    assert not fleet_of(docs).drain and "one host (boot id 0b5e; hostname h0, h1, h2, h3):" in fleet_of(docs).notes[0]
 
 
 @pytest.mark.parametrize("value, says", [(float("inf"), "inf: not a finite number"),

@@ -89,11 +89,12 @@ class Node:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> figure record
     facts: dict[str, Any] = field(default_factory=dict)
     last_state: str = ""  # for a missing node: the last thing it said
-    # the node check's own (verdict, sentence, what): `what` names a configuration finding
-    # ("configuration:MPI:mpi/DD/bw") so one the whole fleet shares is told apart; "" otherwise
-    findings: list[tuple[str, str, str]] = field(default_factory=list)
+    # the node check's own (verdict, sentence, what, measured): `what` names a configuration finding
+    # ("configuration:MPI:mpi/DD/bw") so one the whole fleet shares is told apart ("" otherwise);
+    # `measured`, the figure keys it rests on ("" for inventory), so one measured beside other checks is told apart
+    findings: list[tuple[str, str, str, str]] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # figures left out as impossible ("figures[3].value = inf ...")
-    set_aside: set[str] = field(default_factory=set)  # keys it has but not as evidence (rejected, not judged)
+    set_aside: set[str] = field(default_factory=set)  # keys that are no evidence (rejected, not judged, inconclusive)
     # where and when it was measured (`measured_on`): nodes sharing a host at the same time contend
     host: str = ""  # its hostname, for people
     places: tuple[str, ...] = ()  # what it shares with a co-scheduled check: its boot id (else hostname), GPUs
@@ -101,8 +102,9 @@ class Node:
 
 
 # A figure its own check recorded but did not judge (a cache level the
-# latency curve contradicts: check/figures.py; one measured while the node
-# was busy: check/busy.py's "inconclusive") is no evidence for the fleet either.
+# latency curve contradicts: check/figures.py) is no evidence for the fleet
+# either; one measured while the node was busy (check/busy.py's
+# "inconclusive") counts in the fleet's median but gets no verdict.
 NOT_JUDGED = "not judged"
 INCONCLUSIVE = "inconclusive"
 
@@ -120,10 +122,12 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
         if bad:
             rejected.append(f"figures[{i}].value ({f['key']}) = {f.get('value')!r}: {bad}")
             aside.add(f["key"])
-        elif NOT_JUDGED in str(f.get("label", "")) or f.get("verdict") == INCONCLUSIVE:
+        elif NOT_JUDGED in str(f.get("label", "")):
             aside.add(f["key"])
         elif judged_value(f) > 0:
             figs[f["key"]] = f
+            if f.get("verdict") == INCONCLUSIVE:  # in the fleet's median and heatmap, but no verdict of its own
+                aside.add(f["key"])
     return Node(
         name=str(doc.get("host", "?")),
         status="complete" if doc.get("complete", True) else "incomplete",
@@ -176,7 +180,8 @@ def measured_on(doc: dict[str, Any]) -> dict[str, Any]:
     if not (host or boot) or start is None or end is None:
         return {}
     gpus = tuple(f"GPU {g['uuid']}" for g in topo.get("gpus", ()) if isinstance(g, dict) and g.get("uuid"))
-    return {"host": host, "places": (f"boot id {boot}" if boot else f"host {host}",) + gpus, "window": (start, end)}
+    return {"host": host, "places": (f"host (boot id {boot}" if boot else f"host ({host}",) + gpus,
+            "window": (start, end)}
 
 
 def _when(stamp: Any) -> float | None:
@@ -188,14 +193,16 @@ def _when(stamp: Any) -> float | None:
         return None
 
 
-def _own(finding: Any) -> tuple[str, str, str]:
-    """A node check's finding: (warn | fail, its sentence, what it is when its cause is configuration)."""
+def _own(finding: Any) -> tuple[str, str, str, str]:
+    """A node check's finding: (warn | fail, its sentence, what it is when
+    its cause is configuration, the measured figures it rests on)."""
     if isinstance(finding, str):
-        return "warn", finding, ""
+        return "warn", finding, "", ""
     verdict = "fail" if finding.get("verdict") == "fail" else "warn"
-    what = (f"configuration:{finding.get('area', '')}:{','.join(finding.get('keys') or ())}"
-            if finding.get("cause") == "configuration" else "")
-    return verdict, str(finding.get("text") or finding.get("message") or finding), what
+    keys = [str(k) for k in finding.get("keys") or ()]
+    what = f"configuration:{finding.get('area', '')}:{','.join(keys)}" if finding.get("cause") == "configuration" else ""
+    measured = ",".join(k for k in keys if not k.startswith("inventory/"))
+    return verdict, str(finding.get("text") or finding.get("message") or finding), what, measured
 
 
 def missing_node(name: str, last_state: str) -> Node:
@@ -316,7 +323,6 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
     findings = confirm(findings, baselines, remeasured, thresholds, {n.name: n.node_class for n in present})
     shared, contention_notes = co_hosted(present)
-    findings = [contended(f, shared) for f in findings]
     own, own_notes = own_findings(present)
     findings += own
     findings += topology_findings(present)
@@ -326,6 +332,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
         isolation = replay(pair_results, thresholds.link_bad, thresholds.link_latency)
     links, link_findings = judge_links(pair_results, thresholds, isolation)
     findings += link_findings
+    findings = [contended(f, shared) for f in findings]
     order = {"missing": 0, "fail": 1, "warn": 2}
     findings.sort(key=lambda f: (f.node, order.get(f.kind if f.kind == "missing" else f.severity, 3),
                                  f.ratio if f.ratio is not None else 0.0))
@@ -354,7 +361,7 @@ def judge_figures(nodes: list[Node], th: Thresholds
         for n, f in members:
             r = ratio(judged_value(f), b)
             ratios[n.name][col[key]] = r
-            found = judge(f, b, th)
+            found = judge(f, b, th) if key not in n.set_aside else None
             if found:
                 findings.append(Finding(n.name, found[0], "figure", found[1], r, key, found[2]))
         findings += absent_figures(cls, key, members, nodes, b)
@@ -477,16 +484,17 @@ def co_hosted(nodes: list[Node]) -> tuple[set[str], list[str]]:
                 by_place.setdefault(p, []).append(n)
     shared: set[str] = set()
     notes = []
-    for place, group in sorted(by_place.items()):
+    for place, group in sorted(by_place.items(), key=lambda kv: (not kv[0].startswith("host"), kv[0])):
         together = overlapping(group)
         if len(together) > 1 and not together <= shared:
             shared |= together
             hosts = sorted({n.host for n in group if n.name in together and n.host})
+            where = place.replace("GPU ", "GPU (", 1) if place.startswith("GPU") else place  # "host (vm", "GPU (GPU-6030..."
+            named = "" if where == f"host ({','.join(hosts)}" else f"; hostname {', '.join(hosts)}" if hosts else ""
             notes.append(f"{len(together)} nodes ({', '.join(sorted(together))}) were measured at the same time on "
-                         f"one {place.split(' ')[0] if place.startswith('GPU') else 'host'} ({place}"
-                         f"{'; hostname ' + ', '.join(hosts) if hosts else ''}): their checks contend for its memory, "
-                         "caches and PCIe, so their fleet-relative figure failures are warnings, not drains; "
-                         "run one check per host to judge them")
+                         f"one {where}{named}): their checks contend for its memory, "
+                         "caches and PCIe, so their speed failures (against the fleet or their own checks' limits) "
+                         "are warnings, not drains; run one check per host to judge them")
     return shared, notes
 
 
@@ -503,7 +511,10 @@ def overlapping(group: list[Node]) -> set[str]:
 
 
 def contended(f: Finding, shared: set[str]) -> Finding:
-    if f.node in shared and f.kind == "figure" and f.severity == "fail":
+    """A speed failure of a node measured beside other checks on its host
+    (against the fleet, or its own check's limits): a warning. Its inventory
+    and topology failures stand: contention does not remove a GPU."""
+    if f.node in shared and f.kind in ("figure", "check") and f.key and f.severity == "fail":
         return _with(f, severity="warn", kind="contention", text=f.text + "; measured beside other checks on "
                      "the same host: contention, not drained")
     return f
@@ -538,16 +549,16 @@ def own_findings(nodes: list[Node]) -> tuple[list[Finding], list[str]]:
     whatever the fleet size, and notes. A configuration failure every node
     shares (MPI without CUDA support on every node) is the fleet's to fix once:
     a note, and on each node a warning, not a reason to drain them all."""
-    shared = set.intersection(*({w for v, _, w in n.findings if v == "fail" and w} for n in nodes)) \
+    shared = set.intersection(*({w for v, _, w, _ in n.findings if v == "fail" and w} for n in nodes)) \
         if len(nodes) > 1 else set()
     out, notes = [], {}
     for n in nodes:
-        for verdict, text, what in n.findings:
+        for verdict, text, what, measured in n.findings:
             if what in shared:
                 verdict = "warn"
                 notes.setdefault(what, f"every node ({len(nodes)}), e.g. {n.name}: {text}; configuration the whole "
                                        "fleet shares: fix it once, no node is drained for it")
-            out.append(Finding(n.name, verdict, "check", f"its own check: {text}"))
+            out.append(Finding(n.name, verdict, "check", f"its own check: {text}", key=measured))
     return out, list(notes.values())
 
 
