@@ -4,8 +4,12 @@ findings; a one-screen summary, a JSON document and an HTML report."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import threading
 import time
+from typing import Iterator
 
 from ..fleet import command as fleet_command
 from ..units import seconds
@@ -172,12 +176,14 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
         files = (json_path, html_path)
     cmd = "nodemap check --level " + args.level + (f" --expect {args.expect}" if args.expect else "") + (
         f" --expect-topology {args.expect_topology}" if args.expect_topology else "")
+    terminated: list[int] = []
     if health:
         doc = run_health(exp, expected, args.input, command=cmd)
     else:
-        doc = run_check(args.level, exp, on_update=lambda doc: outfile.write(json_path, doc.to_json()),
-                        progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd,
-                        expected=expected)
+        with _sigterm_interrupts() as terminated:
+            doc = run_check(args.level, exp, on_update=lambda doc: outfile.write(json_path, doc.to_json()),
+                            progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd,
+                            expected=expected)
     if json_path is not None:
         outfile.write(json_path, doc.to_json())
         outfile.write(html_path, html.render(doc))
@@ -191,12 +197,38 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
         _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout)
     from ..check.document import exit_status
 
-    status = exit_status(doc)
+    status = 128 + signal.SIGTERM if terminated else exit_status(doc)
     if args.prom:
         from ..check import prom
 
         outfile.write(args.prom, prom.render(doc, status), "--prom")
     return status
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[list[int]]:
+    """A batch time limit's SIGTERM ends the measuring as Ctrl-C does: what
+    was measured is judged, written (check.json, check.html) and summed up,
+    the MPI step's launcher killed and its temporary folder removed (the
+    default action ended the process on the spot and left all of that
+    undone). Later SIGTERMs are ignored while the report is written; the
+    scheduler's SIGKILL still ends it. Yields the signals received."""
+    got: list[int] = []
+
+    def on_term(signum: int, frame: object) -> None:
+        got.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield got
+    finally:
+        if not got:
+            signal.signal(signal.SIGTERM, old)
 
 
 def _expected(path: str | None):
