@@ -61,3 +61,17 @@ def test_no_kind_defines_gpus_or_dtype_itself():
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
                 flags = [a.value for a in node.args if isinstance(a, ast.Constant)]
                 assert not {"--gpus", "--dtype"} & set(flags), f"{f.name}: use bench.options"
+
+
+def test_a_kind_builds_only_its_own_parser():
+    # was: every kind imported (nccl's, jacobi's...) to print `bench memory --help`
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom nodemap.cli import main\ntry:\n    main(['bench', 'memory', '--help'])\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('nodemap.bench.') and m.rsplit('.', 1)[1] in "
+            "('collectives', 'jacobi', 'copies', 'mpi_p2p', 'ring', 'placement_bench', 'gpu_memory')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "--sweep" in r.stdout, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"

@@ -45,10 +45,12 @@ every command takes --json for machine-readable output.
 """
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, words: list[str] | None = None) -> argparse.ArgumentParser:
     """The full parser; with `only`, other commands get a help-only stub so
     that their modules (and what they import) are not loaded ("": every
-    command a stub, for a command line that names none)."""
+    command a stub, for a command line that names none). `words`: the
+    command line after `only`, for a command with subcommands (bench) to
+    build only the one named."""
     import argparse
     import importlib
 
@@ -74,7 +76,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_)
             continue
         mod = importlib.import_module(modname)
-        commands.add_command(sub, name, mod, help_).set_defaults(_module=mod)
+        commands.add_command(sub, name, mod, help_, words).set_defaults(_module=mod)
     return p
 
 
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     _guard_streams()
     first = next((w for w in words if not w.startswith("-")), None)
     # No command named: the parser only prints help, version or an error.
-    parser = build_parser(first if first in COMMANDS else "")
+    parser = build_parser(first if first in COMMANDS else "", words[words.index(first) + 1:] if first else None)
     try:
         args, extra = parser.parse_known_args(words)
     except SystemExit as e:  # --help, --version: argparse ignores a failed write and exits 0

@@ -7,14 +7,18 @@ if TYPE_CHECKING:
     import argparse
 
 
-def add_command(sub, name: str, mod, help_: str) -> argparse.ArgumentParser:
+def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of one (sub)command from its module: DESCRIPTION, EPILOG,
     add_arguments; errors in its arguments are reported by this parser, with
-    its own usage line."""
+    its own usage line. `words`: the rest of the command line, given to a
+    module with subcommands (SUBCOMMANDS true) so it builds only the one named."""
     import argparse
 
     sp = sub.add_parser(name, help=help_, description=getattr(mod, "DESCRIPTION", help_),
                         epilog=getattr(mod, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter)
-    mod.add_arguments(sp)
+    if words is not None and getattr(mod, "SUBCOMMANDS", False):
+        mod.add_arguments(sp, words)
+    else:
+        mod.add_arguments(sp)
     sp.set_defaults(_parser=sp)
     return sp
