@@ -37,7 +37,8 @@ at --level health only when -o is given).
 Other work on the node (other processes' CPU time on the measured CPUs,
 memory pressure, other processes on the GPUs) is sampled before the check
 and around every step; a busy node's report says so at the top, and its
-figures measured then are "inconclusive", never failed for speed.
+figures measured then are "inconclusive", not failed for speed (unless
+a bandwidth fails even credited for the CPU time others took).
 Exit status: 0 the node is healthy (pass, warn, inconclusive; findings
 about the job's configuration, such as MPI not CUDA-aware, are printed
 but do not fail the node), 1 unhealthy (a hardware-cause figure whose
