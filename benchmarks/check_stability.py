@@ -35,7 +35,10 @@ fail; load - "busy" every time and no hardware fail; each fault - unhealthy
 run, so a campaign cut short keeps its runs; the default PREFIX is
 benchmarks/results/check_stability_YYYYMMDD_MACHINE. --dry-run runs a
 stand-in nodemap (--nodemap) with no load, taskset or test double; the
-scenario is in $NODEMAP_STABILITY_SCENARIO of every run.
+scenario is in $NODEMAP_STABILITY_SCENARIO of every run. --tiny runs the
+check with its testing knob NODEMAP_CHECK_TINY=1 (small host arrays: the
+figures are cache bandwidths, the verdict logic the same) where a loaded
+machine cannot run the real quick level often enough.
 """
 
 from __future__ import annotations
@@ -290,9 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", metavar="DIR", help="keep every run's check.json under DIR (default: a temporary folder)")
     p.add_argument("--nodemap", metavar="CMD", help="the nodemap to run (default: beside this Python)")
     p.add_argument("--note", action="append", default=[], help="a line for the result file (the machine's state)")
+    p.add_argument("--tiny", action="store_true", help="the check's testing knob NODEMAP_CHECK_TINY=1: small host "
+                   "arrays (cache-resident STREAM) so a loaded machine runs the campaign in minutes, not hours")
     p.add_argument("--dry-run", action="store_true", help="no load, taskset or test double: the script's logic "
                    "with a stand-in --nodemap")
     a = p.parse_args(argv)
+    if a.tiny:
+        os.environ["NODEMAP_CHECK_TINY"] = "1"  # every run inherits it
     prefix = a.out or os.path.join(ROOT, "benchmarks", "results",
                                    f"check_stability_{time.strftime('%Y%m%d', time.gmtime())}_{a.machine}")
     keep = a.keep or tempfile.mkdtemp(prefix="nodemap-stability-")
