@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from nodemap.errors import NodemapError
-from nodemap.mapping.localrank import LocalRank, detect, launched, node_name, tasks_per_node
+from nodemap.mapping.localrank import LocalRank, detect, launched, node_name, srun_tasks, tasks_per_node
 
 
 @pytest.mark.parametrize("env, want", [
@@ -75,3 +75,11 @@ def test_a_slurm_node_is_named_by_slurm_where_srun_or_slurmd_started_the_process
     assert node_name({**srun, "MPI_LOCALRANKID": "x"}) == host  # unsure which launcher
     for odd in ("n1 n2", "../n1", "n1;reboot", "-n1", "n" * 65, "n\x01"):
         assert node_name({"SLURMD_NODENAME": odd}) == host, odd
+
+
+def test_srun_tasks_only_for_the_tasks_of_an_srun_step():
+    step = {"SLURM_LOCALID": "0", "SLURM_STEP_TASKS_PER_NODE": "1(x3)", "SLURM_NODEID": "0"}
+    assert srun_tasks({**step, "SLURM_STEP_NUM_TASKS": "3"}) == 3
+    assert srun_tasks(step) == 0  # a batch script: no step
+    assert srun_tasks({**step, "SLURM_STEP_NUM_TASKS": "3", "MPI_LOCALRANKID": "0"}) == 0  # an mpiexec's rank
+    assert srun_tasks({**step, "SLURM_STEP_NUM_TASKS": "x"}) == 0

@@ -84,6 +84,15 @@ def test_show_without_a_pmi_tells_the_tasks_apart_and_says_why_each_prints_alone
     assert p.stderr.count("MPI sees 1 rank of the 3 srun started") == 1, p.stderr
 
 
+def test_fleet_check_refuses_tasks_srun_started_without_a_pmi(slurm_cluster, tmp_path):
+    # each task would be a fleet of one, three writing one folder (before: "fleet: 1 nodes" three times)
+    p = slurm_cluster.srun("-N3", "-n3", *NODEMAP, "check", "--fleet", "-o", str(tmp_path / "out"), "--no-pairs",
+                           env={"NODEMAP_CHECK_TINY": "1"})
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.count("MPI sees 1 rank of the 3 srun started") == 3 and "srun --mpi=pmi2" in p.stderr
+    assert not (tmp_path / "out" / "fleet.json").exists()
+
+
 @pytest.mark.slow
 def test_fleet_check_judges_three_nodes(slurm_cluster, tmp_path):
     site = tmp_path / "site.toml"

@@ -76,11 +76,12 @@ def _alone_note(env) -> None:
     import sys
 
     from .. import env as launcher_env
+    from ..mapping.localrank import ALONE_FIX, srun_tasks
 
-    tasks = launcher_env.first_integer(env, ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")) or 1
+    tasks = srun_tasks(env)
     if tasks > 1 and launcher_env.global_rank(env) == 0:
-        print(f"nodemap show: note: MPI sees 1 rank of the {tasks} srun started (no PMI: srun --mpi=pmi2 gathers "
-              "every row in one table); each task prints its own row", file=sys.stderr)
+        print(f"nodemap show: note: MPI sees 1 rank of the {tasks} srun started ({ALONE_FIX}, gathering every row "
+              "in one table); each task prints its own row", file=sys.stderr)
 
 
 def _print(args, rows, show) -> None:

@@ -12,7 +12,7 @@ from ..units import seconds
 
 FLEET_HELP = """\
 fleet (--fleet, under the launcher, all ranks of all nodes):
-  srun -N 64 --ntasks-per-node=4 nodemap check --fleet -o DIR
+  srun --mpi=pmi2 -N 64 --ntasks-per-node=4 nodemap check --fleet -o DIR
   mpirun -npernode 4 nodemap check --fleet -o DIR      (Open MPI)
   mpiexec -ppn 4 -f hosts nodemap check --fleet -o DIR (MPICH/Hydra)
   flux run -N 64 --tasks-per-node=4 nodemap check --fleet -o DIR

@@ -92,12 +92,24 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
 
     MPI = mpi_common.start()
     comm = MPI.COMM_WORLD
+    _refuse_singletons(comm.Get_size())
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
           "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}
     if comm.Get_rank() == 0:
         return Coordinator(comm, cfg, check).run(me)
     return member(comm, cfg, check, me)
+
+
+def _refuse_singletons(size: int) -> None:
+    """srun without a PMI (Debian's MpiDefault=none) starts every task as an
+    MPI job of its own: each would be a fleet of one, all writing one DIR."""
+    from ..mapping.localrank import ALONE_FIX, srun_tasks
+
+    tasks = srun_tasks(os.environ)
+    if size == 1 and tasks > 1:
+        raise NodemapError(f"--fleet: MPI sees 1 rank of the {tasks} srun started: the tasks were started without a "
+                           f"PMI, each its own MPI job; {ALONE_FIX}")
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -88,6 +88,20 @@ def launcher(env: Mapping[str, str]) -> str:
     return found.launcher if found is not None else ""
 
 
+def srun_tasks(env: Mapping[str, str]) -> int:
+    """The tasks of the srun step that started this process (SLURM_STEP_NUM_TASKS);
+    0 when srun did not (no step, or another launcher spoke)."""
+    if launcher(env) != "Slurm":
+        return 0
+    try:
+        return launcher_env.first_integer(env, ("SLURM_STEP_NUM_TASKS",)) or 0
+    except NodemapError:
+        return 0
+
+
+ALONE_FIX = "srun --mpi=pmi2 (or pmix) makes them one MPI job"
+
+
 def _from_env(env: Mapping[str, str]) -> LocalRank | None:
     for launcher, rv, sv in LOCAL_PAIRS:
         if rv in env:
