@@ -372,8 +372,9 @@ static int parse_plan(char *text, int n)
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	char exe[4096], err[400], count[16], *out = NULL, **env;
-	char *argv[64] = {exe, "plan", "--tasks", count, "--emit", "tasks"};
-	int argc = 6;
+	/* Slurm chose the task count: more tasks than PUs share them (as `nodemap run` under a launcher) */
+	char *argv[64] = {exe, "plan", "--tasks", count, "--emit", "tasks", "--oversubscribe"};
+	int argc = 7;
 	uint32_t n = 0;
 	char *save = NULL;
 
