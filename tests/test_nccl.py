@@ -108,3 +108,10 @@ def test_single_process_all_gpus_on_a_gpu():
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert "all_reduce" in p.stdout
+
+
+def test_algbw_median_is_the_median_of_the_figures():
+    # was sorted(algbw)[len // 2]: the upper middle for an even count, against Stats.median's mean of the two
+    r = co.result("all_reduce", 10**9, 2, False, 20, [1.0, 0.5], "GPU0 <-> GPU1")
+    assert r.params["algbw_median"] == 1.5
+    assert r.stats.median == r.params["algbw_median"] * r.params["bus_factor"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -439,6 +440,11 @@ def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, p
     label = f"{op} {'in-place' if inplace else 'out-of-place'} {size} B"
     if bad:
         return f"{label}: {bad} wrong elements after the operation: NCCL or the GPUs' links corrupt data"
+    return result(op, size, n, inplace, iters, times, path)
+
+
+def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[float], path: str) -> Any:
+    """The verified Result of `times` (seconds per operation, one per repetition)."""
     factor = bus_factor(op, n)
     algbw = [size / t / 1e9 for t in times]
     # one rank moves nothing between GPUs: nccl-tests' busbw is 0 there, so algbw stands in
@@ -446,7 +452,7 @@ def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, p
     return make_result(
         "nccl", op, unit, vals, verified=True,
         params={"size": size, "ranks": n, "inplace": inplace, "iters": iters, "dtype": "float32",
-                "algbw_best": max(algbw), "algbw_median": sorted(algbw)[len(algbw) // 2],
+                "algbw_best": max(algbw), "algbw_median": statistics.median(algbw),
                 "time_us_best": min(times) * 1e6, "bus_factor": factor, "wrong": 0},
         bytes=size, counting=f"nccl-tests: algbw = {size} B / time, busbw = algbw x {factor:g}",
         path=path, path_class="NCCL",
