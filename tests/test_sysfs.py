@@ -407,3 +407,12 @@ def test_nodes_undercounting_proc_meminfo_get_a_note(node):
     assert note.startswith("NUMA nodes hold 0.0 GiB in sysfs but /proc/meminfo has 0.1 GiB")
     put(node, "proc/meminfo", "MemTotal:       24576 kB")
     assert not any("undercount" in n for n in sysfs.read(node).notes)
+
+
+def test_usnic_without_port_link_layers_is_ethernet(node):
+    """Cisco usNIC registers an RDMA device; older drivers give its ports no link_layer."""
+    os.remove(node / f"{NIC_PATH}/infiniband/mlx5_0/ports/1/link_layer")
+    os.remove(node / "sys/class/infiniband/mlx5_0")
+    os.rename(node / f"{NIC_PATH}/infiniband/mlx5_0", node / f"{NIC_PATH}/infiniband/usnic_0")
+    link(node, "sys/class/infiniband/usnic_0", f"/{NIC_PATH}/infiniband/usnic_0")
+    assert sysfs.read(node).nic("usnic_0").kind == "Ethernet"
