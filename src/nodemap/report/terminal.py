@@ -89,10 +89,7 @@ def area_detail(doc: CheckDoc, area: str) -> str:
 def value(f) -> str:
     """'29.9 GB/s (median 29.2 [27.0, 29.9])': the reported best, and the
     judged median with its interval where there are repetitions."""
-    v = f"{number(f.value)} {f.unit}"
-    if f.n > 1:
-        v += f" (median {number(f.median)} [{number(f.low)}, {number(f.high)}])"
-    return v
+    return f"{number(f.value)} {f.unit}" + (f" (median {_judged(f)})" if f.n > 1 else "")
 
 
 # spaces a line must not break at: inside an interval "[27.0, 29.9]", between a number and its unit
@@ -110,6 +107,11 @@ def _wrap(text: str, width: int, indent: str) -> str:
 def figures_table(doc: CheckDoc) -> str:
     from ..bench.report import table
 
-    rows = [[j.figure.key, number(j.figure.value), j.figure.unit, MARK[j.verdict], j.rule]
+    rows = [[j.figure.key, number(j.figure.value), _judged(j.figure), j.figure.unit, MARK[j.verdict], j.rule]
             for j in doc.judged]
-    return table(["figure", "value", "unit", "verdict", "rule"], rows, right=[False, True, False, False, False])
+    return table(["figure", "value", "median [interval]", "unit", "verdict", "rule"], rows,
+                 right=[False, True, True, False, False, False])
+
+
+def _judged(f) -> str:
+    return f"{number(f.median)} [{number(f.low)}, {number(f.high)}]" if f.n > 1 else ""
