@@ -408,3 +408,23 @@ def test_bench_mpi_names_another_hosts_topology(tmp_path):
     assert r.returncode == 0, r.stderr
     assert any(m.startswith(f"caution: --input {topo} describes host elsewhere")
                for m in json.loads(r.stdout)["messages"])
+
+
+def test_slowest_rank_is_the_largest_per_step_time():
+    # the one slowest-rank reduction (jacobi and ring each had their own)
+    from nodemap.bench.harness import slowest_rank
+
+    class World:
+        synced = 0
+
+        def sync(self):
+            self.synced += 1
+
+        def max_all(self, v):
+            return max(v, 0.5)  # a slower peer took 0.5 s per step
+
+    w, ran = World(), []
+    once = slowest_rank(w, 4, lambda: ran.append(1))
+    assert once() == 0.5 and w.synced == 1 and ran == [1]
+    assert slowest_rank(type("Alone", (), {"sync": lambda s: None, "max_all": lambda s, v: v})(), 2,
+                        lambda: None)() < 0.01

@@ -137,6 +137,21 @@ def read_topology(path: str, option: str = "--topology") -> Any:
 # --- timing -------------------------------------------------------------------------
 
 
+def slowest_rank(world: Any, steps: int, run: Callable[[], None]) -> Callable[[], float]:
+    """A timed repetition for `repeat`: seconds per step of `run` (which does
+    `steps` steps and waits for them), the slowest process's. `world` has
+    sync() (start together) and max_all(v) (the largest v over processes,
+    a collective: every process calls it alike)."""
+
+    def once() -> float:
+        world.sync()
+        t0 = time.perf_counter()
+        run()
+        return world.max_all((time.perf_counter() - t0) / steps)
+
+    return once
+
+
 def repeat(
     once: Callable[[], float],
     *,

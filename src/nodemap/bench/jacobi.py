@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -42,7 +41,7 @@ from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
 from . import options
-from .harness import Progress, add_shared, finish, repeat, session
+from .harness import Progress, add_shared, finish, repeat, session, slowest_rank
 from .results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -227,16 +226,8 @@ def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> s
 
 
 def timed(w: Any, iters: int, body: Callable[[], None]) -> Callable[[], float]:
-    """Seconds per step of `iters` steps, the slowest process's."""
-
-    def once() -> float:
-        w.sync()
-        t0 = time.perf_counter()
-        body()
-        w.wait()
-        return w.max_all((time.perf_counter() - t0) / iters)
-
-    return once
+    """Seconds per step of `iters` steps (`body` runs them all), the slowest process's."""
+    return slowest_rank(w, iters, lambda: (body(), w.wait()))
 
 
 def runner(w: Any, name: str, iters: int, fault: bool) -> Callable[[], None]:

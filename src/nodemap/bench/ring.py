@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import collectives as co
 from . import mpi_common as mc
 from ..units import format_size
-from .harness import Progress, Stopped, add_shared, check_count, repeat, session
+from .harness import Progress, Stopped, add_shared, check_count, repeat, session, slowest_rank
 from .options import add_gpus
 from .results import ResultSet, make_result
 
@@ -271,16 +270,8 @@ def wait_compute(fields: list[Field]) -> None:
 
 
 def timed(ctx: co.Ctx, steps: int, body: Callable[[], None]) -> Callable[[], float]:
-    """Seconds per step, the slowest process's (every process calls it alike)."""
-
-    def once() -> float:
-        ctx.sync()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            body()
-        return ctx.max_all((time.perf_counter() - t0) / steps)
-
-    return once
+    """Seconds per step of `body` run `steps` times, the slowest process's."""
+    return slowest_rank(ctx, steps, lambda: [body() for _ in range(steps)])
 
 
 def measure(ctx: co.Ctx, fields: list[Field], transport: str, args: Any) -> dict[str, Any]:
