@@ -23,6 +23,8 @@ spins on (mpiexec's ranks, a hung scontrol's RPC).
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -87,9 +89,6 @@ class _Watchdog:
 
 
 def _watch(r: int, parent: int) -> None:
-    import select
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     os.close(1)  # the launcher waits for stdout's EOF: never hold it
     os.closerange(3, r)  # nor the launcher's PMI socket or anything else but our pipe
@@ -142,7 +141,6 @@ def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float) -> tup
     """(exit status, stdout, stderr) of `cmd`; subprocess.TimeoutExpired
     after `timeout` seconds, the whole group killed first. OSError when it
     does not start."""
-    import signal
     import subprocess  # here: the MPI ranks import this module for `deadline` only
 
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
