@@ -273,6 +273,14 @@ def test_karolina_256_tasks_all_get_a_gpu_and_the_nics_share_them_evenly():
     assert sorted(Counter(n for t in p.tasks for n in t.nics).values()) == [64] * 4
 
 
+def test_cpu_only_tasks_spread_evenly_over_equally_near_nics():
+    """Issue 26: 256 CPU-only tasks on Karolina loaded the NICs 80/48/80/48: the tasks of NUMA 0 and 2
+    (two NICs equally near, in the package) chose before those of NUMA 1 and 3 (one NIC each)."""
+    for tasks in (256, 128, 64):
+        p = P(nodes.karolina(), tasks=tasks, gpus_per_task=0)
+        assert sorted(Counter(n for t in p.tasks for n in t.nics).values()) == [tasks // 4] * 4, tasks
+
+
 def test_epyc_48_tasks_at_smt_2_get_a_core_each_over_every_numa_node(fixtures):
     """Held-out case (issue 26): --tasks 48 --smt 2 on a 4-GPU EPYC (48 cores, SMT2) packed every
     task on the GPUs' NUMA nodes at 1 PU each, ignoring --smt 2 silently."""

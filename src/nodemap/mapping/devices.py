@@ -200,15 +200,20 @@ class NicChooser:
         # One NIC each, the common case: choose()'s steps without a call per task.
         load, names = self.load, [(n.name,) for n in self.nics]
         nearest: dict[tuple, list[int]] = {}
-        out = []
+        near_of = []
         for gpus, mems in shapes:
             key = (gpus, mems.mask)
             near = nearest.get(key)
             if near is None:
                 near = nearest[key] = self._by_tier(gpus, mems)[0]
-            best = min(near, key=load.__getitem__)  # the first of the least used
+            near_of.append(near)
+        # Tasks with one nearest NIC choose first, so those free to choose even
+        # out the load (Karolina, 256 CPU-only tasks: 64 a NIC, not 80/48/80/48).
+        out: list[tuple[str, ...]] = [()] * len(shapes)
+        for i in sorted(range(len(shapes)), key=lambda i: len(near_of[i])):
+            best = min(near_of[i], key=load.__getitem__)  # the first of the least used
             load[best] += 1
-            out.append(names[best])
+            out[i] = names[best]
         return out
 
     def _by_tier(self, gpus: tuple[int, ...], mems: CpuSet) -> list[list[int]]:
