@@ -5,6 +5,7 @@ the install command); `make test` installs them as root."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -113,6 +114,40 @@ def test_fleet_check_judges_three_nodes(slurm_cluster, tmp_path):
     assert {x["hostname"] for x in lines} == {os.uname().nodename.split(".")[0]}  # the host beside the node
     assert fleet["links"], "no pair test ran between the nodes"
     print(f"fleet check on 3 Slurm nodes: {took:.1f} s")
+
+
+SPANK_PROBE = r"""
+#include <stddef.h>
+#include <slurm/spank.h>
+SPANK_PLUGIN(nodemap_probe, 1);
+static int asked = 0;
+static int ask(int val, const char *arg, int remote) { asked = 1; return 0; }
+struct spank_option spank_options[] = {
+    {"nodemap-probe", NULL, "a test plugin of the cluster's own plugstack.conf", 0, 0, ask},
+    SPANK_OPTIONS_TABLE_END
+};
+int slurm_spank_task_init(spank_t sp, int ac, char **av) {
+    return asked ? spank_setenv(sp, "NODEMAP_PROBE", "seen", 1) : 0;
+}
+"""
+
+
+def test_a_spank_plugin_loads_through_the_clusters_own_plugstack_conf(tmp_path):
+    """How issue 25's plugin will go in: srun takes its option, slurmstepd runs it in the task."""
+    if not shutil.which("cc") or not os.path.exists("/usr/include/slurm/spank.h"):
+        pytest.skip("needs a C compiler and spank.h (libslurm-dev: scripts/install-test-packages)")
+    (tmp_path / "probe.c").write_text(SPANK_PROBE)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "probe.so"), str(tmp_path / "probe.c")],
+                   check=True, timeout=60)
+    cluster = Cluster.start(nodes=1, plugstack=f"required {tmp_path / 'probe.so'}\n")
+    try:
+        assert "--nodemap-probe" in cluster.srun("--help").stdout
+        p = cluster.srun("-N1", "--nodemap-probe", "printenv", "NODEMAP_PROBE")
+        assert (p.returncode, p.stdout.strip()) == (0, "seen"), p.stderr
+        p = cluster.srun("-N1", "printenv", "NODEMAP_PROBE")
+        assert p.returncode == 1 and not p.stdout, p.stdout  # not asked: not set
+    finally:
+        cluster.stop()
 
 
 def test_a_second_cluster_beside_the_first_and_nothing_left_after_stop(slurm_cluster):
