@@ -49,6 +49,15 @@ def test_busy_cannot_judge_unless_the_hardware_failed():
     assert exit_status(doc_of(healthy_gpus(), checks=[ECC], busy=busy)) == 1
 
 
+def test_nothing_measured_cannot_judge():
+    from nodemap.report import terminal
+
+    doc = doc_of()  # every step failed (no tools): no figure at a measuring level
+    assert exit_status(doc) == 2 and "node: could not judge (nothing measured)" in terminal.summary(doc)
+    doc.level = "health"  # the passive level measures nothing by design
+    assert exit_status(doc) == 0
+
+
 def test_interrupted_unless_read_again():
     doc = doc_of(healthy_gpus(), checks=[ECC], complete=False)
     assert exit_status(doc) == 130 and exit_status(doc, saved=True) == 1

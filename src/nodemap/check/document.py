@@ -184,13 +184,22 @@ def exit_status(doc: CheckDoc, saved: bool = False) -> int:
     130 interrupted (this command's own run; `saved`: a document read
     again, where incomplete is not an interruption), 1 unhealthy (a
     hardware-cause fail, decided by its whole interval), 2 could not judge
-    (the node was busy, check/busy.py: retry it, never drain), else 0 healthy: pass, info,
+    (the node was busy, check/busy.py, or nothing could be measured: retry
+    it, never drain), else 0 healthy: pass, info,
     warn, inconclusive, and configuration findings of any verdict (printed,
     the job's environment, not the node)."""
     if not doc.complete and not saved:
         return INTERRUPTED
     if doc.node_verdict() == "fail":
         return UNHEALTHY
+    return NOT_JUDGED if not_judged(doc) else HEALTHY
+
+
+def not_judged(doc: CheckDoc) -> str:
+    """Why the node could not be judged ("" when it could): it was busy, or
+    a measuring level measured nothing (every step failed: missing tools)."""
     if doc.is_busy():
-        return NOT_JUDGED
-    return HEALTHY
+        return "busy"
+    if doc.level in ("quick", "full") and doc.complete and not doc.judged:
+        return "nothing measured"
+    return ""

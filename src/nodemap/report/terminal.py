@@ -10,7 +10,7 @@ import shutil
 import textwrap
 from typing import Sequence
 
-from ..check.document import CheckDoc, exit_status
+from ..check.document import CheckDoc, exit_status, not_judged
 from ..bench.report import number
 from ..check.verdicts import RANK
 
@@ -55,7 +55,7 @@ def verdict_line(doc: CheckDoc) -> str:
     whether the node is unfit (hardware) apart from whether the job's
     environment is (configuration), as the exit status tells a scheduler."""
     node = doc.node_verdict()
-    word = {1: "UNHEALTHY", 2: "could not judge (busy)"}.get(exit_status(doc, saved=True), "healthy")
+    word = {1: "UNHEALTHY", 2: f"could not judge ({not_judged(doc)})"}.get(exit_status(doc, saved=True), "healthy")
     env = doc.environment_verdict()
     why = "; ".join(doc.environment_reasons()) if env in ("warn", "fail") else ""
     return (f"node: {word} ({MARK[node]}); job environment: {MARK[env]}" + (f" ({why})" if why else "")
