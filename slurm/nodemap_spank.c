@@ -14,6 +14,8 @@
  * stderr and every task runs with Slurm's binding, unless --nodemap=strict.
  *
  * plugstack.conf:  optional /path/nodemap_spank.so [default_on] [nodemap=/path/to/nodemap]
+ *                  (default_on: every step, except one that passes --cpu-bind/--gpu-bind/--tres-bind
+ *                  without --nodemap, or --nodemap=off)
  * options:         --nodemap[=off|strict|verbose|threads=T|smt=K|gpus-per-task=G|nic-rails=R,...]
  */
 
@@ -146,6 +148,50 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 static int active(void)
 {
 	return enabled == 1 || (enabled == -1 && default_on);
+}
+
+#define ASIDE_VAR "SLURM_NODEMAP_ASIDE"  /* srun -> the step: the job binds itself */
+
+/* Under default_on, a step that asks for its own binding (srun --cpu-bind or
+ * --gpu-bind, and no --nodemap) keeps Slurm's, as mpibind's plugin does. Only
+ * srun's command line says what the user asked (the task environment holds
+ * Slurm's resolved binding either way); the answer travels in srun's
+ * environment, which the step inherits. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	char args[65536];
+	ssize_t n = 0, r;
+	FILE *f;
+
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_LOCAL || enabled != -1 || !default_on)
+		return 0;
+	f = fopen("/proc/self/cmdline", "r");
+	if (!f)
+		return 0;
+	while (n < (ssize_t)sizeof(args) - 1 && (r = fread(args + n, 1, sizeof(args) - 1 - n, f)) > 0)
+		n += r;
+	fclose(f);
+	args[n] = '\0';
+	for (char *a = args; a < args + n; a += strlen(a) + 1) {
+		if (!strcmp(a, "--"))
+			break;
+		if (!strncmp(a, "--cpu-bind", 10) || !strncmp(a, "--cpu_bind", 10) || !strncmp(a, "--gpu-bind", 10) ||
+		    !strncmp(a, "--gpu_bind", 10) || !strncmp(a, "--tres-bind", 11)) {
+			setenv(ASIDE_VAR, a, 1);
+			break;
+		}
+	}
+	return 0;
+}
+
+/* In the step: whether srun said the job binds itself. */
+static int set_aside(spank_t sp)
+{
+	char why[256];
+	return enabled == -1 && spank_getenv(sp, ASIDE_VAR, why, sizeof(why)) == ESPANK_SUCCESS;
 }
 
 /* --- planning, once per node --------------------------------------------------------- */
@@ -382,6 +428,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!spank_remote(sp) || !active())
 		return 0;
+	if (set_aside(sp)) {
+		enabled = 0;  /* task_init then leaves the tasks alone */
+		return 0;
+	}
 	if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &n) != ESPANK_SUCCESS || n == 0) {
 		fail("%s", "Slurm gave no local task count");
 		return refuse();

@@ -21,7 +21,8 @@ PY = sys.executable
 
 
 @pytest.fixture(scope="module")
-def spank_cluster(tmp_path_factory):
+def plugin(tmp_path_factory) -> Path:
+    """slurm/nodemap_spank.so built from the checkout by `make -C slurm`."""
     if unavailable():
         pytest.skip(unavailable())
     if not shutil.which("cc") or not any(Path(p).exists() for p in ("/usr/include/slurm/spank.h",
@@ -29,11 +30,25 @@ def spank_cluster(tmp_path_factory):
         pytest.skip("the SPANK plugin needs a C compiler and Slurm's spank.h (apt-get install libslurm-dev)")
     out = tmp_path_factory.mktemp("spank")
     subprocess.run(["make", "-C", str(ROOT / "slurm"), f"OUT={out}"], check=True, capture_output=True, timeout=120)
-    cluster = Cluster.start(plugstack=f"required {out / 'nodemap_spank.so'}\n", nodes=2)
+    return out / "nodemap_spank.so"
+
+
+def cluster_with(plugstack: str):
+    cluster = Cluster.start(plugstack=plugstack, nodes=2)
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def spank_cluster(plugin):
+    yield from cluster_with(f"required {plugin}\n")
+
+
+@pytest.fixture(scope="module")
+def default_on_cluster(plugin):
+    yield from cluster_with(f"required {plugin} default_on\n")
 
 
 def rows_of(p) -> list[dict]:
@@ -92,3 +107,19 @@ def test_a_broken_nodemap_costs_one_line_not_the_job(spank_cluster, tmp_path):
 def test_a_wrong_option_is_refused_by_srun(spank_cluster):
     p = spank_cluster.srun("--nodemap=threads=x;y", "-N1", "-n1", "true")
     assert p.returncode != 0 and "is not an option" in p.stderr
+
+
+@pytest.mark.parametrize("args,bound", [
+    ((), True),  # default_on: every step
+    (("--cpu-bind=cores",), False), (("--gpu-bind=none",), False),  # the job binds itself: Slurm's binding
+    (("--cpu-bind=cores", "--nodemap"), True),  # asked for both: --nodemap wins
+    (("--nodemap=off",), False),
+])
+def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, args, bound):
+    from nodemap.topology.cpuset import CpuSet
+
+    p = default_on_cluster.srun(*args, "-N1", "-n1", PY, "-c", PROBE)
+    (row,) = rows_of(p)
+    assert bool(row["env"]) == bound, (row, p.stderr)
+    # the plan's PUs (every PU of the node for one task), or the one CPU Slurm allocated
+    assert (CpuSet(row["cpus"]) == CpuSet.parse(planned("--tasks", "1")[0]["cpus"])) == bound, row
