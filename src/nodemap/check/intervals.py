@@ -19,7 +19,7 @@ beyond the limit with 95% confidence.
 
 API (reused by the fleet, issue 29):
     median_interval(samples) -> Interval | None
-        Interval(low, high, n, coverage, method); .width(), .text(fmt)
+        Interval(low, high, n, coverage, median); .method (for texts), .width()
     where(low, high, limit, above) -> "beyond" | "straddles" | "within"
         above=True: a ceiling (latency), beyond means greater than `limit`;
         above=False: a floor (bandwidth), beyond means less than `limit`.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 CONFIDENCE = 0.95
 
@@ -47,16 +47,18 @@ class Interval:
 
     @property
     def method(self) -> str:
-        if self.coverage >= CONFIDENCE:
-            return f"{self.coverage:.0%} interval of the median of {self.n} repetitions (order statistics)"
-        return f"range of {self.n} repetitions (holds the median with {self.coverage:.0%} confidence)"
+        return method(self.n, self.coverage)
 
     def width(self) -> float:
-        """(high - low) / median: the relative width, 0 for a point."""
+        """(high - low) / median: the relative width, 0 for a point (the fleet's floor from repetition noise)."""
         return (self.high - self.low) / self.median if self.median else 0.0
 
-    def text(self, fmt: Callable[[float], str] = lambda v: f"{v:g}") -> str:
-        return f"[{fmt(self.low)}, {fmt(self.high)}]"
+
+def method(n: int, coverage: float) -> str:
+    """How an interval of n repetitions was made, for rule texts."""
+    if coverage >= CONFIDENCE:
+        return f"{coverage:.0%} interval of the median of {n} repetitions (order statistics)"
+    return f"range of {n} repetitions (holds the median with {coverage:.0%} confidence)"
 
 
 def coverage(n: int, k: int) -> float:

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 from ..bench.report import number
 from .expectations import Expectations, Limit
 from .figures import Figure
-from .intervals import CONFIDENCE, ratio_interval, where
+from .intervals import method, ratio_interval, where
 
 VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies
 # "inconclusive": the figure's interval straddles a limit (or one sample lies beyond the fail limit),
@@ -140,8 +140,7 @@ def noise(f: Figure, interval: str, limit: str, undecided: str) -> str:
 
 
 def _method(f: Figure) -> str:
-    return (f"{f.coverage:.0%} interval of the median of {f.n} repetitions" if f.coverage >= CONFIDENCE
-            else f"range of {f.n} repetitions")
+    return method(f.n, f.coverage)
 
 
 # --- the rules ------------------------------------------------------------------
