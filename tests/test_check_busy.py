@@ -318,16 +318,19 @@ def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
     sample = {"busy": True, "cpus": 2, "other_cores": 1.0,
               "reasons": ["other processes used 1 cores of the 2 measured (at least 0.5 is busy): spin (pid 7) 1"]}
 
-    def judged(best):
-        rs = syn.stream({"1/core": (2, best)})
+    def judged(best, per_core=None):
+        rs = syn.stream({"1/core": (2, per_core or best), "1/L3": (1, best)})
         rs.environment["busy"] = sample
         doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
         doc.busy = busy.summary(None, [("STREAM placement sweep", sample)])
         doc.rejudge()
         return next(j for j in doc.judged if j.figure.key == "host/stream/best"), doc
 
-    j, doc = judged(2.0)
+
+    j, doc = judged(2.0, per_core=0.5)  # one thread per core at a quarter of the best: fails alone, even x2
     assert j.verdict == "fail" and "even credited x2.00" in j.rule and exit_status(doc) == 1
+    placement = next(k for k in doc.judged if k.figure.key == "host/stream/triad")
+    assert placement.figure.kind == "placement" and placement.verdict != "fail"  # its peak shared the interference
     j, doc = judged(19.7)
     assert j.verdict == "inconclusive" and exit_status(doc) == 2
     pressure = dict(sample, reasons=sample["reasons"] + ["memory pressure: tasks stalled on memory 30% ..."])

@@ -314,14 +314,19 @@ def credit(j: Any, sample: dict[str, Any]) -> float | None:
     """For a failed bandwidth of a busy step: n / (n - c), others having
     used c of the n measured CPUs (the most their share of the CPUs can
     have cost it), when the figure times that still fails: its upper end
-    below the absolute fail limit. None otherwise; never for latency, which
+    below the absolute fail limit (a datasheet or site peak, not another
+    measurement of the step). None otherwise; never for latency, which
     one process sharing a core can stretch without bound (MPI 3.3 -> 14.6 us)
     and only with CPU time as the interference (memory pressure and GPU
     sharing have no such measure)."""
     f, c, n = j.figure, float(sample.get("other_cores") or 0.0), int(sample.get("cpus") or 0)
     bound = j.expectation.get("fail_below")
     only_cpu = all(r.startswith("other processes used") for r in sample.get("reasons", []))
-    if j.verdict != "fail" or not f.higher_is_better or not bound or not n or c >= n or not only_cpu:
+    # against another measurement of the same step (STREAM's placement: one thread per core against the
+    # sweep's best) the interference falls on both, unevenly within the step: no bound to credit
+    measured_peak = bool(f.peak_spread) or f.kind == "placement"
+    if (j.verdict != "fail" or not f.higher_is_better or not bound or not n or c >= n or not only_cpu
+            or measured_peak):
         return None
     factor = n / (n - c)
     top = max(f.value, f.high)
