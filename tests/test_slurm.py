@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from slurm_cluster import SCRIPT, Cluster
+from slurm_cluster import SCRIPT, Cluster, unavailable
 
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 PY = sys.executable
@@ -148,6 +148,40 @@ def test_a_spank_plugin_loads_through_the_clusters_own_plugstack_conf(tmp_path):
         assert p.returncode == 1 and not p.stdout, p.stdout  # not asked: not set
     finally:
         cluster.stop()
+
+
+@pytest.mark.slow
+def test_a_port_taken_between_choosing_and_binding_gets_new_ports(tmp_path, capsys):
+    """Free ports are chosen, then bound by the daemons: another program may
+    take one in between (tests of other checkouts start clusters too)."""
+    import importlib.machinery
+    import importlib.util
+    import socket
+
+    if unavailable():
+        pytest.skip(unavailable())
+    loader = importlib.machinery.SourceFileLoader("slurm_test_cluster", str(SCRIPT))
+    script = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(script)
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    chosen = []
+
+    def first_taken(count):
+        ports = free_ports(count)
+        chosen.append(ports)
+        return [blocker.getsockname()[1], *ports[1:]] if len(chosen) == 1 else ports
+
+    free_ports, script.free_ports = script.free_ports, first_taken
+    top = tmp_path / "c"
+    try:
+        assert script.main(["start", str(top), "--nodes", "1", "--json"]) == 0
+        assert len(chosen) == 2  # slurmctld could not listen on the first SlurmctldPort: a second try
+        assert json.loads(capsys.readouterr().out.splitlines()[-1])["nodes"] == ["n1"]
+    finally:
+        script.main(["stop", str(top)])
+        blocker.close()
 
 
 def test_a_second_cluster_beside_the_first_and_nothing_left_after_stop(slurm_cluster):
