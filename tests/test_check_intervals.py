@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from nodemap.bench.results import make_result
-from nodemap.check import intervals
+from nodemap.bench import intervals
 from nodemap.check.expectations import Limit, shipped
 from nodemap.check.figures import figure
 from nodemap.check.verdicts import RANK, absolute, judge

@@ -257,13 +257,16 @@ def test_findings_are_ranked_fail_first():
 
 
 def test_suite_follows_the_topology():
+    from nodemap.bench import latency
     from nodemap.check import suite
 
     steps, skipped = suite.plan(nodes.karolina(), "quick", env={})
     kinds = [s.kind for s in steps if s.kind != "mpi"]
     assert kinds[-3:] == ["memory", "numa", "latency"]  # GPU kinds first when CuPy is here
     lat = next(s for s in steps if s.kind == "latency")
-    assert lat.argv == ("--dram-top-only", "--repeats", "2")  # full's DRAM working set, no transition
+    # full's DRAM working set, no transition: typed options, the command line only shown
+    assert lat.options == latency.Options(dram_top_only=True, repeats=2)
+    assert lat.argv == ("--repeats", "2", "--dram-top-only") and lat.request is lat.options
     full, _ = suite.plan(nodes.karolina(), "full", env={})
     same = {s.kind: s.argv for s in full if s.kind in ("memory", "latency")}
     mem = next(s for s in steps if s.kind == "memory").argv

@@ -205,7 +205,7 @@ def test_fleet_heatmaps_are_readable_with_their_labels_and_the_pair_values(monke
 
 
 def test_a_document_with_intervals_is_judged_by_its_median_and_their_width():
-    """Documents since check/intervals.py hold the median's interval: the
+    """Documents since bench/intervals.py hold the median's interval: the
     fleet compares medians (what each node's own check judges) and takes a
     node's own noise from its interval, not from its range."""
     docs = docs_of(n=6, slow={HBM: 0.85}, wide={HBM: 0.85})

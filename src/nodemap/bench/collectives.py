@@ -31,7 +31,8 @@ from ..errors import NodemapError
 from . import mpi_common as mc
 from ..units import format_size
 from . import interrupt
-from .harness import Progress, Stopped, add_shared, check_count, finish, repeat, session
+from .harness import Progress, Stopped, add_shared, check_count, finish, session
+from .driver import repeat
 from .options import add_gpus
 from .results import ResultSet, make_result
 

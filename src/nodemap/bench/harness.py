@@ -5,7 +5,7 @@ collectives, ring, placement_bench) adds only its own options and measures
 its cases; the harness owns the rest, the same for every kind:
 - the shared options (`add_shared`): --json, -o/--output, -q/--quiet,
   --repeats, --topology (alias --input), --timeout;
-- the timing loop (`repeat`): warm-up, repetitions, a time budget;
+- (the timing loop, warm-up and repetitions are the driver's: driver.py);
 - progress on stderr (`Progress`): a live line with step, elapsed and ETA
   on a terminal, a few lines otherwise, nothing with -q;
 - interruption and saving (`session`): the first Ctrl-C stops the kernels
@@ -150,42 +150,6 @@ def slowest_rank(world: Any, steps: int, run: Callable[[], None]) -> Callable[[]
         return world.max_all((time.perf_counter() - t0) / steps)
 
     return once
-
-
-def repeat(
-    once: Callable[[], float],
-    *,
-    repeats: int = 10,
-    warmup: int = 1,
-    min_repeats: int = 3,
-    budget_s: float | None = None,
-    stop: Callable[[], bool] | None = None,
-) -> list[float]:
-    """Run `once` warmup + repeats times; return the timed repetitions' seconds.
-
-    `once` runs its kernel once and returns the elapsed seconds of the timed
-    region (it times itself: a monotonic clock around a C kernel, CUDA
-    events around device work, MPI_Wtime around a ping-pong). With
-    `budget_s`, stops after at least `min_repeats` once the budget is spent.
-    `stop`, asked after every repetition (warm-up included), ends the loop
-    early when it says so (Ctrl-C; under MPI both ranks must agree on it).
-    """
-    for _ in range(max(0, warmup)):
-        once()
-        if stop is not None and stop():
-            return []
-    times: list[float] = []
-    t0 = time.monotonic()
-    for i in range(repeats):
-        dt = once()
-        if not dt > 0:
-            raise RuntimeError(f"timer returned {dt!r} s: the timed region is empty or the clock is broken")
-        times.append(dt)
-        if budget_s is not None and i + 1 >= min_repeats and time.monotonic() - t0 > budget_s:
-            break
-        if stop is not None and stop():
-            break
-    return times
 
 
 # --- progress -------------------------------------------------------------------------

@@ -41,7 +41,8 @@ from ..errors import NodemapError
 from . import jacobi_grid as jg
 from . import mpi_common as mc
 from . import options
-from .harness import Progress, add_shared, finish, repeat, session, slowest_rank
+from .harness import Progress, add_shared, finish, session, slowest_rank
+from .driver import repeat
 from .results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -258,7 +259,7 @@ def measure(w: Any, name: str, args: argparse.Namespace) -> Outcome:
     jgpu.prime(w, transport, fault)
     body = runner(w, name, args.iters, fault) if name != "compute" else (
         lambda: jgpu.run_steps(w, "none", False, args.iters))
-    times = repeat(timed(w, args.iters, body), repeats=args.repeats, warmup=1)
+    times = repeat(slowest_rank(w, args.iters, body, w.wait), repeats=args.repeats, warmup=1)
     jgpu.initialize(w.cp, w.slabs)
     jgpu.prime(w, transport, fault)
     body()

@@ -8,16 +8,18 @@ Each size is labelled with the level the Topology predicts it fits in.
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import dataclass
 
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import format_size, parse_size
-from . import hostkernels, thread_orders
-
-from .harness import Progress, Stopped, add_shared, finish, session
+from . import driver, hostkernels, thread_orders
+from .driver import Case, Common, Plan, add_adaptive
+from .harness import add_shared
 from .host_memory import environment, free_memory, parse_mem
-from .results import Result, ResultSet, make_result
+from .results import Result, make_result
 
 DESCRIPTION = """\
 Idle load latency (ns per dependent load) against working-set size, from
@@ -36,15 +38,27 @@ MIN_SIZE = 4 << 10
 LINE = 64
 
 
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    repeats: int = 3
+    cpu: int | None = None  # default: the first allowed CPU
+    max_size: str | None = None  # default: 4x the CPU's largest cache
+    loads: int = 1 << 20
+    mem: str | None = None  # NUMA nodes of the buffer (default: first touch)
+    dram_top_only: bool = False
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", type=int, help="CPU to run on (default: the first allowed CPU)")
     p.add_argument("--max-size", metavar="BYTES", help="largest working set (default 4x the CPU's largest cache)")
-    p.add_argument("--loads", type=int, default=1 << 20, help="minimum loads per repetition (default 1048576)")
+    p.add_argument("--loads", type=int, default=Options.loads,
+                   help=f"minimum loads per repetition (default {Options.loads})")
     p.add_argument("--mem", help="NUMA node to place the buffer on (default: first touch, local)")
     p.add_argument("--dram-top-only", action="store_true",
                    help="above the largest cache measure only the largest working set (the DRAM figure's): "
                         "skips the slow cache-to-DRAM transition (check's quick level)")
-    add_shared(p, repeats=3)
+    add_shared(p, repeats=Options.repeats)
+    add_adaptive(p)
 
 
 def cpu_caches(topo: Topology, cpu: int) -> list[tuple[str, int]]:
@@ -74,28 +88,43 @@ def sizes(max_size: int, skip_above: int = 0) -> list[int]:
     return [s for s in out if not skip_above or s <= skip_above] + [max_size]
 
 
-def measure(topo: Topology, cpu: int, size: int, reps: int, loads: int, mem_nodes: CpuSet = CpuSet(),
-            benchmark: str = "latency", level: str = "") -> Result | None:
-    """One working set; None when interrupted before a repetition ended."""
-    run = hostkernels.chase(size, cpu, reps=reps, line=LINE, mem_nodes=list(mem_nodes), min_loads=loads)
-    if not run.ns_per_load:
-        return None
-    if not run.verified:
-        raise NodemapError(f"latency check failed: the chase over {run.nodes} nodes came back after "
-                           f"{run.steps_to_return} steps; not reported (memory errors? rerun)")
-    home = topo.numa_of(CpuSet([cpu]))
-    mem = mem_nodes or home
-    where = f"NUMA{mem.format()} memory" if level in ("", "DRAM") else f"{level} (predicted)"
-    return make_result(
-        benchmark, "load latency", "ns", run.ns_per_load, verified=True,
-        params={"cpu": cpu, "working_set": size, "line": LINE, "nodes": run.nodes, "level": level,
-                "mem_nodes": mem_nodes.format()},
-        counting="ns per dependent load (time / loads)",
-        path=f"CPU{cpu} (NUMA{home.format()}) -> {where}",
-        path_class=level or ("local" if mem.issubset(home) else "remote"),
-        verification=f"chase returned to its start after exactly {run.nodes} steps (one cycle through every node)",
-        notes=(f"interrupted after {len(run.ns_per_load)} of {reps} repetitions",) if run.stopped else (),
-    )
+class Chase(Case):
+    """One working set: a pointer chase on one pinned CPU (native/latency.c
+    loops over the repetitions, after one untimed cycle)."""
+
+    def __init__(self, topo: Topology, cpu: int, size: int, loads: int, mem_nodes: CpuSet = CpuSet(),
+                 benchmark: str = "latency", level: str = "") -> None:
+        self.topo, self.cpu, self.size, self.loads, self.mem_nodes = topo, cpu, size, loads, mem_nodes
+        self.benchmark, self.level = benchmark, level
+        self.label = format_size(size)
+        self.last: hostkernels.ChaseRun | None = None
+
+    def runs(self, n: int) -> list[float]:
+        self.last = hostkernels.chase(self.size, self.cpu, reps=n, line=LINE, mem_nodes=list(self.mem_nodes),
+                                      min_loads=self.loads)
+        return self.last.ns_per_load
+
+    def verify(self) -> None:
+        run = self.last
+        if run is not None and not run.verified:
+            raise NodemapError(f"latency check failed: the chase over {run.nodes} nodes came back after "
+                               f"{run.steps_to_return} steps; not reported (memory errors? rerun)")
+
+    def results(self, samples: list[float]) -> list[Result]:
+        home = self.topo.numa_of(CpuSet([self.cpu]))
+        mem = self.mem_nodes or home
+        level = self.level
+        where = f"NUMA{mem.format()} memory" if level in ("", "DRAM") else f"{level} (predicted)"
+        return [make_result(
+            self.benchmark, "load latency", "ns", samples, verified=True,
+            params={"cpu": self.cpu, "working_set": self.size, "line": LINE, "nodes": self.size // LINE,
+                    "level": level, "mem_nodes": self.mem_nodes.format()},
+            counting="ns per dependent load (time / loads)",
+            path=f"CPU{self.cpu} (NUMA{home.format()}) -> {where}",
+            path_class=level or ("local" if mem.issubset(home) else "remote"),
+            verification=f"chase returned to its start after exactly {self.size // LINE} steps "
+                         "(one cycle through every node)",
+        )]
 
 
 def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
@@ -131,37 +160,33 @@ def latency_table(results: list[Result]) -> str:
                  right=[True, False, True, True, True])
 
 
-def run(args: argparse.Namespace) -> int:
-    topo = thread_orders.load_topology(args.topology)
+def plan(opts: Options) -> Plan:
+    topo = thread_orders.load_topology(opts.topology)
     allowed = thread_orders.usable_cpus(topo)
-    cpu = allowed.first() if args.cpu is None else args.cpu
+    cpu = allowed.first() if opts.cpu is None else opts.cpu
     if cpu not in allowed:
-        raise NodemapError(f"--cpu {args.cpu}: not allowed here; pick from {allowed.format()}")
-    mem = parse_mem(topo, args.mem)
+        raise NodemapError(f"--cpu {opts.cpu}: not allowed here; pick from {allowed.format()}")
+    mem = parse_mem(topo, opts.mem)
     caches = cpu_caches(topo, cpu)
     free = free_memory(mem or topo.numa_of(CpuSet([cpu])))
-    if args.max_size:
-        top = parse_size(args.max_size, "--max-size", minimum=MIN_SIZE)
+    if opts.max_size:
+        top = parse_size(opts.max_size, "--max-size", minimum=MIN_SIZE)
         if free and top > free:
-            raise NodemapError(f"--max-size {args.max_size}: only {format_size(free)} free; give a smaller size")
+            raise NodemapError(f"--max-size {opts.max_size}: only {format_size(free)} free; give a smaller size")
     else:
         top = 4 * max((s for _, s in caches), default=64 << 20)
         top = min(top, int(0.6 * free)) if free else top
-    rs = ResultSet(command="bench latency", environment=environment(topo),
-                   messages=list(topo.notes))
-    if not caches:
-        rs.messages.append("cache sizes unknown: working sets are not labelled with levels")
-    todo = sizes(top, max((s for _, s in caches), default=0) if args.dram_top_only else 0)
-    prog = Progress(len(todo), "latency", quiet=args.quiet)
-    with session(rs, args):
-        for s in todo:
-            level = predicted_level(caches, s) if caches else ""
-            r = measure(topo, cpu, s, args.repeats, args.loads, mem, level=level)
-            if r is None:
-                raise Stopped
-            rs.add(r)
-            prog.step(f"{format_size(s)}: {r.stats.best:.1f} ns")
-    prog.close()
-    rs.messages += disagreements([(r.params["working_set"], r.params["level"], r.stats.best) for r in rs.results])
+    todo = sizes(top, max((s for _, s in caches), default=0) if opts.dram_top_only else 0)
+    cases: list[Case] = [Chase(topo, cpu, s, opts.loads, mem, level=predicted_level(caches, s) if caches else "")
+                         for s in todo]
     caches_txt = ", ".join(f"{label} {format_size(n)}" for label, n in caches) or "unknown"
-    return finish(rs, args, lambda rs: f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results))
+    return Plan("bench latency", cases, environment=environment(topo),
+                messages=list(topo.notes) + ["cache sizes unknown: working sets are not labelled with levels"]
+                * (not caches),
+                text=lambda rs: f"load latency on CPU {cpu} (caches: {caches_txt})\n" + latency_table(rs.results),
+                after=lambda rs: disagreements([(r.params["working_set"], r.params["level"], r.stats.best)
+                                                for r in rs.results]))
+
+
+def run(args: argparse.Namespace) -> int:
+    return driver.main(sys.modules[__name__], args)

@@ -32,7 +32,8 @@ from ..errors import NodemapError
 from ..units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
 from . import interrupt
-from .harness import Progress, add_shared, check_count, check_positive, finish, repeat, session
+from .harness import Progress, add_shared, check_count, check_positive, finish, session
+from .driver import repeat
 from .options import choices
 from .results import Result, ResultSet, make_result
 

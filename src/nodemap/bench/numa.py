@@ -13,7 +13,8 @@ from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import parse_size
-from . import host_memory, latency, thread_orders
+from . import driver, host_memory, latency, thread_orders
+from .driver import Repeats
 from .harness import Progress, Stopped, finish, session
 from .results import Result, ResultSet
 
@@ -115,9 +116,8 @@ def run(args: argparse.Namespace) -> int:
             prog.step(f"bandwidth NUMA{i} -> NUMA{j}: {got[0].stats.best:.1f} GB/s")
             if not args.no_latency:
                 size = lat_size or _latency_size(topo, cs[0], j)
-                lat = latency.measure(topo, cs[0], size, min(args.repeats, 3), 1 << 20, CpuSet([j]), benchmark="numa")
-                if lat is None:
-                    raise Stopped
+                chase = latency.Chase(topo, cs[0], size, 1 << 20, CpuSet([j]), benchmark="numa")
+                lat = driver.measure_case(chase, Repeats(count=min(args.repeats, 3)))[0]
                 rs.add(_tag(lat, i, j))
                 prog.step(f"latency NUMA{i} -> NUMA{j}: {lat.stats.best:.1f} ns")
     prog.close()

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from ..errors import NodemapError
 from ..units import format_size, parse_size, parse_sizes
 from . import options
-from .harness import Progress, add_shared, check_count, check_positive, finish, repeat, session
+from .harness import Progress, add_shared, check_count, check_positive, finish, session
+from .driver import repeat
 from .results import ResultSet, make_result
 
 DESCRIPTION = __doc__

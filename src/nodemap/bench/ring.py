@@ -28,7 +28,8 @@ from typing import Any, Callable
 from . import collectives as co
 from . import mpi_common as mc
 from ..units import format_size
-from .harness import Progress, Stopped, add_shared, check_count, repeat, session, slowest_rank
+from .harness import Progress, Stopped, add_shared, check_count, session, slowest_rank
+from .driver import repeat
 from .options import add_gpus
 from .results import ResultSet, make_result
 

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..text import is_decimal
 from ..topology.model import Topology
-from .intervals import coverage, median_interval
+from ..bench.intervals import coverage, median_interval
 from .mpi import figure_size
 
 ROUNDS = "rounds"  # a Result's params key: measurements pooled into its samples (check/remeasure.py)
@@ -44,7 +44,7 @@ class Figure:
     path_class: str = ""
     median: float = 0.0  # the Result's median: the statistic the verdict judges
     spread: float = 0.0
-    # the median's interval from the repetitions (check/intervals.py): n = 1 has none (low = high = median),
+    # the median's interval from the repetitions (bench/intervals.py): n = 1 has none (low = high = median),
     # n = 0 a figure saved before intervals existed (judged as the point `value`)
     low: float = 0.0
     high: float = 0.0

@@ -78,7 +78,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
         """One step measured, its busy sample kept; None when it failed (said in skipped the first time)."""
         detector.begin()
         try:
-            rs = measure(step.kind, list(step.argv), level, in_job, topo)
+            rs = measure(step.kind, step.request, level, in_job, topo)
         except KindFailed as e:
             if not again:
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))

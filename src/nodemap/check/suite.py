@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..bench.driver import Common, argv_of
 from ..bench.results import ResultSet
 from ..topology.model import Topology
 from . import mpi
@@ -26,8 +27,17 @@ TINY_ENV = "NODEMAP_CHECK_TINY"
 @dataclass(frozen=True)
 class Step:
     kind: str  # `nodemap bench KIND`
-    argv: tuple[str, ...]
+    argv: tuple[str, ...]  # its command line: what runs (a kind not on the driver yet) or what is shown
     what: str  # for progress and the report
+    options: Common | None = None  # a kind on the driver runs from these (bench/driver.py), not argv
+
+    @property
+    def request(self) -> Common | list[str]:
+        return self.options if self.options is not None else list(self.argv)
+
+
+def typed(kind: str, options: Common, what: str) -> Step:
+    return Step(kind, argv_of(options), what, options)
 
 
 def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
@@ -42,15 +52,17 @@ def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
     for a bias inside the run-to-run noise of the VMs measured
     (benchmarks/check_quick_vs_full.py measures it on a node). Only the
     triad is judged, so only it is swept."""
+    from ..bench import latency
+
     numa = len([n for n in topo.numa_nodes if n.cpuset]) > 1
     size = ("--size", "2M") if tiny else ()
-    top = ("--max-size", "256K") if tiny else ()
     quick = level == "quick"
     steps = [Step("memory", ("--sweep", "--kernels", "triad") + (("--repeats", "3") if quick else ()) + size,
                   "STREAM placement sweep"),
              Step("numa", (("--repeats", "3") if quick else ()) + size, "NUMA bandwidth and latency matrices"),
-             Step("latency", (("--dram-top-only", "--repeats", "2") if quick else ()) + top,
-                  "latency against working-set size")]
+             typed("latency", latency.Options(**({"dram_top_only": True, "repeats": 2} if quick else {}),
+                                              max_size="256K" if tiny else None),
+                   "latency against working-set size")]
     if tiny:
         steps = [Step(s.kind, s.argv + ("--latency-size", "1M"), s.what) if s.kind == "numa" else s for s in steps]
     return [s for s in steps if numa or s.kind != "numa"]
@@ -113,10 +125,11 @@ class KindFailed(Exception):
     """A kind stopped with an error message (no GPU, no CuPy...)."""
 
 
-def measure(kind: str, argv: list[str], level: str = "full", in_job: mpi.InJob | None = None,
+def measure(kind: str, request: Common | list[str], level: str = "full", in_job: mpi.InJob | None = None,
             topo: Topology | None = None) -> ResultSet:
-    """Run `nodemap bench KIND argv` in-process (the harness's measure:
-    nothing printed or saved) and return its ResultSet; a kind interrupted
+    """Run bench KIND in-process (nothing printed or saved) and return its
+    ResultSet: from its typed options (`request`, a kind on the driver),
+    else from its command line (the harness's measure); a kind interrupted
     by Ctrl-C returns what it measured, marked incomplete. MPI ranks need a
     launcher: `mpi` runs under mpiexec (check/mpi.py), or with the job's
     ranks (`in_job`). Raises KindFailed with the kind's one-line error (no
@@ -128,10 +141,17 @@ def measure(kind: str, argv: list[str], level: str = "full", in_job: mpi.InJob |
         try:
             if in_job is not None and in_job.measure is not None:
                 return in_job.measure(level, topo)
-            return mpi.measure(level, argv)
+            return mpi.measure(level, list(request))
         except mpi.MPIFailed as e:
             raise KindFailed(str(e)) from None
     try:
-        return harness_measure(kind, argv)
+        if isinstance(request, Common):
+            import importlib
+
+            from ..bench.driver import measure as driver_measure
+            from ..bench.kinds import BENCHES
+
+            return driver_measure(importlib.import_module(BENCHES[kind][0]), request)
+        return harness_measure(kind, request)
     except NodemapError as e:
         raise KindFailed(str(e)) from None

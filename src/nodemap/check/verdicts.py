@@ -6,7 +6,7 @@ Two rules judge every figure and the worse one decides, with its text:
 - relative: against the node's own peers on the same path (the median of
   the figure's group for bandwidth, the minimum for latency).
 Both judge the figure's median with its interval from the repetitions
-(check/intervals.py), not a point: a figure fails only when its whole
+(bench/intervals.py), not a point: a figure fails only when its whole
 interval is beyond the fail limit; an interval that straddles a limit is
 "inconclusive" (never a fail) and its rule says "noisy: ...".
 A figure no rule applies to is "info" (recorded, nothing to judge it by).
@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 from ..bench.report import number
 from .expectations import Expectations, Limit
 from .figures import Figure
-from .intervals import method, ratio_interval, where
+from ..bench.intervals import method, ratio_interval, where
 
 VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies
 # "inconclusive": the figure's interval straddles a limit (or one sample lies beyond the fail limit),
@@ -98,7 +98,7 @@ def point(f: Figure) -> float:
 
 
 def span(f: Figure) -> tuple[float, float]:
-    """The judged interval: the median's (check/intervals.py); a point for one sample or an old figure."""
+    """The judged interval: the median's (bench/intervals.py); a point for one sample or an old figure."""
     return (f.low, f.high) if f.n > 1 else (point(f), point(f))
 
 

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
-from ..check.intervals import Interval
+from ..bench.intervals import Interval
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
 from .pairs import bad_pairs, replay
@@ -163,7 +163,7 @@ def _has_interval(f: dict[str, Any]) -> bool:
 def judged_value(f: dict[str, Any]) -> float:
     """The statistic the fleet compares: the median of the figure's
     repetitions where the document has their interval (n >= 2: the
-    statistic its own check judges, check/intervals.py), else its value
+    statistic its own check judges, bench/intervals.py), else its value
     (the best repetition, as documents before intervals hold)."""
     return float(f["median"]) if _has_interval(f) else float(f["value"])
 
@@ -370,7 +370,7 @@ def judge_figures(nodes: list[Node], th: Thresholds
 
 def own_noise(f: dict[str, Any]) -> float:
     """A figure's repetition noise relative to its statistic: half the
-    width of its median's interval (check/intervals.py: order statistics,
+    width of its median's interval (bench/intervals.py: order statistics,
     the range for up to 5 repetitions) where the document has one, else
     half the range of its repetitions (`spread` is (max - min) / median); 0 when unknown."""
     if _has_interval(f) and f["median"] > 0:

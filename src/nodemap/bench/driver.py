@@ -1,0 +1,277 @@
+"""The one driver of every benchmark kind (DESIGN.md point 5), as nccl-tests'
+`testColl`, nvbandwidth's `Testcase` and BabelStream's driver are.
+
+A kind is a module that holds only what is its own:
+    Options            a dataclass of its options on `Common` (field names are
+                       the argparse dests, so the CLI and `check` fill the same record)
+    add_arguments(p)   its command line, from the shared option groups (options.py, harness.add_shared)
+    plan(opts) -> Plan its cases for this node's topology, its ResultSet's header, its table
+and per case (a `Case`): setup, one timed run, verify, the Results it makes.
+
+The driver owns the rest, the same for every kind: warm-up, repetitions
+(a fixed count, or adaptive: until the median's 95% interval is narrow
+enough or the case's budget is spent), the timing loop, interruption
+(what was measured is kept), progress and saving (through harness.session
+and harness.finish); harness.slowest_rank is the one slowest-process
+reduction of a repetition. `main` runs a kind from its
+command line, `measure` from a typed Options (check, compare): no argv.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Callable, Sequence
+
+from . import interrupt
+from .harness import Progress, Stopped, cautions, check_shared, finish, session
+from .intervals import CONFIDENCE, median_interval
+from .results import Result, ResultSet
+
+
+@dataclass(frozen=True, kw_only=True)
+class Common:
+    """The options every kind takes (harness.add_shared defines their flags)."""
+
+    repeats: int = 10  # timed repetitions per case; adaptive: the most
+    topology: str | None = None  # a --topology file instead of this machine
+    timeout: float | None = None  # seconds one case may take
+    # adaptive repetitions (add_adaptive): stop once the median's 95% interval
+    # is at most `adaptive` of the median, or `budget` seconds are spent on a case
+    adaptive: float | None = None
+    budget: float | None = None
+
+
+def add_adaptive(p: Any) -> None:
+    """--adaptive and --budget, for the kinds on the driver."""
+    from ..units import seconds
+
+    p.add_argument("--adaptive", type=_fraction, metavar="FRACTION",
+                   help="repeat each case until the 95%% interval of its median is at most this fraction of "
+                        "the median wide (e.g. 0.02), at least 6 and at most --repeats times")
+    p.add_argument("--budget", type=seconds, metavar="S",
+                   help="seconds of repetitions per case: stop after 3 once spent (default: no limit)")
+
+
+def _fraction(text: str) -> float:
+    import argparse
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction between 0 and 1, e.g. 0.02")
+    return v
+
+
+def argv_of(opts: Common) -> tuple[str, ...]:
+    """The command line that gives `opts` (the options that differ from the
+    kind's defaults): shown beside a check step, and passed where a kind
+    runs in a child process (compare)."""
+    out: list[str] = []
+    for f in dataclasses.fields(opts):
+        value = getattr(opts, f.name)
+        if value == f.default:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        out += [flag] if value is True else [flag, str(value)]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """How many times the driver runs a case."""
+
+    count: int = 10  # timed repetitions; adaptive: the most
+    warmup: int = 1  # untimed runs first (a batched case warms up inside its kernel)
+    width: float | None = None  # adaptive: the relative width of the median's 95% interval to reach
+    least: int = 3  # with `width` or `budget`: never fewer repetitions than this
+    budget_s: float | None = None  # per case: stop after `least` once this is spent
+
+    def enough(self, figures: Sequence[float], started: float) -> bool:
+        """Whether the repetitions so far end the case before `count`."""
+        if len(figures) < self.least:
+            return False
+        if self.budget_s is not None and time.monotonic() - started > self.budget_s:
+            return True
+        if self.width is None:
+            return False
+        iv = median_interval(figures)
+        return iv is not None and iv.coverage >= CONFIDENCE and iv.width() <= self.width
+
+
+def repeats_of(opts: Common) -> Repeats:
+    adaptive = opts.adaptive is not None or opts.budget is not None
+    # an order-statistic 95% interval of the median needs 6 repetitions (intervals.py)
+    return Repeats(count=opts.repeats, width=opts.adaptive, budget_s=opts.budget,
+                   least=min(opts.repeats, 6 if opts.adaptive is not None else 3) if adaptive else opts.repeats)
+
+
+class Case:
+    """One measured case. A kind's case sets `label` and defines `run` (one
+    timed repetition: its seconds, or the sample its Results are made of)
+    or, where the kernel loops natively (threads pinned, arrays first-touched
+    once, warm-up inside), `runs(n)` (n timed repetitions, fewer when
+    stopped); then `verify` and `results`."""
+
+    label = ""  # progress text
+    repeats: Repeats | None = None  # this case's own policy (else the kind's)
+    messages: Sequence[str] = ()  # for the ResultSet's messages, each said once
+
+    def setup(self) -> None:
+        """Allocate and fill inputs (untimed)."""
+
+    def run(self) -> Any:
+        raise NotImplementedError
+
+    def verify(self) -> None:
+        """Check the output of the last run; raise NodemapError when it is wrong."""
+
+    def results(self, samples: list[Any]) -> list[Result]:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        """Free what setup took (also after an error or a stop)."""
+
+    def figure(self, sample: Any) -> float:
+        """The number the adaptive stop watches (a sample's seconds by default)."""
+        return float(sample)
+
+    def progress(self, results: list[Result]) -> str:
+        r = results[0] if results else None
+        return f"{self.label}: {r.stats.best:.1f} {r.unit}" if r else self.label
+
+
+def samples(case: Case, policy: Repeats, stop: Callable[[], bool] = interrupt.requested) -> list[Any]:
+    """The timed samples of one case under `policy`: the one timing loop.
+    Ends early (what was measured kept) when `stop` says so."""
+    if hasattr(case, "runs"):
+        return _batches(case, policy, stop)
+    for _ in range(max(0, policy.warmup)):
+        case.run()
+        if stop():
+            return []
+    out: list[Any] = []
+    figures: list[float] = []
+    t0 = time.monotonic()
+    while len(out) < policy.count:
+        s = case.run()
+        f = case.figure(s)
+        if not f > 0:
+            raise RuntimeError(f"timer returned {f!r}: the timed region is empty or the clock is broken")
+        out.append(s)
+        figures.append(f)
+        if stop() or policy.enough(figures, t0):
+            break
+    case.verify()
+    return out
+
+
+class _Once(Case):
+    def __init__(self, once: Callable[[], float]) -> None:
+        self.run = once  # type: ignore[method-assign]
+
+
+def repeat(once: Callable[[], float], *, repeats: int = 10, warmup: int = 1, min_repeats: int = 3,
+           budget_s: float | None = None, stop: Callable[[], bool] | None = None) -> list[float]:
+    """The timing loop for a kind not yet on `Case`: `once` runs its kernel
+    once and returns the seconds of the timed region (a monotonic clock
+    around a C kernel, CUDA events around device work, MPI_Wtime around a
+    ping-pong); warmup + repeats times, fewer past `budget_s` or when `stop`
+    says so (under MPI the ranks' stop must agree)."""
+    policy = Repeats(count=repeats, warmup=warmup, least=min_repeats, budget_s=budget_s)
+    return samples(_Once(once), policy, stop or (lambda: False))
+
+
+def _batches(case: Any, policy: Repeats, stop: Callable[[], bool]) -> list[Any]:
+    """A native loop: all repetitions in one call, or with an adaptive
+    policy rounds of `least` until it is enough."""
+    adaptive = policy.width is not None or policy.budget_s is not None
+    out: list[Any] = []
+    t0 = time.monotonic()
+    while len(out) < policy.count:
+        ask = min(policy.least if adaptive else policy.count, policy.count - len(out))
+        got = list(case.runs(ask))
+        if got:
+            case.verify()
+        out += got
+        if len(got) < ask or stop() or policy.enough([case.figure(s) for s in out], t0):
+            break
+    return out
+
+
+def measure_case(case: Case, policy: Repeats, stop: Callable[[], bool] = interrupt.requested) -> list[Result]:
+    """setup, the timed samples, verify, the Results; teardown always.
+    Stopped (Ctrl-C, --timeout) with samples: their Results, noted; none: Stopped."""
+    policy = case.repeats or policy
+    case.setup()
+    try:
+        got = samples(case, policy, stop)
+        if not got:
+            raise Stopped
+        out = case.results(got)
+    finally:
+        case.teardown()
+    if len(got) < policy.count and stop():
+        note = f"interrupted after {len(got)} of {policy.count} repetitions"
+        out = [dataclasses.replace(r, notes=r.notes + (note,)) for r in out]
+    return out
+
+
+@dataclass
+class Plan:
+    """What a kind runs for one set of options, on this node."""
+
+    command: str  # "bench latency"
+    cases: list[Case]
+    text: Callable[[ResultSet], str]  # the kind's table
+    environment: dict[str, Any] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    after: Callable[[ResultSet], list[str]] | None = None  # messages from all the results (latency's disagreements)
+    stop: Callable[[], bool] = interrupt.requested  # ranks that must agree pass their own
+
+
+def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
+    """Every case of the plan, saved as each completes (session); an
+    interrupted or timed-out run keeps what was measured."""
+    rs = ResultSet(command=plan.command, environment=plan.environment, messages=list(plan.messages))
+    policy = repeats_of(opts)
+    prog = Progress(len(plan.cases), plan.command.split()[-1], quiet=getattr(args, "quiet", False))
+    with session(rs, args):
+        for case in plan.cases:
+            got = measure_case(case, policy, plan.stop)
+            rs.messages += [m for m in case.messages if m not in rs.messages]
+            rs.extend(got)
+            prog.step(case.progress(got))
+            if plan.stop():
+                raise Stopped
+    prog.close()
+    if plan.after is not None:
+        rs.messages += plan.after(rs)
+    return rs
+
+
+def options(cls: type, args: Any) -> Any:
+    """The kind's typed Options from its parsed command line."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
+
+
+def main(kind: Any, args: Any) -> int:
+    """`nodemap bench KIND ...`: the kind's `run(args)`."""
+    opts = options(kind.Options, args)
+    plan = kind.plan(opts)
+    return finish(execute(plan, opts, args), args, plan.text)
+
+
+def measure(kind: Any, opts: Common) -> ResultSet:
+    """Run a kind in this process from typed options (check, compare):
+    nothing printed or saved, no progress; the Results carry the cautions
+    the printed run would add. Bad options raise NodemapError."""
+    args = SimpleNamespace(json=False, output=None, quiet=True, timeout=opts.timeout, topology=opts.topology)
+    check_shared(args)
+    rs = execute(kind.plan(opts), opts, args)
+    rs.results = [cautions(r) for r in rs.results]
+    return rs

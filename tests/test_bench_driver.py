@@ -1,0 +1,197 @@
+"""The one driver of every bench kind (bench/driver.py), on a fake kind:
+warm-up, fixed and adaptive repetitions, the per-case budget, interruption
+that keeps what was measured, typed measure."""
+
+from __future__ import annotations
+
+import json
+import types
+from dataclasses import dataclass
+
+import pytest
+
+from nodemap.bench import driver, interrupt
+from nodemap.bench.driver import Case, Common, Plan, Repeats
+from nodemap.bench.harness import Stopped
+from nodemap.bench.results import make_result
+
+
+class Fake(Case):
+    """Returns the next of `values` per run; counts every call."""
+
+    def __init__(self, values, label="fake", stop_after=None):
+        self.values = list(values)
+        self.label = label
+        self.calls: list[str] = []
+        self.stop_after = stop_after
+
+    def setup(self):
+        self.calls.append("setup")
+
+    def run(self):
+        self.calls.append("run")
+        if self.stop_after is not None and self.calls.count("run") >= self.stop_after:
+            interrupt.request()
+        return self.values[(self.calls.count("run") - 1) % len(self.values)]
+
+    def verify(self):
+        self.calls.append("verify")
+
+    def results(self, samples):
+        return [make_result("fake", self.label, "s", samples, verified=True)]
+
+    def teardown(self):
+        self.calls.append("teardown")
+
+
+@pytest.fixture(autouse=True)
+def _clear_stop():
+    interrupt.reset()
+    yield
+    interrupt.reset()
+
+
+def test_warmup_then_the_fixed_count_then_verify_once():
+    c = Fake([1.0, 2.0, 3.0])
+    got = driver.measure_case(c, Repeats(count=4, warmup=2))
+    assert c.calls == ["setup"] + ["run"] * 6 + ["verify", "teardown"]
+    # the two warm-up runs (1.0, 2.0) are not samples
+    assert got[0].samples == (3.0, 1.0, 2.0, 3.0)
+
+
+def test_adaptive_stops_once_the_median_interval_is_tight():
+    tight = Fake([1.0, 1.001, 0.999])
+    got = driver.measure_case(tight, Repeats(count=50, warmup=0, width=0.01, least=6))
+    assert got[0].stats.n == 6  # the first count with a 95% order-statistic interval
+    loose = Fake([1.0, 2.0, 0.5])
+    got = driver.measure_case(loose, Repeats(count=20, warmup=0, width=0.01, least=6))
+    assert got[0].stats.n == 20  # never tight: the most
+
+
+def test_adaptive_from_common_options():
+    p = driver.repeats_of(Common(repeats=30, adaptive=0.05))
+    assert (p.count, p.least, p.width) == (30, 6, 0.05)
+    assert driver.repeats_of(Common(repeats=5)).least == 5  # fixed: no early stop
+
+
+def test_the_budget_ends_a_case_after_the_least():
+    class Slow(Fake):
+        def run(self):
+            import time
+
+            time.sleep(0.02)
+            return super().run()
+
+    c = Slow([1.0, 3.0])
+    got = driver.measure_case(c, Repeats(count=100, warmup=0, least=3, budget_s=0.05))
+    assert 3 <= got[0].stats.n < 10
+
+
+def test_interruption_keeps_what_was_measured_and_says_so():
+    c = Fake([1.0], stop_after=3)  # the 3rd run (1 warm-up + 2 timed) asks to stop
+    got = driver.measure_case(c, Repeats(count=10, warmup=1))
+    assert got[0].stats.n == 2
+    assert "interrupted after 2 of 10 repetitions" in got[0].notes
+    assert c.calls[-1] == "teardown"
+
+
+def test_interrupted_in_the_warmup_measures_nothing_and_tears_down():
+    c = Fake([1.0], stop_after=1)
+    with pytest.raises(Stopped):
+        driver.measure_case(c, Repeats(count=10, warmup=1))
+    assert c.calls == ["setup", "run", "teardown"]
+
+
+def test_a_batched_case_gets_its_count_in_one_native_call_or_rounds_when_adaptive():
+    class Native(Case):
+        label = "native"
+
+        def __init__(self):
+            self.asked = []
+
+        def runs(self, n):
+            self.asked.append(n)
+            return [1.0] * n
+
+        def results(self, samples):
+            return [make_result("fake", "native", "s", samples, verified=True)]
+
+    c = Native()
+    assert driver.measure_case(c, Repeats(count=7))[0].stats.n == 7 and c.asked == [7]
+    c = Native()
+    assert driver.measure_case(c, Repeats(count=20, width=0.01, least=6))[0].stats.n == 6 and c.asked == [6]
+
+
+def test_a_zero_time_is_refused():
+    with pytest.raises(RuntimeError, match="timer returned"):
+        driver.measure_case(Fake([0.0]), Repeats(count=2, warmup=0))
+
+
+def test_repeat_is_the_driver_loop_for_a_plain_function():
+    calls = []
+    assert driver.repeat(lambda: calls.append(1) or 0.5, repeats=3, warmup=2) == [0.5] * 3
+    assert len(calls) == 5
+
+
+# --- a whole fake kind through main and measure ------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class FakeOptions(Common):
+    repeats: int = 3
+    values: tuple = (1.0, 2.0)
+
+
+def _fake_kind():
+    mod = types.ModuleType("fake_kind")
+    mod.Options = FakeOptions
+
+    def plan(opts):
+        return Plan("bench fake", [Fake(opts.values, "a"), Fake(opts.values, "b")],
+                    text=lambda rs: f"{len(rs.results)} results", messages=["hello"],
+                    after=lambda rs: [f"after {len(rs.results)}"])
+
+    mod.plan = plan
+    return mod
+
+
+def test_measure_takes_typed_options_not_argv():
+    rs = driver.measure(_fake_kind(), FakeOptions(repeats=4, values=(2.0,)))
+    assert [r.metric for r in rs.results] == ["a", "b"]
+    assert all(r.stats.n == 4 for r in rs.results)
+    assert rs.messages == ["hello", "after 2"] and rs.complete
+
+
+def test_main_prints_and_saves_like_every_kind(tmp_path, capsys):
+    args = types.SimpleNamespace(json=True, output=str(tmp_path / "r.json"), quiet=True, timeout=None,
+                                 topology=None, repeats=2, values=(1.0,), unrelated=1)
+    assert driver.main(_fake_kind(), args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert printed["results"] == saved["results"] and len(saved["results"]) == 2 and saved["complete"]
+
+
+def test_options_reads_only_the_kinds_fields():
+    args = types.SimpleNamespace(repeats=5, topology="t.json", timeout=None, values=(3.0,), json=True)
+    assert driver.options(FakeOptions, args) == FakeOptions(repeats=5, topology="t.json", values=(3.0,))
+
+
+def test_a_typed_steps_command_line_gives_back_the_same_options():
+    """check shows (and compare passes to a child) argv_of(options): parsed
+    by the kind's own parser it must be the same options."""
+    import argparse
+
+    from nodemap.bench import latency
+
+    opts = latency.Options(dram_top_only=True, repeats=2, max_size="256K", adaptive=0.05, cpu=0)
+    p = argparse.ArgumentParser()
+    latency.add_arguments(p)
+    assert driver.options(latency.Options, p.parse_args(list(driver.argv_of(opts)))) == opts
+
+
+def test_latency_measured_from_typed_options():
+    from nodemap.bench import latency
+
+    rs = driver.measure(latency, latency.Options(max_size="16K", repeats=2, loads=4096))
+    assert [r.params["working_set"] for r in rs.results] == latency.sizes(16 << 10)
+    assert all(r.stats.n == 2 and r.verified for r in rs.results)
