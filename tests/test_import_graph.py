@@ -3,7 +3,7 @@
 - no upward import: each package room imports only rooms of its own layer or below;
 - no circle between modules (imports inside functions count: they are edges too;
   imports under `if TYPE_CHECKING:` do not run and do not count);
-- launcher variables are read as integers only in nodemap.env;
+- launcher variables are read as integers only in nodemap.env, and listed only there;
 - pynvml is imported only by the NVML source (topology/nvml.py);
 - tomllib is imported only with its Python 3.10 fallback (tomli).
 """
@@ -183,6 +183,22 @@ def int_of_environ(tree: ast.AST) -> list[int]:
 def test_launcher_integers_are_read_only_in_env():
     found = {m: lines for m, t in TREES.items() if m != ENV_MODULE and (lines := int_of_environ(t))}
     assert found == {}, "read integers from the environment with nodemap.env.integer"
+
+
+def env_lists(tree: ast.AST, names: set[str]) -> list[int]:
+    """Lines of a tuple, list or set literal naming two or more of `names`: a copy of one of env's lists."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List, ast.Set))
+            and sum(isinstance(e, ast.Constant) and e.value in names for e in n.elts) >= 2]
+
+
+def test_launcher_and_visibility_variables_are_listed_only_in_env():
+    from nodemap import env
+
+    names = set(env.GLOBAL_RANK_VARS + env.WORLD_SIZE_VARS + env.MPI_JOB_VARS + env.LOCAL_RANK_VARS
+                + env.GPU_VISIBILITY_VARS) | {size for _, _, size in env.LOCAL_PAIRS}
+    assert env_lists(ast.parse('V = ("PMI_RANK", "OMPI_COMM_WORLD_RANK")'), names)  # the rule can fail
+    found = {m: lines for m, t in TREES.items() if m != ENV_MODULE and (lines := env_lists(t, names))}
+    assert found == {}, "import the list from nodemap.env"
 
 
 def test_pynvml_only_in_the_nvml_source():
