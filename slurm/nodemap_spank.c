@@ -3,7 +3,8 @@
  * task by nodemap's plan without a wrapper per rank.
  *
  * Once per node and step (slurm_spank_user_init, in slurmstepd), it runs
- * `nodemap plan --tasks N --emit tasks [options]` for the node's N tasks and
+ * `nodemap plan --tasks N --emit tasks --slurm-cores STEP_CORES [options]`
+ * for the node's N tasks within the step's cores, and
  * keeps the plan: one line per task (local rank, PUs, NUMA nodes,
  * NAME=VALUE...). Each task then (slurm_spank_task_init, in the task, after
  * Slurm's own task plugin bound it and before exec) gets the plan's CPU
@@ -419,7 +420,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	char exe[4096], err[400], count[16], *out = NULL, **env;
 	/* Slurm chose the task count: more tasks than PUs share them (as `nodemap run` under a launcher) */
-	char *argv[64] = {exe, "plan", "--tasks", count, "--emit", "tasks", "--oversubscribe"};
+	char *argv[64] = {exe, "plan", "--tasks", count, "--emit", "tasks", "--oversubscribe"}, *cores = NULL;
 	int argc = 7;
 	uint32_t n = 0;
 	char *save = NULL;
@@ -442,6 +443,11 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		return refuse();
 	}
 	snprintf(count, sizeof(count), "%u", n);
+	/* plan within the step's cores (Slurm's logical core numbers, as hwloc's) */
+	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) == ESPANK_SUCCESS && cores && *cores) {
+		argv[argc++] = "--slurm-cores";
+		argv[argc++] = cores;
+	}
 	for (char *w = strtok_r(request, " ", &save); w && argc < 62; w = strtok_r(NULL, " ", &save))
 		argv[argc++] = w;
 	argv[argc] = NULL;

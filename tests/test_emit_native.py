@@ -173,3 +173,23 @@ def test_cli_refuses_what_a_launcher_cannot_take(karolina_json, capsys, argv, sa
     assert main(["plan", "--tasks", "4", "--input", karolina_json, *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
+
+
+def hwloc_cores(path) -> list[CpuSet]:
+    """Each Core's PUs in the file's order: hwloc's logical core numbering (Slurm's too)."""
+    return [CpuSet(int(pu.get("os_index")) for pu in core.iter("object") if pu.get("type") == "PU")
+            for core in ET.parse(path).iter("object") if core.get("type") == "Core"]
+
+
+@pytest.mark.parametrize("name", ["16em64t-4s2c2t.xml", "96em64t-4n4d3ca2co-pci.xml"])
+def test_slurm_cores_are_hwloc_logical_cores(fixtures, capsys, name):
+    """`plan --slurm-cores` (what the SPANK plugin passes: the step's cores) names cores by logical index."""
+    path = FIXTURES / "hwloc-xml" / name
+    cores = hwloc_cores(path)
+    pick = [1, len(cores) - 1]
+    assert main(["plan", "--tasks", "1", "--smt", "8", "--input", str(path), "--slurm-cores",
+                 ",".join(map(str, pick)), "--json"]) == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    assert CpuSet.parse(task["cpus"]) == cores[pick[0]] | cores[pick[1]]
+    assert main(["plan", "--tasks", "1", "--input", str(path), "--slurm-cores", str(len(cores))]) == 2
+    assert f"this node has cores 0-{len(cores) - 1}" in capsys.readouterr().err

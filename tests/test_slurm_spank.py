@@ -61,9 +61,8 @@ def planned(*request: str) -> list[dict]:
                                      text=True, check=True, timeout=60).stdout)["tasks"]
 
 
-# one task a node: the plan gives it both PUs, where Slurm binds it to the one CPU it allocated
 @pytest.mark.parametrize("option,per_node,request_args", [
-    ("--nodemap", 2, ()), ("--nodemap=threads=2,verbose", 2, ("--threads", "2")), ("--nodemap", 1, ())])
+    ("--nodemap", 2, ()), ("--nodemap=threads=2,verbose", 2, ("--threads", "2"))])
 def test_srun_nodemap_binds_every_task_by_the_plan(spank_cluster, option, per_node, request_args):
     from nodemap.topology.cpuset import CpuSet
 
@@ -78,6 +77,18 @@ def test_srun_nodemap_binds_every_task_by_the_plan(spank_cluster, option, per_no
         env = dict(task["env"])
         assert r["env"] == {k: v for k, v in env.items() if k.startswith(("OMP_", "NODEMAP_", "UCX_", "NCCL_"))}, r
     assert ("nodemap: task 0: PUs" in p.stderr) == ("verbose" in option)
+
+
+@pytest.mark.parametrize("cpus_per_task", [1, 2])
+def test_the_plan_stays_within_the_steps_cores(spank_cluster, cpus_per_task):
+    """One task a node: Slurm gives the step 1 core (or 2 with -c2); the plan is made within them."""
+    from nodemap.topology.cpuset import CpuSet
+
+    p = spank_cluster.srun("--nodemap=verbose", "-N1", "-n1", f"-c{cpus_per_task}", PY, "-c", PROBE)
+    (row,) = rows_of(p)
+    assert len(row["cpus"]) == cpus_per_task and row["env"]["OMP_NUM_THREADS"] == str(cpus_per_task), row
+    assert row["env"]["OMP_PLACES"] == ",".join(f"{{{c}}}" for c in row["cpus"]), row
+    assert CpuSet(row["cpus"]).issubset(CpuSet.parse(planned("--tasks", "1")[0]["cpus"]))
 
 
 @pytest.mark.parametrize("option", [None, "--nodemap=off"])
@@ -116,10 +127,7 @@ def test_a_wrong_option_is_refused_by_srun(spank_cluster):
     (("--nodemap=off",), False),
 ])
 def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, args, bound):
-    from nodemap.topology.cpuset import CpuSet
-
     p = default_on_cluster.srun(*args, "-N1", "-n1", PY, "-c", PROBE)
     (row,) = rows_of(p)
-    assert bool(row["env"]) == bound, (row, p.stderr)
-    # the plan's PUs (every PU of the node for one task), or the one CPU Slurm allocated
-    assert (CpuSet(row["cpus"]) == CpuSet.parse(planned("--tasks", "1")[0]["cpus"])) == bound, row
+    # the plan's environment and memory policy, or none of them (Slurm's task plugin sets no policy here)
+    assert bool(row["env"]) == bound and (row["mode"] == "bind") == bound, (row, p.stderr)

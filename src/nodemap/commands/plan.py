@@ -58,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "wrapper prints the one-line sh script that sets each task's remaining environment "
                         "(run it as: sh -c WRAPPER sh APP); tasks (no --launcher): one tab-separated line per task "
                         "(rank, PUs, NUMA nodes, NAME=VALUE...), what the Slurm plugin reads")
+    p.add_argument("--slurm-cores", metavar="LIST",
+                   help="only the PUs of these cores, numbered as Slurm and hwloc number them (logical, node-wide, "
+                        "core 0 first): a step's allocated cores; the Slurm plugin passes them")
     p.add_argument("--rankfile", metavar="PATH", help="with --launcher mpirun --emit native: write the rankfile here")
     p.add_argument("--nodes", type=int, default=1, metavar="N",
                    help="with --launcher mpirun --emit native: rankfile lines for N nodes (default 1)")
@@ -76,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         req = cliargs.request_from_args(args, n)
     else:
         req = cliargs.request_from_args(args)
+    if args.slurm_cores is not None:
+        req = replace(req, restrict_cpus=_slurm_cores(topo, args.slurm_cores, req.restrict_cpus))
     p = plan(topo, req)
     if default:
         p = replace(p, notes=(default, *p.notes))
@@ -98,6 +103,23 @@ def run(args: argparse.Namespace) -> int:
     if line is not None:
         print(line)
     return 0
+
+
+def _slurm_cores(topo, text: str, cpus):
+    """The PUs of Slurm's cores `text` (logical core indexes), within --cpus."""
+    from ..errors import InputError
+    from ..topology.cpuset import CpuSet, CpuSetError
+    from ..topology.render import cores_in_order
+
+    try:
+        wanted = CpuSet.parse(text)
+    except CpuSetError as e:
+        raise InputError("--slurm-cores", f"{e} (write a list like 0-3,8)") from None
+    cores = cores_in_order(topo)
+    if not wanted or wanted.last() >= len(cores):
+        raise InputError("--slurm-cores", f"{text[:40]}: this node has cores 0-{len(cores) - 1}")
+    pus = CpuSet.union_all(cores[i].cpuset for i in wanted) & topo.cpuset
+    return pus if cpus is None else pus & cpus
 
 
 def _native(topo, p, args) -> int:

@@ -13,7 +13,7 @@ from .cpuset import CpuSet
 from .model import GPU, NIC, Cache, NumaNode, Package, Topology
 from .paths import C2C_LEGEND, LEGEND, XGMI_LEGEND, cpu_affinity, device_keys, device_numa, path
 
-__all__ = ["tree", "matrix", "human_bytes", "logical_cores"]
+__all__ = ["tree", "matrix", "human_bytes", "logical_cores", "cores_in_order", "logical_pus"]
 
 _IND = "  "
 
@@ -153,9 +153,7 @@ def logical_pus(topo: Topology) -> dict[int, int]:
     them in a topology restricted to the allowed CPUs (its default view;
     Open MPI's rankfiles take these numbers)."""
     allowed = topo.allowed_cpus
-    order = _tree_order(topo)
-    pus = [pu for c in sorted((c for c in topo.cores if c.cpuset & allowed), key=order)
-           for pu in c.cpuset & allowed]
+    pus = [pu for c in cores_in_order(topo) for pu in c.cpuset & allowed]
     pus += sorted(set(allowed) - set(pus))  # PUs of no core (sources without cores)
     return {pu: i for i, pu in enumerate(pus)}
 
@@ -179,6 +177,12 @@ def logical_cores(topo: Topology) -> dict[int, int]:
     """Each core's first PU -> its logical index (Core L#, as lstopo -l and
     Slurm's gres.conf Cores= number them)."""
     return _logical(topo.cores, _tree_order(topo))
+
+
+def cores_in_order(topo: Topology) -> list:
+    """The cores in logical order (Core L#0 first; logical_cores numbers them)."""
+    lid = logical_cores(topo)
+    return sorted((c for c in topo.cores if c.cpuset), key=lambda c: lid[c.cpuset.first()])
 
 
 def _logical(objs, order) -> dict[int, int]:
