@@ -25,10 +25,10 @@ examples:
   nodemap plan --tasks 4 --gpu-order index   task k gets GPU k (CPUs still next to it)
   nodemap plan --tasks 8 --env               the environment each rank gets
   nodemap plan --tasks 8 --launcher srun     a ready-to-paste launch line (srun, mpirun, mpiexec, flux)
-  srun $(nodemap plan --tasks 8 --launcher srun --emit native) \
-       sh -c "$(nodemap plan --tasks 8 --launcher srun --emit wrapper)" sh ./app
-                                             the plan in srun's own binding options (no nodemap
-                                             on the compute nodes); the wrapper sets OMP_*, UCX...
+  W=$(nodemap plan --tasks 8 --launcher srun --emit wrapper)
+  srun $(nodemap plan --tasks 8 --launcher srun --emit native) sh -c "$W" sh ./app
+                                             srun's own binding options for the plan (no nodemap
+                                             on the compute nodes); the wrapper W sets OMP_*, UCX...
   nodemap plan --tasks 8 --launcher mpirun --emit native --rankfile rf
                                              Open MPI: writes the rankfile rf, prints mpirun's options
   nodemap plan --tasks 8 --json              the plan as JSON (schema nodemap.plan/1)
