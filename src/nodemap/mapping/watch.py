@@ -33,6 +33,7 @@ import time
 from typing import Any, Callable
 
 from .. import env as launcher_env
+from ..errors import NodemapError
 
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
@@ -94,7 +95,12 @@ def job_id(env) -> str:
 
 
 def global_rank(env, local_rank: int) -> int:
-    rank = launcher_env.global_rank(env)
+    # The rank only names the timeline: a launcher variable that is no
+    # number must not stop the application the monitor watches.
+    try:
+        rank = launcher_env.global_rank(env)
+    except NodemapError:
+        rank = None
     return local_rank if rank is None else rank
 
 
