@@ -37,6 +37,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def tasks(marker: str) -> list[int]:
+    """Live processes running `sleep MARKER`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[:2] in ([b"sleep", marker.encode()], [b"/usr/bin/sleep", marker.encode()]):
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return [pid for pid in found if alive(pid)]
+
+
 def test_three_nodes_idle_in_seconds(slurm_cluster):
     p = subprocess.run([PY, str(SCRIPT), "status", str(slurm_cluster.top), "--json"], capture_output=True,
                        text=True, timeout=60)
@@ -186,19 +199,31 @@ def test_a_port_taken_between_choosing_and_binding_gets_new_ports(tmp_path, caps
 
 def test_a_second_cluster_beside_the_first_and_nothing_left_after_stop(slurm_cluster):
     """Private ports, munge and state: a second cluster runs beside the
-    session's, and stop leaves none of its processes."""
+    session's, and stop leaves none of its processes, nor a running job's
+    tasks (they do not carry the cluster's mark: the job's step ends them)."""
     t0 = time.monotonic()
     other = Cluster.start(nodes=1)
     started = time.monotonic() - t0
+    marker = f"{os.getpid()}{int(t0)}"  # a sleep no one else runs
+    job = None
     try:
         pids = json.loads((other.top / "pids.json").read_text())
         assert sorted(pids) == ["munged", "slurmctld", "slurmd-n1"]
         p = other.srun("-N1", "-n1", "printenv", "SLURMD_NODENAME")
         assert (p.returncode, p.stdout.strip()) == (0, "n1"), p.stderr
         assert slurm_cluster.srun("-N3", "-n3", "true").returncode == 0  # the first one still answers
+        job = subprocess.Popen(["srun", "-N1", "-n2", "sleep", marker], env=other.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if len(tasks(marker)) == 2:
+                break
+            time.sleep(0.1)
+        assert len(tasks(marker)) == 2
     finally:
         t1 = time.monotonic()
         other.stop()
         stopped = time.monotonic() - t1
     assert not [pid for pid in pids.values() if alive(pid)]
+    assert not tasks(marker)  # before: stop TERMed slurmd at once and the job's tasks lived on
+    assert job.wait(timeout=30) != 0  # srun itself ends: its job was cancelled
     print(f"one-node cluster: start {started:.1f} s, stop {stopped:.1f} s")
