@@ -83,7 +83,10 @@ class CpuSet:
             raise CpuSetError(f"CPU list {_cut(text)} repeats itself: over {_MAX_WRITTEN} members written "
                               "(write each range once)")
         top = max(hi for _, hi, _ in parts)
-        if top < 4096:  # small masks: big-int ORs are cheap and a byte array costs more
+        ors = sum(1 if stride == 1 else (hi - lo) // stride + 1 for lo, hi, stride in parts)
+        # small masks, or few ORs into a large one (a PU's own "98765": a byte array of the whole
+        # range per PU made 100,000 PUs quadratic): big-int ORs are cheap and a byte array costs more
+        if top < 4096 or ors <= 64:
             mask = 0
             for lo, hi, stride in parts:
                 if stride == 1:
@@ -192,6 +195,18 @@ class CpuSet:
 
     # --- formatting -------------------------------------------------------
     def ranges(self) -> list[tuple[int, int]]:
+        m = self._mask
+        if m.bit_count() <= 64:  # a PU or core far up a big node: its bits one by one, not a text of them all
+            out: list[tuple[int, int]] = []
+            while m:
+                low = m & -m
+                i = low.bit_length() - 1
+                m ^= low
+                if out and out[-1][1] == i - 1:
+                    out[-1] = (out[-1][0], i)
+                else:
+                    out.append((i, i))
+            return out
         # runs of "1" in the binary text, lowest bit first: linear in the
         # mask (shifting the mask per run was quadratic on 2^19 runs)
         bits = bin(self._mask)[:1:-1]
