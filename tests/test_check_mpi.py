@@ -169,7 +169,7 @@ def test_check_runs_two_mpi_ranks_on_host_buffers(monkeypatch):
     assert rs.environment["launcher"].startswith(str(MPIEXEC)) and "--bind-to none -n 2" in rs.environment["launcher"]
     j = by_key(doc_of(rs))
     assert {"mpi/HH/latency", "mpi/HH/bw"} <= set(j)
-    assert all(j[k].verdict in ("pass", "warn", "fail") and j[k].rule for k in ("mpi/HH/latency", "mpi/HH/bw"))
+    assert all(j[k].verdict in ("pass", "warn", "fail", "inconclusive") and j[k].rule for k in ("mpi/HH/latency", "mpi/HH/bw"))
     c = mpi.awareness_check(False, [rs], env)
     assert c.verdict == "info" and "no GPU" in c.rule
 
