@@ -259,7 +259,7 @@ def measure(w: Any, name: str, args: argparse.Namespace) -> Outcome:
     jgpu.prime(w, transport, fault)
     body = runner(w, name, args.iters, fault) if name != "compute" else (
         lambda: jgpu.run_steps(w, "none", False, args.iters))
-    times = repeat(slowest_rank(w, args.iters, body, w.wait), repeats=args.repeats, warmup=1)
+    times = repeat(timed(w, args.iters, body), repeats=args.repeats, warmup=1)
     jgpu.initialize(w.cp, w.slabs)
     jgpu.prime(w, transport, fault)
     body()
