@@ -25,57 +25,44 @@ set -u
 out=${1:?output folder}
 budget=${2:-225}
 mkdir -p "$out"
-t0=$SECONDS
 log="$out/log.txt"
-say() { echo "[$((SECONDS - t0))s] $*" | tee -a "$log"; }
-left() { echo $((budget - (SECONDS - t0))); }
-nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv \
-  >>"$log" 2>&1
-say "nodemap $(python3 -c 'import nodemap; print(nodemap.__version__)'), $(python3 -V 2>&1), nvcc $(nvcc --version \
-  2>/dev/null | grep -o 'release [0-9.]*')"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/campaign.sh"
+campaign_start
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
+  machine_record; nvcc --version | grep -o 'release [0-9.]*'; } >>"$log" 2>&1
 
-say "1. quick check"
-timeout -s INT "$(left)" nodemap check --level quick -o "$out/quick" -q >>"$log" 2>&1
-say "quick check rc=$?"
+step quick-check "$(left)" nodemap check --level quick -o "$out/quick" -q
 rm -f "$out/quick/check.html"  # eight files come back from the lent machine: keep the full one's
 
-if [ -d .peers/BabelStream ] && [ "$(left)" -gt 60 ]; then
-  say "2. build BabelStream"
-  cmake -S .peers/BabelStream -B /tmp/bs -DMODEL=cuda -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    -DCUDA_ARCH=sm_90 -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 && cmake --build /tmp/bs -j 16 >>"$log" 2>&1
+if [ -d .peers/BabelStream ] && fits babelstream 60; then
+  step babelstream-cmake "$(left)" cmake -S .peers/BabelStream -B /tmp/bs -DMODEL=cuda \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCUDA_ARCH=sm_90 -DCMAKE_BUILD_TYPE=Release \
+    && step babelstream-build "$(left)" cmake --build /tmp/bs -j 16
   if [ -x /tmp/bs/cuda-stream ]; then
-    say "run BabelStream"
-    /tmp/bs/cuda-stream --arraysize 134217728 --numtimes 100 --csv >"$out/babelstream.csv" 2>>"$log" \
-      || say "BabelStream rc=$?"
+    step_out babelstream "$(left)" "$out/babelstream.csv" /tmp/bs/cuda-stream --arraysize 134217728 --numtimes 100 --csv
   else
-    say "BabelStream did not build (see the log)"
+    echo "=== BabelStream did not build (see the log)" >>"$log"
   fi
 fi
 
 for k in gpu copies; do
-  say "3. dedicated: nodemap bench $k"
-  timeout -s INT "$(left)" nodemap bench "$k" --output "$out/bench_$k.json" >>"$log" 2>&1 || say "bench $k rc=$?"
+  step "bench-$k" "$(left)" nodemap bench "$k" --output "$out/bench_$k.json"
 done
 
-say "4. full check, $(left) s left"
-timeout -s INT "$(($(left) - 5))" nodemap check --level full -o "$out/full" -q >>"$log" 2>&1
-say "full check rc=$?"
+step full-check "$(($(left) - 5))" nodemap check --level full -o "$out/full" -q
 
-if [ -d .peers/nvbandwidth ] && [ "$(left)" -gt 90 ]; then
-  say "5. build nvbandwidth"
+if [ -d .peers/nvbandwidth ] && fits nvbandwidth 90; then
   mkdir -p /tmp/boost && for f in .peers/boost/*.deb; do dpkg -x "$f" /tmp/boost; done
-  timeout "$(($(left) - 20))" cmake -S .peers/nvbandwidth -B /tmp/nvbw -DCMAKE_BUILD_TYPE=Release \
+  step nvbandwidth-cmake "$(($(left) - 20))" cmake -S .peers/nvbandwidth -B /tmp/nvbw -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH=/tmp/boost/usr -DBoost_USE_STATIC_LIBS=ON \
-    -DBoost_DIR=/tmp/boost/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 >>"$log" 2>&1 \
-    && timeout "$(($(left) - 15))" cmake --build /tmp/nvbw -j 16 >>"$log" 2>&1
+    -DBoost_DIR=/tmp/boost/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
+    && step nvbandwidth-build "$(($(left) - 15))" cmake --build /tmp/nvbw -j 16
   if [ -x /tmp/nvbw/nvbandwidth ]; then
-    say "run nvbandwidth"
-    timeout "$(left)" /tmp/nvbw/nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce -j \
-      >"$out/nvbandwidth.json" 2>>"$log" || say "nvbandwidth rc=$?"
+    step_out nvbandwidth "$(left)" "$out/nvbandwidth.json" /tmp/nvbw/nvbandwidth \
+      -t host_to_device_memcpy_ce device_to_host_memcpy_ce -j
   else
-    say "nvbandwidth did not build in time (see the log)"
+    echo "=== nvbandwidth did not build in time (see the log)" >>"$log"
   fi
-else
-  say "5. nvbandwidth skipped: $(left) s left, its build needs about 90"
 fi
-say "done"
+echo "=== done in $(elapsed) s" >>"$log"
+grep '^=== ' "$log"

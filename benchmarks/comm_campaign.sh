@@ -8,31 +8,18 @@ out=${1:?usage: comm_campaign.sh OUTDIR [quick]}
 quick=${2:-}
 mkdir -p "$out"
 log="$out/comm_log.txt"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ngpu=$(python3 -c 'import cupy; print(cupy.cuda.runtime.getDeviceCount())' 2>/dev/null || echo 0)
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ngpu")
-step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
-  local name=$1 secs=$2; shift 2
-  echo "=== $name: $*" >>"$log"
-  local t0=$SECONDS
-  timeout "$secs" "$@" >>"$log" 2>&1
-  echo "=== $name: rc=$? in $((SECONDS - t0)) s" >>"$log"
-}
-{ date -u; hostname; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvidia-smi topo -m
-  mpirun --version | head -1; python3 -c 'import cupy, mpi4py; from cupy.cuda import nccl
-print("cupy", cupy.__version__, "mpi4py", mpi4py.__version__, "nccl", nccl.get_version())'; } >>"$log" 2>&1
-if ! "${MPIRUN[@]}" python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
-  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
-  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib/campaign.sh"
+campaign_start
+ngpu=$(gpu_count)
+{ machine_record; nvidia-smi topo -m; } >>"$log" 2>&1
+mpirun_setup -np "$ngpu"
 if [ -n "$quick" ]; then S_MPI=1:1MiB; S_NCCL=8:16MiB; S_RING=64KiB,4MiB; T=(50 60 90 30 30 30)
 else S_MPI=1:64MiB; S_NCCL=8:1GiB; S_RING=64KiB,1MiB,16MiB,64MiB; T=(80 100 400 40 45 120); fi
 parts=${PARTS:-mpi,nccl-mpi,vs-peers,ring-single,ring-mpi,nccl-single}
-want() { [[ ",$parts," == *",$1,"* ]]; }
 want mpi && step mpi ${T[0]} "${MPIRUN[@]}" nodemap bench mpi --buffers HH,DD --sizes $S_MPI --repeats 3 -q -o "$out/comm_mpi.json"
 want nccl-mpi && step nccl-mpi ${T[1]} "${MPIRUN[@]}" nodemap bench nccl --sizes $S_NCCL -q -o "$out/comm_nccl_mpi.json"
 want vs-peers && step vs-peers ${T[2]} "${MPIRUN[@]}" python3 benchmarks/comm_vs_peers.py --out "$out" ${quick:+--repeats 3 --rounds 1 --nccl-sizes 1MiB:64MiB --mpi-sizes 1KiB:4MiB} ${VS_PEERS_ARGS:-}
 want ring-single && step ring-single ${T[3]} nodemap bench ring --sizes $S_RING -q -o "$out/comm_ring_single.json"
 want ring-mpi && step ring-mpi ${T[4]} "${MPIRUN[@]}" nodemap bench ring --sizes $S_RING -q -o "$out/comm_ring_mpi.json"
 want nccl-single && step nccl-single ${T[5]} nodemap bench nccl --mode single --ops all_reduce,all_gather,sendrecv --sizes 1MiB:1GiB --inplace out -q -o "$out/comm_nccl_single.json"
-echo "=== done in $SECONDS s" >>"$log"
+echo "=== done in $(elapsed) s" >>"$log"

@@ -5,8 +5,8 @@
 # has CuPy, mpi4py/Open MPI, NCCL, PyTorch) without any network: pure-Python
 # dependencies travel as wheels in .whl (carry it), the C library is built there.
 set -e
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
+. "$(dirname "${BASH_SOURCE[0]}")/lib/campaign.sh"
+campaign_env
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

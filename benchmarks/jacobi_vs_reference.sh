@@ -36,35 +36,19 @@ ref=${2:?usage: jacobi_vs_reference.sh OUTDIR REFDIR [PARTS]}
 parts=${3:-info,build,strong,weak,summary}
 NX=${NX:-16384} NY=${NY:-16384} WEAK_NX=${WEAK_NX:-16384} WEAK_NY=${WEAK_NY:-8192} ITERS=${ITERS:-200}
 REPEATS=${REPEATS:-3} REF_REPEATS=${REF_REPEATS:-1} DTYPES=${DTYPES:-fp32} BUDGET=${BUDGET:-540}
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+. "$(dirname "${BASH_SOURCE[0]}")/lib/campaign.sh"
+ngpu=$(gpu_count)
 [ "${ngpu:-0}" -ge 1 ] 2>/dev/null || ngpu=1
 GPUS=${GPUS:-$(seq -s ' ' 1 "$ngpu")}
 mkdir -p "$out/json" "$out/ref"
 log="$out/jacobi_log.txt"
 j="$out/json"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PYTHONPATH)
-# nodemap's own default stencil block unless set (or chosen by the sweep)
-[ -n "${NODEMAP_JACOBI_BLOCK:-}" ] && export NODEMAP_JACOBI_BLOCK && MPIRUN+=(-x NODEMAP_JACOBI_BLOCK)
+budget=$BUDGET
+campaign_start
+after_step=ref_lines  # the reference's lines so far, packed with the results
+pack_into "$out/jacobi_results.tar.gz" "$out" json ref
 SINGLE_VARIANTS=single,peer,peer-overlap,nccl,nccl-overlap,nccl-graph
 MPI_VARIANTS=single,mpi-staged,mpi-staged-overlap,nccl,nccl-overlap,nccl-graph  # not mpi-aware: no CUDA-aware MPI
-t_start=$SECONDS
-want() { [[ ",$parts," == *",$1,"* ]]; }
-fits() {  # fits WHAT SECONDS: the estimate fits in what is left of BUDGET (else logged as skipped)
-  local left=$((BUDGET - (SECONDS - t_start)))
-  [ "$left" -ge "$2" ] && return 0
-  echo "=== $1: skipped, $left s left of BUDGET=$BUDGET, needs ~$2 s" >>"$log"; return 1
-}
-step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
-  local name=$1 secs=$2; shift 2
-  echo "=== $name [$((SECONDS - t_start)) s]: $*" >>"$log"
-  local t0=$SECONDS
-  timeout -k 10 -s INT "$secs" "$@" >>"$log" 2>&1
-  echo "=== $name: rc=$? in $((SECONDS - t0)) s" >>"$log"
-  ref_lines
-  tar -C "$out" -czf "$out/jacobi_results.tar.gz" json ref  # a call cut short still brings back what ran
-}
 ref_lines() {  # the reference's -csv lines so far, for the summary
   grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z0-9_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
 }
@@ -76,27 +60,15 @@ on_gpus() {  # on_gpus G: command prefixes (step runs commands, not functions) f
 TIMING=(--iters "$ITERS" --repeats "$REPEATS")
 
 # NCCL from the nvidia-nccl wheel, where the reference's Makefiles look for it
-nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
-mkdir -p /tmp/nccl/lib
-if [ -n "$nccl_dir" ]; then
-  ln -sfn "$nccl_dir/include" /tmp/nccl/include
-  ln -sf "$(ls "$nccl_dir"/lib/libnccl.so* | head -1)" /tmp/nccl/lib/libnccl.so
-  export LD_LIBRARY_PATH="$nccl_dir/lib:/tmp/nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-{ echo "=== machine"; date -u; hostname; nproc; lscpu | grep -E 'Model name|^NUMA node'
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
-  mpirun --version | head -1; nvcc --version | tail -1; echo "nccl wheel: $nccl_dir"
-  python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
-print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
-      "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
-  git log -1 --format='nodemap %h %cI' 2>/dev/null || nodemap --version; cat "$ref/COMMIT" 2>/dev/null
+nccl_dir=$(nccl_wheel /tmp/nccl)
+[ -z "$nccl_dir" ] || export LD_LIBRARY_PATH="$nccl_dir/lib:/tmp/nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{ machine_record; nvcc --version | tail -1; echo "nccl wheel: $nccl_dir"; cat "$ref/COMMIT" 2>/dev/null
   echo "GPUS=$GPUS NX=$NX NY=$NY WEAK_NX=$WEAK_NX WEAK_NY=$WEAK_NY ITERS=$ITERS REPEATS=$REPEATS" \
     "REF_REPEATS=$REF_REPEATS DTYPES=$DTYPES PARTS=$parts"; } >>"$log" 2>&1
 want info && step nvidia-smi-topo 20 nvidia-smi topo -m
-if ! "${MPIRUN[@]}" -np 2 python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
-  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
-  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
-fi
+mpirun_setup
+# nodemap's own default stencil block unless set (or chosen by the sweep)
+[ -n "${NODEMAP_JACOBI_BLOCK:-}" ] && export NODEMAP_JACOBI_BLOCK && MPIRUN+=(-x NODEMAP_JACOBI_BLOCK)
 
 # the reference builds in the background while nodemap runs (16+ cores)
 REF_VARIANTS=(single_gpu multi_threaded_copy multi_threaded_copy_overlap multi_threaded_p2p multi_threaded_p2p_opt
@@ -198,5 +170,5 @@ if want summary; then
     --strong "${NX}x${NY}" --weak "${WEAK_NX}x${WEAK_NY}" --markdown "$out/summary.md"
   sed -n '/=== summary \[.*python3/,/=== summary: rc/p' "$log" | sed '1d;$d' >"$out/summary.txt"
 fi
-echo "=== done in $((SECONDS - t_start)) s" >>"$log"
-tar -C "$out" -czf "$out/jacobi_results.tar.gz" json ref jacobi_log.txt summary.md summary.txt 2>/dev/null
+echo "=== done in $(elapsed) s" >>"$log"
+pack json ref jacobi_log.txt summary.md summary.txt

@@ -27,38 +27,12 @@ parts=${2:-info,check1,qvf,fleet,compare}
 budget=${3:-560}
 mkdir -p "$out"
 log="$out/log.txt"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-MPIRUN=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x PYTHONPATH -x PATH -x OMPI_ALLOW_RUN_AS_ROOT
-        -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM)
-t0=$SECONDS
-want() {  # want PART SECONDS: asked for, and its estimate fits in what is left
-  [[ ",$parts," == *",$1,"* ]] || return 1
-  local left=$((budget - (SECONDS - t0)))
-  [ "$left" -ge "$2" ] && return 0
-  echo "=== $1: skipped, ${left} s left of the budget, needs ~$2 s" >>"$log"; return 1
-}
-pack() { tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"; }
-step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
-  local name=$1 secs=$2; shift 2
-  echo "=== $name [$((SECONDS - t0)) s]: $*" >>"$log"
-  local s=$SECONDS
-  timeout -k 10 -s INT "$secs" "$@" >>"$log" 2>&1
-  echo "=== $name: rc=$? in $((SECONDS - s)) s" >>"$log"
-  pack
-}
-{ echo "=== machine"; date -u; hostname; nproc; lscpu | grep -E 'Model name|^NUMA node'
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
-  mpirun --version | head -1
-  python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
-print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
-      "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
-  git log -1 --format='nodemap %h %cI' 2>/dev/null || nodemap --version; } >>"$log" 2>&1
-if ! "${MPIRUN[@]}" -np 2 python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
-  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
-  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib/campaign.sh"
+campaign_start
+pack_into "$out.tar.gz" "$(dirname "$out")" "$(basename "$out")"
+ngpu=$(gpu_count)
+machine_record >>"$log" 2>&1
+mpirun_setup
 if want info 20; then
   step nvidia-smi-topo 20 nvidia-smi topo -m
   step topo-matrix 30 nodemap topo --matrix
@@ -105,5 +79,5 @@ if want placement 70; then
   step placement 150 nodemap bench placement --table 8GiB --zipf 1.0 --chunks 2MiB --replication 0,5%,auto \
     --iterations 3 -o "$out/placement.json"
 fi
-echo "=== done in $((SECONDS - t0)) s" >>"$log"
+echo "=== done in $(elapsed) s" >>"$log"
 pack

@@ -38,28 +38,11 @@ mkdir -p "$out/blocks" "$bld"
 out=$(cd "$out" && pwd)
 log="$out/nccl_log.txt"
 blk="$out/blocks"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=${PYTHONPATH:-}
-pack() { tar -C "$out" -czf "$out/nccl_results.tar.gz" blocks machine.txt nccl_log.txt \
-           $(cd "$out" && ls build_*.txt nccl_vs_nccl_tests.md nccl_vs_nccl_tests.json 2>/dev/null) 2>/dev/null; }
-step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code; pack what ran
-  local name=$1 secs=$2; shift 2
-  local left=$((BUDGET - SECONDS))
-  if [ "$left" -le 5 ]; then echo "=== $name: skipped, BUDGET ${BUDGET} s spent" >>"$log"; return 1; fi
-  [ "$secs" -gt "$left" ] && secs=$left
-  echo "=== $name: $*" >>"$log"
-  local t0=$SECONDS
-  timeout -k 5 "$secs" "$@" >>"$log" 2>&1
-  local rc=$?
-  echo "=== $name: rc=$rc in $((SECONDS - t0)) s" >>"$log"
-  pack
-  return $rc
-}
-# an nccl-tests block: its stdout (the table) to its own file, its tail and stderr to the log
-block() {  # block NAME SECONDS STDOUT_FILE CMD...
-  local name=$1 secs=$2 file=$3; shift 3
-  step "$name" "$secs" bash -c '"$@" >"$0"; rc=$?; tail -n 30 "$0"; exit $rc' "$file" "$@"
-}
+. "$here/lib/campaign.sh"
+budget=$BUDGET step_cap=1  # steps are cut to what is left of BUDGET
+campaign_start
+pack_into "$out/nccl_results.tar.gz" "$out" blocks machine.txt nccl_log.txt 'build_*.txt' nccl_vs_nccl_tests.md \
+  nccl_vs_nccl_tests.json
 to_bytes() {  # 8, 64K, 2G (1024^n, as nccl-tests reads them) -> bytes
   local v=${1%[KkMmGg]} u=${1##*[0-9]}
   case $u in K|k) echo $((v << 10)) ;; M|m) echo $((v << 20)) ;; G|g) echo $((v << 30)) ;; *) echo "$v" ;; esac
@@ -72,21 +55,14 @@ while [ "$s" -le "$hi" ]; do list+=("$s"); s=$((s * f)); done
 NM_SIZES=$(IFS=,; echo "${list[*]}")  # nodemap has no factor option: the same sizes, listed
 NT_SIZES=(-b "$lo" -e "$hi" -f "$f")
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+ngpu=$(gpu_count)
 [ "$ngpu" -ge 1 ] || { echo "nccl_vs_nccl_tests.sh: nvidia-smi -L lists no GPU" >&2; exit 2; }
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH
-        -x PYTHONPATH -x PATH)
 
 # NCCL from the nvidia-nccl wheel (CuPy's): headers, and a lib folder with the
 # unversioned libnccl.so the nccl-tests link line asks for
-nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
 nccl_home=$bld/nccl
-mkdir -p "$nccl_home/lib"
-if [ -n "$nccl_dir" ]; then
-  ln -sfn "$nccl_dir/include" "$nccl_home/include"
-  ln -sf "$(ls "$nccl_dir"/lib/libnccl.so* | head -1)" "$nccl_home/lib/libnccl.so"
-  export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+nccl_dir=$(nccl_wheel "$nccl_home")
+[ -z "$nccl_dir" ] || export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Open MPI's headers and library, where the MPI=1 build looks (MPI_HOME/include, MPI_HOME/lib)
 mpi_home=$bld/mpihome
 mkdir -p "$mpi_home"
@@ -97,24 +73,14 @@ for d in $(mpicc --showme:libdirs 2>/dev/null) "$(dirname "$(dirname "$(command 
   ls "$d"/libmpi.so* >/dev/null 2>&1 && { ln -sfn "$d" "$mpi_home/lib"; export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; break; }
 done
 
-{ echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"; echo "host: $(hostname)"; echo "cpus: $(nproc)"
-  lscpu | grep -E 'Model name|^NUMA node\(s\)'
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv,noheader
-  nvidia-smi topo -m
-  mpirun --version | head -1; "$cuda/bin/nvcc" --version | tail -1
+{ machine_record; nvidia-smi topo -m; "$cuda/bin/nvcc" --version | tail -1
   echo "nccl wheel: $nccl_dir"; echo "mpi: $(readlink "$mpi_home/include") $(readlink "$mpi_home/lib")"
-  python3 -c 'import sys, cupy, mpi4py; from cupy.cuda import nccl
-print("python", sys.version.split()[0], "cupy", cupy.__version__, "mpi4py", mpi4py.__version__, "nccl", nccl.get_version())'
-  nodemap --version
   echo "nccl-tests: $(cat "$src/COMMIT" 2>/dev/null)"
   echo "SIZES=$SIZES ($NM_SIZES) ROUNDS=$ROUNDS REPEATS=$REPEATS ITERS=$ITERS OPS=$OPS MODES=$MODES GPUs=$ngpu"
 } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt" >>"$log"
 cp "$src/COMMIT" "$out/COMMIT" 2>/dev/null
-if ! "${MPIRUN[@]}" python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
-  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
-  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
-fi
+mpirun_setup -np "$ngpu"
 
 # both builds at once, out of tree (the two share object names: separate folders)
 GENCODE="-gencode=arch=compute_90,code=sm_90"
@@ -152,7 +118,7 @@ nccltests_block() {  # MODE OP ROUND
   if [ "$m" = mpi ]; then exe=$NT_MPI/${op}_perf_mpi cmd=("${MPIRUN[@]}" "$exe" -g 1)
   else exe=$NT_SINGLE/${op}_perf cmd=("$exe" -g "$ngpu"); fi
   [ -x "$exe" ] || { echo "=== nccltests-$m-$op-r$r: $exe not built" >>"$log"; return 1; }
-  block "nccltests-$m-$op-r$r" 60 "$blk/nccltests_${m}_${op}_r$r.txt" env LD_LIBRARY_PATH="$NT_LD" "${cmd[@]}" \
+  step_out "nccltests-$m-$op-r$r" 60 "$blk/nccltests_${m}_${op}_r$r.txt" env LD_LIBRARY_PATH="$NT_LD" "${cmd[@]}" \
     "${NT_SIZES[@]}" \
     -n "$ITERS" -w "$WARMUP" -N "$REPEATS" -c 1 -d float -o sum -a 3
 }
@@ -166,7 +132,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     done
   done
 done
-BUDGET=$((BUDGET + 30)) step summary 30 python3 "$here/nccl_vs_nccl_tests.py" "$out"
-echo "=== done in $SECONDS s" >>"$log"
+budget=$((budget + 30)) step summary 30 python3 "$here/nccl_vs_nccl_tests.py" "$out"
+echo "=== done in $(elapsed) s" >>"$log"
 pack
 cat "$out/nccl_vs_nccl_tests.md" 2>/dev/null

@@ -12,29 +12,12 @@ parts=${2:-info,plan,show,placement,copies,gpu,nccl,ncclsingle,ring,tests,placem
 mkdir -p "$out/json"
 log="$out/node_log.txt"
 j="$out/json"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ngpu")
-want() { [[ ",$parts," == *",$1,"* ]]; }
-step() {  # step NAME SECONDS CMD...: log the command, its output and its exit code
-  local name=$1 secs=$2; shift 2
-  echo "=== $name: $*" >>"$log"
-  local t0=$SECONDS
-  timeout -k 5 "$secs" "$@" >>"$log" 2>&1
-  echo "=== $name: rc=$? in $((SECONDS - t0)) s" >>"$log"
-  tar -C "$out" -czf "$out/node_results.tar.gz" json  # a call cut short still brings back what ran
-}
-{ echo "=== machine"; date -u; hostname; nproc; lscpu | grep -E 'Model name|^NUMA node'
-  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
-  mpirun --version | head -1
-  python3 -c 'import sys, cupy, mpi4py, numpy; from cupy.cuda import nccl
-print("python", sys.version.split()[0], "cupy", cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(),
-      "mpi4py", mpi4py.__version__, "nccl", nccl.get_version(), "numpy", numpy.__version__)'
-  python3 -c 'import torch; print("torch", torch.__version__)'; } >>"$log" 2>&1
-if ! "${MPIRUN[@]}" python3 -c 'from mpi4py import MPI; MPI.COMM_WORLD.Barrier()' >>"$log" 2>&1; then
-  MPIRUN+=(--mca pml ob1 --mca btl self,vader)  # no UCX/IB here: plain shared memory
-  echo "=== mpirun: falling back to ${MPIRUN[*]}" >>"$log"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib/campaign.sh"
+campaign_start
+pack_into "$out/node_results.tar.gz" "$out" json
+ngpu=$(gpu_count)
+{ machine_record; python3 -c 'import torch; print("torch", torch.__version__)'; } >>"$log" 2>&1
+mpirun_setup -np "$ngpu"
 if want info; then
   step nvidia-smi-topo 20 nvidia-smi topo -m
   step topo 30 nodemap topo
@@ -72,5 +55,5 @@ want placement2 && step placement-2gpu 90 nodemap bench placement --gpus 0,1 --t
   --chunks 2MiB --replication 0,5%,auto --iterations 3 --strategies round-robin,copies,analysis \
   -o "$j/placement_2gpu.json"
 want mpi && step mpi 60 "${MPIRUN[@]}" nodemap bench mpi --buffers HH,DD --sizes 1:4MiB --repeats 3 -q -o "$j/mpi.json"
-echo "=== done in $SECONDS s" >>"$log"
-tar -C "$out" -czf "$out/node_results.tar.gz" json && rm -rf "$j"
+echo "=== done in $(elapsed) s" >>"$log"
+pack && rm -rf "$j"

@@ -31,10 +31,8 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 NODEMAP=${NODEMAP:-$HERE/.venv/bin/nodemap}
 PY=${PYTHON:-$HERE/.venv/bin/python}
 
-if ! command -v likwid-bench >/dev/null; then
-  echo "installing likwid (apt-get)..." >&2
-  apt-get update -qq >/dev/null && apt-get install -y -qq likwid >/dev/null
-fi
+. "$HERE/benchmarks/lib/campaign.sh"
+need_tool likwid-bench likwid
 
 export THREADS SIZE N NODEMAP JSON_OUT=${JSON_OUT:-} CAL=${CAL:-3}
 exec "$PY" - <<'PYEOF'

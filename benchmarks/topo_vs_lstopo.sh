@@ -35,13 +35,8 @@ NODEMAP=${NODEMAP:-$( [ -x "$here/.venv/bin/nodemap" ] && echo "$here/.venv/bin/
 [ -n "$NODEMAP" ] || { echo "nodemap not found: pip install -e . (or set NODEMAP=)" >&2; exit 2; }
 
 LSTOPO=${LSTOPO:-lstopo-no-graphics}
-if ! command -v "$LSTOPO" >/dev/null 2>&1; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  echo "installing hwloc (Debian package) for lstopo-no-graphics..." >&2
-  $sudo apt-get install -y -q hwloc >/dev/null 2>&1 \
-    || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q hwloc >/dev/null; } \
-    || { echo "cannot install hwloc: install it (apt-get install hwloc) and rerun" >&2; exit 2; }
-fi
+. "$here/benchmarks/lib/campaign.sh"
+need_tool "$LSTOPO" hwloc
 
 # Time what users run: with bytecode caches (a PYTHONDONTWRITEBYTECODE
 # environment would time the compiler), kept out of the source tree.

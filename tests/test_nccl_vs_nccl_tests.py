@@ -231,7 +231,7 @@ def test_the_script_alternates_blocks_passes_the_same_sizes_and_summarises(tmp_p
     subprocess.run(["bash", str(ROOT / "benchmarks" / "nccl_vs_nccl_tests.sh"), str(out), str(src)], env=env,
                    check=True, capture_output=True, timeout=120)
     log = (out / "nccl_log.txt").read_text()
-    order = [line.split(":")[0][4:] for line in log.splitlines() if line.startswith("=== n") and ": rc=" not in line]
+    order = [line.split()[1] for line in log.splitlines() if line.startswith("=== n") and ": rc=" not in line]
     assert order == ["nodemap-single-all_reduce-r0", "nccltests-single-all_reduce-r0",
                      "nodemap-mpi-all_reduce-r0", "nccltests-mpi-all_reduce-r0",
                      "nccltests-single-all_reduce-r1", "nodemap-single-all_reduce-r1",
