@@ -12,8 +12,10 @@ of freedom: heavier tails than a normal). Then `--faults` nodes get one
 judged figure each at 80-90% of the median (latency: 1/0.9-1/0.8 times; a
 figure its own check did not judge, the H100 VM's L3, is set aside by the
 fleet and gets none). The fleet's own code judges them: `merge.node_from_doc`,
-`merge.suspects` (what the driver re-measures), a re-measure drawn from the
-same noise (the fault persists), then `merge.merge(..., remeasured=...)`.
+`merge.suspects` round by round (what the driver re-measures, until each
+suspect failed twice or passed, at most merge.REMEASURES rounds), each
+re-measure drawn from the same noise (the fault persists), then
+`merge.merge(..., remeasured=...)`.
 A fault is found when its node is drained for that figure; a healthy node
 drained is a false drain.
 
@@ -106,18 +108,25 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
         return {**tmpl, "host": host, "figures": figs}
 
     nodes = [merge.node_from_doc(doc(f"node{i:05d}")) for i in range(n)]
-    asked = merge.suspects(nodes, th)
     norm = {f["key"]: f for f in tmpl["figures"]}
-    again = {}
-    for host, ks in asked.items():  # measured afresh: the same noise, a fault persists
-        bad = injected.get(host)
-        again[host] = {k: measured(rng, norm[k], spreads[k], bad[1] if bad and bad[0] == k else 1.0) for k in ks}
+    again: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    asked_total = 0
+    for _ in range(merge.REMEASURES):  # the driver's rounds (driver.remeasure_phase)
+        asked = merge.suspects(nodes, th, again)
+        if not asked:
+            break
+        asked_total += sum(map(len, asked.values()))
+        for host, ks in asked.items():  # measured afresh: the same noise, a fault persists
+            bad = injected.get(host)
+            for k in ks:
+                again.setdefault(host, {}).setdefault(k, []).append(
+                    measured(rng, norm[k], spreads[k], bad[1] if bad and bad[0] == k else 1.0))
     fleet = merge.merge(nodes, thresholds=th, remeasured=again)
     drained = {d.node: d for d in fleet.drain}
     found = [h for h, (k, _) in injected.items() if h in drained
              and any(x.node == h and x.key == k and x.severity == "fail" for x in fleet.findings)]
     return {"seed": seed, "injected": {h: [k, round(s, 4)] for h, (k, s) in injected.items()},
-            "suspects": sum(map(len, asked.values())), "found": sorted(found),
+            "suspects": asked_total, "found": sorted(found),
             "missed": sorted(set(injected) - set(found)),
             "false_drains": sorted(set(drained) - set(injected)),
             "false_drain_reasons": [drained[h].reason for h in sorted(set(drained) - set(injected))][:3],
@@ -151,7 +160,7 @@ def scenario(name: str, n: int, seeds: int, faults: int, first_seed: int = 1,
 def markdown(results: list[dict[str, Any]], machine: str, date: str, command: str) -> str:
     lines = [f"# Fleet false drains under measured noise ({date}, {machine})", "", f"`{command}`", "",
              "| scenario | nodes | seeds | faults | missed | missed rate | false drains | false-drain rate | "
-             "suspects re-measured / seed | wall |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "re-measures / seed | wall |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['scenario']} | {r['nodes']:,} | {r['seeds']} | {r['injected']} | {r['missed']} | "
                      f"{r['missed_rate']:.1%} | {r['false_drains']} | {r['false_drain_rate']:.2e} | "
@@ -181,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(f"{name}: {a.nodes} nodes x {a.seeds} seeds, {r['injected']} faults at 80-90%: missed {r['missed']} "
               f"({r['missed_rate']:.1%}); false drains {r['false_drains']} (rate {r['false_drain_rate']:.2e}, "
-              f"{r['seeds_with_a_false_drain']} seeds with one); {r['suspects_per_seed']:.1f} suspects re-measured "
+              f"{r['seeds_with_a_false_drain']} seeds with one); {r['suspects_per_seed']:.1f} figures re-measured "
               f"a seed; {r['wall_s']} s", flush=True)
     if a.out:
         command = shlex.join(["python3", "benchmarks/fleet_false_drain.py", *(argv if argv is not None else sys.argv[1:])])

@@ -390,19 +390,36 @@ class Coordinator:
         self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")
 
     def remeasure_phase(self, me: dict[str, Any]) -> None:
-        """Every node whose figure fails against the fleet measures it again,
-        all at once, before anyone is drained for it (`merge.confirm`)."""
+        """Every node with a suspect figure (failing against the fleet, or
+        below `fail` within its noise) measures it again, all at once, round
+        after round until each is settled (`merge.suspects`, `merge.settle`:
+        drained once it failed twice, cleared once it passed; at most
+        merge.REMEASURES rounds), before anyone is drained for it."""
         self.remeasured = {}
         seen = [n.seen for n in self.nodes.values() if n.seen is not None]
-        asked = mergemod.suspects(seen, self.cfg.thresholds)
-        if not asked:
-            return
-        self.say(f"re-measuring {sum(map(len, asked.values()))} suspect figures on {len(asked)} nodes")
+        for rnd in range(1, mergemod.REMEASURES + 1):
+            asked = mergemod.suspects(seen, self.cfg.thresholds, self.remeasured)
+            if not asked:
+                break
+            self.say(f"re-measure round {rnd}: {sum(map(len, asked.values()))} suspect figures on {len(asked)} nodes")
+            for name, got in self.remeasure_round(asked).items():
+                mine = self.remeasured.setdefault(name, {})
+                for k, v in got.items():
+                    if isinstance(v, dict) and not isinstance(mine.get(k), str):
+                        mine.setdefault(k, []).append(v)
+                    else:  # why none came: the first measurement stands, said so
+                        mine[k] = str(v)
+        if self.remeasured:
+            self.out.remeasured(self.remeasured)
+
+    def remeasure_round(self, asked: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+        """One round: each asked node's leader runs its check again; node -> key -> figure record or why not."""
+        out: dict[str, dict[str, Any]] = {}
         waiting = {}
         for name, keys in asked.items():
             leader = self.nodes[name].leader
             if leader == 0:
-                self.remeasured[name] = remeasure(self.check, name, self.cfg, keys)
+                out[name] = remeasure(self.check, name, self.cfg, keys)
             else:
                 wire.post(self.comm, {"op": "remeasure", "keys": keys}, leader, wire.CMD)
                 waiting[leader] = name
@@ -414,12 +431,12 @@ class Coordinator:
                 continue
             name = waiting.pop(got[0], None)
             if name:
-                self.remeasured[name] = got[2].get("remeasured", {})
+                out[name] = got[2].get("remeasured", {})
         for leader, name in waiting.items():
             self.late = True
             self.nodes[name].state = f"node check done; no re-measure within {self.cfg.check_timeout:g} s"
-            self.remeasured[name] = {k: f"no answer within {self.cfg.check_timeout:g} s" for k in asked[name]}
-        self.out.remeasured(self.remeasured)
+            out[name] = {k: f"no answer within {self.cfg.check_timeout:g} s" for k in asked[name]}
+        return out
 
     def pair_phase(self) -> None:
         alive = [n for n in self.nodes.values() if n.seen is not None]

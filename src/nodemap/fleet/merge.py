@@ -8,16 +8,17 @@ node's figure is judged by its ratio to that median (for latency the
 inverse, so that below 1 is always worse) and by how far that is beyond
 the noise: a robust z, (ratio - 1) / sigma, where sigma is the larger of
 the fleet's own spread (1.4826 MAD / median) and the repetition noise of
-the figure (half the range of its repetitions, the figure's `spread`: the
-fleet's typical one, or the node's own when wider). Below 95% of the median
-a figure warns (superbench's baseline rule, the procurement rule of 5%
-spread); it fails only beyond the noise too: z <= -4, or z <= -3 when also
-below 90%. Where the noise is unknown (no spreads, MAD 0) the ratios alone
-judge (fail below 90%). A failed figure is a suspect: the driver measures
-it again (`remeasured`) and the node is drained only when the new value
-still fails against the same baseline. Nodes measured at the same time on
-one host (ranks acting as nodes, co-scheduled checks) contend for it: their
-figure failures are warnings, said in a note. The median, not the mean, so
+the figure (half its median's interval, or half the range of its
+repetitions: the fleet's typical one, or the node's own when wider). Below
+95% of the median a figure warns (superbench's baseline rule, the
+procurement rule of 5% spread); it fails only beyond the noise too: z <=
+-4, or z <= -3 when also below 90%. Where the noise is unknown (no
+spreads, MAD 0) the ratios alone judge (fail below 90%). A failed figure
+(or one below 90% within its noise) is a suspect: the driver measures it
+again, round by round (`suspects`, `settle`), and the node is drained only
+once the figure has failed twice against the same baseline. Nodes measured
+at the same time on one host (ranks acting as nodes, co-scheduled checks)
+contend for it: their speed failures are warnings, said in a note. The median, not the mean, so
 that the outliers being looked for do not move the baseline they are
 judged by. Pairwise links are judged by ClusterKit's
 rule (`pairs.bad_pairs`). Topology differences come from `facts`. The
@@ -302,7 +303,8 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-Remeasured = dict[str, dict[str, Any]]  # node -> key -> the re-measured figure record, or a str: why not
+# node -> key -> its re-measured figure records in order (one: a dict), or a str: why none came
+Remeasured = dict[str, dict[str, Any]]
 
 
 def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
@@ -310,8 +312,9 @@ def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
           remeasured: Remeasured | None = None) -> Fleet:
     """`isolation`: the pair tests' conclusion (`pairs.conclusion`); without
     it, it is replayed from the pair results. `remeasured`: the suspects'
-    figures measured again (`suspects` names them; the driver measures);
-    None where nothing could be (saved documents): a failure then says so."""
+    figures measured again (`suspects` names them, round by round; the
+    driver measures); None where nothing could be (saved documents): a
+    failure then says so."""
     with no_gc():
         return _merge(nodes, pair_results, thresholds, isolation, remeasured)
 
@@ -321,7 +324,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     nodes = sorted(nodes, key=lambda n: n.name)
     present = [n for n in nodes if n.status != "missing"]
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
-    findings = confirm(findings, baselines, remeasured, thresholds, {n.name: n.node_class for n in present})
+    findings = confirm(findings, baselines, remeasured, thresholds, present)
     shared, contention_notes = co_hosted(present)
     own, own_notes = own_findings(present)
     findings += own
@@ -428,43 +431,107 @@ def _shortfall(f: dict[str, Any], b: Baseline, r: float) -> str:
     return f"{_label(b, f.get('path', ''))} {what}{_num(judged_value(f))} {b.unit} = {how}"
 
 
-def suspects(nodes: list[Node], th: Thresholds = DEFAULTS) -> dict[str, list[str]]:
-    """node -> the figure keys that fail against the fleet (before any
-    re-measure): what the driver measures again on those nodes."""
+REMEASURES = 3  # at most this many re-measures of one suspect figure
+
+
+def suspects(nodes: list[Node], th: Thresholds = DEFAULTS, remeasured: Remeasured | None = None
+             ) -> dict[str, list[str]]:
+    """node -> the figure keys to measure (again) on it: those that fail
+    against the fleet, or lie below `fail` within the noise (straddling),
+    and that the re-measures so far (`remeasured`) have not settled; {}
+    when none is left. The driver calls it round after round (`settle`)."""
     present = [n for n in nodes if n.status != "missing"]
     shared, _ = co_hosted(present)
+    baselines, _, _, findings = judge_figures(present, th)
+    by = _baselines_of(baselines, present)
     out: dict[str, list[str]] = {}
-    for f in judge_figures(present, th)[3]:
-        if f.kind == "figure" and f.severity == "fail" and f.node not in shared:
-            out.setdefault(f.node, []).append(f.key)
+    for f in findings:
+        if _suspect(f, th, by) and f.node not in shared:
+            rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
+            if not isinstance(rounds, str) and settle(f, rounds or [], by[(f.node, f.key)], th)[0] == "open":
+                out.setdefault(f.node, []).append(f.key)
     return out
 
 
-def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Remeasured | None,
-            th: Thresholds, classes: dict[str, str]) -> list[Finding]:
-    """A failed figure stands only when measured again it still fails
-    against the same baseline (the first pass's: a re-measure does not move
-    the line it is judged by); otherwise it is a warning: transient."""
+def _baselines_of(baselines: list[Baseline], nodes: list[Node]) -> dict[tuple[str, str], Baseline]:
+    """(node, key) -> the baseline its figure is judged by."""
     by = {(b.node_class, b.key): b for b in baselines}
+    return {(n.name, k): by[(n.node_class, k)] for n in nodes for k in n.figures if (n.node_class, k) in by}
+
+
+STRADDLE = 1.0  # sigmas short of the fail limit within which a figure below `fail` is measured again
+
+
+def _suspect(f: Finding, th: Thresholds, by: dict[tuple[str, str], Baseline]) -> bool:
+    """A figure failure, or one below `fail` that its noise left a warning
+    close to the limit (within STRADDLE sigmas: farther, a re-measure of
+    that noise could not settle it, as in a fleet of co-scheduled checks)."""
+    if f.kind != "figure" or (f.node, f.key) not in by:
+        return False
+    b = by[(f.node, f.key)]
+    return f.severity == "fail" or (f.ratio is not None and f.z is not None
+                                    and f.ratio < th.for_figure(f.key, b.node_class)[1]
+                                    and f.z <= -(th.z_fail_below_fail - STRADDLE))
+
+
+def _rounds(got: Any) -> list[dict[str, Any]] | str | None:
+    """Re-measures as recorded: a list of figure records, one (a dict), a
+    reason none came (a str), or None (not asked)."""
+    if got is None or isinstance(got, str):
+        return got
+    got = [got] if isinstance(got, dict) else got if isinstance(got, list) else []
+    return [g for g in got if isinstance(g, dict)]
+
+
+def settle(f: Finding, rounds: list[dict[str, Any]], b: Baseline, th: Thresholds) -> tuple[str, list[str]]:
+    """Where a suspect stands after its re-measures, as the pair tests
+    settle a suspect node: "drain" once two of its measurements fail (the
+    first counts when it failed), "clear" once one passes (at least `warn`
+    of the median), "unsettled" after REMEASURES without either, else
+    "open" (measure it again). Also each re-measure's value, for the text."""
+    fails = f.severity == "fail"
+    said = []
+    for again in rounds:
+        bad = figure_problem(again)
+        said.append("?" if bad else _num(judged_value(again)))
+        verdict = ("warn", "", None) if bad else judge(again, b, th)
+        if verdict is None:
+            return "clear", said
+        fails += verdict[0] == "fail"
+        if fails >= 2:
+            return "drain", said
+    return ("unsettled" if len(rounds) >= REMEASURES else "open"), said
+
+
+def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Remeasured | None,
+            th: Thresholds, nodes: list[Node]) -> list[Finding]:
+    """A failed figure drains its node only when measured again it fails
+    again against the same baseline (the first pass's: a re-measure does not
+    move the line it is judged by), before a re-measure passes; one that
+    passes is transient, one that neither fails twice nor passes in
+    REMEASURES is unsettled: warnings. A figure below `fail` within its noise
+    that fails twice when re-measured drains as well."""
+    by = _baselines_of(baselines, nodes)
     out = []
     for f in findings:
-        if f.kind != "figure" or f.severity != "fail":
+        if not _suspect(f, th, by):
             out.append(f)
             continue
-        again = (remeasured or {}).get(f.node, {}).get(f.key)
-        if remeasured is None:
-            out.append(_with(f, text=f.text + "; not re-measured (saved documents)"))
-        elif not isinstance(again, dict):
-            out.append(_with(f, text=f.text + f"; not re-measured ({again or 'no value came back'})"))
+        rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
+        if rounds is None or isinstance(rounds, str):
+            why = "saved documents" if remeasured is None else rounds or "no value came back"
+            out.append(_with(f, text=f.text + f"; not re-measured ({why})") if f.severity == "fail" else f)
+            continue
+        b = by[(f.node, f.key)]
+        state, values = settle(f, rounds, b, th)
+        v = f"re-measured {', '.join(values)} {b.unit}".rstrip()
+        if state == "drain":
+            out.append(_with(f, severity="fail", text=f.text + f"; {v}: still beyond, failed twice"))
+        elif state == "clear":
+            out.append(_with(f, severity="warn", text=f.text + f"; {v}: within the rule: transient, not drained"))
         else:
-            b = by.get((classes.get(f.node, ""), f.key))
-            second = judge(again, b, th) if b and not figure_problem(again) else ("warn", "", None)
-            v = f"re-measured {_num(judged_value(again)) if not figure_problem(again) else '?'} {b.unit if b else ''}"
-            v = v.rstrip()
-            if second and second[0] == "fail":
-                out.append(_with(f, text=f.text + f"; {v}: still beyond"))
-            else:
-                out.append(_with(f, severity="warn", text=f.text + f"; {v}: within the rule: transient, not drained"))
+            out.append(_with(f, severity="warn", text=f.text + f"; {v}: neither failed twice nor passed: "
+                             "unsettled, not drained"))
     return out
 
 
