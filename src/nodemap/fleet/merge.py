@@ -12,7 +12,7 @@ the figure (half its median's interval, or half the range of its
 repetitions: the fleet's typical one, or the node's own when wider). Below
 95% of the median a figure warns (superbench's baseline rule, the
 procurement rule of 5% spread); it fails only beyond the noise too: z <=
--4, or z <= -3 when also below 90%. Where the noise is unknown (no
+-4 (a site may ask less below 90%: z_fail_below_fail). Where the noise is unknown (no
 spreads, MAD 0) the ratios alone judge (fail below 90%). A failed figure
 (or one below 90% within its noise) is a suspect: the driver measures it
 again, round by round (`suspects`, `settle`), and the node is drained only
@@ -64,7 +64,9 @@ class Thresholds:
     link_latency: float = 2.1  # x the lowest pair latency
     min_nodes: int = 3  # fewer nodes of a class with a figure: no fleet verdict (the median of two is their mean)
     z_fail: float = 4.0  # below warn, fails only this many sigmas (the noise) below the median
-    z_fail_below_fail: float = 3.0  # below fail, this many suffice
+    # below fail, this many suffice: the same by default (3 drained 1-3 healthy nodes in 100,000 under
+    # heavy-tailed noise, 4 none: benchmarks/results/fleet_false_drain_20261127.md)
+    z_fail_below_fail: float = 4.0
     rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
 
     def for_figure(self, key: str, node_class: str) -> tuple[float, float]:
@@ -201,7 +203,8 @@ def _own(finding: Any) -> tuple[str, str, str, str]:
         return "warn", finding, "", ""
     verdict = "fail" if finding.get("verdict") == "fail" else "warn"
     keys = [str(k) for k in finding.get("keys") or ()]
-    what = f"configuration:{finding.get('area', '')}:{','.join(keys)}" if finding.get("cause") == "configuration" else ""
+    configuration = finding.get("cause") == "configuration"
+    what = f"configuration:{finding.get('area', '')}:{','.join(keys)}" if configuration else ""
     measured = ",".join(k for k in keys if not k.startswith("inventory/"))
     return verdict, str(finding.get("text") or finding.get("message") or finding), what, measured
 
@@ -400,8 +403,8 @@ def judge(f: dict[str, Any], b: Baseline, th: Thresholds) -> tuple[str, str, flo
     beyond = z <= -th.z_fail or (r < fail and z <= -th.z_fail_below_fail)
     noise = f"robust z {z:.1f}, sigma {sigma:.1%}: {_sigma_source(b, f)}"
     if beyond:
-        rule = (f"fail {_below(b, warn)} and beyond the noise ({noise}; fail at z <= -{th.z_fail:g}, "
-                f"or <= -{th.z_fail_below_fail:g} {_below(b, fail)})")
+        rule = f"fail {_below(b, warn)} and beyond the noise ({noise}; fail at z <= -{th.z_fail:g}" + (
+            f", or <= -{th.z_fail_below_fail:g} {_below(b, fail)})" if th.z_fail_below_fail < th.z_fail else ")")
     elif r < fail:
         rule = f"noisy: {_below(b, fail)} but within the noise ({noise}), a warning, not a failure"
     else:
@@ -556,7 +559,8 @@ def co_hosted(nodes: list[Node]) -> tuple[set[str], list[str]]:
         if len(together) > 1 and not together <= shared:
             shared |= together
             hosts = sorted({n.host for n in group if n.name in together and n.host})
-            where = place.replace("GPU ", "GPU (", 1) if place.startswith("GPU") else place  # "host (vm", "GPU (GPU-6030..."
+            # "host (vm", "host (boot id ...", "GPU (GPU-6030..."
+            where = place.replace("GPU ", "GPU (", 1) if place.startswith("GPU") else place
             named = "" if where == f"host ({','.join(hosts)}" else f"; hostname {', '.join(hosts)}" if hosts else ""
             notes.append(f"{len(together)} nodes ({', '.join(sorted(together))}) were measured at the same time on "
                          f"one {where}{named}): their checks contend for its memory, "
@@ -808,7 +812,7 @@ def load_thresholds(path: str, base: Thresholds = DEFAULTS) -> Thresholds:
         link_latency = 2.1   # x the lowest pair latency
         min_nodes = 3        # fewer nodes of a class: no fleet-relative verdict
         z_fail = 4.0         # below warn, fail only this many sigmas (the noise) below the median
-        z_fail_below_fail = 3.0  # below fail, this many suffice
+        z_fail_below_fail = 4.0  # below fail, this many suffice
         [[fleet.rule]]       # first match wins
         key = "gpu/hbm*"     # fnmatch on the figure key
         class = "*H100*"     # and on the node class (GPU or CPU model)
