@@ -167,8 +167,7 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
                      f"{r['missed_rate']:.1%} | {r['false_drains']} | {r['false_drain_rate']:.2e} | "
                      f"{r['suspects_per_seed']:.1f} | {r['wall_s']} s |")
     lines += ["", "The rule (src/nodemap/fleet/merge.py): warn below 95% of the class median; fail below 95% "
-              f"and robust z <= -{merge.DEFAULTS.z_fail:g} (below 90%: -{merge.DEFAULTS.z_fail_below_fail:g}), "
-              "sigma the largest of 1.4826 MAD / median, the figure's "
+              f"and robust z <= -{merge.DEFAULTS.z_fail:g}, sigma the largest of 1.4826 MAD / median, the figure's "
               "median repetition noise and the node's own; a suspect (a failure, or below 90% within 1 sigma of "
               "the limit) is re-measured up to 3 times and drained once it failed twice, cleared once it passed. "
               f"Noise: Student t ({DOF} dof) with sigma = half a per-measurement spread, that spread the figure's "
