@@ -195,3 +195,19 @@ def test_latency_measured_from_typed_options():
     rs = driver.measure(latency, latency.Options(max_size="16K", repeats=2, loads=4096))
     assert [r.params["working_set"] for r in rs.results] == latency.sizes(16 << 10)
     assert all(r.stats.n == 2 and r.verified for r in rs.results)
+
+
+def test_compares_stream_probe_is_memorys_typed_options_on_the_child_command_line():
+    import argparse
+
+    from nodemap.bench import host_memory
+    from nodemap.compare import probes
+    from nodemap.mapping.request import TaskBinding
+    from nodemap.topology.cpuset import CpuSet
+
+    cmd = probes.argv("stream", TaskBinding(0, CpuSet([0, 1, 2]), CpuSet(), threads=2), "64M")
+    p = argparse.ArgumentParser()
+    host_memory.add_arguments(p)
+    assert cmd[0] == "memory"
+    assert driver.options(host_memory.Options, p.parse_args(cmd[1:])) == \
+        host_memory.Options(threads=2, kernels="triad", repeats=5, size="64M")

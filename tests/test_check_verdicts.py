@@ -3,6 +3,8 @@ a slow GPU, a slow pair, a Gen4 link, a remote-NUMA binding each give the
 right verdict and finding; a site file changes them."""
 
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -268,10 +270,11 @@ def test_suite_follows_the_topology():
     assert lat.options == latency.Options(dram_top_only=True, repeats=2)
     assert lat.argv == ("--repeats", "2", "--dram-top-only") and lat.request is lat.options
     full, _ = suite.plan(nodes.karolina(), "full", env={})
-    same = {s.kind: s.argv for s in full if s.kind in ("memory", "latency")}
-    mem = next(s for s in steps if s.kind == "memory").argv
-    assert mem[:3] == same["memory"][:3] and "--size" not in mem  # full's arrays, fewer repetitions
-    assert same["latency"] == ()
+    same = {s.kind: s.options for s in full if s.kind in ("memory", "latency")}
+    mem = next(s for s in steps if s.kind == "memory").options
+    assert mem.repeats == 3 and mem.size is None  # full's arrays, fewer repetitions
+    assert dataclasses.replace(mem, repeats=same["memory"].repeats) == same["memory"]
+    assert same["latency"] == latency.Options()
     one = nodes.build(nodes.Spec(1, 1, 1, 4))
     steps, skipped = suite.plan(one, "full", env={"PMI_RANK": "0"})
     assert [s.kind for s in steps] == ["memory", "latency"]

@@ -10,15 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from typing import Sequence
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet, CpuSetError
 from ..topology.model import Topology
 from ..topology.sysfs import nodes_undercount
 from ..units import format_size, parse_size
-from . import hostkernels, thread_orders
-from .harness import Progress, add_shared, check_count, finish, gbps, session
+from . import driver, hostkernels, thread_orders
+from .driver import Case, Common, Plan, Repeats, add_adaptive
+from .harness import add_shared, check_count, gbps
 from .peaks import PEAK_UNKNOWN, Peak, dram_peak
 from .results import Result, ResultSet, make_result
 
@@ -45,17 +48,37 @@ ELEMENT = 8  # bytes of a double
 RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
 
 
+@dataclass(frozen=True, kw_only=True)
+class HostOptions(Common):
+    """Options shared with `nodemap bench numa` (add_common)."""
+
+    size: str | None = None  # bytes per array (default 4x the LLCs used)
+    mem: str | None = None  # NUMA nodes of the arrays (default: first touch)
+    peak: float | None = None  # DRAM peak in GB/s (default: SMBIOS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(HostOptions):
+    cpus: str | None = None
+    threads: int | None = None
+    order: str = "spread"
+    kernels: str = ",".join(hostkernels.KERNELS)
+    nt_stores: bool = False
+    batch: int = 1
+    sweep: bool = False
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cpus", help="explicit CPU list, one thread per CPU (e.g. 0-7,16)")
     where.add_argument("--threads", type=int, help="number of threads, on CPUs in --order")
-    p.add_argument("--order", "--placement", dest="order", choices=("spread", "compact"), default="spread",
+    p.add_argument("--order", "--placement", dest="order", choices=("spread", "compact"), default=Options.order,
                    help="order of CPUs for --threads (default spread)")
     add_common(p)
-    p.add_argument("--kernels", default=",".join(hostkernels.KERNELS),
+    p.add_argument("--kernels", default=Options.kernels,
                    help="comma list of copy,scale,add,triad,sum (default all)")
     p.add_argument("--nt-stores", action="store_true", help="non-temporal stores (no write-allocate traffic)")
-    p.add_argument("--batch", type=int, default=1, metavar="K",
+    p.add_argument("--batch", type=int, default=Options.batch, metavar="K",
                    help="time K repetitions back to back as one sample, with no barrier between them "
                         "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
                         "every repetition timed on its own as STREAM does")
@@ -69,7 +92,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peak", type=float, metavar="GB/S",
                    help="DRAM peak of this machine to compare with (default: from its SMBIOS memory records "
                         "where readable)")
-    add_shared(p, repeats=10)
+    add_shared(p, repeats=HostOptions.repeats)
+    add_adaptive(p)
 
 
 # --- sizes and memory --------------------------------------------------------------
@@ -186,47 +210,79 @@ def path_of(topo: Topology, cpus: Sequence[int], mem_nodes: CpuSet) -> tuple[str
     return f"{src} -> NUMA{mem.format()} memory{how}", "local" if mem.issubset(home) else "remote"
 
 
-def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int, *,
-            nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
-            thread_order: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None) -> list[Result]:
-    """Run STREAM once (all kernels, `reps` samples of `batch` repetitions)
-    and make Results. Interrupted (Ctrl-C), the completed repetitions make
-    them; none completed, none are made."""
-    run = hostkernels.stream(cpus, n, kernels, reps, nt_stores=nt_stores, mem_nodes=list(mem_nodes), batch=batch,
-                             skip=skip)
-    if run.stopped and not any(run.seconds.values()):
-        return []
-    if not run.verified:
-        raise NodemapError(f"STREAM check failed on CPUs {CpuSet(cpus).format()}: {run.failure()}; the numbers "
-                           "are not reported (memory errors? rerun, then check the machine)")
-    path, cls = path_of(topo, cpus, mem_nodes)
-    share = node_share(topo, CpuSet(cpus), mem_nodes, peak)
-    llc = llc_bytes(topo, CpuSet(cpus))
-    out = []
-    for k in kernels:
-        words = hostkernels.STREAM_WORDS[k]
-        wa_words = words + (0 if nt_stores else hostkernels.WRITES[k])
-        nbytes = words * ELEMENT * n * batch
-        wa_bytes = wa_words * ELEMENT * n * batch
-        best_s = min(run.seconds[k])
-        out.append(make_result(
-            benchmark, k, "GB/s", gbps(nbytes, run.seconds[k]), verified=True,
-            params={"threads": len(cpus), "cpus": CpuSet(cpus).format(), "cpu_order": list(cpus),
-                    "thread_order": thread_order, "elements": n, "array_bytes": n * ELEMENT,
-                    "nt_stores": nt_stores, "mem_nodes": mem_nodes.format(), "isa": run.isa, "batch": batch,
-                    "write_allocate_bytes": wa_bytes, "write_allocate_best_gbps": wa_bytes / best_s / 1e9},
-            bytes=nbytes,
-            counting=f"STREAM: {words} x 8 B per element ({wa_words} x 8 B with write-allocate)"
-                     + (f", {batch} repetitions per sample" if batch > 1 else ""),
-            path=path, path_class=cls,
-            verification=f"every element of the arrays used within {hostkernels.EPSILON:g} (relative) of the "
-                         "replayed gold values, arrays poisoned with NaN first"
-                         + ("; sum within the same bound of n*a" if k == "sum" else ""),
-            peak=share.gbs if share else None, peak_source=share.source if share else "",
-            notes=(isa_note(run.isa),) + cache_caution(words * ELEMENT * n, llc)
-                  + ((f"interrupted after {len(run.seconds[k])} of {reps} repetitions",) if run.stopped else ()),
-        ))
-    return out
+class Stream(Case):
+    """STREAM on one set of pinned CPUs, every kernel asked: native/stream.c
+    loops the repetitions (one untimed first, threads pinned and arrays
+    first-touched once), each sample `batch` repetitions back to back."""
+
+    def __init__(self, topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], *,
+                 nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
+                 thread_order: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None,
+                 label: str = "", params: dict | None = None, messages: Sequence[str] = ()) -> None:
+        self.topo, self.cpus, self.n, self.kernels = topo, list(cpus), n, list(kernels)
+        self.nt_stores, self.mem_nodes, self.benchmark, self.thread_order = nt_stores, mem_nodes, benchmark, thread_order
+        self.batch, self.skip, self.peak = batch, skip, peak
+        self.label = label or thread_order
+        self.params = params or {}  # added to every Result's (numa's cell)
+        self.messages = messages
+        self.last: hostkernels.StreamRun | None = None
+
+    def runs(self, reps: int) -> list[dict[str, float]]:
+        """Per repetition: each kernel's seconds."""
+        self.last = run = hostkernels.stream(self.cpus, self.n, self.kernels, reps, nt_stores=self.nt_stores,
+                                             mem_nodes=list(self.mem_nodes), batch=self.batch, skip=self.skip)
+        done = len(run.seconds[self.kernels[0]])
+        return [{k: run.seconds[k][i] for k in self.kernels} for i in range(done)]
+
+    def figure(self, sample: dict[str, float]) -> float:
+        return sum(sample.values())
+
+    def verify(self) -> None:
+        run = self.last
+        if run is not None and not run.verified:
+            raise NodemapError(f"STREAM check failed on CPUs {CpuSet(self.cpus).format()}: {run.failure()}; the "
+                               "numbers are not reported (memory errors? rerun, then check the machine)")
+
+    def results(self, samples: list[dict[str, float]]) -> list[Result]:
+        assert self.last is not None
+        isa, n, batch, cpus = self.last.isa, self.n, self.batch, self.cpus
+        path, cls = path_of(self.topo, cpus, self.mem_nodes)
+        share = node_share(self.topo, CpuSet(cpus), self.mem_nodes, self.peak)
+        llc = llc_bytes(self.topo, CpuSet(cpus))
+        out = []
+        for k in self.kernels:
+            seconds = [s[k] for s in samples]
+            words = hostkernels.STREAM_WORDS[k]
+            wa_words = words + (0 if self.nt_stores else hostkernels.WRITES[k])
+            nbytes = words * ELEMENT * n * batch
+            wa_bytes = wa_words * ELEMENT * n * batch
+            out.append(make_result(
+                self.benchmark, k, "GB/s", gbps(nbytes, seconds), verified=True,
+                params={"threads": len(cpus), "cpus": CpuSet(cpus).format(), "cpu_order": list(cpus),
+                        "thread_order": self.thread_order, "elements": n, "array_bytes": n * ELEMENT,
+                        "nt_stores": self.nt_stores, "mem_nodes": self.mem_nodes.format(), "isa": isa,
+                        "batch": batch, "write_allocate_bytes": wa_bytes,
+                        "write_allocate_best_gbps": wa_bytes / min(seconds) / 1e9} | self.params,
+                bytes=nbytes,
+                counting=f"STREAM: {words} x 8 B per element ({wa_words} x 8 B with write-allocate)"
+                         + (f", {batch} repetitions per sample" if batch > 1 else ""),
+                path=path, path_class=cls,
+                verification=f"every element of the arrays used within {hostkernels.EPSILON:g} (relative) of the "
+                             "replayed gold values, arrays poisoned with NaN first"
+                             + ("; sum within the same bound of n*a" if k == "sum" else ""),
+                peak=share.gbs if share else None, peak_source=share.source if share else "",
+                notes=(isa_note(isa),) + cache_caution(words * ELEMENT * n, llc),
+            ))
+        return out
+
+    def progress(self, results: list[Result]) -> str:
+        return f"{self.label}: {len(self.cpus)} threads" if self.benchmark == "memory" else super().progress(results)
+
+
+def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int,
+            **kw: Any) -> list[Result]:
+    """One Stream case of `reps` samples through the driver (tests, scripts)."""
+    return driver.measure_case(Stream(topo, cpus, n, kernels, **kw), Repeats(count=reps))
 
 
 def node_share(topo: Topology, cpus: CpuSet, mem_nodes: CpuSet, peak: Peak | None) -> Peak | None:
@@ -350,35 +406,35 @@ def environment(topo: Topology) -> dict[str, str]:
     return {"cpu_model": model, "topology_source": topo.source, "transparent_hugepage": thp}
 
 
-def run(args: argparse.Namespace) -> int:
-    check_count("--batch", args.batch, 1, "repetition per sample")
+def plan(opts: Options) -> Plan:
+    check_count("--batch", opts.batch, 1, "repetition per sample")
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
-    if args.threads is not None:
-        check_count("--threads", args.threads, 1, "thread")
-    kernels = parse_kernels(args.kernels)
-    topo = thread_orders.load_topology(args.topology)
-    mem = parse_mem(topo, args.mem)
+    if opts.threads is not None:
+        check_count("--threads", opts.threads, 1, "thread")
+    kernels = parse_kernels(opts.kernels)
+    topo = thread_orders.load_topology(opts.topology)
+    mem = parse_mem(topo, opts.mem)
     allowed = thread_orders.usable_cpus(topo)
-    plan = (thread_orders.sweep(topo, allowed) if args.sweep
-            else [thread_orders.choose(topo, args.cpus, args.threads, args.order)])
-    used = CpuSet.union_all(CpuSet(p.cpus) for p in plan)
-    n_bytes, notes = array_size(topo, used, mem, args.size)
+    orders = (thread_orders.sweep(topo, allowed) if opts.sweep
+              else [thread_orders.choose(topo, opts.cpus, opts.threads, opts.order)])
+    used = CpuSet.union_all(CpuSet(p.cpus) for p in orders)
+    n_bytes, notes = array_size(topo, used, mem, opts.size)
     n = n_bytes // ELEMENT
-    peak, unknown = host_peak(args.peak)
-    rs = ResultSet(command="bench memory", environment=environment(topo),
-                   messages=notes + list(topo.notes) + [unknown] * bool(unknown))
-    prog = Progress(len(plan), "memory", quiet=args.quiet)
-    with session(rs, args):
-        for p in plan:
-            rs.extend(measure(topo, p.cpus, n, kernels, args.repeats, nt_stores=args.nt_stores, mem_nodes=mem,
-                              thread_order=p.name, batch=args.batch, peak=peak))
-            prog.step(f"{p.name}: {p.threads} threads")
-    prog.close()
-    samples = f"{args.repeats} samples of {args.batch} back-to-back repetitions" if args.batch > 1 else str(args.repeats)
+    peak, unknown = host_peak(opts.peak)
+    cases: list[Case] = [Stream(topo, p.cpus, n, kernels, nt_stores=opts.nt_stores, mem_nodes=mem,
+                                thread_order=p.name, batch=opts.batch, peak=peak) for p in orders]
+    samples = f"{opts.repeats} samples of {opts.batch} back-to-back repetitions" if opts.batch > 1 else str(opts.repeats)
     head = f"STREAM, {format_size(n_bytes)} per array, best of {samples}" + (
-        ", non-temporal stores" if args.nt_stores else "") + f", {isa_note(isa)}"
-    if args.sweep:
-        text = "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])
-    else:
-        text = f"{head}, thread order {plan[0].name}\n" + kernel_table(rs.results)
-    return finish(rs, args, lambda _: text)
+        ", non-temporal stores" if opts.nt_stores else "") + f", {isa_note(isa)}"
+
+    def text(rs: ResultSet) -> str:
+        if opts.sweep:
+            return "\n".join([head, sweep_table(rs.results, kernels), "", recommendation_text(rs.results)])
+        return f"{head}, thread order {orders[0].name}\n" + kernel_table(rs.results)
+
+    return Plan("bench memory", cases, text, environment=environment(topo),
+                messages=notes + list(topo.notes) + [unknown] * bool(unknown))
+
+
+def run(args: argparse.Namespace) -> int:
+    return driver.main(sys.modules[__name__], args)

@@ -93,9 +93,10 @@ class Chase(Case):
     loops over the repetitions, after one untimed cycle)."""
 
     def __init__(self, topo: Topology, cpu: int, size: int, loads: int, mem_nodes: CpuSet = CpuSet(),
-                 benchmark: str = "latency", level: str = "") -> None:
+                 benchmark: str = "latency", level: str = "", params: dict | None = None) -> None:
         self.topo, self.cpu, self.size, self.loads, self.mem_nodes = topo, cpu, size, loads, mem_nodes
         self.benchmark, self.level = benchmark, level
+        self.params = params or {}  # added to the Result's (numa's cell)
         self.label = format_size(size)
         self.last: hostkernels.ChaseRun | None = None
 
@@ -118,7 +119,7 @@ class Chase(Case):
         return [make_result(
             self.benchmark, "load latency", "ns", samples, verified=True,
             params={"cpu": self.cpu, "working_set": self.size, "line": LINE, "nodes": self.size // LINE,
-                    "level": level, "mem_nodes": self.mem_nodes.format()},
+                    "level": level, "mem_nodes": self.mem_nodes.format()} | self.params,
             counting="ns per dependent load (time / loads)",
             path=f"CPU{self.cpu} (NUMA{home.format()}) -> {where}",
             path_class=level or ("local" if mem.issubset(home) else "remote"),

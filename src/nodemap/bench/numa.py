@@ -8,14 +8,15 @@ The SLIT distances of the Topology are printed beside them.
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import dataclass
 
 from ..errors import NodemapError
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 from ..units import parse_size
 from . import driver, host_memory, latency, thread_orders
-from .driver import Repeats
-from .harness import Progress, Stopped, finish, session
+from .driver import Case, Plan, Repeats
 from .results import Result, ResultSet
 
 DESCRIPTION = """\
@@ -30,8 +31,15 @@ examples:
 """
 
 
+@dataclass(frozen=True, kw_only=True)
+class Options(host_memory.HostOptions):
+    kernel: str = "triad"
+    latency_size: str | None = None  # default 4x the LLC
+    no_latency: bool = False
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kernel", default="triad", help="STREAM kernel of the bandwidth matrix (default triad)")
+    p.add_argument("--kernel", default=Options.kernel, help="STREAM kernel of the bandwidth matrix (default triad)")
     p.add_argument("--latency-size", metavar="BYTES", help="bytes chased for the latency matrix (default 4x the LLC)")
     p.add_argument("--no-latency", action="store_true", help="bandwidth matrix only")
     host_memory.add_common(p)
@@ -76,60 +84,56 @@ def slit_text(topo: Topology, rows: list[int], cols: list[int]) -> str:
                                        lambda i, j: str(topo.distance(int(i[4:]), int(j[4:])) or "-"))
 
 
-def _tag(r: Result, i: int, j: int) -> Result:
-    r.params.update(cpu_node=i, mem_node=j)
-    return r
-
-
-def run(args: argparse.Namespace) -> int:
-    kernel = parse_kernel(args.kernel)
+def plan(opts: Options) -> Plan:
+    kernel = parse_kernel(opts.kernel)
     if len(kernel) != 1:
-        raise NodemapError(f"--kernel {args.kernel}: give one kernel of copy,scale,add,triad,sum")
-    lat_size = parse_size(args.latency_size, "--latency-size", minimum=latency.MIN_SIZE) if args.latency_size else None
-    topo = thread_orders.load_topology(args.topology)
+        raise NodemapError(f"--kernel {opts.kernel}: give one kernel of copy,scale,add,triad,sum")
+    lat_size = parse_size(opts.latency_size, "--latency-size", minimum=latency.MIN_SIZE) if opts.latency_size else None
+    topo = thread_orders.load_topology(opts.topology)
     allowed = thread_orders.usable_cpus(topo)
     rows = cpu_nodes(topo, allowed)
     cols = mem_nodes(topo)
-    if args.mem:
-        cols = list(host_memory.parse_mem(topo, args.mem))
+    if opts.mem:
+        cols = list(host_memory.parse_mem(topo, opts.mem))
     if not rows or not cols:
         raise NodemapError("no NUMA node with both allowed CPUs and memory found; check the cpuset/mems allowed")
-    peak, unknown = host_memory.host_peak(args.peak)
-    rs = ResultSet(command="bench numa", environment=host_memory.environment(topo),
-                   messages=list(topo.notes) + [unknown] * bool(unknown))
+    peak, unknown = host_memory.host_peak(opts.peak)
+    messages = list(topo.notes) + [unknown] * bool(unknown)
     if len(topo.numa_nodes) == 1:
-        rs.messages.append("this machine has one NUMA node: the matrices are 1x1")
+        messages.append("this machine has one NUMA node: the matrices are 1x1")
     skipped = [n.os_index for n in topo.numa_nodes if n.memory == 0]
     if skipped:
-        rs.messages.append(f"NUMA nodes {CpuSet(skipped).format()} have no memory: no column for them")
-    pairs = [(i, cs, j) for i, cs in rows for j in cols]
-    prog = Progress(len(pairs) * (1 if args.no_latency else 2), "numa", quiet=args.quiet)
-    with session(rs, args):
-        for i, cs, j in pairs:
-            n_bytes, notes = host_memory.array_size(topo, CpuSet(cs), CpuSet([j]), args.size)
-            got = host_memory.measure(topo, cs, n_bytes // host_memory.ELEMENT, kernel, args.repeats,
-                                      mem_nodes=CpuSet([j]), benchmark="numa", thread_order=f"NUMA{i} 1/core", peak=peak)
-            rs.messages += [m for m in notes if m not in rs.messages]
-            if not got:  # interrupted before one repetition ended
-                raise Stopped
-            rs.add(_tag(got[0], i, j))
-            prog.step(f"bandwidth NUMA{i} -> NUMA{j}: {got[0].stats.best:.1f} GB/s")
-            if not args.no_latency:
-                size = lat_size or _latency_size(topo, cs[0], j)
-                chase = latency.Chase(topo, cs[0], size, 1 << 20, CpuSet([j]), benchmark="numa")
-                lat = driver.measure_case(chase, Repeats(count=min(args.repeats, 3)))[0]
-                rs.add(_tag(lat, i, j))
-                prog.step(f"latency NUMA{i} -> NUMA{j}: {lat.stats.best:.1f} ns")
-    prog.close()
+        messages.append(f"NUMA nodes {CpuSet(skipped).format()} have no memory: no column for them")
+    cases: list[Case] = []
+    for i, cs, j in [(i, cs, j) for i, cs in rows for j in cols]:
+        cell = {"cpu_node": i, "mem_node": j}
+        n_bytes, notes = host_memory.array_size(topo, CpuSet(cs), CpuSet([j]), opts.size)
+        cases.append(host_memory.Stream(topo, cs, n_bytes // host_memory.ELEMENT, kernel, mem_nodes=CpuSet([j]),
+                                        benchmark="numa", thread_order=f"NUMA{i} 1/core", peak=peak,
+                                        label=f"bandwidth NUMA{i} -> NUMA{j}", params=cell, messages=notes))
+        if not opts.no_latency:
+            chase = latency.Chase(topo, cs[0], lat_size or _latency_size(topo, cs[0], j), 1 << 20, CpuSet([j]),
+                                  benchmark="numa", params=cell)
+            chase.label, chase.repeats = f"latency NUMA{i} -> NUMA{j}", Repeats(count=min(opts.repeats, 3))
+            cases.append(chase)
     rnodes = [i for i, _ in rows]
-    bw = [r for r in rs.results if r.unit == "GB/s"]
-    lat = [r for r in rs.results if r.unit == "ns"]
-    parts = [matrix_text(f"{kernel[0]} bandwidth, GB/s (best of {args.repeats})", bw, rnodes, cols,
-                         lambda r: f"{r.stats.best:.1f}" if r else "")]
-    if not args.no_latency:
-        parts.append(matrix_text("idle latency, ns", lat, rnodes, cols, lambda r: f"{r.stats.best:.1f}" if r else ""))
-    parts.append(slit_text(topo, rnodes, cols))
-    return finish(rs, args, lambda _: "\n\n".join(parts))
+
+    def text(rs: ResultSet) -> str:
+        bw = [r for r in rs.results if r.unit == "GB/s"]
+        lat = [r for r in rs.results if r.unit == "ns"]
+        parts = [matrix_text(f"{kernel[0]} bandwidth, GB/s (best of {opts.repeats})", bw, rnodes, cols,
+                             lambda r: f"{r.stats.best:.1f}" if r else "")]
+        if not opts.no_latency:
+            parts.append(matrix_text("idle latency, ns", lat, rnodes, cols,
+                                     lambda r: f"{r.stats.best:.1f}" if r else ""))
+        parts.append(slit_text(topo, rnodes, cols))
+        return "\n\n".join(parts)
+
+    return Plan("bench numa", cases, text, environment=host_memory.environment(topo), messages=messages)
+
+
+def run(args: argparse.Namespace) -> int:
+    return driver.main(sys.modules[__name__], args)
 
 
 def _latency_size(topo: Topology, cpu: int, node: int) -> int:

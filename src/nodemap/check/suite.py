@@ -52,20 +52,19 @@ def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
     for a bias inside the run-to-run noise of the VMs measured
     (benchmarks/check_quick_vs_full.py measures it on a node). Only the
     triad is judged, so only it is swept."""
-    from ..bench import latency
+    from ..bench import host_memory, latency, numa
 
-    numa = len([n for n in topo.numa_nodes if n.cpuset]) > 1
-    size = ("--size", "2M") if tiny else ()
-    quick = level == "quick"
-    steps = [Step("memory", ("--sweep", "--kernels", "triad") + (("--repeats", "3") if quick else ()) + size,
-                  "STREAM placement sweep"),
-             Step("numa", (("--repeats", "3") if quick else ()) + size, "NUMA bandwidth and latency matrices"),
+    has_numa = len([n for n in topo.numa_nodes if n.cpuset]) > 1
+    quick = {"repeats": 3} if level == "quick" else {}
+    size = "2M" if tiny else None
+    steps = [typed("memory", host_memory.Options(sweep=True, kernels="triad", size=size, **quick),
+                   "STREAM placement sweep"),
+             typed("numa", numa.Options(size=size, latency_size="1M" if tiny else None, **quick),
+                   "NUMA bandwidth and latency matrices"),
              typed("latency", latency.Options(**({"dram_top_only": True, "repeats": 2} if quick else {}),
                                               max_size="256K" if tiny else None),
                    "latency against working-set size")]
-    if tiny:
-        steps = [Step(s.kind, s.argv + ("--latency-size", "1M"), s.what) if s.kind == "numa" else s for s in steps]
-    return [s for s in steps if numa or s.kind != "numa"]
+    return [s for s in steps if has_numa or s.kind != "numa"]
 
 
 def gpu_steps(level: str, gpus: int) -> list[Step]:

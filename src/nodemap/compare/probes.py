@@ -40,9 +40,11 @@ UNITS = {"stream": "GB/s", "h2d": "GB/s", "gpu": "GB/s", "jacobi": "us"}
 def argv(probe: str, t: TaskBinding, size: str | None) -> list[str]:
     """The bench command line of one rank's probe."""
     threads = max(1, min(t.threads or 1, len(t.cpus)))
-    if probe == "stream":
-        return ["memory", "--threads", str(threads), "--kernels", "triad", "--repeats", "5"] + (
-            ["--size", size] if size else [])
+    if probe == "stream":  # a kind on the driver: typed options, a command line only at the process boundary
+        from ..bench.driver import argv_of
+        from ..bench.host_memory import Options
+
+        return ["memory", *argv_of(Options(threads=threads, kernels="triad", repeats=5, size=size))]
     if probe == "h2d":
         return ["copies", "--cases", "host", "--engine", "ce", "--gpus", "0", "--repeats", "5"]
     if probe == "gpu":
