@@ -64,5 +64,5 @@ if [ -d .peers/nvbandwidth ] && fits nvbandwidth 90; then
     echo "=== nvbandwidth did not build in time (see the log)" >>"$log"
   fi
 fi
-echo "=== done in $(elapsed) s" >>"$log"
+campaign_done
 grep '^=== ' "$log"

@@ -22,4 +22,4 @@ want vs-peers && step vs-peers ${T[2]} "${MPIRUN[@]}" python3 benchmarks/comm_vs
 want ring-single && step ring-single ${T[3]} nodemap bench ring --sizes $S_RING -q -o "$out/comm_ring_single.json"
 want ring-mpi && step ring-mpi ${T[4]} "${MPIRUN[@]}" nodemap bench ring --sizes $S_RING -q -o "$out/comm_ring_mpi.json"
 want nccl-single && step nccl-single ${T[5]} nodemap bench nccl --mode single --ops all_reduce,all_gather,sendrecv --sizes 1MiB:1GiB --inplace out -q -o "$out/comm_nccl_single.json"
-echo "=== done in $(elapsed) s" >>"$log"
+campaign_done

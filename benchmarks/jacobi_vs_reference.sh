@@ -170,5 +170,4 @@ if want summary; then
     --strong "${NX}x${NY}" --weak "${WEAK_NX}x${WEAK_NY}" --markdown "$out/summary.md"
   sed -n '/=== summary \[.*python3/,/=== summary: rc/p' "$log" | sed '1d;$d' >"$out/summary.txt"
 fi
-echo "=== done in $(elapsed) s" >>"$log"
-pack json ref jacobi_log.txt summary.md summary.txt
+campaign_done json ref jacobi_log.txt summary.md summary.txt

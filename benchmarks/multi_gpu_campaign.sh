@@ -79,5 +79,4 @@ if want placement 70; then
   step placement 150 nodemap bench placement --table 8GiB --zipf 1.0 --chunks 2MiB --replication 0,5%,auto \
     --iterations 3 -o "$out/placement.json"
 fi
-echo "=== done in $(elapsed) s" >>"$log"
-pack
+campaign_done

@@ -133,6 +133,5 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 budget=$((budget + 30)) step summary 30 python3 "$here/nccl_vs_nccl_tests.py" "$out"
-echo "=== done in $(elapsed) s" >>"$log"
-pack
+campaign_done
 cat "$out/nccl_vs_nccl_tests.md" 2>/dev/null

@@ -55,5 +55,4 @@ want placement2 && step placement-2gpu 90 nodemap bench placement --gpus 0,1 --t
   --chunks 2MiB --replication 0,5%,auto --iterations 3 --strategies round-robin,copies,analysis \
   -o "$j/placement_2gpu.json"
 want mpi && step mpi 60 "${MPIRUN[@]}" nodemap bench mpi --buffers HH,DD --sizes 1:4MiB --repeats 3 -q -o "$j/mpi.json"
-echo "=== done in $(elapsed) s" >>"$log"
-pack && rm -rf "$j"
+campaign_done && rm -rf "$j"

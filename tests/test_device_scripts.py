@@ -342,3 +342,35 @@ def test_topo_vs_lstopo_times_both_and_prints_the_markdown_block(fake, tmp_path)
     assert "source: sysfs" in p.stdout
     topo = [c for c in fake.calls("nodemap") if c["argv"] == ["topo"]]
     assert len(topo) == 1 + 1 + 2  # checked once, warmed up once, timed N times
+
+
+def lib(script: str, tmp_path: Path) -> str:
+    """Run bash lines with benchmarks/lib/campaign.sh sourced, in tmp_path; returns the log."""
+    subprocess.run(["bash", "-c", f'set -u; log=log.txt parts=a,b budget=20; . "{BENCH}/lib/campaign.sh"; '
+                                  f"campaign_start; {script}"], cwd=tmp_path, check=True, timeout=30)
+    return (tmp_path / "log.txt").read_text()
+
+
+def test_step_interrupts_at_its_limit_so_the_command_can_save_and_returns_its_status(tmp_path):
+    saver = (f"{sys.executable} -c 'import time\ntry: time.sleep(30)\n"
+             f"except KeyboardInterrupt: print(\"saved what ran\")'")
+    log = lib(f'step slow 1 {saver}; echo "returned $?" >>"$log"; step fails 5 false || echo "false: $?" >>"$log"',
+              tmp_path)
+    assert "saved what ran\n=== slow: rc=124 in 1 s\nreturned 124" in log  # SIGINT, not KILL: it saved
+    assert "=== fails: rc=1 in 0 s\nfalse: 1" in log
+
+
+def test_want_fits_and_step_cap_keep_to_the_budget(tmp_path):
+    log = lib("want a && echo a-asked >>$log; want c && echo c-asked >>$log; want b 30 || echo b-no >>$log; "
+              "step_cap=1; step long 100 sleep 0; budget=5 step late 1 true || true", tmp_path)
+    assert "a-asked" in log and "c-asked" not in log
+    assert "=== b: skipped, 20 s left of the budget, needs ~30 s\nb-no" in log
+    assert re.search(r"^=== long \[0 s\]: sleep 0\n=== long: rc=0", log, re.M)
+    assert "=== late: skipped, budget 5 s spent" in log
+
+
+def test_pack_takes_the_items_that_exist_globs_included(tmp_path):
+    (tmp_path / "blocks").mkdir()
+    (tmp_path / "build_mpi.txt").write_text("rc=0")
+    lib('pack_into r.tar.gz . blocks missing.md "build_*.txt" "none_*.json"; pack; step one 5 true', tmp_path)
+    assert sorted(packed(tmp_path / "r.tar.gz")) == ["blocks/", "build_mpi.txt"]

@@ -57,6 +57,11 @@ step() {
   return $rc
 }
 
+campaign_done() {  # campaign_done [ITEM...]: the call's time in the log, the last pack (of ITEMs if given)
+  echo "=== done in $(elapsed) s" >>"$log"
+  pack "$@"
+}
+
 step_out() {  # step_out NAME SECONDS FILE CMD...: step, with the command's stdout (a table, a CSV) in FILE, its tail in the log
   local name=$1 secs=$2 file=$3
   shift 3
