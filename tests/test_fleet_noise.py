@@ -75,6 +75,9 @@ def test_a_failure_is_drained_only_when_its_re_measure_still_fails():
                                                                                 if d.node == "wavering")
     (noisy,) = [x for x in f.findings if x.node == "noisy"]
     assert noisy.severity == "warn" and "unsettled, not drained" in noisy.text
+    assert ("re-measured 4 suspect figures on 4 nodes before draining: 2 failed twice (drained), 1 passed "
+            "(transient), 1 unsettled (warnings)") in f.notes
+    assert f.to_dict()["remeasured"]["noisy"][STREAM][2]["value"] == pytest.approx(330 * 0.85)
     again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * 2  # neither fails again nor passes in 3
     (w,) = [x for x in merge.merge(nodes, remeasured=again).findings if x.node == "wavering"]
     assert w.severity == "warn" and "unsettled, not drained" in w.text and merge.REMEASURES == 3

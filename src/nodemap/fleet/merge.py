@@ -265,6 +265,7 @@ class Fleet:
     notes: list[str] = field(default_factory=list)  # what the merge could not judge, and why
     isolation: dict[str, Any] = field(default_factory=dict)  # the pair tests' conclusion (pairs.conclusion)
     complete: bool = True
+    remeasured: dict[str, Any] = field(default_factory=dict)  # the suspects' re-measures (`Remeasured`)
 
     def verdict(self, node: str) -> str:
         sev = [f.severity for f in self.findings if f.node == node]
@@ -285,6 +286,7 @@ class Fleet:
             "isolation": self.isolation,
             "notes": self.notes,
             "drain": [asdict(d) for d in self.drain],
+            "remeasured": self.remeasured,
         }
 
 
@@ -328,6 +330,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     present = [n for n in nodes if n.status != "missing"]
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
     findings = confirm(findings, baselines, remeasured, thresholds, present)
+    remeasure_notes = [said_remeasured(findings)] if remeasured else []
     shared, contention_notes = co_hosted(present)
     own, own_notes = own_findings(present)
     findings += own
@@ -344,7 +347,8 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
                                  f.ratio if f.ratio is not None else 0.0))
     return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
                  drain=drain_list(findings), thresholds=thresholds, isolation=isolation or {},
-                 notes=own_notes + contention_notes + too_few_notes(baselines, thresholds),
+                 notes=own_notes + remeasure_notes + contention_notes + too_few_notes(baselines, thresholds),
+                 remeasured=remeasured or {},
                  complete=all(n.status == "complete" for n in nodes))
 
 
@@ -529,13 +533,28 @@ def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Reme
         state, values = settle(f, rounds, b, th)
         v = f"re-measured {', '.join(values)} {b.unit}".rstrip()
         if state == "drain":
-            out.append(_with(f, severity="fail", text=f.text + f"; {v}: still beyond, failed twice"))
+            out.append(_with(f, severity="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
         elif state == "clear":
-            out.append(_with(f, severity="warn", text=f.text + f"; {v}: within the rule: transient, not drained"))
+            out.append(_with(f, severity="warn", text=f.text + f"; {v}: within the rule: {OUTCOMES['transient']}"))
         else:
             out.append(_with(f, severity="warn", text=f.text + f"; {v}: neither failed twice nor passed: "
-                             "unsettled, not drained"))
+                             f"{OUTCOMES['unsettled']}"))
     return out
+
+
+# What `confirm` appends to a re-measured suspect's text, by outcome (said_remeasured counts them).
+OUTCOMES = {"drained": "still beyond, failed twice", "transient": "transient, not drained",
+            "unsettled": "unsettled, not drained"}
+
+
+def said_remeasured(findings: list[Finding]) -> str:
+    """One line on the re-measures: how many suspects, and how each ended."""
+    counts = {k: sum(1 for f in findings if f.kind == "figure" and v in f.text) for k, v in OUTCOMES.items()}
+    asked = sum(counts.values())
+    nodes = len({f.node for f in findings if f.kind == "figure" and any(v in f.text for v in OUTCOMES.values())})
+    return (f"re-measured {asked} suspect figure{'s' * (asked != 1)} on {nodes} node{'s' * (nodes != 1)} before "
+            f"draining: {counts['drained']} failed twice (drained), {counts['transient']} passed (transient), "
+            f"{counts['unsettled']} unsettled (warnings)")
 
 
 def _with(f: Finding, **changes: Any) -> Finding:
