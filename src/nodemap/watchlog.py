@@ -353,13 +353,14 @@ def analyse(timelines: list[Timeline]) -> Analysis:
         raise ValueError("analyse one job at a time (watchlog.by_job)")
     ranks = [_rank_stats(tl) for tl in timelines]
     gpus = _gpu_stats(timelines)
+    pids = _pids(timelines)
     findings: list[Finding] = []
     for tl, r in zip(timelines, ranks):
-        findings += _growth(tl, r, timelines)
+        findings += _growth(tl, r, pids)
     findings += _unattributed_growth(timelines, gpus, ranks)
     findings += _imbalance(ranks)
     findings += _near_capacity(gpus, timelines)
-    findings += _other_processes(timelines)
+    findings += _other_processes(timelines, pids)
     start = min((float(tl.header.get("start", 0)) for tl in timelines), default=0.0)
     return Analysis(ranks, gpus, findings, _notes(timelines), timelines[0].job if timelines else "", start)
 
@@ -393,10 +394,22 @@ def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
     return sorted(out.values(), key=lambda g: (g.host, g.index))
 
 
-def _peers_on_gpu(tl: Timeline, timelines: list[Timeline]) -> list[tuple[str, bool, bool]]:
+Pids = dict[tuple[str, str], dict[Any, Timeline]]
+
+
+def _pids(timelines: list[Timeline]) -> Pids:
+    """(job, host) -> pid -> its rank's timeline, built once: a dict of the
+    peers per rank made 3,000 timelines quadratic (10 s)."""
+    out: Pids = {}
+    for t in timelines:
+        out.setdefault((t.job, t.host), {})[t.header.get("pid")] = t
+    return out
+
+
+def _peers_on_gpu(tl: Timeline, pids: Pids) -> list[tuple[str, bool, bool]]:
     """Other ranks of this job whose processes hold this rank's GPUs (as they must to map its memory
     through CUDA IPC): (what, whether the plan gave them that GPU, whether their own GPU memory grows)."""
-    peers = {t.header.get("pid"): t for t in timelines if t is not tl and t.job == tl.job and t.host == tl.host}
+    peers = {pid: t for pid, t in pids.get((tl.job, tl.host), {}).items() if t is not tl}
     out = []
     for g, procs in sorted(tl.other_procs.items()):
         for pid, comm, anc in procs:
@@ -454,12 +467,12 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
     return kind, evidence, fixes
 
 
-def _growth(tl: Timeline, r: RankStats, timelines: list[Timeline]) -> list[Finding]:
+def _growth(tl: Timeline, r: RankStats, pids: Pids) -> list[Finding]:
     out = []
     if r.gpu.kind == "growing":
         # a peer the plan did not put on this GPU maps its memory; one the plan put there holds it anyway (its own
         # context), which is no evidence of IPC: the ranks' runtimes come first, IPC last
-        peers = _peers_on_gpu(tl, timelines)
+        peers = _peers_on_gpu(tl, pids)
         # IPC's signature: the importer's memory grows while the exporter that owns the buffers holds steady; a
         # peer the plan did not put here maps memory by being here at all. Ranks that grow alike share a leak.
         asymmetric = [f"{p}, as planned, and holds steady while this rank grows" for p, planned, grows in peers
@@ -509,9 +522,12 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
 
 def _imbalance(ranks: list[RankStats]) -> list[Finding]:
     out = []
+    hosts: dict[str, list[RankStats]] = {}
+    for r in ranks:
+        hosts.setdefault(r.host, []).append(r)
     for series, label in (("gpu", "GPU"), ("host_rss", "host")):
-        for host in sorted({r.host for r in ranks}):
-            rs = [r for r in ranks if r.host == host and getattr(r, series).kind != "none"]
+        for host in sorted(hosts):
+            rs = [r for r in hosts[host] if getattr(r, series).kind != "none"]
             for r in rs if len(rs) >= 2 else []:
                 peers = sorted(getattr(p, series).peak for p in rs if p is not r)
                 med = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
@@ -538,8 +554,11 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
                                f"{_gib(g.ranks_peak_sum)} GiB together",
                                "a larger input or a longer run may fail to allocate: use more GPUs (nodes), fewer "
                                "ranks per GPU, or limit pools (see growth findings)"))
-    for host in sorted({t.host for t in timelines}):
-        tls = [t for t in timelines if t.host == host and t.avail and t.header.get("mem_total")]
+    hosts: dict[str, list[Timeline]] = {}
+    for t in timelines:
+        hosts.setdefault(t.host, []).append(t)
+    for host in sorted(hosts):
+        tls = [t for t in hosts[host] if t.avail and t.header.get("mem_total")]
         if not tls:
             continue
         total = tls[0].header["mem_total"]
@@ -551,11 +570,11 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
     return out
 
 
-def _other_processes(timelines: list[Timeline]) -> list[Finding]:
+def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
     """Memory on a rank's GPU held by a process that is not one of this job's ranks on this node."""
     out, said = [], set()
     for tl in timelines:
-        ranks = {t.header.get("pid"): t for t in timelines if t.job == tl.job and t.host == tl.host}
+        ranks = pids.get((tl.job, tl.host), {})
         for k, g in enumerate(tl.gpus):
             held = max((s[k] for s in tl.others if k < len(s)), default=0)
             procs = tl.other_procs.get(str(g["index"]), [])
@@ -570,7 +589,7 @@ def _other_processes(timelines: list[Timeline]) -> list[Finding]:
                                    "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
                                    "process (a leftover run, a notebook, a monitoring agent with a context)"))
     for tl in timelines:
-        for peer in [p for p, planned, _ in _peers_on_gpu(tl, timelines) if not planned]:
+        for peer in [p for p, planned, _ in _peers_on_gpu(tl, pids) if not planned]:
             out.append(Finding("shared-gpu", "info", tl.host, tl.rank,
                                f"rank {tl.rank}: another rank uses its GPU though the plan did not share it",
                                peer, "a rank that opens more GPUs than its own (peer access, CUDA IPC, a library "
