@@ -339,3 +339,13 @@ def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
     doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
     doc.rejudge()
     assert next(j for j in doc.judged if j.figure.key == "host/stream/best").verdict == "inconclusive"
+
+
+def test_work_that_stopped_before_the_steps_ran_does_not_make_the_check_busy():
+    cpu = {"busy": True, "reasons": ["other processes used 1 cores of the 2 measured: make (pid 9) 1"]}
+    idle = {"busy": False, "reasons": []}
+    assert busy.summary(cpu, [])["busy"]  # nothing measured yet: what we know is the sample before
+    done = busy.summary(cpu, [("STREAM placement sweep", idle)])
+    assert not done["busy"] and done["reasons"][0].startswith("before the check: other processes")  # still said
+    gpu = {"busy": True, "reasons": ["GPU0: 97% busy with no process of this check (at least 10% is busy)"]}
+    assert busy.summary(gpu, [("GPU memory bandwidth (BabelStream)", idle)])["busy"]

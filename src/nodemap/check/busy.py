@@ -267,13 +267,21 @@ class Detector:
 
 
 def summary(before: dict[str, Any] | None, steps: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The check document's `busy` field: busy or not, every reason once
-    (with where it was seen), the sample before and each step's."""
+    """The check document's `busy` field: every reason once (with where it
+    was seen), the sample before and each step's. The check is busy when a
+    step was; before the first step has run, when the sample before was;
+    and always when a GPU was busy before it (a job whose processes NVML
+    cannot show here, which the steps' samples cannot tell from our own).
+    Other work before the check that had stopped when the steps ran does
+    not make figures measured on an idle node undecided."""
     reasons: list[str] = []
     where: list[tuple[str, dict[str, Any]]] = ([("before the check", before)] if before else []) + list(steps)
     for name, s in where:
         reasons += [f"{name}: {r}" for r in s.get("reasons", [])]
-    return {"busy": bool(reasons), "reasons": reasons, "before": before or {},
+    early = (before or {}).get("reasons", [])
+    busy = (any(s.get("busy") for _, s in steps) or any(r.startswith("GPU") for r in early)
+            or (not steps and bool(early)))
+    return {"busy": busy, "reasons": reasons, "before": before or {},
             "steps": [{"step": name, **s} for name, s in steps]}
 
 
