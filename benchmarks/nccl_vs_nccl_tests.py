@@ -31,7 +31,8 @@ import statistics
 import sys
 import time
 
-from nodemap.bench.results import ResultSet
+from nodemap.bench import resultfile
+from nodemap.errors import InputError
 
 TOOLS = ("nodemap", "nccltests")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
@@ -171,15 +172,15 @@ def load_blocks(directory: str) -> list[dict]:
         b = {"tool": tool, "mode": mode, "op": op, "round": rnd, "file": name}
         try:
             if tool == "nodemap":
-                with open(path) as f:
-                    rs = ResultSet.from_dict(json.load(f))  # nodemap's own reader: schema checked
+                with open(path, "rb") as f:
+                    rs = resultfile.decode(path, f.read())  # nodemap's own reader: every field checked
                 b.update(cases=nodemap_cases(rs), flags=nodemap_flags(rs), environment=rs.environment, host=rs.host)
             else:
                 with open(path, errors="replace") as f:
                     parsed = parse_nccl_tests(f.read())
                 b.update(cases=nccl_tests_cases(parsed), flags=nccl_tests_flags(parsed),
                          header={k: parsed[k] for k in ("version", "nccl_headers", "nccl_library", "devices")})
-        except (OSError, ValueError, KeyError, TypeError) as e:  # a block cut before its file was whole
+        except (OSError, ValueError, KeyError, TypeError, InputError) as e:  # a block cut before its file was whole
             b.update(cases={}, flags=[f"unreadable: {type(e).__name__}: {e}"])
         blocks.append(b)
     return blocks

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import nodes
-from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory, host_buffer, options
+from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory, host_buffer, options, resultfile
 from nodemap.bench.harness import finish
 from nodemap.bench.peaks import Peak, pcie_peak
 from nodemap.bench.results import ResultSet, make_result
@@ -245,7 +245,7 @@ def test_text_table_and_json_round_trip():
     out = copies.text(rs)
     assert out.splitlines()[0].split()[:3] == ["metric", "path", "class"]
     assert "83.7%" in out  # best / peak
-    back = ResultSet.from_dict(json.loads(rs.to_json()))
+    back = resultfile.convert("test", json.loads(rs.to_json()))
     assert back.results == rs.results
 
 

@@ -19,7 +19,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "nodemap"
 
 # Lowest first. A room may import its own layer and the layers below it.
 LAYERS = (
-    ("nodemap", "errors", "text", "units", "outfile", "infile", "htmlpage", "scratch", "native", "env", "proc"),
+    ("nodemap", "errors", "text", "units", "outfile", "infile", "records", "htmlpage", "scratch", "native", "env",
+     "proc"),
     ("topology",),
     ("mapping", "placement"),
     ("bench",),

@@ -141,7 +141,8 @@ def make_result(
 
 @dataclass
 class ResultSet:
-    """What one `nodemap bench ...` invocation produced, saved as one file."""
+    """What one `nodemap bench ...` invocation produced, saved as one file
+    (read back, checked, by bench/resultfile.py)."""
 
     command: str
     results: list[Result] = field(default_factory=list)
@@ -173,20 +174,6 @@ class ResultSet:
             "messages": self.messages,
             "results": [r.to_dict() for r in self.results],
         }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ResultSet":
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"not a nodemap result file (schema {d.get('schema')!r}, expected {SCHEMA!r})")
-        return cls(
-            command=d["command"],
-            results=[Result.from_dict(r) for r in d["results"]],
-            host=d["host"],
-            started=d["started"],
-            complete=d["complete"],
-            environment=d.get("environment", {}),
-            messages=d.get("messages", []),
-        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)

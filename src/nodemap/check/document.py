@@ -148,6 +148,7 @@ class CheckDoc:
 def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> CheckDoc:
     """A saved document; re-judged when `expectations` is given, else its
     own verdicts are kept as saved."""
+    from ..bench import resultfile
     from .expectations import Limit
     from .verdicts import Judged as J
 
@@ -158,7 +159,8 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> Ch
                          tuple(exp_d.get("sources", ())))
     doc = CheckDoc(
         level=d.get("level", ""), topology=Topology.from_dict(d["topology"]) if d.get("topology") else None,
-        expectations=expectations or saved, results=[ResultSet.from_dict(r) for r in d.get("results", [])],
+        expectations=expectations or saved, results=[resultfile.convert("check document", r, f"results[{i}]", "check document")
+                                                for i, r in enumerate(d.get("results", []))],
         checks=[Check.from_dict(c) for c in d.get("checks", [])],
         skipped=[Skipped(**s) for s in d.get("skipped", [])], environment=d.get("environment", {}),
         host=d.get("host", ""), hostname=d.get("hostname", d.get("host", "")), started=d.get("started", ""),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -175,10 +174,13 @@ def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = Non
 
 
 def _saved(path: str) -> ResultSet | None:
+    from ..bench.resultfile import decode
+    from ..errors import InputError
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return ResultSet.from_dict(json.load(f))
-    except (OSError, ValueError, KeyError):
+        with open(path, "rb") as f:
+            return decode(path, f.read())
+    except (OSError, InputError):
         return None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..bench.results import Result, ResultSet, Stats
+from ..bench import resultfile
 from ..errors import InputError
 from .figures import AREAS, Figure
 from .findings import Finding
@@ -46,24 +46,16 @@ class _Bad(Exception):
 def check_document(d: dict[str, Any], name: str) -> None:
     """A check document (nodemap.check/1) as `document.from_dict` reads it."""
     try:
-        _document(d)
+        _document(d, name)
     except _Bad as e:
         raise InputError(name, f"field {e}; give a check document as nodemap wrote it") from None
 
 
-def check_results(d: dict[str, Any], name: str) -> None:
-    """A bench result file (nodemap.results/1)."""
-    try:
-        _result_set(d, "")
-    except _Bad as e:
-        raise InputError(name, f"field {e}; give a result file as nodemap bench -o wrote it") from None
-
-
-def _document(d: dict[str, Any]) -> None:
+def _document(d: dict[str, Any], name: str) -> None:
     _fields(d, "", {"host": "str", "started": "str", "finished": "str", "level": "str", "command": "str",
                     "complete": "bool", "environment": "dict[str, Any]", "extra": "dict[str, Any]"}, required=())
     for i, r in enumerate(_list(d, "results", "")):
-        _result_set(r, f"results[{i}].")
+        resultfile.convert(name, r, f"results[{i}]", "check document")
     for i, f in enumerate(_list(d, "figures", "")):
         at = f"figures[{i}]"
         _record(Figure, f, at)
@@ -85,15 +77,6 @@ def _document(d: dict[str, Any]) -> None:
         _enum(f, "area", AREAS, at)
     for i, s in enumerate(_list(d, "skipped", "")):
         _record(Skipped, s, f"skipped[{i}]")
-
-
-def _result_set(d: Any, at: str) -> None:
-    _object(d, at.rstrip(".") or "the document")
-    _fields(d, at, {f.name: f.type for f in dataclasses.fields(ResultSet) if f.name != "on_add"},
-            required=("command", "results", "host", "started", "complete"))
-    for j, r in enumerate(_list(d, "results", at)):
-        _record(Result, r, f"{at}results[{j}]")
-        _record(Stats, r["stats"], f"{at}results[{j}].stats")
 
 
 def _record(cls: type, d: Any, at: str) -> None:

@@ -49,20 +49,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def load(paths: list[str], expect: str | None):
     """One CheckDoc from a check document or from bench ResultSets."""
+    from .. import infile, records
+    from ..bench import resultfile
     from ..bench.results import SCHEMA as RESULTS
-    from ..bench.results import ResultSet
     from ..check import document, expectations, saved
     from ..errors import NodemapError
 
+    what = "check document or bench result file"
     docs, sets = [], []
     for path in paths:
-        d = _read(path)
-        if d.get("schema") == document.SCHEMA:
+        _not_a_folder(path)
+        data = infile.read(path, infile.MAX_DOCUMENT, what)
+        schema = records.schema_of(path, data, what)
+        if schema == document.SCHEMA:
+            d = infile.parse_json(path, infile.decode(path, data, what), what)
             saved.check_document(d, path)
             docs.append((path, d))
-        elif d.get("schema") == RESULTS:
-            saved.check_results(d, path)
-            sets.append(ResultSet.from_dict(d))
+        elif schema == RESULTS:
+            sets.append(resultfile.decode(path, data))
         else:
             raise NodemapError(f"{path}: not a check document ({document.SCHEMA}) nor bench results ({RESULTS}); "
                                "give check.json or a file from `nodemap bench KIND -o FILE`")
@@ -81,17 +85,12 @@ def load(paths: list[str], expect: str | None):
     return doc
 
 
-def _read(path: str) -> dict:
-    from .. import infile
+def _not_a_folder(path: str) -> None:
     from ..errors import NodemapError
 
     if os.path.isdir(path):
         raise NodemapError(f"{path}: a folder with no watch timelines (*.watch) in it: give a check.json, bench "
                            "result files, or the folder that nodemap run --watch wrote (--watch-dir)")
-    d = infile.load_json(path, "check document or bench result file")
-    if not isinstance(d, dict):
-        raise NodemapError(f"{path}: not a nodemap document (a JSON object is expected)")
-    return d
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,125 @@
+"""The saved form of a ResultSet (nodemap.results/1): decoded and checked in
+one step (nodemap.records), each result's parameters against its kind's.
+
+Readers index the parameters of a kind (`params["threads"]` of a memory
+result, `params["gpus"][0]` of a gpu one): a file that lacks one, or holds
+text where a number belongs, is refused here with the field's path instead
+of crashing the report later. Only the parameters readers rely on are
+declared; every other one is kept as it was saved.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .. import records
+from .results import SCHEMA, Result, ResultSet, _renamed_params
+
+WHAT = "bench result file (nodemap bench KIND -o FILE)"
+
+
+class ResultFile(msgspec.Struct):
+    schema: Literal[SCHEMA]
+    command: str
+    results: list[Result]
+    host: str
+    started: str
+    complete: bool
+    environment: dict[str, Any] = {}
+    messages: list[str] = []
+
+_GPUS = Annotated[list[str], msgspec.Meta(min_length=1)]
+
+
+# Required: what a reader of saved results indexes (report, check, plots);
+# with a default: what it reads with .get, typed all the same.
+class _Host(msgspec.Struct):  # memory (STREAM kernels, thread orders)
+    threads: int
+    thread_order: str
+    cpu_order: list[int] = []
+    cpus: str = ""
+
+
+class _Numa(msgspec.Struct):
+    cpu_node: int
+    mem_node: int
+
+
+class _Latency(msgspec.Struct):
+    working_set: int
+    level: str = ""
+
+
+class _Gpu(msgspec.Struct):
+    gpus: _GPUS
+    dtype: str = ""
+    mode: str = ""
+
+
+class _Copies(msgspec.Struct):
+    src: str = ""
+    dst: str = ""
+
+
+class _Mpi(msgspec.Struct):
+    size: int
+    buffers: str = ""
+    transport: str = ""
+
+
+class _Nccl(msgspec.Struct):
+    size: int
+    ranks: int = 0
+    inplace: bool = False
+
+
+class _Placement(msgspec.Struct):
+    zipf_s: float
+    strategy: str
+
+
+class _Jacobi(msgspec.Struct):
+    dtype: str
+    variant: str = ""
+    gpu: str = ""
+
+
+class _Ring(msgspec.Struct):
+    gpus: int
+    transport: str
+
+
+# benchmark -> the parameters its readers index; a kind not named here keeps any
+PARAMS: dict[str, type] = {"memory": _Host, "numa": _Numa, "latency": _Latency, "gpu": _Gpu, "copies": _Copies,
+                           "mpi": _Mpi, "nccl": _Nccl, "placement": _Placement, "jacobi": _Jacobi, "ring": _Ring}
+
+
+def decode(where: str, data: bytes) -> ResultSet:
+    """A result file's bytes as a ResultSet."""
+    return _checked(where, records.decode(where, data, ResultFile, WHAT), "", WHAT)
+
+
+def convert(where: str, obj: Any, at: str = "", what: str = WHAT) -> ResultSet:
+    """A result set already parsed (a check document's `results[i]`: `at`
+    says where, `what` the document holding it)."""
+    return _checked(where, records.convert(where, obj, ResultFile, what, at), at, what)
+
+
+def _checked(where: str, f: ResultFile, at: str, what: str) -> ResultSet:
+    results = []
+    for i, r in enumerate(f.results):
+        params = _renamed_params(r.benchmark, r.params)
+        kind = PARAMS.get(r.benchmark)
+        if kind is not None:
+            records.convert(where, params, kind, what, f"{at + '.' if at else ''}results[{i}].params")
+        results.append(r if params is r.params else _replace(r, params))
+    return ResultSet(command=f.command, results=results, host=f.host, started=f.started, complete=f.complete,
+                     environment=f.environment, messages=f.messages)
+
+
+def _replace(r: Result, params: dict[str, Any]) -> Result:
+    import dataclasses
+
+    return dataclasses.replace(r, params=params)

@@ -1,0 +1,170 @@
+"""Typed documents (issue 31, DESIGN point 6): every saved document is
+decoded into its record and checked field by field at load (nodemap.records,
+msgspec); a malformed one is one line naming the file and the field path,
+exit 2; what nodemap wrote reads back without loss; the per-rank launch path
+never imports msgspec."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import check_synth as syn
+from hostile import env, nodemap, refused
+from nodemap import records
+from nodemap.bench import resultfile
+from nodemap.bench.results import ResultSet
+from nodemap.errors import InputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAVED = os.path.join(ROOT, "benchmarks", "results")
+
+
+def _write(tmp_path, d: dict, name: str = "r.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+def _stream() -> dict:
+    return syn.stream({"1/core": (4, 100.0), "spread": (8, 120.0)}).to_dict()
+
+
+# --- result files ------------------------------------------------------------------
+
+
+def test_a_schema_valid_memory_result_without_threads_is_refused_by_report(tmp_path):
+    """It crashed `nodemap report` with a KeyError in host_memory.recommend."""
+    d = _stream()
+    del d["results"][1]["params"]["threads"]
+    refused(nodemap("report", _write(tmp_path, d), env_=env(tmp_path)), "r.json",
+            "field results[1].params.threads is missing")
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["results"][0]["stats"].update(median="fast"), ["results[0].stats.median is str, not a number"]),
+    (lambda d: d["results"][0]["stats"].update(n=2.5), ["results[0].stats.n is float, not an integer"]),
+    (lambda d: d["results"][1].update(samples=[1.0, "x"]), ["results[1].samples[1] is str, not a number"]),
+    (lambda d: d["results"][0].update(peak="high"), ["results[0].peak is str"]),
+    (lambda d: d["results"][0].pop("metric"), ["field results[0].metric is missing"]),
+    (lambda d: d["results"][0]["params"].update(threads="4"), ["results[0].params.threads is str, not an integer"]),
+    (lambda d: d.update(results={"a": 1}), ["field results is object, not a list"]),
+    (lambda d: d.update(schema="nodemap.results/9"), ["not a check document", "nor bench results"]),
+    (lambda d: d.update(complete="yes"), ["field complete is str, not true or false"]),
+])
+def test_malformed_result_files_name_the_field(tmp_path, change, words):
+    d = _stream()
+    change(d)
+    refused(nodemap("report", _write(tmp_path, d), env_=env(tmp_path)), "r.json", *words)
+
+
+@pytest.mark.parametrize("rs, change, field", [
+    (syn.hbm({0: 1400.0}), lambda p: p.update(gpus=[]), "params.gpus"),  # figures read gpus[0]
+    (syn.latency({"L1": (1 << 14, 1.2)}), lambda p: p.pop("working_set"), "params.working_set is missing"),
+    (syn.numa({(0, 1): 20.0}), lambda p: p.update(mem_node="1"), "params.mem_node is str"),
+    (syn.nccl_all_reduce(100.0, 2), lambda p: p.pop("size"), "params.size is missing"),
+])
+def test_each_kind_has_the_parameters_its_readers_index(tmp_path, rs, change, field):
+    d = rs.to_dict()
+    change(d["results"][0]["params"])
+    with pytest.raises(InputError, match=f"results\\[0\\].{field}"):
+        resultfile.convert("r.json", d)
+
+
+def test_a_result_file_reads_back_without_loss():
+    rs = syn.copies({(0, 0): 20.0, (1, 0): 15.0}, {0: 0}, {(0, 1): 250.0})
+    rs.environment = {"nodemap": "x", "cpu": {"model": "y"}}
+    rs.messages = ["skipped: nothing"]
+    back = resultfile.decode("r.json", rs.to_json().encode())
+    assert back.results == rs.results and back.to_json() == rs.to_json()
+    assert isinstance(back.results[0].samples, tuple) and isinstance(back.results[0].notes, tuple)
+
+
+def test_nan_that_json_wrote_is_read_as_json_reads_it():
+    rs = syn.nccl_all_reduce(100.0, 2)
+    d = rs.to_dict()
+    d["results"][0]["params"]["overlap"] = float("nan")
+    back = resultfile.decode("r.json", json.dumps(d).encode())  # "NaN": not JSON, but what json.dumps writes
+    assert math.isnan(back.results[0].params["overlap"])
+
+
+def test_old_memory_results_name_the_thread_order_placement():
+    d = _stream()
+    for r in d["results"]:
+        r["params"]["placement"] = r["params"].pop("thread_order")
+    back = resultfile.convert("r.json", d)
+    assert [r.params["thread_order"] for r in back.results] == ["1/core", "spread"]
+
+
+def _saved_files(schema: str) -> list[str]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(SAVED, "**", "*.json"), recursive=True)):
+        with open(path, "rb") as f:
+            if f'"schema": "{schema}"'.encode() in f.read(200):
+                out.append(path)
+    return out
+
+
+def test_every_result_file_in_the_tree_decodes():
+    paths = _saved_files("nodemap.results/1")
+    assert len(paths) >= 20
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        rs = resultfile.decode(path, data)
+        again = json.loads(json.dumps(rs.to_dict()["results"]))
+        assert again == [_known(r) for r in json.loads(data)["results"]], path
+
+
+def _known(r: dict) -> dict:
+    """A saved result as nodemap writes it again (old parameter names renamed)."""
+    from nodemap.bench.results import _renamed_params
+
+    return {**r, "params": _renamed_params(r["benchmark"], r["params"])}
+
+
+# --- the one reader's messages -----------------------------------------------------
+
+
+@pytest.mark.parametrize("data, words", [
+    (b'{"schema": "nodemap.results/1", "command": 5}', "field command is int, not text"),
+    (b'{"schema": "nodemap.results/1", "results": []}', "field command is missing"),
+    (b'{"environment": {"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}", "nested too deep"),
+    (b"[" * 100_000 + b"]" * 100_000, "field the document is array, not an object"),
+    (b'{"schema": "nodemap.results/1", "command": "c",', "not JSON"),
+    (b'\xff', "not UTF-8"),
+])
+def test_records_decode_gives_one_line(data, words):
+    with pytest.raises(InputError) as e:
+        records.decode("f.json", data, resultfile.ResultFile, "bench result file")
+    assert words in str(e.value) and "\n" not in str(e.value) and str(e.value).startswith("f.json: ")
+
+
+def test_schema_of():
+    assert records.schema_of("f", b'{"a": [1, 2], "schema": "nodemap.check/1"}', "x") == "nodemap.check/1"
+    assert records.schema_of("f", b'{"a": 1}', "x") == ""
+    with pytest.raises(InputError, match="a JSON object is expected"):
+        records.schema_of("f", b"[1]", "x")
+
+
+# --- the per-rank launch path ------------------------------------------------------
+
+
+def _imports(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "nodemap", *args], capture_output=True,
+                         text=True, timeout=60, env=env())
+    return out.stderr
+
+
+def test_the_launch_path_never_imports_msgspec():
+    # -X importtime lists every module imported before `run` execs the application
+    for args in (("run", "--", "true"), ("show",)):
+        got = _imports(*args)
+        assert "nodemap.mapping" in got, got[-2000:]  # the listing is there
+        assert "msgspec" not in got and "nodemap.records" not in got, args
