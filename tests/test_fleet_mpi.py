@@ -115,6 +115,17 @@ def test_a_suspect_is_re_measured_on_its_node_before_it_is_drained(tmp_path, sav
     assert [d["node"] for d in json.loads(q.stdout)["drain"]] == ["nB"], q.stderr
 
 
+def test_a_rank_that_never_joins_is_named_in_words(tmp_path, saved_doc):
+    out = tmp_path / "out"
+    ranks = [("a", {}), ("b", {}), ("c", {}), ("d", {"NODEMAP_FLEET_HANG": "join"})]
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--join-timeout", "3", "--no-pairs", "--json", "-q"]),
+                       capture_output=True, text=True, timeout=120, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    assert p.returncode != 0
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert "rank 3 did not join within 3 s" in fleet["messages"], fleet["messages"]  # not "ranks [3]"
+    assert [d["node"] for d in fleet["drain"]] == ["rank3"]
+
+
 def test_a_node_whose_check_dies_is_missing_and_the_rest_reported(tmp_path, saved_doc):
     out = tmp_path / "out"
     ranks = [("a", {}), ("b", {}), ("c", {"NODEMAP_FLEET_HANG": "crash"})]

@@ -321,7 +321,8 @@ class Coordinator:
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
             self.late = True
-            self.messages.append(f"ranks {self.never_joined} did not join within {self.cfg.join_timeout:g} s")
+            self.messages.append(f"rank{'s' * (len(self.never_joined) > 1)} {', '.join(map(str, self.never_joined))} "
+                                 f"did not join within {self.cfg.join_timeout:g} s")
         by_node: dict[str, list[int]] = {}
         for r, h in hellos.items():
             by_node.setdefault(h["node"], []).append(r)
