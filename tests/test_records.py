@@ -168,3 +168,17 @@ def test_the_launch_path_never_imports_msgspec():
         got = _imports(*args)
         assert "nodemap.mapping" in got, got[-2000:]  # the listing is there
         assert "msgspec" not in got and "nodemap.records" not in got, args
+
+
+# --- schema names ------------------------------------------------------------------
+
+
+def test_report_compare_and_nodemap_compare_name_different_documents(tmp_path):
+    a = _write(tmp_path, syn.hbm({0: 1400.0}).to_dict(), "a.json")
+    b = _write(tmp_path, syn.hbm({0: 1300.0}).to_dict(), "b.json")
+    r = nodemap("report", "--compare", a, b, "--json", env_=env(tmp_path))
+    assert r.returncode in (0, 1), r.stderr
+    assert json.loads(r.stdout)["schema"] == "nodemap.report.compare/1"
+    from nodemap.commands import compare
+
+    assert compare.SCHEMA == "nodemap.compare/1"  # `nodemap compare`'s own, as its saved files say

@@ -7,6 +7,8 @@ from typing import Any
 
 from ..errors import NodemapError
 
+SCHEMA = "nodemap.compare/1"  # bindings compared; `report --compare`'s figure ratios are nodemap.report.compare/1
+
 DESCRIPTION = """\
 Run the same probes under several bindings of the same ranks on this node and
 print the difference each makes: per-rank STREAM triad, host->GPU copy
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                         "be built here")
     probes, why = pr.usable_probes(probes, len([g for g in topo.gpus if g.visible]))
     notes += why
-    out: dict[str, Any] = {"schema": "nodemap.compare/1", "tasks": tasks, "topology": topo.source,
+    out: dict[str, Any] = {"schema": SCHEMA, "tasks": tasks, "topology": topo.source,
                            "bindings": [], "notes": notes}
     plan_rows: dict[str, Any] = {}
     planned = next((b for b in chosen if b.name == "plan"), None)

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         changes = compare.compare([j.figure for j in before.judged], [j.figure for j in after.judged],
                                   after.expectations.thresholds, after_complete=after.complete)
         if args.json:
-            print(json.dumps({"schema": "nodemap.compare/1", "before": args.compare[0], "after": args.compare[1],
+            print(json.dumps({"schema": compare.SCHEMA, "before": args.compare[0], "after": args.compare[1],
                               "incomplete": incomplete, "summary": compare.closing(changes, incomplete),
                               "changes": [c.to_dict() for c in changes]}, indent=1))
         else:

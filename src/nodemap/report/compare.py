@@ -11,6 +11,9 @@ from ..check.figures import Figure
 from ..bench.report import number
 from ..check.verdicts import RANK, ratio_verdict
 
+# `report --compare --json`; "nodemap.compare/1" is `nodemap compare`'s (bindings), a different document
+SCHEMA = "nodemap.report.compare/1"
+
 
 @dataclass(frozen=True)
 class Change:
