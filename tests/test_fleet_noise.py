@@ -81,6 +81,14 @@ def test_a_failure_is_drained_only_when_its_re_measure_still_fails():
     again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * 2  # neither fails again nor passes in 3
     (w,) = [x for x in merge.merge(nodes, remeasured=again).findings if x.node == "wavering"]
     assert w.severity == "warn" and "unsettled, not drained" in w.text and merge.REMEASURES == 3
+    # a re-measure that is no measurement (0, NaN) settles nothing
+    for bad in (0.0, float("nan")):
+        f = merge.merge(nodes, remeasured={"lasting": {HBM: [{"key": HBM, "value": bad}]}})
+        assert "re-measured ? GB/s" in next(x.text for x in f.findings if x.node == "lasting")
+    lat = "host/latency/DRAM"  # lower is better: a zero re-measure divided the median by zero
+    slowlat = [merge.node_from_doc(d) for d in docs_of(n=5, slowlat={lat: 1.3})]
+    f = merge.merge(slowlat, remeasured={"slowlat": {lat: [{"key": lat, "value": 0.0, "higher_is_better": False}]}})
+    assert "re-measured ? ns" in f.findings[0].text
     # asked, but no value came back (an MPI figure the re-measure cannot run): it stands, and says why
     f = merge.merge(nodes, remeasured={"lasting": {HBM: "its node check failed"}})
     assert {d.node for d in f.drain} == {"lasting", "passing", "wavering"}

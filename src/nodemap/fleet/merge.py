@@ -499,7 +499,7 @@ def settle(f: Finding, rounds: list[dict[str, Any]], b: Baseline, th: Thresholds
     fails = f.severity == "fail"
     said = []
     for again in rounds:
-        bad = figure_problem(again)
+        bad = figure_problem(again) or (judged_value(again) <= 0 and "zero")  # not measured: no verdict
         said.append("?" if bad else _num(judged_value(again)))
         verdict = ("warn", "", None) if bad else judge(again, b, th)
         if verdict is None:
