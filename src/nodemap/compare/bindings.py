@@ -9,7 +9,9 @@ nodes, GPUs and NICs:
             local rank, no memory policy
   plan      nodemap's plan
   remote-gpu  the plan's CPUs and memory, each task handed a GPU attached
-            to another NUMA node (the farthest by SLIT distance)
+            to another NUMA node (the farthest by SLIT distance), no GPU
+            shared by more tasks than under the plan (one each where the
+            GPUs suffice): remoteness alone differs
   packed    every task on the cores of one NUMA node, its memory there,
             the plan's GPUs
   far-nic   the plan's CPUs, memory and GPUs, each task handed the NIC
@@ -162,16 +164,63 @@ def _farthest(topo: Topology, plan: Plan, devices: list, key: Any) -> tuple[list
 
 
 def remote_gpu(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
+    """Each rank a GPU of another NUMA node (the farthest by SLIT), no GPU
+    given more ranks than the plan gives any: only remoteness differs from
+    the plan, not how ranks share GPUs."""
     gpus = [g for g in topo.gpus if g.visible and g.numa_node >= 0]
     if not gpus:
         return None, "remote-gpu: no GPU with a known NUMA node"
-    picks, why = _farthest(topo, plan, gpus, key=lambda g: g.index)
+    picks, why = _remote_gpus(topo, plan, gpus)
     if not picks:
-        return None, f"remote-gpu: {why.replace('one', 'a GPU')}"
+        return None, f"remote-gpu: {why}"
     tasks = tuple(_with(t, gpus=(g.index,)) for t, g, _ in picks)
     said = [f"rank {t.task} on NUMA {near.format()} drives {g.key} on NUMA {g.numa_node}" for t, g, near in picks]
     return Binding("remote-gpu", "the plan's cores and memory, each rank handed a GPU of another NUMA node",
                    tasks, bad="; ".join(said)), ""
+
+
+def _remote_gpus(topo: Topology, plan: Plan, gpus: list) -> tuple[list, str]:
+    """[(task, GPU, task's NUMA nodes)]: every task a GPU off its NUMA nodes,
+    the farthest still free, each GPU taken by at most as many tasks as the
+    plan puts on one GPU (one, where there are GPUs enough). Greedy, with a
+    swap when a task finds only near GPUs left (a remote one held by an
+    earlier task that can take another); [] and why when none exists."""
+    per_gpu: dict[tuple[int, ...], int] = {}
+    for t in plan.tasks:
+        per_gpu[t.gpus] = per_gpu.get(t.gpus, 0) + 1
+    room = {g.index: max(per_gpu.values(), default=1) for g in gpus}
+    near = {t.task: task_numa(topo, t) for t in plan.tasks}
+    by_id = {t.task: t for t in plan.tasks}
+
+    def dist(t: TaskBinding, g: Any) -> int:
+        return max((topo.distance(g.numa_node, m) or 0) for m in near[t.task]) if near[t.task] else 0
+
+    def remote(t: TaskBinding) -> list:
+        """t's remote GPUs, farthest first."""
+        return sorted((g for g in gpus if g.numa_node not in near[t.task]), key=lambda g: (-dist(t, g), g.index))
+
+    if all(not remote(t) for t in plan.tasks):
+        return [], "every GPU is on the NUMA node of the ranks that would drive it (one NUMA node with GPUs)"
+    got: dict[int, Any] = {}
+    for t in plan.tasks:
+        far = remote(t)
+        if not far:
+            return [], f"rank {t.task} spans every NUMA node that has a GPU"
+        free = [g for g in far if room[g.index]]
+        if not free:  # take a remote GPU of an earlier task that can move to a GPU still free for it
+            swap = next(((q, g, h) for q in got for g in far if got[q] is g
+                         for h in remote(by_id[q]) if room[h.index]), None)
+            if swap is None:
+                return [], (f"rank {t.task}: every GPU off its NUMA node already has as many ranks as the plan "
+                            "gives one GPU")
+            q, g, h = swap
+            got[q] = h
+            room[h.index] -= 1
+            free = [g]
+            room[g.index] += 1
+        got[t.task] = free[0]
+        room[free[0].index] -= 1
+    return [(t, got[t.task], near[t.task]) for t in plan.tasks], ""
 
 
 def packed(topo: Topology, plan: Plan) -> tuple[Binding | None, str]:
