@@ -50,6 +50,9 @@ def test_stream_under_each_binding_on_this_node(tmp_path):
     for b in by.values():
         s = b["probes"]["stream"]
         assert s["total"] > 0 and len(s["per_rank"]) == 2 and s["verdict"].startswith("stream: ")
+        # two rounds of 5 repetitions of the whole binding
+        assert s["rounds"] == 2 and len(s["repetitions"]) == 10, s
+        assert s["interval"][0] <= s["total"] <= s["interval"][1]
     assert "(the reference;" in by["plan"]["probes"]["stream"]["verdict"]
     assert "-> stream:" in p.stdout
     table = p.stdout.split("\nplan:")[1].splitlines()  # the per-rank table: resources and the figure
@@ -68,3 +71,36 @@ def test_stream_under_each_binding_on_this_node(tmp_path):
 def test_bad_input_is_one_line_exit_2(args, words):
     p = compare(*args)
     assert p.returncode == 2 and words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_bindings_run_in_alternating_order(monkeypatch):
+    """Each probe: the bindings forwards, then backwards (A B C C B A ...), so
+    a drift over the run moves every binding alike; rounds join per binding."""
+    import argparse
+
+    from nodemap.commands import compare as cmd
+    from nodemap.compare import probes as pr
+
+    assert [x for _, x in cmd.alternating(["A", "B"], 4)] == list("ABBAABBA")
+    assert [(r, x) for r, x in cmd.alternating(["A", "B", "C"], 2)] == [(0, "A"), (0, "B"), (0, "C"), (1, "C"),
+                                                                      (1, "B"), (1, "A")]
+    ran = []
+
+    def fake(topo, b, probe, size, timeout):
+        ran.append((probe, b.name))
+        x = float(len(ran))
+        return pr.Row(b.name, probe, [x], [], [], [], [(0,)], [[x, x + 0.5]], [x, x + 0.5], together=2)
+
+    monkeypatch.setattr(pr, "run_binding", fake)
+    bs = [argparse.Namespace(name=n, tasks=(0,)) for n in ("plan", "none", "launcher")]
+    args = argparse.Namespace(rounds=3, quiet=True, size=None, timeout=10.0)
+    rows = cmd.measure(None, bs, ["stream", "gpu"], args)
+    order = ["plan", "none", "launcher", "launcher", "none", "plan", "plan", "none", "launcher"]
+    assert ran == [("stream", n) for n in order] + [("gpu", n) for n in order]
+    plan = rows["plan", "stream"]
+    assert plan.rounds == 3 and plan.totals == [1.0, 1.5, 6.0, 6.5, 7.0, 7.5] and plan.together == 6
+
+
+def test_rounds_below_one_is_an_error():
+    p = compare("--rounds", "0", "--probes", "stream")
+    assert p.returncode == 2 and "--rounds 0: need at least 1" in p.stderr and "Traceback" not in p.stderr

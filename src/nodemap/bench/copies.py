@@ -29,7 +29,7 @@ from ..text import is_decimal
 from ..units import format_size, parse_size
 from ..topology.model import Topology
 from . import gpu_common as gc
-from . import interrupt
+from . import barrier, interrupt
 from .harness import Progress, Stopped, check_count, finish, session
 from .gpu_kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
 from .options import choices
@@ -403,6 +403,7 @@ class Bench:
     def measure(self, c: Case) -> Result:
         secs = []
         for _ in range(self.repeats + 1):  # the first is a warm-up
+            barrier.wait()  # ranks started by `compare`: each repetition together
             if c.host_timed is not None:
                 secs.append(c.host_timed())
             else:

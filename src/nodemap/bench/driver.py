@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
-from . import interrupt
+from . import barrier, interrupt
 from .harness import Progress, Stopped, cautions, check_shared, finish, session
 from .intervals import CONFIDENCE, median_interval
 from .results import Result, ResultSet
@@ -158,6 +158,7 @@ def samples(case: Case, policy: Repeats, stop: Callable[[], bool] = interrupt.re
     figures: list[float] = []
     t0 = time.monotonic()
     while len(out) < policy.count:
+        barrier.wait()  # ranks started by `compare`: each repetition together (barrier.py)
         s = case.run()
         f = case.figure(s)
         if not f > 0:
@@ -188,12 +189,15 @@ def repeat(once: Callable[[], float], *, repeats: int = 10, warmup: int = 1, min
 
 def _batches(case: Any, policy: Repeats, stop: Callable[[], bool]) -> list[Any]:
     """A native loop: all repetitions in one call, or with an adaptive
-    policy rounds of `least` until it is enough."""
+    policy rounds of `least` until it is enough; one per call after a
+    barrier where ranks run their repetitions together (barrier.py)."""
     adaptive = policy.width is not None or policy.budget_s is not None
+    together = barrier.active()
     out: list[Any] = []
     t0 = time.monotonic()
     while len(out) < policy.count:
-        ask = min(policy.least if adaptive else policy.count, policy.count - len(out))
+        ask = min(1 if together else policy.least if adaptive else policy.count, policy.count - len(out))
+        barrier.wait()
         got = list(case.runs(ask))
         if got:
             case.verify()

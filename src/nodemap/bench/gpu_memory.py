@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from ..errors import NodemapError
 from ..units import format_size, parse_size
 from . import gpu_common as gc
-from . import interrupt, options
+from . import barrier, interrupt, options
 from .harness import Progress, check_count, finish, session
 from .results import ResultSet, make_result
 
@@ -224,6 +224,7 @@ def measure(cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, plan: P
             else:
                 extra = _calibrate(cp, gate, arrs, part, plan, blocks)
             for _ in range(plan.repeats):
+                barrier.wait()  # ranks started by `compare`: each repetition together
                 for k, t in _run_all(cp, gate, arrs, part, blocks, plan.unroll, plan.grid_per_sm).items():
                     times[k] += t
                 if interrupt.requested():  # Ctrl-C: this case is dropped (its gold replay needs every round)

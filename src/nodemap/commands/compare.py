@@ -20,7 +20,13 @@ another socket (far-nic). Each row names the resources each rank got and a
 verdict against the plan. On a node with one NUMA node the locality of CPU,
 memory, GPU and NIC cannot differ: it says so and the bad bindings are not
 built. The ranks of a binding run at once, each as its own bound process
-running one `nodemap bench` kind (verified, repeated, median)."""
+running one `nodemap bench` kind (verified, repeated), with a barrier before
+each repetition so the ranks' repetitions run together, as a real job's do.
+Each binding runs --rounds times, the bindings in alternating order (A B C,
+C B A, ...) so drift over the run biases none; a binding's figure is the
+median over its repetitions of the whole binding (ranks combined), and a
+difference from the plan is one where the two medians' 95% intervals
+allow no ratio of 1."""
 
 EPILOG = """\
 examples:
@@ -35,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probes", default="stream,h2d,gpu,jacobi", help="subset of stream,h2d,gpu,jacobi")
     p.add_argument("--bindings", default="none,launcher,plan,remote-gpu,packed,far-nic",
                    help="subset of none,launcher,plan,remote-gpu,packed,far-nic")
+    p.add_argument("--rounds", type=int, default=2, metavar="N",
+                   help="runs of each binding per probe, in alternating order (default 2: A B .. B A); each run "
+                        "is 5 repetitions of the whole binding (jacobi 3)")
     p.add_argument("--size", metavar="BYTES", help="STREAM bytes per array (default: the bench's)")
     p.add_argument("--input", "--topology", dest="topology", metavar="PATH",
                    help="plan from a saved node: hwloc XML, sysfs snapshot or nodemap JSON, as the other commands' "
@@ -71,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     tasks = args.tasks or (len([g for g in topo.gpus if g.visible]) or 2)
     if tasks < 1:
         raise NodemapError("--tasks must be at least 1")
+    if args.rounds < 1:
+        raise NodemapError(f"--rounds {args.rounds}: need at least 1")
     p = plan(topo, Request(tasks=tasks))
     built, missing = cb.build(topo, p)
     chosen = [b for b in built if b.name in wanted]
@@ -82,25 +93,23 @@ def run(args: argparse.Namespace) -> int:
     probes, why = pr.usable_probes(probes, len([g for g in topo.gpus if g.visible]))
     notes += why
     out: dict[str, Any] = {"schema": SCHEMA, "tasks": tasks, "topology": topo.source,
-                           "bindings": [], "notes": notes}
-    plan_rows: dict[str, Any] = {}
+                           "rounds": args.rounds, "bindings": [], "notes": notes}
     planned = next((b for b in chosen if b.name == "plan"), None)
     order = sorted(chosen, key=lambda b: b.name != "plan")  # the plan first: the others are judged against it
+    rows = {} if args.dry_run else measure(topo, order, probes, args)
     for b in order:
         entry = {"name": b.name, "what": b.what, "bad": b.bad,
                  "ranks": [cb.describe(topo, t) for t in b.tasks],
                  "resources": [cb.resources(topo, t) for t in b.tasks], "probes": {}}
         for probe in ([] if args.dry_run else probes):
-            if not args.quiet:
-                import sys
-
-                print(f"[compare] {b.name}: {probe} on {tasks} rank(s)", file=sys.stderr, flush=True)
-            row = pr.run_binding(topo, b, probe, args.size, args.timeout)
-            if b.name == "plan":
-                plan_rows[probe] = row
+            row = rows[b.name, probe]
+            iv = row.interval
             entry["probes"][probe] = {"per_rank": row.values, "total": row.total, "unit": pr.UNITS[probe],
+                                      "repetitions": row.totals, "rounds": row.rounds,
+                                      "started_together": row.together,
+                                      "interval": [iv.low, iv.high] if iv else None,
                                       "spread": row.noise, "errors": row.errors, "warnings": row.warnings,
-                                      "verdict": pr.verdict(row, plan_rows.get(probe), b,
+                                      "verdict": pr.verdict(row, rows.get(("plan", probe)), b,
                                                             same=cb.cannot_differ(topo, b, planned))}
         out["bindings"].append(entry)
     out["bindings"].sort(key=lambda e: cb.NAMES.index(e["name"]))
@@ -116,15 +125,44 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def measure(topo: Any, order: list[Any], probes: list[str], args: argparse.Namespace) -> dict[tuple[str, str], Any]:
+    """Each probe under each binding, --rounds times, the bindings in
+    alternating order (the order, then reversed: ABBA for two), so a drift
+    over the run (heat, another job) moves every binding's figures alike."""
+    import sys
+
+    from ..compare import probes as pr
+
+    rows: dict[tuple[str, str], Any] = {}
+    for probe in probes:
+        for r, b in alternating(order, args.rounds):
+            if not args.quiet:
+                print(f"[compare] {probe} round {r + 1}/{args.rounds}: {b.name} on {len(b.tasks)} rank(s)",
+                      file=sys.stderr, flush=True)
+            got = pr.run_binding(topo, b, probe, args.size, args.timeout)
+            rows.setdefault((b.name, probe), pr.Row(b.name, probe, [], [])).add(got)
+    return rows
+
+
+def alternating(order: list[Any], rounds: int) -> list[tuple[int, Any]]:
+    """(round, item) in the order a comparison runs them: forwards, then backwards, ..."""
+    return [(r, x) for r in range(rounds) for x in (order if r % 2 == 0 else order[::-1])]
+
+
 def text(out: dict[str, Any]) -> str:
-    lines = [f"{out['tasks']} rank(s); bindings judged against nodemap's plan"]
+    rounds = out.get("rounds", 1)
+    lines = [f"{out['tasks']} rank(s), each binding run {rounds} time(s) in alternating order; bindings judged "
+             "against nodemap's plan"]
     for e in out["bindings"]:
         lines.append(f"\n{e['name']}: {e['what']}")
         lines += ["  " + line for line in rank_table(e).splitlines()]
         if e["bad"]:
             lines.append(f"  remote by construction: {e['bad']}")
-        for v in e["probes"].values():
+        for p, v in e["probes"].items():
             lines.append(f"  -> {v['verdict']}")
+            if v.get("repetitions") and v.get("started_together", 0) < len(v["repetitions"]):
+                lines.append(f"  !! {p}: the ranks' repetitions were not started together (this bench kind has no "
+                             "barrier yet): the whole-binding figures pair repetitions by their index only")
             lines += [f"  !! {w}" for w in v.get("warnings", [])]
     lines += [f"note: {n}" for n in out["notes"]]
     return "\n".join(lines)

@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bench.intervals import Interval, median_interval, ratio_interval
 from ..errors import NodemapError
 from ..mapping.request import TaskBinding
 from ..topology.model import Topology
@@ -71,70 +72,125 @@ def figure(probe: str, rs: dict[str, Any], node: int) -> float | None:
 
 
 def stats_of(probe: str, rs: dict[str, Any], node: int) -> dict[str, Any] | None:
-    """The statistics (median, spread, ...) of the one result kept from a
-    rank's result set. H2D: the row of host memory placed by the rank's own
-    policy (host_node -1, where bench copies measures one), else the row of
-    the node its memory lands on."""
+    """The statistics (median, spread, ...) of the one result kept from a rank's result set."""
+    r = result_of(probe, rs, node)
+    return r["stats"] if r else None
+
+
+def result_of(probe: str, rs: dict[str, Any], node: int) -> dict[str, Any] | None:
+    """The one result kept from a rank's result set. H2D: the row of host
+    memory placed by the rank's own policy (host_node -1, where bench copies
+    measures one), else the row of the node its memory lands on."""
     if probe == "h2d":
         rows: dict[int, dict[str, Any]] = {}
         for r in rs.get("results", []):
             if r["metric"] == "h2d_ce":  # the rank's one GPU: the first row of each placement
-                rows.setdefault(r.get("params", {}).get("host_node"), r["stats"])
+                rows.setdefault(r.get("params", {}).get("host_node"), r)
         return rows.get(-1, rows.get(node))
     for r in rs.get("results", []):
         m, p = r["metric"], r.get("params", {})
         if probe == "stream" and m == "triad":
-            return r["stats"]
+            return r
         if probe == "gpu" and m == "triad" and p.get("dtype") in ("float64", None):
-            return r["stats"]
+            return r
         if probe == "jacobi" and m == "single":
-            return r["stats"]
+            return r
     return None
+
+
+def combine(probe: str, values: list[float], gpus: list[tuple[int, ...]]) -> float:
+    """The whole binding's figure from its ranks' (one repetition's, or their
+    medians): the sum of bandwidths (ranks sharing a GPU under a time-sliced
+    probe count once, at their median); the slowest rank's step time."""
+    if probe in LOWER_IS_BETTER:
+        return max(values)
+    if probe in TIME_SLICED and len(gpus) == len(values):
+        shared: dict[tuple[int, ...], list[float]] = {}
+        for g, x in zip(gpus, values):
+            shared.setdefault(g, []).append(x)
+        return sum(statistics.median(xs) for xs in shared.values())
+    return sum(values)
 
 
 @dataclass
 class Row:
     binding: str
     probe: str
-    values: list[float | None]  # per rank
+    values: list[float | None]  # per rank: the median of its repetitions
     errors: list[str]
     spreads: list[float] = field(default_factory=list)  # per measured rank: (max - min) / median of its repetitions
     warnings: list[str] = field(default_factory=list)  # a binding asked for but not applied (the figure stands)
     gpus: list[tuple[int, ...]] = field(default_factory=list)  # per rank: its GPUs
+    samples: list[list[float]] = field(default_factory=list)  # per rank: its repetitions, every round's
+    totals: list[float] = field(default_factory=list)  # per repetition of the whole binding: its figure
+    rounds: int = 0  # runs of this binding (alternating with the others)
+    together: int = 0  # repetitions its ranks started together (barriers released)
 
     @property
     def noise(self) -> float:
-        """The widest relative spread of this row's repetitions."""
+        """The widest relative spread of one rank's repetitions (shown; the verdict uses `interval`)."""
         return max(self.spreads, default=0.0)
 
     @property
     def total(self) -> float | None:
-        """Sum of ranks' bandwidths (ranks sharing GPUs under a time-sliced probe count once, at their
-        median); the slowest rank's step time."""
-        v = [x for x in self.values if x is not None]
-        if not v or len(v) != len(self.values):
+        """The whole binding's figure: the median of its repetitions' where
+        they are known, else from its ranks' medians (`combine`)."""
+        if any(x is None for x in self.values) or not self.values:
             return None
-        if self.probe in LOWER_IS_BETTER:
-            return max(v)
-        if self.probe in TIME_SLICED and len(self.gpus) == len(v):
-            shared: dict[tuple[int, ...], list[float]] = {}
-            for g, x in zip(self.gpus, v):
-                shared.setdefault(g, []).append(x)
-            return sum(statistics.median(xs) for xs in shared.values())
-        return sum(v)
+        if self.totals:
+            return statistics.median(self.totals)
+        return combine(self.probe, [x for x in self.values if x is not None], self.gpus)
+
+    @property
+    def interval(self) -> Interval | None:
+        """The 95% interval (or range, under 6) of the whole binding's median over its repetitions."""
+        return median_interval(self.totals) if self.total is not None else None
+
+    def add(self, run: "Row") -> None:
+        """Another round of the same binding and probe: its repetitions join
+        these (ranks in the same order); a rank's figure is its median over all."""
+        failed = [x is None for x in run.values]
+        if self.rounds:
+            failed = [a or b is None for a, b in zip(failed, self.values)]  # failed once: not trusted
+        else:
+            self.samples = [[] for _ in run.values]
+        for mine, more in zip(self.samples, run.samples or [[] for _ in run.values]):
+            mine.extend(more)
+        self.totals += run.totals
+        self.together += run.together
+        self.errors += run.errors
+        self.warnings += [w for w in run.warnings if w not in self.warnings]
+        self.gpus = self.gpus or run.gpus
+        self.values = [None if bad or not xs else statistics.median(xs) for bad, xs in zip(failed, self.samples)]
+        self.spreads = [(max(xs) - min(xs)) / statistics.median(xs) for xs in self.samples if len(xs) > 1]
+        self.rounds += 1
+
+
+def whole(probe: str, samples: list[list[float]], gpus: list[tuple[int, ...]]) -> list[float]:
+    """The whole binding's figure per repetition: repetition i of every rank
+    ran together (a barrier before each), so they combine; as many as the
+    rank with the fewest."""
+    if not samples or any(not s for s in samples):
+        return []
+    return [combine(probe, list(rep), gpus) for rep in zip(*samples)]
 
 
 def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeout: float) -> Row:
-    """Every rank of the binding runs the probe at once; one row."""
+    """Every rank of the binding runs the probe at once, each repetition
+    together (a barrier before each: bench/barrier.py); one row of this round."""
+    from ..bench.barrier import Coordinator
+
     procs = []
-    for t in b.tasks:
-        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0")
+    together = Coordinator(len(b.tasks), timeout)
+    for i, t in enumerate(b.tasks):
+        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0", **together.env(i))
         if t.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, t.gpus))
         cmd = [sys.executable, "-m", "nodemap", "bench", *argv(probe, t, size), "--json", "-q"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      preexec_fn=_binder(t) if b.bound else None))
-    values, errors, spreads, warnings = [], [], [], []
+                                      pass_fds=together.fds(i), preexec_fn=_binder(t) if b.bound else None))
+    together.started()
+    values, errors, spreads, warnings, samples = [], [], [], [], []
     for t, p in zip(b.tasks, procs):
         try:
             out, err = p.communicate(timeout=timeout)
@@ -142,18 +198,22 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
             p.kill()
             out, err = p.communicate()
             err = f"no answer in {timeout:g} s"
-        value = None
+        value, mine = None, []
         warnings += [f"rank {t.task}: {line[len(POLICY_FAILED):].strip()}" for line in err.splitlines()
                      if line.startswith(POLICY_FAILED)]
         if p.returncode in (0, 1) and out.strip().startswith("{"):
-            st = stats_of(probe, json.loads(out), first_touch_node(topo, t))
-            if st:
-                value = st["median"]
-                spreads.append(st.get("spread") or 0.0)
+            r = result_of(probe, json.loads(out), first_touch_node(topo, t))
+            if r:
+                value, mine = r["stats"]["median"], list(r.get("samples") or [r["stats"]["median"]])
+                spreads.append(r["stats"].get("spread") or 0.0)
         if value is None:
             errors.append(f"rank {t.task}: {(err.strip().splitlines() or ['no result'])[-1]}")
         values.append(value)
-    return Row(b.name, probe, values, errors, spreads, warnings, [tuple(t.gpus) for t in b.tasks])
+        samples.append(mine)
+    together.close()
+    gpus = [tuple(t.gpus) for t in b.tasks]
+    return Row(b.name, probe, values, errors, spreads, warnings, gpus, samples, whole(probe, samples, gpus),
+               together=len(together.releases))
 
 
 POLICY_FAILED = "nodemap-compare: memory binding not applied:"
@@ -183,30 +243,54 @@ MIN_NOISE = 0.03  # below this a difference is not told apart even with tight re
 
 def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> str:
     """One sentence: how this binding's figure compares with the plan's, and
-    why. The noise band is the widest spread of either row's repetitions: a
-    difference inside it is no difference. `same`: the binding cannot differ
-    from the plan (every rank got the plan's CPUs, memory and GPUs, or, on a
-    node of one NUMA node, as many cores of its own)."""
+    why. Each figure is the median over repetitions of the whole binding
+    (its ranks' figures of one repetition, run together, combined); the
+    ratio to the plan's is a difference when the ratio's interval (from
+    both medians' 95% intervals, bench/intervals.py) excludes 1 and the
+    change exceeds MIN_NOISE. `same`: the binding cannot differ from the
+    plan (every rank got the plan's CPUs, memory and GPUs, or, on a node of
+    one NUMA node, as many cores of its own)."""
     if row.total is None:
         return f"{row.probe}: not measured ({'; '.join(row.errors) or 'no result'})"
     value = f"{row.probe}: {row.total:,.1f} {UNITS[row.probe]}"
     if row.binding == "plan":
-        return f"{value} (the reference; repetitions spread ±{100 * row.noise:.0f}%)"
+        iv = row.interval
+        how = f"{_span(iv.low, iv.high, UNITS[row.probe])}: {iv.method} of the whole binding" if iv else (
+            "one repetition")
+        return f"{value} (the reference; {how})"
     if plan_row is None or plan_row.total is None:
         return value
     mine, ref = row.total, plan_row.total
-    worse = mine > ref if row.probe in LOWER_IS_BETTER else mine < ref
-    change = abs(mine - ref) / ref if ref else 0.0
-    band = max(row.noise, plan_row.noise, MIN_NOISE)
+    ratio = mine / ref if ref else 1.0
+    lo, hi = _ratio_bounds(row, plan_row)
+    worse = ratio > 1 if row.probe in LOWER_IS_BETTER else ratio < 1
+    change = abs(ratio - 1)
     how = ("slower" if worse else "faster") if row.probe in LOWER_IS_BETTER else ("lower" if worse else "higher")
-    if change <= band:
+    band = f"{ratio:.2f}x the plan's, interval {lo:.2f}-{hi:.2f}x"
+    if lo <= 1 <= hi or change <= MIN_NOISE:
+        held = "holds 1" if lo <= 1 <= hi else f"a change within {100 * MIN_NOISE:.0f}%"
         why = "; it cannot differ from the plan here" if same else ""
-        return f"{value}: no difference beyond noise (±{100 * band:.0f}%){why}"
+        return f"{value}: no difference beyond noise ({band}: {held}){why}"
     if same:
-        return (f"{value}, {100 * change:.0f}% {how}, but it cannot differ from the plan here: run-to-run "
-                f"variation wider than the repetitions' ±{100 * band:.0f}%")
+        return (f"{value}, {100 * change:.0f}% {how} ({band}), but it cannot differ from the plan here: "
+                f"run-to-run variation beyond the repetitions' interval")
     cause = f" ({b.bad})" if b.bad and worse else ""
-    return f"{value}, {100 * change:.0f}% {how} than the plan's (beyond the ±{100 * band:.0f}% noise){cause}"
+    return f"{value}, {100 * change:.0f}% {how} than the plan's ({band}, beyond noise){cause}"
+
+
+def _ratio_bounds(row: Row, plan_row: Row) -> tuple[float, float]:
+    """The interval of row's figure over the plan's: every ratio the two
+    medians' intervals allow; a figure of one repetition is a point."""
+    def bounds(r: Row) -> tuple[float, float]:
+        iv = r.interval
+        return (iv.low, iv.high) if iv else (r.total or 0.0, r.total or 0.0)
+
+    mine, ref = bounds(row), bounds(plan_row)
+    return ratio_interval(mine, ref) if ref[0] > 0 else (1.0, 1.0)
+
+
+def _span(lo: float, hi: float, unit: str) -> str:
+    return f"{lo:,.1f}-{hi:,.1f} {unit}"
 
 
 def usable_probes(wanted: list[str], gpus: int) -> tuple[list[str], list[str]]:
