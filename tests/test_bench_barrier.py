@@ -133,3 +133,42 @@ def test_mpi_ranks_start_each_repetition_together(tmp_path):
     starts = [json.loads(Path(f"{out}{rank}").read_text()) for rank in range(3)]
     lags = [max(s[i] for s in starts) - min(s[i] for s in starts) for i in range(REPS)]
     assert max(lags) < BOUND, lags
+
+
+def test_the_driver_waits_before_each_timed_repetition_and_runs_native_batches_one_by_one(monkeypatch):
+    """With a barrier set (a rank of `compare`), the one timing loop waits
+    before every timed repetition, not the warm-up; a native batch case
+    (all repetitions in one call otherwise) is asked one at a time."""
+    from nodemap.bench import driver
+    from nodemap.bench.results import make_result
+
+    log = []
+    monkeypatch.setattr(barrier, "wait", lambda: log.append("wait"))
+    monkeypatch.setattr(barrier, "active", lambda: True)
+
+    class Plain(driver.Case):
+        def run(self):
+            log.append("run")
+            return 1.0
+
+        def results(self, samples):
+            return [make_result("fake", "plain", "s", samples, verified=True)]
+
+    driver.measure_case(Plain(), driver.Repeats(count=3, warmup=1))
+    assert log == ["run"] + ["wait", "run"] * 3
+
+    class Native(driver.Case):
+        def runs(self, n):
+            log.append(f"runs {n}")
+            return [1.0] * n
+
+        def results(self, samples):
+            return [make_result("fake", "native", "s", samples, verified=True)]
+
+    log.clear()
+    assert driver.measure_case(Native(), driver.Repeats(count=4))[0].stats.n == 4
+    assert log == ["wait", "runs 1"] * 4
+    monkeypatch.setattr(barrier, "active", lambda: False)  # a plain `nodemap bench`: one native call
+    log.clear()
+    driver.measure_case(Native(), driver.Repeats(count=4))
+    assert log == ["wait", "runs 4"]
