@@ -12,7 +12,15 @@ cannot eat the shared machine (a run over the cap ends in MemoryError).
 Prints wall seconds, exit status and the last line of stderr per case
 and revision.
 
-Run: python benchmarks/hostile_inputs.py REV_BEFORE REV_AFTER [--cap 2GiB] [--timeout 20]
+Issue 26's inputs to the judging layer (--set 26): site files (a dotted
+key of 20,000 parts, 400- and 5000-digit integers, 100,000 nested
+brackets, peak = nan, the fleet's link_bad = nan), saved documents (a FIFO
+and a link to /dev/zero given to report and in a --from folder, a JSON
+bomb, a non-object nodes.jsonl line, a verdict that is markup), a
+3,000-timeline watch folder, a 100,000-PU topology, run --input /, and
+compare -o into a folder.
+
+Run: python benchmarks/hostile_inputs.py REV_BEFORE REV_AFTER [--cap 2GiB] [--timeout 20] [--set 16|26|all]
 """
 
 from __future__ import annotations
@@ -92,6 +100,78 @@ def _inputs(d: str) -> list[tuple[str, list[str], dict[str, str]]]:
     ]
 
 
+def _inputs_26(d: str) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Issue 26's cases (see the module's doc); made with this tree's nodemap and tests."""
+    import json
+
+    import check_synth as syn
+    import nodes
+    from nodemap.check import expectations
+    from nodemap.check.document import CheckDoc
+
+    def put(name: str, text: str | bytes) -> str:
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
+        return path
+
+    doc = CheckDoc(level="quick", topology=None, expectations=expectations.shipped(), host="n1",
+                   results=[syn.stream({"1/L3": (16, 339.0), "1/core": (128, 298.0)}),
+                            syn.hbm({0: 1400.0, 1: 900.0, 2: 1400.0})])
+    doc.rejudge()
+    check = put("check.json", doc.to_json())
+    marked = json.loads(doc.to_json())
+    marked["findings"][0]["verdict"] = "<form action='https://evil.example'><input type='password'></form>"
+    markup = put("markup.json", json.dumps(marked))
+    sites = {"dotted": "a" + ".a" * 19_999 + " = 1\n", "digits400": "[thresholds]\nrelative_warn = " + "9" * 400,
+             "digits5000": "[thresholds]\nrelative_warn = " + "9" * 5000, "nested": "a = " + "[" * 100_000 + "]" * 100_000,
+             "nan": '[[limit]]\nkind = "placement"\nmatch = "."\nwarn = 0.9\npeak = nan\nsource = "x"\n',
+             "fleet_nan": "[fleet]\nlink_bad = nan\nmin_nodes = -3\n"}
+    site = {k: put(f"{k}.toml", v) for k, v in sites.items()}
+    os.mkfifo(os.path.join(d, "fifo.json"))
+    os.symlink("/dev/zero", os.path.join(d, "zero.json"))
+    os.makedirs(f"{d}/from-fifo")
+    os.mkfifo(f"{d}/from-fifo/x.json")
+    os.makedirs(f"{d}/from-lines")
+    put("from-lines/nodes.jsonl", '{"schema": "x"}\n[1, 2]\n')
+    put("bomb.json", b"[" * 100_000 + b"]" * 100_000)
+    os.makedirs(f"{d}/empty")
+    os.makedirs(f"{d}/watch")
+    for r in range(3000):
+        head = {"schema": "nodemap.watch/1", "host": f"n{r // 4}", "job": "7", "rank": r, "pid": 1000 + r,
+                "start": 1.0, "interval": 1.0, "mem_total": 1 << 36}
+        lines = [json.dumps(head), json.dumps({"gpus": [{"index": r % 4, "name": "H100", "total": 80 << 30}]})]
+        lines += [json.dumps([float(t), (1 << 30) + t, 1 << 35, [1 << 30], [2 << 30], [0]]) for t in range(60)]
+        put(f"watch/n{r // 4}.r{r}.{1000 + r}.watch", "\n".join(lines + [json.dumps({"end": {"t": 60.0}})]) + "\n")
+    put("pus100k.json", nodes.build(nodes.Spec(100, 4, 4, 32, smt=2, hostname="big")).to_json())
+    os.makedirs(f"{d}/out-folder.json")
+    rep = ["report", check, "--expect"]
+    return [
+        ("site file: dotted key of 20,000 parts (40 KB)", rep + [site["dotted"]], {}),
+        ("site file: 400-digit integer", rep + [site["digits400"]], {}),
+        ("site file: 5000-digit integer", rep + [site["digits5000"]], {}),
+        ("site file: 100,000 nested brackets", rep + [site["nested"]], {}),
+        ("site file: peak = nan (report --expect)", rep + [site["nan"]], {}),
+        ("site file: [fleet] link_bad = nan, min_nodes = -3", ["check", "--fleet", "--from", f"{d}/empty", "--expect",
+                                                               site["fleet_nan"], "-o", f"{d}/fleet-out"], {}),
+        ("site file is a FIFO (check --expect)", ["check", "--expect", f"{d}/fifo.json", "-o", f"{d}/c"], {}),
+        ("report FIFO", ["report", f"{d}/fifo.json"], {}),
+        ("report link to /dev/zero", ["report", f"{d}/zero.json"], {}),
+        ("report JSON bomb (100,000 nested)", ["report", f"{d}/bomb.json"], {}),
+        ("report --html: a finding's verdict is a password form", ["report", markup, "--html", f"{d}/m.html"], {}),
+        ("check --fleet --from: a FIFO x.json in the folder", ["check", "--fleet", "--from", f"{d}/from-fifo", "-o",
+                                                               f"{d}/fleet-out2"], {}),
+        ("check --fleet --from: nodes.jsonl line [1, 2]", ["check", "--fleet", "--from", f"{d}/from-lines", "-o",
+                                                           f"{d}/fleet-out3"], {}),
+        ("report of 3,000 watch timelines", ["report", f"{d}/watch"], {}),
+        ("topo of a 100,000-PU node (19 MB JSON)", ["topo", "--input", f"{d}/pus100k.json"], {}),
+        ("run --input / --dry-run (plan cache key)", ["run", "--local-rank", "0", "--local-size", "1", "--input", "/",
+                                                      "--dry-run", "--", "true"], {}),
+        ("compare -o FOLDER (checked after the probes?)", ["compare", "--probes", "stream", "--size", "4M",
+                                                           "--tasks", "2", "-q", "-o", f"{d}/out-folder.json"], {}),
+    ]
+
+
 def _run(src: str, args: list[str], extra: dict[str, str], cap: int, timeout: float) -> tuple[float, str, str]:
     site = sysconfig.get_paths()["purelib"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_"))}
@@ -122,6 +202,7 @@ def main() -> None:
     ap.add_argument("after")
     ap.add_argument("--cap", default="2GiB", help="address space per run (default 2GiB)")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per run (default 20)")
+    ap.add_argument("--set", choices=("16", "26", "all"), default="all", help="whose cases: issue 16's, 26's, both")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
     from nodemap.units import parse_size
@@ -132,7 +213,9 @@ def main() -> None:
         trees = {rev: _tree(rev, os.path.join(work, f"rev{k}")) for k, rev in enumerate((a.before, a.after))}
         os.makedirs(f"{work}/in")
         print(f"cap {a.cap} address space, {a.timeout:g} s per run; {sys.platform}, Python {sys.version.split()[0]}")
-        for case, args, extra in _inputs(f"{work}/in"):
+        cases = (_inputs(f"{work}/in") if a.set in ("16", "all") else []) + (
+            _inputs_26(f"{work}/in") if a.set in ("26", "all") else [])
+        for case, args, extra in cases:
             print(case)
             for rev, src in trees.items():
                 wall, status, line = _run(src, args, extra, cap, a.timeout)
