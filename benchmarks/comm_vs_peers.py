@@ -24,9 +24,9 @@ import time
 
 os.environ["NCCL_NVLS_ENABLE"] = "0"  # before any NCCL starts: multicast can wedge a shared node
 
-from nodemap.bench import collectives as co  # noqa: E402
-from nodemap.bench import mpi_common as mc  # noqa: E402
-from nodemap.bench import mpi_p2p as mp  # noqa: E402
+from nodemap.bench.comm import collectives as co  # noqa: E402
+from nodemap.bench.comm import mpi_common as mc  # noqa: E402
+from nodemap.bench.comm import mpi_p2p as mp  # noqa: E402
 
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 

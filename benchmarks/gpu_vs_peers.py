@@ -31,7 +31,7 @@ import time
 import cupy as cp
 import numpy as np
 
-from nodemap.bench import copies, gpu_common as gc, gpu_memory
+from nodemap.bench.gpu import copies, common as gc, memory as gpu_memory
 
 TARGET = {"HBM": 0.90, "NVLink": 0.85, "PCIe": 0.85}
 

@@ -22,8 +22,8 @@ import sys
 
 import cupy as cp
 
-from nodemap.bench import jacobi_grid as jg
-from nodemap.bench import jacobi_gpu as jgpu
+from nodemap.bench.app import jacobi_grid as jg
+from nodemap.bench.app import jacobi_gpu as jgpu
 
 BLOCKS = (128, 256, 512)
 ROWS = (2, 4, 8, 16, 32)

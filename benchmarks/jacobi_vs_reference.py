@@ -31,8 +31,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-from nodemap.bench.jacobi import parse_grid
-from nodemap.bench.jacobi_grid import weak_grid
+from nodemap.bench.app.jacobi import parse_grid
+from nodemap.bench.app.jacobi_grid import weak_grid
 
 PAIRS = {
     "single": ("single_gpu",),

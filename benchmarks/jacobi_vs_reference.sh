@@ -120,7 +120,7 @@ nodemap_at() {  # nodemap_at TAG G NXxNY [OPTIONS]: one process on GPUs 0..G-1, 
     --dtype "$DTYPES" --size "$size" "${TIMING[@]}" "$@" -o "$j/jacobi_${tag}_mpi_${g}gpu.json"
 }
 weak_ny() {  # weak_ny G: the global rows nodemap --weak runs on G row slabs (its weak_grid: halo rows once)
-  python3 -c "from nodemap.bench.jacobi_grid import weak_grid; print(weak_grid($WEAK_NX, $WEAK_NY, 1, $1)[1])"
+  python3 -c "from nodemap.bench.app.jacobi_grid import weak_grid; print(weak_grid($WEAK_NX, $WEAK_NY, 1, $1)[1])"
 }
 
 want tests && step gpu-tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_jacobi_gpu.py \

@@ -156,7 +156,7 @@ cuda = SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=_Runti
 
 def kernels(launches: list):
     """The jacobi.cu functions as NumPy code; each launch is logged."""
-    from nodemap.bench import jacobi_host as jh
+    from nodemap.bench.app import jacobi_host as jh
 
     def jacobi(grid, block, args, stream=None):
         new, a, norm, nx, lo, hi, _, with_norm = args
@@ -182,7 +182,8 @@ def install(devices: int = 1) -> list:
     """Make nodemap's GPU helpers use this module; returns the launch log."""
     import sys
 
-    from nodemap.bench import gpu_common, jacobi_gpu
+    from nodemap.bench.gpu import common as gpu_common
+    from nodemap.bench.app import jacobi_gpu
 
     me = sys.modules[__name__]
     cuda.runtime.devices = devices

@@ -181,7 +181,7 @@ def test_a_typed_steps_command_line_gives_back_the_same_options():
     by the kind's own parser it must be the same options."""
     import argparse
 
-    from nodemap.bench import latency
+    from nodemap.bench.host import latency
 
     opts = latency.Options(dram_top_only=True, repeats=2, max_size="256K", adaptive=0.05, cpu=0)
     p = argparse.ArgumentParser()
@@ -190,7 +190,7 @@ def test_a_typed_steps_command_line_gives_back_the_same_options():
 
 
 def test_latency_measured_from_typed_options():
-    from nodemap.bench import latency
+    from nodemap.bench.host import latency
 
     rs = driver.measure(latency, latency.Options(max_size="16K", repeats=2, loads=4096))
     assert [r.params["working_set"] for r in rs.results] == latency.sizes(16 << 10)
@@ -200,7 +200,7 @@ def test_latency_measured_from_typed_options():
 def test_compares_stream_probe_is_memorys_typed_options_on_the_child_command_line():
     import argparse
 
-    from nodemap.bench import host_memory
+    from nodemap.bench.host import memory as host_memory
     from nodemap.compare import probes
     from nodemap.mapping.request import TaskBinding
     from nodemap.topology.cpuset import CpuSet

@@ -217,7 +217,7 @@ def test_peak_given_by_the_user_makes_a_percentage(tmp_path):
 
 
 def test_arrays_in_cache_and_wide_spread_get_cautions():
-    from nodemap.bench.host_memory import cache_caution
+    from nodemap.bench.host.memory import cache_caution
     from nodemap.bench.results import make_result
 
     assert cache_caution(3 << 20, 32 << 20) and not cache_caution(64 << 20, 32 << 20) and not cache_caution(1, 0)
@@ -352,7 +352,8 @@ def test_ctrl_c_during_the_set_up_of_large_arrays_ends_within_two_seconds(tmp_pa
 def test_a_stop_while_the_pointer_chase_is_built_returns_no_repetition():
     import threading
 
-    from nodemap.bench import hostkernels, interrupt
+    from nodemap.bench.host import kernels as hostkernels
+    from nodemap.bench import interrupt
 
     stopped_at = []
     threading.Timer(0.2, lambda: (stopped_at.append(time.monotonic()), interrupt.request())).start()
@@ -367,7 +368,8 @@ def test_a_stop_while_the_pointer_chase_is_built_returns_no_repetition():
 def test_a_kernel_stopped_mid_run_returns_its_completed_repetitions_verified():
     import threading
 
-    from nodemap.bench import hostkernels, interrupt
+    from nodemap.bench.host import kernels as hostkernels
+    from nodemap.bench import interrupt
 
     cpus = sorted(os.sched_getaffinity(0))[:1]
     threading.Timer(0.3, interrupt.request).start()

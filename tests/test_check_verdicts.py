@@ -259,7 +259,7 @@ def test_findings_are_ranked_fail_first():
 
 
 def test_suite_follows_the_topology():
-    from nodemap.bench import latency
+    from nodemap.bench.host import latency
     from nodemap.check import suite
 
     steps, skipped = suite.plan(nodes.karolina(), "quick", env={})

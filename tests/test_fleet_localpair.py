@@ -9,7 +9,7 @@ import pytest
 
 import check_synth as syn
 import nodes
-from nodemap.bench import mpi_common as mc
+from nodemap.bench.comm import mpi_common as mc
 from nodemap.check import mpi, suite
 from nodemap.fleet import localpair, pairtest
 from test_check_verdicts import by_key, doc_of

@@ -10,7 +10,7 @@ import types
 import pytest
 
 from nodemap import cli
-from nodemap.bench import gpu_common
+from nodemap.bench.gpu import common as gpu_common
 
 COMMANDS = [["bench", "gpu"], ["bench", "copies", "--matrix"], ["bench", "copies", "--latency", "--json"]]
 

@@ -15,7 +15,7 @@ except Exception:  # no driver
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(NGPU == 0, reason="no CUDA GPU visible")]
 
 from nodemap import cli  # noqa: E402
-from nodemap.bench import copies, gpu_common as gc, gpu_memory  # noqa: E402
+from nodemap.bench.gpu import copies, common as gc, memory as gpu_memory  # noqa: E402
 from nodemap.errors import NodemapError  # noqa: E402
 
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import nodes
-from nodemap.bench import copies, gpu_common as gc, gpu_latency, gpu_memory, host_buffer, options, resultfile
+from nodemap.bench.gpu import copies, common as gc, latency as gpu_latency, memory as gpu_memory, host_buffer
+from nodemap.bench import options, resultfile
 from nodemap.bench.harness import finish
 from nodemap.bench.peaks import Peak, pcie_peak
 from nodemap.bench.results import ResultSet, make_result

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from nodemap.bench import gpu_common as gc
-from nodemap.bench import gpu_latency as gl
+from nodemap.bench.gpu import common as gc
+from nodemap.bench.gpu import latency as gl
 
 
 class Recorder:

@@ -5,9 +5,9 @@ import platform
 import pytest
 
 from nodemap import cli
-from nodemap.bench import host_memory as hm
-from nodemap.bench import hostkernels as hk
-from nodemap.bench import thread_orders as pl
+from nodemap.bench.host import memory as hm
+from nodemap.bench.host import kernels as hk
+from nodemap.bench.host import thread_orders as pl
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import NumaNode, Topology

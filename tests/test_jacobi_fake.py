@@ -21,7 +21,8 @@ HERE = Path(__file__).parent
 
 @pytest.fixture
 def fake(monkeypatch):
-    from nodemap.bench import gpu_common, jacobi_gpu
+    from nodemap.bench.gpu import common as gpu_common
+    from nodemap.bench.app import jacobi_gpu
 
     for mod, name in ((gpu_common, "import_cupy"), (gpu_common, "load_topology"), (jacobi_gpu, "_function")):
         monkeypatch.setattr(mod, name, getattr(mod, name))  # restored after the test
@@ -205,8 +206,8 @@ def test_mpi_aware_not_proven_measures_the_staged_path():
 @pytest.mark.parametrize("px,py,waits", [(2, 1, 1), (2, 2, 1), (3, 1, None), (1, 2, 0)])
 def test_tiles_push_columns_after_the_neighbours_stencil(fake, px, py, waits):
     """The fake runs streams in order, so it cannot show the race; it shows the wait."""
-    from nodemap.bench import jacobi_grid as jg
-    from nodemap.bench import jacobi_gpu as jgpu
+    from nodemap.bench.app import jacobi_grid as jg
+    from nodemap.bench.app import jacobi_gpu as jgpu
 
     parts = jg.tiles(20, 12, px, py)
     w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * len(parts), "fp32", False), len(parts))
@@ -218,8 +219,8 @@ def test_tiles_push_columns_after_the_neighbours_stencil(fake, px, py, waits):
 
 def test_row_slabs_still_allocate_as_before(fake):
     """benchmarks/jacobi_kernel_sweep.py allocates jg.slabs directly."""
-    from nodemap.bench import jacobi_grid as jg
-    from nodemap.bench import jacobi_gpu as jgpu
+    from nodemap.bench.app import jacobi_grid as jg
+    from nodemap.bench.app import jacobi_gpu as jgpu
 
     w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 40, jg.slabs(30, 1), [0], "fp64", False), 1)
     s = w.slabs[0]

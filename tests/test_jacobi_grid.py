@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodemap.bench import jacobi_grid as jg
-from nodemap.bench import jacobi_host as jh
+from nodemap.bench.app import jacobi_grid as jg
+from nodemap.bench.app import jacobi_host as jh
 
 
 @given(ny=st.integers(3, 5000), n=st.integers(1, 64))
@@ -162,7 +162,7 @@ def test_derived_figures():
 
 
 def test_bad_input_is_one_line_exit_2():
-    from nodemap.bench import jacobi
+    from nodemap.bench.app import jacobi
 
     for argv, words in ((["--size", "12xfoo"], "NXxNY"), (["--dtype", "fp16"], "choose from"),
                         (["--variants", "mpi,bogus"], "choose from"), (["--iters", "3"], "even")):
@@ -186,8 +186,8 @@ def test_no_gpu_is_one_line_exit_2():
 
 
 def test_variant_choice_by_launch_mode():
-    from nodemap.bench import jacobi
-    from nodemap.bench import mpi_common as mc
+    from nodemap.bench.app import jacobi
+    from nodemap.bench.comm import mpi_common as mc
 
     single = jacobi.Launch(None, [0], [0], 1, None, ["GPU0"], [])
     assert jacobi.usable(single, "peer", None) == ""

@@ -4,8 +4,8 @@ import os
 import pytest
 
 from nodemap import cli
-from nodemap.bench import hostkernels as hk
-from nodemap.bench import latency as lat
+from nodemap.bench.host import kernels as hk
+from nodemap.bench.host import latency as lat
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import Cache, Topology

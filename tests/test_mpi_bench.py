@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nodemap.bench import mpi_common as mc
-from nodemap.bench import mpi_p2p as mp
+from nodemap.bench.comm import mpi_common as mc
+from nodemap.bench.comm import mpi_p2p as mp
 from nodemap.bench import options
 from nodemap.errors import NodemapError
 
@@ -98,7 +98,7 @@ def test_bad_pair_exits_2():
 
 
 def test_a_deadline_ends_a_hang_with_exit_2():
-    code = ("import time; from nodemap.bench.mpi_common import deadline\n"
+    code = ("import time; from nodemap.bench.comm.mpi_common import deadline\n"
             "with deadline(0.2, 'a peer that never answers'):\n    time.sleep(5)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
     assert p.returncode == 2 and "a peer that never answers" in p.stderr

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from nodemap.bench import collectives as co
+from nodemap.bench.comm import collectives as co
 from nodemap.errors import NodemapError
 
 
@@ -70,7 +70,7 @@ def test_bad_ops_are_one_line_errors():
 
 def test_nvls_is_off_before_nccl_starts():
     code = ("import os; os.environ['NCCL_NVLS_ENABLE']='1'\n"
-            "from nodemap.bench import collectives as co\n"
+            "from nodemap.bench.comm import collectives as co\n"
             "try:\n    co.import_nccl()\nexcept Exception:\n    pass\n"
             "print(os.environ['NCCL_NVLS_ENABLE'])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)

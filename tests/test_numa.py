@@ -1,8 +1,8 @@
 import json
 
 from nodemap import cli
-from nodemap.bench import numa
-from nodemap.bench import thread_orders as pl
+from nodemap.bench.host import numa
+from nodemap.bench.host import thread_orders as pl
 from nodemap.bench.results import make_result
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import Core, NumaNode, Topology, PU

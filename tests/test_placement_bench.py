@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from nodemap.bench import options, placement_bench as pb
+from nodemap.bench import options
+from nodemap.bench.app import placement as pb
 from nodemap.errors import NodemapError
 
 

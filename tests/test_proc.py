@@ -43,7 +43,7 @@ def test_nested_deadlines_keep_the_outer_one():
 
 
 def test_mpi_common_deadline_is_the_proc_one():
-    code = ("import ctypes; from nodemap.bench.mpi_common import deadline\n"
+    code = ("import ctypes; from nodemap.bench.comm.mpi_common import deadline\n"
             "with deadline(0.5, 'a peer that never answers'):\n    ctypes.PyDLL(None).sleep(4)\n")
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from nodemap.bench import mpi_common as mc
-from nodemap.bench import ring
+from nodemap.bench.comm import mpi_common as mc
+from nodemap.bench.comm import ring
 
 
 def test_overlap_efficiency_bounds():

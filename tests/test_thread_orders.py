@@ -3,7 +3,7 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nodemap.bench import thread_orders as pl
+from nodemap.bench.host import thread_orders as pl
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import PU, Cache, Core, NumaNode, Package, Topology

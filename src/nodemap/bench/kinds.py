@@ -8,14 +8,14 @@ and one module in bench/.
 from __future__ import annotations
 
 BENCHES: dict[str, tuple[str, str]] = {
-    "memory": ("nodemap.bench.host_memory", "STREAM bandwidth for one thread order, or --sweep over thread orders"),
-    "numa": ("nodemap.bench.numa", "NUMA bandwidth and idle-latency matrices (threads on node i, memory on node j)"),
-    "latency": ("nodemap.bench.latency", "load latency against working-set size, L1 through DRAM"),
-    "gpu": ("nodemap.bench.gpu_memory", "GPU memory bandwidth (BabelStream kernels) per GPU and all at once"),
-    "copies": ("nodemap.bench.copies", "host<->device and device<->device copy matrices (copy engine and SM)"),
-    "mpi": ("nodemap.bench.mpi_p2p", "MPI latency and bandwidth, host and GPU buffers, staged and CUDA-aware"),
-    "nccl": ("nodemap.bench.collectives", "NCCL collectives: algbw and busbw per size"),
-    "ring": ("nodemap.bench.ring", "1D periodic ring halo exchange over every GPU transport"),
-    "placement": ("nodemap.bench.placement_bench", "data larger than one GPU: placement strategies compared"),
-    "jacobi": ("nodemap.bench.jacobi", "2D Jacobi proxy app: step time per multi-GPU programming model, verified"),
+    "memory": ("nodemap.bench.host.memory", "STREAM bandwidth for one thread order, or --sweep over thread orders"),
+    "numa": ("nodemap.bench.host.numa", "NUMA bandwidth and idle-latency matrices (threads on node i, memory on node j)"),
+    "latency": ("nodemap.bench.host.latency", "load latency against working-set size, L1 through DRAM"),
+    "gpu": ("nodemap.bench.gpu.memory", "GPU memory bandwidth (BabelStream kernels) per GPU and all at once"),
+    "copies": ("nodemap.bench.gpu.copies", "host<->device and device<->device copy matrices (copy engine and SM)"),
+    "mpi": ("nodemap.bench.comm.mpi_p2p", "MPI latency and bandwidth, host and GPU buffers, staged and CUDA-aware"),
+    "nccl": ("nodemap.bench.comm.collectives", "NCCL collectives: algbw and busbw per size"),
+    "ring": ("nodemap.bench.comm.ring", "1D periodic ring halo exchange over every GPU transport"),
+    "placement": ("nodemap.bench.app.placement", "data larger than one GPU: placement strategies compared"),
+    "jacobi": ("nodemap.bench.app.jacobi", "2D Jacobi proxy app: step time per multi-GPU programming model, verified"),
 }

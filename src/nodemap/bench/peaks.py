@@ -26,7 +26,7 @@ from ..topology.nvml import NVLINK_GBS
 
 if TYPE_CHECKING:
     from ..topology.model import Topology
-    from .gpu_devices import Gpu
+    from .gpu.devices import Gpu
 
 __all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak", "dram_peak", "parse_dimm",
            "d2d_path", "host_class"]

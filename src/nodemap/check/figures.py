@@ -135,8 +135,8 @@ def _peak_interval(r: Result) -> dict[str, float]:
 def omp_setting(triads: list[Result]) -> str:
     """The OpenMP environment of the placement `bench memory --sweep`
     recommends (the fewest threads within 2% of the best), '' without CPUs."""
-    from ..bench.host_memory import recommend  # here: its import (~0.1 s) would slow every `report`
-    from ..bench.thread_orders import omp_env
+    from ..bench.host.memory import recommend  # here: its import (~0.1 s) would slow every `report`
+    from ..bench.host.thread_orders import omp_env
 
     rec = recommend(triads)
     cpus = tuple(rec[1].params.get("cpu_order") or ()) if rec else ()

@@ -15,7 +15,7 @@ import traceback
 from typing import TYPE_CHECKING, Callable
 
 from .. import __version__
-from ..bench.thread_orders import load_topology
+from ..bench.host.thread_orders import load_topology
 from . import busy, remeasure
 from .document import CheckDoc
 from .expectations import Expectations

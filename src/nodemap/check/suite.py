@@ -52,7 +52,7 @@ def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
     for a bias inside the run-to-run noise of the VMs measured
     (benchmarks/check_quick_vs_full.py measures it on a node). Only the
     triad is judged, so only it is swept."""
-    from ..bench import host_memory, latency, numa
+    from ..bench.host import memory as host_memory, latency, numa
 
     has_numa = len([n for n in topo.numa_nodes if n.cpuset]) > 1
     quick = {"repeats": 3} if level == "quick" else {}

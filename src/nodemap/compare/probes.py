@@ -43,7 +43,7 @@ def argv(probe: str, t: TaskBinding, size: str | None) -> list[str]:
     threads = max(1, min(t.threads or 1, len(t.cpus)))
     if probe == "stream":  # a kind on the driver: typed options, a command line only at the process boundary
         from ..bench.driver import argv_of
-        from ..bench.host_memory import Options
+        from ..bench.host.memory import Options
 
         return ["memory", *argv_of(Options(threads=threads, kernels="triad", repeats=5, size=size))]
     if probe == "h2d":

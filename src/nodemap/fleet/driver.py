@@ -88,7 +88,7 @@ def leader_first(ranks: list[int]) -> list[int]:
 
 
 def main(cfg: Config, check: nodecheck.CheckFn) -> int:
-    from ..bench import mpi_common
+    from ..bench.comm import mpi_common
 
     MPI = mpi_common.start()
     comm = MPI.COMM_WORLD

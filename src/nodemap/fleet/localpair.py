@@ -86,8 +86,8 @@ class Lead:
         """Both ranks' Places (their GPUs named where device figures exist), for the path and its class."""
         import os
 
-        from ..bench import mpi_common as mc
-        from ..bench.gpu_devices import match_gpu
+        from ..bench.comm import mpi_common as mc
+        from ..bench.gpu.devices import match_gpu
 
         device = any(f.get("buffers") == "device" and f["test"] != "skipped" for f in figs)
         mine = gpu_of(0, topo) if device else {}
@@ -107,7 +107,7 @@ def gpu_of(local: int, topo: Any = None) -> dict[str, str]:
     try:
         import cupy as cp
 
-        from ..bench.gpu_devices import describe
+        from ..bench.gpu.devices import describe
 
         g = describe(cp, pairtest.gpu_for(local), topo)
         return {"bus": g.bus_id, "uuid": g.uuid, "key": g.key}
@@ -138,8 +138,8 @@ def heard(comm: Any, leader: int) -> str | None:
 def result_set(figs: list[dict[str, Any]], places: list[Any], topo: Any, buffers: tuple[str, ...]) -> Any:
     """The sender's figures as `bench mpi`'s ResultSet: params buffers HH/DD,
     size and transport; the path and its class as `bench mpi` names them."""
-    from ..bench import mpi_common as mc
-    from ..bench.mpi_p2p import gpu_class, via
+    from ..bench.comm import mpi_common as mc
+    from ..bench.comm.mpi_p2p import gpu_class, via
     from ..bench.results import ResultSet, make_result
 
     a, b = places
@@ -170,7 +170,7 @@ def result_set(figs: list[dict[str, Any]], places: list[Any], topo: Any, buffers
 def awareness(figs: list[dict[str, Any]]) -> dict[str, Any]:
     """`bench mpi`'s cuda_aware record from this rank's library and the
     device test: proven when the device figures went straight to MPI."""
-    from ..bench.mpi_common import query_cuda_support
+    from ..bench.comm.mpi_common import query_cuda_support
 
     cap = pairtest.device_capability()
     device = [f for f in figs if f.get("buffers") == "device"]

@@ -154,7 +154,7 @@ MakeBuf = Callable[..., HostBuf]  # a buffer class, or one bound to its GPU (fun
 @functools.lru_cache(maxsize=None)
 def device_capability() -> dict[str, Any]:
     """This rank's side of the device decision (asked once per process)."""
-    from ..bench import mpi_common
+    from ..bench.comm import mpi_common
 
     if not mpi_common.gpu_visible():
         return {"gpu": False, "aware": False, "how": "no GPU visible to CuPy"}
@@ -165,7 +165,7 @@ def device_capability() -> dict[str, Any]:
 def device_mode(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> tuple[str | None, str]:
     """("cuda-aware" | "staged" | None to skip, why); the same on both sides
     (it reads both capabilities, which both sides have after the handshake)."""
-    from ..bench.mpi_common import NOT_AWARE
+    from ..bench.comm.mpi_common import NOT_AWARE
 
     if not (mine and mine.get("gpu") and theirs and theirs.get("gpu")):
         return None, "device buffers skipped: no GPU visible on " + ("both sides" if not (mine or {}).get("gpu") and

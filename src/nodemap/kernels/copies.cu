@@ -40,7 +40,7 @@ extern "C" __global__ void copy16(const uint4 *__restrict__ src, uint4 *__restri
     for (; i < n16; i += stride) dst[i] = src[i];
 }
 
-// The same hash as nodemap.bench.gpu_common.pattern (numpy), word by word.
+// The same hash as nodemap.bench.gpu.common.pattern (numpy), word by word.
 __device__ __forceinline__ unsigned nm_pattern(unsigned long long i, unsigned seed) {
     unsigned x = (unsigned)i * 0x9E3779B1u ^ (unsigned)(i >> 32) ^ seed;
     x ^= x >> 16;

@@ -13,7 +13,7 @@
 //            per block and added to *norm with one atomic per block.
 //   init_f32 / init_f64      the initial field of rows [1, rows-1) whose
 //            first owned row is global row `g0`: the twin of
-//            nodemap/bench/jacobi_host.py's initial() (exact binary
+//            nodemap/bench/app/jacobi_host.py's initial() (exact binary
 //            fractions, never zeros). Halo rows are left to the caller.
 //
 //   jacobi_f32_v2 / jacobi_f32_v4 / jacobi_f64_v2  the same update with a

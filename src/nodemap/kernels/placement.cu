@@ -5,7 +5,7 @@
 typedef unsigned long long u64;
 
 // Word w of row r: a cheap integer hash, reproducible on the host
-// (nodemap.bench.placement_bench.row_word) so checksums can be verified.
+// (nodemap.bench.app.placement.row_word) so checksums can be verified.
 __device__ __forceinline__ u64 nm_row_word(u64 r, u64 w) {
     u64 x = r * 0x9E3779B97F4A7C15ull + w * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull;
     x ^= x >> 31;

@@ -24,17 +24,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..errors import NodemapError
-from ..text import is_decimal
-from ..units import format_size, parse_size
-from ..topology.model import Topology
-from . import gpu_common as gc
-from . import barrier, interrupt
-from .harness import Progress, Stopped, check_count, finish, session
-from .gpu_kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
-from .options import choices
-from .peaks import Peak, d2d_path, host_class
-from .results import Result, ResultSet, make_result
+from ...errors import NodemapError
+from ...text import is_decimal
+from ...units import format_size, parse_size
+from ...topology.model import Topology
+from . import common as gc
+from .. import barrier, interrupt
+from ..harness import Progress, Stopped, check_count, finish, session
+from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
+from ..options import choices
+from ..peaks import Peak, d2d_path, host_class
+from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 CASES = ("host", "d2d", "bidir", "local", "all", "staged")
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             if interrupt.requested():
                 raise Stopped
         if args.latency:
-            from . import gpu_latency
+            from . import latency as gpu_latency
 
             rs.extend(gpu_latency.measure(b))
     return finish(rs, args, matrices if args.matrix else text)
@@ -475,7 +475,7 @@ def matrices(rs: ResultSet) -> str:
             groups.setdefault(r.metric, {})[(s, d)] = r
         else:
             rest.append(r)
-    from .report import matrix
+    from ..report import matrix
 
     out = []
     for metric, cells in groups.items():

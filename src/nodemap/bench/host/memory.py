@@ -14,16 +14,17 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import NodemapError
-from ..topology.cpuset import CpuSet, CpuSetError
-from ..topology.model import Topology
-from ..topology.sysfs import nodes_undercount
-from ..units import format_size, parse_size
-from . import driver, hostkernels, thread_orders
-from .driver import Case, Common, Plan, Repeats, add_adaptive
-from .harness import add_shared, check_count, gbps
-from .peaks import PEAK_UNKNOWN, Peak, dram_peak
-from .results import Result, ResultSet, make_result
+from ...errors import NodemapError
+from ...topology.cpuset import CpuSet, CpuSetError
+from ...topology.model import Topology
+from ...topology.sysfs import nodes_undercount
+from ...units import format_size, parse_size
+from .. import driver
+from . import kernels as hostkernels, thread_orders
+from ..driver import Case, Common, Plan, Repeats, add_adaptive
+from ..harness import add_shared, check_count, gbps
+from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
+from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = """\
 STREAM bandwidth (copy, scale, add, triad, and a read-only sum) with one
@@ -310,7 +311,7 @@ def cache_caution(footprint: int, llc: int) -> tuple[str, ...]:
 def host_peak(given: float | None) -> tuple[Peak | None, str]:
     """--peak, else SMBIOS; with the note to print when unknown."""
     if given is not None:
-        from ..errors import NodemapError
+        from ...errors import NodemapError
 
         if not 0 < given < 1e6:
             raise NodemapError(f"--peak {given:g}: give the DRAM peak in GB/s, e.g. 204.8")
@@ -328,7 +329,7 @@ def isa_note(isa: str) -> str:
 
 
 def kernel_table(results: Sequence[Result]) -> str:
-    from .report import number, percent, table
+    from ..report import number, percent, table
 
     rows = [[r.metric, number(r.stats.best), number(r.stats.median), f"{100 * r.stats.spread:.1f}%",
              number(r.params["write_allocate_best_gbps"]), percent(r.efficiency), r.path] for r in results]
@@ -357,7 +358,7 @@ def recommend(results: Sequence[Result], stat: str = "best") -> tuple[str, Resul
 
 
 def sweep_table(results: Sequence[Result], kernels: Sequence[str]) -> str:
-    from .report import number, percent, table
+    from ..report import number, percent, table
 
     rows_by = by_thread_order(results)
     ref = "triad" if "triad" in kernels else kernels[0]

@@ -11,13 +11,14 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from ..errors import NodemapError
-from ..topology.cpuset import CpuSet
-from ..topology.model import Topology
-from ..units import parse_size
-from . import driver, host_memory, latency, thread_orders
-from .driver import Case, Plan, Repeats
-from .results import Result, ResultSet
+from ...errors import NodemapError
+from ...topology.cpuset import CpuSet
+from ...topology.model import Topology
+from ...units import parse_size
+from .. import driver
+from . import memory as host_memory, latency, thread_orders
+from ..driver import Case, Plan, Repeats
+from ..results import Result, ResultSet
 
 DESCRIPTION = """\
 NUMA matrices: bandwidth with the threads of node i (one per core) on
@@ -68,7 +69,7 @@ def mem_nodes(topo: Topology) -> list[int]:
 
 
 def matrix_text(title: str, results: list[Result], rows: list[int], cols: list[int], fmt) -> str:
-    from .report import matrix
+    from ..report import matrix
 
     cells = {(r.params["cpu_node"], r.params["mem_node"]): r for r in results}
     return title + "\n" + matrix("cpu\\mem", [f"NUMA{i}" for i in rows], [f"NUMA{j}" for j in cols],
@@ -76,7 +77,7 @@ def matrix_text(title: str, results: list[Result], rows: list[int], cols: list[i
 
 
 def slit_text(topo: Topology, rows: list[int], cols: list[int]) -> str:
-    from .report import matrix
+    from ..report import matrix
 
     if not topo.distances:
         return "SLIT distances: unknown"

@@ -37,13 +37,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import NodemapError
+from ...errors import NodemapError
 from . import jacobi_grid as jg
-from . import mpi_common as mc
-from . import options
-from .harness import Progress, add_shared, finish, session, slowest_rank
-from .driver import repeat
-from .results import ResultSet, Stats, make_result
+from ..comm import mpi_common as mc
+from .. import options
+from ..harness import Progress, add_shared, finish, session, slowest_rank
+from ..driver import repeat
+from ..results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
@@ -160,8 +160,8 @@ class Launch:
 
 
 def open_launch(args: argparse.Namespace) -> Launch:
-    from . import collectives as co
-    from .gpu_common import import_cupy
+    from ..comm import collectives as co
+    from ..gpu.common import import_cupy
 
     mode = args.mode
     if mode == "auto":
@@ -177,7 +177,7 @@ def open_launch(args: argparse.Namespace) -> Launch:
         cp = import_cupy()
     except NodemapError as e:
         mc.fail(comm, str(e))
-    from .gpu_common import load_topology
+    from ..gpu.common import load_topology
 
     topo = load_topology(args.topology)[0]
     place = mc.my_place(comm, topo)
@@ -191,7 +191,7 @@ def open_launch(args: argparse.Namespace) -> Launch:
 
 def binding_line(place: Any, keys: list[str]) -> str:
     """Which CPUs and NUMA nodes a process runs on and which GPUs it drives."""
-    from ..topology.cpuset import CpuSet
+    from ...topology.cpuset import CpuSet
 
     if place is None:
         cpus = CpuSet(os.sched_getaffinity(0)).format()
@@ -335,7 +335,7 @@ def choose(launch: Launch, grid: Grid, variants: list[str]) -> tuple[list[str], 
 def bench(launch: Launch, rs: ResultSet, grid: Grid, dtypes: list[str], todo: list[str],
           args: argparse.Namespace) -> None:
     from . import jacobi_gpu as jgpu
-    from .gpu_common import describe, environment, load_topology
+    from ..gpu.common import describe, environment, load_topology
 
     cp = launch.cp
     topo = load_topology(args.topology)[0]
@@ -511,7 +511,7 @@ def variant_result(name: str, dtype: str, grid: Grid, args: argparse.Namespace, 
 
 
 def text(rs: ResultSet) -> str:
-    from .report import number, percent, table
+    from ..report import number, percent, table
 
     rows = []
     for r in rs.results:

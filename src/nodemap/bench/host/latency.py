@@ -11,15 +11,16 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from ..errors import NodemapError
-from ..topology.cpuset import CpuSet
-from ..topology.model import Topology
-from ..units import format_size, parse_size
-from . import driver, hostkernels, thread_orders
-from .driver import Case, Common, Plan, add_adaptive
-from .harness import add_shared
-from .host_memory import environment, free_memory, parse_mem
-from .results import Result, make_result
+from ...errors import NodemapError
+from ...topology.cpuset import CpuSet
+from ...topology.model import Topology
+from ...units import format_size, parse_size
+from .. import driver
+from . import kernels as hostkernels, thread_orders
+from ..driver import Case, Common, Plan, add_adaptive
+from ..harness import add_shared
+from .memory import environment, free_memory, parse_mem
+from ..results import Result, make_result
 
 DESCRIPTION = """\
 Idle load latency (ns per dependent load) against working-set size, from
@@ -153,7 +154,7 @@ def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
 
 
 def latency_table(results: list[Result]) -> str:
-    from .report import number, table
+    from ..report import number, table
 
     rows = [[format_size(r.params["working_set"]), r.params["level"], number(r.stats.best), number(r.stats.median),
              f"{100 * r.stats.spread:.1f}%"] for r in results]

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from ..errors import NodemapError
-from ..topology.model import GPU, Topology, norm_bus_id
-from ..units import format_size
-from .peaks import Peak, hbm_peak, pcie_peak
+from ...errors import NodemapError
+from ...topology.model import GPU, Topology, norm_bus_id
+from ...units import format_size
+from ..peaks import Peak, hbm_peak, pcie_peak
 
 CUDA_MISSING = ("[cuda] extra missing: CuPy is not installed; pip install 'nodemap[cuda]' "
                 "(or cupy-cuda12x / cupy-cuda13x to match your CUDA driver)")
@@ -109,17 +109,17 @@ def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
 
 def gpus(cp: Any, spec: str | None, topo: Topology | None) -> list[Gpu]:
     """The GPUs named by --gpus (CUDA ordinals "0,2"; default all visible)."""
-    from .options import gpus as gpu_list
+    from ..options import gpus as gpu_list
 
     return [describe(cp, d, topo) for d in gpu_list(spec, cp.cuda.runtime.getDeviceCount())]
 
 
 def load_topology(path: str | None) -> tuple[Topology | None, str]:
     """The node's Topology (for path classes and PCIe links), or None and why."""
-    from ..topology.discover import discover
+    from ...topology.discover import discover
 
     if path:
-        from .harness import read_topology
+        from ..harness import read_topology
 
         return read_topology(path), ""
     try:
@@ -127,7 +127,7 @@ def load_topology(path: str | None) -> tuple[Topology | None, str]:
     except Exception as e:  # a node we cannot read still has GPUs to measure
         why = f"node topology unavailable ({e})"
     try:  # NVML alone still gives GPU names, NUMA nodes, PCIe and NVLinks
-        from ..topology import nvml
+        from ...topology import nvml
 
         topo = nvml.enrich(Topology(source=""))
         if topo.gpus:
@@ -150,7 +150,7 @@ def _uuid(v: Any) -> str:
 
 def _nvml_link(bus_id: str) -> tuple[int, int]:
     """(generation, width) NVML says the link can run at; (0, 0) without NVML."""
-    from ..topology.nvml import start
+    from ...topology.nvml import start
 
     pynvml, _ = start()
     if pynvml is None:
@@ -196,8 +196,8 @@ def environment(cp: Any, devs: Sequence[Gpu]) -> dict[str, Any]:
 
 
 def add_common_arguments(p: Any, size_help: str, repeats: int) -> None:
-    from .harness import add_shared
-    from .options import add_gpus
+    from ..harness import add_shared
+    from ..options import add_gpus
 
     add_gpus(p)
     p.add_argument("--size", metavar="BYTES", help=size_help)
@@ -207,7 +207,7 @@ def add_common_arguments(p: Any, size_help: str, repeats: int) -> None:
 def open_bench(args: Any, command: str) -> tuple[Any, Topology | None, list[Gpu], Any]:
     """CuPy, the topology (for path classes and links), the GPUs of --gpus
     and an empty ResultSet that says why the topology is missing, if it is."""
-    from .results import ResultSet
+    from ..results import ResultSet
 
     cp = import_cupy()
     topo, why = load_topology(args.topology)

@@ -19,12 +19,12 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import NodemapError
-from ..units import format_size, parse_size
-from . import gpu_common as gc
-from . import barrier, interrupt, options
-from .harness import Progress, check_count, finish, session
-from .results import ResultSet, make_result
+from ...errors import NodemapError
+from ...units import format_size, parse_size
+from . import common as gc
+from .. import barrier, interrupt, options
+from ..harness import Progress, check_count, finish, session
+from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 

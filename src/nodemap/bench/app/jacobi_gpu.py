@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
-from ..errors import NodemapError
-from ..units import format_size
+from ...errors import NodemapError
+from ...units import format_size
 from . import jacobi_grid as jg
-from . import mpi_common as mc
+from ..comm import mpi_common as mc
 
 # Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
 # rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
@@ -274,7 +274,7 @@ def _function(cp: Any, device: int, name: str) -> Any:
     """A kernel of jacobi.cu, looked up once per device (not per launch)."""
     fn = _FUNCTIONS.get((device, name))
     if fn is None:
-        from .gpu_common import kernel
+        from ..gpu.common import kernel
 
         fn = _FUNCTIONS[(device, name)] = kernel(cp, "jacobi.cu", name)
     return fn
@@ -556,7 +556,7 @@ def open_nccl(w: World, devices_all: list[str], timeout: float) -> str:
     """NCCL communicators for every slab; '' or why NCCL cannot run here."""
     if len(set(devices_all)) != len(devices_all):
         return NCCL_SHARED_GPU
-    from . import collectives as co
+    from ..comm import collectives as co
 
     try:
         _, nccl = co.import_nccl()

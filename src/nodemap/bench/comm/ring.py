@@ -27,11 +27,11 @@ from typing import Any, Callable
 
 from . import collectives as co
 from . import mpi_common as mc
-from ..units import format_size
-from .harness import Progress, Stopped, add_shared, check_count, session, slowest_rank
-from .driver import repeat
-from .options import add_gpus
-from .results import ResultSet, make_result
+from ...units import format_size
+from ..harness import Progress, Stopped, add_shared, check_count, session, slowest_rank
+from ..driver import repeat
+from ..options import add_gpus
+from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 TRANSPORTS = ("peer", "nccl", "mpi-aware", "mpi-staged")
@@ -95,7 +95,7 @@ def boundary(cp: Any, rank: int, start: int, count: int) -> Any:
 
 
 def make_fields(ctx: co.Ctx, halo_bytes: int) -> list[Field]:
-    from .gpu_common import ensure_free
+    from ..gpu.common import ensure_free
 
     cp = ctx.cp
     h = max(1, halo_bytes // WORD)
@@ -255,7 +255,7 @@ def usable(ctx: co.Ctx, wanted: list[str], aw: mc.Awareness | None) -> tuple[lis
 
 
 def launch_compute(ctx: co.Ctx, fields: list[Field], reps: int) -> None:
-    from .gpu_common import kernel
+    from ..gpu.common import kernel
 
     cp = ctx.cp
     for f in fields:
@@ -325,8 +325,8 @@ def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..units import parse_sizes
-    from .options import choices
+    from ...units import parse_sizes
+    from ..options import choices
 
     wanted = choices(args.transports, TRANSPORTS, "--transports")
     sizes = parse_sizes(args.sizes, "--sizes")
@@ -405,7 +405,7 @@ def result(ctx: co.Ctx, transport: str, halo: int, m: dict[str, Any], path: str)
 
 
 def text(rs: ResultSet) -> str:
-    from .report import number, percent, table
+    from ..report import number, percent, table
 
     rows = []
     for r in rs.results:

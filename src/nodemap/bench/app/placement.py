@@ -21,12 +21,12 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from ..errors import NodemapError
-from ..units import format_size, parse_size, parse_sizes
-from . import options
-from .harness import Progress, add_shared, check_count, check_positive, finish, session
-from .driver import repeat
-from .results import ResultSet, make_result
+from ...errors import NodemapError
+from ...units import format_size, parse_size, parse_sizes
+from .. import options
+from ..harness import Progress, add_shared, check_count, check_positive, finish, session
+from ..driver import repeat
+from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__
 
@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..placement.planner import Replication
+    from ...placement.planner import Replication
 
     table = parse_size(args.table, "--table", minimum=1)  # options first: their errors need no GPU
     if args.row_bytes % 16 or args.row_bytes <= 0:
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     check_count("--lookups", args.lookups, 1, "lookup per GPU")
     check_positive("--budget-fraction", args.budget_fraction)
     zipfs = _zipfs(args.zipf)
-    from .gpu_devices import import_cupy
+    from ..gpu.devices import import_cupy
 
     cp = import_cupy()  # after the options: their errors need no GPU; worded as every GPU kind's
     devices = options.gpus(args.gpus, cp.cuda.runtime.getDeviceCount())
@@ -206,7 +206,7 @@ class Bench:
 
     # --- one Zipf exponent --------------------------------------------------------
     def run_zipf(self, s: float, strategies: list[str], rs: ResultSet, prog: Progress) -> None:
-        from ..placement.planner import Layout
+        from ...placement.planner import Layout
 
         prof_keys = self.keys(s, seed=11)
         run_keys = self.keys(s, seed=23)
@@ -290,8 +290,8 @@ class Bench:
     def _hint(self, strat, ptr, analysis, costs):
         import numpy as np
 
-        from ..placement.apply import apply_plan
-        from ..placement.planner import REPLICATED, Layout, PlacementPlan, plan_placement
+        from ...placement.apply import apply_plan
+        from ...placement.planner import REPLICATED, Layout, PlacementPlan, plan_placement
 
         cfg = self.cfg
         n = len(cfg.devices)
@@ -328,7 +328,7 @@ class Bench:
         return (plan.decision, lay.chunk_size), plan.bytes_per_gpu(), []
 
     def _profile(self, layout, keys):
-        from ..placement.profiler import Profiler
+        from ...placement.profiler import Profiler
 
         cp = self.cp
         prof = Profiler(layout, self.cfg.devices)
@@ -367,7 +367,7 @@ class Bench:
             f = self.mods[dev].get_function("nm_fill_rows")
             f((1024,), (256,), (cp.uint64(ptr), cp.uint64(self.rows), cp.uint32(self.words)))
             if managed:
-                from ..placement import cudadrv as drv
+                from ...placement import cudadrv as drv
 
                 drv.prefetch(ptr, self.cfg.table, None, 0)
             cp.cuda.Device(dev).synchronize()
@@ -435,7 +435,7 @@ class Bench:
 
     def _local_fraction(self, placed, keys) -> float:
         """Share of this run's lookups whose row lies on the reading GPU."""
-        from ..placement.planner import REPLICATED
+        from ...placement.planner import REPLICATED
 
         cp = self.cp
         decision, chunk_size = placed
@@ -457,7 +457,7 @@ def _permutation(rng, n: int):
 def _module(cp):
     from importlib import resources
 
-    from ..placement.profiler import include_dir
+    from ...placement.profiler import include_dir
 
     src = (resources.files("nodemap") / "kernels" / "placement.cu").read_text()
     return cp.RawModule(code=src, options=("-std=c++17", f"-I{include_dir()}"))
@@ -481,7 +481,7 @@ def per_gpu_rates(lookups: int, per_gpu: list[list[float]]) -> list[float]:
 def _environment(cp, devices, topology: str | None = None):
     """Versions and each CUDA device's name and Topology key ("GPU3", from
     this node or the --topology file)."""
-    from .collectives import gpu_keys
+    from ..comm.collectives import gpu_keys
 
     env = {"cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
            "driver": cp.cuda.runtime.driverGetVersion()}
@@ -496,7 +496,7 @@ def _rep_label(rep) -> str:
 
 
 def text(rs: ResultSet) -> str:
-    from .report import table
+    from ..report import table
 
     # the two references every strategy is judged against, per exponent
     ref = {(r.params["zipf_s"], r.params["strategy"]): r.stats.median for r in rs.results}

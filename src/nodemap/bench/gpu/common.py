@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .gpu_devices import (CUDA_MISSING, NO_GPU, Gpu, add_common_arguments, describe, device_memory,  # noqa: F401
-                          ensure_free, environment, gpu_pcie, gpus, import_cupy, load_topology, match_gpu,
-                          open_bench)
-from .gpu_kernels import kernel, kernel_source, launch, pattern  # noqa: F401
-from .gpu_timing import SPIN_TIMEOUT_NS, Gate, Job, gate, time_streams  # noqa: F401
+from .devices import (CUDA_MISSING, NO_GPU, Gpu, add_common_arguments, describe, device_memory, ensure_free,  # noqa: F401
+                      environment, gpu_pcie, gpus, import_cupy, load_topology, match_gpu, open_bench)
+from .kernels import kernel, kernel_source, launch, pattern  # noqa: F401
+from .timing import SPIN_TIMEOUT_NS, Gate, Job, gate, time_streams  # noqa: F401
 from .host_buffer import HostBuffer, page_nodes  # noqa: F401
 
 
@@ -32,6 +31,6 @@ RESULT_HEADER = ("metric", "path", "class", "best", "median", "spread", "of peak
 
 
 def results_text(results: Sequence[Any]) -> str:
-    from .report import table
+    from ..report import table
 
     return table(RESULT_HEADER, [result_row(r) for r in results], right=[False] * 3 + [True] * 4 + [False])

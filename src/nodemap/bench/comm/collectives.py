@@ -27,14 +27,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import NodemapError
+from ...errors import NodemapError
 from . import mpi_common as mc
-from ..units import format_size
-from . import interrupt
-from .harness import Progress, Stopped, add_shared, check_count, finish, session
-from .driver import repeat
-from .options import add_gpus
-from .results import ResultSet, make_result
+from ...units import format_size
+from .. import interrupt
+from ..harness import Progress, Stopped, add_shared, check_count, finish, session
+from ..driver import repeat
+from ..options import add_gpus
+from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
@@ -67,14 +67,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def launched_by_mpi() -> bool:
-    from .. import env
+    from ... import env
 
     return env.world_size(os.environ) > 1
 
 
 def import_nccl() -> tuple[Any, Any]:
     os.environ["NCCL_NVLS_ENABLE"] = "0"  # before NCCL reads its environment
-    from .gpu_common import import_cupy
+    from ..gpu.common import import_cupy
 
     cp = import_cupy()
     try:
@@ -150,11 +150,11 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
     except NodemapError as e:
         if not nccl_optional or str(e) != NCCL_MISSING:
             raise
-        from .gpu_common import import_cupy
+        from ..gpu.common import import_cupy
 
         cp, nccl = import_cupy(), None
     if mode == "single":
-        from .options import gpus as gpu_list
+        from ..options import gpus as gpu_list
 
         devs = gpu_list(gpus, cp.cuda.runtime.getDeviceCount())
         # One thread driving every GPU: all_reduce at 8 B-64 KiB hung on 2
@@ -188,7 +188,7 @@ def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]
     """Topology names ("GPU3", as `nodemap topo` or the --topology file) of
     CUDA ordinals; cudaN where unknown."""
     try:
-        from .gpu_common import describe, load_topology
+        from ..gpu.common import describe, load_topology
 
         topo = load_topology(topology)[0]
         return [describe(cp, d, topo).key for d in devs]
@@ -333,7 +333,7 @@ def parse_ops(spec: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..units import parse_sizes
+    from ...units import parse_sizes
 
     ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes, "--sizes")
     check_count("--iters", args.iters, 1, "operation per repetition")
@@ -365,7 +365,7 @@ def stop_agreed(ctx: Ctx) -> bool:
 
 
 def allocate(ctx: Ctx, nbytes: int) -> None:
-    from .gpu_common import ensure_free
+    from ..gpu.common import ensure_free
 
     cp = ctx.cp
     for lo in ctx.locals:
@@ -463,8 +463,8 @@ def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[fl
 
 
 def text(rs: ResultSet) -> str:
-    from ..units import format_size
-    from .report import number, table
+    from ...units import format_size
+    from ..report import number, table
 
     rows = [[r.metric, "in" if r.params["inplace"] else "out", format_size(r.params["size"]),
              number(r.params["time_us_best"]), number(r.params["algbw_best"]), number(r.stats.best),

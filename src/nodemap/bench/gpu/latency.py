@@ -15,12 +15,12 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from . import gpu_common as gc
-from ..errors import NodemapError
-from ..units import format_size
-from .gpu_kernels import POISON_SEED, SRC_SEED
-from .peaks import d2d_path, host_class
-from .results import Result, make_result
+from . import common as gc
+from ...errors import NodemapError
+from ...units import format_size
+from .kernels import POISON_SEED, SRC_SEED
+from ..peaks import d2d_path, host_class
+from ..results import Result, make_result
 
 LINE = 64  # bytes between chased words: one load per cache line
 STEPS = 20_000

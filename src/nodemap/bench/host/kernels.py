@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from .. import native
-from ..errors import NodemapError
-from .interrupt import stoppable
+from ... import native
+from ...errors import NodemapError
+from ..interrupt import stoppable
 
 KERNELS = ("copy", "scale", "add", "triad", "sum")  # NM_K_* order
 # STREAM counting: words of 8 B moved per element (reads + writes)

@@ -24,7 +24,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
-from ..errors import NodemapError
+from ...errors import NodemapError
 
 MPI_MISSING = ("[mpi] extra missing: mpi4py is not installed; pip install 'nodemap[mpi]' "
                "(mpi4py with the mpich wheel, or build mpi4py against your cluster's MPI)")
@@ -52,7 +52,7 @@ def start(timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
 def deadline(seconds: float, what: str) -> ContextManager[None]:
     """End the process with one line if the block runs past `seconds` (proc.deadline: also while
     MPI holds the GIL)."""
-    from .. import env, proc
+    from ... import env, proc
 
     try:
         rank = env.global_rank(os.environ)
@@ -105,7 +105,7 @@ def my_place(comm: Any, topo: Any) -> Place:
 
 def place_of(rank: int, host: str, cpus: Any, local_rank: int, topo: Any, gpu: str = "") -> Place:
     """A rank's Place from its CPUs (any iterable of OS indexes) and the node's Topology (None: CPUs only)."""
-    from ..topology.cpuset import CpuSet
+    from ...topology.cpuset import CpuSet
 
     cpus = CpuSet(cpus)
     numa: tuple[int, ...] = ()

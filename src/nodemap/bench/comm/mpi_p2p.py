@@ -28,14 +28,14 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import NodemapError
-from ..units import format_size, parse_size, parse_sizes
+from ...errors import NodemapError
+from ...units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
-from . import interrupt
-from .harness import Progress, add_shared, check_count, check_positive, finish, session
-from .driver import repeat
-from .options import choices
-from .results import Result, ResultSet, make_result
+from .. import interrupt
+from ..harness import Progress, add_shared, check_count, check_positive, finish, session
+from ..driver import repeat
+from ..options import choices
+from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 TESTS = ("latency", "bw", "bibw")
@@ -461,11 +461,11 @@ def _all_stop(MPI: Any, comm: Any, timeout: float) -> bool:
 
 def _topology(path: str | None) -> Any:
     if path:
-        from .harness import read_topology
+        from ..harness import read_topology
 
         return read_topology(path)
     try:
-        from ..topology.discover import discover
+        from ...topology.discover import discover
 
         return discover()
     except Exception:
@@ -496,7 +496,7 @@ def _pick_gpu(local_rank: int, sizes: list[int], rs: ResultSet, comm: Any, topo:
     """Use GPU local rank mod GPUs; its Topology key ("GPU1"), cudaN when unknown."""
     import cupy as cp
 
-    from .gpu_common import describe, ensure_free
+    from ..gpu.common import describe, ensure_free
 
     dev = local_rank % cp.cuda.runtime.getDeviceCount()
     cp.cuda.Device(dev).use()
@@ -517,7 +517,7 @@ def gpu_class(topo: Any, a: mc.Place, b: mc.Place) -> str:
     if a.gpu == b.gpu:
         return "same-GPU"
     try:
-        from ..topology.paths import path
+        from ...topology.paths import path
 
         return path(topo, a.gpu, b.gpu).label
     except Exception:
@@ -690,7 +690,7 @@ def multirail(MPI: Any, comm: Any, plan: Plan, places: list[mc.Place]) -> list[R
 
 
 def text(rs: ResultSet) -> str:
-    from .report import number, table
+    from ..report import number, table
 
     rows = []
     for r in rs.results:

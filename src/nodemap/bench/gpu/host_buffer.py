@@ -7,8 +7,8 @@ import ctypes
 import os
 from typing import Any
 
-from ..errors import NodemapError
-from ..units import format_size
+from ...errors import NodemapError
+from ...units import format_size
 
 _REGISTER_PORTABLE_MAPPED = 0x01 | 0x02  # cudaHostRegisterPortable | cudaHostRegisterMapped
 _ATTR_HOST_PTR_FOR_REGISTERED = 91  # cudaDevAttrCanUseHostPointerForRegisteredMem
@@ -75,7 +75,7 @@ def _mmap(nbytes: int) -> int:
 
 def _native() -> Any:
     """The native library with the host-buffer helpers, or None (and why)."""
-    from .. import native
+    from ... import native
 
     try:
         lib = native.lib()

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..errors import NodemapError
-from ..topology.cpuset import CpuSet
-from ..topology.model import PU, Core, NumaNode, Topology
+from ...errors import NodemapError
+from ...topology.cpuset import CpuSet
+from ...topology.model import PU, Core, NumaNode, Topology
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,10 @@ def load_topology(input: str | None = None) -> Topology:
     Falls back to a flat model of the allowed CPUs when no discovery source
     can read this machine (placements then only know cores = PUs).
     """
-    from ..topology.discover import discover
+    from ...topology.discover import discover
 
     if input is not None:
-        from .harness import read_topology
+        from ..harness import read_topology
 
         return read_topology(input)
     try:
@@ -175,7 +175,7 @@ def choose(topo: Topology, cpus: str | None = None, threads: int | None = None, 
     """--cpus LIST, or --threads N in spread/compact order (default: 1/core)."""
     allowed = usable_cpus(topo)
     if cpus is not None:
-        from ..topology.cpuset import CpuSetError
+        from ...topology.cpuset import CpuSetError
 
         try:
             want = CpuSet.parse(cpus)

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import NodemapError
-from .gpu_kernels import kernel
+from ...errors import NodemapError
+from .kernels import kernel
 
 SPIN_TIMEOUT_NS = 20_000_000_000  # a stream held longer than this means a lost release
 
