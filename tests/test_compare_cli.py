@@ -50,11 +50,11 @@ def test_stream_under_each_binding_on_this_node(tmp_path):
     for b in by.values():
         s = b["probes"]["stream"]
         assert s["total"] > 0 and len(s["per_rank"]) == 2 and s["verdict"].startswith("stream: ")
-        # two rounds of 5 repetitions of the whole binding
-        assert s["rounds"] == 2 and len(s["repetitions"]) == 10, s
+        # two rounds of 5 repetitions of the whole binding, each started together by both ranks
+        assert s["rounds"] == 2 and len(s["repetitions"]) == 10 and s["started_together"] == 10, s
         assert s["interval"][0] <= s["total"] <= s["interval"][1]
     assert "(the reference;" in by["plan"]["probes"]["stream"]["verdict"]
-    assert "-> stream:" in p.stdout
+    assert "-> stream:" in p.stdout and "not started together" not in p.stdout
     table = p.stdout.split("\nplan:")[1].splitlines()  # the per-rank table: resources and the figure
     heads = table[1].split()
     assert heads[:5] == ["rank", "PUs", "NUMA", "memory", "GPU"] and heads[-2:] == ["stream", "GB/s"]
