@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from hostile import env, nodemap
 from nodemap.mapping import plancache
 
@@ -75,3 +77,26 @@ def test_report_of_3000_timelines_is_not_quadratic():
     a = watchlog.analyse(tls)
     assert time.process_time() - t0 < 1.5  # was 5 s of CPU
     assert len(a.ranks) == 3000 and len(a.gpus) == 3000 and not a.findings
+
+
+def test_a_stuck_plan_lock_holder_is_said_not_waited_on_in_silence(tmp_path, monkeypatch):
+    """A rank that holds the node's planning lock and never publishes cost
+    every other rank 60 s of silence: the wait is said after LOCK_NOTICE,
+    and so is planning here after LOCK_WAIT."""
+    monkeypatch.setenv("NODEMAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(plancache, "LOCK_WAIT", 0.6)
+    monkeypatch.setattr(plancache, "LOCK_NOTICE", 0.2)
+    fd = plancache.open_folder()
+    holder = plancache.NodeLock(fd, "key")
+    assert holder.take()
+    said: list[str] = []
+    try:
+        import threading
+
+        threading.Timer(2.0, holder.close).start()  # the stuck holder ends at last
+        data, cached = plancache.shared_plan("key", lambda: {"plan": 1}, say=said.append)
+    finally:
+        os.close(fd)
+    assert data == {"plan": 1} and not cached
+    assert len(said) == 2 and "waiting for the node's plan" in said[0] and "up to 0.6 s" in said[0]
+    assert str(tmp_path / "cache") in said[0] and "did not publish a plan in 0.6 s" in said[1]

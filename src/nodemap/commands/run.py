@@ -133,7 +133,8 @@ def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0, all_pus
         return _plan_node(args, tasks, all_pus), False
     key = plancache.fingerprint((cliargs.request_key(args), tasks, all_pus), args.input, os.environ)
     try:
-        return plancache.shared_plan(key, lambda: _plan_node(args, tasks, all_pus))
+        return plancache.shared_plan(key, lambda: _plan_node(args, tasks, all_pus),
+                                     say=lambda text: print(f"nodemap run: {text}", file=sys.stderr, flush=True))
     except plancache.Refused as e:
         if local_rank == 0:
             print(f"nodemap run: {e}", file=sys.stderr)

@@ -30,6 +30,7 @@ SCHEMA = "nodemap.runcache/2"
 TTL = 600.0  # s: long enough for every rank and step of a job, short enough to see hardware change
 ERROR_TTL = 30.0  # s: a published planning error (the other ranks print it without planning again)
 LOCK_WAIT = 60.0  # s: the most a rank waits for the planning rank before it plans itself
+LOCK_NOTICE = 5.0  # s: a wait this long is said (a stuck holder once cost every rank 60 s of silence)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 _FILE_FLAGS = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -246,7 +247,8 @@ class NodeLock:
     grants to all of them the moment the planner unlocks (no polling, no
     sleep past the publish), and then read the plan side by side."""
 
-    def __init__(self, dfd: int, key: str) -> None:
+    def __init__(self, dfd: int, key: str, folder_path: str = "") -> None:
+        self.path = os.path.join(folder_path, entry_name(key) + ".lock")
         self.fd = os.open(entry_name(key) + ".lock", os.O_RDWR | os.O_CREAT | _FILE_FLAGS, 0o600, dir_fd=dfd)
 
     def take(self) -> bool:
@@ -259,11 +261,12 @@ class NodeLock:
         except BlockingIOError:
             return False
 
-    def wait(self, exclusive: bool, wait: float = LOCK_WAIT) -> bool:
+    def wait(self, exclusive: bool, wait: float | None = None, say=lambda text: None) -> bool:
         """Block in the kernel until the lock is ours (shared or exclusive);
         False after `wait` s (the holder is stuck). flock has no timeout, so
         it blocks in a thread and this one waits on it with the deadline; a
-        thread left behind exits with the process (or its exec)."""
+        thread left behind exits with the process (or its exec). A wait past
+        LOCK_NOTICE is said through `say`, and so is giving up."""
         import fcntl
         import threading
 
@@ -276,30 +279,40 @@ class NodeLock:
             except OSError:  # the descriptor was closed after the deadline
                 pass
 
+        wait = LOCK_WAIT if wait is None else wait
         threading.Thread(target=block, daemon=True).start()
-        return got.wait(wait)
+        if got.wait(min(wait, LOCK_NOTICE)):
+            return True
+        say(f"waiting for the node's plan: another process holds the planning lock {self.path} (up to "
+            f"{wait:g} s, then this rank plans itself)")
+        if got.wait(max(wait - LOCK_NOTICE, 0)):
+            return True
+        say(f"the process holding {self.path} did not publish a plan in {wait:g} s: planning here (a stuck "
+            "nodemap run holds it: end it, or pass --no-cache)")
+        return False
 
     def close(self) -> None:
         os.close(self.fd)  # releases the lock
 
 
-def shared_plan(key: str, make, now=time.time) -> tuple[dict, bool]:
+def shared_plan(key: str, make, now=time.time, say=lambda text: None) -> tuple[dict, bool]:
     """The node's plan for `key` and whether another rank (or an earlier
     step) made it. `make()` plans; it runs in at most one rank of the node
-    at a time. Raises Refused when the cache folder cannot be trusted."""
+    at a time; `say` tells of a long wait for the rank planning. Raises
+    Refused when the cache folder cannot be trusted."""
     dfd = open_folder()
     try:
         hit = load(dfd, key, now())
         if hit is not None:
             return hit, True
-        lock = NodeLock(dfd, key)
+        lock = NodeLock(dfd, key, folder())
         try:
             # another rank is planning: read what it publishes. Not in time: plan anyway (the holder is stuck)
-            if not lock.take() and lock.wait(exclusive=False):
+            if not lock.take() and lock.wait(exclusive=False, say=say):
                 hit = load(dfd, key, now())
                 if hit is not None:
                     return hit, True
-                lock.wait(exclusive=True)  # it died or could not publish: plan, one rank at a time
+                lock.wait(exclusive=True, say=say)  # it died or could not publish: plan, one rank at a time
             hit = load(dfd, key, now())  # published while we waited
             if hit is not None:
                 return hit, True
