@@ -104,3 +104,12 @@ def test_bindings_run_in_alternating_order(monkeypatch):
 def test_rounds_below_one_is_an_error():
     p = compare("--rounds", "0", "--probes", "stream")
     assert p.returncode == 2 and "--rounds 0: need at least 1" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_dry_run_on_karolina_gives_remote_gpu_one_rank_per_gpu(karolina_json):
+    p = compare("--input", karolina_json, "--dry-run", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    remote = next(b for b in d["bindings"] if b["name"] == "remote-gpu")
+    gpus = [g for r in remote["resources"] for g in r["gpus"]]
+    assert d["tasks"] == 8 and len(gpus) == 8 and len(set(gpus)) == 8, gpus  # was: 2,3,6,7 twice, 0,1,4,5 idle
