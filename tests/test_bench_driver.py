@@ -211,3 +211,17 @@ def test_compares_stream_probe_is_memorys_typed_options_on_the_child_command_lin
     assert cmd[0] == "memory"
     assert driver.options(host_memory.Options, p.parse_args(cmd[1:])) == \
         host_memory.Options(threads=2, kernels="triad", repeats=5, size="64M")
+
+
+def test_measure_cli_takes_any_kind_by_its_command_line(monkeypatch):
+    from nodemap.errors import NodemapError
+
+    rs = driver.measure_cli("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024"])
+    assert [r.stats.n for r in rs.results] == [1, 1]  # through latency.Options: 4K and 8K
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(NodemapError):  # a kind not on the driver (harness.capture): its one-line error
+        driver.measure_cli("gpu", ["--repeats", "1"])
+    with pytest.raises(NodemapError, match="choose from"):
+        driver.measure_cli("nope", [])
+    with pytest.raises(NodemapError, match="bad options"):
+        driver.measure_cli("latency", ["--bogus"])

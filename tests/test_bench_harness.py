@@ -1,7 +1,7 @@
 """The one harness every bench kind runs on, tried as a user would: the same
 options everywhere, the same size convention, errors that name the option
 and the kind, Ctrl-C that keeps what was measured, outputs that never
-replace what they must not. Also the in-process entry, harness.measure."""
+replace what they must not. Also the in-process entry, driver.measure_cli."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from nodemap import cli
-from nodemap.bench import harness
+from nodemap.bench import driver, harness
 from nodemap.bench.peaks import dram_peak, parse_dimm
 from nodemap.bench.kinds import BENCHES
 
@@ -94,13 +94,13 @@ def test_gpu_kinds_end_in_one_clean_line_without_a_gpu(kind, tmp_path):
 
 
 def test_one_g_is_two_to_the_thirty_and_one_gb_ten_to_the_nine_in_every_kind():
-    """Measured in process (harness.measure): the bytes each kind used."""
-    mib = harness.measure("memory", ["--size", "1M", "--repeats", "1", "--kernels", "copy"])
-    mb = harness.measure("memory", ["--size", "1MB", "--repeats", "1", "--kernels", "copy"])
+    """Measured in process (driver.measure_cli): the bytes each kind used."""
+    mib = driver.measure_cli("memory", ["--size", "1M", "--repeats", "1", "--kernels", "copy"])
+    mb = driver.measure_cli("memory", ["--size", "1MB", "--repeats", "1", "--kernels", "copy"])
     assert mib.results[0].params["array_bytes"] == 2**20 and mb.results[0].params["array_bytes"] == 10**6
-    lat = harness.measure("latency", ["--max-size", "64KB", "--repeats", "1", "--loads", "1024"])
+    lat = driver.measure_cli("latency", ["--max-size", "64KB", "--repeats", "1", "--loads", "1024"])
     assert lat.results[-1].params["working_set"] == 64000
-    numa = harness.measure("numa", ["--size", "1MB", "--repeats", "1", "--no-latency"])
+    numa = driver.measure_cli("numa", ["--size", "1MB", "--repeats", "1", "--no-latency"])
     assert all(r.params["array_bytes"] == 10**6 for r in numa.results)
 
 
@@ -210,7 +210,7 @@ def test_dram_peak_from_smbios_records(tmp_path):
 
 
 def test_peak_given_by_the_user_makes_a_percentage(tmp_path):
-    rs = harness.measure("memory", ["--size", "1M", "--repeats", "1", "--kernels", "triad", "--peak", "1000"])
+    rs = driver.measure_cli("memory", ["--size", "1M", "--repeats", "1", "--kernels", "triad", "--peak", "1000"])
     r = rs.results[0]
     assert r.peak == 1000 and r.efficiency == pytest.approx(r.stats.best / 1000)
     assert not any("peak unknown" in m for m in rs.messages)
@@ -238,7 +238,7 @@ def _foreign_topology(tmp_path: Path) -> Path:
 
 def test_a_topology_file_of_another_host_is_named(tmp_path):
     topo = _foreign_topology(tmp_path)
-    rs = harness.measure("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024", "--topology", str(topo)])
+    rs = driver.measure_cli("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024", "--topology", str(topo)])
     assert sum(m.startswith("caution: --topology") and "elsewhere" in m for m in rs.messages) == 1
 
 

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from . import barrier, interrupt
-from .harness import Progress, Stopped, cautions, check_shared, finish, session
+from .harness import Progress, Stopped, capture, cautions, check_shared, finish, session
 from .intervals import CONFIDENCE, median_interval
 from .results import Result, ResultSet
 
@@ -279,3 +279,32 @@ def measure(kind: Any, opts: Common) -> ResultSet:
     rs = execute(kind.plan(opts), opts, args)
     rs.results = [cautions(r) for r in rs.results]
     return rs
+
+
+def measure_cli(kind: str, argv: Sequence[str]) -> ResultSet:
+    """bench KIND with its command line, in this process: nothing printed,
+    saved or shown as progress (`measure_cli("memory", ["--size", "64M"])`
+    is `nodemap bench memory --size 64M --json`). A kind on the driver runs
+    from the Options its own parser makes (measure); one not on it yet
+    through harness.capture. Bad options raise NodemapError (one line); an
+    interrupted run returns what was measured (`complete` false)."""
+    import argparse
+    import importlib
+
+    from ..errors import NodemapError
+    from .kinds import BENCHES
+
+    if kind not in BENCHES:
+        raise NodemapError(f"bench kind {kind!r}: choose from {', '.join(BENCHES)}")
+    mod = importlib.import_module(BENCHES[kind][0])
+    parser = argparse.ArgumentParser(prog=f"nodemap bench {kind}", add_help=False)
+    mod.add_arguments(parser)
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit:
+        raise NodemapError(f"bench {kind}: bad options {' '.join(argv)!r} (see nodemap bench {kind} --help)") from None
+    if hasattr(mod, "plan"):
+        return measure(mod, options(mod.Options, args))
+    args.bench, args.json, args.output, args.quiet = kind, False, None, True
+    check_shared(args)
+    return capture(mod.run, args, f"bench {kind}")

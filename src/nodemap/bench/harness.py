@@ -15,8 +15,8 @@ its cases; the harness owns the rest, the same for every kind:
   the end;
 - cautions every result gets (spread above 10%);
 - the one result emitter (`finish`): JSON or the kind's table, notes, the
-  file; and `measure(kind, argv)`, the in-process entry other commands
-  (check, compare) use: the ResultSet, nothing printed or saved.
+  file (`capture` takes it instead for driver.measure_cli, the in-process
+  entry of kinds not on the driver yet).
 """
 
 from __future__ import annotations
@@ -429,40 +429,18 @@ def _capturing() -> bool:
     return _CAPTURE_DEPTH[0] > 0
 
 
-def measure(kind: str, argv: list[str]) -> ResultSet:
-    """Run bench `kind` with its command-line `argv` in this process and
-    return its ResultSet: nothing printed, nothing saved, no progress.
-
-    For `nodemap check` and `nodemap compare`: `measure("memory", ["--size",
-    "64M"])` is `nodemap bench memory --size 64M --json`. Bad options raise
-    NodemapError (their one-line message); an interrupted run returns what
-    was measured (`complete` false).
-    """
-    import argparse
-    import importlib
-
-    from .kinds import BENCHES
-    from ..errors import NodemapError
-
-    if kind not in BENCHES:
-        raise NodemapError(f"bench kind {kind!r}: choose from {', '.join(BENCHES)}")
-    mod = importlib.import_module(BENCHES[kind][0])
-    parser = argparse.ArgumentParser(prog=f"nodemap bench {kind}", add_help=False)
-    mod.add_arguments(parser)
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit:
-        raise NodemapError(f"bench {kind}: bad options {' '.join(argv)!r} (see nodemap bench {kind} --help)") from None
-    args.bench, args.json, args.output, args.quiet = kind, False, None, True
-    check_shared(args)
+def capture(run: Callable[[Any], Any], args: Any, command: str) -> ResultSet:
+    """The ResultSet a kind not on the driver yet (its `run(args)`) would
+    print, taken where `finish` would print it: nothing printed or saved.
+    (driver.measure_cli is the entry; kinds on the driver need none of this.)"""
     _CAPTURE_DEPTH[0] += 1
     start = len(_CAPTURED)
     try:
-        mod.run(args)
+        run(args)
     finally:
         _CAPTURE_DEPTH[0] -= 1
     got = _CAPTURED[start:]
     del _CAPTURED[start:]
     if not got:  # a rank that does not report (MPI rank > 0) gets an empty set
-        return ResultSet(command=f"bench {kind}", complete=False)
+        return ResultSet(command=command, complete=False)
     return got[-1]

@@ -128,12 +128,12 @@ def measure(kind: str, request: Common | list[str], level: str = "full", in_job:
             topo: Topology | None = None) -> ResultSet:
     """Run bench KIND in-process (nothing printed or saved) and return its
     ResultSet: from its typed options (`request`, a kind on the driver),
-    else from its command line (the harness's measure); a kind interrupted
+    else from its command line (driver.measure_cli); a kind interrupted
     by Ctrl-C returns what it measured, marked incomplete. MPI ranks need a
     launcher: `mpi` runs under mpiexec (check/mpi.py), or with the job's
     ranks (`in_job`). Raises KindFailed with the kind's one-line error (no
     GPU, no CuPy, the launcher's...)."""
-    from ..bench.harness import measure as harness_measure
+    from ..bench.driver import measure_cli
     from ..errors import NodemapError
 
     if kind == "mpi":
@@ -151,6 +151,6 @@ def measure(kind: str, request: Common | list[str], level: str = "full", in_job:
             from ..bench.kinds import BENCHES
 
             return driver_measure(importlib.import_module(BENCHES[kind][0]), request)
-        return harness_measure(kind, request)
+        return measure_cli(kind, request)
     except NodemapError as e:
         raise KindFailed(str(e)) from None
