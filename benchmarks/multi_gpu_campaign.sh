@@ -70,7 +70,7 @@ for f in d["figures"]:
     counts[f["verdict"]] = counts.get(f["verdict"], 0) + 1
 doc = from_dict(d)
 print(f"run {sys.argv[2]}: verdict={s['verdict']} node={s.get('node')} environment={s.get('environment')} "
-      f"busy={bool(d.get('busy'))} exit={exit_status(doc, saved=True)} figures={counts}")
+      f"busy={doc.is_busy()} exit={exit_status(doc, saved=True)} figures={counts}")
 PY
   done
   rm -f "$out"/repeat_*/*.html
