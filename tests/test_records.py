@@ -139,6 +139,7 @@ def _known(r: dict) -> dict:
     (b"[" * 100_000 + b"]" * 100_000, "field the document is array, not an object"),
     (b'{"schema": "nodemap.results/1", "command": "c",', "not JSON"),
     (b'\xff', "not UTF-8"),
+    (b'{"schema": "nodemap.results/1", "command": "caf\xe9"}', "byte 0xe9 is not UTF-8"),
 ])
 def test_records_decode_gives_one_line(data, words):
     with pytest.raises(InputError) as e:
@@ -182,3 +183,69 @@ def test_report_compare_and_nodemap_compare_name_different_documents(tmp_path):
     from nodemap.commands import compare
 
     assert compare.SCHEMA == "nodemap.compare/1"  # `nodemap compare`'s own, as its saved files say
+
+
+# --- check documents ---------------------------------------------------------------
+
+
+def _check_doc() -> dict:
+    from nodemap.check import expectations
+    from nodemap.check.document import CheckDoc
+    from nodemap.check.inventory import Check, Skipped
+
+    d = CheckDoc(level="quick", topology=None, expectations=expectations.shipped(),
+                 results=[syn.hbm({0: 1400.0, 1: 900.0}), syn.stream({"1/core": (4, 100.0)})], host="n1",
+                 checks=[Check("inventory/x", "a check", "1", "1", "pass", "equal", cause="configuration")],
+                 skipped=[Skipped("nccl", "no GPUs")], busy={"busy": False}, extra={"watch": {"a": 1}})
+    d.rejudge()
+    assert d.findings and d.judged
+    return json.loads(d.to_json())
+
+
+def test_a_check_document_reads_back_without_loss():
+    from nodemap.check import document, saved
+
+    d = _check_doc()
+    doc = document.from_file(*saved.decode("check.json", json.dumps(d).encode()))
+    assert json.loads(doc.to_json()) == d
+    assert saved.SCHEMA == document.SCHEMA
+
+
+def test_every_check_document_in_the_tree_decodes():
+    from nodemap.check import document, saved
+
+    paths = _saved_files("nodemap.check/1")
+    assert len(paths) >= 5
+    for path in paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        doc = document.from_file(*saved.decode(path, data))
+        d = json.loads(data)
+        again = json.loads(doc.to_json())
+        for key in ("figures", "checks", "findings", "skipped", "environment", "summary"):
+            assert _held(again[key], d[key]), (path, key)  # fields added since are written with defaults
+        assert [len(rs["results"]) for rs in again["results"]] == [len(rs["results"]) for rs in d["results"]]
+
+
+def _held(again, saved) -> bool:
+    """`again` holds everything `saved` does (and perhaps fields added since)."""
+    if isinstance(saved, dict):
+        return isinstance(again, dict) and all(k in again and _held(again[k], v) for k, v in saved.items())
+    if isinstance(saved, list):
+        return isinstance(again, list) and len(again) == len(saved) and all(map(_held, again, saved))
+    return again == saved
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["expectations"]["limits"][0].update(warn="high"), "expectations.limits[0].warn is str, not a number"),
+    (lambda d: d["checks"][0].update(cause="weather"), "checks[0].cause is 'weather', not one of"),
+    (lambda d: d["findings"][0].update(keys="gpu/0"), "findings[0].keys is str, not a list"),
+    (lambda d: d["figures"][1].update(noisy="no"), "figures[1].noisy is str, not true or false"),
+    (lambda d: d.update(topology=[1]), "field topology is array, not an object or null"),
+    (lambda d: d["results"][1]["results"][0]["params"].pop("threads"), "results[1].results[0].params.threads is missing"),
+    (lambda d: d.update(busy="yes"), "field busy is str"),
+])
+def test_malformed_check_documents_name_the_field(tmp_path, change, words):
+    d = _check_doc()
+    change(d)
+    refused(nodemap("report", _write(tmp_path, d, "check.json"), env_=env(tmp_path)), "check.json", words)

@@ -38,7 +38,7 @@ def schema_of(where: str, data: bytes, what: str) -> str:
         schema = msgspec.json.decode(data, type=_Head).schema
         if schema:
             return schema
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
         pass
     # no schema: not nodemap's, unless damaged (what json says of it names the damage)
     obj = infile.parse_json(where, infile.decode(where, data, what), what)
@@ -56,7 +56,7 @@ def decode(where: str, data: bytes, type: type[T], what: str) -> T:
         return msgspec.json.decode(data, type=type)
     except msgspec.ValidationError as e:
         raise InputError(where, f"{field_problem(e)}; give a {what} as nodemap wrote it") from None
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # (text that is not UTF-8)
         pass
     # Python's json writes NaN and Infinity, which JSON (and msgspec) refuse: nodemap's own files
     # may hold them, so they are read as json reads them; real damage is named by infile's reader
@@ -95,5 +95,5 @@ def field_problem(e: Exception, at: str = "") -> str:
         want, got = text[len("Expected `"):].split("`, got `", 1)
         return f"field {path or 'the document'} is {got.rstrip('`')}, not {_NAMES.get(want, want)}"
     if text.startswith("Invalid enum value "):
-        return f"field {path} is {text[len('Invalid enum value '):]}, not a value nodemap writes"
+        return f"field {path} is {text[len('Invalid enum value '):]}, not one of the values nodemap writes"
     return f"field {path or 'the document'}: {text[:1].lower() + text[1:]}"

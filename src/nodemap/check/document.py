@@ -145,34 +145,33 @@ class CheckDoc:
         return json.dumps(self.to_dict(), indent=1)
 
 
-def from_dict(d: dict[str, Any], expectations: Expectations | None = None) -> CheckDoc:
-    """A saved document; re-judged when `expectations` is given, else its
-    own verdicts are kept as saved."""
-    from ..bench import resultfile
-    from .expectations import Limit
+def from_dict(d: dict[str, Any], expectations: Expectations | None = None,
+              where: str = "check document") -> CheckDoc:
+    """A saved document, checked field by field (check/saved.py: an
+    InputError naming `where` and the field); re-judged when `expectations`
+    is given, else its own verdicts are kept as saved."""
+    from . import saved
+
+    return from_file(*saved.convert(where, d), expectations)
+
+
+def from_file(f: Any, rec: Any, expectations: Expectations | None = None) -> CheckDoc:
+    """A CheckFile and its Records (check/saved.py) as a CheckDoc."""
     from .verdicts import Judged as J
 
-    if d.get("schema") != SCHEMA:
-        raise ValueError(f"schema {d.get('schema')!r}, expected {SCHEMA!r}")
-    exp_d = d.get("expectations", {})
-    saved = Expectations(exp_d.get("thresholds", {}), tuple(Limit(**lim) for lim in exp_d.get("limits", [])),
-                         tuple(exp_d.get("sources", ())))
+    saved = Expectations(dict(f.expectations.thresholds), tuple(f.expectations.limits),
+                         tuple(f.expectations.sources))
     doc = CheckDoc(
-        level=d.get("level", ""), topology=Topology.from_dict(d["topology"]) if d.get("topology") else None,
-        expectations=expectations or saved, results=[resultfile.convert("check document", r, f"results[{i}]", "check document")
-                                                for i, r in enumerate(d.get("results", []))],
-        checks=[Check.from_dict(c) for c in d.get("checks", [])],
-        skipped=[Skipped(**s) for s in d.get("skipped", [])], environment=d.get("environment", {}),
-        host=d.get("host", ""), hostname=d.get("hostname", d.get("host", "")), started=d.get("started", ""),
-        finished=d.get("finished", ""), complete=d.get("complete", False), command=d.get("command", ""),
-        extra=d.get("extra", {}), busy=d.get("busy") or {}, remeasured=d.get("remeasured") or [])
+        level=f.level, topology=Topology.from_dict(f.topology) if f.topology else None,
+        expectations=expectations or saved, results=rec.results, checks=rec.checks, skipped=list(f.skipped),
+        environment=f.environment, host=f.host, hostname=f.hostname or f.host, started=f.started,
+        finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy or {},
+        remeasured=f.remeasured or [])
     if expectations is not None:
         doc.rejudge()
     else:
-        doc.judged = [J(figs.Figure.from_dict(f), f["verdict"], f["rule"], f.get("expectation", {}), f.get("relative"),
-                        bool(f.get("noisy")))
-                      for f in d.get("figures", [])]
-        doc.findings = [Finding.from_dict(f) for f in d.get("findings", [])]
+        doc.judged = [J(fig, j.verdict, j.rule, j.expectation, j.relative, j.noisy) for fig, j in rec.judged]
+        doc.findings = rec.findings
     return doc
 
 

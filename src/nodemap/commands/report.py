@@ -62,9 +62,7 @@ def load(paths: list[str], expect: str | None):
         data = infile.read(path, infile.MAX_DOCUMENT, what)
         schema = records.schema_of(path, data, what)
         if schema == document.SCHEMA:
-            d = infile.parse_json(path, infile.decode(path, data, what), what)
-            saved.check_document(d, path)
-            docs.append((path, d))
+            docs.append((path, saved.decode(path, data)))
         elif schema == RESULTS:
             sets.append(resultfile.decode(path, data))
         else:
@@ -75,7 +73,7 @@ def load(paths: list[str], expect: str | None):
     exp = expectations.load(expect) if expect or not docs else None
     if docs:
         try:
-            return document.from_dict(docs[0][1], exp)
+            return document.from_file(*docs[0][1], exp)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise NodemapError(f"{docs[0][0]}: a damaged check document ({e}); run nodemap check again") from None
     doc = document.CheckDoc(level="", topology=None, expectations=exp, results=sets, complete=all(s.complete
