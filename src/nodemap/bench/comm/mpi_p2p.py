@@ -651,17 +651,16 @@ def multirail(MPI: Any, comm: Any, plan: Plan, places: list[mc.Place]) -> list[R
         iters = iterations("bw", size, plan.scale, plan.window)
         w = window_for(plan.window, size)
         ep.poison()
+
+        def once() -> float:
+            """One repetition, the slowest pair's seconds (ranks without a pair wait in the reduction)."""
+            comm.Barrier()
+            t = bw_loop(Side(MPI, comm, ep, partner[rank][0], partner[rank][1]), size, iters, w) \
+                if rank in partner else 0.0
+            return comm.allreduce(t, op=MPI.MAX)
+
         with mc.deadline(plan.timeout, f"multi-rail bw at {size} B"):
-            times = []
-            for i in range(plan.repeats + 1):
-                comm.Barrier()
-                t = 0.0
-                if rank in partner:
-                    peer, first = partner[rank]
-                    t = bw_loop(Side(MPI, comm, ep, peer, first), size, iters, w)
-                t = comm.allreduce(t, op=MPI.MAX)
-                if i:
-                    times.append(t)  # the first pass is the warm-up
+            times = repeat(once, repeats=plan.repeats, warmup=1)
             ok = True
             if rank in partner and not partner[rank][1]:
                 ok = ep.check(size, partner[rank][0] + 1)

@@ -29,7 +29,8 @@ from ...text import is_decimal
 from ...units import format_size, parse_size
 from ...topology.model import Topology
 from . import common as gc
-from .. import barrier, interrupt
+from .. import interrupt
+from ..driver import repeat
 from ..harness import Progress, Stopped, check_count, finish, session
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
 from ..options import choices
@@ -401,22 +402,22 @@ class Bench:
     # -- measuring -------------------------------------------------------------------
 
     def measure(self, c: Case) -> Result:
-        secs = []
-        for _ in range(self.repeats + 1):  # the first is a warm-up
-            barrier.wait()  # ranks started by `compare`: each repetition together
+        def once() -> float:
             if c.host_timed is not None:
-                secs.append(c.host_timed())
-            else:
-                secs.append(max(gc.time_streams(self.cp, self.gate, c.jobs)) / self.iters)
-            if interrupt.requested() and len(secs) > 1:  # Ctrl-C: keep the repetitions done
-                break
+                return c.host_timed()
+            return max(gc.time_streams(self.cp, self.gate, c.jobs)) / self.iters
+
+        # Ctrl-C keeps the repetitions done; the warm-up never ends a case (one timed repetition at least)
+        asked = iter([False])
+        secs = repeat(once, repeats=self.repeats, warmup=1,
+                      stop=lambda: next(asked, None) is None and interrupt.requested())
         bad = sum(f() for f in c.checks)
         if bad:
             raise NodemapError(f"{c.metric} {c.path}: {bad} words differ from the source after the copy: "
                                "the copy or the memory is broken (re-run; report if it repeats)")
         eng = c.metric.rsplit("_", 1)[-1]
         return make_result(
-            "copies", c.metric, "GB/s", [c.nbytes / s / 1e9 for s in secs[1:]], verified=True,
+            "copies", c.metric, "GB/s", [c.nbytes / s / 1e9 for s in secs], verified=True,
             params={"src": c.src, "dst": c.dst, "buffer_bytes": self.size, "iters": self.iters,
                     "engine": eng if eng in ("ce", "sm") else "ce", **c.params},
             bytes=c.nbytes,

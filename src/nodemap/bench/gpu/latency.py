@@ -19,6 +19,7 @@ from . import common as gc
 from ...errors import NodemapError
 from ...units import format_size
 from .kernels import POISON_SEED, SRC_SEED
+from ..driver import repeat
 from ..peaks import d2d_path, host_class
 from ..results import Result, make_result
 
@@ -94,7 +95,7 @@ def _chase(b: Any, g: gc.Gpu, where: str, path: str, klass: str, owner: gc.Gpu |
             stream = b.streams[g.ordinal][0]
             args = (np.uintp(base), np.uint64(order[0]), np.int64(STEPS), res)
             job = gc.Job(g.ordinal, stream, lambda s: fn((1,), (1,), args, stream=s))
-            secs = [gc.time_streams(cp, b.gate, [job])[0] for _ in range(b.repeats + 1)][1:]
+            secs = repeat(lambda: gc.time_streams(cp, b.gate, [job])[0], repeats=b.repeats, warmup=1)
             got = int(res.get()[0])
         want = end_of_walk(order, STEPS)
         if got != want:
@@ -125,7 +126,7 @@ def _small_copies(b: Any, g: gc.Gpu) -> list[Result]:
         with cp.cuda.Device(g.ordinal):
             b.fill(dst, POISON_SEED)
         job = gc.Job(g.ordinal, b.streams[g.ordinal][0], b.ce(dst, source, COPY_BYTES, COPY_ITERS))
-        secs = [max(gc.time_streams(cp, b.gate, [job])) / COPY_ITERS for _ in range(b.repeats + 1)][1:]
+        secs = repeat(lambda: max(gc.time_streams(cp, b.gate, [job])) / COPY_ITERS, repeats=b.repeats, warmup=1)
         _check_word(b, dst, g)
         out.append(make_result("copies", f"{kind}_copy_latency", "us", [x * 1e6 for x in secs], verified=True,
                                params={"src": s, "dst": d, "bytes": COPY_BYTES, "iters": COPY_ITERS},
