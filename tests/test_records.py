@@ -249,3 +249,11 @@ def test_malformed_check_documents_name_the_field(tmp_path, change, words):
     d = _check_doc()
     change(d)
     refused(nodemap("report", _write(tmp_path, d, "check.json"), env_=env(tmp_path)), "check.json", words)
+
+
+def test_the_speed_benchmark_times_todays_reader():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "records_speed.py"), "--runs", "1", "--json"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    rows = json.loads(out.stdout)["rows"]
+    assert [(r["schema"], r["reader"]) for r in rows] == [("nodemap.results/1", "records"), ("nodemap.check/1", "records")]
+    assert all(r["ms"] > 0 for r in rows)

@@ -98,16 +98,18 @@ PARAMS: dict[str, type] = {"memory": _Host, "numa": _Numa, "latency": _Latency, 
 
 def decode(where: str, data: bytes) -> ResultSet:
     """A result file's bytes as a ResultSet."""
-    return _checked(where, records.decode(where, data, ResultFile, WHAT), "", WHAT)
+    return result_set(where, records.decode(where, data, ResultFile, WHAT), "", WHAT)
 
 
 def convert(where: str, obj: Any, at: str = "", what: str = WHAT) -> ResultSet:
     """A result set already parsed (a check document's `results[i]`: `at`
     says where, `what` the document holding it)."""
-    return _checked(where, records.convert(where, obj, ResultFile, what, at), at, what)
+    return result_set(where, records.convert(where, obj, ResultFile, what, at), at, what)
 
 
-def _checked(where: str, f: ResultFile, at: str, what: str) -> ResultSet:
+def result_set(where: str, f: ResultFile, at: str = "", what: str = WHAT) -> ResultSet:
+    """A decoded ResultFile as a ResultSet, each result's parameters checked
+    against its kind's (`at`: where the set sits in its document)."""
     results = []
     for i, r in enumerate(f.results):
         params = _renamed_params(r.benchmark, r.params)

@@ -53,7 +53,7 @@ class CheckFile(msgspec.Struct):
     topology: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     expectations: _Expectations = msgspec.field(default_factory=_Expectations)
-    results: list[dict[str, Any]] = []
+    results: list[resultfile.ResultFile] = []
     figures: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
@@ -106,7 +106,7 @@ def convert(where: str, d: Any) -> tuple[CheckFile, Records]:
 
 def records_of(where: str, f: CheckFile) -> Records:
     return Records(
-        results=[resultfile.convert(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)],
+        results=[resultfile.result_set(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)],
         judged=[(_as(where, d, Figure, f"figures[{i}]"), _as(where, d, _Judgement, f"figures[{i}]"))
                 for i, d in enumerate(f.figures)],
         checks=[_words(where, d, Check, _CheckWords, f"checks[{i}]") for i, d in enumerate(f.checks)],
