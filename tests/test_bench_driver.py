@@ -225,3 +225,17 @@ def test_measure_cli_takes_any_kind_by_its_command_line(monkeypatch):
         driver.measure_cli("nope", [])
     with pytest.raises(NodemapError, match="bad options"):
         driver.measure_cli("latency", ["--bogus"])
+
+
+def test_main_interrupted_keeps_the_finished_cases_saves_them_and_exits_130(tmp_path, capsys):
+    mod = _fake_kind()
+    mod.plan = lambda opts: Plan("bench fake", [Fake([1.0], "a"), Fake([1.0], "b", stop_after=2), Fake([1.0], "c")],
+                                 text=lambda rs: "")
+    args = types.SimpleNamespace(json=True, output=str(tmp_path / "r.json"), quiet=True, timeout=None,
+                                 topology=None, repeats=3)
+    assert driver.main(mod, args) == 130
+    saved = json.loads((tmp_path / "r.json").read_text())
+    # a: whole; b: its one timed repetition kept (stopped after warm-up + 1); c: never started
+    assert [(r["metric"], r["stats"]["n"]) for r in saved["results"]] == [("a", 3), ("b", 1)]
+    assert not saved["complete"] and any("interrupted" in m for m in saved["messages"])
+    assert "interrupted after 1 of 3 repetitions" in saved["results"][1]["notes"]

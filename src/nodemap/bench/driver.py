@@ -6,6 +6,7 @@ A kind is a module that holds only what is its own:
                        the argparse dests, so the CLI and `check` fill the same record)
     add_arguments(p)   its command line, from the shared option groups (options.py, harness.add_shared)
     plan(opts) -> Plan its cases for this node's topology, its ResultSet's header, its table
+(no run(): `nodemap bench KIND` calls `main`, check and compare `measure`)
 and per case (a `Case`): setup, one timed run, verify, the Results it makes.
 
 The driver owns the rest, the same for every kind: warm-up, repetitions
@@ -264,7 +265,7 @@ def options(cls: type, args: Any) -> Any:
 
 
 def main(kind: Any, args: Any) -> int:
-    """`nodemap bench KIND ...`: the kind's `run(args)`."""
+    """`nodemap bench KIND ...` of a kind on the driver (commands/bench.py)."""
     opts = options(kind.Options, args)
     plan = kind.plan(opts)
     return finish(execute(plan, opts, args), args, plan.text)

@@ -8,14 +8,12 @@ Each size is labelled with the level the Topology predicts it fits in.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
 from ...units import format_size, parse_size
-from .. import driver
 from . import kernels as hostkernels, thread_orders
 from ..driver import Case, Common, Plan, add_adaptive
 from ..harness import add_shared
@@ -189,6 +187,3 @@ def plan(opts: Options) -> Plan:
                 after=lambda rs: disagreements([(r.params["working_set"], r.params["level"], r.stats.best)
                                                 for r in rs.results]))
 
-
-def run(args: argparse.Namespace) -> int:
-    return driver.main(sys.modules[__name__], args)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -436,6 +435,3 @@ def plan(opts: Options) -> Plan:
     return Plan("bench memory", cases, text, environment=environment(topo),
                 messages=notes + list(topo.notes) + [unknown] * bool(unknown))
 
-
-def run(args: argparse.Namespace) -> int:
-    return driver.main(sys.modules[__name__], args)

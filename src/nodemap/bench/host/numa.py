@@ -8,14 +8,12 @@ The SLIT distances of the Topology are printed beside them.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
 from ...units import parse_size
-from .. import driver
 from . import memory as host_memory, latency, thread_orders
 from ..driver import Case, Plan, Repeats
 from ..results import Result, ResultSet
@@ -132,9 +130,6 @@ def plan(opts: Options) -> Plan:
 
     return Plan("bench numa", cases, text, environment=host_memory.environment(topo), messages=messages)
 
-
-def run(args: argparse.Namespace) -> int:
-    return driver.main(sys.modules[__name__], args)
 
 
 def _latency_size(topo: Topology, cpu: int, node: int) -> int:
