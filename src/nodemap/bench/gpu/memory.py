@@ -22,7 +22,8 @@ from typing import Any, Sequence
 from ...errors import NodemapError
 from ...units import format_size, parse_size
 from . import common as gc
-from .. import barrier, interrupt, options
+from .. import interrupt, options
+from ..driver import repeat
 from ..harness import Progress, check_count, finish, session
 from ..results import ResultSet, make_result
 
@@ -223,12 +224,17 @@ def measure(cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, plan: P
                 extra = 0
             else:
                 extra = _calibrate(cp, gate, arrs, part, plan, blocks)
-            for _ in range(plan.repeats):
-                barrier.wait()  # ranks started by `compare`: each repetition together
-                for k, t in _run_all(cp, gate, arrs, part, blocks, plan.unroll, plan.grid_per_sm).items():
+
+            def one_round(part: tuple[str, ...] = part) -> float:
+                got = _run_all(cp, gate, arrs, part, blocks, plan.unroll, plan.grid_per_sm)
+                for k, t in got.items():
                     times[k] += t
-                if interrupt.requested():  # Ctrl-C: this case is dropped (its gold replay needs every round)
-                    return []
+                return sum(t[0] for t in got.values())
+
+            # the calibration warmed up; the driver waits at compare's barrier before each round
+            done = repeat(one_round, repeats=plan.repeats, warmup=0, stop=interrupt.requested)
+            if len(done) < plan.repeats:  # Ctrl-C: this case is dropped (its gold replay needs every round)
+                return []
             rounds = max(rounds, extra)
         expect = gold(dtype, plan.repeats + rounds, plan.kernels, n)
         how = [x.check(expect, plan.kernels) for x in arrs][0]

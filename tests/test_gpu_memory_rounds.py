@@ -1,0 +1,72 @@
+"""bench gpu's timed rounds go through the driver's loop (driver.repeat):
+every kernel once per round, --repeats rounds, the gold replay over exactly
+those rounds, and a Ctrl-C that drops the case (its gold needs every
+round). GPU work is replaced by stand-ins: no GPU here."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from nodemap.bench import interrupt
+from nodemap.bench.gpu import devices
+from nodemap.bench.gpu import memory as gm
+
+
+class FakeArrays:
+    checked: list = []
+
+    def __init__(self, cp, dev, dtype, n):
+        self.dev, self.n = dev, 1 << 20
+
+    def check(self, expect, kernels):
+        FakeArrays.checked.append(expect)
+        return "checked"
+
+    def free(self):
+        pass
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    rounds = []
+    FakeArrays.checked = []
+
+    def run_all(cp, gate, arrs, kernels, blocks, unroll=1, grid_per_sm=0):
+        rounds.append(tuple(kernels))
+        return {k: [1e-3] for k in kernels}
+
+    monkeypatch.setattr(gm, "Arrays", FakeArrays)
+    monkeypatch.setattr(gm, "_run_all", run_all)
+    interrupt.reset()
+    yield rounds
+    interrupt.reset()
+
+
+def _gpu():
+    return devices.Gpu(0, "fake", 80 << 30, 132, 50 << 20, "0000:00:00.0", key="GPU0")
+
+
+def test_every_kernel_once_a_round_and_the_gold_over_those_rounds(fake):
+    plan = gm.Plan(("float64",), gm.KERNELS, 1 << 23, repeats=4, block=256)
+    rs = gm.measure(SimpleNamespace(dtype=np.dtype), None, [_gpu()], "float64", plan)
+    assert [r.metric for r in rs] == list(gm.KERNELS) and all(r.stats.n == 4 for r in rs)
+    # init, 4 classic rounds, 4 nstream rounds; no warm-up (fixed --block: no calibration either)
+    assert fake == [("init",)] + [gm.CLASSIC] * 4 + [("nstream",)] * 4
+    assert FakeArrays.checked == [gm.gold("float64", 4, gm.KERNELS, 1 << 20)]
+
+
+def test_ctrl_c_in_the_rounds_drops_the_case(fake, monkeypatch):
+    plan = gm.Plan(("float64",), ("triad",), 1 << 23, repeats=5, block=256)
+    real = gm._run_all
+
+    def stop_in_round_2(*a, **k):
+        if len(fake) == 2:
+            interrupt.request()
+        return real(*a, **k)
+
+    monkeypatch.setattr(gm, "_run_all", stop_in_round_2)
+    assert gm.measure(SimpleNamespace(dtype=np.dtype), None, [_gpu()], "float64", plan) == []
+    assert len(fake) == 3 and FakeArrays.checked == []  # init + 2 rounds, then stopped, nothing checked
