@@ -257,3 +257,25 @@ def test_the_speed_benchmark_times_todays_reader():
     rows = json.loads(out.stdout)["rows"]
     assert [(r["schema"], r["reader"]) for r in rows] == [("nodemap.results/1", "records"), ("nodemap.check/1", "records")]
     assert all(r["ms"] > 0 for r in rows)
+
+
+# --- placement plans ---------------------------------------------------------------
+
+
+def test_a_placement_plan_reads_back_and_its_description_is_typed(tmp_path):
+    np = pytest.importorskip("numpy")
+    from nodemap.placement import planfile, planner
+    from nodemap.placement.counts import AccessCounts
+
+    assert planner.PLAN_SCHEMA == planfile.SCHEMA
+    ac = AccessCounts(planner.Layout((4 << 20, 6 << 20), 2 << 20), np.arange(10, dtype=np.int64).reshape(5, 2))
+    plan = planner.plan_placement(ac.layout, ac.counts, [6 << 20] * 2)
+    plan.save(tmp_path / "p.npz")
+    back = planner.PlacementPlan.load(tmp_path / "p.npz")
+    assert back.summary() == plan.summary() and (back.decision == plan.decision).all()
+    with pytest.raises(InputError, match=r"field chunk_size: expected `int` >= 1"):
+        planfile.decode("p.npz", b'{"schema": "nodemap.placement/1", "alloc_sizes": [1], "chunk_size": 0, '
+                                 b'"predicted_local_fraction": 1.0}')
+    with pytest.raises(InputError, match=r"field alloc_sizes\[1\] is str, not an integer"):
+        planfile.decode("p.npz", b'{"schema": "nodemap.placement/1", "alloc_sizes": [1, "2"], "chunk_size": 1, '
+                                 b'"predicted_local_fraction": 1.0}')

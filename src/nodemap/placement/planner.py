@@ -24,6 +24,8 @@ import numpy as np
 from ..errors import NodemapError
 from ..units import parse_size
 
+PLAN_SCHEMA = "nodemap.placement/1"  # placement/planfile.py's (tested equal), its reader
+
 REPLICATED = -1
 HOST = -2
 MiB = 1 << 20
@@ -156,7 +158,7 @@ class PlacementPlan:
 
     # --- files ----------------------------------------------------------------
     def save(self, path: str | Path, option: str = "--output") -> None:
-        meta = {"schema": "nodemap.placement/1", **self.summary(), "alloc_sizes": list(self.layout.alloc_sizes)}
+        meta = {"schema": PLAN_SCHEMA, **self.summary(), "alloc_sizes": list(self.layout.alloc_sizes)}
         _atomic_npz(
             path,
             option,
@@ -172,10 +174,8 @@ class PlacementPlan:
         with _open_npz(path, ("decision", "budgets", "meta")) as z:
             meta = _meta(path, z.array("meta", "u", 1))
             try:
-                layout = Layout(tuple(int(s) for s in meta["alloc_sizes"]), int(meta["chunk_size"]))
-                local_fraction = float(meta["predicted_local_fraction"])
-                notes = [str(n) for n in meta.get("notes", [])]
-            except (KeyError, TypeError, ValueError, OverflowError) as e:
+                layout = Layout(tuple(meta.alloc_sizes), meta.chunk_size)
+            except (TypeError, ValueError, OverflowError) as e:
                 raise NodemapError(f"{path}: the plan's description is damaged ({type(e).__name__}: "
                                    f"{str(e)[:100]}): plan again with nodemap place plan -o") from None
             dec = z.array("decision", "iu", 1).astype(np.int64)
@@ -186,20 +186,17 @@ class PlacementPlan:
                 budgets=z.array("budgets", "iu", 1),
                 decision=dec,
                 counts_total=z.array("counts_total", "iu", 1),
-                local_fraction=local_fraction,
+                local_fraction=meta.predicted_local_fraction,
                 local_fraction_per_gpu=z.array("local_per_gpu", "f", 1),
-                notes=notes,
+                notes=list(meta.notes),
             )
 
 
-def _meta(path, raw: np.ndarray) -> dict:
-    try:
-        meta = json.loads(bytes(raw).decode())
-    except (ValueError, RecursionError):  # JSON and UTF-8 errors alike; hostile nesting
-        meta = None
-    if not isinstance(meta, dict) or meta.get("schema") != "nodemap.placement/1":
-        raise NodemapError(f"{path}: not a nodemap placement plan (write one with nodemap place plan -o)")
-    return meta
+def _meta(path, raw: np.ndarray):
+    """The plan's description (placement/planfile.py: typed, each field checked)."""
+    from .planfile import decode
+
+    return decode(str(path), bytes(raw))
 
 
 def plan_placement(
