@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 import time
 
-from nodemap import watchlog
+from nodemap.watch import timeline as watchlog
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "watch_apps.py")

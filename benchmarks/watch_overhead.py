@@ -143,7 +143,7 @@ def main() -> int:
 
 
 def _interval_s(text: str) -> float:
-    from nodemap.mapping.watch import parse_interval
+    from nodemap.watch.monitor import parse_interval
 
     return parse_interval(text)
 

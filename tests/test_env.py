@@ -44,7 +44,8 @@ def test_malformed_world_size_is_one_line_exit_2():
 def test_readers_use_the_one_list():
     # every reader of launcher rank variables takes them from nodemap.env
     from nodemap.check import mpi
-    from nodemap.mapping import emit, watch
+    from nodemap.mapping import emit
+    from nodemap.watch import monitor as watch
 
     assert mpi.RANK_VARS is env.MPI_JOB_VARS
     assert set(emit.VISIBILITY) <= set(env.GPU_VISIBILITY_VARS)
@@ -54,7 +55,7 @@ def test_readers_use_the_one_list():
 def test_every_visibility_variable_is_recorded():
     # the check's inventory and watch's header recorded CUDA/ROCR/HIP but not ZE_AFFINITY_MASK
     from nodemap.check.inventory import relevant_environment
-    from nodemap.mapping import watch
+    from nodemap.watch import monitor as watch
 
     given = {v: "0" for v in env.GPU_VISIBILITY_VARS} | {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"}
     assert set(relevant_environment(given)) == set(given)

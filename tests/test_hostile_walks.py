@@ -48,7 +48,7 @@ def test_a_core_far_up_a_big_node_costs_its_bits_not_the_whole_range():
 
 
 def _timelines(n: int):
-    from nodemap import watchlog
+    from nodemap.watch import timeline as watchlog
 
     out = []
     for r in range(n):
@@ -70,7 +70,7 @@ def test_report_of_3000_timelines_is_not_quadratic():
     on the 2-vCPU CI VM, the same output."""
     import time
 
-    from nodemap import watchlog
+    from nodemap.watch import timeline as watchlog
 
     tls = _timelines(3000)
     t0 = time.process_time()

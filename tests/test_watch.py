@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from nodemap import watchlog
-from nodemap.watchlog import GiB, MiB, classify
+from nodemap.watch import timeline as watchlog
+from nodemap.watch.timeline import GiB, MiB, classify
 
 # --- the classifier on synthetic series ---------------------------------------------------
 
@@ -426,7 +426,7 @@ def test_dry_run_says_where_the_timelines_would_go(tmp_path):
 def test_watch_code_is_not_imported_without_watch():
     code = ("import sys; from nodemap import cli; "
             "cli.main(['run', '--local-rank', '0', '--local-size', '1', '--dry-run', '--', 'true']); "
-            "assert 'nodemap.mapping.watch' not in sys.modules and 'nodemap.watchlog' not in sys.modules; print('ok')")
+            "assert not any(m.startswith('nodemap.watch') for m in sys.modules); print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip().endswith("ok"), r.stderr
 
@@ -494,7 +494,7 @@ def _fake_nvml(monkeypatch, buses):
 
 
 def test_monitor_finds_its_gpus_by_bus_id_under_a_device_cgroup(monkeypatch):
-    from nodemap.mapping.watch import _Gpus
+    from nodemap.watch.monitor import _Gpus
 
     # the node's GPUs 2 and 3 (bus 0000:9b, 0000:bb); NVML sees only them, as its indexes 0 and 1
     _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
@@ -508,7 +508,7 @@ def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monke
     """A loaded node ends ranks seconds apart: the summary waits for the peer's end while its application lives."""
     import threading
 
-    from nodemap.mapping import watch
+    from nodemap.watch import monitor as watch
 
     monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
     peer = subprocess.Popen(["sleep", "30"])
@@ -527,7 +527,7 @@ def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monke
 
 
 def test_rank_0_does_not_wait_for_a_peer_whose_monitor_died(tmp_path, monkeypatch):
-    from nodemap.mapping import watch
+    from nodemap.watch import monitor as watch
 
     monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
     _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
@@ -572,7 +572,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodemap.errors import NodemapError
-from nodemap.mapping.watch import parse_interval
+from nodemap.watch.monitor import parse_interval
 
 
 @given(st.integers(min_value=10, max_value=3_600_000))
@@ -666,7 +666,7 @@ def test_spike_given_back_is_not_growing(base, n, where, width, height_gib):
 def test_rank_0_stops_waiting_for_a_peer_that_never_wrote_a_timeline(tmp_path, monkeypatch):
     """A peer that failed before its monitor started leaves no file: rank 0 held
     the job's stderr for the whole 60 s bound, on every such run."""
-    from nodemap.mapping import watch
+    from nodemap.watch import monitor as watch
 
     monkeypatch.setenv("NODEMAP_WATCH_SUMMARY_WAIT", "60")
     monkeypatch.setattr(watch, "NEVER_STARTED", 1.0)

@@ -12,7 +12,7 @@ from nodemap.check import expectations
 from nodemap.check.document import CheckDoc
 from test_watch import _write
 
-from nodemap.watchlog import GiB, MiB
+from nodemap.watch.timeline import GiB, MiB
 
 
 def nodemap(*args):
@@ -123,7 +123,7 @@ def test_empty_folder_says_it_holds_no_timelines(tmp_path):
 def test_a_gap_in_the_samples_is_a_short_series_not_a_crash():
     """Samples at 0-0.6 s, then one at 30 s (a suspended job): no samples are
     left between warm-up and teardown; it classified with an empty window."""
-    from nodemap import watchlog
+    from nodemap.watch import timeline as watchlog
 
     s = watchlog.classify([0.0, 0.2, 0.4, 0.6, 30.0], [GiB, GiB, GiB, GiB, 2 * GiB])
     assert s.kind == "short" and s.peak == 2 * GiB

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nodemap run: local rank {lr.rank}/{tasks} ({lr.launcher}): " + _summary(task, args.mem_policy),
               file=sys.stderr)
     if args.watch:  # imported only when asked: the launch path stays as fast without it
-        from ..mapping import watch
+        from ..watch import monitor as watch
 
         launch.program(argv, final)  # a missing program fails before its timeline is written
         w = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
@@ -210,7 +210,7 @@ def _summary(task: dict, mem_policy: str) -> str:
 def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None:
     watching = None
     if args.watch:
-        from ..mapping import watch
+        from ..watch import monitor as watch
 
         watching = {"dir": args.watch_dir or watch.default_dir(os.environ),
                     "interval_s": watch.parse_interval(args.watch_interval)}

@@ -12,7 +12,7 @@ import os
 from html import escape
 from typing import Any
 
-from .. import watchlog
+from ..watch import timeline as watchlog
 from . import plots
 from .html import CSS, Section
 

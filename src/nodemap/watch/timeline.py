@@ -4,7 +4,7 @@ Pure: `read`/`read_dir` parse the files, `analyse` turns timelines into per
 rank statistics (peak, growth, shape), per GPU sums against capacity and
 findings with evidence and fix; `render` is the terminal summary and
 `series` the data of a memory-against-time plot. No sampling here (that is
-nodemap.mapping.watch).
+nodemap.watch.monitor).
 
 A timeline file is JSON lines: a header object (schema nodemap.watch/1),
 then samples `[t_s, host_rss, node_available, [own per GPU], [used per GPU],
@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InputError
-from .infile import open_regular, read as read_checked
+from ..errors import InputError
+from ..infile import open_regular, read as read_checked
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -633,7 +633,7 @@ def render(a: Analysis, where: str = "") -> str:
     lines = [f"nodemap watch: {len(a.ranks)} rank(s) on {', '.join(hosts)}, "
              f"{max(r.duration for r in a.ranks):.1f} s, job {a.job or '?'} started {when(a.start)}"
              + (f"; timelines in {where}" if where else "")]
-    from .bench.report import table
+    from ..bench.report import table
 
     rows = [(str(r.rank), *(_shape_cells(r.gpu) if r.gpu.kind != "none" else ("-",) * 4), *_shape_cells(r.host_rss))
             for r in a.ranks]

@@ -525,7 +525,7 @@ def _text(v) -> str:
 
 def _summary(w: Watch) -> None:
     """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
-    from .. import watchlog
+    from . import timeline as watchlog
 
     d = os.path.dirname(w.path) or "."
     _await_peers(d, w.header)
@@ -551,7 +551,7 @@ def summary_wait(env) -> float:
 def _await_peers(d: str, header: dict) -> None:
     """Until every local rank's timeline has its end, a peer's application has been gone for a while
     without one (its monitor was killed), or the bound ($NODEMAP_WATCH_SUMMARY_WAIT) is reached."""
-    from .. import watchlog
+    from . import timeline as watchlog
 
     t0 = time.time()
     deadline = t0 + summary_wait(os.environ)
