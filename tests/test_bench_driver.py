@@ -239,3 +239,19 @@ def test_main_interrupted_keeps_the_finished_cases_saves_them_and_exits_130(tmp_
     assert [(r["metric"], r["stats"]["n"]) for r in saved["results"]] == [("a", 3), ("b", 1)]
     assert not saved["complete"] and any("interrupted" in m for m in saved["messages"])
     assert "interrupted after 1 of 3 repetitions" in saved["results"][1]["notes"]
+
+
+def test_adaptive_and_budget_from_the_command_line(capsys):
+    from nodemap import cli
+
+    argv = ["bench", "latency", "--max-size", "4K", "--loads", "1024", "--repeats", "40", "--json", "-q"]
+    assert cli.main(argv + ["--budget", "0.000001"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    assert r["stats"]["n"] == 3  # the budget is spent at once: the least, 3
+    assert cli.main(argv[:-4] + ["--repeats", "200", "--json", "-q", "--adaptive", "0.999"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    # a 95% interval needs 6; the middle repetitions of a 4K chase lie within 99.9% of their median
+    assert 6 <= r["stats"]["n"] < 200
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv + ["--adaptive", "2"])
+    assert e.value.code == 2 and "give a fraction between 0 and 1" in capsys.readouterr().err
