@@ -20,7 +20,8 @@
 #define NM_MAX_NODES 1024  /* NUMA nodes in a memory mask */
 #define NM_ULONG_BITS (8 * sizeof(unsigned long))
 #define NM_PLAN_ARGS 64    /* argv entries of `nodemap plan`, NULL included */
-#define NM_OPTIONS_HELP "use off, strict, verbose, threads=T, smt=K, gpus-per-task=G, nic-rails=R|all|auto, comma-separated"
+#define NM_OPTIONS_HELP \
+	"use off, strict, verbose, threads=T, smt=K, gpus-per-task=G, nic-rails=R|all|auto, comma-separated"
 
 /* --nodemap=OPTS as given: enabled -1 (not asked), 0 (off), 1 (on) */
 struct nm_options {

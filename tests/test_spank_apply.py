@@ -1,0 +1,99 @@
+"""The SPANK plugin's binding without Slurm: slurm/nodemap_apply (apply.c, the
+plugin's own planning and per-task code) built with the C compiler, its
+tasks checked from inside by benchmarks/spank_apply_gpu.py against `nodemap
+plan`: PUs, memory policy and pages, variables here; CUDA's devices too
+where CuPy sees a GPU (the device command in docs/slurm.md)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import spank_apply_gpu as check  # noqa: E402
+
+NODEMAP = str(Path(sys.executable).parent / "nodemap") if (Path(sys.executable).parent / "nodemap").exists() \
+    else shutil.which("nodemap")
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory) -> str:
+    """nodemap_apply built from the checkout by `make -C slurm driver` (no spank.h needed)."""
+    if not (shutil.which("cc") or shutil.which("gcc")) or not NODEMAP:
+        pytest.skip("needs a C compiler and the nodemap command")
+    out = tmp_path_factory.mktemp("driver")
+    subprocess.run(["make", "-C", str(ROOT / "slurm"), "driver", f"OUT={out}"], check=True, capture_output=True,
+                   timeout=120)
+    return str(out / "nodemap_apply")
+
+
+def probe(driver: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    code = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('OMP_')}))"
+    return subprocess.run([driver, f"--nodemap-path={NODEMAP}", *args, "--", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("ntasks,options,request_args", [
+    (2, "", ()), (1, "", ()), (1, "threads=1,verbose", ("--threads", "1"))])
+def test_every_task_holds_its_plan(driver, ntasks, options, request_args):
+    result = check.check(driver, NODEMAP, ntasks, options, request_args)
+    assert result["ok"], [r["verdict"] for r in result["tasks"]]
+    assert [r["task"] for r in result["tasks"]] == list(range(ntasks))
+    for r in result["tasks"]:
+        assert r["got"]["mode"] == "bind" and r["got"]["env"]["OMP_PLACES"] == r["planned"]["env"]["OMP_PLACES"]
+        assert r["verdict"].startswith(f"task {r['task']}: PASS  PUs {r['planned']['cpus']}")
+    assert ("nodemap: task 0: PUs" in result["driver_stderr"]) == ("verbose" in options)
+
+
+def test_the_check_fails_a_task_bound_otherwise(driver):
+    """Task 1's probe judged against task 0's plan: its PUs and OpenMP places differ (2 PUs here)."""
+    tasks = check.plan(NODEMAP, 2, [])
+    rows, _ = check.run_tasks(driver, NODEMAP, tasks, "", gpu=False)
+    bad = check.problems(rows[1], tasks[0], gpu=False)
+    assert any(b.startswith("PUs ") for b in bad) and any(b.startswith("OMP_PLACES=") for b in bad), bad
+    assert check.verdict(rows[1], tasks[0], bad, False).startswith("task 0: FAIL  PUs ")
+
+
+def test_the_jobs_own_values_win_but_visibility_narrows(driver):
+    p = probe(driver, "1", env={"OMP_NUM_THREADS": "7", "OMP_PROC_BIND": "spread"})
+    got = json.loads(p.stdout)
+    assert (got["OMP_NUM_THREADS"], got["OMP_PROC_BIND"]) == ("7", "spread") and "OMP_PLACES" in got, p.stderr
+
+
+def test_a_broken_nodemap_costs_one_line_unless_strict(driver, tmp_path):
+    bad = tmp_path / "nodemap"
+    bad.write_text("#!/bin/sh\necho 'nodemap: broken install (test)' >&2\nexit 3\n")
+    bad.chmod(0o755)
+    ran = "import os; os.write(1, b'ran\\n')"  # one write: the two tasks print at once
+    p = subprocess.run([driver, f"--nodemap-path={bad}", "2", "--", sys.executable, "-c", ran],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.split() == ["ran", "ran"], p.stderr
+    assert p.stderr.splitlines() == ["nodemap: `nodemap plan` failed: nodemap: broken install (test); "
+                                     "the tasks run unbound"]
+    strict = subprocess.run([driver, f"--nodemap-path={bad}", "--nodemap=strict", "2", "echo", "ran"],
+                            capture_output=True, text=True, timeout=60)
+    assert (strict.returncode, strict.stdout) == (1, "") and "strict: no task starts" in strict.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nodemap=threads=x;y", "1", "true"], "'threads=x;y' is not an option"),
+    (["0", "true"], "NTASKS: a count of tasks"), (["2"], "no command to run")])
+def test_wrong_usage_is_refused(driver, args, message):
+    p = subprocess.run([driver, *args], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and message in p.stderr and "usage: nodemap_apply" in p.stderr
+
+
+@pytest.mark.gpu
+def test_cuda_sees_each_tasks_planned_gpu(driver):
+    ngpu, why = check.gpu_count()
+    if not ngpu:
+        pytest.skip(why)
+    result = check.check(driver, NODEMAP, ngpu, gpu=True)
+    assert result["ok"], [r["verdict"] for r in result["tasks"]]
+    assert all(r["got"]["cuda"]["count"] == len(r["planned"]["gpus"]) for r in result["tasks"])
