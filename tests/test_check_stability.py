@@ -59,7 +59,7 @@ def test_every_scenario_runs_and_its_target_is_judged(tmp_path):
     full = (keep / "fault-cpuset.toml").read_text()
     assert "peak = 20.000" in full and "fail = 0.90" in full  # the idle runs' STREAM is the full node's
     assert "peak = 20.000" in (keep / "fault-slow.toml").read_text()
-    assert "| idle | 3 | warn 3 | 0: 3 | 0 | 0 | one node verdict every time, no fail | yes |" in md
+    assert "| idle | 3 | warn 3 | 0: 3 | 0 | 0 | no fail; one node verdict among the runs not busy | yes |" in md
     assert "- note: a shared VM" in md
 
 
@@ -68,6 +68,21 @@ def test_one_idle_fail_misses_the_idle_target(tmp_path, monkeypatch):
     doc, md = campaign(tmp_path)
     idle = next(t for t in doc["targets"] if t["scenario"] == "idle")
     assert idle["verdicts"] == {"warn": 2, "fail": 1} and not idle["met"] and "| **no** |" in md
+
+
+def test_busy_idle_runs_say_so_and_the_others_must_agree(tmp_path):
+    """A shared node: two runs busy (exit 2), one not: the target holds on the run that was not."""
+    runs = [{"scenario": "idle", "node": v, "rc": rc, "busy": b} for v, rc, b in
+            (("inconclusive", 2, True), ("pass", 0, False), ("inconclusive", 2, True))]
+    (t,) = cs.targets(runs)
+    assert t["met"] and not t["one_verdict_every_run"]
+    runs.append({"scenario": "idle", "node": "warn", "rc": 0, "busy": False})
+    assert not cs.targets(runs)[0]["met"]  # two runs not busy disagree
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps({"machine": {"host": "vm", "cpu": "x", "cpus": 2, "commit": "c", "date": "d"},
+                                 "command": "c", "runs": [dict(r, index=i, wall_s=1, load_before=0.0)
+                                                          for i, r in enumerate(runs)]}))
+    assert cs.main(["--from", str(saved)]) == 0 and "| idle | 4 |" in (tmp_path / "r.md").read_text()
 
 
 def test_the_test_double_halves_stream_only(monkeypatch):
