@@ -4,6 +4,7 @@
 - no circle between modules (imports inside functions count: they are edges too;
   imports under `if TYPE_CHECKING:` do not run and do not count);
 - launcher variables are read as integers only in nodemap.env, and listed only there;
+- Slurm's node name is read only by mapping.localrank.node_name;
 - pynvml is imported only by the NVML source (topology/nvml.py);
 - tomllib is imported only with its Python 3.10 fallback (tomli).
 """
@@ -195,6 +196,21 @@ def test_launcher_and_visibility_variables_are_listed_only_in_env():
     assert env_lists(ast.parse('V = ("PMI_RANK", "OMPI_COMM_WORLD_RANK")'), names)  # the rule can fail
     found = {m: lines for m, t in TREES.items() if m != ENV_MODULE and (lines := env_lists(t, names))}
     assert found == {}, "import the list from nodemap.env"
+
+
+def node_name_reads(tree: ast.AST) -> list[int]:
+    """Lines naming Slurm's node-name variable: the literal, or env's SLURM_NODE."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value == "SLURMD_NODENAME"
+            or isinstance(n, (ast.Name, ast.Attribute)) and getattr(n, "id", getattr(n, "attr", "")) == "SLURM_NODE"]
+
+
+def test_the_node_name_is_decided_only_in_localrank():
+    # one rule for which name is this node's (a name mpiexec forwarded from the batch node is not, or
+    # --slurm-drain drains the batch node): mapping.localrank.node_name
+    assert node_name_reads(ast.parse('n = env.get("SLURMD_NODENAME")'))  # the rule can fail
+    found = {m: lines for m, t in TREES.items() if m not in (ENV_MODULE, "nodemap.mapping.localrank")
+             and (lines := node_name_reads(t))}
+    assert found == {}, "name the node with nodemap.mapping.localrank.node_name"
 
 
 def test_pynvml_only_in_the_nvml_source():

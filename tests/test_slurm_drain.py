@@ -18,6 +18,8 @@ import pytest
 
 import nodes
 from nodemap.cli import main
+from nodemap.errors import NodemapError
+from nodemap.mapping.localrank import node_name
 from nodemap.slurm import drain
 from nodemap.topology.model import NIC
 
@@ -148,8 +150,22 @@ def test_odd_node_names_are_refused(slurm, tmp_path, monkeypatch, capsys):
     assert "characters a Slurm node name cannot have" in capsys.readouterr().err
     assert slurm.calls() == []
     for bad in ("../n1", "n1;reboot", "-n1", "", "x" * 65):
-        with pytest.raises(drain.SlurmError):
-            drain.node_name({}, bad or "\n")
+        with pytest.raises(NodemapError, match="characters a Slurm node name cannot have"):
+            node_name({}, bad or "\n", for_slurm=True)
+
+
+def test_a_name_mpiexec_forwarded_from_the_batch_node_is_not_drained(slurm, tmp_path, monkeypatch, capsys):
+    """Hydra forwards mpiexec's whole environment: every rank carries the
+    batch node's SLURMD_NODENAME ("n2" here). The check of another node
+    must act on its own name (the short hostname), never drain n2."""
+    import socket
+
+    have, want = node_files(tmp_path, nics_expected=5)
+    monkeypatch.setenv("MPI_LOCALRANKID", "0")
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    health("--input", have, "--expect-topology", want, "--slurm-drain")
+    assert slurm.calls() == [f"show node -o {socket.gethostname().split('.')[0]}"]  # the stand-in knows only n2
+    assert not any(c.startswith("update") for c in slurm.calls())
 
 
 def test_a_long_reason_is_cut_on_one_line():

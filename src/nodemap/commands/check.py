@@ -147,9 +147,10 @@ def _with_lock(args: argparse.Namespace) -> int:
     """The check, under this node's lock when it may drain (one at a time)."""
     if not args.slurm_drain:
         return _check(args)
+    from ..mapping.localrank import node_name
     from ..slurm import drain
 
-    name = drain.node_name(os.environ, args.node_name)
+    name = node_name(os.environ, args.node_name, for_slurm=True)
     with drain.NodeLock(drain.runtime_dir(os.environ), name):
         return _check(args, name)
 

@@ -41,13 +41,14 @@ def run(args: argparse.Namespace) -> int:
     import json
     import os
 
+    from ..mapping.localrank import node_name
     from ..slurm import config
 
     if args.slurm_cmd is None:
         args._slurm_parser.print_help()
         return 2
     topo = _topology(args.input)
-    name = _name(args.node_name, os.environ.get("SLURMD_NODENAME"), topo.machine.hostname)
+    name = node_name(os.environ, args.node_name, for_slurm=True, hostname=topo.machine.hostname or None)
     items = config.gres(topo)
     if args.slurm_cmd == "gres":
         if args.json:
@@ -76,10 +77,3 @@ def _topology(path: str | None):
     from ..bench.harness import read_topology
 
     return read_topology(path, "--input")
-
-
-def _name(given: str | None, slurmd: str | None, hostname: str) -> str:
-    from ..slurm.drain import node_name
-
-    env = {"SLURMD_NODENAME": slurmd} if slurmd else {}
-    return node_name(env, given or (None if slurmd else (hostname.split(".")[0] or None)))

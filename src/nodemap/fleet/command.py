@@ -118,13 +118,14 @@ def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
     """One line on stderr: what was done to this node in Slurm, or why nothing."""
     import sys
 
+    from ..mapping.localrank import node_name
     from ..slurm import drain, verdict
 
     try:
-        name = drain.node_name(os.environ, given)
+        name = node_name(os.environ, given, for_slurm=True)
         with drain.NodeLock(drain.runtime_dir(os.environ), name):
             said = drain.act(name, *verdict.health(doc), dry_run=dry_run, timeout=timeout)
-    except drain.SlurmError as e:  # the node's document still counts in the fleet: only the drain is off
+    except NodemapError as e:  # scontrol, the lock, the node name: the document still counts, only the drain is off
         said = f"not acted on: {e}"
     print(f"nodemap check --fleet: slurm: {said}", file=sys.stderr, flush=True)
 

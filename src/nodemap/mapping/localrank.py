@@ -115,20 +115,37 @@ def _from_env(env: Mapping[str, str]) -> LocalRank | None:
     return None
 
 
-def node_name(env: Mapping[str, str]) -> str:
-    """This process's node as its scheduler names it: SLURMD_NODENAME when
-    srun or slurmd started it (several slurmd may share one host, each its
-    own node), else the hostname.
+def node_name(env: Mapping[str, str], given: str | None = None, for_slurm: bool = False,
+              hostname: str | None = None) -> str:
+    """This process's node as its scheduler names it: `given` (--node-name),
+    else SLURMD_NODENAME when srun or slurmd started it (several slurmd may
+    share one host, each its own node), else the hostname (`hostname`, by
+    default this machine's).
 
-    Not believed when an MPI launcher spoke: Hydra forwards mpiexec's whole
-    environment, so inside a job every rank would carry the batch node's
-    name. Nor when it is not a plain name (it ends up in file names and
-    scontrol commands).
+    SLURMD_NODENAME is not believed when an MPI launcher spoke: Hydra
+    forwards mpiexec's whole environment, so inside a job every rank would
+    carry the batch node's name (and `--slurm-drain` would drain it). Nor
+    when it is not a plain name (it ends up in file names and scontrol
+    commands): then the hostname stands in.
+
+    `for_slurm`: the name goes into scontrol. The hostname stands in by its
+    short form (slurmd's default NodeName), and a name that is not a plain
+    one (given, believed from SLURMD_NODENAME, or the hostname) is refused
+    with one line instead of replaced: the hostname may be another node's
+    (several slurmd on one host).
     """
-    name = env.get(launcher_env.SLURM_NODE, "")
-    if launcher_env.SLURM_NODE_NAME.fullmatch(name) and launcher(env) in ("", "Slurm"):
+    slurmd = env.get(launcher_env.SLURM_NODE, "") if launcher(env) in ("", "Slurm") else ""
+    host = hostname or socket.gethostname()
+    if for_slurm:
+        name = given or slurmd or host.split(".")[0]
+        if not launcher_env.SLURM_NODE_NAME.fullmatch(name):
+            raise NodemapError(f"node name {_cut(name)} has characters a Slurm node name cannot have (letters, "
+                               "digits, '.', '_', '-'): set SLURMD_NODENAME or --node-name to the node's NodeName")
         return name
-    return socket.gethostname()
+    for name in (given or "", slurmd):
+        if launcher_env.SLURM_NODE_NAME.fullmatch(name):
+            return name
+    return host
 
 
 def _int(env: Mapping[str, str], name: str) -> int:

@@ -19,7 +19,6 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..env import SLURM_NODE_NAME
 from ..errors import NodemapError
 
 PREFIX = "nodemap:"
@@ -27,11 +26,10 @@ PREFIX = "nodemap:"
 # one line: NHC and Slurm's own messages stay within this.
 MAX_REASON = 100
 TIMEOUT = 10.0  # seconds per scontrol call: a slurmctld that does not answer in that is down
-NODE_NAME = SLURM_NODE_NAME
 
 
 class SlurmError(NodemapError):
-    """scontrol missing, failing or slow; a node name Slurm cannot have."""
+    """scontrol missing, failing or slow; a lock held by another check."""
 
 
 @dataclass(frozen=True)
@@ -47,20 +45,6 @@ class Node:
     @property
     def ours(self) -> bool:
         return self.reason.startswith(PREFIX)
-
-
-def node_name(env: Mapping[str, str], given: str | None = None) -> str:
-    """The scheduler's name for this node: --node-name, else SLURMD_NODENAME
-    (set by slurmd for HealthCheckProgram, prolog and every task), else the
-    short hostname. A name with characters Slurm does not use is refused: it
-    would end up in a command line."""
-    import socket
-
-    name = given or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    if not NODE_NAME.fullmatch(name):
-        raise SlurmError(f"node name {name[:40]!r} has characters a Slurm node name cannot have (letters, digits, "
-                         "'.', '_', '-'): set SLURMD_NODENAME or --node-name to the node's NodeName")
-    return name
 
 
 def reason(area: str, figure: str, measured: str, limit: str) -> str:
