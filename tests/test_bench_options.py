@@ -75,3 +75,10 @@ def test_a_kind_builds_only_its_own_parser():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "--sweep" in r.stdout, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_placement_strategies_are_one_comma_list_of_choices(capsys):
+    from nodemap import cli
+
+    rc = cli.main(["bench", "placement", "--strategies", "analysis,nope"])
+    assert rc == 2 and "--strategies 'analysis,nope': choose from" in capsys.readouterr().err

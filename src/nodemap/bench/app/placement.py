@@ -77,10 +77,7 @@ def run(args: argparse.Namespace) -> int:
     table = parse_size(args.table, "--table", minimum=1)  # options first: their errors need no GPU
     if args.row_bytes % 16 or args.row_bytes <= 0:
         raise NodemapError("--row-bytes must be a positive multiple of 16")
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    bad = set(strategies) - set(STRATEGIES)
-    if bad:
-        raise NodemapError(f"unknown strategies {sorted(bad)}: choose from {', '.join(STRATEGIES)}")
+    strategies = options.choices(args.strategies, STRATEGIES, "--strategies")
     obj = parse_size(args.object_bytes, "--object-bytes") if args.object_bytes else args.row_bytes
     if obj % args.row_bytes or obj <= 0 or obj > table:
         raise NodemapError(f"--object-bytes must be a multiple of --row-bytes ({args.row_bytes}) and at most the table")
