@@ -97,3 +97,34 @@ def test_cuda_sees_each_tasks_planned_gpu(driver):
     result = check.check(driver, NODEMAP, ngpu, gpu=True)
     assert result["ok"], [r["verdict"] for r in result["tasks"]]
     assert all(r["got"]["cuda"]["count"] == len(r["planned"]["gpus"]) for r in result["tasks"])
+
+
+# CuPy's calls the check makes, answered from FAKE_CUDA_PCI (bus ids, comma-separated)
+FAKE_CUPY = """
+import os
+_PCI = [b for b in os.environ.get("FAKE_CUDA_PCI", "").split(",") if b]
+class cuda:
+    class runtime:
+        getDeviceCount = staticmethod(lambda: len(_PCI))
+    class Device:
+        def __init__(self, i):
+            self.pci_bus_id = _PCI[i]
+"""
+
+
+@pytest.mark.parametrize("pci,code,said", [
+    ("", 0, "spank_apply_gpu: skipped: CUDA shows no device"),
+    # no GPU planned here, yet CUDA shows one: the check must say so
+    ("0000:3B:00.0", 1, "task 0: FAIL  CUDA shows ['0000:3b:00.0'] != plan's GPUs []")])
+def test_the_device_command_with_a_stand_in_cupy(driver, tmp_path, pci, code, said):
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text(FAKE_CUPY)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "FAKE_CUDA_PCI": pci,
+           "PATH": f"{Path(NODEMAP).parent}:{os.environ['PATH']}"}
+    out = tmp_path / "spank_apply.json"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "spank_apply_gpu.py"), "--driver", driver,
+                        "--tasks", "1", "--out", str(out)], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == code and p.stdout.startswith(said), p.stdout + p.stderr
+    if code:
+        result = json.loads(out.read_text())
+        assert result["gpus"] == 1 and result["tasks"][0]["got"]["cuda"]["pci"] == [pci]
