@@ -175,6 +175,12 @@ def test_a_long_reason_is_cut_on_one_line():
     assert "=" not in drain.reason("a", "b=c", "1", "2")  # scontrol would read key=value pairs
 
 
+def test_a_reason_holds_only_printable_characters():
+    # names read from the node (a GPU model from NVML, a NIC from sysfs) may hold anything
+    r = drain.reason("inventory", "GPU0 \x1b[31mA100\x00", "PCIe x8\x7f", "x16\u2028")
+    assert r == "nodemap: inventory: GPU0 [31mA100 PCIe x8 (limit x16)" and r.isprintable()
+
+
 def test_show_node_parses_state_and_reason(slurm):
     slurm.node("IDLE+DRAIN", "nodemap: inventory: NICs 4 (limit 5)")
     n = drain.show("n2")

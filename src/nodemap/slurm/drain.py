@@ -49,8 +49,11 @@ class Node:
 
 def reason(area: str, figure: str, measured: str, limit: str) -> str:
     """'nodemap: <area>: <figure> <measured> (limit <limit>)', on one line
-    and cut at MAX_REASON characters (the limit kept when it fits)."""
-    clean = lambda s: " ".join(str(s).replace("=", ":").split())  # noqa: E731  (one line, no key=value)
+    and cut at MAX_REASON characters (the limit kept when it fits). Its
+    parts come from the node (device and model names): a control character
+    would reach sinfo's terminal, a NUL would stop scontrol from starting."""
+    clean = lambda s: " ".join(  # noqa: E731  (one line of printable characters, no key=value)
+        "".join(c if c.isprintable() else " " for c in str(s)).replace("=", ":").split())
     head = f"{PREFIX} {clean(area)}: {clean(figure)} {clean(measured)}"
     tail = f" (limit {clean(limit)})" if clean(limit) else ""
     text = head + tail
