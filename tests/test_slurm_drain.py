@@ -140,6 +140,7 @@ def test_scontrol_missing_failing_or_slow_is_one_line_and_exit_2(slurm, tmp_path
     assert time.monotonic() - t0 < 8
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1] and "Traceback" not in "\n".join(err)
+    assert "nothing was drained" in err[-1]  # what it did, beside why
     assert not any(c.startswith("update") for c in slurm.calls())
 
 

@@ -73,7 +73,7 @@ def scontrol(args: list[str], timeout: float | None = None) -> str:
 
     exe = shutil.which("scontrol")
     if exe is None:
-        raise SlurmError("scontrol is not on PATH: install slurm-client (or run where Slurm is) to drain nodes, "
+        raise SlurmError("scontrol is not on PATH, nothing was drained: install slurm-client (or run where Slurm is), "
                          "or leave out --slurm-drain")
     try:
         code, out, err = run_group([exe, *args], None, timeout)
@@ -84,7 +84,8 @@ def scontrol(args: list[str], timeout: float | None = None) -> str:
         raise SlurmError(f"scontrol does not start ({e.strerror or e}): nothing was drained") from None
     if code != 0:
         last = (err.strip() or out.strip()).splitlines()[-1:] or ["no message"]
-        raise SlurmError(f"scontrol {' '.join(args[:2])} exited {code}: {last[0][:200]}")
+        raise SlurmError(f"scontrol {' '.join(args[:2])} exited {code}: {last[0][:200]}; nothing was drained "
+                         "(is slurmctld up and this a Slurm node? else leave out --slurm-drain)")
     return out
 
 
