@@ -10,7 +10,7 @@ Runs the programs of benchmarks/watch_apps.py as ranks under `nodemap run
           steady exporter, even with both ranks planned on one GPU)
 Prints each case's ranks (peak, growth, shape), findings and PASS/FAIL, the
 programs' own NVML view at their end, and writes everything as JSON; the
-timelines are kept (tar.gz) for `nodemap.watchlog`.
+timelines are kept (tar.gz) for `nodemap.watch`.
 
 Run: python benchmarks/watch_gpu_cases.py [--out DIR] [--iters 40] [--mib 256]
 """
@@ -27,7 +27,7 @@ import tarfile
 import tempfile
 import time
 
-from nodemap.watch import timeline as watchlog
+from nodemap.watch import analysis, summary, timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "watch_apps.py")
@@ -62,8 +62,8 @@ def case(name: str, root: str, iters: int, mib: int) -> dict:
                      _rank(1, 2, wdir, ["ipc-import", str(iters), str(mib // 4), fifo])])
     else:
         runs = _run([_rank(0, 1, wdir, [name, str(iters), str(mib)])])
-    jobs = watchlog.by_job(watchlog.read_dir(wdir))
-    a = watchlog.analyse(jobs[0] if jobs else [])
+    jobs = analysis.by_job(timeline.read_dir(wdir))
+    a = analysis.analyse(jobs[0] if jobs else [])
     kinds = [f.kind for f in a.findings]
     if name == "leak":
         ok = "growth" in kinds and any("CuPy" in f.evidence for f in a.findings if f.kind == "growth")
@@ -72,7 +72,7 @@ def case(name: str, root: str, iters: int, mib: int) -> dict:
     else:  # both ranks planned on one GPU (a 1-GPU node): the importer grows beside a steady exporter
         ok = "ipc-growth" in kinds
     ok = ok and all(r["rc"] == 0 for r in runs)
-    return {"case": name, "ok": ok, "runs": runs, "analysis": a.to_dict(), "summary": watchlog.render(a, wdir)}
+    return {"case": name, "ok": ok, "runs": runs, "analysis": a.to_dict(), "summary": summary.render(a, wdir)}
 
 
 def main() -> int:

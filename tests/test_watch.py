@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from nodemap.watch import timeline as watchlog
-from nodemap.watch.timeline import GiB, MiB, classify
+from nodemap.watch import analysis, summary, timeline
+from nodemap.watch.analysis import classify
+from nodemap.watch.timeline import GiB, MiB
 
 # --- the classifier on synthetic series ---------------------------------------------------
 
@@ -94,7 +95,7 @@ def _write(path, rank, own, *, used=None, total=80 * GiB, job="j1", pid=None, gp
 
 
 def _analyse(tmp_path):
-    return watchlog.analyse(watchlog.read_dir(str(tmp_path)))
+    return analysis.analyse(timeline.read_dir(str(tmp_path)))
 
 
 def test_leaking_rank_gets_a_growth_finding_with_the_pool_fix(tmp_path):
@@ -168,7 +169,7 @@ def test_steady_ranks_have_no_findings(tmp_path):
         _write(tmp_path / f"n1.r{r}.{r}.watch", r, [4 * GiB + (i % 2) * MiB for i in range(100)], gpus=(r,))
     a = _analyse(tmp_path)
     assert a.findings == [] and [r.gpu.kind for r in a.ranks] == ["steady"] * 4
-    assert "no memory findings" in watchlog.render(a)
+    assert "no memory findings" in summary.render(a)
 
 
 def test_one_rank_far_above_its_peers_is_imbalance(tmp_path):
@@ -203,14 +204,14 @@ def test_torn_last_line_and_killed_monitor(tmp_path):
     _write(p, 0, [4 * GiB] * 20, end=False)
     with open(p, "a") as f:
         f.write('[4.0,123,45')  # cut by a kill
-    tl = watchlog.read(str(p))
+    tl = timeline.read(str(p))
     assert tl.torn == 1 and len(tl.t) == 20 and not tl.ended
-    assert any("has no end" in n for n in watchlog.analyse([tl]).notes)
+    assert any("has no end" in n for n in analysis.analyse([tl]).notes)
 
 
 def test_not_a_timeline_is_skipped(tmp_path):
     (tmp_path / "x.watch").write_text("hello\n")
-    assert watchlog.read_dir(str(tmp_path)) == []
+    assert timeline.read_dir(str(tmp_path)) == []
 
 
 # --- the monitor's lifecycle, end to end (CPU only) -------------------------------------------
@@ -282,7 +283,7 @@ def test_app_keeps_its_exit_status_and_the_summary_comes_before_the_return(tmp_p
     assert p.returncode == code  # its code, or death by its signal
     assert "nodemap watch" in err or "memory" in err, err  # the summary, printed before nodemap run returned
     assert _gone(pid)  # no orphan
-    (tl,) = watchlog.read_dir(str(d))
+    (tl,) = timeline.read_dir(str(d))
     assert tl.header["pid"] == p.pid and tl.ended and tl.torn == 0 and len(tl.t) >= 3
     assert tl.end.get("exit" if code > 0 else "signal") == abs(code)
 
@@ -299,7 +300,7 @@ def test_the_monitor_is_not_counted_in_the_application_s_memory(tmp_path):
     d = tmp_path / "w"
     r = subprocess.run(RUN + ["--watch-dir", str(d), "--", "sleep", "0.5"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    (tl,) = watchlog.read_dir(str(d))
+    (tl,) = timeline.read_dir(str(d))
     assert 0 < max(tl.rss) < 8 * MiB  # sleep alone; the monitor (a Python process) is tens of MiB
 
 
@@ -310,7 +311,7 @@ def test_killed_app_leaves_complete_timeline_and_the_launcher_ends_the_same_way(
     p.communicate(timeout=60)
     killed_at = 0.5
     assert p.returncode == -signal.SIGKILL
-    (tl,) = watchlog.read_dir(str(d))
+    (tl,) = timeline.read_dir(str(d))
     assert tl.torn == 0 and tl.ended and tl.t[-1] >= killed_at * 0.8 and tl.end["signal"] == signal.SIGKILL
 
 
@@ -322,7 +323,7 @@ def test_killed_monitor_leaves_complete_lines_and_app_runs_on(tmp_path):
     assert not _gone(pid, within=0.2)  # the application runs on
     p.communicate(timeout=60)  # its stdout ends with it
     assert _gone(pid, within=10)
-    (tl,) = watchlog.read_dir(str(d))
+    (tl,) = timeline.read_dir(str(d))
     assert tl.torn == 0 and not tl.ended and len(tl.t) >= 3
 
 
@@ -333,7 +334,7 @@ def test_signals_to_the_launcher_reach_the_application(tmp_path):
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
     assert p.returncode == -signal.SIGTERM and _gone(pid)
-    (tl,) = watchlog.read_dir(str(d))
+    (tl,) = timeline.read_dir(str(d))
     assert tl.ended and tl.end["signal"] == signal.SIGTERM and "memory" in err
 
 
@@ -373,7 +374,7 @@ def test_full_disk_stops_the_timeline_with_one_note_and_the_app_runs_on(tmp_path
     assert err.count("timeline of rank 0 stops at") == 1 and "error" not in err and "Traceback" not in err, err
     (f,) = d.iterdir()
     assert f.stat().st_size <= limit and f.read_bytes().endswith(b"\n")  # no torn last line
-    tl = watchlog.read(str(f))
+    tl = timeline.read(str(f))
     assert tl.torn == 0 and len(tl.t) >= 3 and not tl.ended
 
 
@@ -382,9 +383,9 @@ def test_reader_skips_a_malformed_last_sample_with_a_note(tmp_path):
     _write(p, 0, [4 * GiB] * 20)
     with open(p, "a") as f:
         f.write('[4.0,"x",1,[1],[1],[1]]\n[4.2,1,')
-    tl = watchlog.read(str(p))
+    tl = timeline.read(str(p))
     assert tl.torn == 2 and len(tl.t) == 20
-    assert any("2 line(s) of its timeline could not be read" in n for n in watchlog.analyse([tl]).notes)
+    assert any("2 line(s) of its timeline could not be read" in n for n in analysis.analyse([tl]).notes)
 
 
 @pytest.mark.parametrize("prog", ["/nonexistent/app", "nodemap-no-such-program", "script"])
@@ -471,7 +472,7 @@ def test_nvml_path_records_the_rank_s_gpu_memory_and_finds_growth_and_foreign(tm
     p, d, pid, parent = _start(tmp_path, "sleep", "1.5", env={"PYTHONPATH": str(tmp_path)})
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0
-    (tl,) = watchlog.read_dir(str(d))
+    (tl,) = timeline.read_dir(str(d))
     assert tl.gpus[0]["name"] == "FakeGPU" and tl.gpus[0]["total"] == 80 * GiB
     assert tl.own[-1][0] > tl.own[0][0] > 0 and tl.others[-1] == [2 * GiB]
     assert "GPU memory grows steadily" in err and "another process holds memory" in err, err
@@ -520,7 +521,7 @@ def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monke
         t0 = time.time()
         watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
         assert time.time() - t0 >= 4.4
-        assert all(ended for _, ended in watchlog.peek_dir(str(tmp_path), "j1", "n1"))
+        assert all(ended for _, ended in timeline.peek_dir(str(tmp_path), "j1", "n1"))
     finally:
         peer.kill()
         peer.wait()
@@ -560,7 +561,7 @@ def test_mpi_ranks_share_one_job_and_rank_0_prints_the_node_summary_once(tmp_pat
            "--watch", "--watch-interval", "50ms", "--watch-dir", str(d), "--", sys.executable, "-c", app]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    tls = watchlog.read_dir(str(d))
+    tls = timeline.read_dir(str(d))
     assert sorted(t.rank for t in tls) == [0, 1] and len({t.job for t in tls}) == 1 and all(t.ended for t in tls)
     assert r.stderr.count("nodemap watch: 2 rank(s)") == 1, r.stderr
     assert "rank 1: host memory peak far above its peers'" in r.stderr, r.stderr
@@ -605,11 +606,11 @@ def test_a_timeline_cut_anywhere_reads_as_a_prefix(tmp_path_factory, cut):
     d = tmp_path_factory.mktemp("cut")
     p = d / "n1.r0.1.watch"
     _write(p, 0, [4 * GiB + i * MiB for i in range(40)], end=False)
-    full = watchlog.read(str(p))
+    full = timeline.read(str(p))
     data = p.read_bytes()
     header_end = data.index(b"\n") + 1
     p.write_bytes(data[:max(header_end, cut % (len(data) + 1))])
-    part = watchlog.read(str(p))
+    part = timeline.read(str(p))
     assert part.t == full.t[:len(part.t)] and part.own == full.own[:len(part.own)] and part.torn <= 1
 
 

@@ -123,9 +123,9 @@ def test_empty_folder_says_it_holds_no_timelines(tmp_path):
 def test_a_gap_in_the_samples_is_a_short_series_not_a_crash():
     """Samples at 0-0.6 s, then one at 30 s (a suspended job): no samples are
     left between warm-up and teardown; it classified with an empty window."""
-    from nodemap.watch import timeline as watchlog
+    from nodemap.watch import analysis
 
-    s = watchlog.classify([0.0, 0.2, 0.4, 0.6, 30.0], [GiB, GiB, GiB, GiB, 2 * GiB])
+    s = analysis.classify([0.0, 0.2, 0.4, 0.6, 30.0], [GiB, GiB, GiB, GiB, 2 * GiB])
     assert s.kind == "short" and s.peak == 2 * GiB
 
 

@@ -1,6 +1,6 @@
 """The memory timelines of `nodemap run --watch` in the report: HTML section, plot, JSON.
 
-`nodemap report DIR` (a watch folder) prints nodemap.watchlog's summary,
+`nodemap report DIR` (a watch folder) prints nodemap.watch.summary,
 its JSON (--json: statistics, findings and every rank's series) or a
 self-contained HTML page (--html OUT); given with a check document, the
 watch section joins the check's HTML report.
@@ -12,7 +12,7 @@ import os
 from html import escape
 from typing import Any
 
-from ..watch import timeline as watchlog
+from ..watch import analysis, summary, timeline
 from . import plots
 from .html import CSS, Section
 
@@ -29,19 +29,19 @@ def is_watch_input(path: str) -> bool:
     return path.endswith(".watch")
 
 
-def load(paths: list[str]) -> list[watchlog.Timeline]:
+def load(paths: list[str]) -> list[timeline.Timeline]:
     from ..errors import NodemapError
 
     out = []
     for p in paths:
         if os.path.isdir(p):
-            out += watchlog.read_dir(p)
+            out += timeline.read_dir(p)
             continue
         try:
-            out.append(watchlog.read(p))
+            out.append(timeline.read(p))
         except OSError as e:
             raise NodemapError(f"{p}: cannot read it ({e.strerror or e})") from None
-        except watchlog.TimelineError as e:
+        except timeline.TimelineError as e:
             raise NodemapError(f"{e}: give a folder or file written by nodemap run --watch") from None
     if not out:
         raise NodemapError(f"no readable timelines in {', '.join(paths)}: give the folder of nodemap run --watch "
@@ -50,24 +50,24 @@ def load(paths: list[str]) -> list[watchlog.Timeline]:
     return out
 
 
-Run = tuple[list[watchlog.Timeline], watchlog.Analysis]  # one job's timelines and their analysis
+Run = tuple[list[timeline.Timeline], analysis.Analysis]  # one job's timelines and their analysis
 
 
-def runs(timelines: list[watchlog.Timeline], job: str | None = None) -> list[Run]:
+def runs(timelines: list[timeline.Timeline], job: str | None = None) -> list[Run]:
     """Each job of the folder apart, newest first; only `job` when given."""
     from ..errors import NodemapError
 
-    groups = watchlog.by_job(timelines)
+    groups = analysis.by_job(timelines)
     if job is not None:
         groups = [g for g in groups if g[0].job == job]
         if not groups:
             raise NodemapError(f"no timelines of job {job!r}: the folder holds job(s) "
-                               f"{', '.join(g[0].job for g in watchlog.by_job(timelines))} (--job)")
-    return [(g, watchlog.analyse(g)) for g in groups]
+                               f"{', '.join(g[0].job for g in analysis.by_job(timelines))} (--job)")
+    return [(g, analysis.analyse(g)) for g in groups]
 
 
 def to_dict(jobs: list[Run]) -> dict[str, Any]:
-    return {"schema": SCHEMA, "jobs": [{"job": a.job, "analysis": a.to_dict(), "series": [watchlog.series(t) for t in tls]}
+    return {"schema": SCHEMA, "jobs": [{"job": a.job, "analysis": a.to_dict(), "series": [timeline.series(t) for t in tls]}
                                        for tls, a in jobs]}
 
 
@@ -75,21 +75,21 @@ def render(jobs: list[Run], where: str) -> str:
     """The terminal summary of each job, newest first."""
     head = (f"nodemap watch: {len(jobs)} runs (jobs) in {where}, newest first; --job ID shows one\n"
             if len(jobs) > 1 else "")
-    return head + "\n".join(watchlog.render(a, where) for _, a in jobs)
+    return head + "\n".join(summary.render(a, where) for _, a in jobs)
 
 
-def memory_plot(timelines: list[watchlog.Timeline], suffix: str = "") -> plots.Plot | None:
+def memory_plot(timelines: list[timeline.Timeline], suffix: str = "") -> plots.Plot | None:
     """GPU memory (top) and host RSS (bottom) against time, one line per rank."""
     if not timelines or not plots.available() or not any(t.t for t in timelines):
         return None
     plt = plots._pyplot()
     fig, (gpu, host) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
     for tl in timelines[:64]:
-        s = watchlog.series(tl)
+        s = timeline.series(tl)
         label = f"{tl.host} rank {tl.rank}"
         if s["gpu"]:
-            gpu.plot(s["t"], [b / watchlog.GiB for b in s["gpu"]], label=label, linewidth=1.2)
-        host.plot(s["t"], [b / watchlog.GiB for b in s["rss"]], label=label, linewidth=1.2)
+            gpu.plot(s["t"], [b / timeline.GiB for b in s["gpu"]], label=label, linewidth=1.2)
+        host.plot(s["t"], [b / timeline.GiB for b in s["rss"]], label=label, linewidth=1.2)
     gpu.set_ylabel("GPU memory (GiB)")
     host.set_ylabel("host RSS (GiB)")
     host.set_xlabel("time since the rank started (s)")
@@ -104,7 +104,7 @@ def memory_plot(timelines: list[watchlog.Timeline], suffix: str = "") -> plots.P
     return plots.Plot("plot-watch-memory" + suffix, "Memory of each rank against time", plots.to_svg(fig))
 
 
-def section(tls: list[watchlog.Timeline], a: watchlog.Analysis, n: int = 0) -> Section:
+def section(tls: list[timeline.Timeline], a: analysis.Analysis, n: int = 0) -> Section:
     """One job's findings, plot and tables; n > 0 for the older jobs of a folder (their ids differ)."""
     suffix = f"-{n + 1}" if n else ""
     rows = "".join(
@@ -132,7 +132,7 @@ def section(tls: list[watchlog.Timeline], a: watchlog.Analysis, n: int = 0) -> S
             "<p class='note'>The plot needs matplotlib (pip install 'nodemap[report]').</p>")
     body = found + plot + ranks + gpus + (f"<ul class='note'>{notes}</ul>" if notes else "")
     return Section("watch" + suffix, f"Memory over time (nodemap run --watch), job {a.job} started "
-                   f"{watchlog.when(a.start)}", body)
+                   f"{summary.when(a.start)}", body)
 
 
 def page(jobs: list[Run], where: str) -> str:
@@ -151,16 +151,16 @@ def page(jobs: list[Run], where: str) -> str:
 _NONE = "<td class='num'>-</td>" * 3 + "<td>-</td>"
 
 
-def _cells(s: watchlog.Shape) -> str:
+def _cells(s: analysis.Shape) -> str:
     return (f"<td class='num'>{_gib(s.peak)}</td><td class='num'>{_gib(s.growth)}</td>"
-            f"<td class='num'>{s.slope * 60 / watchlog.GiB:+.2f}</td><td>{escape(s.kind)}</td>")
+            f"<td class='num'>{s.slope * 60 / timeline.GiB:+.2f}</td><td>{escape(s.kind)}</td>")
 
 
 def _gib(b: float) -> str:
-    return f"{b / watchlog.GiB:.2f}"
+    return f"{b / timeline.GiB:.2f}"
 
 
-def _end(r: watchlog.RankStats) -> str:
+def _end(r: analysis.RankStats) -> str:
     if not r.complete:
         return "monitor stopped early"
     if "signal" in r.exit:

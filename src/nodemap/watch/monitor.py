@@ -17,7 +17,7 @@ write(2) (a killed monitor leaves only complete lines): time, host RSS of
 the application's process tree, the node's available memory, and per GPU of
 the rank the tree's GPU memory (NVML per-process), the GPU's used memory and
 what other processes hold there. The format and the analysis are in
-nodemap.watchlog; this module only samples. Nothing here is imported unless
+nodemap.watch.timeline and nodemap.watch.analysis; this module only samples. Nothing here is imported unless
 --watch is given.
 """
 
@@ -525,14 +525,16 @@ def _text(v) -> str:
 
 def _summary(w: Watch) -> None:
     """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
-    from . import timeline as watchlog
+    from .analysis import analyse
+    from .summary import render
+    from .timeline import read_dir
 
     d = os.path.dirname(w.path) or "."
     _await_peers(d, w.header)
-    tls = [t for t in watchlog.read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
-    a = watchlog.analyse(tls)
+    tls = [t for t in read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
+    a = analyse(tls)
     try:
-        sys.stderr.write(watchlog.render(a, d))
+        sys.stderr.write(render(a, d))
         sys.stderr.flush()
     except OSError:
         pass
@@ -551,13 +553,13 @@ def summary_wait(env) -> float:
 def _await_peers(d: str, header: dict) -> None:
     """Until every local rank's timeline has its end, a peer's application has been gone for a while
     without one (its monitor was killed), or the bound ($NODEMAP_WATCH_SUMMARY_WAIT) is reached."""
-    from . import timeline as watchlog
+    from .timeline import peek_dir
 
     t0 = time.time()
     deadline = t0 + summary_wait(os.environ)
     gone_since: dict[int, float] = {}
     while time.time() < deadline:
-        peers = watchlog.peek_dir(d, header["job"], header["host"])
+        peers = peek_dir(d, header["job"], header["host"])
         open_ = [h for h, ended in peers if not ended]
         everyone = len(peers) >= header["local_size"] or time.time() - t0 > NEVER_STARTED
         if everyone and all(_lost(h, gone_since) for h in open_):
