@@ -158,6 +158,7 @@ def _with_lock(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, node: str = "") -> int:
     import sys
 
+    from ..errors import NodemapError
     from ..check import expectations
     from ..check.node import run_check, run_health, stderr_progress
     from .. import outfile
@@ -179,20 +180,34 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
     cmd = "nodemap check --level " + args.level + (f" --expect {args.expect}" if args.expect else "") + (
         f" --expect-topology {args.expect_topology}" if args.expect_topology else "")
     terminated: list[int] = []
+    unsaved: list[str] = []  # a disk that fills mid-check: said once, measuring and the summary go on
+
+    def save(path: str, text: str, final: bool = False) -> None:
+        try:
+            outfile.write(path, text)
+        except NodemapError as e:
+            if not unsaved and not final:
+                print(f"nodemap check: {e}; the check goes on and prints its summary", file=sys.stderr, flush=True)
+            unsaved.append(str(e))
+
     if health:
         doc = run_health(exp, expected, args.input, command=cmd)
     else:
         with _sigterm_interrupts() as terminated:
-            doc = run_check(args.level, exp, on_update=lambda doc: outfile.write(json_path, doc.to_json()),
+            doc = run_check(args.level, exp, on_update=lambda doc: save(json_path, doc.to_json()),
                             progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd,
                             expected=expected)
     if json_path is not None:
-        outfile.write(json_path, doc.to_json())
-        outfile.write(html_path, html.render(doc))
+        unsaved.clear()
+        save(json_path, doc.to_json(), final=True)
+        save(html_path, html.render(doc), final=True)
+        files = () if unsaved else files
     if args.json:
         print(doc.to_json())
     else:
         print(terminal.summary(doc, files=files))
+    if unsaved:
+        print(f"nodemap check: error: the report was not written: {'; '.join(unsaved)}", file=sys.stderr)
     if not args.quiet and args.json and files:
         print(f"report: {json_path}, {html_path}", file=sys.stderr)
     if node:
@@ -200,6 +215,8 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
     from ..check.document import exit_status
 
     status = 128 + signal.SIGTERM if terminated else exit_status(doc)
+    if unsaved and status == 0:
+        status = 2  # healthy, but the report asked for is not there: the user must act
     if args.prom:
         from ..check import prom
 
