@@ -66,6 +66,16 @@ def test_the_jobs_own_values_win_but_visibility_narrows(driver):
     assert (got["OMP_NUM_THREADS"], got["OMP_PROC_BIND"]) == ("7", "spread") and "OMP_PLACES" in got, p.stderr
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 PUs")
+def test_cores_narrow_the_plan_as_a_steps_cores_do(driver):
+    """--cores=LIST goes to `nodemap plan --slurm-cores` as the plugin passes Slurm's step cores."""
+    def places(*args):
+        return dict(check.plan(NODEMAP, 1, list(args))[0]["env"])["OMP_PLACES"]
+
+    got = json.loads(probe(driver, "--cores=1", "1").stdout)
+    assert got["OMP_PLACES"] == places("--slurm-cores", "1") != places()
+
+
 def test_a_broken_nodemap_costs_one_line_unless_strict(driver, tmp_path):
     bad = tmp_path / "nodemap"
     bad.write_text("#!/bin/sh\necho 'nodemap: broken install (test)' >&2\nexit 3\n")
