@@ -144,6 +144,15 @@ def test_scontrol_missing_failing_or_slow_is_one_line_and_exit_2(slurm, tmp_path
     assert not any(c.startswith("update") for c in slurm.calls())
 
 
+def test_the_prom_file_is_written_even_when_scontrol_fails(slurm, tmp_path, monkeypatch, capsys):
+    # node_exporter would go on exporting the previous check's metrics (healthy) for a failed node
+    have, want = node_files(tmp_path, nics_expected=5)
+    monkeypatch.setenv("FAIL", "1")
+    out = tmp_path / "nodemap.prom"
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--prom", str(out)) == 2
+    assert 'nodemap_check_status{node="n2",level="health"} 1' in out.read_text()
+
+
 def test_odd_node_names_are_refused(slurm, tmp_path, monkeypatch, capsys):
     have, want = node_files(tmp_path, nics_expected=5)
     monkeypatch.setenv("SLURMD_NODENAME", "n2 State=DOWN")

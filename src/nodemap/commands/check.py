@@ -210,17 +210,17 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
         print(f"nodemap check: error: the report was not written: {'; '.join(unsaved)}", file=sys.stderr)
     if not args.quiet and args.json and files:
         print(f"report: {json_path}, {html_path}", file=sys.stderr)
-    if node:
-        _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout)
     from ..check.document import exit_status
 
     status = 128 + signal.SIGTERM if terminated else exit_status(doc)
     if unsaved and status == 0:
         status = 2  # healthy, but the report asked for is not there: the user must act
-    if args.prom:
+    if args.prom:  # before Slurm is asked: a failing scontrol must not leave the last check's metrics standing
         from ..check import prom
 
         outfile.write(args.prom, prom.render(doc, status), "--prom")
+    if node:
+        _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout)
     return status
 
 
