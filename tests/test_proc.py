@@ -50,3 +50,37 @@ def test_mpi_common_deadline_is_the_proc_one():
                        env={"PATH": "/usr/bin:/bin", "PMI_RANK": "3"})
     assert time.monotonic() - t0 < 1.5
     assert "rank 3 waited 0.5 s for a peer that never answers" in p.stderr, p.stderr
+
+
+def _cut(body: str, seconds: float = 0.3, kill: float = 1.0) -> tuple[subprocess.CompletedProcess, float]:
+    code = ("import sys, time\nfrom nodemap.proc import Cut, cut_after\nstopped = []\n"
+            f"try:\n    with cut_after({seconds}, lambda: stopped.append(1), 'cut: it hung', grace=0.2, kill={kill}):\n"
+            f"        {body}\n    print('ended', stopped)\nexcept Cut:\n    print('cut', stopped)\n"
+            "time.sleep(0.5)\nprint('alive')\n")
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    return p, time.monotonic() - t0
+
+
+def test_cut_after_stops_polling_work_and_the_process_goes_on():
+    # work that polls the stop flag ends by itself: no interrupt, the process carries on
+    p, took = _cut("while not stopped: time.sleep(0.01)")
+    assert p.returncode == 0 and p.stdout.split("\n")[:2] == ["ended [1]", "alive"], (p.stdout, p.stderr)
+
+
+def test_cut_after_interrupts_a_blocking_wait_in_the_main_thread():
+    # a subprocess wait (as the MPI step's launcher) is interrupted grace s after the stop
+    p, took = _cut("import subprocess; subprocess.run(['sleep', '5'])")
+    assert p.returncode == 0 and p.stdout.split("\n")[:2] == ["cut [1]", "alive"], (p.stdout, p.stderr)
+    assert took < 3, took
+
+
+def test_cut_after_kills_a_gil_holding_call_and_says_why():
+    p, took = _cut(GIL_HELD, kill=0.5)
+    assert p.returncode != 0 and p.stderr.splitlines() == ["cut: it hung"], p.stderr
+    assert took < 2.5, took
+
+
+def test_a_block_that_ends_before_the_cut_is_untouched():
+    p, _ = _cut("pass", seconds=0.5)
+    assert p.returncode == 0 and p.stdout.split("\n")[:2] == ["ended []", "alive"], p.stdout

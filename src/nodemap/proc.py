@@ -15,6 +15,12 @@ process is unsafe), and told each deadline over a pipe. It holds no file
 of this process but the pipe and stderr (a launcher waits for stdout's
 EOF); EOF on the pipe, also when this process dies, ends it quietly.
 
+`cut_after(seconds, stop, line)` ends a block's work but not the process
+(`nodemap check --budget`): past `seconds` it calls `stop()` (work that
+polls a flag ends and keeps what it has), then raises KeyboardInterrupt in
+the main thread (work that does not poll: a subprocess, a GPU kind), and
+the watchdog above ends the process only if the block still runs later.
+
 `run_group(cmd, env, timeout)` runs a child in its own process group, so a
 timeout or Ctrl-C ends it and everything it started, never an orphan that
 spins on (mpiexec's ranks, a hung scontrol's RPC).
@@ -29,7 +35,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 GRACE = 0.25  # s the clean exit gets before the watchdog kills
 EXIT_CODE = 2
@@ -135,6 +141,58 @@ def deadline(seconds: float, line: str) -> Iterator[None]:
     finally:
         t.cancel()
         _dog.pop()
+
+
+CUT_GRACE = 1.0  # s a polled stop gets before the main thread is interrupted
+CUT_KILL = 10.0  # s past the cut before the watchdog ends the process (C holding the GIL)
+
+
+class Cut(KeyboardInterrupt):
+    """What `cut_after` raises in the main thread: a KeyboardInterrupt, so
+    code that keeps what it measured on Ctrl-C keeps it here too."""
+
+
+@contextmanager
+def cut_after(seconds: float, stop: Callable[[], None], line: str, grace: float = CUT_GRACE,
+              kill: float = CUT_KILL) -> Iterator[None]:
+    """Past `seconds`: `stop()`; `grace` s later, if the block still runs,
+    Cut (a KeyboardInterrupt) in the main thread, through SIGALRM sent to
+    that thread so a blocking call (select, wait) returns EINTR; `kill` s
+    past `seconds`, if it still runs, the watchdog prints `line` and kills
+    the process. Main thread only. A Cut may also surface just after the
+    block, so the caller catches KeyboardInterrupt around it."""
+    line = " ".join(line.split())
+    done, lock = threading.Event(), threading.Lock()
+    main = threading.main_thread().ident
+
+    def on_alarm(signum: int, frame: object) -> None:
+        if not done.is_set():  # one sent as the block ended is dropped
+            raise Cut()
+
+    def cut() -> None:
+        if done.wait(max(0.0, seconds)):
+            return
+        stop()
+        if done.wait(grace):
+            return
+        with lock:
+            if not done.is_set() and main is not None:
+                signal.pthread_kill(main, signal.SIGALRM)
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    _dog.push(time.monotonic() + max(0.0, seconds) + kill, line)
+    t = threading.Thread(target=cut, name="nodemap-cut", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        try:
+            done.set()
+            with lock:  # a SIGALRM being sent arrives while on_alarm is still the handler
+                pass
+        finally:
+            _dog.pop()
+            signal.signal(signal.SIGALRM, old)
 
 
 def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int, str, str]:

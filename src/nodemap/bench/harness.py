@@ -282,6 +282,7 @@ class _Watchdog:
 
 TIMEOUT = "timeout"
 INTERRUPTED = "interrupted (Ctrl-C): the results are what was measured until then"
+CUT = "cut at the end of nodemap check's --budget: the results are what was measured until then"
 
 
 @contextmanager
@@ -321,7 +322,7 @@ def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = Tru
         rs.messages.append(f"timeout: a case ran longer than --timeout {args.timeout:g} s; the run ended there "
                            "(raise --timeout if the machine is just slow)")
     elif stopped:
-        rs.messages.append(INTERRUPTED)
+        rs.messages.append(CUT if why == interrupt.BUDGET else INTERRUPTED)
 
 
 # --- output -------------------------------------------------------------------------

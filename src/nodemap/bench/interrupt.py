@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 _state = {"requested": False, "why": ""}
+BUDGET = "budget"  # why, when nodemap check --budget ended the run (check/node.py)
 
 
 def requested() -> bool:

@@ -52,6 +52,8 @@ class CheckDoc:
     busy: dict[str, Any] = field(default_factory=dict)  # check/busy.py's summary: {} when not sampled
     # figures measured again because their interval left them undecided (check/remeasure.py)
     remeasured: list[dict[str, Any]] = field(default_factory=list)
+    # --budget (check/budget.py): its seconds, those spent, the steps it left out and the one it cut; {} without
+    budget: dict[str, Any] = field(default_factory=dict)
 
     def is_busy(self) -> bool:
         return bool(self.busy.get("busy"))
@@ -130,6 +132,7 @@ class CheckDoc:
                         "areas": self.areas(), "counts": self.counts()},
             "busy": self.busy,
             "remeasured": self.remeasured,
+            "budget": self.budget,
             "topology": self.topology.to_dict() if self.topology is not None else None,
             "environment": self.environment,
             "expectations": self.expectations.to_dict(),
@@ -166,7 +169,7 @@ def from_file(f: Any, rec: Any, expectations: Expectations | None = None) -> Che
         expectations=expectations or saved, results=rec.results, checks=rec.checks, skipped=list(f.skipped),
         environment=f.environment, host=f.host, hostname=f.hostname or f.host, started=f.started,
         finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy or {},
-        remeasured=f.remeasured or [])
+        remeasured=f.remeasured or [], budget=f.budget or {})
     if expectations is not None:
         doc.rejudge()
     else:
@@ -188,7 +191,9 @@ def exit_status(doc: CheckDoc, saved: bool = False) -> int:
     (the node was busy, check/busy.py, or nothing could be measured: retry
     it, never drain), else 0 healthy: pass, info,
     warn, inconclusive, and configuration findings of any verdict (printed,
-    the job's environment, not the node)."""
+    the job's environment, not the node). A check within --budget is
+    complete, what it left out named in `budget` and `skipped`: it exits as
+    any other, 0 when nothing it measured failed."""
     if not doc.complete and not saved:
         return INTERRUPTED
     if doc.node_verdict() == "fail":
@@ -198,9 +203,11 @@ def exit_status(doc: CheckDoc, saved: bool = False) -> int:
 
 def not_judged(doc: CheckDoc) -> str:
     """Why the node could not be judged ("" when it could): it was busy, or
-    a measuring level measured nothing (every step failed: missing tools)."""
+    a measuring level measured nothing (every step failed: missing tools).
+    A budget that left every step out measured nothing by choice: the node
+    is judged on its inventory, as the health level judges it."""
     if doc.is_busy():
         return "busy"
-    if doc.level in ("quick", "full") and doc.complete and not doc.judged:
+    if doc.level in ("quick", "full") and doc.complete and not doc.judged and not doc.budget.get("left_out"):
         return "nothing measured"
     return ""

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Callable
 from .. import __version__
 from ..bench.host.thread_orders import load_topology
 from . import busy, remeasure
+from .budget import Budget, order
 from .document import CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
-from .suite import KindFailed, measure, plan
+from .suite import TINY_ENV, KindFailed, measure, plan
 
 if TYPE_CHECKING:
     from ..topology.model import Topology
@@ -51,11 +52,14 @@ def environment(root: str = "/") -> dict[str, object]:
 def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
               progress: Callable[[str], None] = lambda s: None, command: str = "",
               in_job: InJob | None = None, detector: busy.Detector | None = None,
-              expected: "Topology | None" = None, remeasure_budget: float | None = None) -> CheckDoc:
+              expected: "Topology | None" = None, remeasure_budget: float | None = None,
+              budget: Budget | None = None) -> CheckDoc:
     """`in_job`: the check runs as a rank of an MPI job (check --fleet), its MPI step is that.
     `detector`: what says whether the node is busy (a fake /proc in tests).
     `expected`: the node class's Topology this node must match (check/expected.py).
-    `remeasure_budget`: seconds for measuring undecided figures again (default the level's, 0 none)."""
+    `remeasure_budget`: seconds for measuring undecided figures again (default the level's, 0 none).
+    `budget`: --budget (check/budget.py): steps run while their estimates fit, re-measurement gets
+    what is left, a step still running at its end is cut, keeping what its kind measured."""
     topo = load_topology()
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
@@ -65,6 +69,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
 
         doc.checks += compare(expected, topo)
     steps, skipped = plan(topo, level, in_job=in_job)
+    steps = order(steps)  # most telling first: what a cut-short check keeps (check/budget.py)
     doc.skipped += skipped
     detector = detector or busy.Detector(siblings=in_job is not None)
     before = detector.sample(BUSY_SAMPLE)
@@ -95,28 +100,46 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
         return rs
 
     done: list[remeasure.Measured] = []
+    shape = (sum(g.visible and g.vendor == "NVIDIA" for g in topo.gpus),
+             len([n for n in topo.numa_nodes if n.cpuset]), bool(os.environ.get(TINY_ENV)))
+    current, pending = "", list(steps)
     try:
-        for i, step in enumerate(steps, 1):
-            progress(f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what} "
-                     f"(nodemap bench {step.kind} {' '.join(step.argv)})")
-            t = time.monotonic()
-            rs = run(step)
-            if rs is None:
-                continue
-            doc.results.append(rs)
-            if not (step.kind == "mpi" and in_job is not None):  # the job's ranks measure together, once
-                done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
-            doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
-            doc.rejudge()
-            on_update(doc)
-            if not rs.complete:
-                raise KeyboardInterrupt
-        remeasure.again(doc, done, level, lambda step: _complete(run(step, again=True)), progress, on_update,
-                        remeasure_budget)
+        with _cut(budget):
+            for i, step in enumerate(steps, 1):
+                pending.remove(step)
+                head = f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what}"
+                out = budget.admit(step, level, *shape) if budget is not None else None
+                if out is not None:
+                    doc.skipped.append(out)
+                    progress(f"{head}: {out.reason}")
+                    continue
+                progress(f"{head} (nodemap bench {step.kind} {' '.join(step.argv)})")
+                t, current = time.monotonic(), step.what
+                rs = run(step)
+                if rs is None:
+                    continue
+                doc.results.append(rs)
+                if not (step.kind == "mpi" and in_job is not None):  # the job's ranks measure together, once
+                    done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
+                doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
+                doc.rejudge()
+                on_update(doc)
+                if not rs.complete and not _budget_cut(doc, budget, step.what, time.monotonic() - t):
+                    raise KeyboardInterrupt
+            current = "measuring undecided figures again"
+            remeasure.again(doc, done, level, lambda step: _complete(run(step, again=True)), progress, on_update,
+                            _remeasure_budget(level, remeasure_budget, budget))
         doc.complete = True
     except KeyboardInterrupt:
-        doc.complete = False
-        progress("nodemap check: interrupted, reporting what was measured")
+        # the budget's cut outside a kind that keeps its measurements (a launcher's wait): nothing of it kept
+        doc.complete = _budget_cut(doc, budget, current, None)
+        if not doc.complete:
+            progress("nodemap check: interrupted, reporting what was measured")
+        elif budget is not None:
+            doc.skipped += [budget.admit(step, level, *shape) for step in pending]
+    if budget is not None:
+        budget.stop_clock()
+        doc.budget = budget.to_dict()
     doc.checks += mpi_checks(topo, doc.results)
     doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     doc.rejudge()
@@ -125,6 +148,44 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
 
 
 BUSY_SAMPLE = 0.5  # s of watching the node before the check starts
+
+
+def _cut(budget: Budget | None):
+    """Ends the measuring at the budget (proc.cut_after): kernels that poll
+    the stop flag return what they measured, other work is interrupted."""
+    import contextlib
+
+    if budget is None:
+        return contextlib.nullcontext()
+    from ..bench import interrupt
+    from ..proc import CUT_KILL, cut_after
+
+    def stop() -> None:
+        budget.expired = True
+        interrupt.request(interrupt.BUDGET)
+
+    return cut_after(budget.left(), stop, f"nodemap check --budget {budget.seconds:g}: a step did not stop "
+                     f"{CUT_KILL:g} s after the budget ended; check.json holds the steps before it")
+
+
+def _budget_cut(doc: CheckDoc, budget: Budget | None, what: str, took: float | None) -> bool:
+    """Whether the budget ended `what` (then said in skipped and the budget:
+    the check is complete, budgeted); False for an interruption (Ctrl-C,
+    SIGTERM). `took` None: the cut came outside a kind, nothing of it kept."""
+    if budget is None or not budget.expired:
+        return False
+    if what and not budget.cut:
+        budget.cut = what
+        kept = "nothing of it kept" if took is None else f"after {took:.0f} s, what it measured is kept"
+        doc.skipped.append(Skipped(what, f"cut at the end of the {budget.seconds:g} s budget, {kept}"))
+    return True
+
+
+def _remeasure_budget(level: str, given: float | None, budget: Budget | None) -> float | None:
+    """Re-measurement's seconds: the level's (or `given`), within what the budget left."""
+    if budget is None:
+        return given
+    return max(0.0, min(remeasure.BUDGET.get(level, 0.0) if given is None else given, budget.left()))
 
 
 def _complete(rs):

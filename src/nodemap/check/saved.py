@@ -50,6 +50,7 @@ class CheckFile(msgspec.Struct):
     command: str = ""
     busy: dict[str, Any] | None = None
     remeasured: list[dict[str, Any]] | None = None
+    budget: dict[str, Any] | None = None
     topology: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     expectations: _Expectations = msgspec.field(default_factory=_Expectations)

@@ -66,6 +66,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="quick: only the sizes and cases that are judged, the host ones with full's repetitions "
                         "(default); full: every size, case and repetition the kinds take by default; health: "
                         "nothing measured, inventory and health counters only (seconds, safe while jobs run)")
+    p.add_argument("--budget", type=seconds, metavar="S",
+                   help="finish measuring within S seconds of the start (a Slurm prolog): steps run most telling "
+                        "first (GPU memory, host<->GPU, GPU<->GPU, NCCL, STREAM, latency, NUMA, MPI) while their "
+                        "estimated time fits, the rest are skipped with the budget named; a step still running at "
+                        "the end is cut, keeping what it measured; the report takes 1-3 s more")
     p.add_argument("--expect-topology", metavar="FILE",
                    help="the node class this node must match (nodemap topo --export FILE on a good node): a "
                         "missing GPU/NIC/NVLink, a narrower PCIe link, a NIC port down, less memory fail")
@@ -123,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     if args.input and args.level != "health":
         raise NodemapError("--input: only --level health judges a saved node (the other levels measure this one); "
                            "add --level health")
+    if args.budget is not None and (args.level == "health" or args.fleet or args.from_dirs):
+        raise NodemapError("--budget: bounds the measuring of one node's check (quick or full); --level health "
+                           "measures nothing (bound it with --health-timeout) and --fleet's ranks measure together")
     if args.fleet or args.from_dirs:
         if args.expect_topology or args.level == "health":
             raise NodemapError("--fleet: --expect-topology and --level health are per node; run nodemap check "
@@ -160,10 +168,12 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
 
     from ..errors import NodemapError
     from ..check import expectations
+    from ..check.budget import Budget
     from ..check.node import run_check, run_health, stderr_progress
     from .. import outfile
     from ..report import html, terminal
 
+    budget = Budget(args.budget) if args.budget is not None else None  # its clock starts here
     exp = expectations.load(args.expect)
     expected = _expected(args.expect_topology)
     if args.prom:
@@ -178,7 +188,8 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
             outfile.check(p, "--output")
         files = (json_path, html_path)
     cmd = "nodemap check --level " + args.level + (f" --expect {args.expect}" if args.expect else "") + (
-        f" --expect-topology {args.expect_topology}" if args.expect_topology else "")
+        f" --expect-topology {args.expect_topology}" if args.expect_topology else "") + (
+        f" --budget {args.budget:g}" if budget is not None else "")
     terminated: list[int] = []
     unsaved: list[str] = []  # a disk that fills mid-check: said once, measuring and the summary go on
 
@@ -196,7 +207,7 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
         with _sigterm_interrupts() as terminated:
             doc = run_check(args.level, exp, on_update=lambda doc: save(json_path, doc.to_json()),
                             progress=(lambda s: None) if args.quiet else stderr_progress, command=cmd,
-                            expected=expected)
+                            expected=expected, budget=budget)
     if json_path is not None:
         unsaved.clear()
         save(json_path, doc.to_json(), final=True)

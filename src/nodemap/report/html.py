@@ -14,6 +14,7 @@ from html import escape
 from typing import Callable
 
 from ..bench.report import number
+from ..check.budget import describe
 from ..check.document import CheckDoc
 from ..htmlpage import head
 from . import plots
@@ -63,7 +64,8 @@ def header(doc: CheckDoc) -> str:
             f"<p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
             f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
-            "recorded without a rule.</p>" + busy(doc) +
+            "recorded without a rule.</p>"
+            + (f"<p id='budget'>{escape(describe(doc.budget))}</p>" if doc.budget else "") + busy(doc) +
             f"<table id='areas'><tr><th>area</th><th>verdict</th></tr>{rows}</table>"
             + (f"<p>Skipped:</p><ul id='skipped'>{skipped}</ul>" if skipped else ""))
 

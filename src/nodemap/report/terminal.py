@@ -12,6 +12,7 @@ from typing import Sequence
 
 from ..check.document import CheckDoc, exit_status, not_judged
 from ..bench.report import number
+from ..check.budget import describe
 from ..check.verdicts import RANK
 
 MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": "WARN", "fail": "FAIL"}
@@ -22,6 +23,8 @@ def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int |
     state = "complete" if doc.complete else "INCOMPLETE (interrupted: what was measured only)"
     lines = [_wrap(f"nodemap check --level {doc.level} on {doc.host}, {doc.started}: {state}", width, "  "),
              _wrap(verdict_line(doc), width, "  ")]
+    if doc.budget:
+        lines.append(_wrap(describe(doc.budget), width, "  "))
     lines += busy_lines(doc, width)
     mark = max(len(MARK[v]) for v in doc.areas().values()) if doc.areas() else 4
     for area, verdict in doc.areas().items():

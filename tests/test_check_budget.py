@@ -1,0 +1,165 @@
+"""`nodemap check --budget S`: steps ordered most telling first, each run
+only when its estimate fits what is left, the rest skipped naming the
+budget; a step overrunning the budget is cut, what its kind measured kept;
+the document stays complete and says the budget (check/budget.py)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from nodemap.check import budget as B
+from nodemap.check import expectations
+from nodemap.check.document import CheckDoc, HEALTHY, NOT_JUDGED, exit_status, from_dict
+from nodemap.check.suite import TINY_ENV
+
+
+def steps(*kinds):
+    return [SimpleNamespace(kind=k, what=f"the {k} step") for k in kinds]
+
+
+def test_steps_run_most_telling_first_and_an_unknown_kind_last():
+    got = B.order(steps("mpi", "numa", "latency", "memory", "future", "nccl", "copies", "gpu"))
+    assert [s.kind for s in got] == ["gpu", "copies", "nccl", "memory", "latency", "numa", "mpi", "future"]
+
+
+def test_a_step_runs_while_its_estimate_fits_and_a_later_cheaper_one_still_may():
+    # 30 s: 3 + 3 + 5 + 10 = 21 spent, latency's 14 does not fit the 9 left, MPI's 8 does
+    assert B.schedule(steps("gpu", "copies", "nccl", "memory", "latency", "mpi"), [3, 3, 5, 10, 14, 8], 30) == \
+        [True, True, True, True, False, True]
+    assert B.schedule(steps("gpu", "memory"), [3, 10], 30, spent=25) == [True, False]  # start-up counts
+    assert B.schedule(steps("gpu"), [3], 3) == [True]  # an estimate equal to what is left fits
+    assert B.schedule(steps("gpu", "memory"), [3, 10], 0) == [False, False]
+
+
+def test_estimates_grow_with_the_topology_and_the_level():
+    one, two = B.estimate("gpu", "quick", 1, 1), B.estimate("gpu", "quick", 2, 1)
+    assert two == 2 * one > 0
+    # host<->GPU cases are NUMA x GPU; GPU<->GPU ordered pairs
+    assert B.estimate("copies", "quick", 2, 2) > B.estimate("copies", "quick", 2, 1) > B.estimate("copies", "quick", 1, 1)
+    assert B.estimate("numa", "quick", 0, 4) == 4 * B.estimate("numa", "quick", 0, 2)  # n x n cells
+    for kind in B.PRIORITY:
+        assert B.estimate(kind, "full", 2, 2) > B.estimate(kind, "quick", 2, 2), kind
+    # the testing knob shrinks the host steps only
+    assert B.estimate("memory", "quick", 0, 1, tiny=True) < 1 < B.estimate("memory", "quick", 0, 1)
+    assert B.estimate("mpi", "quick", 0, 1, tiny=True) == B.estimate("mpi", "quick", 0, 1)
+    assert B.estimate("some new kind", "quick", 1, 1) == B.UNKNOWN
+
+
+def test_a_left_out_step_says_the_budget_what_is_left_and_what_it_needs():
+    b = B.Budget(30, start=time.monotonic() - 18, estimator=lambda kind, *a: {"latency": 14.0, "mpi": 8.0}[kind])
+    assert b.admit(steps("mpi")[0], "quick", 0, 1, False) is None
+    s = b.admit(steps("latency")[0], "quick", 0, 1, False)
+    assert s.what == "the latency step (bench latency)"
+    assert s.reason == "not measured: 12 s of the 30 s budget left, needs ~14 s"
+    b.expired = True  # after the cut nothing more runs, whatever it needs
+    assert b.admit(steps("mpi")[0], "quick", 0, 1, False) is not None
+    assert b.left_out == ["the latency step", "the mpi step"]
+    b.stop_clock()
+    assert B.describe(b.to_dict()).startswith("budget 30 s, 18.")
+    assert B.describe(b.to_dict()).endswith("left out: the latency step, the mpi step")
+
+
+def test_a_budget_that_left_every_measurement_out_is_judged_on_the_inventory():
+    doc = CheckDoc(level="quick", topology=None, expectations=expectations.shipped())
+    doc.rejudge()
+    assert exit_status(doc) == NOT_JUDGED  # every step failed (missing tools): could not judge
+    doc.budget = {"seconds": 1.0, "spent": 1.0, "left_out": ["STREAM placement sweep"], "cut": ""}
+    assert exit_status(doc) == HEALTHY  # left out by choice: healthy as far as it looked
+    again = from_dict(json.loads(doc.to_json()))
+    assert again.budget == doc.budget and exit_status(again, saved=True) == HEALTHY
+
+
+def nodemap(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "nodemap", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+def test_a_tiny_budget_finishes_in_time_and_lists_what_it_left_out(tmp_path):
+    t0 = time.monotonic()
+    p = nodemap("check", "--budget", "3", "--json", "-o", str(tmp_path / "r"), env={TINY_ENV: "1"})
+    took = time.monotonic() - t0
+    assert p.returncode in (0, 2), p.stderr  # 2: a busy shared VM, never 1 nor 130
+    d = json.loads(p.stdout)
+    assert d["complete"] is True and d["budget"]["seconds"] == 3
+    assert d["budget"]["spent"] <= 3.5, d["budget"]  # the cut holds it; the report comes after
+    assert took < 3 + 6, took  # Python's start-up and the report (1-3 s on this VM)
+    # the tiny host steps (0.5 s each) fit, MPI's ~8 s does not
+    assert "MPI point-to-point, host and device buffers" in d["budget"]["left_out"]
+    left = [s for s in d["skipped"] if s["what"].startswith("MPI point-to-point")]
+    assert left and "of the 3 s budget left, needs ~8.0 s" in left[0]["reason"], left
+    assert any(rs["command"] == "bench memory" for rs in d["results"])
+    text = (tmp_path / "r" / "check.html").read_text()
+    assert "budget 3 s" in text and "left out: MPI point-to-point" in text
+
+
+def test_budget_is_refused_where_it_bounds_nothing():
+    p = nodemap("check", "--level", "health", "--budget", "5")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--health-timeout" in p.stderr
+
+
+# A kind's place taken by a test double in a child process: `polls` adds a
+# Result every 0.2 s through the real harness session until asked to stop
+# (as the native kernels do), `blocks` waits on a child it does not watch (as
+# the MPI step's launcher). Every step "needs" 0.1 s, so the first overruns.
+CUT = textwrap.dedent("""
+    import json, subprocess, sys, time
+    from types import SimpleNamespace
+    from nodemap.bench import harness, interrupt
+    from nodemap.bench.results import ResultSet, make_result
+    from nodemap.check import node
+    from nodemap.check.budget import Budget
+    from nodemap.check.expectations import load
+
+    def polls(kind, request, *a):
+        rs = ResultSet("bench " + kind)
+        with harness.session(rs, SimpleNamespace(timeout=None, output=None)):
+            while not interrupt.requested():
+                time.sleep(0.2)
+                rs.add(make_result(kind, "triad", "GB/s", [10.0 + len(rs.results)], verified=True,
+                                   path="NUMA0 cores -> NUMA0 memory", params={"thread_order": "1/core", "threads": 1 + len(rs.results),
+                                           "cpu_order": [0]}))
+        return rs
+
+    def blocks(kind, request, *a):
+        subprocess.run(["sleep", "30"])
+        raise AssertionError("not cut")
+
+    node.measure = {"polls": polls, "blocks": blocks}[sys.argv[1]]
+    t0 = time.monotonic()
+    doc = node.run_check("quick", load(None), budget=Budget(float(sys.argv[2]), estimator=lambda *a: 0.1),
+                         remeasure_budget=0)
+    print(json.dumps({"took": time.monotonic() - t0, "doc": doc.to_dict()}))
+""")
+
+
+def cut(kind, seconds):
+    p = subprocess.run([sys.executable, "-c", CUT, kind, str(seconds)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    return got["took"], got["doc"]
+
+
+@pytest.mark.parametrize("kind", ["polls", "blocks"])
+def test_a_step_overrunning_the_budget_is_cut_and_the_check_stays_complete(kind):
+    took, d = cut(kind, 2.5)
+    assert d["complete"] is True
+    first, rest = d["results"][0] if d["results"] else None, d["budget"]["left_out"]
+    assert d["budget"]["cut"] == "STREAM placement sweep", d["budget"]
+    assert rest[0] == "latency against working-set size", rest  # and MPI where it is installed
+    reasons = {s["what"]: s["reason"] for s in d["skipped"]}
+    if kind == "polls":  # stopped by the flag within a poll: its cases kept, the set marked incomplete
+        assert took < 2.5 + 1.0, took
+        assert first["complete"] is False and len(first["results"]) >= 3, first
+        assert "cut at the end of nodemap check's --budget" in " ".join(first["messages"])
+        assert reasons["STREAM placement sweep"].endswith("what it measured is kept")
+    else:  # interrupted in its wait one grace second later: nothing of it to keep
+        assert took < 2.5 + 2.5, took
+        assert first is None
+        assert reasons["STREAM placement sweep"] == "cut at the end of the 2.5 s budget, nothing of it kept"
+    assert "not measured: 0.0 s of the 2.5 s budget left" in reasons["latency against working-set size (bench latency)"]
