@@ -12,7 +12,11 @@ another checkout (the reader before), give its sources:
   git archive REV src | tar -x -C /tmp/before
   python benchmarks/records_speed.py --src /tmp/before/src
 
-usage: python benchmarks/records_speed.py [--runs N] [--src DIR] [FILE...]
+With --nodes N, also `check --fleet --from`'s reader: a nodes.jsonl of N
+copies (other host names) of a node document from the tree, read by
+fleet.output.read_saved (parse, check, reduce to what the fleet compares).
+
+usage: python benchmarks/records_speed.py [--runs N] [--nodes N] [--src DIR] [FILE...]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,6 +67,26 @@ def reader(schema: str):
         return "json+saved+from_dict", before
 
 
+NODE_DOC = os.path.join(HERE, "results", "multi_gpu_h100x2_20261125", "fleet4", "nodes.jsonl")
+
+
+def fleet_row(n: int, runs: int) -> dict:
+    from nodemap.fleet import output
+
+    with open(NODE_DOC) as f:
+        doc = json.loads(f.readline())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "nodes.jsonl")
+        with open(path, "w") as f:
+            for i in range(n):
+                f.write(json.dumps({**doc, "host": f"n{i}"}) + "\n")
+        size = os.path.getsize(path)
+        ms = median_ms(lambda: output.read_saved([path]), runs)
+    return {"file": f"nodes.jsonl, {n} x a node document of {os.path.relpath(NODE_DOC, os.path.dirname(HERE))}",
+            "schema": doc["schema"], "results": 0, "bytes": size, "reader": "fleet.output.read_saved",
+            "ms": round(ms, 3), "json_loads_ms": None}
+
+
 def median_ms(fn, runs: int) -> float:
     fn()  # warm: imports and caches
     times = []
@@ -77,6 +102,7 @@ def main() -> int:
     ap.add_argument("files", nargs="*", default=FILES)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--src", help="time the nodemap sources in this folder (another checkout's src/)")
+    ap.add_argument("--nodes", type=int, default=0, help="also time reading N node documents (nodes.jsonl)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.src:
@@ -94,13 +120,16 @@ def main() -> int:
         rows.append({"file": os.path.relpath(path, os.path.dirname(HERE)), "schema": d["schema"], "results": n,
                      "bytes": len(data), "reader": name, "ms": round(median_ms(lambda: fn(path, data), args.runs), 3),
                      "json_loads_ms": round(median_ms(lambda: json.loads(data), args.runs), 3)})
+    if args.nodes:
+        rows.append(fleet_row(args.nodes, max(3, args.runs // 10)))
     if args.json:
         print(json.dumps({"nodemap": os.path.dirname(nodemap.__file__), "runs": args.runs, "rows": rows}, indent=1))
         return 0
     print(f"nodemap from {os.path.dirname(nodemap.__file__)}, median of {args.runs}")
     for r in rows:
+        floor = f" (json.loads alone {r['json_loads_ms']:.2f} ms)" if r["json_loads_ms"] is not None else ""
         print(f"{r['file']}: {r['schema']}, {r['results']} results, {r['bytes'] >> 10} KiB: "
-              f"{r['reader']} {r['ms']:.2f} ms (json.loads alone {r['json_loads_ms']:.2f} ms)")
+              f"{r['reader']} {r['ms']:.2f} ms{floor}")
     return 0
 
 

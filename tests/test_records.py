@@ -279,3 +279,37 @@ def test_a_placement_plan_reads_back_and_its_description_is_typed(tmp_path):
     with pytest.raises(InputError, match=r"field alloc_sizes\[1\] is str, not an integer"):
         planfile.decode("p.npz", b'{"schema": "nodemap.placement/1", "alloc_sizes": [1, "2"], "chunk_size": 1, '
                                  b'"predicted_local_fraction": 1.0}')
+
+
+# --- fleet node documents ----------------------------------------------------------
+
+
+def test_every_nodes_jsonl_in_the_tree_reads():
+    from nodemap.fleet import output
+
+    paths = sorted(glob.glob(os.path.join(SAVED, "**", "nodes.jsonl"), recursive=True))
+    assert len(paths) >= 2
+    for path in paths:
+        nodes, _, _ = output.read_saved([path])
+        with open(path) as f:
+            assert len(nodes) == len({json.loads(line)["host"] for line in f if line.strip()}), path
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["figures"][0].update(verdict="<b>fail</b>"), "figures[0].verdict is '<b>fail</b>', not one of"),
+    (lambda d: d["figures"][1].update(key=7), "figures[1].key is int, not text"),
+    (lambda d: d.update(findings=[{"verdict": "fail", "keys": "gpu/0"}]), "findings[0]"),
+    (lambda d: d.update(complete="no"), "field complete is str, not true or false"),
+    (lambda d: d.update(figures=[3]), "figures[0] is int, not an object"),
+])
+def test_malformed_node_documents_name_the_line_and_field(tmp_path, change, words):
+    from nodemap.fleet import output
+
+    d = _check_doc()
+    d.pop("results")
+    good = json.dumps(d)
+    change(d)
+    (tmp_path / "nodes.jsonl").write_text(good.replace('"n1"', '"n0"') + "\n" + json.dumps(d) + "\n")
+    with pytest.raises(InputError) as e:
+        output.read_saved([str(tmp_path)])
+    assert str(e.value).startswith(f"{tmp_path / 'nodes.jsonl'}, line 2: field ") and words in str(e.value)

@@ -41,7 +41,7 @@ def schema_of(where: str, data: bytes, what: str) -> str:
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
         pass
     # no schema: not nodemap's, unless damaged (what json says of it names the damage)
-    obj = infile.parse_json(where, infile.decode(where, data, what), what)
+    obj = _parse_slowly(where, data, what)
     if not isinstance(obj, dict):
         raise InputError(where, f"is a JSON {type(obj).__name__}, not a {what} (a JSON object is expected)")
     schema = obj.get("schema", "")
@@ -58,9 +58,25 @@ def decode(where: str, data: bytes, type: type[T], what: str) -> T:
         raise InputError(where, f"{field_problem(e)}; give a {what} as nodemap wrote it") from None
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # (text that is not UTF-8)
         pass
+    return convert(where, _parse_slowly(where, data, what), type, what)
+
+
+def parse(where: str, data: bytes, what: str) -> Any:
+    """JSON as Python objects, untyped (msgspec: ~7x json.loads on a node
+    document); what it refuses is read as `decode` reads it."""
+    import msgspec
+
+    try:
+        return msgspec.json.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return _parse_slowly(where, data, what)
+
+
+def _parse_slowly(where: str, data: bytes, what: str) -> Any:
     # Python's json writes NaN and Infinity, which JSON (and msgspec) refuse: nodemap's own files
     # may hold them, so they are read as json reads them; real damage is named by infile's reader
-    return convert(where, infile.parse_json(where, infile.decode(where, data, what), what), type, what)
+    # (line, UTF-8 byte, nesting, an integer of 4300 digits)
+    return infile.parse_json(where, infile.decode(where, data, what), what)
 
 
 def convert(where: str, obj: Any, type: type[T], what: str, at: str = "") -> T:

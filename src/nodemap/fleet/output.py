@@ -149,13 +149,14 @@ def _objects(path: str) -> list[dict[str, Any]]:
     """The objects of a .json file (none when it holds no object) or of
     each line of a .jsonl file, read through infile's checks: a FIFO or a
     link to a device in a --from folder is refused, not waited on or read
-    whole; a damaged line is named by its number."""
+    whole; a damaged line is named by its number. A node document is
+    checked field by field (fleet/nodefile.py)."""
     from .. import infile
     from ..errors import InputError
 
     what = "fleet document (nodes.jsonl, pairs.jsonl, nodes/NAME.json)"
     if not path.endswith(".jsonl"):
-        obj = infile.load_json(path, what)
+        obj = _object(path, infile.read(path, infile.MAX_DOCUMENT, what), what)
         return [obj] if isinstance(obj, dict) else []
     fd = infile.open_regular(path, 1 << 62, what)  # appended by every node: bounded line by line
     out = []
@@ -166,12 +167,23 @@ def _objects(path: str) -> list[dict[str, Any]]:
                                        "node document; remove it or fix it")
             if not raw.strip():
                 continue
-            obj = infile.parse_json(f"{path}, line {n}", infile.decode(f"{path}, line {n}", raw, what), what)
+            obj = _object(f"{path}, line {n}", raw, what)
             if not isinstance(obj, dict):
                 raise InputError(f"{path}, line {n}", f"is {type(obj).__name__}, not a JSON object; remove the "
                                                       "line or fix it")
             out.append(obj)
     return out
+
+
+def _object(where: str, data: bytes, what: str) -> Any:
+    from .. import records
+
+    obj = records.parse(where, data, what)
+    if isinstance(obj, dict) and obj.get("schema") == NODE_SCHEMA:
+        from . import nodefile
+
+        nodefile.check(where, obj)
+    return obj
 
 
 def summary(fleet: mergemod.Fleet, messages: list[str], out: FleetOutput | None = None, top: int = 10) -> str:
