@@ -3,7 +3,7 @@ records its argv and answers `show node` from a state file: a hardware
 failure drains with nodemap's reason, a later pass resumes only what
 nodemap drained, a configuration failure never drains; scontrol missing,
 failing or slow is one line and exit 2; odd node names, long reasons and
-two checks racing on one node."""
+two checks racing on one node (a flock: a killed check leaves no stale lock)."""
 
 from __future__ import annotations
 
@@ -201,17 +201,33 @@ def test_show_node_parses_state_and_reason(slurm):
 
 def test_two_checks_racing_on_one_node(slurm, tmp_path, capsys):
     have, want = node_files(tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    from nodemap.slurm.drain import NodeLock
+
+    hold = f"from nodemap.slurm.drain import NodeLock; l = NodeLock({str(slurm.runtime)!r}, 'n2').__enter__(); " \
+           "print(flush=True); import time; time.sleep(30)"
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE)
     try:
-        (slurm.runtime / "check-n2.lock").write_text(f"{holder.pid}\n")
+        holder.stdout.readline()  # it holds the lock
         assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
         assert f"another nodemap check (pid {holder.pid}) of this node holds" in capsys.readouterr().err
     finally:
         holder.kill()
         holder.wait()
-    # its holder gone: a stale lock is taken over, and released at the end
+    # its holder killed (as by Slurm's timeout): its lock file is left, the kernel dropped the hold
+    assert (slurm.runtime / "check-n2.lock").exists()
     assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
-    assert not (slurm.runtime / "check-n2.lock").exists()
+    assert not (slurm.runtime / "check-n2.lock").exists()  # released at the end
+    with NodeLock(str(slurm.runtime), "n2"), pytest.raises(drain.SlurmError, match="another nodemap check"):
+        with NodeLock(str(slurm.runtime), "n2"):
+            pass
+
+
+def test_a_lock_file_naming_a_live_process_that_holds_nothing_is_taken(slurm, tmp_path):
+    # a check killed before a reboot left its lock with a pid that a live process has after it (pids restart
+    # low): taken over, not "held" until that process ends
+    have, want = node_files(tmp_path)
+    (slurm.runtime / "check-n2.lock").write_text(f"{os.getppid()}\n")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
 
 
 def test_a_lock_that_is_a_link_is_never_followed(slurm, tmp_path):

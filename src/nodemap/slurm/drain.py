@@ -5,8 +5,8 @@ written by a person or another tool, and is theirs to clear).
 
 Everything goes through `scontrol` with a deadline; a missing, failing or
 slow scontrol is one line (`SlurmError`, exit 2) and nothing is drained. A
-lock file per node (O_EXCL|O_NOFOLLOW in a private runtime folder) keeps
-two checks of one node from acting at once: the second says who holds it.
+lock per node (a flock on a file in a private runtime folder) keeps two
+checks of one node from acting at once: the second says who holds it.
 """
 
 from __future__ import annotations
@@ -172,60 +172,56 @@ def runtime_dir(env: Mapping[str, str]) -> str:
 
 class NodeLock:
     """`with NodeLock(folder, name):` one holder per node; the second gets a
-    SlurmError naming the first's pid. A lock whose process is gone (killed
-    by Slurm's timeout) is taken over."""
+    SlurmError naming the first's pid. The hold is a flock on the file, so
+    the kernel drops it when its holder dies (killed by Slurm's timeout):
+    no stale lock, and a pid in a file left behind (reused after a reboot
+    by a live process) holds nothing."""
 
     def __init__(self, folder: str, name: str) -> None:
         self.path = os.path.join(folder, f"check-{name}.lock")
         self.fd = -1
 
     def __enter__(self) -> "NodeLock":
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        for _ in range(2):
-            try:
-                self.fd = os.open(self.path, flags, 0o600)
-                os.write(self.fd, f"{os.getpid()}\n".encode())
-                return self
-            except FileExistsError:
-                holder = self._holder()
-                if _alive(holder):
-                    raise SlurmError(f"another nodemap check (pid {holder}) of this node holds {self.path}: this "
-                                     "one stops without judging (exit 2); it runs again at the next interval")
-                try:
-                    os.unlink(self.path)  # its holder is gone: a stale lock
-                except FileNotFoundError:
-                    pass
-        raise SlurmError(f"{self.path}: could not take the lock (another check is racing for it); try again")
+        import fcntl
 
-    def _holder(self) -> int:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            return -1  # a link planted there, or unreadable: treat as held, never follow it
-        try:
-            text = os.read(fd, 32).decode(errors="replace").strip()
-        finally:
-            os.close(fd)
-        return int(text) if text.isdigit() else 0
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, flags, 0o600)
+            except OSError as e:  # ELOOP: a link planted there, never followed
+                raise SlurmError(f"{self.path}: cannot open the node's lock ({e.strerror or e}): remove it, or set "
+                                 "NODEMAP_RUNTIME_DIR to a private folder") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode(errors="replace").strip()
+                os.close(fd)
+                raise SlurmError(f"another nodemap check (pid {holder or '?'}) of this node holds {self.path}: "
+                                 "this one stops without judging (exit 2); it runs again at the next interval"
+                                 ) from None
+            if _same_file(fd, self.path):
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self.fd = fd
+                return self
+            os.close(fd)  # its last holder removed it between our open and our lock: take the new one
+        raise SlurmError(f"{self.path}: could not take the lock (another check is racing for it); try again")
 
     def __exit__(self, *exc: object) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
             try:
-                os.unlink(self.path)
+                os.unlink(self.path)  # still held: a check that opened it meanwhile sees it is gone and retries
             except FileNotFoundError:
                 pass
+            os.close(self.fd)
+            self.fd = -1
 
 
-def _alive(pid: int) -> bool:
-    """Whether the lock's holder runs; a lock without a pid yet (its holder
-    is between open and write) or unreadable counts as held."""
-    if pid <= 0:
-        return True
+def _same_file(fd: int, path: str) -> bool:
+    """Whether `path` still names the open file `fd`."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
         return False
-    except PermissionError:
-        return True
-    return True
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
