@@ -114,6 +114,17 @@ def test_no_barrier_asked_is_no_wait(monkeypatch):
     assert not barrier.active() and time.monotonic() - t0 < 0.5
 
 
+@pytest.mark.parametrize("text", ["zz", "3,4", "mpi,x", "a,b,c"])
+def test_a_malformed_barrier_variable_is_one_line_not_a_traceback(monkeypatch, text):
+    from nodemap.errors import NodemapError
+
+    monkeypatch.setenv(barrier.ENV, text)
+    monkeypatch.setattr(barrier, "_read", False)
+    monkeypatch.setattr(barrier, "_pipes", None)
+    with pytest.raises(NodemapError, match=f"{barrier.ENV}=.*unset {barrier.ENV}"):
+        barrier.active()
+
+
 def test_mpi_ranks_start_each_repetition_together(tmp_path):
     """Ranks that are MPI processes (mpiexec from the mpich wheel): ENV=mpi,S, an MPI barrier."""
     from test_mpi_run import _mpiexec  # the mpich wheel's mpiexec beside this Python

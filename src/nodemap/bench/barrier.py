@@ -43,11 +43,18 @@ def _spec() -> tuple[int, int, float] | None:
     if not _read:
         _read = True
         text = os.environ.pop(ENV, "")
-        if text.startswith("mpi,"):
-            _pipes = (MPI, MPI, float(text.split(",")[1]))
-        elif text:
-            go, ready, seconds = text.split(",")
-            _pipes = (int(go), int(ready), float(seconds))
+        try:
+            if text.startswith("mpi,"):
+                _pipes = (MPI, MPI, float(text.split(",")[1]))
+            elif text:
+                go, ready, seconds = text.split(",")
+                _pipes = (int(go), int(ready), float(seconds))
+        except ValueError:  # nodemap sets it for the ranks it starts: one set by hand, or left over
+            from ..env import cut
+            from ..errors import NodemapError
+
+            raise NodemapError(f"{ENV}={cut(text)} is not 'GO,READY,SECONDS' or 'mpi,SECONDS' (nodemap sets it "
+                               f"for the ranks it starts): unset {ENV}") from None
     return _pipes
 
 
