@@ -83,3 +83,44 @@ def test_a_failed_prolog_check_drains_its_node_and_the_epilog_leaves_metrics(tmp
     finally:
         (top / "conf").unlink(missing_ok=True)  # a prolog or epilog from now on does nothing
         cluster.stop()
+
+
+# docs/slurm.md's measuring prolog within a budget, at the tiny test arrays
+# (NODEMAP_CHECK_TINY) and 3 s, with the recipe's variant that lets a job
+# start on a node too busy to judge (exit 2: this VM is shared).
+BUDGETED = """#!/bin/sh
+[ -f {top}/conf ] || exit 0
+export SLURM_CONF="$(cat {top}/conf)" PATH={bin}:/usr/bin:/bin:/usr/sbin:/sbin NODEMAP_RUNTIME_DIR={top}/run
+export NODEMAP_CHECK_TINY=1
+{python} -m nodemap check --level quick --budget 3 -q --expect-topology {top}/class.json --slurm-drain \\
+    -o {top}/prolog-$SLURMD_NODENAME --prom {top}/prom/prolog-$SLURMD_NODENAME.prom >> {top}/prolog.log 2>&1
+s=$?; [ $s -eq 2 ] && s=0; exit $s
+"""
+
+
+def test_a_measuring_prolog_within_its_budget_lets_the_job_run(tmp_path):
+    top = tmp_path
+    for sub in ("run", "prom"):
+        (top / sub).mkdir(mode=0o700)
+    p = subprocess.run([sys.executable, "-m", "nodemap", "topo", "--export", str(top / "class.json")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    script = top / "prolog.sh"
+    script.write_text(BUDGETED.format(top=top, bin=os.path.dirname(sys.executable), python=sys.executable))
+    script.chmod(0o755)
+    cluster = Cluster.start(conf_lines=(f"Prolog={top}/prolog.sh", "PrologEpilogTimeout=20"), nodes=1)
+    try:
+        (top / "conf").write_text(cluster.conf)
+        t0 = time.monotonic()
+        ok = cluster.srun("-N1", "printenv", "SLURMD_NODENAME", timeout=60)
+        took = time.monotonic() - t0
+        assert ok.returncode == 0 and ok.stdout.split() == ["n1"], (ok.stderr, (top / "prolog.log").read_text())
+        d = json.loads((top / "prolog-n1" / "check.json").read_text())
+        assert d["complete"] is True and d["budget"]["seconds"] == 3 and d["budget"]["spent"] <= 3.5, d["budget"]
+        assert "MPI point-to-point, host and device buffers" in d["budget"]["left_out"] or not any(
+            s["what"].startswith("MPI point-to-point") and "budget" not in s["reason"] for s in d["skipped"])
+        assert metrics(top / "prom" / "prolog-n1.prom")["nodemap_check_status"].samples[0].value in (0, 2)
+        assert took < 3 + 12, took  # the budget, Python's start-up, the report, srun's own
+    finally:
+        (top / "conf").unlink(missing_ok=True)
+        cluster.stop()

@@ -1,6 +1,6 @@
 """`nodemap check --budget SECONDS`: measure what fits, most telling first.
 
-A check run from a Slurm prolog has a time limit (PrologTimeout, the job's
+A check run from a Slurm prolog has a time limit (PrologEpilogTimeout, the job's
 patience). Each step gets an estimated cost from the level and the node's
 topology (`estimate`); steps run in priority order (`order`), each only
 when its estimate fits in what is left of the budget, the others are
