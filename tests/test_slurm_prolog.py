@@ -47,18 +47,23 @@ def metrics(path, seconds: float = 60) -> dict:
     return {f.name: f for f in parser.text_string_to_metric_families(path.read_text())}
 
 
-def test_a_failed_prolog_check_drains_its_node_and_the_epilog_leaves_metrics(tmp_path):
-    top = tmp_path
+def scripts(top, recipe: str, *whats: str) -> None:
+    """This node's class (class.json), the folders and each recipe's script (WHAT.sh) in `top`."""
     for sub in ("run", "prom"):
         (top / sub).mkdir(mode=0o700)
     p = subprocess.run([sys.executable, "-m", "nodemap", "topo", "--export", str(top / "class.json")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    for what in ("prolog", "epilog"):
+    for what in whats:
         script = top / f"{what}.sh"
-        script.write_text(RECIPE.format(what=what, top=top, bin=os.path.dirname(sys.executable),
+        script.write_text(recipe.format(what=what, top=top, bin=os.path.dirname(sys.executable),
                                         python=sys.executable))
         script.chmod(0o755)
+
+
+def test_a_failed_prolog_check_drains_its_node_and_the_epilog_leaves_metrics(tmp_path):
+    top = tmp_path
+    scripts(top, RECIPE, "prolog", "epilog")
     cluster = Cluster.start(conf_lines=(f"Prolog={top}/prolog.sh", f"Epilog={top}/epilog.sh"))
     try:
         (top / "conf").write_text(cluster.conf)
@@ -100,14 +105,7 @@ s=$?; [ $s -eq 2 ] && s=0; exit $s
 
 def test_a_measuring_prolog_within_its_budget_lets_the_job_run(tmp_path):
     top = tmp_path
-    for sub in ("run", "prom"):
-        (top / sub).mkdir(mode=0o700)
-    p = subprocess.run([sys.executable, "-m", "nodemap", "topo", "--export", str(top / "class.json")],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    script = top / "prolog.sh"
-    script.write_text(BUDGETED.format(top=top, bin=os.path.dirname(sys.executable), python=sys.executable))
-    script.chmod(0o755)
+    scripts(top, BUDGETED, "prolog")
     cluster = Cluster.start(conf_lines=(f"Prolog={top}/prolog.sh", "PrologEpilogTimeout=20"), nodes=1)
     try:
         (top / "conf").write_text(cluster.conf)
