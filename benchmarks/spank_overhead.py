@@ -58,7 +58,7 @@ def main() -> int:
     counts = [int(x) for x in args.tasks.split(",")]
     times: dict[tuple[str, int], list[float]] = {}
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run(["make", "-C", str(ROOT / "slurm"), f"OUT={out}"], check=True, capture_output=True)
+        subprocess.run(["make", "-C", str(ROOT / "slurm"), f"BUILD_DIR={out}"], check=True, capture_output=True)
         cluster = Cluster.start(plugstack=f"required {out}/nodemap_spank.so\n", nodes=1)
         try:
             runs = {t: variants(t) for t in counts}

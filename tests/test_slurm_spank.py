@@ -29,7 +29,7 @@ def plugin(tmp_path_factory) -> Path:
                                                                      "/usr/local/include/slurm/spank.h")):
         pytest.skip("the SPANK plugin needs a C compiler and Slurm's spank.h (apt-get install libslurm-dev)")
     out = tmp_path_factory.mktemp("spank")
-    subprocess.run(["make", "-C", str(ROOT / "slurm"), f"OUT={out}"], check=True, capture_output=True, timeout=120)
+    subprocess.run(["make", "-C", str(ROOT / "slurm"), f"BUILD_DIR={out}"], check=True, capture_output=True, timeout=120)
     return out / "nodemap_spank.so"
 
 

@@ -28,9 +28,21 @@ def driver(tmp_path_factory) -> str:
     if not (shutil.which("cc") or shutil.which("gcc")) or not NODEMAP:
         pytest.skip("needs a C compiler and the nodemap command")
     out = tmp_path_factory.mktemp("driver")
-    subprocess.run(["make", "-C", str(ROOT / "slurm"), "driver", f"OUT={out}"], check=True, capture_output=True,
+    subprocess.run(["make", "-C", str(ROOT / "slurm"), "driver", f"BUILD_DIR={out}"], check=True, capture_output=True,
                    timeout=120)
     return str(out / "nodemap_apply")
+
+
+def test_an_OUT_variable_in_the_environment_does_not_move_the_build(tmp_path):
+    # The GPU machines export OUT (their result folder): `make OUT ?= .` built the driver there
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("needs a C compiler")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "build").mkdir()
+    subprocess.run(["make", "-C", str(ROOT / "slurm"), "driver", f"BUILD_DIR={tmp_path / 'build'}"], check=True,
+                   capture_output=True, timeout=120, env={**os.environ, "OUT": str(tmp_path / "out")})
+    assert (tmp_path / "build" / "nodemap_apply").exists()
+    assert not (tmp_path / "out" / "nodemap_apply").exists()
 
 
 def probe(driver: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
