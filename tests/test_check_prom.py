@@ -14,7 +14,7 @@ from nodemap.check import expectations, prom
 from nodemap.check.document import CheckDoc, exit_status
 
 parser = pytest.importorskip("prometheus_client.parser")
-BOUNDED = {"node", "level", "of", "area", "key", "path_class", "unit", "verdict"}
+BOUNDED = {"node", "level", "of", "area", "key", "path_class", "unit", "verdict", "step", "cut"}
 
 
 def families(text):
@@ -32,8 +32,8 @@ def test_figures_and_verdicts_parse_back_with_bounded_labels_and_no_timestamps()
     doc = karolina_doc({g: (700.0 if g == 3 else 1400.0) for g in range(8)})  # GPU3 at half its HBM
     text = prom.render(doc, exit_status(doc))
     fams = families(text)
-    assert set(fams) == {prom.PREFIX + n for n in prom.HELP}
-    for name in prom.HELP:  # one HELP and one TYPE per metric
+    assert set(fams) == {prom.PREFIX + n for n in prom.HELP if n not in prom.BUDGET_ONLY}
+    for name in set(prom.HELP) - set(prom.BUDGET_ONLY):  # one HELP and one TYPE per metric
         assert text.count(f"# HELP {prom.PREFIX}{name} ") == 1 and text.count(f"# TYPE {prom.PREFIX}{name} gauge") == 1
     samples = [s for f in fams.values() for s in f.samples]
     assert all(s.timestamp is None for s in samples)
@@ -48,6 +48,18 @@ def test_figures_and_verdicts_parse_back_with_bounded_labels_and_no_timestamps()
     assert status.value == exit_status(doc) == 1
     assert {s.labels["area"]: s.value for s in fams["nodemap_check_area_verdict"].samples}["GPU memory"] == 4
     assert {s.labels["unit"] for s in fams["nodemap_check_figure"].samples} == {"GB/s"}
+
+
+def test_a_budgeted_check_says_its_budget_and_each_step_it_left_out():
+    doc = karolina_doc({g: 1400.0 for g in range(8)})
+    doc.budget = {"seconds": 30.0, "spent": 29.5, "cut": "STREAM placement sweep",
+                  "left_out": ["latency against working-set size", "MPI point-to-point, host and device buffers"]}
+    fams = families(prom.render(doc, exit_status(doc)))
+    assert fams["nodemap_check_budget_seconds"].samples[0].value == 30
+    left = {(s.labels["step"], s.labels["cut"]): s.value for s in fams["nodemap_check_left_out"].samples}
+    assert left == {("latency against working-set size", "0"): 1, ("MPI point-to-point, host and device buffers", "0"): 1,
+                    ("STREAM placement sweep", "1"): 1}
+    assert all(set(s.labels) <= BOUNDED for f in fams.values() for s in f.samples)
 
 
 def test_odd_label_text_is_escaped_and_a_repeated_series_written_once():

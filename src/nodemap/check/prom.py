@@ -4,8 +4,8 @@ for node_exporter's textfile collector.
 The exposition format, version 0.0.4: one HELP and one TYPE line per
 metric, then its samples; no timestamps (the collector exports the file's
 mtime). Labels are bounded, so a node's series stay the same from one
-check to the next: node, level, area, figure key, path class, unit, and a
-verdict's name; never a job id, a time or a measured value. Verdicts are
+check to the next: node, level, area, figure key, path class, unit, a
+verdict's name and a step's name; never a job id, a time or a measured value. Verdicts are
 numbers, their severity (RANK: 0 info, 1 pass, 2 inconclusive, 3 warn,
 4 fail), so an alert is a comparison (`>= 4`).
 """
@@ -23,7 +23,9 @@ SEVERITY = ", ".join(f"{v} {RANK[v]}" for v in sorted(RANK, key=RANK.get))
 HELP = {
     "status": "exit status of the check: 0 healthy, 1 unhealthy (hardware), 2 could not judge (busy), "
               "130 interrupted",
-    "complete": "1 when every step of the check ran",
+    "complete": "1 when the check ran to its end (not interrupted); steps a --budget left out are in left_out",
+    "budget_seconds": "the --budget the check measured within (absent without one)",
+    "left_out": "1 for each step the --budget left out (cut=1: the step it cut, what it measured kept)",
     "verdict": f"verdict of the node (of=node: hardware) and of the job environment (of=environment: "
                f"configuration) as a severity: {SEVERITY}",
     "area_verdict": f"worst verdict of an area as a severity: {SEVERITY}",
@@ -31,6 +33,7 @@ HELP = {
     "figure": "a measured figure, in its unit (label unit): the best of its repetitions",
     "figure_verdict": f"a figure's verdict as a severity: {SEVERITY}",
 }
+BUDGET_ONLY = ("budget_seconds", "left_out")  # written for a check with --budget only
 
 
 def render(doc: Any, status: int) -> str:
@@ -40,6 +43,12 @@ def render(doc: Any, status: int) -> str:
     samples: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in HELP}
     samples["status"].append((node, status))
     samples["complete"].append((node, 1 if d.get("complete") else 0))
+    budget = d.get("budget") or {}
+    if budget:
+        samples["budget_seconds"].append((node, float(budget.get("seconds", 0))))
+        samples["left_out"] += [({**node, "step": str(w), "cut": "0"}, 1) for w in budget.get("left_out", ())]
+        if budget.get("cut"):
+            samples["left_out"].append(({**node, "step": str(budget["cut"]), "cut": "1"}, 1))
     samples["verdict"] += [({**node, "of": "node"}, RANK[doc.node_verdict()]),
                            ({**node, "of": "environment"}, RANK[doc.environment_verdict()])]
     samples["area_verdict"] += [({**node, "area": a}, RANK[v]) for a, v in d["summary"]["areas"].items()]
