@@ -16,6 +16,8 @@ import pytest
 from nodemap.check import budget as B
 from nodemap.check import expectations
 from nodemap.check.document import CheckDoc, HEALTHY, NOT_JUDGED, exit_status, from_dict
+from nodemap.check.node import _remeasure_budget
+from nodemap.check.remeasure import BUDGET as REMEASURE
 from nodemap.check.suite import TINY_ENV
 
 
@@ -73,6 +75,14 @@ def test_a_budget_that_left_every_measurement_out_is_judged_on_the_inventory():
     assert exit_status(doc) == HEALTHY  # left out by choice: healthy as far as it looked
     again = from_dict(json.loads(doc.to_json()))
     assert again.budget == doc.budget and exit_status(again, saved=True) == HEALTHY
+
+
+def test_re_measurement_gets_what_the_budget_left_at_most_the_level_s():
+    assert _remeasure_budget("quick", None, None) is None  # no budget: the level's own
+    assert 3.5 < _remeasure_budget("quick", None, B.Budget(30, start=time.monotonic() - 26)) <= 4
+    assert _remeasure_budget("quick", None, B.Budget(300)) == REMEASURE["quick"]
+    assert _remeasure_budget("quick", 0, B.Budget(300)) == 0  # none asked, none given
+    assert _remeasure_budget("full", None, B.Budget(30, start=time.monotonic() - 40)) == 0
 
 
 def nodemap(*args, env=None, timeout=120):
@@ -157,9 +167,9 @@ def test_a_step_overrunning_the_budget_is_cut_and_the_check_stays_complete(kind)
         assert took < 2.5 + 1.0, took
         assert first["complete"] is False and len(first["results"]) >= 3, first
         assert "cut at the end of nodemap check's --budget" in " ".join(first["messages"])
-        assert reasons["STREAM placement sweep"].endswith("what it measured is kept")
+        assert reasons["STREAM placement sweep (bench memory)"].endswith("what it measured is kept")
     else:  # interrupted in its wait one grace second later: nothing of it to keep
         assert took < 2.5 + 2.5, took
         assert first is None
-        assert reasons["STREAM placement sweep"] == "cut at the end of the 2.5 s budget, nothing of it kept"
+        assert reasons["STREAM placement sweep (bench memory)"] == "cut at the end of the 2.5 s budget, nothing of it kept"
     assert "not measured: 0.0 s of the 2.5 s budget left" in reasons["latency against working-set size (bench latency)"]

@@ -102,7 +102,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     done: list[remeasure.Measured] = []
     shape = (sum(g.visible and g.vendor == "NVIDIA" for g in topo.gpus),
              len([n for n in topo.numa_nodes if n.cpuset]), bool(os.environ.get(TINY_ENV)))
-    current, pending = "", list(steps)
+    current, pending = None, list(steps)  # current: the step running (what a cut outside a kind ends)
     try:
         with _cut(budget):
             for i, step in enumerate(steps, 1):
@@ -114,8 +114,9 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                     progress(f"{head}: {out.reason}")
                     continue
                 progress(f"{head} (nodemap bench {step.kind} {' '.join(step.argv)})")
-                t, current = time.monotonic(), step.what
+                t, current = time.monotonic(), step
                 rs = run(step)
+                current = None
                 if rs is None:
                     continue
                 doc.results.append(rs)
@@ -124,9 +125,8 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                 doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
                 doc.rejudge()
                 on_update(doc)
-                if not rs.complete and not _budget_cut(doc, budget, step.what, time.monotonic() - t):
+                if not rs.complete and not _budget_cut(doc, budget, step, time.monotonic() - t):
                     raise KeyboardInterrupt
-            current = "measuring undecided figures again"
             remeasure.again(doc, done, level, lambda step: _complete(run(step, again=True)), progress, on_update,
                             _remeasure_budget(level, remeasure_budget, budget))
         doc.complete = True
@@ -168,16 +168,19 @@ def _cut(budget: Budget | None):
                      f"{CUT_KILL:g} s after the budget ended; check.json holds the steps before it")
 
 
-def _budget_cut(doc: CheckDoc, budget: Budget | None, what: str, took: float | None) -> bool:
-    """Whether the budget ended `what` (then said in skipped and the budget:
-    the check is complete, budgeted); False for an interruption (Ctrl-C,
-    SIGTERM). `took` None: the cut came outside a kind, nothing of it kept."""
+def _budget_cut(doc: CheckDoc, budget: Budget | None, step, took: float | None) -> bool:
+    """Whether the budget ended the measuring (in `step`, then said in
+    skipped and the budget; None: between steps or while re-measuring,
+    whose re-runs are not pooled): the check is complete, budgeted. False
+    for an interruption (Ctrl-C, SIGTERM). `took` None: the cut came
+    outside a kind, nothing of the step kept."""
     if budget is None or not budget.expired:
         return False
-    if what and not budget.cut:
-        budget.cut = what
+    if step is not None and not budget.cut:
+        budget.cut = step.what
         kept = "nothing of it kept" if took is None else f"after {took:.0f} s, what it measured is kept"
-        doc.skipped.append(Skipped(what, f"cut at the end of the {budget.seconds:g} s budget, {kept}"))
+        doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})",
+                                   f"cut at the end of the {budget.seconds:g} s budget, {kept}"))
     return True
 
 
