@@ -153,6 +153,13 @@ def test_the_prom_file_is_written_even_when_scontrol_fails(slurm, tmp_path, monk
     assert 'nodemap_check_status{node="n2",level="health"} 1' in out.read_text()
 
 
+def test_a_fleet_check_refuses_one_node_name_for_every_node(slurm, capsys):
+    # each node's leader would have drained (or resumed) that one node for every node's verdict
+    assert main(["check", "--fleet", "--slurm-drain", "--node-name", "n2"]) == 2
+    assert "--node-name: names one node" in capsys.readouterr().err
+    assert slurm.calls() == []
+
+
 def test_odd_node_names_are_refused(slurm, tmp_path, monkeypatch, capsys):
     have, want = node_files(tmp_path, nics_expected=5)
     monkeypatch.setenv("SLURMD_NODENAME", "n2 State=DOWN")

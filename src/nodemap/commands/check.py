@@ -96,7 +96,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--slurm-timeout", type=seconds, default=10.0, metavar="S",
                    help="seconds each scontrol call may take before the check gives up, exit 2 (default 10)")
     g.add_argument("--node-name", metavar="NAME",
-                   help="the node's Slurm NodeName (default $SLURMD_NODENAME, else the short hostname)")
+                   help="the node's Slurm NodeName (default $SLURMD_NODENAME, else the short hostname; not "
+                        "with --fleet, where each node names itself)")
     fleet_command.add_arguments(p)
 
 
@@ -138,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
         if args.prom:
             raise NodemapError("--prom: per node; run nodemap check --prom FILE on each node (prolog, epilog, "
                                "HealthCheckProgram)")
+        if args.node_name:  # every node's leader would drain (or resume) that one node
+            raise NodemapError("--node-name: names one node; with --fleet each node's leader acts on its own "
+                               "name (SLURMD_NODENAME under srun, else its short hostname): leave it out")
         if args.slurm_drain and args.from_dirs:
             raise NodemapError("--from: --slurm-drain acts on the node a check runs on; saved documents are "
                                "not this node's now (drain by hand from the fleet's drain list)")
