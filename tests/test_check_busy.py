@@ -24,13 +24,19 @@ class FakeProc:
         (root / "proc").mkdir()
         self.meminfo(24 << 20, 20 << 20)
 
-    def proc(self, pid, ppid, ticks, comm="spin", cpus="0-1", start=1000, kthread=False, uid=None):
+    def stat(self, busy0, busy1, idle=0):
+        """/proc/stat: per CPU busy ticks (user) and idle."""
+        lines = [f"cpu{i} {b} 0 0 {idle} 0 0 0 0 0 0" for i, b in enumerate((busy0, busy1))]
+        (self.root / "proc" / "stat").write_text("cpu 0 0 0 0 0 0 0 0 0 0\n" + "\n".join(lines) + "\n")
+
+    def proc(self, pid, ppid, ticks, comm="spin", cpus="0-1", start=1000, kthread=False, uid=None, cticks=0):
         d = self.root / "proc" / str(pid)
         d.mkdir(exist_ok=True)
         flags = busy.PF_KTHREAD if kthread else 0
         # fields 3..22: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
         # cutime cstime priority nice threads itrealvalue starttime
-        rest = f"R {ppid} 1 1 0 -1 {flags} 0 0 0 0 {ticks // 2} {ticks - ticks // 2} 0 0 20 0 1 0 {start} 0 0"
+        rest = (f"R {ppid} 1 1 0 -1 {flags} 0 0 0 0 {ticks // 2} {ticks - ticks // 2} {cticks} 0 20 0 1 0 {start} "
+                "0 0")
         (d / "stat").write_text(f"{pid} ({comm}) {rest}\n")
         uid = os.getuid() if uid is None else uid
         (d / "status").write_text(f"Name:\t{comm}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nCpus_allowed_list:\t{cpus}\n")
@@ -349,3 +355,31 @@ def test_work_that_stopped_before_the_steps_ran_does_not_make_the_check_busy():
     assert not done["busy"] and done["reasons"][0].startswith("before the check: other processes")  # still said
     gpu = {"busy": True, "reasons": ["GPU0: 97% busy with no process of this check (at least 10% is busy)"]}
     assert busy.summary(gpu, [("GPU memory bandwidth (BabelStream)", idle)])["busy"]
+
+
+def test_work_of_another_container_is_seen_through_proc_stat(tmp_path):
+    """On the shared CI VM the other agents' processes are in other PID namespaces: /proc/PID cannot show
+    them, /proc/stat's per-CPU time does. Our own ranks that ended (in our cutime) are not others."""
+    hz = busy.HZ
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.stat(0, 0)
+    d, clock = detector(fake)
+
+    def hidden_job(f):  # 10 s: we used 10 s of CPU, the CPUs were busy 10 + 12 s
+        f.proc(ME, 1, 10 * hz, comm="nodemap")
+        f.stat(11 * hz, 11 * hz)
+
+    s = run_step(fake, d, clock, hidden_job)
+    assert s["busy"] and s["unseen_cores"] == 1.2 and "1.2 by work not visible here" in s["reasons"][0]
+
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.stat(0, 0)
+    d, clock = detector(fake)
+
+    def our_ranks_ended(f):  # the ranks' 18 s are in our cutime once waited for
+        f.proc(ME, 1, 2 * hz, comm="nodemap", cticks=18 * hz)
+        f.stat(10 * hz, 10 * hz)
+
+    s = run_step(fake, d, clock, our_ranks_ended)
+    assert not s["busy"] and s["unseen_cores"] == 0.0

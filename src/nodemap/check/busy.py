@@ -3,7 +3,9 @@ memory pressure, sampled before the check and around each of its steps.
 
 Everything is read through a root (`/` on a live node, a folder in tests):
 /proc/PID/stat (CPU time, parent, kernel thread), /proc/PID/status (the
-CPUs a process may run on), /proc/loadavg, /proc/meminfo and
+CPUs a process may run on, its user), /proc/stat (each CPU's busy time:
+the work of other containers, the kernel and a VM host that /proc/PID
+cannot show), /proc/loadavg, /proc/meminfo and
 /proc/pressure/memory; GPUs through NVML (topology/nvml.py). The check's
 own process, its descendants (the MPI ranks it starts) and, in an MPI job,
 its sibling ranks are not "others".
@@ -52,6 +54,7 @@ class Proc:
     ticks: int  # utime + stime
     comm: str
     kthread: bool
+    cticks: int = 0  # cutime + cstime: its children that it waited for (the MPI ranks that have ended)
 
 
 def _read(root: str, path: str) -> str | None:
@@ -79,7 +82,7 @@ def processes(root: str = "/") -> dict[int, Proc]:
         f = rest.split()
         try:
             out[int(name)] = Proc(int(name), int(f[1]), int(f[19]), int(f[11]) + int(f[12]),
-                                  head.partition("(")[2], bool(int(f[6]) & PF_KTHREAD))
+                                  head.partition("(")[2], bool(int(f[6]) & PF_KTHREAD), int(f[13]) + int(f[14]))
         except (IndexError, ValueError):
             continue
     return out
@@ -161,6 +164,47 @@ def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, m
     return round(sum(u["cores"] for u in used), 2), used[:TOP]
 
 
+def cpu_ticks(root: str = "/") -> dict[int, int] | None:
+    """Busy clock ticks per CPU since boot (/proc/stat: user, nice, system,
+    irq, softirq and steal, the time a VM's CPU was taken by the host);
+    None where unreadable. /proc/stat is not per PID namespace: it sees the
+    work of other containers that /proc/PID cannot show."""
+    text = _read(root, "/proc/stat")
+    if not text:
+        return None
+    out = {}
+    for line in text.splitlines():
+        name, *vals = line.split()
+        if name.startswith("cpu") and name[3:].isdigit():
+            try:
+                v = [int(x) for x in vals[:8]] + [0] * (8 - len(vals[:8]))
+            except ValueError:
+                continue
+            user, nice, system, _idle, _iowait, irq, softirq, steal = v
+            out[int(name[3:])] = user + nice + system + irq + softirq + steal
+    return out or None
+
+
+def ours_ticks(before: dict[int, Proc], after: dict[int, Proc], mine: set[int]) -> int:
+    """Our CPU time between the snapshots: the live processes' own and what
+    they waited for (an MPI rank that ended is in its launcher's cutime)."""
+    total = 0
+    for pid in mine & set(after):
+        p, b = after[pid], before.get(pid)
+        total += p.ticks + p.cticks - (b.ticks + b.cticks if b is not None and b.start == p.start else 0)
+    return max(0, total)
+
+
+def unseen_cores(busy0: dict[int, int] | None, busy1: dict[int, int] | None, cpus: set[int], ours: int,
+                 visible: float, seconds: float) -> float:
+    """Cores' worth of work on the measured CPUs that neither we nor the
+    processes visible here did: other containers, the kernel, a VM host's steal."""
+    if not busy0 or not busy1 or seconds <= 0:
+        return 0.0
+    total = sum(busy1.get(c, 0) - busy0.get(c, 0) for c in cpus)
+    return round(max(0.0, (total - ours) / HZ / max(seconds, MIN_WINDOW) - visible), 2)
+
+
 def loadavg(root: str = "/") -> list[float] | None:
     text = _read(root, "/proc/loadavg")
     try:
@@ -233,28 +277,34 @@ class Detector:
         self.root, self.me, self.siblings, self.gpus = root, me or os.getpid(), siblings, gpus
         self.clock, self.sleep = clock, sleep
         self.cpus = set(cpus) if cpus is not None else set(os.sched_getaffinity(0))
-        self._t0, self._before = 0.0, {}
+        self._t0, self._before, self._busy0 = 0.0, {}, None
 
     def begin(self) -> None:
         self._before = processes(self.root)
+        self._busy0 = cpu_ticks(self.root)
         self._t0 = self.clock()
 
     def end(self, before: bool = False) -> dict[str, Any]:
         seconds = self.clock() - self._t0
         after = processes(self.root)
         mine = ours(after, self.me, self.siblings) | ours(self._before, self.me, self.siblings)
-        cores, top = other_cpu(self._before, after, seconds, mine, self.cpus, self.root)
+        visible, top = other_cpu(self._before, after, seconds, mine, self.cpus, self.root)
+        unseen = unseen_cores(self._busy0, cpu_ticks(self.root), self.cpus, ours_ticks(self._before, after, mine),
+                              visible, seconds)
+        cores = round(visible + unseen, 2)
         mem = memory(self.root)
         gpus = self.gpus(mine) if self.gpus is not None else None
         reasons = []
         if cores >= OTHER_CORES:
-            who = ", ".join(f"{u['comm']} (pid {u['pid']}{', user ' + u['user'] if 'user' in u else ''}) "
-                            f"{u['cores']:g}" for u in top)
+            who = [f"{u['comm']} (pid {u['pid']}{', user ' + u['user'] if 'user' in u else ''}) {u['cores']:g}"
+                   for u in top]
+            who += [f"{unseen:g} by work not visible here (other containers, the kernel, the VM host)"] if unseen else []
             reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
-                           f"(at least {OTHER_CORES:g} is busy): {who}")
+                           f"(at least {OTHER_CORES:g} is busy): {', '.join(who)}")
         reasons += memory_reasons(mem) + gpu_reasons(gpus, before)
         out: dict[str, Any] = {"busy": bool(reasons), "reasons": reasons, "seconds": round(seconds, 2),
-                               "cpus": len(self.cpus), "other_cores": cores, "top": top, "load": loadavg(self.root), "memory": mem}
+                               "cpus": len(self.cpus), "other_cores": cores, "unseen_cores": unseen, "top": top,
+                               "load": loadavg(self.root), "memory": mem}
         if gpus is not None:
             out["gpus"] = gpus
         return out
