@@ -313,3 +313,51 @@ def test_malformed_node_documents_name_the_line_and_field(tmp_path, change, word
     with pytest.raises(InputError) as e:
         output.read_saved([str(tmp_path)])
     assert str(e.value).startswith(f"{tmp_path / 'nodes.jsonl'}, line 2: field ") and words in str(e.value)
+
+
+# --- typed endpoints ---------------------------------------------------------------
+
+
+def test_one_gpu_has_one_endpoint_however_it_is_spelled():
+    from nodemap.bench.endpoints import Endpoint
+
+    assert {Endpoint.parse(s) for s in ("GPU3", "cuda3", "gpu3", " Gpu3 ")} == {Endpoint("gpu", 3)}
+    assert Endpoint.parse("NUMA10") == Endpoint("numa", 10) and Endpoint("numa", 10).label == "NUMA10"
+    assert [Endpoint.parse(s) for s in ("host", "gpu", "GPUx", "", "3", "MIG-1")] == [None] * 6
+
+
+def _figures(*sets):
+    from nodemap.check import figures
+
+    return {f.key: f for f in figures.extract(list(sets))}
+
+
+def test_figures_carry_their_endpoints_and_their_keys_are_made_of_them():
+    figs = _figures(syn.copies({(0, 0): 20.0, (1, 0): 15.0}, {0: 0}, {(0, 1): 250.0}),
+                    syn.numa({(0, 1): 20.0, (1, 1): 30.0}), syn.hbm({2: 1400.0}))
+    pairs = {k: (f.src, f.dst) for k, f in figs.items() if f.src or f.dst}
+    assert pairs == {"h2d/numa0->gpu0": ("numa0", "gpu0"), "h2d/numa1->gpu0": ("numa1", "gpu0"),
+                     "d2d/gpu0->gpu1": ("gpu0", "gpu1"), "numa/bw/numa0->numa1": ("numa0", "numa1"),
+                     "numa/bw/numa1->numa1": ("numa1", "numa1"), "gpu/2/hbm_triad": ("gpu2", "gpu2")}
+    # the remote copy's peak is the same GPU's local one; the remote NUMA pair's, its CPUs' local one
+    assert figs["h2d/numa1->gpu0"].peak == figs["h2d/numa0->gpu0"].value
+
+
+def test_matrices_of_a_document_saved_before_endpoints_are_the_same(tmp_path):
+    from nodemap.check import document, saved
+    from nodemap.report import plots
+
+    d = _check_doc()
+    d["results"].append(syn.copies({(0, 0): 20.0, (1, 1): 15.0}, {0: 0, 1: 1}, {(0, 1): 250.0, (1, 0): 240.0})
+                        .to_dict())
+    doc = document.from_file(*saved.convert("check.json", d), None)
+    doc.rejudge()
+    new = json.loads(doc.to_json())
+    old = json.loads(json.dumps(new))
+    for f in old["figures"]:
+        f.pop("src"), f.pop("dst")
+    for prefix in ("d2d/", "h2d/"):
+        a = plots._matrix(document.from_dict(new), prefix)
+        b = plots._matrix(document.from_dict(old), prefix)
+        assert a[1:] == b[1:] and a[0].keys() == b[0].keys() and a[0], prefix
+    assert plots._matrix(document.from_dict(new), "d2d/")[1] == ["GPU0", "GPU1"]

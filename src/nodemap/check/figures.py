@@ -11,11 +11,11 @@ bench kind's internals. Keys are the same on every node of a fleet.
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from ..bench.endpoints import Endpoint, of_key, of_params
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..text import is_decimal
 from ..topology.model import Topology
@@ -57,9 +57,19 @@ class Figure:
     peak_median: float = 0.0
     peak_low: float = 0.0
     peak_high: float = 0.0
+    # what was measured between (bench/endpoints.py keys, "gpu0", "numa1"): "" where no pair applies
+    src: str = ""
+    dst: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def endpoints(self) -> tuple[Endpoint | None, Endpoint | None]:
+        """(source, destination): as the figure carries them, else (saved
+        before figures carried them) from the end of its key."""
+        if self.src or self.dst:
+            return Endpoint.parse(self.src), Endpoint.parse(self.dst)
+        return of_key(self.key)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Figure":
@@ -69,6 +79,9 @@ class Figure:
 def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
     kw.setdefault("peak", r.peak)
     kw.setdefault("peak_source", r.peak_source)
+    src, dst = of_params(r.params)
+    kw.setdefault("src", src.key if src else "")
+    kw.setdefault("dst", dst.key if dst else "")
     return Figure(key=key, area=area, label=label, path=r.path, unit=r.unit, value=r.stats.best,
                   higher_is_better=HIGHER_IS_BETTER.get(r.unit, True), path_class=r.path_class,
                   median=r.stats.median, spread=r.stats.spread, **_interval(r), **kw)
@@ -184,9 +197,11 @@ def latency(results: list[Result], topo: Topology | None) -> list[Figure]:
 # --- GPUs ---------------------------------------------------------------------------
 
 
-def _gpu_index(key: str) -> str:
-    m = re.fullmatch(r"(?:GPU|cuda)(\d+)", key)
-    return m.group(1) if m else key.lower()
+def _gpu_index(name: str) -> str:
+    """A GPU's index as figure keys write it ("GPU3", "cuda3" -> "3"); an
+    unknown spelling as it is, lower case."""
+    e = Endpoint.parse(name)
+    return str(e.index) if e and e.kind == "gpu" else name.lower()
 
 
 def gpu_memory(results: list[Result], topo: Topology | None) -> list[Figure]:
@@ -288,23 +303,23 @@ def _add_remote_peaks(figs: list[Figure]) -> None:
     """Host memory on another NUMA node is judged against the same GPU's
     copy from its own node, a remote NUMA pair against the same CPUs' local
     bandwidth: the local figure becomes the remote one's peak."""
-    local = {(f.key.split("/")[0], _gpu_of(f.key)): f for f in figs if f.kind == "h2d"}
-    numa_local = {_numa_pair(f.key)[0]: f for f in figs if f.key.startswith("numa/bw/")
-                  and _numa_pair(f.key)[0] == _numa_pair(f.key)[1]}
+    local = {(f.key.split("/")[0], _gpu_of(f)): f for f in figs if f.kind == "h2d"}
+    numa_local = {_numa_pair(f)[0]: f for f in figs if f.key.startswith("numa/bw/")
+                  and _numa_pair(f)[0] == _numa_pair(f)[1]}
     for i, f in enumerate(figs):
         ref = None
         if f.kind == "h2d_remote":
-            ref = local.get((f.key.split("/")[0], _gpu_of(f.key)))
-        elif f.key.startswith("numa/bw/") and _numa_pair(f.key)[0] != _numa_pair(f.key)[1]:
-            ref = numa_local.get(_numa_pair(f.key)[0])
+            ref = local.get((f.key.split("/")[0], _gpu_of(f)))
+        elif f.key.startswith("numa/bw/") and _numa_pair(f)[0] != _numa_pair(f)[1]:
+            ref = numa_local.get(_numa_pair(f)[0])
             f = _with(f, kind="numa_remote", part="remote NUMA")
         if f.kind in ("h2d_remote", "numa_remote"):
             figs[i] = _with(f, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
 
 
-def _numa_pair(key: str) -> tuple[str, str]:
-    m = re.search(r"numa(\d+)->numa(\d+)", key)
-    return (m.group(1), m.group(2)) if m else ("", "")
+def _numa_pair(f: Figure) -> tuple[int | None, int | None]:
+    a, b = f.endpoints()
+    return (a.index if a and a.kind == "numa" else None), (b.index if b and b.kind == "numa" else None)
 
 
 def _unjudged_if_contradicted(f: Figure, messages: list[str]) -> Figure:
@@ -315,9 +330,8 @@ def _unjudged_if_contradicted(f: Figure, messages: list[str]) -> Figure:
     return f
 
 
-def _gpu_of(key: str) -> str:
-    m = re.search(r"gpu\d+", key)
-    return m.group(0) if m else ""
+def _gpu_of(f: Figure) -> str:
+    return next((e.key for e in f.endpoints() if e and e.kind == "gpu"), "")
 
 
 def _one_numa_stream(figs: list[Figure], topo: Topology | None) -> list[Figure]:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from ..bench.endpoints import Endpoint
 from ..bench.report import number
+from .figures import Figure
 from .inventory import Check
 from .mpi import AWARE_KEY
 from .verdicts import RANK, Judged
@@ -93,11 +95,9 @@ def derive(judged: Sequence[Judged], checks: Sequence[Check], state: NodeState |
     return rank(out)
 
 
-def _gpu(key: str) -> str:
-    import re
-
-    m = re.search(r"gpu(\d+)", key)
-    return m.group(1) if m else ""
+def _gpu(f: Figure) -> Endpoint | None:
+    """The GPU a figure measured (its endpoints, bench/endpoints.py)."""
+    return next((e for e in f.endpoints() if e and e.kind == "gpu"), None)
 
 
 def _off(j: Judged) -> float:
@@ -122,10 +122,10 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
     mk = lambda cause, text, fix, keys=(f.key,): Finding(j.verdict, cause, f.area, text, j.rule, fix,  # noqa: E731
                                                            tuple(keys), _off(j))
     if f.kind == "h2d" or (f.area == "host<->GPU" and f.kind != "h2d_remote"):
-        g = _gpu(f.key)
-        link = links.get(f"inventory/pcie/gpu{g}")
-        if link is not None and link.verdict != "pass":
-            return mk("hardware", f"GPU{g}'s PCIe link runs {link.value} (capable of {link.expected}): "
+        g = _gpu(f)
+        link = links.get(f"inventory/pcie/{g.key}") if g else None
+        if g and link is not None and link.verdict != "pass":
+            return mk("hardware", f"{g.label}'s PCIe link runs {link.value} (capable of {link.expected}): "
                       f"{f.key.split('/')[0].upper()} {v}{_rel(j)}", "reseat the GPU or check the slot and riser",
                       (f.key, link.key))
         return mk("hardware", f"{f.label}: {v}{_rel(j)}, below what a {f.part.split(' (')[0] or 'PCIe'} link "

@@ -89,14 +89,14 @@ def verdict_heatmap(id: str, title: str, cells: dict[tuple[str, str], Judged], r
 
 
 def _matrix(doc: CheckDoc, prefix: str) -> tuple[dict[tuple[str, str], Judged], list[str], list[str]]:
-    cells = {}
+    ends = {}
     for j in doc.judged:
-        m = re.fullmatch(re.escape(prefix) + r"([a-z]+\d+)->([a-z]+\d+)", j.figure.key)
-        if m:
-            cells[(m.group(1).upper(), m.group(2).upper())] = j
-    key = lambda s: (re.sub(r"\d+", "", s), int(re.sub(r"\D", "", s) or 0))  # noqa: E731
-    rows = sorted({r for r, _ in cells}, key=key)
-    cols = sorted({c for _, c in cells}, key=key)
+        a, b = j.figure.endpoints()
+        if a and b and j.figure.key.startswith(prefix) and j.figure.key.count("/") == prefix.count("/"):
+            ends[(a, b)] = j
+    cells = {(a.label, b.label): j for (a, b), j in ends.items()}
+    rows = [a.label for a in sorted({a for a, _ in ends})]  # by kind, then index
+    cols = [b.label for b in sorted({b for _, b in ends})]
     return cells, rows, cols
 
 
