@@ -144,5 +144,5 @@ def describe(saved: dict) -> str:
         return ""
     left_out = saved.get("left_out") or []
     return (f"budget {saved.get('seconds', 0):g} s, {saved.get('spent', 0):.1f} s spent measuring"
-            + (f"; cut: {saved['cut']} (what it measured is kept)" if saved.get("cut") else "")
+            + (f"; cut at its end: {saved['cut']}" if saved.get("cut") else "")
             + (f"; left out: {', '.join(left_out)}" if left_out else "; nothing left out"))

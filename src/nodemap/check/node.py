@@ -125,7 +125,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                 doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
                 doc.rejudge()
                 on_update(doc)
-                if not rs.complete and not _budget_cut(doc, budget, step, time.monotonic() - t):
+                if not rs.complete and not _budget_cut(doc, budget, step, time.monotonic() - t, len(rs.results)):
                     raise KeyboardInterrupt
             remeasure.again(doc, done, level, lambda step: _complete(run(step, again=True)), progress, on_update,
                             _remeasure_budget(level, remeasure_budget, budget))
@@ -168,17 +168,18 @@ def _cut(budget: Budget | None):
                      f"{CUT_KILL:g} s after the budget ended; check.json holds the steps before it")
 
 
-def _budget_cut(doc: CheckDoc, budget: Budget | None, step, took: float | None) -> bool:
+def _budget_cut(doc: CheckDoc, budget: Budget | None, step, took: float | None, results: int = 0) -> bool:
     """Whether the budget ended the measuring (in `step`, then said in
     skipped and the budget; None: between steps or while re-measuring,
     whose re-runs are not pooled): the check is complete, budgeted. False
     for an interruption (Ctrl-C, SIGTERM). `took` None: the cut came
-    outside a kind, nothing of the step kept."""
+    outside a kind, nothing of the step kept; else `results` it kept."""
     if budget is None or not budget.expired:
         return False
     if step is not None and not budget.cut:
         budget.cut = step.what
-        kept = "nothing of it kept" if took is None else f"after {took:.0f} s, what it measured is kept"
+        kept = ("nothing of it kept" if took is None else f"after {took:.0f} s, "
+                + (f"its {results} result(s) kept" if results else "before its first result"))
         doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})",
                                    f"cut at the end of the {budget.seconds:g} s budget, {kept}"))
     return True
