@@ -52,6 +52,8 @@ examples:
   nodemap check                          quick level, report in ./nodemap-check-HOST-TIME/
   nodemap check --level full -o /tmp/c   standard sizes and every engine
   nodemap check --expect site.toml       site limits and thresholds (keys of nodemap/check/expectations.toml)
+  nodemap check --budget 30 --slurm-drain
+                                         a Slurm prolog: measure what fits in 30 s, most telling first
   nodemap report /tmp/c/check.json       the summary again; --html, --compare BEFORE AFTER
   nodemap topo --export class.json       once, on a good node of the class; then on every node:
   nodemap check --level health --expect-topology class.json --slurm-drain
