@@ -108,3 +108,14 @@ def test_html_shows_the_interval_and_both_verdicts():
     page = html.render(_reported())
     assert "node: healthy (WARN); job environment: FAIL" in page
     assert "1294 [1287, 1300]<br><span class='note'>3 repetitions, 75%" in page
+
+
+def test_slurm_never_acts_on_what_exits_2():
+    # a node nodemap drained must not be resumed by a check that measured nothing (a broken install)
+    from nodemap.slurm import verdict
+
+    doc = doc_of()
+    assert exit_status(doc) == 2 and verdict.health(doc) == (None, "could not judge (nothing measured)")
+    busy = {"busy": True, "reasons": ["load 14 from other jobs"]}
+    assert verdict.health(doc_of(healthy_gpus(), busy=busy))[0] is None
+    assert verdict.health(doc_of(healthy_gpus())) == (True, "")

@@ -7,7 +7,7 @@ one rule behind the exit status) leaves them out."""
 from __future__ import annotations
 
 from ..bench.report import number
-from ..check.document import CheckDoc
+from ..check.document import CheckDoc, not_judged
 from .drain import reason
 
 # Expectation keys holding a failing figure's limit, in the order tried.
@@ -32,12 +32,17 @@ def hardware_failures(doc: CheckDoc) -> list[str]:
 
 def health(doc: CheckDoc) -> tuple[bool | None, str]:
     """(True, "") healthy; (False, reason) unhealthy, a hardware cause;
-    (None, why) could not judge: the check did not finish or the node was busy."""
+    (None, why) could not judge: the check did not finish, the node was
+    busy or nothing was measured (exit 2: a node nodemap drained stays
+    drained until a check measures it again)."""
     if not doc.complete:
         return None, "the check did not finish"
     if doc.node_verdict() == "fail":
         failed = hardware_failures(doc)
         return False, failed[0] if failed else reason("node", "check", "failed", "")
-    if doc.is_busy():
+    why = not_judged(doc)  # exit_status's rule: what exits 2 never drains, nor resumes
+    if why == "busy":
         return None, "the node was busy: its figures are inconclusive"
+    if why:
+        return None, f"could not judge ({why})"
     return True, ""
