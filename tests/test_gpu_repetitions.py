@@ -1,7 +1,9 @@
-"""bench gpu's timed rounds go through the driver's loop (driver.repeat):
-every kernel once per round, --repeats rounds, the gold replay over exactly
-those rounds, and a Ctrl-C that drops the case (its gold needs every
-round). GPU work is replaced by stand-ins: no GPU here."""
+"""The GPU kinds' repetitions go through the driver's loop (driver.repeat).
+bench gpu: every kernel once per round, --repeats rounds, the gold replay
+over exactly those rounds, a Ctrl-C that drops the case (its gold needs
+every round). bench copies: a warm-up then --repeats, and a Ctrl-C in the
+warm-up still keeps one timed repetition. GPU work is replaced by
+stand-ins: no GPU here."""
 
 from __future__ import annotations
 
@@ -70,3 +72,30 @@ def test_ctrl_c_in_the_rounds_drops_the_case(fake, monkeypatch):
     monkeypatch.setattr(gm, "_run_all", stop_in_round_2)
     assert gm.measure(SimpleNamespace(dtype=np.dtype), None, [_gpu()], "float64", plan) == []
     assert len(fake) == 3 and FakeArrays.checked == []  # init + 2 rounds, then stopped, nothing checked
+
+
+def _copy_case(calls, stop_at=None):
+    from nodemap.bench.gpu import copies
+
+    def timed():
+        calls.append("copy")
+        if stop_at is not None and len(calls) == stop_at:
+            interrupt.request()
+        return 1e-3
+
+    return copies.Case("h2d_ce", "NUMA0", "GPU0", "NUMA0 -> GPU0", "PCIe", None, 1 << 20, [],
+                       [lambda: 0], host_timed=timed)
+
+
+def test_copies_time_a_warm_up_then_the_repeats_through_the_driver():
+    from nodemap.bench.gpu import copies
+
+    interrupt.reset()
+    bench = SimpleNamespace(repeats=3, iters=1, size=1 << 20, words=1 << 18, cp=None, gate=None)
+    calls: list = []
+    r = copies.Bench.measure(bench, _copy_case(calls))
+    assert len(calls) == 4 and r.stats.n == 3
+    calls = []
+    r = copies.Bench.measure(bench, _copy_case(calls, stop_at=1))  # Ctrl-C in the warm-up
+    assert len(calls) == 2 and r.stats.n == 1  # the warm-up never ends a case: one timed repetition kept
+    interrupt.reset()
