@@ -160,6 +160,11 @@ def test_a_fleet_check_refuses_one_node_name_for_every_node(slurm, capsys):
     assert slurm.calls() == []
 
 
+def test_a_check_that_could_not_judge_says_why_it_left_the_node_alone():
+    said = drain.act("n2", None, "the node was busy: its figures are inconclusive")
+    assert said == "n2: left as it is, neither drained nor resumed: the node was busy: its figures are inconclusive"
+
+
 def test_odd_node_names_are_refused(slurm, tmp_path, monkeypatch, capsys):
     have, want = node_files(tmp_path, nics_expected=5)
     monkeypatch.setenv("SLURMD_NODENAME", "n2 State=DOWN")

@@ -113,11 +113,12 @@ def resume_command(name: str) -> list[str]:
 
 def decide(node: Node, healthy: bool | None, why: str) -> tuple[list[str] | None, str]:
     """(the scontrol command to run or None, what and why, one line).
-    healthy: True passed, False failed for a hardware cause, None neither
-    (a configuration failure or a check that could not judge: not the node's
-    fault, never drained)."""
+    healthy: True passed (configuration failures included: the job's, not
+    the node's), False failed for a hardware cause, None could not judge
+    (`why` says why: busy, interrupted, nothing measured): neither drained
+    nor resumed."""
     if healthy is None:
-        return None, f"{node.name}: left as it is (not a hardware failure)"
+        return None, f"{node.name}: left as it is, neither drained nor resumed: {why or 'could not judge'}"
     if healthy:
         if node.drained and node.ours:
             return resume_command(node.name), f"{node.name}: resumed (nodemap had drained it: {node.reason})"
