@@ -361,3 +361,12 @@ def test_matrices_of_a_document_saved_before_endpoints_are_the_same(tmp_path):
         b = plots._matrix(document.from_dict(old), prefix)
         assert a[1:] == b[1:] and a[0].keys() == b[0].keys() and a[0], prefix
     assert plots._matrix(document.from_dict(new), "d2d/")[1] == ["GPU0", "GPU1"]
+
+
+def test_gpu_latency_of_a_gpu_spelled_in_lower_case_is_a_figure():
+    """gpu3 (as topology keys lower-cased write it) was passed over: only GPU3 and cuda3 gave a figure."""
+    rs = syn.gpu_latency({(0, 1): 800.0, (1, 0): 810.0})
+    for r in rs.results:
+        r.params.update(src=r.params["src"].lower(), dst=r.params["dst"].replace("GPU", "cuda"))
+    keys = sorted(_figures(rs))
+    assert keys == ["d2d_latency/gpu0->gpu1", "d2d_latency/gpu1->gpu0"], keys

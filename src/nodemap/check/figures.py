@@ -17,7 +17,6 @@ from typing import Any, Iterable
 
 from ..bench.endpoints import Endpoint, of_key, of_params
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
-from ..text import is_decimal
 from ..topology.model import Topology
 from ..bench.intervals import coverage, median_interval
 from .mpi import figure_size
@@ -204,6 +203,13 @@ def _gpu_index(name: str) -> str:
     return str(e.index) if e and e.kind == "gpu" else name.lower()
 
 
+def _part(name: str, kind: str) -> str:
+    """An endpoint as a key writes it ("GPU3" -> "gpu3", "NUMA1" -> "numa1");
+    an unknown spelling as keys always wrote it."""
+    e = Endpoint.parse(name)
+    return e.key if e and e.kind == kind else (f"gpu{name.lower()}" if kind == "gpu" else name.lower())
+
+
 def gpu_memory(results: list[Result], topo: Topology | None) -> list[Figure]:
     out = []
     singles = [r for r in results if r.metric == "triad" and r.params.get("mode") == "single"]
@@ -225,14 +231,14 @@ def copies(results: list[Result], topo: Topology | None) -> list[Figure]:
         if r.metric in ("h2d_ce", "d2h_ce"):
             host, gpu = (src, dst) if r.metric == "h2d_ce" else (dst, src)
             local = r.path_class == "NODE"
-            a, b = (host.lower(), f"gpu{_gpu_index(gpu)}")
+            a, b = _part(host, "numa"), _part(gpu, "gpu")
             d = r.metric[:3]
             key = f"{d}/{a}->{b}" if d == "h2d" else f"{d}/{b}->{a}"
             out.append(figure(r, key, "host<->GPU", f"{d.upper()} {src} -> {dst} (copy engine)",
                               kind="h2d" if local else "h2d_remote", part=r.peak_source,
                               group=f"{d}/{'local' if local else 'remote'}"))
         elif r.metric == "d2d_write_ce":
-            out.append(figure(r, f"d2d/gpu{_gpu_index(src)}->gpu{_gpu_index(dst)}", "GPU<->GPU",
+            out.append(figure(r, f"d2d/{_part(src, 'gpu')}->{_part(dst, 'gpu')}", "GPU<->GPU",
                               f"{src} -> {dst} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
                               group=f"d2d/{r.path_class}"))
     return out + gpu_latency(results)
@@ -245,15 +251,15 @@ def gpu_latency(results: list[Result]) -> list[Figure]:
     out = []
     for r in results:
         src, dst = r.params.get("src", ""), r.params.get("dst", "")
-        a, b = _gpu_index(src), _gpu_index(dst)
-        if not (is_decimal(a) and is_decimal(b)) or a == b:
+        a, b = of_params(r.params)
+        if not (a and b and a.kind == b.kind == "gpu") or a == b:  # a GPU and a peer, however spelled
             continue
         if r.metric == "load_latency":
-            out.append(figure(r, f"d2d_latency/gpu{a}->gpu{b}", "GPU<->GPU",
+            out.append(figure(r, f"d2d_latency/{a.key}->{b.key}", "GPU<->GPU",
                               f"{src} loads from {dst} memory, {r.path_class} (latency)", part=r.path_class,
                               group=f"d2d_latency/{r.path_class}"))
         elif r.metric == "d2d_copy_latency":
-            out.append(figure(r, f"d2d_copy_latency/gpu{a}->gpu{b}", "GPU<->GPU",
+            out.append(figure(r, f"d2d_copy_latency/{a.key}->{b.key}", "GPU<->GPU",
                               f"{src} -> {dst} 8-byte copy (latency)", group="d2d_copy_latency"))
     return out
 
