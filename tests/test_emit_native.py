@@ -168,6 +168,7 @@ def test_cli_json_and_rankfile(karolina_json, tmp_path, capsys):
     (["--launcher", "mpirun", "--emit", "native"], "needs a rankfile path"),
     (["--launcher", "mpirun", "--emit", "native", "--rankfile", "-"], "needs a rankfile path"),
     (["--launcher", "mpirun", "--emit", "native", "--rankfile", "rf", "--nodes", "0"], "is not a node count"),
+    (["--emit", "tasks", "--json"], "--emit tasks is the Slurm plugin's plain text"),  # not text under --json
 ])
 def test_cli_refuses_what_a_launcher_cannot_take(karolina_json, capsys, argv, says):
     assert main(["plan", "--tasks", "4", "--input", karolina_json, *argv]) == 2

@@ -129,6 +129,9 @@ def _native(topo, p, args) -> int:
     from ..mapping import emit
 
     if args.emit == "tasks":
+        if args.json:  # printing the text anyway would hand a JSON reader tab-separated lines
+            raise InputError("--json", "--emit tasks is the Slurm plugin's plain text; for JSON leave out --emit "
+                                       "(nodemap plan --json --env has each task's PUs, NUMA nodes and variables)")
         print(emit.task_lines(topo, p), end="")
         return 0
     if args.launcher not in emit.NATIVE_LAUNCHERS:
