@@ -370,3 +370,13 @@ def test_gpu_latency_of_a_gpu_spelled_in_lower_case_is_a_figure():
         r.params.update(src=r.params["src"].lower(), dst=r.params["dst"].replace("GPU", "cuda"))
     keys = sorted(_figures(rs))
     assert keys == ["d2d_latency/gpu0->gpu1", "d2d_latency/gpu1->gpu0"], keys
+
+
+def test_a_result_has_typed_endpoints_from_what_its_kind_recorded():
+    from nodemap.bench.endpoints import Endpoint
+
+    h2d = syn.copies({(1, 0): 20.0}, {0: 0}).results[0]
+    assert h2d.endpoints == (Endpoint("numa", 1), Endpoint("gpu", 0))
+    assert syn.numa({(0, 1): 20.0}).results[0].endpoints == (Endpoint("numa", 0), Endpoint("numa", 1))
+    assert syn.hbm({3: 1.0}).results[0].endpoints == (Endpoint("gpu", 3), Endpoint("gpu", 3))
+    assert syn.latency({"L1": (1 << 14, 1.2)}).results[0].endpoints == (None, None)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .. import __version__
+from .endpoints import Endpoint, of_params
 
 SCHEMA = "nodemap.results/1"
 
@@ -74,6 +75,12 @@ class Result:
     verified: bool = False
     verification: str = ""  # what was checked: "all 3 arrays against STREAM gold values"
     notes: tuple[str, ...] = ()
+
+    @property
+    def endpoints(self) -> tuple[Endpoint | None, Endpoint | None]:
+        """(source, destination) measured between, typed (bench/endpoints.py):
+        from the parameters the kinds record, so every saved file has them."""
+        return of_params(self.params)
 
     @property
     def efficiency(self) -> float | None:

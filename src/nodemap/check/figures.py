@@ -15,7 +15,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
-from ..bench.endpoints import Endpoint, of_key, of_params
+from ..bench.endpoints import Endpoint, of_key
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..topology.model import Topology
 from ..bench.intervals import coverage, median_interval
@@ -78,7 +78,7 @@ class Figure:
 def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
     kw.setdefault("peak", r.peak)
     kw.setdefault("peak_source", r.peak_source)
-    src, dst = of_params(r.params)
+    src, dst = r.endpoints
     kw.setdefault("src", src.key if src else "")
     kw.setdefault("dst", dst.key if dst else "")
     return Figure(key=key, area=area, label=label, path=r.path, unit=r.unit, value=r.stats.best,
@@ -251,7 +251,7 @@ def gpu_latency(results: list[Result]) -> list[Figure]:
     out = []
     for r in results:
         src, dst = r.params.get("src", ""), r.params.get("dst", "")
-        a, b = of_params(r.params)
+        a, b = r.endpoints
         if not (a and b and a.kind == b.kind == "gpu") or a == b:  # a GPU and a peer, however spelled
             continue
         if r.metric == "load_latency":
