@@ -4,6 +4,7 @@ that keeps what was measured, typed measure."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 from dataclasses import dataclass
@@ -255,3 +256,45 @@ def test_adaptive_and_budget_from_the_command_line(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(argv + ["--adaptive", "2"])
     assert e.value.code == 2 and "give a fraction between 0 and 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["memory", "numa", "latency", "gpu", "copies", "nccl"])
+def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
+    """Options (what check builds) and add_arguments (what a user types)
+    name the same options with the same defaults: neither can drift."""
+    import argparse
+    import importlib
+
+    from nodemap.bench.kinds import BENCHES
+
+    mod = importlib.import_module(BENCHES[kind][0])
+    p = argparse.ArgumentParser()
+    mod.add_arguments(p)
+    cli_only = {"help", "json", "output", "quiet"}
+    flags = {a.dest: a.default for a in p._actions if a.dest not in cli_only}
+    fields = {f.name: f.default for f in dataclasses.fields(mod.Options)}
+    if not hasattr(mod, "plan"):  # --adaptive/--budget are the driver's: not offered by a kind on run()
+        fields = {k: v for k, v in fields.items() if k not in ("adaptive", "budget")}
+    assert fields == flags
+
+
+def test_check_builds_typed_options_for_the_gpu_kinds_too():
+    from nodemap.bench.comm import collectives
+    from nodemap.bench.gpu import copies, memory
+    from nodemap.check import suite
+
+    steps = {s.kind: s for s in suite.gpu_steps("quick", 2)}
+    assert steps["gpu"].options == memory.Options(dtype="float64", kernels="triad", no_aggregate=True, repeats=10)
+    assert steps["copies"].request is steps["copies"].options and isinstance(steps["copies"].options, copies.Options)
+    assert steps["nccl"].options.sizes == "256MiB:1GiB" and isinstance(steps["nccl"].options, collectives.Options)
+    full = {s.kind: s.options for s in suite.gpu_steps("full", 1)}
+    assert full == {"gpu": memory.Options(), "copies": copies.Options(latency=True)}
+
+
+def test_a_kind_on_its_own_run_measured_from_typed_options(monkeypatch):
+    from nodemap.bench.gpu import memory
+    from nodemap.errors import NodemapError
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(NodemapError):  # no GPU here: the kind's own one-line error, through harness.capture
+        driver.measure(memory, memory.Options(repeats=1))

@@ -68,16 +68,20 @@ def host_steps(level: str, topo: Topology, tiny: bool = False) -> list[Step]:
 
 
 def gpu_steps(level: str, gpus: int) -> list[Step]:
+    from ..bench.comm import collectives
+    from ..bench.gpu import copies, memory
+
     quick = level == "quick"
-    steps = [Step("gpu", ("--dtype", "float64", "--kernels", "triad", "--no-aggregate", "--repeats", "10", "-q")
-                  if quick else ("-q",), "GPU memory bandwidth (BabelStream)"),
-             Step("copies", ("--engine", "ce", "--cases", "host,d2d" if gpus > 1 else "host", "--iters", "4",
-                             "--repeats", "3", "-q") if quick else ("-q", "--latency"),
-                  "host<->GPU (NUMA x GPU) and GPU<->GPU copies")]
+    steps = [typed("gpu", memory.Options(dtype="float64", kernels="triad", no_aggregate=True, repeats=10)
+                   if quick else memory.Options(), "GPU memory bandwidth (BabelStream)"),
+             typed("copies", copies.Options(engine="ce", cases="host,d2d" if gpus > 1 else "host", iters=4,
+                                            repeats=3) if quick else copies.Options(latency=True),
+                   "host<->GPU (NUMA x GPU) and GPU<->GPU copies")]
     if gpus > 1:
-        steps.append(Step("nccl", ("--ops", "all_reduce", "--mode", "single", "--sizes", "256MiB:1GiB",
-                                   "--inplace", "out", "--repeats", "3", "-q") if quick
-                          else ("--ops", "all_reduce", "--mode", "single", "-q"), "NCCL all_reduce bus bandwidth"))
+        steps.append(typed("nccl", collectives.Options(ops="all_reduce", mode="single", sizes="256MiB:1GiB",
+                                                       inplace="out", repeats=3) if quick
+                           else collectives.Options(ops="all_reduce", mode="single"),
+                           "NCCL all_reduce bus bandwidth"))
     return steps
 
 

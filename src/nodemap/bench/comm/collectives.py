@@ -32,7 +32,7 @@ from . import mpi_common as mc
 from ...units import format_size
 from .. import interrupt
 from ..harness import Progress, Stopped, add_shared, check_count, finish, session
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..options import add_gpus
 from ..results import ResultSet, make_result
 
@@ -51,6 +51,20 @@ def bus_factor(op: str, n: int) -> float:
     if op in ("all_gather", "reduce_scatter", "alltoall"):
         return (n - 1) / n
     return 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench nccl's options, typed (check builds these; the fields are its argparse dests)."""
+
+    repeats: int = 5
+    timeout: float | None = 120.0
+    ops: str = ",".join(OPS)
+    sizes: str = "8:1GiB"
+    mode: str = "auto"
+    inplace: str = "both"
+    gpus: str | None = None
+    iters: int = 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ from ...units import format_size, parse_size
 from ...topology.model import Topology
 from . import common as gc
 from .. import interrupt
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..harness import Progress, Stopped, check_count, finish, session
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
 from ..options import choices
@@ -41,6 +41,20 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1]
 CASES = ("host", "d2d", "bidir", "local", "all", "staged")
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench copies' options, typed (check builds these; the fields are its argparse dests)."""
+
+    repeats: int = 5
+    gpus: str | None = None
+    size: str | None = None
+    iters: int = 8
+    engine: str = "ce,sm"
+    cases: str = ",".join(CASES)
+    latency: bool = False
+    matrix: bool = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

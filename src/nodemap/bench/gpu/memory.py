@@ -23,7 +23,7 @@ from ...errors import NodemapError
 from ...units import format_size, parse_size
 from . import common as gc
 from .. import interrupt, options
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..harness import Progress, check_count, finish, session
 from ..results import ResultSet, make_result
 
@@ -46,6 +46,21 @@ CALIBRATION_LAUNCHES = 3  # per candidate block, every kernel, candidates interl
 # the dot adds ~N/threads terms per thread, so float32 gets more room.
 ARRAY_TOL = {"float64": 100 * 2.22e-16, "float32": 100 * 1.19e-7}
 DOT_TOL = {"float64": 1e-8, "float32": 1e-3}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench gpu's options, typed (check builds these; the fields are its argparse dests)."""
+
+    repeats: int = 20
+    gpus: str | None = None
+    size: str | None = None
+    dtype: str = ",".join(DTYPES)
+    kernels: str = ",".join(KERNELS)
+    block: int = 0
+    unroll: int = UNROLL
+    grid_per_sm: int = 0
+    no_aggregate: bool = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
