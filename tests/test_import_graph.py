@@ -242,3 +242,41 @@ def test_no_bare_tomllib():
 def test_lower_rooms_never_import_the_cli(room):
     # the edge the kinds' registry once made (bench/harness -> commands/bench)
     assert not {(a, b) for a, b in upward(EDGES) if _room(a) == room and _room(b) in ("commands", "cli")}
+
+
+TEXT_MODULE, UNITS_MODULE = "nodemap.text", "nodemap.units"
+_BINARY_UNITS = {"2 ** 20", "2 ** 30", "2 ** 40", "1 << 20", "1 << 30", "1 << 40"}
+
+
+def column_padding(tree: ast.AST) -> list[int]:
+    """Lines that pad text to a computed width (ljust/rjust/center of a width that is no literal): a table
+    built by hand."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("ljust", "rjust", "center") and n.args and not isinstance(n.args[0], ast.Constant)]
+
+
+def sizes_by_hand(tree: ast.AST) -> list[int]:
+    """Lines that print bytes in MiB/GiB/TiB by hand: a division by 2**30, 1 << 30 or a GiB constant inside an
+    f-string; and functions named as a size formatter."""
+    out = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+           and n.name.lstrip("_") in ("gib", "mib", "human_bytes", "format_size", "format_bytes")]
+    for f in (n for n in ast.walk(tree) if isinstance(n, ast.FormattedValue)):
+        for n in ast.walk(f.value):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and (
+                    ast.unparse(n.right).strip("()") in _BINARY_UNITS
+                    or ast.unparse(n.right).split(".")[-1].lower() in ("mib", "gib", "tib")):
+                out.append(n.lineno)
+    return out
+
+
+def test_tables_and_sizes_are_written_in_one_place_each():
+    # the rules can fail: the copies they replaced
+    assert column_padding(ast.parse('"  ".join(c.ljust(w) for c, w in zip(r, widths))'))
+    assert not column_padding(ast.parse('dom.rjust(4, "0")'))
+    assert sizes_by_hand(ast.parse('f"{b / (1 << 30):.2f} GiB"')) and sizes_by_hand(ast.parse('f"{b / GiB:.2f}"'))
+    assert sizes_by_hand(ast.parse("def _gib(b):\n    return b"))
+    assert not sizes_by_hand(ast.parse("gib = memory / 2**30"))
+    found = {m: lines for m, t in TREES.items() if m != TEXT_MODULE and (lines := column_padding(t))}
+    assert found == {}, "render tables with nodemap.text.table"
+    found = {m: lines for m, t in TREES.items() if m != UNITS_MODULE and (lines := sizes_by_hand(t))}
+    assert found == {}, "print sizes with nodemap.units (format_size, format_size_short, gib)"

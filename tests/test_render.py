@@ -8,7 +8,8 @@ from test_paths import NV4, sample_node
 
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import GPU, Cache, Core, Link, NumaNode, Package, PU, Topology
-from nodemap.topology.render import human_bytes, matrix, tree
+from nodemap.topology.render import matrix, tree
+from nodemap.units import format_size_short
 
 
 def _after(text: str, first: str, then: str) -> bool:
@@ -16,11 +17,11 @@ def _after(text: str, first: str, then: str) -> bool:
     return text.index(then, i) > i
 
 
-def test_human_bytes():
-    assert human_bytes(141 << 30) == "141 GiB"
-    assert human_bytes(36 << 20) == "36 MiB"
-    assert human_bytes(3 << 29) == "1.5 GiB"
-    assert human_bytes(512) == "512 B"
+def test_format_size_short():
+    assert format_size_short(141 << 30) == "141 GiB"
+    assert format_size_short(36 << 20) == "36 MiB"
+    assert format_size_short(3 << 29) == "1.5 GiB"
+    assert format_size_short(512) == "512 B"
 
 
 def test_tree_shows_packages_numa_caches_and_condensed_cores():

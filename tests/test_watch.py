@@ -14,7 +14,7 @@ import pytest
 
 from nodemap.watch import analysis, summary, timeline
 from nodemap.watch.analysis import classify
-from nodemap.watch.timeline import GiB, MiB
+from nodemap.units import GiB, MiB
 
 # --- the classifier on synthetic series ---------------------------------------------------
 

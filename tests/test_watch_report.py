@@ -12,7 +12,7 @@ from nodemap.check import expectations
 from nodemap.check.document import CheckDoc
 from test_watch import _write
 
-from nodemap.watch.timeline import GiB, MiB
+from nodemap.units import GiB, MiB
 
 
 def nodemap(*args):

@@ -13,11 +13,11 @@ nvbandwidth and nccl-tests.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 
 from .errors import NodemapError
 
 GB = 10**9  # bandwidths: GB/s = 1e9 bytes per second
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 MAX_BYTES = 1 << 60  # 1 EiB: beyond any machine; refuses "1e30" before it costs anything
 MAX_SIZES = 4096  # entries of one size list or range
 
@@ -49,6 +49,8 @@ def parse_size(text: str, option: str = "size", *, minimum: int = 0) -> int:
     if not m or m.group(3) not in _MULT:
         raise NodemapError(f"{where}: not a size; write bytes or a number with a unit ({UNITS_HELP}), "
                            "e.g. 512M, 2GiB, 4GB")
+    from fractions import Fraction  # here: 13 ms of import (decimal) that `topo`, which prints sizes, never needs
+
     value = Fraction(m.group(1)) * 10 ** int(m.group(2) or 0) * _MULT[m.group(3)]
     if value.denominator != 1:
         raise NodemapError(f"{where}: not a whole number of bytes; give bytes or a larger unit")
@@ -91,6 +93,22 @@ def format_size(n: int | float) -> str:
             v = n / mult
             return f"{v:.0f} {unit}" if v == int(v) or abs(v) >= 1000 else f"{v:.3g} {unit}"
     return f"{n:.0f} B" if n == int(n) else f"{n:.3g} B"
+
+
+def gib(n: float, digits: int = 2, *, sign: bool = False) -> str:
+    """Bytes as a number of GiB, for a column or a sentence that names the unit: 3 << 29 -> '1.50'
+    (sign: '+1.50', as growth and rates print)."""
+    return f"{n / GiB:{'+' if sign else ''}.{digits}f}"
+
+
+def format_size_short(n: int) -> str:
+    """Bytes in IEC units, one decimal below 10 units and none above (the topology tree: '141 GiB', '1.5 GiB')."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if size < 10 and unit != "B" else f"{size:.0f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 def gbps(nbytes: int, seconds: list[float]) -> list[float]:

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from ..units import gib
+
 OTHER_CORES = 0.5  # cores of other CPU time on the measured CPUs
 PSI_MEMORY = 10.0  # % of time some task stalled on memory (avg10)
 MEM_AVAILABLE = 0.05  # fraction of MemTotal still available
@@ -237,7 +239,7 @@ def memory_reasons(mem: dict[str, Any]) -> list[str]:
                    f"(at least {PSI_MEMORY:g}% is busy)")
     total, avail = mem.get("MemTotal"), mem.get("MemAvailable")
     if total and avail is not None and avail < MEM_AVAILABLE * total:
-        out.append(f"memory: {avail / 2**30:.1f} GiB of {total / 2**30:.1f} GiB available "
+        out.append(f"memory: {gib(avail, 1)} GiB of {gib(total, 1)} GiB available "
                    f"(below {MEM_AVAILABLE:.0%})")
     return out
 

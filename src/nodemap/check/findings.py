@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..bench.endpoints import Endpoint
-from ..bench.report import number
+from ..text import number
 from .figures import Figure
 from .inventory import Check
 from .mpi import AWARE_KEY

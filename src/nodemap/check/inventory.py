@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
 from ..topology.model import GPU, NIC, Topology
 from ..text import is_decimal
+from ..units import gib
 
 # Variables that change what a measurement means (CONTEXT.md: "a forced
 # UCX_TLS=tcp flagged a healthy node"): recorded; risky values warned.
@@ -197,7 +198,7 @@ def numa_balance(topo: Topology) -> list[Check]:
         return []
     mem = [n.memory for n in nodes]
     lo, hi = min(mem), max(mem)
-    desc = ", ".join(f"NUMA{n.os_index} {n.memory / 2**30:.0f} GiB" for n in nodes)
+    desc = ", ".join(f"NUMA{n.os_index} {gib(n.memory, 0)} GiB" for n in nodes)
     if lo >= 0.9 * hi:
         return [Check("inventory/numa_balance", "memory per NUMA node", desc, "within 10% of each other", "pass",
                       f"smallest node has {lo / hi:.0%} of the largest")]

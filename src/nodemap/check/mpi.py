@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from ..bench.report import number
+from ..text import number
 from ..bench.results import ResultSet
 from ..env import MPI_JOB_VARS
 from ..proc import run_group

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ..bench.report import number
+from ..text import number
 from .expectations import Expectations, Limit
 from .figures import Figure
 from ..bench.intervals import method, ratio_interval, where

@@ -170,7 +170,7 @@ def text(out: dict[str, Any]) -> str:
 
 def rank_table(e: dict[str, Any]) -> str:
     """One line per rank: its resources and each probe's figure."""
-    from ..bench.report import number, table
+    from ..text import number, table
 
     probes = e["probes"]
     nic = any(r["nics"] for r in e["resources"])

@@ -86,19 +86,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _table(s: dict) -> str:
-    gib = 1 << 30
+    from ..text import table
+    from ..units import format_size, gib
+
     lines = [
-        f"chunks: {s['chunks']} of {s['chunk_size'] / (1 << 20):g} MiB, data {s['total_bytes'] / gib:.2f} GiB over {s['gpus']} GPUs",
-        f"replicated: {s['replicated_chunks']} chunks, {s['replicated_bytes'] / gib:.2f} GiB on every GPU",
+        f"chunks: {s['chunks']} of {format_size(s['chunk_size'])}, data {gib(s['total_bytes'])} GiB over {s['gpus']} GPUs",
+        f"replicated: {s['replicated_chunks']} chunks, {gib(s['replicated_bytes'])} GiB on every GPU",
     ]
     if s["host_bytes"]:
-        lines.append(f"host (spilled): {s['host_bytes'] / gib:.2f} GiB")
-    lines.append(f"{'GPU':>4} {'budget GiB':>11} {'used GiB':>9} {'owned chunks':>13} {'local reads':>12}")
-    for g in range(s["gpus"]):
-        lines.append(
-            f"{g:>4} {s['budgets'][g] / gib:>11.2f} {s['bytes_per_gpu'][g] / gib:>9.2f} "
-            f"{s['owned_chunks_per_gpu'][g]:>13} {100 * s['predicted_local_fraction_per_gpu'][g]:>11.2f}%"
-        )
+        lines.append(f"host (spilled): {gib(s['host_bytes'])} GiB")
+    rows = [(g, gib(s["budgets"][g]), gib(s["bytes_per_gpu"][g]), s["owned_chunks_per_gpu"][g],
+             f"{100 * s['predicted_local_fraction_per_gpu'][g]:.2f}%") for g in range(s["gpus"])]
+    lines.append(table(["GPU", "budget GiB", "used GiB", "owned chunks", "local reads"], rows))
     lines.append(f"predicted local fraction of accesses: {100 * s['predicted_local_fraction']:.2f}%")
     lines += [f"note: {n}" for n in s["notes"]]
     return "\n".join(lines)

@@ -165,10 +165,10 @@ def table(topo, p) -> str:
     for t in p.tasks:
         rows.append((str(t.task), t.cpus.format(), t.mems.format() or "-", _gpus_cell(topo, t),
                      _nic_cell(topo, t), str(t.threads)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    from ..text import table as columns
+
     head = f"{len(p.tasks)} task(s) on {topo.machine.hostname or 'this node'}, spread at level {p.level or '-'}"
-    return head + "\n" + "\n".join(lines) + "\n"
+    return head + "\n" + columns(rows[0], rows[1:], right=False, rule=False) + "\n"
 
 
 def _gpus_cell(topo, t) -> str:

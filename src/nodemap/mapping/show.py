@@ -13,7 +13,7 @@ import os
 import socket
 from typing import Any, Mapping
 
-from ..text import is_decimal
+from ..text import is_decimal, table as columns
 from .. import env as launcher_env
 from ..topology.cpuset import CpuSet
 
@@ -167,15 +167,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         mem = f"{r['mem_policy']}:{r['mem_nodes']}" if r["mem_nodes"] else r["mem_policy"]
         lines.append((r["host"], str(r["rank"]), str(r["local_rank"]), r["cpus"], str(r["cpu"]), mem, gpus, nic,
                       threads, "; ".join(r["verdicts"]) or "ok"))
-    text = _columns(lines)
+    text = columns(lines[0], lines[1:], right=False, rule=False) + "\n"
     if any("threads" in r for r in rows):
         text += "\n" + thread_table(rows)
     return text
-
-
-def _columns(lines: list[tuple[str, ...]]) -> str:
-    widths = [max(len(l[i]) for l in lines) for i in range(len(lines[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip() for l in lines) + "\n"
 
 
 def thread_table(rows: list[dict[str, Any]]) -> str:
@@ -189,4 +184,5 @@ def thread_table(rows: list[dict[str, Any]]) -> str:
                           CpuSet(t["cpus"]).format()))
         if r.get("threads_note"):
             notes.add(r["threads_note"])
-    return _columns(lines) + "".join(f"note: {n}\n" for n in sorted(notes))
+    text = columns(lines[0], lines[1:], right=False, rule=False) + "\n"
+    return text + "".join(f"note: {n}\n" for n in sorted(notes))

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import NodemapError
+from ..units import gib
 from . import cudadrv as drv
 from .planner import HOST, REPLICATED, PlacementPlan
 
@@ -37,8 +38,8 @@ def check_fits(plan: PlacementPlan, devices: list[int], reserve: int = 512 << 20
             free, _ = cupy.cuda.runtime.memGetInfo()
         if need[g] + reserve > free:
             raise NodemapError(
-                f"GPU {dev} has {free / 2**30:.2f} GiB free but the plan puts {need[g] / 2**30:.2f} GiB "
-                f"(+{reserve / 2**30:.1f} GiB reserve) on it: lower its budget or the replication"
+                f"GPU {dev} has {gib(free)} GiB free but the plan puts {gib(need[g])} GiB "
+                f"(+{gib(reserve, 1)} GiB reserve) on it: lower its budget or the replication"
             )
 
 

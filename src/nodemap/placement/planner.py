@@ -22,13 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NodemapError
-from ..units import parse_size
+from ..units import MiB, gib, parse_size
 
 PLAN_SCHEMA = "nodemap.placement/1"  # placement/planfile.py's (tested equal), its reader
 
 REPLICATED = -1
 HOST = -2
-MiB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -246,12 +245,12 @@ def plan_placement(
     if left.any() and not spill_to_host:
         missing = int(sizes[left].sum())
         raise NodemapError(
-            f"the data does not fit: {_gib(missing)} GiB more than the GPU budgets hold "
-            f"({_gib(int(budgets.sum()))} GiB over {g} GPUs, {_gib(int(sizes[decision == REPLICATED].sum()))} GiB replicated); "
+            f"the data does not fit: {gib(missing)} GiB more than the GPU budgets hold "
+            f"({gib(int(budgets.sum()))} GiB over {g} GPUs, {gib(int(sizes[decision == REPLICATED].sum()))} GiB replicated); "
             "lower the replication, add GPUs or raise the budgets, or allow --spill to host memory"
         )
     if left.any():
-        notes.append(f"{_gib(int(sizes[left].sum()))} GiB spilled to host memory")
+        notes.append(f"{gib(int(sizes[left].sum()))} GiB spilled to host memory")
     frac, per_gpu = _local_fraction(counts, decision)
     return PlacementPlan(layout, budgets, decision, total, frac, per_gpu, notes)
 
@@ -365,10 +364,6 @@ def _local_fraction(counts: np.ndarray, decision: np.ndarray) -> tuple[float, np
     return (float(local.sum() / tot) if tot else 1.0), per
 
 
-def _gib(b: int) -> str:
-    return f"{b / (1 << 30):.2f}"
-
-
 def _atomic_npz(path, option: str = "--output", **arrays) -> None:
     from ..outfile import write
 
@@ -458,8 +453,8 @@ def _check_declared_sizes(path, z) -> None:
         declared += int(np.prod(shape, dtype=object)) * dtype.itemsize
     limit = _memory_limit()
     if declared > limit:
-        raise NodemapError(f"{path}: its arrays declare {declared / (1 << 30):.1f} GiB, more than nodemap loads "
-                           f"here ({limit / (1 << 30):.1f} GiB: the least of 1 GiB, half the free memory, half the "
+        raise NodemapError(f"{path}: its arrays declare {gib(declared, 1)} GiB, more than nodemap loads "
+                           f"here ({gib(limit, 1)} GiB: the least of 1 GiB, half the free memory, half the "
                            "address-space limit): "
                            "profile with a larger chunk size, or check the file")
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from ..check.figures import Figure
-from ..bench.report import number
+from ..text import number
 from ..check.verdicts import RANK, ratio_verdict
 
 # `report --compare --json`; "nodemap.compare/1" is `nodemap compare`'s (bindings), a different document
@@ -79,7 +79,7 @@ def text(changes: Sequence[Change], before: str, after: str, incomplete: Sequenc
     """The table and one closing line. Every row prints after/before (a
     latency that grew shows above 1, with its verdict: worse); `incomplete`
     names the side(s) ("before", "after") that were interrupted checks."""
-    from ..bench.report import table
+    from ..text import table
 
     rows = [[c.key, _n(c.before), _n(c.after), c.unit, f"{c.after / c.before:.3f}" if c.before and c.after else "-",
              c.verdict] for c in changes]

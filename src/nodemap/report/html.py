@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from html import escape
 from typing import Callable
 
-from ..bench.report import number
 from ..check.budget import describe
 from ..check.document import CheckDoc
 from ..htmlpage import head
+from ..text import number
 from . import plots
 from .terminal import verdict_line
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..bench.report import number
+from ..text import number
 from ..check.document import CheckDoc
 from ..check.verdicts import Judged
 

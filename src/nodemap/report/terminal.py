@@ -11,9 +11,9 @@ import textwrap
 from typing import Sequence
 
 from ..check.document import CheckDoc, exit_status, not_judged
-from ..bench.report import number
 from ..check.budget import describe
 from ..check.verdicts import RANK
+from ..text import number
 
 MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": "WARN", "fail": "FAIL"}
 
@@ -108,7 +108,7 @@ def _wrap(text: str, width: int, indent: str) -> str:
 
 
 def figures_table(doc: CheckDoc) -> str:
-    from ..bench.report import table
+    from ..text import table
 
     rows = [[j.figure.key, number(j.figure.value), _judged(j.figure), j.figure.unit, MARK[j.verdict], j.rule]
             for j in doc.judged]

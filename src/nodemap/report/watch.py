@@ -12,6 +12,7 @@ import os
 from html import escape
 from typing import Any
 
+from ..units import GiB, gib
 from ..watch import analysis, summary, timeline
 from . import plots
 from .html import CSS, Section
@@ -88,8 +89,8 @@ def memory_plot(timelines: list[timeline.Timeline], suffix: str = "") -> plots.P
         s = timeline.series(tl)
         label = f"{tl.host} rank {tl.rank}"
         if s["gpu"]:
-            gpu.plot(s["t"], [b / timeline.GiB for b in s["gpu"]], label=label, linewidth=1.2)
-        host.plot(s["t"], [b / timeline.GiB for b in s["rss"]], label=label, linewidth=1.2)
+            gpu.plot(s["t"], [b / GiB for b in s["gpu"]], label=label, linewidth=1.2)
+        host.plot(s["t"], [b / GiB for b in s["rss"]], label=label, linewidth=1.2)
     gpu.set_ylabel("GPU memory (GiB)")
     host.set_ylabel("host RSS (GiB)")
     host.set_xlabel("time since the rank started (s)")
@@ -115,9 +116,9 @@ def section(tls: list[timeline.Timeline], a: analysis.Analysis, n: int = 0) -> S
     ranks = (f"<table id='watch-ranks{suffix}'><tr><th>host</th><th>rank</th><th>GPUs</th><th>GPU peak GiB</th>"
              "<th>GPU growth GiB</th><th>GiB/min</th><th>shape</th><th>host peak GiB</th><th>host growth GiB</th>"
              f"<th>GiB/min</th><th>shape</th><th>s</th><th>end</th></tr>{rows}</table>")
-    gpus = "".join(f"<tr><td>{escape(g.host)}</td><td>{g.index} {escape(g.name)}</td><td class='num'>{_gib(g.total)}"
-                   f"</td><td class='num'>{_gib(g.peak_used)}</td><td class='num'>{_gib(g.margin)}</td>"
-                   f"<td>{escape(','.join(map(str, g.ranks)))}</td><td class='num'>{_gib(g.ranks_peak_sum)}</td></tr>"
+    gpus = "".join(f"<tr><td>{escape(g.host)}</td><td>{g.index} {escape(g.name)}</td><td class='num'>{gib(g.total)}"
+                   f"</td><td class='num'>{gib(g.peak_used)}</td><td class='num'>{gib(g.margin)}</td>"
+                   f"<td>{escape(','.join(map(str, g.ranks)))}</td><td class='num'>{gib(g.ranks_peak_sum)}</td></tr>"
                    for g in a.gpus)
     gpus = (f"<table id='watch-gpus{suffix}'><tr><th>host</th><th>GPU</th><th>memory GiB</th><th>peak used GiB</th>"
             f"<th>margin GiB</th><th>ranks</th><th>ranks' peaks GiB</th></tr>{gpus}</table>") if gpus else ""
@@ -152,12 +153,8 @@ _NONE = "<td class='num'>-</td>" * 3 + "<td>-</td>"
 
 
 def _cells(s: analysis.Shape) -> str:
-    return (f"<td class='num'>{_gib(s.peak)}</td><td class='num'>{_gib(s.growth)}</td>"
-            f"<td class='num'>{s.slope * 60 / timeline.GiB:+.2f}</td><td>{escape(s.kind)}</td>")
-
-
-def _gib(b: float) -> str:
-    return f"{b / timeline.GiB:.2f}"
+    return (f"<td class='num'>{gib(s.peak)}</td><td class='num'>{gib(s.growth)}</td>"
+            f"<td class='num'>{gib(s.slope * 60, sign=True)}</td><td>{escape(s.kind)}</td>")
 
 
 def _end(r: analysis.RankStats) -> str:

@@ -6,8 +6,8 @@ one rule behind the exit status) leaves them out."""
 
 from __future__ import annotations
 
-from ..bench.report import number
 from ..check.document import CheckDoc, not_judged
+from ..text import number
 from .drain import reason
 
 # Expectation keys holding a failing figure's limit, in the order tried.

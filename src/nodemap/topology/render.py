@@ -9,23 +9,15 @@ are OS indexes (P#), the numbers taskset and numactl take.
 
 from __future__ import annotations
 
+from ..text import table
+from ..units import format_size_short
 from .cpuset import CpuSet
 from .model import GPU, NIC, Cache, NumaNode, Package, Topology
 from .paths import C2C_LEGEND, LEGEND, XGMI_LEGEND, cpu_affinity, device_keys, device_numa, path
 
-__all__ = ["tree", "matrix", "human_bytes", "logical_cores", "cores_in_order", "logical_pus"]
+__all__ = ["tree", "matrix", "logical_cores", "cores_in_order", "logical_pus"]
 
 _IND = "  "
-
-
-def human_bytes(n: int) -> str:
-    """1 GiB = 2**30 bytes; one decimal below 10 units, none above."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if size < 10 and unit != "B" else f"{size:.0f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 # --- tree ------------------------------------------------------------------
@@ -90,7 +82,7 @@ def _spanning_nodes(topo: Topology, packages) -> list[NumaNode]:
 def _machine_line(topo: Topology) -> str:
     m = topo.machine
     memory = m.memory or sum(n.memory for n in topo.host_numa_nodes)
-    bits = [m.hostname, m.arch, f"{human_bytes(memory)} total" if memory else ""]
+    bits = [m.hostname, m.arch, f"{format_size_short(memory)} total" if memory else ""]
     src = f"  [source: {topo.source}]" if topo.source else ""
     return f"Machine ({', '.join(b for b in bits if b) or 'unknown'}){src}"
 
@@ -225,7 +217,7 @@ def _cpu_lines(ctx: _Ctx, cpus: CpuSet, caches: list[Cache], ind: str) -> list[s
 
 def _cache_name(c: Cache, lid: int | None = None) -> str:
     tag = f" L#{lid}" if lid is not None else ""
-    return f"L{c.level}{tag} ({human_bytes(c.size)})"
+    return f"L{c.level}{tag} ({format_size_short(c.size)})"
 
 
 def _cores(ctx: _Ctx, cpus: CpuSet) -> str:
@@ -247,7 +239,7 @@ def _cores(ctx: _Ctx, cpus: CpuSet) -> str:
 
 def _numa_line(node: NumaNode) -> str:
     kind = f"{node.kind}, " if node.kind else ""
-    return f"NUMANode P#{node.os_index} ({kind}{human_bytes(node.memory)})"
+    return f"NUMANode P#{node.os_index} ({kind}{format_size_short(node.memory)})"
 
 
 def _devices_by_numa(topo: Topology) -> dict[int, list[str]]:
@@ -263,7 +255,7 @@ def _gpu_line(g: GPU, memory_nodes: tuple[NumaNode, ...] = ()) -> str:
     model = g.model if g.model.startswith(g.vendor) else f"{g.vendor} {g.model}"
     bits = [f"{g.key} {model}".strip()]
     if g.memory:
-        bits.append(human_bytes(g.memory))
+        bits.append(format_size_short(g.memory))
     if g.pci_bus_id:
         bits.append(g.pci_bus_id)
     if g.pcie_gen or g.pcie_width:
@@ -322,8 +314,7 @@ def matrix(topo: Topology) -> str:
         node = device_numa(topo, k)
         gpu_numa = "" if k in nic_alias else str(_gpu_numa_ids(topo, k)) or "N/A"
         rows.append([name, *cells, str(cpus) if cpus else "N/A", str(node) if node >= 0 else "N/A", gpu_numa])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    text = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    text = table(header, rows[1:], right=False, rule=False).split("\n")
     text += ["", "Legend:", ""]
     cells = {c.rstrip("0123456789") for r in rows[1:] for c in r[1:-3]}
     legend = LEGEND + tuple(extra for extra, sym in ((XGMI_LEGEND, "XGMI"), (C2C_LEGEND, "C2C")) if sym in cells)

@@ -16,6 +16,7 @@ import os
 
 from ..errors import InputError
 from ..text import is_decimal, natural_key
+from ..units import gib
 from . import classify
 from .cpuset import CpuSet
 from .root import _MAX_CPUINFO, Root
@@ -768,8 +769,8 @@ def _machine(fs: Root, numa_nodes, notes: list[str]) -> Machine:
     in_nodes = sum(n.memory for n in numa_nodes if not n.is_gpu_memory)
     total = _meminfo_total(fs, "proc/meminfo") - sum(n.memory for n in numa_nodes if n.is_gpu_memory)
     if nodes_undercount(in_nodes, total):
-        notes.append(f"NUMA nodes hold {in_nodes / 2**30:.1f} GiB in sysfs but /proc/meminfo has "
-                     f"{total / 2**30:.1f} GiB: the per-node figures undercount this machine (lstopo shows them "
+        notes.append(f"NUMA nodes hold {gib(in_nodes, 1)} GiB in sysfs but /proc/meminfo has "
+                     f"{gib(total, 1)} GiB: the per-node figures undercount this machine (lstopo shows them "
                      "too); bench sizes arrays from /proc/meminfo when every node is used")
     memory = in_nodes or total
     return Machine(hostname=hostname, arch=os.uname().machine if fs.live else "", memory=memory, info=tuple(info))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .timeline import GiB, MiB, Timeline
+from ..units import GiB, MiB, gib
+from .timeline import Timeline
 
 WARMUP = 0.10  # fraction of the run treated as start-up (allocation there is not growth)
 TEARDOWN = 0.05  # and the last part, where the application frees everything on its way out
@@ -364,7 +365,7 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
         out.append(Finding("gpu-growth", "warn", g.host, None,
                            f"GPU {g.index} on {g.host}: used memory grows though the ranks' own allocations do not",
                            f"used: {_rise(g.used)}; the ranks'"
-                           f" own memory grew {_gib(own_growth)} GiB: memory freed by its owner stays held, as when"
+                           f" own memory grew {gib(own_growth)} GiB: memory freed by its owner stays held, as when"
                            " another process keeps CUDA IPC mappings of it open",
                            "CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc or UCX_CUDA_IPC_CACHE=n; your own CUDA IPC "
                            "code: cudaIpcCloseMemHandle each handle it opened"))
@@ -386,7 +387,7 @@ def _imbalance(ranks: list[RankStats]) -> list[Finding]:
                 if peak > IMBALANCE * med and peak - med > IMBALANCE_MIN:
                     out.append(Finding("imbalance", "warn", host, r.rank,
                                        f"rank {r.rank}: {label} memory peak far above its peers'",
-                                       f"peak {_gib(peak)} GiB against a median of {_gib(med)} GiB for the other "
+                                       f"peak {gib(peak)} GiB against a median of {gib(med)} GiB for the other "
                                        f"{len(peers)} rank(s) of {host} ({peak / max(med, 1):.1f}x)",
                                        "the data decomposition gives this rank more (rebalance the domains), or it "
                                        "does extra work (I/O, reductions, a root that gathers): the node fits "
@@ -400,9 +401,9 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
         if g.total and g.peak_used >= NEAR_CAPACITY * g.total:
             out.append(Finding("near-capacity", "warn", g.host, None,
                                f"GPU {g.index} on {g.host}: memory near capacity",
-                               f"peak used {_gib(g.peak_used)} of {_gib(g.total)} GiB: margin {_gib(g.margin)} GiB "
+                               f"peak used {gib(g.peak_used)} of {gib(g.total)} GiB: margin {gib(g.margin)} GiB "
                                f"({100 * g.margin / g.total:.1f}%); ranks {','.join(map(str, g.ranks))} held at most "
-                               f"{_gib(g.ranks_peak_sum)} GiB together",
+                               f"{gib(g.ranks_peak_sum)} GiB together",
                                "a larger input or a longer run may fail to allocate: use more GPUs (nodes), fewer "
                                "ranks per GPU, or limit pools (see growth findings)"))
     hosts: dict[str, list[Timeline]] = {}
@@ -416,7 +417,7 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
         low = min(min(t.avail) for t in tls)
         if low < (1 - HOST_NEAR_CAPACITY) * total:
             out.append(Finding("host-near-capacity", "warn", host, None, f"{host}: host memory near capacity",
-                               f"available memory fell to {_gib(low)} of {_gib(total)} GiB",
+                               f"available memory fell to {gib(low)} of {gib(total)} GiB",
                                "fewer ranks per node, smaller host buffers, or more nodes"))
     return out
 
@@ -436,7 +437,7 @@ def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
                 names = ", ".join(f"pid {p[0]} {p[1] or '?'}" for p in foreign[:4])
                 out.append(Finding("foreign", "warn", tl.host, tl.rank,
                                    f"GPU {g['index']} on {tl.host}: another process holds memory there",
-                                   f"{names} held up to {_gib(held)} GiB beside rank {tl.rank} (not a rank of this "
+                                   f"{names} held up to {gib(held)} GiB beside rank {tl.rank} (not a rank of this "
                                    "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
                                    "process (a leftover run, a notebook, a monitoring agent with a context)"))
     for tl in timelines:
@@ -468,15 +469,11 @@ def _notes(timelines: list[Timeline]) -> list[str]:
     return notes
 
 
-def _gib(b: float) -> str:
-    return f"{b / GiB:.2f}"
-
-
 def _rise(s: Shape) -> str:
     """A growth's evidence: where its floor (the lowest value of a window) went, its peak and its rate."""
-    return (f"floor {_gib(s.start)} -> {_gib(s.end)} GiB (+{_gib(s.growth)} GiB after start-up, peak "
-            f"{_gib(s.peak)}) over {s.span:.1f} s, {_rate(s.slope)}")
+    return (f"floor {gib(s.start)} -> {gib(s.end)} GiB (+{gib(s.growth)} GiB after start-up, peak "
+            f"{gib(s.peak)}) over {s.span:.1f} s, {_rate(s.slope)}")
 
 
 def _rate(bps: float) -> str:
-    return f"{bps * 60 / GiB:+.2f} GiB/min"
+    return f"{gib(bps * 60, sign=True)} GiB/min"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 
-from .analysis import Analysis, Shape, _gib
-from .timeline import GiB
+from ..text import table
+from ..units import gib
+from .analysis import Analysis, Shape
 
 
 def render(a: Analysis, where: str = "") -> str:
@@ -15,16 +16,14 @@ def render(a: Analysis, where: str = "") -> str:
     lines = [f"nodemap watch: {len(a.ranks)} rank(s) on {', '.join(hosts)}, "
              f"{max(r.duration for r in a.ranks):.1f} s, job {a.job or '?'} started {when(a.start)}"
              + (f"; timelines in {where}" if where else "")]
-    from ..bench.report import table
-
     rows = [(str(r.rank), *(_shape_cells(r.gpu) if r.gpu.kind != "none" else ("-",) * 4), *_shape_cells(r.host_rss))
             for r in a.ranks]
     head = ("rank", "GPU peak", "GPU growth", "GiB/min", "shape", "host peak", "host growth", "GiB/min", "shape")
     lines += ["  " + line for line in table(head, rows).splitlines()]
     for g in a.gpus:
-        lines.append(f"  GPU {g.index} {g.name} on {g.host}: peak used {_gib(g.peak_used)} of {_gib(g.total)} GiB, "
-                     f"margin {_gib(g.margin)} GiB; ranks {','.join(map(str, g.ranks))} peaked at "
-                     f"{_gib(g.ranks_peak_sum)} GiB together")
+        lines.append(f"  GPU {g.index} {g.name} on {g.host}: peak used {gib(g.peak_used)} of {gib(g.total)} GiB, "
+                     f"margin {gib(g.margin)} GiB; ranks {','.join(map(str, g.ranks))} peaked at "
+                     f"{gib(g.ranks_peak_sum)} GiB together")
     for f in a.findings:
         lines.append(f"  {f.severity}: {f.what}")
         lines.append(f"    evidence: {f.evidence}")
@@ -37,11 +36,8 @@ def render(a: Analysis, where: str = "") -> str:
 
 def _shape_cells(s: Shape) -> tuple[str, str, str, str]:
     """peak, growth (of the floor), slope, shape: the columns of a rank's series."""
-    return f"{_gib(s.peak)} GiB", f"{_signed(s.growth)} GiB", f"{s.slope * 60 / GiB:+.2f}", s.kind
+    return f"{gib(s.peak)} GiB", f"{gib(s.growth, sign=True)} GiB", gib(s.slope * 60, sign=True), s.kind
 
 
 def when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "?"
-
-def _signed(b: float) -> str:
-    return f"{'+' if b >= 0 else '-'}{abs(b) / GiB:.2f}"

@@ -23,9 +23,6 @@ from typing import Any
 from ..errors import InputError
 from ..infile import open_regular, read as read_checked
 
-MiB = 1 << 20
-GiB = 1 << 30
-
 
 @dataclass
 

@@ -511,7 +511,7 @@ def variant_result(name: str, dtype: str, grid: Grid, args: argparse.Namespace, 
 
 
 def text(rs: ResultSet) -> str:
-    from ..report import number, percent, table
+    from ...text import number, percent, table
 
     rows = []
     for r in rs.results:

@@ -493,7 +493,7 @@ def _rep_label(rep) -> str:
 
 
 def text(rs: ResultSet) -> str:
-    from ..report import table
+    from ...text import table
 
     # the two references every strategy is judged against, per exponent
     ref = {(r.params["zipf_s"], r.params["strategy"]): r.stats.median for r in rs.results}

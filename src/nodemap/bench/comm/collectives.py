@@ -478,7 +478,7 @@ def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[fl
 
 def text(rs: ResultSet) -> str:
     from ...units import format_size
-    from ..report import number, table
+    from ...text import number, table
 
     rows = [[r.metric, "in" if r.params["inplace"] else "out", format_size(r.params["size"]),
              number(r.params["time_us_best"]), number(r.params["algbw_best"]), number(r.stats.best),

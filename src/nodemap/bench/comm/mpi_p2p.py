@@ -689,7 +689,7 @@ def multirail(MPI: Any, comm: Any, plan: Plan, places: list[mc.Place]) -> list[R
 
 
 def text(rs: ResultSet) -> str:
-    from ..report import number, table
+    from ...text import number, table
 
     rows = []
     for r in rs.results:

@@ -405,7 +405,7 @@ def result(ctx: co.Ctx, transport: str, halo: int, m: dict[str, Any], path: str)
 
 
 def text(rs: ResultSet) -> str:
-    from ..report import number, percent, table
+    from ...text import number, percent, table
 
     rows = []
     for r in rs.results:

@@ -31,6 +31,6 @@ RESULT_HEADER = ("metric", "path", "class", "best", "median", "spread", "of peak
 
 
 def results_text(results: Sequence[Any]) -> str:
-    from ..report import table
+    from ...text import table
 
     return table(RESULT_HEADER, [result_row(r) for r in results], right=[False] * 3 + [True] * 4 + [False])

@@ -490,7 +490,7 @@ def matrices(rs: ResultSet) -> str:
             groups.setdefault(r.metric, {})[(s, d)] = r
         else:
             rest.append(r)
-    from ..report import matrix
+    from ...text import matrix
 
     out = []
     for metric, cells in groups.items():

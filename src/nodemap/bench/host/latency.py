@@ -152,7 +152,7 @@ def disagreements(rows: list[tuple[int, str, float]]) -> list[str]:
 
 
 def latency_table(results: list[Result]) -> str:
-    from ..report import number, table
+    from ...text import number, table
 
     rows = [[format_size(r.params["working_set"]), r.params["level"], number(r.stats.best), number(r.stats.median),
              f"{100 * r.stats.spread:.1f}%"] for r in results]

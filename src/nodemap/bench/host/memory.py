@@ -328,7 +328,7 @@ def isa_note(isa: str) -> str:
 
 
 def kernel_table(results: Sequence[Result]) -> str:
-    from ..report import number, percent, table
+    from ...text import number, percent, table
 
     rows = [[r.metric, number(r.stats.best), number(r.stats.median), f"{100 * r.stats.spread:.1f}%",
              number(r.params["write_allocate_best_gbps"]), percent(r.efficiency), r.path] for r in results]
@@ -357,7 +357,7 @@ def recommend(results: Sequence[Result], stat: str = "best") -> tuple[str, Resul
 
 
 def sweep_table(results: Sequence[Result], kernels: Sequence[str]) -> str:
-    from ..report import number, percent, table
+    from ...text import number, percent, table
 
     rows_by = by_thread_order(results)
     ref = "triad" if "triad" in kernels else kernels[0]

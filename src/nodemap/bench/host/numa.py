@@ -67,7 +67,7 @@ def mem_nodes(topo: Topology) -> list[int]:
 
 
 def matrix_text(title: str, results: list[Result], rows: list[int], cols: list[int], fmt) -> str:
-    from ..report import matrix
+    from ...text import matrix
 
     cells = {(r.params["cpu_node"], r.params["mem_node"]): r for r in results}
     return title + "\n" + matrix("cpu\\mem", [f"NUMA{i}" for i in rows], [f"NUMA{j}" for j in cols],
@@ -75,7 +75,7 @@ def matrix_text(title: str, results: list[Result], rows: list[int], cols: list[i
 
 
 def slit_text(topo: Topology, rows: list[int], cols: list[int]) -> str:
-    from ..report import matrix
+    from ...text import matrix
 
     if not topo.distances:
         return "SLIT distances: unknown"
