@@ -198,22 +198,6 @@ def test_latency_measured_from_typed_options():
     assert all(r.stats.n == 2 and r.verified for r in rs.results)
 
 
-def test_compares_stream_probe_is_memorys_typed_options_on_the_child_command_line():
-    import argparse
-
-    from nodemap.bench.host import memory as host_memory
-    from nodemap.compare import probes
-    from nodemap.mapping.request import TaskBinding
-    from nodemap.topology.cpuset import CpuSet
-
-    cmd = probes.argv("stream", TaskBinding(0, CpuSet([0, 1, 2]), CpuSet(), threads=2), "64M")
-    p = argparse.ArgumentParser()
-    host_memory.add_arguments(p)
-    assert cmd[0] == "memory"
-    assert driver.options(host_memory.Options, p.parse_args(cmd[1:])) == \
-        host_memory.Options(threads=2, kernels="triad", repeats=5, size="64M")
-
-
 def test_measure_cli_takes_any_kind_by_its_command_line(monkeypatch):
     from nodemap.errors import NodemapError
 
@@ -258,7 +242,7 @@ def test_adaptive_and_budget_from_the_command_line(capsys):
     assert e.value.code == 2 and "give a fraction between 0 and 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kind", ["memory", "numa", "latency", "gpu", "copies", "nccl"])
+@pytest.mark.parametrize("kind", ["memory", "numa", "latency", "gpu", "copies", "nccl", "jacobi"])
 def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
     """Options (what check builds) and add_arguments (what a user types)
     name the same options with the same defaults: neither can drift."""
@@ -298,3 +282,23 @@ def test_a_kind_on_its_own_run_measured_from_typed_options(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(NodemapError):  # no GPU here: the kind's own one-line error, through harness.capture
         driver.measure(memory, memory.Options(repeats=1))
+
+
+@pytest.mark.parametrize("probe", ["stream", "h2d", "gpu", "jacobi"])
+def test_compares_probes_are_typed_options_on_the_child_command_line(probe):
+    """Each probe's command line, parsed by its kind's own parser, gives back its typed options."""
+    import argparse
+    import importlib
+
+    from nodemap.bench.kinds import BENCHES
+    from nodemap.compare import probes
+    from nodemap.mapping.request import TaskBinding
+    from nodemap.topology.cpuset import CpuSet
+
+    t = TaskBinding(0, CpuSet([0, 1]), CpuSet(), gpus=(0,), threads=2)
+    kind, opts = probes.options(probe, t, "64M")
+    cmd = probes.argv(probe, t, "64M")
+    mod = importlib.import_module(BENCHES[kind][0])
+    p = argparse.ArgumentParser()
+    mod.add_arguments(p)
+    assert cmd[0] == kind and driver.options(type(opts), p.parse_args(cmd[1:])) == opts

@@ -39,20 +39,34 @@ UNITS = {"stream": "GB/s", "h2d": "GB/s", "gpu": "GB/s", "jacobi": "us"}
 
 
 def argv(probe: str, t: TaskBinding, size: str | None) -> list[str]:
-    """The bench command line of one rank's probe."""
-    threads = max(1, min(t.threads or 1, len(t.cpus)))
-    if probe == "stream":  # a kind on the driver: typed options, a command line only at the process boundary
-        from ..bench.driver import argv_of
+    """The bench command line of one rank's probe: its kind's typed options,
+    a command line only at the child process boundary (driver.argv_of)."""
+    from ..bench.driver import argv_of
+
+    kind, opts = options(probe, t, size)
+    return [kind, *argv_of(opts)]
+
+
+def options(probe: str, t: TaskBinding, size: str | None) -> tuple[str, Any]:
+    """(bench kind, its Options) of one rank's probe."""
+    if probe == "stream":
         from ..bench.host.memory import Options
 
-        return ["memory", *argv_of(Options(threads=threads, kernels="triad", repeats=5, size=size))]
+        threads = max(1, min(t.threads or 1, len(t.cpus)))
+        return "memory", Options(threads=threads, kernels="triad", repeats=5, size=size)
     if probe == "h2d":
-        return ["copies", "--cases", "host", "--engine", "ce", "--gpus", "0", "--repeats", "5"]
+        from ..bench.gpu import copies
+
+        return "copies", copies.Options(cases="host", engine="ce", gpus="0", repeats=5)
     if probe == "gpu":
-        return ["gpu", "--gpus", "0", "--kernels", "triad", "--dtype", "float64", "--no-aggregate", "--repeats", "5"]
+        from ..bench.gpu import memory
+
+        return "gpu", memory.Options(gpus="0", kernels="triad", dtype="float64", no_aggregate=True, repeats=5)
     if probe == "jacobi":
-        return ["jacobi", "--mode", "single", "--gpus", "0", "--variants", "single", "--size", "8192x8192",
-                "--iters", "100", "--repeats", "3"]
+        from ..bench.app import jacobi
+
+        return "jacobi", jacobi.Options(mode="single", gpus="0", variants="single", size="8192x8192", iters=100,
+                                        repeats=3)
     raise ValueError(probe)
 
 

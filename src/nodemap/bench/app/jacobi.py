@@ -42,7 +42,7 @@ from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
 from .. import options
 from ..harness import Progress, add_shared, finish, session, slowest_rank
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -64,6 +64,23 @@ VARIANTS: dict[str, Variant] = {
     "mpi-aware": Variant("mpi-aware"), "mpi-aware-overlap": Variant("mpi-aware", True),
     "nccl": Variant("nccl"), "nccl-overlap": Variant("nccl", True), "nccl-graph": Variant("nccl", graph=True),
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench jacobi's options, typed (compare builds these; the fields are its argparse dests)."""
+
+    repeats: int = 5
+    timeout: float | None = mc.DEFAULT_TIMEOUT_S
+    size: str = "16384x16384"
+    dtype: str = "fp32"
+    variants: str = ",".join(VARIANTS)
+    mode: str = "auto"
+    gpus: str | None = None
+    iters: int = 200
+    decomp: str = "1d"
+    weak: bool = False
+    inject_halo_fault: bool = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
