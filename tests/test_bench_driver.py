@@ -188,6 +188,12 @@ def test_a_typed_steps_command_line_gives_back_the_same_options():
     p = argparse.ArgumentParser()
     latency.add_arguments(p)
     assert driver.options(latency.Options, p.parse_args(list(driver.argv_of(opts)))) == opts
+    from nodemap.bench.comm import mpi_p2p
+
+    opts = mpi_p2p.Options(pair=("0,1", "0,2"), multirail=True, iters_scale=0.3)  # a repeatable option
+    p = argparse.ArgumentParser()
+    mpi_p2p.add_arguments(p)
+    assert driver.options(mpi_p2p.Options, p.parse_args(list(driver.argv_of(opts)))) == opts
 
 
 def test_latency_measured_from_typed_options():
@@ -242,7 +248,7 @@ def test_adaptive_and_budget_from_the_command_line(capsys):
     assert e.value.code == 2 and "give a fraction between 0 and 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kind", ["memory", "numa", "latency", "gpu", "copies", "nccl", "jacobi"])
+@pytest.mark.parametrize("kind", ["memory", "numa", "latency", "gpu", "copies", "nccl", "jacobi", "mpi"])
 def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
     """Options (what check builds) and add_arguments (what a user types)
     name the same options with the same defaults: neither can drift."""
@@ -255,7 +261,8 @@ def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
     p = argparse.ArgumentParser()
     mod.add_arguments(p)
     cli_only = {"help", "json", "output", "quiet"}
-    flags = {a.dest: a.default for a in p._actions if a.dest not in cli_only}
+    flags = {a.dest: tuple(a.default) if isinstance(a.default, list) else a.default
+             for a in p._actions if a.dest not in cli_only}
     fields = {f.name: f.default for f in dataclasses.fields(mod.Options)}
     if not hasattr(mod, "plan"):  # --adaptive/--budget are the driver's: not offered by a kind on run()
         fields = {k: v for k, v in fields.items() if k not in ("adaptive", "budget")}

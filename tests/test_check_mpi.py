@@ -105,11 +105,15 @@ def test_open_mpi_as_root_is_allowed_and_ranks_are_not_bound():
 
 
 def test_quick_measures_the_judged_sizes_and_device_buffers_where_a_gpu_is():
-    q = mpi.bench_argv("quick", gpu=False)
-    assert q[q.index("--sizes") + 1] == "1,16MiB" and q[q.index("--buffers") + 1] == "HH"
+    from nodemap.bench import driver
+
+    q = mpi.bench_options("quick", gpu=False)
+    assert q.sizes == "1,16MiB" and q.buffers == "HH"
     # the latency figure's size is full's smallest; fewer, shorter repetitions keep quick short
-    assert q[q.index("--repeats") + 1] == "3"
-    assert mpi.bench_argv("full", gpu=True)[-1] == "HH,DD"
+    assert q.repeats == 3 and q.iters_scale == 0.3
+    assert mpi.bench_options("full", gpu=True).buffers == "HH,DD"
+    # the ranks mpiexec starts get the same options as a command line
+    assert mpi.bench_argv("quick", gpu=False) == driver.argv_of(q)
 
 
 def test_a_rank_or_a_missing_launcher_is_skipped_with_the_reason(monkeypatch):

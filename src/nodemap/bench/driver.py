@@ -78,7 +78,10 @@ def argv_of(opts: Common) -> tuple[str, ...]:
         if value == f.default:
             continue
         flag = "--" + f.name.replace("_", "-")
-        out += [flag] if value is True else [flag, str(value)]
+        if isinstance(value, (tuple, list)):  # a repeatable option (--pair A,B --pair C,D)
+            out += [x for v in value for x in (flag, str(v))]
+        else:
+            out += [flag] if value is True else [flag, str(value)]
     return tuple(out)
 
 
@@ -261,7 +264,8 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
 
 def options(cls: type, args: Any) -> Any:
     """The kind's typed Options from its parsed command line."""
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
+    got = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in got.items()})  # records hold tuples
 
 
 def main(kind: Any, args: Any) -> int:

@@ -104,14 +104,23 @@ def availability(env: Mapping[str, str]) -> tuple[Launcher | None, str]:
     return found, ""
 
 
-def bench_argv(level: str, gpu: bool) -> tuple[str, ...]:
-    """`bench mpi` options: quick measures only the two sizes and tests that
-    are judged, with fewer and shorter repetitions."""
-    buffers = ("--buffers", "HH,DD" if gpu else "HH")
+def bench_options(level: str, gpu: bool) -> Any:
+    """`bench mpi`'s options: quick measures only the two sizes and tests
+    that are judged, with fewer and shorter repetitions."""
+    from ..bench.comm.mpi_p2p import Options
+
+    buffers = "HH,DD" if gpu else "HH"
     if level == "quick":
-        return ("--sizes", f"{LATENCY_SIZE},{FIGURE_SIZE >> 20}MiB", "--tests", "latency,bw", "--repeats", "3",
-                "--iters-scale", "0.3", "--timeout", "60") + buffers
-    return ("--timeout", "120") + buffers
+        return Options(sizes=f"{LATENCY_SIZE},{FIGURE_SIZE >> 20}MiB", tests="latency,bw", repeats=3,
+                       iters_scale=0.3, timeout=60.0, buffers=buffers)
+    return Options(timeout=120.0, buffers=buffers)
+
+
+def bench_argv(level: str, gpu: bool) -> tuple[str, ...]:
+    """The command line of bench_options, for the ranks mpiexec starts (child processes)."""
+    from ..bench.driver import argv_of
+
+    return argv_of(bench_options(level, gpu))
 
 
 def command(launcher: Launcher, argv: Sequence[str], output: str, euid: int | None = None) -> list[str]:

@@ -33,7 +33,7 @@ from ...units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
 from .. import interrupt
 from ..harness import Progress, add_shared, check_count, check_positive, finish, session
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..options import choices
 from ..results import Result, ResultSet, make_result
 
@@ -43,6 +43,22 @@ BUFFERS = ("HH", "HD", "DH", "DD")
 POISON = 0xFF  # never produced by pattern() (values 0..250)
 ACK_TAG, SYNC_TAG, DATA_TAG, STOP_TAG = 99, 98, 1, 97
 SMALL = 8192  # OSU's large-message threshold
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench mpi's options, typed (check builds these; the fields are its argparse dests)."""
+
+    repeats: int = 5
+    timeout: float | None = mc.DEFAULT_TIMEOUT_S
+    sizes: str = "1:64MiB"
+    tests: str = ",".join(TESTS)
+    buffers: str = "HH"
+    pair: tuple[str, ...] = ()  # repeatable --pair A,B
+    multirail: bool = False
+    window: int = 64
+    chunk: str = "1MiB"
+    iters_scale: float = 1.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
