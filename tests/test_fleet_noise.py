@@ -258,3 +258,14 @@ def test_a_document_with_intervals_is_judged_by_its_median_and_their_width():
     assert merge.own_noise(wide) == pytest.approx(0.25)
     wide["median"] = float("nan")
     assert "not a finite number (median = nan)" in merge.node_from_doc(docs[-1]).rejected[0]
+
+
+def test_a_node_its_own_check_found_busy_is_not_a_pass():
+    # its figures were "inconclusive" (no verdict of their own); the fleet said "pass" for a node the check
+    # itself could not judge (exit 2)
+    docs = docs_of()
+    docs[0]["busy"] = {"busy": True, "reasons": ["before the check: other processes used 0.79 cores of the 2"]}
+    f = fleet_of(docs)
+    assert f.verdict("n0") == "warn" and f.verdict("n1") == "pass" and f.drain == []
+    (busy,) = [x for x in f.findings if x.node == "n0"]
+    assert busy.kind == "busy" and "found the node busy (before the check: other processes" in busy.text

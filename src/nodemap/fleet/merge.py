@@ -92,6 +92,7 @@ class Node:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> figure record
     facts: dict[str, Any] = field(default_factory=dict)
     last_state: str = ""  # for a missing node: the last thing it said
+    busy: str = ""  # its own check found the node busy (check/busy.py): the first reason; "" when idle
     # the node check's own (verdict, sentence, what, measured): `what` names a configuration finding
     # ("configuration:MPI:mpi/DD/bw") so one the whole fleet shares is told apart ("" otherwise);
     # `measured`, the figure keys it rests on ("" for inventory), so one measured beside other checks is told apart
@@ -138,10 +139,20 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
         figures=figs,
         facts=factsmod.facts(topo),
         findings=[_own(x) for x in doc.get("findings", ())],
+        busy=_busy(doc),
         rejected=rejected,
         set_aside=aside,
         **measured_on(doc),
     )
+
+
+def _busy(doc: dict[str, Any]) -> str:
+    """The first reason a node's own check gave for the node being busy; "" when it was not."""
+    busy = doc.get("busy")
+    if not isinstance(busy, dict) or busy.get("busy") is not True:
+        return ""
+    reasons = [str(r) for r in busy.get("reasons") or () if r]
+    return reasons[0][:200] if reasons else "other work shared the node"
 
 
 def figure_problem(f: dict[str, Any]) -> str:
@@ -237,7 +248,7 @@ class Baseline:
 class Finding:
     node: str
     severity: str  # fail | warn
-    kind: str  # figure | topology | link | missing | incomplete | absent | contention
+    kind: str  # figure | topology | link | missing | incomplete | busy | absent | contention
     text: str
     ratio: float | None = None  # of the fleet median (figures), of the best pair (links)
     key: str = ""  # the figure key (figures)
@@ -705,6 +716,9 @@ def status_findings(nodes: list[Node]) -> list[Finding]:
         elif n.status == "incomplete":
             out.append(Finding(n.name, "warn", "incomplete", "its check did not complete (interrupted or a part "
                                "failed): judged on what it measured"))
+        if n.busy:  # its own check could not judge it (exit 2): not a pass, nor a drain
+            out.append(Finding(n.name, "warn", "busy", f"its own check found the node busy ({n.busy}): its "
+                               "figures measured then are not judged for speed; check it again when it is idle"))
     return out
 
 
