@@ -70,10 +70,6 @@ class Figure:
             return Endpoint.parse(self.src), Endpoint.parse(self.dst)
         return of_key(self.key)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Figure":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
 
 def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
     kw.setdefault("peak", r.peak)

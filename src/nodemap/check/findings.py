@@ -37,12 +37,6 @@ class Finding:
         d["keys"] = list(self.keys)
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Finding":
-        d = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        d["keys"] = tuple(d.get("keys", ()))
-        return cls(**d)
-
 
 # UCX transports that carry on-node traffic through shared memory, and CUDA IPC
 UCX_SHM = ("sm", "shm", "posix", "sysv", "cma", "xpmem", "knem", "all")

@@ -50,10 +50,6 @@ class Check:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Check":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
 
 @dataclass(frozen=True)
 class Skipped:
