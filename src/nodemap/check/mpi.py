@@ -116,13 +116,6 @@ def bench_options(level: str, gpu: bool) -> Any:
     return Options(timeout=120.0, buffers=buffers)
 
 
-def bench_argv(level: str, gpu: bool) -> tuple[str, ...]:
-    """The command line of bench_options, for the ranks mpiexec starts (child processes)."""
-    from ..bench.driver import argv_of
-
-    return argv_of(bench_options(level, gpu))
-
-
 def command(launcher: Launcher, argv: Sequence[str], output: str, euid: int | None = None) -> list[str]:
     """The launcher line: 2 ranks, not bound (the check's own placement is
     judged elsewhere), Open MPI allowed to run as root where it is root."""

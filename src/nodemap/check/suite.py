@@ -114,7 +114,8 @@ def plan(topo: Topology, level: str, env: dict[str, str] | None = None,
     if why:
         skipped.append(Skipped(mpi.WHAT, why))
     else:
-        steps.append(Step("mpi", () if in_job else mpi.bench_argv(level, bool(gpus) and _has_cupy()), mpi.WHAT))
+        steps.append(Step("mpi", (), mpi.WHAT) if in_job  # the job's own ranks measure, with its options
+                     else typed("mpi", mpi.bench_options(level, bool(gpus) and _has_cupy()), mpi.WHAT))
     return steps, skipped
 
 
@@ -144,7 +145,8 @@ def measure(kind: str, request: Common | list[str], level: str = "full", in_job:
         try:
             if in_job is not None and in_job.measure is not None:
                 return in_job.measure(level, topo)
-            return mpi.measure(level, list(request))
+            # the ranks are mpiexec's child processes: a command line at that boundary only
+            return mpi.measure(level, list(argv_of(request) if isinstance(request, Common) else request))
         except mpi.MPIFailed as e:
             raise KindFailed(str(e)) from None
     try:
