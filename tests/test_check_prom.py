@@ -95,3 +95,10 @@ def test_the_command_writes_the_file_and_refuses_a_link_before_checking(tmp_path
     assert p.stderr.count("\n") == 1 and not p.stdout  # one line, before the check ran
     p = run(["--fleet", "--prom", str(out)], tmp_path)
     assert p.returncode == 2 and "--prom: per node" in p.stderr, p.stderr
+
+
+def test_the_status_help_names_every_status_the_check_exits_with():
+    from nodemap.check.document import HEALTHY, INTERRUPTED, NOT_JUDGED, UNHEALTHY
+
+    for status in (HEALTHY, UNHEALTHY, NOT_JUDGED, INTERRUPTED, 128 + 15):  # 143: SIGTERM (a time limit)
+        assert f"{status} " in prom.HELP["status"], status

@@ -22,7 +22,7 @@ SEVERITY = ", ".join(f"{v} {RANK[v]}" for v in sorted(RANK, key=RANK.get))
 # name -> help; the order of the file
 HELP = {
     "status": "exit status of the check: 0 healthy, 1 unhealthy (hardware), 2 could not judge (busy), "
-              "130 interrupted",
+              "130 interrupted, 143 ended by SIGTERM",
     "complete": "1 when the check ran to its end (not interrupted); steps a --budget left out are in left_out",
     "budget_seconds": "the --budget the check measured within (absent without one)",
     "left_out": "1 for each step the --budget left out (cut=1: the step it cut, what it measured kept)",
