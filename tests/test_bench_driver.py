@@ -14,6 +14,7 @@ import pytest
 from nodemap.bench import driver, interrupt
 from nodemap.bench.driver import Case, Common, Plan, Repeats
 from nodemap.bench.harness import Stopped
+from nodemap.bench.kinds import BENCHES
 from nodemap.bench.results import make_result
 
 
@@ -248,10 +249,11 @@ def test_adaptive_and_budget_from_the_command_line(capsys):
     assert e.value.code == 2 and "give a fraction between 0 and 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kind", ["memory", "numa", "latency", "gpu", "copies", "nccl", "jacobi", "mpi"])
+@pytest.mark.parametrize("kind", list(BENCHES))
 def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
-    """Options (what check builds) and add_arguments (what a user types)
-    name the same options with the same defaults: neither can drift."""
+    """Every kind has typed Options (what check and compare build) that name
+    the options add_arguments offers (what a user types), with the same
+    defaults: neither can drift."""
     import argparse
     import importlib
 
@@ -262,7 +264,7 @@ def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
     mod.add_arguments(p)
     cli_only = {"help", "json", "output", "quiet"}
     flags = {a.dest: tuple(a.default) if isinstance(a.default, list) else a.default
-             for a in p._actions if a.dest not in cli_only}
+             for a in p._actions if a.dest not in cli_only and a.default is not argparse.SUPPRESS}
     fields = {f.name: f.default for f in dataclasses.fields(mod.Options)}
     if not hasattr(mod, "plan"):  # --adaptive/--budget are the driver's: not offered by a kind on run()
         fields = {k: v for k, v in fields.items() if k not in ("adaptive", "budget")}

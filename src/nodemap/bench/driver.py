@@ -297,10 +297,9 @@ def measure(kind: Any, opts: Common) -> ResultSet:
 def measure_cli(kind: str, argv: Sequence[str]) -> ResultSet:
     """bench KIND with its command line, in this process: nothing printed,
     saved or shown as progress (`measure_cli("memory", ["--size", "64M"])`
-    is `nodemap bench memory --size 64M --json`). A kind on the driver runs
-    from the Options its own parser makes (measure); one not on it yet
-    through harness.capture. Bad options raise NodemapError (one line); an
-    interrupted run returns what was measured (`complete` false)."""
+    is `nodemap bench memory --size 64M --json`): the kind's own parser
+    makes its Options, `measure` runs them. Bad options raise NodemapError
+    (one line); an interrupted run returns what was measured."""
     import argparse
     import importlib
 
@@ -316,8 +315,4 @@ def measure_cli(kind: str, argv: Sequence[str]) -> ResultSet:
         args = parser.parse_args(list(argv))
     except SystemExit:
         raise NodemapError(f"bench {kind}: bad options {' '.join(argv)!r} (see nodemap bench {kind} --help)") from None
-    if hasattr(mod, "plan"):
-        return measure(mod, options(mod.Options, args))
-    args.bench, args.json, args.output, args.quiet = kind, False, None, True
-    check_shared(args)
-    return capture(mod.run, args, f"bench {kind}")
+    return measure(mod, options(mod.Options, args))

@@ -25,7 +25,7 @@ from ...errors import NodemapError
 from ...units import format_size, parse_size, parse_sizes
 from .. import options
 from ..harness import Progress, add_shared, check_count, check_positive, finish, session
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__
@@ -49,6 +49,24 @@ STRATEGIES = ("gpu0", "round-robin", "split", "no-hints", "replicate-all", "copi
 DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
 MiB = 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench placement's options, typed (the fields are its argparse dests; --iterations is --repeats)."""
+
+    repeats: int = 5
+    table: str = "8GiB"
+    row_bytes: int = 256
+    lookups: int = 1 << 24
+    zipf: str = "0,0.8,1.0,1.2"
+    hot_mix: float = 0.5
+    object_bytes: str | None = None
+    budget_fraction: float = 0.6
+    chunks: str = "2MiB,16MiB,64MiB"
+    replication: str = "0,1%,2%,5%,auto"
+    strategies: str = ",".join(DEFAULT_STRATEGIES)
+    gpus: str | None = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -29,7 +29,7 @@ from . import collectives as co
 from . import mpi_common as mc
 from ...units import format_size
 from ..harness import Progress, Stopped, add_shared, check_count, session, slowest_rank
-from ..driver import repeat
+from ..driver import Common, repeat
 from ..options import add_gpus
 from ..results import ResultSet, make_result
 
@@ -39,6 +39,20 @@ WORD = 4
 WORK_ELEMS = 32 << 20  # the compute kernel's array: 128 MiB per GPU
 CAL_REPS = 16
 TAG_LEFT, TAG_RIGHT = 11, 12  # direction a halo travels
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Common):
+    """bench ring's options, typed (the fields are its argparse dests)."""
+
+    repeats: int = 5
+    timeout: float | None = mc.DEFAULT_TIMEOUT_S
+    transports: str = ",".join(TRANSPORTS)
+    sizes: str = "64KiB,1MiB,16MiB,64MiB"
+    mode: str = "auto"
+    gpus: str | None = None
+    steps: int = 20
+    no_overlap: bool = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
