@@ -195,6 +195,9 @@ def test_a_long_reason_is_cut_on_one_line():
     assert len(r) <= drain.MAX_REASON and r.startswith("nodemap: inventory: GPU3") and r.endswith("(limit Gen5 x16)")
     assert "\n" not in r and "..." in r
     assert "=" not in drain.reason("a", "b=c", "1", "2")  # scontrol would read key=value pairs
+    long_limit = drain.reason("inventory", "NICs", "3", "mlx5_" * 40)
+    assert long_limit.startswith("nodemap: inventory: NICs 3 (limit mlx5_") and long_limit.endswith("...")
+    assert len(long_limit) <= drain.MAX_REASON  # not "NICs 3..." as if the measured value were cut
 
 
 def test_a_reason_holds_only_printable_characters():

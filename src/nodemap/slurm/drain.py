@@ -60,8 +60,8 @@ def reason(area: str, figure: str, measured: str, limit: str) -> str:
     if len(text) <= MAX_REASON:
         return text
     room = MAX_REASON - len(tail) - 3
-    if room < len(PREFIX) + 10:
-        tail, room = "", MAX_REASON - 3
+    if room < len(PREFIX) + 10:  # a limit too long to keep whole: cut the line's end, not a complete head
+        return text[:MAX_REASON - 3].rstrip() + "..."
     return head[:room].rstrip() + "..." + tail
 
 
