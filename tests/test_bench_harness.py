@@ -413,20 +413,22 @@ def test_bench_mpi_names_another_hosts_topology(tmp_path):
 
 
 def test_slowest_rank_is_the_largest_per_step_time():
-    # the one slowest-rank reduction (jacobi and ring each had their own)
+    # the one slowest-rank reduction (jacobi and ring each had their own), on the kinds' one World
+    from types import SimpleNamespace
+
+    from nodemap.bench.comm.world import World, alone
     from nodemap.bench.harness import slowest_rank
 
-    class World:
-        synced = 0
+    class Comm:  # two ranks: a slower peer took 0.5 s per step
+        barriers = 0
 
-        def sync(self):
-            self.synced += 1
+        def Barrier(self):
+            self.barriers += 1
 
-        def max_all(self, v):
-            return max(v, 0.5)  # a slower peer took 0.5 s per step
+        def allreduce(self, v, op):
+            return max(v, 0.5)
 
-    w, ran = World(), []
-    once = slowest_rank(w, 4, lambda: ran.append(1))
-    assert once() == 0.5 and w.synced == 1 and ran == [1]
-    assert slowest_rank(type("Alone", (), {"sync": lambda s: None, "max_all": lambda s, v: v})(), 2,
-                        lambda: None)() < 0.01
+    comm, ran = Comm(), []
+    once = slowest_rank(World(comm, 0, 2, MPI=SimpleNamespace(MAX="max")), 4, lambda: ran.append(1))
+    assert once() == 0.5 and comm.barriers == 1 and ran == [1]
+    assert slowest_rank(alone(), 2, lambda: None)() < 0.01

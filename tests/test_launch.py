@@ -213,7 +213,7 @@ def test_without_a_launcher_the_task_binds_every_pu_of_an_smt_node(env, fixtures
 
 
 def test_mig_instances_listed_by_the_driver_turn_the_run_to_nvml(tmp_path):
-    from nodemap.commands import run
+    from nodemap.mapping import nodeplan as run
 
     root = tmp_path / "capabilities"
     (root / "gpu0" / "mig").mkdir(parents=True)

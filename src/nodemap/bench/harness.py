@@ -139,12 +139,14 @@ def read_topology(path: str, option: str = "--topology") -> Any:
 
 def slowest_rank(world: Any, steps: int, run: Callable[[], None]) -> Callable[[], float]:
     """A timed repetition for `repeat`: seconds per step of `run` (which does
-    `steps` steps and waits for them), the slowest process's. `world` has
-    sync() (start together) and max_all(v) (the largest v over processes,
-    a collective: every process calls it alike)."""
+    `steps` steps and waits for them), the slowest process's. `world` is the
+    kind's comm.world.World: its barrier starts the processes together and
+    max_all takes the largest time (a collective: every process calls it
+    alike); a World of one process makes both no-ops. Device work queued
+    before must be waited for by the caller: the barrier does not."""
 
     def once() -> float:
-        world.sync()
+        world.barrier()
         t0 = time.perf_counter()
         run()
         return world.max_all((time.perf_counter() - t0) / steps)

@@ -92,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
     undone = launch.undo_launcher_binding(os.environ) if not args.input else ""
     if undone and lr.rank == 0 and args.verbose:
         print(f"nodemap run: note: {undone}", file=sys.stderr)
-    plan, cached = node_plan(args, tasks, lr.rank, all_pus=alone and tasks == 1)
+    from ..mapping.nodeplan import node_plan
+
+    plan, cached = node_plan(args, tasks, lr.rank, all_pus=alone and tasks == 1,
+                             say=lambda text: print(f"nodemap run: {text}", file=sys.stderr, flush=True))
     task = plan["tasks"][lr.rank]
     final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
     binding = launch.Binding(task["cpu_list"], task["mem_list"], args.mem_policy, plan["node_mem_list"])
@@ -120,84 +123,6 @@ def run(args: argparse.Namespace) -> int:
         return w.run(lambda: launch.apply_and_exec(binding, final, argv))  # the summary comes before the return
     launch.apply_and_exec(binding, final, argv)
     return 0  # not reached
-
-
-def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0, all_pus: bool = False) -> tuple[dict, bool]:
-    """The node's plan as a dict (Plan.to_dict, each task with its env), and
-    whether another rank or an earlier step made it: the first rank of the
-    node plans and publishes, the others wait for it and read. `all_pus`:
-    the lone task of a run without a launcher binds every PU of its cores."""
-    from ..mapping import cliargs, plancache
-
-    if args.no_cache:
-        return _plan_node(args, tasks, all_pus), False
-    key = plancache.fingerprint((cliargs.request_key(args), tasks, all_pus), args.input, os.environ)
-    try:
-        return plancache.shared_plan(key, lambda: _plan_node(args, tasks, all_pus),
-                                     say=lambda text: print(f"nodemap run: {text}", file=sys.stderr, flush=True))
-    except plancache.Refused as e:
-        if local_rank == 0:
-            print(f"nodemap run: {e}", file=sys.stderr)
-        return _plan_node(args, tasks, all_pus), False
-
-
-def _plan_node(args: argparse.Namespace, tasks: int, all_pus: bool = False) -> dict:
-    from ..errors import NodemapError
-    from ..mapping import cliargs, emit
-    from ..mapping.plan import plan
-    from ..topology.discover import discover
-    from ..topology.model import replace
-
-    req = cliargs.request_from_args(args, tasks, all_pus)
-    topo = discover(args.input, source=_source(args.input, args.gpu_ids))
-    if args.tasks is None and tasks > len(topo.allowed_cpus) and topo.allowed_cpus == topo.cpuset:
-        # the launcher already started more ranks than the whole node has PUs: they can only share
-        # them (rank 0 says so). A rank the launcher bound sees fewer PUs: that stays an error below.
-        req = replace(req, oversubscribe=True)
-    try:
-        p = plan(topo, req)
-    except NodemapError as e:
-        if args.input or topo.allowed_cpus == topo.cpuset:
-            raise
-        # the usual cause: the launcher bound this rank before nodemap could (Open MPI binds to cores by default)
-        raise NodemapError(f"{e}. This rank may use only PUs {topo.allowed_cpus.format()} of the node's "
-                           f"{topo.cpuset.format()} (its affinity and cgroup): if the launcher bound it, start ranks "
-                           "unbound (mpirun --bind-to none, srun --cpu-bind=none, flux -o cpu-affinity=off); if the "
-                           "job's allocation is that small, ask for more CPUs or fewer tasks") from None
-    p = emit.with_env(topo, p)
-    d = p.to_dict()
-    # plain lists too, so that a rank reading the cached plan needs no CpuSet
-    for t, tb in zip(d["tasks"], p.tasks):
-        t["cpu_list"], t["mem_list"] = list(tb.cpus), list(tb.mems)
-        t["gpu_pci"] = [topo.gpu(i).pci_bus_id for i in tb.gpus]  # --watch finds its GPUs in NVML by bus id
-    d["node_mem_list"] = list(topo.nodeset)
-    d["hostname"] = topo.machine.hostname
-    return d
-
-
-def _source(input_path, gpu_ids: str = "index") -> str:
-    """sysfs has all the plan needs and is fast; NVML only for GPU UUIDs and
-    MIG devices (the driver lists MIG GPU instances under /proc; a container
-    that masks that folder needs --gpu-ids uuid on MIG nodes)."""
-    if input_path or gpu_ids == "uuid" or _mig_instances():
-        return "auto"
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return "auto" if any(e.strip() and not e.strip().isdecimal() for e in visible.split(",")) else "sysfs"
-
-
-def _mig_instances(root: str = "/proc/driver/nvidia/capabilities") -> bool:
-    """Whether some GPU has MIG GPU instances (gpuN/mig/giK), by the driver's capability files."""
-    try:
-        gpus = [e for e in os.listdir(root) if e.startswith("gpu")]
-    except OSError:
-        return False
-    for g in gpus:
-        try:
-            if any(e.startswith("gi") for e in os.listdir(os.path.join(root, g, "mig"))):
-                return True
-        except OSError:
-            pass
-    return False
 
 
 def _summary(task: dict, mem_policy: str) -> str:

@@ -34,12 +34,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...errors import NodemapError
 from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
+from ..comm import world
+from ..comm.world import World, alone
 from .. import options
 from ..harness import Progress, add_shared, finish, session, slowest_rank
 from ..driver import Common, repeat
@@ -171,9 +173,14 @@ class Launch:
     devices: list[int]  # CUDA ordinal of each slab this process drives
     ranks: list[int]  # the slab indexes they hold
     n: int  # slabs in all
-    mpi: Any = None
+    world: World = field(default_factory=alone)  # the ranks (MPI), or this process alone
     keys_all: list[str] | None = None  # every slab's GPU, "host:GPU1", slab order
     binding: list[str] | None = None  # every process's binding, one line each
+
+    @property
+    def mpi(self) -> Any:
+        """MPI.COMM_WORLD under MPI, else None."""
+        return self.world.comm
 
 
 def open_launch(args: argparse.Namespace) -> Launch:
@@ -187,23 +194,18 @@ def open_launch(args: argparse.Namespace) -> Launch:
         cp = import_cupy()
         devs = options.gpus(args.gpus, cp.cuda.runtime.getDeviceCount(), repeats=True)
         keys = co.gpu_keys(cp, devs)
-        return Launch(cp, devs, list(range(len(devs))), len(devs), None, keys, [binding_line(None, keys)])
-    MPI = mc.start(args.timeout)
-    comm = MPI.COMM_WORLD
+        return Launch(cp, devs, list(range(len(devs))), len(devs), alone(), keys, [binding_line(None, keys)])
+    w = world.start(args.timeout)
     try:
         cp = import_cupy()
     except NodemapError as e:
-        mc.fail(comm, str(e))
+        mc.fail(w.comm, str(e))
     from ..gpu.common import load_topology
 
     topo = load_topology(args.topology)[0]
-    place = mc.my_place(comm, topo)
-    dev = place.local_rank % cp.cuda.runtime.getDeviceCount()
-    cp.cuda.Device(dev).use()
-    key = f"{place.host}:{co.gpu_keys(cp, [dev])[0]}"
-    keys = comm.allgather(key)
-    lines = comm.allgather(binding_line(place, [key]))
-    return Launch(cp, [dev], [comm.Get_rank()], comm.Get_size(), comm, keys, lines)
+    w.gpu(cp, lambda d: co.gpu_keys(cp, [d])[0])  # from the node's plan (comm/world.py)
+    lines = w.allgather(binding_line(w.place(topo), [w.gpu_keys[w.rank]]))
+    return Launch(cp, [w.device], [w.rank], w.size, w, w.gpu_keys, lines)
 
 
 def binding_line(place: Any, keys: list[str]) -> str:
@@ -245,7 +247,7 @@ def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> s
 
 def timed(w: Any, iters: int, body: Callable[[], None]) -> Callable[[], float]:
     """Seconds per step of `iters` steps (`body` runs them all), the slowest process's."""
-    return slowest_rank(w, iters, lambda: (body(), w.wait()))
+    return slowest_rank(w.ranks, iters, lambda: (body(), w.wait()))
 
 
 def runner(w: Any, name: str, iters: int, fault: bool) -> Callable[[], None]:
@@ -274,6 +276,7 @@ def measure(w: Any, name: str, args: argparse.Namespace) -> Outcome:
     transport = VARIANTS[name].transport if name != "compute" else "none"
     fault = bool(args.inject_halo_fault) and name not in ("single", "compute")
     jgpu.prime(w, transport, fault)
+    w.wait()  # the ranks start each repetition together, with nothing queued (slowest_rank)
     body = runner(w, name, args.iters, fault) if name != "compute" else (
         lambda: jgpu.run_steps(w, "none", False, args.iters))
     times = repeat(timed(w, args.iters, body), repeats=args.repeats, warmup=1)
@@ -299,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}"
                            + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "")
                            + (" --weak" if grid.tile else ""))
-    rs.messages += skipped
+    rs.messages += skipped + launch.world.notes
     root = launch.mpi is None or launch.mpi.Get_rank() == 0
     try:
         with session(rs, args, root=root, watchdog=False):  # --timeout bounds each exchange itself
@@ -456,7 +459,7 @@ def decomposed(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, todo: list
     parts = [parts_all[r] for r in launch.ranks]
     jgpu.check_memory(cp, grid.nx, parts, launch.devices, dtype)
     pinned = launch.mpi is not None
-    w = jgpu.World(cp, jgpu.allocate(cp, grid.nx, parts, launch.devices, dtype, pinned), launch.n, launch.mpi)
+    w = jgpu.World(cp, jgpu.allocate(cp, grid.nx, parts, launch.devices, dtype, pinned), launch.n, launch.world)
     gpus = len(set(launch.keys_all or []))
     root = w.is_root()
     try:

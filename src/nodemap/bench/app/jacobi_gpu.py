@@ -23,6 +23,7 @@ from ...errors import NodemapError
 from ...units import format_size
 from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
+from ..comm.world import World as Ranks, alone
 
 # Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
 # rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
@@ -108,10 +109,12 @@ class Slab:
 
 @dataclass
 class World:
+    """The slabs this process drives, among every process's (`ranks`: the comm World)."""
+
     cp: Any
     slabs: list[Slab]
     n: int  # slabs in all (every process)
-    mpi: Any = None
+    ranks: Ranks = field(default_factory=alone)
     nccl: Any = None
     gpu_keys: list[str] = field(default_factory=list)
     block: tuple[int, int] = field(default_factory=lambda: block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK")))
@@ -127,6 +130,11 @@ class World:
     def by_rank(self) -> dict[int, Slab]:
         return {s.part.rank: s for s in self.slabs}
 
+    @property
+    def mpi(self) -> Any:
+        """MPI.COMM_WORLD under MPI, else None."""
+        return self.ranks.comm
+
     def wait(self) -> None:
         """Every stream of this process done."""
         for s in self.slabs:
@@ -135,25 +143,16 @@ class World:
 
     def sync(self) -> None:
         self.wait()
-        if self.mpi is not None:
-            self.mpi.Barrier()
+        self.ranks.barrier()
 
     def max_all(self, v: float) -> float:
-        if self.mpi is None:
-            return v
-        from mpi4py import MPI
-
-        return self.mpi.allreduce(v, op=MPI.MAX)
+        return self.ranks.max_all(v)
 
     def sum_all(self, v: float) -> float:
-        if self.mpi is None:
-            return v
-        from mpi4py import MPI
-
-        return self.mpi.allreduce(v, op=MPI.SUM)
+        return self.ranks.sum_all(v)
 
     def is_root(self) -> bool:
-        return self.mpi is None or self.mpi.Get_rank() == 0
+        return self.ranks.is_root()
 
 
 # --- allocation ------------------------------------------------------------------
@@ -570,17 +569,14 @@ def open_nccl(w: World, devices_all: list[str], timeout: float) -> str:
         for s, c in zip(w.slabs, comms):
             s.comm = c
         return ""
-    rank = w.mpi.Get_rank()
-    with mc.deadline(timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
-        uid = w.mpi.bcast(nccl.get_unique_id() if rank == 0 else None, root=0)
-        with w.cp.cuda.Device(w.slabs[0].device):
-            w.slabs[0].comm = nccl.NcclCommunicator(w.n, uid, rank)
+    with w.cp.cuda.Device(w.slabs[0].device):
+        w.slabs[0].comm = w.ranks.nccl(nccl)  # the ranks' one communicator, kept for every dtype
     return ""
 
 
 def close(w: World) -> None:
     for s in w.slabs:
-        if s.comm is not None:
+        if s.comm is not None and w.mpi is None:  # under MPI the ranks' World owns it
             try:
                 s.comm.destroy()
             except Exception:

@@ -29,6 +29,8 @@ from typing import Any, Callable
 
 from ...errors import NodemapError
 from . import mpi_common as mc
+from . import world
+from .world import World, alone
 from ...units import format_size
 from .. import interrupt
 from ..harness import Progress, Stopped, add_shared, check_count, finish, session
@@ -123,33 +125,36 @@ class Ctx:
     nccl: Any
     n: int  # NCCL ranks in all
     locals: list[Local]
-    mpi: Any = None  # MPI.COMM_WORLD in mpi mode
+    world: World = field(default_factory=alone)  # the ranks (mpi mode), or this process alone
     gpu_keys: list[str] = field(default_factory=list)  # every rank's GPU, rank order
+
+    @property
+    def mpi(self) -> Any:
+        """MPI.COMM_WORLD in mpi mode, else None."""
+        return self.world.comm
 
     def max_all(self, v: float) -> float:
         """The largest value across processes (a collective: all call it)."""
-        if self.mpi is None:
-            return v
-        from mpi4py import MPI
-
-        return self.mpi.allreduce(v, op=MPI.MAX)
+        return self.world.max_all(v)
 
     def is_root(self) -> bool:
-        return self.mpi is None or self.mpi.Get_rank() == 0
+        return self.world.is_root()
 
     def sync(self) -> None:
         for lo in self.locals:
             lo.stream.synchronize()
-        if self.mpi is not None:
-            self.mpi.Barrier()
+        self.world.barrier()
 
     def close(self) -> None:
-        for lo in self.locals:
-            try:
-                if lo.comm is not None:
-                    lo.comm.destroy()
-            except Exception:
-                pass
+        if self.world.comm is not None:
+            self.world.close()  # its NCCL communicator is the one local's
+        else:
+            for lo in self.locals:
+                try:
+                    if lo.comm is not None:
+                        lo.comm.destroy()
+                except Exception:
+                    pass
         self.cp.get_default_memory_pool().free_all_blocks()
 
 
@@ -184,18 +189,10 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
             with cp.cuda.Device(d):
                 locals_.append(Local(r, d, c, cp.cuda.Stream(non_blocking=True)))
         return Ctx(cp, nccl, len(devs), locals_, gpu_keys=gpu_keys(cp, devs, topology))
-    MPI = mc.start(timeout)
-    comm = MPI.COMM_WORLD
-    n, rank = comm.Get_size(), comm.Get_rank()
-    place = mc.my_place(comm, None)
-    ndev = cp.cuda.runtime.getDeviceCount()
-    dev = place.local_rank % ndev
-    cp.cuda.Device(dev).use()
-    with mc.deadline(timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
-        uid = comm.bcast(nccl.get_unique_id() if rank == 0 and nccl else None, root=0)
-        c = nccl.NcclCommunicator(n, uid, rank) if nccl else None
-        keys = comm.allgather(f"{place.host}:{gpu_keys(cp, [dev], topology)[0]}")
-    return Ctx(cp, nccl, n, [Local(rank, dev, c, cp.cuda.Stream(non_blocking=True))], mpi=comm, gpu_keys=keys)
+    w = world.start(timeout)
+    w.gpu(cp, lambda d: gpu_keys(cp, [d], topology)[0])  # from the node's plan (world.py)
+    c = w.nccl(nccl) if nccl else None
+    return Ctx(cp, nccl, w.size, [Local(w.rank, w.device, c, cp.cuda.Stream(non_blocking=True))], w, w.gpu_keys)
 
 
 def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]:
@@ -370,9 +367,7 @@ def stop_agreed(ctx: Ctx) -> bool:
     """Ctrl-C on any rank: every rank leaves at the same size (one process: its own flag)."""
     if ctx.mpi is None:
         return interrupt.requested()
-    from mpi4py import MPI
-
-    if ctx.mpi.allreduce(int(interrupt.requested()), op=MPI.MAX):
+    if ctx.max_all(int(interrupt.requested())):
         interrupt.request()
         return True
     return False
@@ -396,6 +391,7 @@ def bench(ctx: Ctx, ops: list[str], sizes: list[int], args: Any) -> ResultSet:
                       "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
     if ctx.mpi is not None:
         rs.environment["mpi"] = mc.library()
+    rs.messages += ctx.world.notes
     allocate(ctx, max(sizes))
     places = [p for p in ("out", "in") if args.inplace in ("both", p)]
     prog = Progress(len(ops) * len(sizes) * len(places), "nccl", quiet=args.quiet or not ctx.is_root(),

@@ -286,7 +286,7 @@ def wait_compute(fields: list[Field]) -> None:
 
 def timed(ctx: co.Ctx, steps: int, body: Callable[[], None]) -> Callable[[], float]:
     """Seconds per step of `body` run `steps` times, the slowest process's."""
-    return slowest_rank(ctx, steps, lambda: [body() for _ in range(steps)])
+    return slowest_rank(ctx.world, steps, lambda: [body() for _ in range(steps)])
 
 
 def measure(ctx: co.Ctx, fields: list[Field], transport: str, args: Any) -> dict[str, Any]:
@@ -355,7 +355,7 @@ def bench(ctx: co.Ctx, wanted: list[str], sizes: list[int], args: Any) -> Result
         aw = mc.prove_cuda_aware(ctx.mpi, mc.probe(ctx.mpi))
     transports, why = usable(ctx, wanted, aw)
     rs = ResultSet(command=f"bench ring --transports {','.join(wanted)} --sizes {args.sizes}",
-                   messages=list(why))
+                   messages=list(why) + ctx.world.notes)
     rs.environment = {"ranks": ctx.n, "gpus": ctx.gpu_keys, "mode": "mpi" if ctx.mpi is not None else "single",
                       "NCCL_NVLS_ENABLE": "0"}
     if aw is not None:

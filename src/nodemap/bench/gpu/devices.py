@@ -89,7 +89,7 @@ def gpu_pcie(topo: Topology | None, g: GPU | None, nvml_link: tuple[int, int] = 
 def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
     p = cp.cuda.runtime.getDeviceProperties(ordinal)
     name = _text(p.get("name", b""))
-    bus = f"{p.get('pciDomainID', 0):04x}:{p.get('pciBusID', 0):02x}:{p.get('pciDeviceID', 0):02x}.0"
+    bus = bus_id(p)
     uuid = _uuid(p.get("uuid", b""))
     g = match_gpu(topo, bus, uuid)
     return Gpu(
@@ -105,6 +105,11 @@ def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
         hbm=hbm_peak(name, int(p.get("totalGlobalMem", 0))),
         pcie=gpu_pcie(topo, g, _nvml_link(bus)),
     )
+
+
+def bus_id(props: dict) -> str:
+    """The normalized PCI bus id ("0000:1b:00.0") of CUDA device properties."""
+    return f"{props.get('pciDomainID', 0):04x}:{props.get('pciBusID', 0):02x}:{props.get('pciDeviceID', 0):02x}.0"
 
 
 def gpus(cp: Any, spec: str | None, topo: Topology | None) -> list[Gpu]:

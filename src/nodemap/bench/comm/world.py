@@ -1,0 +1,250 @@
+"""The one world of a multi-process benchmark: who this process is among
+the ranks, which GPU it drives, and its MPI and NCCL communicators.
+
+- Ranks: MPI's rank and size; the node-local rank and size from MPI's
+  COMM_TYPE_SHARED split (the launcher's variables, env.py's one list,
+  only say the global rank before MPI is up); the node's name from the
+  scheduler (localrank.node_name).
+- The GPU comes from the plan, never from `local_rank % GPUs` alone:
+  (a) a rank that nodemap placed (`nodemap run`, the SPANK plugin, `plan
+      --emit env`: NODEMAP_GPUS set) or whose launcher gave each rank its
+      own visibility (srun --gpu-bind, `plan --emit native`: the node's
+      ranks see different CUDA_VISIBLE_DEVICES) drives device 0 of what it sees;
+  (b) otherwise the node's plan for its local ranks, made once per node
+      through the plan cache that `nodemap run` uses (mapping.nodeplan),
+      gives each local rank its GPU, matched to a CUDA ordinal by PCI bus id;
+  (c) only when no plan can be made: local rank mod GPUs, and a note says
+      so. Ranks that share one GPU are said in a note, not hidden.
+  `choose` is that decision as a pure function (tests run it on fixture
+  nodes); `World.gpu` gathers what it needs over MPI and applies it.
+- NCCL: one communicator over every rank, made on first use (`nccl()`).
+- `barrier` and `max_all` are what harness.slowest_rank needs; a World of
+  one process (`alone()`) has no MPI and makes both no-ops.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from . import mpi_common as mc
+
+PLANNED = "NODEMAP_GPUS"  # set with the plan's GPUs by nodemap run, the SPANK plugin and plan --emit env
+
+
+HOW = {"visibility": "the device visibility nodemap or the launcher gave it",
+       "plan": "the node's plan (as nodemap run places ranks)", "local rank mod GPUs": "local rank mod GPUs"}
+
+
+@dataclass(frozen=True)
+class Devices:
+    """The CUDA ordinals a rank drives (the first is its device), how they were chosen, and notes."""
+
+    ordinals: tuple[int, ...] = ()
+    how: str = ""  # "visibility", "plan", "local rank mod GPUs", "" (no GPU)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def device(self) -> int | None:
+        return self.ordinals[0] if self.ordinals else None
+
+
+def visibility(env: Any) -> tuple[tuple[str, str], ...]:
+    """The device-visibility variables this process has (env.py's list), and NODEMAP_GPUS."""
+    from ...env import GPU_VISIBILITY_VARS
+
+    return tuple((v, env[v]) for v in GPU_VISIBILITY_VARS + (PLANNED,) if v in env)
+
+
+def placed(mine: Sequence[tuple[str, str]], node_ranks: Sequence[Sequence[tuple[str, str]]]) -> str:
+    """Why this rank's visible devices already are its planned ones ('' when they are not):
+    nodemap set NODEMAP_GPUS, or the node's ranks were each given their own visibility."""
+    names = dict(mine)
+    if PLANNED in names:
+        return f"placed by nodemap ({PLANNED}={names[PLANNED]}): device 0 of what this rank sees"
+    seen = {tuple(v) for v in node_ranks}
+    if names and len(seen) > 1:
+        shown = ", ".join(f"{k}={v}" for k, v in mine)
+        return f"placed by the launcher ({shown}, each rank its own): device 0 of what this rank sees"
+    return ""
+
+
+def choose(local_rank: int, ndev: int, bus_ids: Sequence[str], why_placed: str = "",
+           plan: dict | None = None, no_plan: str = "") -> Devices:
+    """This rank's GPUs. `bus_ids`: the PCI bus id of each CUDA ordinal it
+    sees; `why_placed` from `placed`; `plan`: the node's plan (a dict as
+    nodeplan.plan_dict makes, one task per local rank); `no_plan`: why there
+    is none."""
+    from ...topology.model import norm_bus_id
+
+    if ndev <= 0:
+        return Devices()
+    if why_placed:
+        return Devices(tuple(range(ndev)), "visibility")
+    why = no_plan or "no plan"
+    if plan is not None:
+        tasks = plan.get("tasks", [])
+        if local_rank < len(tasks):
+            ordinal = {norm_bus_id(b): d for d, b in enumerate(bus_ids) if b}
+            wanted = tasks[local_rank].get("gpu_pci") or []
+            found = [ordinal.get(norm_bus_id(b)) for b in wanted]
+            if found and None not in found:
+                return Devices(tuple(found), "plan")
+            why = (f"the plan gives it GPU(s) {', '.join(wanted)}, which CUDA does not show" if wanted
+                   else "the plan gives it no GPU")
+        else:
+            why = f"the plan has {len(tasks)} task(s), none for local rank {local_rank}"
+    return Devices((local_rank % ndev,), "local rank mod GPUs",
+                   (f"GPU by local rank mod {ndev} GPUs, not by the node's plan: {why}",))
+
+
+def sharing(keys: Sequence[str]) -> list[str]:
+    """One note per GPU that several ranks drive (keys: each rank's 'node:GPU', rank order)."""
+    ranks: dict[str, list[int]] = {}
+    for r, k in enumerate(keys):
+        if k:
+            ranks.setdefault(k, []).append(r)
+    return [f"ranks {','.join(map(str, rs))} share {k}: each gets a part of its time and memory"
+            for k, rs in ranks.items() if len(rs) > 1]
+
+
+def bus_ids(cp: Any, ndev: int) -> list[str]:
+    """The PCI bus id of every CUDA ordinal."""
+    from ..gpu.devices import bus_id
+
+    return [bus_id(cp.cuda.runtime.getDeviceProperties(d)) for d in range(ndev)]
+
+
+def node_plan(local_size: int, local_rank: int, say: Callable[[str], None]) -> tuple[dict | None, str]:
+    """The node's plan for its local ranks (the one `nodemap run` makes, from
+    its cache when a rank already made it), or None and why not."""
+    from ...mapping.nodeplan import default_args, node_plan as plan_of
+
+    try:
+        return plan_of(default_args(), local_size, local_rank, say=say)[0], ""
+    except Exception as e:  # a GPU to drive still: the note says how it was chosen instead
+        return None, str(e) or type(e).__name__
+
+
+@dataclass
+class World:
+    """This process among the benchmark's processes (comm None: the only one)."""
+
+    comm: Any = None
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+    node: str = ""
+    local: Any = None  # the node's ranks (COMM_TYPE_SHARED)
+    devices: Devices | None = None  # after gpu()
+    gpu_keys: list[str] = field(default_factory=list)  # every rank's "node:GPU", rank order (after gpu())
+    notes: list[str] = field(default_factory=list)  # how GPUs were chosen and shared, for the results' messages
+    timeout: float = mc.DEFAULT_TIMEOUT_S
+    MPI: Any = None  # mpi4py's MPI module (its operations), when comm is
+    _nccl: Any = None
+
+    @property
+    def device(self) -> int | None:
+        return self.devices.device if self.devices else None
+
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.comm is not None:
+            self.comm.Barrier()
+
+    def max_all(self, v: float) -> float:
+        """The largest v over processes (a collective: every process calls it alike)."""
+        return v if self.comm is None else self.comm.allreduce(v, op=self.MPI.MAX)
+
+    def sum_all(self, v: float) -> float:
+        return v if self.comm is None else self.comm.allreduce(v, op=self.MPI.SUM)
+
+    def allgather(self, v: Any) -> list[Any]:
+        return [v] if self.comm is None else self.comm.allgather(v)
+
+    def place(self, topo: Any) -> mc.Place:
+        """Where this rank runs (node, CPUs, NUMA nodes), for pair classes and binding lines."""
+        return mc.place_of(self.rank, self.node, os.sched_getaffinity(0), self.local_rank, topo)
+
+    def gpu(self, cp: Any, label: Callable[[int], str] = lambda d: f"cuda{d}") -> Devices:
+        """Choose this rank's GPU(s) (a collective), make the first current, and note
+        how they were chosen and which ranks share one. `label`: a CUDA ordinal's name
+        ("GPU3" from the topology) for the notes and gpu_keys."""
+        if self.devices is not None:
+            return self.devices
+        ndev = cp.cuda.runtime.getDeviceCount()
+        mine = visibility(os.environ)
+        with mc.deadline(self.timeout, "the node's ranks' GPU visibility (allgather)"):
+            node_ranks = self.local.allgather(mine) if self.local is not None else [mine]
+        why = placed(mine, node_ranks)
+        plan, no_plan = (None, "")
+        if not why and ndev:
+            plan, no_plan = node_plan(self.local_size, self.local_rank, self._say)
+        self.devices = choose(self.local_rank, ndev, bus_ids(cp, ndev) if plan else [], why, plan, no_plan)
+        if self.device is not None:
+            cp.cuda.Device(self.device).use()
+        key = f"{self.node}:{label(self.device)}" if self.device is not None else ""
+        with mc.deadline(self.timeout, "the other ranks' GPUs (allgather)"):
+            every = self.allgather((key, self.devices.how, self.devices.notes))
+        self.gpu_keys = [k for k, _, _ in every]
+        self.notes += summary(every) + sharing(self.gpu_keys)
+        return self.devices
+
+    def _say(self, text: str) -> None:
+        if self.local_rank == 0:
+            import sys
+
+            print(f"nodemap: {text}", file=sys.stderr, flush=True)
+
+    def nccl(self, nccl: Any) -> Any:
+        """The NCCL communicator over every rank, on this rank's device; made on first use
+        (the unique id goes to every rank by MPI broadcast)."""
+        if self._nccl is None:
+            with mc.deadline(self.timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
+                uid = self.comm.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0) \
+                    if self.comm is not None else nccl.get_unique_id()
+                self._nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
+        return self._nccl
+
+    def close(self) -> None:
+        """Destroy the NCCL communicator (MPI ends with the process)."""
+        if self._nccl is not None:
+            try:
+                self._nccl.destroy()
+            except Exception:
+                pass
+            self._nccl = None
+
+
+def summary(every: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[str]:
+    """How the ranks' GPUs were chosen, one line, then each note with the ranks it is about."""
+    hows = sorted({HOW[h] for _, h, _ in every if h})
+    out = [f"each rank's GPU chosen by {' and '.join(hows)}"] if hows else []
+    ranks: dict[str, list[int]] = {}
+    for r, (_, _, notes) in enumerate(every):
+        for n in notes:
+            ranks.setdefault(n, []).append(r)
+    return out + [f"rank{'s' if len(rs) > 1 else ''} {','.join(map(str, rs))}: {n}" for n, rs in ranks.items()]
+
+
+def start(timeout: float = mc.DEFAULT_TIMEOUT_S) -> World:
+    """MPI started (mc.start: one deadline), and this rank's place among the ranks."""
+    from ...mapping.localrank import node_name
+
+    MPI = mc.start(timeout)
+    comm = MPI.COMM_WORLD
+    with mc.deadline(timeout, "the node's ranks (MPI_Comm_split_type)"):
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    return World(comm, comm.Get_rank(), comm.Get_size(), local.Get_rank(), local.Get_size(), node_name(os.environ),
+                 local, timeout=timeout, MPI=MPI)
+
+
+def alone() -> World:
+    """The world of one process driving its GPUs itself (no MPI)."""
+    from ...mapping.localrank import node_name
+
+    return World(node=node_name(os.environ))
