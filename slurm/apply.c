@@ -238,14 +238,16 @@ int nm_parse_plan(char *text, int n, struct nm_task **out)
 	if (!tasks)
 		return -1;
 	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *fsave = NULL, *rank = strtok_r(line, "\t", &fsave);
+		/* strsep, not strtok_r: a field may be empty (no NUMA node: "0\t0-3\t\tOMP_...") and
+		 * strtok_r would merge the tabs around it and shift every field after it */
+		char *fields = line, *rank = strsep(&fields, "\t");
 		struct nm_task *t;
 		unsigned long cpus[CPU_SETSIZE / NM_ULONG_BITS] = {0};
 		if (k >= n || !rank || atoi(rank) != k)
 			return -1;
 		t = &tasks[k];
-		t->cpus_text = strtok_r(NULL, "\t", &fsave);
-		t->mems_text = strtok_r(NULL, "\t", &fsave);
+		t->cpus_text = strsep(&fields, "\t");
+		t->mems_text = strsep(&fields, "\t");
 		if (!t->cpus_text || !t->mems_text || parse_list(t->cpus_text, cpus, CPU_SETSIZE) < 0)
 			return -1;
 		CPU_ZERO(&t->cpus);
@@ -256,7 +258,7 @@ int nm_parse_plan(char *text, int n, struct nm_task **out)
 			return -1;
 		t->has_mems = t->mems_text[0] != '\0';
 		t->env = calloc(256, sizeof(char *));
-		for (char *kv = strtok_r(NULL, "\t", &fsave); kv && t->env && t->nenv < 256; kv = strtok_r(NULL, "\t", &fsave))
+		for (char *kv = strsep(&fields, "\t"); kv && t->env && t->nenv < 256; kv = strsep(&fields, "\t"))
 			if (strchr(kv, '='))
 				t->env[t->nenv++] = kv;
 		k++;

@@ -150,3 +150,21 @@ def test_the_device_command_with_a_stand_in_cupy(driver, tmp_path, pci, code, sa
     if code:
         result = json.loads(out.read_text())
         assert result["gpus"] == 1 and result["tasks"][0]["got"]["cuda"]["pci"] == [pci]
+
+
+def test_a_task_without_a_numa_node_is_read(driver, fixtures, tmp_path):
+    """A task planned on PUs of no NUMA node has an empty memory field ("3\\t0-1\\t\\tOMP_..."): the
+    plugin's reader split on runs of tabs, shifted the fields and refused the whole plan."""
+    xml = fixtures / "hwloc-xml" / "16amd64-8n2c-cpusets.xml"
+    plan = subprocess.run([NODEMAP, "plan", "--input", str(xml), "--tasks", "4", "--emit", "tasks"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "\t\t" in plan  # the fixture's last task has no NUMA node
+    # the fixture's plan, each task's PUs moved to PU 0 (which this machine has)
+    stand_in = tmp_path / "nodemap"
+    stand_in.write_text(f"#!/bin/sh\n{NODEMAP} \"$@\" --input {xml} | awk -F'\\t' -v OFS='\\t' '{{$2 = \"0\"; print}}'\n")
+    stand_in.chmod(0o755)
+    code = "import os, sys; os.write(1, (os.environ['OMP_PLACES'] + '\\n').encode())"
+    p = subprocess.run([driver, f"--nodemap-path={stand_in}", "4", "--", sys.executable, "-c", code],
+                       capture_output=True, text=True, timeout=60)
+    assert "cannot read" not in p.stderr and p.returncode == 0, p.stderr
+    assert sorted(p.stdout.split()) == sorted(line.split("\t")[4].split("=", 1)[1] for line in plan.splitlines())
