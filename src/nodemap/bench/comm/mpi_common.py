@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-import socket
 from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
@@ -96,13 +95,6 @@ class Place:
         return f"rank{self.rank}@{self.host}:{where}" + (f":{self.gpu}" if self.gpu else "")
 
 
-def my_place(comm: Any, topo: Any) -> Place:
-    local = comm.Split_type(_shared(comm), key=comm.Get_rank())
-    lr = local.Get_rank()
-    local.Free()
-    return place_of(comm.Get_rank(), socket.gethostname(), os.sched_getaffinity(0), lr, topo)
-
-
 def place_of(rank: int, host: str, cpus: Any, local_rank: int, topo: Any, gpu: str = "") -> Place:
     """A rank's Place from its CPUs (any iterable of OS indexes) and the node's Topology (None: CPUs only)."""
     from ...topology.cpuset import CpuSet
@@ -114,12 +106,6 @@ def place_of(rank: int, host: str, cpus: Any, local_rank: int, topo: Any, gpu: s
         numa = tuple(topo.numa_of(cpus))
         pkg = tuple(p.os_index for p in topo.packages if not p.cpuset.isdisjoint(cpus))
     return Place(rank, host, cpus.format(), numa, pkg, local_rank, gpu)
-
-
-def _shared(comm: Any) -> int:
-    from mpi4py import MPI
-
-    return MPI.COMM_TYPE_SHARED
 
 
 def pair_class(a: Place, b: Place) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Callable
 from ...errors import NodemapError
 from ...units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
+from .world import World, start as start_world
 from .. import interrupt
 from ..harness import Progress, add_shared, check_count, check_positive, finish, session
 from ..driver import Common, repeat
@@ -419,15 +420,14 @@ def run(args: argparse.Namespace) -> int:
     chunk = parse_size(args.chunk, "--chunk", minimum=1)
     check_count("--window", args.window, 1, "send per window")
     check_positive("--iters-scale", args.iters_scale)
-    MPI = mc.start(args.timeout)
-    comm = MPI.COMM_WORLD
-    n, rank = comm.Get_size(), comm.Get_rank()
+    w = start_world(args.timeout)
+    MPI, comm, n, rank = w.MPI, w.comm, w.size, w.rank
     err = check_ranks(n, pairs=True)
     if err:
         mc.fail(comm, err)
     topo = _topology(args.topology)
     with mc.deadline(args.timeout, "the other ranks' placement (allgather)"):
-        places = comm.allgather(mc.my_place(comm, topo))
+        places = comm.allgather(w.place(topo))
     need = 2 * max(sizes) * (3 if any("D" in b for b in buffers) else 1)
     if need > mem_available():
         mc.fail(comm, f"--sizes up to {format_size(max(sizes))} needs {format_size(need)} of host memory per rank "
@@ -438,9 +438,8 @@ def run(args: argparse.Namespace) -> int:
     aw = _awareness(comm, buffers, rs, args.timeout)
     buffers = _usable(buffers, aw, comm)
     if "D" in "".join(buffers):
-        key = _pick_gpu(places[rank].local_rank, sizes, rs, comm, topo)
-        with mc.deadline(args.timeout, "the other ranks' GPUs (allgather)"):
-            places = [dataclasses.replace(p, gpu=k) for p, k in zip(places, comm.allgather(key))]
+        keys = _pick_gpu(w, sizes, rs, topo)
+        places = [dataclasses.replace(p, gpu=k.split(":", 1)[1]) for p, k in zip(places, keys)]
     pairs = parse_pairs(args.pair, n) if args.pair else mc.interesting_pairs(places)
     plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout)
     prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0,
@@ -508,22 +507,26 @@ def _usable(buffers: list[str], aw: mc.Awareness, comm: Any) -> list[str]:
     return buffers
 
 
-def _pick_gpu(local_rank: int, sizes: list[int], rs: ResultSet, comm: Any, topo: Any) -> str:
-    """Use GPU local rank mod GPUs; its Topology key ("GPU1"), cudaN when unknown."""
+def _pick_gpu(w: World, sizes: list[int], rs: ResultSet, topo: Any) -> list[str]:
+    """This rank's GPU as the world chooses it (the node's plan); every rank's "node:GPU1" (cudaN when
+    the Topology does not know it)."""
     import cupy as cp
 
     from ..gpu.common import describe, ensure_free
 
-    dev = local_rank % cp.cuda.runtime.getDeviceCount()
-    cp.cuda.Device(dev).use()
+    def key(dev: int) -> str:
+        try:
+            return describe(cp, dev, topo).key
+        except Exception:  # a label, never a reason to stop
+            return f"cuda{dev}"
+
+    w.gpu(cp, key)
+    rs.messages += w.notes
     try:
         ensure_free(cp, 2 * max(sizes), "the largest message's device send and receive buffers")
     except NodemapError as e:
-        mc.fail(comm, str(e))
-    try:
-        return describe(cp, dev, topo).key
-    except Exception:  # a label, never a reason to stop
-        return f"cuda{dev}"
+        mc.fail(w.comm, str(e))
+    return w.gpu_keys
 
 
 def gpu_class(topo: Any, a: mc.Place, b: mc.Place) -> str:
