@@ -244,11 +244,20 @@ def _held(again, saved) -> bool:
     (lambda d: d.update(topology=[1]), "field topology is array, not an object or null"),
     (lambda d: d["results"][1]["results"][0]["params"].pop("threads"), "results[1].results[0].params.threads is missing"),
     (lambda d: d.update(busy="yes"), "field busy is str"),
+    # the header every check writes: without it `report` printed "--level  on , : INCOMPLETE" and exit 0
+    (lambda d: d.pop("level"), "field level is missing"),
+    (lambda d: d.pop("complete"), "field complete is missing"),
 ])
 def test_malformed_check_documents_name_the_field(tmp_path, change, words):
     d = _check_doc()
     change(d)
     refused(nodemap("report", _write(tmp_path, d, "check.json"), env_=env(tmp_path)), "check.json", words)
+
+
+def test_a_check_document_of_only_its_schema_is_refused(tmp_path):
+    r = nodemap("report", _write(tmp_path, {"schema": "nodemap.check/1"}, "check.json"), env_=env(tmp_path))
+    assert "INCOMPLETE" not in r.stdout
+    refused(r, "check.json", "field host is missing")
 
 
 def test_the_speed_benchmark_times_todays_reader():

@@ -37,16 +37,18 @@ class _Expectations(msgspec.Struct):
     sources: list[str] = []
 
 
-class CheckFile(msgspec.Struct):
-    """The document as saved; its records are checked by `records_of`."""
+class CheckFile(msgspec.Struct, kw_only=True):
+    """The document as saved; its records are checked by `records_of`.
+    What every check writes and `report` prints (its header) is required:
+    a document of only its schema is refused, not reported as an empty check."""
 
     schema: Literal[SCHEMA]
-    host: str = ""
+    host: str
     hostname: str = ""
-    started: str = ""
+    started: str
     finished: str = ""
-    level: str = ""
-    complete: bool = False
+    level: str
+    complete: bool
     command: str = ""
     busy: dict[str, Any] | None = None
     remeasured: list[dict[str, Any]] | None = None
