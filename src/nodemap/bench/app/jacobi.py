@@ -312,6 +312,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         abort(launch.mpi, e)
     finally:
+        launch.world.close()  # the ranks' NCCL communicator, kept across dtypes
         launch.cp.get_default_memory_pool().free_all_blocks()
     if not root:
         return 0 if rs.complete else 1
