@@ -7,7 +7,10 @@ and the process ends. Two guards, because one cannot do both jobs:
   still runs (a Python loop, a sleep, an MPI call that released the GIL);
 - a forked watchdog ends it from outside (SIGKILL) GRACE seconds later,
   when it could not: MPI_Init and some blocking C calls hold the GIL, and
-  then no thread of this process ever runs again.
+  then no thread of this process ever runs again. The timer thread tells
+  the watchdog first thing when it runs ("!"), and the watchdog then waits
+  EXITING_GRACE for the clean exit: on a loaded node the thread may get
+  the GIL late, and a live interpreter must exit 2, not be killed (137).
 
 The watchdog is forked once per process, at the first deadline (for MPI
 programs that is the one around MPI_Init, before MPI starts: forking an MPI
@@ -37,7 +40,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-GRACE = 0.25  # s the clean exit gets before the watchdog kills
+GRACE = 1.0  # s the timer thread gets to start the clean exit before the watchdog kills
+EXITING_GRACE = 5.0  # s the clean exit gets to finish once the timer thread said it runs
 EXIT_CODE = 2
 
 
@@ -71,6 +75,13 @@ class _Watchdog:
             os.close(self.w)
             self.pid = 0
 
+    def exiting(self) -> None:
+        """The timer thread runs: the watchdog waits for the clean exit."""
+        try:
+            os.write(self.w, b"!\n")
+        except OSError:
+            pass
+
     def _alive(self) -> bool:
         try:
             return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
@@ -99,9 +110,9 @@ def _watch(r: int, parent: int) -> None:
     os.close(1)  # the launcher waits for stdout's EOF: never hold it
     os.closerange(3, r)  # nor the launcher's PMI socket or anything else but our pipe
     os.closerange(r + 1, 1 << 16)
-    at, line, buf = None, b"", b""
+    at, line, buf, grace = None, b"", b"", GRACE
     while True:
-        wait = None if at is None else max(0.0, at + GRACE - time.monotonic())
+        wait = None if at is None else max(0.0, at + grace - time.monotonic())
         if not select.select([r], [], [], wait)[0]:
             os.write(2, line + b"\n")
             os.kill(parent, signal.SIGKILL)
@@ -114,9 +125,11 @@ def _watch(r: int, parent: int) -> None:
             msg, buf = buf.split(b"\n", 1)
             if msg == b"-":
                 at = None
+            elif msg == b"!":  # the process is exiting by itself: let it finish
+                at, grace = time.monotonic(), EXITING_GRACE
             else:
                 when, _, line = msg.partition(b" ")
-                at = float(when)
+                at, grace = float(when), GRACE
 
 
 _dog = _Watchdog()
@@ -128,6 +141,7 @@ def deadline(seconds: float, line: str) -> Iterator[None]:
     line = " ".join(line.split())
 
     def expire() -> None:
+        _dog.exiting()
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
         os._exit(EXIT_CODE)
