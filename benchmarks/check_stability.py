@@ -12,10 +12,10 @@ verdict, exit status, busy reasons and failed figures:
                 and one streaming memory (256 MiB copies), started before
                 the check and stopped after it
   fault-limit   F runs (default 5) with a site expectation above the node:
-                a DRAM peak of 20x the node's STREAM (the median all-cores
+                a DRAM peak of 20x the node's STREAM (the best all-cores
                 triad of the idle runs), so the best placement is ~5% of it
   fault-cpuset  F runs under `taskset` with half the CPUs while a site
-                expectation holds the full node's STREAM (that median) as
+                expectation holds the full node's STREAM (that best) as
                 the DRAM peak and fails below 90% of it: half the cores of a
                 node whose STREAM needs them all
   fault-slow    F runs of a test double: this script runs nodemap in-process
@@ -140,12 +140,12 @@ def record(doc: dict | None, rc: int, stderr: str = "") -> dict:
 
 
 def full_node_stream(runs: list[dict]) -> float | None:
-    """Median all-cores STREAM triad of the idle runs: the full node's figure."""
-    import statistics
-
+    """The best all-cores STREAM triad of the idle runs: the full node's
+    figure (their median undersells a shared node: on the CI VM the idle runs
+    ranged 6.4-18.3 GB/s, memory bandwidth taken by other tenants)."""
     vals = [r["figures"]["host/stream/triad"] for r in runs if r["scenario"] == "idle"
             and "host/stream/triad" in r.get("figures", {})]
-    return statistics.median(vals) if vals else None
+    return max(vals) if vals else None
 
 
 def site_file(folder: str, name: str, text: str) -> str:
@@ -173,7 +173,7 @@ def campaign(a: argparse.Namespace, keep: str, runs: list[dict], saved, notes: l
             peak = full * (ABOVE if scenario == "fault-limit" else 1.0)
             extra = ["--expect", site_file(keep, f"{scenario}.toml", (
                 f'[[limit]]\nkind = "stream"\nmatch = "."\npeak = {peak:.3f}\nwarn = {warn:.2f}\nfail = {fail:.2f}\n'
-                f'source = "check_stability.py {scenario}: {why} (idle median {full:.2f} GB/s)"\n'))]
+                f'source = "check_stability.py {scenario}: {why} (best idle run {full:.2f} GB/s)"\n'))]
             if scenario == "fault-cpuset" and not a.dry_run:
                 prefix = ["taskset", "-c", half_cpus()]
             if scenario == "fault-slow":

@@ -104,3 +104,10 @@ def test_the_test_double_halves_stream_only(monkeypatch):
     monkeypatch.setattr(cli, "main", main)
     assert cs.slow_nodemap(["check"]) == 0
     assert got == {"memory": 20.0 * cs.SLOW_FACTOR, "latency": 1.2}
+
+
+def test_the_full_node_is_the_best_idle_run():
+    """A shared node's idle STREAM ranged 6.4-18.3 GB/s: the median made a 'full node' that half the CPUs beat."""
+    runs = [{"scenario": "idle", "figures": {"host/stream/triad": v}} for v in (18.3, 8.5, 6.4)]
+    assert cs.full_node_stream(runs + [{"scenario": "load", "figures": {"host/stream/triad": 30.0}}]) == 18.3
+    assert cs.full_node_stream([]) is None
