@@ -30,70 +30,29 @@ class ResultFile(msgspec.Struct):
     environment: dict[str, Any] = {}
     messages: list[str] = []
 
+
 _GPUS = Annotated[list[str], msgspec.Meta(min_length=1)]
 
 
-# Required: what a reader of saved results indexes (report, check, plots);
-# with a default: what it reads with .get, typed all the same.
-class _Host(msgspec.Struct):  # memory (STREAM kernels, thread orders)
-    threads: int
-    thread_order: str
-    cpu_order: list[int] = []
-    cpus: str = ""
-
-
-class _Numa(msgspec.Struct):
-    cpu_node: int
-    mem_node: int
-
-
-class _Latency(msgspec.Struct):
-    working_set: int
-    level: str = ""
-
-
-class _Gpu(msgspec.Struct):
-    gpus: _GPUS
-    dtype: str = ""
-    mode: str = ""
-
-
-class _Copies(msgspec.Struct):
-    src: str = ""
-    dst: str = ""
-
-
-class _Mpi(msgspec.Struct):
-    size: int
-    buffers: str = ""
-    transport: str = ""
-
-
-class _Nccl(msgspec.Struct):
-    size: int
-    ranks: int = 0
-    inplace: bool = False
-
-
-class _Placement(msgspec.Struct):
-    zipf_s: float
-    strategy: str
-
-
-class _Jacobi(msgspec.Struct):
-    dtype: str
-    variant: str = ""
-    gpu: str = ""
-
-
-class _Ring(msgspec.Struct):
-    gpus: int
-    transport: str
-
-
-# benchmark -> the parameters its readers index; a kind not named here keeps any
-PARAMS: dict[str, type] = {"memory": _Host, "numa": _Numa, "latency": _Latency, "gpu": _Gpu, "copies": _Copies,
-                           "mpi": _Mpi, "nccl": _Nccl, "placement": _Placement, "jacobi": _Jacobi, "ring": _Ring}
+# benchmark -> the parameters its readers index; a kind not named here keeps any.
+# A bare type: required (a reader indexes it: report, check, plots); (type,
+# default): one it reads with .get, typed all the same.
+_PARAMS: dict[str, dict[str, Any]] = {
+    "memory": {"threads": int, "thread_order": str, "cpu_order": (list[int], []), "cpus": (str, "")},
+    "numa": {"cpu_node": int, "mem_node": int},
+    "latency": {"working_set": int, "level": (str, "")},
+    "gpu": {"gpus": _GPUS, "dtype": (str, ""), "mode": (str, "")},
+    "copies": {"src": (str, ""), "dst": (str, "")},
+    "mpi": {"size": int, "buffers": (str, ""), "transport": (str, "")},
+    "nccl": {"size": int, "ranks": (int, 0), "inplace": (bool, False)},
+    "placement": {"zipf_s": float, "strategy": str},
+    "jacobi": {"dtype": str, "variant": (str, ""), "gpu": (str, "")},
+    "ring": {"gpus": int, "transport": str},
+}
+PARAMS: dict[str, type] = {
+    kind: msgspec.defstruct(f"{kind}_params", [(name, *t) if isinstance(t, tuple) else (name, t)
+                                               for name, t in fields.items()], kw_only=True)
+    for kind, fields in _PARAMS.items()}
 
 
 def decode(where: str, data: bytes) -> ResultSet:
