@@ -135,7 +135,7 @@ def test_stream_placement_finding_is_configuration():
     j = by_key(doc)["host/stream/triad"]
     assert j.verdict == "warn" and j.figure.peak == 339.0
     f = doc.findings[0]
-    assert f.cause == "configuration" and "STREAM peaks with 1/L3 (16 threads)" in f.text and "88%" in f.text
+    assert f.cause == "configuration" and "STREAM peaks at 339 GB/s with 1 thread per L3 cache (16 threads);" in f.text and "88%" in f.text
     places = ",".join(f"{{{c}}}" for c in range(16))  # the recommended placement's CPUs, inline in the fix
     assert f'OMP_NUM_THREADS=16 OMP_PLACES="{places}" OMP_PROC_BIND=close' in f.fix
 
@@ -441,3 +441,11 @@ def test_compare_against_an_interrupted_check_says_it_is_incomplete():
     assert {c.key: c.verdict for c in ch}["gpu/3/hbm_triad"] == "info"  # not measured, not gone
     out = text(ch, "b", "a", incomplete=["after"])
     assert "after is INCOMPLETE (an interrupted check)" in out and out.splitlines()[-1].endswith("after incomplete")
+
+
+def test_the_stream_finding_names_the_best_placement_in_words():
+    # was "STREAM peaks with 1/L3 = 1/NUMA = spread 1 (1 threads)": the sweep's labels, joined
+    rs = syn.stream({"1/L3 = 1/NUMA = spread 1": (1, 40.0), "1/core": (8, 20.0)})
+    f = doc_of(rs).findings[0]
+    assert f.text.startswith("STREAM peaks at 40.0 GB/s with 1 thread per L3 cache (1 thread); one thread per core "
+                             "gives 20.0 GB/s"), f.text

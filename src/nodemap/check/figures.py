@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from ..bench.endpoints import Endpoint, of_key
+from ..bench.host.thread_orders import in_words
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..topology.model import Topology
 from ..bench.intervals import coverage, median_interval
@@ -124,8 +125,8 @@ def stream(results: list[Result], topo: Topology | None, dram_peak: float | None
     best = max(triads, key=lambda r: r.stats.best)
     out = [figure(core, "host/stream/triad", "host memory",
                   f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
-                  peak=best.stats.best, peak_source=f"best placement of the sweep: {best.params.get('thread_order')} "
-                  f"({best.params.get('threads')} threads)", setting=omp_setting(triads),
+                  peak=best.stats.best, peak_source="best placement of the sweep: "
+                  + in_words(best.params.get("thread_order", ""), best.params.get("threads")), setting=omp_setting(triads),
                   peak_spread=best.stats.spread, **_peak_interval(best))]
     if best.peak or dram_peak:
         site = {} if best.peak else {"peak": dram_peak, "peak_source": "the site expectations' stream peak"}

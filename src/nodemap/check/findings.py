@@ -197,7 +197,7 @@ def _placement(j: Judged, mk, state: NodeState = NodeState()) -> Finding:
         fix = (f"place memory-bound threads as the sweep recommends: {f.setting}" if f.setting else
                "place memory-bound threads as the best placement: `nodemap bench memory --sweep` prints its "
                "OMP_PLACES/OMP_PROC_BIND")
-    return mk("configuration", f"STREAM peaks with {best} ({number(f.peak)} GB/s); one thread per core gives "
+    return mk("configuration", f"STREAM peaks at {number(f.peak)} GB/s with {best}; one thread per core gives "
               f"{number(f.value)} GB/s, {f.value / f.peak:.0%}", fix)
 
 

@@ -35,6 +35,24 @@ class ThreadOrder:
         return len(self.cpus)
 
 
+# sweep labels in words, for sentences: "1/L3" reads as "1 thread per L3 cache"
+_PER = {"core": "core", "PU": "hardware thread (PU)", "NUMA": "NUMA node"}
+
+
+def in_words(label: str, threads: int | None) -> str:
+    """A sweep result's thread order ("1/L3 = 1/NUMA = spread 1", the labels
+    of one CPU list) as a plain phrase: "1 thread per L3 cache (1 thread)"."""
+    first = label.split(" = ")[0]
+    count = "" if threads is None else f" ({threads} thread{'' if threads == 1 else 's'})"
+    if first.startswith("1/"):
+        unit = first[2:]
+        return f"1 thread per {_PER.get(unit, unit + ' cache' if unit.startswith('L') else unit)}{count}"
+    if first.startswith("spread "):
+        n = first.removeprefix("spread ")
+        return f"{n} thread{'' if n == '1' else 's'} spread over the node"
+    return f"{first}{count}"
+
+
 # --- the topology a benchmark runs on ------------------------------------------
 
 
