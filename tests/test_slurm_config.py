@@ -86,7 +86,9 @@ def test_lassen_hwloc_xml(capsys, tmp_path, fixtures):
 def test_a_node_with_nothing_to_share(capsys, tmp_path):
     bare = dataclasses.replace(nodes.two_socket_four_nics(), nics=(), pci_devices=())
     out = run(capsys, tmp_path, bare, "gres", "--node-name", "c1").splitlines()
-    assert len(out) == 1 and "Gres=(none)" in out[0]
+    # was "GresTypes=gpu and NodeName=c1 Gres=(none)": a configuration to add for nothing
+    assert out == ["# c1 has no GPU and no RDMA NIC: no GRES to configure (no gres.conf lines, no Gres= in "
+                   "slurm.conf)"]
     assert run(capsys, tmp_path, bare, "features", "--node-name", "c1").strip() == \
         "NodeName=c1 Features=sockets2,numa2"
 

@@ -55,9 +55,13 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"node": name, "gres": [g.to_dict() for g in items],
                               "lines": [g.line() for g in items], "node_gres": config.gres_counts(items)}, indent=1))
             return 0
+        if not items:  # a GresTypes=gpu for a node with nothing to share would be a line to undo
+            print(f"# {name} has no GPU and no RDMA NIC: no GRES to configure (no gres.conf lines, no Gres= in "
+                  "slurm.conf)")
+            return 0
         print(f"# gres.conf for {name} (nodemap slurm gres; slurm.conf: GresTypes="
-              f"{','.join(dict.fromkeys(g.name for g in items)) or 'gpu'} and NodeName={name} "
-              f"Gres={config.gres_counts(items) or '(none)'})")
+              f"{','.join(dict.fromkeys(g.name for g in items))} and NodeName={name} "
+              f"Gres={config.gres_counts(items)})")
         for g in items:
             print(f"NodeName={name} {g.line()}")
         return 0
