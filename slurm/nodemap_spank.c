@@ -19,7 +19,7 @@
  *
  * plugstack.conf:  optional /path/nodemap_spank.so [default_on] [nodemap=/path/to/nodemap]
  *                  (default_on: every step, except one that passes --cpu-bind/--gpu-bind/--tres-bind
- *                  without --nodemap, or --nodemap=off)
+ *                  (or SLURM_CPU_BIND/SLURM_GPU_BIND) without --nodemap, or --nodemap=off)
  * options:         --nodemap[=off|strict|verbose|threads=T|smt=K|gpus-per-task=G|nic-rails=R,...]
  */
 
@@ -93,15 +93,41 @@ static int active(void)
 
 #define ASIDE_VAR "SLURM_NODEMAP_ASIDE"  /* srun -> the step: the job binds itself */
 
+/* A binding asked through srun's environment (SLURM_CPU_BIND, SLURM_GPU_BIND: srun reads them as
+ * --cpu-bind/--gpu-bind; a job script's `export SLURM_CPU_BIND=cores` sets them): words of
+ * verbosity alone ("quiet", "verbose") ask for none. */
+static const char *bind_in_env(void)
+{
+	static const char *names[] = {"SLURM_CPU_BIND", "SLURM_GPU_BIND", NULL};
+
+	for (int i = 0; names[i]; i++) {
+		const char *v = getenv(names[i]);
+		char words[256], *w, *rest;
+		if (!v || !*v || strlen(v) >= sizeof(words))
+			continue;
+		strcpy(words, v);
+		rest = words;
+		while ((w = strsep(&rest, ",")))
+			if (*w && strcmp(w, "quiet") && strcmp(w, "verbose") && strcmp(w, "q") && strcmp(w, "v"))
+				return names[i];
+	}
+	return NULL;
+}
+
+extern int optind;  /* libc's getopt index: srun's parsing left it at the application's argv[0] */
+
 /* Under default_on, a step that asks for its own binding (srun --cpu-bind or
- * --gpu-bind, and no --nodemap) keeps Slurm's, as mpibind's plugin does. Only
- * srun's command line says what the user asked (the task environment holds
- * Slurm's resolved binding either way); the answer travels in srun's
- * environment, which the step inherits. */
+ * --gpu-bind, or their SLURM_CPU_BIND/SLURM_GPU_BIND, and no --nodemap) keeps
+ * Slurm's, as mpibind's plugin does. Only srun's options say what the user
+ * asked (the task environment holds Slurm's resolved binding either way):
+ * its command line up to the application, whose own arguments are not
+ * srun's. The answer travels in srun's environment, which the step inherits. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	char args[65536];
+	const char *env;
 	ssize_t n = 0, r;
+	int i = 0, app = optind;
 	FILE *f;
 
 	(void)sp;
@@ -109,6 +135,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 	if (spank_context() != S_CTX_LOCAL || opts.enabled != -1 || !default_on)
 		return 0;
+	if ((env = bind_in_env())) {
+		setenv(ASIDE_VAR, env, 1);
+		return 0;
+	}
 	f = fopen("/proc/self/cmdline", "r");
 	if (!f)
 		return 0;
@@ -116,9 +146,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		n += r;
 	fclose(f);
 	args[n] = '\0';
-	for (char *a = args; a < args + n; a += strlen(a) + 1) {
-		if (!strcmp(a, "--"))
-			break;
+	for (char *a = args; a < args + n; a += strlen(a) + 1, i++) {
+		if (i == 0)
+			continue;  /* srun itself */
+		if ((app > 0 && i >= app) || !strcmp(a, "--"))
+			break;  /* the application and its arguments */
 		if (!strncmp(a, "--cpu-bind", 10) || !strncmp(a, "--cpu_bind", 10) || !strncmp(a, "--gpu-bind", 10) ||
 		    !strncmp(a, "--gpu_bind", 10) || !strncmp(a, "--tres-bind", 11)) {
 			setenv(ASIDE_VAR, a, 1);

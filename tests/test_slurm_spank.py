@@ -131,3 +131,16 @@ def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, 
     (row,) = rows_of(p)
     # the plan's environment and memory policy, or none of them (Slurm's task plugin sets no policy here)
     assert bool(row["env"]) == bound and (row["mode"] == "bind") == bound, (row, p.stderr)
+
+
+@pytest.mark.parametrize("env,app_args,bound", [
+    ({"SLURM_CPU_BIND": "cores"}, (), False),  # a job script's export: srun reads it as --cpu-bind
+    ({"SLURM_GPU_BIND": "closest"}, (), False),
+    ({"SLURM_CPU_BIND": "verbose"}, (), True),  # verbosity alone asks for no binding
+    ({}, ("--cpu-bind=cores",), True),  # the application's own argument, not srun's option
+])
+def test_default_on_reads_srun_s_environment_but_not_the_application_s_arguments(default_on_cluster, env, app_args,
+                                                                                 bound):
+    p = default_on_cluster.srun("-N1", "-n1", PY, "-c", PROBE, *app_args, env=env)
+    (row,) = rows_of(p)
+    assert bool(row["env"]) == bound and (row["mode"] == "bind") == bound, (row, p.stderr)
