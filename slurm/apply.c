@@ -121,9 +121,16 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 	pid_t pid;
 
 	err[0] = '\0';
-	if (!buf || pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
+	if (!buf || pipe2(po, O_CLOEXEC)) {
 		free(buf);
 		snprintf(err, errlen, "cannot make a pipe (%s)", strerror(errno));
+		return -1;
+	}
+	if (pipe2(pe, O_CLOEXEC)) {
+		snprintf(err, errlen, "cannot make a pipe (%s)", strerror(errno));
+		close(po[0]);  /* the first pipe, made: slurmstepd lives on, so it must not leak */
+		close(po[1]);
+		free(buf);
 		return -1;
 	}
 	pid = fork();
@@ -185,8 +192,10 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 			if (fds[i].fd >= 0)
 				close(fds[i].fd);
 	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	int waited;
+	while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
 		;
+	int wait_errno = errno;
 	buf[used] = '\0';
 	*out = buf;
 	char *nl = strchr(err, '\n');
@@ -194,6 +203,10 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 		*nl = '\0';
 	if (open_fds) {
 		snprintf(err, errlen, "`nodemap plan` took more than %d s", PLAN_TIMEOUT_S);
+		return -1;
+	}
+	if (waited < 0) {  /* ECHILD (SIGCHLD ignored: reaped unseen): how it ended is unknown, not a success */
+		snprintf(err, errlen, "cannot tell how `nodemap plan` ended (waitpid: %s)", strerror(wait_errno));
 		return -1;
 	}
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;

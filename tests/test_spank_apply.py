@@ -168,3 +168,17 @@ def test_a_task_without_a_numa_node_is_read(driver, fixtures, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert "cannot read" not in p.stderr and p.returncode == 0, p.stderr
     assert sorted(p.stdout.split()) == sorted(line.split("\t")[4].split("=", 1)[1] for line in plan.splitlines())
+
+
+def test_a_plan_whose_end_is_unknown_is_not_taken(driver, tmp_path):
+    """With SIGCHLD ignored (inherited), `nodemap plan` is reaped unseen and waitpid fails with
+    ECHILD: its status was read as 0, a plan that exited 3 after printing was applied."""
+    import signal
+
+    bad = tmp_path / "nodemap"
+    bad.write_text("#!/bin/sh\nprintf '0\\t0\\t\\tOMP_NUM_THREADS=1\\n'\nexit 3\n")
+    bad.chmod(0o755)
+    ran = "import os; os.write(1, os.environ.get('OMP_NUM_THREADS', 'unset').encode())"
+    p = subprocess.run([driver, f"--nodemap-path={bad}", "1", "--", sys.executable, "-c", ran], capture_output=True,
+                       text=True, timeout=60, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+    assert p.stdout == "unset" and "cannot tell how `nodemap plan` ended (waitpid: " in p.stderr, (p.stdout, p.stderr)
