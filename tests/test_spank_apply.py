@@ -182,3 +182,32 @@ def test_a_plan_whose_end_is_unknown_is_not_taken(driver, tmp_path):
     p = subprocess.run([driver, f"--nodemap-path={bad}", "1", "--", sys.executable, "-c", ran], capture_output=True,
                        text=True, timeout=60, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
     assert p.stdout == "unset" and "cannot tell how `nodemap plan` ended (waitpid: " in p.stderr, (p.stdout, p.stderr)
+
+
+HARNESS = r"""
+#include "apply.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/resource.h>
+int main(void)
+{
+	struct rlimit r = {5, 5};  /* stdin, stdout, stderr and one pipe: the second pipe2 fails */
+	char *argv[] = {"/bin/true", NULL}, *env[] = {NULL}, *out = NULL, err[200];
+	setrlimit(RLIMIT_NOFILE, &r);
+	int rc = nm_run(argv, env, &out, err, sizeof(err));
+	printf("%d %d %d %s\n", rc, fcntl(3, F_GETFD) >= 0, fcntl(4, F_GETFD) >= 0, err);
+	return 0;
+}
+"""
+
+
+def test_a_failed_second_pipe_leaks_no_descriptor(tmp_path):
+    """slurmstepd lives on after the plan: the first pipe's two ends were left open."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("needs a C compiler")
+    (tmp_path / "harness.c").write_text(HARNESS)
+    subprocess.run([cc, "-std=gnu11", f"-I{ROOT / 'slurm'}", "-o", str(tmp_path / "harness"), str(tmp_path / "harness.c"),
+                    str(ROOT / "slurm" / "apply.c")], check=True, capture_output=True, timeout=60)
+    out = subprocess.run([str(tmp_path / "harness")], capture_output=True, text=True, timeout=20).stdout
+    assert out.startswith("-1 0 0 cannot make a pipe ("), out
