@@ -1,5 +1,6 @@
-"""The one world on real GPUs (skipped without CuPy, a GPU and mpiexec next
-to the interpreter): under MPI each rank of `bench mpi`, `nccl` and `ring`
+"""The one world on real GPUs (skipped without CuPy, a GPU and an MPI
+launcher: the embedded MPICH's mpiexec next to the interpreter, else Open
+MPI's mpirun on PATH, as on the GPU machines): under MPI each rank of `bench mpi`, `nccl` and `ring`
 drives the GPU the node's plan gives it (`nodemap plan --tasks N`), or under
 `nodemap run` the one it was placed on, and the results say how; ranks that
 share a GPU are named."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,15 +21,20 @@ try:
     NGPU = cp.cuda.runtime.getDeviceCount()
 except Exception:  # no driver
     NGPU = 0
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
+_HYDRA = Path(sys.executable).parent / "mpiexec"
+# Open MPI binds small runs to cores and refuses root unless told: neither is the launch under test
+LAUNCH = [str(_HYDRA)] if _HYDRA.exists() else \
+    [shutil.which("mpirun"), "--oversubscribe", "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE", "-x", "PATH"] + \
+    (["-x", "PYTHONPATH"] if os.environ.get("PYTHONPATH") else []) if shutil.which("mpirun") else []
+ROOT_OK = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 pytestmark = [pytest.mark.gpu, pytest.mark.mpi, pytest.mark.skipif(NGPU == 0, reason="no CUDA GPU visible"),
-              pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")]
+              pytest.mark.skipif(not LAUNCH, reason="no MPI launcher (pip install mpich, or Open MPI's mpirun)")]
 NODEMAP = [sys.executable, "-m", "nodemap"]
 
 
 def ranks(n: int, *argv: str, wrap: tuple[str, ...] = ()) -> dict:
-    p = subprocess.run([str(MPIEXEC), "-n", str(n), *NODEMAP, *wrap, *argv, "--json", "-q"], capture_output=True,
-                       text=True, timeout=300, env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+    p = subprocess.run([*LAUNCH, "-n", str(n), *NODEMAP, *wrap, *argv, "--json", "-q"], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, NCCL_NVLS_ENABLE="0", **ROOT_OK))
     assert p.returncode == 0, p.stderr + p.stdout
     return json.loads(p.stdout)
 
