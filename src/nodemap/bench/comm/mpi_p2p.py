@@ -440,6 +440,7 @@ def run(args: argparse.Namespace) -> int:
     if "D" in "".join(buffers):
         keys = _pick_gpu(w, sizes, rs, topo)
         places = [dataclasses.replace(p, gpu=k.split(":", 1)[1]) for p, k in zip(places, keys)]
+        rs.environment["places"] = [p.__dict__ for p in places]  # with each rank's GPU, as the results' paths
     pairs = parse_pairs(args.pair, n) if args.pair else mc.interesting_pairs(places)
     plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout)
     prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0,
