@@ -383,3 +383,48 @@ def test_work_of_another_container_is_seen_through_proc_stat(tmp_path):
 
     s = run_step(fake, d, clock, our_ranks_ended)
     assert not s["busy"] and s["unseen_cores"] == 0.0
+
+
+def test_a_short_step_with_a_spinner_is_busy_at_its_real_rate(tmp_path):
+    """Rates are over the step's real window: a spinner's 2/3 core over a 0.1 s step (7 ticks) is busy.
+    Divided by a 1 s floor it read 0.07 cores: a 2-core node could not be judged busy under 0.25 s, and
+    the 0.5 s sample before the check read half the load."""
+    hz = busy.HZ
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(200, 1, 0, comm="spin")
+    fake.stat(0, 0)
+    d, clock = detector(fake)
+
+    def spinning(f, seconds):
+        f.proc(200, 1, round(0.67 * seconds * hz), comm="spin")
+        f.stat(round(0.67 * seconds * hz), 0)
+
+    s = run_step(fake, d, clock, lambda f: spinning(f, 0.1), seconds=0.1)
+    assert s["busy"] and 0.5 <= s["other_cores"] <= 0.67, s
+    assert s["unseen_cores"] == 0.0  # the spinner's ticks on /proc/stat are not counted twice
+
+    fake.proc(200, 1, 0, comm="spin")
+    fake.stat(0, 0)
+    d, clock = detector(fake)
+    d.sleep = lambda seconds: (spinning(fake, seconds), setattr(clock, "t", clock.t + seconds))
+    s = d.sample(0.5)  # the sample before the check
+    assert s["busy"] and s["other_cores"] == 0.66, s
+
+
+def test_a_short_idle_step_is_not_busy_for_one_clock_tick(tmp_path):
+    """/proc's counters are whole ticks: a daemon's one tick and each CPU's one tick in a 20 ms step
+    (2 ticks) would read 0.5 and 1.0 cores; one tick less per counter, they read 0."""
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(300, 1, 0, comm="sshd")
+    fake.stat(0, 0)
+    d, clock = detector(fake)
+
+    def a_tick_each(f):
+        f.proc(300, 1, 1, comm="sshd")
+        f.proc(ME, 1, 1, comm="nodemap")
+        f.stat(2, 1)
+
+    s = run_step(fake, d, clock, a_tick_each, seconds=0.02)
+    assert not s["busy"] and s["other_cores"] == 0.0 and s["top"] == [], s

@@ -41,7 +41,11 @@ PSI_MEMORY = 10.0  # % of time some task stalled on memory (avg10)
 MEM_AVAILABLE = 0.05  # fraction of MemTotal still available
 GPU_UTIL = 10  # % utilisation of a GPU with no process of ours, before the check
 TOP = 3  # other processes named per sample
-MIN_WINDOW = 1.0  # s: rates over a shorter step would make one clock tick (10 ms) a tenth of a core
+# /proc counts CPU time in whole clock ticks (1/HZ s), each counter truncated: a difference of d ticks
+# means more than d - 1 ticks of work. Rates are over the real window, from these lower bounds (one tick
+# less per process and per CPU counter), so a short idle step is not busy for one tick and a short busy
+# step is still busy: one core for w ticks reads (w - 1) / w, which reaches OTHER_CORES from 2 ticks.
+TICK = 1
 PF_KTHREAD = 0x00200000
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -140,13 +144,21 @@ def user(uid: int | None) -> str:
 
 def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
               cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]]]:
-    """Cores' worth of CPU time other processes used on `cpus` between the
-    two snapshots (each process's time in the share of its allowed CPUs
-    that are measured ones), and the largest of them. A process started in
-    between counts whole; one that ended in between is not seen."""
+    """Cores' worth of CPU time other processes surely used on `cpus`
+    between the two snapshots (each process's ticks less one, TICK, in the
+    share of its allowed CPUs that are measured ones), and the largest of
+    them. A process started in between counts whole; one that ended in
+    between is not seen."""
+    return _other_cpu(before, after, seconds, mine, cpus, root)[:2]
+
+
+def _other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
+               cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]], float]:
+    """other_cpu and, third, the most the same processes can have used
+    (their ticks with one more each): what unseen_cores takes as visible."""
     if seconds <= 0:
-        return 0.0, []
-    used = []
+        return 0.0, [], 0.0
+    used, most = [], 0.0
     for pid, p in after.items():
         if pid in mine or p.kthread:
             continue
@@ -160,10 +172,13 @@ def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, m
         share = len(allowed & cpus) / len(allowed) if allowed and cpus else 1.0
         if share == 0:
             continue
-        cores = round(share * delta / HZ / max(seconds, MIN_WINDOW), 2)
+        most += share * (delta + TICK) / HZ / seconds
+        cores = round(share * max(0, delta - TICK) / HZ / seconds, 2)
+        if cores <= 0:
+            continue
         used.append({"pid": pid, "comm": p.comm, "cores": cores, **({"user": user(uid)} if user(uid) else {})})
     used.sort(key=lambda u: -u["cores"])
-    return round(sum(u["cores"] for u in used), 2), used[:TOP]
+    return round(sum(u["cores"] for u in used), 2), used[:TOP], most
 
 
 def cpu_ticks(root: str = "/") -> dict[int, int] | None:
@@ -188,23 +203,26 @@ def cpu_ticks(root: str = "/") -> dict[int, int] | None:
 
 
 def ours_ticks(before: dict[int, Proc], after: dict[int, Proc], mine: set[int]) -> int:
-    """Our CPU time between the snapshots: the live processes' own and what
-    they waited for (an MPI rank that ended is in its launcher's cutime)."""
+    """The most CPU time we can have used between the snapshots: the live
+    processes' own and what they waited for (an MPI rank that ended is in
+    its launcher's cutime), one tick more per counter (TICK)."""
     total = 0
     for pid in mine & set(after):
         p, b = after[pid], before.get(pid)
-        total += p.ticks + p.cticks - (b.ticks + b.cticks if b is not None and b.start == p.start else 0)
+        total += p.ticks + p.cticks - (b.ticks + b.cticks if b is not None and b.start == p.start else 0) + 2 * TICK
     return max(0, total)
 
 
 def unseen_cores(busy0: dict[int, int] | None, busy1: dict[int, int] | None, cpus: set[int], ours: int,
                  visible: float, seconds: float) -> float:
     """Cores' worth of work on the measured CPUs that neither we nor the
-    processes visible here did: other containers, the kernel, a VM host's steal."""
+    processes visible here can have done: other containers, the kernel, a
+    VM host's steal. A lower bound: each CPU's counter less one tick, `ours`
+    and `visible` the most they can have been."""
     if not busy0 or not busy1 or seconds <= 0:
         return 0.0
-    total = sum(busy1.get(c, 0) - busy0.get(c, 0) for c in cpus)
-    return round(max(0.0, (total - ours) / HZ / max(seconds, MIN_WINDOW) - visible), 2)
+    total = sum(busy1.get(c, 0) - busy0.get(c, 0) - TICK for c in cpus)
+    return round(max(0.0, (total - ours) / HZ / seconds - visible), 2)
 
 
 def loadavg(root: str = "/") -> list[float] | None:
@@ -290,9 +308,9 @@ class Detector:
         seconds = self.clock() - self._t0
         after = processes(self.root)
         mine = ours(after, self.me, self.siblings) | ours(self._before, self.me, self.siblings)
-        visible, top = other_cpu(self._before, after, seconds, mine, self.cpus, self.root)
+        visible, top, most = _other_cpu(self._before, after, seconds, mine, self.cpus, self.root)
         unseen = unseen_cores(self._busy0, cpu_ticks(self.root), self.cpus, ours_ticks(self._before, after, mine),
-                              visible, seconds)
+                              most, seconds)
         cores = round(visible + unseen, 2)
         mem = memory(self.root)
         gpus = self.gpus(mine) if self.gpus is not None else None
