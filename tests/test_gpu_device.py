@@ -48,9 +48,8 @@ def test_bench_gpu_fixed_block_is_kept(capsys):
 
 def test_gold_check_catches_wrong_values():
     g = gc.describe(cp, 0, None)
-    plan = gpu_memory.Plan(("float32",), gpu_memory.KERNELS, 1 << 20, 2, 256, 2)
     with gc.device_memory(cp), gc.gate(cp) as gate:
-        arrs = gpu_memory.Arrays(cp, g, "float32", gpu_memory.elements(g, 4, plan.size))
+        arrs = gpu_memory.Arrays(cp, g, "float32", gpu_memory.elements(g, 4, 1 << 20))
         try:
             gpu_memory._run_all(cp, gate, [arrs], ("init", "copy"), {"init": 256, "copy": 256})
             with pytest.raises(NodemapError, match="gold"):

@@ -136,7 +136,7 @@ def test_real_fixture_gpus_are_matched(fixtures):
 
 
 def test_gold_follows_babelstream():
-    a, b, c, dot = gpu_memory.gold("float64", 1, gpu_memory.CLASSIC, 10)
+    a, b, c, dot = gpu_memory.gold("float64", [gpu_memory.CLASSIC], 10)
     # copy c=a; mul b=0.4c; add c=a+b; triad a=b+0.4c; dot = a.b over 10 elements
     c1 = 0.1
     b1 = 0.4 * c1
@@ -147,15 +147,21 @@ def test_gold_follows_babelstream():
 
 
 def test_gold_nstream_after_classic():
-    a0, b0, c0, _ = gpu_memory.gold("float64", 3, gpu_memory.CLASSIC, 4)
-    a, b, c, _ = gpu_memory.gold("float64", 3, gpu_memory.KERNELS, 4)
+    a0, b0, c0, _ = gpu_memory.gold("float64", [gpu_memory.CLASSIC] * 3, 4)
+    a, b, c, _ = gpu_memory.gold("float64", [gpu_memory.CLASSIC] * 3 + [("nstream",)] * 3, 4)
     assert (b, c) == (b0, c0)
     assert a == pytest.approx(a0 + 3 * (b0 + 0.4 * c0))
 
 
 @given(st.integers(1, 300), st.sampled_from(gpu_memory.DTYPES))
 def test_gold_stays_finite(rounds, dtype):
-    assert all(np.isfinite(gpu_memory.gold(dtype, rounds, gpu_memory.KERNELS, 1 << 28)))
+    assert all(np.isfinite(gpu_memory.gold(dtype, [gpu_memory.CLASSIC] * rounds + [("nstream",)] * rounds, 1 << 28)))
+
+
+def test_gold_replays_alternating_parts_in_their_order():
+    # ranks repeating together run one classic round, one nstream round, ...: nstream changes a, which copy reads
+    c, n = gpu_memory.CLASSIC, ("nstream",)
+    assert gpu_memory.gold("float64", [c, n, c, n], 4) != gpu_memory.gold("float64", [c, c, n, n], 4)
 
 
 def test_elements_default_and_given():
@@ -296,7 +302,7 @@ def test_host_pages_bound_and_reported():
 def test_arrays_within_4x_l2_get_the_cache_caution():
     """As host arrays that fit in the LLC: a small --size measures L2, not HBM."""
     g = gc.Gpu(0, "NVIDIA H200", 141 << 30, 132, 60 << 20, "0000:18:00.0")
-    plan = gpu_memory.Plan(("float64",), ("copy",), None, 3, 128)
+    plan = gpu_memory.Settings(("copy",), None, 3, 128)
     small = gpu_memory._result([g], "float64", (16 << 20) // 8, "copy", [1e-3], "checked", plan, 128)
     assert any(n.startswith("caution: the kernel's arrays (32 MiB per GPU) are within 4x the L2 cache (60 MiB)")
                for n in small.notes)

@@ -1,7 +1,6 @@
 """The GPU kinds' repetitions go through the driver's loop (driver.repeat).
 bench gpu: every kernel once per round, --repeats rounds, the gold replay
-over exactly those rounds, a Ctrl-C that drops the case (its gold needs
-every round). bench copies: a warm-up then --repeats, and a Ctrl-C in the
+over exactly the rounds run, a Ctrl-C that keeps what was measured. bench copies: a warm-up then --repeats, and a Ctrl-C in the
 warm-up still keeps one timed repetition. GPU work is replaced by
 stand-ins: no GPU here."""
 
@@ -12,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from nodemap.bench import interrupt
+from nodemap.bench import driver, interrupt
 from nodemap.bench.gpu import devices
 from nodemap.bench.gpu import memory as gm
 
@@ -22,6 +21,9 @@ class FakeArrays:
 
     def __init__(self, cp, dev, dtype, n):
         self.dev, self.n = dev, 1 << 20
+
+    def fn(self, name, unroll):
+        return SimpleNamespace(max_threads_per_block=1024)
 
     def check(self, expect, kernels):
         FakeArrays.checked.append(expect)
@@ -51,17 +53,28 @@ def _gpu():
     return devices.Gpu(0, "fake", 80 << 30, 132, 50 << 20, "0000:00:00.0", key="GPU0")
 
 
+def _stream(kernels, repeats, block=256):
+    s = gm.Settings(tuple(kernels), 1 << 23, repeats, block)
+    return gm.Stream(SimpleNamespace(dtype=np.dtype), None, [_gpu()], "float64", s)
+
+
 def test_every_kernel_once_a_round_and_the_gold_over_those_rounds(fake):
-    plan = gm.Plan(("float64",), gm.KERNELS, 1 << 23, repeats=4, block=256)
-    rs = gm.measure(SimpleNamespace(dtype=np.dtype), None, [_gpu()], "float64", plan)
+    rs = driver.measure_case(_stream(gm.KERNELS, 4), driver.Repeats(count=4))
     assert [r.metric for r in rs] == list(gm.KERNELS) and all(r.stats.n == 4 for r in rs)
     # init, 4 classic rounds, 4 nstream rounds; no warm-up (fixed --block: no calibration either)
     assert fake == [("init",)] + [gm.CLASSIC] * 4 + [("nstream",)] * 4
-    assert FakeArrays.checked == [gm.gold("float64", 4, gm.KERNELS, 1 << 20)]
+    assert FakeArrays.checked == [gm.gold("float64", [gm.CLASSIC] * 4 + [("nstream",)] * 4, 1 << 20)]
 
 
-def test_ctrl_c_in_the_rounds_drops_the_case(fake, monkeypatch):
-    plan = gm.Plan(("float64",), ("triad",), 1 << 23, repeats=5, block=256)
+def test_auto_blocks_calibrate_each_part_before_its_rounds_and_the_gold_counts_them(fake):
+    rs = driver.measure_case(_stream(gm.KERNELS, 3, block=0), driver.Repeats(count=3))
+    cal = 1 + len(gm.AUTO_BLOCKS) * gm.CALIBRATION_LAUNCHES  # one settling round, then every candidate
+    assert fake == [("init",)] + [gm.CLASSIC] * (cal + 3) + [("nstream",)] * (cal + 3)
+    assert FakeArrays.checked == [gm.gold("float64", fake[1:], 1 << 20)]
+    assert all(r.stats.n == 3 and r.params["block_choice"].startswith("auto") for r in rs)
+
+
+def test_ctrl_c_in_the_rounds_keeps_what_was_measured(fake, monkeypatch):
     real = gm._run_all
 
     def stop_in_round_2(*a, **k):
@@ -70,8 +83,21 @@ def test_ctrl_c_in_the_rounds_drops_the_case(fake, monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(gm, "_run_all", stop_in_round_2)
-    assert gm.measure(SimpleNamespace(dtype=np.dtype), None, [_gpu()], "float64", plan) == []
-    assert len(fake) == 3 and FakeArrays.checked == []  # init + 2 rounds, then stopped, nothing checked
+    rs = driver.measure_case(_stream(("triad", "nstream"), 5), driver.Repeats(count=5))
+    assert len(fake) == 3  # init + 2 triad rounds, then stopped: no nstream round
+    assert [(r.metric, r.stats.n) for r in rs] == [("triad", 2)] and "interrupted after 2 of 5" in rs[0].notes[-1]
+    assert FakeArrays.checked == [gm.gold("float64", [("triad",)] * 2, 1 << 20)]  # checked over the rounds run
+
+
+def test_ranks_repeating_together_alternate_the_parts_and_the_gold_follows(fake, monkeypatch):
+    from nodemap.bench import barrier
+
+    monkeypatch.setattr(barrier, "active", lambda: True)
+    monkeypatch.setattr(barrier, "wait", lambda: None)
+    rs = driver.measure_case(_stream(("copy", "nstream"), 2), driver.Repeats(count=2))
+    assert fake == [("init",), ("copy",), ("nstream",), ("copy",), ("nstream",)]
+    assert FakeArrays.checked[-1] == gm.gold("float64", fake[1:], 1 << 20)
+    assert [r.stats.n for r in rs] == [2, 2]
 
 
 def _copy_case(calls, stop_at=None):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
@@ -240,6 +241,8 @@ class Plan:
     messages: list[str] = field(default_factory=list)
     after: Callable[[ResultSet], list[str]] | None = None  # messages from all the results (latency's disagreements)
     stop: Callable[[], bool] = interrupt.requested  # ranks that must agree pass their own
+    # what the cases share, released after the last or on an error (GPU kinds: CuPy's pools, the spin gate)
+    hold: AbstractContextManager = field(default_factory=nullcontext)
 
 
 def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
@@ -248,7 +251,7 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
     rs = ResultSet(command=plan.command, environment=plan.environment, messages=list(plan.messages))
     policy = repeats_of(opts)
     prog = Progress(len(plan.cases), plan.command.split()[-1], quiet=getattr(args, "quiet", False))
-    with session(rs, args):
+    with session(rs, args), plan.hold:
         for case in plan.cases:
             got = measure_case(case, policy, plan.stop)
             rs.messages += [m for m in case.messages if m not in rs.messages]

@@ -16,16 +16,17 @@ of N elements per kernel; write-allocate traffic is not counted.
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ...errors import NodemapError
 from ...units import format_size, parse_size
 from . import common as gc
 from .. import interrupt, options
-from ..driver import Common, repeat
-from ..harness import Progress, check_count, finish, session
-from ..results import ResultSet, make_result
+from ..driver import Case, Common, Plan, add_adaptive
+from ..harness import check_count
+from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
@@ -75,11 +76,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid-per-sm", type=int, default=0, metavar="N",
                    help="persistent grid of N blocks per SM striding over the arrays (default 0: one pass)")
     p.add_argument("--no-aggregate", action="store_true", help="skip the all-GPUs-at-once run")
+    add_adaptive(p)
 
 
-@dataclass
-class Plan:
-    dtypes: tuple[str, ...]
+@dataclass(frozen=True)
+class Settings:
+    """What every case of one run shares, validated from the Options."""
+
     kernels: tuple[str, ...]
     size: int | None
     repeats: int
@@ -88,28 +91,21 @@ class Plan:
     grid_per_sm: int = 0
 
 
-def run(args: argparse.Namespace) -> int:
-    plan = _plan(args)
-    cp, _, devs, rs = gc.open_bench(args, "bench gpu")
-    groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not args.no_aggregate else [])
-    prog = Progress(len(groups) * len(plan.dtypes), "gpu", quiet=args.quiet)
-    with session(rs, args), gc.device_memory(cp), gc.gate(cp) as gate:
-        for dtype in plan.dtypes:
-            for group in groups:
-                rs.extend(measure(cp, gate, group, dtype, plan))
-                prog.step(f"{dtype} on {'+'.join(d.key for d in group)}")
-    prog.close()
-    return finish(rs, args, text)
-
-
-def _plan(args: argparse.Namespace) -> Plan:
-    dtypes = tuple(options.dtypes(args.dtype, DTYPES))
-    kernels = tuple(options.choices(args.kernels, KERNELS, "--kernels"))
-    if args.block not in (0, 32, 64, 128, 256, 512, 1024):
-        raise NodemapError(f"--block {args.block}: give 0 (auto) or a power of two from 32 to 1024")
-    check_count("--grid-per-sm", args.grid_per_sm, 0, "blocks per SM (0: auto)")
-    return Plan(dtypes, kernels, parse_size(args.size, "--size", minimum=1) if args.size else None, args.repeats, args.block,
-                args.unroll, args.grid_per_sm)
+def plan(opts: Options) -> Plan:
+    dtypes = tuple(options.dtypes(opts.dtype, DTYPES))
+    kernels = tuple(options.choices(opts.kernels, KERNELS, "--kernels"))
+    if opts.block not in (0, 32, 64, 128, 256, 512, 1024):
+        raise NodemapError(f"--block {opts.block}: give 0 (auto) or a power of two from 32 to 1024")
+    check_count("--grid-per-sm", opts.grid_per_sm, 0, "blocks per SM (0: auto)")
+    s = Settings(kernels, parse_size(opts.size, "--size", minimum=1) if opts.size else None, opts.repeats,
+                 opts.block, opts.unroll, opts.grid_per_sm)
+    cp, _, devs, rs = gc.open_bench(opts, "bench gpu")
+    hold = ExitStack()  # until the last case: CuPy's pools emptied, the spin kernels' gate freed
+    hold.enter_context(gc.device_memory(cp))
+    gate = hold.enter_context(gc.gate(cp))
+    groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not opts.no_aggregate else [])
+    return Plan("bench gpu", [Stream(cp, gate, g, dtype, s) for dtype in dtypes for g in groups], text,
+                environment=rs.environment, messages=rs.messages, hold=hold)
 
 
 def elements(dev: gc.Gpu, itemsize: int, size: int | None) -> int:
@@ -119,17 +115,18 @@ def elements(dev: gc.Gpu, itemsize: int, size: int | None) -> int:
     return max(16, nbytes // 16 * 16) // itemsize
 
 
-def gold(dtype: str, rounds: int, kernels: Sequence[str], n: int) -> tuple[float, float, float, float]:
-    """(a, b, c, dot) after `rounds` of the classic kernels then `rounds` of
-    nstream, replayed in `dtype` so the GPU's rounding matches closely."""
+def gold(dtype: str, history: Sequence[Sequence[str]], n: int) -> tuple[float, float, float, float]:
+    """(a, b, c, dot) after the rounds of `history` (each the kernels of one
+    round, in the order they ran, calibration rounds included), replayed in
+    `dtype` so the GPU's rounding matches closely."""
     import numpy as np
 
     t = np.dtype(dtype).type
     a, b, c = (t(x) for x in INIT)
     s = t(SCALAR)
     dot = t(0)
-    for _ in range(rounds):
-        for k in (x for x in CLASSIC if x in kernels):
+    for kernels in history:
+        for k in kernels:
             if k == "copy":
                 c = a
             elif k == "mul":
@@ -138,11 +135,10 @@ def gold(dtype: str, rounds: int, kernels: Sequence[str], n: int) -> tuple[float
                 c = a + b
             elif k == "triad":
                 a = b + s * c
-            else:
+            elif k == "dot":
                 dot = a * b * n
-    if "nstream" in kernels:
-        for _ in range(rounds):
-            a = a + b + s * c
+            else:  # nstream
+                a = a + b + s * c
     return float(a), float(b), float(c), float(dot)
 
 
@@ -216,68 +212,95 @@ class Arrays:
         del self.a, self.b, self.c, self.sums
 
 
-def measure(cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, plan: Plan) -> list:
-    """BabelStream on the GPUs of `group` at once: one Result per kernel."""
-    arrs: list[Arrays] = []
-    try:
-        for d in group:
-            arrs.append(Arrays(cp, d, dtype, elements(d, cp.dtype(dtype).itemsize, plan.size)))
-        n = min(x.n for x in arrs)
-        if any(x.n != n for x in arrs):
-            raise NodemapError("GPUs of different L2 sizes in one aggregate run: give --size")
-        _run_all(cp, gate, arrs, ("init",), {"init": BLOCK})
-        times = {k: [] for k in plan.kernels}
-        # classic kernels, then nstream, each calibrated (or not) then timed:
-        # the order gold() replays, calibration rounds included
-        blocks: dict[str, int] = {}
-        rounds = 0
-        for part in (tuple(k for k in CLASSIC if k in plan.kernels), ("nstream",) if "nstream" in plan.kernels else ()):
-            if not part:
-                continue
-            if plan.block:
-                blocks.update((k, plan.block) for k in part)
-                extra = 0
-            else:
-                extra = _calibrate(cp, gate, arrs, part, plan, blocks)
+class Stream(Case):
+    """BabelStream in one dtype on the GPUs of `group` at once: one Result
+    per kernel. A sample is one round, {kernel: the slowest GPU's seconds}:
+    the classic kernels, then nstream, each part calibrated (unless --block)
+    before its first timed round. With n rounds asked, n of the classic part
+    then n of nstream (ranks that repeat together ask one at a time, so the
+    parts alternate); the gold replay follows the rounds as they ran."""
 
-            def one_round(part: tuple[str, ...] = part) -> float:
-                got = _run_all(cp, gate, arrs, part, blocks, plan.unroll, plan.grid_per_sm)
-                for k, t in got.items():
-                    times[k] += t
-                return sum(t[0] for t in got.values())
+    def __init__(self, cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, s: Settings) -> None:
+        self.cp, self.gate, self.group, self.dtype, self.s = cp, gate, list(group), dtype, s
+        self.label = f"{dtype} on {'+'.join(d.key for d in group)}"
+        self.parts = [p for p in (tuple(k for k in CLASSIC if k in s.kernels),
+                                  ("nstream",) * ("nstream" in s.kernels)) if p]
+        self.arrs: list[Arrays] = []
+        self.history: list[tuple[str, ...]] = []  # every round since init, for the gold replay
+        self.blocks: dict[str, int] = {}
+        self.how = ""
 
-            # the calibration warmed up; the driver waits at compare's barrier before each round
-            done = repeat(one_round, repeats=plan.repeats, warmup=0, stop=interrupt.requested)
-            if len(done) < plan.repeats:  # Ctrl-C: this case is dropped (its gold replay needs every round)
-                return []
-            rounds = max(rounds, extra)
-        expect = gold(dtype, plan.repeats + rounds, plan.kernels, n)
-        how = [x.check(expect, plan.kernels) for x in arrs][0]
-        return [_result(group, dtype, n, k, times[k], how, plan, blocks[k]) for k in plan.kernels]
-    finally:
-        for x in arrs:
+    def setup(self) -> None:
+        try:
+            for d in self.group:
+                self.arrs.append(Arrays(self.cp, d, self.dtype, elements(d, self.cp.dtype(self.dtype).itemsize,
+                                                                         self.s.size)))
+            self.n = min(x.n for x in self.arrs)
+            if any(x.n != self.n for x in self.arrs):
+                raise NodemapError("GPUs of different L2 sizes in one aggregate run: give --size")
+            _run_all(self.cp, self.gate, self.arrs, ("init",), {"init": BLOCK})
+        except BaseException:
+            self.teardown()
+            raise
+
+    def round(self, kernels: tuple[str, ...], blocks: dict[str, int]) -> dict[str, list[float]]:
+        self.history.append(kernels)
+        return _run_all(self.cp, self.gate, self.arrs, kernels, blocks, self.s.unroll, self.s.grid_per_sm)
+
+    def runs(self, n: int) -> list[dict[str, float]]:
+        out: list[dict[str, float]] = [{} for _ in range(n)]
+        for part in self.parts:
+            if part[0] not in self.blocks:  # the part's first rounds: its blocks first (the calibration warms up)
+                if self.s.block:
+                    self.blocks.update((k, self.s.block) for k in part)
+                else:
+                    _calibrate(self.arrs, part, self.s.unroll, self.round, self.blocks)
+            for i in range(n):
+                out[i].update((k, t[0]) for k, t in self.round(part, self.blocks).items())
+                if interrupt.requested():  # what was measured is kept; the gold follows the rounds run
+                    return out[:i + 1]
+        return out
+
+    def figure(self, sample: dict[str, float]) -> float:
+        return sum(sample.values())
+
+    def verify(self) -> None:
+        expect = gold(self.dtype, self.history, self.n)
+        self.how = [x.check(expect, self.s.kernels) for x in self.arrs][0]
+
+    def results(self, samples: list[dict[str, float]]) -> list[Result]:
+        return [_result(self.group, self.dtype, self.n, k, [x[k] for x in samples if k in x], self.how, self.s,
+                        self.blocks[k]) for k in self.s.kernels if any(k in x for x in samples)]
+
+    def teardown(self) -> None:
+        for x in self.arrs:
             x.free()
+        self.arrs = []
+
+    def progress(self, results: list[Result]) -> str:
+        return self.label
 
 
-def _calibrate(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], plan: Plan,
-               blocks: dict[str, int]) -> int:
+def _calibrate(arrs: Sequence[Arrays], kernels: Sequence[str], unroll: int,
+               round: Callable[[tuple[str, ...], dict[str, int]], dict[str, list[float]]],
+               blocks: dict[str, int]) -> None:
     """Fill `blocks` with each kernel's fastest block of AUTO_BLOCKS (best of
-    CALIBRATION_LAUNCHES each); returns the rounds of `kernels` it ran."""
+    CALIBRATION_LAUNCHES each), running rounds of `kernels` through `round`."""
     # a kernel heavy in registers may not run 1024 threads per block: cap it
-    limit = {k: min(x.fn(k, plan.unroll).max_threads_per_block for x in arrs) for k in kernels}
+    limit = {k: min(x.fn(k, unroll).max_threads_per_block for x in arrs) for k in kernels}
     size = {b: {k: max(c for c in AUTO_BLOCKS if c <= max(limit[k], AUTO_BLOCKS[0]) and c <= b) for k in kernels}
             for b in AUTO_BLOCKS}
     # one untimed round first (clocks and caches settle), then the candidates
     # in turn, so that a ramp or drift favours none of them
-    _run_all(cp, gate, arrs, kernels, size[AUTO_BLOCKS[0]], plan.unroll, plan.grid_per_sm)
+    part = tuple(kernels)
+    round(part, size[AUTO_BLOCKS[0]])
     best: dict[str, tuple[float, int]] = {}
     for _ in range(CALIBRATION_LAUNCHES):
         for b in AUTO_BLOCKS:
-            for k, t in _run_all(cp, gate, arrs, kernels, size[b], plan.unroll, plan.grid_per_sm).items():
+            for k, t in round(part, size[b]).items():
                 if t[0] < best.get(k, (float("inf"), 0))[0]:
                     best[k] = (t[0], size[b][k])
     blocks.update((k, b) for k, (_, b) in best.items())
-    return 1 + len(AUTO_BLOCKS) * CALIBRATION_LAUNCHES
 
 
 def _run_all(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[str], blocks: dict[str, int],
@@ -290,8 +313,8 @@ def _run_all(cp: Any, gate: gc.Gate, arrs: Sequence[Arrays], kernels: Sequence[s
     return out
 
 
-def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: list[float], how: str, plan: Plan,
-            block: int):
+def _result(group: Sequence[gc.Gpu], dtype: str, n: int, kernel: str, seconds: list[float], how: str, plan: Settings,
+            block: int) -> Result:
     itemsize = 8 if dtype == "float64" else 4
     per_gpu = ARRAYS_READ_WRITTEN[kernel] * n * itemsize
     nbytes = per_gpu * len(group)
