@@ -117,6 +117,32 @@ def test_quick_measures_the_judged_sizes_and_device_buffers_where_a_gpu_is():
     assert all(s.argv == driver.argv_of(s.options) for s in steps if s.options is not None)
 
 
+def test_one_preempted_latency_repetition_leaves_the_verdict_decided():
+    """The stability benchmark's idle node: MPI latency 2.4 us, one repetition of 3 preempted (a daemon on
+    one of the 2 vCPUs) to 6 us, its [min, max] straddled the 5 us warn limit: inconclusive. Quick now
+    takes SMALL_REPEATS of the small messages (a millisecond each), whose 95% interval leaves it out."""
+    from nodemap.bench.comm.mpi_p2p import SMALL, Plan
+
+    q = mpi.bench_options("quick", gpu=False)
+    plan = Plan([], [], [], [], 64, 1, q.repeats, q.iters_scale, 60.0, q.small_repeats)
+    assert plan.repeats_at(mpi.LATENCY_SIZE) == mpi.SMALL_REPEATS >= 9 and plan.repeats_at(SMALL) >= 9
+    assert plan.repeats_at(MIB16) == 3  # the bandwidth's costly repetitions stay few
+    assert mpi.bench_options("full", gpu=False).small_repeats == mpi.SMALL_REPEATS
+
+    def judged(samples):
+        rs = mpi_set()
+        rs.results = [r for r in rs.results if not (r.metric == "latency" and r.params["size"] == 8)]
+        rs.add(make_result("mpi", "latency", "us", samples, verified=True,
+                           params={"size": 8, "buffers": "HH", "transport": "host"}, path_class="same-numa"))
+        return by_key(doc_of(rs))["mpi/HH/latency"]
+
+    assert judged([2.4, 2.3, 6.0]).verdict == "inconclusive"  # 3 repetitions: what quick measured
+    many = [2.4, 2.3, 2.5, 2.35, 2.45] * 3
+    many[7] = 6.0
+    assert judged(many).verdict == "pass"
+    assert judged([6.0, 6.2, 5.9] * 5).verdict == "warn"  # a slow path still warns, every repetition beyond
+
+
 def test_a_rank_or_a_missing_launcher_is_skipped_with_the_reason(monkeypatch):
     one = nodes.build(nodes.Spec(1, 1, 1, 4))
     _, skipped = suite.plan(one, "quick", env={"OMPI_COMM_WORLD_SIZE": "4"})
@@ -175,6 +201,9 @@ def test_check_runs_two_mpi_ranks_on_host_buffers(monkeypatch):
     j = by_key(doc_of(rs))
     assert {"mpi/HH/latency", "mpi/HH/bw"} <= set(j)
     assert all(j[k].verdict in ("pass", "warn", "fail", "inconclusive") and j[k].rule for k in ("mpi/HH/latency", "mpi/HH/bw"))
+    # the small messages got SMALL_REPEATS repetitions, the 16 MiB ones quick's 3
+    n = {(r.metric, r.params["size"]): r.stats.n for r in rs.results}
+    assert n[("latency", 1)] == n[("bw", 1)] == mpi.SMALL_REPEATS and n[("bw", MIB16)] == 3
     c = mpi.awareness_check(False, [rs], env)
     assert c.verdict == "info" and "no GPU" in c.rule
 

@@ -36,6 +36,11 @@ WHAT = "MPI point-to-point, host and device buffers"
 AWARE_KEY = "inventory/mpi/cuda_aware"
 FIGURE_SIZE = 16 << 20  # bandwidth is read here at both levels, so quick and full agree
 LATENCY_SIZE = 1  # latency is read at the smallest size: bench mpi's default sizes start at 1 B
+# Repetitions of the small messages (latency's): one takes about a millisecond, so one preemption of a rank
+# by a daemon (a 2-vCPU VM: 2.4 us became 5+ us in 1 of 3) decided a 3-repetition range ([min, max], 75%);
+# 15 give the median an order-statistic 95% interval [x(4), x(12)] that leaves 3 such repetitions out, for
+# a few tens of ms more.
+SMALL_REPEATS = 15
 # The ranks of an MPI job carry one of these: such a process must not start ranks of its own
 RANK_VARS = MPI_JOB_VARS
 ROOT_VARS = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -106,14 +111,15 @@ def availability(env: Mapping[str, str]) -> tuple[Launcher | None, str]:
 
 def bench_options(level: str, gpu: bool) -> Any:
     """`bench mpi`'s options: quick measures only the two sizes and tests
-    that are judged, with fewer and shorter repetitions."""
+    that are judged, with fewer and shorter repetitions; both levels take
+    SMALL_REPEATS of the small messages."""
     from ..bench.comm.mpi_p2p import Options
 
     buffers = "HH,DD" if gpu else "HH"
     if level == "quick":
         return Options(sizes=f"{LATENCY_SIZE},{FIGURE_SIZE >> 20}MiB", tests="latency,bw", repeats=3,
-                       iters_scale=0.3, timeout=60.0, buffers=buffers)
-    return Options(timeout=120.0, buffers=buffers)
+                       small_repeats=SMALL_REPEATS, iters_scale=0.3, timeout=60.0, buffers=buffers)
+    return Options(timeout=120.0, buffers=buffers, small_repeats=SMALL_REPEATS)
 
 
 def command(launcher: Launcher, argv: Sequence[str], output: str, euid: int | None = None) -> list[str]:

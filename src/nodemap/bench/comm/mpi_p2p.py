@@ -60,6 +60,7 @@ class Options(Common):
     window: int = 64
     chunk: str = "1MiB"
     iters_scale: float = 1.0
+    small_repeats: int | None = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,6 +77,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk", default="1MiB", metavar="BYTES", help="staging chunk for GPU buffers (default 1MiB)")
     p.add_argument("--iters-scale", type=float, default=1.0, metavar="X",
                    help="scale the per-size iteration counts (default 1; 0.1 for a quick look)")
+    p.add_argument("--small-repeats", type=int, metavar="N",
+                   help=f"timed repetitions of messages up to {SMALL // 1024} KiB (default: --repeats): one takes "
+                        "about a millisecond, so a single preemption of a rank decides its mean; 9 or more let "
+                        "the median's 95%% interval leave such a repetition out at no cost")
     add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
 
 
@@ -411,6 +416,11 @@ class Plan:
     repeats: int
     scale: float
     timeout: float
+    small_repeats: int | None = None
+
+    def repeats_at(self, size: int) -> int:
+        """Repetitions of one size: --small-repeats up to SMALL bytes where given."""
+        return self.small_repeats if self.small_repeats and size <= SMALL else self.repeats
 
 
 def run(args: argparse.Namespace) -> int:
@@ -420,6 +430,8 @@ def run(args: argparse.Namespace) -> int:
     chunk = parse_size(args.chunk, "--chunk", minimum=1)
     check_count("--window", args.window, 1, "send per window")
     check_positive("--iters-scale", args.iters_scale)
+    if args.small_repeats is not None:
+        check_count("--small-repeats", args.small_repeats, 1, "repetition")
     w = start_world(args.timeout)
     MPI, comm, n, rank = w.MPI, w.comm, w.size, w.rank
     err = check_ranks(n, pairs=True)
@@ -442,7 +454,8 @@ def run(args: argparse.Namespace) -> int:
         places = [dataclasses.replace(p, gpu=k.split(":", 1)[1]) for p, k in zip(places, keys)]
         rs.environment["places"] = [p.__dict__ for p in places]  # with each rank's GPU, as the results' paths
     pairs = parse_pairs(args.pair, n) if args.pair else mc.interesting_pairs(places)
-    plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout)
+    plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout,
+                args.small_repeats)
     prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0,
                     stops=False)  # ranks stop together: at sizes (the pair) and pairs (everyone) below
     with session(rs, args, root=rank == 0, watchdog=False):  # --timeout bounds each MPI step itself
@@ -595,7 +608,8 @@ def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> 
     w = window_for(plan.window, size)
     s.ep.poison()
     loop = LOOPS[test]
-    times = repeat(lambda: loop(s, size, iters, w), repeats=plan.repeats, warmup=1, stop=lambda: _pair_stop(s))
+    repeats = plan.repeats_at(size)
+    times = repeat(lambda: loop(s, size, iters, w), repeats=repeats, warmup=1, stop=lambda: _pair_stop(s))
     if not times:  # both ranks agreed to stop during the warm-up
         return None
     receives = test != "bw" or not s.first
@@ -615,7 +629,7 @@ def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> 
         counting=counting(test, w),
         verification="receive buffers poisoned (0xFF) before, compared byte by byte with the sender's pattern "
                      "after, on every receiving rank",
-        notes=(f"interrupted after {len(times)} of {plan.repeats} repetitions",) if len(times) < plan.repeats else (),
+        notes=(f"interrupted after {len(times)} of {repeats} repetitions",) if len(times) < repeats else (),
     )
 
 
