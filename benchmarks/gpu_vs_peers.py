@@ -31,6 +31,7 @@ import time
 import cupy as cp
 import numpy as np
 
+from nodemap.bench import driver
 from nodemap.bench.gpu import copies, common as gc, memory as gpu_memory
 
 TARGET = {"HBM": 0.90, "NVLink": 0.85, "PCIe": 0.85}
@@ -228,25 +229,25 @@ def cupy_host(dev, nbytes, iters, repeats):
 
 
 def nodemap_hbm(devs, dtype, repeats, size):
-    plan = gpu_memory.Plan((dtype,), ("copy", "triad"), size, repeats, 0)  # block: auto, as users get it
+    s = gpu_memory.Settings(("copy", "triad"), size, repeats, 0)  # block: auto, as users get it
     out = {}
     with gc.device_memory(cp), gc.gate(cp) as gate:
         for d in devs:
-            for r in gpu_memory.measure(cp, gate, [d], dtype, plan):
+            for r in driver.measure_case(gpu_memory.Stream(cp, gate, [d], dtype, s), driver.Repeats(repeats)):
                 out[(d.key, r.metric)] = r
         if len(devs) > 1:
-            for r in gpu_memory.measure(cp, gate, devs, dtype, plan):
+            for r in driver.measure_case(gpu_memory.Stream(cp, gate, devs, dtype, s), driver.Repeats(repeats)):
                 out[("all", r.metric)] = r
     return out
 
 
 def nodemap_copies(devs, topo, size, iters, repeats):
-    args = argparse.Namespace(repeats=repeats, iters=iters, quiet=True)
+    args = argparse.Namespace(repeats=repeats, iters=iters)
     out = {}
     with gc.device_memory(cp), gc.gate(cp) as gate, copies.Bench(cp, gate, devs, topo, size, args) as b:
-        for c in b.cases(("host", "d2d", "bidir", "local"), ("ce", "sm")):
-            r = b.measure(c)
-            out[(r.metric, r.params["src"], r.params["dst"])] = r
+        for build in b.builders(("host", "d2d", "bidir", "local"), ("ce", "sm")):
+            for r in driver.measure_case(copies.Pattern(b, build), driver.Repeats(repeats)):
+                out[(r.metric, r.params["src"], r.params["dst"])] = r
     return out
 
 

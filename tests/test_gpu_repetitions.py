@@ -1,7 +1,7 @@
 """The GPU kinds' repetitions go through the driver's loop (driver.repeat).
 bench gpu: every kernel once per round, --repeats rounds, the gold replay
-over exactly the rounds run, a Ctrl-C that keeps what was measured. bench copies: a warm-up then --repeats, and a Ctrl-C in the
-warm-up still keeps one timed repetition. GPU work is replaced by
+over exactly the rounds run, a Ctrl-C that keeps what was measured. bench copies: a warm-up then --repeats, every word checked after; a
+Ctrl-C keeps the repetitions timed. GPU work is replaced by
 stand-ins: no GPU here."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_ranks_repeating_together_alternate_the_parts_and_the_gold_follows(fake,
     assert [r.stats.n for r in rs] == [2, 2]
 
 
-def _copy_case(calls, stop_at=None):
+def _copy_pattern(calls, stop_at=None, bad=0):
     from nodemap.bench.gpu import copies
 
     def timed():
@@ -109,19 +109,29 @@ def _copy_case(calls, stop_at=None):
             interrupt.request()
         return 1e-3
 
-    return copies.Case("h2d_ce", "NUMA0", "GPU0", "NUMA0 -> GPU0", "PCIe", None, 1 << 20, [],
-                       [lambda: 0], host_timed=timed)
+    bench = SimpleNamespace(repeats=3, iters=1, size=1 << 20, words=1 << 18, cp=None, gate=None, messages=[])
+    copy = copies.Copy("h2d_ce", "NUMA0", "GPU0", "NUMA0 -> GPU0", "PCIe", None, 1 << 20, [],
+                       [lambda: bad], host_timed=timed)
+    return copies.Pattern(bench, lambda: copy)
 
 
 def test_copies_time_a_warm_up_then_the_repeats_through_the_driver():
-    from nodemap.bench.gpu import copies
+    interrupt.reset()
+    calls: list = []
+    (r,) = driver.measure_case(_copy_pattern(calls), driver.Repeats(count=3))
+    assert len(calls) == 4 and r.stats.n == 3 and r.stats.best == pytest.approx(1.048576)  # 1 MiB per ms
+    calls = []
+    (r,) = driver.measure_case(_copy_pattern(calls, stop_at=3), driver.Repeats(count=3))  # Ctrl-C in repetition 2
+    assert len(calls) == 3 and r.stats.n == 2 and "interrupted after 2 of 3" in r.notes[-1]
+    calls = []
+    with pytest.raises(driver.Stopped):  # Ctrl-C in the warm-up: nothing timed, the case ends (the run keeps the rest)
+        driver.measure_case(_copy_pattern(calls, stop_at=1), driver.Repeats(count=3))
+    interrupt.reset()
+
+
+def test_copies_refuse_a_destination_that_differs_from_the_source():
+    from nodemap.errors import NodemapError
 
     interrupt.reset()
-    bench = SimpleNamespace(repeats=3, iters=1, size=1 << 20, words=1 << 18, cp=None, gate=None)
-    calls: list = []
-    r = copies.Bench.measure(bench, _copy_case(calls))
-    assert len(calls) == 4 and r.stats.n == 3
-    calls = []
-    r = copies.Bench.measure(bench, _copy_case(calls, stop_at=1))  # Ctrl-C in the warm-up
-    assert len(calls) == 2 and r.stats.n == 1  # the warm-up never ends a case: one timed repetition kept
-    interrupt.reset()
+    with pytest.raises(NodemapError, match="3 words differ"):
+        driver.measure_case(_copy_pattern([], bad=3), driver.Repeats(count=2))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -29,9 +30,8 @@ from ...text import is_decimal
 from ...units import format_size, parse_size
 from ...topology.model import Topology
 from . import common as gc
-from .. import interrupt
-from ..driver import Common, repeat
-from ..harness import Progress, Stopped, check_count, finish, session
+from ..driver import Case, Common, Plan, add_adaptive
+from ..harness import check_count
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
 from ..options import choices
 from ..peaks import Peak, d2d_path, host_class
@@ -64,11 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", default=",".join(CASES), help=f"subset of {','.join(CASES)}")
     p.add_argument("--latency", action="store_true", help="also measure load latency and small-copy latency")
     p.add_argument("--matrix", action="store_true", help="print nvbandwidth-style matrices (rows src, cols dst)")
+    add_adaptive(p)
 
 
 @dataclass
-class Case:
-    """One measured copy pattern: its streams' work, then how to check it."""
+class Copy:
+    """One copy pattern: its streams' work, then how to check it."""
 
     metric: str  # "d2d_write_ce", "h2d_sm"...
     src: str  # row label in matrices: "GPU0", "NUMA1"
@@ -84,24 +85,24 @@ class Case:
     notes: tuple[str, ...] = ()
 
 
-def run(args: argparse.Namespace) -> int:
-    engines = tuple(choices(args.engine, ("ce", "sm"), "--engine"))
-    cases = tuple(choices(args.cases, CASES, "--cases"))
-    check_count("--iters", args.iters, 1, "copy per repetition")
-    size = parse_size(args.size, "--size", minimum=1) if args.size else 512 << 20
+def plan(opts: Options) -> Plan:
+    engines = tuple(choices(opts.engine, ("ce", "sm"), "--engine"))
+    which = tuple(choices(opts.cases, CASES, "--cases"))
+    check_count("--iters", opts.iters, 1, "copy per repetition")
+    size = parse_size(opts.size, "--size", minimum=1) if opts.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
-    cp, topo, devs, rs = gc.open_bench(args, "bench copies")
-    with session(rs, args), gc.device_memory(cp), gc.gate(cp) as gate, Bench(cp, gate, devs, topo, size, args) as b:
-        rs.messages += b.messages
-        for c in b.cases(cases, engines):
-            rs.add(b.measure(c))
-            if interrupt.requested():
-                raise Stopped
-        if args.latency:
-            from . import latency as gpu_latency
+    cp, topo, devs, rs = gc.open_bench(opts, "bench copies")
+    hold = ExitStack()  # until the last case: CuPy's pools emptied, the spin gate and the buffers freed
+    hold.enter_context(gc.device_memory(cp))
+    gate = hold.enter_context(gc.gate(cp))
+    b = hold.enter_context(Bench(cp, gate, devs, topo, size, opts))
+    cases: list[Case] = [Pattern(b, build) for build in b.builders(which, engines)]
+    if opts.latency:
+        from . import latency as gpu_latency
 
-            rs.extend(gpu_latency.measure(b))
-    return finish(rs, args, matrices if args.matrix else text)
+        cases += gpu_latency.cases(b)
+    return Plan("bench copies", cases, matrices if opts.matrix else text, environment=rs.environment,
+                messages=rs.messages + b.messages, hold=hold)
 
 
 def numa_nodes(topo: Topology | None) -> list[int]:
@@ -131,9 +132,9 @@ class Bench:
     """Buffers and streams of one `bench copies` run; builds and times Cases."""
 
     def __init__(self, cp: Any, gate: gc.Gate, devs: list[gc.Gpu], topo: Topology | None, size: int,
-                 args: argparse.Namespace) -> None:
+                 opts: Any) -> None:
         self.cp, self.gate, self.devs, self.topo, self.size = cp, gate, devs, topo, size
-        self.repeats, self.iters, self.quiet = args.repeats, args.iters, args.quiet
+        self.repeats, self.iters = opts.repeats, opts.iters
         self.words = size // 4
         self.messages: list[str] = []
         self.nodes = numa_nodes(topo)
@@ -250,18 +251,11 @@ class Bench:
 
     # -- cases ----------------------------------------------------------------------
 
-    def cases(self, which: Sequence[str], engines: Sequence[str]):
-        """Every Case of the selected kinds, built lazily (buffers on demand)."""
+    def builders(self, which: Sequence[str], engines: Sequence[str]) -> list[Callable[[], Copy]]:
+        """A builder of every Copy of the selected kinds: buffers are allocated
+        and poisoned when a case starts, not all up front."""
         pairs = [(a, b) for a in self.devs for b in self.devs if a is not b]
-        total = self._count(which, engines, pairs)
-        prog = Progress(total, "copies", quiet=self.quiet)
-        for builder in self._builders(which, engines, pairs):
-            c = builder()
-            prog.step(f"{c.metric} {c.src}->{c.dst}")
-            yield c
-
-    def _builders(self, which, engines, pairs):
-        out: list[Callable[[], Case]] = []
+        out: list[Callable[[], Copy]] = []
         bind = lambda f, *a: (lambda: f(*a))  # noqa: E731 - late binding per case
         for e in engines:
             if "host" in which:
@@ -283,20 +277,17 @@ class Bench:
             out += [bind(self.staged, a, b) for a, b in pairs]
         return out
 
-    def _count(self, which, engines, pairs) -> int:
-        return len(self._builders(which, engines, pairs))
-
-    def h2d(self, g: gc.Gpu, node: int, e: str) -> Case:
+    def h2d(self, g: gc.Gpu, node: int, e: str) -> Copy:
         h, dst = self.host(node, "src"), self.dst[g.ordinal][0]
         return self._host_case(f"h2d_{e}", g, node, h, [self.job(g, 0, self.op(e, dst, h.ptr, g))],
                                [self.check(dst, g)], self.size)
 
-    def d2h(self, g: gc.Gpu, node: int, e: str) -> Case:
+    def d2h(self, g: gc.Gpu, node: int, e: str) -> Copy:
         h = self.host(node, "dst")
         return self._host_case(f"d2h_{e}", g, node, h, [self.job(g, 0, self.op(e, h.ptr, self.src[g.ordinal], g))],
                                [self.check(h.ptr, g)], self.size, poison=[h.ptr])
 
-    def host_bidir(self, g: gc.Gpu, node: int, e: str) -> Case:
+    def host_bidir(self, g: gc.Gpu, node: int, e: str) -> Copy:
         hs, hd, dst = self.host(node, "src"), self.host(node, "dst"), self.dst[g.ordinal][0]
         jobs = [self.job(g, 0, self.op(e, dst, hs.ptr, g)), self.job(g, 1, self.op(e, hd.ptr, self.src[g.ordinal], g))]
         c = self._host_case(f"h2d+d2h_{e}", g, node, hs, jobs, [self.check(dst, g), self.check(hd.ptr, g)],
@@ -304,7 +295,7 @@ class Bench:
         c.peak = Peak(2 * c.peak.gbs, f"2 x {c.peak.source} (both directions)") if c.peak else None
         return c
 
-    def _host_case(self, metric, g, node, h, jobs, checks, nbytes, poison=()) -> Case:
+    def _host_case(self, metric, g, node, h, jobs, checks, nbytes, poison=()) -> Copy:
         where = f"NUMA{node}" if node >= 0 else "host"
         to_gpu = not metric.startswith("d2h")
         src, dst = (where, g.key) if to_gpu else (g.key, where)
@@ -313,18 +304,18 @@ class Bench:
         with self.cp.cuda.Device(g.ordinal):
             for b in poison or [self.dst[g.ordinal][0]]:
                 self.fill(b, POISON_SEED)
-        return Case(metric, src, dst, f"{src} memory {arrow} {dst}" if to_gpu else f"{src} -> {dst} memory",
+        return Copy(metric, src, dst, f"{src} memory {arrow} {dst}" if to_gpu else f"{src} -> {dst} memory",
                     host_class(g, node), g.pcie, nbytes, jobs, checks,
                     {"src": src, "dst": dst, "host_node": node, "host_pages": placed or "unknown"})
 
-    def d2d(self, a: gc.Gpu, b: gc.Gpu, e: str, mode: str) -> Case:
+    def d2d(self, a: gc.Gpu, b: gc.Gpu, e: str, mode: str) -> Copy:
         issuer = a if mode == "write" else b
         dst = self.dst[b.ordinal][0]
         return self._d2d_case(f"d2d_{mode}_{e}", a, b,
                               [self.job(issuer, 0, self.op(e, dst, self.src[a.ordinal], issuer))],
                               [self.check(dst, b)], [(dst, b)])
 
-    def d2d_bidir(self, a: gc.Gpu, b: gc.Gpu, e: str) -> Case:
+    def d2d_bidir(self, a: gc.Gpu, b: gc.Gpu, e: str) -> Copy:
         da, db = self.dst[a.ordinal][0], self.dst[b.ordinal][0]
         jobs = [self.job(a, 0, self.op(e, db, self.src[a.ordinal], a)),
                 self.job(b, 1, self.op(e, da, self.src[b.ordinal], b))]
@@ -333,25 +324,25 @@ class Bench:
         c.peak = Peak(2 * c.peak.gbs, f"2 x {c.peak.source} (both directions)") if c.peak else None
         return c
 
-    def _d2d_case(self, metric, a, b, jobs, checks, poison, nbytes=0) -> Case:
+    def _d2d_case(self, metric, a, b, jobs, checks, poison, nbytes=0) -> Copy:
         label, peak, note = d2d_path(self.topo, a, b)
         for buf, owner in poison:
             with self.cp.cuda.Device(owner.ordinal):
                 self.fill(buf, POISON_SEED)
-        return Case(metric, a.key, b.key, f"{a.key} -> {b.key} {label}", label, peak, nbytes or self.size, jobs,
+        return Copy(metric, a.key, b.key, f"{a.key} -> {b.key} {label}", label, peak, nbytes or self.size, jobs,
                     checks, {"src": a.key, "dst": b.key}, notes=(note,) if note else ())
 
-    def local(self, g: gc.Gpu, e: str) -> Case:
+    def local(self, g: gc.Gpu, e: str) -> Copy:
         dst = self.dst[g.ordinal][0]
         with self.cp.cuda.Device(g.ordinal):
             self.fill(dst, POISON_SEED)
         # A copy within one GPU reads and writes its memory: both count, as
         # BabelStream's copy, so the HBM datasheet figure is its peak.
-        return Case(f"local_{e}", g.key, g.key, f"{g.key} HBM -> {g.key} HBM", "X", g.hbm, 2 * self.size,
+        return Copy(f"local_{e}", g.key, g.key, f"{g.key} HBM -> {g.key} HBM", "X", g.hbm, 2 * self.size,
                     [self.job(g, 0, self.op(e, dst, self.src[g.ordinal], g))], [self.check(dst, g)],
                     {"counting": "read + written"})
 
-    def all_to_one(self, g: gc.Gpu, e: str) -> Case:
+    def all_to_one(self, g: gc.Gpu, e: str) -> Copy:
         others = [d for d in self.devs if d is not g]
         jobs, checks = [], []
         for k, o in enumerate(others):
@@ -361,10 +352,10 @@ class Bench:
             jobs.append(self.job(o, 0, self.op(e, dst, self.src[o.ordinal], o)))
             checks.append(self.check(dst, g))
         peak = fan_peak(self.topo, g, [d2d_path(self.topo, o, g)[1] for o in others], "source")
-        return Case(f"all_to_one_{e}", "all", g.key, f"every GPU -> {g.key}", "mixed", peak,
+        return Copy(f"all_to_one_{e}", "all", g.key, f"every GPU -> {g.key}", "mixed", peak,
                     len(others) * self.size, jobs, checks, {"dst": g.key})
 
-    def one_to_all(self, g: gc.Gpu, e: str) -> Case:
+    def one_to_all(self, g: gc.Gpu, e: str) -> Copy:
         others = [d for d in self.devs if d is not g]
         jobs, checks = [], []
         for k, o in enumerate(others):
@@ -374,17 +365,17 @@ class Bench:
             jobs.append(self.job(g, k, self.op(e, dst, self.src[g.ordinal], g)))
             checks.append(self.check(dst, o))
         peak = fan_peak(self.topo, g, [d2d_path(self.topo, g, o)[1] for o in others], "destination")
-        return Case(f"one_to_all_{e}", g.key, "all", f"{g.key} -> every GPU", "mixed", peak,
+        return Copy(f"one_to_all_{e}", g.key, "all", f"{g.key} -> every GPU", "mixed", peak,
                     len(others) * self.size, jobs, checks, {"src": g.key})
 
-    def staged(self, a: gc.Gpu, b: gc.Gpu) -> Case:
+    def staged(self, a: gc.Gpu, b: gc.Gpu) -> Copy:
         """Peer access off: the copy a program without P2P makes."""
         dst = self.dst[b.ordinal][0]
         with self.cp.cuda.Device(b.ordinal):
             self.fill(dst, POISON_SEED)
         pcie = [p for p in (a.pcie, b.pcie) if p]
         peak = min(pcie, key=lambda p: p.gbs) if pcie else None
-        return Case("d2d_staged", a.key, b.key, f"{a.key} -> host -> {b.key}", "staged", peak, self.size, [],
+        return Copy("d2d_staged", a.key, b.key, f"{a.key} -> host -> {b.key}", "staged", peak, self.size, [],
                     [self.check(dst, b)], {"src": a.key, "dst": b.key, "chunk": STAGE_CHUNK},
                     host_timed=lambda: self._staged_once(a, b, dst))
 
@@ -413,35 +404,49 @@ class Bench:
         sb.synchronize()
         return time.perf_counter() - t0
 
-    # -- measuring -------------------------------------------------------------------
 
-    def measure(self, c: Case) -> Result:
-        def once() -> float:
-            if c.host_timed is not None:
-                return c.host_timed()
-            return max(gc.time_streams(self.cp, self.gate, c.jobs)) / self.iters
 
-        # Ctrl-C keeps the repetitions done; the warm-up never ends a case (one timed repetition at least)
-        asked = iter([False])
-        secs = repeat(once, repeats=self.repeats, warmup=1,
-                      stop=lambda: next(asked, None) is None and interrupt.requested())
+class Pattern(Case):
+    """One copy pattern on the driver: its Copy built (buffers allocated,
+    destinations poisoned) at setup; a repetition is `--iters` copies timed
+    together, in seconds per copy; every destination word checked after."""
+
+    def __init__(self, b: Bench, build: Callable[[], Copy]) -> None:
+        self.b, self.build = b, build
+
+    def setup(self) -> None:
+        self.c = c = self.build()
+        self.label = f"{c.metric} {c.src}->{c.dst}"
+        self.messages = tuple(self.b.messages)  # a host buffer's pages elsewhere than asked
+
+    def run(self) -> float:
+        c, b = self.c, self.b
+        if c.host_timed is not None:
+            return c.host_timed()
+        return max(gc.time_streams(b.cp, b.gate, c.jobs)) / b.iters
+
+    def verify(self) -> None:
+        c = self.c
         bad = sum(f() for f in c.checks)
         if bad:
             raise NodemapError(f"{c.metric} {c.path}: {bad} words differ from the source after the copy: "
                                "the copy or the memory is broken (re-run; report if it repeats)")
+
+    def results(self, secs: list[float]) -> list[Result]:
+        c, b = self.c, self.b
         eng = c.metric.rsplit("_", 1)[-1]
-        return make_result(
+        return [make_result(
             "copies", c.metric, "GB/s", [c.nbytes / s / 1e9 for s in secs], verified=True,
-            params={"src": c.src, "dst": c.dst, "buffer_bytes": self.size, "iters": self.iters,
+            params={"src": c.src, "dst": c.dst, "buffer_bytes": b.size, "iters": b.iters,
                     "engine": eng if eng in ("ce", "sm") else "ce", **c.params},
             bytes=c.nbytes,
             counting=("bytes read + written" if c.metric.startswith("local") else "bytes copied")
-                     + f", {c.nbytes // self.size} x {format_size(self.size)} per copy",
+                     + f", {c.nbytes // b.size} x {format_size(b.size)} per copy",
             path=c.path, path_class=c.path_class, peak=c.peak.gbs if c.peak else None,
             peak_source=c.peak.source if c.peak else "",
-            verification=f"destination poisoned before, all {len(c.checks) * self.words} words checked after",
+            verification=f"destination poisoned before, all {len(c.checks) * b.words} words checked after",
             notes=c.notes,
-        )
+        )]
 
 
 def _addr(buf: Any) -> int:
