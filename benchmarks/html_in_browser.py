@@ -1,13 +1,17 @@
 """Open a `nodemap check` HTML report in a real headless browser, offline.
 
-  python3 benchmarks/html_in_browser.py REPORT.html [--screenshot PNG] [--no-install]
+  python3 benchmarks/html_in_browser.py REPORT.html [--screenshot PNG] [--window 1400x900] [--at ID] [--no-install]
 
 Debian's chromium (installed with apt-get when absent, unless --no-install)
 loads the file with networking disabled (a separate network namespace
 where `unshare -n` works, and a dead proxy and host resolver either way).
 Checks: no console message at error level, no blocked or failed load, and
 every plot the document promises (`<div class='plot' id=...>`) present in
-the rendered DOM with its SVG. Saves a screenshot. Exit 0 when all hold,
+the rendered DOM with its SVG. Saves a screenshot at the window size, of
+the first screen or of the page from the section `--at ID` on (e.g.
+inventory: headless chromium does not scroll a screenshot to a fragment),
+and (with Pillow) fails when anything is drawn in the screenshot's right
+margin: a table wider than the page's column. Exit 0 when all hold,
 1 with the reasons otherwise, 77 when no browser can be had.
 """
 
@@ -59,7 +63,8 @@ def console_errors(stderr: str) -> list[str]:
             if ":CONSOLE" in line or "Refused to" in line or "net::ERR_" in line]
 
 
-def check(html: str, screenshot: str | None, install: bool = True) -> tuple[int, list[str]]:
+def check(html: str, screenshot: str | None, install: bool = True,
+          window: str = "1200x2600", at: str = "") -> tuple[int, list[str]]:
     exe = browser(install)
     if exe is None:
         return 77, ["no chromium here (apt-get install chromium)"]
@@ -76,13 +81,42 @@ def check(html: str, screenshot: str | None, install: bool = True) -> tuple[int,
             if not m or "<svg" not in m.group(1):
                 problems.append(f"plot {pid} missing or without SVG in the rendered page")
         if screenshot:
-            shot = run(exe, html, [f"--screenshot={os.path.abspath(screenshot)}", "--window-size=1200,2600",
+            page = from_section(html, at, profile) if at else html
+            shot = run(exe, page, [f"--screenshot={os.path.abspath(screenshot)}", f"--window-size={window.replace('x', ',')}",
                                    "--hide-scrollbars"], profile)
             problems += console_errors(shot.stderr)
             if not os.path.exists(screenshot) or os.path.getsize(screenshot) < 10000:
                 problems.append(f"no screenshot written ({shot.stderr[-300:]})")
+            else:
+                problems += right_margin(screenshot)
     lines = [f"{exe}: {len(promised)} plots promised ({', '.join(promised) or 'none'})"]
     return (1 if problems else 0), lines + problems
+
+
+def from_section(html: str, at: str, folder: str) -> str:
+    """A copy of the page with the body starting at `<h2 id='AT'>` (same
+    head and style: the section lays out as in the full page)."""
+    text = open(html, encoding="utf-8").read()
+    start = text.find(f"<h2 id='{at}'>")
+    if start < 0:
+        raise SystemExit(f"{html}: no section with id {at!r}")
+    out = os.path.join(folder, "section.html")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text[:text.index("<body>") + len("<body>")] + text[start:])
+    return out
+
+
+def right_margin(png: str, margin: int = 8) -> list[str]:
+    """Anything drawn in the last `margin` pixels of the width: the page
+    keeps a blank margin there, so a mark is content cut at the window."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return []
+    img = Image.open(png).convert("L")
+    w, h = img.size
+    dark = sum(1 for x in range(w - margin, w) for y in range(h) if img.getpixel((x, y)) < 245)
+    return [f"{dark} dark pixels in the right {margin} px: content wider than the window"] if dark else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("html")
     p.add_argument("--screenshot", metavar="PNG")
     p.add_argument("--no-install", action="store_true", help="do not apt-get install chromium when absent")
+    p.add_argument("--window", default="1200x2600", metavar="WxH", help="window size of the screenshot")
+    p.add_argument("--at", default="", metavar="ID", help="scroll the screenshot to this element id")
     a = p.parse_args(argv)
-    rc, lines = check(a.html, a.screenshot, not a.no_install)
+    rc, lines = check(a.html, a.screenshot, not a.no_install, a.window, a.at)
     print("\n".join(lines))
     print("ok: no console errors, every plot present" if rc == 0 else "FAILED" if rc == 1 else "skipped")
     return rc

@@ -12,6 +12,7 @@ import check_synth as syn
 import nodes
 from conftest import ROOT
 from nodemap.check import expectations
+from nodemap.check.inventory import Check
 from nodemap.check.document import CheckDoc
 from nodemap.report import html, plots
 
@@ -69,3 +70,79 @@ def test_headless_chromium_opens_it_offline(doc, tmp_path):
                         "--screenshot", str(tmp_path / "shot.png")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "6 plots promised" in r.stdout and (tmp_path / "shot.png").stat().st_size > 10000
+
+
+LONG_CHECKS = [  # as a real GPU node's inventory: unbroken names and a long fix ran the table past 1400 px
+    Check("inventory/env/OMPI_MCA_btl_vader_single_copy_mechanism", "OMPI_MCA_btl_vader_single_copy_mechanism",
+          "none", "", "info", "changes how results are produced"),
+    Check("inventory/env/CUDA_HOME", "CUDA_HOME", "/opt/nvidia/hpc_sdk/Linux_x86_64/24.7/cuda/12.5/targets/x86_64-linux",
+          "", "info", "changes how results are produced"),
+    Check("inventory/mpi/cuda_aware", "MPI CUDA-aware", "no (Open MPI 4.1.4 built without CUDA)", "", "fail",
+          "device buffers need a CUDA-aware MPI", "configuration",
+          "use a CUDA-aware MPI build (Open MPI/UCX built with CUDA, MPICH with MPIR_CVAR_ENABLE_GPU=1, Cray MPICH "
+          "with MPICH_GPU_SUPPORT_ENABLED=1) and pass device pointers; or set NODEMAP_MPI_CUDA_AWARE=0"),
+]
+
+
+def test_table_cells_wrap_long_words_so_the_fix_column_stays_on_the_page(doc):
+    doc.checks = list(LONG_CHECKS)
+    page = html.render(doc)
+    style = page[page.index("<style>"):page.index("</style>")]
+    assert "td{overflow-wrap:anywhere}" in style  # an unbroken name may wrap inside its cell
+    assert "th,td.v{overflow-wrap:normal}" in style  # headings and verdicts keep whole words
+    assert "<table id='checks'>" in page and page.count("<td>use a CUDA-aware MPI build") == 1
+
+
+def _bench_doc(tmp_path, site: str = ""):
+    from nodemap.commands import report
+
+    path = tmp_path / "mem.json"
+    path.write_text(syn.stream({"1/core": (2, 19.7)}).to_json())
+    exp = None
+    if site:
+        exp = tmp_path / "site.toml"
+        exp.write_text(site)
+    return report.load([str(path)], str(exp) if exp else None)
+
+
+SITE_PEAK = ('[[limit]]\nkind = "stream"\nmatch = "."\npeak = 40.0\nwarn = 0.72\nfail = 0.60\n'
+             'source = "2 channels x 2500 MT/s x 8 B"\n')
+
+
+def test_bench_results_page_says_what_it_is_not_a_check_at_level_dash(tmp_path):
+    page = html.render(_bench_doc(tmp_path))
+    title = page[page.index("<title>"):page.index("</title>")]
+    assert "nodemap bench memory" in title and "check" not in title
+    assert "<h1>nodemap bench memory on " in page and "level <b>-</b>" not in page and "finished -" not in page
+    inventory = page[page.index("<h2 id='inventory'>"):page.index("<h2 id='environment'>")]
+    assert "<table" not in inventory and "nodemap check</code> runs them" in inventory  # no empty table
+    environment = page[page.index("<h2 id='environment'>"):]
+    assert "<th>command</th><td>nodemap bench memory" in environment  # the file's own, not an empty table
+
+
+def test_one_measurement_judged_twice_is_one_row(tmp_path):
+    """One STREAM placement with a DRAM peak: the placement figure and the
+    peak figure are the same triad; its value, interval and unit once."""
+    doc = _bench_doc(tmp_path, SITE_PEAK)
+    assert [j.figure.key for j in doc.judged] == ["host/stream/triad", "host/stream/best"]
+    page = html.render(doc)
+    table = page[page.index("<table id='figure-table'>"):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 3 and table.count(">19.7</td>") == 1  # heading + two lines, the value once
+    assert table.count("rowspan='2'") == 4  # area, value, interval, unit shared
+    assert "host/stream/triad" in table and "host/stream/best" in table and "49% of 40" in table
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("window", ["1400x900"])
+def test_headless_chromium_inventory_fits_the_window(doc, tmp_path, window):
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no chromium here (benchmarks/html_in_browser.py installs it)")
+    pytest.importorskip("PIL")
+    doc.checks = list(LONG_CHECKS)
+    page = tmp_path / "check.html"
+    page.write_text(html.render(doc))
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "html_in_browser.py"), str(page), "--no-install",
+                        "--screenshot", str(tmp_path / "inv.png"), "--window", window, "--at", "inventory"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr  # nothing drawn in the screenshot's right margin

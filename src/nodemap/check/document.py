@@ -55,6 +55,13 @@ class CheckDoc:
     # --budget (check/budget.py): its seconds, those spent, the steps it left out and the one it cut; {} without
     budget: dict[str, Any] = field(default_factory=dict)
 
+    def origin(self) -> str:
+        """What measured it: 'nodemap check --level full', or for bench
+        results judged by `nodemap report` (no level) 'nodemap bench memory, bench gpu'."""
+        if self.level:
+            return f"nodemap check --level {self.level}"
+        return "nodemap " + ", ".join(dict.fromkeys(rs.command for rs in self.results)) if self.results else "nodemap"
+
     def is_busy(self) -> bool:
         return bool(self.busy.get("busy"))
 

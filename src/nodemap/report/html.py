@@ -59,15 +59,23 @@ def header(doc: CheckDoc) -> str:
     rows = "".join(f"<tr><th>{escape(a)}</th>{_v(v)}</tr>" for a, v in doc.areas().items())
     skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
     c = doc.counts()
-    return (f"<h1>nodemap check on {escape(doc.host)}: {_badge(doc.node_verdict())}</h1>"
+    # bench results judged by `nodemap report` have no level, no end time and no checks: say what they are
+    run = (f"level <b>{escape(doc.level)}</b>, started {escape(doc.started)}, finished {escape(doc.finished or '-')}"
+           if doc.level else f"bench results of <code>{escape(doc.origin())}</code> judged by the check's rules, "
+           f"started {escape(doc.started)}")
+    return (f"<h1>{escape(_name(doc))} on {escape(doc.host)}: {_badge(doc.node_verdict())}</h1>"
             f"<p id='verdict'><b>{escape(verdict_line(doc))}</b></p>"
-            f"<p>level <b>{escape(doc.level or '-')}</b>, started {escape(doc.started)}, finished "
-            f"{escape(doc.finished or '-')}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
+            f"<p id='run'>{run}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
             "recorded without a rule.</p>"
             + (f"<p id='budget'>{escape(describe(doc.budget))}</p>" if doc.budget else "") + busy(doc) +
             f"<table id='areas'><tr><th>area</th><th>verdict</th></tr>{rows}</table>"
             + (f"<p>Skipped:</p><ul id='skipped'>{skipped}</ul>" if skipped else ""))
+
+
+def _name(doc: CheckDoc) -> str:
+    """'nodemap check', or for bench results what made them ('nodemap bench memory')."""
+    return "nodemap check" if doc.level else doc.origin()
 
 
 def busy(doc: CheckDoc) -> str:
@@ -101,17 +109,42 @@ def plot_section(doc: CheckDoc) -> str:
 
 
 def figures_table(doc: CheckDoc) -> str:
-    rows = "".join(
-        f"<tr><td>{escape(j.figure.area)}</td><td><code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}</td>"
-        f"<td class='num'>{_num(j.figure.value)}</td><td class='num'>{interval(j.figure)}</td>"
-        f"<td>{escape(j.figure.unit)}</td>{_v(j.verdict)}"
-        f"<td>{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span></td></tr>"
-        for j in doc.judged)
+    rows = "".join(_measurement_rows(group) for group in same_measurement(doc.judged))
     return (f"<h2 id='figures'>Figures</h2><p class='note'>value: the best repetition; judged: the median with "
             "its 95% interval from the repetitions (order statistics; the range [min, max] for 2-5 repetitions, "
-            "with its lower coverage), docs/check.md.</p><table><tr><th>area</th><th>figure</th><th>value</th>"
-            f"<th>median [interval]</th><th>unit</th><th>verdict</th><th>rule (and the source of its limit)</th></tr>"
-            f"{rows}</table>")
+            "with its lower coverage), docs/check.md. One measurement judged by several rules (STREAM's triad "
+            "against the best placement and against the DRAM peak) is one row with a line per rule.</p><table "
+            "id='figure-table'><tr><th>area</th><th>figure</th><th>value</th><th>median [interval]</th><th>unit</th>"
+            f"<th>verdict</th><th>rule (and the source of its limit)</th></tr>{rows}</table>")
+
+
+def same_measurement(judged: list) -> list[list]:
+    """Adjacent judged figures drawn from one measurement (same path, unit
+    and statistics), in order: each group is shown as one row."""
+    def measured(j):
+        f = j.figure
+        return (f.area, f.path, f.unit, f.value, f.median, f.low, f.high, f.n)
+    groups: list[list] = []
+    for j in judged:
+        if groups and measured(groups[-1][0]) == measured(j):
+            groups[-1].append(j)
+        else:
+            groups.append([j])
+    return groups
+
+
+def _measurement_rows(group: list) -> str:
+    """The shared cells (area, value, interval, unit) span the group's lines; figure, verdict and rule per line."""
+    f = group[0].figure
+    span = f" rowspan='{len(group)}'" if len(group) > 1 else ""
+    lines = []
+    for n, j in enumerate(group):
+        own = (f"<td><code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}</td>", _v(j.verdict) +
+               f"<td>{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span></td>")
+        shared = (f"<td{span}>{escape(f.area)}</td>", f"<td class='num'{span}>{_num(f.value)}</td><td class='num'"
+                  f"{span}>{interval(f)}</td><td{span}>{escape(f.unit)}</td>") if n == 0 else ("", "")
+        lines.append(f"<tr>{shared[0]}{own[0]}{shared[1]}{own[1]}</tr>")
+    return "".join(lines)
 
 
 def interval(f) -> str:
@@ -127,8 +160,12 @@ def checks_table(doc: CheckDoc) -> str:
     rows = "".join(f"<tr><td><code>{escape(c.key)}</code></td><td>{escape(c.label)}</td><td>{escape(c.value)}</td>"
                    f"<td>{escape(c.expected)}</td>{_v(c.verdict)}<td>{escape(c.rule)}</td><td>{escape(c.fix)}</td></tr>"
                    for c in doc.checks)
-    return (f"<h2 id='inventory'>Inventory and health</h2><table><tr><th>check</th><th>what</th><th>value</th>"
-            f"<th>expected</th><th>verdict</th><th>rule</th><th>fix</th></tr>{rows}</table>")
+    if not rows:
+        why = "None recorded." if doc.level else ("Bench results hold no inventory or health checks: "
+                                                  "<code>nodemap check</code> runs them.")
+        return f"<h2 id='inventory'>Inventory and health</h2><p class='note'>{why}</p>"
+    return (f"<h2 id='inventory'>Inventory and health</h2><table id='checks'><tr><th>check</th><th>what</th>"
+            f"<th>value</th><th>expected</th><th>verdict</th><th>rule</th><th>fix</th></tr>{rows}</table>")
 
 
 def environment(doc: CheckDoc) -> str:
@@ -136,8 +173,20 @@ def environment(doc: CheckDoc) -> str:
     variables = env.pop("variables", {}) or {}
     rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in env.items())
     rows += "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>" for k, v in variables.items())
+    if not env and not variables:  # bench results: each file's own environment and messages
+        rows = "".join(_bench_environment(rs) for rs in doc.results)
     cmd = f"<p>Reproduce: <code>{escape(doc.command)}</code></p>" if doc.command else ""
-    return f"<h2 id='environment'>Environment</h2>{cmd}<table>{rows}</table>"
+    return f"<h2 id='environment'>Environment</h2>{cmd}" + (f"<table>{rows}</table>" if rows else "")
+
+
+def _bench_environment(rs) -> str:
+    """One bench result file's command, environment (a GPU's record on one line) and messages."""
+    def flat(v) -> str:
+        return ", ".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
+    rows = [("command", f"nodemap {rs.command}, started {rs.started}")]
+    rows += [(str(k), flat(v)) for k, v in rs.environment.items()]
+    rows += [("note", m) for m in rs.messages]
+    return "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
 
 
 def render(doc: CheckDoc) -> str:
@@ -147,5 +196,5 @@ def render(doc: CheckDoc) -> str:
         if s is not None:
             parts.append(f"<h2 id='{escape(s.id)}'>{escape(s.title)}</h2>{s.html}")
     parts.append(environment(doc))
-    title = f"nodemap check: {doc.host} (node {doc.node_verdict()}, environment {doc.environment_verdict()})"
+    title = f"{_name(doc)}: {doc.host} (node {doc.node_verdict()}, environment {doc.environment_verdict()})"
     return head(title, CSS) + "\n".join(parts) + "</body></html>\n"

@@ -21,7 +21,7 @@ MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": 
 def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int | None = None) -> str:
     width = width or min(shutil.get_terminal_size((100, 24)).columns, 110)
     state = "complete" if doc.complete else "INCOMPLETE (interrupted: what was measured only)"
-    lines = [_wrap(f"nodemap check --level {doc.level} on {doc.host}, {doc.started}: {state}", width, "  "),
+    lines = [_wrap(f"{doc.origin()} on {doc.host}, {doc.started}: {state}", width, "  "),
              _wrap(verdict_line(doc), width, "  ")]
     if doc.budget:
         lines.append(_wrap(describe(doc.budget), width, "  "))
