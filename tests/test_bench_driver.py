@@ -284,7 +284,19 @@ def test_check_builds_typed_options_for_the_gpu_kinds_too():
     assert full == {"gpu": memory.Options(), "copies": copies.Options(latency=True)}
 
 
-def test_a_kind_on_its_own_run_measured_from_typed_options(monkeypatch):
+def test_a_case_that_cannot_run_here_is_skipped_with_its_reason():
+    class Unfit(Fake):
+        def setup(self):
+            raise driver.Skipped("s=1 replicate-all: skipped: does not fit")
+
+    mod = types.ModuleType("fake_kind")
+    mod.Options = FakeOptions
+    mod.plan = lambda opts: Plan("bench fake", [Unfit([1.0], "a"), Fake([1.0], "b")], text=str)
+    rs = driver.measure(mod, FakeOptions())
+    assert [r.metric for r in rs.results] == ["b"] and rs.messages == ["s=1 replicate-all: skipped: does not fit"]
+
+
+def test_a_gpu_kind_measured_from_typed_options_without_a_gpu_says_so(monkeypatch):
     from nodemap.bench.gpu import memory
     from nodemap.errors import NodemapError
 

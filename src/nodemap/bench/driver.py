@@ -46,6 +46,12 @@ class Common:
     budget: float | None = None
 
 
+class Skipped(Exception):
+    """Raised by a case's setup when the case cannot run here (placement: a
+    strategy that does not fit the budget): the run goes on without it, the
+    message (naming the case and why) among the ResultSet's messages."""
+
+
 def add_adaptive(p: Any) -> None:
     """--adaptive and --budget, for the kinds on the driver."""
     from ..units import seconds
@@ -253,7 +259,11 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
     prog = Progress(len(plan.cases), plan.command.split()[-1], quiet=getattr(args, "quiet", False))
     with session(rs, args), plan.hold:
         for case in plan.cases:
-            got = measure_case(case, policy, plan.stop)
+            try:
+                got = measure_case(case, policy, plan.stop)
+            except Skipped as e:
+                rs.messages.append(str(e))
+                got = []
             rs.messages += [m for m in case.messages if m not in rs.messages]
             rs.extend(got)
             prog.step(case.progress(got))

@@ -19,14 +19,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ...errors import NodemapError
 from ...units import format_size, parse_size, parse_sizes
 from .. import options
-from ..harness import Progress, add_shared, check_count, check_positive, finish, session
-from ..driver import Common, repeat
-from ..results import ResultSet, make_result
+from ..harness import add_shared, check_count, check_positive
+from ..driver import Case, Common, Plan, Skipped, add_adaptive
+from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__
 
@@ -87,52 +88,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=argparse.SUPPRESS)  # the old name of --repeats
     options.add_gpus(p, "each holds its share once")
     add_shared(p, repeats=5)
+    add_adaptive(p)
 
 
-def run(args: argparse.Namespace) -> int:
+def plan(opts: Options) -> Plan:
     from ...placement.planner import Replication
 
-    table = parse_size(args.table, "--table", minimum=1)  # options first: their errors need no GPU
-    if args.row_bytes % 16 or args.row_bytes <= 0:
+    table = parse_size(opts.table, "--table", minimum=1)  # options first: their errors need no GPU
+    if opts.row_bytes % 16 or opts.row_bytes <= 0:
         raise NodemapError("--row-bytes must be a positive multiple of 16")
-    strategies = options.choices(args.strategies, STRATEGIES, "--strategies")
-    obj = parse_size(args.object_bytes, "--object-bytes") if args.object_bytes else args.row_bytes
-    if obj % args.row_bytes or obj <= 0 or obj > table:
-        raise NodemapError(f"--object-bytes must be a multiple of --row-bytes ({args.row_bytes}) and at most the table")
-    if not 0.0 <= args.hot_mix <= 1.0:
+    strategies = options.choices(opts.strategies, STRATEGIES, "--strategies")
+    obj = parse_size(opts.object_bytes, "--object-bytes") if opts.object_bytes else opts.row_bytes
+    if obj % opts.row_bytes or obj <= 0 or obj > table:
+        raise NodemapError(f"--object-bytes must be a multiple of --row-bytes ({opts.row_bytes}) and at most the table")
+    if not 0.0 <= opts.hot_mix <= 1.0:
         raise NodemapError("--hot-mix is a share of lookups: give a number from 0 to 1")
-    chunks = parse_sizes(args.chunks, "--chunks")
-    replications = [Replication.parse(r, "--replication") for r in args.replication.split(",")]
-    check_count("--lookups", args.lookups, 1, "lookup per GPU")
-    check_positive("--budget-fraction", args.budget_fraction)
-    zipfs = _zipfs(args.zipf)
+    chunks = parse_sizes(opts.chunks, "--chunks")
+    replications = [Replication.parse(r, "--replication") for r in opts.replication.split(",")]
+    check_count("--lookups", opts.lookups, 1, "lookup per GPU")
+    check_positive("--budget-fraction", opts.budget_fraction)
+    zipfs = _zipfs(opts.zipf)
     from ..gpu.devices import import_cupy
 
     cp = import_cupy()  # after the options: their errors need no GPU; worded as every GPU kind's
-    devices = options.gpus(args.gpus, cp.cuda.runtime.getDeviceCount())
+    devices = options.gpus(opts.gpus, cp.cuda.runtime.getDeviceCount())
     if len(devices) < 2:
         raise NodemapError(f"placement across GPUs needs at least 2 GPUs, {len(devices)} visible")
     cfg = Config(
         table=table // obj * obj,
-        row_bytes=args.row_bytes,
-        lookups=args.lookups,
-        hot_mix=args.hot_mix,
+        row_bytes=opts.row_bytes,
+        lookups=opts.lookups,
+        hot_mix=opts.hot_mix,
         object_bytes=obj,
-        budget=int(args.budget_fraction * table),
+        budget=int(opts.budget_fraction * table),
         chunks=chunks,
         replications=replications,
-        iterations=args.repeats,
+        iterations=opts.repeats,
         devices=devices,
     )
-    rs = ResultSet(command="bench placement")
-    rs.environment = _environment(cp, devices, args.topology)
-    steps = len(zipfs) * sum(len(cfg.chunks) * len(cfg.replications) if s == "analysis" else 1 for s in strategies)
-    prog = Progress(steps, "placement", quiet=args.quiet)
-    with session(rs, args), Bench(cp, cfg) as bench:
-        for s in zipfs:
-            bench.run_zipf(s, strategies, rs, prog)
-    prog.close()
-    return finish(rs, args, text)
+    environment = _environment(cp, devices, opts.topology)
+    bench = Bench(cp, cfg)
+    cases: list[Case] = []
+    for s in zipfs:
+        for strat in strategies:
+            if strat != "analysis":
+                cases.append(Lookups(bench, s, strat))
+                continue
+            cases += [Lookups(bench, s, f"analysis chunk={chunk // MiB}MiB rep={_rep_label(rep)}", (chunk, rep))
+                      for chunk in cfg.chunks for rep in cfg.replications]
+    return Plan("bench placement", cases, text, environment=environment, hold=bench)
 
 
 @dataclass
@@ -158,6 +162,8 @@ class Bench:
         self.words = cfg.row_bytes // 8
         self.ballast = []
         self.mods = {}
+        self._s: float | None = None  # the exponent whose keys are held
+        self._data = self._counts = None
 
     # --- set-up --------------------------------------------------------------
     def __enter__(self):
@@ -178,6 +184,7 @@ class Bench:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._data = self._counts = None
         self.ballast.clear()
         for dev in self.cfg.devices:
             with self.cp.cuda.Device(dev):
@@ -219,78 +226,70 @@ class Bench:
                 cp.get_default_memory_pool().free_all_blocks()
         return out
 
-    # --- one Zipf exponent --------------------------------------------------------
-    def run_zipf(self, s: float, strategies: list[str], rs: ResultSet, prog: Progress) -> None:
+    # --- one Zipf exponent: its keys, shared by its cases --------------------------------
+    def data(self, s: float) -> tuple[list, list, list[int]]:
+        """(profile keys, run keys, their expected checksums) of exponent `s`,
+        drawn when its first case starts (the previous exponent's freed first)."""
+        if self._s != s:
+            self._data = self._counts = None
+            prof_keys = self.keys(s, seed=11)
+            run_keys = self.keys(s, seed=23)
+            self._data = (prof_keys, run_keys, [self._expected(k, dev) for k, dev in zip(run_keys, self.cfg.devices)])
+            self._s = s
+        return self._data
+
+    def counts(self, s: float):
+        """The profile of exponent `s` (one pass, for every analysis case): (counts, seconds)."""
         from ...placement.planner import Layout
 
-        prof_keys = self.keys(s, seed=11)
-        run_keys = self.keys(s, seed=23)
-        expected = [self._expected(k, dev) for k, dev in zip(run_keys, self.cfg.devices)]
-        lay2 = Layout((self.cfg.table,), min(self.cfg.chunks))
-        counts = None
-        for strat in strategies:
-            if strat != "analysis":
-                prog.step(f"s={s} {strat}")
-                self._one(s, strat, run_keys, expected, rs, None, {})
-                continue
-            if counts is None:
-                counts, prof_s = self._profile(lay2, prof_keys)
-            for chunk in self.cfg.chunks:
-                c = counts.rechunk(chunk)
-                for rep in self.cfg.replications:
-                    label = f"analysis chunk={chunk // MiB}MiB rep={_rep_label(rep)}"
-                    prog.step(f"s={s} {label}")
-                    self._one(s, label, run_keys, expected, rs, (c, rep), {"profile_s": prof_s})
+        prof_keys = self.data(s)[0]
+        if self._counts is None:
+            self._counts = self._profile(Layout((self.cfg.table,), min(self.cfg.chunks)), prof_keys)
+        return self._counts
 
-    def _one(self, s, strat, keys, expected, rs, analysis, costs) -> None:
-        try:
-            r = self._measure(s, strat, keys, expected, analysis, dict(costs))
-        except NodemapError as e:
-            rs.messages.append(f"s={s} {strat}: skipped: {e}")
-            return
-        rs.add(r)  # the harness saves it: a killed run keeps every strategy measured so far
-
-    # --- measurement ---------------------------------------------------------------
-    def _measure(self, s, strat, keys, expected, analysis, costs):
+    # --- one strategy ----------------------------------------------------------------
+    def prepare(self, strat, keys, expected, analysis, costs) -> "Tables":
+        """The table placed by `strat` (copies: a copy per GPU), then one
+        untimed gather checked against the expected checksums."""
         cp, cfg = self.cp, self.cfg
         n = len(cfg.devices)
-        if strat == "copies":
-            tables = []
-            for dev in cfg.devices:  # the upper bound: a plain copy per GPU
-                with cp.cuda.Device(dev):
-                    t = cp.empty(self.rows * self.words, dtype=cp.uint64)
-                    self._fill(t.data.ptr, dev)
-                    tables.append(t.data.ptr)
-            decision, plan_bytes, notes = None, [cfg.table] * n, ["explicit cudaMalloc copy on every GPU (ignores the budget)"]
-            mem = cp.cuda.malloc_managed(8)  # placeholder so cleanup is uniform
-        else:
-            mem = cp.cuda.malloc_managed(cfg.table)
-            ptr = mem.ptr
-            self._fill(ptr, cfg.devices[0], managed=True)
-            tables = [ptr] * n
-            decision, plan_bytes, notes = self._hint(strat, ptr, analysis, costs)
+        arrays: list = []
+        mem = None
         try:
+            if strat == "copies":
+                for dev in cfg.devices:  # the upper bound: a plain copy per GPU
+                    with cp.cuda.Device(dev):
+                        arrays.append(cp.empty(self.rows * self.words, dtype=cp.uint64))
+                        self._fill(arrays[-1].data.ptr, dev)
+                tables = [t.data.ptr for t in arrays]
+                decision, plan_bytes, notes = None, [cfg.table] * n, ["explicit cudaMalloc copy on every GPU (ignores the budget)"]
+            else:
+                mem = cp.cuda.malloc_managed(cfg.table)
+                self._fill(mem.ptr, cfg.devices[0], managed=True)
+                tables = [mem.ptr] * n
+                decision, plan_bytes, notes = self._hint(strat, mem.ptr, analysis, costs)
             t0 = time.perf_counter()
             sums = self._gather_all(tables, keys)
             costs["first_iteration_s"] = time.perf_counter() - t0
             if sums != expected:
                 raise RuntimeError(f"{strat}: checksum mismatch {sums} != {expected}")
-            per_gpu: list[list[float]] = []  # seconds of each GPU, per repetition
-            times = repeat(lambda: self._timed(tables, keys, expected, per_gpu), repeats=cfg.iterations, warmup=1)
-            per_gpu = per_gpu[-len(times):]  # the warm-up's entry dropped
-        finally:
-            del mem
-            if strat == "copies":
-                del tables
-            cp.get_default_memory_pool().free_all_blocks()
-        total = [n * cfg.lookups / t for t in times]
-        measured = self._local_fraction(decision, keys) if decision is not None else (1.0 if strat == "copies" else None)
+        except BaseException:
+            Tables(tables=[], arrays=arrays, mem=mem).free(cp)
+            raise
+        return Tables(tables, arrays, mem, decision, plan_bytes, notes, costs)
+
+    def result(self, s, strat, keys, t: "Tables", samples: list[tuple[float, list[float]]]):
+        cfg = self.cfg
+        n = len(cfg.devices)
+        total = [n * cfg.lookups / secs for secs, _ in samples]
+        measured = (self._local_fraction(t.decision, keys) if t.decision is not None
+                    else (1.0 if strat == "copies" else None))
         params = {
             "zipf_s": s, "strategy": strat, "table_bytes": cfg.table, "row_bytes": cfg.row_bytes,
             "lookups_per_gpu": cfg.lookups, "gpus": cfg.devices, "budget_per_gpu": cfg.budget,
             "hot_mix": cfg.hot_mix, "object_bytes": cfg.object_bytes,
-            "bytes_per_gpu": [int(b) for b in plan_bytes], "measured_local_fraction": measured, **costs,
-            "lookups_per_s_per_gpu": per_gpu_rates(cfg.lookups, per_gpu),
+            "bytes_per_gpu": [int(b) for b in t.plan_bytes], "measured_local_fraction": measured, **t.costs,
+            "lookups_per_s_per_gpu": per_gpu_rates(cfg.lookups, [per for _, per in samples]),
         }
         return make_result(
             "placement", f"{strat} s={s}", "lookups/s", total, verified=True,
@@ -299,7 +298,7 @@ class Bench:
             path=f"GPUs {','.join(map(str, cfg.devices))}: local HBM or peer memory over NVLink/PCIe",
             path_class="placement",
             verification="per-GPU checksum of every gathered row equals the checksum from the row formula",
-            notes=tuple(notes),
+            notes=tuple(t.notes),
         )
 
     def _hint(self, strat, ptr, analysis, costs):
@@ -462,6 +461,68 @@ class Bench:
                 local += int(((c == g) | (c == REPLICATED)).sum())
                 total += rows.size
         return local / total
+
+
+@dataclass
+class Tables:
+    """One strategy's table(s) as placed, and what its Result says about them."""
+
+    tables: list  # the table each GPU reads (device pointers)
+    arrays: list  # copies: each GPU's own copy (held until the strategy ends)
+    mem: Any = None  # the managed table
+    decision: Any = None
+    plan_bytes: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    costs: dict = field(default_factory=dict)
+
+    def free(self, cp) -> None:
+        self.arrays.clear()
+        self.tables.clear()
+        self.mem = None
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+class Lookups(Case):
+    """One strategy at one Zipf exponent: the table placed (setup, with one
+    checked untimed gather), then every GPU gathers its keys at once; a
+    repetition is the slowest GPU's seconds (each GPU's kept for its rate)."""
+
+    def __init__(self, bench: Bench, s: float, strat: str, analysis: tuple | None = None) -> None:
+        self.bench, self.s, self.strat, self.analysis = bench, s, strat, analysis
+        self.label = f"s={s} {strat}"
+        self.t: Tables | None = None
+
+    def setup(self) -> None:
+        b = self.bench
+        _, self.keys, self.expected = b.data(self.s)
+        analysis, costs = None, {}
+        if self.analysis is not None:
+            counts, prof_s = b.counts(self.s)
+            chunk, rep = self.analysis
+            analysis, costs = (counts.rechunk(chunk), rep), {"profile_s": prof_s}
+        try:
+            self.t = b.prepare(self.strat, self.keys, self.expected, analysis, costs)
+        except NodemapError as e:
+            raise Skipped(f"{self.label}: skipped: {e}") from None
+
+    def run(self) -> tuple[float, list[float]]:
+        per_gpu: list[list[float]] = []
+        secs = self.bench._timed(self.t.tables, self.keys, self.expected, per_gpu)  # checks every checksum
+        return secs, per_gpu[0]
+
+    def figure(self, sample: tuple[float, list[float]]) -> float:
+        return sample[0]
+
+    def results(self, samples: list[tuple[float, list[float]]]) -> list[Result]:
+        return [self.bench.result(self.s, self.strat, self.keys, self.t, samples)]
+
+    def teardown(self) -> None:
+        if self.t is not None:
+            self.t.free(self.bench.cp)
+            self.t = None
+
+    def progress(self, results: list[Result]) -> str:
+        return self.label
 
 
 def _permutation(rng, n: int):
