@@ -107,7 +107,7 @@ def test_a_suspect_is_re_measured_on_its_node_before_it_is_drained(tmp_path, sav
     again = json.loads((out / "remeasured.json").read_text())["remeasured"]
     assert set(again) == {"nB", "nE"} and "re-measure round 1: " in p.stderr
     figures = len(json.loads(open(saved_doc).read())["figures"])
-    assert (f"re-measured {2 * figures} suspect figures on 2 nodes before draining: {figures} failed twice (drained), "
+    assert (f"re-measured {2 * figures} suspect figures on 2 nodes before draining: {figures} confirmed (drained), "
             f"{figures} passed (transient), 0 unsettled (warnings)") in fleet["notes"]
     # --from the folder confirms by the same re-measures
     q = subprocess.run([*NODEMAP, "check", "--from", str(out), "-o", str(tmp_path / "again"), "--json", "--no-html"],

@@ -394,7 +394,8 @@ class Coordinator:
         """Every node with a suspect figure (failing against the fleet, or
         below `fail` within its noise) measures it again, all at once, round
         after round until each is settled (`merge.suspects`, `merge.settle`:
-        drained once it failed twice, cleared once it passed; at most
+        drained once its pooled measurements are wholly below the line, cleared once
+        their mean is above it; at most
         merge.REMEASURES rounds), before anyone is drained for it."""
         self.remeasured = {}
         seen = [n.seen for n in self.nodes.values() if n.seen is not None]

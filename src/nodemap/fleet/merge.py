@@ -14,9 +14,10 @@ repetitions: the fleet's typical one, or the node's own when wider). Below
 procurement rule of 5% spread); it fails only beyond the noise too: z <=
 -4 (a site may ask less below 90%: z_fail_below_fail). Where the noise is unknown (no
 spreads, MAD 0) the ratios alone judge (fail below 90%). A failed figure
-(or one below 90% within its noise) is a suspect: the driver measures it
-again, round by round (`suspects`, `settle`), and the node is drained only
-once the figure has failed twice against the same baseline. Nodes measured
+(or one below 95% and Z_SUSPECT of its figure's noise below the median) is
+a suspect: the driver measures it again, round by round (`suspects`,
+`settle`), and the node is drained only once its measurements, pooled
+(`pooled`), lie wholly below the `warn` line against the same baseline. Nodes measured
 at the same time on one host (ranks acting as nodes, co-scheduled checks)
 contend for it: their speed failures are warnings, said in a note. The median, not the mean, so
 that the outliers being looked for do not move the baseline they are
@@ -449,7 +450,7 @@ def _shortfall(f: dict[str, Any], b: Baseline, r: float) -> str:
     return f"{_label(b, f.get('path', ''))} {what}{_num(judged_value(f))} {b.unit} = {how}"
 
 
-REMEASURES = 3  # at most this many re-measures of one suspect figure
+REMEASURES = 5  # at most this many re-measures of one suspect figure
 
 
 def suspects(nodes: list[Node], th: Thresholds = DEFAULTS, remeasured: Remeasured | None = None
@@ -462,11 +463,13 @@ def suspects(nodes: list[Node], th: Thresholds = DEFAULTS, remeasured: Remeasure
     shared, _ = co_hosted(present)
     baselines, _, _, findings = judge_figures(present, th)
     by = _baselines_of(baselines, present)
+    figures = {n.name: n.figures for n in present}
     out: dict[str, list[str]] = {}
     for f in findings:
         if _suspect(f, th, by) and f.node not in shared:
             rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
-            if not isinstance(rounds, str) and settle(f, rounds or [], by[(f.node, f.key)], th)[0] == "open":
+            first = figures[f.node][f.key]
+            if not isinstance(rounds, str) and settle(f, first, rounds or [], by[(f.node, f.key)], th)[0] == "open":
                 out.setdefault(f.node, []).append(f.key)
     return out
 
@@ -477,19 +480,42 @@ def _baselines_of(baselines: list[Baseline], nodes: list[Node]) -> dict[tuple[st
     return {(n.name, k): by[(n.node_class, k)] for n in nodes for k in n.figures if (n.node_class, k) in by}
 
 
-STRADDLE = 1.0  # sigmas short of the fail limit within which a figure below `fail` is measured again
+# Who is measured again: a figure below `warn` of the median and this many
+# sigmas below it (a first-pass z; a failure is one too). Lower than z_fail:
+# a re-measure is cheap, and the drain needs the pooled evidence (`settle`).
+Z_SUSPECT = 2.5
+# The drain: the pooled statistic's one-sided interval (this many sigmas of
+# the pooled mean) lies wholly below the figure's `warn` line.
+Z_DRAIN = 3.0
+MIN_FRESH = 2  # re-measures before a drain: one heavy-tailed outlier of a healthy node cannot confirm another
+Z_FRESH = 2.0  # the re-measures alone, without the first pass that picked the suspect, this far below the line
 
 
 def _suspect(f: Finding, th: Thresholds, by: dict[tuple[str, str], Baseline]) -> bool:
-    """A figure failure, or one below `fail` that its noise left a warning
-    close to the limit (within STRADDLE sigmas: farther, a re-measure of
-    that noise could not settle it, as in a fleet of co-scheduled checks)."""
+    """A figure failure, or one below `warn` at least Z_SUSPECT of the
+    figure's typical sigmas (`Baseline.noise`, not the node's own: a noisy
+    first pass is the one to measure again) below the median: a re-measure
+    can tell it from noise (a figure whose noise is
+    so wide that even this is within it, as in a fleet of co-scheduled
+    checks, is left a warning)."""
     if f.kind != "figure" or (f.node, f.key) not in by:
         return False
     b = by[(f.node, f.key)]
-    return f.severity == "fail" or (f.ratio is not None and f.z is not None
-                                    and f.ratio < th.for_figure(f.key, b.node_class)[1]
-                                    and f.z <= -(th.z_fail_below_fail - STRADDLE))
+    warn, fail = th.for_figure(f.key, b.node_class)
+    return f.severity == "fail" or (f.ratio is not None and b.noise > 0 and f.ratio < warn
+                                    and (f.ratio - 1) / b.noise <= -Z_SUSPECT and resolvable(b, warn, fail))
+
+
+def resolvable(b: Baseline, warn: float, fail: float) -> bool:
+    """Whether all the re-measures a suspect may get could confirm a fault
+    in the middle of the band the fleet looks for (as far below `fail` as
+    `fail` is below `warn`: 85% by default) wholly below the `warn` line:
+    the pooled interval of 1 + REMEASURES measurements of the figure's
+    typical noise fits in warn - (2 fail - warn). Where it cannot (checks
+    co-scheduled on one machine: sigma 17-46%) a re-measure settles
+    nothing, and the pooled mean of a few such skewed, heavy-tailed
+    measurements is no normal one: only a failure is measured again."""
+    return Z_DRAIN * (b.repetition or b.noise) / math.sqrt(1 + REMEASURES) <= 2 * (warn - fail)
 
 
 def _rounds(got: Any) -> list[dict[str, Any]] | str | None:
@@ -501,35 +527,93 @@ def _rounds(got: Any) -> list[dict[str, Any]] | str | None:
     return [g for g in got if isinstance(g, dict)]
 
 
-def settle(f: Finding, rounds: list[dict[str, Any]], b: Baseline, th: Thresholds) -> tuple[str, list[str]]:
-    """Where a suspect stands after its re-measures, as the pair tests
-    settle a suspect node: "drain" once two of its measurements fail (the
-    first counts when it failed), "clear" once one passes (at least `warn`
-    of the median), "unsettled" after REMEASURES without either, else
-    "open" (measure it again). Also each re-measure's value, for the text."""
-    fails = f.severity == "fail"
-    said = []
-    for again in rounds:
-        bad = figure_problem(again) or (judged_value(again) <= 0 and "zero")  # not measured: no verdict
-        said.append("?" if bad else _num(judged_value(again)))
-        verdict = ("warn", "", None) if bad else judge(again, b, th)
-        if verdict is None:
-            return "clear", said
-        fails += verdict[0] == "fail"
-        if fails >= 2:
-            return "drain", said
-    return ("unsettled" if len(rounds) >= REMEASURES else "open"), said
+@dataclass(frozen=True)
+class Pooled:
+    """A suspect figure's measurements pooled: the inverse-variance weighted
+    mean of their ratios to the median and its sigma (each measurement's
+    sigma its own repetition noise, at least the figure's typical one on
+    these nodes), and the same over the re-measures alone."""
+
+    ratio: float
+    sigma: float
+    k: int  # measurements pooled (the first pass and the re-measures)
+    fresh: float  # the re-measures' weighted mean ratio (the first pass picked the suspect: it cannot drain alone)
+    fresh_sigma: float  # and its sigma
+
+
+def pooled(first: dict[str, Any], rounds: list[dict[str, Any]], b: Baseline) -> Pooled | None:
+    """The first pass and each re-measure that is a measurement; None
+    before a re-measure is. The fleet median is known far more precisely
+    (1.25 sigma / sqrt(nodes)) than one node: its uncertainty is left out."""
+    floor = b.repetition or b.noise  # the fleet's spread stands in where no repetitions were recorded
+    fresh = [g for g in rounds if not figure_problem(g) and judged_value(g) > 0]
+    if not fresh:
+        return None
+    ms = [(ratio(judged_value(g), b), max(own_noise(g), floor)) for g in [first, *fresh]]
+    if any(s <= 0 for _, s in ms):  # noise unknown: the plain mean, no interval
+        mean = statistics.fmean(r for r, _ in ms)
+        return Pooled(mean, 0.0, len(ms), statistics.fmean(r for r, _ in ms[1:]), 0.0)
+
+    def weighted(part: list[tuple[float, float]]) -> tuple[float, float]:
+        w = [1 / s ** 2 for _, s in part]
+        return sum(r * x for (r, _), x in zip(part, w)) / sum(w), 1 / math.sqrt(sum(w))
+
+    def scattered(part: list[tuple[float, float]]) -> tuple[float, float]:
+        mean, sigma = weighted(part)
+        if len(part) >= 3:  # the measurements' own scatter, where it says more than their recorded noise
+            sigma = max(sigma, statistics.stdev(r for r, _ in part) / math.sqrt(len(part)))
+        return mean, sigma
+
+    return Pooled(*scattered(ms), len(ms), *scattered(ms[1:]))
+
+
+def settle(f: Finding, first: dict[str, Any], rounds: list[dict[str, Any]], b: Baseline, th: Thresholds
+           ) -> tuple[str, list[str], Pooled | None]:
+    """Where a suspect stands after its re-measures, pooled with its first
+    pass (`pooled`): "drain" once the pooled interval's upper end (Z_DRAIN
+    sigmas) lies below the figure's `warn` line and the re-measures alone
+    are below it by Z_FRESH of their sigmas (the first pass was picked for
+    being low: a heavy-tailed outlier of a healthy node must not drain it); "clear" once the pooled ratio is at least that line;
+    "unsettled" after REMEASURES without either, else "open" (measure it
+    again). With no noise known, the line is `fail` and the pooled ratio
+    alone decides. Also each re-measure's value, for the text."""
+    said = ["?" if figure_problem(g) or judged_value(g) <= 0 else _num(judged_value(g)) for g in rounds]
+    p = pooled(first, rounds, b)
+    if p is not None:
+        warn, fail = th.for_figure(b.key, b.node_class)
+        line = warn if p.sigma > 0 else fail
+        if (p.k > MIN_FRESH and p.ratio + Z_DRAIN * p.sigma < line
+                and p.fresh + Z_FRESH * p.fresh_sigma < line):
+            return "drain", said, p
+        if p.ratio >= line or p.fresh - Z_FRESH * p.fresh_sigma >= line:
+            return "clear", said, p
+    return ("unsettled" if len(rounds) >= REMEASURES else "open"), said, p
+
+
+def _pooled_text(p: Pooled | None, b: Baseline, th: Thresholds) -> str:
+    if p is None:
+        return "no re-measure was a measurement"
+    line = th.for_figure(b.key, b.node_class)[0 if p.sigma > 0 else 1]
+    if p.sigma <= 0:
+        return f"{p.k} measurements pooled: {_as_read(p.ratio, b)} (noise unknown: against {_below(b, line)})"
+    hi = p.ratio + Z_DRAIN * p.sigma
+    return (f"{p.k} measurements pooled: {_as_read(p.ratio, b)}, {Z_DRAIN:g} sigma ({p.sigma:.1%}) up to "
+            f"{_as_read(hi, b)}, against the line {_below(b, line)}")
+
+
+def _as_read(r: float, b: Baseline) -> str:
+    return f"{r:.1%}" if b.higher_is_better else f"{1 / r:.3f}x" if r > 0 else "inf"
 
 
 def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Remeasured | None,
             th: Thresholds, nodes: list[Node]) -> list[Finding]:
-    """A failed figure drains its node only when measured again it fails
-    again against the same baseline (the first pass's: a re-measure does not
-    move the line it is judged by), before a re-measure passes; one that
-    passes is transient, one that neither fails twice nor passes in
-    REMEASURES is unsettled: warnings. A figure below `fail` within its noise
-    that fails twice when re-measured drains as well."""
+    """A suspect figure drains its node only when its measurements, the
+    first pass and the re-measures pooled against the same baseline (the
+    first pass's: a re-measure does not move the line it is judged by),
+    settle it below the line (`settle`); one cleared is transient, one
+    unsettled after REMEASURES a warning."""
     by = _baselines_of(baselines, nodes)
+    figures = {n.name: n.figures for n in nodes}
     out = []
     for f in findings:
         if not _suspect(f, th, by):
@@ -541,20 +625,20 @@ def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Reme
             out.append(_with(f, text=f.text + f"; not re-measured ({why})") if f.severity == "fail" else f)
             continue
         b = by[(f.node, f.key)]
-        state, values = settle(f, rounds, b, th)
-        v = f"re-measured {', '.join(values)} {b.unit}".rstrip()
+        state, values, p = settle(f, figures[f.node][f.key], rounds, b, th)
+        v = f"re-measured {', '.join(values)} {b.unit}".rstrip() + f" ({_pooled_text(p, b, th)})"
         if state == "drain":
             out.append(_with(f, severity="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
         elif state == "clear":
-            out.append(_with(f, severity="warn", text=f.text + f"; {v}: within the rule: {OUTCOMES['transient']}"))
+            out.append(_with(f, severity="warn", text=f.text + f"; {v}: {OUTCOMES['transient']}"))
         else:
-            out.append(_with(f, severity="warn", text=f.text + f"; {v}: neither failed twice nor passed: "
-                             f"{OUTCOMES['unsettled']}"))
+            out.append(_with(f, severity="warn", text=f.text + f"; {v}: neither wholly below the line nor above "
+                             f"it in {REMEASURES}: {OUTCOMES['unsettled']}"))
     return out
 
 
 # What `confirm` appends to a re-measured suspect's text, by outcome (said_remeasured counts them).
-OUTCOMES = {"drained": "still beyond, failed twice", "transient": "transient, not drained",
+OUTCOMES = {"drained": "still beyond, confirmed below the line", "transient": "transient, not drained",
             "unsettled": "unsettled, not drained"}
 
 
@@ -564,7 +648,7 @@ def said_remeasured(findings: list[Finding]) -> str:
     asked = sum(counts.values())
     nodes = len({f.node for f in findings if f.kind == "figure" and any(v in f.text for v in OUTCOMES.values())})
     return (f"re-measured {asked} suspect figure{'s' * (asked != 1)} on {nodes} node{'s' * (nodes != 1)} before "
-            f"draining: {counts['drained']} failed twice (drained), {counts['transient']} passed (transient), "
+            f"draining: {counts['drained']} confirmed (drained), {counts['transient']} passed (transient), "
             f"{counts['unsettled']} unsettled (warnings)")
 
 
