@@ -392,11 +392,11 @@ class Coordinator:
 
     def remeasure_phase(self, me: dict[str, Any]) -> None:
         """Every node with a suspect figure (failing against the fleet, or
-        below `fail` within its noise) measures it again, all at once, round
-        after round until each is settled (`merge.suspects`, `merge.settle`:
-        drained once its pooled measurements are wholly below the line, cleared once
-        their mean is above it; at most
-        merge.REMEASURES rounds), before anyone is drained for it."""
+        below `warn` by merge.Z_SUSPECT of its figure's noise) measures it
+        again, all at once, round after round until each is settled
+        (`merge.suspects`, `merge.settle`: drained once its pooled
+        measurements lie wholly below the line, cleared once they reach it;
+        at most merge.REMEASURES rounds), before anyone is drained for it."""
         self.remeasured = {}
         seen = [n.seen for n in self.nodes.values() if n.seen is not None]
         for rnd in range(1, mergemod.REMEASURES + 1):

@@ -456,8 +456,8 @@ REMEASURES = 5  # at most this many re-measures of one suspect figure
 def suspects(nodes: list[Node], th: Thresholds = DEFAULTS, remeasured: Remeasured | None = None
              ) -> dict[str, list[str]]:
     """node -> the figure keys to measure (again) on it: those that fail
-    against the fleet, or lie below `fail` within the noise (straddling),
-    and that the re-measures so far (`remeasured`) have not settled; {}
+    against the fleet, or lie below `warn` by Z_SUSPECT of the figure's
+    noise where re-measures can resolve it (`_suspect`), and that the re-measures so far (`remeasured`) have not settled; {}
     when none is left. The driver calls it round after round (`settle`)."""
     present = [n for n in nodes if n.status != "missing"]
     shared, _ = co_hosted(present)
