@@ -135,3 +135,47 @@ def test_copies_refuse_a_destination_that_differs_from_the_source():
     interrupt.reset()
     with pytest.raises(NodemapError, match="3 words differ"):
         driver.measure_case(_copy_pattern([], bad=3), driver.Repeats(count=2))
+
+
+def test_a_plan_that_fails_frees_the_gate_and_the_pools(monkeypatch):
+    """bench copies refused for want of GPU memory (check goes on to its next
+    step in the same process): the spin gate's pinned memory and CuPy's pools
+    are given back, not held until the process ends."""
+    from nodemap.bench.gpu import common as gc, copies
+    from nodemap.errors import NodemapError
+
+    released: list = []
+
+    class track:  # no generator: one dropped unclosed would run its finally when collected
+        def __init__(self, what):
+            self.what = what
+
+        def __enter__(self):
+            return self.what
+
+        def __exit__(self, *exc):
+            released.append(self.what)
+
+    class NoRoom:
+        def __init__(self, *a):
+            self.messages = []
+
+        def __enter__(self):
+            raise NodemapError("bench copies needs 3 GiB on CUDA device 0 but only 1 GiB are free")
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr(gc, "open_bench", lambda opts, what: (None, None, [_gpu()], SimpleNamespace(
+        environment={}, messages=[])))
+    monkeypatch.setattr(gc, "device_memory", lambda cp: track("pools"))
+    monkeypatch.setattr(gc, "gate", lambda cp: track("gate"))
+    monkeypatch.setattr(copies, "Bench", NoRoom)
+    with pytest.raises(NodemapError, match="free"):
+        copies.plan(copies.Options())
+    assert sorted(released) == ["gate", "pools"]
+    released.clear()
+    monkeypatch.setattr(gm, "Stream", lambda *a: (_ for _ in ()).throw(NodemapError("bad dtype")))
+    with pytest.raises(NodemapError, match="bad dtype"):
+        gm.plan(gm.Options())
+    assert sorted(released) == ["gate", "pools"]

@@ -92,17 +92,19 @@ def plan(opts: Options) -> Plan:
     size = parse_size(opts.size, "--size", minimum=1) if opts.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
     cp, topo, devs, rs = gc.open_bench(opts, "bench copies")
-    hold = ExitStack()  # until the last case: CuPy's pools emptied, the spin gate and the buffers freed
-    hold.enter_context(gc.device_memory(cp))
-    gate = hold.enter_context(gc.gate(cp))
-    b = hold.enter_context(Bench(cp, gate, devs, topo, size, opts))
-    cases: list[Case] = [Pattern(b, build) for build in b.builders(which, engines)]
-    if opts.latency:
-        from . import latency as gpu_latency
+    # held until the last case: CuPy's pools emptied, the spin gate and the buffers freed; released
+    # here when planning fails (a GPU without room for the buffers), else by the driver (pop_all)
+    with ExitStack() as hold:
+        hold.enter_context(gc.device_memory(cp))
+        gate = hold.enter_context(gc.gate(cp))
+        b = hold.enter_context(Bench(cp, gate, devs, topo, size, opts))
+        cases: list[Case] = [Pattern(b, build) for build in b.builders(which, engines)]
+        if opts.latency:
+            from . import latency as gpu_latency
 
-        cases += gpu_latency.cases(b)
-    return Plan("bench copies", cases, matrices if opts.matrix else text, environment=rs.environment,
-                messages=rs.messages + b.messages, hold=hold)
+            cases += gpu_latency.cases(b)
+        return Plan("bench copies", cases, matrices if opts.matrix else text, environment=rs.environment,
+                    messages=rs.messages + b.messages, hold=hold.pop_all())
 
 
 def numa_nodes(topo: Topology | None) -> list[int]:

@@ -100,12 +100,13 @@ def plan(opts: Options) -> Plan:
     s = Settings(kernels, parse_size(opts.size, "--size", minimum=1) if opts.size else None, opts.repeats,
                  opts.block, opts.unroll, opts.grid_per_sm)
     cp, _, devs, rs = gc.open_bench(opts, "bench gpu")
-    hold = ExitStack()  # until the last case: CuPy's pools emptied, the spin kernels' gate freed
-    hold.enter_context(gc.device_memory(cp))
-    gate = hold.enter_context(gc.gate(cp))
-    groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not opts.no_aggregate else [])
-    return Plan("bench gpu", [Stream(cp, gate, g, dtype, s) for dtype in dtypes for g in groups], text,
-                environment=rs.environment, messages=rs.messages, hold=hold)
+    # held until the last case: CuPy's pools emptied, the spin kernels' gate freed (here if planning fails)
+    with ExitStack() as hold:
+        hold.enter_context(gc.device_memory(cp))
+        gate = hold.enter_context(gc.gate(cp))
+        groups = [[d] for d in devs] + ([devs] if len(devs) > 1 and not opts.no_aggregate else [])
+        return Plan("bench gpu", [Stream(cp, gate, g, dtype, s) for dtype in dtypes for g in groups], text,
+                    environment=rs.environment, messages=rs.messages, hold=hold.pop_all())
 
 
 def elements(dev: gc.Gpu, itemsize: int, size: int | None) -> int:
