@@ -75,6 +75,19 @@ def test_a_budget_that_left_every_measurement_out_is_judged_on_the_inventory():
     assert exit_status(doc) == HEALTHY  # left out by choice: healthy as far as it looked
     again = from_dict(json.loads(doc.to_json()))
     assert again.budget == doc.budget and exit_status(again, saved=True) == HEALTHY
+    # the step it cut before its first result: still by choice
+    doc.budget = dict(doc.budget, ran=["GPU memory bandwidth"], cut="GPU memory bandwidth")
+    assert exit_status(doc) == HEALTHY
+    # the steps it let run all failed (no CuPy, no STREAM), only MPI left out: as without a budget
+    doc.budget = dict(doc.budget, ran=["GPU memory bandwidth", "STREAM placement sweep"], cut="")
+    assert exit_status(doc) == NOT_JUDGED
+
+
+def test_the_budget_records_the_steps_it_let_run():
+    b = B.Budget(30, estimator=lambda kind, *a: {"gpu": 3.0, "mpi": 80.0}[kind])
+    assert b.admit(steps("gpu")[0], "quick", 1, 1, False) is None
+    assert b.admit(steps("mpi")[0], "quick", 1, 1, False) is not None
+    assert b.to_dict()["ran"] == ["the gpu step"] and b.to_dict()["left_out"] == ["the mpi step"]
 
 
 def test_re_measurement_gets_what_the_budget_left_at_most_the_level_s():

@@ -114,6 +114,7 @@ class Budget:
         self.start = time.monotonic() if start is None else start
         self.estimator = estimator
         self.left_out: list[str] = []  # the steps it did not run
+        self.ran: list[str] = []  # the steps it let run (a failed one is not left out by choice)
         self.cut = ""  # the step the budget ended, its measurements so far kept
         self.expired = False  # set by the cut (proc.cut_after's stop)
         self.ended: float | None = None  # when measuring stopped (the report is not counted)
@@ -125,6 +126,7 @@ class Budget:
         """None when `step` fits what is left, else its skipped entry (recorded)."""
         needs, left = self.estimator(step.kind, level, gpus, numa, tiny), self.left()
         if fits(needs, left) and not self.expired:
+            self.ran.append(step.what)
             return None
         self.left_out.append(step.what)
         return left_out(f"{step.what} (bench {step.kind})", needs, left, self.seconds)
@@ -135,7 +137,7 @@ class Budget:
     def to_dict(self) -> dict:
         spent = (time.monotonic() if self.ended is None else self.ended) - self.start
         return {"seconds": self.seconds, "spent": round(spent, 2),
-                "left_out": list(self.left_out), "cut": self.cut}
+                "left_out": list(self.left_out), "ran": list(self.ran), "cut": self.cut}
 
 
 def describe(saved: dict) -> str:

@@ -211,10 +211,17 @@ def exit_status(doc: CheckDoc, saved: bool = False) -> int:
 def not_judged(doc: CheckDoc) -> str:
     """Why the node could not be judged ("" when it could): it was busy, or
     a measuring level measured nothing (every step failed: missing tools).
-    A budget that left every step out measured nothing by choice: the node
-    is judged on its inventory, as the health level judges it."""
+    A budget that left every step out (or cut the one it ran) measured
+    nothing by choice: the node is judged on its inventory, as the health
+    level judges it; a step it let run that failed is as without a budget."""
     if doc.is_busy():
         return "busy"
-    if doc.level in ("quick", "full") and doc.complete and not doc.judged and not doc.budget.get("left_out"):
+    if doc.level in ("quick", "full") and doc.complete and not doc.judged and not _by_choice(doc.budget):
         return "nothing measured"
     return ""
+
+
+def _by_choice(budget: dict) -> bool:
+    """Whether the budget, not a failure, is why nothing was measured ("ran":
+    the steps it let run, absent in documents older than it)."""
+    return bool(budget.get("left_out")) and all(s == budget.get("cut") for s in budget.get("ran") or [])
