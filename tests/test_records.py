@@ -111,12 +111,17 @@ def _saved_files(schema: str) -> list[str]:
     return out
 
 
-def test_every_result_file_in_the_tree_decodes():
-    paths = _saved_files("nodemap.results/1")
-    assert len(paths) >= 20
+def _saved(schema: str, at_least: int):
+    """(path, bytes) of every saved document of `schema` in the tree (at least `at_least`)."""
+    paths = _saved_files(schema)
+    assert len(paths) >= at_least
     for path in paths:
         with open(path, "rb") as f:
-            data = f.read()
+            yield path, f.read()
+
+
+def test_every_result_file_in_the_tree_decodes():
+    for path, data in _saved("nodemap.results/1", 20):
         rs = resultfile.decode(path, data)
         again = json.loads(json.dumps(rs.to_dict()["results"]))
         assert again == [_known(r) for r in json.loads(data)["results"]], path
@@ -214,11 +219,7 @@ def test_a_check_document_reads_back_without_loss():
 def test_every_check_document_in_the_tree_decodes():
     from nodemap.check import document, saved
 
-    paths = _saved_files("nodemap.check/1")
-    assert len(paths) >= 5
-    for path in paths:
-        with open(path, "rb") as f:
-            data = f.read()
+    for path, data in _saved("nodemap.check/1", 5):
         doc = document.from_file(*saved.decode(path, data))
         d = json.loads(data)
         again = json.loads(doc.to_json())

@@ -102,10 +102,9 @@ def dims_create(n: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class Tile:
-    rank: int
-    start: int  # rows as a Slab's
-    count: int
+class Tile(Slab):
+    """A Slab's rows (rank, start, count: its stop, local_rows), cut into columns too."""
+
     xstart: int  # first global column owned (1-based: column 0 is fixed)
     xcount: int  # columns owned
     ix: int
@@ -113,14 +112,6 @@ class Tile:
     px: int
     py: int
     nx: int  # the global grid's columns
-
-    @property
-    def stop(self) -> int:
-        return self.start + self.count
-
-    @property
-    def local_rows(self) -> int:
-        return self.count + HALO_ROWS
 
     @property
     def local_cols(self) -> int:
