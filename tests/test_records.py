@@ -261,6 +261,28 @@ def test_a_check_document_of_only_its_schema_is_refused(tmp_path):
     refused(r, "check.json", "field host is missing")
 
 
+@pytest.mark.parametrize("part, value, field", [
+    ("budget", {"seconds": "30"}, "budget.seconds is str"),  # report printed it with :g
+    ("budget", {"seconds": 30, "left_out": [1]}, r"budget.left_out\[0\] is int"),
+    ("busy", {"busy": True, "reasons": 5}, "busy.reasons is int"),
+    ("busy", {"busy": "yes"}, "busy.busy is str"),  # judged busy, exit 2
+    ("remeasured", [{"key": "x"}], r"remeasured\[0\].step is missing"),
+])
+def test_a_check_header_the_reports_read_is_typed(part, value, field):
+    """report printed these with a traceback (ValueError, TypeError, KeyError)."""
+    from nodemap.check import saved
+
+    d = _check_doc()
+    d[part] = value
+    with pytest.raises(InputError, match=field):
+        saved.decode("check.json", json.dumps(d).encode())
+    d[part] = {"budget": {"seconds": 30, "spent": 29.5, "left_out": ["MPI"], "cut": ""},
+               "busy": {"busy": True, "reasons": ["load 9"], "before": {}},
+               "remeasured": [{"step": "STREAM", "kind": "memory", "rounds": 6, "seconds": 4.2,
+                               "figures": ["memory/triad"]}]}[part]
+    saved.decode("check.json", json.dumps(d).encode())
+
+
 def test_the_speed_benchmark_times_todays_reader():
     out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "records_speed.py"), "--runs", "1", "--json"],
                          capture_output=True, text=True, timeout=60, check=True)

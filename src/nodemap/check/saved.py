@@ -86,6 +86,29 @@ class _FindingWords(msgspec.Struct):
     area: Literal[AREAS]
 
 
+# The parts of the header the reports read (busy, remeasured, budget): typed, the rest kept as saved
+class _Busy(msgspec.Struct):  # check/busy.py summary
+    busy: bool = False
+    reasons: list[str] = []
+
+
+class _Remeasured(msgspec.Struct):  # check/remeasure.py record
+    step: str
+    rounds: int
+    seconds: float
+    figures: list[str]
+    still_noisy: list[str] = []
+    note: str = ""
+
+
+class _Budget(msgspec.Struct):  # check/budget.py Budget.to_dict
+    seconds: float
+    spent: float = 0.0
+    left_out: list[str] = []
+    ran: list[str] = []
+    cut: str = ""
+
+
 class Records(msgspec.Struct):
     """The typed records of a CheckFile."""
 
@@ -108,6 +131,11 @@ def convert(where: str, d: Any) -> tuple[CheckFile, Records]:
 
 
 def records_of(where: str, f: CheckFile) -> Records:
+    for part, cls in ((f.busy, _Busy), (f.budget, _Budget)):
+        if part:
+            _as(where, part, cls, "busy" if cls is _Busy else "budget")
+    for i, r in enumerate(f.remeasured or []):
+        _as(where, r, _Remeasured, f"remeasured[{i}]")
     return Records(
         results=[resultfile.result_set(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)],
         judged=[(_as(where, d, Figure, f"figures[{i}]"), _as(where, d, _Judgement, f"figures[{i}]"))
