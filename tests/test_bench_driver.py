@@ -266,7 +266,9 @@ def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
     flags = {a.dest: tuple(a.default) if isinstance(a.default, list) else a.default
              for a in p._actions if a.dest not in cli_only and a.default is not argparse.SUPPRESS}
     fields = {f.name: f.default for f in dataclasses.fields(mod.Options)}
-    if not hasattr(mod, "plan"):  # --adaptive/--budget are the driver's: not offered by a kind on run()
+    # --adaptive/--budget are the driver's: not offered by a kind on run(), nor by mpi (each size's
+    # repetitions are its own: --small-repeats; ranks stop only where they agree)
+    if not hasattr(mod, "plan") or kind == "mpi":
         fields = {k: v for k, v in fields.items() if k not in ("adaptive", "budget")}
     assert fields == flags
 
@@ -323,3 +325,43 @@ def test_compares_probes_are_typed_options_on_the_child_command_line(probe):
     p = argparse.ArgumentParser()
     mod.add_arguments(p)
     assert cmd[0] == kind and driver.options(type(opts), p.parse_args(cmd[1:])) == opts
+
+
+class Rank(Fake):
+    """A case of ranks that run a plan together: `stop` is the case's own (its pair agreeing),
+    `gather` collects into `sent` (as MPI ranks send their Results to rank 0)."""
+
+    def __init__(self, values, label, sent, mine=True, stop_in_warmup=False):
+        super().__init__(values, label)
+        self.mine, self.sent, self.stop_in_warmup = mine, sent, stop_in_warmup
+
+    def stop(self):
+        return self.stop_in_warmup
+
+    def gather(self, results):
+        self.sent.append((self.label, len(results)))
+        return results
+
+
+def test_ranks_running_together_stop_a_case_alone_and_end_where_they_agree(tmp_path, capsys):
+    """bench mpi's ranks: a pair that agreed to stop in its warm-up ends only its case (every rank
+    still reaches the gather), a case of other ranks is not measured here, the agreed stop ends the
+    run, and a rank other than the root neither prints nor saves."""
+    sent: list = []
+    agreed = {"stop": False}
+    cases = [Rank([1.0], "a", sent, stop_in_warmup=True), Rank([1.0], "b", sent, mine=False),
+             Rank([1.0], "c", sent), Rank([1.0], "d", sent)]
+    cases[2].gather = lambda results: (sent.append(("c", len(results))), agreed.update(stop=True), results)[2]
+    mod = _fake_kind()
+    for root in (True, False):
+        sent.clear()
+        agreed["stop"] = False
+        mod.plan = lambda opts: Plan("bench fake", cases, text=lambda rs: "", stop=lambda: agreed["stop"],
+                                     root=root, together=True)
+        args = types.SimpleNamespace(json=True, output=str(tmp_path / f"{root}.json"), quiet=False, timeout=None,
+                                     topology=None, repeats=2)
+        assert driver.main(mod, args) == 130
+        assert sent == [("a", 0), ("b", 0), ("c", 1)]  # d: after the agreed stop
+        assert cases[1].calls == []  # another rank's case: nothing measured here
+        out = capsys.readouterr()
+        assert bool(out.out) == root and (tmp_path / f"{root}.json").exists() == root

@@ -121,10 +121,10 @@ def test_one_preempted_latency_repetition_leaves_the_verdict_decided():
     """The stability benchmark's idle node: MPI latency 2.4 us, one repetition of 3 preempted (a daemon on
     one of the 2 vCPUs) to 6 us, its [min, max] straddled the 5 us warn limit: inconclusive. Quick now
     takes SMALL_REPEATS of the small messages (a millisecond each), whose 95% interval leaves it out."""
-    from nodemap.bench.comm.mpi_p2p import SMALL, Plan
+    from nodemap.bench.comm.mpi_p2p import SMALL, Sweep
 
     q = mpi.bench_options("quick", gpu=False)
-    plan = Plan([], [], [], [], 64, 1, q.repeats, q.iters_scale, 60.0, q.small_repeats)
+    plan = Sweep([], [], [], [], 64, 1, q.repeats, q.iters_scale, 60.0, q.small_repeats)
     assert plan.repeats_at(mpi.LATENCY_SIZE) == mpi.SMALL_REPEATS >= 9 and plan.repeats_at(SMALL) >= 9
     assert plan.repeats_at(MIB16) == 3  # the bandwidth's costly repetitions stay few
     assert mpi.bench_options("full", gpu=False).small_repeats == mpi.SMALL_REPEATS

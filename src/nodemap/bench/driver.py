@@ -131,6 +131,10 @@ class Case:
     label = ""  # progress text
     repeats: Repeats | None = None  # this case's own policy (else the kind's)
     messages: Sequence[str] = ()  # for the ResultSet's messages, each said once
+    # ranks that run a plan together (Plan.together): False where this process has no part in the
+    # case (another pair's), so nothing is measured here; `gather` still runs
+    mine = True
+    stop: Callable[[], bool] | None = None  # the case's own stop (a pair of ranks agreeing), else the plan's
 
     def setup(self) -> None:
         """Allocate and fill inputs (untimed)."""
@@ -146,6 +150,11 @@ class Case:
 
     def teardown(self) -> None:
         """Free what setup took (also after an error or a stop)."""
+
+    def gather(self, results: list[Result]) -> list[Result]:
+        """Every process, after the case (measured, not its own, or stopped):
+        where ranks send their Results to the reporting one."""
+        return results
 
     def figure(self, sample: Any) -> float:
         """The number the adaptive stop watches (a sample's seconds by default)."""
@@ -249,6 +258,10 @@ class Plan:
     stop: Callable[[], bool] = interrupt.requested  # ranks that must agree pass their own
     # what the cases share, released after the last or on an error (GPU kinds: CuPy's pools, the spin gate)
     hold: AbstractContextManager = field(default_factory=nullcontext)
+    root: bool = True  # this process reports and saves (under MPI: rank 0)
+    # processes run the plan together (MPI ranks): each step bounds its own wait (no watchdog), a stop
+    # inside a case ends only that case, and the run ends where `stop` (which they agree on) says so
+    together: bool = False
 
 
 def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
@@ -256,14 +269,20 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
     interrupted or timed-out run keeps what was measured."""
     rs = ResultSet(command=plan.command, environment=plan.environment, messages=list(plan.messages))
     policy = repeats_of(opts)
-    prog = Progress(len(plan.cases), plan.command.split()[-1], quiet=getattr(args, "quiet", False))
-    with session(rs, args), plan.hold:
+    prog = Progress(len(plan.cases), plan.command.split()[-1], quiet=getattr(args, "quiet", False) or not plan.root,
+                    stops=not plan.together)
+    with session(rs, args, root=plan.root, watchdog=not plan.together), plan.hold:
         for case in plan.cases:
             try:
-                got = measure_case(case, policy, plan.stop)
+                got = measure_case(case, policy, case.stop or plan.stop) if case.mine else []
             except Skipped as e:
                 rs.messages.append(str(e))
                 got = []
+            except Stopped:
+                if not plan.together:
+                    raise
+                got = []  # the case's ranks agreed to stop; the run ends where all agree (plan.stop)
+            got = case.gather(got)
             rs.messages += [m for m in case.messages if m not in rs.messages]
             rs.extend(got)
             prog.step(case.progress(got))
@@ -285,7 +304,10 @@ def main(kind: Any, args: Any) -> int:
     """`nodemap bench KIND ...` of a kind on the driver (commands/bench.py)."""
     opts = options(kind.Options, args)
     plan = kind.plan(opts)
-    return finish(execute(plan, opts, args), args, plan.text)
+    rs = execute(plan, opts, args)
+    if not plan.root:  # another rank reports
+        return 0 if rs.complete else 130
+    return finish(rs, args, plan.text)
 
 
 def measure(kind: Any, opts: Common) -> ResultSet:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -33,8 +34,8 @@ from ...units import format_size, parse_size, parse_sizes
 from . import mpi_common as mc
 from .world import World, start as start_world
 from .. import interrupt
-from ..harness import Progress, add_shared, check_count, check_positive, finish, session
-from ..driver import Common, repeat
+from ..harness import add_shared, check_count, check_positive
+from ..driver import Case, Common, Plan as DriverPlan, Repeats
 from ..options import choices
 from ..results import Result, ResultSet, make_result
 
@@ -401,12 +402,13 @@ def counting(test: str, window: int) -> str:
     both = " in each direction, both counted" if test == "bibw" else ""
     return f"message size x {window} messages per window{both} (OSU osu_{test})"
 
-
 # --- the run --------------------------------------------------------------------
 
 
 @dataclass
-class Plan:
+class Sweep:
+    """What every pair measures."""
+
     tests: list[str]
     sizes: list[int]
     buffers: list[str]
@@ -423,64 +425,68 @@ class Plan:
         return self.small_repeats if self.small_repeats and size <= SMALL else self.repeats
 
 
-def run(args: argparse.Namespace) -> int:
-    tests = choices(args.tests, TESTS, "--tests")
-    buffers = choices(args.buffers, BUFFERS, "--buffers")
-    sizes = parse_sizes(args.sizes, "--sizes")
-    chunk = parse_size(args.chunk, "--chunk", minimum=1)
-    check_count("--window", args.window, 1, "send per window")
-    check_positive("--iters-scale", args.iters_scale)
-    if args.small_repeats is not None:
-        check_count("--small-repeats", args.small_repeats, 1, "repetition")
-    w = start_world(args.timeout)
-    MPI, comm, n, rank = w.MPI, w.comm, w.size, w.rank
+def plan(opts: Options) -> DriverPlan:
+    """Every rank builds the same plan: a case per (pair, buffers, test, size),
+    then one per size of the multi-rail bw; rank 0 reports (driver.Plan.together)."""
+    tests = choices(opts.tests, TESTS, "--tests")
+    buffers = choices(opts.buffers, BUFFERS, "--buffers")
+    sizes = parse_sizes(opts.sizes, "--sizes")
+    chunk = parse_size(opts.chunk, "--chunk", minimum=1)
+    check_count("--window", opts.window, 1, "send per window")
+    check_positive("--iters-scale", opts.iters_scale)
+    if opts.small_repeats is not None:
+        check_count("--small-repeats", opts.small_repeats, 1, "repetition")
+    timeout = opts.timeout if opts.timeout is not None else mc.DEFAULT_TIMEOUT_S
+    w = start_world(timeout)
+    MPI, comm, n = w.MPI, w.comm, w.size
     err = check_ranks(n, pairs=True)
     if err:
         mc.fail(comm, err)
-    topo = _topology(args.topology)
-    with mc.deadline(args.timeout, "the other ranks' placement (allgather)"):
+    topo = _topology(opts.topology)
+    with mc.deadline(timeout, "the other ranks' placement (allgather)"):
         places = comm.allgather(w.place(topo))
     need = 2 * max(sizes) * (3 if any("D" in b for b in buffers) else 1)
     if need > mem_available():
         mc.fail(comm, f"--sizes up to {format_size(max(sizes))} needs {format_size(need)} of host memory per rank "
                       f"but only {format_size(mem_available())} are available: lower the largest size")
-    rs = ResultSet(command="bench mpi " + " ".join(f"{k}={v}" for k, v in sorted(vars(args).items())
-                                                   if not k.startswith("_") and v not in (None, False, [])))
+    given = sorted((f.name, getattr(opts, f.name)) for f in dataclasses.fields(opts))
+    rs = ResultSet(command="bench mpi " + " ".join(f"{k}={v}" for k, v in given if v not in (None, False, ())))
     rs.environment = {"mpi": mc.library(), "ranks": n, "places": [p.__dict__ for p in places]}
-    aw = _awareness(comm, buffers, rs, args.timeout)
+    aw = _awareness(comm, buffers, rs, timeout)
     buffers = _usable(buffers, aw, comm)
     if "D" in "".join(buffers):
         keys = _pick_gpu(w, sizes, rs, topo)
         places = [dataclasses.replace(p, gpu=k.split(":", 1)[1]) for p, k in zip(places, keys)]
         rs.environment["places"] = [p.__dict__ for p in places]  # with each rank's GPU, as the results' paths
-    pairs = parse_pairs(args.pair, n) if args.pair else mc.interesting_pairs(places)
-    plan = Plan(tests, sizes, buffers, pairs, args.window, chunk, args.repeats, args.iters_scale, args.timeout,
-                args.small_repeats)
-    prog = Progress(len(pairs) * len(buffers) * len(tests) * len(sizes), "mpi", quiet=args.quiet or rank != 0,
-                    stops=False)  # ranks stop together: at sizes (the pair) and pairs (everyone) below
-    with session(rs, args, root=rank == 0, watchdog=False):  # --timeout bounds each MPI step itself
-        for a, b, given in pairs:
-            host_cls = given or mc.pair_class(places[a], places[b])
-            for buf in buffers:
-                cls = (gpu_class(topo, places[a], places[b]) or host_cls) if buf == "DD" else host_cls
-                mine = measure_pair(MPI, comm, plan, a, b, buf, aw.aware and aw.proven, prog)
-                _collect(comm, rs, mine, places, a, b, cls, buf, plan.timeout * len(tests) * len(sizes))
-                if _all_stop(MPI, comm, plan.timeout):
-                    break
-            if interrupt.requested():
-                break
-        if args.multirail and not interrupt.requested():
-            mine = multirail(MPI, comm, plan, places)
-            _collect(comm, rs, mine, places, -1, -1, "multirail", "HH", plan.timeout)
-    prog.close()
-    if rank != 0:
-        return 0 if rs.complete else 130
-    return finish(rs, args, text)
+    pairs = parse_pairs(list(opts.pair), n) if opts.pair else mc.interesting_pairs(places)
+    sweep = Sweep(tests, sizes, buffers, pairs, opts.window, chunk, opts.repeats, opts.iters_scale, timeout,
+                  opts.small_repeats)
+    agreed = Agreed()
+    cases: list[Case] = []
+    for a, b, named in pairs:
+        host_cls = named or mc.pair_class(places[a], places[b])
+        for buf in buffers:
+            cls = (gpu_class(topo, places[a], places[b]) or host_cls) if buf == "DD" else host_cls
+            g = Group(MPI, comm, sweep, places, a, b, buf, cls, aw.aware and aw.proven, agreed)
+            group = [PairCase(g, test, size) for test in tests for size in sizes]
+            group[-1].last = True
+            cases += group
+    if opts.multirail:
+        rails = Rails(MPI, comm, sweep, places)
+        cases += [MultirailCase(rails, size) for size in sizes]
+    return DriverPlan(rs.command, cases, text, environment=rs.environment, messages=rs.messages,
+                      stop=lambda: agreed.stop, root=w.rank == 0, together=True)
+
+
+class Agreed:
+    """Whether all ranks agreed to stop (Ctrl-C on any), as asked at each pair's end."""
+
+    stop = False
 
 
 def _all_stop(MPI: Any, comm: Any, timeout: float) -> bool:
     """Whether any rank was interrupted; then every rank's flag is set, so
-    all leave their loops at the same point and rank 0 reports."""
+    all leave at the same point and rank 0 reports."""
     with mc.deadline(timeout, "the other ranks' stop flags (allreduce)"):
         stop = bool(comm.allreduce(int(interrupt.requested()), op=MPI.MAX))
     if stop:
@@ -557,96 +563,131 @@ def gpu_class(topo: Any, a: mc.Place, b: mc.Place) -> str:
         return ""
 
 
-def measure_pair(MPI: Any, comm: Any, plan: Plan, a: int, b: int, buf: str, aware: bool,
-                 prog: Progress) -> list[Result]:
-    """Both ranks of the pair run every test and size; the others wait."""
-    rank = comm.Get_rank()
-    out: list[Result] = []
-    if rank not in (a, b):
-        with mc.deadline(plan.timeout * len(plan.tests) * len(plan.sizes), f"ranks {a},{b} to finish"):
-            comm.Barrier()
-        return out
-    first, peer = rank == a, b if rank == a else a
-    kind = buf[0] if first else buf[1]
-    ep = make_endpoint(buf, kind, MPI, comm, max(plan.sizes), rank + 1, aware, plan.chunk)
-    side = Side(MPI, comm, ep, peer, first)
-    transport = "host" if "D" not in buf else ("cuda-aware" if aware else "staged")
-    try:
-        for test in plan.tests:
-            for size in plan.sizes:
-                with mc.deadline(plan.timeout, f"rank {peer} in {test} at {size} B"):
-                    r = one(side, plan, test, size, buf, transport)
-                if r is not None:
-                    out.append(r)
-                prog.step(f"{test} {buf} {size} B ranks {a},{b}")
-                if side.stopped:
-                    break
-            if side.stopped:
-                break
-    finally:
-        ep.close()
-    with mc.deadline(plan.timeout, "the pair's end (barrier)"):
-        comm.Barrier()
-    return out
+class Group:
+    """One pair and buffer kind: both ranks of the pair run its cases with one
+    endpoint (of the largest size); the others wait at its end, where every
+    rank sends its Results to rank 0 and all agree whether to go on."""
+
+    def __init__(self, MPI: Any, comm: Any, sweep: Sweep, places: list[mc.Place], a: int, b: int, buf: str,
+                 cls: str, aware: bool, agreed: Agreed) -> None:
+        self.MPI, self.comm, self.sweep, self.places = MPI, comm, sweep, places
+        self.a, self.b, self.buf, self.cls, self.aware, self.agreed = a, b, buf, cls, aware, agreed
+        self.rank = comm.Get_rank()
+        self.side: Side | None = None
+        self.stopped = False  # both ranks of the pair agreed to stop (Ctrl-C on either)
+        self.results: list[Result] = []
+        self.transport = "host" if "D" not in buf else ("cuda-aware" if aware else "staged")
+
+    def open(self) -> Side:
+        if self.side is None:
+            first, peer = self.rank == self.a, self.b if self.rank == self.a else self.a
+            ep = make_endpoint(self.buf, self.buf[0] if first else self.buf[1], self.MPI, self.comm,
+                               max(self.sweep.sizes), self.rank + 1, self.aware, self.sweep.chunk)
+            self.side = Side(self.MPI, self.comm, ep, peer, first)
+        return self.side
+
+    def end(self) -> list[Result]:
+        """The pair's end (a barrier the others wait at), the gather to rank 0, the agreed stop."""
+        sw = self.sweep
+        whole = sw.timeout * len(sw.tests) * len(sw.sizes)
+        if self.rank in (self.a, self.b):
+            if self.side is not None:
+                self.side.ep.close()
+            with mc.deadline(sw.timeout, "the pair's end (barrier)"):
+                self.comm.Barrier()
+        else:
+            with mc.deadline(whole, f"ranks {self.a},{self.b} to finish"):
+                self.comm.Barrier()
+        got = _collect(self.comm, self.results, self.places, self.a, self.b, self.cls, whole)
+        self.agreed.stop = _all_stop(self.MPI, self.comm, sw.timeout)
+        return got
 
 
-def _pair_stop(s: Side) -> bool:
-    """Ctrl-C on either rank of the pair: both stop after the same
-    repetition (exchanged between repetitions, outside the timed loops).
-    The agreed answer stays in `s.stopped` for the callers."""
-    mine = int(interrupt.requested())
-    theirs = s.comm.sendrecv(mine, dest=s.peer, source=s.peer, sendtag=STOP_TAG, recvtag=STOP_TAG)
-    if theirs:
-        interrupt.request()
-    s.stopped = bool(mine or theirs)
-    return s.stopped
+class PairCase(Case):
+    """One test at one size between the pair's ranks (OSU's loops, LOOPS)."""
+
+    last = False  # the group's last case: the group's end follows it
+
+    def __init__(self, g: Group, test: str, size: int) -> None:
+        sw = g.sweep
+        self.g, self.test, self.size = g, test, size
+        self.iters = iterations(test, size, sw.scale, sw.window)
+        self.w = window_for(sw.window, size)
+        self.repeats = Repeats(count=sw.repeats_at(size), warmup=1)
+        self.label = f"{test} {g.buf} {size} B ranks {g.a},{g.b}"
+        self._deadline = ExitStack()
+
+    @property  # type: ignore[override]
+    def mine(self) -> bool:
+        return self.g.rank in (self.g.a, self.g.b) and not self.g.stopped
+
+    def setup(self) -> None:
+        s = self.g.open()
+        self._deadline.enter_context(mc.deadline(self.g.sweep.timeout,
+                                                 f"rank {s.peer} in {self.test} at {self.size} B"))
+        s.ep.poison()
+
+    def run(self) -> float:
+        return LOOPS[self.test](self.g.open(), self.size, self.iters, self.w)
+
+    def stop(self) -> bool:  # type: ignore[override]
+        """Ctrl-C on either rank of the pair: both stop after the same
+        repetition (exchanged between repetitions, outside the timed loops)."""
+        s = self.g.open()
+        mine = int(interrupt.requested())
+        theirs = s.comm.sendrecv(mine, dest=s.peer, source=s.peer, sendtag=STOP_TAG, recvtag=STOP_TAG)
+        if theirs:
+            interrupt.request()
+        self.g.stopped = bool(mine or theirs)
+        return self.g.stopped
+
+    def verify(self) -> None:
+        s = self.g.open()
+        receives = self.test != "bw" or not s.first
+        ok = s.ep.check(self.size, s.peer + 1) if receives else True
+        ok_both = bool(s.comm.sendrecv(ok, dest=s.peer, source=s.peer, sendtag=ACK_TAG, recvtag=ACK_TAG)) and ok
+        if s.first and not ok_both:
+            raise NodemapError(f"MPI {self.test} of {self.size} B ({self.g.buf}) delivered wrong bytes: the "
+                               "transport corrupts data (for D buffers: a library that claims CUDA-awareness "
+                               "but is not)")
+
+    def results(self, times: list[float]) -> list[Result]:
+        """The sender's (rank a's) Result; the driver notes an interruption."""
+        if not self.g.open().first:
+            return []
+        test, size, iters, w = self.test, self.size, self.iters, self.w
+        return [make_result(
+            "mpi", test, "us" if test == "latency" else "GB/s", [to_unit(test, size, iters, w, t) for t in times],
+            verified=True,
+            params={"size": size, "iters": iters, "window": w if test != "latency" else 1,
+                    "buffers": self.g.buf, "transport": self.g.transport, "chunk": self.g.sweep.chunk},
+            bytes=0 if test == "latency" else size * w * iters * (2 if test == "bibw" else 1),
+            counting=counting(test, w),
+            verification="receive buffers poisoned (0xFF) before, compared byte by byte with the sender's pattern "
+                         "after, on every receiving rank",
+        )]
+
+    def teardown(self) -> None:
+        self._deadline.close()
+
+    def gather(self, results: list[Result]) -> list[Result]:
+        self.g.results += results
+        return self.g.end() if self.last else []
+
+    def progress(self, results: list[Result]) -> str:
+        return self.label
 
 
-def one(s: Side, plan: Plan, test: str, size: int, buf: str, transport: str) -> Result | None:
-    peer = s.peer
-    iters = iterations(test, size, plan.scale, plan.window)
-    w = window_for(plan.window, size)
-    s.ep.poison()
-    loop = LOOPS[test]
-    repeats = plan.repeats_at(size)
-    times = repeat(lambda: loop(s, size, iters, w), repeats=repeats, warmup=1, stop=lambda: _pair_stop(s))
-    if not times:  # both ranks agreed to stop during the warm-up
-        return None
-    receives = test != "bw" or not s.first
-    ok = s.ep.check(size, peer + 1) if receives else True
-    ok_both = bool(s.comm.sendrecv(ok, dest=peer, source=peer, sendtag=ACK_TAG, recvtag=ACK_TAG)) and ok
-    if not s.first:
-        return None
-    if not ok_both:
-        raise NodemapError(f"MPI {test} of {size} B ({buf}) delivered wrong bytes: the transport corrupts data "
-                           "(for D buffers: a library that claims CUDA-awareness but is not)")
-    vals = [to_unit(test, size, iters, w, t) for t in times]
-    return make_result(
-        "mpi", test, "us" if test == "latency" else "GB/s", vals, verified=True,
-        params={"size": size, "iters": iters, "window": w if test != "latency" else 1,
-                "buffers": buf, "transport": transport, "chunk": plan.chunk},
-        bytes=0 if test == "latency" else size * w * iters * (2 if test == "bibw" else 1),
-        counting=counting(test, w),
-        verification="receive buffers poisoned (0xFF) before, compared byte by byte with the sender's pattern "
-                     "after, on every receiving rank",
-        notes=(f"interrupted after {len(times)} of {repeats} repetitions",) if len(times) < repeats else (),
-    )
-
-
-def _collect(comm: Any, rs: ResultSet, mine: list[Result], places: list[mc.Place], a: int, b: int,
-             cls: str, buf: str, timeout: float) -> None:
+def _collect(comm: Any, mine: list[Result], places: list[mc.Place], a: int, b: int, cls: str,
+             timeout: float) -> list[Result]:
+    """Every rank's Results on rank 0, each with the pair's path (the others get none)."""
     with mc.deadline(timeout, "results from the other ranks (gather)"):
         got = comm.gather([r.to_dict() for r in mine], root=0)
     if got is None:
-        return
-    new = []
-    for d in (x for part in got for x in part):
-        r = Result.from_dict(d)
-        if a >= 0:
-            path = f"{places[a].label()} -> {places[b].label()}"
-            r = _with(r, path=path + via(r.params.get("transport", "")), path_class=cls)
-        new.append(r)
-    rs.extend(new)  # saved here (rank 0) when --output names a file
+        return []
+    path = f"{places[a].label()} -> {places[b].label()}"
+    return [_with(r, path=path + via(r.params.get("transport", "")), path_class=cls)
+            for r in (Result.from_dict(d) for part in got for d in part)]
 
 
 def via(transport: str) -> str:
@@ -656,7 +697,6 @@ def via(transport: str) -> str:
 
 def _with(r: Result, **kw: Any) -> Result:
     return dataclasses.replace(r, **kw)
-
 
 # --- multi-rail -----------------------------------------------------------------
 
@@ -673,50 +713,85 @@ def rail_pairs(places: list[mc.Place]) -> list[tuple[int, int]]:
     return [(i, i + h) for i in range(h)]
 
 
-def multirail(MPI: Any, comm: Any, plan: Plan, places: list[mc.Place]) -> list[Result]:
-    """Every pair runs bw at once; aggregate = all bytes / the slowest sender."""
-    rank = comm.Get_rank()
-    pairs = rail_pairs(places)
-    partner = {a: (b, True) for a, b in pairs} | {b: (a, False) for a, b in pairs}
-    inter = len({p.host for p in places}) >= 2
-    ep = Endpoint(MPI, comm, max(plan.sizes), rank + 1)
-    out: list[Result] = []
-    for size in plan.sizes:
-        iters = iterations("bw", size, plan.scale, plan.window)
-        w = window_for(plan.window, size)
-        ep.poison()
+class Rails:
+    """Every rank pair at once (rail_pairs): the endpoint their sizes share."""
 
-        def once() -> float:
-            """One repetition, the slowest pair's seconds (ranks without a pair wait in the reduction)."""
-            comm.Barrier()
-            t = bw_loop(Side(MPI, comm, ep, partner[rank][0], partner[rank][1]), size, iters, w) \
-                if rank in partner else 0.0
-            return comm.allreduce(t, op=MPI.MAX)
+    def __init__(self, MPI: Any, comm: Any, sweep: Sweep, places: list[mc.Place]) -> None:
+        self.MPI, self.comm, self.sweep, self.places = MPI, comm, sweep, places
+        self.rank = comm.Get_rank()
+        self.pairs = rail_pairs(places)
+        self.partner = {a: (b, True) for a, b in self.pairs} | {b: (a, False) for a, b in self.pairs}
+        self.inter = len({p.host for p in places}) >= 2
+        self.ep: Endpoint | None = None
 
-        with mc.deadline(plan.timeout, f"multi-rail bw at {size} B"):
-            times = repeat(once, repeats=plan.repeats, warmup=1)
-            ok = True
-            if rank in partner and not partner[rank][1]:
-                ok = ep.check(size, partner[rank][0] + 1)
-            ok = bool(comm.allreduce(int(ok), op=MPI.MIN))
-        if not ok:
-            raise NodemapError(f"multi-rail bw at {size} B delivered wrong bytes: the transport corrupts data")
-        if rank == 0:
-            moved = len(pairs) * size * w * iters
-            where = "between 2 nodes" if inter else "inside one node (no second node: shared memory, not NICs)"
-            out.append(make_result(
-                "mpi", "multirail bw", "GB/s", [moved / t / 1e9 for t in times], verified=True,
-                params={"size": size, "iters": iters, "window": w, "pairs": len(pairs),
-                        "buffers": "HH", "transport": "host"},
-                bytes=moved, counting=f"{len(pairs)} pairs x message x {w} per window, over the "
-                                      "slowest pair's time (aggregate per node)",
-                path=f"{len(pairs)} rank pairs at once, {where}",
-                path_class="inter-node" if inter else "intra-node",
-                verification="every receiving rank's buffer poisoned before and checked after",
-                notes=() if inter else ("one node: this is the node's shared-memory MPI path, not its NIC "
-                                        "rails; run across 2 nodes for the rails",),
-            ))
-    return out
+    def endpoint(self) -> Endpoint:
+        if self.ep is None:
+            self.ep = Endpoint(self.MPI, self.comm, max(self.sweep.sizes), self.rank + 1)
+        return self.ep
+
+
+class MultirailCase(Case):
+    """Every pair runs bw at once at one size; aggregate = all bytes / the slowest sender."""
+
+    def __init__(self, rails: Rails, size: int) -> None:
+        sw = rails.sweep
+        self.rails, self.size = rails, size
+        self.iters = iterations("bw", size, sw.scale, sw.window)
+        self.w = window_for(sw.window, size)
+        self.repeats = Repeats(count=sw.repeats, warmup=1)
+        self.label = f"multi-rail bw {size} B"
+        self._deadline = ExitStack()
+
+    def stop(self) -> bool:  # type: ignore[override]
+        return False  # every rank runs every repetition (the reduction in each is collective)
+
+    def setup(self) -> None:
+        self._deadline.enter_context(mc.deadline(self.rails.sweep.timeout, f"multi-rail bw at {self.size} B"))
+        self.rails.endpoint().poison()
+
+    def run(self) -> float:
+        """One repetition, the slowest pair's seconds (ranks without a pair wait in the reduction)."""
+        r, MPI = self.rails, self.rails.MPI
+        r.comm.Barrier()
+        t = bw_loop(Side(MPI, r.comm, r.endpoint(), r.partner[r.rank][0], r.partner[r.rank][1]), self.size,
+                    self.iters, self.w) if r.rank in r.partner else 0.0
+        return r.comm.allreduce(t, op=MPI.MAX)
+
+    def verify(self) -> None:
+        r = self.rails
+        ok = True
+        if r.rank in r.partner and not r.partner[r.rank][1]:
+            ok = r.endpoint().check(self.size, r.partner[r.rank][0] + 1)
+        if not bool(r.comm.allreduce(int(ok), op=r.MPI.MIN)):
+            raise NodemapError(f"multi-rail bw at {self.size} B delivered wrong bytes: the transport corrupts data")
+
+    def results(self, times: list[float]) -> list[Result]:
+        r, size, w, iters = self.rails, self.size, self.w, self.iters
+        if r.rank != 0:
+            return []
+        moved = len(r.pairs) * size * w * iters
+        where = "between 2 nodes" if r.inter else "inside one node (no second node: shared memory, not NICs)"
+        return [make_result(
+            "mpi", "multirail bw", "GB/s", [moved / t / 1e9 for t in times], verified=True,
+            params={"size": size, "iters": iters, "window": w, "pairs": len(r.pairs),
+                    "buffers": "HH", "transport": "host"},
+            bytes=moved, counting=f"{len(r.pairs)} pairs x message x {w} per window, over the "
+                                  "slowest pair's time (aggregate per node)",
+            path=f"{len(r.pairs)} rank pairs at once, {where}",
+            path_class="inter-node" if r.inter else "intra-node",
+            verification="every receiving rank's buffer poisoned before and checked after",
+            notes=() if r.inter else ("one node: this is the node's shared-memory MPI path, not its NIC "
+                                      "rails; run across 2 nodes for the rails",),
+        )]
+
+    def teardown(self) -> None:
+        self._deadline.close()
+
+    def gather(self, results: list[Result]) -> list[Result]:
+        return results  # rank 0 made them all
+
+    def progress(self, results: list[Result]) -> str:
+        return self.label
 
 
 # --- text -----------------------------------------------------------------------
