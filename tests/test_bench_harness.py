@@ -258,6 +258,23 @@ def test_the_session_names_another_hosts_topology_for_every_kind(tmp_path):
     assert {k for k, v in sources.items() if "topology_cautions(" in v} == {"harness.py"}
 
 
+def test_a_budget_that_ends_while_a_kind_plans_stops_its_cases_at_once():
+    """check --budget's stop, asked while a kind was still planning (CuPy's start, copies' buffers):
+    the kind's session keeps it (it cleared it, and the step ran on until SIGALRM cut it a second
+    later, its results saying Ctrl-C); any other stop left over is cleared as before."""
+    from nodemap.bench import interrupt
+    from nodemap.bench.results import ResultSet
+
+    args = parser_of("memory").parse_args([])
+    for why, kept in ((interrupt.BUDGET, True), ("interrupted (Ctrl-C)", False)):
+        interrupt.request(why)
+        rs = ResultSet(command="bench memory")
+        with harness.session(rs, args):
+            seen = interrupt.requested()
+        assert seen is kept and rs.complete is not kept
+        assert (harness.CUT in rs.messages) is kept and not interrupt.requested()
+
+
 # --- outputs ----------------------------------------------------------------------------
 
 

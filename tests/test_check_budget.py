@@ -98,6 +98,19 @@ def test_re_measurement_gets_what_the_budget_left_at_most_the_level_s():
     assert _remeasure_budget("full", None, B.Budget(30, start=time.monotonic() - 40)) == 0
 
 
+def test_a_stop_the_budget_asked_between_kinds_ends_with_the_check():
+    """bench sessions keep a budget's stop asked before they start: one left
+    when the check ends must not stop the next check's kinds in this process."""
+    from nodemap.bench import interrupt
+    from nodemap.check.node import _cut
+
+    b = B.Budget(0.0)
+    with _cut(b):
+        time.sleep(0.2)  # the stop at 0 s; the SIGALRM a second later never comes
+        assert b.expired and interrupt.why() == interrupt.BUDGET
+    assert not interrupt.requested()
+
+
 def nodemap(*args, env=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "nodemap", *args], capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ, **(env or {})))

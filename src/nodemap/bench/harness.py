@@ -305,7 +305,8 @@ def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = Tru
     rs.messages += [m for m in given_topology_cautions(args) if m not in rs.messages]
     if hooks and isinstance(hooks[0], _Autosave):
         hooks[0](rs)  # the file exists, marked incomplete, before the first case
-    interrupt.reset()
+    if interrupt.why() != interrupt.BUDGET:  # check's budget ended while this kind planned: stop at once
+        interrupt.reset()
     stopped, why = False, ""
     try:
         with interrupt.sigint_stops():

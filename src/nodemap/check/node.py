@@ -164,8 +164,11 @@ def _cut(budget: Budget | None):
         budget.expired = True
         interrupt.request(interrupt.BUDGET)
 
-    return cut_after(budget.left(), stop, f"nodemap check --budget {budget.seconds:g}: a step did not stop "
-                     f"{CUT_KILL:g} s after the budget ended; check.json holds the steps before it")
+    stack = contextlib.ExitStack()
+    stack.callback(interrupt.reset)  # a stop asked between kinds (bench sessions keep it) ends with the check
+    stack.enter_context(cut_after(budget.left(), stop, f"nodemap check --budget {budget.seconds:g}: a step did "
+                                  f"not stop {CUT_KILL:g} s after the budget ended; check.json holds the steps before it"))
+    return stack
 
 
 def _budget_cut(doc: CheckDoc, budget: Budget | None, step, took: float | None, results: int = 0) -> bool:
