@@ -15,6 +15,7 @@ from nodemap.bench import driver, interrupt
 from nodemap.bench.driver import Case, Common, Plan, Repeats
 from nodemap.bench.harness import Stopped
 from nodemap.bench.kinds import BENCHES
+from nodemap.errors import NodemapError
 from nodemap.bench.results import make_result
 
 
@@ -51,6 +52,36 @@ def _clear_stop():
     interrupt.reset()
     yield
     interrupt.reset()
+
+
+class HalfSetup(Fake):
+    """Takes a resource, then fails; its teardown fails too when nothing was taken."""
+
+    def __init__(self, take: bool):
+        super().__init__([1.0])
+        self.take = take
+        self.held = False
+
+    def setup(self):
+        self.calls.append("setup")
+        self.held = self.take
+        raise NodemapError("setup failed: out of device memory")
+
+    def teardown(self):
+        self.calls.append("teardown")
+        if not self.held:
+            raise AttributeError("nothing to free")
+        self.held = False
+
+
+def test_a_setup_that_fails_half_way_is_torn_down_and_its_error_kept():
+    c = HalfSetup(take=True)
+    with pytest.raises(NodemapError, match="out of device memory"):
+        driver.measure_case(c, Repeats(count=2, warmup=1))
+    assert c.calls == ["setup", "teardown"] and not c.held
+    early = HalfSetup(take=False)  # its teardown raises: the setup's error is still the one raised
+    with pytest.raises(NodemapError, match="out of device memory"):
+        driver.measure_case(early, Repeats(count=2, warmup=1))
 
 
 def test_warmup_then_the_fixed_count_then_verify_once():

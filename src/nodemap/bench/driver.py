@@ -231,18 +231,30 @@ def measure_case(case: Case, policy: Repeats, stop: Callable[[], bool] = interru
     """setup, the timed samples, verify, the Results; teardown always.
     Stopped (Ctrl-C, --timeout) with samples: their Results, noted; none: Stopped."""
     policy = case.repeats or policy
-    case.setup()
+    ready = False
     try:
+        case.setup()  # a setup that fails half-way still has its teardown free what it took
+        ready = True
         got = samples(case, policy, stop)
         if not got:
             raise Stopped
         out = case.results(got)
     finally:
-        case.teardown()
+        _teardown(case, ready)
     if len(got) < policy.count and stop():
         note = f"interrupted after {len(got)} of {policy.count} repetitions"
         out = [dataclasses.replace(r, notes=r.notes + (note,)) for r in out]
     return out
+
+
+def _teardown(case: Case, ready: bool) -> None:
+    """After a setup that failed, a teardown meeting what it never made must
+    not hide the setup's own error (the one the user needs)."""
+    try:
+        case.teardown()
+    except Exception:
+        if ready:
+            raise
 
 
 @dataclass
