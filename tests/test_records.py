@@ -332,6 +332,7 @@ def test_every_nodes_jsonl_in_the_tree_reads():
     (lambda d: d["figures"][1].update(key=7), "figures[1].key is int, not text"),
     (lambda d: d.update(findings=[{"verdict": "fail", "keys": "gpu/0"}]), "findings[0]"),
     (lambda d: d.update(complete="no"), "field complete is str, not true or false"),
+    (lambda d: d.pop("complete"), "complete is missing"),  # was taken as complete
     (lambda d: d.update(figures=[3]), "figures[0] is int, not an object"),
 ])
 def test_malformed_node_documents_name_the_line_and_field(tmp_path, change, words):

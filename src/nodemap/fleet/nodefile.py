@@ -45,8 +45,8 @@ class _Finding(msgspec.Struct):
 
 class NodeDoc(msgspec.Struct):
     schema: Literal[SCHEMA]
+    complete: bool  # required: a document that does not say it is complete is not taken as complete
     host: str = "?"
-    complete: bool = True
     started: str | None = None
     finished: str | None = None
     topology: dict[str, Any] | None = None
