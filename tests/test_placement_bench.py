@@ -63,3 +63,36 @@ def test_a_repetition_is_the_slowest_gpu_and_keeps_each_gpus_seconds():
     assert case.run() == (2.0, [1.0, 2.0]) and case.figure(case.run()) == 2.0
     case.teardown()
     assert case.t is None
+
+
+def _gpu_standins(got):
+    """A Bench on stand-ins for CuPy and the kernels: two GPUs whose gathers give `got`."""
+    from contextlib import nullcontext
+
+    arr = SimpleNamespace(data=SimpleNamespace(ptr=1), get=lambda: [got.pop(0)])
+    event = SimpleNamespace(record=lambda: None, synchronize=lambda: None)
+    cp = SimpleNamespace(
+        uint64=int, empty=lambda *a, **k: arr, zeros=lambda *a, **k: SimpleNamespace(get=arr.get),
+        get_default_memory_pool=lambda: SimpleNamespace(free_all_blocks=lambda: None),
+        cuda=SimpleNamespace(Device=lambda dev: nullcontext(), Event=lambda: event,
+                             get_elapsed_time=lambda a, b: 1.0))
+    b = object.__new__(pb.Bench)
+    b.cp, b.cfg, b.rows, b.words = cp, SimpleNamespace(devices=[0, 1], table=64), 4, 2
+    b._fill = lambda *a, **k: None
+    b._launch = lambda *a, **k: None
+    b.data = lambda s: ([], ["k0", "k1"], [10, 11])
+    return b
+
+
+def test_a_checksum_mismatch_is_a_failed_verification_not_a_crash_or_a_skip():
+    # setup's checked gather: GPU 1 gathers 12 where the row formula says 11
+    with pytest.raises(pb.ChecksumMismatch, match=r"copies: .*\[10, 12\] differ from the row formula's \[10, 11\]"):
+        pb.Lookups(_gpu_standins([10, 12]), 0.0, "copies").setup()
+    assert issubclass(pb.ChecksumMismatch, NodemapError)  # what check records as the kind's failure
+
+
+def test_a_checksum_that_changes_between_repetitions_fails_verification():
+    case = pb.Lookups(_gpu_standins([10, 11, 10, 13]), 0.0, "copies")
+    case.setup()
+    with pytest.raises(pb.ChecksumMismatch, match=r"GPU 1: .*changed between repetitions \(13 != 11\)"):
+        case.run()

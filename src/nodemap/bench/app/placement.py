@@ -49,6 +49,10 @@ STRATEGIES = ("gpu0", "round-robin", "split", "no-hints", "replicate-all", "copi
 # migration thrashed for over 3 minutes on an H200 node without finishing.
 DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
+
+
+class ChecksumMismatch(NodemapError):
+    """The gathered rows failed verification: the kind fails (not a crash, not a skipped strategy)."""
 MiB = 1 << 20
 
 
@@ -272,7 +276,9 @@ class Bench:
             sums = self._gather_all(tables, keys)
             costs["first_iteration_s"] = time.perf_counter() - t0
             if sums != expected:
-                raise RuntimeError(f"{strat}: checksum mismatch {sums} != {expected}")
+                raise ChecksumMismatch(f"{strat}: the gathered rows' checksums {sums} differ from the row "
+                                       f"formula's {expected}; no number is reported (GPU memory errors? rerun, "
+                                       "then check the GPUs)")
         except BaseException:
             Tables(tables=[], arrays=arrays, mem=mem).free(cp)
             raise
@@ -424,8 +430,11 @@ class Bench:
             with cp.cuda.Device(dev):
                 b.synchronize()
                 secs.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
-                if int(o.get()[0]) != want:
-                    raise RuntimeError("checksum changed between repetitions")
+                got = int(o.get()[0])
+                if got != want:
+                    raise ChecksumMismatch(f"GPU {dev}: the gathered rows' checksum changed between repetitions "
+                                           f"({got} != {want}); no number is reported (GPU memory "
+                                           "errors? rerun, then check the GPUs)")
         per_gpu.append(secs)
         return max(secs)  # the node is done when the slowest GPU is
 
@@ -502,6 +511,8 @@ class Lookups(Case):
             analysis, costs = (counts.rechunk(chunk), rep), {"profile_s": prof_s}
         try:
             self.t = b.prepare(self.strat, self.keys, self.expected, analysis, costs)
+        except ChecksumMismatch:
+            raise  # a failed verification fails the kind: it is not a strategy that does not fit
         except NodemapError as e:
             raise Skipped(f"{self.label}: skipped: {e}") from None
 
