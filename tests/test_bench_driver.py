@@ -228,6 +228,20 @@ def test_a_typed_steps_command_line_gives_back_the_same_options():
     assert driver.options(mpi_p2p.Options, p.parse_args(list(driver.argv_of(opts)))) == opts
 
 
+def test_argv_of_leaves_out_a_none_the_command_line_cannot_spell():
+    """mpi's --timeout defaults to a value; None (what the kind reads as that
+    default) gave `--timeout None`, which its parser refuses."""
+    import argparse
+
+    from nodemap.bench.comm import mpi_p2p
+
+    argv = driver.argv_of(mpi_p2p.Options(timeout=None, multirail=True))
+    assert argv == ("--multirail",)
+    p = argparse.ArgumentParser()
+    mpi_p2p.add_arguments(p)
+    assert driver.options(mpi_p2p.Options, p.parse_args(list(argv))) == mpi_p2p.Options(multirail=True)
+
+
 def test_latency_measured_from_typed_options():
     from nodemap.bench.host import latency
 

@@ -78,11 +78,13 @@ def _fraction(text: str) -> float:
 def argv_of(opts: Common) -> tuple[str, ...]:
     """The command line that gives `opts` (the options that differ from the
     kind's defaults): shown beside a check step, and passed where a kind
-    runs in a child process (compare)."""
+    runs in a child process (compare). A None where the default is a value
+    is left out: no command line spells "unset", and a kind reads None as
+    its default (mpi's --timeout), which the omitted option gives."""
     out: list[str] = []
     for f in dataclasses.fields(opts):
         value = getattr(opts, f.name)
-        if value == f.default:
+        if value == f.default or value is None:
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, (tuple, list)):  # a repeatable option (--pair A,B --pair C,D)
