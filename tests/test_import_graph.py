@@ -6,7 +6,8 @@
 - launcher variables are read as integers only in nodemap.env, and listed only there;
 - Slurm's node name is read only by mapping.localrank.node_name;
 - pynvml is imported only by the NVML source (topology/nvml.py);
-- tomllib is imported only with its Python 3.10 fallback (tomli).
+- tomllib is imported only with its Python 3.10 fallback (tomli);
+- HTML tables are written only by nodemap.htmlpage.table (it escapes every cell).
 """
 
 from __future__ import annotations
@@ -280,3 +281,21 @@ def test_tables_and_sizes_are_written_in_one_place_each():
     assert found == {}, "render tables with nodemap.text.table"
     found = {m: lines for m, t in TREES.items() if m != UNITS_MODULE and (lines := sizes_by_hand(t))}
     assert found == {}, "print sizes with nodemap.units (format_size, format_size_short, gib)"
+
+
+HTML_MODULE = "nodemap.htmlpage"
+
+
+def tables_by_hand(tree: ast.AST) -> list[int]:
+    """Lines whose string literals (f-string parts included) open an HTML table: one built by hand."""
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and "<table" in n.value.lower()]
+
+
+def test_html_tables_are_written_in_one_place():
+    # the rule can fail: the hand-built tables it replaced
+    assert tables_by_hand(ast.parse('parts.append("<table><tr><th>#</th></tr>")'))
+    assert tables_by_hand(ast.parse('f"<TABLE id=\'{x}\'>{rows}</table>"'))
+    assert not tables_by_hand(ast.parse('table(["#"], rows)'))
+    found = {m: lines for m, t in TREES.items() if m != HTML_MODULE and (lines := tables_by_hand(t))}
+    assert found == {}, "build HTML tables with nodemap.htmlpage.table (it escapes every cell)"

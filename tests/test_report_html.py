@@ -146,3 +146,16 @@ def test_headless_chromium_inventory_fits_the_window(doc, tmp_path, window):
                         "--screenshot", str(tmp_path / "inv.png"), "--window", window, "--at", "inventory"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr  # nothing drawn in the screenshot's right margin
+
+
+def test_one_table_escapes_every_cell_but_markup_given_as_markup(doc):
+    from nodemap.htmlpage import Cell, Markup, table
+
+    t = table(["a<b"], [("<script>x</script>", Cell("<i>", cls="v fail"), Markup("<code>k</code>"))], id="t")
+    assert t == ("<table id='t'><tr><th>a&lt;b</th></tr><tr><td>&lt;script&gt;x&lt;/script&gt;</td>"
+                 "<td class='v fail'>&lt;i&gt;</td><td><code>k</code></td></tr></table>")
+    # through a page: a check's text that looks like markup is shown, not run
+    doc.checks = [Check("inventory/env/X", "X", "<img src=x onerror=alert(1)>", "", "warn", "<b>rule</b>")]
+    page = html.render(doc)
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "<td>&lt;b&gt;rule&lt;/b&gt;</td>" in page and "<td class='v warn'>warn</td>" in page

@@ -205,7 +205,7 @@ def page(fleet: Fleet, messages: list[str]) -> str:
     for n in fleet.nodes:
         v = "missing" if n.status == "missing" else fleet.verdict(n.name)
         counts[v] = counts.get(v, 0) + 1
-    from ..htmlpage import head
+    from ..htmlpage import Cell, Markup, head, table
 
     parts = [head("nodemap fleet check", CSS) + "<h1>nodemap fleet check</h1>",
              f"<p>{len(fleet.nodes)} nodes: " + ", ".join(f"<span class='{e('fail' if k == 'missing' else k)}'>"
@@ -218,12 +218,9 @@ def page(fleet: Fleet, messages: list[str]) -> str:
                  f"latency.</p>")
     parts.append("<h2>Nodes to drain</h2>")
     if fleet.drain:
-        parts.append("<table><tr><th>#</th><th>node</th><th>reason</th><th>evidence</th></tr>")
-        for d in fleet.drain:
-            ev = "<br>".join(e(x) for x in d.evidence[1:])
-            parts.append(f"<tr><td>{d.rank}</td><td class='fail'>{e(d.node)}</td><td>{e(d.reason)}</td>"
-                         f"<td>{ev}</td></tr>")
-        parts.append("</table>")
+        parts.append(table(["#", "node", "reason", "evidence"], [
+            (d.rank, Cell(d.node, cls="fail"), d.reason, Markup("<br>".join(e(x) for x in d.evidence[1:])))
+            for d in fleet.drain]))
     else:
         parts.append("<p class='pass'>none</p>")
     if not _have_matplotlib():

@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..check.budget import describe
 from ..check.document import CheckDoc
-from ..htmlpage import head
+from ..htmlpage import Cell, Markup, head, table
 from ..text import number
 from . import plots
 from .terminal import verdict_line
@@ -42,8 +42,8 @@ class Section:
 SECTIONS: list[Callable[[CheckDoc], Section | None]] = []  # extra sections, appended by other commands
 
 
-def _v(verdict: str) -> str:
-    return f'<td class="v {escape(verdict)}">{escape(verdict)}</td>'
+def _v(verdict: str) -> Cell:
+    return Cell(verdict, cls=f"v {verdict}")
 
 
 def _badge(verdict: str) -> str:
@@ -56,7 +56,7 @@ def _num(x: float | None) -> str:
 
 def header(doc: CheckDoc) -> str:
     state = "complete" if doc.complete else "INCOMPLETE: interrupted, what was measured only"
-    rows = "".join(f"<tr><th>{escape(a)}</th>{_v(v)}</tr>" for a, v in doc.areas().items())
+    areas = table(["area", "verdict"], [(Cell(a, header=True), _v(v)) for a, v in doc.areas().items()], id="areas")
     skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
     c = doc.counts()
     # bench results judged by `nodemap report` have no level, no end time and no checks: say what they are
@@ -68,8 +68,7 @@ def header(doc: CheckDoc) -> str:
             f"<p id='run'>{run}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
             "recorded without a rule.</p>"
-            + (f"<p id='budget'>{escape(describe(doc.budget))}</p>" if doc.budget else "") + busy(doc) +
-            f"<table id='areas'><tr><th>area</th><th>verdict</th></tr>{rows}</table>"
+            + (f"<p id='budget'>{escape(describe(doc.budget))}</p>" if doc.budget else "") + busy(doc) + areas
             + (f"<p>Skipped:</p><ul id='skipped'>{skipped}</ul>" if skipped else ""))
 
 
@@ -109,13 +108,13 @@ def plot_section(doc: CheckDoc) -> str:
 
 
 def figures_table(doc: CheckDoc) -> str:
-    rows = "".join(_measurement_rows(group) for group in same_measurement(doc.judged))
+    rows = [r for group in same_measurement(doc.judged) for r in _measurement_rows(group)]
     return (f"<h2 id='figures'>Figures</h2><p class='note'>value: the best repetition; judged: the median with "
             "its 95% interval from the repetitions (order statistics; the range [min, max] for 2-5 repetitions, "
             "with its lower coverage), docs/check.md. One measurement judged by several rules (STREAM's triad "
-            "against the best placement and against the DRAM peak) is one row with a line per rule.</p><table "
-            "id='figure-table'><tr><th>area</th><th>figure</th><th>value</th><th>median [interval]</th><th>unit</th>"
-            f"<th>verdict</th><th>rule (and the source of its limit)</th></tr>{rows}</table>")
+            "against the best placement and against the DRAM peak) is one row with a line per rule.</p>"
+            + table(["area", "figure", "value", "median [interval]", "unit", "verdict",
+                     "rule (and the source of its limit)"], rows, id="figure-table"))
 
 
 def same_measurement(judged: list) -> list[list]:
@@ -133,18 +132,20 @@ def same_measurement(judged: list) -> list[list]:
     return groups
 
 
-def _measurement_rows(group: list) -> str:
+def _measurement_rows(group: list) -> list[list]:
     """The shared cells (area, value, interval, unit) span the group's lines; figure, verdict and rule per line."""
-    f = group[0].figure
-    span = f" rowspan='{len(group)}'" if len(group) > 1 else ""
+    f, span = group[0].figure, len(group)
     lines = []
     for n, j in enumerate(group):
-        own = (f"<td><code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}</td>", _v(j.verdict) +
-               f"<td>{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span></td>")
-        shared = (f"<td{span}>{escape(f.area)}</td>", f"<td class='num'{span}>{_num(f.value)}</td><td class='num'"
-                  f"{span}>{interval(f)}</td><td{span}>{escape(f.unit)}</td>") if n == 0 else ("", "")
-        lines.append(f"<tr>{shared[0]}{own[0]}{shared[1]}{own[1]}</tr>")
-    return "".join(lines)
+        figure = Markup(f"<code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}")
+        rule = Markup(f"{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span>")
+        if n == 0:
+            lines.append([Cell(f.area, rowspan=span), figure, Cell(_num(f.value), cls="num", rowspan=span),
+                          Cell(Markup(interval(f)), cls="num", rowspan=span), Cell(f.unit, rowspan=span),
+                          _v(j.verdict), rule])
+        else:
+            lines.append([figure, _v(j.verdict), rule])
+    return lines
 
 
 def interval(f) -> str:
@@ -157,36 +158,35 @@ def interval(f) -> str:
 
 
 def checks_table(doc: CheckDoc) -> str:
-    rows = "".join(f"<tr><td><code>{escape(c.key)}</code></td><td>{escape(c.label)}</td><td>{escape(c.value)}</td>"
-                   f"<td>{escape(c.expected)}</td>{_v(c.verdict)}<td>{escape(c.rule)}</td><td>{escape(c.fix)}</td></tr>"
-                   for c in doc.checks)
+    rows = [(Markup(f"<code>{escape(c.key)}</code>"), c.label, c.value, c.expected, _v(c.verdict), c.rule, c.fix)
+            for c in doc.checks]
     if not rows:
         why = "None recorded." if doc.level else ("Bench results hold no inventory or health checks: "
                                                   "<code>nodemap check</code> runs them.")
         return f"<h2 id='inventory'>Inventory and health</h2><p class='note'>{why}</p>"
-    return (f"<h2 id='inventory'>Inventory and health</h2><table id='checks'><tr><th>check</th><th>what</th>"
-            f"<th>value</th><th>expected</th><th>verdict</th><th>rule</th><th>fix</th></tr>{rows}</table>")
+    return "<h2 id='inventory'>Inventory and health</h2>" + table(
+        ["check", "what", "value", "expected", "verdict", "rule", "fix"], rows, id="checks")
 
 
 def environment(doc: CheckDoc) -> str:
     env = dict(doc.environment)
     variables = env.pop("variables", {}) or {}
-    rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>" for k, v in env.items())
-    rows += "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>" for k, v in variables.items())
+    rows = [(Cell(k, header=True), v) for k, v in env.items()]
+    rows += [(Cell(k, header=True), Markup(f"<code>{escape(str(v))}</code>")) for k, v in variables.items()]
     if not env and not variables:  # bench results: each file's own environment and messages
-        rows = "".join(_bench_environment(rs) for rs in doc.results)
+        rows = [r for rs in doc.results for r in _bench_environment(rs)]
     cmd = f"<p>Reproduce: <code>{escape(doc.command)}</code></p>" if doc.command else ""
-    return f"<h2 id='environment'>Environment</h2>{cmd}" + (f"<table>{rows}</table>" if rows else "")
+    return f"<h2 id='environment'>Environment</h2>{cmd}" + (table([], rows) if rows else "")
 
 
-def _bench_environment(rs) -> str:
+def _bench_environment(rs) -> list[tuple]:
     """One bench result file's command, environment (a GPU's record on one line) and messages."""
     def flat(v) -> str:
         return ", ".join(f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v)
     rows = [("command", f"nodemap {rs.command}, started {rs.started}")]
     rows += [(str(k), flat(v)) for k, v in rs.environment.items()]
     rows += [("note", m) for m in rs.messages]
-    return "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return [(Cell(k, header=True), v) for k, v in rows]
 
 
 def render(doc: CheckDoc) -> str:

@@ -12,6 +12,7 @@ import os
 from html import escape
 from typing import Any
 
+from ..htmlpage import Cell, head, table
 from ..units import GiB, gib
 from ..watch import analysis, summary, timeline
 from . import plots
@@ -108,20 +109,16 @@ def memory_plot(timelines: list[timeline.Timeline], suffix: str = "") -> plots.P
 def section(tls: list[timeline.Timeline], a: analysis.Analysis, n: int = 0) -> Section:
     """One job's findings, plot and tables; n > 0 for the older jobs of a folder (their ids differ)."""
     suffix = f"-{n + 1}" if n else ""
-    rows = "".join(
-        f"<tr><td>{escape(r.host)}</td><td class='num'>{r.rank}</td><td>{escape(','.join(map(str, r.gpus)) or '-')}"
-        f"</td>{_cells(r.gpu) if r.gpu.kind != 'none' else _NONE}{_cells(r.host_rss)}"
-        f"<td class='num'>{r.duration:.1f}</td><td>{escape(_end(r))}</td></tr>"
-        for r in a.ranks)
-    ranks = (f"<table id='watch-ranks{suffix}'><tr><th>host</th><th>rank</th><th>GPUs</th><th>GPU peak GiB</th>"
-             "<th>GPU growth GiB</th><th>GiB/min</th><th>shape</th><th>host peak GiB</th><th>host growth GiB</th>"
-             f"<th>GiB/min</th><th>shape</th><th>s</th><th>end</th></tr>{rows}</table>")
-    gpus = "".join(f"<tr><td>{escape(g.host)}</td><td>{g.index} {escape(g.name)}</td><td class='num'>{gib(g.total)}"
-                   f"</td><td class='num'>{gib(g.peak_used)}</td><td class='num'>{gib(g.margin)}</td>"
-                   f"<td>{escape(','.join(map(str, g.ranks)))}</td><td class='num'>{gib(g.ranks_peak_sum)}</td></tr>"
-                   for g in a.gpus)
-    gpus = (f"<table id='watch-gpus{suffix}'><tr><th>host</th><th>GPU</th><th>memory GiB</th><th>peak used GiB</th>"
-            f"<th>margin GiB</th><th>ranks</th><th>ranks' peaks GiB</th></tr>{gpus}</table>") if gpus else ""
+    rows = [[r.host, Cell(r.rank, cls="num"), ",".join(map(str, r.gpus)) or "-",
+             *(_cells(r.gpu) if r.gpu.kind != "none" else _NONE), *_cells(r.host_rss),
+             Cell(f"{r.duration:.1f}", cls="num"), _end(r)] for r in a.ranks]
+    ranks = table(["host", "rank", "GPUs", "GPU peak GiB", "GPU growth GiB", "GiB/min", "shape", "host peak GiB",
+                   "host growth GiB", "GiB/min", "shape", "s", "end"], rows, id=f"watch-ranks{suffix}")
+    gpus = [[g.host, f"{g.index} {g.name}", Cell(gib(g.total), cls="num"), Cell(gib(g.peak_used), cls="num"),
+             Cell(gib(g.margin), cls="num"), ",".join(map(str, g.ranks)), Cell(gib(g.ranks_peak_sum), cls="num")]
+            for g in a.gpus]
+    gpus = table(["host", "GPU", "memory GiB", "peak used GiB", "margin GiB", "ranks", "ranks' peaks GiB"], gpus,
+                 id=f"watch-gpus{suffix}") if gpus else ""
     items = "".join(f"<li><span class='{escape(f.severity)}'>&nbsp;{escape(f.severity)}&nbsp;</span> "
                     f"<b>[{escape(f.kind)}]</b> "
                     f"{escape(f.what)}<br><span class='note'>evidence: {escape(f.evidence)}</span><br>"
@@ -141,20 +138,18 @@ def page(jobs: list[Run], where: str) -> str:
     hosts = ", ".join(sorted({r.host for _, a in jobs for r in a.ranks}))
     title = (f"nodemap watch: {sum(len(a.ranks) for _, a in jobs)} rank(s) on {hosts}"
              + (f", {len(jobs)} runs" if len(jobs) > 1 else ""))
-    from ..htmlpage import head
-
     return (head(title, CSS) + f"<h1>{escape(title)}</h1>"
             f"<p class='note'>timelines: {escape(where)}</p>"
             + "".join(f"<h2 id='{s.id}'>{escape(s.title)}</h2>{s.html}" for s in sections)
             + "</body></html>\n")
 
 
-_NONE = "<td class='num'>-</td>" * 3 + "<td>-</td>"
+_NONE = (Cell("-", cls="num"),) * 3 + ("-",)
 
 
-def _cells(s: analysis.Shape) -> str:
-    return (f"<td class='num'>{gib(s.peak)}</td><td class='num'>{gib(s.growth)}</td>"
-            f"<td class='num'>{gib(s.slope * 60, sign=True)}</td><td>{escape(s.kind)}</td>")
+def _cells(s: analysis.Shape) -> tuple:
+    return (Cell(gib(s.peak), cls="num"), Cell(gib(s.growth), cls="num"), Cell(gib(s.slope * 60, sign=True), cls="num"),
+            s.kind)
 
 
 def _end(r: analysis.RankStats) -> str:
