@@ -111,6 +111,21 @@ def test_a_stop_the_budget_asked_between_kinds_ends_with_the_check():
     assert not interrupt.requested()
 
 
+def test_a_ctrl_c_between_kinds_after_the_budget_ended_is_an_interruption():
+    import signal
+
+    from nodemap.check.node import _budget_cut, _cut
+
+    b, doc = B.Budget(0.0), SimpleNamespace(skipped=[])
+    with pytest.raises(KeyboardInterrupt):
+        with _cut(b):
+            time.sleep(0.2)  # the budget's stop at 0 s, its SIGALRM a second later
+            os.kill(os.getpid(), signal.SIGINT)  # Python's own handler: no kind runs
+            time.sleep(0.5)
+    assert b.expired and not _budget_cut(doc, b, None, None)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def nodemap(*args, env=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "nodemap", *args], capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ, **(env or {})))
@@ -144,8 +159,9 @@ def test_budget_is_refused_where_it_bounds_nothing():
 # (as the native kernels do), `blocks` waits on a child it does not watch (as
 # the MPI step's launcher). Every step "needs" 0.1 s, so the first overruns.
 CUT = textwrap.dedent("""
-    import json, subprocess, sys, time
+    import json, os, signal, subprocess, sys, time
     from types import SimpleNamespace
+    from nodemap.commands.check import _sigterm_interrupts
     from nodemap.bench import harness, interrupt
     from nodemap.bench.results import ResultSet, make_result
     from nodemap.check import node
@@ -166,11 +182,23 @@ CUT = textwrap.dedent("""
         subprocess.run(["sleep", "30"])
         raise AssertionError("not cut")
 
-    node.measure = {"polls": polls, "blocks": blocks}[sys.argv[1]]
+    def user_stops(kind, request, *a):  # the user's signal a moment after the budget's stop
+        rs = ResultSet("bench " + kind)
+        with harness.session(rs, SimpleNamespace(timeout=None, output=None)):
+            while not interrupt.requested():
+                time.sleep(0.05)
+            rs.add(make_result(kind, "triad", "GB/s", [10.0], verified=True, path="NUMA0 cores -> NUMA0 memory",
+                               params={"thread_order": "1/core", "threads": 1, "cpu_order": [0]}))
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+            time.sleep(0.5)
+        return rs
+
+    node.measure = {"polls": polls, "blocks": blocks, "SIGINT": user_stops, "SIGTERM": user_stops}[sys.argv[1]]
     t0 = time.monotonic()
-    doc = node.run_check("quick", load(None), budget=Budget(float(sys.argv[2]), estimator=lambda *a: 0.1),
-                         remeasure_budget=0)
-    print(json.dumps({"took": time.monotonic() - t0, "doc": doc.to_dict()}))
+    with _sigterm_interrupts() as terminated:
+        doc = node.run_check("quick", load(None), budget=Budget(float(sys.argv[2]), estimator=lambda *a: 0.1),
+                             remeasure_budget=0)
+    print(json.dumps({"took": time.monotonic() - t0, "doc": doc.to_dict(), "terminated": terminated}))
 """)
 
 
@@ -179,6 +207,19 @@ def cut(kind, seconds):
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
     return got["took"], got["doc"]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_users_signal_after_the_budget_ended_is_an_interruption_not_its_cut(sig):
+    """The budget's stop came first, then the user's Ctrl-C (or a SIGTERM): it
+    was recorded as the budget's cut, the document complete."""
+    p = subprocess.run([sys.executable, "-c", CUT, sig, "1.0"], capture_output=True, text=True, timeout=60)
+    got = json.loads(p.stdout)
+    d = got["doc"]
+    assert got["terminated"] == ([15] if sig == "SIGTERM" else [])  # the command exits 143 for it
+    assert d["complete"] is False
+    assert exit_status(from_dict(d)) == 130
+    assert not d["budget"]["cut"]
 
 
 @pytest.mark.parametrize("kind", ["polls", "blocks"])

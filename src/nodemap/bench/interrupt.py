@@ -18,6 +18,22 @@ from typing import Any, Callable, Iterator
 
 _state = {"requested": False, "why": ""}
 BUDGET = "budget"  # why, when nodemap check --budget ended the run (check/node.py)
+# A user's SIGINT or SIGTERM since clear_signalled(): unlike `why`, a stop the
+# budget asked first does not hide it, and reset() keeps it (check/node.py
+# reads it after its measuring ends, to tell an interruption from the budget's cut).
+_signalled = {"yes": False}
+
+
+def signalled() -> bool:
+    return _signalled["yes"]
+
+
+def note_signal() -> None:
+    _signalled["yes"] = True
+
+
+def clear_signalled() -> None:
+    _signalled["yes"] = False
 
 
 def requested() -> bool:
@@ -59,6 +75,7 @@ def sigint_stops() -> Iterator[None]:
         return
 
     def on_sigint(signum: int, frame: Any) -> None:
+        note_signal()
         if requested():
             raise KeyboardInterrupt
         request()

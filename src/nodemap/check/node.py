@@ -165,10 +165,32 @@ def _cut(budget: Budget | None):
         interrupt.request(interrupt.BUDGET)
 
     stack = contextlib.ExitStack()
+    interrupt.clear_signalled()  # a user's Ctrl-C or SIGTERM from here on is an interruption, never the budget's cut
+    _note_sigint(stack)
     stack.callback(interrupt.reset)  # a stop asked between kinds (bench sessions keep it) ends with the check
     stack.enter_context(cut_after(budget.left(), stop, f"nodemap check --budget {budget.seconds:g}: a step did "
                                   f"not stop {CUT_KILL:g} s after the budget ended; check.json holds the steps before it"))
     return stack
+
+
+def _note_sigint(stack) -> None:
+    """Ctrl-C between kinds (Python's own handler; a kind's is
+    interrupt.sigint_stops, which notes it too) noted as the user's."""
+    import signal
+    import threading
+
+    from ..bench import interrupt
+
+    old = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(old):
+        return  # ignored or default: left so
+
+    def on_sigint(signum, frame) -> None:
+        interrupt.note_signal()
+        old(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    stack.callback(signal.signal, signal.SIGINT, old)
 
 
 def _budget_cut(doc: CheckDoc, budget: Budget | None, step, took: float | None, results: int = 0) -> bool:
@@ -176,8 +198,12 @@ def _budget_cut(doc: CheckDoc, budget: Budget | None, step, took: float | None, 
     skipped and the budget; None: between steps or while re-measuring,
     whose re-runs are not pooled): the check is complete, budgeted. False
     for an interruption (Ctrl-C, SIGTERM). `took` None: the cut came
-    outside a kind, nothing of the step kept; else `results` it kept."""
-    if budget is None or not budget.expired:
+    outside a kind, nothing of the step kept; else `results` it kept. A
+    user's SIGINT or SIGTERM (interrupt.signalled) is an interruption even
+    after the budget ended: the cut alone sends neither."""
+    from ..bench import interrupt
+
+    if budget is None or not budget.expired or interrupt.signalled():
         return False
     if step is not None and not budget.cut:
         budget.cut = step.what

@@ -252,6 +252,9 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
     got: list[int] = []
 
     def on_term(signum: int, frame: object) -> None:
+        from ..bench import interrupt
+
+        interrupt.note_signal()  # an interruption, not --budget's cut (check/node.py _budget_cut)
         got.append(signum)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
