@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from nodemap.bench import driver
 from nodemap.bench.gpu import common as gc
 from nodemap.bench.gpu import latency as gl
 
@@ -64,7 +65,8 @@ def test_the_peer_chase_starts_after_its_chain_and_result_are_in_place(monkeypat
     g = SimpleNamespace(ordinal=0, key="GPU0", l2_bytes=50 << 20)
     owner = SimpleNamespace(ordinal=1, key="GPU1")
     b = SimpleNamespace(cp=cp, gate=None, streams={0: ["s0"]}, repeats=2)
-    r = gl._chase(b, g, "GPU1", "GPU0 -> GPU1 memory", "NV18", owner=owner)
+    [r] = driver.measure_case(gl.Chase(b, g, "GPU1", "GPU0 -> GPU1 memory", "NV18", owner=owner),
+                              driver.Repeats(count=2, warmup=1))
     log = cp.log
     first_chase = log.index("chase on 0")
     assert log.index("asarray on 1") < log.index("sync 1") < first_chase
