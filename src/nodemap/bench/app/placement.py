@@ -53,6 +53,8 @@ DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
 
 class ChecksumMismatch(NodemapError):
     """The gathered rows failed verification: the kind fails (not a crash, not a skipped strategy)."""
+
+
 MiB = 1 << 20
 
 
