@@ -58,9 +58,11 @@ def run(exe: str, html: str, extra: list[str], profile: str) -> subprocess.Compl
 def console_errors(stderr: str) -> list[str]:
     """Every console message (chromium logs them all at INFO, whatever
     their level; the report has no script, so any is an error or a CSP
-    refusal), refused and failed loads."""
+    refusal), refused and failed loads. Messages of chromium's own pages
+    (`source: chrome://...`, e.g. its new-tab "Slow network is detected"
+    in chromium 156 run offline) are not the report's."""
     return [line.strip() for line in stderr.splitlines()
-            if ":CONSOLE" in line or "Refused to" in line or "net::ERR_" in line]
+            if (":CONSOLE" in line and "source: chrome://" not in line) or "Refused to" in line or "net::ERR_" in line]
 
 
 def check(html: str, screenshot: str | None, install: bool = True,

@@ -47,7 +47,7 @@ class Cluster:
         self.conf = info["slurm_conf"]
         self.nodes = info["nodes"]
         self.start_s = info["start_s"]
-        self.env = dict(os.environ, SLURM_CONF=self.conf, CUDA_VISIBLE_DEVICES="",
+        self.env = dict(os.environ, **info["env"], CUDA_VISIBLE_DEVICES="",
                         PATH=os.pathsep.join((str(Path(sys.executable).parent), SBIN)))
         for k in [k for k in self.env if k.startswith(("SLURM_", "SLURMD_")) and k != "SLURM_CONF"]:
             del self.env[k]  # a test run inside a job talks to this cluster, not the job's

@@ -159,3 +159,14 @@ def test_one_table_escapes_every_cell_but_markup_given_as_markup(doc):
     page = html.render(doc)
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "<td>&lt;b&gt;rule&lt;/b&gt;</td>" in page and "<td class='v warn'>warn</td>" in page
+
+
+def test_browser_check_counts_the_pages_console_messages_not_chromiums_own():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import html_in_browser
+
+    own = ('[1:1:INFO:CONSOLE:574] "Slow network is detected.", '
+           'source: chrome://resources/cr_components/composebox/composebox_input.js (574)')
+    page = "[1:1:INFO:CONSOLE:3] \"Refused to load the image\", source: file:///tmp/check.html (3)"
+    assert html_in_browser.console_errors(own) == []
+    assert html_in_browser.console_errors(own + "\n" + page) == [page]
