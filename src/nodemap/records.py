@@ -13,12 +13,13 @@ is imported by the functions here, and only readers of documents call them.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from . import infile
 from .errors import InputError
 
 T = TypeVar("T")
+Hook = Callable[[type, Any], Any]  # msgspec's dec_hook: a value of a type msgspec does not know (CpuSet)
 
 # msgspec's type names in the words saved.py has always used
 _NAMES = {"float": "a number", "int": "an integer", "str": "text", "bool": "true or false", "object": "an object",
@@ -48,17 +49,17 @@ def schema_of(where: str, data: bytes, what: str) -> str:
     return schema if isinstance(schema, str) else ""
 
 
-def decode(where: str, data: bytes, type: type[T], what: str) -> T:
+def decode(where: str, data: bytes, type: type[T], what: str, dec_hook: Hook | None = None) -> T:
     """`data` (JSON) as a `type`, checked field by field."""
     import msgspec
 
     try:
-        return msgspec.json.decode(data, type=type)
+        return msgspec.json.decode(data, type=type, dec_hook=dec_hook)
     except msgspec.ValidationError as e:
         raise InputError(where, f"{field_problem(e)}; give a {what} as nodemap wrote it") from None
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # (text that is not UTF-8)
         pass
-    return convert(where, _parse_slowly(where, data, what), type, what)
+    return convert(where, _parse_slowly(where, data, what), type, what, dec_hook=dec_hook)
 
 
 def parse(where: str, data: bytes, what: str) -> Any:
@@ -79,22 +80,22 @@ def _parse_slowly(where: str, data: bytes, what: str) -> Any:
     return infile.parse_json(where, infile.decode(where, data, what), what)
 
 
-def convert(where: str, obj: Any, type: type[T], what: str, at: str = "") -> T:
+def convert(where: str, obj: Any, type: type[T], what: str, at: str = "", dec_hook: Hook | None = None) -> T:
     """Python objects (from json, or a part of a document) as a `type`;
     `at` is where `obj` sits in its document ("results[3].params")."""
     import msgspec
 
     try:
-        return msgspec.convert(obj, type)
+        return msgspec.convert(obj, type, dec_hook=dec_hook)
     except msgspec.ValidationError as e:
         raise InputError(where, f"{field_problem(e, at)}; give a {what} as nodemap wrote it") from None
     except RecursionError:
         raise InputError(where, f"nested too deep to be a {what}; give one as nodemap wrote it") from None
 
 
-def load(path: str, type: type[T], what: str, limit: int = infile.MAX_DOCUMENT) -> T:
+def load(path: str, type: type[T], what: str, limit: int = infile.MAX_DOCUMENT, dec_hook: Hook | None = None) -> T:
     """A regular file of at most `limit` bytes (infile's checks) as a `type`."""
-    return decode(path, infile.read(path, limit, what), type, what)
+    return decode(path, infile.read(path, limit, what), type, what, dec_hook)
 
 
 def field_problem(e: Exception, at: str = "") -> str:
