@@ -57,10 +57,10 @@ def test_omp_num_threads_that_is_not_a_count_is_a_verdict():
 
 def test_visible_gpus_resolve_to_physical_index_and_uuid():
     topo = nodes.karolina()
-    got = show.visible_gpus(topo, {"CUDA_VISIBLE_DEVICES": "GPU-00000005,2"})
+    got = show.visible_gpus_checked(topo, {"CUDA_VISIBLE_DEVICES": "GPU-00000005,2"})[0]
     assert [(g["index"], g["uuid"], g["numa"]) for g in got] == [(2, "GPU-00000002", 1), (5, "GPU-00000005", 7)]
-    assert len(show.visible_gpus(topo, {})) == 8
-    assert show.visible_gpus(topo, {"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert len(show.visible_gpus_checked(topo, {})[0]) == 8
+    assert show.visible_gpus_checked(topo, {"CUDA_VISIBLE_DEVICES": ""})[0] == []
 
 
 def test_visible_amd_gpus_follow_rocr_then_hip():

@@ -116,8 +116,3 @@ def parse_json(path: str, text: str, what: str) -> Any:
     except (ValueError, MemoryError) as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
         reason = str(e).split(";")[0][:120] or type(e).__name__
         raise InputError(path, f"not a {what} ({reason}); give one as nodemap wrote it") from None
-
-
-def load_json(path: str, what: str = "nodemap document", limit: int = MAX_DOCUMENT) -> Any:
-    """A regular file of at most `limit` bytes read as JSON (see `parse_json`)."""
-    return parse_json(path, read_text(path, limit, what), what)

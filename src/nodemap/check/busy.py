@@ -142,20 +142,14 @@ def user(uid: int | None) -> str:
         return f"uid {uid}"
 
 
-def other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
-              cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]]]:
-    """Cores' worth of CPU time other processes surely used on `cpus`
-    between the two snapshots (each process's ticks less one, TICK, in the
-    share of its allowed CPUs that are measured ones), and the largest of
-    them. A process started in between counts whole; one that ended in
-    between is not seen."""
-    return _other_cpu(before, after, seconds, mine, cpus, root)[:2]
-
-
 def _other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
                cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]], float]:
-    """other_cpu and, third, the most the same processes can have used
-    (their ticks with one more each): what unseen_cores takes as visible."""
+    """Cores' worth of CPU time other processes surely used on `cpus`
+    between the two snapshots (each process's ticks less one, TICK, in the
+    share of its allowed CPUs that are measured ones), the largest of them,
+    and, third, the most the same processes can have used (their ticks with
+    one more each): what unseen_cores takes as visible. A process started in
+    between counts whole; one that ended in between is not seen."""
     if seconds <= 0:
         return 0.0, [], 0.0
     used, most = [], 0.0

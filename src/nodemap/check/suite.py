@@ -18,7 +18,6 @@ from ..topology.model import Topology
 from . import mpi
 from .inventory import Skipped
 
-LEVELS = ("quick", "full")
 # Testing knob (not a user option): tiny host arrays so the end-to-end test
 # stays short on CI. The real quick level is what users get without it.
 TINY_ENV = "NODEMAP_CHECK_TINY"

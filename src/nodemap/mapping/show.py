@@ -62,13 +62,9 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
     return row
 
 
-def visible_gpus(topo, env: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The GPUs this environment lets CUDA/ROCm see, by physical index, with UUID and NUMA node."""
-    return visible_gpus_checked(topo, env)[0]
-
-
 def visible_gpus_checked(topo, env: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
-    """visible_gpus, and what is wrong with the variables ("" if nothing):
+    """The GPUs this environment lets CUDA/ROCm see, by physical index, with
+    UUID and NUMA node, and what is wrong with the variables ("" if nothing):
     an entry that names no GPU of this node (the runtime ignores it and every
     later one), or a variable naming GPUs of a vendor the node lacks."""
     from ..topology import paths

@@ -100,42 +100,21 @@ def _matrix(doc: CheckDoc, prefix: str) -> tuple[dict[tuple[str, str], Judged], 
     return cells, rows, cols
 
 
-def gpu_matrix(doc: CheckDoc) -> Plot | None:
-    cells, rows, cols = _matrix(doc, "d2d/")
-    if not cells:
-        return None
-    return verdict_heatmap("plot-d2d", "GPU->GPU copy-engine bandwidth", cells, rows, cols, "destination", "source")
+def _heatmap(prefix: str, id: str, title: str, xlabel: str, ylabel: str) -> Callable[[CheckDoc], Plot | None]:
+    """The plot function of one matrix: the judged figures under `prefix` as a verdict heatmap."""
+    def plot(doc: CheckDoc) -> Plot | None:
+        cells, rows, cols = _matrix(doc, prefix)
+        return verdict_heatmap(id, title, cells, rows, cols, xlabel, ylabel) if cells else None
+    return plot
 
 
-def gpu_latency_matrix(doc: CheckDoc) -> Plot | None:
-    cells, rows, cols = _matrix(doc, "d2d_latency/")
-    if not cells:
-        return None
-    return verdict_heatmap("plot-d2d-latency", "GPU->peer memory load latency", cells, rows, cols, "memory of",
-                           "loading GPU")
-
-
-def numa_matrix(doc: CheckDoc) -> Plot | None:
-    cells, rows, cols = _matrix(doc, "numa/bw/")
-    if not cells:
-        return None
-    return verdict_heatmap("plot-numa-bw", "NUMA bandwidth (cores of row, memory of column)", cells, rows, cols,
-                           "memory node", "CPU node")
-
-
-def numa_latency(doc: CheckDoc) -> Plot | None:
-    cells, rows, cols = _matrix(doc, "numa/latency/")
-    if not cells:
-        return None
-    return verdict_heatmap("plot-numa-latency", "NUMA idle latency", cells, rows, cols, "memory node", "CPU node")
-
-
-def host_gpu_matrix(doc: CheckDoc) -> Plot | None:
-    cells, rows, cols = _matrix(doc, "h2d/")
-    if not cells:
-        return None
-    return verdict_heatmap("plot-h2d", "host->GPU copy bandwidth from each NUMA node", cells, rows, cols,
-                           "GPU", "host memory")
+gpu_matrix = _heatmap("d2d/", "plot-d2d", "GPU->GPU copy-engine bandwidth", "destination", "source")
+gpu_latency_matrix = _heatmap("d2d_latency/", "plot-d2d-latency", "GPU->peer memory load latency", "memory of",
+                              "loading GPU")
+numa_matrix = _heatmap("numa/bw/", "plot-numa-bw", "NUMA bandwidth (cores of row, memory of column)",
+                       "memory node", "CPU node")
+numa_latency = _heatmap("numa/latency/", "plot-numa-latency", "NUMA idle latency", "memory node", "CPU node")
+host_gpu_matrix = _heatmap("h2d/", "plot-h2d", "host->GPU copy bandwidth from each NUMA node", "GPU", "host memory")
 
 
 # --- curves from the results ----------------------------------------------------------
