@@ -158,6 +158,16 @@ def make_folder(path: str, where: str) -> None:
     os.close(open_folder(path, where))
 
 
+def writable_folder(path: str, option: str, what: str) -> None:
+    """make_folder for a report folder, refused in one line when `path` is a
+    file or the folder is not writable (`what`: what the folder is for)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NodemapError(f"{option} {path}: exists and is not a folder; give a folder for {what}")
+    make_folder(path, option)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise NodemapError(f"{option} {path}: not writable; give a folder you can write to")
+
+
 def open_append(folder: str, name: str, where: str, mode: int = 0o644) -> int:
     """A descriptor appending to `name` in `folder` (see the module's doc)."""
     dfd = open_folder(folder, where)

@@ -105,21 +105,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def output_dir(arg: str | None) -> str:
     """The report folder, created now so a bad path fails before measuring."""
-    from ..errors import NodemapError
-
     import socket
 
+    from ..errors import NodemapError
+    from ..outfile import writable_folder
+
     d = arg or f"nodemap-check-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if os.path.exists(d) and not os.path.isdir(d):
-        raise NodemapError(f"--output {d}: exists and is not a folder; give a folder for check.json and check.html")
     parent = os.path.dirname(os.path.abspath(d))
     if not os.path.isdir(parent):
         raise NodemapError(f"--output {d}: the folder {parent} does not exist; create it or give another")
-    from ..outfile import make_folder
-
-    make_folder(d, "--output")
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise NodemapError(f"--output {d}: not writable; give a folder you can write to")
+    writable_folder(d, "--output", "check.json and check.html")
     return d
 
 

@@ -82,10 +82,11 @@ def _buffers(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..outfile import writable_folder
     from . import driver
 
     cfg = config(args)
-    _writable(cfg.outdir)
+    writable_folder(cfg.outdir, "--output", "the fleet report")
     if args.from_dirs:
         return driver.run_from(args.from_dirs, cfg)
     if getattr(args, "slurm_drain", None):
@@ -128,13 +129,3 @@ def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
     except NodemapError as e:  # scontrol, the lock, the node name: the document still counts, only the drain is off
         said = f"not acted on: {e}"
     print(f"nodemap check --fleet: slurm: {said}", file=sys.stderr, flush=True)
-
-
-def _writable(d: str) -> None:
-    if os.path.exists(d) and not os.path.isdir(d):
-        raise NodemapError(f"--output {d}: exists and is not a folder; give a folder for the fleet report")
-    from ..outfile import make_folder
-
-    make_folder(d, "--output")
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise NodemapError(f"--output {d}: not writable; give a folder you can write to")

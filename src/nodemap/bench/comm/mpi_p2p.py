@@ -353,17 +353,11 @@ def latency_loop(s: Side, n: int, iters: int, window: int) -> float:
 def bw_loop(s: Side, n: int, iters: int, window: int) -> float:
     s.sync()
     t0 = s.MPI.Wtime()
+    post = s.ep.isend if s.first else s.ep.irecv  # the first rank sends the window, its peer acknowledges it
     for _ in range(iters):
-        if s.first:
-            reqs = [r for _ in range(window) for r in s.ep.isend(n, s.peer)]
-            s.ep.done(reqs)
-            s.finish()
-            s.ack(receive=True)
-        else:
-            reqs = [r for _ in range(window) for r in s.ep.irecv(n, s.peer)]
-            s.ep.done(reqs)
-            s.finish()
-            s.ack(receive=False)
+        s.ep.done([r for _ in range(window) for r in post(n, s.peer)])
+        s.finish()
+        s.ack(receive=s.first)
     return s.MPI.Wtime() - t0
 
 
