@@ -42,13 +42,15 @@ def test_match_by_bus_id_then_uuid():
     assert gc.match_gpu(None, "0000:18:00.0") is None
 
 
-def test_pcie_peak_prefers_nvml_max_link():
+def test_pcie_peak_is_the_links_maximum_from_the_topology():
     t = sample_node()
     g = t.gpus[0]
-    assert gc.gpu_pcie(t, g).gbs == pcie_peak(5, 16).gbs
-    # An idle GPU trains its link down: NVML's maximum is the limit
+    assert gc.gpu_pcie(t, g).gbs == pcie_peak(5, 16).gbs  # no maximum known: the current link
+    # An idle GPU trains its link down: the model's maximum (sysfs max_link_*, or NVML's) is the limit.
+    # was: NVML opened per GPU for it (never closed), and without NVML the Gen1 link was the peak
+    t = nodes.with_links(t, {g.pci_bus_id: (1, 16, 5, 16)})
     idle = dataclasses.replace(g, pcie_gen=1, pcie_width=16)
-    assert gc.gpu_pcie(t, idle, (5, 16)).gbs == pcie_peak(5, 16).gbs
+    assert gc.gpu_pcie(t, idle).gbs == pcie_peak(5, 16).gbs
     assert gc.gpu_pcie(None, None) is None
 
 

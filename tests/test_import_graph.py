@@ -218,7 +218,26 @@ def test_pynvml_only_in_the_nvml_source():
     found = {m for m, t in TREES.items() for n in ast.walk(t)
              if isinstance(n, ast.Import) and any(a.name.split(".")[0] == "pynvml" for a in n.names)
              or isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "pynvml"}
-    assert found <= {NVML_SOURCE}, "open NVML through nodemap.topology.nvml.open_nvml"
+    assert found <= {NVML_SOURCE}, "open NVML through nodemap.topology.nvml.start"
+
+
+def nvml_opens(tree: ast.AST) -> list[int]:
+    """Lines that take `start` from the NVML source (`from ..topology.nvml import start`, `nvml.start()`)."""
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("nvml") and any(a.name == "start" for a in n.names)
+            or isinstance(n, ast.Attribute) and n.attr == "start" and isinstance(n.value, ast.Name) and n.value.id == "nvml"]
+
+
+# What only a live NVML session gives: health counters (check) and memory samples over a run (watch).
+# Facts about a GPU (its PCIe link, memory, NVLinks) come from the Topology the NVML source filled in
+# (the GPU kinds opened NVML per GPU for the link's maximum and never closed it).
+NVML_SESSIONS = {NVML_SOURCE, "nodemap.check.inventory", "nodemap.watch.monitor"}
+
+
+def test_nvml_is_opened_only_where_the_topology_cannot_answer():
+    assert nvml_opens(ast.parse("from ...topology.nvml import start\nnv, why = nvml.start()\n")) == [1, 2]
+    found = {m: lines for m, t in TREES.items() if m not in NVML_SESSIONS and (lines := nvml_opens(t))}
+    assert found == {}, "read the GPU's facts from the Topology (nodemap.topology.nvml.enrich fills them in)"
 
 
 def bare_tomllib(tree: ast.AST) -> list[int]:

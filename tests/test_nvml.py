@@ -9,7 +9,7 @@ import types
 import pytest
 
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import GPU, Link, NumaNode, PU, Topology
+from nodemap.topology.model import GPU, Link, NumaNode, PciDevice, PU, Topology
 from nodemap.topology.nvml import apply_visible, enrich, nvlink_generation, parse_visible
 from nodemap.topology.paths import path
 
@@ -167,6 +167,25 @@ def test_gpu_only_nvml_sees_is_appended_and_old_nvlinks_replaced(use):
     t = enrich(dataclasses.replace(base, links=(stale,)), env={})
     assert [(g.key, g.pci_bus_id) for g in t.gpus] == [("GPU0", "0000:19:00.0"), ("GPU1", "0000:b8:00.0")]
     assert stale not in t.links and path(t, "GPU1", "GPU0").label == "NV18"
+
+
+def test_the_links_maximum_goes_into_the_model_where_the_source_left_it_out(use):
+    # hwloc XML says the current PCIe link only; the GPU's PCIe peak and the check's link inventory read the
+    # maximum from the model (was: the GPU kinds opened NVML per GPU for it, and never closed it)
+    m = use(fake_nvml(h200x2()))
+    m.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: 5
+    m.nvmlDeviceGetMaxPcieLinkWidth = lambda h: 16
+    m.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: 1  # idle: trained down
+    base = _sysfs_view()
+    known = PciDevice("0000:b8:00.0", 0x0302, link_gen=4, link_width=16, link_max_gen=4, link_max_width=16)
+    pci = (PciDevice("0000:19:00.0", 0x0302, link_gen=1, link_width=16), known)
+    t = enrich(dataclasses.replace(base, pci_devices=pci), env={})
+    first = t.pci_of(t.gpus[0])
+    assert (first.link_gen, first.link_width, first.link_max_gen, first.link_max_width) == (1, 16, 5, 16)
+    assert t.pci_of(t.gpus[1]) == known  # a source's own maximum (sysfs) is kept
+    del m.nvmlDeviceGetMaxPcieLinkGeneration  # an older nvidia-ml-py: nothing is made up
+    t = enrich(dataclasses.replace(base, pci_devices=pci), env={})
+    assert t.pci_of(t.gpus[0]).link_max_gen == 0
 
 
 def test_p2p_failures_become_notes(use):

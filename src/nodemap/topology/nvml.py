@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from .cpuset import CpuSet
-from .model import GPU, HIDDEN_BUS_ID, Link, Topology, gpu_order, norm_bus_id, replace
+from .model import GPU, HIDDEN_BUS_ID, Link, PciDevice, Topology, gpu_order, norm_bus_id, replace
 
 TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always comes here
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class _NvGpu:
         self.uuid = ""
         self.gen = 0
         self.width = 0
+        self.max_gen = 0  # what the link can train at (an idle GPU trains down: the peak is this)
+        self.max_width = 0
         self.cpuset = CpuSet()
         self.numa = -1
         self.arch = -1
@@ -164,6 +166,8 @@ def _read_gpus(nvml: Any, cpu_words: int) -> list[_NvGpu]:
         g.memory = int(mem.total) if mem is not None else 0
         g.gen = int(_try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h, default=0))
         g.width = int(_try(nvml.nvmlDeviceGetCurrPcieLinkWidth, h, default=0))
+        g.max_gen = int(_try(getattr(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", None), h, default=0))
+        g.max_width = int(_try(getattr(nvml, "nvmlDeviceGetMaxPcieLinkWidth", None), h, default=0))
         g.cpuset = _words(_try(nvml.nvmlDeviceGetCpuAffinity, h, cpu_words, default=()))
         g.numa = _numa(nvml, h)
         g.arch = int(_try(getattr(nvml, "nvmlDeviceGetArchitecture", None), h, default=-1))
@@ -263,10 +267,27 @@ def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
     return replace(
         topo,
         gpus=gpus,
+        pci_devices=_pci_links(topo, gpus, {n.bus_id: n for n in nv}),
         links=old_links + links,
         source=(topo.source + "+nvml") if topo.source else "nvml",
         notes=topo.notes + tuple(link_notes) + tuple(notes),
     )
+
+
+def _pci_links(topo: Topology, gpus: tuple[GPU, ...], nv: dict[str, _NvGpu]) -> tuple[PciDevice, ...]:
+    """The PCI functions with NVML's link state where the other source left it out
+    (hwloc XML says the current link only): the GPU's PCIe peak and the
+    check's link inventory read the maximum from the model, never NVML."""
+    devices = list(topo.pci_devices)
+    for g in gpus:
+        n = nv.get(g.pci_bus_id)
+        pci = topo.pci_of(g) if n is not None else None
+        if pci is None or pci.link_max_gen or not (n.max_gen and n.max_width):
+            continue
+        i = g.pci_index if 0 <= g.pci_index < len(devices) else devices.index(pci)
+        devices[i] = replace(pci, link_gen=pci.link_gen or n.gen, link_width=pci.link_width or n.width,
+                             link_max_gen=n.max_gen, link_max_width=n.max_width)
+    return tuple(devices)
 
 
 def _update(g: GPU, n: _NvGpu) -> GPU:

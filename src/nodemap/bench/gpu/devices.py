@@ -75,14 +75,17 @@ def match_gpu(topo: Topology | None, bus_id: str, uuid: str = "") -> GPU | None:
     return None
 
 
-def gpu_pcie(topo: Topology | None, g: GPU | None, nvml_link: tuple[int, int] = (0, 0)) -> Peak | None:
-    """PCIe peak of a GPU's link. NVML's maximum link wins over the
-    topology's current link state, which an idle GPU trains down to Gen1."""
-    gen, width = nvml_link
-    if not (gen and width) and g is not None:
-        pci = topo.pci_of(g) if topo is not None else None
-        gen = g.pcie_gen or (pci.link_gen if pci else 0)
-        width = g.pcie_width or (pci.link_width if pci else 0)
+def gpu_pcie(topo: Topology | None, g: GPU | None) -> Peak | None:
+    """PCIe peak of a GPU's link: what it can train at (the Topology's
+    maximum, from sysfs or NVML), else its current state, which an idle GPU
+    trains down to Gen1."""
+    if g is None:
+        return None
+    pci = topo.pci_of(g) if topo is not None else None
+    if pci is not None and pci.link_max_gen and pci.link_max_width:
+        return pcie_peak(pci.link_max_gen, pci.link_max_width)
+    gen = g.pcie_gen or (pci.link_gen if pci else 0)
+    width = g.pcie_width or (pci.link_width if pci else 0)
     return pcie_peak(gen, width)
 
 
@@ -103,7 +106,7 @@ def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
         key=g.key if g is not None else f"cuda{ordinal}",
         numa=g.numa_node if g is not None else -1,
         hbm=hbm_peak(name, int(p.get("totalGlobalMem", 0))),
-        pcie=gpu_pcie(topo, g, _nvml_link(bus)),
+        pcie=gpu_pcie(topo, g),
     )
 
 
@@ -151,20 +154,6 @@ def _uuid(v: Any) -> str:
         h = v.hex()
         return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     return _text(v)
-
-
-def _nvml_link(bus_id: str) -> tuple[int, int]:
-    """(generation, width) NVML says the link can run at; (0, 0) without NVML."""
-    from ...topology.nvml import start
-
-    pynvml, _ = start()
-    if pynvml is None:
-        return 0, 0
-    try:
-        h = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode() if isinstance(bus_id, str) else bus_id)
-        return pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h), pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)
-    except Exception:
-        return 0, 0
 
 
 def ensure_free(cp: Any, nbytes: int, what: str, headroom: float = 0.95) -> None:
