@@ -4,6 +4,9 @@ what they say, and a one-NUMA-node machine gets no bad binding."""
 
 from __future__ import annotations
 
+import json
+
+import check_synth as syn
 import pytest
 
 from nodemap.compare import bindings as cb
@@ -105,18 +108,51 @@ def test_probe_figures_come_from_recorded_result_sets():
     import json
     from pathlib import Path
 
+    from nodemap.bench import resultfile
     from nodemap.compare import probes as pr
 
     res = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
-    copies = json.loads((res / "gpu_copies_h200x2.json").read_text())
-    first = next(r for r in copies["results"] if r["metric"] == "h2d_ce")
+
+    def saved(name):
+        data = (res / name).read_bytes()
+        return resultfile.decode(name, data), json.loads(data)
+
+    copies, raw = saved("gpu_copies_h200x2.json")
+    first = next(r for r in raw["results"] if r["metric"] == "h2d_ce")
     assert pr.figure("h2d", copies, 0) == first["stats"]["median"]
-    gpu = json.loads((res / "gpu_bench_h200x2.json").read_text())
-    triad = next(r for r in gpu["results"] if r["metric"] == "triad" and r["params"]["dtype"] == "float64")
+    gpu, raw = saved("gpu_bench_h200x2.json")
+    triad = next(r for r in raw["results"] if r["metric"] == "triad" and r["params"]["dtype"] == "float64")
     assert pr.figure("gpu", gpu, 0) == triad["stats"]["median"]
-    jac = json.loads((res / "jacobi_h100_20261123" / "jacobi_single_1gpu.json").read_text())
-    assert pr.figure("jacobi", jac, 0) == next(r for r in jac["results"] if r["metric"] == "single")["stats"]["median"]
+    jac, raw = saved("jacobi_h100_20261123/jacobi_single_1gpu.json")
+    assert pr.figure("jacobi", jac, 0) == next(r for r in raw["results"] if r["metric"] == "single")["stats"]["median"]
     assert pr.figure("stream", jac, 0) is None  # not a STREAM result set: nothing taken from it
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r.pop("stats"), "field results[0].stats is missing"),  # was a KeyError that ended the comparison
+    (lambda r: r["stats"].update(median="fast"), "field results[0].stats.median is str, not a number"),
+    (lambda r: r.update(samples={"a": 1}), "field results[0].samples is object, not a list"),
+])
+def test_a_rank_whose_bench_output_is_damaged_has_that_as_its_error(tmp_path, monkeypatch, change, words):
+    """A rank's result set is read as `report` reads a result file: what is
+    wrong in it is that rank's error (the row is not measured), not a
+    traceback that loses every binding measured so far."""
+    import sys
+
+    from nodemap.compare import probes as pr
+
+    d = syn.stream({"1/core": (1, 10.0)}).to_dict()
+    change(d["results"][0])
+    (tmp_path / "out.json").write_text(json.dumps(d))
+    child = tmp_path / "bench"  # stands in for `python -m nodemap bench ...`
+    child.write_text(f"#!/bin/sh\ncat {tmp_path / 'out.json'}\n")
+    child.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(child))
+    topo = one_numa_topology()
+    b = cb.Binding("plan", "", (plan(topo, Request(tasks=1)).tasks[0],), bound=False)
+    r = pr.run_binding(topo, b, "stream", None, 30)
+    assert r.values == [None] and len(r.errors) == 1, r.errors
+    assert r.errors[0].startswith("rank 0: its bench output: ") and words in r.errors[0], r.errors
 
 
 # --- verdicts from repetitions of the whole binding (synthetic probe results) -------------

@@ -15,7 +15,6 @@ as JSON. Probes and the figure kept per rank:
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bench.intervals import Interval, median_interval, ratio_interval
+from ..bench.results import Result, ResultSet
 from ..errors import NodemapError
 from ..mapping.request import TaskBinding
 from ..topology.model import Topology
@@ -79,37 +79,39 @@ def first_touch_node(topo: Topology, t: TaskBinding) -> int:
     return min(nodes) if nodes else -1
 
 
-def figure(probe: str, rs: dict[str, Any], node: int) -> float | None:
+def figure(probe: str, rs: ResultSet, node: int) -> float | None:
     """The one number kept from a rank's result set (its median)."""
-    st = stats_of(probe, rs, node)
-    return st["median"] if st else None
-
-
-def stats_of(probe: str, rs: dict[str, Any], node: int) -> dict[str, Any] | None:
-    """The statistics (median, spread, ...) of the one result kept from a rank's result set."""
     r = result_of(probe, rs, node)
-    return r["stats"] if r else None
+    return r.stats.median if r else None
 
 
-def result_of(probe: str, rs: dict[str, Any], node: int) -> dict[str, Any] | None:
+def result_of(probe: str, rs: ResultSet, node: int) -> Result | None:
     """The one result kept from a rank's result set. H2D: the row of host
     memory placed by the rank's own policy (host_node -1, where bench copies
     measures one), else the row of the node its memory lands on."""
     if probe == "h2d":
-        rows: dict[int, dict[str, Any]] = {}
-        for r in rs.get("results", []):
-            if r["metric"] == "h2d_ce":  # the rank's one GPU: the first row of each placement
-                rows.setdefault(r.get("params", {}).get("host_node"), r)
+        rows: dict[int, Result] = {}
+        for r in rs.results:
+            if r.metric == "h2d_ce":  # the rank's one GPU: the first row of each placement
+                rows.setdefault(r.params.get("host_node"), r)
         return rows.get(-1, rows.get(node))
-    for r in rs.get("results", []):
-        m, p = r["metric"], r.get("params", {})
-        if probe == "stream" and m == "triad":
+    for r in rs.results:
+        if probe == "stream" and r.metric == "triad":
             return r
-        if probe == "gpu" and m == "triad" and p.get("dtype") in ("float64", None):
+        if probe == "gpu" and r.metric == "triad" and r.params.get("dtype") in ("float64", None):
             return r
-        if probe == "jacobi" and m == "single":
+        if probe == "jacobi" and r.metric == "single":
             return r
     return None
+
+
+def kept(probe: str, out: str, node: int) -> Result | None:
+    """The result kept from a rank's `nodemap bench --json` output, read as
+    `report` reads a result file: a damaged one is an InputError naming the
+    field, which becomes the rank's error."""
+    from ..bench import resultfile
+
+    return result_of(probe, resultfile.decode("its bench output", out.encode()), node)
 
 
 def combine(probe: str, values: list[float], gpus: list[tuple[int, ...]]) -> float:
@@ -216,10 +218,13 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
         warnings += [f"rank {t.task}: {line[len(POLICY_FAILED):].strip()}" for line in err.splitlines()
                      if line.startswith(POLICY_FAILED)]
         if p.returncode in (0, 1) and out.strip().startswith("{"):
-            r = result_of(probe, json.loads(out), first_touch_node(topo, t))
+            try:
+                r = kept(probe, out, first_touch_node(topo, t))
+            except NodemapError as e:
+                r, err = None, str(e)
             if r:
-                value, mine = r["stats"]["median"], list(r.get("samples") or [r["stats"]["median"]])
-                spreads.append(r["stats"].get("spread") or 0.0)
+                value, mine = r.stats.median, list(r.samples or [r.stats.median])
+                spreads.append(r.stats.spread)
         if value is None:
             errors.append(f"rank {t.task}: {(err.strip().splitlines() or ['no result'])[-1]}")
         values.append(value)
