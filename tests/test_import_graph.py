@@ -318,3 +318,34 @@ def test_html_tables_are_written_in_one_place():
     assert not tables_by_hand(ast.parse('table(["#"], rows)'))
     found = {m: lines for m, t in TREES.items() if m != HTML_MODULE and (lines := tables_by_hand(t))}
     assert found == {}, "build HTML tables with nodemap.htmlpage.table (it escapes every cell)"
+
+
+def gpu_labels_by_hand(tree: ast.AST) -> list[int]:
+    """Lines of f-strings that spell a GPU from a number ("GPU{i}", "gpu{i}"): one GPU came out as GPU3, gpu3
+    and cuda3, built by hand in 19 places."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.JoinedStr):
+            parts = n.values
+            out += [n.lineno for a, b in zip(parts, parts[1:]) if isinstance(a, ast.Constant)
+                    and isinstance(a.value, str) and a.value[-3:].lower() == "gpu" and not a.value[-4:-3].isalpha()
+                    and isinstance(b, ast.FormattedValue)]
+    return out
+
+
+# Where the spelling is defined, and where it is not a Topology GPU yet or not one at all.
+GPU_SPELLERS = {
+    "nodemap.topology.model",  # GPU.key
+    "nodemap.bench.endpoints",  # Endpoint: key "gpu3", label "GPU3"
+    "nodemap.topology.hwloc_xml",  # names the GPUs it is about to make (below bench: no Endpoint)
+    "nodemap.check.figures",  # an unknown spelling kept as figure keys always wrote it
+    "nodemap.check.busy",  # NVML's own index (a device cgroup renumbers it): not the topology's GPU
+    "nodemap.fleet.facts",  # a fleet document's index (the document readers are typed separately)
+    "nodemap.bench.app.placement",  # CUDA ordinals in the result's environment record
+}
+
+
+def test_gpus_are_spelled_by_the_model_or_an_endpoint():
+    assert gpu_labels_by_hand(ast.parse('a = f"GPU{i} ECC"\nb = f"inventory/pcie/gpu{g.index}"\nc = f"vGPU{i}"')) == [1, 2]
+    found = {m: lines for m, t in TREES.items() if m not in GPU_SPELLERS and (lines := gpu_labels_by_hand(t))}
+    assert found == {}, "use GPU.key (a Topology GPU) or bench.endpoints.Endpoint('gpu', i) (.key, .label)"

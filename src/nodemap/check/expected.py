@@ -72,7 +72,7 @@ def _device_pci(topo: Topology) -> dict[str, tuple[str, PciDevice]]:
     for dev in (*topo.gpus, *topo.nics):
         pci = topo.pci_of(dev)
         if pci is not None:
-            out[dev.key] = (dev.key if isinstance(dev, NIC) else f"GPU{dev.index}", pci)
+            out[dev.key] = (dev.key, pci)
     return out
 
 

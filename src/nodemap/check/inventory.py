@@ -14,6 +14,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from ..bench.endpoints import Endpoint
 from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
 from ..topology.model import GPU, NIC, Topology
 from ..text import is_decimal
@@ -114,7 +115,7 @@ def binding(topo: Topology, affinity: Iterable[int]) -> list[Check]:
     if not far:
         return [Check("inventory/binding", "this process's binding", value, "near its GPUs", "pass",
                       "every GPU's NUMA node is among the bound CPUs' nodes")]
-    names = ", ".join(f"GPU{g.index} (NUMA{g.numa_node})" for g in far)
+    names = ", ".join(f"{g.key} (NUMA{g.numa_node})" for g in far)
     return [Check("inventory/binding", "this process's binding", value, "near its GPUs", "warn",
                   f"the launcher bound this process away from {names}: host<->GPU copies of a rank bound so "
                   "cross the socket link (see the h2d figures from remote NUMA nodes)", "configuration",
@@ -156,7 +157,7 @@ def pcie_links(topo: Topology) -> list[Check]:
     for g in topo.gpus:
         link = read_link(topo, g)
         if link is not None:
-            out.append(link_check(f"inventory/pcie/gpu{g.index}", f"GPU{g.index} PCIe link", link, True))
+            out.append(link_check(f"inventory/pcie/{Endpoint('gpu', g.index).key}", f"{g.key} PCIe link", link, True))
     for n in topo.nics:
         link = read_link(topo, n)
         if link is not None:
@@ -304,17 +305,18 @@ THROTTLE_BAD = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x4
 def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
     """The health counters of GPU `i` (the topology's index, matched by bus id)."""
     out = []
-    k = f"inventory/nvml/gpu{i}"
+    gpu = Endpoint("gpu", i)
+    k, name = f"inventory/nvml/{gpu.key}", gpu.label
     ecc = _try(lambda: nv.nvmlDeviceGetEccMode(h))
     if ecc is not None:
         on = bool(ecc[0])
-        out.append(Check(f"{k}/ecc", f"GPU{i} ECC", "on" if on else "off", "on", "pass" if on else "warn",
+        out.append(Check(f"{k}/ecc", f"{name} ECC", "on" if on else "off", "on", "pass" if on else "warn",
                          "ECC enabled" if on else "ECC off: memory errors go unnoticed", "" if on else "configuration",
                          "" if on else f"nvidia-smi -i {i} -e 1, then reboot"))
         dbe = _try(lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                                          nv.NVML_VOLATILE_ECC))
         if dbe is not None:
-            out.append(Check(f"{k}/ecc_uncorrected", f"GPU{i} uncorrected ECC errors (since boot)", str(dbe), "0",
+            out.append(Check(f"{k}/ecc_uncorrected", f"{name} uncorrected ECC errors (since boot)", str(dbe), "0",
                              "fail" if dbe else "pass", "uncorrected memory errors" if dbe else "none",
                              "hardware" if dbe else "", "drain the node; nvidia-smi -q -d ECC; RMA if they recur"
                              if dbe else ""))
@@ -322,7 +324,7 @@ def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
     if remap is not None:
         corr, unc, pending, failed = remap
         bad = "fail" if failed else "warn" if pending else "pass"
-        out.append(Check(f"{k}/remapped_rows", f"GPU{i} remapped rows", f"{corr} correctable, {unc} uncorrectable"
+        out.append(Check(f"{k}/remapped_rows", f"{name} remapped rows", f"{corr} correctable, {unc} uncorrectable"
                          + (", remap pending" if pending else "") + (", remap FAILED" if failed else ""),
                          "no pending or failed remap", bad, "row remapping state from NVML",
                          "hardware" if bad != "pass" else "",
@@ -331,7 +333,7 @@ def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
     else:
         pages = _try(lambda: nv.nvmlDeviceGetRetiredPagesPendingStatus(h))
         if pages is not None:
-            out.append(Check(f"{k}/retired_pages", f"GPU{i} retired pages pending", "yes" if pages else "no", "no",
+            out.append(Check(f"{k}/retired_pages", f"{name} retired pages pending", "yes" if pages else "no", "no",
                              "warn" if pages else "pass", "page retirement pending a reset" if pages else "none",
                              "hardware" if pages else "", "reset the GPU or reboot" if pages else ""))
     reasons = _try(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h))
@@ -339,20 +341,20 @@ def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
         reasons = _try(lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
     if reasons is not None:
         bad = [name for bit, name in THROTTLE_BAD.items() if reasons & bit]
-        out.append(Check(f"{k}/throttle", f"GPU{i} clock throttling", ", ".join(bad) or "none", "none",
+        out.append(Check(f"{k}/throttle", f"{name} clock throttling", ", ".join(bad) or "none", "none",
                          "warn" if bad else "pass", "clocks held down now" if bad else "no throttle reason active",
                          "hardware" if bad else "", "check cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)"
                          if bad else ""))
     pers = _try(lambda: nv.nvmlDeviceGetPersistenceMode(h))
     if pers is not None:
-        out.append(Check(f"{k}/persistence", f"GPU{i} persistence mode", "on" if pers else "off", "on",
+        out.append(Check(f"{k}/persistence", f"{name} persistence mode", "on" if pers else "off", "on",
                          "pass" if pers else "info", "driver stays loaded between jobs" if pers else
                          "off: each job pays driver start-up (seconds) and clocks may reset",
                          "" if pers else "configuration", "" if pers else "nvidia-smi -pm 1 (or nvidia-persistenced)"))
     mig = _try(lambda: nv.nvmlDeviceGetMigMode(h))
     if mig is not None:
         on = bool(mig[0])
-        out.append(Check(f"{k}/mig", f"GPU{i} MIG mode", "on" if on else "off", "as the site intends", "info",
+        out.append(Check(f"{k}/mig", f"{name} MIG mode", "on" if on else "off", "as the site intends", "info",
                          "MIG partitions: each instance gets a slice of SMs and memory bandwidth" if on else "off",
                          "configuration" if on else ""))
     return out

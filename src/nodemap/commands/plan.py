@@ -177,10 +177,10 @@ def _gpus_cell(topo, t) -> str:
     from ..topology import paths
 
     ids = ",".join(map(str, t.gpus))
-    homes = {paths.device_numa(topo, f"GPU{g}") for g in t.gpus}
+    homes = {paths.device_numa(topo, topo.gpu(g).key) for g in t.gpus}
     where = "local" if homes <= set(t.mems) else "NUMA " + ",".join(str(h) for h in sorted(homes))
     if len(t.gpus) > 1:
-        worst = max((paths.path(topo, f"GPU{a}", f"GPU{b}") for a in t.gpus for b in t.gpus if a < b),
+        worst = max((paths.path(topo, topo.gpu(a).key, topo.gpu(b).key) for a in t.gpus for b in t.gpus if a < b),
                     key=lambda x: x.rank)
         return f"{ids} ({where}, {worst.label})"
     return f"{ids} ({where})"
@@ -193,7 +193,7 @@ def _nic_cell(topo, t) -> str:
 
     if not t.gpus:
         return ",".join(t.nics)
-    cls = [min((paths.path(topo, f"GPU{g}", n) for g in t.gpus), key=lambda x: x.rank).label for n in t.nics]
+    cls = [min((paths.path(topo, topo.gpu(g).key, n) for g in t.gpus), key=lambda x: x.rank).label for n in t.nics]
     return ",".join(f"{n} ({c})" for n, c in zip(t.nics, cls))
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..bench.endpoints import Endpoint
 from ..mapping.request import Plan, TaskBinding
 from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
@@ -272,18 +273,12 @@ def resources(topo: Topology, t: TaskBinding) -> dict[str, Any]:
     nics = {n.name: n for n in topo.nics}
     return {"rank": t.task, "pus": t.cpus.format(), "numa": topo.numa_of(t.cpus).format(),
             "memory": f"NUMA {t.mems.format()}" if t.mems else "first-touch",
-            "gpus": [near(f"GPU{i}", gpus[i].numa_node if i in gpus else -1) for i in t.gpus],
+            "gpus": [near(Endpoint("gpu", i).label, gpus[i].numa_node if i in gpus else -1) for i in t.gpus],
             "nics": [near(n, nics[n].numa_node if n in nics else -1) for n in t.nics]}
 
 
 def describe(topo: Topology, t: TaskBinding) -> str:
     """'rank 0: cpus 0-7 (NUMA 0), memory NUMA 0, GPU1 (NUMA 1), mlx5_0 (NUMA 0)'."""
-    parts = [f"rank {t.task}: cpus {t.cpus.format()} (NUMA {topo.numa_of(t.cpus).format()})",
-             f"memory {'NUMA ' + t.mems.format() if t.mems else 'first-touch'}"]
-    for i in t.gpus:
-        g = next((g for g in topo.gpus if g.index == i), None)
-        parts.append(f"GPU{i} (NUMA {g.numa_node})" if g is not None and g.numa_node >= 0 else f"GPU{i}")
-    for name in t.nics:
-        n = next((n for n in topo.nics if n.name == name), None)
-        parts.append(f"{name} (NUMA {n.numa_node})" if n is not None and n.numa_node >= 0 else name)
-    return ", ".join(parts)
+    r = resources(topo, t)
+    return ", ".join([f"rank {t.task}: cpus {r['pus']} (NUMA {r['numa']})", f"memory {r['memory']}",
+                      *r["gpus"], *r["nics"]])
