@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 
 import numpy as np
 import pytest
@@ -52,6 +53,20 @@ def test_pcie_peak_is_the_links_maximum_from_the_topology():
     idle = dataclasses.replace(g, pcie_gen=1, pcie_width=16)
     assert gc.gpu_pcie(t, idle).gbs == pcie_peak(5, 16).gbs
     assert gc.gpu_pcie(None, None) is None
+
+
+def test_a_cuda_device_is_named_by_the_topology_else_by_its_ordinal():
+    # one name for an unknown CUDA device, where world, nccl and mpi each wrote "cuda{d}" themselves
+    def props(d):
+        if d == 0:
+            raise RuntimeError("cudaErrorInvalidDevice")
+        return {"name": b"NVIDIA H200", "pciDomainID": 0, "pciBusID": 0x1C, "pciDeviceID": 0}
+
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceProperties=props)))
+    t = sample_node()
+    assert gc.key(cp, 1, t) == "GPU1"  # bus 1c:00.0, whatever its CUDA ordinal
+    assert gc.key(cp, 1, None) == gc.ordinal_key(1) == "cuda1"
+    assert gc.key(cp, 0, t) == "cuda0"  # a label, never a reason to stop
 
 
 @pytest.mark.parametrize("spec, n, want", [(None, 3, [0, 1, 2]), ("all", 2, [0, 1]), ("1,0", 2, [1, 0])])

@@ -320,15 +320,21 @@ def test_html_tables_are_written_in_one_place():
     assert found == {}, "build HTML tables with nodemap.htmlpage.table (it escapes every cell)"
 
 
+def _spells_a_gpu(text: str) -> bool:
+    """`text` ends in a GPU's name before its number: "GPU", "gpu", "cuda" (not "vGPU", "pycuda")."""
+    low = text.lower()
+    return any(low.endswith(w) and not text[-len(w) - 1:-len(w)].isalpha() for w in ("gpu", "cuda"))
+
+
 def gpu_labels_by_hand(tree: ast.AST) -> list[int]:
-    """Lines of f-strings that spell a GPU from a number ("GPU{i}", "gpu{i}"): one GPU came out as GPU3, gpu3
-    and cuda3, built by hand in 19 places."""
+    """Lines of f-strings that spell a GPU from a number ("GPU{i}", "gpu{i}", "cuda{d}"): one GPU came out
+    as GPU3, gpu3 and cuda3, built by hand in 19 places."""
     out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.JoinedStr):
             parts = n.values
             out += [n.lineno for a, b in zip(parts, parts[1:]) if isinstance(a, ast.Constant)
-                    and isinstance(a.value, str) and a.value[-3:].lower() == "gpu" and not a.value[-4:-3].isalpha()
+                    and isinstance(a.value, str) and _spells_a_gpu(a.value)
                     and isinstance(b, ast.FormattedValue)]
     return out
 
@@ -337,6 +343,7 @@ def gpu_labels_by_hand(tree: ast.AST) -> list[int]:
 GPU_SPELLERS = {
     "nodemap.topology.model",  # GPU.key
     "nodemap.bench.endpoints",  # Endpoint: key "gpu3", label "GPU3"
+    "nodemap.bench.gpu.devices",  # ordinal_key: a CUDA device the Topology does not know ("cuda1")
     "nodemap.topology.hwloc_xml",  # names the GPUs it is about to make (below bench: no Endpoint)
     "nodemap.check.figures",  # an unknown spelling kept as figure keys always wrote it
     "nodemap.check.busy",  # NVML's own index (a device cgroup renumbers it): not the topology's GPU
@@ -346,6 +353,7 @@ GPU_SPELLERS = {
 
 
 def test_gpus_are_spelled_by_the_model_or_an_endpoint():
-    assert gpu_labels_by_hand(ast.parse('a = f"GPU{i} ECC"\nb = f"inventory/pcie/gpu{g.index}"\nc = f"vGPU{i}"')) == [1, 2]
+    assert gpu_labels_by_hand(ast.parse('a = f"GPU{i} ECC"\nb = f"inventory/pcie/gpu{g.index}"\nc = f"vGPU{i}"\n'
+                                        'd = f"{node}:cuda{d}"\ne = f"pycuda{v}"')) == [1, 2, 4]
     found = {m: lines for m, t in TREES.items() if m not in GPU_SPELLERS and (lines := gpu_labels_by_hand(t))}
     assert found == {}, "use GPU.key (a Topology GPU) or bench.endpoints.Endpoint('gpu', i) (.key, .label)"

@@ -198,13 +198,13 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
 def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]:
     """Topology names ("GPU3", as `nodemap topo` or the --topology file) of
     CUDA ordinals; cudaN where unknown."""
-    try:
-        from ..gpu.common import describe, load_topology
+    from ..gpu.devices import key, load_topology
 
+    try:
         topo = load_topology(topology)[0]
-        return [describe(cp, d, topo).key for d in devs]
     except Exception:  # a label, never a reason to stop
-        return [f"cuda{d}" for d in devs]
+        topo = None
+    return [key(cp, d, topo) for d in devs]
 
 
 # --- operations -----------------------------------------------------------------

@@ -526,15 +526,9 @@ def _pick_gpu(w: World, sizes: list[int], rs: ResultSet, topo: Any) -> list[str]
     the Topology does not know it)."""
     import cupy as cp
 
-    from ..gpu.common import describe, ensure_free
+    from ..gpu.devices import ensure_free, key
 
-    def key(dev: int) -> str:
-        try:
-            return describe(cp, dev, topo).key
-        except Exception:  # a label, never a reason to stop
-            return f"cuda{dev}"
-
-    w.gpu(cp, key)
+    w.gpu(cp, lambda dev: key(cp, dev, topo))
     rs.messages += w.notes
     try:
         ensure_free(cp, 2 * max(sizes), "the largest message's device send and receive buffers")

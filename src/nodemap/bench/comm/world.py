@@ -170,10 +170,10 @@ class World:
         """Where this rank runs (node, CPUs, NUMA nodes), for pair classes and binding lines."""
         return mc.place_of(self.rank, self.node, os.sched_getaffinity(0), self.local_rank, topo)
 
-    def gpu(self, cp: Any, label: Callable[[int], str] = lambda d: f"cuda{d}") -> Devices:
+    def gpu(self, cp: Any, label: Callable[[int], str] | None = None) -> Devices:
         """Choose this rank's GPU(s) (a collective), make the first current, and note
         how they were chosen and which ranks share one. `label`: a CUDA ordinal's name
-        ("GPU3" from the topology) for the notes and gpu_keys."""
+        ("GPU3" from the topology, devices.key) for the notes and gpu_keys; "cuda3" without one."""
         if self.devices is not None:
             return self.devices
         ndev = cp.cuda.runtime.getDeviceCount()
@@ -187,6 +187,8 @@ class World:
         self.devices = choose(self.local_rank, ndev, bus_ids(cp, ndev) if plan else [], why, plan, no_plan)
         if self.device is not None:
             cp.cuda.Device(self.device).use()
+        if label is None:
+            from ..gpu.devices import ordinal_key as label
         key = f"{self.node}:{label(self.device)}" if self.device is not None else ""
         with mc.deadline(self.timeout, "the other ranks' GPUs (allgather)"):
             every = self.allgather((key, self.devices.how, self.devices.notes))

@@ -103,11 +103,26 @@ def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
         l2_bytes=int(p.get("l2CacheSize", 0)),
         bus_id=bus,
         uuid=uuid,
-        key=g.key if g is not None else f"cuda{ordinal}",
+        key=g.key if g is not None else ordinal_key(ordinal),
         numa=g.numa_node if g is not None else -1,
         hbm=hbm_peak(name, int(p.get("totalGlobalMem", 0))),
         pcie=gpu_pcie(topo, g),
     )
+
+
+def ordinal_key(ordinal: int) -> str:
+    """A CUDA device the Topology does not know, by its ordinal in this process ("cuda1"): never "GPU1",
+    which names the node's physical GPU 1."""
+    return f"cuda{ordinal}"
+
+
+def key(cp: Any, ordinal: int, topo: Topology | None) -> str:
+    """The Topology's name of CUDA device `ordinal` ("GPU3"), else `ordinal_key`: a label, never a
+    reason to stop."""
+    try:
+        return describe(cp, ordinal, topo).key
+    except Exception:
+        return ordinal_key(ordinal)
 
 
 def bus_id(props: dict) -> str:
