@@ -1,6 +1,6 @@
-"""`nodemap bench jacobi` without a GPU: the slab decomposition and halo
-arithmetic (hypothesis), a NumPy simulation of the slabs and their halo
-copies against the whole-grid solve, the derived figures, and bad input."""
+"""`nodemap bench jacobi` without a GPU: the slab and tile decompositions
+and halo arithmetic (hypothesis), a NumPy simulation of the tiles and their
+halo copies against the whole-grid solve, the derived figures, and bad input."""
 
 from __future__ import annotations
 
@@ -29,90 +29,6 @@ def test_slabs_cover_the_interior_once_and_balance(ny, n):
     counts = [p.count for p in parts]
     assert max(counts) - min(counts) <= 1 and min(counts) >= 1
     assert counts == sorted(counts)  # the reference's order: short slabs first
-
-
-@given(ny=st.integers(3, 3000), n=st.integers(1, 40))
-def test_halo_copies_pair_each_halo_with_the_neighbouring_row(ny, n):
-    if ny - 2 < n:
-        return
-    parts = jg.slabs(ny, n)
-    copies = jg.halo_copies(parts)
-    assert len(copies) == 2 * n
-    filled = {(c.dst, c.dst_row) for c in copies}
-    assert filled == {(p.rank, 0) for p in parts} | {(p.rank, p.count + 1) for p in parts}  # every halo once
-    for c in copies:
-        src, dst = parts[c.src], parts[c.dst]
-        g_src = src.start + c.src_row - 1
-        # the global row a halo mirrors: the row above the slab's first, or below its last, periodic
-        g_dst = dst.start - 1 if c.dst_row == 0 else dst.stop
-        if g_dst == 0:
-            g_dst = ny - 2
-        elif g_dst == ny - 1:
-            g_dst = 1
-        assert g_src == g_dst
-        assert jg.owner(parts, g_src) == (c.src, c.src_row)
-
-
-def simulate(nx: int, ny: int, n: int, iters: int, dtype, drop: int | None = None):
-    """The slabs in NumPy, exchanging halos by halo_copies; `drop`: one copy lost."""
-    parts = jg.slabs(ny, n)
-    a = [np.full((p.local_rows, nx), np.nan, dtype=dtype) for p in parts]
-    for s, p in zip(a, parts):
-        s[1:-1] = jh.initial(nx, range(p.start, p.stop), dtype)
-    b = [s.copy() for s in a]
-    copies = jg.halo_copies(parts)
-
-    def exchange(bufs):
-        for i, c in enumerate(copies):
-            if i != drop:
-                bufs[c.dst][c.dst_row] = bufs[c.src][c.src_row]
-
-    exchange(a)
-    sq = 0.0
-    for _ in range(iters):
-        sq = sum(jh.step(s, t) for s, t in zip(a, b))
-        exchange(b)
-        a, b = b, a
-    return float(np.sqrt(sq)), np.concatenate([jh.row_sums(s[1:-1]) for s in a])
-
-
-@settings(max_examples=25, deadline=None)
-@given(nx=st.integers(3, 24), ny=st.integers(4, 40), n=st.integers(1, 6), iters=st.integers(1, 6),
-       dtype=st.sampled_from([np.float32, np.float64]))
-def test_slabs_with_halo_copies_equal_the_whole_grid(nx, ny, n, iters, dtype):
-    if ny - 2 < n:
-        return
-    gold = jh.solve(nx, ny, iters, dtype)
-    got = simulate(nx, ny, n, iters, dtype)
-    assert jh.disagree(*got, *gold) == ""
-
-
-@pytest.mark.parametrize("n", [1, 2, 3])
-def test_a_lost_halo_fails_the_check(n):
-    gold = jh.solve(16, 20, 4, np.float32)
-    for drop in range(2 * n):
-        why = jh.disagree(*simulate(16, 20, n, 4, np.float32, drop=drop), *gold)
-        assert why, f"dropping copy {drop} went unnoticed"
-
-
-def test_a_stale_halo_fails_the_check():
-    """A halo written once and then never again (no NaN left) is still caught."""
-    gold = jh.solve(16, 20, 6, np.float64)
-    parts = jg.slabs(20, 2)
-    a = [np.empty((p.local_rows, 16)) for p in parts]
-    for s, p in zip(a, parts):
-        s[1:-1] = jh.initial(16, range(p.start, p.stop), np.float64)
-    copies = jg.halo_copies(parts)
-    for c in copies:
-        a[c.dst][c.dst_row] = a[c.src][c.src_row]
-    b = [s.copy() for s in a]
-    for _ in range(6):
-        sq = sum(jh.step(s, t) for s, t in zip(a, b))
-        for c in copies[1:]:  # the first copy stays as it was at the start
-            b[c.dst][c.dst_row] = b[c.src][c.src_row]
-        a, b = b, a
-    rows = np.concatenate([jh.row_sums(s[1:-1]) for s in a])
-    assert jh.disagree(float(np.sqrt(sq)), rows, *gold)
 
 
 def test_host_field_is_never_zero_and_exact():
@@ -324,6 +240,32 @@ def test_a_lost_tile_halo_fails_the_check():
     gold = jh.solve(16, 14, 4, np.float64)
     for drop in range(len(jg.tile_copies(jg.tiles(16, 14, 2, 3)))):
         assert jh.disagree(*simulate_tiles(16, 14, 2, 3, 4, np.float64, drop=drop), *gold), drop
+
+
+def test_a_stale_halo_fails_the_check():
+    """A halo written once and then never again (no NaN left) is still caught."""
+    gold = jh.solve(16, 20, 6, np.float64)
+    parts = jg.tiles(16, 20, 1, 2)
+    a = [np.empty((t.local_rows, t.local_cols)) for t in parts]
+    for s, t in zip(a, parts):
+        s[1:-1] = jh.initial(16, range(t.start, t.stop), np.float64)
+    copies = jg.tile_copies(parts)
+
+    def move(bufs, c):
+        sb, db = c.src_block, c.dst_block
+        bufs[c.dst][db.row:db.row + db.rows, db.col:db.col + db.cols] = \
+            bufs[c.src][sb.row:sb.row + sb.rows, sb.col:sb.col + sb.cols]
+
+    for c in copies:
+        move(a, c)
+    b = [s.copy() for s in a]
+    for _ in range(6):
+        sq = sum(jh.step(s, t) for s, t in zip(a, b))
+        for c in copies[1:]:  # the first copy stays as it was at the start
+            move(b, c)
+        a, b = b, a
+    rows = np.concatenate([jh.row_sums(s[1:-1]) for s in a])
+    assert jh.disagree(float(np.sqrt(sq)), rows, *gold)
 
 
 def test_a_tile_of_the_host_field_is_the_field_s_columns():

@@ -39,18 +39,6 @@ class Slab:
         return self.count + HALO_ROWS
 
 
-@dataclass(frozen=True)
-class Copy:
-    """One halo row moved per step: local row `src_row` of slab `src` into
-    local row `dst_row` of slab `dst`."""
-
-    src: int
-    src_row: int
-    dst: int
-    dst_row: int
-    direction: str  # "up" (to the top neighbour) or "down"
-
-
 def slabs(ny: int, n: int) -> list[Slab]:
     """The NY-2 interior rows over n slabs, sizes differing by at most one."""
     interior = ny - HALO_ROWS
@@ -69,17 +57,6 @@ def slabs(ny: int, n: int) -> list[Slab]:
 def neighbours(rank: int, n: int) -> tuple[int, int]:
     """(top, bottom) neighbour ranks, periodic."""
     return (rank - 1) % n, (rank + 1) % n
-
-
-def halo_copies(parts: list[Slab]) -> list[Copy]:
-    """Every row copy of one exchange, two per slab, in rank order."""
-    n = len(parts)
-    out = []
-    for s in parts:
-        top, bottom = neighbours(s.rank, n)
-        out.append(Copy(s.rank, 1, top, parts[top].count + 1, "up"))
-        out.append(Copy(s.rank, s.count, bottom, 0, "down"))
-    return out
 
 
 # --- tiles (--decomp 2d) -----------------------------------------------------------
@@ -247,14 +224,6 @@ def weak_grid(nx: int, ny: int, px: int, py: int) -> tuple[int, int]:
     """The global grid when NX x NY is one tile's (halos included): the
     interior grows with the tile counts, so every tile keeps NX x NY."""
     return (nx - HALO_ROWS) * px + HALO_ROWS, (ny - HALO_ROWS) * py + HALO_ROWS
-
-
-def owner(parts: list[Slab], global_row: int) -> tuple[int, int]:
-    """(rank, local row) holding an interior global row."""
-    for s in parts:
-        if s.start <= global_row < s.stop:
-            return s.rank, global_row - s.start + 1
-    raise ValueError(f"row {global_row} is not an interior row")
 
 
 def min_rows(overlap: bool) -> int:
