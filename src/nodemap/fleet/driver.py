@@ -311,12 +311,8 @@ class Coordinator:
         n = self.comm.Get_size()
         hellos = {0: me}
         at = wire.deadline(self.cfg.join_timeout)
-        while len(hellos) < n and wire.left(at) > 0:
-            got = wire.poll(self.comm, (wire.HELLO,))
-            if got:
-                hellos[got[0]] = got[2]
-            else:
-                time.sleep(wire.POLL_S)
+        for src, hello in wire.arriving(self.comm, (wire.HELLO,), at, lambda: len(hellos) < n):
+            hellos[src] = hello
         self.cpus = {r: set(h.get("cpus", ())) for r, h in hellos.items()}
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
@@ -426,14 +422,10 @@ class Coordinator:
                 wire.post(self.comm, {"op": "remeasure", "keys": keys}, leader, wire.CMD)
                 waiting[leader] = name
         at = wire.deadline(self.cfg.check_timeout)
-        while waiting and wire.left(at) > 0:
-            got = wire.poll(self.comm, (wire.REPORT,))
-            if got is None:
-                time.sleep(wire.POLL_S)
-                continue
-            name = waiting.pop(got[0], None)
+        for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(waiting)):
+            name = waiting.pop(src, None)
             if name:
-                out[name] = got[2].get("remeasured", {})
+                out[name] = rep.get("remeasured", {})
         for leader, name in waiting.items():
             self.late = True
             self.nodes[name].state = f"node check done; no re-measure within {self.cfg.check_timeout:g} s"
@@ -472,15 +464,10 @@ class Coordinator:
         reports = [do_pair(self.comm, cmds[0], self.cfg)] if 0 in cmds else []
         at = wire.deadline(self.cfg.pair_timeout + 5)
         waiting = set(cmds) - {0}
-        while waiting and wire.left(at) > 0:
-            got = wire.poll(self.comm, (wire.REPORT,))
-            if got is None:
-                time.sleep(wire.POLL_S)
-                continue
-            if "pair" not in got[2]:  # a re-measure that came past its deadline
-                continue
-            waiting.discard(got[0])
-            reports.append(got[2])
+        for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(waiting)):
+            if "pair" in rep:  # else a re-measure that came past its deadline
+                waiting.discard(src)
+                reports.append(rep)
         for r in waiting:
             self.late = True
             node = self.nodes[self.node_of[r]]

@@ -199,12 +199,18 @@ td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top;te
 svg{max-width:100%;height:auto}"""
 
 
-def page(fleet: Fleet, messages: list[str]) -> str:
-    e = html.escape
+def verdict_counts(fleet: Fleet) -> dict[str, int]:
+    """How many nodes have each verdict ("missing": no document)."""
     counts: dict[str, int] = {}
     for n in fleet.nodes:
         v = "missing" if n.status == "missing" else fleet.verdict(n.name)
         counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
+def page(fleet: Fleet, messages: list[str]) -> str:
+    e = html.escape
+    counts = verdict_counts(fleet)
     from ..htmlpage import Cell, Markup, head, table
 
     parts = [head("nodemap fleet check", CSS) + "<h1>nodemap fleet check</h1>",

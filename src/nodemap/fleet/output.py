@@ -188,10 +188,9 @@ def _object(where: str, data: bytes, what: str) -> Any:
 
 def summary(fleet: mergemod.Fleet, messages: list[str], out: FleetOutput | None = None, top: int = 10) -> str:
     """One screen: the verdict count, the drain list with reasons, where the files are."""
-    counts: dict[str, int] = {}
-    for n in fleet.nodes:
-        v = "missing" if n.status == "missing" else fleet.verdict(n.name)
-        counts[v] = counts.get(v, 0) + 1
+    from .html import verdict_counts
+
+    counts = verdict_counts(fleet)
     lines = [f"fleet: {len(fleet.nodes)} nodes: " + ", ".join(f"{counts[k]} {k}" for k in
                                                               ("pass", "warn", "fail", "missing") if k in counts)
              + ("" if fleet.complete else " (incomplete)")]

@@ -6,7 +6,7 @@ probes (improbe) take messages of any size without a size handshake."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable, Iterator
 
 # Message tags of the fleet protocol (one number each, below the pair tests').
 HELLO, ROLE, STATE, DOC, CMD, REPORT = 11, 12, 13, 14, 15, 16
@@ -79,6 +79,17 @@ def recv(comm: Any, source: int, tag: int, at: float) -> Any:
         if time.monotonic() > at:
             raise Late()
         time.sleep(POLL_S)
+
+
+def arriving(comm: Any, tags: tuple[int, ...], at: float, more: Callable[[], bool]) -> Iterator[tuple[int, Any]]:
+    """(source, object) of each message with one of `tags` as it comes,
+    while `more()` (asked again after each) and until `at`."""
+    while more() and left(at) > 0:
+        got = poll(comm, tags)
+        if got is None:
+            time.sleep(POLL_S)
+        else:
+            yield got[0], got[2]
 
 
 def poll(comm: Any, tags: tuple[int, ...]) -> tuple[int, int, Any] | None:

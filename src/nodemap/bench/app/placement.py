@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import NodemapError
-from ...units import format_size, parse_size, parse_sizes
+from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
 from ..harness import add_shared, check_count, check_positive
 from ..driver import Case, Common, Plan, Skipped, add_adaptive
@@ -53,9 +53,6 @@ DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
 
 class ChecksumMismatch(NodemapError):
     """The gathered rows failed verification: the kind fails (not a crash, not a skipped strategy)."""
-
-
-MiB = 1 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
