@@ -10,7 +10,7 @@ import pytest
 
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import GPU, Link, NumaNode, PciDevice, PU, Topology
-from nodemap.topology.nvml import apply_visible, enrich, nvlink_generation, parse_visible
+from nodemap.topology.nvml import apply_visible, enrich, hidden_gpus, nvlink_generation, parse_visible
 from nodemap.topology.paths import path
 
 HIDDEN = b"FFFFFFFF:FF:FF.0"
@@ -271,6 +271,15 @@ def test_rocr_and_hip_visible_devices_hide_amd_gpus(env, shown):
     assert [g.index for g in t.gpus if g.visible] == shown
     assert all(any(n.startswith(f"{k}=") for n in t.notes) for k in env if k != "CUDA_VISIBLE_DEVICES" or
                "HIP_VISIBLE_DEVICES" not in env)
+
+
+def test_intel_gpus_are_chosen_by_ze_affinity_mask_not_cuda_visible_devices():
+    t = Topology(gpus=tuple(GPU(i, "Intel", pci_bus_id=f"0000:{0x29 + i:02x}:00.0") for i in range(3))
+                 + (GPU(3, "NVIDIA", pci_bus_id="0000:b8:00.0"),))
+    assert hidden_gpus(t, {"ZE_AFFINITY_MASK": "1", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1"})[0] == {0, 2}
+    assert hidden_gpus(t, {"ZE_AFFINITY_MASK": "0.1,2.0"})[0] == {1}  # tiles of devices 0 and 2
+    assert hidden_gpus(t, {"CUDA_VISIBLE_DEVICES": "0"})[0] == set()  # the one NVIDIA GPU is CUDA's 0
+    assert hidden_gpus(t, {"CUDA_VISIBLE_DEVICES": ""})[0] == {3}
 
 
 def test_each_vendor_reads_its_own_variables():

@@ -39,8 +39,13 @@ WORLD_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNR
 # Any of these set: this process is a rank of an MPI job (srun sets PMI_RANK or PMIX_RANK)
 MPI_JOB_VARS = LAUNCHER_RANK_VARS + ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID")
 
-# What chooses the GPUs a process sees (HIP_VISIBLE_DEVICES: HIP's, under ROCr's)
-GPU_VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+# The variable that chooses a vendor's GPUs (vendor as GPU.vendor.upper()): what `plan` emits and
+# `topo`/`show` read back. HIP_VISIBLE_DEVICES is HIP's, under ROCr's (HIP takes CUDA_VISIBLE_DEVICES
+# as its alias when that is unset).
+GPU_VISIBILITY_OF = {"NVIDIA": "CUDA_VISIBLE_DEVICES", "AMD": "ROCR_VISIBLE_DEVICES", "INTEL": "ZE_AFFINITY_MASK"}
+HIP_VISIBILITY = "HIP_VISIBLE_DEVICES"
+# What chooses the GPUs a process sees
+GPU_VISIBILITY_VARS = (GPU_VISIBILITY_OF["NVIDIA"], GPU_VISIBILITY_OF["AMD"], HIP_VISIBILITY, GPU_VISIBILITY_OF["INTEL"])
 # What says how the visibility variables number GPUs: (variable, the visibility variable it qualifies)
 GPU_ORDER_VARS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "ZE_AFFINITY_MASK"}
 

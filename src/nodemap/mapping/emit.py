@@ -28,7 +28,7 @@ Importing this module costs nothing: it sits on `nodemap run`'s launch path.
 
 from __future__ import annotations
 
-from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
+from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_OF, GPU_VISIBILITY_VARS
 
 # Variables that choose devices: the plan was made within their current
 # value (discovery honours it), so the plan's narrower value wins over it.
@@ -103,7 +103,7 @@ def _gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = N
     if "NVIDIA" in by_vendor:
         nv = by_vendor["NVIDIA"]
         if any(g.mig for g in nv):
-            env += [("CUDA_VISIBLE_DEVICES", ",".join(_mig_ids(topo, nv, ids, turns or {}))),
+            env += [(GPU_VISIBILITY_OF["NVIDIA"], ",".join(_mig_ids(topo, nv, ids, turns or {}))),
                     ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         elif ids == "uuid":
             missing = [g.index for g in nv if not g.uuid]
@@ -112,17 +112,17 @@ def _gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = N
 
                 raise NodemapError(f"--gpu-ids uuid: GPU {_ids([topo.gpu(i) for i in missing])} has no UUID in "
                                    "this topology; install nvidia-ml-py (NVML) or use --gpu-ids index")
-            env += [("CUDA_VISIBLE_DEVICES", ",".join(g.uuid for g in nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+            env += [(GPU_VISIBILITY_OF["NVIDIA"], ",".join(g.uuid for g in nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         else:
-            env += [("CUDA_VISIBLE_DEVICES", _ids(nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+            env += [(GPU_VISIBILITY_OF["NVIDIA"], _ids(nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         if ids == "pci":  # CUDA takes only indexes or UUIDs; codes that open GPUs by bus id read this
             env.append(("NODEMAP_GPU_PCI", ",".join(g.pci_bus_id for g in nv)))
     if "AMD" in by_vendor:
         amd = by_vendor["AMD"]
         ids = ",".join(g.uuid for g in amd) if all(g.uuid for g in amd) else _ids(amd)
-        env.append(("ROCR_VISIBLE_DEVICES", ids))
+        env.append((GPU_VISIBILITY_OF["AMD"], ids))
     if "INTEL" in by_vendor:
-        env += [("ZE_AFFINITY_MASK", _ids(by_vendor["INTEL"])), ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1")]
+        env += [(GPU_VISIBILITY_OF["INTEL"], _ids(by_vendor["INTEL"])), ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1")]
     return env
 
 

@@ -67,12 +67,13 @@ def visible_gpus_checked(topo, env: Mapping[str, str]) -> tuple[list[dict[str, A
     UUID and NUMA node, and what is wrong with the variables ("" if nothing):
     an entry that names no GPU of this node (the runtime ignores it and every
     later one), or a variable naming GPUs of a vendor the node lacks."""
+    from ..env import GPU_VISIBILITY_OF
     from ..topology import paths
     from ..topology.nvml import hidden_gpus
 
     hidden, _, notes = hidden_gpus(topo, env)
     out = []
-    for vendor, var in (("NVIDIA", "CUDA_VISIBLE_DEVICES"), ("AMD", "ROCR_VISIBLE_DEVICES")):
+    for vendor, var in GPU_VISIBILITY_OF.items():
         gpus = [g for g in topo.gpus if g.vendor.upper() == vendor]
         if not gpus and env.get(var, "").strip(" ,") and not (vendor == "NVIDIA" and any(
                 g.vendor.upper() == "AMD" for g in topo.gpus)):  # HIP reads CUDA_VISIBLE_DEVICES too

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from ..env import GPU_VISIBILITY_OF, HIP_VISIBILITY
 from .cpuset import CpuSet
 from .model import GPU, HIDDEN_BUS_ID, Link, PciDevice, Topology, gpu_order, norm_bus_id, replace
 
@@ -368,6 +369,8 @@ def _visible_list(value: str | None, gpus: list[GPU], resolve: Callable[[str], s
         return None, ""
     seen: list[GPU] = []
     for entry in (e.strip() for e in value.split(",")):
+        if var == GPU_VISIBILITY_OF["INTEL"]:  # "0.1": tile 1 of device 0, which the process then sees
+            entry = entry.partition(".")[0]
         g = _match_entry(entry, gpus, resolve)
         if g is None:
             if entry:
@@ -401,10 +404,18 @@ def visibility_vars(vendor: str, env: Mapping[str, str]) -> tuple[str, ...]:
     """The variables that choose a vendor's GPUs, outermost first: ROCr's
     ROCR_VISIBLE_DEVICES, then HIP's HIP_VISIBLE_DEVICES (HIP takes
     CUDA_VISIBLE_DEVICES as its alias when that is unset), indexing what
-    ROCr shows; CUDA_VISIBLE_DEVICES for every other vendor."""
-    if vendor.upper() != "AMD":
-        return ("CUDA_VISIBLE_DEVICES",)
-    return ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES" if "HIP_VISIBLE_DEVICES" in env else "CUDA_VISIBLE_DEVICES")
+    ROCr shows; Level Zero's ZE_AFFINITY_MASK for Intel; CUDA_VISIBLE_DEVICES
+    for every other vendor (nodemap.env.GPU_VISIBILITY_OF)."""
+    family = _family(vendor)
+    if family == "AMD":
+        return (GPU_VISIBILITY_OF["AMD"], HIP_VISIBILITY if HIP_VISIBILITY in env else GPU_VISIBILITY_OF["NVIDIA"])
+    return (GPU_VISIBILITY_OF[family or "NVIDIA"],)
+
+
+def _family(vendor: str) -> str:
+    """The vendors whose runtimes read their own visibility variables; "" for NVIDIA and the rest (CUDA's)."""
+    v = vendor.upper()
+    return v if v in ("AMD", "INTEL") else ""
 
 
 def hidden_gpus(topo: Topology, env: Mapping[str, str], resolve: Callable[[str], str] | None = None
@@ -415,10 +426,10 @@ def hidden_gpus(topo: Topology, env: Mapping[str, str], resolve: Callable[[str],
     hidden: set[int] = set()
     shows: list[str] = []
     problems: list[str] = []
-    for amd in (False, True):
-        gpus = sorted((g for g in topo.gpus if (g.vendor.upper() == "AMD") == amd), key=lambda g: g.index)
+    for family in ("", "AMD", "INTEL"):
+        gpus = sorted((g for g in topo.gpus if _family(g.vendor) == family), key=lambda g: g.index)
         shown = gpus
-        for var in visibility_vars("AMD" if amd else "", env) if gpus else ():
+        for var in visibility_vars(family, env) if gpus else ():
             narrowed, note = _visible_list(env.get(var), shown, resolve, var)
             if narrowed is None:
                 continue
