@@ -6,8 +6,7 @@ topology (`estimate`); steps run in priority order (`order`), each only
 when its estimate fits in what is left of the budget, the others are
 skipped with the budget named; re-measurement gets what is left; a step
 that overruns is cut at the budget (proc.cut_after), keeping what its kind
-measured. `schedule` is the decision as a pure function of the steps,
-their estimates and the budget, for tests and the docs.
+measured.
 
 Priority, most telling first (inventory always runs: it measures nothing):
 GPU memory (HBM, the part a GPU node is bought for, and the cheapest GPU
@@ -23,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable
 
 from .inventory import Skipped
 
@@ -91,18 +90,6 @@ def left_out(what: str, needs: float, left: float, budget: float) -> Skipped:
 
 def _s(x: float) -> str:
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
-
-
-def schedule(steps: Sequence, needs: Sequence[float], budget: float, spent: float = 0.0) -> list[bool]:
-    """Which of `steps` (in priority order) run when each takes its estimate
-    `needs[i]` and `spent` seconds are gone: a step runs when its estimate
-    fits what is left; one that does not is skipped and a later, cheaper
-    one may still run."""
-    left, out = budget - spent, []
-    for need in needs:
-        out.append(fits(need, left))
-        left -= need if out[-1] else 0.0
-    return out
 
 
 class Budget:
