@@ -1,9 +1,17 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A suite started in the background (`make test &`, nohup) inherits SIGINT
+# ignored, and so would every nodemap it starts: the Ctrl-C tests would then
+# see a run that never stops. Take Ctrl-C as a terminal gives it (a child
+# exec'd from a handled signal starts with the default action).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # ../shared/fixtures beside the checkout (never copied into the project)
 FIXTURES = Path(os.environ.get("NODEMAP_FIXTURES", ROOT.parent / "shared" / "fixtures"))
 
