@@ -125,7 +125,7 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
     fleet = merge.merge(nodes, thresholds=th, remeasured=again)
     drained = {d.node: d for d in fleet.drain}
     found = [h for h, (k, _) in injected.items() if h in drained
-             and any(x.node == h and x.key == k and x.severity == "fail" for x in fleet.findings)]
+             and any(x.node == h and x.key == k and x.verdict == "fail" for x in fleet.findings)]
     why = {h: missed_why(fleet, h, injected[h][0]) for h in set(injected) - set(found)}
     return {"seed": seed, "injected": {h: [k, round(s, 4)] for h, (k, s) in injected.items()},
             "suspects": asked_total, "node_checks": node_checks, "found": sorted(found), "missed_why": why,

@@ -31,7 +31,7 @@ def test_quick_check_completes_with_verdicts_for_every_host_figure(checked):
     out, r = checked
     assert r.returncode in (0, 1, 2), r.stderr  # 1 when a figure fails, 2 when the (shared) machine was busy
     d = json.loads((out / "check.json").read_text())
-    assert d["schema"] == "nodemap.check/1" and d["complete"] is True and d["level"] == "quick"
+    assert d["schema"] == "nodemap.check/2" and d["complete"] is True and d["level"] == "quick"
     keys = {f["key"] for f in d["figures"]}
     assert {"host/stream/triad", "host/latency/L1d"} <= keys
     numa_nodes = [n for n in d["topology"]["numa_nodes"] if n["cpuset"]]

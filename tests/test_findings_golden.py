@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import findings_inputs as inputs
 from nodemap.check import prom
 from nodemap.check.document import exit_status, from_dict
@@ -58,6 +60,28 @@ def test_a_check_document_saved_as_version_1_reads_into_the_same_findings():
     doc = from_dict(SAVED_V1)
     assert [f.text for f in doc.findings] == [f.text for f in inputs.check_doc().findings]
     assert html.findings(doc) == GOLDEN["check"]["html"]
+
+
+def test_a_version_1_findings_severity_is_read_as_its_shortfall_and_written_so():
+    doc = from_dict(SAVED_V1)
+    assert [f.shortfall for f in doc.findings] == [f["severity"] for f in SAVED_V1["findings"]]
+    again = doc.to_dict()
+    assert again["schema"] == "nodemap.check/2"
+    assert [f.get("shortfall", 0.0) for f in again["findings"]] == [f["severity"] for f in SAVED_V1["findings"]]
+    assert not any("severity" in f for f in again["findings"])
+    assert [f.to_dict() for f in from_dict(again).findings] == again["findings"]
+
+
+def test_node_documents_of_both_versions_are_read_and_their_findings_typed():
+    from nodemap.errors import InputError
+    from nodemap.fleet import nodefile
+
+    (doc,) = inputs.fleet_docs()[4:5]
+    for schema in ("nodemap.check/1", "nodemap.check/2"):
+        nodefile.check("n.json", {**doc, "schema": schema})
+    bad = {**doc, "findings": [{"verdict": "severe", "text": "x"}]}
+    with pytest.raises(InputError, match=r"findings\[0\].verdict"):
+        nodefile.check("n.json", bad)
 
 
 # A check document's findings as nodemap saved them before nodemap.check/2 (the header it needs, no figures)

@@ -155,7 +155,7 @@ def test_bad_pairs_no_re_test_settled_are_a_warning_not_a_drain():
                         "higher_is_better": True})
     f = merge.merge([merge.Node(n) for n in names], res)
     assert not f.drain and f.isolation["unsettled"] == ["n1", "n2", "n3", "n4", "n5"]  # n0 met no bad pair
-    assert {x.severity for x in f.findings} == {"warn"} and all("no re-test" in x.text for x in f.findings)
+    assert {x.verdict for x in f.findings} == {"warn"} and all("no re-test" in x.text for x in f.findings)
 
 
 def test_lone_class_gets_no_fleet_verdict():
@@ -310,6 +310,6 @@ def test_a_configuration_failure_every_node_shares_drains_none():
     assert [d.node for d in f.drain] == ["b"] and "Gen4" in f.drain[0].reason
     (note,) = [n for n in f.notes if n.startswith("every node (3)")]
     assert "MPI is not CUDA-aware" in note and "no node is drained" in note
-    assert sum(1 for x in f.findings if "CUDA-aware" in x.text and x.severity == "warn") == 3
+    assert sum(1 for x in f.findings if "CUDA-aware" in x.text and x.verdict == "warn") == 3
     docs[2]["findings"] = []  # one node configured right: the others' failure is theirs
     assert {d.node for d in fleet_of(docs).drain} == {"a", "b"}

@@ -103,7 +103,7 @@ def test_a_suspect_is_re_measured_on_its_node_before_it_is_drained(tmp_path, sav
     fleet = json.loads(p.stdout)
     assert [d["node"] for d in fleet["drain"]] == ["nB"] and "still beyond" in fleet["drain"][0]["reason"]
     transient = [f for f in fleet["findings"] if f["node"] == "nE"]
-    assert transient and all(f["severity"] == "warn" and "transient, not drained" in f["text"] for f in transient)
+    assert transient and all(f["verdict"] == "warn" and "transient, not drained" in f["text"] for f in transient)
     again = json.loads((out / "remeasured.json").read_text())["remeasured"]
     assert set(again) == {"nB", "nE"} and "re-measure round 1: " in p.stderr
     figures = len(json.loads(open(saved_doc).read())["figures"])

@@ -38,7 +38,7 @@ def test_a_shortfall_within_the_figures_noise_warns_and_one_beyond_it_fails():
     f = fleet_of(docs)
     assert [d.node for d in f.drain] == ["slow"]
     (noisy,) = [x for x in f.findings if x.node == "noisy"]
-    assert noisy.severity == "warn" and "noisy: below 90% but within the noise" in noisy.text
+    assert noisy.verdict == "warn" and "noisy: below 90% but within the noise" in noisy.text
     assert "repetition noise on these nodes (median spread 40.0%)" in noisy.text
     assert "beyond the noise (robust z" in f.drain[0].reason
     assert "not re-measured (saved documents)" in f.drain[0].reason
@@ -67,7 +67,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     f = merge.merge(nodes, remeasured=again)
     assert not f.drain
     (passing,) = [x for x in f.findings if x.node == "passing"]
-    assert passing.severity == "warn" and "transient, not drained" in passing.text
+    assert passing.verdict == "warn" and "transient, not drained" in passing.text
     again["lasting"][HBM].append(at(HBM, 0.85))
     again["wavering"][HBM].append(at(HBM, 0.85))  # weighted by its noise: the 93% of spread 30% counts little
     again["noisy"][STREAM].append(at(STREAM, 0.85))  # 3 measurements of sigma 4%: 85% + 3 x 2.3% < 95%
@@ -82,7 +82,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     assert f.to_dict()["remeasured"]["noisy"][STREAM][1]["value"] == pytest.approx(330 * 0.85)
     again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * (merge.REMEASURES - 1)  # never below, never above
     (w,) = [x for x in merge.merge(nodes, remeasured=again).findings if x.node == "wavering"]
-    assert w.severity == "warn" and "unsettled, not drained" in w.text and merge.REMEASURES == 5
+    assert w.verdict == "warn" and "unsettled, not drained" in w.text and merge.REMEASURES == 5
     # a re-measure that is no measurement (0, NaN) settles nothing
     for bad in (0.0, float("nan")):
         f = merge.merge(nodes, remeasured={"lasting": {HBM: [{"key": HBM, "value": bad}]}})
@@ -124,7 +124,7 @@ def test_a_healthy_node_at_93_percent_within_5_percent_noise_is_not_drained():
     nodes, f = _five_percent(0.87, *[0.93] * merge.REMEASURES)
     assert not f.drain
     (x,) = [x for x in f.findings if x.node == "x"]
-    assert x.severity == "warn" and "unsettled, not drained" in x.text
+    assert x.verdict == "warn" and "unsettled, not drained" in x.text
     assert "6 measurements pooled: 91.7%, 3 sigma (2.0%) up to 97.8%" in x.text
     # by chance, round by round as the driver asks (seeded): a healthy node whose first pass was a low
     # outlier (84-88%) is never drained; a fault at 85% is, whenever its first pass made it a suspect
@@ -303,7 +303,7 @@ def test_a_document_with_intervals_is_judged_by_its_median_and_their_width():
     assert [d.node for d in f.drain] == ["slow"]
     assert re.search(r"\) median 2,5\d\d GB/s = 8\d% of the fleet median 3,0", f.drain[0].reason)
     (w,) = [x for x in f.findings if x.node == "wide"]
-    assert w.severity == "warn" and "its own repetitions" in w.text
+    assert w.verdict == "warn" and "its own repetitions" in w.text
     assert merge.own_noise(wide) == pytest.approx(0.25)
     wide["median"] = float("nan")
     assert "not a finite number (median = nan)" in merge.node_from_doc(docs[-1]).rejected[0]

@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "nodemap"
 # Lowest first. A room may import its own layer and the layers below it.
 LAYERS = (
     ("nodemap", "errors", "text", "units", "outfile", "infile", "records", "htmlpage", "scratch", "native", "env",
-     "proc"),
+     "proc", "finding"),
     ("topology",),
     ("mapping", "placement"),
     ("bench",),

@@ -223,9 +223,17 @@ def test_every_check_document_in_the_tree_decodes():
         doc = document.from_file(*saved.decode(path, data))
         d = json.loads(data)
         again = json.loads(doc.to_json())
+        d["findings"] = [_as_v2(f) for f in d["findings"]]
         for key in ("figures", "checks", "findings", "skipped", "environment", "summary"):
             assert _held(again[key], d[key]), (path, key)  # fields added since are written with defaults
         assert [len(rs["results"]) for rs in again["results"]] == [len(rs["results"]) for rs in d["results"]]
+
+
+def _as_v2(finding: dict) -> dict:
+    """A nodemap.check/1 finding as /2 writes it: its severity is the
+    shortfall, and fields at their defaults are left out."""
+    f = {("shortfall" if k == "severity" else k): v for k, v in finding.items()}
+    return {k: v for k, v in f.items() if k in ("verdict", "text") or v not in (0, "", [], None)}
 
 
 def _held(again, saved) -> bool:

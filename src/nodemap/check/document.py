@@ -24,11 +24,13 @@ from ..topology.model import Topology
 from . import figures as figs
 from .busy import under_interference
 from .expectations import Expectations
-from .findings import Finding, NodeState, derive
+from ..finding import Finding
+from .findings import NodeState, derive
 from .inventory import Check, Skipped
 from .verdicts import Judged, judge, worst
 
-SCHEMA = "nodemap.check/1"
+# /2: a finding's ranking number is `shortfall` (nodemap/finding.py), /1's `severity`; saved.py reads both
+SCHEMA = "nodemap.check/2"
 
 
 @dataclass

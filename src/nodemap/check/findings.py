@@ -10,32 +10,16 @@ MPI) and that the measurements support beyond their noise.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..bench.endpoints import Endpoint
+from ..finding import Finding
 from ..text import number
 from .figures import Figure
 from .inventory import Check
 from .mpi import AWARE_KEY
 from .verdicts import RANK, Judged
-
-
-@dataclass(frozen=True)
-class Finding:
-    verdict: str  # warn | fail
-    cause: str  # configuration | hardware
-    area: str
-    text: str  # the sentence
-    evidence: str  # the numbers and rule behind it
-    fix: str
-    keys: tuple[str, ...] = field(default_factory=tuple)  # figures/checks it rests on
-    severity: float = 0.0  # for ranking: how far off (0 = at the threshold)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["keys"] = list(self.keys)
-        return d
 
 
 # UCX transports that carry on-node traffic through shared memory, and CUDA IPC
@@ -75,7 +59,7 @@ def thp_mode(text: str | None) -> str:
 
 
 def rank(findings: Sequence[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (-RANK[f.verdict], -f.severity, f.area, f.text))
+    return sorted(findings, key=lambda f: (-RANK[f.verdict], -f.shortfall, f.area, f.text))
 
 
 def derive(judged: Sequence[Judged], checks: Sequence[Check], state: NodeState | None = None) -> list[Finding]:
@@ -113,8 +97,8 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
                    state: NodeState = NodeState()) -> Finding | None:
     f = j.figure
     v = f"{number(f.value)} {f.unit}"
-    mk = lambda cause, text, fix, keys=(f.key,): Finding(j.verdict, cause, f.area, text, j.rule, fix,  # noqa: E731
-                                                           tuple(keys), _off(j))
+    mk = lambda cause, text, fix, keys=(f.key,): Finding(  # noqa: E731
+        j.verdict, text, j.rule, fix, tuple(keys), _off(j), cause=cause, area=f.area)
     if f.kind == "h2d" or (f.area == "host<->GPU" and f.kind != "h2d_remote"):
         g = _gpu(f)
         link = links.get(f"inventory/pcie/{g.key}") if g else None
@@ -238,5 +222,5 @@ def _cuda_aware_fix(state: NodeState) -> str:
 
 
 def check_finding(c: Check) -> Finding:
-    return Finding(c.verdict, c.cause or "configuration", c.area, f"{c.label}: {c.value} (expected {c.expected})"
-                   if c.expected else f"{c.label}: {c.value}", c.rule, c.fix, (c.key,), 0.0)
+    return Finding(c.verdict, f"{c.label}: {c.value} (expected {c.expected})" if c.expected else
+                   f"{c.label}: {c.value}", c.rule, c.fix, (c.key,), cause=c.cause or "configuration", area=c.area)

@@ -1,4 +1,4 @@
-"""A saved check document (nodemap.check/1) decoded and checked before use.
+"""A saved check document (nodemap.check/2, and /1) decoded and checked before use.
 
 `report` and `check --fleet --from` read documents nodemap wrote, but a
 file can be damaged, foreign or hostile: a verdict that is markup reached
@@ -9,6 +9,9 @@ Limit, the ResultSets by bench/resultfile.py) with every field's type
 checked, and each enumeration (verdicts, causes, areas) against its values;
 the first problem is one InputError naming the file and the field path
 ("figures[3].verdict").
+
+A /1 document's findings named their ranking number `severity`: it is
+read as the finding's `shortfall` (nodemap/finding.py), all else alike.
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ from typing import Any, Literal
 import msgspec
 
 from .. import records
+from ..finding import CAUSES, Finding
 from ..bench import resultfile
 from ..bench.results import ResultSet
 from .expectations import Limit
 from .figures import AREAS, Figure
-from .findings import Finding
 from .inventory import Check, Skipped
 from .verdicts import VERDICTS
 
-SCHEMA = "nodemap.check/1"  # document.SCHEMA (tested equal): document imports this module
+SCHEMA = "nodemap.check/2"  # document.SCHEMA (tested equal): document imports this module
+V1 = "nodemap.check/1"  # read too: its findings' `severity` is their shortfall
+SCHEMAS = (V1, SCHEMA)
 WHAT = "check document"
-CAUSES = ("configuration", "hardware")
 
 
 class _Expectations(msgspec.Struct):
@@ -42,7 +46,7 @@ class CheckFile(msgspec.Struct, kw_only=True):
     What every check writes and `report` prints (its header) is required:
     a document of only its schema is refused, not reported as an empty check."""
 
-    schema: Literal[SCHEMA]
+    schema: Literal[SCHEMAS]
     host: str
     hostname: str = ""
     started: str
@@ -74,16 +78,10 @@ class _Judgement(msgspec.Struct):  # a figure's verdict (check/verdicts.py Judge
     noisy: bool = False
 
 
-class _CheckWords(msgspec.Struct):
+class _Words(msgspec.Struct):  # of a check, and of a finding (its verdict and cause: the Finding's types)
     verdict: Literal[VERDICTS]
     cause: Literal[("",) + CAUSES] = ""
     area: Literal[AREAS] = "inventory"
-
-
-class _FindingWords(msgspec.Struct):
-    verdict: Literal[VERDICTS]
-    cause: Literal[CAUSES]
-    area: Literal[AREAS]
 
 
 # The parts of the header the reports read (busy, remeasured, budget): typed, the rest kept as saved
@@ -140,8 +138,16 @@ def records_of(where: str, f: CheckFile) -> Records:
         results=[resultfile.result_set(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)],
         judged=[(_as(where, d, Figure, f"figures[{i}]"), _as(where, d, _Judgement, f"figures[{i}]"))
                 for i, d in enumerate(f.figures)],
-        checks=[_words(where, d, Check, _CheckWords, f"checks[{i}]") for i, d in enumerate(f.checks)],
-        findings=[_words(where, d, Finding, _FindingWords, f"findings[{i}]") for i, d in enumerate(f.findings)])
+        checks=[_words(where, d, Check, _Words, f"checks[{i}]") for i, d in enumerate(f.checks)],
+        findings=[_words(where, _v1(d) if f.schema == V1 else d, Finding, _Words, f"findings[{i}]")
+                  for i, d in enumerate(f.findings)])
+
+
+def _v1(d: Any) -> Any:
+    """A /1 finding as /2 holds it: its `severity` (how far off) is the shortfall."""
+    if not isinstance(d, dict) or "severity" not in d:
+        return d
+    return {**{k: v for k, v in d.items() if k != "severity"}, "shortfall": d["severity"]}
 
 
 def _words(where: str, d: dict[str, Any], cls: type, words: type, at: str) -> Any:

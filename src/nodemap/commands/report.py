@@ -61,7 +61,7 @@ def load(paths: list[str], expect: str | None):
         _not_a_folder(path)
         data = infile.read(path, infile.MAX_DOCUMENT, what)
         schema = records.schema_of(path, data, what)
-        if schema == document.SCHEMA:
+        if schema in saved.SCHEMAS:
             docs.append((path, saved.decode(path, data)))
         elif schema == RESULTS:
             sets.append(resultfile.decode(path, data))

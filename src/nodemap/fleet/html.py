@@ -254,7 +254,7 @@ def _plot(pid: str, svg: str) -> str:
 def _lists(fleet: Fleet, messages: list[str]) -> list[str]:
     e = html.escape
     out = []
-    warn = [f for f in fleet.findings if f.severity == "warn"]
+    warn = [f for f in fleet.findings if f.verdict == "warn"]
     if warn:
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(f.node)}: {e(f.text)}</li>" for f in warn[:200])
                    + (f"<li>... {len(warn) - 200} more in fleet.json</li>" if len(warn) > 200 else "") + "</ul>")

@@ -38,11 +38,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ..bench.intervals import Interval
+from ..finding import Finding
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
 from .pairs import bad_pairs, replay
 
-SCHEMA = "nodemap.fleet/1"
+SCHEMA = "nodemap.fleet/2"  # /2: findings are nodemap/finding.py's (verdict, keys; /1: severity, key)
 
 
 @dataclass(frozen=True)
@@ -246,17 +247,6 @@ class Baseline:
 
 
 @dataclass
-class Finding:
-    node: str
-    severity: str  # fail | warn
-    kind: str  # figure | topology | link | missing | incomplete | busy | absent | contention
-    text: str
-    ratio: float | None = None  # of the fleet median (figures), of the best pair (links)
-    key: str = ""  # the figure key (figures)
-    z: float | None = None  # robust z of a figure: (ratio - 1) / sigma
-
-
-@dataclass
 class Drain:
     node: str
     rank: int
@@ -280,7 +270,7 @@ class Fleet:
     remeasured: dict[str, Any] = field(default_factory=dict)  # the suspects' re-measures (`Remeasured`)
 
     def verdict(self, node: str) -> str:
-        sev = [f.severity for f in self.findings if f.node == node]
+        sev = [f.verdict for f in self.findings if f.node == node]
         return "fail" if "fail" in sev else "warn" if sev else "pass"
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,7 +283,7 @@ class Fleet:
             "baselines": [asdict(b) for b in self.baselines],
             "keys": self.keys,
             "ratios": self.ratios,
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [f.to_dict() for f in self.findings],
             "links": self.links,
             "isolation": self.isolation,
             "notes": self.notes,
@@ -355,7 +345,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     findings += link_findings
     findings = [contended(f, shared) for f in findings]
     order = {"missing": 0, "fail": 1, "warn": 2}
-    findings.sort(key=lambda f: (f.node, order.get(f.kind if f.kind == "missing" else f.severity, 3),
+    findings.sort(key=lambda f: (f.node, order.get(f.kind if f.kind == "missing" else f.verdict, 3),
                                  f.ratio if f.ratio is not None else 0.0))
     return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
                  drain=drain_list(findings), thresholds=thresholds, isolation=isolation or {},
@@ -385,7 +375,8 @@ def judge_figures(nodes: list[Node], th: Thresholds
             ratios[n.name][col[key]] = r
             found = judge(f, b, th) if key not in n.set_aside else None
             if found:
-                findings.append(Finding(n.name, found[0], "figure", found[1], r, key, found[2]))
+                findings.append(Finding(found[0], found[1], keys=(key,), node=n.name, kind="figure", ratio=r,
+                                        z=found[2]))
         findings += absent_figures(cls, key, members, nodes, b)
     return baselines, keys, ratios, findings
 
@@ -502,7 +493,7 @@ def _suspect(f: Finding, th: Thresholds, by: dict[tuple[str, str], Baseline]) ->
         return False
     b = by[(f.node, f.key)]
     warn, fail = th.for_figure(f.key, b.node_class)
-    return f.severity == "fail" or (f.ratio is not None and b.noise > 0 and f.ratio < warn
+    return f.verdict == "fail" or (f.ratio is not None and b.noise > 0 and f.ratio < warn
                                     and (f.ratio - 1) / b.noise <= -Z_SUSPECT and resolvable(b, warn, fail))
 
 
@@ -622,17 +613,17 @@ def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Reme
         rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
         if rounds is None or isinstance(rounds, str):
             why = "saved documents" if remeasured is None else rounds or "no value came back"
-            out.append(_with(f, text=f.text + f"; not re-measured ({why})") if f.severity == "fail" else f)
+            out.append(f.but(text=f.text + f"; not re-measured ({why})") if f.verdict == "fail" else f)
             continue
         b = by[(f.node, f.key)]
         state, values, p = settle(f, figures[f.node][f.key], rounds, b, th)
         v = f"re-measured {', '.join(values)} {b.unit}".rstrip() + f" ({_pooled_text(p, b, th)})"
         if state == "drain":
-            out.append(_with(f, severity="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
+            out.append(f.but(verdict="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
         elif state == "clear":
-            out.append(_with(f, severity="warn", text=f.text + f"; {v}: {OUTCOMES['transient']}"))
+            out.append(f.but(verdict="warn", text=f.text + f"; {v}: {OUTCOMES['transient']}"))
         else:
-            out.append(_with(f, severity="warn", text=f.text + f"; {v}: neither wholly below the line nor above "
+            out.append(f.but(verdict="warn", text=f.text + f"; {v}: neither wholly below the line nor above "
                              f"it in {REMEASURES}: {OUTCOMES['unsettled']}"))
     return out
 
@@ -650,10 +641,6 @@ def said_remeasured(findings: list[Finding]) -> str:
     return (f"re-measured {asked} suspect figure{'s' * (asked != 1)} on {nodes} node{'s' * (nodes != 1)} before "
             f"draining: {counts['drained']} confirmed (drained), {counts['transient']} passed (transient), "
             f"{counts['unsettled']} unsettled (warnings)")
-
-
-def _with(f: Finding, **changes: Any) -> Finding:
-    return Finding(**{**asdict(f), **changes})
 
 
 def co_hosted(nodes: list[Node]) -> tuple[set[str], list[str]]:
@@ -699,8 +686,8 @@ def contended(f: Finding, shared: set[str]) -> Finding:
     """A speed failure of a node measured beside other checks on its host
     (against the fleet, or its own check's limits): a warning. Its inventory
     and topology failures stand: contention does not remove a GPU."""
-    if f.node in shared and f.kind in ("figure", "check") and f.key and f.severity == "fail":
-        return _with(f, severity="warn", kind="contention", text=f.text + "; measured beside other checks on "
+    if f.node in shared and f.kind in ("figure", "check") and f.key and f.verdict == "fail":
+        return f.but(verdict="warn", kind="contention", text=f.text + "; measured beside other checks on "
                      "the same host: contention, not drained")
     return f
 
@@ -743,7 +730,8 @@ def own_findings(nodes: list[Node]) -> tuple[list[Finding], list[str]]:
                 verdict = "warn"
                 notes.setdefault(what, f"every node ({len(nodes)}), e.g. {n.name}: {text}; configuration the whole "
                                        "fleet shares: fix it once, no node is drained for it")
-            out.append(Finding(n.name, verdict, "check", f"its own check: {text}", key=measured))
+            out.append(Finding(verdict, f"its own check: {text}", keys=tuple(measured.split(",")) if measured else (),
+                               node=n.name, kind="check"))
     return out, list(notes.values())
 
 
@@ -775,8 +763,8 @@ def absent_figures(cls: str, key: str, members: list[tuple[Node, dict[str, Any]]
     if len(members) * 2 <= len(peers) or len(members) == len(peers):
         return []
     have = {id(n) for n, _ in members}
-    return [Finding(n.name, "fail", "absent", f"{_label(b, b.path)} not measured where {len(members)} of {len(peers)} "
-                    f"{cls} nodes measured it (median {_num(b.median)} {b.unit})")
+    return [Finding("fail", f"{_label(b, b.path)} not measured where {len(members)} of {len(peers)} {cls} nodes "
+                    f"measured it (median {_num(b.median)} {b.unit})", node=n.name, kind="absent")
             for n in peers if id(n) not in have and n.status == "complete" and key not in n.set_aside]
 
 
@@ -788,7 +776,7 @@ def topology_findings(nodes: list[Node]) -> list[Finding]:
     out = []
     for group in by_class.values():
         for node, diffs in factsmod.differences(group).items():
-            out += [Finding(node, sev, "topology", text) for sev, text in diffs]
+            out += [Finding(sev, text, node=node, kind="topology") for sev, text in diffs]
     return out
 
 
@@ -796,13 +784,14 @@ def status_findings(nodes: list[Node]) -> list[Finding]:
     out = []
     for n in nodes:
         if n.status == "missing":
-            out.append(Finding(n.name, "fail", "missing", f"did not answer; last known state: {n.last_state or 'none'}"))
+            out.append(Finding("fail", f"did not answer; last known state: {n.last_state or 'none'}", node=n.name,
+                               kind="missing"))
         elif n.status == "incomplete":
-            out.append(Finding(n.name, "warn", "incomplete", "its check did not complete (interrupted or a part "
-                               "failed): judged on what it measured"))
+            out.append(Finding("warn", "its check did not complete (interrupted or a part failed): judged on what "
+                               "it measured", node=n.name, kind="incomplete"))
         if n.busy:  # its own check could not judge it (exit 2): not a pass, nor a drain
-            out.append(Finding(n.name, "warn", "busy", f"its own check found the node busy ({n.busy}): its "
-                               "figures measured then are not judged for speed; check it again when it is idle"))
+            out.append(Finding("warn", f"its own check found the node busy ({n.busy}): its figures measured then "
+                               "are not judged for speed; check it again when it is idle", node=n.name, kind="busy"))
     return out
 
 
@@ -837,16 +826,16 @@ def isolation_findings(iso: dict[str, Any], judged: list[dict[str, Any]], th: Th
     out = []
     for x in iso.get("bad_nodes", ()):
         ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
-        out.append(Finding(x, "fail", "link", f"node {x}: its pairs stay bad against other, good partners "
-                           f"({_evidence(ev, th)})", _of_best(ev)))
+        out.append(Finding("fail", f"node {x}: its pairs stay bad against other, good partners "
+                           f"({_evidence(ev, th)})", node=x, kind="link", ratio=_of_best(ev)))
     for a, b in iso.get("bad_links", ()):
         ev = _worst_bad(judged, lambda j: {j["a"], j["b"]} == {a, b})
         text = f"link {a} <-> {b}: bad when re-tested, both nodes good with other partners ({_evidence(ev, th)})"
-        out += [Finding(a, "fail", "link", text, _of_best(ev)), Finding(b, "fail", "link", text, _of_best(ev))]
+        out += [Finding("fail", text, node=x, kind="link", ratio=_of_best(ev)) for x in (a, b)]
     for x in iso.get("unsettled", ()):
         ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
-        out.append(Finding(x, "warn", "link", f"node {x}: bad pairs that no re-test could settle (no good partner "
-                           f"left; {_evidence(ev, th)})", _of_best(ev)))
+        out.append(Finding("warn", f"node {x}: bad pairs that no re-test could settle (no good partner "
+                           f"left; {_evidence(ev, th)})", node=x, kind="link", ratio=_of_best(ev)))
     return out
 
 
@@ -893,7 +882,7 @@ def drain_list(findings: list[Finding]) -> list[Drain]:
     (to the fleet median or to the best pair), then by how many failures."""
     per: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.severity == "fail":
+        if f.verdict == "fail":
             per.setdefault(f.node, []).append(f)
 
     def rank_key(item: tuple[str, list[Finding]]) -> tuple[int, float, int, str]:

@@ -32,7 +32,8 @@ SCALE_ENV = "NODEMAP_FLEET_SCALE"
 ONCE_ENV = "NODEMAP_FLEET_SCALE_ONCE"
 BOOT_ID = "boot_id"  # the document's extra: /proc/sys/kernel/random/boot_id where it was measured
 HANG_ENV = "NODEMAP_FLEET_HANG"
-SCHEMA = "nodemap.check/1"  # check/document.py's (tested equal), without importing the check
+SCHEMA = "nodemap.check/2"  # check/document.py's (tested equal), without importing the check
+SCHEMAS = ("nodemap.check/1", SCHEMA)  # check/saved.py's: the versions a node document is read in
 
 # (node name, level, expect file, the MPI step: check/mpi.InJob) -> document
 CheckFn = Callable[[str, str, "str | None", Any], dict[str, Any]]

@@ -15,7 +15,8 @@ import msgspec
 
 from .. import records
 from ..check.verdicts import VERDICTS
-from .nodecheck import SCHEMA
+from ..finding import Finding
+from .nodecheck import SCHEMAS
 
 WHAT = "node document (nodemap check --fleet wrote it)"
 
@@ -35,16 +36,8 @@ class _Figure(msgspec.Struct):
     high: Any = None
 
 
-class _Finding(msgspec.Struct):
-    verdict: Literal[VERDICTS] = "warn"
-    cause: str = ""
-    area: str = ""
-    keys: list[str] = []
-    text: str = ""
-
-
 class NodeDoc(msgspec.Struct):
-    schema: Literal[SCHEMA]
+    schema: Literal[SCHEMAS]
     complete: bool  # required: a document that does not say it is complete is not taken as complete
     host: str = "?"
     started: str | None = None
@@ -52,7 +45,7 @@ class NodeDoc(msgspec.Struct):
     topology: dict[str, Any] | None = None
     extra: dict[str, Any] = {}
     figures: list[_Figure] = []
-    findings: list[str | _Finding] = []
+    findings: list[str | Finding] = []  # a sentence: node checks before findings had fields
 
 
 def check(where: str, doc: dict[str, Any]) -> None:

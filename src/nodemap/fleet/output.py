@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from . import merge as mergemod
-from .nodecheck import SCHEMA as NODE_SCHEMA
+from .nodecheck import SCHEMAS as NODE_SCHEMAS
 
 
 def safe_name(node: str) -> str:
@@ -108,7 +108,7 @@ def _read_saved(dirs: list[str]) -> Saved:
             glob.glob(os.path.join(d, "nodes", "*.json")))
         for path in files:
             for obj in _objects(path):
-                if obj.get("schema") == NODE_SCHEMA:
+                if obj.get("schema") in NODE_SCHEMAS:
                     node = mergemod.node_from_doc(obj)
                     if node.rejected:
                         raise NodemapError(f"{path}: node {node.name}: {node.rejected[0]}; a figure is a finite "
@@ -179,7 +179,7 @@ def _object(where: str, data: bytes, what: str) -> Any:
     from .. import records
 
     obj = records.parse(where, data, what)
-    if isinstance(obj, dict) and obj.get("schema") == NODE_SCHEMA:
+    if isinstance(obj, dict) and obj.get("schema") in NODE_SCHEMAS:
         from . import nodefile
 
         nodefile.check(where, obj)
