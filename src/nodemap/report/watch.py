@@ -119,9 +119,9 @@ def section(tls: list[timeline.Timeline], a: analysis.Analysis, n: int = 0) -> S
             for g in a.gpus]
     gpus = table(["host", "GPU", "memory GiB", "peak used GiB", "margin GiB", "ranks", "ranks' peaks GiB"], gpus,
                  id=f"watch-gpus{suffix}") if gpus else ""
-    items = "".join(f"<li><span class='{escape(f.severity)}'>&nbsp;{escape(f.severity)}&nbsp;</span> "
+    items = "".join(f"<li><span class='{escape(f.verdict)}'>&nbsp;{escape(f.verdict)}&nbsp;</span> "
                     f"<b>[{escape(f.kind)}]</b> "
-                    f"{escape(f.what)}<br><span class='note'>evidence: {escape(f.evidence)}</span><br>"
+                    f"{escape(f.text)}<br><span class='note'>evidence: {escape(f.evidence)}</span><br>"
                     f"fix: {escape(f.fix)}</li>" for f in a.findings)
     found = f"<ol id='watch-findings{suffix}'>{items}</ol>" if items else "<p>No memory findings.</p>"
     notes = "".join(f"<li>{escape(n)}</li>" for n in a.notes)

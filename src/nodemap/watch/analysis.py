@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..finding import Finding
 from ..units import GiB, MiB, gib
 from .timeline import Timeline
 
@@ -24,6 +25,9 @@ IMBALANCE_MIN = 1 * GiB
 NEAR_CAPACITY = 0.90  # GPU used above this fraction of its memory
 HOST_NEAR_CAPACITY = 0.90
 FOREIGN_MIN = 64 * MiB
+
+# /2: findings are nodemap/finding.py's (/1: severity, host and what, now verdict, node and text)
+SCHEMA = "nodemap.watch.analysis/2"
 
 UCX_LIBS = ("libuct_cuda", "libucp", "libucx")
 ACC_LIBS = ("libacc", "libnvhpcatm", "libcudafor")
@@ -111,22 +115,6 @@ def _slope(t: list[float], y: list[int]) -> float:
 @dataclass
 
 
-class Finding:
-    kind: str  # growth | ipc-growth | gpu-growth | imbalance | near-capacity | foreign | shared-gpu | host-*
-    severity: str  # warn | info
-    host: str
-    rank: int | None
-    what: str
-    evidence: str
-    fix: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-
-
 class RankStats:
     host: str
     job: str
@@ -184,7 +172,7 @@ class Analysis:
     start: float = 0.0  # the first rank's start (epoch s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": "nodemap.watch.analysis/1", "job": self.job, "start": self.start,
+        return {"schema": SCHEMA, "job": self.job, "start": self.start,
                 "ranks": [r.to_dict() for r in self.ranks],
                 "gpus": [g.to_dict() for g in self.gpus], "findings": [f.to_dict() for f in self.findings],
                 "notes": self.notes}
@@ -337,16 +325,15 @@ def _growth(tl: Timeline, r: RankStats, pids: Pids) -> list[Finding]:
                          "IPC), mappings of a peer's memory grow like this: UCX_TLS=^cuda_ipc, or "
                          "cudaIpcCloseMemHandle each handle opened")
         src = "its processes' GPU memory (NVML)" if r.gpu_what == "own" else "its GPUs' used memory"
-        out.append(Finding(kind, "warn", tl.host, tl.rank,
-                           f"rank {tl.rank}: GPU memory grows steadily and is never given back",
+        out.append(Finding("warn", f"rank {tl.rank}: GPU memory grows steadily and is never given back",
                            f"{src}: {_rise(r.gpu)}" + "".join(f"; {e}" for e in evidence),
-                           "; or ".join(fixes)))
+                           "; or ".join(fixes), node=tl.host, kind=kind, rank=tl.rank))
     if r.host_rss.kind == "growing":
-        out.append(Finding("host-growth", "warn", tl.host, tl.rank,
-                           f"rank {tl.rank}: host memory (RSS) grows steadily and is never given back",
+        out.append(Finding("warn", f"rank {tl.rank}: host memory (RSS) grows steadily and is never given back",
                            f"RSS: {_rise(r.host_rss)}",
                            "look for buffers kept every iteration (pinned host buffers, a cache, a list that grows);"
-                           " MPI registration caches: UCX_RCACHE_MAX_SIZE / UCX_MEMTYPE_CACHE=n"))
+                           " MPI registration caches: UCX_RCACHE_MAX_SIZE / UCX_MEMTYPE_CACHE=n",
+                           node=tl.host, kind="host-growth", rank=tl.rank))
     return out
 
 
@@ -362,13 +349,13 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
         own_growth = sum(max(r.gpu.growth, 0) for r in mine if r.gpu_what == "own")
         if own_growth > 0.5 * g.used.growth or all(r.gpu_what == "gpu-used" for r in mine):
             continue
-        out.append(Finding("gpu-growth", "warn", g.host, None,
-                           f"GPU {g.index} on {g.host}: used memory grows though the ranks' own allocations do not",
+        out.append(Finding("warn", f"GPU {g.index} on {g.host}: used memory grows though the ranks' own allocations "
+                           "do not",
                            f"used: {_rise(g.used)}; the ranks'"
                            f" own memory grew {gib(own_growth)} GiB: memory freed by its owner stays held, as when"
                            " another process keeps CUDA IPC mappings of it open",
                            "CUDA-aware MPI over UCX: UCX_TLS=^cuda_ipc or UCX_CUDA_IPC_CACHE=n; your own CUDA IPC "
-                           "code: cudaIpcCloseMemHandle each handle it opened"))
+                           "code: cudaIpcCloseMemHandle each handle it opened", node=g.host, kind="gpu-growth"))
     return out
 
 
@@ -385,13 +372,13 @@ def _imbalance(ranks: list[RankStats]) -> list[Finding]:
                 med = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
                 peak = getattr(r, series).peak
                 if peak > IMBALANCE * med and peak - med > IMBALANCE_MIN:
-                    out.append(Finding("imbalance", "warn", host, r.rank,
-                                       f"rank {r.rank}: {label} memory peak far above its peers'",
+                    out.append(Finding("warn", f"rank {r.rank}: {label} memory peak far above its peers'",
                                        f"peak {gib(peak)} GiB against a median of {gib(med)} GiB for the other "
                                        f"{len(peers)} rank(s) of {host} ({peak / max(med, 1):.1f}x)",
                                        "the data decomposition gives this rank more (rebalance the domains), or it "
                                        "does extra work (I/O, reductions, a root that gathers): the node fits "
-                                       "only as many ranks as the largest one allows"))
+                                       "only as many ranks as the largest one allows",
+                                       node=host, kind="imbalance", rank=r.rank))
     return out
 
 
@@ -399,13 +386,13 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
     out = []
     for g in gpus:
         if g.total and g.peak_used >= NEAR_CAPACITY * g.total:
-            out.append(Finding("near-capacity", "warn", g.host, None,
-                               f"GPU {g.index} on {g.host}: memory near capacity",
+            out.append(Finding("warn", f"GPU {g.index} on {g.host}: memory near capacity",
                                f"peak used {gib(g.peak_used)} of {gib(g.total)} GiB: margin {gib(g.margin)} GiB "
                                f"({100 * g.margin / g.total:.1f}%); ranks {','.join(map(str, g.ranks))} held at most "
                                f"{gib(g.ranks_peak_sum)} GiB together",
                                "a larger input or a longer run may fail to allocate: use more GPUs (nodes), fewer "
-                               "ranks per GPU, or limit pools (see growth findings)"))
+                               "ranks per GPU, or limit pools (see growth findings)",
+                               node=g.host, kind="near-capacity"))
     hosts: dict[str, list[Timeline]] = {}
     for t in timelines:
         hosts.setdefault(t.host, []).append(t)
@@ -416,9 +403,10 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
         total = tls[0].header["mem_total"]
         low = min(min(t.avail) for t in tls)
         if low < (1 - HOST_NEAR_CAPACITY) * total:
-            out.append(Finding("host-near-capacity", "warn", host, None, f"{host}: host memory near capacity",
+            out.append(Finding("warn", f"{host}: host memory near capacity",
                                f"available memory fell to {gib(low)} of {gib(total)} GiB",
-                               "fewer ranks per node, smaller host buffers, or more nodes"))
+                               "fewer ranks per node, smaller host buffers, or more nodes",
+                               node=host, kind="host-near-capacity"))
     return out
 
 
@@ -435,18 +423,18 @@ def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
             if foreign and held >= FOREIGN_MIN and key not in said:
                 said.add(key)
                 names = ", ".join(f"pid {p[0]} {p[1] or '?'}" for p in foreign[:4])
-                out.append(Finding("foreign", "warn", tl.host, tl.rank,
-                                   f"GPU {g['index']} on {tl.host}: another process holds memory there",
+                out.append(Finding("warn", f"GPU {g['index']} on {tl.host}: another process holds memory there",
                                    f"{names} held up to {gib(held)} GiB beside rank {tl.rank} (not a rank of this "
                                    "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
-                                   "process (a leftover run, a notebook, a monitoring agent with a context)"))
+                                   "process (a leftover run, a notebook, a monitoring agent with a context)",
+                                   node=tl.host, kind="foreign", rank=tl.rank))
     for tl in timelines:
         for peer in [p for p, planned, _ in _peers_on_gpu(tl, pids) if not planned]:
-            out.append(Finding("shared-gpu", "info", tl.host, tl.rank,
-                               f"rank {tl.rank}: another rank uses its GPU though the plan did not share it",
+            out.append(Finding("info", f"rank {tl.rank}: another rank uses its GPU though the plan did not share it",
                                peer, "a rank that opens more GPUs than its own (peer access, CUDA IPC, a library "
                                      "that touches every visible device) costs a context on each: set "
-                                     "CUDA_VISIBLE_DEVICES per rank (nodemap run does) and do not override it"))
+                                     "CUDA_VISIBLE_DEVICES per rank (nodemap run does) and do not override it",
+                                     node=tl.host, kind="shared-gpu", rank=tl.rank))
     return out
 
 

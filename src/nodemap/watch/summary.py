@@ -25,7 +25,7 @@ def render(a: Analysis, where: str = "") -> str:
                      f"margin {gib(g.margin)} GiB; ranks {','.join(map(str, g.ranks))} peaked at "
                      f"{gib(g.ranks_peak_sum)} GiB together")
     for f in a.findings:
-        lines.append(f"  {f.severity}: {f.what}")
+        lines.append(f"  {f.verdict}: {f.text}")
         lines.append(f"    evidence: {f.evidence}")
         lines.append(f"    fix: {f.fix}")
     if not a.findings:
