@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...errors import NodemapError
+from ...units import gbps
 from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
 from ..comm import world
@@ -434,7 +435,7 @@ def single_gpu(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu:
     nbytes = jg.stencil_bytes(nx, ny, word)
     peak = gpu.hbm
     rs.add(make_result(
-        "jacobi", "stencil kernel", "GB/s", [nbytes / t / 1e9 for t in comp.times], verified=True,
+        "jacobi", "stencil kernel", "GB/s", gbps(nbytes, comp.times), verified=True,
         params={"nx": nx, "ny": ny, "dtype": dtype, "iters": args.iters, "gpu": gpu.key,
                 "us_per_step": statistics.median(comp.times) * 1e6},
         bytes=nbytes, counting=f"2 x {word} B per updated cell (read once, written once)",

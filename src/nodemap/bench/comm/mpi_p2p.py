@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...errors import NodemapError
-from ...units import format_size, parse_size, parse_sizes
+from ...units import format_size, gbps, parse_size, parse_sizes
 from . import mpi_common as mc
 from .world import World, start as start_world
 from .. import interrupt
@@ -760,7 +760,7 @@ class MultirailCase(Case):
         moved = len(r.pairs) * size * w * iters
         where = "between 2 nodes" if r.inter else "inside one node (no second node: shared memory, not NICs)"
         return [make_result(
-            "mpi", "multirail bw", "GB/s", [moved / t / 1e9 for t in times], verified=True,
+            "mpi", "multirail bw", "GB/s", gbps(moved, times), verified=True,
             params={"size": size, "iters": iters, "window": w, "pairs": len(r.pairs),
                     "buffers": "HH", "transport": "host"},
             bytes=moved, counting=f"{len(r.pairs)} pairs x message x {w} per window, over the "
