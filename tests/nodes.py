@@ -194,7 +194,7 @@ def random_spec(draw, st) -> Spec:
 def with_links(topo: Topology, links: dict[str, tuple[int, int, int, int]]) -> Topology:
     """`topo` with PCIe links set on its PCI devices: bus id -> (gen, width,
     max gen, max width), as the sysfs reader fills them in."""
-    from dataclasses import replace
+    from nodemap.topology.model import replace
 
     return replace(topo, pci_devices=tuple(
         replace(d, link_gen=links[d.bus_id][0], link_width=links[d.bus_id][1], link_max_gen=links[d.bus_id][2],

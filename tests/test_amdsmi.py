@@ -4,7 +4,6 @@ report, handles that are opaque objects)."""
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import sys
 import types
@@ -14,7 +13,7 @@ import pytest
 from nodemap.errors import InputError
 from nodemap.topology.amdsmi import enrich
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import GPU, Link, NumaNode, PU, Topology
+from nodemap.topology.model import GPU, Link, NumaNode, PU, Topology, replace
 from nodemap.topology.nvml import apply_visible
 from nodemap.topology.paths import path
 
@@ -148,7 +147,7 @@ def test_xgmi_links_with_hops_replace_kfd_ones(use):
     use(fake_amdsmi(gpus, links={(0, 1): (x, 1, 15, 200000), (2, 3): (x, 1, 15, 200000), (0, 2): (x, 0, 30, 50000)}))
     base = sysfs_view(tuple(g["bus"] for g in gpus))
     stale = Link("GPU0", "GPU1", "xGMI", bandwidth=100.0, hops=3)
-    t = enrich(dataclasses.replace(base, links=(stale,)))
+    t = enrich(replace(base, links=(stale,)))
     assert stale not in t.links
     assert set(t.links) == {Link("GPU0", "GPU1", "xGMI", 1, 200.0, hops=1), Link("GPU2", "GPU3", "xGMI", 1, 200.0, hops=1),
                             Link("GPU0", "GPU2", "xGMI", 1, 50.0, hops=2)}

@@ -5,7 +5,6 @@ snapshot), and on a node with no GPU, no NVML and no NIC."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import time
@@ -19,7 +18,7 @@ from nodemap.check import expected as exp
 from nodemap.cli import main
 from nodemap.slurm import verdict
 from nodemap.topology import snapshot
-from nodemap.topology.model import NIC, Port, Topology
+from nodemap.topology.model import NIC, Port, Topology, replace
 
 SNAP = FIXTURES / "hwloc-linux" / "32intel64-2p8co2t+8ve.tar.bz2"
 # An NEC vector engine of that snapshot, x16 Gen3 behind a x16 switch port,
@@ -74,7 +73,7 @@ def test_one_nic_more_expected_is_a_hardware_failure(tree, tmp_path, capsys):
     topo = Topology.from_json(open(export(capsys, tree, tmp_path / "real.json")).read())
     extra = NIC("mlx5_9", "InfiniBand", ports=(Port(1, "ACTIVE", "InfiniBand", 200.0),))
     cls = tmp_path / "class.json"
-    cls.write_text(dataclasses.replace(topo, nics=topo.nics + (extra,)).to_json())
+    cls.write_text(replace(topo, nics=topo.nics + (extra,)).to_json())
     code, doc, _ = check(capsys, "--input", tree, "--expect-topology", str(cls))
     assert code == 1
     c = {c["key"]: c for c in doc["checks"]}["inventory/expected/nics"]
@@ -124,7 +123,7 @@ def test_the_snapshot_replays_the_link_maximum_capped_by_the_upstream_port(tree)
 
 
 def test_a_node_without_gpu_nvml_or_nic(capsys, tmp_path):
-    bare = dataclasses.replace(nodes.two_socket_four_nics(), nics=(), pci_devices=())
+    bare = replace(nodes.two_socket_four_nics(), nics=(), pci_devices=())
     path = tmp_path / "bare.json"
     path.write_text(bare.to_json())
     code, doc, _ = check(capsys, "--input", str(path), "--expect-topology", str(path))
@@ -150,11 +149,11 @@ def _by_key(checks):
 def test_half_the_memory_a_gpu_missing_and_a_port_down():
     want = nodes.karolina()
     numa = list(want.numa_nodes)
-    numa[2] = dataclasses.replace(numa[2], memory=numa[2].memory // 2)
+    numa[2] = replace(numa[2], memory=numa[2].memory // 2)
     nics = list(want.nics)
-    nics[0] = dataclasses.replace(nics[0], ports=(Port(1, "1: DOWN", "InfiniBand", 0.0),))
-    nics[1] = dataclasses.replace(nics[1], ports=(Port(1, "4: ACTIVE", "InfiniBand", 100.0),))
-    have = dataclasses.replace(want, numa_nodes=tuple(numa), gpus=want.gpus[:7], nics=tuple(nics))
+    nics[0] = replace(nics[0], ports=(Port(1, "1: DOWN", "InfiniBand", 0.0),))
+    nics[1] = replace(nics[1], ports=(Port(1, "4: ACTIVE", "InfiniBand", 100.0),))
+    have = replace(want, numa_nodes=tuple(numa), gpus=want.gpus[:7], nics=tuple(nics))
     c = _by_key(exp.compare(want, have))
     assert c["inventory/expected/memory/numa2"].verdict == "fail" and "50%" in c["inventory/expected/memory/numa2"].rule
     assert c["inventory/expected/memory/numa1"].verdict == "pass"
@@ -167,9 +166,9 @@ def test_half_the_memory_a_gpu_missing_and_a_port_down():
 
 def test_offline_cpus_are_configuration_missing_ones_hardware():
     want = nodes.karolina()
-    off = dataclasses.replace(want, pus=tuple(dataclasses.replace(p, online=p.os_index % 2 == 0) for p in want.pus))
+    off = replace(want, pus=tuple(replace(p, online=p.os_index % 2 == 0) for p in want.pus))
     assert exp.cpus(want, off)[0].cause == "configuration"
-    gone = dataclasses.replace(want, pus=want.pus[:10])
+    gone = replace(want, pus=want.pus[:10])
     assert exp.cpus(want, gone)[0].cause == "hardware" and exp.cpus(want, gone)[0].verdict == "fail"
 
 
@@ -178,7 +177,7 @@ def test_a_hardware_failure_is_a_drain_reason():
     from nodemap.check.document import CheckDoc
 
     want = nodes.karolina()
-    doc = CheckDoc("health", want, expectations.shipped(), checks=exp.compare(want, dataclasses.replace(
+    doc = CheckDoc("health", want, expectations.shipped(), checks=exp.compare(want, replace(
         want, nics=want.nics[:3])))
     doc.rejudge()
     assert verdict.health(doc) == (False, "nodemap: inventory: NICs 3 (limit 4)")

@@ -2,7 +2,6 @@
 fake pynvml, NIC ports, NIC rails from the default plan, the environment
 and NUMA memory balance; each gives the right verdict and finding."""
 
-import dataclasses
 import sys
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import nodes
 from nodemap.check import inventory as inv
 from nodemap.check.findings import derive
-from nodemap.topology.model import Port
+from nodemap.topology.model import Port, replace
 from test_nvml import NVMLError, fake_nvml
 
 
@@ -80,9 +79,9 @@ def test_nvml_that_does_not_start_is_a_skip_not_a_failure(monkeypatch):
 def test_nic_ports_up_and_down():
     topo = nodes.two_socket_four_nics()
     nics = list(topo.nics)
-    nics[1] = dataclasses.replace(nics[1], ports=(Port(1, "1: DOWN", "InfiniBand"),))
-    nics[0] = dataclasses.replace(nics[0], ports=(Port(1, "4: ACTIVE", "InfiniBand", 200.0),))
-    c = by_key(inv.nics(dataclasses.replace(topo, nics=tuple(nics))))
+    nics[1] = replace(nics[1], ports=(Port(1, "1: DOWN", "InfiniBand"),))
+    nics[0] = replace(nics[0], ports=(Port(1, "4: ACTIVE", "InfiniBand", 200.0),))
+    c = by_key(inv.nics(replace(topo, nics=tuple(nics))))
     assert c["inventory/nic/mlx5_0/port1"].verdict == "pass" and "200 Gb/s" in c["inventory/nic/mlx5_0/port1"].value
     down = c["inventory/nic/mlx5_1/port1"]
     assert down.verdict == "warn" and down.cause == "hardware" and "ibstat" in down.fix
@@ -123,7 +122,7 @@ def test_numa_balance():
     topo = nodes.karolina()
     assert by_key(inv.numa_balance(topo))["inventory/numa_balance"].verdict == "pass"
     numas = list(topo.numa_nodes)
-    numas[3] = dataclasses.replace(numas[3], memory=numas[3].memory // 2)  # a failed DIMM
-    (c,) = inv.numa_balance(dataclasses.replace(topo, numa_nodes=tuple(numas)))
+    numas[3] = replace(numas[3], memory=numas[3].memory // 2)  # a failed DIMM
+    (c,) = inv.numa_balance(replace(topo, numa_nodes=tuple(numas)))
     assert c.verdict == "warn" and c.cause == "hardware" and "50%" in c.rule and "dmidecode" in c.fix
     assert inv.numa_balance(nodes.leonardo()) == []  # one NUMA node: nothing to balance

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 import pytest
 from test_paths import NV4, sample_node
 
-from nodemap.topology.model import Link, Topology
+from nodemap.topology.model import Link, Topology, replace
 
 
 def nodemap(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -101,13 +100,13 @@ def test_json_of_the_wrong_schema(tmp_path):
     p.write_text(json.dumps({"schema": "nodemap.results/1", "results": []}))
     one_line_error(nodemap("--input", p), "results.json", "not a nodemap topology")
     p.write_text("[1, 2]")
-    one_line_error(nodemap("--input", p), "top level is not an object")
+    one_line_error(nodemap("--input", p), "a JSON object is expected")
     p.write_text('{"schema": "nodemap.topology/1", "gpus": [{"index": 0, "vendor": "X", "bogus": 1}]}')
-    one_line_error(nodemap("--input", p), "unknown field")
+    one_line_error(nodemap("--input", p), "field gpus[0].bogus is not one nodemap writes")
     p.write_text('{"schema": "nodemap.topology/1", "pus": [{"os_index": 0}], "allowed_mems": "zz"}')
-    one_line_error(nodemap("--input", p), "not a nodemap topology export")
+    one_line_error(nodemap("--input", p), "field allowed_mems: bad CPU list 'zz'")
     p.write_text('{"schema": "nodemap.topology/1", ')
-    one_line_error(nodemap("--input", p), "not valid JSON")
+    one_line_error(nodemap("--input", p), "line 1: not JSON")
 
 
 def test_source_that_contradicts_the_input(saved):
@@ -194,7 +193,7 @@ def test_live_sysfs_applies_allowed_set_and_cuda_visible_devices(fake_reader, mo
     seen = []
     fake_reader("sysfs", read=lambda root="/": seen.append(root) or Topology(
         gpus=(GPU(0, "NVIDIA"), GPU(1, "NVIDIA")), source="sysfs:/"))
-    fake_reader("allowed", apply=lambda t: dataclasses.replace(t, notes=t.notes + ("allowed applied",)))
+    fake_reader("allowed", apply=lambda t: replace(t, notes=t.notes + ("allowed applied",)))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     t = discover(source="sysfs")
     assert seen == ["/"] and t.source == "sysfs:/" and "allowed applied" in t.notes

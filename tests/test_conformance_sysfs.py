@@ -84,14 +84,14 @@ def test_cases_cover_the_fixtures(fixtures):
 
 
 def test_a_difference_is_seen(fixtures, unpacked):
-    import dataclasses
+    from nodemap.topology.model import replace
 
     topo = sysfs.read(unpacked("16em64t-4s2c2t"))
     want = lc.parse_console(LINUX / "16em64t-4s2c2t.console")
     assert lc.summarize_topology(topo) == want
-    fewer = dataclasses.replace(topo, cores=topo.cores[1:])
+    fewer = replace(topo, cores=topo.cores[1:])
     assert [d.split(":")[0] for d in want.diff(lc.summarize_topology(fewer))] == ["cores", "cores_per_package"]
-    smaller = dataclasses.replace(topo, numa_nodes=(dataclasses.replace(topo.numa_nodes[0], memory=1 << 30),))
+    smaller = replace(topo, numa_nodes=(replace(topo.numa_nodes[0], memory=1 << 30),))
     assert [d.split(":")[0] for d in want.diff(lc.summarize_topology(smaller))] == ["numa"]
 
 

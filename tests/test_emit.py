@@ -1,4 +1,3 @@
-import dataclasses
 
 import pytest
 
@@ -8,7 +7,7 @@ from nodemap.mapping import emit
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Plan, Request, TaskBinding
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import Port
+from nodemap.topology.model import Port, replace
 
 
 def _task(**kw):
@@ -41,21 +40,21 @@ def test_places_default_to_one_per_pu_and_runs_compress():
 
 def test_two_rails_and_port_states():
     topo = nodes.karolina()
-    down = dataclasses.replace(topo.nic("mlx5_0"), ports=(Port(1, "DOWN"), Port(2, "4: ACTIVE")))
-    unknown = dataclasses.replace(topo.nic("mlx5_1"), ports=(Port(1, ""),))
-    topo = dataclasses.replace(topo, nics=(down, unknown) + topo.nics[2:])
+    down = replace(topo.nic("mlx5_0"), ports=(Port(1, "DOWN"), Port(2, "4: ACTIVE")))
+    unknown = replace(topo.nic("mlx5_1"), ports=(Port(1, ""),))
+    topo = replace(topo, nics=(down, unknown) + topo.nics[2:])
     t = _task(nics=("mlx5_0", "mlx5_1"))
     env = dict(emit.task_env(topo, _plan(t), t))
     assert env["UCX_NET_DEVICES"] == "mlx5_0:2,mlx5_1:1"
     assert env["NCCL_IB_HCA"] == "=mlx5_0:2,mlx5_1:1"
-    dead = dataclasses.replace(down, ports=(Port(1, "DOWN"),))
+    dead = replace(down, ports=(Port(1, "DOWN"),))
     assert emit.rdma_port(dead) == ""
 
 
 def test_plain_ethernet_is_named_but_not_steered():
     topo = nodes.karolina()
-    eth = dataclasses.replace(topo.nic("mlx5_1"), name="eth0", kind="Ethernet", ports=())
-    topo = dataclasses.replace(topo, nics=(eth,) + topo.nics)
+    eth = replace(topo.nic("mlx5_1"), name="eth0", kind="Ethernet", ports=())
+    topo = replace(topo, nics=(eth,) + topo.nics)
     t = _task(nics=("eth0",))
     env = dict(emit.task_env(topo, _plan(t), t))
     assert env["NODEMAP_NIC"] == "eth0"
@@ -65,7 +64,7 @@ def test_plain_ethernet_is_named_but_not_steered():
 def test_slingshot_policy_follows_gpu():
     topo = nodes.perlmutter()
     with_gpu = _task(cpus=CpuSet.parse("0-15"), mems=CpuSet.parse("0"), gpus=(3,), nics=("cxi3",), places=())
-    cpu_only = dataclasses.replace(with_gpu, gpus=())
+    cpu_only = replace(with_gpu, gpus=())
     assert ("MPICH_OFI_NIC_POLICY", "GPU") in emit.task_env(topo, _plan(with_gpu), with_gpu)
     env = dict(emit.task_env(topo, _plan(cpu_only), cpu_only))
     assert env["MPICH_OFI_NIC_POLICY"] == "NUMA"
@@ -74,12 +73,12 @@ def test_slingshot_policy_follows_gpu():
 
 def test_amd_gpus_by_uuid_when_known_else_index():
     topo = nodes.karolina()
-    amd = tuple(dataclasses.replace(g, vendor="AMD") for g in topo.gpus)
+    amd = tuple(replace(g, vendor="AMD") for g in topo.gpus)
     t = _task(gpus=(0, 1))
-    env = dict(emit.task_env(dataclasses.replace(topo, gpus=amd), _plan(t), t))
+    env = dict(emit.task_env(replace(topo, gpus=amd), _plan(t), t))
     assert env["ROCR_VISIBLE_DEVICES"] == "GPU-00000000,GPU-00000001" and "CUDA_VISIBLE_DEVICES" not in env
-    no_uuid = tuple(dataclasses.replace(g, uuid="") for g in amd)
-    env = dict(emit.task_env(dataclasses.replace(topo, gpus=no_uuid), _plan(t), t))
+    no_uuid = tuple(replace(g, uuid="") for g in amd)
+    env = dict(emit.task_env(replace(topo, gpus=no_uuid), _plan(t), t))
     assert env["ROCR_VISIBLE_DEVICES"] == "0,1"
 
 
@@ -90,7 +89,7 @@ def test_what_plan_emits_the_topology_reads_back_for_every_vendor(vendor):
     from nodemap.topology.nvml import hidden_gpus
 
     topo = nodes.karolina()
-    topo = dataclasses.replace(topo, gpus=tuple(dataclasses.replace(g, vendor=vendor) for g in topo.gpus))
+    topo = replace(topo, gpus=tuple(replace(g, vendor=vendor) for g in topo.gpus))
     t = _task(gpus=(2, 5))
     env = dict(emit.task_env(topo, _plan(t), t))
     hidden, shows, problems = hidden_gpus(topo, env)
@@ -141,17 +140,16 @@ def test_gpu_ids_uuid_and_pci():
 
 
 def test_gpu_ids_uuid_without_uuids_says_how_to_get_them():
-    import dataclasses
 
     topo = nodes.perlmutter()
-    topo = dataclasses.replace(topo, gpus=tuple(dataclasses.replace(g, uuid="") for g in topo.gpus))
+    topo = replace(topo, gpus=tuple(replace(g, uuid="") for g in topo.gpus))
     with pytest.raises(NodemapError, match="nvidia-ml-py"):
         emit.with_env(topo, plan(topo, Request(tasks=4, gpu_ids="uuid")))
 
 
 def _mig_node(slices=("MIG-a", "MIG-b", "MIG-c"), whole_too=False):
     topo = nodes.build(nodes.Spec(1, 1, 1, 8, gpus=[nodes.Dev(0)] * (2 if whole_too else 1)))
-    return dataclasses.replace(topo, gpus=(dataclasses.replace(topo.gpus[0], mig=slices), *topo.gpus[1:]))
+    return replace(topo, gpus=(replace(topo.gpus[0], mig=slices), *topo.gpus[1:]))
 
 
 def test_mig_gpus_get_one_mig_device_per_task_in_turn():

@@ -18,7 +18,7 @@ from nodemap.bench.harness import finish
 from nodemap.bench.peaks import Peak, pcie_peak
 from nodemap.bench.results import ResultSet, make_result
 from nodemap.errors import NodemapError
-from nodemap.topology.model import Link
+from nodemap.topology.model import Link, replace
 from test_paths import NV4, sample_node
 
 
@@ -50,7 +50,7 @@ def test_pcie_peak_is_the_links_maximum_from_the_topology():
     # An idle GPU trains its link down: the model's maximum (sysfs max_link_*, or NVML's) is the limit.
     # was: NVML opened per GPU for it (never closed), and without NVML the Gen1 link was the peak
     t = nodes.with_links(t, {g.pci_bus_id: (1, 16, 5, 16)})
-    idle = dataclasses.replace(g, pcie_gen=1, pcie_width=16)
+    idle = replace(g, pcie_gen=1, pcie_width=16)
     assert gc.gpu_pcie(t, idle).gbs == pcie_peak(5, 16).gbs
     assert gc.gpu_pcie(None, None) is None
 
@@ -131,7 +131,7 @@ def test_karolina_host_classes():
 
 def test_numa_nodes_skip_memoryless_and_disallowed():
     t = nodes.karolina()
-    t = dataclasses.replace(t, numa_nodes=tuple(dataclasses.replace(n, memory=0) if n.os_index == 1 else n
+    t = replace(t, numa_nodes=tuple(replace(n, memory=0) if n.os_index == 1 else n
                                                  for n in t.numa_nodes),
                             allowed_mems=type(t.allowed_mems).parse("0-3"))
     assert copies.numa_nodes(t) == [0, 2, 3]

@@ -147,7 +147,7 @@ def test_json_export(tmp_path):
     ("pus", 4000000000, ["PU number 4000000000", "1048575"]),
     ("numa_nodes", -3, ["NUMA node number -3"]),
     ("distances", [[10] * 2000] * 2000, ["distances are not a 1 x 1 matrix"]),
-    ("caches", [{}] * 200_000, ["200000 caches", "131072"]),
+    ("caches", [{"level": 2, "kind": "unified", "size": 1, "cpuset": "0"}] * 200_000, ["200000 caches", "131072"]),
 ])
 def test_json_objects(tmp_path, field, value, words):
     xml = tmp_path / "n.xml"

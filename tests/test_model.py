@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from test_paths import sample_node
 
+from nodemap.errors import InputError
 from nodemap.topology import model as m
 from nodemap.topology.cpuset import CpuSet
 
@@ -68,11 +69,11 @@ def test_float_fields_accept_json_integers():
 
 def test_wrong_schema_and_unknown_fields_are_refused():
     d = sample_node().to_dict()
-    with pytest.raises(ValueError, match="not a nodemap topology"):
-        m.Topology.from_dict({**d, "schema": "nodemap.results/1"})
+    with pytest.raises(InputError, match="t.json: not a nodemap topology export .schema 'nodemap.results/1'"):
+        m.Topology.from_json(json.dumps({**d, "schema": "nodemap.results/1"}), "t.json")
     d["gpus"][0]["colour"] = "green"
-    with pytest.raises(ValueError, match=r"unknown field\(s\) \['colour'\] in GPU"):
-        m.Topology.from_dict(d)
+    with pytest.raises(InputError, match=r"t.json: field gpus\[0\].colour is not one nodemap writes"):
+        m.Topology.from_json(json.dumps(d), "t.json")
 
 
 @pytest.mark.parametrize("raw,norm", [

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import types
 
 import pytest
 
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import GPU, Link, NumaNode, PciDevice, PU, Topology
+from nodemap.topology.model import GPU, Link, NumaNode, PciDevice, PU, Topology, replace
 from nodemap.topology.nvml import apply_visible, enrich, hidden_gpus, nvlink_generation, parse_visible
 from nodemap.topology.paths import path
 
@@ -164,7 +163,7 @@ def test_gpu_only_nvml_sees_is_appended_and_old_nvlinks_replaced(use):
     use(fake_nvml(h200x2()))
     base = _sysfs_view(buses=("0000:19:00.0",))
     stale = Link("GPU0", "GPU9", count=2)
-    t = enrich(dataclasses.replace(base, links=(stale,)), env={})
+    t = enrich(replace(base, links=(stale,)), env={})
     assert [(g.key, g.pci_bus_id) for g in t.gpus] == [("GPU0", "0000:19:00.0"), ("GPU1", "0000:b8:00.0")]
     assert stale not in t.links and path(t, "GPU1", "GPU0").label == "NV18"
 
@@ -179,12 +178,12 @@ def test_the_links_maximum_goes_into_the_model_where_the_source_left_it_out(use)
     base = _sysfs_view()
     known = PciDevice("0000:b8:00.0", 0x0302, link_gen=4, link_width=16, link_max_gen=4, link_max_width=16)
     pci = (PciDevice("0000:19:00.0", 0x0302, link_gen=1, link_width=16), known)
-    t = enrich(dataclasses.replace(base, pci_devices=pci), env={})
+    t = enrich(replace(base, pci_devices=pci), env={})
     first = t.pci_of(t.gpus[0])
     assert (first.link_gen, first.link_width, first.link_max_gen, first.link_max_width) == (1, 16, 5, 16)
     assert t.pci_of(t.gpus[1]) == known  # a source's own maximum (sysfs) is kept
     del m.nvmlDeviceGetMaxPcieLinkGeneration  # an older nvidia-ml-py: nothing is made up
-    t = enrich(dataclasses.replace(base, pci_devices=pci), env={})
+    t = enrich(replace(base, pci_devices=pci), env={})
     assert t.pci_of(t.gpus[0]).link_max_gen == 0
 
 

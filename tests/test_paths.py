@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 from hypothesis import given, strategies as st
 
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import GPU, NIC, Cache, Core, Link, NumaNode, Package, PciDevice, Port, PU, Topology
+from nodemap.topology.model import GPU, NIC, Cache, Core, Link, NumaNode, Package, PciDevice, Port, PU, Topology, replace
 from nodemap.topology.paths import (
     LEGEND, Path, cpu_affinity, device_keys, device_numa, path, path_matrix, pcie_gbs,
 )
@@ -66,7 +65,7 @@ def sample_node(links=(), **over) -> Topology:
         allowed_mems=S("0-1"),
         source="test",
     )
-    return dataclasses.replace(topo, **over)
+    return replace(topo, **over)
 
 
 def test_every_pcie_class():
@@ -82,8 +81,8 @@ def test_every_pcie_class():
 
 def test_functions_of_one_device_share_everything_and_are_pix():
     t = sample_node()
-    twin = dataclasses.replace(t.pci("0000:19:00.0"), bus_id="0000:19:00.1")
-    t = dataclasses.replace(t, pci_devices=t.pci_devices + (twin,),
+    twin = replace(t.pci("0000:19:00.0"), bus_id="0000:19:00.1")
+    t = replace(t, pci_devices=t.pci_devices + (twin,),
                             nics=t.nics + (NIC("mlx5_9", "InfiniBand", "0000:19:00.1", 0),))
     assert path(t, "mlx5_0", "mlx5_9").label == "PIX"
 
@@ -126,7 +125,7 @@ def test_xgmi_is_its_own_class_with_hops():
 
 def test_unknown_pci_path_falls_back_to_numa_and_says_so():
     t = sample_node()
-    t = dataclasses.replace(t, pci_devices=tuple(d for d in t.pci_devices if d.bus_id != "0000:19:00.0"))
+    t = replace(t, pci_devices=tuple(d for d in t.pci_devices if d.bus_id != "0000:19:00.0"))
     p = path(t, "GPU0", "mlx5_0")
     assert p.label == "NODE" and "PCI path unknown" in p.note
     assert path(t, "GPU2", "mlx5_0").label == "SYS"
@@ -135,7 +134,7 @@ def test_unknown_pci_path_falls_back_to_numa_and_says_so():
 def test_unknown_numa_on_multi_numa_node_is_sys_with_note():
     t = sample_node()
     nic = NIC("hsn0", "Slingshot")  # no PCI id, no locality at all
-    t = dataclasses.replace(t, nics=t.nics + (nic,))
+    t = replace(t, nics=t.nics + (nic,))
     p = path(t, "GPU0", "hsn0")
     assert p.label == "SYS" and "assumed" in p.note
     assert device_numa(t, "hsn0") == -1
@@ -144,29 +143,29 @@ def test_unknown_numa_on_multi_numa_node_is_sys_with_note():
 
 def test_single_numa_node_makes_different_host_bridges_node():
     t = sample_node()
-    t = dataclasses.replace(t, numa_nodes=t.numa_nodes[:1])
-    t = dataclasses.replace(t, pci_devices=tuple(dataclasses.replace(d, pci_path=()) for d in t.pci_devices))
+    t = replace(t, numa_nodes=t.numa_nodes[:1])
+    t = replace(t, pci_devices=tuple(replace(d, pci_path=()) for d in t.pci_devices))
     assert path(t, "GPU0", "GPU2").label == "NODE"
 
 
 def test_device_numa_from_cpuset_when_numa_node_is_minus_one():
     t = sample_node()
-    g = dataclasses.replace(t.gpu(2), numa_node=-1)
-    pci = tuple(dataclasses.replace(d, numa_node=-1) for d in t.pci_devices)
-    t = dataclasses.replace(t, gpus=t.gpus[:2] + (g,), pci_devices=pci)
+    g = replace(t.gpu(2), numa_node=-1)
+    pci = tuple(replace(d, numa_node=-1) for d in t.pci_devices)
+    t = replace(t, gpus=t.gpus[:2] + (g,), pci_devices=pci)
     assert device_numa(t, "GPU2") == 1
     # ...but not when the CPUs span both nodes
-    g = dataclasses.replace(g, cpuset=S("0-95"))
-    pci = tuple(dataclasses.replace(d, cpuset=S("0-95")) for d in pci)
-    t = dataclasses.replace(t, gpus=t.gpus[:2] + (g,), pci_devices=pci)
+    g = replace(g, cpuset=S("0-95"))
+    pci = tuple(replace(d, cpuset=S("0-95")) for d in pci)
+    t = replace(t, gpus=t.gpus[:2] + (g,), pci_devices=pci)
     assert device_numa(t, "GPU2") == -1
 
 
 def test_cpu_affinity_falls_back_to_the_numa_node():
     t = sample_node()
-    g = dataclasses.replace(t.gpu(2), cpuset=CpuSet())
-    pci = tuple(dataclasses.replace(d, cpuset=CpuSet()) for d in t.pci_devices)
-    t = dataclasses.replace(t, gpus=t.gpus[:2] + (g,), pci_devices=pci)
+    g = replace(t.gpu(2), cpuset=CpuSet())
+    pci = tuple(replace(d, cpuset=CpuSet()) for d in t.pci_devices)
+    t = replace(t, gpus=t.gpus[:2] + (g,), pci_devices=pci)
     assert cpu_affinity(t, "GPU2") == S("24-47,72-95")
 
 

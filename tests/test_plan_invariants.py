@@ -5,7 +5,6 @@ paths, packages), not from the planner's own helpers, so a planner bug
 cannot hide behind the same bug in the check.
 """
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Request
 from nodemap.topology import paths
 from nodemap.topology.cpuset import CpuSet
+from nodemap.topology.model import replace
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NIC_TIER = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3}
@@ -187,11 +187,11 @@ def test_invariants_on_generated_nodes(case):
 @given(node_and_request(), st.randoms(use_true_random=False))
 def test_discovery_order_does_not_matter(case, rnd):
     topo, req = case
-    shuffled = dataclasses.replace(
+    shuffled = replace(
         topo, **{f: tuple(rnd.sample(getattr(topo, f), len(getattr(topo, f))))
                  for f in ("gpus", "nics", "cores", "caches", "numa_nodes", "packages", "pci_devices")})
     # distances follow numa_nodes' order; the builder's are symmetric by package, so rebuild them
-    shuffled = dataclasses.replace(shuffled, distances=tuple(
+    shuffled = replace(shuffled, distances=tuple(
         tuple(topo.distance(a.os_index, b.os_index) for b in shuffled.numa_nodes) for a in shuffled.numa_nodes))
     assert plan(shuffled, req) == plan(topo, req)
 

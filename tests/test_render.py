@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 from test_paths import NV4, sample_node
 
 from nodemap.topology.cpuset import CpuSet
-from nodemap.topology.model import GPU, Cache, Core, Link, NumaNode, Package, PU, Topology
+from nodemap.topology.model import GPU, Cache, Core, Link, NumaNode, Package, PU, Topology, replace
 from nodemap.topology.render import matrix, tree
 from nodemap.units import format_size_short
 
@@ -44,8 +43,8 @@ def test_devices_sit_under_their_numa_node():
 def test_unknown_locality_hidden_gpu_restrictions_and_notes():
     t = sample_node()
     lost = GPU(3, "NVIDIA", "A100", visible=False)
-    pus = tuple(dataclasses.replace(p, allowed=p.os_index < 8) for p in t.pus[:-1]) + (PU(95, online=False),)
-    t = dataclasses.replace(t, gpus=t.gpus + (lost,), pus=pus, allowed_mems=CpuSet([0]), notes=("guessed X",))
+    pus = tuple(replace(p, allowed=p.os_index < 8) for p in t.pus[:-1]) + (PU(95, online=False),)
+    t = replace(t, gpus=t.gpus + (lost,), pus=pus, allowed_mems=CpuSet([0]), notes=("guessed X",))
     out = tree(t)
     assert _after(out, "Devices of unknown locality", "GPU3 NVIDIA A100 [hidden by CUDA_VISIBLE_DEVICES]")
     assert "Offline PUs: 95" in out
@@ -75,7 +74,7 @@ def test_memory_only_numa_node_and_spanning_l3():
     t = sample_node()
     one_l3 = (Cache(3, "unified", 64 << 20, CpuSet.parse("0-95")),)
     pkg = (Package(0, CpuSet.parse("0-95")),)
-    t = dataclasses.replace(t, packages=pkg, caches=one_l3,
+    t = replace(t, packages=pkg, caches=one_l3,
                             numa_nodes=t.numa_nodes + (NumaNode(2, CpuSet(), 16 << 30, "HBM"),))
     out = tree(t)
     assert "L3 (64 MiB) across NUMA 0-1" in out
@@ -108,6 +107,6 @@ def test_matrix_layout_like_nvidia_smi():
 def test_matrix_without_devices_and_with_fallback_notes():
     assert matrix(Topology()) == "No GPUs or NICs found.\n"
     t = sample_node()
-    t = dataclasses.replace(t, pci_devices=())
+    t = replace(t, pci_devices=())
     out = matrix(t)
     assert "Notes:\n  - PCI path unknown: class from NUMA locality" in out

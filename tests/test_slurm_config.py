@@ -6,7 +6,6 @@ real hwloc XML (Lassen), and a node with nothing to share."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -15,7 +14,7 @@ from conftest import FIXTURES
 import nodes
 from nodemap.cli import main
 from nodemap.slurm import config
-from nodemap.topology.model import Link
+from nodemap.topology.model import Link, replace
 
 
 def run(capsys, tmp_path, topo_or_path, *argv):
@@ -55,7 +54,7 @@ def test_perlmutter_gpus_in_reverse_numa_order(capsys, tmp_path):
 
 def test_dgx_like_nvswitch_links_and_features(capsys, tmp_path):
     k = nodes.karolina()
-    dgx = dataclasses.replace(k, links=tuple(Link(g.key, "NVSwitch", "NVLink", 12, 300.0, 3) for g in k.gpus))
+    dgx = replace(k, links=tuple(Link(g.key, "NVSwitch", "NVLink", 12, 300.0, 3) for g in k.gpus))
     doc = json.loads(run(capsys, tmp_path, dgx, "gres", "--json", "--node-name", "dgx1"))
     gpu3 = doc["gres"][3]
     assert gpu3["links"] == "12,12,12,-1,12,12,12,12" and gpu3["cores"] == "16-31"
@@ -84,7 +83,7 @@ def test_lassen_hwloc_xml(capsys, tmp_path, fixtures):
 
 
 def test_a_node_with_nothing_to_share(capsys, tmp_path):
-    bare = dataclasses.replace(nodes.two_socket_four_nics(), nics=(), pci_devices=())
+    bare = replace(nodes.two_socket_four_nics(), nics=(), pci_devices=())
     out = run(capsys, tmp_path, bare, "gres", "--node-name", "c1").splitlines()
     # was "GresTypes=gpu and NodeName=c1 Gres=(none)": a configuration to add for nothing
     assert out == ["# c1 has no GPU and no RDMA NIC: no GRES to configure (no gres.conf lines, no Gres= in "
@@ -124,7 +123,7 @@ def test_the_real_slurmd_parses_the_lines(capsys, tmp_path):
     if unavailable():
         pytest.skip(unavailable())
     k = nodes.karolina()
-    dgx = dataclasses.replace(k, links=tuple(Link(g.key, "NVSwitch", "NVLink", 12, 300.0, 3) for g in k.gpus))
+    dgx = replace(k, links=tuple(Link(g.key, "NVSwitch", "NVLink", 12, 300.0, 3) for g in k.gpus))
     doc = json.loads(run(capsys, tmp_path, dgx, "gres", "--json", "--node-name", "n1"))
     dev = tmp_path / "dev"
     dev.mkdir()

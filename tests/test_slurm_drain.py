@@ -7,7 +7,6 @@ two checks racing on one node (a flock: a killed check leaves no stale lock)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -21,7 +20,7 @@ from nodemap.cli import main
 from nodemap.errors import NodemapError
 from nodemap.mapping.localrank import node_name
 from nodemap.slurm import drain
-from nodemap.topology.model import NIC
+from nodemap.topology.model import NIC, replace
 
 STANDIN = """#!/bin/sh
 # records argv, one line per call; answers show node from $STATE
@@ -71,7 +70,7 @@ def node_files(tmp_path, nics_expected=4):
     have, want = tmp_path / "node.json", tmp_path / "class.json"
     have.write_text(topo.to_json())
     more = tuple(NIC(f"mlx5_{k}", "InfiniBand") for k in range(4, nics_expected))
-    want.write_text(dataclasses.replace(topo, nics=topo.nics + more).to_json())
+    want.write_text(replace(topo, nics=topo.nics + more).to_json())
     return str(have), str(want)
 
 
@@ -116,7 +115,7 @@ def test_dry_run_prints_the_command_and_runs_no_update(slurm, tmp_path, capsys):
 def test_a_configuration_failure_never_drains(slurm, tmp_path, monkeypatch):
     have, _ = node_files(tmp_path)
     topo = nodes.two_socket_four_nics()
-    off = dataclasses.replace(topo, pus=tuple(dataclasses.replace(p, online=p.os_index < 8) for p in topo.pus))
+    off = replace(topo, pus=tuple(replace(p, online=p.os_index < 8) for p in topo.pus))
     path = tmp_path / "off.json"
     path.write_text(off.to_json())
     # a configuration failure fails the environment, not the node: exit 0 (docs/check.md), never drained
@@ -277,7 +276,7 @@ def _failing_doc():
 
     want = nodes.two_socket_four_nics()
     doc = CheckDoc("quick", want, expectations.shipped(),
-                   checks=compare(want, dataclasses.replace(want, nics=want.nics[:3])))
+                   checks=compare(want, replace(want, nics=want.nics[:3])))
     doc.rejudge()
     return doc
 

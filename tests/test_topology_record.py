@@ -1,14 +1,13 @@
-"""The records are plain frozen dataclasses, and `nodemap topo` stays off the
-modules it does not need."""
+"""The records are frozen msgspec Structs that refuse unknown fields, and
+`nodemap topo` stays off the modules it does not need."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
-import typing
 
+import msgspec
 import pytest
 
 from nodemap.mapping import devices, request
@@ -21,27 +20,25 @@ RECORDS += [request.Request, request.TaskBinding, request.Plan, devices.GpuInfo]
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
-def test_record_is_a_frozen_dataclass_with_its_fields_in_order(cls):
-    assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
-    assert cls._fields == tuple(f.name for f in dataclasses.fields(cls))
+def test_record_is_a_frozen_struct_refusing_unknown_fields(cls):
+    config = cls.__struct_config__
+    assert issubclass(cls, msgspec.Struct) and config.frozen and config.forbid_unknown_fields
 
 
 def test_factory_defaults_are_fresh_values():
     assert model.PciDevice("0000:00:00.0", 1).cpuset == CpuSet()
     assert model.Topology().machine == model.Machine() and model.Topology().allowed_mems == CpuSet()
     assert model.GPU(0, "NVIDIA").cpuset is not model.GPU(1, "NVIDIA").cpuset
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         model.PU(0).online = False  # type: ignore[misc]
-
-
-def test_decode_reads_the_annotations_as_typing_does():
-    for cls in RECORDS[:13]:
-        assert model._hints(cls) == typing.get_type_hints(cls)
+    assert model.replace(model.PU(0), online=False) == model.PU(0, online=False)
 
 
 # --- what `nodemap topo` imports ---------------------------------------------------
 
-SLOW = {"typing", "json", "socket", "ctypes"}  # (argparse brings shutil and locale; dataclasses brings inspect)
+# (argparse brings shutil and locale; msgspec brings typing: it and the Structs cost less than the dataclasses
+# and their `inspect` did, benchmarks/results/topo_vs_lstopo.md)
+SLOW = {"json", "socket", "ctypes", "dataclasses"}
 
 
 def _modules(code: str) -> set[str]:

@@ -111,6 +111,11 @@ def field_problem(e: Exception, at: str = "") -> str:
     if text.startswith("Expected `") and "`, got `" in text:
         want, got = text[len("Expected `"):].split("`, got `", 1)
         return f"field {path or 'the document'} is {got.rstrip('`')}, not {_NAMES.get(want, want)}"
+    if text.startswith("Object contains unknown field `"):
+        name = text.split("`")[1]
+        return f"field {'.'.join(p for p in (path, name) if p)} is not one nodemap writes"
+    if text.startswith(("Expected `float` >= -1.7976931348623157e+308", "Expected `float` <= 1.7976931348623157e+308")):
+        return f"field {path} is not a finite number"  # NaN or Infinity where a Finite number is typed
     if text.startswith("Invalid enum value "):
         return f"field {path} is {text[len('Invalid enum value '):]}, not one of the values nodemap writes"
     return f"field {path or 'the document'}: {text[:1].lower() + text[1:]}"

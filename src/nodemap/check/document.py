@@ -164,17 +164,18 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None,
     is given, else its own verdicts are kept as saved."""
     from . import saved
 
-    return from_file(*saved.convert(where, d), expectations)
+    return from_file(*saved.convert(where, d), expectations, where)
 
 
-def from_file(f: Any, rec: Any, expectations: Expectations | None = None) -> CheckDoc:
-    """A CheckFile and its Records (check/saved.py) as a CheckDoc."""
+def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where: str = "check document") -> CheckDoc:
+    """A CheckFile and its Records (check/saved.py) as a CheckDoc; its
+    topology is checked here (an InputError naming `where`)."""
     from .verdicts import Judged as J
 
     saved = Expectations(dict(f.expectations.thresholds), tuple(f.expectations.limits),
                          tuple(f.expectations.sources))
     doc = CheckDoc(
-        level=f.level, topology=Topology.from_dict(f.topology) if f.topology else None,
+        level=f.level, topology=Topology.from_dict(f.topology, where, "topology") if f.topology else None,
         expectations=expectations or saved, results=rec.results, checks=rec.checks, skipped=list(f.skipped),
         environment=f.environment, host=f.host, hostname=f.hostname or f.host, started=f.started,
         finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy or {},

@@ -73,7 +73,7 @@ def load(paths: list[str], expect: str | None):
     exp = expectations.load(expect) if expect or not docs else None
     if docs:
         try:
-            return document.from_file(*docs[0][1], exp)
+            return document.from_file(*docs[0][1], exp, docs[0][0])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise NodemapError(f"{docs[0][0]}: a damaged check document ({e}); run nodemap check again") from None
     doc = document.CheckDoc(level="", topology=None, expectations=exp, results=sets, complete=all(s.complete

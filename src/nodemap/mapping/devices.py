@@ -8,8 +8,6 @@ package), balancing tasks over equally near NICs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import NodemapError
 from ..text import natural_key
 from ..topology import paths
@@ -23,7 +21,6 @@ SAME_PACKAGE, FAR = 4, 5
 _FABRIC_KINDS = ("InfiniBand", "Slingshot", "OmniPath")
 
 
-@dataclass(frozen=True)
 class GpuInfo(_Record):
     gpu: GPU
     home: int  # NUMA os_index the GPU is local to, -1 unknown

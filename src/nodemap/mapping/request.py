@@ -8,20 +8,14 @@ applied by launch, and serialized to JSON.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing costs the planning rank ~2 ms to import
-    from typing import Any
 
 from ..topology.cpuset import CpuSet
-from ..topology.model import _Record
+from ..topology.model import _Record, decode_saved, to_builtins
 
 PLAN_SCHEMA = "nodemap.plan/1"
 RAILS_AUTO = -2  # nic_rails: every nearest NIC when the node has more NICs than tasks, else one
 
 
-@dataclass(frozen=True)
 class Request(_Record):
     tasks: int  # tasks (ranks) on this node
     threads: int = 0  # threads per task; 0 = auto (the PUs the task gets, at the SMT level asked)
@@ -40,7 +34,6 @@ class Request(_Record):
     # (nodemap run without a launcher: like numactl, the whole allowed node)
 
 
-@dataclass(frozen=True)
 class TaskBinding(_Record):
     task: int  # node-local rank
     cpus: CpuSet  # PUs the task may run on
@@ -52,7 +45,6 @@ class TaskBinding(_Record):
     env: tuple[tuple[str, str], ...] = ()  # environment the task should get, in order
 
 
-@dataclass(frozen=True)
 class Plan(_Record):
     request: Request
     tasks: tuple[TaskBinding, ...]
@@ -60,40 +52,23 @@ class Plan(_Record):
     notes: tuple[str, ...] = ()  # policy decisions worth telling the user
 
 
-    def to_dict(self) -> dict[str, Any]:
-        def enc(o: Any) -> Any:
-            if isinstance(o, CpuSet):
-                return o.format()
-            if isinstance(o, _Record):
-                return {name: enc(getattr(o, name)) for name in o._fields}
-            if isinstance(o, (tuple, list)):
-                return [enc(x) for x in o]
-            return o
-
-        return {"schema": PLAN_SCHEMA, **enc(self)}
+    def to_dict(self) -> dict[str, object]:
+        return {"schema": PLAN_SCHEMA, **to_builtins(self)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Plan":
-        if d.get("schema") != PLAN_SCHEMA:
-            raise ValueError(f"not a nodemap plan (schema {d.get('schema')!r})")
-        r = dict(d["request"])
-        for k in ("restrict_cpus", "restrict_mems"):
-            if r.get(k) is not None:
-                r[k] = CpuSet.parse(r[k])
-        tasks = tuple(
-            TaskBinding(
-                task=t["task"],
-                cpus=CpuSet.parse(t["cpus"]),
-                mems=CpuSet.parse(t["mems"]),
-                gpus=tuple(t["gpus"]),
-                nics=tuple(t["nics"]),
-                threads=t["threads"],
-                places=tuple(CpuSet.parse(p) for p in t["places"]),
-                env=tuple(tuple(e) for e in t["env"]),
-            )
-            for t in d["tasks"]
-        )
-        return cls(request=Request(**r), tasks=tasks, level=d.get("level", ""), notes=tuple(d.get("notes", ())))
+    def from_json(cls, data: bytes | str, where: str = "plan") -> "Plan":
+        """A saved plan (`to_json`), every field checked: an InputError
+        naming `where` and the field path ("tasks[2].cpus")."""
+        return decode_saved(where, data, _Saved, PLAN_SCHEMA, "nodemap plan").plan()
+
+
+class _Saved(Plan, kw_only=True):
+    """A Plan as saved: with its schema."""
+
+    schema: str
+
+    def plan(self) -> Plan:
+        return Plan(self.request, self.tasks, self.level, self.notes)

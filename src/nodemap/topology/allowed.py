@@ -17,7 +17,6 @@ the live process's affinity is never applied unless asked for.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from .cpuset import CpuSet, CpuSetError
 from .model import Topology, _Record, replace
@@ -26,10 +25,7 @@ from .root import Root
 __all__ = ["apply", "Allowed", "read_allowed"]
 
 
-@dataclass(frozen=True)
 class Allowed(_Record):
-    """A frozen dataclass-like record (see nodemap.topology.model)."""
-
     cpus: CpuSet | None = None  # None: nothing restricts
     mems: CpuSet | None = None
     why: tuple[str, ...] = ()  # which sources restricted

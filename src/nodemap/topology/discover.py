@@ -219,29 +219,16 @@ def _sysfs_dir(path: str) -> Topology:
 
 
 def _json(path: str) -> Topology:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise InputError(path, "JSON is not a nodemap topology export (top level is not an object)")
-    long = next((k for k, v in data.items() if isinstance(v, list) and len(v) > MAX_OBJECTS), None)
+    topo = Topology.from_json(infile.read(path, MAX_INPUT, "topology file"), path)
+    long = next((k for k in Topology.__struct_fields__ if isinstance(v := getattr(topo, k), tuple)
+                 and len(v) > MAX_OBJECTS), None)
     if long is not None:
-        raise InputError(path, f"{len(data[long])} {long} is more than nodemap reads ({MAX_OBJECTS}; the largest "
-                               "nodes have tens of thousands): fix the file or export it again")
-    nodes, dist = data.get("numa_nodes"), data.get("distances")
-    n = len(nodes) if isinstance(nodes, list) else 0
-    if isinstance(dist, list) and (len(dist) not in (0, n) or any(not isinstance(r, list) or len(r) != n for r in dist)):
-        # checked before decoding: a 5000 x 5000 matrix for 1 node would take seconds
+        raise InputError(path, f"{len(getattr(topo, long))} {long} is more than nodemap reads ({MAX_OBJECTS}; the "
+                               "largest nodes have tens of thousands): fix the file or export it again")
+    n = len(topo.numa_nodes)
+    if len(topo.distances) not in (0, n) or any(len(r) != n for r in topo.distances):
         raise InputError(path, f"distances are not a {n} x {n} matrix (one row and column per NUMA node): "
                                "fix the file or export it again")
-    try:
-        topo = Topology.from_dict(data)
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise InputError(path, f"not a nodemap topology export: {e}") from None
     return topo
 
 

@@ -10,13 +10,12 @@ are honoured as hwloc honours them.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import subprocess
 
 from ..errors import NodemapError
 from . import hwloc_xml
-from .model import Topology
+from .model import Topology, replace
 
 __all__ = ["available", "read", "LSTOPO"]
 
@@ -57,7 +56,7 @@ def _via_lstopo(exe: str, timeout: float) -> Topology:
     out = _run([exe, "--of", "xml", "-"], timeout)
     version = _run([exe, "--version"], timeout).decode(errors="replace").strip()
     topo = hwloc_xml.parse(out, f"{exe} --of xml")
-    return dataclasses.replace(topo, source=f"hwloc:{version or exe}")
+    return replace(topo, source=f"hwloc:{version or exe}")
 
 
 def _run(argv: list[str], timeout: float) -> bytes:
@@ -82,7 +81,7 @@ def _via_pyhwloc(mod) -> Topology:
         raise NodemapError(f"pyhwloc could not read this machine ({type(e).__name__}: {e}); {_INSTALL}") from None
     data = xml.encode() if isinstance(xml, str) else bytes(xml)
     topo = hwloc_xml.parse(data, "pyhwloc")
-    return dataclasses.replace(topo, source=f"hwloc:pyhwloc {getattr(mod, '__version__', '')}".rstrip())
+    return replace(topo, source=f"hwloc:pyhwloc {getattr(mod, '__version__', '')}".rstrip())
 
 
 def _pyhwloc_xml(mod) -> str:

@@ -5,15 +5,20 @@ rendering and benchmarks read only this. Devices are referred to by stable
 keys: GPUs by physical index (PCI bus order, as NVML numbers them), NICs by
 name, PCI devices by normalized bus id ("0000:3b:00.0", lower case).
 
-The classes are plain frozen dataclasses. (They were hand-written imitations
-of dataclasses, to save ~17 ms of `dataclasses` import and class generation
-per run; with the plan made once per node the per-rank launch path no longer
-imports this module: benchmarks/results/launch_overhead.md.)
+The classes are frozen msgspec Structs: a Struct class is made at import
+~10x faster than a dataclass (whose `dataclasses` import and generated
+methods cost ~19 ms of every `nodemap topo`, issue 31), and msgspec decodes
+a saved Topology straight into them, every field checked (`from_json`).
+The per-rank launch path never imports this module: ranks read the node's
+published plan (benchmarks/results/launch_overhead.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from typing import Annotated
+
+import msgspec
+from msgspec.structs import replace
 
 from .cpuset import CpuSet
 
@@ -40,22 +45,18 @@ def norm_bus_id(bus_id: str) -> str:
 # --- records -------------------------------------------------------------------
 
 
-class _Record:
-    """Base of the records (each a frozen dataclass): `_fields`, the field
-    names in order, for the JSON codec at the end of this module."""
+class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of the records: frozen, and a saved field nodemap does not know
+    is refused (a file of another schema or a typo is not read as defaults)."""
 
-    __slots__ = ()
-    _fields = ()  # type: tuple[str, ...]  (not an annotation: it would become a field)
 
-    def __init_subclass__(cls, **kw) -> None:
-        super().__init_subclass__(**kw)
-        cls._fields = tuple(cls.__dict__.get("__annotations__", {}))
+# A number JSON can hold: NaN and Infinity (which Python's json writes) are refused at decode
+Finite = Annotated[float, msgspec.Meta(ge=-1.7976931348623157e308, le=1.7976931348623157e308)]
 
 
 # --- the model ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Machine(_Record):
     hostname: str = ""
     arch: str = ""
@@ -63,14 +64,12 @@ class Machine(_Record):
     info: tuple[tuple[str, str], ...] = ()  # (name, value): DMI, OS...
 
 
-@dataclass(frozen=True)
 class Package(_Record):
     os_index: int
     cpuset: CpuSet
     cpu_model: str = ""
 
 
-@dataclass(frozen=True)
 class NumaNode(_Record):
     os_index: int
     cpuset: CpuSet  # may be empty: memory-only nodes (HBM, CXL, GPU memory)
@@ -87,7 +86,6 @@ class NumaNode(_Record):
         return self.kind == "GPUMemory"
 
 
-@dataclass(frozen=True)
 class Group(_Record):
     """hwloc Group/Die objects: a level between package and cache/core."""
 
@@ -96,7 +94,6 @@ class Group(_Record):
     cpuset: CpuSet
 
 
-@dataclass(frozen=True)
 class Cache(_Record):
     level: int
     kind: str  # "unified" | "data" | "instruction"
@@ -106,21 +103,18 @@ class Cache(_Record):
     ways: int = 0  # 0 unknown, -1 fully associative
 
 
-@dataclass(frozen=True)
 class Core(_Record):
     os_index: int  # core id within its package (not unique across packages)
     package: int  # package os_index, -1 unknown
     cpuset: CpuSet  # the PUs (hardware threads) of this core
 
 
-@dataclass(frozen=True)
 class PU(_Record):
     os_index: int
     online: bool = True
     allowed: bool = True
 
 
-@dataclass(frozen=True)
 class PciDevice(_Record):
     bus_id: str  # normalized "dddd:bb:dd.f"
     class_id: int  # e.g. 0x0302 3D controller, 0x0207 InfiniBand
@@ -128,20 +122,19 @@ class PciDevice(_Record):
     device_id: int = 0
     name: str = ""  # vendor/device names when a source has them
     numa_node: int = -1  # -1: the source did not say (sysfs numa_node=-1)
-    cpuset: CpuSet = field(default_factory=CpuSet)  # local CPUs
+    cpuset: CpuSet = msgspec.field(default_factory=CpuSet)  # local CPUs
     # Upstream bridges from the root: ("pci0000:00", "0000:00:01.0", ...).
     # The first entry names the host bridge (root complex).
     pci_path: tuple[str, ...] = ()
     link_gen: int = 0  # current PCIe generation, 0 unknown
     link_width: int = 0  # current lanes, 0 unknown
-    link_speed: float = 0.0  # GB/s one direction per hwloc, 0 unknown
+    link_speed: Finite = 0.0  # GB/s one direction per hwloc, 0 unknown
     # What the link can train at (sysfs max_link_speed/max_link_width), 0
     # unknown: a link below it is a reseat, a riser or a slot (check's inventory).
     link_max_gen: int = 0
     link_max_width: int = 0
 
 
-@dataclass(frozen=True)
 class GPU(_Record):
     index: int  # physical index: PCI bus order among GPUs of the node
     vendor: str  # "NVIDIA", "AMD", "Intel"
@@ -150,7 +143,7 @@ class GPU(_Record):
     pci_bus_id: str = ""
     uuid: str = ""
     numa_node: int = -1
-    cpuset: CpuSet = field(default_factory=CpuSet)
+    cpuset: CpuSet = msgspec.field(default_factory=CpuSet)
     pcie_gen: int = 0
     pcie_width: int = 0
     os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
@@ -166,12 +159,11 @@ class GPU(_Record):
         return f"GPU{self.index}"
 
 
-@dataclass(frozen=True)
 class Port(_Record):
     number: int
     state: str = ""  # "ACTIVE", "DOWN", "up", "down"...
     link_layer: str = ""  # "InfiniBand", "Ethernet"
-    rate_gbps: float = 0.0  # Gb/s as the device reports it
+    rate_gbps: Finite = 0.0  # Gb/s as the device reports it
 
 
 def gpu_order(key: str) -> int:
@@ -179,13 +171,12 @@ def gpu_order(key: str) -> int:
     return int(key[3:])
 
 
-@dataclass(frozen=True)
 class NIC(_Record):
     name: str  # "mlx5_0", "cxi0", "hfi1_0", or netdev "eth0" if no RDMA device
     kind: str  # "InfiniBand" | "Ethernet" | "Slingshot" | "OmniPath" | "unknown"
     pci_bus_id: str = ""
     numa_node: int = -1
-    cpuset: CpuSet = field(default_factory=CpuSet)
+    cpuset: CpuSet = msgspec.field(default_factory=CpuSet)
     ports: tuple[Port, ...] = ()
     netdevs: tuple[str, ...] = ()  # ib0, hsn0, eth0
     pci_index: int = -1  # as GPU.pci_index
@@ -196,7 +187,6 @@ class NIC(_Record):
         return self.name
 
 
-@dataclass(frozen=True)
 class Link(_Record):
     """A direct device link (NVLink, xGMI): `a` and `b` are device keys.
 
@@ -210,14 +200,13 @@ class Link(_Record):
     b: str
     kind: str = "NVLink"  # "NVLink", "NVLink-C2C", "xGMI"
     count: int = 1
-    bandwidth: float = 0.0
+    bandwidth: Finite = 0.0
     version: int = 0
     hops: int = 0  # xGMI: GPUs crossed, 1 = direct; 0 unknown or not xGMI
 
 
-@dataclass(frozen=True)
 class Topology(_Record):
-    machine: Machine = field(default_factory=Machine)
+    machine: Machine = msgspec.field(default_factory=Machine)
     packages: tuple[Package, ...] = ()
     numa_nodes: tuple[NumaNode, ...] = ()
     # SLIT distances, rows/columns in the order of numa_nodes; () unknown
@@ -230,7 +219,7 @@ class Topology(_Record):
     gpus: tuple[GPU, ...] = ()
     nics: tuple[NIC, ...] = ()
     links: tuple[Link, ...] = ()
-    allowed_mems: CpuSet = field(default_factory=CpuSet)
+    allowed_mems: CpuSet = msgspec.field(default_factory=CpuSet)
     source: str = ""  # "sysfs:/", "hwloc-xml:file.xml", "+nvml"...
     notes: tuple[str, ...] = ()  # what a source had to guess or repair
 
@@ -314,9 +303,7 @@ class Topology(_Record):
 
     # --- serialization ------------------------------------------------------
     def to_dict(self) -> dict[str, object]:
-        d = _encode(self)
-        d["schema"] = SCHEMA
-        return d
+        return {**to_builtins(self), "schema": SCHEMA}
 
     def to_json(self, indent: int | None = 1) -> str:
         import json
@@ -324,87 +311,79 @@ class Topology(_Record):
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> "Topology":
-        schema = d.get("schema")
-        if schema != SCHEMA:
-            raise ValueError(f"not a nodemap topology (schema {schema!r}, expected {SCHEMA!r})")
-        return _decode(cls, {k: v for k, v in d.items() if k != "schema"})
+    def from_json(cls, data: bytes | str, where: str = "topology") -> "Topology":
+        """A saved Topology (`to_json`), every field checked: an InputError
+        naming `where` and the field path ("numa_nodes[2].cpuset")."""
+        return _unwrap(decode_saved(where, data, _Saved, SCHEMA, WHAT))
 
     @classmethod
-    def from_json(cls, text: str) -> "Topology":
-        import json
+    def from_dict(cls, d: object, where: str = "topology", at: str = "") -> "Topology":
+        """A saved Topology already parsed (one part of a check document:
+        `at` is where it sits, "topology")."""
+        from .. import records
 
-        return cls.from_dict(json.loads(text))
-
-
-# --- generic record <-> JSON -------------------------------------------------------
-
-
-def _encode(obj: object) -> object:
-    if isinstance(obj, CpuSet):
-        return obj.format()
-    if isinstance(obj, _Record):
-        d = obj.__dict__
-        return {n: _encode(d[n]) for n in obj._fields}
-    if isinstance(obj, (tuple, list)):
-        return [_encode(x) for x in obj]
-    if hasattr(type(obj), "__dataclass_fields__"):  # a dataclass of another module
-        import dataclasses
-
-        return {f.name: _encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    return obj
+        _check_schema(where, d.get("schema") if isinstance(d, dict) else None, SCHEMA, WHAT)
+        return _unwrap(records.convert(where, d, _Saved, WHAT, at, dec_hook=_cpuset))
 
 
-_HINTS: dict[type, dict[str, object]] = {}
+# --- records <-> JSON ----------------------------------------------------------------
+
+WHAT = "nodemap topology export"
 
 
-def _hints(tp: type) -> dict[str, object]:
-    """The field types of a record: its annotations evaluated here, as
-    typing.get_type_hints does ("tuple[Port, ...]" -> tuple[Port, ...])."""
-    hints = _HINTS.get(tp)
-    if hints is None:
-        hints = _HINTS[tp] = {k: eval(v, globals()) if isinstance(v, str) else v  # noqa: S307 (own annotations)
-                              for k, v in tp.__annotations__.items()}
-    return hints
+class _Saved(Topology, kw_only=True):
+    """A Topology as saved: with its schema."""
+
+    schema: str
 
 
-def _decode(tp: object, value: object) -> object:
-    """`value` read from JSON as type `tp`; a value of another type is a
-    ValueError naming the field, not a surprise in the renderer."""
-    if tp is CpuSet:
-        _expect(isinstance(value, str), "a CPU list such as '0-3'", value)
-        return CpuSet.parse(value)
-    if getattr(tp, "__origin__", None) is tuple:
-        _expect(isinstance(value, list), "a list", value)
-        args = tp.__args__
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], x) for x in value)
-        return tuple(_decode(a, x) for a, x in zip(args, value))
-    if isinstance(tp, type) and issubclass(tp, _Record):
-        _expect(isinstance(value, dict), f"a {tp.__name__} object", value)
-        hints = _hints(tp)
-        unknown = set(value) - set(tp._fields)
-        if unknown:
-            raise ValueError(f"unknown field(s) {sorted(unknown)[:5]} in {tp.__name__}")
-        out = {}
-        for k, v in value.items():
-            try:
-                out[k] = _decode(hints[k], v)
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"{tp.__name__}.{k}: {e}") from None
-        return tp(**out)
-    if tp is float:
-        _expect(isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-                and abs(value) != float("inf"), "a finite number", value)
-        return float(value)
-    if tp is int:
-        _expect(isinstance(value, int) and not isinstance(value, bool), "an integer", value)
-    elif tp in (str, bool):
-        _expect(isinstance(value, tp), "a string" if tp is str else "true or false", value)
+def _unwrap(saved: _Saved) -> Topology:
+    return Topology(**{name: getattr(saved, name) for name in Topology.__struct_fields__})
+
+
+def decode_saved(where: str, data: bytes | str, saved: type, schema: str, what: str):
+    """A saved record (`saved`: its type with a `schema` field) from JSON,
+    every field checked; a document of another schema is refused first, so a
+    foreign file is named as one, not by its first unknown field."""
+    from .. import records
+
+    if isinstance(data, str):  # (to_json's text)
+        data = data.encode("utf-8", "surrogatepass")
+    _check_schema(where, records.schema_of(where, data, what), schema, what)
+    return records.decode(where, data, saved, what, dec_hook=_cpuset)
+
+
+def _check_schema(where: str, got: object, schema: str, what: str) -> None:
+    if got != schema:
+        from ..errors import InputError
+
+        raise InputError(where, f"not a {what} (schema {got!r}, expected {schema!r}); give one as nodemap wrote it")
+
+
+def to_builtins(record: _Record) -> dict[str, object]:
+    """A record as JSON's types: a CpuSet as its list ("0-3,8"), tuples as lists."""
+    return _lists(msgspec.to_builtins(record, enc_hook=_cpulist))
+
+
+def _lists(value: object) -> object:
+    # (msgspec.to_builtins keeps tuples: readers of to_dict get JSON's lists, as json.loads gives them)
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_lists(v) for v in value]
     return value
 
 
-def _expect(ok: bool, what: str, value: object) -> None:
-    if not ok:
-        text = repr(value)
-        raise ValueError(f"expected {what}, found {type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}")
+def _cpulist(obj: object) -> str:
+    if isinstance(obj, CpuSet):
+        return obj.format()
+    raise NotImplementedError(f"{type(obj).__name__} in a record")
+
+
+def _cpuset(tp: type, obj: object) -> CpuSet:
+    """msgspec's dec_hook: a CPU list ("0-3,8") as a CpuSet."""
+    if tp is not CpuSet:
+        raise NotImplementedError(f"{tp} in a record")
+    if not isinstance(obj, str):
+        raise TypeError(f"Expected `str`, got `{type(obj).__name__}`")
+    return CpuSet.parse(obj)  # its CpuSetError is a ValueError: named with the field

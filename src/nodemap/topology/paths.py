@@ -21,8 +21,6 @@ upstream bridges). Without a PCI path the class falls back to NUMA locality
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .cpuset import CpuSet
 from .model import GPU, NIC, Topology, _Record
 
@@ -67,10 +65,7 @@ XGMI_LEGEND = ("XGMI#", "Connection traversing AMD xGMI (Infinity Fabric) links 
 _LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
-@dataclass(frozen=True)
 class Path(_Record):
-    """A frozen dataclass-like record (see nodemap.topology.model)."""
-
     kind: str  # one of ORDER
     nvlinks: int = 0
     bandwidth_gbs: float = 0.0  # per direction, 0 unknown

@@ -17,7 +17,7 @@ import tarfile
 
 from ..errors import InputError, NodemapError
 from ..scratch import scratch_dir
-from .model import Topology
+from .model import Topology, replace
 
 __all__ = ["open_input", "read_tarball", "read_dir", "unpack", "find_root"]
 
@@ -221,6 +221,4 @@ def _safe_name(path: str, name: str) -> str:
 
 
 def _sourced(topo: Topology, path: str) -> Topology:
-    import dataclasses
-
-    return dataclasses.replace(topo, source=f"sysfs:{path}")
+    return replace(topo, source=f"sysfs:{path}")
