@@ -12,7 +12,7 @@ bench kind's internals. Keys are the same on every node of a fleet.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable
 
 from ..bench.endpoints import Endpoint, of_key
@@ -315,9 +315,9 @@ def _add_remote_peaks(figs: list[Figure]) -> None:
             ref = local.get((f.key.split("/")[0], _gpu_of(f)))
         elif f.key.startswith("numa/bw/") and _numa_pair(f)[0] != _numa_pair(f)[1]:
             ref = numa_local.get(_numa_pair(f)[0])
-            f = _with(f, kind="numa_remote", part="remote NUMA")
+            f = replace(f, kind="numa_remote", part="remote NUMA")
         if f.kind in ("h2d_remote", "numa_remote"):
-            figs[i] = _with(f, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
+            figs[i] = replace(f, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
 
 
 def _numa_pair(f: Figure) -> tuple[int | None, int | None]:
@@ -329,7 +329,7 @@ def _unjudged_if_contradicted(f: Figure, messages: list[str]) -> Figure:
     """A cache level the latency curve contradicts (a VM shown the host's
     L3) is no measure of that cache: recorded, not judged."""
     if f.area == "latency" and f.part != "DRAM" and any(m.startswith(f"{f.part}: ") for m in messages):
-        return _with(f, kind="", label=f.label + " (the curve contradicts the predicted level: not judged)")
+        return replace(f, kind="", label=f.label + " (the curve contradicts the predicted level: not judged)")
     return f
 
 
@@ -342,11 +342,7 @@ def _one_numa_stream(figs: list[Figure], topo: Topology | None) -> list[Figure]:
     are the same path (every core of node 0 on its memory): peers."""
     if topo is None or len(topo.numa_nodes) != 1:
         return figs
-    return [_with(f, group="numa/bw/local") if f.key == "host/stream/triad" else f for f in figs]
-
-
-def _with(f: Figure, **changes: Any) -> Figure:
-    return Figure(**{**asdict(f), **changes})
+    return [replace(f, group="numa/bw/local") if f.key == "host/stream/triad" else f for f in figs]
 
 
 def nccl_link(figs: list[Figure]) -> tuple[str, float | None, str]:
@@ -361,7 +357,7 @@ def nccl_link(figs: list[Figure]) -> tuple[str, float | None, str]:
 def with_nccl_peak(figs: list[Figure]) -> list[Figure]:
     klass, peak, source = nccl_link(figs)
     # "NV18, 2 GPUs": the limit rows tell a link class and, where it matters, the GPU count
-    return [_with(f, part=f"{klass}, {f.part}" if klass else f.part, peak=peak, peak_source=source)
+    return [replace(f, part=f"{klass}, {f.part}" if klass else f.part, peak=peak, peak_source=source)
             if f.kind == "nccl" else f for f in figs]
 
 
@@ -375,7 +371,7 @@ def _with_mpi_device_peak(figs: list[Figure]) -> list[Figure]:
         if f.kind == "mpi_device" and d2d:
             same = [d for d in d2d if d.path_class == f.path_class]
             over = same[0].path_class if same else "all GPU pairs"  # no pair on the MPI pair's path class
-            f = _with(f, peak=median(d.value for d in same or d2d),
+            f = replace(f, peak=median(d.value for d in same or d2d),
                       peak_source=f"median GPU<->GPU copy-engine write over {over} on this node")
         out.append(f)
     return out

@@ -674,7 +674,7 @@ def _collect(comm: Any, mine: list[Result], places: list[mc.Place], a: int, b: i
     if got is None:
         return []
     path = f"{places[a].label()} -> {places[b].label()}"
-    return [_with(r, path=path + via(r.params.get("transport", "")), path_class=cls)
+    return [dataclasses.replace(r, path=path + via(r.params.get("transport", "")), path_class=cls)
             for r in (Result.from_dict(d) for part in got for d in part)]
 
 
@@ -682,9 +682,6 @@ def via(transport: str) -> str:
     return {"staged": " (staged: GPU -> pinned host -> MPI -> pinned host -> GPU)",
             "cuda-aware": " (device buffers straight to MPI)"}.get(transport, "")
 
-
-def _with(r: Result, **kw: Any) -> Result:
-    return dataclasses.replace(r, **kw)
 
 # --- multi-rail -----------------------------------------------------------------
 
