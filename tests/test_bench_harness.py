@@ -154,6 +154,14 @@ def test_other_errors_name_what_was_typed(argv, want, capsys, monkeypatch):
     assert capsys.readouterr().err.strip().startswith(want)
 
 
+def test_a_bad_option_under_a_malformed_rank_variable_is_still_one_line(capsys, monkeypatch):
+    """The refusal asks the launcher's rank (rank 0 says it); a rank variable
+    that is not a number is then that process's to say, not a NameError."""
+    monkeypatch.setenv("PMI_RANK", "abc")
+    assert cli.main(["bench", "memory", "--repeats", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("nodemap bench memory: error: --repeats 0")
+
+
 def test_placement_without_cupy_says_so_as_every_gpu_kind(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
     for kind in ("placement", "gpu"):

@@ -30,7 +30,6 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TextIO
 
-from ..units import gbps  # noqa: F401  (kinds import the bandwidth rule from here)
 from . import interrupt
 from .results import Result, ResultSet
 

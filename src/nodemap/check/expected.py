@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..topology.model import NIC, PciDevice, Topology
+from ..topology.model import PciDevice, Topology
 from ..units import format_size
 from .inventory import Check
 

@@ -76,6 +76,7 @@ def _launcher_rank() -> int:
     import os
 
     from .. import env
+    from ..errors import NodemapError
 
     try:
         rank = env.global_rank(os.environ)

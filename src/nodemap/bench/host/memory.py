@@ -17,11 +17,11 @@ from ...errors import NodemapError
 from ...topology.cpuset import CpuSet, CpuSetError
 from ...topology.model import Topology
 from ...topology.sysfs import nodes_undercount
-from ...units import format_size, parse_size
+from ...units import format_size, gbps, parse_size
 from .. import driver
 from . import kernels as hostkernels, thread_orders
 from ..driver import Case, Common, Plan, Repeats, add_adaptive
-from ..harness import add_shared, check_count, gbps
+from ..harness import add_shared, check_count
 from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
 
