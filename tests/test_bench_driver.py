@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import types
 from dataclasses import dataclass
 
@@ -410,3 +411,64 @@ def test_ranks_running_together_stop_a_case_alone_and_end_where_they_agree(tmp_p
         assert cases[1].calls == []  # another rank's case: nothing measured here
         out = capsys.readouterr()
         assert bool(out.out) == root and (tmp_path / f"{root}.json").exists() == root
+
+
+class Hangs(Fake):
+    """Its second case's repetition never returns by itself (a hung kernel, a lost device)."""
+
+    def run(self):
+        self.calls.append("run")
+        if self.label == "b":
+            time.sleep(8)
+        return 1.0
+
+
+def test_timeout_ends_a_repetition_that_never_returns_and_keeps_the_finished_cases(tmp_path, capsys):
+    # was: --timeout only raised the stop flag, which a repetition stuck in one call never reads: the
+    # run went on as long as the call (here 8 s; a hung kernel: for ever)
+    mod = _fake_kind()
+    mod.plan = lambda opts: Plan("bench fake", [Hangs([1.0], "a"), Hangs([1.0], "b"), Hangs([1.0], "c")],
+                                 text=lambda rs: "")
+    args = types.SimpleNamespace(json=True, output=str(tmp_path / "r.json"), quiet=True, timeout=0.5,
+                                 topology=None, repeats=2)
+    t0 = time.monotonic()
+    assert driver.main(mod, args) == 2
+    assert time.monotonic() - t0 < 5
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert [r["metric"] for r in saved["results"]] == ["a"] and not saved["complete"]
+    assert any("ran longer than --timeout 0.5 s" in m for m in saved["messages"])
+
+
+GIL_HELD_KIND = """
+import ctypes, sys, types
+from nodemap.bench import driver, harness
+from nodemap.bench.driver import Case, Common, Plan
+from nodemap.bench.results import make_result
+
+harness.TIMEOUT_KILL = 1.0  # s past --timeout before the forked watchdog ends the process (10 s by default)
+
+class Held(Case):
+    label = "held"
+    def run(self):
+        ctypes.PyDLL(None).sleep(20)  # keeps the GIL: no thread of this process runs until it returns
+        return 1.0
+    def results(self, samples):
+        return [make_result("held", "held", "s", samples, verified=True)]
+
+mod = types.ModuleType("held_kind")
+mod.Options = Common
+mod.plan = lambda opts: Plan("bench held", [Held()], text=str)
+args = types.SimpleNamespace(json=True, output=None, quiet=True, timeout=0.5, topology=None, repeats=1)
+sys.exit(driver.main(mod, args))
+"""
+
+
+def test_timeout_ends_a_process_a_call_holding_the_gil_keeps_from_stopping():
+    import subprocess
+    import sys
+
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", GIL_HELD_KIND], capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert took < 10, (took, p.stderr)  # 0.5 s + 1 s, not the call's 20 s
+    assert p.returncode != 0 and "--timeout 0.5" in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, TextIO
 
 from . import interrupt
@@ -264,23 +265,44 @@ class _Autosave:
 class _Watchdog:
     """--timeout for kinds that do not bound their own steps: a case (the
     time between two completed cases) running longer stops the run as
-    Ctrl-C would, and the run ends with exit 2."""
+    Ctrl-C would, and the run ends with exit 2 and what was measured.
+    Through proc.cut_after, because a stop flag alone is read only between
+    repetitions: the flag (kernels that poll it stop within a repetition),
+    a KeyboardInterrupt in the main thread CUT_GRACE s later (a repetition
+    stuck in one call: a sleep, a wait, a hung device), and TIMEOUT_KILL s
+    past the timeout the forked watchdog ends a process that a call
+    holding the GIL keeps from stopping (what --output saved stays)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.cut: ExitStack | None = None
         self.timer: threading.Timer | None = None
 
     def arm(self) -> None:
         self.cancel()
-        self.timer = threading.Timer(self.seconds, interrupt.request, args=(TIMEOUT,))
-        self.timer.daemon = True
-        self.timer.start()
+        stop = functools.partial(interrupt.request, TIMEOUT)
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            self.timer = threading.Timer(self.seconds, stop)
+            self.timer.daemon = True
+            self.timer.start()
+            return
+        from ..proc import cut_after
+
+        line = (f"nodemap bench: error: a case ran past --timeout {self.seconds:g} s and a call that holds the "
+                "interpreter kept it from stopping: ended (--output keeps the cases done before it)")
+        self.cut = ExitStack()
+        self.cut.enter_context(cut_after(self.seconds, stop, line, kill=TIMEOUT_KILL))
 
     def cancel(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
+            self.timer = None
+        if self.cut is not None:
+            cut, self.cut = self.cut, None
+            cut.close()
 
 
+TIMEOUT_KILL = 10.0  # s past --timeout before the process is ended from outside (proc.CUT_KILL)
 TIMEOUT = "timeout"
 INTERRUPTED = "interrupted (Ctrl-C): the results are what was measured until then"
 CUT = "cut at the end of nodemap check's --budget: the results are what was measured until then"
