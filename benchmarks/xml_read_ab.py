@@ -16,7 +16,11 @@ table times the reader alone in-process: `hwloc_xml.parse` (its mask cache
 cleared first, as in a fresh process) and `render.tree`, best of 20 in one
 child per revision, children alternating (--in-process N: N children each).
 
-Run: python benchmarks/xml_read_ab.py REV_BEFORE REV_AFTER X.xml... [--repeat 20] [--in-process 5] [--lstopo PATH]
+`live` in place of a file times both on this machine (`nodemap topo`
+against `lstopo-no-graphics --of console`, no --input; no in-process table):
+what the model's import costs shows there (issue 31).
+
+Run: python benchmarks/xml_read_ab.py REV_BEFORE REV_AFTER X.xml|live... [--repeat 20] [--in-process 5] [--lstopo PATH]
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launch_ab import _one, _tree, summary  # noqa: E402  (one way to time a child: launch_ab's)
 
+LIVE = "live"  # this machine, not a file
+
 
 def _topo(tree: str, xml: str) -> list[str]:
     # -S keeps the editable install's import hook out; defusedxml still comes
@@ -40,12 +46,16 @@ def _topo(tree: str, xml: str) -> list[str]:
 
     code = (f"import sys; sys.path.insert(0, {tree!r}); sys.path += {site.getsitepackages()!r}; "
             "from nodemap.cli import main; sys.argv[0] = 'nodemap'; sys.exit(main())")
-    return [sys.executable, "-S", "-c", code, "topo", "--input", xml]
+    return [sys.executable, "-S", "-c", code, "topo", *_input(xml)]
+
+
+def _input(xml: str) -> list[str]:
+    return [] if xml == LIVE else ["--input", xml]
 
 
 def _cases(trees: dict[str, str], xml: str, lstopo: str) -> list[tuple[str, list[str]]]:
     cases = [(f"nodemap {name}", _topo(tree, xml)) for name, tree in trees.items()]
-    return cases + [("lstopo", [lstopo, "--input", xml, "--of", "console"]),
+    return cases + [("lstopo", [lstopo, *_input(xml), "--of", "console"]),
                     ("python -S -c pass", [sys.executable, "-S", "-c", "pass"])]
 
 
@@ -68,7 +78,7 @@ def _in_process(trees: dict[str, str], xmls: list[str], children: int, env: dict
 
     print("| file | revision | parse best ms | tree best ms |")
     print("|---|---|---|---|")
-    for xml in xmls:
+    for xml in (x for x in xmls if x != LIVE):
         best: dict[str, list[float]] = {name: [float("inf")] * 2 for name in trees}
         for _ in range(children):
             for name, tree in trees.items():

@@ -62,13 +62,10 @@ class Plan(_Record):
     def from_json(cls, data: bytes | str, where: str = "plan") -> "Plan":
         """A saved plan (`to_json`), every field checked: an InputError
         naming `where` and the field path ("tasks[2].cpus")."""
-        return decode_saved(where, data, _Saved, PLAN_SCHEMA, "nodemap plan").plan()
+        return decode_saved(where, data, _Saved, PLAN_SCHEMA, "nodemap plan")
 
 
 class _Saved(Plan, kw_only=True):
     """A Plan as saved: with its schema."""
 
     schema: str
-
-    def plan(self) -> Plan:
-        return Plan(self.request, self.tasks, self.level, self.notes)

@@ -314,7 +314,7 @@ class Topology(_Record):
     def from_json(cls, data: bytes | str, where: str = "topology") -> "Topology":
         """A saved Topology (`to_json`), every field checked: an InputError
         naming `where` and the field path ("numa_nodes[2].cpuset")."""
-        return _unwrap(decode_saved(where, data, _Saved, SCHEMA, WHAT))
+        return decode_saved(where, data, _Saved, SCHEMA, WHAT)
 
     @classmethod
     def from_dict(cls, d: object, where: str = "topology", at: str = "") -> "Topology":
@@ -337,20 +337,22 @@ class _Saved(Topology, kw_only=True):
     schema: str
 
 
-def _unwrap(saved: _Saved) -> Topology:
-    return Topology(**{name: getattr(saved, name) for name in Topology.__struct_fields__})
+def _unwrap(saved: _Record) -> _Record:
+    """The record a saved one (a subclass adding `schema`) holds."""
+    cls = type(saved).__bases__[0]
+    return cls(**{name: getattr(saved, name) for name in cls.__struct_fields__})
 
 
 def decode_saved(where: str, data: bytes | str, saved: type, schema: str, what: str):
-    """A saved record (`saved`: its type with a `schema` field) from JSON,
-    every field checked; a document of another schema is refused first, so a
-    foreign file is named as one, not by its first unknown field."""
+    """The record saved as JSON (`saved`: a subclass of its type adding a
+    `schema` field), every field checked; a document of another schema is
+    refused first, so a foreign file is named as one, not by its first unknown field."""
     from .. import records
 
     if isinstance(data, str):  # (to_json's text)
         data = data.encode("utf-8", "surrogatepass")
     _check_schema(where, records.schema_of(where, data, what), schema, what)
-    return records.decode(where, data, saved, what, dec_hook=_cpuset)
+    return _unwrap(records.decode(where, data, saved, what, dec_hook=_cpuset))
 
 
 def _check_schema(where: str, got: object, schema: str, what: str) -> None:
