@@ -426,7 +426,7 @@ class Coordinator:
             name = waiting.pop(src, None)
             if name:
                 out[name] = rep.get("remeasured", {})
-        for leader, name in waiting.items():
+        for name in waiting.values():
             self.late = True
             self.nodes[name].state = f"node check done; no re-measure within {self.cfg.check_timeout:g} s"
             out[name] = {k: f"no answer within {self.cfg.check_timeout:g} s" for k in asked[name]}
