@@ -13,18 +13,17 @@ defaults, so each holds only what its findings say.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-# The levels of a finding, lowest first (check/verdicts.RANK orders them
-# among the other verdicts): info is recorded, not wrong (a GPU shared
-# against the plan); warn needs a look; fail is a fault.
-VERDICTS = ("info", "warn", "fail")
+# The level of a finding (check/verdicts.RANK orders it among the other
+# verdicts): info is recorded, not wrong (a GPU shared against the plan);
+# warn needs a look; fail is a fault.
 Verdict = Literal["info", "warn", "fail"]
 # What has to change: the node's configuration (the job's environment, the
 # site's) or its hardware; "" where the domain does not tell them apart.
 CAUSES = ("configuration", "hardware")
-Cause = Literal["", "configuration", "hardware"]
+Cause = Literal[("",) + CAUSES]
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,6 @@ class Finding:
     def key(self) -> str:
         """The first key it rests on ("" when none)."""
         return self.keys[0] if self.keys else ""
-
-    def but(self, **changes: Any) -> Finding:
-        """A copy with `changes`."""
-        return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields, less those at their defaults (verdict and text always)."""

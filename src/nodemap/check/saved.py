@@ -21,9 +21,9 @@ from typing import Any, Literal
 import msgspec
 
 from .. import records
-from ..finding import CAUSES, Finding
 from ..bench import resultfile
 from ..bench.results import ResultSet
+from ..finding import Cause, Finding
 from .expectations import Limit
 from .figures import AREAS, Figure
 from .inventory import Check, Skipped
@@ -78,9 +78,9 @@ class _Judgement(msgspec.Struct):  # a figure's verdict (check/verdicts.py Judge
     noisy: bool = False
 
 
-class _Words(msgspec.Struct):  # of a check, and of a finding (its verdict and cause: the Finding's types)
+class _Words(msgspec.Struct):  # a check's; for a finding, its area (its verdict and cause are typed in Finding)
     verdict: Literal[VERDICTS]
-    cause: Literal[("",) + CAUSES] = ""
+    cause: Cause = ""
     area: Literal[AREAS] = "inventory"
 
 

@@ -74,12 +74,12 @@ def node_class(topo: dict[str, Any] | None) -> str:
     return cpus[0] if cpus else "unknown"
 
 
-def severity(name: str) -> str:
+def verdict(name: str) -> str:
     return "fail" if name.startswith(FAIL_PREFIXES) else "warn"
 
 
 def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
-    """node -> [(severity, sentence)] for every fact that differs from the
+    """node -> [(fail | warn, sentence)] for every fact that differs from the
     value most nodes (of these, one class) have; a fact without a majority
     value sets no norm."""
     n = len(node_facts)
@@ -101,7 +101,7 @@ def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[s
             mine = f.get(k)
             if not _same(k, mine, v):
                 what = "absent" if mine is None else _show(k, mine)
-                found.append((severity(k), f"{k} {what} where {held} of {n} nodes have {_show(k, v)}"))
+                found.append((verdict(k), f"{k} {what} where {held} of {n} nodes have {_show(k, v)}"))
         if found:
             out[node] = found
     return out

@@ -34,7 +34,7 @@ import gc
 import math
 import statistics
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Iterator
 
 from ..bench.intervals import Interval
@@ -95,10 +95,7 @@ class Node:
     facts: dict[str, Any] = field(default_factory=dict)
     last_state: str = ""  # for a missing node: the last thing it said
     busy: str = ""  # its own check found the node busy (check/busy.py): the first reason; "" when idle
-    # the node check's own (verdict, sentence, what, measured): `what` names a configuration finding
-    # ("configuration:MPI:mpi/DD/bw") so one the whole fleet shares is told apart ("" otherwise);
-    # `measured`, the figure keys it rests on ("" for inventory), so one measured beside other checks is told apart
-    findings: list[tuple[str, str, str, str]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # its own check's (`_own`)
     rejected: list[str] = field(default_factory=list)  # figures left out as impossible ("figures[3].value = inf ...")
     set_aside: set[str] = field(default_factory=set)  # keys that are no evidence (rejected, not judged, inconclusive)
     # where and when it was measured (`measured_on`): nodes sharing a host at the same time contend
@@ -209,17 +206,21 @@ def _when(stamp: Any) -> float | None:
         return None
 
 
-def _own(finding: Any) -> tuple[str, str, str, str]:
-    """A node check's finding: (warn | fail, its sentence, what it is when
-    its cause is configuration, the measured figures it rests on)."""
+def _own(finding: Any) -> Finding:
+    """A node check's finding, fail or warn (the oldest node documents held a sentence)."""
     if isinstance(finding, str):
-        return "warn", finding, "", ""
-    verdict = "fail" if finding.get("verdict") == "fail" else "warn"
-    keys = [str(k) for k in finding.get("keys") or ()]
-    configuration = finding.get("cause") == "configuration"
-    what = f"configuration:{finding.get('area', '')}:{','.join(keys)}" if configuration else ""
-    measured = ",".join(k for k in keys if not k.startswith("inventory/"))
-    return verdict, str(finding.get("text") or finding.get("message") or finding), what, measured
+        return Finding("warn", finding)
+    return Finding("fail" if finding.get("verdict") == "fail" else "warn",
+                   str(finding.get("text") or finding.get("message") or finding),
+                   keys=tuple(str(k) for k in finding.get("keys") or ()),
+                   cause="configuration" if finding.get("cause") == "configuration" else "",
+                   area=str(finding.get("area", "")))
+
+
+def _configuration(f: Finding) -> str:
+    """What a configuration finding is ("MPI:mpi/DD/bw"), so one the whole
+    fleet shares is told apart; "" for any other."""
+    return f"{f.area}:{','.join(f.keys)}" if f.cause == "configuration" else ""
 
 
 def missing_node(name: str, last_state: str) -> Node:
@@ -613,18 +614,18 @@ def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Reme
         rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
         if rounds is None or isinstance(rounds, str):
             why = "saved documents" if remeasured is None else rounds or "no value came back"
-            out.append(f.but(text=f.text + f"; not re-measured ({why})") if f.verdict == "fail" else f)
+            out.append(replace(f, text=f.text + f"; not re-measured ({why})") if f.verdict == "fail" else f)
             continue
         b = by[(f.node, f.key)]
         state, values, p = settle(f, figures[f.node][f.key], rounds, b, th)
         v = f"re-measured {', '.join(values)} {b.unit}".rstrip() + f" ({_pooled_text(p, b, th)})"
         if state == "drain":
-            out.append(f.but(verdict="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
+            out.append(replace(f, verdict="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
         elif state == "clear":
-            out.append(f.but(verdict="warn", text=f.text + f"; {v}: {OUTCOMES['transient']}"))
+            out.append(replace(f, verdict="warn", text=f.text + f"; {v}: {OUTCOMES['transient']}"))
         else:
-            out.append(f.but(verdict="warn", text=f.text + f"; {v}: neither wholly below the line nor above "
-                             f"it in {REMEASURES}: {OUTCOMES['unsettled']}"))
+            out.append(replace(f, verdict="warn", text=f.text + f"; {v}: neither wholly below the line nor above "
+                               f"it in {REMEASURES}: {OUTCOMES['unsettled']}"))
     return out
 
 
@@ -687,8 +688,8 @@ def contended(f: Finding, shared: set[str]) -> Finding:
     (against the fleet, or its own check's limits): a warning. Its inventory
     and topology failures stand: contention does not remove a GPU."""
     if f.node in shared and f.kind in ("figure", "check") and f.key and f.verdict == "fail":
-        return f.but(verdict="warn", kind="contention", text=f.text + "; measured beside other checks on "
-                     "the same host: contention, not drained")
+        return replace(f, verdict="warn", kind="contention", text=f.text + "; measured beside other checks on "
+                       "the same host: contention, not drained")
     return f
 
 
@@ -721,17 +722,19 @@ def own_findings(nodes: list[Node]) -> tuple[list[Finding], list[str]]:
     whatever the fleet size, and notes. A configuration failure every node
     shares (MPI without CUDA support on every node) is the fleet's to fix once:
     a note, and on each node a warning, not a reason to drain them all."""
-    shared = set.intersection(*({w for v, _, w, _ in n.findings if v == "fail" and w} for n in nodes)) \
-        if len(nodes) > 1 else set()
+    shared = set.intersection(*({_configuration(f) for f in n.findings if f.verdict == "fail"} - {""}
+                                for n in nodes)) if len(nodes) > 1 else set()
     out, notes = [], {}
     for n in nodes:
-        for verdict, text, what, measured in n.findings:
+        for f in n.findings:
+            verdict, what = f.verdict, _configuration(f)
             if what in shared:
                 verdict = "warn"
-                notes.setdefault(what, f"every node ({len(nodes)}), e.g. {n.name}: {text}; configuration the whole "
+                notes.setdefault(what, f"every node ({len(nodes)}), e.g. {n.name}: {f.text}; configuration the whole "
                                        "fleet shares: fix it once, no node is drained for it")
-            out.append(Finding(verdict, f"its own check: {text}", keys=tuple(measured.split(",")) if measured else (),
-                               node=n.name, kind="check"))
+            # the measured figures it rests on (not inventory): one measured beside other checks is told apart
+            measured = tuple(k for k in f.keys if not k.startswith("inventory/"))
+            out.append(Finding(verdict, f"its own check: {f.text}", keys=measured, node=n.name, kind="check"))
     return out, list(notes.values())
 
 
@@ -776,7 +779,7 @@ def topology_findings(nodes: list[Node]) -> list[Finding]:
     out = []
     for group in by_class.values():
         for node, diffs in factsmod.differences(group).items():
-            out += [Finding(sev, text, node=node, kind="topology") for sev, text in diffs]
+            out += [Finding(verdict, text, node=node, kind="topology") for verdict, text in diffs]
     return out
 
 
