@@ -17,7 +17,7 @@ them afterwards, as for every source.
 from __future__ import annotations
 
 from .model import GPU, Link, Topology, gpu_order, norm_bus_id, replace
-from .nvml import _text, _try
+from .nvml import _SmiGpu, _text, _try
 from .sysfs import pcie_generation, xgmi_hops
 
 TYPE_CHECKING = False
@@ -30,19 +30,8 @@ _XGMI = 2  # AMDSMI_IOLINK_TYPE_XGMI, where the package lacks AmdSmiIoLinkType
 _NA = "N/A"  # what the package returns for a field the device does not report
 
 
-class _AmdGpu:
-    """One GPU as AMD SMI reports it (filled in by _read_gpu)."""
-
-    def __init__(self, index: int, handle: Any, bus_id: str) -> None:
-        self.index = index
-        self.handle = handle
-        self.bus_id = bus_id
-        self.name = ""
-        self.memory = 0
-        self.uuid = ""
-        self.numa = -1
-        self.gen = self.width = 0  # current PCIe link, else the maximum
-        self.max_width = 0
+class _AmdGpu(_SmiGpu):
+    """One GPU as AMD SMI reports it (filled in by _read_gpu; its link now, else the maximum)."""
 
 
 def enrich(topo: Topology, required: bool = False) -> Topology:

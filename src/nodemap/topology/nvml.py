@@ -43,22 +43,25 @@ _ENUM_GEN = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
 _REMOTE_GPU, _REMOTE_NPU, _REMOTE_SWITCH = 0, 1, 2  # nvmlIntNvLinkDeviceType_t
 
 
-class _NvGpu:
+class _SmiGpu:
+    """One GPU as a management library (NVML, AMD SMI) reports it, by its handle and PCI bus id."""
+
+    def __init__(self, index: int, handle: Any, bus_id: str) -> None:
+        self.index, self.handle, self.bus_id = index, handle, bus_id
+        self.name = self.uuid = ""
+        self.memory = 0
+        self.gen = self.width = 0  # the PCIe link now
+        self.max_width = 0  # what the link can train at (an idle GPU trains down: the peak is this)
+        self.numa = -1
+
+
+class _NvGpu(_SmiGpu):
     """One GPU as NVML reports it (filled in by _read_gpus)."""
 
     def __init__(self, index: int, handle: Any, bus_id: str) -> None:
-        self.index = index
-        self.handle = handle
-        self.bus_id = bus_id
-        self.name = ""
-        self.memory = 0
-        self.uuid = ""
-        self.gen = 0
-        self.width = 0
-        self.max_gen = 0  # what the link can train at (an idle GPU trains down: the peak is this)
-        self.max_width = 0
+        super().__init__(index, handle, bus_id)
+        self.max_gen = 0  # as max_width
         self.cpuset = CpuSet()
-        self.numa = -1
         self.arch = -1
         self.links: list[tuple[str, int, int]] = []  # (remote bus id, type, version)
         self.mig: tuple[str, ...] | None = None  # MIG device UUIDs when MIG mode is on
