@@ -113,7 +113,7 @@ INCONCLUSIVE = "inconclusive"
 
 
 def node_from_doc(doc: dict[str, Any]) -> Node:
-    """A node check document (schema nodemap.check/1) as the fleet sees it.
+    """A node check document (schema nodemap.check/2 or /1) as the fleet sees it.
     A figure that is not a finite number >= 0 is left out and named in
     `rejected` (the reader refuses the file, the driver says it)."""
     topo = doc.get("topology")

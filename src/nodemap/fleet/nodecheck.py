@@ -1,6 +1,6 @@
 """What a node leader runs for the fleet: the node's own check (`nodemap
 check`'s entry, fleet/command.py), as one document (schema
-nodemap.check/1), through the test hooks that let ranks on
+nodemap.check/2), through the test hooks that let ranks on
 one machine act as different nodes and inject faults.
 
 Test hooks (environment, read only here):
