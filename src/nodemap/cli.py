@@ -52,7 +52,6 @@ def build_parser(only: str | None = None, words: list[str] | None = None) -> arg
     command line after `only`, for a command with subcommands (bench) to
     build only the one named."""
     import argparse
-    import importlib
 
     from . import commands
 
@@ -68,15 +67,9 @@ def build_parser(only: str | None = None, words: list[str] | None = None) -> arg
     )
     p.add_argument("--version", action="version", version=f"nodemap {__version__}")
     p.set_defaults(_parser=p)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (modname, help_) in COMMANDS.items():
-        # the stubs keep `nodemap run` (every rank) from importing every command's module
-        # and building its options: the one trick kept for the per-rank launch time
-        if only is not None and name != only:
-            sub.add_parser(name, help=help_)
-            continue
-        mod = importlib.import_module(modname)
-        commands.add_command(sub, name, mod, help_, words).set_defaults(_module=mod)
+    # the stubs keep `nodemap run` (every rank) from importing every command's module
+    # and building its options: the one trick kept for the per-rank launch time
+    commands.add_commands(p.add_subparsers(dest="command", metavar="COMMAND"), COMMANDS, only, "_module", words)
     return p
 
 

@@ -22,3 +22,19 @@ def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None)
         mod.add_arguments(sp)
     sp.set_defaults(_parser=sp)
     return sp
+
+
+def add_commands(sub, registry: dict[str, tuple[str, str]], only: str | None, module_dest: str,
+                 words: list[str] | None = None) -> None:
+    """A parser per entry of `registry` (name -> (module, help)), its module
+    stored in `module_dest`; with `only`, every other entry is a help-only
+    stub whose module is not imported (the per-rank launch time of `nodemap
+    run`, `bench KIND --help` without importing every kind)."""
+    import importlib
+
+    for name, (modname, help_) in registry.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_)
+            continue
+        mod = importlib.import_module(modname)
+        add_command(sub, name, mod, help_, words).set_defaults(**{module_dest: mod})

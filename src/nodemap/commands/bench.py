@@ -8,7 +8,6 @@ nodemap.bench.harness.
 from __future__ import annotations
 
 import argparse
-import importlib
 
 
 DESCRIPTION = """\
@@ -27,16 +26,10 @@ def add_arguments(p: argparse.ArgumentParser, words: list[str] | None = None) ->
     (`bench memory --help` imported all ten kinds: 0.6 s against 0.1 s for
     `topo --help` on the 2-vCPU CI VM)."""
     from ..bench.kinds import BENCHES
-    from . import add_command
+    from . import add_commands
 
     kind = next((w for w in words if not w.startswith("-")), "") if words is not None else None
-    sub = p.add_subparsers(dest="bench", metavar="KIND")
-    for name, (modname, help_) in BENCHES.items():
-        if kind is not None and name != kind:
-            sub.add_parser(name, help=help_)
-            continue
-        mod = importlib.import_module(modname)
-        add_command(sub, name, mod, help_).set_defaults(_bench_module=mod)
+    add_commands(p.add_subparsers(dest="bench", metavar="KIND"), BENCHES, kind, "_bench_module")
     p.set_defaults(_bench_parser=p)
 
 
