@@ -45,6 +45,19 @@ def test_every_plot_is_drawn_as_inline_svg(doc):
     assert page == html.render(doc)  # the same document gives the same file
 
 
+def test_a_heatmap_with_an_inconclusive_pair_is_drawn(doc):
+    """A pair whose interval straddles its limit, or measured while the node
+    was busy, is inconclusive: the heatmaps had no colour for it, so the
+    HTML report of such a check was a KeyError traceback."""
+    pytest.importorskip("matplotlib")
+    import dataclasses
+
+    i = next(i for i, j in enumerate(doc.judged) if j.figure.key.startswith("d2d/"))
+    doc.judged[i] = dataclasses.replace(doc.judged[i], verdict="inconclusive")
+    page = html.render(doc)
+    assert page.count("<svg") == 6 and plots.VERDICT_COLOR["inconclusive"] in page
+
+
 def test_without_matplotlib_the_tables_stay_and_the_extra_is_named(doc, monkeypatch):
     monkeypatch.setattr(plots, "available", lambda: False)
     page = html.render(doc)

@@ -36,6 +36,15 @@ class Stats:
     stdev: float
     spread: float  # (max - min) / median, 0 for one sample
 
+    def __post_init__(self) -> None:
+        # a saved file read back (bench/resultfile.py) is refused here, field named: the reports divide by
+        # these, format them and draw min-median-max bars (NaN was an IndexError in text.number, a median
+        # above max a matplotlib ValueError on the HTML page)
+        finite(self, "median", "best", "min", "max", "mean", "stdev", "spread")
+        if not 0 < self.min <= self.median <= self.max or not self.min <= self.best <= self.max:
+            raise ValueError(f"min {self.min}, median {self.median}, best {self.best}, max {self.max}: not "
+                             "0 < min <= median, best <= max as measured samples give")
+
     @classmethod
     def of(cls, values: Iterable[float], higher_is_better: bool = True) -> "Stats":
         v = [float(x) for x in values]
@@ -53,6 +62,15 @@ class Stats:
             stdev=statistics.stdev(v) if len(v) > 1 else 0.0,
             spread=(hi - lo) / med if med and len(v) > 1 else 0.0,
         )
+
+
+def finite(record: Any, *names: str) -> None:
+    """ValueError naming the first of `names` (a number, None, or a tuple of numbers) that is NaN or infinite."""
+    for name in names:
+        v = getattr(record, name)
+        for x in v if isinstance(v, tuple) else () if v is None else (v,):
+            if not math.isfinite(x):
+                raise ValueError(f"{name} {'holds' if isinstance(v, tuple) else 'is'} {x}, not a finite number")
 
 
 HIGHER_IS_BETTER = {"GB/s": True, "GB/s busbw": True, "lookups/s": True, "ns": False, "us": False, "s": False, "ms": False}
@@ -75,6 +93,9 @@ class Result:
     verified: bool = False
     verification: str = ""  # what was checked: "all 3 arrays against STREAM gold values"
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        finite(self, "samples", "peak")
 
     @property
     def endpoints(self) -> tuple[Endpoint | None, Endpoint | None]:

@@ -22,7 +22,7 @@ import msgspec
 
 from .. import records
 from ..bench import resultfile
-from ..bench.results import ResultSet
+from ..bench.results import ResultSet, finite
 from ..finding import Cause, Finding
 from .expectations import Limit
 from .figures import AREAS, Figure
@@ -69,13 +69,28 @@ class CheckFile(msgspec.Struct, kw_only=True):
 
 
 # The enumerations of each record, beside the dataclass that holds its fields
-class _Judgement(msgspec.Struct):  # a figure's verdict (check/verdicts.py Judged)
+class _Judgement(msgspec.Struct):  # a figure's verdict (check/verdicts.py Judged), and its numbers finite
     verdict: Literal[VERDICTS]
     rule: str
     area: Literal[AREAS]
     expectation: dict[str, Any] = {}
     relative: float | None = None
     noisy: bool = False
+    # what the reports divide and format (NaN was an IndexError in text.number on the HTML page)
+    value: float = 0.0
+    peak: float | None = None
+    median: float = 0.0
+    spread: float = 0.0
+    low: float = 0.0
+    high: float = 0.0
+    coverage: float = 0.0
+    peak_spread: float = 0.0
+    peak_median: float = 0.0
+    peak_low: float = 0.0
+    peak_high: float = 0.0
+
+    def __post_init__(self) -> None:
+        finite(self, *self.__struct_fields__[6:], "relative")
 
 
 class _Words(msgspec.Struct):  # a check's; for a finding, its area (its verdict and cause are typed in Finding)

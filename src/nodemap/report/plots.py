@@ -16,7 +16,8 @@ from ..text import number
 from ..check.document import CheckDoc
 from ..check.verdicts import Judged
 
-VERDICT_COLOR = {"pass": "#b7e1b0", "info": "#dddddd", "warn": "#f6d67a", "fail": "#f08a80"}
+# in the order of check.verdicts.VERDICTS; inconclusive as the report's CSS shows it
+VERDICT_COLOR = {"pass": "#b7e1b0", "info": "#dddddd", "inconclusive": "#c9d8f0", "warn": "#f6d67a", "fail": "#f08a80"}
 
 
 @dataclass(frozen=True)
