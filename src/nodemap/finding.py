@@ -62,10 +62,6 @@ class Finding:
         return self.keys[0] if self.keys else ""
 
     def to_dict(self) -> dict[str, Any]:
-        """Its fields, less those at their defaults (verdict and text always)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name in ("verdict", "text") or v != f.default:
-                out[f.name] = list(v) if f.name == "keys" else v
-        return out
+        """Its fields, less those at their defaults (verdict and text have none)."""
+        return {f.name: list(v) if f.name == "keys" else v for f in fields(self)
+                if (v := getattr(self, f.name)) != f.default}
