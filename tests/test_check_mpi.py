@@ -170,18 +170,39 @@ def test_a_launcher_past_its_timeout_is_ended_with_its_ranks(tmp_path, monkeypat
     with pytest.raises(mpi.MPIFailed, match="did not finish within 1 s"):
         mpi.measure("quick", [])
     rank = int(pidfile.read_text())
+    assert _gone(rank), f"the rank (pid {rank}) outlived its launcher"
+
+
+def _gone(pid: int) -> bool:
+    """The process ends within 5 s (reaped by init: gone, or a zombie for a moment)."""
     import time
 
-    for _ in range(50):  # reaped by init: gone, or a zombie for a moment
+    for _ in range(50):
         try:
-            os.kill(rank, 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
-            break
-        if Path(f"/proc/{rank}/stat").exists() and Path(f"/proc/{rank}/stat").read_text().split()[2] == "Z":
-            break
+            return True
+        if Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            return True
         time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("ask", ["flavor", "mpichversion"])
+def test_a_version_query_that_hangs_is_ended_with_what_it_started(tmp_path, monkeypatch, ask):
+    """`mpiexec --version` and mpichversion ran without a process group: at the timeout only the tool was
+    killed, and what it had started spun on."""
+    pidfile = tmp_path / "child.pid"
+    tool = _script(tmp_path, "mpiexec" if ask == "flavor" else "mpichversion",
+                   f"sleep 300 & echo $! > {pidfile}; wait\n")
+    monkeypatch.setattr(mpi, "QUERY_TIMEOUT_S", 0.5)
+    if ask == "flavor":
+        assert mpi.flavor.__wrapped__(tool) == ""
     else:
-        pytest.fail(f"the rank (pid {rank}) outlived its launcher")
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # not the venv's own mpichversion
+        assert mpi._mpich_configured_with_cuda({"PATH": str(tmp_path)}) is False
+    child = int(pidfile.read_text())
+    assert _gone(child), f"pid {child}, started by the query, outlived it"
 
 
 MPIEXEC = Path(sys.executable).parent / "mpiexec"

@@ -357,3 +357,21 @@ def test_gpus_are_spelled_by_the_model_or_an_endpoint():
                                         'd = f"{node}:cuda{d}"\ne = f"pycuda{v}"')) == [1, 2, 4]
     found = {m: lines for m, t in TREES.items() if m not in GPU_SPELLERS and (lines := gpu_labels_by_hand(t))}
     assert found == {}, "use GPU.key (a Topology GPU) or bench.endpoints.Endpoint('gpu', i) (.key, .label)"
+
+
+def child_starts(tree: ast.AST) -> list[int]:
+    """Lines that start a child process through subprocess (run, Popen, call, check_*)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "subprocess" and n.attr in ("run", "Popen", "call", "check_call", "check_output")]
+
+
+# compare's probes start every rank of a binding at once, each bound and holding its barrier's pipe ends,
+# and end one that hangs alone (kill, then its output): their own Popen
+CHILD_STARTERS = {"nodemap.proc", "nodemap.compare.probes"}
+
+
+def test_children_start_in_their_own_process_group_through_proc():
+    assert child_starts(ast.parse("import subprocess\nsubprocess.run(['x'], timeout=5)\n")) == [2]
+    found = {m: lines for m, t in TREES.items() if m not in CHILD_STARTERS and (lines := child_starts(t))}
+    assert found == {}, ("start a child with nodemap.proc.run_group: a timeout or Ctrl-C then ends it and "
+                         "everything it started")

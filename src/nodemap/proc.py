@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 GRACE = 1.0  # s the timer thread gets to start the clean exit before the watchdog kills
 EXITING_GRACE = 5.0  # s the clean exit gets to finish once the timer thread said it runs
@@ -209,13 +209,13 @@ def cut_after(seconds: float, stop: Callable[[], None], line: str, grace: float 
             signal.signal(signal.SIGALRM, old)
 
 
-def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `cmd`; subprocess.TimeoutExpired
-    after `timeout` seconds, the whole group killed first. OSError when it
-    does not start."""
+def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float, *, text: bool = True) -> tuple[int, Any, Any]:
+    """(exit status, stdout, stderr) of `cmd` (str, or bytes with text=False);
+    subprocess.TimeoutExpired after `timeout` seconds, the whole group killed
+    first. OSError when it does not start."""
     import subprocess  # here: the MPI ranks import this module for `deadline` only
 
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=text,
                          env=env, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)

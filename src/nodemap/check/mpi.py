@@ -81,13 +81,21 @@ def find_launcher(env: Mapping[str, str]) -> Launcher | None:
     return None
 
 
+QUERY_TIMEOUT_S = 15.0  # a tool asked what it is (mpiexec --version, mpichversion): ompi_info gets twice as long
+
+
+def _query(cmd: list[str], timeout: float | None = None) -> tuple[str, str]:
+    """(stdout, stderr) of an information query, ("", "") when it fails or hangs: in its own process
+    group, so one that hangs ends with everything it started (proc.run_group)."""
+    try:
+        return run_group(cmd, None, QUERY_TIMEOUT_S if timeout is None else timeout)[1:]
+    except (OSError, subprocess.SubprocessError):
+        return "", ""
+
+
 @functools.lru_cache(maxsize=None)  # asked at plan time and again when measuring: one `--version` run
 def flavor(mpiexec: str) -> str:
-    try:
-        out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    text = out.stdout + out.stderr
+    text = "".join(_query([mpiexec, "--version"]))
     if re.search(r"Open MPI|OpenRTE|open-mpi", text):
         return "openmpi"
     if re.search(r"HYDRA|MPICH", text):
@@ -281,10 +289,7 @@ def static_awareness(env: Mapping[str, str]) -> tuple[bool | None, str]:
         return True, "MPICH_GPU_SUPPORT_ENABLED=1 (Cray MPICH)"
     info = shutil.which("ompi_info", path=env.get("PATH", os.defpath))
     if info:
-        try:
-            out = subprocess.run([info, "--parsable", "--all"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            out = ""
+        out = _query([info, "--parsable", "--all"], 2 * QUERY_TIMEOUT_S)[0]
         m = re.search(r"mpi_built_with_cuda_support:value:(true|false)", out)
         if m:
             return m.group(1) == "true", f"ompi_info: mpi_built_with_cuda_support:value:{m.group(1)}"
@@ -300,10 +305,7 @@ def _mpich_configured_with_cuda(env: Mapping[str, str]) -> bool:
                                                                env.get("PATH", os.defpath)]))
     if not tool:
         return False
-    try:
-        out = subprocess.run([tool], capture_output=True, text=True, timeout=15).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
+    out = _query([tool])[0]
     return bool(re.search(r"configure:.*--with-cuda(?!=no)", out, re.I))
 
 

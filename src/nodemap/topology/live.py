@@ -60,18 +60,20 @@ def _via_lstopo(exe: str, timeout: float) -> Topology:
 
 
 def _run(argv: list[str], timeout: float) -> bytes:
+    from ..proc import run_group  # its own process group: a stuck lstopo ends with what it started
+
     try:
-        r = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        code, out, err = run_group(argv, None, timeout, text=False)
     except subprocess.TimeoutExpired:
         raise NodemapError(f"{' '.join(argv)} did not finish within {timeout:g} s: hwloc is stuck probing "
                            "devices; retry, or use --source sysfs") from None
     except OSError as e:
         raise NodemapError(f"cannot run {argv[0]}: {e.strerror or e}; {_INSTALL}") from None
-    if r.returncode != 0:
-        err = r.stderr.decode(errors="replace").strip().splitlines()
-        raise NodemapError(f"{' '.join(argv)} failed (exit {r.returncode}): {err[-1] if err else 'no message'}; "
+    if code != 0:
+        lines = err.decode(errors="replace").strip().splitlines()
+        raise NodemapError(f"{' '.join(argv)} failed (exit {code}): {lines[-1] if lines else 'no message'}; "
                            "use --source sysfs")
-    return r.stdout
+    return out
 
 
 def _via_pyhwloc(mod) -> Topology:
