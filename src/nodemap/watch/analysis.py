@@ -36,8 +36,6 @@ ACC_LIBS = ("libacc", "libnvhpcatm", "libcudafor")
 
 
 @dataclass
-
-
 class Shape:
     kind: str  # steady | growing | ramp | spike | short | none
     start: int = 0  # the floor (lowest value) of the first window after start-up
@@ -113,8 +111,6 @@ def _slope(t: list[float], y: list[int]) -> float:
 
 
 @dataclass
-
-
 class RankStats:
     host: str
     job: str
@@ -138,8 +134,6 @@ class RankStats:
 
 
 @dataclass
-
-
 class GpuStats:
     host: str
     index: int
@@ -161,8 +155,6 @@ class GpuStats:
 
 
 @dataclass
-
-
 class Analysis:
     ranks: list[RankStats]
     gpus: list[GpuStats]

@@ -25,8 +25,6 @@ from ..infile import open_regular, read as read_checked
 
 
 @dataclass
-
-
 class Timeline:
     path: str
     header: dict
