@@ -187,6 +187,33 @@ def test_the_links_maximum_goes_into_the_model_where_the_source_left_it_out(use)
     assert t.pci_of(t.gpus[0]).link_max_gen == 0
 
 
+def test_one_session_starts_nvml_once_for_everything_in_it(use):
+    # a check started and shut NVML down for the topology, the health counters and each step's busy sample
+    from nodemap.check import inventory, node
+    from nodemap.check.expectations import shipped
+    from nodemap.topology import nvml
+
+    m = use(fake_nvml(h200x2()))
+    calls = []
+    m.nvmlInit = lambda: calls.append("init")
+    m.nvmlShutdown = lambda: calls.append("shutdown")
+    m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=0)
+    m.nvmlDeviceGetComputeRunningProcesses = lambda h: []
+
+    def work():
+        inventory.nvml_health(enrich(_sysfs_view(), env={}))
+        assert nvml.gpu_activity() is not None and nvml.gpu_activity() is not None
+
+    work()
+    assert calls == ["init", "shutdown"] * 4  # each on its own, as outside a session
+    calls.clear()
+    nvml.session(work)()
+    assert calls == ["init", "shutdown"]
+    calls.clear()
+    doc = node.run_health(shipped())  # this machine, NVML's two GPUs added by the fake
+    assert calls == ["init", "shutdown"] and any(c.key.startswith("inventory/nvml/gpu") for c in doc.checks)
+
+
 def test_p2p_failures_become_notes(use):
     use(fake_nvml(h200x2(), p2p_bad=[(0, 1)]))
     t = enrich(_sysfs_view(), env={})

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import __version__
 from ..bench.host.thread_orders import load_topology
+from ..topology.nvml import session as one_nvml_session
 from . import busy, remeasure
 from .budget import Budget, order
 from .document import CheckDoc
@@ -49,6 +50,7 @@ def environment(root: str = "/") -> dict[str, object]:
     return env
 
 
+@one_nvml_session  # the topology, the health counters and every step's busy sample share one NVML start
 def run_check(level: str, expectations: Expectations, on_update: Callable[[CheckDoc], None] = lambda d: None,
               progress: Callable[[str], None] = lambda s: None, command: str = "",
               in_job: InJob | None = None, detector: busy.Detector | None = None,
@@ -233,6 +235,7 @@ XID_SKIP = Skipped("GPU Xid error counts", "NVML reports Xid errors only as even
                    "running when they happened; read the kernel log (dmesg | grep -i xid)")
 
 
+@one_nvml_session
 def run_health(expectations: Expectations, expected: "Topology | None" = None, input: str | None = None,
                command: str = "") -> CheckDoc:
     """The passive level: inventory, NVML health, NIC links and the

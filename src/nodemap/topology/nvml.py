@@ -24,7 +24,7 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always com
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
-__all__ = ["enrich", "start", "stop", "handles", "gpu_activity", "apply_visible", "hidden_gpus", "visibility_vars",
+__all__ = ["enrich", "start", "stop", "session", "handles", "gpu_activity", "apply_visible", "hidden_gpus", "visibility_vars",
            "parse_visible", "NVLINK_GBS", "nvlink_generation"]
 
 # GB/s per link per direction by NVLink generation: the data rate after line
@@ -85,7 +85,10 @@ def enrich(topo: Topology, env: Mapping[str, str] | None = None, required: bool 
 def start() -> tuple[Any, str]:
     """(the initialised pynvml module, "") or (None, why NVML cannot be used):
     the one place nodemap opens NVML (topology enrichment, the check's health
-    counters); close it with `stop`."""
+    counters, busy samples, watch); close it with `stop`. Inside `session`,
+    the session's."""
+    if _held:
+        return _held[-1]
     try:
         import pynvml as nvml
     except ImportError:
@@ -98,10 +101,36 @@ def start() -> tuple[Any, str]:
 
 
 def stop(nvml: Any) -> None:
+    if _held and _held[-1][0] is nvml:  # the session's: it closes it
+        return
     try:
         nvml.nvmlShutdown()
     except Exception:
         pass
+
+
+_held: list[tuple[Any, str]] = []  # what `session` started (or why it could not), innermost last
+
+
+def session(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` with one NVML start for all of it: a check asks NVML for the
+    topology, the health counters and a busy sample around every step, and
+    each started and shut NVML down (without persistence mode every start
+    pays the driver's initialisation). A failure to start is kept too."""
+    import functools
+
+    @functools.wraps(fn)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        got = _held[-1] if _held else start()
+        _held.append(got)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _held.pop()
+            if got[0] is not None and not _held:
+                stop(got[0])
+
+    return held
 
 
 def _without(topo: Topology, env, required: bool, why: str) -> Topology:
