@@ -31,10 +31,11 @@ def _at(obj: Any, path: tuple) -> Any:
 
 
 @st.composite
-def changed(draw, doc: Any) -> tuple[str, Any]:
-    """(what was done, the document with one value replaced or one field/item removed)."""
+def changed(draw, doc: Any, leave: tuple = ()) -> tuple[str, Any]:
+    """(what was done, the document with one value replaced or one field/item
+    removed); nothing under the top-level fields `leave` is changed."""
     d = copy.deepcopy(doc)
-    path = draw(st.sampled_from(paths(d)[1:]))
+    path = draw(st.sampled_from([p for p in paths(d)[1:] if p[0] not in leave]))
     parent = _at(d, path[:-1])
     if draw(st.booleans()):
         del parent[path[-1]]
@@ -45,11 +46,11 @@ def changed(draw, doc: Any) -> tuple[str, Any]:
 
 
 @st.composite
-def damaged(draw, doc: Any) -> tuple[str, bytes]:
+def damaged(draw, doc: Any, leave: tuple = ()) -> tuple[str, bytes]:
     """(what was done, bytes): one change (`changed`), or the text cut short."""
     if draw(st.integers(0, 4)) == 0:
         text = json.dumps(doc).encode()
         n = draw(st.integers(0, len(text) - 1))
         return f"cut at byte {n}", text[:n]
-    what, d = draw(changed(doc))
+    what, d = draw(changed(doc, leave))
     return what, json.dumps(d).encode()

@@ -21,7 +21,6 @@ Test hooks (environment, read only here):
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Callable
@@ -67,8 +66,11 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
         os._exit(3)  # a node whose check dies: no message, no MPI_Finalize
     path = os.environ.get(DOC_ENV)
     if path:
-        with open(path) as f:
-            doc = json.load(f)
+        from .. import infile, records
+        from . import nodefile
+
+        doc = records.parse(path, infile.read(path, infile.MAX_DOCUMENT, nodefile.WHAT), nodefile.WHAT)
+        records.convert(path, doc, nodefile.NodeDoc, nodefile.WHAT)  # as check --fleet --from reads one
     else:
         doc = check(node, level, expect, in_job)
         doc.setdefault("extra", {})[BOOT_ID] = boot_id()  # nodes measured on one host at once contend

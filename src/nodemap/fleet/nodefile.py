@@ -1,5 +1,8 @@
-"""A node's document as the fleet reads it back (`check --fleet --from`:
-nodes.jsonl, nodes/NAME.json), checked field by field by nodemap.records.
+"""The fleet's saved documents as the fleet reads them back (`check --fleet
+--from`): node documents (nodes.jsonl, nodes/NAME.json), pair results
+(pairs.jsonl), the pair tests' conclusion (isolation.json) and the
+suspects' re-measures (remeasured.json), checked field by field by
+nodemap.records.
 
 The fleet reads less of a node document than `report` does (check/saved.py)
 and accepts more: a figure without a verdict, a finding that is a sentence.
@@ -14,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from .. import records
+from ..bench.results import finite
 from ..check.verdicts import VERDICTS
 from ..finding import Finding
 from .nodecheck import SCHEMAS
@@ -48,7 +52,47 @@ class NodeDoc(msgspec.Struct):
     findings: list[str | Finding] = []  # a sentence: node checks before findings had fields
 
 
+class PairResult(msgspec.Struct):  # a line of pairs.jsonl (driver.add_pair)
+    a: str
+    b: str
+    key: str
+    value: float  # merge.judge_links divides by it, and by the best of its key
+    unit: str = ""
+    higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        finite(self, "value")
+        if self.value <= 0:
+            raise ValueError(f"value is {self.value}, not a measurement (above 0)")
+
+
+class _Isolation(msgspec.Struct):  # pairs.conclusion
+    bad_nodes: list[str] = []
+    bad_links: list[tuple[str, str]] = []
+    transient: list[tuple[str, str]] = []
+    unsettled: list[str] = []
+    tests: int = 0
+    rounds: int = 0
+
+
+class Isolation(msgspec.Struct):  # isolation.json
+    isolation: _Isolation
+
+
+class Remeasured(msgspec.Struct):  # remeasured.json: node -> key -> its records, one, or why none came
+    remeasured: dict[str, dict[str, list[_Figure] | _Figure | str]]
+
+
 def check(where: str, doc: dict[str, Any]) -> None:
-    """InputError naming `where` and the field when `doc` (parsed, of the
-    node schema) holds what the fleet cannot read."""
-    records.convert(where, doc, NodeDoc, WHAT)
+    """InputError naming `where` and the field when `doc` (parsed), a
+    document of one of the fleet's kinds, holds what the fleet cannot read;
+    a document of none of them is left alone (another tool's)."""
+    if doc.get("schema") in SCHEMAS:
+        kind, what = NodeDoc, WHAT
+    elif {"a", "b", "key", "value"} <= doc.keys():
+        kind, what = PairResult, "pair result (pairs.jsonl: nodemap check --fleet wrote it)"
+    elif set(doc) in ({"isolation"}, {"remeasured"}):
+        kind, what = (Isolation, Remeasured)["remeasured" in doc], "fleet document (nodemap check --fleet wrote it)"
+    else:
+        return
+    records.convert(where, doc, kind, what)

@@ -179,7 +179,7 @@ def _object(where: str, data: bytes, what: str) -> Any:
     from .. import records
 
     obj = records.parse(where, data, what)
-    if isinstance(obj, dict) and obj.get("schema") in NODE_SCHEMAS:
+    if isinstance(obj, dict):
         from . import nodefile
 
         nodefile.check(where, obj)
