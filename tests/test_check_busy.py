@@ -59,9 +59,9 @@ class Clock:
         return self.t
 
 
-def detector(fake, cpus=(0, 1), gpus=None, siblings=False):
+def detector(fake, cpus=(0, 1), gpus=None, siblings=False, gpu_keys=None):
     clock = Clock()
-    d = busy.Detector(str(fake.root), cpus=cpus, me=ME, siblings=siblings, gpus=gpus, clock=clock,
+    d = busy.Detector(str(fake.root), cpus=cpus, me=ME, siblings=siblings, gpus=gpus, gpu_keys=gpu_keys, clock=clock,
                       sleep=lambda s: None)
     return d, clock
 
@@ -188,7 +188,7 @@ def test_other_processes_on_a_gpu_and_idle_utilisation(tmp_path):
                  "others": [{"pid": 4242, "comm": "train.py", "memory": 40 << 30}]},
                 {"index": 1, "bus_id": "0000:0b:00.0", "utilization": 55, "others": []}]
 
-    d, clock = detector(fake, gpus=gpus)
+    d, clock = detector(fake, gpus=gpus, gpu_keys={"0000:07:00.0": "GPU0", "0000:0b:00.0": "GPU1"})
     s = d.sample(0.5)  # before the check: utilisation without a process of ours counts
     assert s["busy"] and ME in seen[0]
     assert any("GPU0: 1 other process(es) on it: train.py (pid 4242)" in r for r in s["reasons"])
@@ -225,7 +225,10 @@ def test_gpu_activity_through_nvml(monkeypatch):
     assert [g["utilization"] for g in got] == [90, 0]
     assert got[0]["others"] == [{"pid": 999999999, "comm": "", "memory": 2 << 30}]
     assert got[1]["others"] == []  # only our own process there
-    assert busy.gpu_reasons(got, before=True)[0].startswith("GPU0: 1 other process(es)")
+    # named as the topology names it: NVML's index counts only what a device cgroup shows (was "GPU0" here)
+    assert busy.gpu_reasons(got, before=True, keys={"0000:07:00.0": "GPU4"})[0].startswith(
+        "GPU4: 1 other process(es)")
+    assert busy.gpu_reasons(got, before=True)[0].startswith("the GPU at 0000:07:00.0: 1 other process(es)")
     # during a step a process not visible here (a host PID seen from a container) may be the check itself
     assert busy.gpu_reasons(got, before=False) == []
 

@@ -346,7 +346,6 @@ GPU_SPELLERS = {
     "nodemap.bench.gpu.devices",  # ordinal_key: a CUDA device the Topology does not know ("cuda1")
     "nodemap.topology.hwloc_xml",  # names the GPUs it is about to make (below bench: no Endpoint)
     "nodemap.check.figures",  # an unknown spelling kept as figure keys always wrote it
-    "nodemap.check.busy",  # NVML's own index (a device cgroup renumbers it): not the topology's GPU
     "nodemap.fleet.facts",  # a fleet document's index (the document readers are typed separately)
     "nodemap.bench.app.placement",  # CUDA ordinals in the result's environment record
 }

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..units import gib
 
@@ -256,21 +256,25 @@ def memory_reasons(mem: dict[str, Any]) -> list[str]:
     return out
 
 
-def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, before: bool) -> list[str]:
-    """Other processes on a GPU. During a step only those this process can
+def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, before: bool, keys: Mapping[str, str] | None = None
+                ) -> list[str]:
+    """Other processes on a GPU, named by `keys` (PCI bus id -> the topology's
+    key, "GPU4"), else by its bus id: NVML's index counts only the GPUs a
+    device cgroup lets it see, so NVML's GPU 0 may be the node's GPU4. During a step only those this process can
     see count: in a container NVML gives host PIDs, and the check's own
     process would be "another" one. `before` the check nothing of ours is
     on the GPUs, so every process counts, and a GPU working without any
     (a container's job we cannot see) too."""
     out = []
     for g in gpus or ():
+        name = (keys or {}).get(g.get("bus_id", "")) or f"the GPU at {g.get('bus_id') or '?'}"
         procs = [p for p in g.get("others", []) if before or p.get("comm")]
         if procs:
             names = ", ".join(f"{p.get('comm') or 'a process of another container'} (pid {p['pid']})"
                               for p in procs[:TOP])
-            out.append(f"GPU{g['index']}: {len(procs)} other process(es) on it: {names}")
+            out.append(f"{name}: {len(procs)} other process(es) on it: {names}")
         elif before and (g.get("utilization") or 0) >= GPU_UTIL:
-            out.append(f"GPU{g['index']}: {g['utilization']}% busy with no process of this check "
+            out.append(f"{name}: {g['utilization']}% busy with no process of this check "
                        f"(at least {GPU_UTIL}% is busy)")
     return out
 
@@ -286,9 +290,9 @@ class Detector:
     one sample (a dict, saved as is in the check document)."""
 
     def __init__(self, root: str = "/", cpus: Iterable[int] | None = None, me: int | None = None,
-                 siblings: bool = False, gpus: GpuProbe | None = _nvml_probe,
+                 siblings: bool = False, gpus: GpuProbe | None = _nvml_probe, gpu_keys: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.root, self.me, self.siblings, self.gpus = root, me or os.getpid(), siblings, gpus
+        self.root, self.me, self.siblings, self.gpus, self.gpu_keys = root, me or os.getpid(), siblings, gpus, gpu_keys
         self.clock, self.sleep = clock, sleep
         self.cpus = set(cpus) if cpus is not None else set(os.sched_getaffinity(0))
         self._t0, self._before, self._busy0 = 0.0, {}, None
@@ -315,7 +319,7 @@ class Detector:
             who += [f"{unseen:g} by work not visible here (other containers, the kernel, the VM host)"] if unseen else []
             reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
                            f"(at least {OTHER_CORES:g} is busy): {', '.join(who)}")
-        reasons += memory_reasons(mem) + gpu_reasons(gpus, before)
+        reasons += memory_reasons(mem) + gpu_reasons(gpus, before, self.gpu_keys)
         out: dict[str, Any] = {"busy": bool(reasons), "reasons": reasons, "seconds": round(seconds, 2),
                                "cpus": len(self.cpus), "other_cores": cores, "unseen_cores": unseen, "top": top,
                                "load": loadavg(self.root), "memory": mem}

@@ -73,7 +73,8 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     steps, skipped = plan(topo, level, in_job=in_job)
     steps = order(steps)  # most telling first: what a cut-short check keeps (check/budget.py)
     doc.skipped += skipped
-    detector = detector or busy.Detector(siblings=in_job is not None)
+    detector = detector or busy.Detector(siblings=in_job is not None,
+                                         gpu_keys={g.pci_bus_id: g.key for g in topo.gpus if g.pci_bus_id})
     before = detector.sample(BUSY_SAMPLE)
     sampled: list[tuple[str, dict]] = []
     doc.busy = busy.summary(before, sampled)
