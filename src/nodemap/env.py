@@ -44,6 +44,15 @@ MPI_JOB_VARS = LAUNCHER_RANK_VARS + ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LO
 # as its alias when that is unset).
 GPU_VISIBILITY_OF = {"NVIDIA": "CUDA_VISIBLE_DEVICES", "AMD": "ROCR_VISIBLE_DEVICES", "INTEL": "ZE_AFFINITY_MASK"}
 HIP_VISIBILITY = "HIP_VISIBLE_DEVICES"
+
+
+def gpu_family(vendor: str) -> str:
+    """The key of GPU_VISIBILITY_OF for a GPU of `vendor`: AMD's and Intel's runtimes read their own
+    variable and number only their own GPUs; CUDA's is every other's."""
+    v = vendor.upper()
+    return v if v in ("AMD", "INTEL") else "NVIDIA"
+
+
 # What chooses the GPUs a process sees
 GPU_VISIBILITY_VARS = (GPU_VISIBILITY_OF["NVIDIA"], GPU_VISIBILITY_OF["AMD"], HIP_VISIBILITY, GPU_VISIBILITY_OF["INTEL"])
 # What says how the visibility variables number GPUs: (variable, the visibility variable it qualifies)

@@ -28,7 +28,7 @@ Importing this module costs nothing: it sits on `nodemap run`'s launch path.
 
 from __future__ import annotations
 
-from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_OF, GPU_VISIBILITY_VARS
+from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_OF, GPU_VISIBILITY_VARS, HIP_VISIBILITY, gpu_family
 
 # Variables that choose devices: the plan was made within their current
 # value (discovery honours it), so the plan's narrower value wins over it.
@@ -97,7 +97,7 @@ def _gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = N
     gpus = [topo.gpu(i) for i in indexes]
     by_vendor: dict[str, list] = {}
     for g in gpus:
-        by_vendor.setdefault(g.vendor.upper(), []).append(g)
+        by_vendor.setdefault(gpu_family(g.vendor), []).append(g)
     # nodemap's own record of the planned GPUs (physical indexes): `nodemap show` checks against it
     env = [("NODEMAP_GPUS", _ids(gpus))] if gpus else []
     if "NVIDIA" in by_vendor:
@@ -114,20 +114,32 @@ def _gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = N
                                    "this topology; install nvidia-ml-py (NVML) or use --gpu-ids index")
             env += [(GPU_VISIBILITY_OF["NVIDIA"], ",".join(g.uuid for g in nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         else:
-            env += [(GPU_VISIBILITY_OF["NVIDIA"], _ids(nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+            env += [(GPU_VISIBILITY_OF["NVIDIA"], _runtime_ids(topo, nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         if ids == "pci":  # CUDA takes only indexes or UUIDs; codes that open GPUs by bus id read this
             env.append(("NODEMAP_GPU_PCI", ",".join(g.pci_bus_id for g in nv)))
     if "AMD" in by_vendor:
         amd = by_vendor["AMD"]
-        ids = ",".join(g.uuid for g in amd) if all(g.uuid for g in amd) else _ids(amd)
+        ids = ",".join(g.uuid for g in amd) if all(g.uuid for g in amd) else _runtime_ids(topo, amd)
         env.append((GPU_VISIBILITY_OF["AMD"], ids))
+        if "NVIDIA" in by_vendor:  # HIP would read the CUDA list as its own: every GPU ROCr now shows
+            env.append((HIP_VISIBILITY, ",".join(map(str, range(len(amd))))))
     if "INTEL" in by_vendor:
-        env += [(GPU_VISIBILITY_OF["INTEL"], _ids(by_vendor["INTEL"])), ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1")]
+        env += [(GPU_VISIBILITY_OF["INTEL"], _runtime_ids(topo, by_vendor["INTEL"])),
+                ("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1")]
     return env
 
 
 def _ids(gpus) -> str:
     return ",".join(str(g.index) for g in gpus)
+
+
+def _runtime_ids(topo, gpus) -> str:
+    """The GPUs as their vendor's runtime numbers them in PCI order: among the node's GPUs of that
+    family only (CUDA counts NVIDIA's), where the physical index counts every GPU of the node (an
+    Intel iGPU at 00:02.0 is GPU0, and the NVIDIA GPU after it is CUDA's 0, not 1)."""
+    family = gpu_family(gpus[0].vendor)
+    order = [g.index for g in sorted(topo.gpus, key=lambda g: g.index) if gpu_family(g.vendor) == family]
+    return ",".join(str(order.index(g.index)) for g in gpus)
 
 
 def _nic_env(topo, task) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ..env import GPU_VISIBILITY_OF, HIP_VISIBILITY
+from ..env import GPU_VISIBILITY_OF, HIP_VISIBILITY, gpu_family
 from .cpuset import CpuSet
 from .model import GPU, HIDDEN_BUS_ID, Link, PciDevice, Topology, gpu_order, norm_bus_id, replace
 
@@ -438,16 +438,10 @@ def visibility_vars(vendor: str, env: Mapping[str, str]) -> tuple[str, ...]:
     CUDA_VISIBLE_DEVICES as its alias when that is unset), indexing what
     ROCr shows; Level Zero's ZE_AFFINITY_MASK for Intel; CUDA_VISIBLE_DEVICES
     for every other vendor (nodemap.env.GPU_VISIBILITY_OF)."""
-    family = _family(vendor)
+    family = gpu_family(vendor)
     if family == "AMD":
         return (GPU_VISIBILITY_OF["AMD"], HIP_VISIBILITY if HIP_VISIBILITY in env else GPU_VISIBILITY_OF["NVIDIA"])
-    return (GPU_VISIBILITY_OF[family or "NVIDIA"],)
-
-
-def _family(vendor: str) -> str:
-    """The vendors whose runtimes read their own visibility variables; "" for NVIDIA and the rest (CUDA's)."""
-    v = vendor.upper()
-    return v if v in ("AMD", "INTEL") else ""
+    return (GPU_VISIBILITY_OF[family],)
 
 
 def hidden_gpus(topo: Topology, env: Mapping[str, str], resolve: Callable[[str], str] | None = None
@@ -458,8 +452,8 @@ def hidden_gpus(topo: Topology, env: Mapping[str, str], resolve: Callable[[str],
     hidden: set[int] = set()
     shows: list[str] = []
     problems: list[str] = []
-    for family in ("", "AMD", "INTEL"):
-        gpus = sorted((g for g in topo.gpus if _family(g.vendor) == family), key=lambda g: g.index)
+    for family in GPU_VISIBILITY_OF:
+        gpus = sorted((g for g in topo.gpus if gpu_family(g.vendor) == family), key=lambda g: g.index)
         shown = gpus
         for var in visibility_vars(family, env) if gpus else ():
             narrowed, note = _visible_list(env.get(var), shown, resolve, var)
