@@ -297,26 +297,30 @@ def test_adaptive_and_budget_from_the_command_line(capsys):
 
 @pytest.mark.parametrize("kind", list(BENCHES))
 def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
-    """Every kind has typed Options (what check and compare build) that name
-    the options add_arguments offers (what a user types), with the same
-    defaults: neither can drift."""
+    """Every kind has typed Options (what check and compare build) whose
+    fields are the options its parser offers (what a user types): each
+    field's flag (options.flag) with the field's default and a help, and no
+    other option but where the results go."""
     import argparse
     import importlib
 
+    from nodemap.bench import options
     from nodemap.bench.kinds import BENCHES
 
     mod = importlib.import_module(BENCHES[kind][0])
     p = argparse.ArgumentParser()
     mod.add_arguments(p)
+    by_flag = {s: a for a in p._actions for s in a.option_strings}
     cli_only = {"help", "json", "output", "quiet"}
-    flags = {a.dest: tuple(a.default) if isinstance(a.default, list) else a.default
-             for a in p._actions if a.dest not in cli_only and a.default is not argparse.SUPPRESS}
-    fields = {f.name: f.default for f in dataclasses.fields(mod.Options)}
+    offered = [f for f in dataclasses.fields(mod.Options) if f.name not in mod.Options.not_offered]
+    for f in offered:
+        a = by_flag[options.flag(f)]
+        assert a.dest == f.name and a.help, f.name
+        assert (tuple(a.default) if isinstance(a.default, list) else a.default) == f.default, f.name
+    assert {a.dest for a in p._actions} - cli_only == {f.name for f in offered}
     # --adaptive/--budget are the driver's: not offered by a kind on run(), nor by mpi (each size's
     # repetitions are its own: --small-repeats; ranks stop only where they agree)
-    if not hasattr(mod, "plan") or kind == "mpi":
-        fields = {k: v for k, v in fields.items() if k not in ("adaptive", "budget")}
-    assert fields == flags
+    assert ("adaptive" in mod.Options.not_offered) == (not hasattr(mod, "plan") or kind == "mpi")
 
 
 def test_check_builds_typed_options_for_the_gpu_kinds_too():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -52,15 +53,67 @@ def test_the_kinds_parse_dtype_and_gpus_alike():
             assert "are taken too" in flags["--dtype"].help, kind
 
 
-def test_no_kind_defines_gpus_or_dtype_itself():
-    # one definition each: a new kind takes them from bench/options
-    for f in BENCH.glob("*.py"):
+def test_no_kind_writes_an_option_twice():
+    """Each option is one field of its kind's Options (options.option); no
+    module under bench/ calls add_argument but options.py, which builds every
+    kind's parser (was: each option an Options field and an add_argument
+    call, with its own default: 78 calls)."""
+    for f in BENCH.rglob("*.py"):
         if f.name == "options.py":
             continue
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-                flags = [a.value for a in node.args if isinstance(a, ast.Constant)]
-                assert not {"--gpus", "--dtype"} & set(flags), f"{f.name}: use bench.options"
+            called = getattr(getattr(node, "func", None), "attr", "")
+            assert called not in ("add_argument", "add_mutually_exclusive_group"), \
+                f"{f.relative_to(BENCH)}:{node.lineno}: declare the option as an Options field (options.option)"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Base:
+    repeats: int = options.repeat_count(4, old=("--iterations",))
+    topology: str | None = options.topology_file()
+    size: str | None = options.option(None, "bytes (default %(default)s)", metavar="BYTES")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Kind(_Base):
+    cpus: str | None = options.option(None, "a CPU list", group="where")
+    threads: int | None = options.option(None, "a count", group="where")
+    pair: tuple[str, ...] = options.option((), "repeatable", metavar="A,B")
+    scale: float = options.option(1.0, "a factor", aliases=("--factor",))
+    fast: bool = options.option(False, "a switch")
+
+
+def _parser(cls: type) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="k", add_help=False)
+    options.add_options(p, cls)
+    return p
+
+
+def test_a_parser_is_built_from_the_options_fields():
+    p = _parser(_Kind)
+    # the kind's own options (most derived first), then the shared ones, then where the results go
+    assert [a.option_strings[0] for a in p._actions] == [
+        "--cpus", "--threads", "--pair", "--scale", "--fast", "--size", "--repeats", "--iterations", "--topology",
+        "--json", "-o", "-q"]
+    a = p.parse_args(["--threads", "3", "--pair", "0,1", "--pair", "2,3", "--factor", "0.5", "--fast",
+                      "--iterations", "7", "--input", "t.json"])
+    assert (a.threads, a.pair, a.scale, a.fast, a.repeats, a.topology) == (3, ["0,1", "2,3"], 0.5, True, 7, "t.json")
+    assert a._topology_option == "--input"  # an error names the spelling typed
+    d = p.parse_args([])
+    assert (d.cpus, d.pair, d.scale, d.fast, d.repeats, d.size) == (None, [], 1.0, False, 4, None)
+    with pytest.raises(SystemExit):  # one group: one of them
+        p.parse_args(["--cpus", "0", "--threads", "1"])
+    text = " ".join(p.format_help().split())
+    assert "--iterations" not in text and "(default 4)" in text and "--size BYTES bytes (default None)" in text
+
+
+def test_a_field_without_its_command_line_is_refused():
+    @dataclasses.dataclass(frozen=True)
+    class Bare(_Base):
+        loads: int = 8
+
+    with pytest.raises(TypeError, match="Bare.loads: declare it with options.option"):
+        _parser(Bare)
 
 
 def test_a_kind_builds_only_its_own_parser():

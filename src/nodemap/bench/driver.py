@@ -2,9 +2,10 @@
 `testColl`, nvbandwidth's `Testcase` and BabelStream's driver are.
 
 A kind is a module that holds only what is its own:
-    Options            a dataclass of its options on `Common` (field names are
-                       the argparse dests, so the CLI and `check` fill the same record)
-    add_arguments(p)   its command line, from the shared option groups (options.py, harness.add_shared)
+    Options            a dataclass of its options on `Common`, each field declared
+                       once with its flag and help (options.option; the CLI and
+                       `check` fill the same record)
+    add_arguments(p)   options.add_options(p, Options): its command line, built from Options
     plan(opts) -> Plan its cases for this node's topology, its ResultSet's header, its table
 (no run(): `nodemap bench KIND` calls `main`, check and compare `measure`)
 and per case (a `Case`): setup, one timed run, verify, the Results it makes.
@@ -25,54 +26,37 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from . import barrier, interrupt
 from .harness import Progress, Stopped, capture, cautions, check_shared, finish, session
 from .intervals import CONFIDENCE, median_interval
+from .options import adaptive_width, case_budget, flag, repeat_count, time_limit, topology_file
 from .results import Result, ResultSet
 
 
 @dataclass(frozen=True, kw_only=True)
 class Common:
-    """The options every kind takes (harness.add_shared defines their flags)."""
+    """The options every kind takes; a kind's Options adds its own on it,
+    each declared once with its command line (options.option)."""
 
-    repeats: int = 10  # timed repetitions per case; adaptive: the most
-    topology: str | None = None  # a --topology file instead of this machine
-    timeout: float | None = None  # seconds one case may take
-    # adaptive repetitions (add_adaptive): stop once the median's 95% interval
-    # is at most `adaptive` of the median, or `budget` seconds are spent on a case
-    adaptive: float | None = None
-    budget: float | None = None
+    repeats: int = repeat_count(10)  # timed repetitions per case; adaptive: the most
+    topology: str | None = topology_file()  # a --topology file instead of this machine
+    timeout: float | None = time_limit()  # seconds one case may take
+    # adaptive repetitions: stop once the median's 95% interval is at most
+    # `adaptive` of the median, or `budget` seconds are spent on a case
+    adaptive: float | None = adaptive_width()
+    budget: float | None = case_budget()
+    # the kind's processes are MPI ranks: rank 0 prints and saves (--json, -o say so)
+    ranks: ClassVar[bool] = False
+    # shared options a kind does not take (mpi: no adaptive stop, its ranks stop only where they agree)
+    not_offered: ClassVar[tuple[str, ...]] = ()
 
 
 class Skipped(Exception):
     """Raised by a case's setup when the case cannot run here (placement: a
     strategy that does not fit the budget): the run goes on without it, the
     message (naming the case and why) among the ResultSet's messages."""
-
-
-def add_adaptive(p: Any) -> None:
-    """--adaptive and --budget, for the kinds on the driver."""
-    from ..units import seconds
-
-    p.add_argument("--adaptive", type=_fraction, metavar="FRACTION",
-                   help="repeat each case until the 95%% interval of its median is at most this fraction of "
-                        "the median wide (e.g. 0.02), at least 6 and at most --repeats times")
-    p.add_argument("--budget", type=seconds, metavar="S",
-                   help="seconds of repetitions per case: stop after 3 once spent (default: no limit)")
-
-
-def _fraction(text: str) -> float:
-    import argparse
-
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction between 0 and 1, e.g. 0.02")
-    return v
 
 
 def argv_of(opts: Common) -> tuple[str, ...]:
@@ -86,11 +70,11 @@ def argv_of(opts: Common) -> tuple[str, ...]:
         value = getattr(opts, f.name)
         if value == f.default or value is None:
             continue
-        flag = "--" + f.name.replace("_", "-")
+        name = flag(f)
         if isinstance(value, (tuple, list)):  # a repeatable option (--pair A,B --pair C,D)
-            out += [x for v in value for x in (flag, str(v))]
+            out += [x for v in value for x in (name, str(v))]
         else:
-            out += [flag] if value is True else [flag, str(value)]
+            out += [name] if value is True else [name, str(value)]
     return tuple(out)
 
 

@@ -3,8 +3,8 @@
 A kind (host_memory, numa, latency, gpu_memory, copies, mpi_p2p,
 collectives, ring, placement_bench) adds only its own options and measures
 its cases; the harness owns the rest, the same for every kind:
-- the shared options (`add_shared`): --json, -o/--output, -q/--quiet,
-  --repeats, --topology (alias --input), --timeout;
+- the shared options' checks (`check_shared`: --repeats, a --topology file;
+  they are declared in options.py, on driver.Common);
 - (the timing loop, warm-up and repetitions are the driver's: driver.py);
 - progress on stderr (`Progress`): a live line with step, elapsed and ETA
   on a terminal, a few lines otherwise, nothing with -q;
@@ -21,7 +21,6 @@ its cases; the harness owns the rest, the same for every kind:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import os
@@ -42,35 +41,6 @@ class Stopped(Exception):
 
 
 # --- options ----------------------------------------------------------------------
-
-
-def add_shared(p: Any, *, repeats: int, timeout: float | None = None, mpi: bool = False) -> None:
-    """The options every kind takes, with the same names and meaning."""
-    p.add_argument("--repeats", type=int, default=repeats, metavar="N",
-                   help=f"timed repetitions per case, after a warm-up (default {repeats})")
-    p.add_argument("--topology", "--input", dest="topology", metavar="FILE", action=_TypedOption,
-                   help="read the node's topology (caches, NUMA, paths, labels) from this file instead of "
-                        "this machine (nodemap topo --export; hwloc XML; sysfs snapshot)")
-    from ..units import seconds
-
-    p.add_argument("--timeout", type=seconds, default=timeout, metavar="S",
-                   help="seconds one case may take before the run ends with exit 2"
-                        + (f" (default {timeout:g})" if timeout else " (default: no limit)"))
-    p.add_argument("--json", action="store_true",
-                   help="print the result set as JSON on stdout" + (" (rank 0)" if mpi else ""))
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="save the result set as JSON to FILE, updated after every case (- = stdout)"
-                        + (" (rank 0)" if mpi else ""))
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-
-
-class _TypedOption(argparse.Action):
-    """Stores the value and which spelling the user typed (--topology or its
-    alias --input), so an error names the option as it was written."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, values)
-        setattr(namespace, f"_{self.dest}_option", option_string)
 
 
 def check_count(option: str, value: int, minimum: int = 1, what: str = "") -> None:

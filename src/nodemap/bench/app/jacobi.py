@@ -44,8 +44,9 @@ from ..comm import mpi_common as mc
 from ..comm import world
 from ..comm.world import World, alone
 from .. import options
-from ..harness import Progress, add_shared, finish, session, slowest_rank
+from ..harness import Progress, finish, session, slowest_rank
 from ..driver import Common, repeat
+from ..options import option
 from ..results import ResultSet, Stats, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -71,40 +72,31 @@ VARIANTS: dict[str, Variant] = {
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench jacobi's options, typed (compare builds these; the fields are its argparse dests)."""
+    """bench jacobi's options, typed (compare builds these), each with its command line."""
 
-    repeats: int = 5
-    timeout: float | None = mc.DEFAULT_TIMEOUT_S
-    size: str = "16384x16384"
-    dtype: str = "fp32"
-    variants: str = ",".join(VARIANTS)
-    mode: str = "auto"
-    gpus: str | None = None
-    iters: int = 200
-    decomp: str = "1d"
-    weak: bool = False
-    inject_halo_fault: bool = False
+    repeats: int = options.repeat_count(5)
+    timeout: float | None = options.time_limit(mc.DEFAULT_TIMEOUT_S)
+    size: str = option("16384x16384", "grid columns x rows, halo rows included (default %(default)s, the "
+                                      "reference's; N = NxN)", metavar="NXxNY")
+    dtype: str = options.dtype_list("fp32", DTYPES)
+    variants: str = option(",".join(VARIANTS), "subset of " + ",".join(VARIANTS)
+                           + " (those the launch mode cannot run are skipped)")
+    mode: str = options.launch_mode("one rank per slab under MPI, or one process for all slabs (auto: by launcher)")
+    gpus: str | None = options.gpu_list("single mode: one slab each, in row order; a GPU named twice holds two slabs")
+    iters: int = option(200, "steps per timed repetition and per verification run; even (default %(default)s)",
+                        metavar="K")
+    decomp: str = option("1d", "1d: row slabs (default); 2d: tiles, a px x py grid balanced as MPI_Dims_create "
+                               "does; PXxPY: that grid (tile columns x tile rows). Tiles run single, peer and "
+                               "mpi-staged", metavar="1d|2d|PXxPY")
+    weak: bool = option(False, "weak scaling: --size is each slab's (tile's) grid, the global grid grows with the "
+                               "slabs; reports t1/tN at that size beside the strong-scaling efficiency")
+    inject_halo_fault: bool = option(False, argparse.SUPPRESS)  # tests: must fail
+    ranks = True
+    not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--size", default="16384x16384", metavar="NXxNY",
-                   help="grid columns x rows, halo rows included (default 16384x16384, the reference's; N = NxN)")
-    options.add_dtype(p, "fp32", DTYPES)
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help="subset of " + ",".join(VARIANTS) + " (those the launch mode cannot run are skipped)")
-    p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
-                   help="one rank per slab under MPI, or one process for all slabs (auto: by launcher)")
-    options.add_gpus(p, "single mode: one slab each, in row order; a GPU named twice holds two slabs")
-    p.add_argument("--iters", type=int, default=200, metavar="K",
-                   help="steps per timed repetition and per verification run; even (default 200)")
-    p.add_argument("--decomp", default="1d", metavar="1d|2d|PXxPY",
-                   help="1d: row slabs (default); 2d: tiles, a px x py grid balanced as MPI_Dims_create does; "
-                   "PXxPY: that grid (tile columns x tile rows). Tiles run single, peer and mpi-staged")
-    p.add_argument("--weak", action="store_true",
-                   help="weak scaling: --size is each slab's (tile's) grid, the global grid grows with the "
-                   "slabs; reports t1/tN at that size beside the strong-scaling efficiency")
-    p.add_argument("--inject-halo-fault", action="store_true", help=argparse.SUPPRESS)  # tests: must fail
-    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
+    options.add_options(p, Options)
 
 
 # --- input -----------------------------------------------------------------------

@@ -25,8 +25,9 @@ from typing import Any
 from ...errors import NodemapError
 from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
-from ..harness import add_shared, check_count, check_positive
-from ..driver import Case, Common, Plan, Skipped, add_adaptive
+from ..harness import check_count, check_positive
+from ..driver import Case, Common, Plan, Skipped
+from ..options import option
 from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__
@@ -57,41 +58,27 @@ class ChecksumMismatch(NodemapError):
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench placement's options, typed (the fields are its argparse dests; --iterations is --repeats)."""
+    """bench placement's options, typed, each with its command line (--iterations: the old --repeats)."""
 
-    repeats: int = 5
-    table: str = "8GiB"
-    row_bytes: int = 256
-    lookups: int = 1 << 24
-    zipf: str = "0,0.8,1.0,1.2"
-    hot_mix: float = 0.5
-    object_bytes: str | None = None
-    budget_fraction: float = 0.6
-    chunks: str = "2MiB,16MiB,64MiB"
-    replication: str = "0,1%,2%,5%,auto"
-    strategies: str = ",".join(DEFAULT_STRATEGIES)
-    gpus: str | None = None
+    repeats: int = options.repeat_count(5, old=("--iterations",))
+    table: str = option("8GiB", "table size (default %(default)s)")
+    row_bytes: int = option(256, "bytes per row, a multiple of 16 (default %(default)s)")
+    lookups: int = option(1 << 24, "lookups per GPU per iteration (default 16M)")
+    zipf: str = option("0,0.8,1.0,1.2", "Zipf exponents s to run (0 = uniform)")
+    hot_mix: float = option(0.5, "share of lookups drawn from the GPU's own hot set (default %(default)s)")
+    object_bytes: str | None = option(None, "hot rows come in objects of this size, each object kept whole and the "
+                                            "objects scattered (default: one row, every row scattered on its own: "
+                                            "the hardest case for chunks)")
+    budget_fraction: float = option(0.6, "per-GPU budget as a fraction of the table (default %(default)s)")
+    chunks: str = option("2MiB,16MiB,64MiB", "chunk sizes for the analysis strategy")
+    replication: str = option("0,1%,2%,5%,auto", "replication settings for the analysis strategy")
+    strategies: str = option(",".join(DEFAULT_STRATEGIES), f"subset of {','.join(STRATEGIES)} (default: all but "
+                                                           "no-hints, which can thrash for minutes)")
+    gpus: str | None = options.gpu_list("each holds its share once")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--table", default="8GiB", help="table size (default 8GiB)")
-    p.add_argument("--row-bytes", type=int, default=256, help="bytes per row, a multiple of 16 (default 256)")
-    p.add_argument("--lookups", type=int, default=1 << 24, help="lookups per GPU per iteration (default 16M)")
-    p.add_argument("--zipf", default="0,0.8,1.0,1.2", help="Zipf exponents s to run (0 = uniform)")
-    p.add_argument("--hot-mix", type=float, default=0.5, help="share of lookups drawn from the GPU's own hot set (default 0.5)")
-    p.add_argument("--object-bytes", default=None,
-                   help="hot rows come in objects of this size, each object kept whole and the objects scattered "
-                        "(default: one row, every row scattered on its own: the hardest case for chunks)")
-    p.add_argument("--budget-fraction", type=float, default=0.6, help="per-GPU budget as a fraction of the table (default 0.6)")
-    p.add_argument("--chunks", default="2MiB,16MiB,64MiB", help="chunk sizes for the analysis strategy")
-    p.add_argument("--replication", default="0,1%,2%,5%,auto", help="replication settings for the analysis strategy")
-    p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                   help=f"subset of {','.join(STRATEGIES)} (default: all but no-hints, which can thrash for minutes)")
-    p.add_argument("--iterations", dest="repeats", type=int, default=argparse.SUPPRESS,
-                   help=argparse.SUPPRESS)  # the old name of --repeats
-    options.add_gpus(p, "each holds its share once")
-    add_shared(p, repeats=5)
-    add_adaptive(p)
+    options.add_options(p, Options)
 
 
 def plan(opts: Options) -> Plan:

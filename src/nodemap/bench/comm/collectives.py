@@ -33,9 +33,9 @@ from . import world
 from .world import World, alone
 from ...units import format_size
 from .. import interrupt
-from ..harness import Progress, Stopped, add_shared, check_count, finish, session
+from ..harness import Progress, Stopped, check_count, finish, session
 from ..driver import Common, repeat
-from ..options import add_gpus
+from ..options import add_options, gpu_list, launch_mode, option, repeat_count, time_limit
 from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -57,29 +57,23 @@ def bus_factor(op: str, n: int) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench nccl's options, typed (check builds these; the fields are its argparse dests)."""
+    """bench nccl's options, typed (check builds these), each with its command line."""
 
-    repeats: int = 5
-    timeout: float | None = 120.0
-    ops: str = ",".join(OPS)
-    sizes: str = "8:1GiB"
-    mode: str = "auto"
-    inplace: str = "both"
-    gpus: str | None = None
-    iters: int = 20
+    repeats: int = repeat_count(5)
+    timeout: float | None = time_limit(mc.DEFAULT_TIMEOUT_S)
+    ops: str = option(",".join(OPS), f"subset of {','.join(OPS)}")
+    sizes: str = option("8:1GiB", "LO:HI by factor 2 (default %(default)s) or a list", metavar="SPEC")
+    mode: str = launch_mode("one process per GPU under MPI, or one process for all GPUs (auto: mpi when launched "
+                            "by mpiexec/srun with more than one rank)")
+    inplace: str = option("both", "out-of-place, in-place or both (default)", choices=("both", "out", "in"))
+    gpus: str | None = gpu_list("single mode only")
+    iters: int = option(20, "operations per timed repetition (default %(default)s)")
+    ranks = True
+    not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ops", default=",".join(OPS), help=f"subset of {','.join(OPS)}")
-    p.add_argument("--sizes", default="8:1GiB", metavar="SPEC", help="LO:HI by factor 2 (default 8:1GiB) or a list")
-    p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
-                   help="one process per GPU under MPI, or one process for all GPUs (auto: mpi when launched "
-                        "by mpiexec/srun with more than one rank)")
-    p.add_argument("--inplace", choices=("both", "out", "in"), default="both",
-                   help="out-of-place, in-place or both (default)")
-    add_gpus(p, "single mode only")
-    p.add_argument("--iters", type=int, default=20, help="operations per timed repetition (default 20)")
-    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
+    add_options(p, Options)
 
 
 def launched_by_mpi() -> bool:

@@ -34,9 +34,9 @@ from ...units import format_size, gbps, parse_size, parse_sizes
 from . import mpi_common as mc
 from .world import World, start as start_world
 from .. import interrupt
-from ..harness import add_shared, check_count, check_positive
+from ..harness import check_count, check_positive
 from ..driver import Case, Common, Plan as DriverPlan, Repeats
-from ..options import choices
+from ..options import add_options, choices, option, repeat_count, time_limit
 from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -49,40 +49,33 @@ SMALL = 8192  # OSU's large-message threshold
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench mpi's options, typed (check builds these; the fields are its argparse dests)."""
+    """bench mpi's options, typed (check builds these), each with its command line."""
 
-    repeats: int = 5
-    timeout: float | None = mc.DEFAULT_TIMEOUT_S
-    sizes: str = "1:64MiB"
-    tests: str = ",".join(TESTS)
-    buffers: str = "HH"
-    pair: tuple[str, ...] = ()  # repeatable --pair A,B
-    multirail: bool = False
-    window: int = 64
-    chunk: str = "1MiB"
-    iters_scale: float = 1.0
-    small_repeats: int | None = None
+    repeats: int = repeat_count(5)
+    timeout: float | None = time_limit(mc.DEFAULT_TIMEOUT_S)
+    sizes: str = option("1:64MiB", "message sizes: LO:HI doubling (default %(default)s) or a list 8,1KiB,1MiB",
+                        metavar="SPEC")
+    tests: str = option(",".join(TESTS), f"subset of {','.join(TESTS)}")
+    buffers: str = option("HH", "buffer kinds sender+receiver: HH,HD,DH,DD (D = GPU memory; default %(default)s)",
+                          metavar="LIST")
+    pair: tuple[str, ...] = option((), "measure ranks A and B (repeatable; default: one pair per distance class)",
+                                   metavar="A,B")
+    multirail: bool = option(False, "also run every rank pair (first half <-> second half, or node <-> node) at once")
+    window: int = option(64, "sends per window in bw/bibw (default %(default)s, as OSU)")
+    chunk: str = option("1MiB", "staging chunk for GPU buffers (default %(default)s)", metavar="BYTES")
+    iters_scale: float = option(1.0, "scale the per-size iteration counts (default 1; 0.1 for a quick look)",
+                                metavar="X")
+    small_repeats: int | None = option(
+        None, f"timed repetitions of messages up to {SMALL // 1024} KiB (default: --repeats): one takes about a "
+              "millisecond, so a single preemption of a rank decides its mean; 9 or more let the median's 95%% "
+              "interval leave such a repetition out at no cost", metavar="N")
+    ranks = True
+    # each size's repetitions are its own (--small-repeats); ranks stop only where they agree
+    not_offered = ("adaptive", "budget")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sizes", default="1:64MiB", metavar="SPEC",
-                   help="message sizes: LO:HI doubling (default 1:64MiB) or a list 8,1KiB,1MiB")
-    p.add_argument("--tests", default=",".join(TESTS), help=f"subset of {','.join(TESTS)}")
-    p.add_argument("--buffers", default="HH", metavar="LIST",
-                   help="buffer kinds sender+receiver: HH,HD,DH,DD (D = GPU memory; default HH)")
-    p.add_argument("--pair", action="append", metavar="A,B", default=[],
-                   help="measure ranks A and B (repeatable; default: one pair per distance class)")
-    p.add_argument("--multirail", action="store_true",
-                   help="also run every rank pair (first half <-> second half, or node <-> node) at once")
-    p.add_argument("--window", type=int, default=64, help="sends per window in bw/bibw (default 64, as OSU)")
-    p.add_argument("--chunk", default="1MiB", metavar="BYTES", help="staging chunk for GPU buffers (default 1MiB)")
-    p.add_argument("--iters-scale", type=float, default=1.0, metavar="X",
-                   help="scale the per-size iteration counts (default 1; 0.1 for a quick look)")
-    p.add_argument("--small-repeats", type=int, metavar="N",
-                   help=f"timed repetitions of messages up to {SMALL // 1024} KiB (default: --repeats): one takes "
-                        "about a millisecond, so a single preemption of a rank decides its mean; 9 or more let "
-                        "the median's 95%% interval leave such a repetition out at no cost")
-    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
+    add_options(p, Options)
 
 
 # --- inputs ---------------------------------------------------------------------

@@ -28,9 +28,9 @@ from typing import Any, Callable
 from . import collectives as co
 from . import mpi_common as mc
 from ...units import format_size
-from ..harness import Progress, Stopped, add_shared, check_count, session, slowest_rank
+from ..harness import Progress, Stopped, check_count, session, slowest_rank
 from ..driver import Common, repeat
-from ..options import add_gpus
+from ..options import add_options, gpu_list, launch_mode, option, repeat_count, time_limit
 from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -43,28 +43,23 @@ TAG_LEFT, TAG_RIGHT = 11, 12  # direction a halo travels
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench ring's options, typed (the fields are its argparse dests)."""
+    """bench ring's options, typed, each with its command line."""
 
-    repeats: int = 5
-    timeout: float | None = mc.DEFAULT_TIMEOUT_S
-    transports: str = ",".join(TRANSPORTS)
-    sizes: str = "64KiB,1MiB,16MiB,64MiB"
-    mode: str = "auto"
-    gpus: str | None = None
-    steps: int = 20
-    no_overlap: bool = False
+    repeats: int = repeat_count(5)
+    timeout: float | None = time_limit(mc.DEFAULT_TIMEOUT_S)
+    transports: str = option(",".join(TRANSPORTS), f"subset of {','.join(TRANSPORTS)}")
+    sizes: str = option("64KiB,1MiB,16MiB,64MiB", "halo bytes per direction: a list or LO:HI doubling "
+                                                  "(default %(default)s)", metavar="SPEC")
+    mode: str = launch_mode("one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
+    gpus: str | None = gpu_list("single mode: in ring order")
+    steps: int = option(20, "exchange steps per timed repetition (default %(default)s)")
+    no_overlap: bool = option(False, "skip the compute-overlap measurement")
+    ranks = True
+    not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--transports", default=",".join(TRANSPORTS), help=f"subset of {','.join(TRANSPORTS)}")
-    p.add_argument("--sizes", default="64KiB,1MiB,16MiB,64MiB", metavar="SPEC",
-                   help="halo bytes per direction: a list or LO:HI doubling (default 64KiB,1MiB,16MiB,64MiB)")
-    p.add_argument("--mode", choices=("auto", "mpi", "single"), default="auto",
-                   help="one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
-    add_gpus(p, "single mode: in ring order")
-    p.add_argument("--steps", type=int, default=20, help="exchange steps per timed repetition (default 20)")
-    p.add_argument("--no-overlap", action="store_true", help="skip the compute-overlap measurement")
-    add_shared(p, repeats=5, timeout=mc.DEFAULT_TIMEOUT_S, mpi=True)
+    add_options(p, Options)
 
 
 def overlap_efficiency(t_comp: float, t_comm: float, t_both: float) -> float:

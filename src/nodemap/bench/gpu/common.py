@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .devices import (CUDA_MISSING, NO_GPU, Gpu, add_common_arguments, describe, device_memory, ensure_free,  # noqa: F401
+from .devices import (CUDA_MISSING, NO_GPU, Gpu, describe, device_memory, ensure_free,  # noqa: F401
                       environment, gpu_pcie, gpus, import_cupy, key, load_topology, match_gpu, open_bench, ordinal_key)
 from .kernels import kernel, kernel_source, launch, pattern  # noqa: F401
 from .timing import SPIN_TIMEOUT_NS, Gate, Job, gate, time_streams  # noqa: F401

@@ -30,10 +30,10 @@ from ...text import is_decimal
 from ...units import format_size, parse_size
 from ...topology.model import Topology
 from . import common as gc
-from ..driver import Case, Common, Plan, add_adaptive
+from ..driver import Case, Common, Plan
 from ..harness import check_count
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
-from ..options import choices
+from ..options import add_options, choices, gpu_list, option, repeat_count
 from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
 
@@ -45,26 +45,20 @@ STAGE_CHUNK = 16 << 20
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench copies' options, typed (check builds these; the fields are its argparse dests)."""
+    """bench copies' options, typed (check builds these), each with its command line."""
 
-    repeats: int = 5
-    gpus: str | None = None
-    size: str | None = None
-    iters: int = 8
-    engine: str = "ce,sm"
-    cases: str = ",".join(CASES)
-    latency: bool = False
-    matrix: bool = False
+    repeats: int = repeat_count(5)
+    gpus: str | None = gpu_list()
+    size: str | None = option(None, "bytes per buffer (default 512MiB, as nvbandwidth)", metavar="BYTES")
+    iters: int = option(8, "copies per timed repetition (default %(default)s)")
+    engine: str = option("ce,sm", "ce, sm or both (default)")
+    cases: str = option(",".join(CASES), f"subset of {','.join(CASES)}")
+    latency: bool = option(False, "also measure load latency and small-copy latency")
+    matrix: bool = option(False, "print nvbandwidth-style matrices (rows src, cols dst)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    gc.add_common_arguments(p, "bytes per buffer (default 512MiB, as nvbandwidth)", repeats=5)
-    p.add_argument("--iters", type=int, default=8, help="copies per timed repetition (default 8)")
-    p.add_argument("--engine", default="ce,sm", help="ce, sm or both (default)")
-    p.add_argument("--cases", default=",".join(CASES), help=f"subset of {','.join(CASES)}")
-    p.add_argument("--latency", action="store_true", help="also measure load latency and small-copy latency")
-    p.add_argument("--matrix", action="store_true", help="print nvbandwidth-style matrices (rows src, cols dst)")
-    add_adaptive(p)
+    add_options(p, Options)
 
 
 @dataclass

@@ -6,7 +6,7 @@
   (then UUID), so results name "GPU3" as `nodemap topo` does even when
   CUDA_VISIBLE_DEVICES renumbers them, and carry each GPU's peaks.
 - `ensure_free` / `device_memory`: device memory asked for and given back.
-- `open_bench` / `add_common_arguments`: what every single-process GPU kind
+- `open_bench`: what every single-process GPU kind
   starts with.
 """
 
@@ -202,15 +202,6 @@ def environment(cp: Any, devs: Sequence[Gpu]) -> dict[str, Any]:
     if vis is not None:
         env["CUDA_VISIBLE_DEVICES"] = vis
     return env
-
-
-def add_common_arguments(p: Any, size_help: str, repeats: int) -> None:
-    from ..harness import add_shared
-    from ..options import add_gpus
-
-    add_gpus(p)
-    p.add_argument("--size", metavar="BYTES", help=size_help)
-    add_shared(p, repeats=repeats)
 
 
 def open_bench(args: Any, command: str) -> tuple[Any, Topology | None, list[Gpu], Any]:

@@ -24,8 +24,9 @@ from ...errors import NodemapError
 from ...units import format_size, parse_size
 from . import common as gc
 from .. import interrupt, options
-from ..driver import Case, Common, Plan, add_adaptive
+from ..driver import Case, Common, Plan
 from ..harness import check_count
+from ..options import option
 from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -51,32 +52,24 @@ DOT_TOL = {"float64": 1e-8, "float32": 1e-3}
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    """bench gpu's options, typed (check builds these; the fields are its argparse dests)."""
+    """bench gpu's options, typed (check builds these), each with its command line."""
 
-    repeats: int = 20
-    gpus: str | None = None
-    size: str | None = None
-    dtype: str = ",".join(DTYPES)
-    kernels: str = ",".join(KERNELS)
-    block: int = 0
-    unroll: int = UNROLL
-    grid_per_sm: int = 0
-    no_aggregate: bool = False
+    repeats: int = options.repeat_count(20)
+    gpus: str | None = options.gpu_list()
+    size: str | None = option(None, "bytes per array (default: the larger of 1 GiB and 4x L2)", metavar="BYTES")
+    dtype: str = options.dtype_list(",".join(DTYPES), DTYPES)
+    kernels: str = option(",".join(KERNELS), f"subset of {','.join(KERNELS)}")
+    block: int = option(0, "threads per block (default 0: per kernel the fastest of "
+                           f"{', '.join(map(str, AUTO_BLOCKS))}, chosen before timing; dot always uses 1024)")
+    unroll: int = option(UNROLL, "16-byte vectors per thread, all loaded before the first store "
+                                 "(default %(default)s)", choices=(1, 2, 4))
+    grid_per_sm: int = option(0, "persistent grid of N blocks per SM striding over the arrays (default 0: one pass)",
+                              metavar="N")
+    no_aggregate: bool = option(False, "skip the all-GPUs-at-once run")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    gc.add_common_arguments(p, "bytes per array (default: the larger of 1 GiB and 4x L2)", repeats=20)
-    options.add_dtype(p, "float64,float32", DTYPES)
-    p.add_argument("--kernels", default=",".join(KERNELS), help=f"subset of {','.join(KERNELS)}")
-    p.add_argument("--block", type=int, default=0,
-                   help="threads per block (default 0: per kernel the fastest of "
-                        f"{', '.join(map(str, AUTO_BLOCKS))}, chosen before timing; dot always uses 1024)")
-    p.add_argument("--unroll", type=int, default=UNROLL, choices=(1, 2, 4),
-                   help=f"16-byte vectors per thread, all loaded before the first store (default {UNROLL})")
-    p.add_argument("--grid-per-sm", type=int, default=0, metavar="N",
-                   help="persistent grid of N blocks per SM striding over the arrays (default 0: one pass)")
-    p.add_argument("--no-aggregate", action="store_true", help="skip the all-GPUs-at-once run")
-    add_adaptive(p)
+    options.add_options(p, Options)
 
 
 @dataclass(frozen=True)

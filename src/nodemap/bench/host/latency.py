@@ -15,8 +15,8 @@ from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
 from ...units import format_size, parse_size
 from . import kernels as hostkernels, thread_orders
-from ..driver import Case, Common, Plan, add_adaptive
-from ..harness import add_shared
+from ..driver import Case, Common, Plan
+from ..options import add_options, option, repeat_count
 from .memory import environment, free_memory, parse_mem
 from ..results import Result, make_result
 
@@ -39,25 +39,17 @@ LINE = 64
 
 @dataclass(frozen=True, kw_only=True)
 class Options(Common):
-    repeats: int = 3
-    cpu: int | None = None  # default: the first allowed CPU
-    max_size: str | None = None  # default: 4x the CPU's largest cache
-    loads: int = 1 << 20
-    mem: str | None = None  # NUMA nodes of the buffer (default: first touch)
-    dram_top_only: bool = False
+    repeats: int = repeat_count(3)
+    cpu: int | None = option(None, "CPU to run on (default: the first allowed CPU)")
+    max_size: str | None = option(None, "largest working set (default 4x the CPU's largest cache)", metavar="BYTES")
+    loads: int = option(1 << 20, "minimum loads per repetition (default %(default)s)")
+    mem: str | None = option(None, "NUMA node to place the buffer on (default: first touch, local)")
+    dram_top_only: bool = option(False, "above the largest cache measure only the largest working set (the DRAM "
+                                        "figure's): skips the slow cache-to-DRAM transition (check's quick level)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cpu", type=int, help="CPU to run on (default: the first allowed CPU)")
-    p.add_argument("--max-size", metavar="BYTES", help="largest working set (default 4x the CPU's largest cache)")
-    p.add_argument("--loads", type=int, default=Options.loads,
-                   help=f"minimum loads per repetition (default {Options.loads})")
-    p.add_argument("--mem", help="NUMA node to place the buffer on (default: first touch, local)")
-    p.add_argument("--dram-top-only", action="store_true",
-                   help="above the largest cache measure only the largest working set (the DRAM figure's): "
-                        "skips the slow cache-to-DRAM transition (check's quick level)")
-    add_shared(p, repeats=Options.repeats)
-    add_adaptive(p)
+    add_options(p, Options)
 
 
 def cpu_caches(topo: Topology, cpu: int) -> list[tuple[str, int]]:

@@ -20,8 +20,9 @@ from ...topology.sysfs import nodes_undercount
 from ...units import format_size, gbps, parse_size
 from .. import driver
 from . import kernels as hostkernels, thread_orders
-from ..driver import Case, Common, Plan, Repeats, add_adaptive
-from ..harness import add_shared, check_count
+from ..driver import Case, Common, Plan, Repeats
+from ..harness import check_count
+from ..options import add_options, option
 from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
 
@@ -50,50 +51,30 @@ RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
 
 @dataclass(frozen=True, kw_only=True)
 class HostOptions(Common):
-    """Options shared with `nodemap bench numa` (add_common)."""
+    """Options shared with `nodemap bench numa`."""
 
-    size: str | None = None  # bytes per array (default 4x the LLCs used)
-    mem: str | None = None  # NUMA nodes of the arrays (default: first touch)
-    peak: float | None = None  # DRAM peak in GB/s (default: SMBIOS)
+    size: str | None = option(None, "bytes per array, e.g. 2G, 512M (default 4x LLC)", metavar="BYTES")
+    mem: str | None = option(None, "NUMA nodes to bind the arrays to (default: first touch by each thread)")
+    peak: float | None = option(None, "DRAM peak of this machine to compare with (default: from its SMBIOS "
+                                      "memory records where readable)", metavar="GB/S")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Options(HostOptions):
-    cpus: str | None = None
-    threads: int | None = None
-    order: str = "spread"
-    kernels: str = ",".join(hostkernels.KERNELS)
-    nt_stores: bool = False
-    batch: int = 1
-    sweep: bool = False
+    cpus: str | None = option(None, "explicit CPU list, one thread per CPU (e.g. 0-7,16)", group="where")
+    threads: int | None = option(None, "number of threads, on CPUs in --order", group="where")
+    order: str = option("spread", "order of CPUs for --threads (default %(default)s)", aliases=("--placement",),
+                        choices=("spread", "compact"))
+    kernels: str = option(",".join(hostkernels.KERNELS), "comma list of copy,scale,add,triad,sum (default all)")
+    nt_stores: bool = option(False, "non-temporal stores (no write-allocate traffic)")
+    batch: int = option(1, "time K repetitions back to back as one sample, with no barrier between them "
+                           "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
+                           "every repetition timed on its own as STREAM does", metavar="K")
+    sweep: bool = option(False, "measure every thread order derived from the topology")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--cpus", help="explicit CPU list, one thread per CPU (e.g. 0-7,16)")
-    where.add_argument("--threads", type=int, help="number of threads, on CPUs in --order")
-    p.add_argument("--order", "--placement", dest="order", choices=("spread", "compact"), default=Options.order,
-                   help="order of CPUs for --threads (default spread)")
-    add_common(p)
-    p.add_argument("--kernels", default=Options.kernels,
-                   help="comma list of copy,scale,add,triad,sum (default all)")
-    p.add_argument("--nt-stores", action="store_true", help="non-temporal stores (no write-allocate traffic)")
-    p.add_argument("--batch", type=int, default=Options.batch, metavar="K",
-                   help="time K repetitions back to back as one sample, with no barrier between them "
-                        "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
-                        "every repetition timed on its own as STREAM does")
-    p.add_argument("--sweep", action="store_true", help="measure every thread order derived from the topology")
-
-
-def add_common(p: argparse.ArgumentParser) -> None:
-    """Options shared with `nodemap bench numa` (and the harness's own)."""
-    p.add_argument("--size", metavar="BYTES", help="bytes per array, e.g. 2G, 512M (default 4x LLC)")
-    p.add_argument("--mem", help="NUMA nodes to bind the arrays to (default: first touch by each thread)")
-    p.add_argument("--peak", type=float, metavar="GB/S",
-                   help="DRAM peak of this machine to compare with (default: from its SMBIOS memory records "
-                        "where readable)")
-    add_shared(p, repeats=HostOptions.repeats)
-    add_adaptive(p)
+    add_options(p, Options)
 
 
 # --- sizes and memory --------------------------------------------------------------

@@ -16,6 +16,7 @@ from ...topology.model import Topology
 from ...units import parse_size
 from . import memory as host_memory, latency, thread_orders
 from ..driver import Case, Plan, Repeats
+from ..options import add_options, option
 from ..results import Result, ResultSet
 
 DESCRIPTION = """\
@@ -32,16 +33,14 @@ examples:
 
 @dataclass(frozen=True, kw_only=True)
 class Options(host_memory.HostOptions):
-    kernel: str = "triad"
-    latency_size: str | None = None  # default 4x the LLC
-    no_latency: bool = False
+    kernel: str = option("triad", "STREAM kernel of the bandwidth matrix (default %(default)s)")
+    latency_size: str | None = option(None, "bytes chased for the latency matrix (default 4x the LLC)",
+                                      metavar="BYTES")
+    no_latency: bool = option(False, "bandwidth matrix only")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kernel", default=Options.kernel, help="STREAM kernel of the bandwidth matrix (default triad)")
-    p.add_argument("--latency-size", metavar="BYTES", help="bytes chased for the latency matrix (default 4x the LLC)")
-    p.add_argument("--no-latency", action="store_true", help="bandwidth matrix only")
-    host_memory.add_common(p)
+    add_options(p, Options)
 
 
 def parse_kernel(text: str) -> list[str]:
