@@ -45,7 +45,7 @@ def test_the_kinds_parse_dtype_and_gpus_alike():
 
     for kind, (modname, _) in BENCHES.items():
         p = argparse.ArgumentParser(add_help=False)
-        importlib.import_module(modname).add_arguments(p)
+        options.add_options(p, importlib.import_module(modname).Options)
         flags = {o: a for a in p._actions for o in a.option_strings}
         if "--gpus" in flags:
             assert flags["--gpus"].metavar == "LIST" and "CUDA ordinals" in flags["--gpus"].help, kind

@@ -3,9 +3,8 @@
 
 A kind is a module that holds only what is its own:
     Options            a dataclass of its options on `Common`, each field declared
-                       once with its flag and help (options.option; the CLI and
-                       `check` fill the same record)
-    add_arguments(p)   options.add_options(p, Options): its command line, built from Options
+                       once with its flag and help (options.option): its command
+                       line (options.add_options) and the record `check` fills
     plan(opts) -> Plan its cases for this node's topology, its ResultSet's header, its table
 (no run(): `nodemap bench KIND` calls `main`, check and compare `measure`)
 and per case (a `Case`): setup, one timed run, verify, the Results it makes.
@@ -31,7 +30,7 @@ from typing import Any, Callable, ClassVar, Sequence
 from . import barrier, interrupt
 from .harness import Progress, Stopped, capture, cautions, check_shared, finish, session
 from .intervals import CONFIDENCE, median_interval
-from .options import adaptive_width, case_budget, flag, repeat_count, time_limit, topology_file
+from .options import add_options, adaptive_width, case_budget, flag, repeat_count, time_limit, topology_file
 from .results import Result, ResultSet
 
 
@@ -343,7 +342,7 @@ def measure_cli(kind: str, argv: Sequence[str]) -> ResultSet:
         raise NodemapError(f"bench kind {kind!r}: choose from {', '.join(BENCHES)}")
     mod = importlib.import_module(BENCHES[kind][0])
     parser = argparse.ArgumentParser(prog=f"nodemap bench {kind}", add_help=False)
-    mod.add_arguments(parser)
+    add_options(parser, mod.Options)
     try:
         args = parser.parse_args(list(argv))
     except SystemExit:

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser of one (sub)command from its module: DESCRIPTION, EPILOG,
-    add_arguments; errors in its arguments are reported by this parser, with
+    add_arguments (a bench kind: its Options); errors in its arguments are reported by this parser, with
     its own usage line. `words`: the rest of the command line, given to a
     module with subcommands (SUBCOMMANDS true) so it builds only the one named."""
     import argparse
@@ -18,8 +18,12 @@ def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None)
                         epilog=getattr(mod, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter)
     if words is not None and getattr(mod, "SUBCOMMANDS", False):
         mod.add_arguments(sp, words)
-    else:
+    elif hasattr(mod, "add_arguments"):
         mod.add_arguments(sp)
+    else:  # a bench kind: its command line is its Options' (bench/options.py)
+        from ..bench.options import add_options
+
+        add_options(sp, mod.Options)
     sp.set_defaults(_parser=sp)
     return sp
 

@@ -1,8 +1,8 @@
 """`nodemap bench KIND`: dispatch to one benchmark module per measurement.
 
-Each module in nodemap.bench.kinds.BENCHES provides `add_arguments(parser)`
-and `run(args) -> int`, like a top-level command, and builds Results through
-nodemap.bench.harness.
+Each module in nodemap.bench.kinds.BENCHES provides its `Options` (its
+command line: bench/options.py) and `plan(options)` (bench/driver.py) or,
+not on the driver yet, `run(args) -> int`.
 """
 
 from __future__ import annotations

@@ -95,10 +95,6 @@ class Options(Common):
     not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    options.add_options(p, Options)
-
-
 # --- input -----------------------------------------------------------------------
 
 

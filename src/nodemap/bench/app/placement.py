@@ -16,7 +16,6 @@ is never oversubscribed (that can hang a shared GPU). The per-GPU *budget*
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -75,10 +74,6 @@ class Options(Common):
     strategies: str = option(",".join(DEFAULT_STRATEGIES), f"subset of {','.join(STRATEGIES)} (default: all but "
                                                            "no-hints, which can thrash for minutes)")
     gpus: str | None = options.gpu_list("each holds its share once")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    options.add_options(p, Options)
 
 
 def plan(opts: Options) -> Plan:

@@ -35,7 +35,7 @@ from ...units import format_size
 from .. import interrupt
 from ..harness import Progress, Stopped, check_count, finish, session
 from ..driver import Common, repeat
-from ..options import add_options, gpu_list, launch_mode, option, repeat_count, time_limit
+from ..options import gpu_list, launch_mode, option, repeat_count, time_limit
 from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -70,10 +70,6 @@ class Options(Common):
     iters: int = option(20, "operations per timed repetition (default %(default)s)")
     ranks = True
     not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 def launched_by_mpi() -> bool:

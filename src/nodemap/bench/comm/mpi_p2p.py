@@ -22,7 +22,6 @@ timeout (--timeout)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from contextlib import ExitStack
@@ -36,7 +35,7 @@ from .world import World, start as start_world
 from .. import interrupt
 from ..harness import check_count, check_positive
 from ..driver import Case, Common, Plan as DriverPlan, Repeats
-from ..options import add_options, choices, option, repeat_count, time_limit
+from ..options import choices, option, repeat_count, time_limit
 from ..results import Result, ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -72,10 +71,6 @@ class Options(Common):
     ranks = True
     # each size's repetitions are its own (--small-repeats); ranks stop only where they agree
     not_offered = ("adaptive", "budget")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 # --- inputs ---------------------------------------------------------------------

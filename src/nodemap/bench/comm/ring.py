@@ -30,7 +30,7 @@ from . import mpi_common as mc
 from ...units import format_size
 from ..harness import Progress, Stopped, check_count, session, slowest_rank
 from ..driver import Common, repeat
-from ..options import add_options, gpu_list, launch_mode, option, repeat_count, time_limit
+from ..options import gpu_list, launch_mode, option, repeat_count, time_limit
 from ..results import ResultSet, make_result
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
@@ -56,10 +56,6 @@ class Options(Common):
     no_overlap: bool = option(False, "skip the compute-overlap measurement")
     ranks = True
     not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 def overlap_efficiency(t_comp: float, t_comm: float, t_both: float) -> float:

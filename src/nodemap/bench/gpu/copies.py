@@ -19,7 +19,6 @@ Every destination is poisoned before and checked word by word after.
 
 from __future__ import annotations
 
-import argparse
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from . import common as gc
 from ..driver import Case, Common, Plan
 from ..harness import check_count
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
-from ..options import add_options, choices, gpu_list, option, repeat_count
+from ..options import choices, gpu_list, option, repeat_count
 from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
 
@@ -55,10 +54,6 @@ class Options(Common):
     cases: str = option(",".join(CASES), f"subset of {','.join(CASES)}")
     latency: bool = option(False, "also measure load latency and small-copy latency")
     matrix: bool = option(False, "print nvbandwidth-style matrices (rows src, cols dst)")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 @dataclass
@@ -399,7 +394,6 @@ class Bench:
                 up[k].record(sb)
         sb.synchronize()
         return time.perf_counter() - t0
-
 
 
 class Pattern(Case):

@@ -15,7 +15,6 @@ of N elements per kernel; write-allocate traffic is not counted.
 
 from __future__ import annotations
 
-import argparse
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -66,10 +65,6 @@ class Options(Common):
     grid_per_sm: int = option(0, "persistent grid of N blocks per SM striding over the arrays (default 0: one pass)",
                               metavar="N")
     no_aggregate: bool = option(False, "skip the all-GPUs-at-once run")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    options.add_options(p, Options)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ Each size is labelled with the level the Topology predicts it fits in.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from ...errors import NodemapError
@@ -16,7 +15,7 @@ from ...topology.model import Topology
 from ...units import format_size, parse_size
 from . import kernels as hostkernels, thread_orders
 from ..driver import Case, Common, Plan
-from ..options import add_options, option, repeat_count
+from ..options import option, repeat_count
 from .memory import environment, free_memory, parse_mem
 from ..results import Result, make_result
 
@@ -46,10 +45,6 @@ class Options(Common):
     mem: str | None = option(None, "NUMA node to place the buffer on (default: first touch, local)")
     dram_top_only: bool = option(False, "above the largest cache measure only the largest working set (the DRAM "
                                         "figure's): skips the slow cache-to-DRAM transition (check's quick level)")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 def cpu_caches(topo: Topology, cpu: int) -> list[tuple[str, int]]:

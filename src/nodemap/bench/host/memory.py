@@ -7,7 +7,6 @@ array unless stores are non-temporal) is recorded beside it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from .. import driver
 from . import kernels as hostkernels, thread_orders
 from ..driver import Case, Common, Plan, Repeats
 from ..harness import check_count
-from ..options import add_options, option
+from ..options import option
 from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
 
@@ -71,10 +70,6 @@ class Options(HostOptions):
                            "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
                            "every repetition timed on its own as STREAM does", metavar="K")
     sweep: bool = option(False, "measure every thread order derived from the topology")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 # --- sizes and memory --------------------------------------------------------------

@@ -7,7 +7,6 @@ The SLIT distances of the Topology are printed beside them.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from ...errors import NodemapError
@@ -16,7 +15,7 @@ from ...topology.model import Topology
 from ...units import parse_size
 from . import memory as host_memory, latency, thread_orders
 from ..driver import Case, Plan, Repeats
-from ..options import add_options, option
+from ..options import option
 from ..results import Result, ResultSet
 
 DESCRIPTION = """\
@@ -37,10 +36,6 @@ class Options(host_memory.HostOptions):
     latency_size: str | None = option(None, "bytes chased for the latency matrix (default 4x the LLC)",
                                       metavar="BYTES")
     no_latency: bool = option(False, "bandwidth matrix only")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, Options)
 
 
 def parse_kernel(text: str) -> list[str]:
@@ -128,7 +123,6 @@ def plan(opts: Options) -> Plan:
         return "\n\n".join(parts)
 
     return Plan("bench numa", cases, text, environment=host_memory.environment(topo), messages=messages)
-
 
 
 def _latency_size(topo: Topology, cpu: int, node: int) -> int:
