@@ -30,11 +30,11 @@ def test_unicode_digits_in_cuda_visible_devices(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, words", [
-    (("packages", 0, "os_index"), "x", ["Package.os_index", "an integer"]),
-    (("numa_nodes", 0, "cpuset"), 5, ["NumaNode.cpuset", "CPU list"]),
-    (("numa_nodes", 0, "memory"), None, ["NumaNode.memory"]),
-    (("pus",), {"a": 1}, ["Topology.pus", "a list"]),
-    (("machine", "hostname"), ["x"], ["Machine.hostname", "a string"]),
+    (("packages", 0, "os_index"), "x", ["packages[0].os_index", "an integer"]),
+    (("numa_nodes", 0, "cpuset"), 5, ["numa_nodes[0].cpuset", "not text"]),
+    (("numa_nodes", 0, "memory"), None, ["numa_nodes[0].memory", "null"]),
+    (("pus",), {"a": 1}, ["field pus", "a list"]),
+    (("machine", "hostname"), ["x"], ["machine.hostname", "not text"]),
 ])
 def test_wrong_json_field_types(tmp_path, field, value, words):
     xml = tmp_path / "n.xml"
