@@ -18,9 +18,9 @@ import msgspec
 
 from .. import records
 from ..bench.results import finite
+from ..check.saved import SCHEMAS
 from ..check.verdicts import VERDICTS
 from ..finding import Finding
-from .nodecheck import SCHEMAS
 
 WHAT = "node document (nodemap check --fleet wrote it)"
 
