@@ -106,7 +106,7 @@ def test_json_of_the_wrong_schema(tmp_path):
     p.write_text('{"schema": "nodemap.topology/1", "pus": [{"os_index": 0}], "allowed_mems": "zz"}')
     one_line_error(nodemap("--input", p), "field allowed_mems: bad CPU list 'zz'")
     p.write_text('{"schema": "nodemap.topology/1", ')
-    one_line_error(nodemap("--input", p), "line 1: not JSON")
+    one_line_error(nodemap("--input", p), "not JSON")
 
 
 def test_source_that_contradicts_the_input(saved):

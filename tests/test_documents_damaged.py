@@ -7,6 +7,7 @@ readers run in this process (cli.main), so hypothesis tries many changes."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -196,3 +197,77 @@ def test_a_replayed_node_document_is_read_as_the_fleet_reads_one(tmp_path, monke
     assert str(e.value).startswith(str(tmp_path / "doc.json")) and words in str(e.value), e.value
     (tmp_path / "doc.json").write_text(json.dumps(_fleet_folder()["nodes.jsonl"][0]))
     assert nodecheck.run_check(lambda *a: {}, "n7", "quick", None)["host"] == "n7"
+
+
+# --- watch timelines (nodemap report FILE.watch; the summary of run --watch) ---------
+
+
+def _timeline(tmp_path) -> str:
+    """A timeline as the monitor writes it (monitor.prepare: the header; monitor._write: each line)."""
+    from nodemap.watch import monitor
+
+    w = monitor.prepare(str(tmp_path / "w"), 0.2, local_rank=0, local_size=1, task={"gpus": [0]}, argv=["app"],
+                        env={"SLURM_JOB_ID": "7", "UCX_TLS": "rc"})
+    for rec in ([{"gpus": [{"index": 0, "uuid": "GPU-0", "name": "H100", "total": 80 << 30}]}, {"libs": ["cupy"]},
+                 {"others": {"0": [[77, "jupyter", [1]]]}}]
+                + [[round(0.2 * i, 3), 2 << 30, 400 << 30, [(4 << 30) + i], [5 << 30], [1 << 30]] for i in range(6)]
+                + [{"note": "a note"}, {"end": {"t": 1.2, "samples": 6, "exit": 0}}]):
+        monitor._write(w.fd, rec)
+    os.close(w.fd)
+    return w.path
+
+
+def test_a_timeline_reads_back_as_the_monitor_wrote_it(tmp_path):
+    from nodemap.watch import timeline
+
+    tl = timeline.read(_timeline(tmp_path))
+    assert (tl.job, tl.rank, tl.header.planned_gpus, tl.header.env, tl.header.argv) == ("7", 0, [0], {"UCX_TLS": "rc"},
+                                                                                        ["app"])
+    assert [g.name for g in tl.gpus] == ["H100"] and tl.libs == ["cupy"] and tl.notes == ["a note"]
+    assert tl.other_procs == {0: [(77, "jupyter", [1])]} and tl.end.exit == 0 and tl.end.samples == 6
+    assert tl.t == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0] and tl.own[-1] == [(4 << 30) + 5] and tl.torn == 0
+
+
+def test_report_reads_or_refuses_a_damaged_timeline_in_one_line(tmp_path, capsys):
+    """Any line of a timeline changed (the header, a sample, an event): read,
+    or one line naming the file and the line, never a traceback."""
+    from hypothesis import strategies as st
+
+    path = _timeline(tmp_path)
+    with open(path, "rb") as f:
+        lines = f.read().splitlines()
+
+    @SETTINGS
+    @given(st.data())
+    def read(data):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        what, damaged = data.draw(mutants.damaged(json.loads(lines[i])))
+        with open(path, "wb") as f:
+            f.write(b"\n".join(lines[:i] + [damaged] + lines[i + 1:]) + b"\n")
+        code = cli.main(["report", path])
+        err = capsys.readouterr().err
+        if err:
+            assert f"{path}, line {i + 1}: " in err, (what, err)
+        one_line_or_read(capsys, code, path)
+
+    read()
+
+
+@pytest.mark.parametrize("line, change, words", [
+    (0, lambda d: d.update(schema="nodemap.watch/9"), "line 1: field the document: schema is 'nodemap.watch/9'"),
+    (0, lambda d: d.update(start=float("nan")), "line 1: field the document: start is nan, not a finite number"),
+    (0, lambda d: d.update(rank="3"), "line 1: field rank is str, not an integer"),  # a TypeError in sorting
+    (1, lambda d: d["gpus"][0].pop("index"), "line 2: field gpus[0].index is missing"),  # a KeyError in analysis
+    (3, lambda d: d["others"].update({"x": []}), "line 4: a key of field others is str, not an integer"),
+    (5, lambda d: d.__setitem__(0, float("inf")), "line 6: field [0] is not a finite number"),
+])
+def test_a_damaged_timeline_line_names_the_line_and_field(tmp_path, capsys, line, change, words):
+    path = _timeline(tmp_path)
+    with open(path) as f:
+        lines = [json.loads(x) for x in f]
+    change(lines[line])
+    with open(path, "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    assert cli.main(["report", path]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}, {words}" in err and len(err.splitlines()) == 1, err

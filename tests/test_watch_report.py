@@ -74,7 +74,7 @@ def test_broken_timeline_is_one_line(tmp_path):
     f = tmp_path / "x.watch"
     f.write_text("not json\n")
     r = nodemap("report", str(f))
-    assert r.returncode == 2 and "not a nodemap watch timeline" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "x.watch, line 1: not JSON" in r.stderr and "Traceback" not in r.stderr
 
 
 def _two_runs(d):
@@ -137,7 +137,7 @@ def test_a_header_with_a_non_number_is_one_line(tmp_path):
     head["start"] = None
     f.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
     r = nodemap("report", str(f))
-    assert r.returncode == 2 and "header field start=None is not a number" in r.stderr
+    assert r.returncode == 2 and "x.watch, line 1: field start is null, not a number" in r.stderr
     assert "Traceback" not in r.stderr
     r = nodemap("report", str(tmp_path))  # in a folder it is skipped like any unreadable file
     assert r.returncode == 2 and "no readable timelines" in r.stderr and "Traceback" not in r.stderr

@@ -110,7 +110,8 @@ def parse_json(path: str, text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(path, f"line {e.lineno}: not JSON ({e.msg}); give a {what} as nodemap wrote it") from None
+        at = f"line {e.lineno}: " if "\n" in text.strip() else ""  # one line (of a .jsonl): its name says which
+        raise InputError(path, f"{at}not JSON ({e.msg}); give a {what} as nodemap wrote it") from None
     except RecursionError:
         raise InputError(path, f"nested too deep to be a {what}; give one as nodemap wrote it") from None
     except (ValueError, MemoryError) as e:  # "Exceeds the limit (4300 digits) for integer string conversion"

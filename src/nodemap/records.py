@@ -103,8 +103,14 @@ def field_problem(e: Exception, at: str = "") -> str:
     as "field results[3].stats.median is str, not a number"."""
     text = str(e)
     text, _, path = text.partition(" - at `")
-    path = path.rstrip("`").removeprefix("$").lstrip(".")
+    key = path.startswith("key` in `")  # "- at `key` in `$.others`": one of that object's keys
+    path = path.removeprefix("key` in `").rstrip("`").removeprefix("$").lstrip(".")
     path = ".".join(p for p in (at, path) if p).replace(".[", "[")
+    said = _problem(text, path)
+    return said.replace("field ", "a key of field ", 1) if key else said
+
+
+def _problem(text: str, path: str) -> str:
     if text.startswith("Object missing required field `"):
         name = text.split("`")[1]
         return f"field {'.'.join(p for p in (path, name) if p)} is missing"

@@ -39,16 +39,11 @@ def load(paths: list[str]) -> list[timeline.Timeline]:
         if os.path.isdir(p):
             out += timeline.read_dir(p)
             continue
-        try:
-            out.append(timeline.read(p))
-        except OSError as e:
-            raise NodemapError(f"{p}: cannot read it ({e.strerror or e})") from None
-        except timeline.TimelineError as e:
-            raise NodemapError(f"{e}: give a folder or file written by nodemap run --watch") from None
+        out.append(timeline.read(p))  # a damaged one: InputError naming the file, line and field
     if not out:
         raise NodemapError(f"no readable timelines in {', '.join(paths)}: give the folder of nodemap run --watch "
                            "(--watch-dir; default ./nodemap-watch)")
-    out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.get("start", 0)))
+    out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.start))
     return out
 
 

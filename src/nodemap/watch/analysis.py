@@ -176,7 +176,7 @@ def by_job(timelines: list[Timeline]) -> list[list[Timeline]]:
     jobs: dict[str, list[Timeline]] = {}
     for tl in timelines:
         jobs.setdefault(tl.job, []).append(tl)
-    return sorted(jobs.values(), key=lambda tls: -max(float(t.header.get("start", 0)) for t in tls))
+    return sorted(jobs.values(), key=lambda tls: -max(t.header.start for t in tls))
 
 
 def analyse(timelines: list[Timeline]) -> Analysis:
@@ -193,30 +193,30 @@ def analyse(timelines: list[Timeline]) -> Analysis:
     findings += _imbalance(ranks)
     findings += _near_capacity(gpus, timelines)
     findings += _other_processes(timelines, pids)
-    start = min((float(tl.header.get("start", 0)) for tl in timelines), default=0.0)
+    start = min((tl.header.start for tl in timelines), default=0.0)
     return Analysis(ranks, gpus, findings, _notes(timelines), timelines[0].job if timelines else "", start)
 
 
 def _rank_stats(tl: Timeline) -> RankStats:
     y, what = tl.gpu_series()
-    end = tl.end or {}
-    return RankStats(tl.host, tl.job, tl.rank, int(tl.header.get("local_rank", 0)), int(tl.header.get("pid", 0)),
-                     list(tl.header.get("argv", [])), [int(g["index"]) for g in tl.gpus], what,
+    end = {k: getattr(tl.end, k, None) for k in ("exit", "signal")}
+    return RankStats(tl.host, tl.job, tl.rank, tl.header.local_rank, tl.header.pid,
+                     list(tl.header.argv), [g.index for g in tl.gpus], what,
                      classify(tl.t, y) if y else Shape("none"), classify(tl.t, tl.rss),
                      len(tl.t), tl.t[-1] if tl.t else 0.0, tl.ended,
-                     {k: end[k] for k in ("exit", "signal") if k in end})
+                     {k: v for k, v in end.items() if v is not None})
 
 
 def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
     out: dict[tuple[str, int], GpuStats] = {}
     for tl in timelines:
         for k, g in enumerate(tl.gpus):
-            key = (tl.host, int(g["index"]))
+            key = (tl.host, g.index)
             used = [s[k] for s in tl.used if k < len(s)]
             own = [s[k] for s in tl.own if k < len(s)]
             st = out.get(key)
             if st is None:
-                st = out[key] = GpuStats(tl.host, key[1], g.get("name", ""), int(g.get("total", 0)), 0, [], 0,
+                st = out[key] = GpuStats(tl.host, key[1], g.name, g.total, 0, [], 0,
                                          Shape("none"))
             st.ranks.append(tl.rank)
             st.ranks_peak_sum += max(own, default=0)
@@ -234,7 +234,7 @@ def _pids(timelines: list[Timeline]) -> Pids:
     peers per rank made 3,000 timelines quadratic (10 s)."""
     out: Pids = {}
     for t in timelines:
-        out.setdefault((t.job, t.host), {})[t.header.get("pid")] = t
+        out.setdefault((t.job, t.host), {})[t.header.pid] = t
     return out
 
 
@@ -248,11 +248,11 @@ def _peers_on_gpu(tl: Timeline, pids: Pids) -> list[tuple[str, bool, bool]]:
             hit = next((peers[p] for p in [pid, *anc] if p in peers), None)
             if hit is None:
                 continue
-            planned = hit.header.get("planned_gpus", [])
+            planned = hit.header.planned_gpus
             out.append((f"rank {hit.rank} (pid {pid} {comm}) also holds GPU {g}"
-                        + ("" if int(g) in planned else
+                        + ("" if g in planned else
                            f" though its plan gave it GPU(s) {','.join(map(str, planned)) or '-'}"),
-                        int(g) in planned, _rank_stats(hit).gpu.kind == "growing"))
+                        g in planned, _rank_stats(hit).gpu.kind == "growing"))
     return out
 
 
@@ -265,7 +265,7 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
     IPC is named only on evidence of it: a peer rank the plan did not put on this GPU holds memory there (it
     maps this rank's buffers), a peer that shares it by plan holds steady while this rank grows, or UCX's CUDA
     transports are loaded (and not excluded by UCX_TLS)."""
-    env = tl.header.get("env", {})
+    env = tl.header.env
     evidence, fixes, kind = [], [], "growth"
     ucx = _has(tl.libs, UCX_LIBS)
     excluded = "cuda_ipc" in env.get("UCX_TLS", "") and env["UCX_TLS"].startswith("^")
@@ -389,10 +389,10 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
     for t in timelines:
         hosts.setdefault(t.host, []).append(t)
     for host in sorted(hosts):
-        tls = [t for t in hosts[host] if t.avail and t.header.get("mem_total")]
+        tls = [t for t in hosts[host] if t.avail and t.header.mem_total]
         if not tls:
             continue
-        total = tls[0].header["mem_total"]
+        total = tls[0].header.mem_total
         low = min(min(t.avail) for t in tls)
         if low < (1 - HOST_NEAR_CAPACITY) * total:
             out.append(Finding("warn", f"{host}: host memory near capacity",
@@ -409,13 +409,13 @@ def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
         ranks = pids.get((tl.job, tl.host), {})
         for k, g in enumerate(tl.gpus):
             held = max((s[k] for s in tl.others if k < len(s)), default=0)
-            procs = tl.other_procs.get(str(g["index"]), [])
+            procs = tl.other_procs.get(g.index, [])
             foreign = [p for p in procs if not any(a in ranks for a in [p[0], *p[2]])]
-            key = (tl.host, g["index"])
+            key = (tl.host, g.index)
             if foreign and held >= FOREIGN_MIN and key not in said:
                 said.add(key)
                 names = ", ".join(f"pid {p[0]} {p[1] or '?'}" for p in foreign[:4])
-                out.append(Finding("warn", f"GPU {g['index']} on {tl.host}: another process holds memory there",
+                out.append(Finding("warn", f"GPU {g.index} on {tl.host}: another process holds memory there",
                                    f"{names} held up to {gib(held)} GiB beside rank {tl.rank} (not a rank of this "
                                    "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
                                    "process (a leftover run, a notebook, a monitoring agent with a context)",

@@ -567,9 +567,9 @@ def _await_peers(d: str, header: dict) -> None:
         time.sleep(0.1)
 
 
-def _lost(header: dict, gone_since: dict[int, float]) -> bool:
+def _lost(header: Any, gone_since: dict[int, float]) -> bool:
     """A rank whose application ended PEER_GRACE s ago and whose timeline has no end: its monitor died."""
-    pid = int(header.get("pid", 0))
+    pid = header.pid
     if pid and _alive(pid):
         return False
     first = gone_since.setdefault(pid, time.time())

@@ -9,49 +9,113 @@ A timeline file is JSON lines: a header object (schema nodemap.watch/1),
 then samples `[t_s, host_rss, node_available, [own per GPU], [used per GPU],
 [others per GPU]]` (bytes; GPUs in the order of the `gpus` record) and
 event objects: {"gpus": [...]}, {"note": ...}, {"libs": [...]}, {"others":
-{gpu: [[pid, comm, ancestors]]}}, {"end": {...}}. A line cut by a kill is
-skipped; a file without "end" is a monitor that was killed.
+{gpu: [[pid, comm, ancestors]]}}, {"end": {...}}. Every line is decoded into
+its record (Header, Sample, Event: nodemap.records, msgspec) and a damaged
+one is one InputError naming the file, the line and the field; only a last
+line cut short by a kill (no newline after it) is skipped. A file without
+"end" is a monitor that was killed.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from .. import records
+from ..bench.results import finite
 from ..errors import InputError
 from ..infile import open_regular, read as read_checked
+from ..topology.model import Finite
+
+SCHEMA = "nodemap.watch/1"  # monitor.SCHEMA (a timeline it writes reads back: tests), which imports this module
+WHAT = "watch timeline (nodemap run --watch wrote it)"
+
+
+class Header(msgspec.Struct):
+    """The first line (monitor.prepare)."""
+
+    schema: str
+    host: str = ""
+    job: str = ""
+    rank: int = 0
+    local_rank: int = 0
+    local_size: int = 1
+    pid: int = 0
+    argv: list[str] = []
+    start: float = 0.0  # time.time() at the start
+    interval: float = 0.0
+    planned_gpus: list[int] = []
+    planned_pci: list[str] = []
+    cpus: str = ""
+    mem_total: int = 0
+    env: dict[str, str] = {}
+
+    def __post_init__(self) -> None:
+        if self.schema != SCHEMA:
+            raise ValueError(f"schema is {self.schema!r}, not {SCHEMA!r}: not a nodemap watch timeline")
+        finite(self, "start", "interval")
+
+
+class Gpu(msgspec.Struct):
+    index: int
+    uuid: str = ""
+    name: str = ""
+    total: int = 0
+
+
+class End(msgspec.Struct):
+    t: float = 0.0
+    samples: int = 0
+    exit: int | None = None
+    signal: int | None = None
+
+
+class Event(msgspec.Struct):
+    """An object line: what changed (the monitor writes one key or two)."""
+
+    gpus: list[Gpu] | None = None
+    note: str = ""
+    libs: list[str] = []
+    others: dict[int, list[tuple[int, str, list[int]]]] = {}  # GPU index -> [pid, comm, ancestors] of others
+    end: End | None = None
+
+
+# seconds since the start, host RSS, node available, per GPU: own, used, others' (bytes)
+Sample = tuple[Finite, int, int, list[int], list[int], list[int]]
+_LINE = Sample | Event
 
 
 @dataclass
 class Timeline:
     path: str
-    header: dict
+    header: Header
     t: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
     avail: list[int] = field(default_factory=list)
     own: list[list[int]] = field(default_factory=list)  # per sample, per GPU
     used: list[list[int]] = field(default_factory=list)
     others: list[list[int]] = field(default_factory=list)
-    gpus: list[dict] = field(default_factory=list)
+    gpus: list[Gpu] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     libs: list[str] = field(default_factory=list)
-    other_procs: dict[str, list] = field(default_factory=dict)  # GPU index -> [[pid, comm, ancestors]] ever seen
-    end: dict | None = None
-    torn: int = 0  # lines that could not be read (cut by a kill)
+    other_procs: dict[int, list] = field(default_factory=dict)  # GPU index -> [(pid, comm, ancestors)] ever seen
+    end: End | None = None
+    torn: int = 0  # a last line cut by a kill
 
     @property
     def host(self) -> str:
-        return self.header.get("host", "")
+        return self.header.host
 
     @property
     def job(self) -> str:
-        return self.header.get("job", "")
+        return self.header.job
 
     @property
     def rank(self) -> int:
-        return int(self.header.get("rank", 0))
+        return self.header.rank
 
     @property
     def ended(self) -> bool:
@@ -67,66 +131,49 @@ class Timeline:
         return [], ""
 
 
-class TimelineError(Exception):
-    pass
-
-
-NUMERIC_HEADER = ("start", "rank", "local_rank", "pid", "mem_total")  # read as numbers below
-
-
 # bytes of one timeline: a sample line is ~100 bytes, so a day of samples a
 # second on 8 GPUs fits many times over; a link to /dev/zero does not
 MAX_TIMELINE = 256 << 20
 
 
+def header(where: str, line: bytes) -> Header:
+    return records.decode(where, line, Header, WHAT)
+
+
 def read(path: str) -> Timeline:
-    """One timeline; InputError (infile) for what is not a regular file of
-    at most MAX_TIMELINE bytes, TimelineError for a damaged header."""
-    lines = read_checked(path, MAX_TIMELINE, "watch timeline").split(b"\n")
-    try:
-        header = json.loads(lines[0])
-    except (ValueError, RecursionError):
-        raise TimelineError(f"{path}: not a nodemap watch timeline (first line is not its header)") from None
-    if not isinstance(header, dict) or not str(header.get("schema", "")).startswith("nodemap.watch/"):
-        raise TimelineError(f"{path}: not a nodemap watch timeline (schema {header.get('schema')!r})")
-    for key in NUMERIC_HEADER:
-        v = header.get(key, 0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TimelineError(f"{path}: header field {key}={v!r} is not a number: a damaged or foreign "
-                                "timeline (move it out of the folder, or rerun with nodemap run --watch)")
-    tl = Timeline(path, header)
-    for raw in lines[1:]:
-        if raw:
-            _add(tl, raw)
+    """One timeline, every line checked (InputError naming the file, line
+    and field); the file as infile reads one, of at most MAX_TIMELINE bytes."""
+    data = read_checked(path, MAX_TIMELINE, WHAT)
+    lines = data.split(b"\n")
+    tl = Timeline(path, header(f"{path}, line 1", lines[0]))
+    last = len(lines) - 1  # the piece after the last newline: empty unless a kill cut that line
+    for n, raw in enumerate(lines[1:], 2):
+        try:
+            rec = records.decode(f"{path}, line {n}", raw, _LINE, WHAT) if raw.strip() else None
+        except InputError:
+            if n - 1 < last:
+                raise
+            tl.torn += 1
+            continue
+        if isinstance(rec, tuple):
+            for column, v in zip((tl.t, tl.rss, tl.avail, tl.own, tl.used, tl.others), rec):
+                column.append(v)
+        elif rec is not None:
+            _add(tl, rec)
     return tl
 
 
-def _add(tl: Timeline, raw: bytes) -> None:
-    try:
-        rec = json.loads(raw)
-    except (ValueError, RecursionError):  # a torn line, or 100,000 nested brackets
-        tl.torn += 1
-        return
-    if isinstance(rec, list) and len(rec) == 6:
-        try:
-            sample = float(rec[0]), int(rec[1]), int(rec[2]), *(list(map(int, g)) for g in rec[3:])
-        except (TypeError, ValueError):
-            tl.torn += 1
-            return
-        for column, v in zip((tl.t, tl.rss, tl.avail, tl.own, tl.used, tl.others), sample):
-            column.append(v)
-    elif isinstance(rec, dict):
-        tl.gpus = rec.get("gpus", tl.gpus)
-        if rec.get("note"):
-            tl.notes.append(str(rec["note"]))
-        tl.libs += rec.get("libs", [])
-        for g, procs in rec.get("others", {}).items():
-            seen = tl.other_procs.setdefault(g, [])
-            seen += [p for p in procs if p[0] not in {q[0] for q in seen}]
-        if "end" in rec:
-            tl.end = rec["end"]
-    else:
-        tl.torn += 1
+def _add(tl: Timeline, e: Event) -> None:
+    if e.gpus is not None:
+        tl.gpus = e.gpus
+    if e.note:
+        tl.notes.append(e.note)
+    tl.libs += e.libs
+    for g, procs in e.others.items():
+        seen = tl.other_procs.setdefault(g, [])
+        seen += [p for p in procs if p[0] not in {q[0] for q in seen}]
+    if e.end is not None:
+        tl.end = e.end
 
 
 def _timeline_names(directory: str) -> list[str]:
@@ -143,27 +190,28 @@ def read_dir(directory: str) -> list[Timeline]:
     for n in _timeline_names(directory):
         try:
             out.append(read(os.path.join(directory, n)))
-        except (OSError, TimelineError, InputError):  # a FIFO or device named *.watch among them too
+        except (OSError, InputError):  # a FIFO or device named *.watch among them too
             continue
-    out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.get("start", 0)))
+    out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.start))
     return out
 
 
-def peek_dir(directory: str, job: str, host: str) -> list[tuple[dict, bool]]:
+def peek_dir(directory: str, job: str, host: str) -> list[tuple[Header, bool]]:
     """(header, ended) of the timelines of one job on one host, reading only each file's first line and its
     tail: the monitor polls this while its peers end, and full timelines of a long run are large."""
     out = []
     for n in _timeline_names(directory):
+        path = os.path.join(directory, n)
         try:
-            fd = open_regular(os.path.join(directory, n), 1 << 62, "watch timeline")  # only its ends are read
+            fd = open_regular(path, 1 << 62, WHAT)  # only its ends are read
             with os.fdopen(fd, "rb") as f:
-                header = json.loads(f.readline(1 << 16))
+                head = header(path, f.readline(1 << 16))
                 f.seek(max(f.tell(), os.fstat(f.fileno()).st_size - 4096))
                 tail = f.read()
-        except (OSError, ValueError, RecursionError, InputError):
+        except (OSError, InputError):
             continue
-        if isinstance(header, dict) and header.get("job") == job and header.get("host") == host:
-            out.append((header, b'{"end":' in tail))
+        if head.job == job and head.host == host:
+            out.append((head, b'{"end":' in tail))
     return out
 
 
