@@ -475,3 +475,22 @@ def test_timeout_ends_a_process_a_call_holding_the_gil_keeps_from_stopping():
     took = time.monotonic() - t0
     assert took < 10, (took, p.stderr)  # 0.5 s + 1 s, not the call's 20 s
     assert p.returncode != 0 and "--timeout 0.5" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_failed_verification_names_its_case_and_fails_as_a_part(monkeypatch):
+    """A case's VerificationFailed leaves the driver with the case's label
+    (its class kept), after teardown; exit 1 ("a part failed"), not 2 (bad input)."""
+
+    class Wrong(Fake):
+        def verify(self):
+            raise Checksum("the sums differ")
+
+    class Checksum(driver.VerificationFailed):
+        pass
+
+    case = Wrong([1.0], label="s=1.0 copies")
+    monkeypatch.setattr(case, "teardown", lambda: case.calls.append("teardown"))
+    with pytest.raises(Checksum, match=r"^verification failed: s=1.0 copies: the sums differ$") as got:
+        driver.measure_case(case, Repeats(count=2, warmup=0))
+    assert got.value.exit_code == 1 and got.value.reason == "the sums differ" and case.calls[-1] == "teardown"
+    assert isinstance(got.value, NodemapError)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nodemap.bench import options
+from nodemap.bench import driver, options
 from nodemap.bench.app import placement as pb
 from nodemap.errors import NodemapError
 
@@ -75,18 +75,20 @@ def _gpu_standins(got):
         uint64=int, empty=lambda *a, **k: arr, zeros=lambda *a, **k: SimpleNamespace(get=arr.get),
         get_default_memory_pool=lambda: SimpleNamespace(free_all_blocks=lambda: None),
         cuda=SimpleNamespace(Device=lambda dev: nullcontext(), Event=lambda: event,
-                             get_elapsed_time=lambda a, b: 1.0))
+                             get_elapsed_time=lambda a, b: 1.0, malloc_managed=lambda n: SimpleNamespace(ptr=4096)))
     b = object.__new__(pb.Bench)
-    b.cp, b.cfg, b.rows, b.words = cp, SimpleNamespace(devices=[0, 1], table=64), 4, 2
+    b.cp, b.rows, b.words, b._counts = cp, 4, 2, None
+    b.cfg = SimpleNamespace(devices=[0, 1], table=64, lookups=3, budget=48, chunks=[16])
     b._fill = lambda *a, **k: None
     b._launch = lambda *a, **k: None
-    b.data = lambda s: ([], ["k0", "k1"], [10, 11])
+    b.data = lambda s: (["p0", "p1"], ["k0", "k1"], [10, 11])
     return b
 
 
 def test_a_checksum_mismatch_is_a_failed_verification_not_a_crash_or_a_skip():
     # setup's checked gather: GPU 1 gathers 12 where the row formula says 11
-    with pytest.raises(pb.ChecksumMismatch, match=r"copies: .*\[10, 12\] differ from the row formula's \[10, 11\]"):
+    with pytest.raises(pb.ChecksumMismatch, match=r"^verification failed: the gathered rows' checksums \[10, 12\] "
+                                                  r"differ from the row formula's \[10, 11\]"):
         pb.Lookups(_gpu_standins([10, 12]), 0.0, "copies").setup()
     assert issubclass(pb.ChecksumMismatch, NodemapError)  # what check records as the kind's failure
 
@@ -96,3 +98,79 @@ def test_a_checksum_that_changes_between_repetitions_fails_verification():
     case.setup()
     with pytest.raises(pb.ChecksumMismatch, match=r"GPU 1: .*changed between repetitions \(13 != 11\)"):
         case.run()
+
+
+HINTS_OFF = "allocation 0 +0 (16 B): preferred -2, last prefetch -2, read-mostly 0; expected 0"
+
+
+@pytest.fixture
+def hints_off(monkeypatch):
+    """The CUDA driver reads back other hints than the plan set (apply_plan's verify)."""
+    from nodemap.placement import apply
+
+    monkeypatch.setattr(apply, "apply_plan", lambda plan, allocs, devices, check_memory=True: apply.ApplyReport(
+        0.01, plan.layout.n_chunks, False, problems=[HINTS_OFF]))
+
+
+def _placement_run(monkeypatch, strat="round-robin"):
+    """`bench placement` plans one case of `strat` on the GPU stand-ins."""
+    from nodemap.bench.driver import Plan
+
+    monkeypatch.setattr(pb, "plan", lambda opts: Plan("bench placement", [pb.Lookups(_gpu_standins([]), 0.0, strat)],
+                                                       pb.text))
+
+
+def test_hints_not_in_effect_fail_verification_not_a_crash_or_a_skip(hints_off):
+    """They were a bare RuntimeError: `check` said "crashed", a nodemap bug."""
+    with pytest.raises(driver.VerificationFailed, match=r"^verification failed: placement hints not in effect "
+                                                       r"after applying the plan \(allocation 0 \+0 .*expected 0\)"):
+        pb.Lookups(_gpu_standins([]), 0.0, "round-robin").setup()
+
+
+def test_a_profile_that_lost_accesses_fails_verification(monkeypatch):
+    """The analysis strategies' profile: 2 GPUs x 3 lookups, 5 counted (was a bare RuntimeError)."""
+    import numpy as np
+
+    from nodemap.placement import profiler
+
+    counts = SimpleNamespace(counts=np.array([[2, 1], [0, 2]]))
+    monkeypatch.setattr(profiler, "Profiler", lambda layout, devices: SimpleNamespace(
+        chunk_shift=4, counts_ptr=lambda g: 0, collect=lambda: counts))
+    case = pb.Lookups(_gpu_standins([10, 11]), 1.0, "analysis chunk=16B rep=0", (16, None))
+    with pytest.raises(driver.VerificationFailed, match=r"profiler lost accesses: it counted 5 for 6 lookups"):
+        case.setup()
+
+
+def test_a_run_whose_hints_are_not_in_effect_fails_with_the_case_named(monkeypatch, capsys, tmp_path, hints_off):
+    """The driver's run names the case and its reason on one line, exit 1
+    (docs/benchmarks.md: a part failed), never a traceback."""
+    from nodemap import cli
+
+    from nodemap.bench import resultfile
+
+    _placement_run(monkeypatch)
+    saved = tmp_path / "placement.json"
+    assert cli.main(["bench", "placement", "-o", str(saved)]) == 1
+    err = capsys.readouterr().err
+    why = "verification failed: s=0.0 round-robin: placement hints not in effect after applying the plan"
+    assert err.startswith(f"nodemap bench placement: error: {why} ({HINTS_OFF})")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    rs = resultfile.decode(str(saved), saved.read_bytes())  # the file says why the run ended
+    assert not rs.complete and not rs.results and [m for m in rs.messages if m.startswith(why)]
+
+
+def test_check_reports_a_placement_step_whose_hints_are_not_in_effect_as_failed_verification(monkeypatch, hints_off):
+    """Through check's own step runner (suite.measure, the driver): the step
+    is listed with "verification failed: ...", not as a crashed kind."""
+    from nodemap.check import expectations, node, suite
+
+    _placement_run(monkeypatch)
+    step = suite.typed("placement", pb.Options(), "GPU data placement")
+    monkeypatch.setattr(node, "plan", lambda topo, level, in_job=None: ([step], []))
+    idle = {"busy": False, "reasons": []}
+    detector = SimpleNamespace(sample=lambda seconds=0: idle, begin=lambda: None, end=lambda utilisation=False: idle)
+    doc = node.run_check("quick", expectations.shipped(), detector=detector)
+    got = [s for s in doc.skipped if s.what == "GPU data placement (bench placement)"]
+    assert len(got) == 1 and doc.complete and not doc.results
+    assert got[0].reason.startswith("verification failed: s=0.0 round-robin: placement hints not in effect")
+    assert HINTS_OFF in got[0].reason and "crashed" not in got[0].reason

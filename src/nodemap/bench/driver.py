@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable, ClassVar, Sequence
 
+from ..errors import NodemapError
 from . import barrier, interrupt
 from .harness import Progress, Stopped, capture, cautions, check_shared, finish, session
 from .intervals import CONFIDENCE, median_interval
@@ -56,6 +57,22 @@ class Skipped(Exception):
     """Raised by a case's setup when the case cannot run here (placement: a
     strategy that does not fit the budget): the run goes on without it, the
     message (naming the case and why) among the ResultSet's messages."""
+
+
+class VerificationFailed(NodemapError):
+    """Raised by a case (setup, run, verify) whose measurement ran but whose
+    output cannot be trusted (placement: a checksum that differs from the
+    row formula's, hints the CUDA driver did not take, a profile that lost
+    accesses): no number is reported. The run fails as a part that failed
+    (exit 1) with one line "verification failed: CASE: reason", the case
+    named by `measure_case`; `nodemap check` lists the step with that line.
+    Never a crash, and never a case skipped as one that does not fit (Skipped)."""
+
+    exit_code = 1
+
+    def __init__(self, reason: str, case: str = "") -> None:
+        self.reason, self.case = reason, case
+        super().__init__(f"verification failed: {case + ': ' if case else ''}{reason}")
 
 
 def argv_of(opts: Common) -> tuple[str, ...]:
@@ -214,7 +231,8 @@ def _batches(case: Any, policy: Repeats, stop: Callable[[], bool]) -> list[Any]:
 
 def measure_case(case: Case, policy: Repeats, stop: Callable[[], bool] = interrupt.requested) -> list[Result]:
     """setup, the timed samples, verify, the Results; teardown always.
-    Stopped (Ctrl-C, --timeout) with samples: their Results, noted; none: Stopped."""
+    Stopped (Ctrl-C, --timeout) with samples: their Results, noted; none: Stopped.
+    A failed verification names the case it failed in."""
     policy = case.repeats or policy
     ready = False
     try:
@@ -224,6 +242,10 @@ def measure_case(case: Case, policy: Repeats, stop: Callable[[], bool] = interru
         if not got:
             raise Stopped
         out = case.results(got)
+    except VerificationFailed as e:
+        if e.case or not case.label:
+            raise
+        raise type(e)(e.reason, case.label) from None
     finally:
         _teardown(case, ready)
     if len(got) < policy.count and stop():
@@ -275,6 +297,10 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
             except Skipped as e:
                 rs.messages.append(str(e))
                 got = []
+            except VerificationFailed as e:  # the run ends; an --output file keeps the cases before it and why
+                rs.messages.append(str(e))
+                rs.extend([])
+                raise
             except Stopped:
                 if not plan.together:
                     raise

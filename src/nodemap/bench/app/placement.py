@@ -25,7 +25,7 @@ from ...errors import NodemapError
 from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
 from ..harness import check_count, check_positive
-from ..driver import Case, Common, Plan, Skipped
+from ..driver import Case, Common, Plan, Skipped, VerificationFailed
 from ..options import option
 from ..results import Result, ResultSet, make_result
 
@@ -51,8 +51,9 @@ DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 DEFAULT_STRATEGIES = tuple(s for s in STRATEGIES if s != "no-hints")
 
 
-class ChecksumMismatch(NodemapError):
-    """The gathered rows failed verification: the kind fails (not a crash, not a skipped strategy)."""
+class ChecksumMismatch(VerificationFailed):
+    """The gathered rows' checksum differs from the row formula's: the kind
+    fails (not a crash, not a skipped strategy)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,7 +258,7 @@ class Bench:
             sums = self._gather_all(tables, keys)
             costs["first_iteration_s"] = time.perf_counter() - t0
             if sums != expected:
-                raise ChecksumMismatch(f"{strat}: the gathered rows' checksums {sums} differ from the row "
+                raise ChecksumMismatch(f"the gathered rows' checksums {sums} differ from the row "
                                        f"formula's {expected}; no number is reported (GPU memory errors? rerun, "
                                        "then check the GPUs)")
         except BaseException:
@@ -323,7 +324,10 @@ class Bench:
         # so no plan can oversubscribe; memGetInfo cannot tell (see apply_plan)
         rep = apply_plan(plan, [(ptr, cfg.table)], cfg.devices, check_memory=False)
         if not rep.verified:
-            raise RuntimeError(f"{strat}: hints not in effect: {rep.problems[:3]}")
+            raise VerificationFailed("placement hints not in effect after applying the plan "
+                                     f"({'; '.join(rep.problems[:3])}); no number is reported (another process "
+                                     "moving the pages, or a driver that ignores the advice? rerun with the GPUs "
+                                     "to itself, then check the driver)")
         costs["apply_s"] = rep.seconds
         costs["applied_ranges"] = rep.ranges
         return (plan.decision, lay.chunk_size), plan.bytes_per_gpu(), []
@@ -355,7 +359,9 @@ class Bench:
                     cp.get_default_memory_pool().free_all_blocks()
         counts = prof.collect()
         if counts.counts.sum() != self.cfg.lookups * len(self.cfg.devices):
-            raise RuntimeError("profiler lost accesses: counts do not add up to the lookups")
+            raise VerificationFailed(f"the profiler lost accesses: it counted {int(counts.counts.sum())} for "
+                                     f"{self.cfg.lookups * len(self.cfg.devices)} lookups; no plan is made from "
+                                     "it (GPU memory errors? rerun, then check the GPUs)")
         return counts, secs
 
     # --- kernels ---------------------------------------------------------------------
@@ -492,7 +498,7 @@ class Lookups(Case):
             analysis, costs = (counts.rechunk(chunk), rep), {"profile_s": prof_s}
         try:
             self.t = b.prepare(self.strat, self.keys, self.expected, analysis, costs)
-        except ChecksumMismatch:
+        except VerificationFailed:
             raise  # a failed verification fails the kind: it is not a strategy that does not fit
         except NodemapError as e:
             raise Skipped(f"{self.label}: skipped: {e}") from None
