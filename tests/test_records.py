@@ -366,7 +366,8 @@ def test_malformed_node_documents_name_the_line_and_field(tmp_path, change, word
 def test_one_gpu_has_one_endpoint_however_it_is_spelled():
     from nodemap.bench.endpoints import Endpoint
 
-    assert {Endpoint.parse(s) for s in ("GPU3", "cuda3", "gpu3", " Gpu3 ")} == {Endpoint("gpu", 3)}
+    assert {Endpoint.parse(s) for s in ("GPU3", "gpu3", " Gpu3 ")} == {Endpoint("gpu", 3)}
+    assert Endpoint.parse("cuda3") == Endpoint("cuda", 3)  # a CUDA ordinal, not GPU3 (tests/test_gpu_identity.py)
     assert Endpoint.parse("NUMA10") == Endpoint("numa", 10) and Endpoint("numa", 10).label == "NUMA10"
     assert [Endpoint.parse(s) for s in ("host", "gpu", "GPUx", "", "3", "MIG-1")] == [None] * 6
 
@@ -409,12 +410,13 @@ def test_matrices_of_a_document_saved_before_endpoints_are_the_same(tmp_path):
 
 
 def test_gpu_latency_of_a_gpu_spelled_in_lower_case_is_a_figure():
-    """gpu3 (as topology keys lower-cased write it) was passed over: only GPU3 and cuda3 gave a figure."""
+    """gpu3 (as topology keys lower-cased write it) was passed over: only GPU3 and cuda3 gave a figure.
+    A CUDA ordinal stays one (cuda1 is not GPU1 under CUDA_VISIBLE_DEVICES) but is a GPU figure still."""
     rs = syn.gpu_latency({(0, 1): 800.0, (1, 0): 810.0})
     for r in rs.results:
-        r.params.update(src=r.params["src"].lower(), dst=r.params["dst"].replace("GPU", "cuda"))
+        r.params.update(src=r.params["src"].lower(), dst=r.params["dst"].replace("GPU1", "cuda1"))
     keys = sorted(_figures(rs))
-    assert keys == ["d2d_latency/gpu0->gpu1", "d2d_latency/gpu1->gpu0"], keys
+    assert keys == ["d2d_latency/gpu0->cuda1", "d2d_latency/gpu1->gpu0"], keys
 
 
 def test_a_result_has_typed_endpoints_from_what_its_kind_recorded():

@@ -15,7 +15,8 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable
 
-from ..bench.endpoints import Endpoint, of_key
+from ..bench.endpoints import Endpoint, of_key, renamed
+from ..bench.gpu.devices import ordinal_gpus
 from ..bench.host.thread_orders import in_words
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..topology.model import Topology
@@ -101,13 +102,20 @@ def extract(sets: Iterable[ResultSet], topo: Topology | None = None, dram_peak: 
     the site's, for STREAM where the node does not say its own)."""
     out: list[Figure] = []
     for rs in sets:
-        results = list(rs.results)
+        results = _physical(rs, topo)
         bench = results[0].benchmark if results else ""
         figs = (stream(results, topo, dram_peak) if bench == "memory" else
                 _EXTRACT.get(bench, lambda rs_, t: [])(results, topo))
         out += [_unjudged_if_contradicted(f, rs.messages) for f in figs]
     _add_remote_peaks(out)
     return _with_mpi_device_peak(with_nccl_peak(_one_numa_stream(out, topo)))
+
+
+def _physical(rs: ResultSet, topo: Topology | None) -> list[Result]:
+    """The set's results with each CUDA ordinal its GPU kind could not name ("cuda0") renamed to the
+    Topology's GPU by the bus id the set records (bench/gpu/devices.py); the rest stay ordinals."""
+    names = ordinal_gpus(rs.environment, topo)
+    return [replace(r, params=renamed(r.params, names)) for r in rs.results] if names else list(rs.results)
 
 
 # --- host ---------------------------------------------------------------------------
@@ -194,17 +202,25 @@ def latency(results: list[Result], topo: Topology | None) -> list[Figure]:
 
 
 def _gpu_index(name: str) -> str:
-    """A GPU's index as figure keys write it ("GPU3", "cuda3" -> "3"); an
-    unknown spelling as it is, lower case."""
+    """A GPU's index as figure keys write it ("GPU3" -> "3"); a CUDA
+    ordinal ("cuda3": not GPU3) and an unknown spelling as they are, lower case."""
     e = Endpoint.parse(name)
     return str(e.index) if e and e.kind == "gpu" else name.lower()
 
 
 def _part(name: str, kind: str) -> str:
-    """An endpoint as a key writes it ("GPU3" -> "gpu3", "NUMA1" -> "numa1");
-    an unknown spelling as keys always wrote it."""
+    """An endpoint as a key writes it ("GPU3" -> "gpu3", "cuda3" -> "cuda3",
+    "NUMA1" -> "numa1"); an unknown spelling as keys always wrote it."""
     e = Endpoint.parse(name)
-    return e.key if e and e.kind == kind else (f"gpu{name.lower()}" if kind == "gpu" else name.lower())
+    if e and (e.kind == kind or (kind == "gpu" and e.is_gpu)):
+        return e.key
+    return f"gpu{name.lower()}" if kind == "gpu" else name.lower()
+
+
+def _said(name: str) -> str:
+    """An endpoint as a figure's label says it: a CUDA ordinal says that it is one."""
+    e = Endpoint.parse(name)
+    return e.label if e and e.kind == "cuda" else name
 
 
 def gpu_memory(results: list[Result], topo: Topology | None) -> list[Figure]:
@@ -216,7 +232,7 @@ def gpu_memory(results: list[Result], topo: Topology | None) -> list[Figure]:
             continue
         g = r.params["gpus"][0]
         out.append(figure(r, f"gpu/{_gpu_index(g)}/hbm_triad", "GPU memory",
-                          f"{g} HBM triad ({r.params.get('dtype')})", kind="hbm", part=r.peak_source,
+                          f"{_said(g)} HBM triad ({r.params.get('dtype')})", kind="hbm", part=r.peak_source,
                           group=f"gpu/hbm_triad/{r.peak_source}"))
     return out
 
@@ -225,18 +241,19 @@ def copies(results: list[Result], topo: Topology | None) -> list[Figure]:
     out = []
     for r in results:
         src, dst = r.params.get("src", ""), r.params.get("dst", "")
+        pair = f"{_said(src)} -> {_said(dst)}"
         if r.metric in ("h2d_ce", "d2h_ce"):
             host, gpu = (src, dst) if r.metric == "h2d_ce" else (dst, src)
             local = r.path_class == "NODE"
             a, b = _part(host, "numa"), _part(gpu, "gpu")
             d = r.metric[:3]
             key = f"{d}/{a}->{b}" if d == "h2d" else f"{d}/{b}->{a}"
-            out.append(figure(r, key, "host<->GPU", f"{d.upper()} {src} -> {dst} (copy engine)",
+            out.append(figure(r, key, "host<->GPU", f"{d.upper()} {pair} (copy engine)",
                               kind="h2d" if local else "h2d_remote", part=r.peak_source,
                               group=f"{d}/{'local' if local else 'remote'}"))
         elif r.metric == "d2d_write_ce":
             out.append(figure(r, f"d2d/{_part(src, 'gpu')}->{_part(dst, 'gpu')}", "GPU<->GPU",
-                              f"{src} -> {dst} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
+                              f"{pair} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
                               group=f"d2d/{r.path_class}"))
     return out + gpu_latency(results)
 
@@ -247,9 +264,9 @@ def gpu_latency(results: list[Result]) -> list[Figure]:
     8-byte copies (against every pair), each above the node's minimum."""
     out = []
     for r in results:
-        src, dst = r.params.get("src", ""), r.params.get("dst", "")
+        src, dst = _said(r.params.get("src", "")), _said(r.params.get("dst", ""))
         a, b = r.endpoints
-        if not (a and b and a.kind == b.kind == "gpu") or a == b:  # a GPU and a peer, however spelled
+        if not (a and b and a.is_gpu and b.is_gpu) or a == b:  # a GPU and a peer
             continue
         if r.metric == "load_latency":
             out.append(figure(r, f"d2d_latency/{a.key}->{b.key}", "GPU<->GPU",
@@ -334,7 +351,7 @@ def _unjudged_if_contradicted(f: Figure, messages: list[str]) -> Figure:
 
 
 def _gpu_of(f: Figure) -> str:
-    return next((e.key for e in f.endpoints() if e and e.kind == "gpu"), "")
+    return next((e.key for e in f.endpoints() if e and e.is_gpu), "")
 
 
 def _one_numa_stream(figs: list[Figure], topo: Topology | None) -> list[Figure]:

@@ -74,7 +74,8 @@ def derive(judged: Sequence[Judged], checks: Sequence[Check], state: NodeState |
 
 
 def _gpu(f: Figure) -> Endpoint | None:
-    """The GPU a figure measured (its endpoints, bench/endpoints.py)."""
+    """The Topology GPU a figure measured (its endpoints, bench/endpoints.py): none for a CUDA ordinal
+    ("cuda0"), whose index is not the node's GPU of that index (its PCIe link check)."""
     return next((e for e in f.endpoints() if e and e.kind == "gpu"), None)
 
 

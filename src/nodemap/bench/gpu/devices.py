@@ -4,7 +4,9 @@
   one-line NodemapError (exit 2), never a traceback.
 - `gpus()` maps CUDA ordinals to the Topology's physical GPUs by PCI bus id
   (then UUID), so results name "GPU3" as `nodemap topo` does even when
-  CUDA_VISIBLE_DEVICES renumbers them, and carry each GPU's peaks.
+  CUDA_VISIBLE_DEVICES renumbers them, and carry each GPU's peaks. A GPU
+  the Topology does not know is "cuda0", its ordinal; `environment` keeps
+  its bus id, by which `ordinal_gpus` names it for a reader's Topology.
 - `ensure_free` / `device_memory`: device memory asked for and given back.
 - `open_bench`: what every single-process GPU kind
   starts with.
@@ -16,11 +18,12 @@ import dataclasses
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ...errors import NodemapError
 from ...topology.model import GPU, Topology, norm_bus_id
 from ...units import format_size
+from ..endpoints import Endpoint
 from ..peaks import Peak, hbm_peak, pcie_peak
 
 CUDA_MISSING = ("[cuda] extra missing: CuPy is not installed; pip install 'nodemap[cuda]' "
@@ -202,6 +205,20 @@ def environment(cp: Any, devs: Sequence[Gpu]) -> dict[str, Any]:
     if vis is not None:
         env["CUDA_VISIBLE_DEVICES"] = vis
     return env
+
+
+def ordinal_gpus(env: Mapping[str, Any], topo: Topology | None) -> dict[str, str]:
+    """The Topology's GPU of each CUDA ordinal a ResultSet names ({"cuda0": "GPU2"}), by the bus id (then
+    UUID) its `environment` record keeps: its kind's topology did not know the GPU, the reader's may. An
+    ordinal without a record stays one: under CUDA_VISIBLE_DEVICES=2,3 "cuda0" is GPU2, not GPU0."""
+    out = {}
+    for name, rec in env.items():
+        e = Endpoint.parse(name)
+        if e is not None and e.kind == "cuda" and isinstance(rec, Mapping) and (rec.get("bus_id") or rec.get("uuid")):
+            g = match_gpu(topo, str(rec.get("bus_id") or ""), str(rec.get("uuid") or ""))
+            if g is not None:
+                out[name] = g.key
+    return out
 
 
 def open_bench(args: Any, command: str) -> tuple[Any, Topology | None, list[Gpu], Any]:
