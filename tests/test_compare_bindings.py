@@ -5,6 +5,7 @@ what they say, and a one-NUMA-node machine gets no bad binding."""
 from __future__ import annotations
 
 import json
+import os
 
 import check_synth as syn
 import pytest
@@ -128,6 +129,21 @@ def test_probe_figures_come_from_recorded_result_sets():
     assert pr.figure("stream", jac, 0) is None  # not a STREAM result set: nothing taken from it
 
 
+def one_rank(tmp_path, monkeypatch, script: str, timeout: float):
+    """The row of a one-rank binding whose `python -m nodemap bench ...` is the shell `script`."""
+    import sys
+
+    from nodemap.compare import probes as pr
+
+    child = tmp_path / "bench"
+    child.write_text(f"#!/bin/sh\n{script}\n")
+    child.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(child))
+    topo = one_numa_topology()
+    b = cb.Binding("plan", "", (plan(topo, Request(tasks=1)).tasks[0],), bound=False)
+    return pr.run_binding(topo, b, "stream", None, timeout)
+
+
 @pytest.mark.parametrize("change, words", [
     (lambda r: r.pop("stats"), "field results[0].stats is missing"),  # was a KeyError that ended the comparison
     (lambda r: r["stats"].update(median="fast"), "field results[0].stats.median is str, not a number"),
@@ -137,22 +153,35 @@ def test_a_rank_whose_bench_output_is_damaged_has_that_as_its_error(tmp_path, mo
     """A rank's result set is read as `report` reads a result file: what is
     wrong in it is that rank's error (the row is not measured), not a
     traceback that loses every binding measured so far."""
-    import sys
-
-    from nodemap.compare import probes as pr
-
     d = syn.stream({"1/core": (1, 10.0)}).to_dict()
     change(d["results"][0])
     (tmp_path / "out.json").write_text(json.dumps(d))
-    child = tmp_path / "bench"  # stands in for `python -m nodemap bench ...`
-    child.write_text(f"#!/bin/sh\ncat {tmp_path / 'out.json'}\n")
-    child.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(child))
-    topo = one_numa_topology()
-    b = cb.Binding("plan", "", (plan(topo, Request(tasks=1)).tasks[0],), bound=False)
-    r = pr.run_binding(topo, b, "stream", None, 30)
+    r = one_rank(tmp_path, monkeypatch, f"cat {tmp_path / 'out.json'}", 30)
     assert r.values == [None] and len(r.errors) == 1, r.errors
     assert r.errors[0].startswith("rank 0: its bench output: ") and words in r.errors[0], r.errors
+
+
+def test_a_rank_that_hangs_is_ended_with_what_it_started(tmp_path, monkeypatch):
+    """A rank past --timeout is killed with its process group (proc.start_group): was p.kill() of the rank
+    alone, and what it had started (a launcher's ranks, here a sleep) ran on as an orphan."""
+    import time
+
+    from test_slurm import alive
+
+    # the rank starts a child, then hangs
+    r = one_rank(tmp_path, monkeypatch, f"sleep 60 </dev/null >/dev/null 2>&1 &\necho $! > {tmp_path / 'pid'}\nwait",
+                 1)
+    pid = int((tmp_path / "pid").read_text())
+    try:
+        assert r.values == [None] and r.errors == ["rank 0: no answer in 1 s"]
+        for _ in range(50):  # killed, then reaped by init
+            if not alive(pid):
+                break
+            time.sleep(0.05)
+        assert not alive(pid), "the hung rank's child runs on"
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)
 
 
 # --- verdicts from repetitions of the whole binding (synthetic probe results) -------------

@@ -364,9 +364,7 @@ def child_starts(tree: ast.AST) -> list[int]:
             and n.value.id == "subprocess" and n.attr in ("run", "Popen", "call", "check_call", "check_output")]
 
 
-# compare's probes start every rank of a binding at once, each bound and holding its barrier's pipe ends,
-# and end one that hangs alone (kill, then its output): their own Popen
-CHILD_STARTERS = {"nodemap.proc", "nodemap.compare.probes"}
+CHILD_STARTERS = {"nodemap.proc"}  # compare's ranks too: proc.start_group takes their pass_fds and binder
 
 
 def test_children_start_in_their_own_process_group_through_proc():

@@ -26,7 +26,9 @@ the watchdog above ends the process only if the block still runs later.
 
 `run_group(cmd, env, timeout)` runs a child in its own process group, so a
 timeout or Ctrl-C ends it and everything it started, never an orphan that
-spins on (mpiexec's ranks, a hung scontrol's RPC).
+spins on (mpiexec's ranks, a hung scontrol's RPC). `start_group` and
+`wait_group` are its two halves, for children that run at once (compare's
+ranks); `kill_group` ends one early.
 """
 
 from __future__ import annotations
@@ -213,17 +215,34 @@ def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float, *, tex
     """(exit status, stdout, stderr) of `cmd` (str, or bytes with text=False);
     subprocess.TimeoutExpired after `timeout` seconds, the whole group killed
     first. OSError when it does not start."""
+    return wait_group(start_group(cmd, env, text=text), timeout)
+
+
+def start_group(cmd: list[str], env: dict[str, str] | None, *, text: bool = True, **popen: Any) -> Any:
+    """`cmd` started in its own process group, stdout and stderr piped, stdin
+    closed; `popen`: more of Popen's arguments (compare's ranks: pass_fds,
+    preexec_fn). Several can run at once; end each with `wait_group`."""
     import subprocess  # here: the MPI ranks import this module for `deadline` only
 
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=text,
-                         env=env, start_new_session=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=text,
+                            env=env, start_new_session=True, **popen)
+
+
+def wait_group(p: Any, timeout: float) -> tuple[int, Any, Any]:
+    """(exit status, stdout, stderr) of a child `start_group` started; past
+    `timeout` (subprocess.TimeoutExpired) or on Ctrl-C, its group killed first."""
     try:
         out, err = p.communicate(timeout=timeout)
     except BaseException:  # TimeoutExpired, KeyboardInterrupt
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.communicate()
+        kill_group(p)
         raise
     return p.returncode, out, err
+
+
+def kill_group(p: Any) -> None:
+    """End a child `start_group` started and everything it started, and reap it."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.communicate()

@@ -26,6 +26,7 @@ from ..bench.intervals import Interval, median_interval, ratio_interval
 from ..bench.results import Result, ResultSet
 from ..errors import NodemapError
 from ..mapping.request import TaskBinding
+from ..proc import kill_group, start_group, wait_group
 from ..topology.model import Topology
 from .bindings import Binding
 
@@ -196,28 +197,28 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
     together (a barrier before each: bench/barrier.py); one row of this round."""
     from ..bench.barrier import Coordinator
 
-    procs = []
+    procs: list[Any] = []
     together = Coordinator(len(b.tasks), timeout)
-    for i, t in enumerate(b.tasks):
-        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0", **together.env(i))
-        if t.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, t.gpus))
-        cmd = [sys.executable, "-m", "nodemap", "bench", *argv(probe, t, size), "--json", "-q"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      pass_fds=together.fds(i), preexec_fn=_binder(t) if b.bound else None))
-    together.started()
+    try:
+        for i, t in enumerate(b.tasks):
+            env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0", **together.env(i))
+            if t.gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, t.gpus))
+            cmd = [sys.executable, "-m", "nodemap", "bench", *argv(probe, t, size), "--json", "-q"]
+            # each rank in its own process group (proc.py): one that hangs is ended with all it started
+            procs.append(start_group(cmd, env, pass_fds=together.fds(i), preexec_fn=_binder(t) if b.bound else None))
+        together.started()
+        answers = [_answer(p, timeout) for p in procs]
+    finally:  # Ctrl-C, a failed start: no rank runs on (in its own group, the terminal's Ctrl-C missed it)
+        for p in procs:
+            if p.returncode is None:
+                kill_group(p)
     values, errors, spreads, warnings, samples = [], [], [], [], []
-    for t, p in zip(b.tasks, procs):
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            err = f"no answer in {timeout:g} s"
+    for t, (code, out, err) in zip(b.tasks, answers):
         value, mine = None, []
         warnings += [f"rank {t.task}: {line[len(POLICY_FAILED):].strip()}" for line in err.splitlines()
                      if line.startswith(POLICY_FAILED)]
-        if p.returncode in (0, 1) and out.strip().startswith("{"):
+        if code in (0, 1) and out.strip().startswith("{"):
             try:
                 r = kept(probe, out, first_touch_node(topo, t))
             except NodemapError as e:
@@ -233,6 +234,14 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
     gpus = [tuple(t.gpus) for t in b.tasks]
     return Row(b.name, probe, values, errors, spreads, warnings, gpus, samples, whole(probe, samples, gpus),
                together=len(together.releases))
+
+
+def _answer(p: Any, timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a rank; one that hangs past `timeout` is killed, with what it started."""
+    try:
+        return wait_group(p, timeout)
+    except subprocess.TimeoutExpired:
+        return p.returncode, "", f"no answer in {timeout:g} s"
 
 
 POLICY_FAILED = "nodemap-compare: memory binding not applied:"
