@@ -38,9 +38,23 @@ def _check_doc() -> dict:
     return _check_doc()
 
 
+def _check_doc_of_a_node() -> dict:
+    """A check document with its topology (a GPU node) and its pair figures."""
+    import nodes
+    from nodemap.check import expectations
+    from nodemap.check.document import CheckDoc
+
+    numa = dict(enumerate(nodes.KAROLINA_GPU_NUMA))
+    d = CheckDoc(level="full", topology=nodes.karolina(), expectations=expectations.shipped(), host="n1",
+                 results=[syn.hbm({0: 1400.0, 1: 1390.0}), syn.copies({(1, 0): 24.0, (3, 1): 20.0}, numa,
+                                                                     {(0, 1): 250.0, (1, 0): 150.0})])
+    d.rejudge()
+    return json.loads(d.to_json())
+
+
 DOCS = {"results": lambda: json.loads(syn.stream({"1/core": (4, 100.0), "spread": (8, 120.0)}).to_json()),
         "gpu results": lambda: json.loads(syn.copies({(0, 0): 20.0}, {0: 0}, {(0, 1): 250.0}).to_json()),
-        "check": _check_doc}
+        "check": _check_doc, "check of a node": _check_doc_of_a_node}
 
 
 @pytest.mark.parametrize("kind", DOCS)

@@ -169,7 +169,7 @@ def _timeline(path, extra: bytes = b"") -> None:
 def test_a_watch_folder_with_a_fifo_a_device_and_a_deep_line(tmp_path):
     folder = tmp_path / "w"
     folder.mkdir()
-    _timeline(folder / "n1-0.watch", b"[" * 100_000 + b"\n")  # a 100,000-deep line: a torn line, not a traceback
+    _timeline(folder / "n1-0.watch", b"[" * 100_000)  # a 100,000-deep last line, cut: torn, not a traceback
     os.mkfifo(folder / "n1-1.watch")
     os.symlink("/dev/zero", folder / "n1-2.watch")
     r = nodemap("report", str(folder), "--json", env_=env(tmp_path))
@@ -177,6 +177,8 @@ def test_a_watch_folder_with_a_fifo_a_device_and_a_deep_line(tmp_path):
     assert r.seconds < 5
     jobs = json.loads(r.stdout)["jobs"]
     assert len(jobs) == 1 and len(jobs[0]["series"]) == 1
+    _timeline(folder / "n1-0.watch", b"[" * 100_000 + b"\n[2.0, 200, 1000, [], [], []]\n")  # a whole line: damage
+    refused(nodemap("report", str(folder / "n1-0.watch"), env_=env(tmp_path)), "n1-0.watch, line 4: field [0] is array")
 
 
 def test_a_watch_file_that_is_a_fifo(tmp_path):
