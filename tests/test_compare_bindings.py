@@ -184,6 +184,21 @@ def test_a_rank_that_hangs_is_ended_with_what_it_started(tmp_path, monkeypatch):
             os.kill(pid, 9)
 
 
+def test_a_ranks_gpu_is_made_visible_as_cuda_numbers_it():
+    """On a node whose GPU0 is an Intel iGPU, the plan's GPU1 is CUDA's device 0: was
+    CUDA_VISIBLE_DEVICES=1 (the physical index), the second NVIDIA GPU, so the rank measured GPU2."""
+    from nodemap.compare import probes as pr
+    from nodemap.topology.model import replace
+    from test_paths import sample_node
+
+    topo = sample_node()
+    topo = replace(topo, gpus=(replace(topo.gpus[0], vendor="Intel", model="UHD Graphics"), *topo.gpus[1:]))
+    t = cb._with(plan(topo, Request(tasks=1)).tasks[0], gpus=(1,))
+    env = pr.rank_env(topo, t)
+    assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("0", "PCI_BUS_ID")
+    assert pr.rank_env(topo, cb._with(t, gpus=(2, 1)))["CUDA_VISIBLE_DEVICES"] == "1,0"
+
+
 # --- verdicts from repetitions of the whole binding (synthetic probe results) -------------
 
 

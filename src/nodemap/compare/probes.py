@@ -25,6 +25,7 @@ from typing import Any
 from ..bench.intervals import Interval, median_interval, ratio_interval
 from ..bench.results import Result, ResultSet
 from ..errors import NodemapError
+from ..mapping.emit import gpu_env
 from ..mapping.request import TaskBinding
 from ..proc import kill_group, start_group, wait_group
 from ..topology.model import Topology
@@ -201,12 +202,10 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
     together = Coordinator(len(b.tasks), timeout)
     try:
         for i, t in enumerate(b.tasks):
-            env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0", **together.env(i))
-            if t.gpus:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, t.gpus))
             cmd = [sys.executable, "-m", "nodemap", "bench", *argv(probe, t, size), "--json", "-q"]
             # each rank in its own process group (proc.py): one that hangs is ended with all it started
-            procs.append(start_group(cmd, env, pass_fds=together.fds(i), preexec_fn=_binder(t) if b.bound else None))
+            procs.append(start_group(cmd, rank_env(topo, t) | together.env(i), pass_fds=together.fds(i),
+                                     preexec_fn=_binder(t) if b.bound else None))
         together.started()
         answers = [_answer(p, timeout) for p in procs]
     finally:  # Ctrl-C, a failed start: no rank runs on (in its own group, the terminal's Ctrl-C missed it)
@@ -234,6 +233,12 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
     gpus = [tuple(t.gpus) for t in b.tasks]
     return Row(b.name, probe, values, errors, spreads, warnings, gpus, samples, whole(probe, samples, gpus),
                together=len(together.releases))
+
+
+def rank_env(topo: Topology, t: TaskBinding) -> dict[str, str]:
+    """A rank's environment: its planned GPUs visible as CUDA numbers them (mapping/emit.py: among the
+    node's NVIDIA GPUs in PCI order; a physical index counts every vendor's GPUs)."""
+    return dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0") | dict(gpu_env(topo, t.gpus))
 
 
 def _answer(p: Any, timeout: float) -> tuple[int, str, str]:

@@ -41,7 +41,7 @@ RDMA_KINDS = ("InfiniBand", "Ethernet", "OmniPath")
 def task_env(topo, plan, task) -> list[tuple[str, str]]:
     """The environment `task` (a TaskBinding of `plan`) should run with."""
     mig = any(topo.gpu(g).mig for g in task.gpus)  # tasks' turns cost O(tasks): only for MIG
-    env = _gpu_env(topo, task.gpus, getattr(plan.request, "gpu_ids", "index"), _turns(plan, task) if mig else None)
+    env = gpu_env(topo, task.gpus, getattr(plan.request, "gpu_ids", "index"), _turns(plan, task) if mig else None)
     env += [("OMP_NUM_THREADS", str(task.threads)),
             ("OMP_PLACES", omp_places(task.places or tuple(_singletons(task.cpus)))),
             ("OMP_PROC_BIND", "close")]
@@ -93,7 +93,9 @@ def _mig_ids(topo, nv, ids: str, turns: dict[int, int]) -> list[str]:
     return [g.mig[turns.get(g.index, 0) % len(g.mig)] for g in nv]
 
 
-def _gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = None) -> list[tuple[str, str]]:
+def gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = None) -> list[tuple[str, str]]:
+    """The variables that make the GPUs of physical `indexes` visible, as each vendor's runtime numbers
+    them (a plan's task; compare's ranks)."""
     gpus = [topo.gpu(i) for i in indexes]
     by_vendor: dict[str, list] = {}
     for g in gpus:
