@@ -159,18 +159,58 @@ def test_a_run_whose_hints_are_not_in_effect_fails_with_the_case_named(monkeypat
     assert not rs.complete and not rs.results and [m for m in rs.messages if m.startswith(why)]
 
 
-def test_check_reports_a_placement_step_whose_hints_are_not_in_effect_as_failed_verification(monkeypatch, hints_off):
-    """Through check's own step runner (suite.measure, the driver): the step
-    is listed with "verification failed: ...", not as a crashed kind."""
+def _checked(monkeypatch, case):
+    """`nodemap check` over one step, `bench placement` planning `case`,
+    through check's own step runner (suite.measure, the driver)."""
+    from nodemap.bench.driver import Plan
     from nodemap.check import expectations, node, suite
 
-    _placement_run(monkeypatch)
+    monkeypatch.setattr(pb, "plan", lambda opts: Plan("bench placement", [case], pb.text))
     step = suite.typed("placement", pb.Options(), "GPU data placement")
     monkeypatch.setattr(node, "plan", lambda topo, level, in_job=None: ([step], []))
     idle = {"busy": False, "reasons": []}
     detector = SimpleNamespace(sample=lambda seconds=0: idle, begin=lambda: None, end=lambda utilisation=False: idle)
     doc = node.run_check("quick", expectations.shipped(), detector=detector)
-    got = [s for s in doc.skipped if s.what == "GPU data placement (bench placement)"]
-    assert len(got) == 1 and doc.complete and not doc.results
-    assert got[0].reason.startswith("verification failed: s=0.0 round-robin: placement hints not in effect")
-    assert HINTS_OFF in got[0].reason and "crashed" not in got[0].reason
+    assert doc.complete and not doc.results
+    return doc, [s for s in doc.skipped if s.what == "GPU data placement (bench placement)"]
+
+
+def test_check_fails_the_job_environment_for_placement_hints_not_in_effect(monkeypatch, hints_off):
+    """Not the node's hardware (another process moving the pages, a driver
+    ignoring the advice): a configuration failure, the node left healthy;
+    it was a skipped step, then (before) a crashed kind."""
+    from nodemap.check.document import NOT_JUDGED, exit_status
+
+    doc, skipped = _checked(monkeypatch, pb.Lookups(_gpu_standins([]), 0.0, "round-robin"))
+    [c] = [c for c in doc.checks if c.key == "verification/placement/hints"]
+    assert (c.verdict, c.cause, c.area) == ("fail", "configuration", "GPU memory") and not skipped
+    assert c.rule.startswith("verification failed: s=0.0 round-robin: placement hints not in effect")
+    assert HINTS_OFF in c.rule and "cudaMemAdvise" in c.fix
+    assert doc.environment_verdict() == "fail" and doc.node_verdict() != "fail"
+    assert exit_status(doc) == NOT_JUDGED  # not unhealthy: this check's one step measured no figure
+    assert doc.environment_reasons() == ["GPU data placement hints"]
+
+
+def test_check_fails_the_node_for_a_placement_checksum_mismatch(monkeypatch):
+    """Rows gathered wrong: the GPUs' memory or links (the node), exit 1."""
+    from nodemap.check.document import UNHEALTHY, exit_status
+
+    doc, skipped = _checked(monkeypatch, pb.Lookups(_gpu_standins([10, 12]), 0.0, "copies"))
+    [c] = [c for c in doc.checks if c.key == "verification/placement/checksum"]
+    assert (c.verdict, c.cause) == ("fail", "hardware") and "differ from the row formula's" in c.rule
+    assert not skipped and exit_status(doc) == UNHEALTHY
+    assert [f.cause for f in doc.findings if c.key in f.keys] == ["hardware"]
+
+
+def test_check_skips_a_placement_step_whose_profile_lost_accesses(monkeypatch):
+    """The profiler's count says nothing of the node: skipped with the kind's line, never failed."""
+    import numpy as np
+
+    from nodemap.placement import profiler
+
+    counts = SimpleNamespace(counts=np.array([[2, 1], [0, 2]]))
+    monkeypatch.setattr(profiler, "Profiler", lambda layout, devices: SimpleNamespace(
+        chunk_shift=4, counts_ptr=lambda g: 0, collect=lambda: counts))
+    doc, [s] = _checked(monkeypatch, pb.Lookups(_gpu_standins([10, 11]), 1.0, "analysis chunk=16B rep=0", (16, None)))
+    assert s.reason.startswith("verification failed: s=1.0 analysis chunk=16B rep=0: the profiler lost accesses")
+    assert not [c for c in doc.checks if c.key.startswith("verification/")] and doc.node_verdict() != "fail"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import __version__
 from ..bench.host.thread_orders import load_topology
 from ..topology.nvml import session as one_nvml_session
-from . import busy, remeasure
+from . import busy, failed, remeasure
 from .budget import Budget, order
 from .document import CheckDoc
 from .expectations import Expectations
@@ -62,6 +62,9 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     `remeasure_budget`: seconds for measuring undecided figures again (default the level's, 0 none).
     `budget`: --budget (check/budget.py): steps run while their estimates fit, re-measurement gets
     what is left, a step still running at its end is cut, keeping what its kind measured."""
+    from ..bench import interrupt
+
+    interrupt.clear_signalled()  # a user's Ctrl-C or SIGTERM from here on is an interruption (failed.interrupted)
     topo = load_topology()
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
@@ -88,7 +91,10 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
         try:
             rs = measure(step.kind, step.request, level, in_job, topo)
         except KindFailed as e:
-            if not again:
+            judged = failed.verification(step.kind, e.error)  # output that could not be trusted
+            if judged is not None:
+                _add(doc.checks, [judged])
+            elif not again:
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", str(e)))
             return None
         except Exception as e:  # a bug in one kind must not cost the figures of the others
@@ -126,11 +132,24 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                 if not (step.kind == "mpi" and in_job is not None):  # the job's ranks measure together, once
                     done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
                 doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
+                stop = not rs.complete and _incomplete(doc, budget, step, rs, time.monotonic() - t)
                 doc.rejudge()
                 on_update(doc)
-                if not rs.complete and not _budget_cut(doc, budget, step, time.monotonic() - t, len(rs.results)):
+                if stop:
                     raise KeyboardInterrupt
-            remeasure.again(doc, done, level, lambda step: _complete(run(step, again=True)), progress, on_update,
+
+            def rerun(step):
+                """A re-run stopped by the user or the budget stops the check as the first run does; one
+                whose part failed is judged as the first (its wrong data a failing check) and not pooled."""
+                rs = run(step, again=True)
+                if rs is None or rs.complete:
+                    return rs
+                _add(doc.checks, failed.parts(step.kind, rs))
+                if failed.interrupted(rs) or (budget is not None and budget.expired):
+                    raise KeyboardInterrupt
+                return None
+
+            remeasure.again(doc, done, level, rerun, progress, on_update,
                             _remeasure_budget(level, remeasure_budget, budget))
         doc.complete = True
     except KeyboardInterrupt:
@@ -168,7 +187,6 @@ def _cut(budget: Budget | None):
         interrupt.request(interrupt.BUDGET)
 
     stack = contextlib.ExitStack()
-    interrupt.clear_signalled()  # a user's Ctrl-C or SIGTERM from here on is an interruption, never the budget's cut
     _note_sigint(stack)
     stack.callback(interrupt.reset)  # a stop asked between kinds (bench sessions keep it) ends with the check
     stack.enter_context(cut_after(budget.left(), stop, f"nodemap check --budget {budget.seconds:g}: a step did "
@@ -224,11 +242,26 @@ def _remeasure_budget(level: str, given: float | None, budget: Budget | None) ->
     return max(0.0, min(remeasure.BUDGET.get(level, 0.0) if given is None else given, budget.left()))
 
 
-def _complete(rs):
-    """A re-run cut short by Ctrl-C stops the check as the first run does."""
-    if rs is not None and not rs.complete:
-        raise KeyboardInterrupt
-    return rs
+def _incomplete(doc: CheckDoc, budget: Budget | None, step, rs, took: float) -> bool:
+    """A step whose kind marked its results incomplete: True when the user
+    stopped it (an interruption: the check ends). Else the check goes on,
+    what failed judged (check/failed.py): wrong output a failing check, the
+    budget's cut said as _budget_cut says, a timeout or another failure
+    skipped with the kind's line."""
+    wrong = failed.parts(step.kind, rs)  # measured before any stop: kept in an interrupted document too
+    _add(doc.checks, wrong)
+    if _budget_cut(doc, budget, step, took, len(rs.results)):
+        return False
+    if failed.interrupted(rs):
+        return True
+    doc.skipped += failed.skipped(f"{step.what} (bench {step.kind})", rs, wrong)
+    return False
+
+
+def _add(checks: list, new: list) -> None:
+    """`new` checks whose keys are not there yet (a re-run failing again is the same finding)."""
+    keys = {c.key for c in checks}
+    checks += [c for c in new if c.key not in keys]
 
 
 # What the health level cannot read, said once in every document of that level.

@@ -125,7 +125,12 @@ def _has_cupy() -> bool:
 
 
 class KindFailed(Exception):
-    """A kind stopped with an error message (no GPU, no CuPy...)."""
+    """A kind stopped with an error message (no GPU, no CuPy...); `error`:
+    the kind's own (a driver.VerificationFailed is judged: check/failed.py)."""
+
+    def __init__(self, message: str, error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 def measure(kind: str, request: Common | list[str], level: str = "full", in_job: mpi.InJob | None = None,
@@ -158,4 +163,4 @@ def measure(kind: str, request: Common | list[str], level: str = "full", in_job:
             return driver_measure(importlib.import_module(BENCHES[kind][0]), request)
         return measure_cli(kind, request)
     except NodemapError as e:
-        raise KindFailed(str(e)) from None
+        raise KindFailed(str(e), e) from None

@@ -81,12 +81,14 @@ def busy_lines(doc: CheckDoc, width: int, shown: int = 4) -> list[str]:
 def area_detail(doc: CheckDoc, area: str) -> str:
     js = [j for j in doc.judged if j.figure.area == area]
     cs = [c for c in doc.checks if c.area == area]
-    if js:
-        w = max(js, key=lambda j: (RANK[j.verdict], -(j.relative or 1)))
+    bad = sorted((c for c in cs if c.verdict in ("warn", "fail")), key=lambda c: -RANK[c.verdict])
+    w = max(js, key=lambda j: (RANK[j.verdict], -(j.relative or 1))) if js else None
+    if w is not None and not (bad and RANK[bad[0].verdict] >= RANK[w.verdict]):
         worst = "worst" if w.verdict in ("inconclusive", "warn", "fail") else "e.g."
         return f"{len(js)} figures; {worst} {w.figure.label}: {value(w.figure)}"
-    bad = [c for c in cs if c.verdict in ("warn", "fail")]
-    return f"{len(cs)} checks" + (f"; {bad[0].label}: {bad[0].value}" if bad else "")
+    # a failing check (wrong data from NCCL: check/failed.py) is what an area with passing figures is about
+    figures = f"{len(js)} figures, " if js else ""
+    return f"{figures}{len(cs)} checks" + (f"; {bad[0].label}: {bad[0].value}" if bad else "")
 
 
 def value(f) -> str:
