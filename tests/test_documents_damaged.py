@@ -166,8 +166,7 @@ def test_check_fleet_from_reads_or_refuses_a_damaged_document_in_one_line(tmp_pa
     def read(data):
         files = dict(FLEET)
         i = data.draw(st.integers(0, len(files[name]) - 1))
-        # (the fleet reads a node's topology by hand, fleet/facts.py: not typed yet, left unchanged here)
-        damaged = data.draw(mutants.damaged(files[name][i], leave=("topology",)))[1]
+        damaged = data.draw(mutants.damaged(files[name][i]))[1]
         files[name] = files[name][:i] + [damaged] + files[name][i + 1:]
         _write_folder(tmp_path / "run", files)
         one_line_or_read(capsys, cli.main(["check", "--fleet", "--from", str(tmp_path / "run"), "-o",
@@ -182,6 +181,9 @@ def test_check_fleet_from_reads_or_refuses_a_damaged_document_in_one_line(tmp_pa
     ("isolation.json", lambda d: d["isolation"].update(bad_links="ab"), "field isolation.bad_links is str"),
     ("isolation.json", lambda d: d.update(isolation="x"), "field isolation is str, not an object"),
     ("remeasured.json", lambda d: d["remeasured"].update(n1=[1]), "field remeasured[...] is array, not an object"),
+    # the node's topology as fleet/facts.py reads it: AttributeError, TypeError tracebacks
+    ("nodes.jsonl", lambda d: d["topology"]["pus"].__setitem__(3, "text"), "line 1: field topology.pus[3] is str"),
+    ("nodes.jsonl", lambda d: d["topology"]["gpus"][0].update(numa_node="0"), "topology.gpus[0].numa_node is str"),
 ])
 def test_the_fleet_s_pair_and_re_measure_documents_name_the_field(tmp_path, capsys, name, change, words):
     import copy

@@ -40,13 +40,80 @@ class _Figure(msgspec.Struct):
     high: Any = None
 
 
+# What the fleet reads of a node's topology (Topology.to_dict; fleet/facts.py, merge.measured_on), typed where
+# it is read: a full Topology is not required (nodes of older checks, synthetic fleets in the tests)
+class _Machine(msgspec.Struct):
+    hostname: str = ""
+    memory: int = 0
+
+
+class _Package(msgspec.Struct):
+    cpu_model: str = ""
+
+
+class _Numa(msgspec.Struct):
+    os_index: int = 0
+    memory: int = 0
+
+
+class _Pu(msgspec.Struct):
+    online: bool = True
+
+
+class _Gpu(msgspec.Struct):
+    index: int = 0
+    model: str = ""
+    uuid: str = ""
+    numa_node: int = -1
+    pcie_gen: int = 0
+    pcie_width: int = 0
+
+
+class _Link(msgspec.Struct):
+    a: str = ""
+    b: str = ""
+    kind: str = "link"
+    count: int = 1
+
+
+class _Port(msgspec.Struct):
+    number: int = 0
+    state: str = "?"
+    rate_gbps: float = 0.0
+
+
+class _Nic(msgspec.Struct):
+    name: str = ""
+    kind: str = ""
+    numa_node: int = -1
+    pci_bus_id: str = ""
+    ports: list[_Port] = []
+
+
+class _Pci(msgspec.Struct):
+    bus_id: str = ""
+    link_gen: int = 0
+    link_width: int = 0
+
+
+class _Topology(msgspec.Struct):
+    machine: _Machine | None = None
+    packages: list[_Package] = []
+    numa_nodes: list[_Numa] = []
+    pus: list[_Pu] = []
+    gpus: list[_Gpu] = []
+    links: list[_Link] = []
+    nics: list[_Nic] = []
+    pci_devices: list[_Pci] = []
+
+
 class NodeDoc(msgspec.Struct):
     schema: Literal[SCHEMAS]
     complete: bool  # required: a document that does not say it is complete is not taken as complete
     host: str = "?"
     started: str | None = None
     finished: str | None = None
-    topology: dict[str, Any] | None = None
+    topology: _Topology | None = None
     extra: dict[str, Any] = {}
     figures: list[_Figure] = []
     findings: list[str | Finding] = []  # a sentence: node checks before findings had fields
