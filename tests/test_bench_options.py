@@ -130,6 +130,45 @@ def test_a_kind_builds_only_its_own_parser():
     assert r.stdout.strip().splitlines()[-1] == "[]"
 
 
+# what a help screen or a usage error never needs: the results' records (msgspec), the topology model, NVML,
+# the driver and harness (modules imported beyond `topo --help`: benchmarks/import_time.py --cli)
+MEASURING = ("msgspec", "nodemap.topology.model", "nodemap.topology.nvml", "nodemap.bench.driver",
+             "nodemap.bench.harness", "nodemap.bench.results")
+
+
+def test_a_kinds_help_and_usage_errors_import_nothing_that_measures():
+    # was: `bench memory --help` imported its kind's module and with it the driver, msgspec, the topology
+    # model and NVML: 106 ms against 32 ms for `topo --help` (2-vCPU CI VM); every kind, both ways out
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom nodemap.cli import main\nfrom nodemap.bench.kinds import BENCHES\n"
+            f"measuring = {MEASURING!r}\n"
+            "for kind, (module, _) in BENCHES.items():\n"
+            "    for last in ('--help', '--no-such-option'):\n"
+            "        try:\n            main(['bench', kind, last])\n        except SystemExit as e:\n"
+            "            assert e.code == (0 if last == '--help' else 2), (kind, last, e.code)\n"
+            "        got = [m for m in (*measuring, module) if m in sys.modules]\n"
+            "        print(kind, last, got, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [line for line in r.stderr.splitlines() if line.endswith("]") and line.split(" ", 1)[0] in BENCHES]
+    assert len(lines) == 2 * len(BENCHES), r.stderr[-2000:]
+    assert [line for line in lines if not line.endswith(" []")] == []
+
+
+def test_a_kind_takes_its_options_from_its_options_module():
+    # one Options per kind (no copy): the record check builds is the one the command line is built from
+    import importlib
+
+    from nodemap.bench.kinds import options_module
+
+    for kind, (modname, _) in BENCHES.items():
+        declared = importlib.import_module(options_module(modname))
+        assert importlib.import_module(modname).Options is declared.Options, kind
+        assert declared.DESCRIPTION.strip(), kind
+
+
 def test_placement_strategies_are_one_comma_list_of_choices(capsys):
     from nodemap import cli
 

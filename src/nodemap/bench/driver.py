@@ -2,9 +2,11 @@
 `testColl`, nvbandwidth's `Testcase` and BabelStream's driver are.
 
 A kind is a module that holds only what is its own:
-    Options            a dataclass of its options on `Common`, each field declared
-                       once with its flag and help (options.option): its command
-                       line (options.add_options) and the record `check` fills
+    Options            a dataclass of its options on `options.Common`, each field
+                       declared once with its flag and help (options.option): its
+                       command line (options.add_options) and the record `check`
+                       fills; declared, with the kind's help text, in the light
+                       module beside it (bench/kinds.py: `options_module`)
     plan(opts) -> Plan its cases for this node's topology, its ResultSet's header, its table
 (no run(): `nodemap bench KIND` calls `main`, check and compare `measure`)
 and per case (a `Case`): setup, one timed run, verify, the Results it makes.
@@ -25,32 +27,14 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import NodemapError
 from . import barrier, interrupt
 from .harness import Progress, Stopped, capture, cautions, check_shared, finish, session
 from .intervals import CONFIDENCE, median_interval
-from .options import add_options, adaptive_width, case_budget, flag, repeat_count, time_limit, topology_file
+from .options import Common, add_options, flag
 from .results import Result, ResultSet
-
-
-@dataclass(frozen=True, kw_only=True)
-class Common:
-    """The options every kind takes; a kind's Options adds its own on it,
-    each declared once with its command line (options.option)."""
-
-    repeats: int = repeat_count(10)  # timed repetitions per case; adaptive: the most
-    topology: str | None = topology_file()  # a --topology file instead of this machine
-    timeout: float | None = time_limit()  # seconds one case may take
-    # adaptive repetitions: stop once the median's 95% interval is at most
-    # `adaptive` of the median, or `budget` seconds are spent on a case
-    adaptive: float | None = adaptive_width()
-    budget: float | None = case_budget()
-    # the kind's processes are MPI ranks: rank 0 prints and saves (--json, -o say so)
-    ranks: ClassVar[bool] = False
-    # shared options a kind does not take (mpi: no adaptive stop, its ranks stop only where they agree)
-    not_offered: ClassVar[tuple[str, ...]] = ()
 
 
 class Skipped(Exception):

@@ -4,7 +4,7 @@ A kind (host_memory, numa, latency, gpu_memory, copies, mpi_p2p,
 collectives, ring, placement_bench) adds only its own options and measures
 its cases; the harness owns the rest, the same for every kind:
 - the shared options' checks (`check_shared`: --repeats, a --topology file;
-  they are declared in options.py, on driver.Common);
+  they are declared in options.py, on options.Common);
 - (the timing loop, warm-up and repetitions are the driver's: driver.py);
 - progress on stderr (`Progress`): a live line with step, elapsed and ETA
   on a terminal, a few lines otherwise, nothing with -q;

@@ -1,8 +1,15 @@
 """The benchmark kinds: name -> (module, one-line help).
 
 Here, below the CLI, so the harness (`measure`), `check` and `compare` find
-a kind without importing the command layer. Adding a kind is one line here
-and one module in bench/.
+a kind without importing the command layer. Adding a kind is one line here,
+its module in bench/ and, beside it, its options module (`options_module`).
+
+A kind's options module holds its command line and nothing that measures:
+DESCRIPTION and EPILOG (its --help), its Options and the names they offer
+(kernels, dtypes...), importing only bench/options.py. The kind's module
+takes its Options from there. So `nodemap bench KIND --help` and a usage
+error build the parser without the kind's module, the driver, the results'
+records, the topology model or NVML (tests/test_bench_options.py).
 """
 
 from __future__ import annotations
@@ -19,3 +26,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "placement": ("nodemap.bench.app.placement", "data larger than one GPU: placement strategies compared"),
     "jacobi": ("nodemap.bench.app.jacobi", "2D Jacobi proxy app: step time per multi-GPU programming model, verified"),
 }
+
+
+def options_module(module: str) -> str:
+    """The options module of the kind whose module is `module`: beside it, named `<module>_options`."""
+    return module + "_options"

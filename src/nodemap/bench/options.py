@@ -7,18 +7,25 @@ dataclass, so the typed record check and compare fill and the flags a user
 types cannot drift. Read back here too: --gpus, --dtype and comma lists of
 choices (--kernels, --cases, --tests...), so flags, spellings and messages
 are the same in every kind: `--dtype fp64` and `--dtype float64` name one
-dtype wherever a kind takes --dtype."""
+dtype wherever a kind takes --dtype.
+
+Light on purpose, as every kind's options module (bench/kinds.py): `nodemap
+bench KIND --help` and a usage error build the parser from these alone,
+without the driver, the results' records, the topology model or NVML."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import inspect  # dataclasses imports it
-from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from ..errors import NodemapError
-from ..text import is_decimal
+
+TYPE_CHECKING = False  # typing costs ~3 ms of every `bench KIND --help`
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 # Every spelling of a dtype -> its one name (numpy's)
 DTYPE_NAMES = {"float64": "float64", "fp64": "float64", "double": "float64",
@@ -37,7 +44,7 @@ def option(default: Any = None, help: str = "", *, metavar: str | None = None,
     from the annotation: int, float, str; a bool is a switch, a tuple a
     repeatable option); `aliases`: other spellings, shown; `old`: former
     spellings, taken but not shown; options of one `group` exclude each
-    other; `shared`: one of driver.Common's, listed after the kind's own."""
+    other; `shared`: one of Common's, listed after the kind's own."""
     cli = {"help": help, "metavar": metavar, "parse": parse, "choices": choices, "aliases": tuple(aliases),
            "old": tuple(old), "group": group, "action": action, "shared": shared}
     return dataclasses.field(default=default, metadata={"cli": cli})
@@ -113,6 +120,28 @@ class TypedOption(argparse.Action):
         setattr(namespace, f"_{self.dest}_option", option_string)
 
 
+MPI_TIMEOUT_S = 120.0  # default --timeout of a kind whose processes are MPI ranks (MPI's start, each phase)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Common:
+    """The options every kind takes; a kind's Options adds its own on it,
+    each declared once with its command line (`option`)."""
+
+    repeats: int = repeat_count(10)  # timed repetitions per case; adaptive: the most
+    topology: str | None = topology_file()  # a --topology file instead of this machine
+    timeout: float | None = time_limit()  # seconds one case may take
+    # adaptive repetitions: stop once the median's 95% interval is at most
+    # `adaptive` of the median, or `budget` seconds are spent on a case
+    adaptive: float | None = adaptive_width()
+    budget: float | None = case_budget()
+    # class attributes, not fields (no annotation: a string ClassVar is a field while typing is not imported):
+    # the kind's processes are MPI ranks: rank 0 prints and saves (--json, -o say so)
+    ranks = False
+    # shared options a kind does not take (mpi: no adaptive stop, its ranks stop only where they agree)
+    not_offered = ()
+
+
 # --- the command line of an Options ------------------------------------------------
 
 
@@ -123,7 +152,7 @@ def flag(f: dataclasses.Field) -> str:
 def add_options(p: argparse.ArgumentParser, cls: type) -> None:
     """The command line of the kind whose Options is `cls`: its own options
     (the most derived class's first, each class's in declaration order),
-    the shared ones (driver.Common's, less the kind's `not_offered`), then
+    the shared ones (Common's, less the kind's `not_offered`), then
     --json, -o and -q."""
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in getattr(cls, "not_offered", ())}
     for f in fields.values():
@@ -173,6 +202,8 @@ def gpus(spec: str | None, count: int, *, repeats: bool = False) -> list[int]:
     """The CUDA ordinals --gpus names, in its order ("all" or none: every
     visible one). `repeats`: a GPU may be named more than once (Jacobi puts
     a slab on each naming)."""
+    from ..text import is_decimal
+
     if not spec or spec.strip() == "all":
         return list(range(count))
     items = [x.strip() for x in spec.split(",") if x.strip()]

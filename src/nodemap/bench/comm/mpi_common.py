@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, ContextManager
 
 from ...errors import NodemapError
+from ..options import MPI_TIMEOUT_S
 
 MPI_MISSING = ("[mpi] extra missing: mpi4py is not installed; pip install 'nodemap[mpi]' "
                "(mpi4py with the mpich wheel, or build mpi4py against your cluster's MPI)")
 NOT_AWARE = "MPI is not CUDA-aware: measuring the staged path instead"
-DEFAULT_TIMEOUT_S = 120.0
 
 
-def start(timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+def start(timeout_s: float = MPI_TIMEOUT_S) -> Any:
     """mpi4py's MPI module, initialized; NodemapError when it cannot be."""
     with deadline(timeout_s, "MPI_Init (a launcher that never answers: start with mpiexec/srun, "
                   "or check that PMI matches the MPI mpi4py was built with)"):
@@ -209,7 +209,7 @@ def probe(comm: Any) -> Awareness:
     """Ask the library; every rank must agree, else treat it as not aware."""
     gpu = gpu_visible()
     aware, how = query_cuda_support()
-    with deadline(DEFAULT_TIMEOUT_S, "the CUDA-awareness probe (allreduce)"):
+    with deadline(MPI_TIMEOUT_S, "the CUDA-awareness probe (allreduce)"):
         all_gpu = comm.allreduce(int(gpu), op=_min())
         all_aware = comm.allreduce(int(bool(aware)), op=_min())
     return Awareness(gpu=bool(all_gpu), aware=bool(all_aware), how=how)
@@ -232,7 +232,7 @@ def prove_cuda_aware(comm: Any, aw: Awareness, nbytes: int = 1 << 16) -> Awarene
     send = cp.arange(nbytes, dtype=cp.uint8) + cp.uint8(r)
     recv = cp.full(nbytes, 0xFF, dtype=cp.uint8)
     cp.cuda.Device().synchronize()
-    with deadline(DEFAULT_TIMEOUT_S, "the CUDA-aware proof transfer"):
+    with deadline(MPI_TIMEOUT_S, "the CUDA-aware proof transfer"):
         comm.Sendrecv(send, dest=(r + 1) % n, recvbuf=recv, source=(r - 1) % n)
         want = cp.arange(nbytes, dtype=cp.uint8) + cp.uint8((r - 1) % n)
         ok = bool((recv == want).all())

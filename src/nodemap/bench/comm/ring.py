@@ -1,22 +1,7 @@
 """`nodemap bench ring`: a periodic 1D ring halo exchange over every GPU transport.
 
-Every GPU holds a field [left halo | interior | right halo]; each step it
-sends its first interior cells to the left neighbour's right halo and its
-last ones to the right neighbour's left halo (periodic: the last GPU's right
-neighbour is the first). Transports:
-  peer        cudaMemcpyPeerAsync on each GPU's stream  (one process, all GPUs)
-  nccl        grouped ncclSend/ncclRecv                  (either mode)
-  mpi-aware   device buffers straight to MPI             (under MPI, only when
-              the library is CUDA-aware and a verified transfer proved it)
-  mpi-staged  D2H into pinned memory, MPI, H2D           (under MPI)
-Run with one process for all GPUs (`nodemap bench ring`) or one process per
-GPU on every node (`mpiexec -n 8 nodemap bench ring`). Bandwidth per step
-counts the bytes each GPU sends (2 halos) over the step time. Overlap: a
-compute kernel (tuned to last as long as the exchange) runs on its own
-stream while the exchange runs; overlap efficiency = (t_comp + t_comm -
-t_both) / min(t_comp, t_comm): 100% hides the shorter one completely, 0%
-serializes them. Halos are poisoned before one more exchange and compared
-with the neighbours' boundary cells after timing."""
+What it does, as its --help says, and its Options: ring_options.py.
+"""
 
 from __future__ import annotations
 
@@ -29,33 +14,14 @@ from . import collectives as co
 from . import mpi_common as mc
 from ...units import format_size
 from ..harness import Progress, Stopped, check_count, session, slowest_rank
-from ..driver import Common, repeat
-from ..options import gpu_list, launch_mode, option, repeat_count, time_limit
+from ..driver import repeat
 from ..results import ResultSet, make_result
+from .ring_options import TRANSPORTS, Options
 
-DESCRIPTION = __doc__.split("\n\n", 1)[1]
-TRANSPORTS = ("peer", "nccl", "mpi-aware", "mpi-staged")
 WORD = 4
 WORK_ELEMS = 32 << 20  # the compute kernel's array: 128 MiB per GPU
 CAL_REPS = 16
 TAG_LEFT, TAG_RIGHT = 11, 12  # direction a halo travels
-
-
-@dataclass(frozen=True, kw_only=True)
-class Options(Common):
-    """bench ring's options, typed, each with its command line."""
-
-    repeats: int = repeat_count(5)
-    timeout: float | None = time_limit(mc.DEFAULT_TIMEOUT_S)
-    transports: str = option(",".join(TRANSPORTS), f"subset of {','.join(TRANSPORTS)}")
-    sizes: str = option("64KiB,1MiB,16MiB,64MiB", "halo bytes per direction: a list or LO:HI doubling "
-                                                  "(default %(default)s)", metavar="SPEC")
-    mode: str = launch_mode("one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
-    gpus: str | None = gpu_list("single mode: in ring order")
-    steps: int = option(20, "exchange steps per timed repetition (default %(default)s)")
-    no_overlap: bool = option(False, "skip the compute-overlap measurement")
-    ranks = True
-    not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
 
 
 def overlap_efficiency(t_comp: float, t_comm: float, t_both: float) -> float:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import mpi_common as mc
+from ..options import MPI_TIMEOUT_S
 
 PLANNED = "NODEMAP_GPUS"  # set with the plan's GPUs by nodemap run, the SPANK plugin and plan --emit env
 
@@ -141,7 +142,7 @@ class World:
     devices: Devices | None = None  # after gpu()
     gpu_keys: list[str] = field(default_factory=list)  # every rank's "node:GPU", rank order (after gpu())
     notes: list[str] = field(default_factory=list)  # how GPUs were chosen and shared, for the results' messages
-    timeout: float = mc.DEFAULT_TIMEOUT_S
+    timeout: float = MPI_TIMEOUT_S
     MPI: Any = None  # mpi4py's MPI module (its operations), when comm is
     _nccl: Any = None
 
@@ -233,7 +234,7 @@ def summary(every: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[str]:
     return out + [f"rank{'s' if len(rs) > 1 else ''} {','.join(map(str, rs))}: {n}" for n, rs in ranks.items()]
 
 
-def start(timeout: float = mc.DEFAULT_TIMEOUT_S) -> World:
+def start(timeout: float = MPI_TIMEOUT_S) -> World:
     """MPI started (mc.start: one deadline), and this rank's place among the ranks."""
     from ...mapping.localrank import node_name
 

@@ -14,8 +14,8 @@ from typing import Sequence
 from ... import native
 from ...errors import NodemapError
 from ..interrupt import stoppable
+from .memory_options import KERNELS  # NM_K_* order: declared where `bench memory --kernels` offers them
 
-KERNELS = ("copy", "scale", "add", "triad", "sum")  # NM_K_* order
 # STREAM counting: words of 8 B moved per element (reads + writes)
 STREAM_WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}
 # arrays written per element: each costs a write-allocate read unless NT

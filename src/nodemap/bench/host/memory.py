@@ -2,14 +2,14 @@
 
 Bytes are counted the STREAM way (copy/scale 2, add/triad 3 words of 8 B
 per element, sum 1); the write-allocate traffic (one more word per written
-array unless stores are non-temporal) is recorded beside it.
+array unless stores are non-temporal) is recorded beside it. Its command
+line (help, Options): memory_options.py.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...errors import NodemapError
@@ -19,57 +19,14 @@ from ...topology.sysfs import nodes_undercount
 from ...units import format_size, gbps, parse_size
 from .. import driver
 from . import kernels as hostkernels, thread_orders
-from ..driver import Case, Common, Plan, Repeats
+from .memory_options import Options
+from ..driver import Case, Plan, Repeats
 from ..harness import check_count
-from ..options import option
 from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
 
-DESCRIPTION = """\
-STREAM bandwidth (copy, scale, add, triad, and a read-only sum) with one
-pinned thread per CPU. Each array defaults to 4x the last-level caches of
-the CPUs used, capped by free memory. --sweep measures the thread orders the
-topology suggests (one thread per L3 group, core, PU, NUMA node, and thread
-counts in spread order) and names the best one with its OpenMP environment.
-GB = 1e9 bytes."""
-
-EPILOG = """\
-examples:
-  nodemap bench memory                        one thread per core, all kernels
-  nodemap bench memory --sweep                thread-order sweep with a recommendation
-  nodemap bench memory --cpus 0-7 --size 2G --nt-stores
-  nodemap bench memory --threads 4 --order compact --mem 1 --json
-  nodemap bench memory --cpus 0-15 --kernels triad --repeats 3 --batch 20
-                                              timed like likwid-bench -i 20 (see
-                                              benchmarks/stream_vs_likwid.sh)
-"""
-
 ELEMENT = 8  # bytes of a double
 RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostOptions(Common):
-    """Options shared with `nodemap bench numa`."""
-
-    size: str | None = option(None, "bytes per array, e.g. 2G, 512M (default 4x LLC)", metavar="BYTES")
-    mem: str | None = option(None, "NUMA nodes to bind the arrays to (default: first touch by each thread)")
-    peak: float | None = option(None, "DRAM peak of this machine to compare with (default: from its SMBIOS "
-                                      "memory records where readable)", metavar="GB/S")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Options(HostOptions):
-    cpus: str | None = option(None, "explicit CPU list, one thread per CPU (e.g. 0-7,16)", group="where")
-    threads: int | None = option(None, "number of threads, on CPUs in --order", group="where")
-    order: str = option("spread", "order of CPUs for --threads (default %(default)s)", aliases=("--placement",),
-                        choices=("spread", "compact"))
-    kernels: str = option(",".join(hostkernels.KERNELS), "comma list of copy,scale,add,triad,sum (default all)")
-    nt_stores: bool = option(False, "non-temporal stores (no write-allocate traffic)")
-    batch: int = option(1, "time K repetitions back to back as one sample, with no barrier between them "
-                           "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
-                           "every repetition timed on its own as STREAM does", metavar="K")
-    sweep: bool = option(False, "measure every thread order derived from the topology")
 
 
 # --- sizes and memory --------------------------------------------------------------

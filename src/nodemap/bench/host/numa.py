@@ -2,12 +2,11 @@
 
 Bandwidth: one thread per core of node i on arrays bound (mbind) to node j.
 Idle latency: one thread on node i chasing through a buffer on node j.
-The SLIT distances of the Topology are printed beside them.
+The SLIT distances of the Topology are printed beside them. Its command
+line (help, Options): numa_options.py.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
@@ -15,27 +14,8 @@ from ...topology.model import Topology
 from ...units import parse_size
 from . import memory as host_memory, latency, thread_orders
 from ..driver import Case, Plan, Repeats
-from ..options import option
+from .numa_options import Options
 from ..results import Result, ResultSet
-
-DESCRIPTION = """\
-NUMA matrices: bandwidth with the threads of node i (one per core) on
-memory of node j, and idle latency of one thread on node i chasing through
-memory of node j, beside the SLIT distances the firmware reports."""
-
-EPILOG = """\
-examples:
-  nodemap bench numa
-  nodemap bench numa --kernel sum --size 1G --json
-"""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Options(host_memory.HostOptions):
-    kernel: str = option("triad", "STREAM kernel of the bandwidth matrix (default %(default)s)")
-    latency_size: str | None = option(None, "bytes chased for the latency matrix (default 4x the LLC)",
-                                      metavar="BYTES")
-    no_latency: bool = option(False, "bandwidth matrix only")
 
 
 def parse_kernel(text: str) -> list[str]:
