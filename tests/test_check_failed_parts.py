@@ -40,17 +40,19 @@ def nccl_wrong_elements(monkeypatch) -> str:
     return got
 
 
-def check(monkeypatch, first: ResultSet):
-    """run_check over two steps: NCCL returning `first`, then STREAM."""
+def check(monkeypatch, *nccl: ResultSet, exp=None):
+    """run_check over two steps: NCCL returning `nccl` in turn (a re-run the
+    next), then STREAM; measured again only where more than one is given."""
     ran = []
 
     def measure(kind, request, level="full", *job_and_topology):
         ran.append(kind)
-        return first if kind == "nccl" else syn.stream({"1/core": (4, 20.0)})
+        return nccl[ran.count("nccl") - 1] if kind == "nccl" else syn.stream({"1/core": (4, 20.0)})
 
     monkeypatch.setattr(node, "plan", lambda topo, level, in_job=None: ([STREAM, NCCL], []))
     monkeypatch.setattr(node, "measure", measure)
-    doc = node.run_check("quick", expectations.shipped(), detector=DETECTOR, remeasure_budget=0)
+    doc = node.run_check("quick", exp or expectations.shipped(), detector=DETECTOR,
+                         remeasure_budget=None if len(nccl) > 1 else 0)
     return doc, ran
 
 
@@ -91,6 +93,18 @@ def test_the_reports_and_slurm_name_the_wrong_data(monkeypatch):
         prom.render(doc, document.exit_status(doc))) for s in f.samples}
     assert metrics["nodemap_check_status", None] == 1 and metrics["nodemap_check_complete", None] == 1
     assert metrics["nodemap_check_area_verdict", "NCCL"] == 4  # fail
+
+
+def test_wrong_data_in_a_step_measured_again_fails_the_node_and_the_check_completes(monkeypatch, tmp_path):
+    """Measuring again (check/remeasure.py) took any incomplete re-run for Ctrl-C."""
+    site = tmp_path / "site.toml"  # 297-300 GB/s straddles 299: undecided, so NCCL is measured again
+    site.write_text('[[limit]]\nkind = "nccl"\nmatch = "."\nwarn_below = 299.5\nfail_below = 299.0\nsource = "t"\n')
+    again = ResultSet("bench nccl", messages=[nccl_wrong_elements(monkeypatch)], complete=False)
+    doc, ran = check(monkeypatch, syn.nccl_all_reduce(300.0, 2), again, exp=expectations.load(str(site)))
+    assert ran == ["nccl", "memory", "nccl"] and doc.complete
+    assert [c.cause for c in doc.checks if c.key == "verification/nccl/all_reduce"] == ["hardware"]
+    assert doc.remeasured[0]["note"] == "measuring again failed"  # its samples not pooled
+    assert document.exit_status(doc) == document.UNHEALTHY
 
 
 def test_a_step_that_ran_past_its_timeout_is_skipped_not_failed_nor_an_interruption(monkeypatch):
