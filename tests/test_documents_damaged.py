@@ -170,7 +170,7 @@ def test_check_fleet_from_reads_or_refuses_a_damaged_document_in_one_line(tmp_pa
         files[name] = files[name][:i] + [damaged] + files[name][i + 1:]
         _write_folder(tmp_path / "run", files)
         one_line_or_read(capsys, cli.main(["check", "--fleet", "--from", str(tmp_path / "run"), "-o",
-                                           str(tmp_path / "out")]), str(tmp_path / "run" / name))
+                                           str(tmp_path / "out"), "--no-html"]), str(tmp_path / "run" / name))
 
     read()
 
