@@ -170,3 +170,36 @@ def test_the_rules_follow_the_kinds_own_messages():
     sources = {"nccl": collectives, "jacobi": jacobi, "ring": ring}
     for rule in failed.WRONG:
         assert rule.said in inspect.getsource(sources[rule.kind]), rule.kind
+
+
+@pytest.mark.parametrize("forced", [{"NCCL_ALGO": "Ring"}, {"NCCL_PROTO": "LL128"}, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}])
+def test_wrong_nccl_data_under_a_forced_algorithm_or_protocol_is_the_jobs_not_the_nodes(monkeypatch, forced):
+    """NCCL_ALGO/NCCL_PROTO force a path NCCL would not pick: the node was
+    failed (exit 1, drained) for a user's setting. The cause follows what the
+    check's inventory saw (inventory/env/NAME), not a second read of the environment."""
+    for name in ("NCCL_ALGO", "NCCL_PROTO"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in forced.items():
+        monkeypatch.setenv(name, value)
+    rs = syn.nccl_all_reduce(300.0, 2, size=1 << 30)
+    rs.messages.append(nccl_wrong_elements(monkeypatch))
+    rs.complete = False
+    doc, _ = check(monkeypatch, rs)
+    assert {f"inventory/env/{n}" for n in forced} <= {c.key for c in doc.checks if c.verdict == "warn"}
+    [c] = [c for c in doc.checks if c.key == "verification/nccl/all_reduce"]
+    assert (c.verdict, c.cause) == ("fail", "configuration")
+    assert c.fix.startswith(f"unset {'/'.join(sorted(forced))} and run again")
+    assert doc.node_verdict() != "fail" and document.exit_status(doc) == document.HEALTHY
+    from nodemap.slurm.verdict import health
+
+    assert health(doc)[0]  # nothing to drain
+
+
+def test_a_forced_nccl_variable_does_not_excuse_wrong_data_over_peer_copies_or_mpi():
+    inv = [failed.Check("inventory/env/NCCL_ALGO", "NCCL_ALGO", "Ring", "unset", "warn", "", "configuration")]
+    assert failed.forced_nccl(inv) == ["NCCL_ALGO"]
+    peer = ResultSet("bench ring", messages=["peer at 4096 B: 7 wrong halo elements: the transport corrupts data"])
+    nccl = ResultSet("bench ring", messages=["nccl at 4096 B: 7 wrong halo elements: the transport corrupts data"])
+    assert [c.cause for c in failed.parts("ring", peer, inv)] == ["hardware"]
+    assert [c.cause for c in failed.parts("ring", nccl, inv)] == ["configuration"]
+    assert [c.cause for c in failed.parts("ring", nccl)] == ["hardware"]  # not forced: the node's

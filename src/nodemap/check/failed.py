@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 from ..bench import harness, interrupt
 from ..bench.results import ResultSet
@@ -26,11 +27,15 @@ from ..units import format_size
 from .inventory import Check, Skipped
 
 GPU_FIX = ("test the GPUs and their links (nvidia-smi nvlink -e for NVLink error counters, nvidia-smi -q -d "
-           "ECC,ROW_REMAPPER, dcgmi diag -r 3), then run nodemap bench {kind} again; where NCCL_PROTO or NCCL_ALGO "
-           "is forced, unset it first")
+           "ECC,ROW_REMAPPER, dcgmi diag -r 3), then run nodemap bench {kind} again")
 MPI_FIX = ("check the MPI library and its transport settings (UCX_TLS, UCX_MEMTYPE_CACHE=n; the check's "
            "inventory/mpi/cuda_aware says whether MPI is CUDA-aware): the peer and nccl transports over the same "
            "GPUs tell whether the links are at fault")
+# NCCL_ALGO/NCCL_PROTO force a path NCCL would not choose for these GPUs (the
+# inventory warns of them, check/inventory.py RISKY_ENV): wrong data under
+# them is the job's setting first, and a scheduler must not drain a node for it.
+FORCED_NCCL = ("NCCL_ALGO", "NCCL_PROTO")
+FORCED_FIX = "unset {names} and run again: wrong data that persists without it is the node's"
 
 
 @dataclass(frozen=True)
@@ -67,21 +72,29 @@ def interrupted(rs: ResultSet) -> bool:
     return interrupt.signalled() or harness.INTERRUPTED in rs.messages
 
 
-def parts(kind: str, rs: ResultSet) -> list[Check]:
+def forced_nccl(checks: Iterable[Check]) -> list[str]:
+    """The NCCL variables forcing an algorithm or protocol, as the check's
+    inventory saw the environment (its inventory/env/NAME items)."""
+    return [c.label for c in checks if c.key in {f"inventory/env/{n}" for n in FORCED_NCCL} and c.verdict == "warn"]
+
+
+def parts(kind: str, rs: ResultSet, checks: Iterable[Check] = ()) -> list[Check]:
     """A failing Check per part of `rs` whose output was wrong (an op, a
-    variant, a transport: its sizes counted in one)."""
+    variant, a transport: its sizes counted in one). `checks`: the
+    inventory's, for what the environment forced (forced_nccl)."""
+    forced = forced_nccl(checks)
     hits: dict[str, list[tuple[Wrong, re.Match[str], str]]] = {}
     for m in rs.messages:
         for rule in WRONG:
             got = rule.pattern.match(m) if rule.kind == kind else None
             if got:
                 hits.setdefault(got["part"], []).append((rule, got, m))
-    return [_check(kind, part, found) for part, found in hits.items()]
+    return [_check(kind, part, found, forced) for part, found in hits.items()]
 
 
-def _check(kind: str, part: str, found: list[tuple[Wrong, re.Match[str], str]]) -> Check:
+def _check(kind: str, part: str, found: list[tuple[Wrong, re.Match[str], str]], forced: list[str]) -> Check:
     rule, first, _ = found[0]
-    cause, fix = _cause(kind, part)
+    cause, fix = _cause(kind, part, forced)
     more = f", at {len(found) - 1} more size{'s' * (len(found) > 2)}" if len(found) > 1 else ""
     return Check(f"verification/{kind}/{part}", rule.label.format(part=part), _value(first) + more, rule.expected,
                  "fail", f"bench {kind} verifies its output: " + "; ".join(m for _, _, m in found), cause, fix,
@@ -96,9 +109,10 @@ def _value(m: re.Match[str]) -> str:
     return f"{g['count']} wrong {'elements' if 'where' in g else 'halo elements'} ({where}{format_size(int(g['size']))})"
 
 
-def _cause(kind: str, part: str) -> tuple[str, str]:
+def _cause(kind: str, part: str, forced: list[str]) -> tuple[str, str]:
     """Whose fault wrong data is: NCCL's collectives, and halos carried by
-    CUDA peer copies or NCCL, are the GPUs and their links (the node);
+    CUDA peer copies or NCCL, are the GPUs and their links (the node),
+    unless the job forced NCCL's algorithm or protocol (configuration);
     halos MPI carried are the MPI library's or its settings first (a
     CUDA-aware path that is not, UCX's memory-type cache): configuration."""
     transport = part
@@ -108,6 +122,8 @@ def _cause(kind: str, part: str) -> tuple[str, str]:
         transport = VARIANTS[part].transport if part in VARIANTS else part
     if transport.startswith("mpi"):
         return "configuration", MPI_FIX
+    if forced and (kind == "nccl" or transport.startswith("nccl")):
+        return "configuration", FORCED_FIX.format(names="/".join(forced))
     return "hardware", GPU_FIX.format(kind=kind)
 
 

@@ -144,7 +144,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
                 rs = run(step, again=True)
                 if rs is None or rs.complete:
                     return rs
-                _add(doc.checks, failed.parts(step.kind, rs))
+                _add(doc.checks, failed.parts(step.kind, rs, doc.checks))
                 if failed.interrupted(rs) or (budget is not None and budget.expired):
                     raise KeyboardInterrupt
                 return None
@@ -248,7 +248,7 @@ def _incomplete(doc: CheckDoc, budget: Budget | None, step, rs, took: float) -> 
     what failed judged (check/failed.py): wrong output a failing check, the
     budget's cut said as _budget_cut says, a timeout or another failure
     skipped with the kind's line."""
-    wrong = failed.parts(step.kind, rs)  # measured before any stop: kept in an interrupted document too
+    wrong = failed.parts(step.kind, rs, doc.checks)  # measured before any stop: kept in an interrupted document too
     _add(doc.checks, wrong)
     if _budget_cut(doc, budget, step, took, len(rs.results)):
         return False
