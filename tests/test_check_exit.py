@@ -5,6 +5,7 @@ import pytest
 
 import check_synth as syn
 import nodes
+from nodemap.bench.results import ResultSet
 from nodemap.check import expectations
 from nodemap.check.document import CheckDoc, exit_status, from_dict
 from nodemap.check.inventory import Check
@@ -56,6 +57,26 @@ def test_nothing_measured_cannot_judge():
     assert exit_status(doc) == 2 and "node: could not judge (nothing measured)" in terminal.summary(doc)
     doc.level = "health"  # the passive level measures nothing by design
     assert exit_status(doc) == 0
+
+
+def test_a_step_whose_only_output_was_wrong_for_a_configuration_cause_was_measured():
+    """The only measuring step's output was wrong for the job's setting (MPI
+    halos, a forced NCCL_ALGO): no figure, yet the node was measured and not
+    shown unhealthy. It exited 2 "nothing measured", which fails a Slurm
+    prolog and drains the node ("Prolog error") for a user's environment."""
+    from nodemap.check import failed
+    from nodemap.report import terminal
+    from nodemap.slurm import verdict
+
+    msg = "mpi-aware fp64: differs from the single-GPU run: norm 1.5 != 1.25: the halo exchange is wrong"
+    wrong = failed.parts("jacobi", ResultSet("bench jacobi", messages=[msg], complete=False))
+    doc = doc_of(checks=wrong)
+    assert not doc.judged and [c.cause for c in wrong] == ["configuration"]
+    assert exit_status(doc) == 0 and verdict.health(doc) == (True, "")
+    line = terminal.summary(doc, width=200).splitlines()[1]
+    assert line.startswith("node: healthy (") and line.endswith("job environment: FAIL (Jacobi mpi-aware halos)")
+    hw = failed.parts("jacobi", ResultSet("bench jacobi", messages=[msg.replace("mpi-aware", "peer")]))
+    assert exit_status(doc_of(checks=hw)) == 1  # the same wrong data over peer copies is the node's
 
 
 def test_interrupted_unless_read_again():

@@ -172,7 +172,8 @@ def test_the_rules_follow_the_kinds_own_messages():
         assert rule.said in inspect.getsource(sources[rule.kind]), rule.kind
 
 
-@pytest.mark.parametrize("forced", [{"NCCL_ALGO": "Ring"}, {"NCCL_PROTO": "LL128"}, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}])
+@pytest.mark.parametrize("forced", [{"NCCL_ALGO": "Ring"}, {"NCCL_PROTO": "LL128"},
+                                    {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}])
 def test_wrong_nccl_data_under_a_forced_algorithm_or_protocol_is_the_jobs_not_the_nodes(monkeypatch, forced):
     """NCCL_ALGO/NCCL_PROTO force a path NCCL would not pick: the node was
     failed (exit 1, drained) for a user's setting. The cause follows what the

@@ -179,7 +179,7 @@ def test_check_fails_the_job_environment_for_placement_hints_not_in_effect(monke
     """Not the node's hardware (another process moving the pages, a driver
     ignoring the advice): a configuration failure, the node left healthy;
     it was a skipped step, then (before) a crashed kind."""
-    from nodemap.check.document import NOT_JUDGED, exit_status
+    from nodemap.check.document import HEALTHY, exit_status
 
     doc, skipped = _checked(monkeypatch, pb.Lookups(_gpu_standins([]), 0.0, "round-robin"))
     [c] = [c for c in doc.checks if c.key == "verification/placement/hints"]
@@ -187,7 +187,9 @@ def test_check_fails_the_job_environment_for_placement_hints_not_in_effect(monke
     assert c.rule.startswith("verification failed: s=0.0 round-robin: placement hints not in effect")
     assert HINTS_OFF in c.rule and "cudaMemAdvise" in c.fix
     assert doc.environment_verdict() == "fail" and doc.node_verdict() != "fail"
-    assert exit_status(doc) == NOT_JUDGED  # not unhealthy: this check's one step measured no figure
+    # its one step measured no figure but was measured: the node not shown unhealthy, the job's
+    # environment failed (exit 0, as any configuration finding; 2 failed a Slurm prolog, draining the node)
+    assert exit_status(doc) == HEALTHY
     assert doc.environment_reasons() == ["GPU data placement hints"]
 
 

@@ -26,7 +26,7 @@ from .busy import under_interference
 from .expectations import Expectations
 from ..finding import Finding
 from .findings import NodeState, derive
-from .inventory import Check, Skipped
+from .inventory import VERIFICATION, Check, Skipped
 from .verdicts import Judged, judge, worst
 
 # /2: a finding's ranking number is `shortfall` (nodemap/finding.py), /1's `severity`; saved.py reads both
@@ -214,12 +214,17 @@ def exit_status(doc: CheckDoc, saved: bool = False) -> int:
 def not_judged(doc: CheckDoc) -> str:
     """Why the node could not be judged ("" when it could): it was busy, or
     a measuring level measured nothing (every step failed: missing tools).
+    A step whose output was wrong (a verification/ check, check/failed.py)
+    was measured: it judges the node (hardware) or the job environment
+    (configuration: the node is not shown unhealthy, exit 0, as any
+    configuration finding), never "could not judge".
     A budget that left every step out (or cut the one it ran) measured
     nothing by choice: the node is judged on its inventory, as the health
     level judges it; a step it let run that failed is as without a budget."""
     if doc.is_busy():
         return "busy"
-    if doc.level in ("quick", "full") and doc.complete and not doc.judged and not _by_choice(doc.budget):
+    verified = any(c.key.startswith(VERIFICATION) for c in doc.checks)
+    if doc.level in ("quick", "full") and doc.complete and not (doc.judged or verified) and not _by_choice(doc.budget):
         return "nothing measured"
     return ""
 

@@ -24,7 +24,7 @@ from typing import Iterable
 from ..bench import harness, interrupt
 from ..bench.results import ResultSet
 from ..units import format_size
-from .inventory import Check, Skipped
+from .inventory import VERIFICATION, Check, Skipped
 
 GPU_FIX = ("test the GPUs and their links (nvidia-smi nvlink -e for NVLink error counters, nvidia-smi -q -d "
            "ECC,ROW_REMAPPER, dcgmi diag -r 3), then run nodemap bench {kind} again")
@@ -96,7 +96,7 @@ def _check(kind: str, part: str, found: list[tuple[Wrong, re.Match[str], str]], 
     rule, first, _ = found[0]
     cause, fix = _cause(kind, part, forced)
     more = f", at {len(found) - 1} more size{'s' * (len(found) > 2)}" if len(found) > 1 else ""
-    return Check(f"verification/{kind}/{part}", rule.label.format(part=part), _value(first) + more, rule.expected,
+    return Check(f"{VERIFICATION}{kind}/{part}", rule.label.format(part=part), _value(first) + more, rule.expected,
                  "fail", f"bench {kind} verifies its output: " + "; ".join(m for _, _, m in found), cause, fix,
                  rule.area)
 
@@ -137,12 +137,12 @@ def verification(kind: str, error: BaseException | None) -> Check | None:
 
     reason = getattr(error, "reason", str(error))
     if isinstance(error, ChecksumMismatch):
-        return Check("verification/placement/checksum", "GPU data placement checksums", "differ",
+        return Check(VERIFICATION + "placement/checksum", "GPU data placement checksums", "differ",
                      "the row formula's", "fail", str(error), "hardware",
                      "test the GPUs' memory (nvidia-smi -q -d ECC,ROW_REMAPPER, dcgmi diag -r 3), then run "
                      "nodemap bench placement again", "GPU memory")
     if reason.startswith("placement hints not in effect"):
-        return Check("verification/placement/hints", "GPU data placement hints", "not in effect",
+        return Check(VERIFICATION + "placement/hints", "GPU data placement hints", "not in effect",
                      "as the plan set them", "fail", str(error), "configuration",
                      "give the benchmark the GPUs to itself (no other process moving their pages) and check that "
                      "the CUDA driver honours cudaMemAdvise; then run nodemap bench placement again", "GPU memory")

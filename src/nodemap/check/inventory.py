@@ -36,6 +36,11 @@ RISKY_ENV: dict[str, tuple[Callable[[str], bool], str]] = {
 }
 
 
+# Key prefix of the checks a measured step's own output gives (check/failed.py:
+# wrong data is judged): the step ran, so they count as measured.
+VERIFICATION = "verification/"
+
+
 @dataclass(frozen=True)
 class Check:
     key: str  # "inventory/pcie/gpu0", stable across nodes
