@@ -133,6 +133,17 @@ def test_bench_results_page_says_what_it_is_not_a_check_at_level_dash(tmp_path):
     assert "<th>command</th><td>nodemap bench memory" in environment  # the file's own, not an empty table
 
 
+def test_the_checks_heading_names_verification_only_where_the_section_holds_it(doc):
+    """The section also lists a step's verified output (verification/KIND/PART,
+    check/failed.py); its heading said "Inventory and health". Anchor unchanged."""
+    doc.checks = [Check("inventory/env/NCCL_ALGO", "NCCL_ALGO", "Ring", "unset", "warn", "forced", "configuration")]
+    assert "<h2 id='inventory'>Inventory and health</h2>" in html.render(doc)
+    doc.checks.append(Check("verification/nccl/all_reduce", "NCCL all_reduce", "5 wrong elements",
+                            "0 wrong elements", "fail", "bench nccl verifies its output", "configuration", "", "NCCL"))
+    page = html.render(doc)
+    assert "<h2 id='inventory'>Inventory, health and verification</h2>" in page and "Inventory and health" not in page
+
+
 def test_one_measurement_judged_twice_is_one_row(tmp_path):
     """One STREAM placement with a DRAM peak: the placement figure and the
     peak figure are the same triad; its value, interval and unit once."""

@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..check.budget import describe
 from ..check.document import CheckDoc
+from ..check.inventory import VERIFICATION
 from ..htmlpage import Cell, Markup, head, table
 from ..text import number
 from . import plots
@@ -157,6 +158,14 @@ def interval(f) -> str:
             f"{f.coverage:.0%}{rounds}</span>")
 
 
+def checks_title(doc: CheckDoc) -> str:
+    """The checks section's heading: what it holds, verification of a
+    step's output (check/failed.py: wrong NCCL data...) named where there is
+    some; the anchor stays #inventory either way."""
+    verified = any(c.key.startswith(VERIFICATION) for c in doc.checks)
+    return "Inventory, health and verification" if verified else "Inventory and health"
+
+
 def checks_table(doc: CheckDoc) -> str:
     rows = [(Markup(f"<code>{escape(c.key)}</code>"), c.label, c.value, c.expected, _v(c.verdict), c.rule, c.fix)
             for c in doc.checks]
@@ -164,7 +173,7 @@ def checks_table(doc: CheckDoc) -> str:
         why = "None recorded." if doc.level else ("Bench results hold no inventory or health checks: "
                                                   "<code>nodemap check</code> runs them.")
         return f"<h2 id='inventory'>Inventory and health</h2><p class='note'>{why}</p>"
-    return "<h2 id='inventory'>Inventory and health</h2>" + table(
+    return f"<h2 id='inventory'>{checks_title(doc)}</h2>" + table(
         ["check", "what", "value", "expected", "verdict", "rule", "fix"], rows, id="checks")
 
 
