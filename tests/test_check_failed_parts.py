@@ -204,3 +204,12 @@ def test_a_forced_nccl_variable_does_not_excuse_wrong_data_over_peer_copies_or_m
     assert [c.cause for c in failed.parts("ring", peer, inv)] == ["hardware"]
     assert [c.cause for c in failed.parts("ring", nccl, inv)] == ["configuration"]
     assert [c.cause for c in failed.parts("ring", nccl)] == ["hardware"]  # not forced: the node's
+
+
+def test_check_help_says_wrong_data_fails_the_node():
+    """`nodemap check --help`'s exit status 1 names wrong data with the figures and health checks."""
+    from nodemap.commands import check as command
+
+    text = " ".join(command.DESCRIPTION.split())
+    status_1 = text.split(" 1 unhealthy (", 1)[1].split(" 2 bad usage", 1)[0]
+    assert "wrong data" in status_1, status_1

@@ -45,7 +45,8 @@ a bandwidth fails even credited for the CPU time others took).
 Exit status: 0 the node is healthy (pass, warn, inconclusive; findings
 about the job's configuration, such as MPI not CUDA-aware, are printed
 but do not fail the node), 1 unhealthy (a hardware-cause figure whose
-whole interval is beyond its fail limit, or a failed health check),
+whole interval is beyond its fail limit, a failed health check, or
+wrong data from the GPUs or their links, such as elements NCCL received wrong),
 2 bad usage or could not judge (a busy node, scontrol missing or slow,
 another check of this node running: retry later, do not drain),
 130 interrupted (the report holds what was measured, marked incomplete)."""
