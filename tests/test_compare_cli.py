@@ -113,3 +113,20 @@ def test_dry_run_on_karolina_gives_remote_gpu_one_rank_per_gpu(karolina_json):
     remote = next(b for b in d["bindings"] if b["name"] == "remote-gpu")
     gpus = [g for r in remote["resources"] for g in r["gpus"]]
     assert d["tasks"] == 8 and len(gpus) == 8 and len(set(gpus)) == 8, gpus  # was: 2,3,6,7 twice, 0,1,4,5 idle
+
+
+def test_ranks_that_all_hang_are_ended_by_one_deadline():
+    """--timeout is the probe's: three hung ranks waited one after another took three times it."""
+    import sys
+    import time
+
+    from nodemap.compare import probes
+    from nodemap.proc import start_group
+
+    procs = [start_group([sys.executable, "-c", "import time; time.sleep(30)"], None) for _ in range(3)]
+    done = start_group([sys.executable, "-c", "print('kept')"], None)
+    t = time.monotonic()
+    answers = probes.answers_within([*procs, done], 1.5)
+    assert time.monotonic() - t < 1.5 + 1.0
+    assert [err for _, _, err in answers[:3]] == ["no answer in 1.5 s"] * 3
+    assert answers[3] == (0, "kept\n", "")  # a rank that ended is still heard after the deadline

@@ -19,6 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,7 +208,7 @@ def run_binding(topo: Topology, b: Binding, probe: str, size: str | None, timeou
             procs.append(start_group(cmd, rank_env(topo, t) | together.env(i), pass_fds=together.fds(i),
                                      preexec_fn=_binder(t) if b.bound else None))
         together.started()
-        answers = [_answer(p, timeout) for p in procs]
+        answers = answers_within(procs, timeout)
     finally:  # Ctrl-C, a failed start: no rank runs on (in its own group, the terminal's Ctrl-C missed it)
         for p in procs:
             if p.returncode is None:
@@ -241,10 +242,20 @@ def rank_env(topo: Topology, t: TaskBinding) -> dict[str, str]:
     return dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", NCCL_NVLS_ENABLE="0") | dict(gpu_env(topo, t.gpus))
 
 
-def _answer(p: Any, timeout: float) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of a rank; one that hangs past `timeout` is killed, with what it started."""
+def answers_within(procs: list[Any], timeout: float) -> list[tuple[int, str, str]]:
+    """Every rank's answer by one deadline, `timeout` from now: waited one after another, each with
+    the full `timeout`, n ranks stuck in one hung driver took n times --timeout."""
+    end = time.monotonic() + timeout
+    return [_answer(p, end, timeout) for p in procs]
+
+
+def _answer(p: Any, end: float, timeout: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a rank; one still running at `end` is killed, with what it
+    started (one that ended is read however late it is)."""
     try:
-        return wait_group(p, timeout)
+        # one that ended gets a second past the deadline to hand over its output (a child it left may
+        # hold the pipes open); one still running, none
+        return wait_group(p, max(end - time.monotonic(), 1.0 if p.poll() is not None else 0.01))
     except subprocess.TimeoutExpired:
         return p.returncode, "", f"no answer in {timeout:g} s"
 
