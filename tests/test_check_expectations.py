@@ -105,3 +105,26 @@ def test_cli_broken_expect_exits_2_with_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nodemap", "check", "--expect", str(tmp_path / "missing.toml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "missing.toml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_site_dram_peak_given_to_report_answers_what_the_check_skipped_for_want_of_one(tmp_path):
+    """`nodemap report check.json --expect site.toml` with the DRAM peak judged host/stream/best and
+    still listed it as skipped, 'DRAM peak unknown: ... give it to the check in a site file'."""
+    import check_synth as syn
+    from nodemap.check import document, node, saved
+    from nodemap.check.inventory import Skipped
+
+    rs = syn.stream({"1/core": (4, 20.0)})
+    rs.messages.append("DRAM peak unknown: SMBIOS memory records are not readable here; give it with --peak GB/s")
+    [unknown] = node.unjudged(rs, ex.shipped())
+    doc = document.CheckDoc(level="quick", topology=None, expectations=ex.shipped(), results=[rs],
+                            skipped=[unknown, Skipped("NUMA matrices", "one NUMA node")], complete=True)
+    doc.rejudge()
+    data = doc.to_json().encode()
+    site = tmp_path / "site.toml"
+    site.write_text('[[limit]]\nkind = "stream"\nmatch = "."\npeak = 25\nwarn = 0.72\nfail = 0.60\nsource = "our DIMMs"\n')
+    again = document.from_file(*saved.decode("c.json", data), ex.load(str(site)), "c.json")
+    assert "host/stream/best" in {j.figure.key for j in again.judged}
+    assert [s.what for s in again.skipped] == ["NUMA matrices"]
+    kept = document.from_file(*saved.decode("c.json", data), None, "c.json")  # judged as saved: as saved
+    assert [s.what for s in kept.skipped] == [unknown.what, "NUMA matrices"]

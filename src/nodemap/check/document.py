@@ -167,6 +167,17 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None,
     return from_file(*saved.convert(where, d), expectations, where)
 
 
+# A kind's message that leaves a figure without its absolute rule -> what is skipped (check/node.py).
+UNJUDGED = (("DRAM peak unknown", "STREAM against the DRAM peak (host/stream/best)"),)
+
+
+def _still_skipped(skipped: list[Skipped], exp: Expectations) -> list[Skipped]:
+    """A saved document's skipped list under the expectations it is judged by again: a site file that
+    gives the DRAM peak judges the STREAM figure the check skipped for want of one."""
+    answered = {what for _, what in UNJUDGED} if exp.dram_peak() else set()
+    return [s for s in skipped if s.what not in answered]
+
+
 def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where: str = "check document") -> CheckDoc:
     """A CheckFile and its Records (check/saved.py) as a CheckDoc; its
     topology is checked here (an InputError naming `where`)."""
@@ -181,6 +192,7 @@ def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where:
         finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy or {},
         remeasured=f.remeasured or [], budget=f.budget or {})
     if expectations is not None:
+        doc.skipped = _still_skipped(doc.skipped, expectations)
         doc.rejudge()
     else:
         doc.judged = [J(fig, j.verdict, j.rule, j.expectation, j.relative, j.noisy) for fig, j in rec.judged]

@@ -19,7 +19,7 @@ from ..bench.host.thread_orders import load_topology
 from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
-from .document import CheckDoc
+from .document import UNJUDGED, CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
@@ -311,8 +311,6 @@ def crashed(kind: str, e: Exception) -> str:
             f"with that traceback (nodemap bench {kind} alone may show it again)")
 
 
-# A kind's message that leaves a figure without its absolute rule -> what is skipped.
-UNJUDGED = (("DRAM peak unknown", "STREAM against the DRAM peak (host/stream/best)"),)
 # how the check (not `bench memory`, which takes --peak) is given the DRAM peak
 SITE_PEAK = ('give it to the check in a site file (channels x MT/s x 8 B / 1000 GB/s): [[limit]] kind = "stream", '
              'match = ".", peak = GB/S, warn = 0.72, fail = 0.60, source = "our DIMMs"; then nodemap check '
