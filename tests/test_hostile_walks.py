@@ -52,10 +52,10 @@ def _timelines(n: int):
 
     out = []
     for r in range(n):
-        header = {"schema": "nodemap.watch/1", "host": f"n{r // 4}", "job": "7", "rank": r, "pid": 1000 + r,
-                  "start": 1.0, "mem_total": 1 << 36, "planned_gpus": [r % 4]}
+        header = timeline.Header("nodemap.watch/1", host=f"n{r // 4}", job="7", rank=r, pid=1000 + r, start=1.0,
+                                 mem_total=1 << 36, planned_gpus=[r % 4])
         tl = timeline.Timeline(f"n{r // 4}.r{r}.watch", header)
-        tl.gpus = [{"index": r % 4, "name": "H100", "total": 80 << 30}]
+        tl.gpus = [timeline.Gpu(r % 4, name="H100", total=80 << 30)]
         for t in range(8):
             for column, v in zip((tl.t, tl.rss, tl.avail, tl.own, tl.used, tl.others),
                                  (float(t), 1 << 30, 1 << 35, [1 << 30], [2 << 30], [0])):
