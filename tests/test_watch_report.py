@@ -77,6 +77,46 @@ def test_broken_timeline_is_one_line(tmp_path):
     assert r.returncode == 2 and "x.watch, line 1: not JSON" in r.stderr and "Traceback" not in r.stderr
 
 
+def _with_unreadable(d):
+    """Two good timelines beside three that cannot be read: a FIFO, a folder and a damaged header."""
+    import os
+
+    _timelines(d)
+    os.mkfifo(d / "n1.r2.3.watch")
+    (d / "n1.r3.4.watch").mkdir()
+    (d / "n1.r4.5.watch").write_text('{"schema": "nodemap.watch/1", "rank": "x"}\n')
+    return d
+
+
+def _said(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if ln.startswith("nodemap watch: skipped ")]
+
+
+def test_unreadable_timelines_are_each_said_in_one_line_and_the_rest_reported(tmp_path, capsys):
+    """They were skipped silently: a summary of 2 ranks where 5 ran, nothing saying why."""
+    from nodemap import cli
+
+    d = _with_unreadable(tmp_path / "w")
+    assert cli.main(["report", str(d)]) == 0
+    out, err = capsys.readouterr()
+    assert "2 rank(s) on n1" in out
+    said = _said(err)
+    assert len(said) == 3, err
+    assert "n1.r2.3.watch: is a FIFO" in said[0] and "n1.r3.4.watch: is a folder" in said[1]
+    assert "n1.r4.5.watch, line 1: field rank" in said[2] and "Traceback" not in err
+
+
+def test_the_run_watch_summary_says_the_unreadable_timelines_too(tmp_path, capsys, monkeypatch):
+    from nodemap.watch import monitor
+
+    d = _with_unreadable(tmp_path / "w")
+    monkeypatch.setattr(monitor, "_await_peers", lambda d, header: None)
+    w = monitor.Watch(-1, str(d / "n1.r0.1.watch"), {"job": "j1", "host": "n1"}, 0.1)
+    monitor._summary(w)
+    err = capsys.readouterr().err
+    assert len(_said(err)) == 3 and "2 rank(s) on n1" in err
+
+
 def _two_runs(d):
     """Two separate one-rank runs written into one folder: 2 GiB (older) and 12 GiB (newer), both on GPU 0."""
     d.mkdir()

@@ -9,6 +9,7 @@ watch section joins the check's HTML report.
 from __future__ import annotations
 
 import os
+import sys
 from html import escape
 from typing import Any
 
@@ -34,12 +35,14 @@ def is_watch_input(path: str) -> bool:
 def load(paths: list[str]) -> list[timeline.Timeline]:
     from ..errors import NodemapError
 
-    out = []
+    out: list[timeline.Timeline] = []
+    unreadable: list[str] = []
     for p in paths:
         if os.path.isdir(p):
-            out += timeline.read_dir(p)
+            out += timeline.read_dir(p, unreadable)
             continue
         out.append(timeline.read(p))  # a damaged one: InputError naming the file, line and field
+    timeline.say_unreadable(unreadable, sys.stderr)  # the summary goes on with the others
     if not out:
         raise NodemapError(f"no readable timelines in {', '.join(paths)}: give the folder of nodemap run --watch "
                            "(--watch-dir; default ./nodemap-watch)")

@@ -527,13 +527,15 @@ def _summary(w: Watch) -> None:
     """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
     from .analysis import analyse
     from .summary import render
-    from .timeline import read_dir
+    from .timeline import read_dir, say_unreadable
 
     d = os.path.dirname(w.path) or "."
     _await_peers(d, w.header)
-    tls = [t for t in read_dir(d) if t.job == w.header["job"] and t.host == w.header["host"]]
+    unreadable: list[str] = []
+    tls = [t for t in read_dir(d, unreadable) if t.job == w.header["job"] and t.host == w.header["host"]]
     a = analyse(tls)
     try:
+        say_unreadable(unreadable, sys.stderr)
         sys.stderr.write(render(a, d))
         sys.stderr.flush()
     except OSError:

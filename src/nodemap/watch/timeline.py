@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
@@ -184,16 +184,29 @@ def _timeline_names(directory: str) -> list[str]:
         return []
 
 
-def read_dir(directory: str) -> list[Timeline]:
-    """Every timeline in a folder (files ending .watch), by host and rank; unreadable files are skipped."""
+def read_dir(directory: str, unreadable: list[str] | None = None) -> list[Timeline]:
+    """Every timeline in a folder (files ending .watch), by host and rank. A file
+    that cannot be read (permissions, a FIFO or folder named *.watch, a damaged
+    header) is skipped, the others read; `unreadable` gets one 'FILE: why' each."""
     out = []
     for n in _timeline_names(directory):
+        path = os.path.join(directory, n)
         try:
-            out.append(read(os.path.join(directory, n)))
-        except (OSError, InputError):  # a FIFO or device named *.watch among them too
-            continue
+            out.append(read(path))
+        except InputError as e:  # names the file (and line) and why
+            if unreadable is not None:
+                unreadable.append(str(e))
+        except OSError as e:  # a read that failed once open (EIO)
+            if unreadable is not None:
+                unreadable.append(f"{path}: {e.strerror or e}")
     out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.start))
     return out
+
+
+def say_unreadable(unreadable: list[str], out: IO[str]) -> None:
+    """One line per timeline read_dir skipped: a summary that leaves a rank
+    out must say which file and why."""
+    out.writelines(f"nodemap watch: skipped {why}\n" for why in unreadable)
 
 
 def peek_dir(directory: str, job: str, host: str) -> list[tuple[Header, bool]]:
