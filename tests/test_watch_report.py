@@ -117,6 +117,18 @@ def test_the_run_watch_summary_says_the_unreadable_timelines_too(tmp_path, capsy
     assert len(_said(err)) == 3 and "2 rank(s) on n1" in err
 
 
+def test_a_start_time_beyond_the_platforms_clock_is_shown_unknown(tmp_path, capsys):
+    """hypothesis found it (test_documents_damaged): a header's start of 1e30
+    is finite, read, then localtime() raised OverflowError: a traceback."""
+    from nodemap import cli
+
+    d = tmp_path / "w"
+    d.mkdir()
+    _write(d / "n1.r0.1.watch", 0, [4 * GiB] * 20, start=1e30)
+    assert cli.main(["report", str(d)]) == 0
+    assert "started ?" in capsys.readouterr().out
+
+
 def _two_runs(d):
     """Two separate one-rank runs written into one folder: 2 GiB (older) and 12 GiB (newer), both on GPU 0."""
     d.mkdir()

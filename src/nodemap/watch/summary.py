@@ -40,4 +40,9 @@ def _shape_cells(s: Shape) -> tuple[str, str, str, str]:
 
 
 def when(epoch: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "?"
+    """Local time of `epoch`; '?' for none, and for one the platform cannot
+    show (a damaged header's start of 1e30: OverflowError, not a traceback)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "?"
+    except (OverflowError, OSError, ValueError):
+        return "?"
