@@ -281,6 +281,12 @@ def test_counts(flag, args):
     refused(nodemap("plan", *args), flag, "limit")
 
 
+@pytest.mark.parametrize("kind", ["memory", "latency", "numa"])
+def test_repeats_beyond_any_need(kind):
+    # the kernels keep a time per repetition and thread: a MemoryError traceback before the limit
+    refused(nodemap("bench", kind, "--repeats", str(10**11)), "--repeats", "at most")
+
+
 @pytest.mark.parametrize("name", ["32em64t-2n8c+dax+nvme+mic+dimms", "40intel64-4n10c+pci-conflicts",
                                   "fakecpuid1f-64intel64-2p4d2n2c2t"])
 def test_the_header_count_walks_a_real_snapshot_to_its_end(fixtures, monkeypatch, name):

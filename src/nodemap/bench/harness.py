@@ -43,13 +43,16 @@ class Stopped(Exception):
 # --- options ----------------------------------------------------------------------
 
 
-def check_count(option: str, value: int, minimum: int = 1, what: str = "") -> None:
-    """A count option (--repeats, --iters, --window...) below `minimum`:
-    one error naming that option alone."""
+def check_count(option: str, value: int, minimum: int = 1, what: str = "", maximum: int | None = None) -> None:
+    """A count option (--repeats, --iters, --window...) below `minimum` (or
+    above `maximum`): one error naming that option alone."""
     from ..errors import NodemapError
 
     if value < minimum:
         raise NodemapError(f"{option} {value}: need at least {minimum}" + (f" {what}" if what else ""))
+    if maximum is not None and value > maximum:
+        raise NodemapError(f"{option} {value}: at most {maximum}" + (f" {what}s" if what else "")
+                           + " (nodemap's limit)")
 
 
 def check_positive(option: str, value: float) -> None:
@@ -60,8 +63,13 @@ def check_positive(option: str, value: float) -> None:
         raise NodemapError(f"{option} {value:g}: give a number above 0")
 
 
+# Far beyond any figure's need (--adaptive stops once its interval is tight); the kernels keep a time per
+# repetition and thread, so --repeats 99999999999 was a MemoryError traceback
+MAX_REPEATS = 100_000
+
+
 def check_repeats(repeats: int) -> None:
-    check_count("--repeats", repeats, 1, "repetition")
+    check_count("--repeats", repeats, 1, "repetition", MAX_REPEATS)
 
 
 def check_shared(args: Any) -> None:
