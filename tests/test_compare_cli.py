@@ -130,3 +130,11 @@ def test_ranks_that_all_hang_are_ended_by_one_deadline():
     assert time.monotonic() - t < 1.5 + 1.0
     assert [err for _, _, err in answers[:3]] == ["no answer in 1.5 s"] * 3
     assert answers[3] == (0, "kept\n", "")  # a rank that ended is still heard after the deadline
+
+
+@pytest.mark.parametrize("size", ["abc", "1P", "0"])
+def test_a_bad_size_is_refused_before_any_binding_runs(size):
+    # was: every rank of every binding failed with bench memory's error, exit 1 after the whole run
+    from hostile import refused
+
+    refused(compare("--probes", "stream", "--rounds", "1", "--size", size, "--bindings", "none"), "--size")

@@ -85,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("--tasks must be at least 1")
     if args.rounds < 1:
         raise NodemapError(f"--rounds {args.rounds}: need at least 1")
+    if args.size is not None:  # here, not as every rank's error after the bindings ran (exit 1)
+        from ..bench.host.memory import MIN_ARRAY
+        from ..units import parse_size
+
+        parse_size(args.size, "--size", minimum=MIN_ARRAY)
     p = plan(topo, Request(tasks=tasks))
     built, missing = cb.build(topo, p)
     chosen = [b for b in built if b.name in wanted]
