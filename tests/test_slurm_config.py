@@ -144,3 +144,14 @@ def test_the_real_slurmd_parses_the_lines(capsys, tmp_path):
     assert "Index=0 ID=" in out and f"File={dev}/nvidia0 Cores=48-63" in out
     assert "Links=-1,12,12,12,12,12,12,12" in out
     assert out.count("Name=gpu") == 8 and out.count("Name=nic") == 4
+
+
+def test_nvidia_device_files_count_only_nvidia_gpus(capsys, tmp_path):
+    # an Intel iGPU as GPU0 made the first NVIDIA GPU File=/dev/nvidia1 and the last one a device
+    # that does not exist: the driver's minor numbers count NVIDIA's GPUs only (as CUDA_VISIBLE_DEVICES)
+    topo = nodes.karolina()
+    igpu = replace(topo.gpus[0], vendor="Intel", model="Intel UHD Graphics", os_names=("renderD128",))
+    topo = replace(topo, gpus=(igpu, *topo.gpus[1:]))
+    files = [line.split("File=")[1].split()[0] for line in run(capsys, tmp_path, topo, "gres").splitlines()[1:]
+             if "Name=gpu" in line]
+    assert files == ["/dev/dri/renderD128"] + [f"/dev/nvidia{i}" for i in range(len(topo.gpus) - 1)]

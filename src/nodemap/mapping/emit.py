@@ -136,12 +136,15 @@ def _ids(gpus) -> str:
 
 
 def _runtime_ids(topo, gpus) -> str:
-    """The GPUs as their vendor's runtime numbers them in PCI order: among the node's GPUs of that
-    family only (CUDA counts NVIDIA's), where the physical index counts every GPU of the node (an
-    Intel iGPU at 00:02.0 is GPU0, and the NVIDIA GPU after it is CUDA's 0, not 1)."""
-    family = gpu_family(gpus[0].vendor)
-    order = [g.index for g in sorted(topo.gpus, key=lambda g: g.index) if gpu_family(g.vendor) == family]
-    return ",".join(str(order.index(g.index)) for g in gpus)
+    return ",".join(str(runtime_index(topo, g)) for g in gpus)
+
+
+def runtime_index(topo, gpu) -> int:
+    """`gpu` as its vendor's runtime and driver number it in PCI order: among the node's GPUs of that
+    family only (CUDA and /dev/nvidiaN count NVIDIA's), where the physical index counts every GPU of
+    the node (an Intel iGPU at 00:02.0 is GPU0, and the NVIDIA GPU after it is CUDA's 0, not 1)."""
+    family = gpu_family(gpu.vendor)
+    return sum(1 for g in topo.gpus if g.index < gpu.index and gpu_family(g.vendor) == family)
 
 
 def _nic_env(topo, task) -> list[tuple[str, str]]:

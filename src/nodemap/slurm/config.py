@@ -5,8 +5,9 @@ gres.conf's Cores= are logical core indexes (Core L#, socket by socket, as
 `lstopo -l` numbers them), not OS CPU numbers; Links= lists, for each GPU,
 its NVLink count to every GPU in order (-1 itself, 0 none), GPUs on a
 switch fabric counted as linked by the thinner side's switch links (what
-`nodemap topo --matrix` shows as NV#). GPUs are numbered in PCI order, which
-is the /dev/nvidiaN minor number on NVIDIA's standard driver.
+`nodemap topo --matrix` shows as NV#). NVIDIA GPUs are /dev/nvidiaN, N their
+place in PCI order among the node's NVIDIA GPUs (the minor number of NVIDIA's
+standard driver), not their physical index, which counts every vendor's GPUs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from ..mapping.emit import runtime_index
 from ..topology.cpuset import CpuSet
 from ..topology.model import GPU, NIC, Topology
 from ..topology.paths import cpu_affinity, nvlink
@@ -59,9 +61,9 @@ def local_cores(topo: Topology, key: str) -> str:
                   if c.cpuset and not c.cpuset.isdisjoint(cpus) and c.cpuset.first() in lid).format()
 
 
-def _gpu_file(g: GPU) -> str:
-    if g.vendor == "NVIDIA":
-        return f"/dev/nvidia{g.index}"
+def _gpu_file(topo: Topology, g: GPU) -> str:
+    if g.vendor == "NVIDIA":  # the driver's minor number counts NVIDIA's GPUs only (not an iGPU before them)
+        return f"/dev/nvidia{runtime_index(topo, g)}"
     render = sorted(n for n in g.os_names if n.startswith("renderD"))
     return f"/dev/dri/{render[0]}" if render else ""
 
@@ -72,7 +74,7 @@ def gpu_links(topo: Topology, g: GPU) -> str:
 
 
 def gres(topo: Topology) -> list[Gres]:
-    out = [Gres("gpu", type_name(g.model), _gpu_file(g), local_cores(topo, g.key), gpu_links(topo, g))
+    out = [Gres("gpu", type_name(g.model), _gpu_file(topo, g), local_cores(topo, g.key), gpu_links(topo, g))
            for g in topo.gpus]
     out += [Gres("nic", _nic_type(n), "", local_cores(topo, n.key)) for n in topo.nics if _fabric(n)]
     return out
