@@ -13,9 +13,10 @@ from nodemap.topology.model import Port, replace
 from test_nvml import NVMLError, fake_nvml
 
 
-def health_nvml(gpus):
+def health_nvml(gpus, buses=()):
     """fake_nvml plus the health queries; per GPU: ecc, dbe, remap, throttle, persistence, mig (None: unsupported)."""
-    m = fake_nvml([{"bus": b"0", "name": "NVIDIA H100", "uuid": f"GPU-{i}", "mem": 1} for i in range(len(gpus))])
+    m = fake_nvml([{"bus": (buses[i] if buses else "0").encode(), "name": "NVIDIA H100", "uuid": f"GPU-{i}", "mem": 1}
+                   for i in range(len(gpus))])
     m.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, m.NVML_VOLATILE_ECC = 1, 0
 
     def q(name, wrap=lambda v: v):
@@ -59,6 +60,16 @@ def test_nvml_health_of_healthy_and_broken_gpus(monkeypatch):
     assert c[f"{g1}/persistence"].verdict == "info" and c[f"{g1}/mig"].value == "on"
     found = derive([], checks)
     assert found[0].verdict == "fail" and found[0].cause == "hardware"
+
+
+def test_the_ecc_fix_names_the_gpu_as_nvidia_smi_finds_it(monkeypatch):
+    # NVML sees one GPU (a cgroup gave the job the node's GPU2): `nvidia-smi -i 2` named a GPU NVML does not
+    # have, or another one; its bus id names this one
+    topo = nodes.leonardo()
+    bus = topo.gpus[2].pci_bus_id
+    monkeypatch.setitem(sys.modules, "pynvml", health_nvml([dict(HEALTHY, ecc=0)], [bus]))
+    ecc = by_key(inv.nvml_health(topo)[0])["inventory/nvml/gpu2/ecc"]
+    assert ecc.verdict == "warn" and ecc.fix == f"nvidia-smi -i {bus} -e 1, then reboot"
 
 
 def test_nvml_older_gpus_report_retired_pages_and_missing_queries_are_left_out(monkeypatch):

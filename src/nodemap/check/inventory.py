@@ -290,7 +290,7 @@ def nvml_health(topo: Topology) -> tuple[list[Check], str]:
         index = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id}
         out = []
         for i, h, bus_id in nvml.handles(nv):
-            out += gpu_health(nv, h, index.get(bus_id, i))
+            out += gpu_health(nv, h, index.get(bus_id, i), bus_id)
         return out, ""
     finally:
         nvml.stop(nv)
@@ -307,8 +307,9 @@ THROTTLE_BAD = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x4
                 0x80: "hardware power brake", 0x4: "software power cap"}
 
 
-def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
-    """The health counters of GPU `i` (the topology's index, matched by bus id)."""
+def gpu_health(nv: Any, h: Any, i: int, bus_id: str = "") -> list[Check]:
+    """The health counters of GPU `i` (the topology's index, matched by bus id). A fix names the GPU
+    by `bus_id`: nvidia-smi -i takes NVML's index, which counts only NVIDIA's GPUs a cgroup shows."""
     out = []
     gpu = Endpoint("gpu", i)
     k, name = f"inventory/nvml/{gpu.key}", gpu.label
@@ -317,7 +318,7 @@ def gpu_health(nv: Any, h: Any, i: int) -> list[Check]:
         on = bool(ecc[0])
         out.append(Check(f"{k}/ecc", f"{name} ECC", "on" if on else "off", "on", "pass" if on else "warn",
                          "ECC enabled" if on else "ECC off: memory errors go unnoticed", "" if on else "configuration",
-                         "" if on else f"nvidia-smi -i {i} -e 1, then reboot"))
+                         "" if on else f"nvidia-smi -i {bus_id or i} -e 1, then reboot"))
         dbe = _try(lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                                          nv.NVML_VOLATILE_ECC))
         if dbe is not None:
