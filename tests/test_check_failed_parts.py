@@ -213,3 +213,21 @@ def test_check_help_says_wrong_data_fails_the_node():
     text = " ".join(command.DESCRIPTION.split())
     status_1 = text.split(" 1 unhealthy (", 1)[1].split(" 2 bad usage", 1)[0]
     assert "wrong data" in status_1, status_1
+
+
+@pytest.mark.parametrize("said, why", [(f"{harness.TIMEOUT}: a case ran longer than --timeout 0.5 s", "a case ran past "
+                                        "its --timeout"), (harness.INTERRUPTED, "interrupted"),
+                                       ("all_reduce out-of-place 8 B: 5 wrong elements after the operation",
+                                        "a part failed")])
+def test_a_saved_bench_set_says_why_it_is_incomplete(tmp_path, capsys, said, why):
+    # report printed every incomplete bench result file as "INCOMPLETE (interrupted: ...)", a timeout too
+    from nodemap.cli import main
+
+    rs = syn.stream({"1/core": (4, 20.0)})
+    rs.messages.append(said)
+    rs.complete = False
+    (tmp_path / "r.json").write_text(rs.to_json())
+    main(["report", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")])
+    main(["report", str(tmp_path / "r.json")])
+    assert f"INCOMPLETE ({why}: what was measured only)" in " ".join(capsys.readouterr().out.split())
+    assert f"INCOMPLETE: {why}, what was measured only" in (tmp_path / "r.html").read_text()

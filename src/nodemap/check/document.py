@@ -64,6 +64,14 @@ class CheckDoc:
             return f"nodemap check --level {self.level}"
         return "nodemap " + ", ".join(dict.fromkeys(rs.command for rs in self.results)) if self.results else "nodemap"
 
+    def incomplete_why(self) -> str:
+        """Why an incomplete document is: a check's only way is an interruption; bench results judged by
+        `report` also end at a case past --timeout or a part that failed (check/failed.py)."""
+        from .failed import why_incomplete
+
+        whys = [why_incomplete(rs) for rs in self.results if not rs.complete] if not self.level else []
+        return "; ".join(dict.fromkeys(whys)) or "interrupted"
+
     def is_busy(self) -> bool:
         return bool(self.busy.get("busy"))
 

@@ -78,6 +78,17 @@ def forced_nccl(checks: Iterable[Check]) -> list[str]:
     return [c.label for c in checks if c.key in {f"inventory/env/{n}" for n in FORCED_NCCL} and c.verdict == "warn"]
 
 
+def why_incomplete(rs: ResultSet) -> str:
+    """Why a saved set is incomplete, in a few words (a report's header)."""
+    if harness.INTERRUPTED in rs.messages:
+        return "interrupted"
+    if harness.CUT in rs.messages:
+        return "cut at the check's --budget"
+    if any(m.startswith(harness.TIMEOUT + ":") for m in rs.messages):
+        return "a case ran past its --timeout"
+    return "a part failed"
+
+
 def parts(kind: str, rs: ResultSet, checks: Iterable[Check] = ()) -> list[Check]:
     """A failing Check per part of `rs` whose output was wrong (an op, a
     variant, a transport: its sizes counted in one). `checks`: the

@@ -56,7 +56,7 @@ def _num(x: float | None) -> str:
 
 
 def header(doc: CheckDoc) -> str:
-    state = "complete" if doc.complete else "INCOMPLETE: interrupted, what was measured only"
+    state = "complete" if doc.complete else f"INCOMPLETE: {escape(doc.incomplete_why())}, what was measured only"
     areas = table(["area", "verdict"], [(Cell(a, header=True), _v(v)) for a, v in doc.areas().items()], id="areas")
     skipped = "".join(f"<li>{escape(s.what)}: {escape(s.reason)}</li>" for s in doc.skipped)
     c = doc.counts()

@@ -20,7 +20,7 @@ MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": 
 
 def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int | None = None) -> str:
     width = width or min(shutil.get_terminal_size((100, 24)).columns, 110)
-    state = "complete" if doc.complete else "INCOMPLETE (interrupted: what was measured only)"
+    state = "complete" if doc.complete else f"INCOMPLETE ({doc.incomplete_why()}: what was measured only)"
     lines = [_wrap(f"{doc.origin()} on {doc.host}, {doc.started}: {state}", width, "  "),
              _wrap(verdict_line(doc), width, "  ")]
     if doc.budget:
