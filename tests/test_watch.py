@@ -508,10 +508,51 @@ def test_monitor_finds_its_gpus_by_bus_id_under_a_device_cgroup(monkeypatch):
 
     # the node's GPUs 2 and 3 (bus 0000:9b, 0000:bb); NVML sees only them, as its indexes 0 and 1
     _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
-    g = _Gpus([3], ["0000:bb:00.0"])
+    g = _Gpus([3], ["0000:bb:00.0"], NODE)
     assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
-    g = _Gpus([1, 3], ["0000:1b:00.0", "0000:bb:00.0"])
+    g = _Gpus([1, 3], ["0000:1b:00.0", "0000:bb:00.0"], NODE)
     assert [i["index"] for i in g.info] == [3] and "does not see planned GPU(s) 1 (0000:1b:00.0)" in g.note
+
+
+# the node's four GPUs by PCI bus id, as its topology (sysfs) indexes them
+NODE = {"0000:1b:00.0": 0, "0000:3b:00.0": 1, "0000:9b:00.0": 2, "0000:bb:00.0": 3}
+
+
+def test_monitor_without_a_plan_names_gpus_by_the_topology_not_nvml_s_index(monkeypatch):
+    """NVML's indexes 0 and 1 under a device cgroup are the node's GPUs 2 and 3 (were recorded as GPU 0, 1)."""
+    from nodemap.watch.monitor import _Gpus
+
+    _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
+    g = _Gpus([], [], NODE)
+    assert [(i["index"], i["bus_id"]) for i in g.info] == [(2, "0000:9b:00.0"), (3, "0000:bb:00.0")] and not g.note
+    # without a topology: by bus id, never NVML's index presented as the node's
+    g = _Gpus([], [], {})
+    assert [(i["index"], i["bus_id"]) for i in g.info] == [(-1, "0000:9b:00.0"), (-1, "0000:bb:00.0")]
+    assert "recorded by PCI bus id" in g.note
+    assert analysis.gpu_label(timeline.Gpu(**g.info[0])) == "the GPU at 0000:9b:00.0"
+    assert analysis.gpu_label(timeline.Gpu(index=3)) == "GPU 3"
+
+
+def test_monitor_finds_a_plan_s_gpu_without_bus_ids_through_the_topology(monkeypatch):
+    """A plan without bus ids opened NVML's handle by the node's index: NVML's GPU 3 does not exist here."""
+    from nodemap.watch.monitor import _Gpus
+
+    _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
+    g = _Gpus([3], [], NODE)
+    assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
+    g = _Gpus([3], [], {})  # neither the plan nor a topology gives its bus id: said, not guessed
+    assert g.info == [] and "3 (no PCI bus id" in g.note
+
+
+def test_two_gpus_no_topology_named_stay_apart_in_the_analysis(tmp_path):
+    from nodemap.watch.analysis import _gpu_stats
+
+    tl = timeline.Timeline("x", timeline.Header(timeline.SCHEMA, host="n1"), t=[0.0, 1.0],
+                           used=[[GiB, 2 * GiB]] * 2, own=[[0, 0]] * 2,
+                           gpus=[timeline.Gpu(-1, bus_id="0000:9b:00.0", total=80 * GiB),
+                                 timeline.Gpu(-1, bus_id="0000:bb:00.0", total=80 * GiB)])
+    st = _gpu_stats([tl])
+    assert [(g.label, g.peak_used) for g in st] == [("the GPU at 0000:9b:00.0", GiB), ("the GPU at 0000:bb:00.0", 2 * GiB)]
 
 
 def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monkeypatch):

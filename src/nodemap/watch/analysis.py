@@ -143,6 +143,11 @@ class GpuStats:
     ranks: list[int]
     ranks_peak_sum: int  # the sum of the ranks' own peaks on it (an upper bound of what they held together)
     used: Shape
+    bus_id: str = ""
+
+    @property
+    def label(self) -> str:
+        return gpu_label(self)
 
     @property
     def margin(self) -> int:
@@ -168,6 +173,15 @@ class Analysis:
                 "ranks": [r.to_dict() for r in self.ranks],
                 "gpus": [g.to_dict() for g in self.gpus], "findings": [f.to_dict() for f in self.findings],
                 "notes": self.notes}
+
+
+def gpu_label(g: Any) -> str:
+    """"GPU 4", or "the GPU at 0000:9b:00.0" for one no topology named (index -1)."""
+    return f"GPU {g.index}" if g.index >= 0 else f"the GPU at {g.bus_id or '?'}"
+
+
+def _gpu_key(host: str, g: Any) -> tuple[str, int, str]:
+    return host, g.index, g.bus_id if g.index < 0 else ""
 
 
 def by_job(timelines: list[Timeline]) -> list[list[Timeline]]:
@@ -208,22 +222,21 @@ def _rank_stats(tl: Timeline) -> RankStats:
 
 
 def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
-    out: dict[tuple[str, int], GpuStats] = {}
+    out: dict[tuple[str, int, str], GpuStats] = {}
     for tl in timelines:
         for k, g in enumerate(tl.gpus):
-            key = (tl.host, g.index)
+            key = _gpu_key(tl.host, g)
             used = [s[k] for s in tl.used if k < len(s)]
             own = [s[k] for s in tl.own if k < len(s)]
             st = out.get(key)
             if st is None:
-                st = out[key] = GpuStats(tl.host, key[1], g.name, g.total, 0, [], 0,
-                                         Shape("none"))
+                st = out[key] = GpuStats(tl.host, g.index, g.name, g.total, 0, [], 0, Shape("none"), g.bus_id)
             st.ranks.append(tl.rank)
             st.ranks_peak_sum += max(own, default=0)
             if max(used, default=0) >= st.peak_used:
                 st.peak_used = max(used, default=0)
                 st.used = classify(tl.t, used) if used else Shape("none")
-    return sorted(out.values(), key=lambda g: (g.host, g.index))
+    return sorted(out.values(), key=lambda g: (g.host, g.index, g.bus_id))
 
 
 Pids = dict[tuple[str, str], dict[Any, Timeline]]
@@ -341,7 +354,7 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
         own_growth = sum(max(r.gpu.growth, 0) for r in mine if r.gpu_what == "own")
         if own_growth > 0.5 * g.used.growth or all(r.gpu_what == "gpu-used" for r in mine):
             continue
-        out.append(Finding("warn", f"GPU {g.index} on {g.host}: used memory grows though the ranks' own allocations "
+        out.append(Finding("warn", f"{g.label} on {g.host}: used memory grows though the ranks' own allocations "
                            "do not",
                            f"used: {_rise(g.used)}; the ranks'"
                            f" own memory grew {gib(own_growth)} GiB: memory freed by its owner stays held, as when"
@@ -378,7 +391,7 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
     out = []
     for g in gpus:
         if g.total and g.peak_used >= NEAR_CAPACITY * g.total:
-            out.append(Finding("warn", f"GPU {g.index} on {g.host}: memory near capacity",
+            out.append(Finding("warn", f"{g.label} on {g.host}: memory near capacity",
                                f"peak used {gib(g.peak_used)} of {gib(g.total)} GiB: margin {gib(g.margin)} GiB "
                                f"({100 * g.margin / g.total:.1f}%); ranks {','.join(map(str, g.ranks))} held at most "
                                f"{gib(g.ranks_peak_sum)} GiB together",
@@ -411,11 +424,11 @@ def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
             held = max((s[k] for s in tl.others if k < len(s)), default=0)
             procs = tl.other_procs.get(g.index, [])
             foreign = [p for p in procs if not any(a in ranks for a in [p[0], *p[2]])]
-            key = (tl.host, g.index)
+            key = _gpu_key(tl.host, g)
             if foreign and held >= FOREIGN_MIN and key not in said:
                 said.add(key)
                 names = ", ".join(f"pid {p[0]} {p[1] or '?'}" for p in foreign[:4])
-                out.append(Finding("warn", f"GPU {g.index} on {tl.host}: another process holds memory there",
+                out.append(Finding("warn", f"{gpu_label(g)} on {tl.host}: another process holds memory there",
                                    f"{names} held up to {gib(held)} GiB beside rank {tl.rank} (not a rank of this "
                                    "job)", "the GPU is not yours alone: ask for exclusive nodes/GPUs, or stop the "
                                    "process (a leftover run, a notebook, a monitoring agent with a context)",

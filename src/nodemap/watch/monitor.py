@@ -30,7 +30,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .. import env as launcher_env
 from ..errors import NodemapError
@@ -400,6 +400,17 @@ def _meminfo() -> dict[str, int]:
     return out
 
 
+def node_gpus(root: str = "/") -> dict[str, int]:
+    """Normalised PCI bus id -> the topology's index of this node's GPUs ({} where sysfs cannot say): read once,
+    before the application's first sample (~0.1 s)."""
+    from ..topology import sysfs
+
+    try:
+        return {g.pci_bus_id: g.index for g in sysfs.read(root).gpus if g.pci_bus_id}
+    except Exception:  # no sysfs (not Linux, a masked /sys): GPUs are named by their bus ids
+        return {}
+
+
 def _libs(tree: list[int]) -> set[str]:
     """Which runtimes the application loaded (read a few times: /proc/PID/maps takes the mm lock)."""
     found = set()
@@ -430,9 +441,12 @@ def _ancestors(pid: int, depth: int = 8) -> list[int]:
 
 
 class _Gpus:
-    """NVML on the rank's GPUs (all of them when the plan gave it none); empty without NVML."""
+    """NVML on the rank's GPUs (all of them when the plan gave it none); empty without NVML. Each is named as
+    the topology names it, found by PCI bus id: NVML's index counts only the GPUs a device cgroup lets it see."""
 
-    def __init__(self, planned: list[int], planned_pci: list[str] = ()) -> None:
+    def __init__(self, planned: list[int], planned_pci: list[str] = (), node: Mapping[str, int] | None = None
+                 ) -> None:
+        """`node`: normalised PCI bus id -> the topology's GPU index (None: read this node's, `node_gpus`)."""
         self.nvml, self.handles, self.info, self.note = None, [], [], ""
         self._seen: dict[int, tuple[str, list[int]]] = {}
         from ..topology.nvml import start
@@ -443,10 +457,10 @@ class _Gpus:
             return
         self.nvml = nvml
         try:
-            for index, h in self._mine(planned, planned_pci):
+            for index, bus, h in self._mine(planned, planned_pci, node_gpus() if node is None else node):
                 mem = nvml.nvmlDeviceGetMemoryInfo(h)
                 self.handles.append(h)
-                self.info.append({"index": index, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
+                self.info.append({"index": index, "bus_id": bus, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
                                   "name": _text(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
         except Exception as e:
             self.note = f"NVML cannot read the GPUs ({type(e).__name__}: {e}): host memory only"
@@ -454,22 +468,27 @@ class _Gpus:
         if not self.handles and not self.note:
             self.note = "no GPU: host memory only"
 
-    def _mine(self, planned: list[int], planned_pci: list[str]) -> list[tuple[int, Any]]:
-        """(the plan's index, NVML handle) of the rank's GPUs, found by PCI bus id (NVML's indexes count only
-        the GPUs a device cgroup lets it see); by index for a plan without bus ids; all GPUs without a plan."""
+    def _mine(self, planned: list[int], planned_pci: list[str], node: Mapping[str, int]
+              ) -> list[tuple[int, str, Any]]:
+        """(the topology's index, bus id, NVML handle) of the rank's GPUs, found by PCI bus id: the plan's, else
+        the topology's for a planned index; all GPUs NVML sees without a plan (index -1: not in the topology,
+        named by its bus id)."""
         from ..topology.model import norm_bus_id
         from ..topology.nvml import handles
 
-        seen = handles(self.nvml)
+        by_bus = {bus: h for _, h, bus in handles(self.nvml)}
         if not planned:
-            return [(i, h) for i, h, _ in seen]
-        if not planned_pci or not all(planned_pci):
-            return [(i, self.nvml.nvmlDeviceGetHandleByIndex(i)) for i in planned]
-        by_bus = {bus: h for _, h, bus in seen}
-        missing = [f"{i} ({b})" for i, b in zip(planned, planned_pci) if norm_bus_id(b) not in by_bus]
+            unknown = [bus for bus in by_bus if bus not in node]
+            if unknown:
+                self.note = f"no topology names the GPU(s) at {', '.join(unknown)}: recorded by PCI bus id"
+            return [(node.get(bus, -1), bus, h) for bus, h in by_bus.items()]
+        at = {i: norm_bus_id(b) for i, b in zip(planned, planned_pci) if b}
+        at.update({i: bus for bus, i in node.items() if i in planned and i not in at})
+        missing = [f"{i} ({at[i]})" if i in at else f"{i} (no PCI bus id: the plan has none, nor a topology here)"
+                   for i in planned if at.get(i) not in by_bus]
         if missing:
             self.note = f"NVML does not see planned GPU(s) {', '.join(missing)} (a device cgroup?): not recorded"
-        return [(i, by_bus[norm_bus_id(b)]) for i, b in zip(planned, planned_pci) if norm_bus_id(b) in by_bus]
+        return [(i, at[i], by_bus[at[i]]) for i in planned if at.get(i) in by_bus]
 
     def sample(self, tree: list[int]) -> tuple[list[int], list[int], list[int], dict]:
         own, used, others, who = [], [], [], {}

@@ -21,7 +21,7 @@ def render(a: Analysis, where: str = "") -> str:
     head = ("rank", "GPU peak", "GPU growth", "GiB/min", "shape", "host peak", "host growth", "GiB/min", "shape")
     lines += ["  " + line for line in table(head, rows).splitlines()]
     for g in a.gpus:
-        lines.append(f"  GPU {g.index} {g.name} on {g.host}: peak used {gib(g.peak_used)} of {gib(g.total)} GiB, "
+        lines.append(f"  {g.label} {g.name} on {g.host}: peak used {gib(g.peak_used)} of {gib(g.total)} GiB, "
                      f"margin {gib(g.margin)} GiB; ranks {','.join(map(str, g.ranks))} peaked at "
                      f"{gib(g.ranks_peak_sum)} GiB together")
     for f in a.findings:

@@ -60,10 +60,11 @@ class Header(msgspec.Struct):
 
 
 class Gpu(msgspec.Struct):
-    index: int
+    index: int  # the topology's (physical) index; -1: no topology named it (see bus_id)
     uuid: str = ""
     name: str = ""
     total: int = 0
+    bus_id: str = ""  # PCI bus id (timelines of older monitors lack it)
 
 
 class End(msgspec.Struct):
