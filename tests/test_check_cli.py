@@ -118,7 +118,23 @@ def test_bad_output_and_input_are_one_line_errors(tmp_path):
     assert r.returncode == 2 and "not JSON" in r.stderr
     (tmp_path / "other.json").write_text('{"schema": "x"}')
     r = nodemap("report", str(tmp_path / "other.json"))
-    assert r.returncode == 2 and "not a check document" in r.stderr
+    assert r.returncode == 2 and "schema 'x'; nodemap report reads check documents" in r.stderr
+
+
+@pytest.mark.parametrize("schema, what", [
+    ("nodemap.fleet/2", "a fleet summary (nodemap.fleet/2, from nodemap check --fleet): give the fleet's folder to "
+                        "nodemap check --from DIR; "),
+    ("nodemap.report.compare/1", "a compare document (nodemap.report.compare/1, from nodemap report --compare "
+                                 "--json); "),
+])
+def test_report_of_another_nodemap_document_says_what_it_is(tmp_path, schema, what):
+    """fleet.json and compare.json were "not a check document (nodemap.check/2)", though /1 is read too."""
+    (tmp_path / "doc.json").write_text(json.dumps({"schema": schema}))
+    for args in (["doc.json"], ["--compare", "doc.json", "doc.json"]):
+        r = nodemap("report", *(str(tmp_path / a) if a.endswith(".json") else a for a in args))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        assert f"doc.json: {what}nodemap report reads check documents (nodemap.check/1, nodemap.check/2), bench " \
+               "result files (nodemap.results/1) and watch folders" in r.stderr, r.stderr
 
 
 @pytest.mark.slow

@@ -282,6 +282,17 @@ def test_from_an_empty_folder_is_one_line(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
+def test_from_a_fleet_summary_says_what_it_is_and_every_version_read(tmp_path):
+    """The error named only nodemap.check/2 (/1 is read too) and not what the file given was."""
+    (tmp_path / "fleet.json").write_text('{"schema": "nodemap.fleet/2", "nodes": []}')
+    p = subprocess.run([*FLEET, "--from", str(tmp_path / "fleet.json"), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert "of schema nodemap.check/1 or nodemap.check/2) found; " in p.stderr
+    assert "fleet.json is a fleet summary (nodemap.fleet/2, from nodemap check --fleet): give the fleet's folder " \
+           "to nodemap check --from DIR; run" in p.stderr, p.stderr
+
+
 def test_a_bad_site_file_stops_before_mpi_in_one_line(tmp_path):
     site = tmp_path / "s.toml"
     site.write_text("[fleet]\nwarn = 2.0\n")

@@ -27,6 +27,42 @@ _NAMES = {"float": "a number", "int": "an integer", "str": "text", "bool": "true
           "str | null": "text or null", "object | null": "an object or null"}
 
 
+# What each of nodemap's documents is, by its schema's name without the version (any version is named): a
+# reader given the wrong one says what it got, not only what it wanted. (name, what it is, what wrote it, where
+# it goes); longest names first (watch.report before watch).
+_KNOWN = (
+    ("nodemap.watch.analysis/", "a watch analysis", "nodemap report DIR --json", ""),
+    ("nodemap.watch.report/", "a watch report", "nodemap report DIR --json", ""),
+    ("nodemap.report.compare/", "a compare document", "nodemap report --compare --json", ""),
+    ("nodemap.watch/", "a watch timeline", "nodemap run --watch", "give its folder to nodemap report DIR"),
+    ("nodemap.check/", "a check document", "nodemap check", ""),
+    ("nodemap.fleet/", "a fleet summary", "nodemap check --fleet", "give the fleet's folder to nodemap check --from DIR"),
+    ("nodemap.results/", "bench results", "nodemap bench", ""),
+    ("nodemap.compare/", "a bindings comparison", "nodemap compare --json", ""),
+    ("nodemap.topology/", "a topology export", "nodemap topo --export", "give it to --input FILE"),
+    ("nodemap.expectations/", "an expectations file", "", "give it to --expect FILE"),
+    ("nodemap.plan/", "a mapping plan", "nodemap plan", ""),
+    ("nodemap.native/", "a native mapping plan", "nodemap plan --json", ""),
+    ("nodemap.placement/", "a placement plan", "", ""),
+    ("nodemap.runcache/", "nodemap run's plan cache", "", ""),
+    ("nodemap.show/", "nodemap show's table", "nodemap show --json", ""),
+)
+
+
+def known(schema: str) -> str:
+    """What a nodemap document of `schema` is ("a fleet summary (nodemap.fleet/2, from nodemap check --fleet):
+    give the fleet's folder to nodemap check --from DIR"); "" for a schema nodemap does not write."""
+    for prefix, noun, origin, use in _KNOWN:
+        if schema.startswith(prefix):
+            return f"{noun} ({schema}{', from ' + origin if origin else ''})" + (f": {use}" if use else "")
+    return ""
+
+
+def got(schema: str) -> str:
+    """What a document of `schema` is, for an error: known(), else its schema, else that it has none."""
+    return known(schema) or (f"schema {schema!r}" if schema else "no nodemap schema")
+
+
 def schema_of(where: str, data: bytes, what: str) -> str:
     """The "schema" of a JSON object ("" when it has none). Damage is named
     as infile's reader names it (line, UTF-8 byte, nesting, digits)."""

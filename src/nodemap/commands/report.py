@@ -66,8 +66,8 @@ def load(paths: list[str], expect: str | None):
         elif schema == RESULTS:
             sets.append(resultfile.decode(path, data))
         else:
-            raise NodemapError(f"{path}: not a check document ({document.SCHEMA}) nor bench results ({RESULTS}); "
-                               "give check.json or a file from `nodemap bench KIND -o FILE`")
+            raise NodemapError(f"{path}: {records.got(schema)}; nodemap report reads check documents "
+                               f"({', '.join(saved.SCHEMAS)}), bench result files ({RESULTS}) and watch folders")
     if docs and (sets or len(docs) > 1):
         raise NodemapError("give one check document (or bench result files); compare two with --compare BEFORE AFTER")
     exp = expectations.load(expect) if expect or not docs else None

@@ -584,7 +584,8 @@ def run_from(dirs: list[str], cfg: Config) -> int:
     remeasured = output.read_remeasured(dirs)
     if not nodes:
         raise NodemapError(f"--from {' '.join(dirs)}: no node documents (nodes/*.json, nodes.jsonl or *.json of "
-                           f"schema {nodecheck.SCHEMA}) found; run `nodemap check --output DIR` on each node first")
+                           f"schema {' or '.join(nodecheck.SCHEMAS)}) found{output.what_files(dirs)}; run "
+                           "`nodemap check --output DIR` on each node first")
     out = output.FleetOutput(cfg.outdir)
     fleet = mergemod.merge(nodes, pair_results, cfg.thresholds, isolation, remeasured)
     messages = [f"built from {len(nodes)} saved node documents in {', '.join(dirs)}"]

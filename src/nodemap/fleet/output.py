@@ -129,6 +129,18 @@ def _read_saved(dirs: list[str]) -> Saved:
     return list(nodes.values()), pair_results, isolations[0] if len(isolations) == 1 else None
 
 
+def what_files(dirs: list[str]) -> str:
+    """"; fleet.json is a fleet summary (nodemap.fleet/2, ...)" for each file (not folder) --from was given: why
+    it held no node document."""
+    from .. import records
+
+    out = ""
+    for path in (d for d in dirs if os.path.isfile(d) and not d.endswith(".jsonl")):
+        objs = _objects(path)
+        out += f"; {path} is {records.got(str(objs[0].get('schema') or '') if objs else '')}"
+    return out
+
+
 def fingerprint(doc: dict[str, Any]) -> str:
     """What tells two documents of one node apart: when it was measured and
     what (the compact copy rank 0 keeps and the leader's full one agree)."""
