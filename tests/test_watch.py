@@ -527,8 +527,8 @@ def test_monitor_without_a_plan_names_gpus_by_the_topology_not_nvml_s_index(monk
     assert [(i["index"], i["bus_id"]) for i in g.info] == [(2, "0000:9b:00.0"), (3, "0000:bb:00.0")] and not g.note
     # without a topology: by bus id, never NVML's index presented as the node's
     g = _Gpus([], [], {})
-    assert [(i["index"], i["bus_id"]) for i in g.info] == [(-1, "0000:9b:00.0"), (-1, "0000:bb:00.0")]
-    assert "recorded by PCI bus id" in g.note
+    assert [(i["index"], i["bus_id"]) for i in g.info] == [(-1, "0000:9b:00.0"), (-2, "0000:bb:00.0")]
+    assert "recorded by PCI bus id" in g.note  # each its own index: the others record is keyed by it
     assert analysis.gpu_label(timeline.Gpu(**g.info[0])) == "the GPU at 0000:9b:00.0"
     assert analysis.gpu_label(timeline.Gpu(index=3)) == "GPU 3"
 
@@ -550,7 +550,7 @@ def test_two_gpus_no_topology_named_stay_apart_in_the_analysis(tmp_path):
     tl = timeline.Timeline("x", timeline.Header(timeline.SCHEMA, host="n1"), t=[0.0, 1.0],
                            used=[[GiB, 2 * GiB]] * 2, own=[[0, 0]] * 2,
                            gpus=[timeline.Gpu(-1, bus_id="0000:9b:00.0", total=80 * GiB),
-                                 timeline.Gpu(-1, bus_id="0000:bb:00.0", total=80 * GiB)])
+                                 timeline.Gpu(-1, bus_id="0000:bb:00.0", total=80 * GiB)])  # two monitors' -1
     st = _gpu_stats([tl])
     assert [(g.label, g.peak_used) for g in st] == [("the GPU at 0000:9b:00.0", GiB), ("the GPU at 0000:bb:00.0", 2 * GiB)]
 

@@ -176,7 +176,7 @@ class Analysis:
 
 
 def gpu_label(g: Any) -> str:
-    """"GPU 4", or "the GPU at 0000:9b:00.0" for one no topology named (index -1)."""
+    """"GPU 4", or "the GPU at 0000:9b:00.0" for one no topology named (a negative index)."""
     return f"GPU {g.index}" if g.index >= 0 else f"the GPU at {g.bus_id or '?'}"
 
 

@@ -471,8 +471,8 @@ class _Gpus:
     def _mine(self, planned: list[int], planned_pci: list[str], node: Mapping[str, int]
               ) -> list[tuple[int, str, Any]]:
         """(the topology's index, bus id, NVML handle) of the rank's GPUs, found by PCI bus id: the plan's, else
-        the topology's for a planned index; all GPUs NVML sees without a plan (index -1: not in the topology,
-        named by its bus id)."""
+        the topology's for a planned index; all GPUs NVML sees without a plan (a negative index: not in the
+        topology, named by its bus id)."""
         from ..topology.model import norm_bus_id
         from ..topology.nvml import handles
 
@@ -481,7 +481,8 @@ class _Gpus:
             unknown = [bus for bus in by_bus if bus not in node]
             if unknown:
                 self.note = f"no topology names the GPU(s) at {', '.join(unknown)}: recorded by PCI bus id"
-            return [(node.get(bus, -1), bus, h) for bus, h in by_bus.items()]
+            # one no topology names: a negative index of its own (the others record is keyed by index)
+            return [(node.get(bus, -1 - k), bus, h) for k, (bus, h) in enumerate(by_bus.items())]
         at = {i: norm_bus_id(b) for i, b in zip(planned, planned_pci) if b}
         at.update({i: bus for bus, i in node.items() if i in planned and i not in at})
         missing = [f"{i} ({at[i]})" if i in at else f"{i} (no PCI bus id: the plan has none, nor a topology here)"

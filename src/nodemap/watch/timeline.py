@@ -60,7 +60,7 @@ class Header(msgspec.Struct):
 
 
 class Gpu(msgspec.Struct):
-    index: int  # the topology's (physical) index; -1: no topology named it (see bus_id)
+    index: int  # the topology's (physical) index; negative: no topology named it (see bus_id)
     uuid: str = ""
     name: str = ""
     total: int = 0
