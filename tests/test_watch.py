@@ -535,6 +535,7 @@ def test_monitor_without_a_plan_names_gpus_by_the_topology_not_nvml_s_index(monk
 
 def test_monitor_finds_a_plan_s_gpu_without_bus_ids_through_the_topology(monkeypatch):
     """A plan without bus ids opened NVML's handle by the node's index: NVML's GPU 3 does not exist here."""
+    from nodemap.watch import monitor
     from nodemap.watch.monitor import _Gpus
 
     _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
@@ -542,6 +543,11 @@ def test_monitor_finds_a_plan_s_gpu_without_bus_ids_through_the_topology(monkeyp
     assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
     g = _Gpus([3], [], {})  # neither the plan nor a topology gives its bus id: said, not guessed
     assert g.info == [] and "3 (no PCI bus id" in g.note
+    # this node's topology is read (sysfs) only where the plan's bus ids do not say it all
+    read = []
+    monkeypatch.setattr(monitor, "node_gpus", lambda: read.append(1) or NODE)
+    assert [i["index"] for i in _Gpus([3], ["0000:bb:00.0"]).info] == [3] and read == []
+    assert [i["index"] for i in _Gpus([3], []).info] == [3] and read == [1]
 
 
 def test_two_gpus_no_topology_named_stay_apart_in_the_analysis(tmp_path):

@@ -457,7 +457,7 @@ class _Gpus:
             return
         self.nvml = nvml
         try:
-            for index, bus, h in self._mine(planned, planned_pci, node_gpus() if node is None else node):
+            for index, bus, h in self._mine(planned, planned_pci, node):
                 mem = nvml.nvmlDeviceGetMemoryInfo(h)
                 self.handles.append(h)
                 self.info.append({"index": index, "bus_id": bus, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
@@ -468,7 +468,7 @@ class _Gpus:
         if not self.handles and not self.note:
             self.note = "no GPU: host memory only"
 
-    def _mine(self, planned: list[int], planned_pci: list[str], node: Mapping[str, int]
+    def _mine(self, planned: list[int], planned_pci: list[str], node: Mapping[str, int] | None
               ) -> list[tuple[int, str, Any]]:
         """(the topology's index, bus id, NVML handle) of the rank's GPUs, found by PCI bus id: the plan's, else
         the topology's for a planned index; all GPUs NVML sees without a plan (a negative index: not in the
@@ -477,6 +477,8 @@ class _Gpus:
         from ..topology.nvml import handles
 
         by_bus = {bus: h for _, h, bus in handles(self.nvml)}
+        if node is None:  # sysfs is read only where the plan's bus ids do not say it all (8 ranks read it at once)
+            node = {} if planned and len(planned_pci) == len(planned) and all(planned_pci) else node_gpus()
         if not planned:
             unknown = [bus for bus in by_bus if bus not in node]
             if unknown:
