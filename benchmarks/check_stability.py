@@ -117,7 +117,13 @@ def run_once(base: list[str], scenario: str, out: str, extra: list[str] = (), pr
     wall = time.monotonic() - t0
     return dict(record(load_json(os.path.join(out, "check.json")), p.returncode, p.stderr),
                 scenario=scenario, wall_s=round(wall, 1), load_before=load0, load_after=os.getloadavg()[0],
-                command=" ".join(shlex.quote(c) for c in cmd))
+                command=" ".join(shlex.quote(shown(c)) for c in cmd))
+
+
+def shown(arg: str) -> str:
+    """A path inside the checkout as relative to it: result files are
+    committed, and a checkout's absolute path names the machine it ran on."""
+    return os.path.relpath(arg, ROOT) if arg.startswith(ROOT + os.sep) else arg
 
 
 def record(doc: dict | None, rc: int, stderr: str = "") -> dict:

@@ -111,3 +111,10 @@ def test_the_full_node_is_the_best_idle_run():
     runs = [{"scenario": "idle", "figures": {"host/stream/triad": v}} for v in (18.3, 8.5, 6.4)]
     assert cs.full_node_stream(runs + [{"scenario": "load", "figures": {"host/stream/triad": 30.0}}]) == 18.3
     assert cs.full_node_stream([]) is None
+
+
+def test_recorded_commands_name_checkout_paths_relative(tmp_path, monkeypatch):
+    monkeypatch.setattr(cs, "ROOT", str(tmp_path))
+    doc, _ = campaign(tmp_path)
+    assert all(str(tmp_path) not in r["command"] for r in doc["runs"])
+    assert doc["runs"][0]["command"].split()[1] == "stand_in.py"
