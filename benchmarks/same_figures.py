@@ -44,7 +44,11 @@ TIMING_PARAMS = ("write_allocate_best_gbps",)
 
 
 def export(rev: str, into: Path) -> Path:
-    """REV's src/ under `into`."""
+    """REV's src/ under `into`; a folder REV holding src/ is that src/ (on a
+    device machine, whose copy of the tree has no usable git history: export
+    it here with `git archive REV src | tar -x -C DIR` and carry DIR)."""
+    if (Path(rev) / "src").is_dir():
+        return Path(rev).resolve() / "src"
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=BytesIO(tar)) as t:
         t.extractall(into, filter="data") if sys.version_info >= (3, 12) else t.extractall(into)
@@ -87,7 +91,7 @@ def key(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="the earlier revision (git rev)")
+    ap.add_argument("--base", required=True, help="the earlier revision (git rev), or a folder holding its src/")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", help="write the runs and the table as JSON here")
     ap.add_argument("bench", nargs=argparse.REMAINDER, help="-- KIND [ARGS...]")
@@ -96,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if not bench:
         ap.error("give the bench command after --, e.g. -- latency --max-size 64M")
     lib = native_lib()
-    if subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", a.base, "--", "native"]).returncode:
+    if not Path(a.base).is_dir() and subprocess.run(
+            ["git", "-C", str(ROOT), "diff", "--quiet", a.base, "--", "native"]).returncode:
         print(f"note: native/ differs between {a.base} and this tree; both sides run this tree's kernels")
     cmd = ["nodemap", "bench", *bench, "--json", "-q"]
     with tempfile.TemporaryDirectory(prefix="same_figures.") as tmp:

@@ -33,3 +33,8 @@ def test_a_changed_parameter_or_count_is_a_different_definition():
     other = copy.deepcopy(r)
     other["params"]["elements"] = 11
     assert sf.definition({"results": [r]}) != sf.definition({"results": [other]})
+
+
+def test_a_folder_base_is_its_src(tmp_path):
+    (tmp_path / "src" / "nodemap").mkdir(parents=True)
+    assert sf.export(str(tmp_path), tmp_path / "unused") == (tmp_path / "src").resolve()
