@@ -442,6 +442,48 @@ def test_timeout_ends_a_repetition_that_never_returns_and_keeps_the_finished_cas
     assert any("ran longer than --timeout 0.5 s" in m for m in saved["messages"])
 
 
+class WrongHalo(Fake):
+    def verify(self):
+        self.calls.append("verify")
+        raise driver.PartFailed(f"{self.label}: differs: the halo exchange is wrong; no time reported")
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_a_part_with_wrong_output_is_left_out_and_the_run_goes_on_incomplete_exit_1(tmp_path, capsys, root):
+    """bench jacobi's variant whose halo is wrong: its message as the kind words it (check/failed.py
+    reads it), no Result, the other cases still run; every rank exits 1 (mpiexec ORs the ranks'
+    statuses: 1 from the root and 130 from the others was 131)."""
+    mod = _fake_kind()
+    cases = [WrongHalo([1.0], "a"), Fake([1.0], "b")]
+    mod.plan = lambda opts: Plan("bench fake", cases, text=lambda rs: "", root=root, together=not root)
+    args = types.SimpleNamespace(json=True, output=str(tmp_path / "r.json"), quiet=True, timeout=None,
+                                 topology=None, repeats=2)
+    assert driver.main(mod, args) == 1
+    assert cases[0].calls[-1] == "teardown" and cases[1].calls.count("run") == 3
+    if root:
+        saved = json.loads((tmp_path / "r.json").read_text())
+        assert [r["metric"] for r in saved["results"]] == ["b"] and not saved["complete"]
+        assert saved["messages"] == ["a: differs: the halo exchange is wrong; no time reported"]
+
+
+class Slow(Fake):
+    def run(self):
+        time.sleep(0.3)
+        return 1.0
+
+
+def test_a_plan_whose_cases_bound_their_own_steps_has_no_timeout_watchdog(tmp_path, capsys):
+    """bench jacobi bounds each case with its own deadline (one line, the process ended): the
+    session's --timeout watchdog would race it with another ending and message."""
+    mod = _fake_kind()
+    for bounded, code in ((False, 2), (True, 0)):
+        mod.plan = lambda opts: Plan("bench fake", [Slow([1.0], "a"), Slow([1.0], "b")], text=lambda rs: "",
+                                     bounded=bounded)
+        args = types.SimpleNamespace(json=True, output=None, quiet=True, timeout=0.5, topology=None, repeats=1)
+        assert driver.main(mod, args) == code
+        capsys.readouterr()
+
+
 GIL_HELD_KIND = """
 import ctypes, sys, types
 from nodemap.bench import driver, harness

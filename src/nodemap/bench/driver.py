@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import NodemapError
 from . import barrier, interrupt
-from .harness import Progress, Stopped, capture, cautions, check_shared, finish, session
+from .harness import Progress, Stopped, capture, cautions, check_shared, exit_code, finish, session
 from .intervals import CONFIDENCE, median_interval
 from .options import Common, add_options, flag
 from .results import Result, ResultSet
@@ -57,6 +57,15 @@ class VerificationFailed(NodemapError):
     def __init__(self, reason: str, case: str = "") -> None:
         self.reason, self.case = reason, case
         super().__init__(f"verification failed: {case + ': ' if case else ''}{reason}")
+
+
+class PartFailed(Exception):
+    """Raised by a case (its verify, usually) whose output is wrong while the
+    other cases can still be trusted (one transport's halo exchange, not the
+    others'): no Result, the message as the kind words it among the
+    ResultSet's messages (check/failed.py reads those words), and the run
+    goes on, incomplete: it exits 1, a part failed. VerificationFailed
+    instead ends the run. Ranks that run a plan together raise it alike."""
 
 
 def argv_of(opts: Common) -> tuple[str, ...]:
@@ -265,6 +274,8 @@ class Plan:
     # processes run the plan together (MPI ranks): each step bounds its own wait (no watchdog), a stop
     # inside a case ends only that case, and the run ends where `stop` (which they agree on) says so
     together: bool = False
+    # every case bounds its own steps (a deadline that ends the process with one line): no --timeout watchdog
+    bounded: bool = False
 
 
 def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
@@ -272,14 +283,19 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
     interrupted or timed-out run keeps what was measured."""
     rs = ResultSet(command=plan.command, environment=plan.environment, messages=list(plan.messages))
     policy = repeats_of(opts)
-    prog = Progress(len(plan.cases), plan.command.split()[-1], quiet=getattr(args, "quiet", False) or not plan.root,
+    kind = (plan.command.removeprefix("bench ").split() or [""])[0]  # "bench jacobi --size 64" -> "jacobi"
+    prog = Progress(len(plan.cases), kind, quiet=getattr(args, "quiet", False) or not plan.root,
                     stops=not plan.together)
-    with session(rs, args, root=plan.root, watchdog=not plan.together), plan.hold:
+    with session(rs, args, root=plan.root, watchdog=not (plan.together or plan.bounded)), plan.hold:
         for case in plan.cases:
             try:
                 got = measure_case(case, policy, case.stop or plan.stop) if case.mine else []
             except Skipped as e:
                 rs.messages.append(str(e))
+                got = []
+            except PartFailed as e:
+                rs.messages.append(str(e))
+                rs.complete = False
                 got = []
             except VerificationFailed as e:  # the run ends; an --output file keeps the cases before it and why
                 rs.messages.append(str(e))
@@ -312,8 +328,8 @@ def main(kind: Any, args: Any) -> int:
     opts = options(kind.Options, args)
     plan = kind.plan(opts)
     rs = execute(plan, opts, args)
-    if not plan.root:  # another rank reports
-        return 0 if rs.complete else 130
+    if not plan.root:  # another rank reports; its exit status as the root's (mpiexec ORs them: 1 | 130 = 131)
+        return exit_code(rs)
     return finish(rs, args, plan.text)
 
 

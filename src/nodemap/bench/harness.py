@@ -387,7 +387,7 @@ def finish(rs: ResultSet, args: Any, text: Callable[[ResultSet], str]) -> int:
     fails at the end is named after the printed results (exit 2)."""
     rs.results = [cautions(r) for r in rs.results]
     rs.on_add = None
-    code = 0 if rs.complete else 130 if INTERRUPTED in rs.messages else 2 if _timed_out(rs) else 1
+    code = exit_code(rs)
     if _capturing():
         _CAPTURED.append(rs)
         return code
@@ -416,6 +416,11 @@ def finish(rs: ResultSet, args: Any, text: Callable[[ResultSet], str]) -> int:
               file=sys.stderr)
         return 2
     return code
+
+
+def exit_code(rs: ResultSet) -> int:
+    """0 complete, 130 interrupted, 2 timed out, 1 a part failed."""
+    return 0 if rs.complete else 130 if INTERRUPTED in rs.messages else 2 if _timed_out(rs) else 1
 
 
 def _timed_out(rs: ResultSet) -> bool:
