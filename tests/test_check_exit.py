@@ -5,7 +5,6 @@ import pytest
 
 import check_synth as syn
 import nodes
-from nodemap.bench.results import ResultSet
 from nodemap.check import expectations
 from nodemap.check.document import CheckDoc, exit_status, from_dict
 from nodemap.check.inventory import Check
@@ -68,14 +67,15 @@ def test_a_step_whose_only_output_was_wrong_for_a_configuration_cause_was_measur
     from nodemap.report import terminal
     from nodemap.slurm import verdict
 
-    msg = "mpi-aware fp64: differs from the single-GPU run: norm 1.5 != 1.25: the halo exchange is wrong"
-    wrong = failed.parts("jacobi", ResultSet("bench jacobi", messages=[msg], complete=False))
+    from test_check_failed_parts import failed_set, jacobi_halo
+
+    wrong = failed.parts("jacobi", failed_set("bench jacobi", jacobi_halo("mpi-aware", "mpi-aware")))
     doc = doc_of(checks=wrong)
     assert not doc.judged and [c.cause for c in wrong] == ["configuration"]
     assert exit_status(doc) == 0 and verdict.health(doc) == (True, "")
     line = terminal.summary(doc, width=200).splitlines()[1]
     assert line.startswith("node: healthy (") and line.endswith("job environment: FAIL (Jacobi mpi-aware halos)")
-    hw = failed.parts("jacobi", ResultSet("bench jacobi", messages=[msg.replace("mpi-aware", "peer")]))
+    hw = failed.parts("jacobi", failed_set("bench jacobi", jacobi_halo("peer", "peer")))
     assert exit_status(doc_of(checks=hw)) == 1  # the same wrong data over peer copies is the node's
 
 

@@ -9,15 +9,17 @@ failed. Steps are test doubles (no GPU here), through check's own runner."""
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 from types import SimpleNamespace
 
 import pytest
 
 import check_synth as syn
+from test_jacobi_fake import fake  # noqa: F401 (the fixture: a NumPy stand-in for CuPy)
 from nodemap.bench import harness, interrupt
-from nodemap.bench.results import ResultSet
+from nodemap.bench.results import Failure, ResultSet
 from nodemap.check import document, expectations, failed, node, suite
+from nodemap.units import format_size
 
 NCCL = suite.Step("nccl", (), "NCCL all_reduce bus bandwidth")
 STREAM = suite.Step("memory", (), "STREAM placement sweep")
@@ -25,8 +27,8 @@ IDLE = {"busy": False, "reasons": []}
 DETECTOR = SimpleNamespace(sample=lambda seconds=0: IDLE, begin=lambda: None, end=lambda utilisation=False: IDLE)
 
 
-def nccl_wrong_elements(monkeypatch) -> str:
-    """The message `bench nccl` gives for an operation whose received data
+def nccl_wrong_elements(monkeypatch) -> Failure:
+    """The Failure `bench nccl` records for an operation whose received data
     is wrong: its own `one` over stand-ins for the GPUs, 5 elements wrong."""
     from nodemap.bench.comm import collectives
 
@@ -36,8 +38,31 @@ def nccl_wrong_elements(monkeypatch) -> str:
     monkeypatch.setattr(collectives, "repeat", lambda once, repeats, warmup: [1e-3] * repeats)
     ctx = SimpleNamespace(cp=None, n=2, sync=lambda: None, max_all=float)
     got = collectives.one(ctx, "all_reduce", 1 << 28, False, 1, 3, "2 ranks: gpu0, gpu1")
-    assert isinstance(got, str)
+    assert isinstance(got, Failure)
     return got
+
+
+def failed_set(command: str, *failures: Failure) -> ResultSet:
+    """A kind's set whose parts failed, as the kind leaves it (ResultSet.fail)."""
+    rs = ResultSet(command)
+    for f in failures:
+        rs.fail(f)
+    return rs
+
+
+def jacobi_halo(variant: str, transport: str, dtype: str = "fp64") -> Failure:
+    """What bench/app/jacobi.py's decomposed() records for a variant whose field differs."""
+    why = "norm 1.5 != 1.25"
+    return Failure("jacobi", variant, f"Jacobi {variant} halos", "the single-GPU run's field", f"{dtype}: {why}",
+                   transport=transport, message=f"{variant} {dtype}: differs from the single-GPU run: {why}: the "
+                   "halo exchange is wrong; no time reported")
+
+
+def ring_halo(transport: str, size: int) -> Failure:
+    """What bench/comm/ring.py records for wrong halo elements (7 of them)."""
+    return Failure("ring", transport, f"ring halos over {transport}", "0 wrong elements",
+                   f"7 wrong halo elements ({format_size(size)})", transport=transport, count=7, size=size,
+                   message=f"{transport} at {size} B: 7 wrong halo elements: the transport corrupts data")
 
 
 def check(monkeypatch, *nccl: ResultSet, exp=None):
@@ -57,16 +82,15 @@ def check(monkeypatch, *nccl: ResultSet, exp=None):
 
 
 def test_nccl_that_corrupts_data_fails_the_node_and_the_check_goes_on(monkeypatch):
-    message = nccl_wrong_elements(monkeypatch)
+    failure = nccl_wrong_elements(monkeypatch)
     rs = syn.nccl_all_reduce(300.0, 2, size=1 << 30)  # the other size passed verification
-    rs.messages.append(message)
-    rs.complete = False  # as `bench nccl` leaves it (collectives.run: a part failed)
+    rs.fail(failure)  # as `bench nccl` leaves it (collectives.bench: a part failed)
     doc, ran = check(monkeypatch, rs)
     assert ran == ["nccl", "memory"]  # NCCL runs first (check/budget.py), STREAM still after it
     assert doc.complete and document.exit_status(doc) == document.UNHEALTHY
     [c] = [c for c in doc.checks if c.key == "verification/nccl/all_reduce"]
     assert (c.verdict, c.cause, c.area) == ("fail", "hardware", "NCCL")
-    assert c.value == "5 wrong elements (out-of-place, 256 MiB)" and message in c.rule and "nvlink" in c.fix
+    assert c.value == "5 wrong elements (out-of-place, 256 MiB)" and failure.message in c.rule and "nvlink" in c.fix
     assert doc.node_verdict() == "fail" and doc.areas()["NCCL"] == "fail"
     [f] = [f for f in doc.findings if c.key in f.keys]
     assert f.verdict == "fail" and f.cause == "hardware" and "5 wrong elements" in f.text
@@ -78,7 +102,7 @@ def test_the_reports_and_slurm_name_the_wrong_data(monkeypatch):
     from nodemap.report import html, terminal
     from nodemap.slurm.verdict import health
 
-    rs = ResultSet("bench nccl", messages=[nccl_wrong_elements(monkeypatch)], complete=False)
+    rs = failed_set("bench nccl", nccl_wrong_elements(monkeypatch))
     doc, _ = check(monkeypatch, rs)
     text = terminal.summary(doc, width=200)
     assert "node: UNHEALTHY (FAIL)" in text and "INCOMPLETE" not in text
@@ -99,7 +123,7 @@ def test_wrong_data_in_a_step_measured_again_fails_the_node_and_the_check_comple
     """Measuring again (check/remeasure.py) took any incomplete re-run for Ctrl-C."""
     site = tmp_path / "site.toml"  # 297-300 GB/s straddles 299: undecided, so NCCL is measured again
     site.write_text('[[limit]]\nkind = "nccl"\nmatch = "."\nwarn_below = 299.5\nfail_below = 299.0\nsource = "t"\n')
-    again = ResultSet("bench nccl", messages=[nccl_wrong_elements(monkeypatch)], complete=False)
+    again = failed_set("bench nccl", nccl_wrong_elements(monkeypatch))
     doc, ran = check(monkeypatch, syn.nccl_all_reduce(300.0, 2), again, exp=expectations.load(str(site)))
     assert ran == ["nccl", "memory", "nccl"] and doc.complete
     assert [c.cause for c in doc.checks if c.key == "verification/nccl/all_reduce"] == ["hardware"]
@@ -143,33 +167,80 @@ def test_an_incomplete_set_no_rule_knows_is_skipped_with_its_messages(monkeypatc
     assert s.reason == "a part did not complete: nccl: something went wrong in a part"
 
 
-@pytest.mark.parametrize("variant, cause", [("nccl-overlap", "hardware"), ("peer", "hardware"),
-                                            ("mpi-aware", "configuration"), ("mpi-staged-overlap", "configuration")])
-def test_a_wrong_jacobi_halo_fails_for_the_transport_that_carried_it(variant, cause):
-    msg = (f"{variant} fp64: differs from the single-GPU run: norm 1.5 != 1.25: the halo exchange is wrong; "
-           "no time reported")  # bench/app/jacobi.py's line for a variant whose field differs
-    [c] = failed.parts("jacobi", ResultSet("bench jacobi", messages=[msg], complete=False))
+@pytest.mark.parametrize("variant, transport, cause", [
+    ("nccl-overlap", "nccl", "hardware"), ("peer", "peer", "hardware"), ("mpi-aware", "mpi-aware", "configuration"),
+    ("mpi-staged-overlap", "mpi-staged", "configuration")])
+def test_a_wrong_jacobi_halo_fails_for_the_transport_that_carried_it(variant, transport, cause):
+    [c] = failed.parts("jacobi", failed_set("bench jacobi", jacobi_halo(variant, transport)))
     assert (c.key, c.verdict, c.cause, c.area) == (f"verification/jacobi/{variant}", "fail", cause, "GPU<->GPU")
     assert c.value == "fp64: norm 1.5 != 1.25"
     assert ("UCX_MEMTYPE_CACHE" in c.fix) == (cause == "configuration")
 
 
 def test_wrong_ring_halos_at_several_sizes_are_one_failing_check_per_transport():
-    msgs = [f"nccl at {s} B: 7 wrong halo elements: the transport corrupts data" for s in (4096, 65536)]
-    [c] = failed.parts("ring", ResultSet("bench ring", messages=msgs, complete=False))
+    [c] = failed.parts("ring", failed_set("bench ring", *(ring_halo("nccl", s) for s in (4096, 65536))))
     assert (c.key, c.cause) == ("verification/ring/nccl", "hardware")
     assert c.value == "7 wrong halo elements (4 KiB), at 1 more size"
 
 
-def test_the_rules_follow_the_kinds_own_messages():
-    """failed.WRONG matches the lines the kinds write: a kind that rewords
-    its line must change its rule here too, or wrong data goes unjudged."""
-    from nodemap.bench.app import jacobi
-    from nodemap.bench.comm import collectives, ring
+def test_bench_nccl_records_its_wrong_elements_as_a_failure(monkeypatch):
+    """Each kind records a typed Failure beside its line (the check judges
+    the record, never the words): bench nccl's own loop, GPUs stood in."""
+    from nodemap.bench.comm import collectives
 
-    sources = {"nccl": collectives, "jacobi": jacobi, "ring": ring}
-    for rule in failed.WRONG:
-        assert rule.said in inspect.getsource(sources[rule.kind]), rule.kind
+    nccl_wrong_elements(monkeypatch)  # one()'s stand-ins: every operation has 5 wrong elements
+    monkeypatch.setattr(collectives, "allocate", lambda ctx, nbytes: None)
+    ctx = SimpleNamespace(cp=SimpleNamespace(__version__="0"), n=2, sync=lambda: None, max_all=float, mpi=None,
+                          nccl=SimpleNamespace(get_version=lambda: 22000), gpu_keys=["GPU0", "GPU1"],
+                          world=SimpleNamespace(notes=[]), is_root=lambda: True)
+    args = SimpleNamespace(sizes="256M", inplace="out", quiet=True, timeout=60.0, iters=1, repeats=3, output=None)
+    rs = collectives.bench(ctx, ["all_reduce"], [1 << 28], args)
+    [f] = rs.failures
+    assert (f.kind, f.part, f.transport, f.count, f.size) == ("nccl", "all_reduce", "nccl", 5, 1 << 28)
+    assert f.message == ("all_reduce out-of-place 268435456 B: 5 wrong elements after the operation: NCCL or the "
+                         "GPUs' links corrupt data") and f.message in rs.messages  # the line people read, as it was
+    assert not rs.complete and not rs.results
+    [c] = failed.parts("nccl", rs)
+    assert (c.key, c.label, c.value, c.expected) == ("verification/nccl/all_reduce", "NCCL all_reduce",
+                                                     "5 wrong elements (out-of-place, 256 MiB)", "0 wrong elements")
+
+
+def test_bench_ring_records_its_wrong_halos_as_a_failure(monkeypatch):
+    from nodemap.bench.comm import mpi_common, ring
+
+    monkeypatch.setattr(ring, "make_fields", lambda ctx, size: [SimpleNamespace(h=size // 4)])
+    monkeypatch.setattr(ring, "measure", lambda ctx, fields, t, args: {"wrong": 7})
+    monkeypatch.setattr(mpi_common, "deadline", lambda seconds, what: contextlib.nullcontext())
+    pool = SimpleNamespace(free_all_blocks=lambda: None)
+    ctx = SimpleNamespace(mpi=None, n=2, gpu_keys=["GPU0", "GPU1"], world=SimpleNamespace(notes=[]), nccl=object(),
+                          is_root=lambda: True, cp=SimpleNamespace(get_default_memory_pool=lambda: pool))
+    args = SimpleNamespace(sizes="4K,64K", quiet=True, timeout=60.0, output=None, steps=1)
+    rs = ring.bench(ctx, ["nccl"], [4096, 65536], args)
+    assert [(f.kind, f.part, f.transport, f.count, f.size) for f in rs.failures] == [
+        ("ring", "nccl", "nccl", 7, 4096), ("ring", "nccl", "nccl", 7, 65536)]
+    assert "nccl at 4096 B: 7 wrong halo elements: the transport corrupts data" in rs.messages
+    [c] = failed.parts("ring", rs)
+    assert (c.key, c.label, c.value) == ("verification/ring/nccl", "ring halos over nccl",
+                                         "7 wrong halo elements (4 KiB), at 1 more size")
+
+
+def test_bench_jacobi_records_a_wrong_halo_as_a_failure_its_file_keeps(fake, tmp_path, capsys):
+    """The decomposed run of a variant whose halo is lost (NumPy stand-in
+    for CuPy), saved with -o and read back as `report` and `check --from` read it."""
+    from nodemap import cli
+    from nodemap.bench import resultfile
+
+    out = tmp_path / "jacobi.json"
+    assert cli.main(["bench", "jacobi", "--mode", "single", "--size", "34x21", "--gpus", "0,0", "--variants", "peer",
+                     "--iters", "4", "--repeats", "1", "--inject-halo-fault", "-q", "-o", str(out)]) == 1
+    capsys.readouterr()
+    rs = resultfile.decode(str(out), out.read_bytes())
+    [f] = rs.failures
+    assert (f.kind, f.part, f.transport, f.what) == ("jacobi", "peer", "peer", "Jacobi peer halos")
+    assert f.message.startswith("peer fp32: differs from the single-GPU run: ") and f.message in rs.messages
+    [c] = failed.parts("jacobi", rs)
+    assert (c.key, c.cause, c.expected) == ("verification/jacobi/peer", "hardware", "the single-GPU run's field")
+    assert c.value.startswith("fp32: ") and c.value == f.got
 
 
 @pytest.mark.parametrize("forced", [{"NCCL_ALGO": "Ring"}, {"NCCL_PROTO": "LL128"},
@@ -183,8 +254,7 @@ def test_wrong_nccl_data_under_a_forced_algorithm_or_protocol_is_the_jobs_not_th
     for name, value in forced.items():
         monkeypatch.setenv(name, value)
     rs = syn.nccl_all_reduce(300.0, 2, size=1 << 30)
-    rs.messages.append(nccl_wrong_elements(monkeypatch))
-    rs.complete = False
+    rs.fail(nccl_wrong_elements(monkeypatch))
     doc, _ = check(monkeypatch, rs)
     assert {f"inventory/env/{n}" for n in forced} <= {c.key for c in doc.checks if c.verdict == "warn"}
     [c] = [c for c in doc.checks if c.key == "verification/nccl/all_reduce"]
@@ -199,8 +269,7 @@ def test_wrong_nccl_data_under_a_forced_algorithm_or_protocol_is_the_jobs_not_th
 def test_a_forced_nccl_variable_does_not_excuse_wrong_data_over_peer_copies_or_mpi():
     inv = [failed.Check("inventory/env/NCCL_ALGO", "NCCL_ALGO", "Ring", "unset", "warn", "", "configuration")]
     assert failed.forced_nccl(inv) == ["NCCL_ALGO"]
-    peer = ResultSet("bench ring", messages=["peer at 4096 B: 7 wrong halo elements: the transport corrupts data"])
-    nccl = ResultSet("bench ring", messages=["nccl at 4096 B: 7 wrong halo elements: the transport corrupts data"])
+    peer, nccl = failed_set("bench ring", ring_halo("peer", 4096)), failed_set("bench ring", ring_halo("nccl", 4096))
     assert [c.cause for c in failed.parts("ring", peer, inv)] == ["hardware"]
     assert [c.cause for c in failed.parts("ring", nccl, inv)] == ["configuration"]
     assert [c.cause for c in failed.parts("ring", nccl)] == ["hardware"]  # not forced: the node's

@@ -157,6 +157,8 @@ def test_a_run_whose_hints_are_not_in_effect_fails_with_the_case_named(monkeypat
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     rs = resultfile.decode(str(saved), saved.read_bytes())  # the file says why the run ended
     assert not rs.complete and not rs.results and [m for m in rs.messages if m.startswith(why)]
+    [f] = rs.failures  # typed, for the check that judges it (check/failed.py)
+    assert (f.kind, f.part, f.got) == ("placement", "hints", "not in effect") and f.message.startswith(why)
 
 
 def _checked(monkeypatch, case):

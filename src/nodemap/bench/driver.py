@@ -34,7 +34,7 @@ from . import barrier, interrupt
 from .harness import Progress, Stopped, capture, cautions, check_shared, exit_code, finish, session
 from .intervals import CONFIDENCE, median_interval
 from .options import Common, add_options, flag
-from .results import Result, ResultSet
+from .results import Failure, Result, ResultSet
 
 
 class Skipped(Exception):
@@ -54,9 +54,16 @@ class VerificationFailed(NodemapError):
 
     exit_code = 1
 
-    def __init__(self, reason: str, case: str = "") -> None:
-        self.reason, self.case = reason, case
+    def __init__(self, reason: str, case: str = "", failure: Failure | None = None) -> None:
+        self.reason, self.case, self.failure = reason, case, failure
         super().__init__(f"verification failed: {case + ': ' if case else ''}{reason}")
+
+    def record(self) -> Failure | None:
+        """What failed, typed, with this line as its message (the ResultSet
+        keeps it, check/failed.py judges it); None where the verification
+        that failed says nothing of the node or its setup (a profile that
+        lost accesses): the run still fails with its line."""
+        return dataclasses.replace(self.failure, message=str(self)) if self.failure else None
 
 
 class PartFailed(Exception):
@@ -238,7 +245,7 @@ def measure_case(case: Case, policy: Repeats, stop: Callable[[], bool] = interru
     except VerificationFailed as e:
         if e.case or not case.label:
             raise
-        raise type(e)(e.reason, case.label) from None
+        raise type(e)(e.reason, case.label, failure=e.failure) from None
     finally:
         _teardown(case, ready)
     if len(got) < policy.count and stop():
@@ -298,7 +305,11 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
                 rs.complete = False
                 got = []
             except VerificationFailed as e:  # the run ends; an --output file keeps the cases before it and why
-                rs.messages.append(str(e))
+                failure = e.record()
+                if failure is not None:
+                    rs.fail(failure)
+                else:
+                    rs.messages.append(str(e))
                 rs.extend([])
                 raise
             except Stopped:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .. import records
-from .results import SCHEMA, Result, ResultSet, _renamed_params
+from .results import SCHEMA, Failure, Result, ResultSet, _renamed_params
 
 WHAT = "bench result file (nodemap bench KIND -o FILE)"
 
@@ -29,6 +29,7 @@ class ResultFile(msgspec.Struct):
     complete: bool
     environment: dict[str, Any] = {}
     messages: list[str] = []
+    failures: list[Failure] = []  # files saved before failures were typed have none
 
 
 _GPUS = Annotated[list[str], msgspec.Meta(min_length=1)]
@@ -77,7 +78,7 @@ def result_set(where: str, f: ResultFile, at: str = "", what: str = WHAT) -> Res
             records.convert(where, params, kind, what, f"{at + '.' if at else ''}results[{i}].params")
         results.append(r if params is r.params else _replace(r, params))
     return ResultSet(command=f.command, results=results, host=f.host, started=f.started, complete=f.complete,
-                     environment=f.environment, messages=f.messages)
+                     environment=f.environment, messages=f.messages, failures=f.failures)
 
 
 def _replace(r: Result, params: dict[str, Any]) -> Result:

@@ -167,6 +167,29 @@ def make_result(
     )
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A part of a kind whose output was wrong, so no figure was reported
+    for it (NCCL's received elements, a Jacobi or ring halo, placement's
+    checksums): typed for the check that judges it (check/failed.py), where
+    the kind's `message` (kept among the set's messages as it was) is for
+    people. Saved with its set, so `report` and `check --from` keep it."""
+
+    kind: str  # "nccl", "jacobi", "ring", "placement"
+    part: str  # what failed within the kind (the check's key ends in it): an op, a variant, a transport
+    what: str  # what was verified, in words: "NCCL all_reduce", "Jacobi peer halos"
+    expected: str  # "0 wrong elements", "the single-GPU run's field"
+    got: str  # what the output was: "5 wrong elements (out-of-place, 256 MiB)", "fp64: norm 1.5 != 1.25"
+    transport: str = ""  # what carried the data: "nccl", "peer", "mpi-aware"... ("" where none did)
+    count: int = 0  # elements found wrong (0: not counted)
+    size: int = 0  # bytes per case (0: not sized)
+    message: str = ""  # the kind's own line, as among the set's messages
+
+    def __post_init__(self) -> None:
+        if self.count < 0 or self.size < 0:
+            raise ValueError(f"count {self.count}, size {self.size}: not the counts of a case (>= 0)")
+
+
 @dataclass
 class ResultSet:
     """What one `nodemap bench ...` invocation produced, saved as one file
@@ -179,6 +202,7 @@ class ResultSet:
     complete: bool = True  # False when interrupted (Ctrl-C) or a part failed
     environment: dict[str, Any] = field(default_factory=dict)  # versions, CPU model, GPU driver
     messages: list[str] = field(default_factory=list)  # what was skipped and why
+    failures: list[Failure] = field(default_factory=list)  # the parts whose output was wrong (fail)
     # called with the set after every add (the harness saves it there); not saved
     on_add: Any = field(default=None, repr=False, compare=False)
 
@@ -190,6 +214,14 @@ class ResultSet:
         if self.on_add is not None:
             self.on_add(self)
 
+    def fail(self, failure: Failure) -> None:
+        """A part whose output was wrong: its record, its message for
+        people, and the set incomplete (no figure for that part)."""
+        self.failures.append(failure)
+        if failure.message:
+            self.messages.append(failure.message)
+        self.complete = False
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -200,6 +232,7 @@ class ResultSet:
             "complete": self.complete,
             "environment": self.environment,
             "messages": self.messages,
+            "failures": [dataclasses.asdict(f) for f in self.failures],
             "results": [r.to_dict() for r in self.results],
         }
 

@@ -91,7 +91,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
         try:
             rs = measure(step.kind, step.request, level, in_job, topo)
         except KindFailed as e:
-            judged = failed.verification(step.kind, e.error)  # output that could not be trusted
+            judged = failed.verification(e.error)  # output that could not be trusted
             if judged is not None:
                 _add(doc.checks, [judged])
             elif not again:

@@ -20,7 +20,7 @@ from ..comm.world import World, alone
 from .. import options
 from ..harness import Progress, finish, session, slowest_rank
 from ..driver import repeat
-from ..results import ResultSet, Stats, make_result
+from ..results import Failure, ResultSet, Stats, make_result
 from .jacobi_options import DTYPES, VARIANTS, Options
 
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
@@ -403,9 +403,9 @@ def decomposed(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, todo: list
                 why = jh.disagree(out.norm, out.rows, gold["norm"], gold["rows"])
             why = w.mpi.bcast(why, root=0) if w.mpi is not None else why
             if why:
-                rs.messages.append(f"{name} {dtype}: differs from the single-GPU run: {why}: the halo exchange "
-                                   "is wrong; no time reported")
-                rs.complete = False
+                rs.fail(Failure("jacobi", name, f"Jacobi {name} halos", "the single-GPU run's field", f"{dtype}: {why}",
+                                transport=VARIANTS[name].transport, message=f"{name} {dtype}: differs from the "
+                                f"single-GPU run: {why}: the halo exchange is wrong; no time reported"))
                 continue
             plain[name] = out.times
             rs.add(variant_result(name, dtype, grid, args, out, launch.n, gpus, gold, comp,

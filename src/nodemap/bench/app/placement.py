@@ -15,7 +15,7 @@ from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
 from ..harness import check_count, check_positive
 from ..driver import Case, Plan, Skipped, VerificationFailed
-from ..results import Result, ResultSet, make_result
+from ..results import Failure, Result, ResultSet, make_result
 from .placement_options import STRATEGIES, Options
 
 DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
@@ -24,6 +24,14 @@ DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 class ChecksumMismatch(VerificationFailed):
     """The gathered rows' checksum differs from the row formula's: the kind
     fails (not a crash, not a skipped strategy)."""
+
+    def __init__(self, reason: str, case: str = "", failure: Failure | None = None) -> None:
+        super().__init__(reason, case, failure or Failure("placement", "checksum", "GPU data placement checksums",
+                                                          "the row formula's", "differ"))
+
+
+# placement hints the CUDA driver did not take (placement/apply.py's verification)
+HINTS_NOT_IN_EFFECT = Failure("placement", "hints", "GPU data placement hints", "as the plan set them", "not in effect")
 
 
 def plan(opts: Options) -> Plan:
@@ -276,7 +284,7 @@ class Bench:
             raise VerificationFailed("placement hints not in effect after applying the plan "
                                      f"({'; '.join(rep.problems[:3])}); no number is reported (another process "
                                      "moving the pages, or a driver that ignores the advice? rerun with the GPUs "
-                                     "to itself, then check the driver)")
+                                     "to itself, then check the driver)", failure=HINTS_NOT_IN_EFFECT)
         costs["apply_s"] = rep.seconds
         costs["applied_ranges"] = rep.ranges
         return (plan.decision, lay.chunk_size), plan.bytes_per_gpu(), []

@@ -19,7 +19,7 @@ from ...units import format_size
 from .. import interrupt
 from ..harness import Progress, Stopped, check_count, finish, session
 from ..driver import repeat
-from ..results import ResultSet, make_result
+from ..results import Failure, ResultSet, make_result
 from .collectives_options import OPS, Options
 
 NO_INPLACE = ("alltoall", "sendrecv")
@@ -363,8 +363,8 @@ def bench(ctx: Ctx, ops: list[str], sizes: list[int], args: Any) -> ResultSet:
                         continue
                     with mc.deadline(args.timeout, f"NCCL {op} at {size} B (a hung collective)"):
                         r = one(ctx, op, size, where == "in", args.iters, args.repeats, path)
-                    if isinstance(r, str):
-                        rs.messages.append(r)
+                    if isinstance(r, Failure):
+                        rs.fail(r)
                         failed = True
                     else:
                         rs.add(r)
@@ -403,9 +403,11 @@ def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, p
     enqueue(ctx, op, inplace, size)
     ctx.sync()
     bad = int(ctx.max_all(float(wrong(ctx, op, inplace, size))))
-    label = f"{op} {'in-place' if inplace else 'out-of-place'} {size} B"
+    where = "in-place" if inplace else "out-of-place"
     if bad:
-        return f"{label}: {bad} wrong elements after the operation: NCCL or the GPUs' links corrupt data"
+        return Failure("nccl", op, f"NCCL {op}", "0 wrong elements", f"{bad} wrong elements ({where}, "
+                       f"{format_size(size)})", transport="nccl", count=bad, size=size, message=f"{op} {where} "
+                       f"{size} B: {bad} wrong elements after the operation: NCCL or the GPUs' links corrupt data")
     return result(op, size, n, inplace, iters, times, path)
 
 

@@ -15,7 +15,7 @@ from . import mpi_common as mc
 from ...units import format_size
 from ..harness import Progress, Stopped, check_count, session, slowest_rank
 from ..driver import repeat
-from ..results import ResultSet, make_result
+from ..results import Failure, ResultSet, make_result
 from .ring_options import TRANSPORTS, Options
 
 WORD = 4
@@ -335,7 +335,10 @@ def bench(ctx: co.Ctx, wanted: list[str], sizes: list[int], args: Any) -> Result
                 with mc.deadline(args.timeout * 3, f"the ring exchange over {t} at {size} B"):
                     m = measure(ctx, fields, t, args)
                 if m["wrong"]:
-                    rs.messages.append(f"{t} at {size} B: {m['wrong']} wrong halo elements: the transport corrupts data")
+                    rs.fail(Failure("ring", t, f"ring halos over {t}", "0 wrong elements", f"{m['wrong']} wrong halo "
+                                    f"elements ({format_size(size)})", transport=t, count=int(m["wrong"]), size=size,
+                                    message=f"{t} at {size} B: {m['wrong']} wrong halo elements: the transport "
+                                    "corrupts data"))
                     failed = True
                     continue
                 rs.add(result(ctx, t, fields[0].h * WORD, m, path))
