@@ -15,6 +15,7 @@ import pytest
 from nodemap.bench import driver, interrupt, options
 from nodemap.bench.driver import Case, Common, Plan, Repeats
 from nodemap.bench.harness import Stopped
+from nodemap.bench.results import Failure
 from nodemap.bench.kinds import BENCHES
 from nodemap.errors import NodemapError
 from nodemap.bench.results import make_result
@@ -445,13 +446,15 @@ def test_timeout_ends_a_repetition_that_never_returns_and_keeps_the_finished_cas
 class WrongHalo(Fake):
     def verify(self):
         self.calls.append("verify")
-        raise driver.PartFailed(f"{self.label}: differs: the halo exchange is wrong; no time reported")
+        raise driver.PartFailed(Failure("fake", self.label, f"fake {self.label} halos", "the single-GPU run's field",
+                                        "differs", transport="peer", message=f"{self.label}: differs: the halo "
+                                        "exchange is wrong; no time reported"))
 
 
 @pytest.mark.parametrize("root", [True, False])
 def test_a_part_with_wrong_output_is_left_out_and_the_run_goes_on_incomplete_exit_1(tmp_path, capsys, root):
-    """bench jacobi's variant whose halo is wrong: its message as the kind words it (check/failed.py
-    reads it), no Result, the other cases still run; every rank exits 1 (mpiexec ORs the ranks'
+    """bench jacobi's variant whose halo is wrong: its typed failure (check/failed.py judges it) and
+    its message as the kind words it, no Result, the other cases still run; every rank exits 1 (mpiexec ORs the ranks'
     statuses: 1 from the root and 130 from the others was 131)."""
     mod = _fake_kind()
     cases = [WrongHalo([1.0], "a"), Fake([1.0], "b")]
@@ -464,6 +467,19 @@ def test_a_part_with_wrong_output_is_left_out_and_the_run_goes_on_incomplete_exi
         saved = json.loads((tmp_path / "r.json").read_text())
         assert [r["metric"] for r in saved["results"]] == ["b"] and not saved["complete"]
         assert saved["messages"] == ["a: differs: the halo exchange is wrong; no time reported"]
+        assert [(f["kind"], f["part"], f["transport"]) for f in saved["failures"]] == [("fake", "a", "peer")]
+
+
+def test_a_part_failed_with_only_a_line_keeps_the_line_and_no_record(tmp_path):
+    """A kind that gives PartFailed its line alone: the set says it, incomplete, with no typed failure
+    (the check skips such a step with its messages: check/failed.py judges records only)."""
+    class Said(Fake):
+        def verify(self):
+            raise driver.PartFailed("a: differs")
+
+    plan = Plan("bench fake", [Said([1.0], "a")], text=lambda rs: "")
+    rs = driver.execute(plan, FakeOptions(repeats=2), types.SimpleNamespace(output=None, quiet=True, timeout=None))
+    assert rs.messages == ["a: differs"] and rs.failures == [] and not rs.complete and not rs.results
 
 
 class Slow(Fake):

@@ -69,10 +69,15 @@ class VerificationFailed(NodemapError):
 class PartFailed(Exception):
     """Raised by a case (its verify, usually) whose output is wrong while the
     other cases can still be trusted (one transport's halo exchange, not the
-    others'): no Result, the message as the kind words it among the
-    ResultSet's messages (check/failed.py reads those words), and the run
-    goes on, incomplete: it exits 1, a part failed. VerificationFailed
-    instead ends the run. Ranks that run a plan together raise it alike."""
+    others'): no Result, its typed Failure on the ResultSet (ResultSet.fail:
+    the record check/failed.py judges, and its message as the kind words it
+    among the messages), and the run goes on, incomplete: it exits 1, a part
+    failed. VerificationFailed instead ends the run. Ranks that run a plan
+    together raise it alike. Given only a line, the check cannot judge it."""
+
+    def __init__(self, failure: Failure | str) -> None:
+        self.failure = failure if isinstance(failure, Failure) else None
+        super().__init__(failure.message if isinstance(failure, Failure) else failure)
 
 
 def argv_of(opts: Common) -> tuple[str, ...]:
@@ -301,15 +306,10 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
                 rs.messages.append(str(e))
                 got = []
             except PartFailed as e:
-                rs.messages.append(str(e))
-                rs.complete = False
+                _failed(rs, str(e), e.failure)
                 got = []
             except VerificationFailed as e:  # the run ends; an --output file keeps the cases before it and why
-                failure = e.record()
-                if failure is not None:
-                    rs.fail(failure)
-                else:
-                    rs.messages.append(str(e))
+                _failed(rs, str(e), e.record())
                 rs.extend([])
                 raise
             except Stopped:
@@ -326,6 +326,15 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
     if plan.after is not None:
         rs.messages += plan.after(rs)
     return rs
+
+
+def _failed(rs: ResultSet, line: str, failure: Failure | None) -> None:
+    """A part that failed: its typed record where the case gave one, else only its line; incomplete."""
+    if failure is not None:
+        rs.fail(failure)
+    else:
+        rs.messages.append(line)
+        rs.complete = False
 
 
 def options(cls: type, args: Any) -> Any:
