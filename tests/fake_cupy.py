@@ -89,12 +89,49 @@ class Device:
         pass
 
 
+class _Capture:
+    """Stream capture: while a stream captures, work queued on it is kept
+    (not run) and replayed by each launch of the graph; work queued on
+    another stream then is an error (CUDA would not capture it)."""
+
+    stream = None  # the capturing stream's ptr
+    ops: list = []
+
+
+def _queue(stream, fn):
+    """Run fn now, or keep it for the graph being captured on `stream`."""
+    if _Capture.stream is None:
+        return fn()
+    assert getattr(stream, "ptr", stream) == _Capture.stream, "work on a stream outside the capture"
+    _Capture.ops.append(fn)
+
+
+class Graph:
+    def __init__(self, ops):
+        self.ops = ops
+        self.launches = 0
+
+    def launch(self, stream=None):
+        self.launches += 1
+        for fn in self.ops:
+            fn()
+
+
 class Stream:
     null = None
 
     def __init__(self, non_blocking=False, priority=None):
         self.ptr = id(self)
         self.waited = 0
+
+    def begin_capture(self, mode=None):
+        assert _Capture.stream is None, "captures nested"
+        _Capture.stream, _Capture.ops = self.ptr, []
+
+    def end_capture(self):
+        assert _Capture.stream == self.ptr
+        g, _Capture.stream = Graph(_Capture.ops), None
+        return g
 
     def synchronize(self):
         pass
@@ -127,18 +164,21 @@ class _Runtime:
         return 8 << 30, 16 << 30
 
     def memcpyPeerAsync(self, dst, dst_dev, src, src_dev, n, stream):
-        ctypes.memmove(dst, src, n)
+        _queue(stream, lambda: ctypes.memmove(dst, src, n))
 
     def memcpyAsync(self, dst, src, n, kind, stream):
-        ctypes.memmove(dst, src, n)
+        _queue(stream, lambda: ctypes.memmove(dst, src, n))
 
     def memcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):
         assert width <= min(dpitch, spitch), "a pitch narrower than the rows"
-        for r in range(height):
-            ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+
+        def copy():
+            for r in range(height):
+                ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+        _queue(stream, copy)
 
     def memsetAsync(self, ptr, value, n, stream):
-        ctypes.memset(ptr, value, n)
+        _queue(stream, lambda: ctypes.memset(ptr, value, n))
 
     def getDeviceProperties(self, d):
         return {"name": b"Fake GPU", "totalGlobalMem": 16 << 30, "pciBusID": d + 1}
@@ -158,7 +198,10 @@ def kernels(launches: list):
     """The jacobi.cu functions as NumPy code; each launch is logged."""
     from nodemap.bench.app import jacobi_host as jh
 
-    def jacobi(grid, block, args, stream=None):
+    def launch(fn):
+        return lambda grid, block, args, stream=None: _queue(stream, lambda: fn(grid, block, args))
+
+    def jacobi(grid, block, args):
         new, a, norm, nx, lo, hi, _, with_norm = args
         launches.append(("jacobi", int(lo), int(hi)))
         lo, hi = int(lo), int(hi)
@@ -169,21 +212,132 @@ def kernels(launches: list):
         if int(with_norm):
             np.asarray(norm)[0] += sq
 
-    def init(grid, block, args, stream=None):
+    def box(grid, block, args):
+        new, a, norm, nx, lo, hi, clo, chi, _, with_norm = (int(x) if i > 2 else x for i, x in enumerate(args))
+        launches.append(("box", lo, hi, clo, chi))
+        window = np.asarray(a)[lo - 1:hi + 1, clo - 1:chi + 1]
+        out = np.array(window)
+        sq = jh.step(window, out)
+        np.asarray(new)[lo:hi, clo:chi] = out[1:-1, 1:-1]
+        if with_norm:
+            np.asarray(norm)[0] += sq
+
+    def init(grid, block, args):
         a, nx, rows, g0 = args
         np.asarray(a)[1:int(rows) - 1] = jh.initial(int(nx), range(int(g0), int(g0) + int(rows) - 2), a.dtype)
 
     # the vector kernels compute the same update (jacobi.cu)
+    jacobi, box, init = launch(jacobi), launch(box), launch(init)
     return {"jacobi_f32": jacobi, "jacobi_f64": jacobi, "jacobi_f32_v2": jacobi, "jacobi_f32_v4": jacobi,
-            "jacobi_f64_v2": jacobi, "init_f32": init, "init_f64": init}
+            "jacobi_f64_v2": jacobi, "jacobi_box_f32": box, "jacobi_box_f64": box, "init_f32": init,
+            "init_f64": init}
 
 
-def install(devices: int = 1) -> list:
-    """Make nodemap's GPU helpers use this module; returns the launch log."""
+class _Group:
+    """The ncclSend/ncclRecv calls of one NCCL group, run at groupEnd."""
+
+    def __init__(self):
+        self.ops = []  # (kind, communicator, peer, address, bytes)
+        self.streams = set()
+
+    def run(self):
+        """Match each rank's k-th send to a peer with the peer's k-th receive
+        from it (NCCL's order within a group) and copy the bytes; ranks of
+        other processes through MPI, one tag per (pair, order)."""
+        local = [op for op in self.ops if op[1].mpi is None]
+        remote = [op for op in self.ops if op[1].mpi is not None]
+        sends = {}
+        for kind, c, peer, ptr, n in local:
+            if kind == "send":
+                sends.setdefault((c.rank, peer), []).append((ptr, n))
+        for kind, c, peer, ptr, n in local:
+            if kind == "recv":
+                queue = sends.get((peer, c.rank))
+                assert queue, f"rank {c.rank} receives from {peer}, which sends it nothing more in this group"
+                src, m = queue.pop(0)
+                assert m == n, f"rank {peer} sends {m} bytes to rank {c.rank}, which receives {n}"
+                ctypes.memmove(ptr, src, n)
+        assert not any(sends.values()), "a send no receive matches"
+        if remote:
+            _mpi_group(remote)
+
+
+def _mpi_group(ops):
+    from mpi4py import MPI
+
+    comm, order, reqs, landed = ops[0][1].mpi, {}, [], []
+    for kind, c, peer, ptr, n in ops:
+        k = order[(kind, peer)] = order.get((kind, peer), -1) + 1
+        if kind == "send":
+            reqs.append(comm.Isend(bytearray(ctypes.string_at(ptr, n)), dest=peer, tag=1000 + k))
+        else:
+            buf = bytearray(n)
+            reqs.append(comm.Irecv(buf, source=peer, tag=1000 + k))
+            landed.append((ptr, buf))
+    MPI.Request.Waitall(reqs)
+    for ptr, buf in landed:
+        ctypes.memmove(ptr, (ctypes.c_char * len(buf)).from_buffer(buf), len(buf))
+
+
+class _Nccl:
+    """cupy.cuda.nccl's point-to-point part: communicators of one process
+    (initAll) or of MPI ranks (a unique id per run), grouped send/recv."""
+
+    NCCL_FLOAT32, NCCL_FLOAT64 = 7, 8
+    WORD = {7: 4, 8: 8}
+    group = None
+
+    @classmethod
+    def groupStart(cls):
+        assert cls.group is None, "NCCL groups nested"
+        cls.group = _Group()
+
+    @classmethod
+    def groupEnd(cls):
+        g, cls.group = cls.group, None
+        if g.ops:
+            _queue(next(iter(g.streams)) if len(g.streams) == 1 else None, g.run)
+
+    @staticmethod
+    def get_unique_id():
+        return b"fake"
+
+    class NcclCommunicator:
+        def __init__(self, ndev, uid, rank, mpi=True):
+            self.rank, self.size = rank, ndev
+            self.mpi = None
+            if mpi and ndev > 1:
+                from mpi4py import MPI
+
+                self.mpi = MPI.COMM_WORLD
+
+        @classmethod
+        def initAll(cls, devices):
+            return [cls(len(devices), None, r, mpi=False) for r in range(len(devices))]
+
+        def _op(self, kind, ptr, count, dtype, peer, stream):
+            assert _Nccl.group is not None, "ncclSend/ncclRecv outside a group (unmatched pairs deadlock)"
+            _Nccl.group.ops.append((kind, self, peer, ptr, count * _Nccl.WORD[dtype]))
+            _Nccl.group.streams.add(stream)
+
+        def send(self, ptr, count, dtype, peer, stream):
+            self._op("send", ptr, count, dtype, peer, stream)
+
+        def recv(self, ptr, count, dtype, peer, stream):
+            self._op("recv", ptr, count, dtype, peer, stream)
+
+        def destroy(self):
+            pass
+
+
+def install(devices: int = 1, nccl: bool = False) -> list:
+    """Make nodemap's GPU helpers use this module (and, with `nccl`, the
+    fake NCCL); returns the launch log."""
     import sys
 
     from nodemap.bench.gpu import common as gpu_common
     from nodemap.bench.app import jacobi_gpu
+    from nodemap.bench.comm import collectives
 
     me = sys.modules[__name__]
     cuda.runtime.devices = devices
@@ -192,4 +346,6 @@ def install(devices: int = 1) -> list:
     gpu_common.import_cupy = lambda: me
     gpu_common.load_topology = lambda path=None: (None, "")
     jacobi_gpu._function = lambda cp, device, name: ks[name]
+    if nccl:
+        collectives.import_nccl = lambda: (me, _Nccl)
     return launches

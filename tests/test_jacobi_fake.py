@@ -24,10 +24,13 @@ def fake(monkeypatch):
     from nodemap.bench.gpu import common as gpu_common
     from nodemap.bench.app import jacobi_gpu
 
-    for mod, name in ((gpu_common, "import_cupy"), (gpu_common, "load_topology"), (jacobi_gpu, "_function")):
+    from nodemap.bench.comm import collectives
+
+    for mod, name in ((gpu_common, "import_cupy"), (gpu_common, "load_topology"), (jacobi_gpu, "_function"),
+                      (collectives, "import_nccl")):
         monkeypatch.setattr(mod, name, getattr(mod, name))  # restored after the test
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
-    return fake_cupy.install()
+    return fake_cupy.install(devices=8, nccl=True)
 
 
 def run(capsys, *args):
@@ -73,22 +76,66 @@ def test_grid_too_large_names_the_largest_that_fits(fake, capsys):
     assert code == 2 and "largest square grid that fits is" in err, err
 
 
+TILE_VARIANTS = "peer,peer-overlap,nccl,nccl-overlap"
+
+
 def test_tiles_2d_verify_against_single(fake, capsys):
-    code, d = run(capsys, "--size", "34x21", "--gpus", "0,0,0,0,0,0", "--decomp", "2d", "--dtype", "fp32,fp64",
-                  "--iters", "6", "--repeats", "2", "--variants", "peer,peer-overlap,nccl")
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,1,2,3,4,5", "--decomp", "2d", "--dtype", "fp32,fp64",
+                  "--iters", "6", "--repeats", "2", "--variants", TILE_VARIANTS + ",mpi-aware")
     assert code == 0, d
-    peer = [r for r in d["results"] if r["metric"] == "peer"]
-    assert len(peer) == 2 and {r["params"]["tiles"] for r in peer} == {"2x3"}
-    assert any(m.startswith("peer-overlap: not yet") for m in d["messages"])  # said, not silently dropped
-    assert any(m.startswith("nccl: not yet") for m in d["messages"])
+    got = [(r["metric"], r["params"]["tiles"]) for r in d["results"] if r["unit"] == "us"]
+    for v in TILE_VARIANTS.split(","):
+        assert got.count((v, "2x3")) == 2, (v, d["messages"])  # fp32 and fp64, verified (else no result)
+    assert not any("not yet" in m and not m.startswith("mpi-aware") for m in d["messages"])
+    # the overlapped tile: boundary boxes apart from the interior (34 columns in 2: 16 own columns a tile)
+    assert ("box", 2, 6, 2, 16) in fake and ("box", 2, 6, 1, 2) in fake and ("box", 1, 2, 1, 17) in fake
+
+
+def test_tiles_on_one_gpu_run_peer_overlap(fake, capsys):
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,0,0,0", "--decomp", "2x2", "--iters", "6",
+                  "--repeats", "1", "--variants", "peer-overlap,nccl")
+    assert code == 0, d
+    assert [r["metric"] for r in d["results"] if r["unit"] == "us"] == ["single", "peer-overlap"]
+    assert any("Duplicate GPU" in m for m in d["messages"])
+
+
+def test_overlap_skipped_alone_when_tiles_are_one_column(fake, capsys):
+    code, d = run(capsys, "--size", "5x21", "--gpus", "0,1", "--decomp", "2x1", "--iters", "4", "--repeats", "1",
+                  "--variants", "nccl,nccl-overlap")
+    assert code == 0, d
+    assert [r["metric"] for r in d["results"] if r["unit"] == "us"] == ["single", "nccl"]
+    assert any(m.startswith("nccl-overlap: NX=5 is too small for 2 tile columns of at least 2") for m in d["messages"])
 
 
 @pytest.mark.parametrize("decomp", ["2d", "4x1", "1x4"])
-def test_a_lost_tile_halo_fails(fake, capsys, decomp):
-    code, d = run(capsys, "--size", "34x21", "--gpus", "0,0,0,0", "--decomp", decomp, "--variants", "peer",
+@pytest.mark.parametrize("variant", TILE_VARIANTS.split(","))
+def test_a_lost_tile_halo_fails(fake, capsys, decomp, variant):
+    """Tiles lose tile 0's right halo column (row slabs, 1x4: its top halo row)."""
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,1,2,3", "--decomp", decomp, "--variants", variant,
                   "--iters", "4", "--repeats", "1", "--inject-halo-fault")
-    assert code == 1
-    assert any("peer fp32: differs from the single-GPU run" in m for m in d["messages"])
+    assert code == 1, d
+    assert any(f"{variant} fp32: differs from the single-GPU run" in m for m in d["messages"])
+
+
+def test_tile_overlap_updates_every_cell_once_in_boxes(fake):
+    """The overlapped tile's boxes cover its own cells exactly once and no
+    halo column; row slabs launch the row kernel as before."""
+    import numpy as np
+
+    from nodemap.bench.app import jacobi_grid as jg
+    from nodemap.bench.app import jacobi_gpu as jgpu
+
+    for parts, kinds in ((jg.tiles(20, 12, 2, 2), {"box"}), (jg.tiles(20, 12, 1, 2), {"jacobi"})):
+        w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * 4, "fp32", False), len(parts))
+        fake.clear()
+        jgpu.step_overlap(w, "none", 0, True)
+        assert {k[0] for k in fake} == kinds
+        t = parts[0]
+        if kinds == {"box"}:
+            hits = np.zeros((t.local_rows, t.local_cols), dtype=int)
+            for _, lo, hi, clo, chi in fake[:5]:
+                hits[lo:hi, clo:chi] += 1
+            assert (hits[1:-1, 1:-1] == 1).all() and hits.sum() == t.count * t.xcount
 
 
 def test_weak_scaling_holds_the_slab_grid(fake, capsys):
@@ -150,10 +197,11 @@ def test_decomp_that_does_not_multiply_is_one_line(fake, capsys):
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 
 
-def mpirun(n: int, *args: str) -> subprocess.CompletedProcess:
+def mpirun(n: int, *args: str, devices: int = 1) -> subprocess.CompletedProcess:
+    """`bench jacobi --mode mpi` on n ranks of the fake (with its NCCL), `devices` fake GPUs on the node."""
     pytest.importorskip("mpi4py")
-    code = ("import sys; sys.path.insert(0, %r); import fake_cupy; fake_cupy.install(); from nodemap import cli; "
-            "sys.exit(cli.main(sys.argv[1:]))" % str(HERE))
+    code = ("import sys; sys.path.insert(0, %r); import fake_cupy; fake_cupy.install(%d, nccl=True); "
+            "from nodemap import cli; sys.exit(cli.main(sys.argv[1:]))" % (str(HERE), devices))
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0")
     return subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, "-c", code, "bench", "jacobi", "--mode", "mpi",
                            "--iters", "4", "--repeats", "1", "--json", "-q", *args], capture_output=True, text=True,
@@ -191,6 +239,37 @@ def test_mpi_ranks_staged_tiles(fault):
     assert p.returncode == 0, p.stderr + p.stdout
     staged = [r for r in json.loads(p.stdout)["results"] if r["metric"] == "mpi-staged"]
     assert len(staged) == 1 and staged[0]["params"]["tiles"] == "2x2"
+
+
+MPI_TILE_VARIANTS = "mpi-staged-overlap,nccl,nccl-overlap,nccl-graph"
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+@pytest.mark.parametrize("fault", [False, True])
+def test_mpi_ranks_overlap_and_nccl_on_tiles(fault):
+    """Tiles under MPI: staged overlap, NCCL with packed columns (plain,
+    overlapped, inside the captured graph); a lost column fails each."""
+    p = mpirun(4, "--size", "22x15", "--decomp", "2d", "--variants", MPI_TILE_VARIANTS,
+               *(["--inject-halo-fault"] if fault else []), devices=4)
+    d = json.loads(p.stdout)
+    if fault:
+        assert p.returncode == 1, p.stderr
+        for v in MPI_TILE_VARIANTS.split(","):
+            assert any(m.startswith(f"{v} fp32: differs from the single-GPU run") for m in d["messages"]), v
+        return
+    assert p.returncode == 0, p.stderr + p.stdout
+    got = {(r["metric"], r["params"]["tiles"]) for r in d["results"] if r["unit"] == "us"}
+    assert got == {("single", "1x1")} | {(v, "2x2") for v in MPI_TILE_VARIANTS.split(",")}, d["messages"]
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+def test_mpi_nccl_on_one_tile_row_sends_to_itself():
+    """4x1 tiles: up and down are the tile itself (NCCL to self), columns to the sides."""
+    p = mpirun(4, "--size", "22x15", "--decomp", "4x1", "--variants", "nccl-overlap,nccl-graph", devices=4)
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert {r["metric"] for r in json.loads(p.stdout)["results"]} >= {"nccl-overlap", "nccl-graph"}
 
 
 @pytest.mark.mpi

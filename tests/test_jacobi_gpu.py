@@ -61,13 +61,40 @@ def test_a_grid_too_large_names_the_largest_that_fits():
 @pytest.mark.parametrize("vector", ["", "2"])
 def test_tiles_on_one_gpu_are_verified(vector, monkeypatch):
     """--decomp 2d: four tiles on one GPU, column halos by cudaMemcpy2DAsync;
-    with a vector kernel too (it rewrites the edge columns a neighbour pushes into)."""
+    with a vector kernel too (it rewrites the edge columns a neighbour pushes into);
+    peer-overlap: the box kernel (jacobi_box_*) for the boundary and the interior."""
     monkeypatch.setenv("NODEMAP_JACOBI_VECTOR", vector)
     p = jacobi("--size", "258x130", "--gpus", "0,0,0,0", "--decomp", "2d", "--dtype", "fp32,fp64",
-               "--variants", "peer", "--iters", "10", "--repeats", "2", "--json", "-q")
+               "--variants", "peer,peer-overlap", "--iters", "10", "--repeats", "2", "--json", "-q")
     assert p.returncode == 0, p.stderr + p.stdout
-    peer = [r for r in json.loads(p.stdout)["results"] if r["metric"] == "peer"]
-    assert len(peer) == 2 and all(r["params"]["tiles"] == "2x2" and r["verified"] for r in peer)
+    for v in ("peer", "peer-overlap"):
+        got = [r for r in json.loads(p.stdout)["results"] if r["metric"] == v]
+        assert len(got) == 2 and all(r["params"]["tiles"] == "2x2" and r["verified"] for r in got), v
+
+
+@pytest.mark.skipif(NGPU < 2, reason="NCCL needs a GPU per tile")
+@pytest.mark.parametrize("fault", [False, True])
+def test_nccl_tiles_on_two_gpus(fault):
+    """2x1 tiles on two GPUs: NCCL with packed columns, plain and
+    overlapped, and peer-overlap; a lost column fails each."""
+    variants = "peer-overlap,nccl,nccl-overlap"
+    p = jacobi("--size", "258x130", "--gpus", "0,1", "--decomp", "2x1", "--dtype", "fp32,fp64", "--variants",
+               variants, "--iters", "10", "--repeats", "2", "--json", "-q", *(["--inject-halo-fault"] if fault else []))
+    verified_or_failed(p, variants, fault)
+
+
+def verified_or_failed(p: subprocess.CompletedProcess, variants: str, fault: bool) -> None:
+    """Without the fault every variant has a (verified) result on 2x1 tiles;
+    with it, each one fails the run with its reason."""
+    d = json.loads(p.stdout)
+    if fault:
+        assert p.returncode == 1, p.stderr + p.stdout
+        for v in variants.split(","):
+            assert any(m.startswith(f"{v} fp32: differs from the single-GPU run") for m in d["messages"]), v
+        return
+    assert p.returncode == 0, p.stderr + p.stdout
+    got = {(r["metric"], r["params"]["tiles"]) for r in d["results"] if r["unit"] == "us"}
+    assert {(v, "2x1") for v in variants.split(",")} <= got, d["messages"]
 
 
 def test_a_broken_tile_halo_fails_the_run():
@@ -109,7 +136,8 @@ def mpi_launcher() -> list[str] | None:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("extra", [[], ["--decomp", "2d", "--variants", "mpi-staged"]], ids=["1d", "2d"])
+@pytest.mark.parametrize("extra", [[], ["--decomp", "2d", "--variants", "mpi-staged,mpi-staged-overlap"]],
+                         ids=["1d", "2d"])
 def test_ranks_sharing_one_gpu(extra):
     """Every variant a launch of ranks can run, the ranks sharing GPU 0 (2 ranks; 4 for tiles)."""
     import os
@@ -125,9 +153,26 @@ def test_ranks_sharing_one_gpu(extra):
     assert p.returncode == 0, p.stderr + p.stdout
     d = json.loads(p.stdout)
     got = {r["metric"] for r in d["results"]}
-    assert {"single", "mpi-staged"} <= got and all(r["verified"] for r in d["results"])
-    if not extra:
-        assert "mpi-staged-overlap" in got
+    assert {"single", "mpi-staged", "mpi-staged-overlap"} <= got and all(r["verified"] for r in d["results"])
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(NGPU < 2, reason="NCCL needs a GPU per rank")
+@pytest.mark.parametrize("fault", [False, True])
+def test_nccl_tiles_under_mpi(fault):
+    """2x1 tiles, one rank per GPU: NCCL with packed columns, plain,
+    overlapped and captured in the graph; a lost column fails each."""
+    import os
+
+    launcher = mpi_launcher()
+    if launcher is None:
+        pytest.skip("no mpiexec/mpirun")
+    variants = "nccl,nccl-overlap,nccl-graph,mpi-staged-overlap"
+    p = subprocess.run([*launcher, "-n", "2", sys.executable, "-m", "nodemap", "bench", "jacobi", "--mode", "mpi",
+                        "--size", "258x130", "--decomp", "2x1", "--iters", "10", "--repeats", "2", "--variants",
+                        variants, "--json", "-q", *(["--inject-halo-fault"] if fault else [])],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+    verified_or_failed(p, variants, fault)
 
 
 @pytest.mark.mpi

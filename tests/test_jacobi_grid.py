@@ -141,6 +141,19 @@ def test_parse_decomp():
             jg.parse_decomp(bad, 6)
 
 
+@given(nx=st.integers(3, 40), ny=st.integers(3, 40), px=st.integers(1, 8), py=st.integers(1, 8))
+def test_overlapped_tiles_have_two_rows_and_two_columns(nx, ny, px, py):
+    """The overlapped step updates a tile's first and last row and column
+    apart: both must be two (row slabs, px = 1: rows only, as before)."""
+    why = jg.check_tiles(nx, ny, px, py, overlap=True)
+    if why:
+        assert "NX=" in why or "NY=" in why
+        return
+    for t in jg.tiles(nx, ny, px, py):
+        assert t.count >= 2 and (px == 1 or t.xcount >= 2)
+    assert jg.check_tiles(5, 20, 2, 1) == "" and "at least 2 columns" in jg.check_tiles(5, 20, 2, 1, overlap=True)
+
+
 @given(nx=st.integers(3, 300), ny=st.integers(3, 300), px=st.integers(1, 8), py=st.integers(1, 8))
 def test_tiles_cover_the_interior_once(nx, ny, px, py):
     if jg.check_tiles(nx, ny, px, py):

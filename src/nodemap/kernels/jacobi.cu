@@ -11,6 +11,12 @@
 //            in double (the same for both precisions, so the norm does not
 //            depend on the decomposition beyond summation order), reduced
 //            per block and added to *norm with one atomic per block.
+//   jacobi_box_f32 / jacobi_box_f64  the scalar update of local rows
+//            [row_lo, row_hi) and columns [col_lo, col_hi) only (tiles of
+//            --decomp 2d, overlapped: a tile's boundary rows and columns on
+//            one stream, its interior on another; neither touches the halo
+//            columns a neighbour writes meanwhile). jacobi_f32/f64 are the
+//            box of every column between the fixed ones.
 //   init_f32 / init_f64      the initial field of rows [1, rows-1) whose
 //            first owned row is global row `g0`: the twin of
 //            nodemap/bench/app/jacobi_host.py's initial() (exact binary
@@ -50,13 +56,14 @@ __device__ __forceinline__ void block_add(double *norm, double acc) {
 }
 
 template <typename T>
-__device__ void jacobi_rows(T *__restrict__ a_new, const T *__restrict__ a, double *__restrict__ norm,
-                            long long nx, int row_lo, int row_hi, int rows_per_block, int with_norm) {
-    const long long ix = blockIdx.x * (long long)blockDim.x + threadIdx.x + 1;
+__device__ __forceinline__ void jacobi_box(T *__restrict__ a_new, const T *__restrict__ a,
+                                           double *__restrict__ norm, long long nx, int row_lo, int row_hi,
+                                           long long col_lo, long long col_hi, int rows_per_block, int with_norm) {
+    const long long ix = blockIdx.x * (long long)blockDim.x + threadIdx.x + col_lo;
     const int y0 = row_lo + blockIdx.y * rows_per_block;
     const int y1 = min(y0 + rows_per_block, row_hi);
     double acc = 0.0;
-    if (ix < nx - 1 && y0 < y1) {
+    if (ix < col_hi && y0 < y1) {
         T up = a[(long long)(y0 - 1) * nx + ix];
         T mid = a[(long long)y0 * nx + ix];
         for (int iy = y0; iy < y1; ++iy) {
@@ -73,6 +80,12 @@ __device__ void jacobi_rows(T *__restrict__ a_new, const T *__restrict__ a, doub
         }
     }
     if (with_norm) block_add(norm, acc);  // uniform over the block: every thread reaches the barrier
+}
+
+template <typename T>
+__device__ void jacobi_rows(T *__restrict__ a_new, const T *__restrict__ a, double *__restrict__ norm,
+                            long long nx, int row_lo, int row_hi, int rows_per_block, int with_norm) {
+    jacobi_box<T>(a_new, a, norm, nx, row_lo, row_hi, 1, nx - 1, rows_per_block, with_norm);
 }
 
 template <typename T, int V> struct Vec;
@@ -162,6 +175,18 @@ extern "C" __global__ void jacobi_f32(float *a_new, const float *a, double *norm
 extern "C" __global__ void jacobi_f64(double *a_new, const double *a, double *norm, long long nx, int row_lo,
                                       int row_hi, int rows_per_block, int with_norm) {
     jacobi_rows<double>(a_new, a, norm, nx, row_lo, row_hi, rows_per_block, with_norm);
+}
+
+extern "C" __global__ void jacobi_box_f32(float *a_new, const float *a, double *norm, long long nx, int row_lo,
+                                          int row_hi, long long col_lo, long long col_hi, int rows_per_block,
+                                          int with_norm) {
+    jacobi_box<float>(a_new, a, norm, nx, row_lo, row_hi, col_lo, col_hi, rows_per_block, with_norm);
+}
+
+extern "C" __global__ void jacobi_box_f64(double *a_new, const double *a, double *norm, long long nx, int row_lo,
+                                          int row_hi, long long col_lo, long long col_hi, int rows_per_block,
+                                          int with_norm) {
+    jacobi_box<double>(a_new, a, norm, nx, row_lo, row_hi, col_lo, col_hi, rows_per_block, with_norm);
 }
 
 extern "C" __global__ void init_f32(float *a, long long nx, int rows, long long g0) {

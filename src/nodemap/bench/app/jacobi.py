@@ -69,7 +69,7 @@ def layout(args: argparse.Namespace, nx: int, ny: int, n: int) -> Grid:
     return Grid(gx, gy, px, py, (nx, ny) if args.weak else None)
 
 
-TILES_NOT_YET = "not yet implemented for --decomp 2d tiles (they run peer and mpi-staged; use --decomp 1d)"
+TILES_NOT_YET = "not yet implemented for --decomp 2d tiles (they run every other variant; use --decomp 1d)"
 
 
 def validate(args: argparse.Namespace) -> tuple[int, int, list[str], list[str]]:
@@ -142,11 +142,10 @@ def binding_line(place: Any, keys: list[str]) -> str:
 def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> str:
     """'' when this launch can run the variant on the grid, else why not."""
     v = VARIANTS[name]
-    if grid is not None and grid.px > 1 and name != "single" and (v.overlap or v.graph or v.transport in (
-            "nccl", "mpi-aware")):
+    if grid is not None and grid.px > 1 and v.transport == "mpi-aware":
         return f"{name}: {TILES_NOT_YET}"
-    if grid is not None and v.overlap and jg.check_grid(grid.nx, grid.ny, grid.py, overlap=True):
-        return f"{name}: {jg.check_grid(grid.nx, grid.ny, grid.py, overlap=True)}"
+    if grid is not None and v.overlap and jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True):
+        return f"{name}: {jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True)}"
     if v.transport == "peer" and name != "single" and launch.mpi is not None:
         return f"{name}: copies between processes need CUDA IPC; run without mpiexec for peer copies"
     if v.transport.startswith("mpi") and launch.mpi is None:

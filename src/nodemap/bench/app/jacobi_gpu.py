@@ -5,7 +5,8 @@ A World is every slab this process drives (all of them in single-process
 mode, its own in MPI mode). A step queues the stencil on each slab's compute
 stream and the halo exchange after it; the overlapped step queues the first
 and last rows on a high-priority edge stream, exchanges them there while the
-interior runs on the compute stream. Between steps every stream waits for
+interior runs on the compute stream (tiles: the first and last rows and
+columns there, the rest of the tile on the compute stream). Between steps every stream waits for
 the events of its own and its neighbours' streams (single process) or the
 two streams of its slab wait for each other (one slab per process: the
 transport orders the rest), so no step reads a halo before it is written or
@@ -88,6 +89,7 @@ class Slab:
     done: list[Any] = field(default_factory=list)  # end-of-step events (compute, edge)
     updated: Any = None  # tiles in one process: this step's stencil done (before neighbours push columns)
     host: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # pinned, per direction: (send, receive)
+    packed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # tiles, NCCL: columns (send, receive)
     comm: Any = None  # NCCL communicator
 
     @property
@@ -205,6 +207,8 @@ def allocate(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: li
             if pinned:
                 s.host = {d: (_pinned(cp, snd.rows * snd.cols, name), _pinned(cp, rcv.rows * rcv.cols, name))
                           for d, (snd, rcv) in jg.halo_blocks(p).items() if d in jg.directions(p)}
+            s.packed = {d: (cp.empty(snd.rows, dtype=name), cp.empty(rcv.rows, dtype=name))
+                        for d, (snd, rcv) in jg.halo_blocks(p).items() if d in jg.directions(p) and snd.rows > 1}
             out.append(s)
     initialize(cp, out)
     return out
@@ -266,6 +270,22 @@ def stencil(w: World, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_nor
                         cp.int32(rows), cp.int32(int(with_norm))), stream=stream)
 
 
+def stencil_box(w: World, s: Slab, buf: int, rows: tuple[int, int], cols: tuple[int, int], stream: Any,
+                with_norm: bool) -> None:
+    """Update local rows [rows) x columns [cols) of buffer `buf` into the
+    other buffer (the scalar box kernel: writes no cell outside the box)."""
+    (lo, hi), (clo, chi) = rows, cols
+    if hi <= lo or chi <= clo:
+        return
+    cp = w.cp
+    fn = _function(cp, s.device, f"jacobi_box_{DTYPES[s.dtype][2]}")
+    block, per = w.block
+    threads = min(block, -(-(chi - clo) // 32) * 32)  # a one-column strip: one warp a block, not 16
+    grid = (-(-(chi - clo) // threads), -(-(hi - lo) // per))
+    fn(grid, (threads,), (s.bufs[1 - buf], s.bufs[buf], s.norm, cp.int64(s.nx), cp.int32(lo), cp.int32(hi),
+                          cp.int64(clo), cp.int64(chi), cp.int32(per), cp.int32(int(with_norm))), stream=stream)
+
+
 _FUNCTIONS: dict[tuple[int, str], Any] = {}
 
 
@@ -282,6 +302,13 @@ def _function(cp: Any, device: int, name: str) -> Any:
 # --- exchanges: after the update, buffer `buf` (the one just written) ------------
 
 
+def lost(fault: bool, t: jg.Tile, d: str) -> bool:
+    """--inject-halo-fault (tests: the run must fail): the halo that travels
+    `d` into tile `t` never arrives when t is tile 0 and d is down (row
+    slabs: its top halo row) or left (tiles: its right halo column)."""
+    return fault and t.rank == 0 and d == ("left" if t.px > 1 else "down")
+
+
 def exchange_peer(w: World, buf: int, edge: bool, fault: bool = False) -> None:
     """Push each slab's first and last row (and, for tiles, first and last
     column) into its neighbours' halos on the sender's stream (one process,
@@ -290,9 +317,9 @@ def exchange_peer(w: World, buf: int, edge: bool, fault: bool = False) -> None:
     rt = w.cp.cuda.runtime
     by_rank = w.by_rank
     for c in w.copies:
-        if fault and c.src == 0 and c.direction == "down":
-            continue  # the injected fault: one halo never arrives
         src, dst = by_rank[c.src], by_rank[c.dst]
+        if lost(fault, dst.part, c.direction):
+            continue
         st = src.edge if edge else src.compute
         with w.cp.cuda.Device(src.device):
             if c.src_block.rows == 1:
@@ -317,21 +344,42 @@ def copy_block(rt: Any, dst: int, dst_pitch: int, src: int, src_pitch: int, b: j
 
 
 def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
-    """Grouped ncclSend/ncclRecv, the same order on every rank, so that two
-    messages to one peer (two slabs, or one sending to itself) match."""
-    nc = w.nccl
+    """Grouped ncclSend/ncclRecv per direction (up, down, left, right; none
+    across the fixed columns), the same order on every rank, so that two
+    messages to one peer (two slabs, one sending to itself, or the up and
+    down neighbour being one tile) match. NCCL moves contiguous buffers:
+    rows go as they are, tiles' columns are packed into a device buffer
+    before the group and unpacked after it, on the same stream (no host wait)."""
+    nc, rt = w.nccl, w.cp.cuda.runtime
     dt = nc.NCCL_FLOAT32 if w.slabs[0].dtype == "fp32" else nc.NCCL_FLOAT64
+    for s in w.slabs:
+        for d in s.packed:
+            snd = jg.halo_blocks(s.part)[d][0]
+            if jg.tile_neighbours(s.part)[d] is not None:
+                copy_block(rt, s.packed[d][0].data.ptr, s.word, s.at(buf, snd), s.pitch, snd, s.word,
+                           MEMCPY_DEFAULT, s.edge if edge else s.compute)
     nc.groupStart()
     try:
         for s in w.slabs:
-            top, bottom = jg.neighbours(s.part.rank, w.n)
-            st, nx, cnt = (s.edge if edge else s.compute).ptr, s.nx, s.part.count
-            s.comm.send(s.row(buf, 1), nx, dt, top, st)
-            s.comm.recv(s.row(buf, cnt + 1), nx, dt, bottom, st)
-            s.comm.send(s.row(buf, cnt), nx, dt, bottom, st)
-            s.comm.recv(s.row(buf, 0 if not (fault and s.part.rank == 0) else cnt + 1), nx, dt, top, st)
+            st, nb, blocks = (s.edge if edge else s.compute).ptr, jg.tile_neighbours(s.part), jg.halo_blocks(s.part)
+            for d in jg.directions(s.part):
+                snd, rcv = blocks[d]
+                if nb[d] is not None:
+                    s.comm.send(s.packed[d][0].data.ptr if d in s.packed else s.at(buf, snd), snd.rows * snd.cols,
+                                dt, nb[d], st)
+                src = nb[jg.OPPOSITE[d]]
+                if src is not None:
+                    into = rcv if not lost(fault, s.part, d) else blocks[jg.OPPOSITE[d]][1]  # fault: a wrong halo
+                    s.comm.recv(s.packed[d][1].data.ptr if d in s.packed else s.at(buf, into), rcv.rows * rcv.cols,
+                                dt, src, st)
     finally:
         nc.groupEnd()
+    for s in w.slabs:
+        for d in s.packed:
+            rcv = jg.halo_blocks(s.part)[d][1]
+            if jg.tile_neighbours(s.part)[jg.OPPOSITE[d]] is not None and not lost(fault, s.part, d):
+                copy_block(rt, s.at(buf, rcv), s.pitch, s.packed[d][1].data.ptr, s.word, rcv, s.word,
+                           MEMCPY_DEFAULT, s.edge if edge else s.compute)
 
 
 def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> None:
@@ -356,7 +404,7 @@ def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> 
         w.mpi.Sendrecv(s.host[d][0], dest=MPI.PROC_NULL if nb[d] is None else nb[d], sendtag=tag,
                        recvbuf=s.host[d][1], source=MPI.PROC_NULL if src is None else src, recvtag=tag)
     for d in moving:
-        if nb[jg.OPPOSITE[d]] is not None and not (fault and d == "down" and s.part.rank == 0):
+        if nb[jg.OPPOSITE[d]] is not None and not lost(fault, s.part, d):
             copy_block(rt, s.at(buf, blocks[d][1]), s.pitch, s.host[d][1].ctypes.data, blocks[d][1].cols * s.word,
                        blocks[d][1], s.word,
                        rt.memcpyHostToDevice, st)
@@ -390,13 +438,14 @@ def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = Fals
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
             stencil(w, s, buf, 1, s.part.count + 1, s.compute, with_norm)
-    order_column_pushes(w)
+    if transport == "peer":
+        order_column_pushes(w)
     EXCHANGES[transport](w, 1 - buf, False, fault)
     fence(w, overlap=False)
 
 
 def order_column_pushes(w: World) -> None:
-    """Tiles side by side in one process: a tile pushes its edge column into
+    """Tiles side by side in one process, peer copies: a tile pushes its edge column into
     its neighbour's halo column only after the neighbour's stencil of this
     step, which writes the same buffer and may store its edge columns too
     (a kernel that keeps "fixed" columns by rewriting them). Row slabs need
@@ -416,16 +465,32 @@ def order_column_pushes(w: World) -> None:
 
 
 def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
-    """First and last rows on the edge stream, then their exchange there,
-    while the interior rows run on the compute stream."""
+    """First and last rows (tiles: and columns) on the edge stream, then
+    their exchange there, while the interior runs on the compute stream."""
     for s in w.slabs:
         cnt = s.part.count
         with w.cp.cuda.Device(s.device):
+            if s.part.px > 1:
+                tile_overlap(w, s, buf, with_norm)
+                continue
             stencil(w, s, buf, 1, 2, s.edge, with_norm)
             stencil(w, s, buf, cnt, cnt + 1, s.edge, with_norm)
             stencil(w, s, buf, 2, cnt, s.compute, with_norm)
     EXCHANGES[transport](w, 1 - buf, True, fault)
     fence(w, overlap=True)
+
+
+def tile_overlap(w: World, s: Slab, buf: int, with_norm: bool) -> None:
+    """A tile's overlapped update in boxes that write no halo column (the
+    row kernel rewrites its edge columns, which a neighbour pushes into
+    meanwhile): the first and last rows and the first and last own columns
+    between them on the edge stream, the rest on the compute stream. Every
+    own cell once (two columns at least: jg.check_tiles with overlap)."""
+    cnt, xc = s.part.count, s.part.xcount
+    for rows, cols in (((1, 2), (1, xc + 1)), ((cnt, cnt + 1), (1, xc + 1)), ((2, cnt), (1, 2)),
+                       ((2, cnt), (xc, xc + 1))):
+        stencil_box(w, s, buf, rows, cols, s.edge, with_norm)
+    stencil_box(w, s, buf, (2, cnt), (2, xc), s.compute, with_norm)
 
 
 def fence(w: World, overlap: bool) -> None:

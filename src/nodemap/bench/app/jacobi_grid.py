@@ -214,9 +214,11 @@ def check_tiles(nx: int, ny: int, px: int, py: int, overlap: bool = False) -> st
     """'' when the grid can be cut into px x py tiles, else why not (one line)."""
     if nx < MIN_NX:
         return check_grid(nx, ny, py, overlap)
-    need_x = px + HALO_ROWS
+    per = min_rows(overlap) if px > 1 else 1  # the overlapped tile updates its first and last column apart too
+    need_x = px * per + HALO_ROWS
     if nx < need_x:
-        return f"NX={nx} is too small for {px} tile columns of at least 1 column: give NX >= {need_x} or use fewer"
+        return (f"NX={nx} is too small for {px} tile columns of at least {per} column{'s' if per > 1 else ''}: "
+                f"give NX >= {need_x} or use fewer")
     return check_grid(nx, ny, py, overlap)
 
 
