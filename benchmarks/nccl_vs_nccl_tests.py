@@ -151,7 +151,9 @@ def nodemap_cases(rs) -> dict:
 
 
 def nodemap_flags(rs) -> list[str]:
-    flags = [m for m in rs.messages if "wrong" in m]
+    # the operations whose elements came back wrong: the set's typed failures (a block saved before
+    # failures were typed says them among its messages only)
+    flags = [f.message for f in rs.failures] or [m for m in rs.messages if "wrong" in m]
     if not rs.complete:
         flags.append("result set not complete")
     return flags

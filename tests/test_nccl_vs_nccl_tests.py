@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,13 +117,15 @@ def test_wrong_elements_and_errors_are_flagged():
     assert any("out-of-bounds" in f for f in flags) and any("unhandled cuda error" in f for f in flags)
 
 
-def nodemap_doc(op, medians_by_size, factor=1.0, complete=True, messages=()):
+def nodemap_doc(op, medians_by_size, factor=1.0, complete=True, messages=(), failures=()):
     """A result set as `nodemap bench nccl -o` writes it (nodemap's own records)."""
     from nodemap.bench.results import ResultSet, make_result
 
     rs = ResultSet("bench nccl", host="gpu-node-7", complete=complete, messages=list(messages),
                    environment={"nccl": 22809, "cupy": "14.2.0", "ranks": 2, "mode": "single",
                                 "gpus": ["GPU0", "GPU1"]})
+    for f in failures:
+        rs.fail(f)
     for (size, inplace), samples in medians_by_size.items():
         rs.add(make_result("nccl", op, "GB/s busbw", samples, verified=True,
                            params={"size": size, "ranks": 2, "inplace": inplace, "iters": 20, "bus_factor": factor,
@@ -160,10 +163,16 @@ def test_pairing_takes_each_tools_best_block_and_the_ratio_of_times(tmp_path):
     assert [s["op"] for s in doc["large_sizes"]] == ["all_reduce"]
 
 
-def test_nodemap_wrong_elements_and_unfinished_runs_are_flagged(tmp_path):
+@pytest.mark.parametrize("typed", [True, False])  # False: a block saved before failures were typed
+def test_nodemap_wrong_elements_and_unfinished_runs_are_flagged(tmp_path, typed):
+    from nodemap.bench.results import Failure
+
     msg = "all_reduce out-of-place 8 B: 3 wrong elements after the operation: NCCL or the GPUs' links corrupt data"
+    wrong = Failure("nccl", "all_reduce", "NCCL all_reduce", "0 wrong elements", "3 wrong elements (out-of-place, "
+                    "8 B)", transport="nccl", count=3, size=8, message=msg)
     (tmp_path / "nodemap_mpi_all_reduce_r0.json").write_text(json.dumps(
-        nodemap_doc("all_reduce", {(8, False): [0.001]}, complete=False, messages=[msg])))
+        nodemap_doc("all_reduce", {(8, False): [0.001]}, complete=False, messages=[] if typed else [msg],
+                    failures=[wrong] if typed else [])))
     (tmp_path / "nodemap_mpi_sendrecv_r0.json").write_text('{"results": [')  # killed while writing
     md, doc = nv.report(str(tmp_path))
     assert any("3 wrong elements" in f for f in doc["flags"])
