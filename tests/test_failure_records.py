@@ -94,12 +94,25 @@ def test_a_damaged_failure_is_named_by_its_field(tmp_path, capsys, change, words
     assert words in err and str(path) in err and len(err.splitlines()) == 1, err
 
 
-def test_report_reads_or_refuses_damaged_failures_in_one_line(tmp_path, capsys):
-    """hypothesis: one change anywhere in a result file with failures (a value
+def _check_doc_with_failures() -> dict:
+    from nodemap.check import expectations
+    from nodemap.check.document import CheckDoc
+
+    rs = failed_set("bench ring", ring_halo("nccl", 4096))
+    doc = CheckDoc(level="quick", topology=None, expectations=expectations.shipped(), results=[nccl_set(), rs],
+                   host="n1", checks=failed.parts("ring", rs))
+    doc.rejudge()
+    return json.loads(doc.to_json())
+
+
+@pytest.mark.parametrize("make", [lambda: json.loads(failed_set("bench nccl", NCCL, NCCL).to_json()),
+                                  _check_doc_with_failures], ids=["result file", "check document"])
+def test_report_reads_or_refuses_damaged_failures_in_one_line(tmp_path, capsys, make):
+    """hypothesis: one change anywhere in a document with failures (a value
     of another type, a field gone, the text cut short): read, or one line."""
     from test_documents_damaged import one_line_or_read
 
-    doc = json.loads(failed_set("bench nccl", NCCL, NCCL).to_json())
+    doc = make()
     path = str(tmp_path / "doc.json")
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -110,3 +123,13 @@ def test_report_reads_or_refuses_damaged_failures_in_one_line(tmp_path, capsys):
         one_line_or_read(capsys, cli.main(["report", path]), path)
 
     read()
+
+
+def test_a_damaged_failure_in_a_check_document_is_named_by_its_path(tmp_path, capsys):
+    d = _check_doc_with_failures()
+    d["results"][1]["failures"][0]["count"] = "7"
+    path = tmp_path / "check.json"
+    path.write_text(json.dumps(d))
+    assert cli.main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "field results[1].failures[0].count is str, not an integer" in err and len(err.splitlines()) == 1, err
