@@ -350,14 +350,9 @@ def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
     down neighbour being one tile) match. NCCL moves contiguous buffers:
     rows go as they are, tiles' columns are packed into a device buffer
     before the group and unpacked after it, on the same stream (no host wait)."""
-    nc, rt = w.nccl, w.cp.cuda.runtime
+    nc = w.nccl
     dt = nc.NCCL_FLOAT32 if w.slabs[0].dtype == "fp32" else nc.NCCL_FLOAT64
-    for s in w.slabs:
-        for d in s.packed:
-            snd = jg.halo_blocks(s.part)[d][0]
-            if jg.tile_neighbours(s.part)[d] is not None:
-                copy_block(rt, s.packed[d][0].data.ptr, s.word, s.at(buf, snd), s.pitch, snd, s.word,
-                           MEMCPY_DEFAULT, s.edge if edge else s.compute)
+    nccl_columns(w, buf, edge, back=False)
     nc.groupStart()
     try:
         for s in w.slabs:
@@ -374,12 +369,27 @@ def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
                                 dt, src, st)
     finally:
         nc.groupEnd()
+    nccl_columns(w, buf, edge, back=True, fault=fault)
+
+
+def nccl_columns(w: World, buf: int, edge: bool, back: bool, fault: bool = False) -> None:
+    """Tiles' halo columns for NCCL, on the exchange's stream: the edge
+    columns packed into the send buffers (before the group: NCCL enqueues
+    its work at groupEnd) or, `back`, the receive buffers unpacked into the
+    halo columns (after it)."""
+    rt = w.cp.cuda.runtime
     for s in w.slabs:
-        for d in s.packed:
-            rcv = jg.halo_blocks(s.part)[d][1]
-            if jg.tile_neighbours(s.part)[jg.OPPOSITE[d]] is not None and not lost(fault, s.part, d):
-                copy_block(rt, s.at(buf, rcv), s.pitch, s.packed[d][1].data.ptr, s.word, rcv, s.word,
-                           MEMCPY_DEFAULT, s.edge if edge else s.compute)
+        if not s.packed:
+            continue  # row slabs: no host work added to their step
+        nb, st = jg.tile_neighbours(s.part), s.edge if edge else s.compute
+        with w.cp.cuda.Device(s.device):
+            for d, (snd, rcv) in ((d, jg.halo_blocks(s.part)[d]) for d in s.packed):
+                if not back and nb[d] is not None:
+                    copy_block(rt, s.packed[d][0].data.ptr, s.word, s.at(buf, snd), s.pitch, snd, s.word,
+                               MEMCPY_DEFAULT, st)
+                elif back and nb[jg.OPPOSITE[d]] is not None and not lost(fault, s.part, d):
+                    copy_block(rt, s.at(buf, rcv), s.pitch, s.packed[d][1].data.ptr, s.word, rcv, s.word,
+                               MEMCPY_DEFAULT, st)
 
 
 def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> None:
