@@ -48,6 +48,22 @@ def asarray(a):
     return _wrap(np.asarray(a))
 
 
+def arange(start, stop, dtype):
+    return _wrap(np.arange(start, stop, dtype=dtype))
+
+
+def full(shape, value, dtype):
+    return _wrap(np.full(shape, value, dtype=dtype))
+
+
+def ones(shape, dtype):
+    return _wrap(np.ones(shape, dtype=dtype))
+
+
+def concatenate(parts):
+    return _wrap(np.concatenate([np.asarray(p) for p in parts]))
+
+
 def asnumpy(a):
     return np.asarray(a)
 
@@ -87,6 +103,8 @@ class Device:
 
     def synchronize(self):
         pass
+
+    attributes = {"MultiProcessorCount": 2}
 
 
 class _Capture:
@@ -144,9 +162,21 @@ class Stream:
 class Event:
     def __init__(self, disable_timing=False):
         self.recorded = 0
+        self.at = 0.0
 
     def record(self, stream=None):
+        import time
+
         self.recorded += 1
+        self.at = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+def get_elapsed_time(start, end):
+    """Milliseconds between two records (the host's clock: work here runs at once)."""
+    return (end.at - start.at) * 1e3 + 1e-6
 
 
 def alloc_pinned_memory(nbytes):
@@ -180,6 +210,12 @@ class _Runtime:
     def memsetAsync(self, ptr, value, n, stream):
         _queue(stream, lambda: ctypes.memset(ptr, value, n))
 
+    def deviceCanAccessPeer(self, a, b):
+        return 1
+
+    def deviceEnablePeerAccess(self, peer):
+        pass
+
     def getDeviceProperties(self, d):
         return {"name": b"Fake GPU", "totalGlobalMem": 16 << 30, "pciBusID": d + 1}
 
@@ -191,7 +227,7 @@ class _Runtime:
 
 
 cuda = SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=_Runtime(),
-                       alloc_pinned_memory=alloc_pinned_memory)
+                       alloc_pinned_memory=alloc_pinned_memory, get_elapsed_time=get_elapsed_time)
 
 
 def kernels(launches: list):

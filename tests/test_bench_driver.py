@@ -319,8 +319,10 @@ def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
         assert (tuple(a.default) if isinstance(a.default, list) else a.default) == f.default, f.name
     assert {a.dest for a in p._actions} - cli_only == {f.name for f in offered}
     # --adaptive/--budget are the driver's: not offered by a kind on run(), nor by mpi (each size's
-    # repetitions are its own: --small-repeats; ranks stop only where they agree)
-    assert ("adaptive" in mod.Options.not_offered) == (not hasattr(mod, "plan") or kind == "mpi")
+    # repetitions are its own: --small-repeats; ranks stop only where they agree), nccl and ring (every
+    # rank runs every repetition, which holds collectives: a rank's own clock must not end its case)
+    ranks_repeat_together = kind in ("mpi", "nccl", "ring")
+    assert ("adaptive" in mod.Options.not_offered) == (not hasattr(mod, "plan") or ranks_repeat_together)
 
 
 def test_check_builds_typed_options_for_the_gpu_kinds_too():

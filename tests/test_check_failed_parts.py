@@ -16,7 +16,7 @@ import pytest
 
 import check_synth as syn
 from test_jacobi_fake import fake  # noqa: F401 (the fixture: a NumPy stand-in for CuPy)
-from nodemap.bench import harness, interrupt
+from nodemap.bench import driver, harness, interrupt
 from nodemap.bench.results import Failure, ResultSet
 from nodemap.check import document, expectations, failed, node, suite
 from nodemap.units import format_size
@@ -29,17 +29,21 @@ DETECTOR = SimpleNamespace(sample=lambda seconds=0: IDLE, begin=lambda: None, en
 
 def nccl_wrong_elements(monkeypatch) -> Failure:
     """The Failure `bench nccl` records for an operation whose received data
-    is wrong: its own `one` over stand-ins for the GPUs, 5 elements wrong."""
+    is wrong: its own case's verification over stand-ins for the GPUs, 5
+    elements wrong (every operation, while these stand-ins are in place)."""
     from nodemap.bench.comm import collectives
+    from nodemap.bench.driver import PartFailed
 
     for name in ("fill", "enqueue"):
         monkeypatch.setattr(collectives, name, lambda *a: None)
     monkeypatch.setattr(collectives, "wrong", lambda *a: 5)
-    monkeypatch.setattr(collectives, "repeat", lambda once, repeats, warmup: [1e-3] * repeats)
-    ctx = SimpleNamespace(cp=None, n=2, sync=lambda: None, max_all=float)
-    got = collectives.one(ctx, "all_reduce", 1 << 28, False, 1, 3, "2 ranks: gpu0, gpu1")
-    assert isinstance(got, Failure)
-    return got
+    monkeypatch.setattr(collectives.OpCase, "run", lambda self: 1e-3)
+    ctx = SimpleNamespace(cp=None, n=2, sync=lambda: None, max_all=float, mpi=None)
+    case = collectives.OpCase(ctx, "all_reduce", 1 << 28, False, collectives.Options(iters=1), "2 ranks: gpu0, gpu1")
+    with pytest.raises(PartFailed) as got:
+        case.verify()
+    assert isinstance(got.value.failure, Failure) and str(got.value) == got.value.failure.message
+    return got.value.failure
 
 
 def failed_set(command: str, *failures: Failure) -> ResultSet:
@@ -84,7 +88,7 @@ def check(monkeypatch, *nccl: ResultSet, exp=None):
 def test_nccl_that_corrupts_data_fails_the_node_and_the_check_goes_on(monkeypatch):
     failure = nccl_wrong_elements(monkeypatch)
     rs = syn.nccl_all_reduce(300.0, 2, size=1 << 30)  # the other size passed verification
-    rs.fail(failure)  # as `bench nccl` leaves it (collectives.bench: a part failed)
+    rs.fail(failure)  # as `bench nccl` leaves it (the driver, given its case's PartFailed)
     doc, ran = check(monkeypatch, rs)
     assert ran == ["nccl", "memory"]  # NCCL runs first (check/budget.py), STREAM still after it
     assert doc.complete and document.exit_status(doc) == document.UNHEALTHY
@@ -188,13 +192,14 @@ def test_bench_nccl_records_its_wrong_elements_as_a_failure(monkeypatch):
     the record, never the words): bench nccl's own loop, GPUs stood in."""
     from nodemap.bench.comm import collectives
 
-    nccl_wrong_elements(monkeypatch)  # one()'s stand-ins: every operation has 5 wrong elements
+    nccl_wrong_elements(monkeypatch)  # the case's stand-ins: every operation has 5 wrong elements
     monkeypatch.setattr(collectives, "allocate", lambda ctx, nbytes: None)
     ctx = SimpleNamespace(cp=SimpleNamespace(__version__="0"), n=2, sync=lambda: None, max_all=float, mpi=None,
                           nccl=SimpleNamespace(get_version=lambda: 22000), gpu_keys=["GPU0", "GPU1"],
-                          world=SimpleNamespace(notes=[]), is_root=lambda: True)
-    args = SimpleNamespace(sizes="256M", inplace="out", quiet=True, timeout=60.0, iters=1, repeats=3, output=None)
-    rs = collectives.bench(ctx, ["all_reduce"], [1 << 28], args)
+                          world=SimpleNamespace(notes=[]), is_root=lambda: True, close=lambda: None)
+    monkeypatch.setattr(collectives, "open_ctx", lambda *a, **k: ctx)
+    rs = driver.measure(collectives, collectives.Options(sizes="256M", inplace="out", ops="all_reduce", iters=1,
+                                                         repeats=3, timeout=60.0))
     [f] = rs.failures
     assert (f.kind, f.part, f.transport, f.count, f.size) == ("nccl", "all_reduce", "nccl", 5, 1 << 28)
     assert f.message == ("all_reduce out-of-place 268435456 B: 5 wrong elements after the operation: NCCL or the "
@@ -209,13 +214,18 @@ def test_bench_ring_records_its_wrong_halos_as_a_failure(monkeypatch):
     from nodemap.bench.comm import mpi_common, ring
 
     monkeypatch.setattr(ring, "make_fields", lambda ctx, size: [SimpleNamespace(h=size // 4)])
-    monkeypatch.setattr(ring, "measure", lambda ctx, fields, t, args: {"wrong": 7})
+    monkeypatch.setattr(ring.Phase, "run", lambda self: 1e-3)
+    monkeypatch.setattr(ring, "poison", lambda ctx, fields: None)
+    monkeypatch.setitem(ring.STEPS, "nccl", lambda ctx, fields: None)
+    monkeypatch.setattr(ring, "check", lambda ctx, fields: 7)
     monkeypatch.setattr(mpi_common, "deadline", lambda seconds, what: contextlib.nullcontext())
     pool = SimpleNamespace(free_all_blocks=lambda: None)
     ctx = SimpleNamespace(mpi=None, n=2, gpu_keys=["GPU0", "GPU1"], world=SimpleNamespace(notes=[]), nccl=object(),
-                          is_root=lambda: True, cp=SimpleNamespace(get_default_memory_pool=lambda: pool))
-    args = SimpleNamespace(sizes="4K,64K", quiet=True, timeout=60.0, output=None, steps=1)
-    rs = ring.bench(ctx, ["nccl"], [4096, 65536], args)
+                          is_root=lambda: True, cp=SimpleNamespace(get_default_memory_pool=lambda: pool),
+                          max_all=float, close=lambda: None)
+    monkeypatch.setattr(ring.co, "open_ctx", lambda *a, **k: ctx)
+    rs = driver.measure(ring, ring.Options(transports="nccl", sizes="4K,64K", steps=1, no_overlap=True,
+                                           timeout=60.0))
     assert [(f.kind, f.part, f.transport, f.count, f.size) for f in rs.failures] == [
         ("ring", "nccl", "nccl", 7, 4096), ("ring", "nccl", "nccl", 7, 65536)]
     assert "nccl at 4096 B: 7 wrong halo elements: the transport corrupts data" in rs.messages

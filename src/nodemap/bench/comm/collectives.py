@@ -5,9 +5,9 @@ What it does, as its --help says, and its Options: collectives_options.py.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -17,13 +17,14 @@ from . import world
 from .world import World, alone
 from ...units import format_size
 from .. import interrupt
-from ..harness import Progress, Stopped, check_count, finish, session
-from ..driver import repeat
-from ..results import Failure, ResultSet, make_result
+from ..harness import check_count
+from ..driver import Case, PartFailed, Plan
+from ..results import Failure, Result, ResultSet, make_result
 from .collectives_options import OPS, Options
 
 NO_INPLACE = ("alltoall", "sendrecv")
 WORD = 4  # float32
+CORRUPT = "wrong elements after the operation: NCCL or the GPUs' links corrupt data"
 NCCL_MISSING = ("CuPy has no usable NCCL (cupy.cuda.nccl): install NCCL for your CUDA "
                 "(pip install nvidia-nccl-cu12 / nvidia-nccl-cu13) next to CuPy")
 
@@ -287,7 +288,7 @@ def wrong(ctx: Ctx, op: str, inplace: bool, size: int) -> int:
     return bad
 
 
-# --- the run --------------------------------------------------------------------
+# --- the plan -------------------------------------------------------------------
 
 
 def parse_ops(spec: str) -> list[str]:
@@ -298,28 +299,8 @@ def parse_ops(spec: str) -> list[str]:
     return ops
 
 
-def run(args: argparse.Namespace) -> int:
-    from ...units import parse_sizes
-
-    ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes, "--sizes")
-    check_count("--iters", args.iters, 1, "operation per repetition")
-    ctx = open_ctx(args.mode, args.gpus, args.timeout, topology=args.topology)
-    return run_on(ctx, lambda ctx: bench(ctx, ops, sizes, args), args, text)
-
-
-def run_on(ctx: Ctx, measure: Callable[[Ctx], ResultSet], args: Any, text: Callable[[ResultSet], str]) -> int:
-    """Measure, close the context whatever happens, and let the root rank report."""
-    try:
-        rs = measure(ctx)
-    finally:
-        ctx.close()
-    if not ctx.is_root():
-        return 0 if rs.complete else 1
-    return finish(rs, args, text)
-
-
 def stop_agreed(ctx: Ctx) -> bool:
-    """Ctrl-C on any rank: every rank leaves at the same size (one process: its own flag)."""
+    """Ctrl-C on any rank: every rank leaves at the same point (one process: its own flag)."""
     if ctx.mpi is None:
         return interrupt.requested()
     if ctx.max_all(int(interrupt.requested())):
@@ -338,48 +319,68 @@ def allocate(ctx: Ctx, nbytes: int) -> None:
             lo.bufs = {k: cp.empty(nbytes // WORD, dtype=cp.float32) for k in ("send", "recv")}
 
 
-def bench(ctx: Ctx, ops: list[str], sizes: list[int], args: Any) -> ResultSet:
-    rs = ResultSet(command=f"bench nccl --ops {','.join(ops)} --sizes {args.sizes}")
-    cp = ctx.cp
-    rs.environment = {"nccl": ctx.nccl.get_version(), "cupy": cp.__version__, "ranks": ctx.n,
-                      "mode": "mpi" if ctx.mpi is not None else "single", "gpus": ctx.gpu_keys,
-                      "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+def plan_on(ctx: Ctx, command: str, make: Callable[[], list[Case]], text: Callable[[ResultSet], str],
+            environment: dict[str, Any], messages: list[str]) -> Plan:
+    """The Plan of a kind on this NCCL world (nccl, ring): the context closed
+    after the last case, or here when planning fails; rank 0 reports; under
+    MPI the ranks run the cases together (each bounds its own wait) and stop
+    where they agree (stop_agreed); one process has the driver's --timeout."""
+    with ExitStack() as hold:
+        hold.callback(ctx.close)
+        cases = make()
+        return Plan(command, cases, text, environment=environment, messages=messages,
+                    stop=lambda: stop_agreed(ctx), hold=hold.pop_all(), root=ctx.is_root(),
+                    together=ctx.mpi is not None)
+
+
+def bound(ctx: Ctx, seconds: float, what: str) -> AbstractContextManager:
+    """A case's own bound under MPI (ranks run together: no watchdog there), else none (the driver's)."""
+    return mc.deadline(seconds, what) if ctx.mpi is not None else nullcontext()
+
+
+def plan(opts: Options) -> Plan:
+    """A case per (op, size, place) that has elements; rank 0 reports."""
+    from ...units import parse_sizes
+
+    ops, sizes = parse_ops(opts.ops), parse_sizes(opts.sizes, "--sizes")
+    check_count("--iters", opts.iters, 1, "operation per repetition")
+    ctx = open_ctx(opts.mode, opts.gpus, opts.timeout, topology=opts.topology)
+    env = {"nccl": ctx.nccl.get_version(), "cupy": ctx.cp.__version__, "ranks": ctx.n,
+           "mode": "mpi" if ctx.mpi is not None else "single", "gpus": ctx.gpu_keys,
+           "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
     if ctx.mpi is not None:
-        rs.environment["mpi"] = mc.library()
-    rs.messages += ctx.world.notes
-    allocate(ctx, max(sizes))
-    places = [p for p in ("out", "in") if args.inplace in ("both", p)]
-    prog = Progress(len(ops) * len(sizes) * len(places), "nccl", quiet=args.quiet or not ctx.is_root(),
-                    stops=False)  # ranks agree on stopping: stop_agreed below
+        env["mpi"] = mc.library()
+    places = [p for p in ("out", "in") if opts.inplace in ("both", p)]
     path = f"{ctx.n} ranks: " + ", ".join(ctx.gpu_keys)
-    failed = False
-    with session(rs, args, root=ctx.is_root(), watchdog=False):
-        for op in ops:
-            for size in sizes:
-                for where in places:
-                    prog.step(f"{op} {format_size(size)} {where}-of-place" if where == "out"
-                              else f"{op} {format_size(size)} in-place")
-                    if where == "in" and op in NO_INPLACE or counts(op, size, ctx.n)[0] == 0:
-                        continue
-                    with mc.deadline(args.timeout, f"NCCL {op} at {size} B (a hung collective)"):
-                        r = one(ctx, op, size, where == "in", args.iters, args.repeats, path)
-                    if isinstance(r, Failure):
-                        rs.fail(r)
-                        failed = True
-                    else:
-                        rs.add(r)
-                if stop_agreed(ctx):
-                    raise Stopped
-    prog.close()
-    rs.complete = rs.complete and not failed
-    return rs
+
+    def cases() -> list[Case]:
+        allocate(ctx, max(sizes))
+        return [OpCase(ctx, op, size, where == "in", opts, path) for op in ops for size in sizes for where in places
+                if not (where == "in" and op in NO_INPLACE or counts(op, size, ctx.n)[0] == 0)]
+
+    return plan_on(ctx, f"bench nccl --ops {','.join(ops)} --sizes {opts.sizes}", cases, text, env,
+                   list(ctx.world.notes))
 
 
-def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, path: str) -> Any:
-    cp, n = ctx.cp, ctx.n
-    fill(ctx, op, inplace, size)
+class OpCase(Case):
+    """One operation at one size, out-of-place or in-place: `iters` operations
+    a timed repetition (CUDA events on every local stream, the slowest
+    rank's), then one more on fresh buffers, every element compared."""
 
-    def once() -> float:
+    def __init__(self, ctx: Ctx, op: str, size: int, inplace: bool, opts: Options, path: str) -> None:
+        self.ctx, self.op, self.size, self.inplace, self.iters, self.path = ctx, op, size, inplace, opts.iters, path
+        self.timeout = opts.timeout
+        self.name = f"{op} {'in-place' if inplace else 'out-of-place'} {size} B"
+        self.label = f"{op} {format_size(size)} {'in-place' if inplace else 'out-of-place'}"
+        self._bound = ExitStack()
+
+    def setup(self) -> None:
+        self._bound.enter_context(bound(self.ctx, self.timeout, f"NCCL {self.op} at {self.size} B (a hung collective)"))
+        fill(self.ctx, self.op, self.inplace, self.size)
+
+    def run(self) -> float:
+        """Seconds per operation of one repetition, the slowest GPU's of the slowest rank."""
+        ctx, cp = self.ctx, self.ctx.cp
         ctx.sync()
         evs = []
         for lo in ctx.locals:
@@ -387,28 +388,34 @@ def one(ctx: Ctx, op: str, size: int, inplace: bool, iters: int, repeats: int, p
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                 e0.record(lo.stream)
                 evs.append((e0, e1, lo))
-        for _ in range(iters):
-            enqueue(ctx, op, inplace, size)
+        for _ in range(self.iters):
+            enqueue(ctx, self.op, self.inplace, self.size)
         for e0, e1, lo in evs:
             with cp.cuda.Device(lo.device):
                 e1.record(lo.stream)
         t = 0.0
         for e0, e1, lo in evs:
             e1.synchronize()
-            t = max(t, cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / iters)
+            t = max(t, cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / self.iters)
         return ctx.max_all(t)
 
-    times = repeat(once, repeats=repeats, warmup=1)
-    fill(ctx, op, inplace, size)
-    enqueue(ctx, op, inplace, size)
-    ctx.sync()
-    bad = int(ctx.max_all(float(wrong(ctx, op, inplace, size))))
-    where = "in-place" if inplace else "out-of-place"
-    if bad:
-        return Failure("nccl", op, f"NCCL {op}", "0 wrong elements", f"{bad} wrong elements ({where}, "
-                       f"{format_size(size)})", transport="nccl", count=bad, size=size, message=f"{op} {where} "
-                       f"{size} B: {bad} wrong elements after the operation: NCCL or the GPUs' links corrupt data")
-    return result(op, size, n, inplace, iters, times, path)
+    def verify(self) -> None:
+        ctx, op, inplace, size = self.ctx, self.op, self.inplace, self.size
+        fill(ctx, op, inplace, size)
+        enqueue(ctx, op, inplace, size)
+        ctx.sync()
+        bad = int(ctx.max_all(float(wrong(ctx, op, inplace, size))))
+        if bad:
+            where = "in-place" if inplace else "out-of-place"
+            raise PartFailed(Failure("nccl", op, f"NCCL {op}", "0 wrong elements",
+                                     f"{bad} wrong elements ({where}, {format_size(size)})", transport="nccl",
+                                     count=bad, size=size, message=f"{self.name}: {bad} {CORRUPT}"))
+
+    def results(self, times: list[float]) -> list[Result]:
+        return [result(self.op, self.size, self.ctx.n, self.inplace, self.iters, times, self.path)]
+
+    def teardown(self) -> None:
+        self._bound.close()
 
 
 def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[float], path: str) -> Any:

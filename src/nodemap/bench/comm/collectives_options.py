@@ -43,4 +43,5 @@ class Options(Common):
     gpus: str | None = gpu_list("single mode only")
     iters: int = option(20, "operations per timed repetition (default %(default)s)")
     ranks = True
-    not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
+    # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides
+    not_offered = ("adaptive", "budget")

@@ -5,17 +5,18 @@ What it does, as its --help says, and its Options: ring_options.py.
 
 from __future__ import annotations
 
-import argparse
+import functools
 import statistics
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import collectives as co
 from . import mpi_common as mc
 from ...units import format_size
-from ..harness import Progress, Stopped, check_count, session, slowest_rank
-from ..driver import repeat
-from ..results import Failure, ResultSet, make_result
+from ..harness import check_count, slowest_rank
+from ..driver import Case, PartFailed, Plan
+from ..results import Failure, Result, ResultSet, make_result
 from .ring_options import TRANSPORTS, Options
 
 WORD = 4
@@ -246,32 +247,6 @@ def timed(ctx: co.Ctx, steps: int, body: Callable[[], None]) -> Callable[[], flo
     return slowest_rank(ctx.world, steps, lambda: [body() for _ in range(steps)])
 
 
-def measure(ctx: co.Ctx, fields: list[Field], transport: str, args: Any) -> dict[str, Any]:
-    step = STEPS[transport]
-    comm = repeat(timed(ctx, args.steps, lambda: step(ctx, fields)), repeats=args.repeats, warmup=1)
-    out: dict[str, Any] = {"comm": comm}
-    if not args.no_overlap:
-        t_comm = statistics.median(comm)
-        reps = calibrate(ctx, fields, t_comm)
-
-        def comp_only() -> None:
-            launch_compute(ctx, fields, reps)
-            wait_compute(fields)
-
-        def both() -> None:
-            launch_compute(ctx, fields, reps)
-            step(ctx, fields)
-            wait_compute(fields)
-
-        out["comp"] = repeat(timed(ctx, args.steps, comp_only), repeats=args.repeats, warmup=1)
-        out["both"] = repeat(timed(ctx, args.steps, both), repeats=args.repeats, warmup=1)
-        out["reps"] = reps
-    poison(ctx, fields)
-    step(ctx, fields)
-    out["wrong"] = int(ctx.max_all(float(check(ctx, fields))))
-    return out
-
-
 def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
     """Kernel repetitions that make the compute last about as long as the
     exchange. Two passes: the kernel's time is a fixed memory part plus a
@@ -292,63 +267,148 @@ def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
     return reps
 
 
-# --- the run --------------------------------------------------------------------
+# --- the plan -------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace) -> int:
+def plan(opts: Options) -> Plan:
+    """Per halo size, per transport: the exchange timed, then (unless
+    --no-overlap) the compute alone and both at once; rank 0 reports."""
     from ...units import parse_sizes
     from ..options import choices
 
-    wanted = choices(args.transports, TRANSPORTS, "--transports")
-    sizes = parse_sizes(args.sizes, "--sizes")
-    check_count("--steps", args.steps, 1, "exchange per repetition")
-    ctx = co.open_ctx(args.mode, args.gpus, args.timeout, nccl_optional=True, topology=args.topology)
-    return co.run_on(ctx, lambda c: bench(c, wanted, sizes, args), args, text)
-
-
-def bench(ctx: co.Ctx, wanted: list[str], sizes: list[int], args: Any) -> ResultSet:
+    wanted = choices(opts.transports, TRANSPORTS, "--transports")
+    sizes = parse_sizes(opts.sizes, "--sizes")
+    check_count("--steps", opts.steps, 1, "exchange per repetition")
+    ctx = co.open_ctx(opts.mode, opts.gpus, opts.timeout, nccl_optional=True, topology=opts.topology)
     aw = None
     if ctx.mpi is not None:
         aw = mc.prove_cuda_aware(ctx.mpi, mc.probe(ctx.mpi))
     transports, why = usable(ctx, wanted, aw)
-    rs = ResultSet(command=f"bench ring --transports {','.join(wanted)} --sizes {args.sizes}",
-                   messages=list(why) + ctx.world.notes)
-    rs.environment = {"ranks": ctx.n, "gpus": ctx.gpu_keys, "mode": "mpi" if ctx.mpi is not None else "single",
-                      "NCCL_NVLS_ENABLE": "0"}
+    messages = list(why) + ctx.world.notes
+    env: dict[str, Any] = {"ranks": ctx.n, "gpus": ctx.gpu_keys, "mode": "mpi" if ctx.mpi is not None else "single",
+                           "NCCL_NVLS_ENABLE": "0"}
     if aw is not None:
-        rs.environment["cuda_aware"] = {"aware": aw.aware, "proven": aw.proven, "how": aw.how}
+        env["cuda_aware"] = {"aware": aw.aware, "proven": aw.proven, "how": aw.how}
         if not (aw.aware and aw.proven):
-            rs.messages.append(mc.NOT_AWARE)
-    if "peer" in transports:
-        rs.messages += enable_peers(ctx)
-    prog = Progress(len(transports) * len(sizes), "ring", quiet=args.quiet or not ctx.is_root(), stops=False)
+            messages.append(mc.NOT_AWARE)
     path = "periodic ring " + " <-> ".join(ctx.gpu_keys)
-    failed = False
-    with session(rs, args, root=ctx.is_root(), watchdog=False):
+    phases = ("comm",) if opts.no_overlap else ("comm", "comp", "both")
+
+    def cases() -> list[Case]:
+        if "peer" in transports:
+            messages.extend(enable_peers(ctx))
+        out: list[Case] = []
         for size in sizes:
-            fields = make_fields(ctx, size)
-            if ctx.mpi is not None:
-                h = fields[0].h
-                fields[0].host = [_pinned(ctx.cp, h) for _ in range(4)]
-            for t in transports:
-                prog.step(f"{t} halo {format_size(size)}")
-                with mc.deadline(args.timeout * 3, f"the ring exchange over {t} at {size} B"):
-                    m = measure(ctx, fields, t, args)
-                if m["wrong"]:
-                    rs.fail(Failure("ring", t, f"ring halos over {t}", "0 wrong elements", f"{m['wrong']} wrong halo "
-                                    f"elements ({format_size(size)})", transport=t, count=int(m["wrong"]), size=size,
-                                    message=f"{t} at {size} B: {m['wrong']} wrong halo elements: the transport "
-                                    "corrupts data"))
-                    failed = True
-                    continue
-                rs.add(result(ctx, t, fields[0].h * WORD, m, path))
-            del fields
-            ctx.cp.get_default_memory_pool().free_all_blocks()
-            if co.stop_agreed(ctx):
-                raise Stopped
-    prog.close()
-    rs.complete = rs.complete and not failed
-    return rs
+            halo = Halo(ctx, size)
+            for part in (Part(halo, t, opts, path) for t in transports):
+                out += [Phase(part, ph) for ph in phases]
+            if out:
+                out[-1].frees = True
+        return out
+
+    return co.plan_on(ctx, f"bench ring --transports {','.join(wanted)} --sizes {opts.sizes}", cases, text, env,
+                      messages)
+
+
+class Halo:
+    """One halo size's fields on every GPU: made by its first case, freed after its last."""
+
+    def __init__(self, ctx: co.Ctx, size: int) -> None:
+        self.ctx, self.size = ctx, size
+        self._fields: list[Field] | None = None
+
+    def fields(self) -> list[Field]:
+        if self._fields is None:
+            self._fields = make_fields(self.ctx, self.size)
+            if self.ctx.mpi is not None:
+                self._fields[0].host = [_pinned(self.ctx.cp, self._fields[0].h) for _ in range(4)]
+        return self._fields
+
+    def free(self) -> None:
+        self._fields = None
+        self.ctx.cp.get_default_memory_pool().free_all_blocks()
+
+
+@dataclass
+class Part:
+    """One transport at one halo size: its phases' samples, its one Result."""
+
+    halo: Halo
+    transport: str
+    opts: Options
+    path: str
+    m: dict[str, Any] = field(default_factory=dict)  # comm, comp, both: seconds per step; reps
+
+
+class Phase(Case):
+    """One timed phase of a Part: the exchange alone ("comm"), the compute
+    kernel alone ("comp", calibrated first to last as long as the exchange)
+    or both at once ("both"). The Part's last phase verifies the halos and
+    makes its Result from every phase's samples."""
+
+    frees = False  # the halo size's last case: its fields freed after it
+
+    def __init__(self, part: Part, phase: str) -> None:
+        self.part, self.phase = part, phase
+        t, size = part.transport, part.halo.size
+        self.last = phase == "comm" and part.opts.no_overlap or phase == "both"
+        self.label = f"{t} halo {format_size(size)}" + ("" if phase == "comm" else f" {phase}")
+        self._bound = ExitStack()
+        self._run: Callable[[], float] | None = None
+
+    def setup(self) -> None:
+        p = self.part
+        ctx, step = p.halo.ctx, STEPS[p.transport]
+        self._bound.enter_context(co.bound(ctx, p.opts.timeout * 3,
+                                           f"the ring exchange over {p.transport} at {p.halo.size} B"))
+        fields = p.halo.fields()
+        if self.phase == "comp":
+            p.m["reps"] = calibrate(ctx, fields, statistics.median(p.m["comm"]))
+        reps = p.m.get("reps", 0)
+
+        def comp() -> None:
+            launch_compute(ctx, fields, reps)
+            wait_compute(fields)
+
+        def both() -> None:
+            launch_compute(ctx, fields, reps)
+            step(ctx, fields)
+            wait_compute(fields)
+
+        body = {"comm": functools.partial(step, ctx, fields), "comp": comp, "both": both}[self.phase]
+        self._run = timed(ctx, p.opts.steps, body)
+
+    def run(self) -> float:
+        assert self._run is not None
+        return self._run()
+
+    def verify(self) -> None:
+        """After the last phase: halos poisoned, one more exchange, every halo element compared."""
+        if not self.last:
+            return
+        p = self.part
+        ctx, fields = p.halo.ctx, p.halo.fields()
+        poison(ctx, fields)
+        STEPS[p.transport](ctx, fields)
+        bad, t, size = int(ctx.max_all(float(check(ctx, fields)))), p.transport, p.halo.size
+        if bad:
+            raise PartFailed(Failure("ring", t, f"ring halos over {t}", "0 wrong elements",
+                                     f"{bad} wrong halo elements ({format_size(size)})", transport=t, count=bad,
+                                     size=size, message=f"{t} at {size} B: {bad} wrong halo elements: the transport "
+                                     "corrupts data"))
+
+    def results(self, times: list[float]) -> list[Result]:
+        p = self.part
+        p.m[self.phase] = times
+        return [result(p.halo.ctx, p.transport, p.halo.fields()[0].h * WORD, p.m, p.path)] if self.last else []
+
+    def teardown(self) -> None:
+        self._bound.close()
+        if self.frees:
+            self.part.halo.free()
+
+    def progress(self, results: list[Result]) -> str:
+        return super().progress(results) if results else self.label
 
 
 def _pinned(cp: Any, elems: int) -> Any:

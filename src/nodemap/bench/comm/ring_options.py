@@ -42,4 +42,5 @@ class Options(Common):
     steps: int = option(20, "exchange steps per timed repetition (default %(default)s)")
     no_overlap: bool = option(False, "skip the compute-overlap measurement")
     ranks = True
-    not_offered = ("adaptive", "budget")  # its own loop (not on the driver yet): no adaptive stop
+    # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides
+    not_offered = ("adaptive", "budget")

@@ -1,0 +1,184 @@
+"""`bench nccl` and `bench ring` on the one driver, over stand-ins for CuPy
+and NCCL (fake_cupy, fake_nccl: host memory, collectives done at groupEnd):
+their command lines, result documents, tables, verification and exit codes,
+without a GPU."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import fake_nccl
+from nodemap import cli
+from nodemap.bench import driver
+from nodemap.bench.comm import collectives, ring
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    monkeypatch.setenv("NCCL_RUNTIME_CONNECT", "0")  # open_ctx sets it when unset: restored after the test
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    return fake_nccl.install(monkeypatch, devices=2)
+
+
+NCCL = ["bench", "nccl", "--mode", "single", "--sizes", "64:128", "--iters", "2", "--repeats", "3", "-q"]
+
+
+def test_kinds_have_a_plan_and_no_run_of_their_own():
+    for kind in (collectives, ring):
+        assert hasattr(kind, "plan") and not hasattr(kind, "run")
+
+
+def test_nccl_document_on_two_stand_in_gpus(gpus, capsys):
+    assert cli.main(NCCL + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["complete"] and doc["command"] == "bench nccl --ops " + ",".join(collectives.OPS) + " --sizes 64:128"
+    assert doc["environment"]["mode"] == "single" and doc["environment"]["gpus"] == ["GPU0", "GPU1"]
+    got = {(r["metric"], r["params"]["inplace"], r["params"]["size"]) for r in doc["results"]}
+    # alltoall and sendrecv have no in-place form
+    assert ("alltoall", True, 64) not in got and ("alltoall", False, 64) in got and ("all_reduce", True, 128) in got
+    r = next(r for r in doc["results"] if r["metric"] == "all_reduce" and not r["params"]["inplace"])
+    assert r["unit"] == "GB/s busbw" and r["stats"]["n"] == 3 and r["verified"]
+    assert r["params"]["iters"] == 2 and r["params"]["wrong"] == 0 and r["params"]["bus_factor"] == 1.0
+    assert r["counting"] == "nccl-tests: algbw = 64 B / time, busbw = algbw x 1"
+    assert r["path"] == "2 ranks: GPU0, GPU1" and r["path_class"] == "NCCL"
+    assert r["verification"].startswith("every receive element compared with its exact value")
+    assert "graph" not in r["params"]
+
+
+def test_nccl_table(gpus, capsys):
+    assert cli.main(NCCL + ["--ops", "all_reduce"]) == 0
+    out = capsys.readouterr().out
+    assert out.split("\n")[0].split() == ["op", "place", "size", "time", "us", "algbw", "GB/s", "busbw", "GB/s",
+                                          "busbw", "med", "spread", "#wrong"]
+    assert sum(line.startswith("all_reduce") for line in out.splitlines()) == 4  # 2 sizes x out, in
+
+
+def test_nccl_wrong_elements_fail_the_part_and_the_others_still_run(gpus, capsys, monkeypatch):
+    monkeypatch.setattr(gpus[1].World, "corrupt", 3)
+    assert cli.main(NCCL + ["--ops", "all_reduce,sendrecv", "--inplace", "out", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["complete"] and doc["results"] == []
+    assert [(f["part"], f["count"], f["size"]) for f in doc["failures"]][:2] == [("all_reduce", 3, 64),
+                                                                                  ("all_reduce", 3, 128)]
+    assert ("all_reduce out-of-place 64 B: 3 wrong elements after the operation: NCCL or the GPUs' links corrupt "
+            "data") in doc["messages"]
+    assert sum("wrong elements after the operation" in m for m in doc["messages"]) == 4  # every part measured
+
+
+def test_nccl_through_check_and_measure(gpus):
+    rs = driver.measure(collectives, collectives.Options(ops="all_reduce", mode="single", sizes="256",
+                                                         inplace="out", repeats=2, iters=1))
+    assert rs.complete and [(r.metric, r.stats.n) for r in rs.results] == [("all_reduce", 2)]
+
+
+RING = ["bench", "ring", "--sizes", "64,256", "--steps", "2", "--repeats", "2", "-q"]
+
+
+@pytest.fixture
+def ring_gpus(gpus, monkeypatch):
+    from nodemap.bench.gpu import common as gpu_common
+
+    monkeypatch.setattr(ring, "WORK_ELEMS", 1024)
+    launched = []
+    monkeypatch.setattr(gpu_common, "kernel", lambda cp, f, name: lambda *a, **k: launched.append(name))
+    return launched
+
+
+def test_ring_document_and_overlap_phases(ring_gpus, capsys):
+    assert cli.main(RING + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["complete"] and doc["command"] == "bench ring --transports peer,nccl,mpi-aware,mpi-staged --sizes 64,256"
+    assert [(r["metric"], r["params"]["halo_bytes"]) for r in doc["results"]] == [
+        ("halo peer", 64), ("halo nccl", 64), ("halo peer", 256), ("halo nccl", 256)]
+    r = doc["results"][0]
+    assert r["stats"]["n"] == 2 and r["bytes"] == 128 and r["path"] == "periodic ring GPU0 <-> GPU1"
+    assert {"t_comm_us", "t_comp_us", "t_both_us", "overlap", "compute_reps"} <= set(r["params"])
+    assert r["notes"][0].startswith("overlap efficiency")
+    assert any(m.startswith("mpi-aware: needs one process per GPU") for m in doc["messages"])
+    assert ring_gpus  # the compute kernel ran (calibration, comp, both)
+
+
+def test_ring_no_overlap_and_its_table(ring_gpus, capsys):
+    assert cli.main(RING + ["--no-overlap", "--transports", "peer"]) == 0
+    out = capsys.readouterr().out
+    assert out.split("\n")[0].split()[:3] == ["transport", "halo", "step"]
+    assert sum(line.startswith("peer") for line in out.splitlines()) == 2 and not ring_gpus
+
+
+def test_ring_wrong_halos_fail_the_part(ring_gpus, capsys, monkeypatch):
+    monkeypatch.setattr(ring, "check", lambda ctx, fields: 7)
+    assert cli.main(RING + ["--no-overlap", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["complete"] and doc["results"] == []
+    assert "peer at 64 B: 7 wrong halo elements: the transport corrupts data" in doc["messages"]
+    assert "nccl at 256 B: 7 wrong halo elements: the transport corrupts data" in doc["messages"]
+    assert [(f["kind"], f["part"], f["count"]) for f in doc["failures"]] == [("ring", "peer", 7), ("ring", "nccl", 7)] * 2
+
+
+class FakeComm:
+    """MPI.COMM_WORLD of one rank of several: `others` is what the other ranks add to an allreduce."""
+
+    def __init__(self, others=0):
+        self.others = others
+
+    def allreduce(self, v, op=None):
+        return max(v, self.others)
+
+    def Barrier(self):
+        pass
+
+
+def mpi_ctx(monkeypatch, rank=0, others=0):
+    """`open_ctx` of an MPI rank (its own GPU, a world of ranks) over the stand-ins."""
+    import fake_cupy
+    from nodemap.bench.comm import mpi_common as mc
+    from nodemap.bench.comm.world import World
+
+    bounds = []
+    monkeypatch.setattr(mc, "library", lambda: "Fake MPI 1.0")
+    monkeypatch.setattr(mc, "deadline", lambda s, what: bounds.append((s, what)) or contextlib.nullcontext())
+
+    def open_ctx(mode, gpus, timeout, nccl_optional=False, topology=None):
+        (c,) = fake_nccl.NcclCommunicator.initAll([0])
+        w = World(comm=FakeComm(others), rank=rank, size=2, MPI=SimpleNamespace(MAX=max))
+        lo = collectives.Local(rank, 0, c, fake_cupy.cuda.Stream())
+        return collectives.Ctx(fake_cupy, fake_nccl, 1, [lo], w, ["n:GPU0", "n:GPU1"])
+
+    monkeypatch.setattr(collectives, "open_ctx", open_ctx)
+    return bounds
+
+
+def test_nccl_under_mpi_ranks_run_together_each_case_bounding_its_wait(gpus, monkeypatch):
+    bounds = mpi_ctx(monkeypatch)
+    p = collectives.plan(collectives.Options(ops="all_reduce", sizes="64,128", inplace="out", timeout=7.0))
+    assert p.together and p.root and len(p.cases) == 2
+    rs = driver.execute(p, collectives.Options(repeats=2), SimpleNamespace(quiet=True, timeout=7.0, output=None,
+                                                                           topology=None))
+    assert rs.complete and len(rs.results) == 2 and rs.environment["mpi"] == "Fake MPI 1.0"
+    assert bounds == [(7.0, "NCCL all_reduce at 64 B (a hung collective)"),
+                      (7.0, "NCCL all_reduce at 128 B (a hung collective)")]
+
+
+def test_nccl_ranks_stop_where_another_rank_was_interrupted(gpus, monkeypatch, capsys):
+    from nodemap.bench import interrupt
+
+    mpi_ctx(monkeypatch, others=1)  # another rank's Ctrl-C: every allreduce of the stop flag says 1
+    try:
+        assert cli.main(["bench", "nccl", "--ops", "all_reduce", "--sizes", "64,128", "--repeats", "3", "-q",
+                         "--json"]) == 130
+    finally:
+        interrupt.reset()
+    doc = json.loads(capsys.readouterr().out)
+    # the first case stopped after its warm-up (the flag is agreed after every repetition), the second never ran
+    assert doc["results"] == [] and not doc["complete"] and any("interrupted" in m for m in doc["messages"])
+
+
+def test_a_rank_that_does_not_report_exits_as_rank_0(gpus, monkeypatch, capsys):
+    mpi_ctx(monkeypatch, rank=1)
+    monkeypatch.setattr(gpus[1].World, "corrupt", 2)
+    assert cli.main(["bench", "nccl", "--ops", "all_reduce", "--sizes", "64", "--inplace", "out", "-q"]) == 1
+    assert capsys.readouterr().out == ""  # rank 0 prints
