@@ -86,7 +86,7 @@ def test_tiles_2d_verify_against_single(fake, capsys):
     got = [(r["metric"], r["params"]["tiles"]) for r in d["results"] if r["unit"] == "us"]
     for v in TILE_VARIANTS.split(","):
         assert got.count((v, "2x3")) == 2, (v, d["messages"])  # fp32 and fp64, verified (else no result)
-    assert not any("not yet" in m and not m.startswith("mpi-aware") for m in d["messages"])
+    assert not any("not yet" in m for m in d["messages"])
     # the overlapped tile: boundary boxes apart from the interior (34 columns in 2: 16 own columns a tile)
     assert ("box", 2, 6, 2, 16) in fake and ("box", 2, 6, 1, 2) in fake and ("box", 1, 2, 1, 17) in fake
 
@@ -197,11 +197,16 @@ def test_decomp_that_does_not_multiply_is_one_line(fake, capsys):
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 
 
-def mpirun(n: int, *args: str, devices: int = 1) -> subprocess.CompletedProcess:
-    """`bench jacobi --mode mpi` on n ranks of the fake (with its NCCL), `devices` fake GPUs on the node."""
+AWARE = ("from nodemap.bench.comm import mpi_common as mc; "
+         "mc.prove_cuda_aware = lambda comm, aw: mc.Awareness(True, True, 'fake: host memory', True); ")
+
+
+def mpirun(n: int, *args: str, devices: int = 1, aware: bool = False) -> subprocess.CompletedProcess:
+    """`bench jacobi --mode mpi` on n ranks of the fake (with its NCCL), `devices` fake GPUs on the node;
+    `aware`: the MPI taken as proven CUDA-aware (the fake's device memory is host memory)."""
     pytest.importorskip("mpi4py")
-    code = ("import sys; sys.path.insert(0, %r); import fake_cupy; fake_cupy.install(%d, nccl=True); "
-            "from nodemap import cli; sys.exit(cli.main(sys.argv[1:]))" % (str(HERE), devices))
+    code = ("import sys; sys.path.insert(0, %r); import fake_cupy; fake_cupy.install(%d, nccl=True); %s"
+            "from nodemap import cli; sys.exit(cli.main(sys.argv[1:]))") % (str(HERE), devices, AWARE * aware)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0")
     return subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, "-c", code, "bench", "jacobi", "--mode", "mpi",
                            "--iters", "4", "--repeats", "1", "--json", "-q", *args], capture_output=True, text=True,
@@ -261,6 +266,26 @@ def test_mpi_ranks_overlap_and_nccl_on_tiles(fault):
     assert p.returncode == 0, p.stderr + p.stdout
     got = {(r["metric"], r["params"]["tiles"]) for r in d["results"] if r["unit"] == "us"}
     assert got == {("single", "1x1")} | {(v, "2x2") for v in MPI_TILE_VARIANTS.split(",")}, d["messages"]
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+@pytest.mark.parametrize("decomp,fault", [("1d", False), ("2d", False), ("2d", True)])
+def test_mpi_aware_on_slabs_and_tiles(decomp, fault):
+    """Device rows and packed columns straight to MPI (taken as proven
+    CUDA-aware); a lost column fails both variants."""
+    variants = ("mpi-aware", "mpi-aware-overlap")
+    p = mpirun(4, "--size", "22x15", "--decomp", decomp, "--variants", ",".join(variants), devices=4, aware=True,
+               *(["--inject-halo-fault"] if fault else []))
+    d = json.loads(p.stdout)
+    if fault:
+        assert p.returncode == 1, p.stderr
+        assert all(any(m.startswith(f"{v} fp32: differs") for m in d["messages"]) for v in variants), d["messages"]
+        return
+    assert p.returncode == 0, p.stderr + p.stdout
+    tiles = "2x2" if decomp == "2d" else "1x4"
+    got = {(r["metric"], r["params"]["tiles"]) for r in d["results"] if r["unit"] == "us"}
+    assert got >= {(v, tiles) for v in variants}, d["messages"]
 
 
 @pytest.mark.mpi

@@ -69,9 +69,6 @@ def layout(args: argparse.Namespace, nx: int, ny: int, n: int) -> Grid:
     return Grid(gx, gy, px, py, (nx, ny) if args.weak else None)
 
 
-TILES_NOT_YET = "not yet implemented for --decomp 2d tiles (they run every other variant; use --decomp 1d)"
-
-
 def validate(args: argparse.Namespace) -> tuple[int, int, list[str], list[str]]:
     nx, ny = parse_grid(args.size)
     dtypes = options.dtypes(args.dtype, DTYPES)
@@ -142,8 +139,6 @@ def binding_line(place: Any, keys: list[str]) -> str:
 def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> str:
     """'' when this launch can run the variant on the grid, else why not."""
     v = VARIANTS[name]
-    if grid is not None and grid.px > 1 and v.transport == "mpi-aware":
-        return f"{name}: {TILES_NOT_YET}"
     if grid is not None and v.overlap and jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True):
         return f"{name}: {jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True)}"
     if v.transport == "peer" and name != "single" and launch.mpi is not None:

@@ -352,7 +352,7 @@ def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
     before the group and unpacked after it, on the same stream (no host wait)."""
     nc = w.nccl
     dt = nc.NCCL_FLOAT32 if w.slabs[0].dtype == "fp32" else nc.NCCL_FLOAT64
-    nccl_columns(w, buf, edge, back=False)
+    pack_columns(w, buf, edge, back=False)
     nc.groupStart()
     try:
         for s in w.slabs:
@@ -369,14 +369,15 @@ def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
                                 dt, src, st)
     finally:
         nc.groupEnd()
-    nccl_columns(w, buf, edge, back=True, fault=fault)
+    pack_columns(w, buf, edge, back=True, fault=fault)
 
 
-def nccl_columns(w: World, buf: int, edge: bool, back: bool, fault: bool = False) -> None:
-    """Tiles' halo columns for NCCL, on the exchange's stream: the edge
-    columns packed into the send buffers (before the group: NCCL enqueues
-    its work at groupEnd) or, `back`, the receive buffers unpacked into the
-    halo columns (after it)."""
+def pack_columns(w: World, buf: int, edge: bool, back: bool, fault: bool = False) -> None:
+    """Tiles' halo columns for a transport of contiguous device buffers
+    (NCCL, CUDA-aware MPI), on the exchange's stream: the edge columns
+    packed into the send buffers (before the NCCL group, which enqueues its
+    work at groupEnd) or, `back`, the receive buffers unpacked into the halo
+    columns (after it)."""
     rt = w.cp.cuda.runtime
     for s in w.slabs:
         if not s.packed:
@@ -421,14 +422,27 @@ def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> 
 
 
 def exchange_mpi_aware(w: World, buf: int, edge: bool, fault: bool = False) -> None:
-    """Device rows straight to a CUDA-aware MPI (only after it was proven)."""
+    """Device rows (tiles: and packed columns) straight to a CUDA-aware MPI
+    (only after it was proven), MPI_Sendrecv per direction as mpi-staged."""
+    from mpi4py import MPI
+
     s = w.slabs[0]
+    pack_columns(w, buf, edge, back=False)
     (s.edge if edge else s.compute).synchronize()
-    top, bottom = jg.neighbours(s.part.rank, w.n)
-    a, cnt = s.bufs[buf], s.part.count
-    w.mpi.Sendrecv(a[1], dest=top, sendtag=1, recvbuf=a[cnt + 1], source=bottom, recvtag=1)
-    w.mpi.Sendrecv(a[cnt], dest=bottom, sendtag=2, recvbuf=a[0 if not (fault and s.part.rank == 0) else cnt + 1],
-                   source=top, recvtag=2)
+    nb, blocks = jg.tile_neighbours(s.part), jg.halo_blocks(s.part)
+    for tag, d in enumerate(jg.directions(s.part), 1):
+        (snd, rcv), src = blocks[d], nb[jg.OPPOSITE[d]]
+        into = rcv if not lost(fault, s.part, d) else blocks[jg.OPPOSITE[d]][1]  # fault: a wrong halo
+        w.mpi.Sendrecv(s.packed[d][0] if d in s.packed else _cells(s, buf, snd),
+                       dest=MPI.PROC_NULL if nb[d] is None else nb[d], sendtag=tag,
+                       recvbuf=s.packed[d][1] if d in s.packed else _cells(s, buf, into),
+                       source=MPI.PROC_NULL if src is None else src, recvtag=tag)
+    pack_columns(w, buf, edge, back=True, fault=fault)
+
+
+def _cells(s: Slab, buf: int, b: jg.Block) -> Any:
+    """A one-row block of buffer `buf` as an array (contiguous: MPI takes it as it is)."""
+    return s.bufs[buf][b.row, b.col:b.col + b.cols]
 
 
 def exchange_none(w: World, buf: int, edge: bool, fault: bool = False) -> None:

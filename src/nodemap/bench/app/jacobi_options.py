@@ -21,8 +21,8 @@ Verified: after the timing, every variant restarts from the initial field
 per-row sums must equal the single-GPU run's (which equals NumPy's on the
 host at small sizes): a wrong halo fails the run (exit 1), it is not a number.
 --decomp 2d (or PXxPY) cuts tiles instead of row slabs: rows and columns,
-column halos moved by strided copies (NCCL: packed); every variant but
-mpi-aware runs on tiles. --weak makes --size each slab's grid.
+column halos moved by strided copies (NCCL, mpi-aware: packed); every
+variant runs on tiles. --weak makes --size each slab's grid.
 Reported: time per step (median, spread), cells/s, strong-scaling efficiency
 t1 / (GPUs x tN), under --weak the weak-scaling efficiency (slabs/GPUs) x
 t1(one slab's grid) / tN, the share of a step outside the stencil kernels
@@ -72,8 +72,8 @@ class Options(Common):
     iters: int = option(200, "steps per timed repetition and per verification run; even (default %(default)s)",
                         metavar="K")
     decomp: str = option("1d", "1d: row slabs (default); 2d: tiles, a px x py grid balanced as MPI_Dims_create "
-                               "does; PXxPY: that grid (tile columns x tile rows). Tiles run every variant "
-                               "but mpi-aware", metavar="1d|2d|PXxPY")
+                               "does; PXxPY: that grid (tile columns x tile rows). Tiles run every variant",
+                    metavar="1d|2d|PXxPY")
     weak: bool = option(False, "weak scaling: --size is each slab's (tile's) grid, the global grid grows with the "
                                "slabs; reports t1/tN at that size beside the strong-scaling efficiency")
     inject_halo_fault: bool = option(False, argparse.SUPPRESS)  # tests: must fail
