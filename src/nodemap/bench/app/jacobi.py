@@ -147,8 +147,6 @@ def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> s
         return f"{name}: needs one rank per slab: run under mpiexec -n <slabs>"
     if v.transport == "mpi-aware" and not (aware and aware.aware and aware.proven):
         return f"{name}: {aware.message() if aware else mc.NOT_AWARE}"
-    if v.graph and len(launch.devices) > 1:
-        return f"{name}: the graph holds one slab per process: run under mpiexec, one rank per GPU"
     if v.transport == "nccl" and launch.keys_all and len(set(launch.keys_all)) != len(launch.keys_all):
         from .jacobi_gpu import NCCL_SHARED_GPU
 
@@ -169,7 +167,8 @@ def runner(w: Any, name: str, iters: int, fault: bool) -> Callable[[], None]:
 
     v = VARIANTS[name]
     if v.graph:
-        graphs = (jgpu.capture(w, v.transport, False, fault), jgpu.capture(w, v.transport, True, fault))
+        graphs = (jgpu.capture(w, v.transport, v.overlap, False, fault),
+                  jgpu.capture(w, v.transport, v.overlap, True, fault))
         return lambda: jgpu.run_graph(w, graphs, iters)
     return lambda: jgpu.run_steps(w, v.transport, v.overlap, iters, fault)
 
@@ -412,8 +411,8 @@ def hidden(plain: dict[str, list[float]], name: str, comp_times: list[float]) ->
     """overlap hid for an -overlap variant measured after its plain twin;
     None (not meaningful) where the plain step's communication is within
     the repetitions' spread."""
-    base = name.removesuffix("-overlap")
-    if not name.endswith("-overlap") or base not in plain:
+    base = name.replace("-overlap", "")  # peer-overlap-graph's twin is peer-graph
+    if "-overlap" not in name or base not in plain:
         return None
     runs = [Stats.of(t) for t in (plain[base], plain[name], comp_times)]
     return jg.overlap_hidden(*(r.median for r in runs), noise=max(r.spread for r in runs))
@@ -463,7 +462,7 @@ def text(rs: ResultSet) -> str:
         if r.unit == "GB/s":
             pct = f", {100 * r.stats.median / r.peak:.1f}% of {r.peak_source}" if r.peak else ""
             out += f"\nstencil kernel {r.params['dtype']} on {r.params['gpu']}: {r.stats.median:,.0f} GB/s median{pct}"
-    if any(r.params.get("variant", "").endswith("-overlap") and r.params.get("overlap_hidden") is None
+    if any("-overlap" in r.params.get("variant", "") and r.params.get("overlap_hidden") is None
            for r in rs.results if r.unit == "us"):
         out += ("\noverlap hid '-' for an -overlap variant: its plain step's communication is within the "
                 "repetitions' spread, nothing measurable to hide")

@@ -121,6 +121,7 @@ class World:
     gpu_keys: list[str] = field(default_factory=list)
     block: tuple[int, int] = field(default_factory=lambda: block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK")))
     vector: int | None = field(default_factory=lambda: vector_env(os.environ.get("NODEMAP_JACOBI_VECTOR")))
+    graphs: list[Any] = field(default_factory=list)  # captured (capture), released by close
 
     @cached_property
     def copies(self) -> list[jg.TileCopy]:
@@ -195,8 +196,12 @@ def allocate(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: li
              pinned: bool) -> list[Slab]:
     """Both buffers of every slab or tile (row slabs: a whole cut of NX
     columns; tiles carry their own widths), initialized."""
+    from ..gpu.devices import enable_peer_access
+
     name = DTYPES[dtype][0]
     out = []
+    if not pinned:  # one process, every slab: peer copies go straight over the link (the ring's note says where not)
+        enable_peer_access(cp, devices)
     for p, dev in zip(jg.as_tiles(nx, parts), devices):
         with cp.cuda.Device(dev):
             bufs = [cp.empty((p.local_rows, p.local_cols), dtype=name) for _ in range(2)]
@@ -312,22 +317,19 @@ def lost(fault: bool, t: jg.Tile, d: str) -> bool:
 def exchange_peer(w: World, buf: int, edge: bool, fault: bool = False) -> None:
     """Push each slab's first and last row (and, for tiles, first and last
     column) into its neighbours' halos on the sender's stream (one process,
-    every slab): rows with cudaMemcpyPeerAsync, columns with a strided
-    cudaMemcpy2DAsync (unified addressing names both GPUs)."""
+    every slab): cudaMemcpyAsync with cudaMemcpyDefault, rows contiguous,
+    columns strided (2D); unified addressing names both GPUs, and peer
+    access is on (allocate). Not cudaMemcpyPeerAsync: a CUDA graph cannot
+    capture it (bench/gpu/graphs.py), and the copy is the same."""
     rt = w.cp.cuda.runtime
     by_rank = w.by_rank
     for c in w.copies:
+        if fault and c.src == 0 and c.direction == "down":
+            continue  # the injected fault: one halo never arrives
         src, dst = by_rank[c.src], by_rank[c.dst]
-        if lost(fault, dst.part, c.direction):
-            continue
-        st = src.edge if edge else src.compute
         with w.cp.cuda.Device(src.device):
-            if c.src_block.rows == 1:
-                rt.memcpyPeerAsync(dst.at(buf, c.dst_block), dst.device, src.at(buf, c.src_block), src.device,
-                                   c.src_block.cols * src.word, st.ptr)
-            else:
-                copy_block(rt, dst.at(buf, c.dst_block), dst.pitch, src.at(buf, c.src_block), src.pitch,
-                           c.src_block, src.word, MEMCPY_DEFAULT, st)
+            copy_block(rt, dst.at(buf, c.dst_block), dst.pitch, src.at(buf, c.src_block), src.pitch,
+                       c.src_block, src.word, MEMCPY_DEFAULT, src.edge if edge else src.compute)
 
 
 MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: the direction from the (unified) addresses
@@ -465,7 +467,7 @@ def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = Fals
     if transport == "peer":
         order_column_pushes(w)
     EXCHANGES[transport](w, 1 - buf, False, fault)
-    fence(w, overlap=False)
+    fence(w, overlap=False, pushed=transport == "peer")
 
 
 def order_column_pushes(w: World) -> None:
@@ -501,7 +503,7 @@ def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: boo
             stencil(w, s, buf, cnt, cnt + 1, s.edge, with_norm)
             stencil(w, s, buf, 2, cnt, s.compute, with_norm)
     EXCHANGES[transport](w, 1 - buf, True, fault)
-    fence(w, overlap=True)
+    fence(w, overlap=True, pushed=transport == "peer")
 
 
 def tile_overlap(w: World, s: Slab, buf: int, with_norm: bool) -> None:
@@ -517,10 +519,14 @@ def tile_overlap(w: World, s: Slab, buf: int, with_norm: bool) -> None:
     stencil_box(w, s, buf, (2, cnt), (2, xc), s.compute, with_norm)
 
 
-def fence(w: World, overlap: bool) -> None:
-    """The next step starts after this one's work on its own slab and, in
-    one process, on the neighbouring slabs (whose pushes wrote its halos
-    and which still read the buffer it writes next)."""
+def fence(w: World, overlap: bool, pushed: bool = True) -> None:
+    """The next step starts after this one's work on its own slab and, where
+    neighbours push into each other's buffers (peer copies in one process),
+    on the neighbouring slabs (whose pushes wrote its halos and which still
+    read the buffer it writes next). A transport that receives on the
+    receiver's own stream (NCCL, MPI) orders the slabs itself: each slab
+    waits only for its own two streams, so each GPU's steps can be captured
+    in a graph of their own (capture)."""
     if len(w.slabs) == 1 and not overlap:
         return  # one stream: stream order is enough
     for s in w.slabs:
@@ -529,7 +535,7 @@ def fence(w: World, overlap: bool) -> None:
             s.done[1].record(s.edge)
     by_rank = w.by_rank
     for s in w.slabs:
-        near = {s.part.rank, *jg.tile_neighbours(s.part).values()} & set(by_rank)
+        near = ({s.part.rank, *jg.tile_neighbours(s.part).values()} if pushed else {s.part.rank}) & set(by_rank)
         with w.cp.cuda.Device(s.device):
             for r in near:
                 for e in by_rank[r].done:
@@ -554,32 +560,36 @@ def run_steps(w: World, transport: str, overlap: bool, iters: int, fault: bool =
         body(w, transport, i % 2, i == iters - 1, fault)
 
 
-# --- CUDA graph (one slab per process) --------------------------------------------
+# --- CUDA graphs ---------------------------------------------------------------------
 
 
-def capture(w: World, transport: str, with_norm: bool, fault: bool = False) -> Any:
-    """Two steps (A->B, B->A) captured into one graph on the slab's stream."""
-    s, cp = w.slabs[0], w.cp
-    mode = getattr(cp.cuda.runtime, "streamCaptureModeThreadLocal", None)
-    with cp.cuda.Device(s.device):
-        s.compute.begin_capture(mode) if mode is not None else s.compute.begin_capture()
-        try:
-            step(w, transport, 0, False, fault)
-            step(w, transport, 1, with_norm, fault)
-        finally:
-            g = s.compute.end_capture()
-        if hasattr(g, "upload"):
-            g.upload(s.compute)
+def capture(w: World, transport: str, overlap: bool, with_norm: bool, fault: bool = False) -> Any:
+    """Two steps (A->B, B->A) captured in CUDA graphs (bench/gpu/graphs.py),
+    so a step costs the host one launch per graph, not one per kernel and
+    copy (which made one process driving 4 GPUs host-bound). Peer copies in
+    one process: one graph over every GPU (a slab's copies write its
+    neighbours' halos, so the slabs' streams depend on each other). Other
+    transports: one graph per slab (NCCL's rule for one thread and several
+    GPUs; under MPI the one slab's)."""
+    from ..gpu import graphs
+
+    body = step_overlap if overlap else step
+    lanes = [[(s.device, s.compute), (s.device, s.edge)] for s in w.slabs]
+    groups = [[lane for group in lanes for lane in group]] if transport == "peer" else lanes
+    g = graphs.capture(w.cp, groups, lambda: (body(w, transport, 0, False, fault),
+                                              body(w, transport, 1, with_norm, fault)))
+    w.graphs.append(g)
     return g
 
 
 def run_graph(w: World, graphs: tuple[Any, Any], iters: int) -> None:
+    """`iters` steps as iters/2 launches of the two-step graphs, the last
+    one summing the residual."""
     plain, last = graphs
-    s = w.slabs[0]
     reset_norms(w)
     for _ in range(iters // 2 - 1):
-        plain.launch(s.compute)
-    last.launch(s.compute)
+        plain.launch()
+    last.launch()
 
 
 def reset_norms(w: World) -> None:
@@ -664,6 +674,9 @@ def open_nccl(w: World, devices_all: list[str], timeout: float) -> str:
 
 
 def close(w: World) -> None:
+    for g in w.graphs:
+        g.close()
+    w.graphs = []
     for s in w.slabs:
         if s.comm is not None and w.mpi is None:  # under MPI the ranks' World owns it
             try:

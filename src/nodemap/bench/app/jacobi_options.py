@@ -10,7 +10,11 @@ exchanges one halo row with each neighbour. Variants:
   mpi-aware[-overlap]   device rows straight to MPI, only where a verified
                       transfer proved the MPI CUDA-aware (else skipped)
   nccl[-overlap]      grouped ncclSend/ncclRecv
-  nccl-graph          two NCCL steps captured in a CUDA graph (no host work per step)
+  peer[-overlap]-graph, nccl[-overlap]-graph
+                      two steps captured in CUDA graphs, one launch per graph
+                      per two steps (no host work per kernel or copy): one
+                      graph over every GPU for peer copies, one per GPU for
+                      NCCL (either mode)
 -overlap: first and last rows on a high-priority stream, their exchange
 there, the interior rows concurrently on another stream.
 Run one process for all GPUs (`nodemap bench jacobi --gpus 0,1`; a GPU may
@@ -52,6 +56,8 @@ VARIANTS: dict[str, Variant] = {
     "mpi-staged": Variant("mpi-staged"), "mpi-staged-overlap": Variant("mpi-staged", True),
     "mpi-aware": Variant("mpi-aware"), "mpi-aware-overlap": Variant("mpi-aware", True),
     "nccl": Variant("nccl"), "nccl-overlap": Variant("nccl", True), "nccl-graph": Variant("nccl", graph=True),
+    "nccl-overlap-graph": Variant("nccl", True, True),
+    "peer-graph": Variant("peer", graph=True), "peer-overlap-graph": Variant("peer", True, True),
 }
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 

@@ -174,6 +174,27 @@ def _uuid(v: Any) -> str:
     return _text(v)
 
 
+def enable_peer_access(cp: Any, ordinals: Sequence[int]) -> list[str]:
+    """Direct peer access between every pair of these GPUs (NVLink/PCIe
+    P2P), as the reference programs enable it; where a pair has none, peer
+    copies are staged by the driver and the returned note says so."""
+    rt, notes = cp.cuda.runtime, []
+    devs = sorted(set(ordinals))
+    for a in devs:
+        for b in devs:
+            if a == b:
+                continue
+            if not rt.deviceCanAccessPeer(a, b):
+                notes.append(f"peer: CUDA device {a} cannot access {b} directly: peer copies are staged by the driver")
+                continue
+            with cp.cuda.Device(a):
+                try:
+                    rt.deviceEnablePeerAccess(b)
+                except Exception:  # already enabled
+                    pass
+    return notes
+
+
 def ensure_free(cp: Any, nbytes: int, what: str, headroom: float = 0.95) -> None:
     """Refuse an allocation larger than the current device's free memory."""
     free, total = cp.cuda.runtime.memGetInfo()
