@@ -108,19 +108,21 @@ class Device:
 
 
 class _Capture:
-    """Stream capture: while a stream captures, work queued on it is kept
-    (not run) and replayed by each launch of the graph; work queued on
-    another stream then is an error (CUDA would not capture it)."""
+    """Stream capture: while captures are open, work queued on any stream is
+    kept (not run), in order, and replayed by the graph launched first (the
+    stand-in runs work at once and in order, so one replay of everything is
+    what the captured graphs do together; streams forked into a capture by
+    events are not tracked: the GPU tests cover real dependencies)."""
 
-    stream = None  # the capturing stream's ptr
+    open: list = []  # the ptrs of the streams whose capture began and has not ended
     ops: list = []
+    graphs: dict = {}
 
 
 def _queue(stream, fn):
-    """Run fn now, or keep it for the graph being captured on `stream`."""
-    if _Capture.stream is None:
+    """Run fn now, or keep it for the graphs being captured."""
+    if not _Capture.open:
         return fn()
-    assert getattr(stream, "ptr", stream) == _Capture.stream, "work on a stream outside the capture"
     _Capture.ops.append(fn)
 
 
@@ -143,13 +145,10 @@ class Stream:
         self.waited = 0
 
     def begin_capture(self, mode=None):
-        assert _Capture.stream is None, "captures nested"
-        _Capture.stream, _Capture.ops = self.ptr, []
+        cuda.runtime.streamBeginCapture(self.ptr, mode)
 
     def end_capture(self):
-        assert _Capture.stream == self.ptr
-        g, _Capture.stream = Graph(_Capture.ops), None
-        return g
+        return _Capture.graphs[cuda.runtime.streamEndCapture(self.ptr)]
 
     def synchronize(self):
         pass
@@ -206,6 +205,45 @@ class _Runtime:
             for r in range(height):
                 ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
         _queue(stream, copy)
+
+    streamCaptureModeThreadLocal = 1
+    launched: list = []  # graph handles, in launch order
+
+    def streamBeginCapture(self, stream, mode=None):
+        assert stream not in _Capture.open, "a stream captured twice"
+        if not _Capture.open:
+            _Capture.ops = []
+        _Capture.open.append(stream)
+
+    def streamEndCapture(self, stream):
+        """The first capture ended holds every op queued (see _Capture)."""
+        assert stream in _Capture.open, "ending a capture never begun"
+        _Capture.open.remove(stream)
+        h = len(_Capture.graphs) + 1
+        _Capture.graphs[h], _Capture.ops = Graph(_Capture.ops), []
+        return h
+
+    def graphInstantiate(self, graph):
+        return graph
+
+    def graphUpload(self, graph_exec, stream):
+        assert graph_exec in _Capture.graphs
+
+    def graphLaunch(self, graph_exec, stream):
+        self.launched.append(graph_exec)
+        _Capture.graphs[graph_exec].launch(stream)
+
+    def graphDestroy(self, graph):
+        pass
+
+    def graphExecDestroy(self, graph_exec):
+        pass
+
+    def deviceCanAccessPeer(self, a, b):
+        return True
+
+    def deviceEnablePeerAccess(self, peer):
+        pass
 
     def memsetAsync(self, ptr, value, n, stream):
         _queue(stream, lambda: ctypes.memset(ptr, value, n))

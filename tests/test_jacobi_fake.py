@@ -329,3 +329,52 @@ def test_row_slabs_still_allocate_as_before(fake):
     w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 40, jg.slabs(30, 1), [0], "fp64", False), 1)
     s = w.slabs[0]
     assert s.bufs[0].shape == (30, 40) and s.part.cols == (0, 40) and s.nx == 40
+
+
+GRAPHS = "peer-graph,peer-overlap-graph,nccl-graph,nccl-overlap-graph"
+
+
+@pytest.mark.parametrize("decomp", ["1d", "2x2"])
+def test_graph_variants_in_one_process_verify_against_single(fake, capsys, decomp):
+    """One process, four GPUs: every step captured (peer: one graph over all
+    GPUs; NCCL: one per GPU), replayed, and equal to the single-GPU run."""
+    code, d = run(capsys, "--size", "34x22", "--gpus", "0,1,2,3", "--iters", "6", "--repeats", "2",
+                  "--decomp", decomp, "--variants", GRAPHS)
+    assert code == 0, d
+    got = {r["metric"] for r in d["results"]}
+    assert set(GRAPHS.split(",")) <= got, d["messages"]
+    assert not fake_cupy._Capture.open  # every capture ended
+
+
+def test_graphs_launch_once_per_two_steps_per_graph(fake, capsys):
+    fake_cupy.cuda.runtime.launched.clear()
+    code, d = run(capsys, "--size", "34x22", "--gpus", "0,1,2", "--iters", "8", "--repeats", "1",
+                  "--variants", "peer-graph")
+    assert code == 0, d
+    peer = len(fake_cupy.cuda.runtime.launched)
+    fake_cupy.cuda.runtime.launched.clear()
+    code, d = run(capsys, "--size", "34x22", "--gpus", "0,1,2", "--iters", "8", "--repeats", "1",
+                  "--variants", "nccl-graph")
+    assert code == 0, d
+    # runs: warm-up, 1 timed, the verification = 3 runs of 8/2 launches; NCCL: one graph per GPU
+    assert peer == 3 * 4 and len(fake_cupy.cuda.runtime.launched) == 3 * 4 * 3
+
+
+@pytest.mark.parametrize("variant", ["peer-graph", "peer-overlap-graph", "nccl-overlap-graph"])
+def test_a_lost_halo_inside_a_graph_fails(fake, capsys, variant):
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,1", "--variants", variant, "--iters", "4",
+                  "--repeats", "1", "--inject-halo-fault")
+    assert code == 1 and f"{variant} fp32: differs from the single-GPU run" in str(d)
+
+
+def test_a_capture_that_fails_ends_every_capture_and_raises_its_own_error(fake):
+    from nodemap.bench.gpu import graphs
+
+    streams = [fake_cupy.cuda.Stream() for _ in range(3)]
+
+    def body():
+        raise ValueError("queued something a graph cannot hold")
+
+    with pytest.raises(ValueError, match="cannot hold"):
+        graphs.capture(fake_cupy, [[(0, streams[0]), (1, streams[1])], [(2, streams[2])]], body)
+    assert not fake_cupy._Capture.open
