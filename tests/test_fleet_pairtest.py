@@ -1,18 +1,28 @@
-"""Pair test buffers: host, device handed to a CUDA-aware MPI, device staged
-through pinned host memory; which one a pair uses. Device memory is
+"""The pair test's pieces: the buffers of each kind (host, device handed to
+a CUDA-aware MPI, device staged through pinned host memory) are bench
+mpi's (bench/comm/p2p.py), waited on through the caller's `wait` (the
+fleet's deadline); which kind a pair uses; its tags. Device memory is
 tests/fake_cupy.py's host memory here (the GPU campaign runs the real one:
-docs/fleet.md); the copies, poisoning and the decision are the logic."""
+docs/fleet.md); the copies, poisoning, checks and the decision are the
+logic. Whole pair tests over real ranks: test_fleet_mpi.py, and the one
+below that forces the CUDA-aware path."""
 
+import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import fake_cupy
+from nodemap.bench.comm import mpi_common, p2p
 from nodemap.fleet import pairtest
 
 AWARE = {"gpu": True, "aware": True, "how": "MPIX_Query_cuda_support() = 1"}
 PLAIN = {"gpu": True, "aware": False, "how": "MPIX_Query_cuda_support() = 0"}
 NOGPU = {"gpu": False, "aware": False, "how": "no GPU visible to CuPy"}
+KINDS = {"host": ("HH", "H", False), "cuda-aware": ("DD", "D", True), "staged": ("DD", "D", False)}
 
 
 @pytest.fixture
@@ -21,36 +31,42 @@ def cupy(monkeypatch):
     return fake_cupy
 
 
-def wire(src, dst, n):
-    """What MPI does: bytes from the sender's view into the receiver's."""
-    dst.view(0, n)[:] = src.view(0, n)
+@pytest.fixture
+def MPI():
+    return pytest.importorskip("mpi4py.MPI")
 
 
-@pytest.mark.parametrize("kind", [pairtest.HostBuf, pairtest.DeviceBuf, pairtest.StagedBuf])
-def test_a_buffer_kind_carries_the_pattern_and_poison_hides_stale_data(cupy, kind):
-    n = 1000
-    want = pairtest.pattern(n, 7)
-    a, b = kind(n), kind(n)
-    a.load(want)
-    b.poison()
-    assert b.read() == bytes([pairtest.POISON]) * n
-    a.to_wire(0, n)
-    wire(a, b, n)
-    b.from_wire(0, n)
-    assert b.read() == want
+def endpoint(MPI, kind, n, waited):
+    """An endpoint of `kind` on COMM_SELF (this rank is its own peer) whose waits are recorded."""
+    buf, mine, aware = KINDS[kind]
+
+    def wait(reqs):
+        waited.append(len(reqs))
+        MPI.Request.Waitall(reqs)
+
+    return p2p.make_endpoint(buf, mine, MPI, MPI.COMM_SELF, n, p2p.seed_of(0), aware, chunk=256, wait=wait)
 
 
-def test_staged_device_memory_goes_through_its_host_copy_both_ways(cupy):
-    n = 512
-    want = pairtest.pattern(n, 3)
-    a, b = pairtest.StagedBuf(n), pairtest.StagedBuf(n)
-    a.load(want)
-    assert bytes(a.view(0, n)) != want  # MPI sees the pinned copy, filled only by to_wire
-    a.to_wire(0, n)
-    wire(a, b, n)
-    assert b.read() != want  # arrived on the host, not yet on the device
-    b.from_wire(0, n)
-    assert b.read() == want and pairtest.StagedBuf.transport == "staged (pinned host)"
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_buffer_kind_carries_the_pattern_and_poison_hides_stale_data(cupy, MPI, kind):
+    n, waited = 1000, []
+    ep = endpoint(MPI, kind, n, waited)
+    assert ep.label == kind
+    assert p2p.transfer_checked(ep, n, 0, 0)
+    ep.poison()  # what the last repetition left must not pass for the next one's transfer
+    assert not ep.check(n, p2p.seed_of(0))
+    assert waited, "every request goes through the caller's wait (the fleet's deadline)"
+
+
+def test_staged_device_memory_goes_through_its_pinned_copies_in_chunks(cupy, MPI):
+    n, waited = 1000, []
+    ep = endpoint(MPI, "staged", n, waited)
+    assert p2p.transfer_checked(ep, n, 0, 0)
+    want = p2p.pattern(n, p2p.seed_of(0))
+    assert (ep.hs == want).all() and (ep.hr == want).all()  # MPI saw only the pinned host copies
+    assert waited.count(1) >= 4  # each of the 4 received chunks waited for alone, then copied to the GPU
+    ep.poison()
+    assert (ep.hr == p2p.POISON).all()  # a stale staging copy cannot be copied up as if it had arrived
 
 
 @pytest.mark.parametrize("mine, theirs, mode, says", [
@@ -70,13 +86,56 @@ def test_device_mode_is_the_same_on_both_sides(mine, theirs, mode, says):
 
 def test_no_gpu_no_cupy_is_a_capability_not_an_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises
+    monkeypatch.setattr(mpi_common, "query_cuda_support", lambda: (False, "MPIX_Query_cuda_support() = 0"))
     pairtest.device_capability.cache_clear()
     try:
-        assert pairtest.device_capability() == NOGPU
+        assert pairtest.device_capability() == {**PLAIN, "gpu": False}
     finally:
         pairtest.device_capability.cache_clear()
 
 
 def test_tags_of_a_round_stay_inside_it():
-    used = [o for o in pairtest.OFFSET.values()] + [pairtest.PROOF]
-    assert max(used) + pairtest.AGREE < pairtest.STEP and min(used) > 0
+    agreed = [o for o in pairtest.OFFSET.values()] + [pairtest.PROOF]
+    used = agreed + [pairtest.SYNC, pairtest.ACK] + [o + pairtest.AGREE for o in agreed]
+    assert len(set(used)) == len(used) and max(used) < pairtest.STEP and min(used) > 0
+
+
+PAIR = """
+import json, sys
+import fake_cupy
+sys.modules["cupy"] = fake_cupy
+from mpi4py import MPI
+from nodemap.bench.comm import p2p
+from nodemap.fleet import pairtest
+rank = MPI.COMM_WORLD.Get_rank()
+pairtest.device_capability = lambda: {"gpu": True, "aware": True, "how": "said so"}
+if sys.argv[1] == "corrupt" and rank == 1:  # this side's proof transfer arrives damaged
+    pairtest.p2p = type(sys)("p2p_damaged")
+    pairtest.p2p.__dict__.update(p2p.__dict__, transfer_checked=lambda *a: p2p.transfer_checked(*a) and False)
+sizes = pairtest.Sizes(bw_bytes=4096, window=4, bw_windows=2, lat_iters=5, repeats=2)
+figs = pairtest.run(MPI.COMM_WORLD, 1 - rank, 1, rank == 0, ("bw", "latency"), sizes, 60.0, ("host", "device"))
+if rank == 0:
+    print(json.dumps(figs))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case, transport", [("proven", "cuda-aware"), ("corrupt", "staged (pinned host)")])
+def test_device_pointers_go_to_mpi_only_after_a_proof_both_sides_agree_on(tmp_path, case, transport):
+    """Two real ranks whose libraries both say CUDA-aware: the checked transfer decides, on both sides alike."""
+    pytest.importorskip("mpi4py")
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip("no mpiexec next to sys.executable (pip install mpich)")
+    script = tmp_path / "pair.py"
+    script.write_text(PAIR)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([str(mpiexec), "-n", "2", sys.executable, str(script), case], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    figs = json.loads(p.stdout.strip().splitlines()[-1])
+    device = [f for f in figs if f["buffers"] == "device"]
+    assert [f["test"] for f in device] == ["bw", "latency"] and all(f["verified"] for f in device)
+    assert {f["transport"] for f in device} == {transport}
+    assert {f["transport"] for f in figs if f["buffers"] == "host"} == {"host"}
+    assert ("failed: staged instead" in device[0]["why"]) == (case == "corrupt")

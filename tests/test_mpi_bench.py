@@ -11,6 +11,7 @@ import pytest
 
 from nodemap.bench.comm import mpi_common as mc
 from nodemap.bench.comm import mpi_p2p as mp
+from nodemap.bench.comm import p2p
 from nodemap.bench import options
 from nodemap.errors import NodemapError
 
@@ -118,9 +119,9 @@ def test_iterations_scale_with_size_and_stay_bounded():
 
 
 def test_units_follow_osu():
-    assert mp.to_unit("latency", 8, 10, 64, 20e-6) == pytest.approx(1.0)  # us, half round trip
-    assert mp.to_unit("bw", 1000, 2, 64, 1e-3) == pytest.approx(128e3 / 1e-3 / 1e9)
-    assert mp.to_unit("bibw", 1000, 2, 64, 1e-3) == pytest.approx(2 * 128e3 / 1e-3 / 1e9)
+    assert p2p.to_unit("latency", 8, 10, 64, 20e-6) == pytest.approx(1.0)  # us, half round trip
+    assert p2p.to_unit("bw", 1000, 2, 64, 1e-3) == pytest.approx(128e3 / 1e-3 / 1e9)
+    assert p2p.to_unit("bibw", 1000, 2, 64, 1e-3) == pytest.approx(2 * 128e3 / 1e-3 / 1e9)
 
 
 def test_rank_count_checks():
@@ -149,12 +150,12 @@ def test_rail_pairs_cross_nodes_else_halves():
 
 
 def test_poisoned_buffer_fails_the_check_and_a_delivered_one_passes():
-    ep = mp.Endpoint(None, None, 300, seed=1)
+    ep = p2p.Endpoint(None, None, 300, seed=1)
     ep.poison()
     assert not ep.check(300, 1)
-    ep.rbuf[:] = mp.pattern(300, 1)
+    ep.rbuf[:] = p2p.pattern(300, 1)
     assert ep.check(300, 1) and not ep.check(300, 2)
-    assert mp.POISON not in set(mp.pattern(1000, 7).tolist())
+    assert p2p.POISON not in set(p2p.pattern(1000, 7).tolist())
 
 
 def test_awareness_messages_are_plain():

@@ -29,7 +29,7 @@ ROUND = 0  # pair-test tag round: rank 0 numbers the inter-node rounds from 1
 TESTS = ("bw", "latency")
 # The single-node check's figure size (check/mpi.FIGURE_SIZE, tested equal: not imported, so that the
 # ranks that only follow do not load the check); 8 per window (past a few MiB the link is saturated by 8
-# messages, bench/mpi_p2p.window_for), so each side holds 128 MiB.
+# messages, bench/mpi_p2p.window_for); each side holds a 16 MiB send and receive buffer (bench/comm/p2p.py).
 FIGURE_SIZE = 16 << 20
 SIZES = pairtest.Sizes(bw_bytes=FIGURE_SIZE, window=8, bw_windows=4, lat_bytes=1)  # the check's 1 B latency
 ONE_RANK = ("one rank on this node: under --fleet the MPI step runs between two ranks of the node, so it needs "

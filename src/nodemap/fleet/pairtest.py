@@ -8,34 +8,36 @@ over each buffer kind asked for:
   host    host memory;
   device  GPU memory (CuPy; GPU = the rank's local index modulo the GPUs it
           sees). Straight to MPI only where both sides' library says it is
-          CUDA-aware (`mpi_common.query_cuda_support`, as `nodemap bench
-          mpi`) and a verified device transfer between the two proved it;
-          otherwise staged through pinned host memory (each window copied
-          to the host before it is sent and to the GPU after it arrives, in
-          the timing: what an application without CUDA-aware MPI pays). The
+          CUDA-aware (`mpi_common.capability`, as `nodemap bench mpi`) and a
+          verified device transfer between the two proved it; otherwise
+          staged through pinned host memory in pipelined chunks, in the
+          timing (what an application without CUDA-aware MPI pays). The
           record says which ("transport"). Without a GPU on either side the
           device tests are skipped, with the reason.
-The receive buffer is poisoned before every repetition and compared with
-the sender's pattern after it; a mismatch is an error, not a number. Every
-wait polls against a deadline (`wire.Late` past it), so a partner that
-dies costs the timeout."""
+The buffers, the pattern, the poison before every repetition and the check
+after it, the loops and the device proof are `nodemap bench mpi`'s
+(bench/comm/p2p.py); a mismatch is an error, not a number. What is the
+fleet's is here: every wait polls against the pair's deadline (`wire.Late`
+past it: a partner node that dies costs the timeout, and the rank goes on
+serving rank 0, where bench mpi blocks under one deadline per phase that
+ends the process), each round's tags, the agreement on the checks, the
+records."""
 
 from __future__ import annotations
 
 import functools
 import statistics
-import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from .. import units
+from ..bench.comm import p2p
 from . import wire
 
-POISON = 0xFF  # never in pattern(): values 0..250
 KINDS = ("host", "device")
-STEP = 16  # tags per round: hello 0, tests 1..7, their agreements +8
+STEP = 16  # tags per round: hello 0, tests 1..5, every test's sync 6 and ack 7, agreements +8
 OFFSET = {("host", "bw"): 1, ("host", "latency"): 2, ("device", "bw"): 3, ("device", "latency"): 4}
-PROOF, AGREE = 5, 8
+PROOF, SYNC, ACK, AGREE = 5, 6, 7, 8
+TRANSPORT = {"host": "host", "cuda-aware": "cuda-aware", "staged": "staged (pinned host)"}  # p2p's -> the records'
 
 
 @dataclass(frozen=True)
@@ -48,118 +50,13 @@ class Sizes:
     lat_bytes: int = 8  # the ping-pong's message
 
 
-def pattern(n: int, seed: int) -> bytes:
-    base = bytes((i + seed) % 251 for i in range(251))
-    return (base * (n // 251 + 1))[:n]
-
-
-# --- buffers ----------------------------------------------------------------------
-
-
-class HostBuf:
-    """A buffer MPI sends from and receives into; `to_wire`/`from_wire`
-    are what a kind does around each message (nothing, for host memory)."""
-
-    transport = "host"
-
-    def __init__(self, n: int, gpu: int = 0) -> None:
-        self.mem = memoryview(bytearray(n))
-
-    def view(self, lo: int, hi: int) -> Any:
-        return self.mem[lo:hi]
-
-    def load(self, data: bytes) -> None:
-        self.mem[:] = data
-
-    def poison(self) -> None:
-        self.mem[:] = bytes([POISON]) * len(self.mem)
-
-    def to_wire(self, lo: int, hi: int) -> None:
-        pass
-
-    def from_wire(self, lo: int, hi: int) -> None:
-        pass
-
-    def read(self) -> bytes:
-        return self.mem.tobytes()
-
-
-class DeviceBuf(HostBuf):
-    """GPU memory handed to a CUDA-aware MPI."""
-
-    transport = "cuda-aware"
-
-    def __init__(self, n: int, gpu: int = 0) -> None:
-        import cupy as cp
-        import numpy as np
-
-        self.cp, self.np, self.n = cp, np, n
-        cp.cuda.Device(gpu).use()
-        self.dev = cp.empty(n, dtype=cp.uint8)
-
-    def _copy(self, dst: int, src: int, n: int, kind: int) -> None:
-        rt = self.cp.cuda.runtime
-        rt.memcpyAsync(dst, src, n, kind, 0)
-        self.cp.cuda.Device().synchronize()
-
-    def view(self, lo: int, hi: int) -> Any:
-        return self.dev[lo:hi]
-
-    def load(self, data: bytes) -> None:
-        host = self.np.frombuffer(data, dtype=self.np.uint8)
-        self._copy(self.dev.data.ptr, host.ctypes.data, self.n, self.cp.cuda.runtime.memcpyHostToDevice)
-
-    def poison(self) -> None:
-        self.cp.cuda.runtime.memsetAsync(self.dev.data.ptr, POISON, self.n, 0)
-        self.cp.cuda.Device().synchronize()
-
-    def to_wire(self, lo: int, hi: int) -> None:
-        self.cp.cuda.Device().synchronize()  # the GPU's writes land before MPI reads
-
-    def read(self) -> bytes:
-        host = self.np.empty(self.n, dtype=self.np.uint8)
-        self._copy(host.ctypes.data, self.dev.data.ptr, self.n, self.cp.cuda.runtime.memcpyDeviceToHost)
-        return host.tobytes()
-
-
-class StagedBuf(DeviceBuf):
-    """GPU memory through pinned host memory: MPI sees only the host copy."""
-
-    transport = "staged (pinned host)"
-
-    def __init__(self, n: int, gpu: int = 0) -> None:
-        super().__init__(n, gpu)
-        self._pinned = self.cp.cuda.alloc_pinned_memory(n)
-        self.host = self.np.frombuffer(self._pinned, dtype=self.np.uint8, count=n)
-
-    def view(self, lo: int, hi: int) -> Any:
-        return self.host[lo:hi]
-
-    def poison(self) -> None:
-        super().poison()
-        self.host[:] = POISON  # a stale staging copy must not pass for a transfer
-
-    def to_wire(self, lo: int, hi: int) -> None:
-        self._copy(self.host.ctypes.data + lo, self.dev.data.ptr + lo, hi - lo,
-                   self.cp.cuda.runtime.memcpyDeviceToHost)
-
-    def from_wire(self, lo: int, hi: int) -> None:
-        self._copy(self.dev.data.ptr + lo, self.host.ctypes.data + lo, hi - lo,
-                   self.cp.cuda.runtime.memcpyHostToDevice)
-
-
-MakeBuf = Callable[..., HostBuf]  # a buffer class, or one bound to its GPU (functools.partial)
-
-
 @functools.lru_cache(maxsize=None)
 def device_capability() -> dict[str, Any]:
-    """This rank's side of the device decision (asked once per process)."""
+    """This rank's side of the device decision (asked once per process), as bench mpi asks it."""
     from ..bench.comm import mpi_common
 
-    if not mpi_common.gpu_visible():
-        return {"gpu": False, "aware": False, "how": "no GPU visible to CuPy"}
-    aware, how = mpi_common.query_cuda_support()
-    return {"gpu": True, "aware": bool(aware), "how": how}
+    cap = mpi_common.capability()
+    return {"gpu": cap.gpu, "aware": cap.aware, "how": cap.how}
 
 
 def device_mode(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> tuple[str | None, str]:
@@ -194,133 +91,85 @@ def run(comm: Any, peer: int, rnd: int, sends: bool, tests: tuple[str, ...], siz
 
     tag = wire.PAIR + rnd * STEP
     at = wire.deadline(timeout)
+    wait = functools.partial(wire.wait_all, at=at)  # every request of the pair polled against its deadline
     mine = device_capability() if "device" in buffers else None
     token = comm.isend(("hello", rnd, mine), dest=peer, tag=tag)
     theirs = wire.recv(comm, peer, tag, at)[2]
     wire.wait(token, at)
     out: list[dict[str, Any]] = []
     for kind in buffers:
-        make, note = _buffers(MPI, comm, peer, tag, sends, kind, mine, theirs, local, at)
-        if make is None:
+        transport, note = _transport(MPI, comm, peer, tag, kind, mine, theirs, local, wait, at)
+        if transport is None:
             out.append({"test": "skipped", "buffers": kind, "reason": note})
             continue
         for test in ("bw", "latency"):
             if test in tests:
-                fig = (_bw if test == "bw" else _latency)(MPI, comm, peer, tag + OFFSET[(kind, test)], sends,
-                                                          sizes, at, make)
+                n = sizes.bw_bytes if test == "bw" else sizes.lat_bytes
+                ep = p2p.make_endpoint("HH" if kind == "host" else "DD", "H" if kind == "host" else "D", MPI, comm,
+                                       n, p2p.seed_of(comm.Get_rank()), transport == "cuda-aware",
+                                       tag=tag + OFFSET[(kind, test)], wait=wait)
+                side = p2p.Side(MPI, comm, ep, peer, sends, sync_tag=tag + SYNC, ack_tag=tag + ACK)
+                fig = _measure(test, side, sizes, at)
                 if fig:
-                    out.append({**fig, "buffers": kind, "transport": getattr(make, "func", make).transport, "why": note})
+                    out.append({**fig, "buffers": kind, "transport": TRANSPORT[transport], "why": note})
     return out if sends else []
 
 
-def _buffers(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, kind: str, mine: Any, theirs: Any,
-             local: int, at: float) -> tuple[MakeBuf | None, str]:
-    """How this kind's buffers are made for this pair (None: skipped), and why."""
+def _transport(MPI: Any, comm: Any, peer: int, tag: int, kind: str, mine: Any, theirs: Any, local: int,
+               wait: p2p.Wait, at: float) -> tuple[str | None, str]:
+    """How this kind's buffers go to MPI for this pair ("host", "cuda-aware",
+    "staged"; None: skipped), and why."""
     if kind == "host":
-        return HostBuf, ""
+        return "host", ""
     mode, why = device_mode(mine, theirs)
     if mode is None:
         return None, why
-    gpu = gpu_for(local)
-    if mode == "cuda-aware" and not _prove(MPI, comm, peer, tag + PROOF, sends, gpu, at):
+    import cupy as cp
+
+    cp.cuda.Device(gpu_for(local)).use()  # the GPU of this kind's endpoints
+    if mode == "cuda-aware" and not _prove(MPI, comm, peer, tag + PROOF, wait, at):
         mode, why = "staged", "the CUDA-aware transfer of a checked device buffer failed: staged instead"
-    return functools.partial(DeviceBuf if mode == "cuda-aware" else StagedBuf, gpu=gpu), why
+    return mode, why
 
 
-def _prove(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, gpu: int, at: float, n: int = 1 << 16) -> bool:
-    """One checked device-to-device transfer before any device pointer is
-    trusted for timing (only asked when both libraries say they are aware:
-    a device pointer into a non-aware MPI can crash it)."""
-    buf, want = DeviceBuf(n, gpu), pattern(n, tag)
-    if sends:
-        buf.load(want)
-        buf.to_wire(0, n)
-        wire.wait_all([comm.Isend([buf.view(0, n), MPI.BYTE], dest=peer, tag=tag)], at)
-        return _agree(comm, peer, tag, sends, True, at)
-    buf.poison()
-    wire.wait_all([comm.Irecv([buf.view(0, n), MPI.BYTE], source=peer, tag=tag)], at)
-    return _agree(comm, peer, tag, sends, buf.read() == want, at)
+def _prove(MPI: Any, comm: Any, peer: int, tag: int, wait: p2p.Wait, at: float, n: int = 1 << 16) -> bool:
+    """One checked device-to-device transfer each way before any device
+    pointer is trusted for timing (only asked when both libraries say they
+    are aware: a device pointer into a non-aware MPI can crash it)."""
+    ep = p2p.DeviceEndpoint(MPI, comm, n, p2p.seed_of(comm.Get_rank()), tag, wait)
+    return _agree(comm, peer, tag, p2p.transfer_checked(ep, n, peer, peer), at)
 
 
-def _bw(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, at: float,
-        make: MakeBuf = HostBuf) -> dict[str, Any] | None:
-    n, w = sz.bw_bytes, sz.window
-    ack = bytearray(1)
-    buf = make(n * w)
-    want = pattern(n * w, tag)
-    if sends:
-        buf.load(want)
-    secs, ok = [], True
+def _measure(test: str, s: p2p.Side, sz: Sizes, at: float) -> dict[str, Any] | None:
+    """sz.repeats repetitions of bench mpi's loop (p2p.LOOPS), each into a
+    poisoned receive buffer checked after it by the rank that received (both,
+    in the ping-pong); the sender's record."""
+    n, iters, window = (sz.bw_bytes, sz.bw_windows, sz.window) if test == "bw" else (sz.lat_bytes, sz.lat_iters, 1)
+    receives = test != "bw" or not s.first
+    samples, ok = [], True
     for _ in range(sz.repeats):
-        if not sends:
-            buf.poison()
-        t0 = time.perf_counter()
-        for _ in range(sz.bw_windows):
-            if sends:
-                buf.to_wire(0, n * w)
-                reqs = [comm.Isend([buf.view(i * n, (i + 1) * n), MPI.BYTE], dest=peer, tag=tag) for i in range(w)]
-                reqs.append(comm.Irecv([ack, MPI.BYTE], source=peer, tag=tag))
-            else:
-                reqs = [comm.Irecv([buf.view(i * n, (i + 1) * n), MPI.BYTE], source=peer, tag=tag) for i in range(w)]
-            wire.wait_all(reqs, at)
-            if not sends:
-                buf.from_wire(0, n * w)
-                wire.wait_all([comm.Isend([ack, MPI.BYTE], dest=peer, tag=tag)], at)
-        secs.append(time.perf_counter() - t0)
-        if not sends:
-            ok = ok and buf.read() == want
-    verified = _agree(comm, peer, tag, sends, ok, at)
-    if not sends:
+        s.ep.poison()
+        samples.append(p2p.to_unit(test, n, iters, window, p2p.LOOPS[test](s, n, iters, window)))
+        ok = ok and (not receives or s.check(n))
+    verified = _agree(s.comm, s.peer, s.ep.tag, ok, at)
+    if not s.first:
         return None
     if not verified:
-        raise ValueError("the bandwidth test's receive buffer did not match the sender's pattern")
-    gbps = units.gbps(n * w * sz.bw_windows, secs)
-    return {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": statistics.median(gbps),
-            "samples": gbps, "bytes": n, "counting": f"{w} messages of {n} B per window, acknowledged per window",
-            "verified": True}
+        raise ValueError(f"the {WHAT[test]} test's received bytes did not match the sender's pattern")
+    if test == "bw":
+        return {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": statistics.median(samples),
+                "samples": samples, "bytes": n,
+                "counting": f"{window} messages of {n} B per window, acknowledged per window", "verified": True}
+    return {"test": "latency", "unit": "us", "higher_is_better": False, "value": statistics.median(samples),
+            "samples": samples, "bytes": n, "counting": f"half the round trip of a {n} B ping-pong", "verified": True}
 
 
-def _latency(MPI: Any, comm: Any, peer: int, tag: int, sends: bool, sz: Sizes, at: float,
-             make: MakeBuf = HostBuf) -> dict[str, Any] | None:
-    """Ping-pong of sz.lat_bytes (8 B between nodes, 1 B inside one); the receiver echoes what it got. Each repetition
-    sends a pattern of its own, into buffers poisoned before it, and both
-    sides check what they hold after it."""
-    msg, echo = make(sz.lat_bytes), make(sz.lat_bytes)
-    halves, ok = [], True
-    for rep in range(sz.repeats):
-        want = pattern(sz.lat_bytes, tag + rep)
-        if sends:
-            msg.load(want)
-        else:
-            msg.poison()
-        echo.poison()
-        t0 = time.perf_counter()
-        for _ in range(sz.lat_iters):
-            if sends:
-                msg.to_wire(0, sz.lat_bytes)
-                wire.wait_all([comm.Isend([msg.view(0, sz.lat_bytes), MPI.BYTE], dest=peer, tag=tag)], at)
-                wire.wait_all([comm.Irecv([echo.view(0, sz.lat_bytes), MPI.BYTE], source=peer, tag=tag)], at)
-                echo.from_wire(0, sz.lat_bytes)
-            else:
-                wire.wait_all([comm.Irecv([msg.view(0, sz.lat_bytes), MPI.BYTE], source=peer, tag=tag)], at)
-                msg.from_wire(0, sz.lat_bytes)
-                msg.to_wire(0, sz.lat_bytes)
-                wire.wait_all([comm.Isend([msg.view(0, sz.lat_bytes), MPI.BYTE], dest=peer, tag=tag)], at)
-        halves.append((time.perf_counter() - t0) / sz.lat_iters / 2 * 1e6)
-        ok = ok and (echo if sends else msg).read() == want
-    verified = _agree(comm, peer, tag, sends, ok, at)
-    if not sends:
-        return None
-    if not verified:
-        raise ValueError("the latency test's echoed bytes did not match")
-    return {"test": "latency", "unit": "us", "higher_is_better": False, "value": statistics.median(halves),
-            "samples": halves, "bytes": sz.lat_bytes,
-            "counting": f"half the round trip of a {sz.lat_bytes} B ping-pong", "verified": True}
+WHAT = {"bw": "bandwidth", "latency": "latency"}
 
 
-def _agree(comm: Any, peer: int, tag: int, sends: bool, ok: bool, at: float) -> bool:
-    """Both sides' checks, known to the sender (the receiver returns its own)."""
-    if sends:
-        return bool(ok and wire.recv(comm, peer, tag + AGREE, at))
-    wire.send(comm, ok, peer, tag + AGREE, at)
-    return ok
+def _agree(comm: Any, peer: int, tag: int, ok: bool, at: float) -> bool:
+    """Both sides' checks, known to both."""
+    token = comm.isend(ok, dest=peer, tag=tag + AGREE)
+    theirs = wire.recv(comm, peer, tag + AGREE, at)
+    wire.wait(token, at)
+    return bool(ok and theirs)

@@ -205,14 +205,20 @@ def gpu_visible() -> bool:
         return False
 
 
+def capability() -> Awareness:
+    """This rank's side of the decision: a GPU visible, and the library's word
+    (asked without a GPU too: the record says what the library is)."""
+    aware, how = query_cuda_support()
+    return Awareness(gpu=gpu_visible(), aware=bool(aware), how=how)
+
+
 def probe(comm: Any) -> Awareness:
     """Ask the library; every rank must agree, else treat it as not aware."""
-    gpu = gpu_visible()
-    aware, how = query_cuda_support()
+    mine = capability()
     with deadline(MPI_TIMEOUT_S, "the CUDA-awareness probe (allreduce)"):
-        all_gpu = comm.allreduce(int(gpu), op=_min())
-        all_aware = comm.allreduce(int(bool(aware)), op=_min())
-    return Awareness(gpu=bool(all_gpu), aware=bool(all_aware), how=how)
+        all_gpu = comm.allreduce(int(mine.gpu), op=_min())
+        all_aware = comm.allreduce(int(mine.aware), op=_min())
+    return Awareness(gpu=bool(all_gpu), aware=bool(all_aware), how=mine.how)
 
 
 def _min() -> Any:
@@ -222,19 +228,18 @@ def _min() -> Any:
 
 
 def prove_cuda_aware(comm: Any, aw: Awareness, nbytes: int = 1 << 16) -> Awareness:
-    """A ring transfer of device buffers, checked; only when the library says
-    it is aware (a device pointer into a non-aware MPI can segfault)."""
+    """A ring transfer of device buffers, checked (p2p.transfer_checked); only
+    when the library says it is aware (a device pointer into a non-aware MPI
+    can segfault)."""
     if not (aw.gpu and aw.aware):
         return aw
-    import cupy as cp
+    from mpi4py import MPI
+
+    from .p2p import DeviceEndpoint, seed_of, transfer_checked
 
     n, r = comm.Get_size(), comm.Get_rank()
-    send = cp.arange(nbytes, dtype=cp.uint8) + cp.uint8(r)
-    recv = cp.full(nbytes, 0xFF, dtype=cp.uint8)
-    cp.cuda.Device().synchronize()
+    ep = DeviceEndpoint(MPI, comm, nbytes, seed_of(r))
     with deadline(MPI_TIMEOUT_S, "the CUDA-aware proof transfer"):
-        comm.Sendrecv(send, dest=(r + 1) % n, recvbuf=recv, source=(r - 1) % n)
-        want = cp.arange(nbytes, dtype=cp.uint8) + cp.uint8((r - 1) % n)
-        ok = bool((recv == want).all())
+        ok = transfer_checked(ep, nbytes, (r + 1) % n, (r - 1) % n)
         aw.proven = bool(comm.allreduce(int(ok), op=_min()))
     return aw

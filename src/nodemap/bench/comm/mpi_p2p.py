@@ -9,11 +9,12 @@ import dataclasses
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import NodemapError
 from ...units import format_size, gbps, parse_size, parse_sizes
 from . import mpi_common as mc
+from .p2p import ACK_TAG, LOOPS, Endpoint, Side, bw_loop, make_endpoint, seed_of, to_unit
 from .world import World, start as start_world
 from .. import interrupt
 from ..harness import check_count, check_positive
@@ -23,8 +24,7 @@ from ..results import Result, ResultSet, make_result
 from .mpi_p2p_options import SMALL, TESTS, Options
 
 BUFFERS = ("HH", "HD", "DH", "DD")
-POISON = 0xFF  # never produced by pattern() (values 0..250)
-ACK_TAG, SYNC_TAG, DATA_TAG, STOP_TAG = 99, 98, 1, 97
+STOP_TAG = 97
 
 
 # --- inputs ---------------------------------------------------------------------
@@ -82,254 +82,7 @@ def mem_available() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
-# --- buffers --------------------------------------------------------------------
-
-
-def pattern(n: int, seed: int) -> Any:
-    """Byte i is (131 i + 31 seed) mod 251: period 251, so one period is
-    computed and tiled (64 MiB in milliseconds, not seconds)."""
-    import numpy as np
-
-    period = ((np.arange(251, dtype=np.uint64) * 131 + seed * 31) % 251).astype(np.uint8)
-    return np.resize(period, n)
-
-
-class Endpoint:
-    """A rank's send and receive buffers of one kind; sends and receives."""
-
-    label = "host"
-    chunk = 0  # > 0: messages go in pieces of this many bytes (to match a staged peer)
-
-    def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int) -> None:
-        import numpy as np
-
-        self.MPI, self.comm = MPI, comm
-        self.sbuf = pattern(nbytes, seed)
-        self.rbuf = np.empty(nbytes, dtype=np.uint8)
-
-    def _chunks(self, n: int) -> list[tuple[int, int]]:
-        c = max(1, min(self.chunk, n)) if self.chunk else n
-        return [(o, min(c, n - o)) for o in range(0, n, c)] if n else [(0, 0)]
-
-    def poison(self) -> None:
-        self.rbuf[:] = POISON
-
-    def check(self, n: int, seed: int) -> bool:
-        import numpy as np
-
-        return bool(np.array_equal(self._received(n), pattern(n, seed)))
-
-    def _received(self, n: int) -> Any:
-        return self.rbuf[:n]
-
-    def isend(self, n: int, dest: int) -> list[Any]:
-        return [self.comm.Isend([self.sbuf[o:o + c], self.MPI.BYTE], dest=dest, tag=DATA_TAG)
-                for o, c in self._chunks(n)]
-
-    def irecv(self, n: int, src: int) -> list[Any]:
-        return [self.comm.Irecv([self.rbuf[o:o + c], self.MPI.BYTE], source=src, tag=DATA_TAG)
-                for o, c in self._chunks(n)]
-
-    def done(self, reqs: list[Any]) -> None:
-        self.MPI.Request.Waitall(reqs)
-
-    def close(self) -> None:
-        pass
-
-
-class DeviceEndpoint(Endpoint):
-    """GPU buffers handed straight to a CUDA-aware MPI."""
-
-    label = "cuda-aware"
-
-    def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int) -> None:
-        import cupy as cp
-
-        self.MPI, self.comm, self.cp = MPI, comm, cp
-        self.sbuf = cp.asarray(pattern(nbytes, seed))
-        self.rbuf = cp.empty(nbytes, dtype=cp.uint8)
-        cp.cuda.Device().synchronize()
-
-    def poison(self) -> None:
-        self.rbuf.fill(POISON)
-        self.cp.cuda.Device().synchronize()
-
-    def _received(self, n: int) -> Any:
-        return self.cp.asnumpy(self.rbuf[:n])
-
-
-class StagedEndpoint(DeviceEndpoint):
-    """GPU buffers through pinned host memory, in pipelined chunks.
-
-    One staging buffer per direction, so the messages of a window go one
-    after another (a message's requests finish before the next reuses it);
-    inside a message, chunk i is sent while the D2H of chunk i+1 runs.
-    """
-
-    label = "staged"
-
-    def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int, chunk: int) -> None:
-        super().__init__(MPI, comm, nbytes, seed)
-        import numpy as np
-
-        cp = self.cp
-        self.chunk = chunk
-        self._mem = [cp.cuda.alloc_pinned_memory(nbytes) for _ in range(2)]
-        self.hs, self.hr = (np.frombuffer(m, dtype=np.uint8, count=nbytes) for m in self._mem)
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        self.pending_send: list[Any] = []
-        self.pending_recv: tuple[int, list[Any]] | None = None
-
-    def isend(self, n: int, dest: int) -> list[Any]:
-        cp = self.cp
-        self.MPI.Request.Waitall(self.pending_send)  # the staging buffer is free again
-        events = []
-        for o, c in self._chunks(n):
-            cp.cuda.runtime.memcpyAsync(self.hs.ctypes.data + o, self.sbuf.data.ptr + o, c,
-                                        cp.cuda.runtime.memcpyDeviceToHost, self.stream.ptr)
-            ev = cp.cuda.Event(disable_timing=True)
-            ev.record(self.stream)
-            events.append(ev)
-        reqs = []
-        for (o, c), ev in zip(self._chunks(n), events):
-            ev.synchronize()
-            reqs.append(self.comm.Isend([self.hs[o:o + c], self.MPI.BYTE], dest=dest, tag=DATA_TAG))
-        self.pending_send = reqs
-        return reqs
-
-    def irecv(self, n: int, src: int) -> list[Any]:
-        self._finish_recv()
-        reqs = [self.comm.Irecv([self.hr[o:o + c], self.MPI.BYTE], source=src, tag=DATA_TAG)
-                for o, c in self._chunks(n)]
-        self.pending_recv = (n, reqs)
-        return reqs
-
-    def _finish_recv(self) -> None:
-        if self.pending_recv is None:
-            return
-        cp = self.cp
-        n, reqs = self.pending_recv
-        for (o, c), r in zip(self._chunks(n), reqs):
-            r.Wait()  # H2D of chunk i runs while chunk i+1 arrives
-            cp.cuda.runtime.memcpyAsync(self.rbuf.data.ptr + o, self.hr.ctypes.data + o, c,
-                                        cp.cuda.runtime.memcpyHostToDevice, self.stream.ptr)
-        self.stream.synchronize()
-        self.pending_recv = None
-
-    def done(self, reqs: list[Any]) -> None:
-        self.MPI.Request.Waitall(reqs)
-        if self.pending_recv is not None and self.pending_recv[1] is reqs:
-            self._finish_recv()
-
-    def finish(self) -> None:
-        self.MPI.Request.Waitall(self.pending_send)
-        self.pending_send = []
-        self._finish_recv()
-
-
-def make_endpoint(buf: str, mine: str, MPI: Any, comm: Any, nbytes: int, seed: int, aware: bool,
-                  chunk: int) -> Endpoint:
-    """`mine` is this rank's kind (H or D) of the pair's `buf`. When either end
-    is staged, both cut messages into the same chunks, so every send meets
-    a receive of its size."""
-    staged = "D" in buf and not aware
-    if mine == "H":
-        ep = Endpoint(MPI, comm, nbytes, seed)
-    elif aware:
-        ep = DeviceEndpoint(MPI, comm, nbytes, seed)
-    else:
-        return StagedEndpoint(MPI, comm, nbytes, seed, chunk)
-    ep.chunk = chunk if staged else 0
-    return ep
-
-
-# --- the tests ------------------------------------------------------------------
-
-
-@dataclass
-class Side:
-    """One rank's view of a pair test."""
-
-    MPI: Any
-    comm: Any
-    ep: Endpoint
-    peer: int
-    first: bool  # the sender / ping side
-    stopped: bool = False  # both ranks agreed to stop (Ctrl-C on either)
-
-    def sync(self) -> None:
-        z = [bytearray(0), self.MPI.BYTE]
-        self.comm.Sendrecv(z, dest=self.peer, sendtag=SYNC_TAG, recvbuf=[bytearray(0), self.MPI.BYTE],
-                           source=self.peer, recvtag=SYNC_TAG)
-
-    def send(self, n: int) -> None:
-        self.ep.done(self.ep.isend(n, self.peer))
-
-    def recv(self, n: int) -> None:
-        self.ep.done(self.ep.irecv(n, self.peer))
-
-    def ack(self, receive: bool) -> None:
-        if receive:
-            self.comm.Recv([bytearray(4), self.MPI.BYTE], source=self.peer, tag=ACK_TAG)
-        else:
-            self.comm.Send([bytearray(4), self.MPI.BYTE], dest=self.peer, tag=ACK_TAG)
-
-    def finish(self) -> None:
-        if isinstance(self.ep, StagedEndpoint):
-            self.ep.finish()
-
-
-def latency_loop(s: Side, n: int, iters: int, window: int) -> float:
-    s.sync()
-    t0 = s.MPI.Wtime()
-    for _ in range(iters):
-        if s.first:
-            s.send(n)
-            s.recv(n)
-        else:
-            s.recv(n)
-            s.send(n)
-    return s.MPI.Wtime() - t0
-
-
-def bw_loop(s: Side, n: int, iters: int, window: int) -> float:
-    s.sync()
-    t0 = s.MPI.Wtime()
-    post = s.ep.isend if s.first else s.ep.irecv  # the first rank sends the window, its peer acknowledges it
-    for _ in range(iters):
-        s.ep.done([r for _ in range(window) for r in post(n, s.peer)])
-        s.finish()
-        s.ack(receive=s.first)
-    return s.MPI.Wtime() - t0
-
-
-def bibw_loop(s: Side, n: int, iters: int, window: int) -> float:
-    s.sync()
-    t0 = s.MPI.Wtime()
-    staged = isinstance(s.ep, StagedEndpoint)
-    for _ in range(iters):
-        if staged:  # one staging buffer per direction: messages in turn, both ways at once
-            for _ in range(window):
-                reqs = s.ep.irecv(n, s.peer)
-                s.ep.done(s.ep.isend(n, s.peer))
-                s.ep.done(reqs)
-        else:
-            reqs = [r for _ in range(window) for r in s.ep.irecv(n, s.peer)]
-            reqs += [r for _ in range(window) for r in s.ep.isend(n, s.peer)]
-            s.ep.done(reqs)
-        s.finish()
-    return s.MPI.Wtime() - t0
-
-
-LOOPS: dict[str, Callable[[Side, int, int, int], float]] = {"latency": latency_loop, "bw": bw_loop,
-                                                           "bibw": bibw_loop}
-
-
-def to_unit(test: str, n: int, iters: int, window: int, seconds: float) -> float:
-    if test == "latency":
-        return seconds / (2 * iters) * 1e6
-    moved = n * window * iters * (2 if test == "bibw" else 1)
-    return moved / seconds / 1e9
+# --- the tests (p2p.py's loops) ---------------------------------------------
 
 
 def counting(test: str, window: int) -> str:
@@ -337,6 +90,7 @@ def counting(test: str, window: int) -> str:
         return "half the round trip of one message (OSU osu_latency)"
     both = " in each direction, both counted" if test == "bibw" else ""
     return f"message size x {window} messages per window{both} (OSU osu_{test})"
+
 
 # --- the run --------------------------------------------------------------------
 
@@ -512,7 +266,7 @@ class Group:
         if self.side is None:
             first, peer = self.rank == self.a, self.b if self.rank == self.a else self.a
             ep = make_endpoint(self.buf, self.buf[0] if first else self.buf[1], self.MPI, self.comm,
-                               max(self.sweep.sizes), self.rank + 1, self.aware, self.sweep.chunk)
+                               max(self.sweep.sizes), seed_of(self.rank), self.aware, self.sweep.chunk)
             self.side = Side(self.MPI, self.comm, ep, peer, first)
         return self.side
 
@@ -574,7 +328,7 @@ class PairCase(Case):
     def verify(self) -> None:
         s = self.g.open()
         receives = self.test != "bw" or not s.first
-        ok = s.ep.check(self.size, s.peer + 1) if receives else True
+        ok = s.check(self.size) if receives else True
         ok_both = bool(s.comm.sendrecv(ok, dest=s.peer, source=s.peer, sendtag=ACK_TAG, recvtag=ACK_TAG)) and ok
         if s.first and not ok_both:
             raise NodemapError(f"MPI {self.test} of {self.size} B ({self.g.buf}) delivered wrong bytes: the "
@@ -653,7 +407,7 @@ class Rails:
 
     def endpoint(self) -> Endpoint:
         if self.ep is None:
-            self.ep = Endpoint(self.MPI, self.comm, max(self.sweep.sizes), self.rank + 1)
+            self.ep = Endpoint(self.MPI, self.comm, max(self.sweep.sizes), seed_of(self.rank))
         return self.ep
 
 
@@ -688,7 +442,7 @@ class MultirailCase(Case):
         r = self.rails
         ok = True
         if r.rank in r.partner and not r.partner[r.rank][1]:
-            ok = r.endpoint().check(self.size, r.partner[r.rank][0] + 1)
+            ok = r.endpoint().check(self.size, seed_of(r.partner[r.rank][0]))
         if not bool(r.comm.allreduce(int(ok), op=r.MPI.MIN)):
             raise NodemapError(f"multi-rail bw at {self.size} B delivered wrong bytes: the transport corrupts data")
 
