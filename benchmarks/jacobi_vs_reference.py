@@ -12,7 +12,8 @@ repetitions. ratio = reference / nodemap: >= 1.00 means nodemap's step is
 at least as fast. Pairs: single <-> single_gpu, peer <-> multi_threaded_p2p
 and multi_threaded_copy, peer-overlap <-> multi_threaded_copy_overlap and
 multi_threaded_p2p_opt, nccl[-overlap] <-> nccl[_overlap], nccl-graph <->
-nccl_graphs (same grid, GPU count and iterations).
+nccl_graphs, and each -graph variant <-> its plain twin's (same grid, GPU
+count and iterations).
 
 --strong NXxNY / --weak NXxNY add the scaling tables (markdown, also
 written to --markdown): per series (nodemap mode and variant beside each
@@ -41,6 +42,9 @@ PAIRS = {
     "nccl": ("nccl",),
     "nccl-overlap": ("nccl_overlap",),
     "nccl-graph": ("nccl_graphs",),
+    "nccl-overlap-graph": ("nccl_graphs",),
+    "peer-graph": ("multi_threaded_p2p", "multi_threaded_copy"),
+    "peer-overlap-graph": ("multi_threaded_copy_overlap", "multi_threaded_p2p_opt"),
 }
 
 

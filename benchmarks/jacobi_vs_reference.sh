@@ -47,8 +47,8 @@ budget=$BUDGET
 campaign_start
 after_step=ref_lines  # the reference's lines so far, packed with the results
 pack_into "$out/jacobi_results.tar.gz" "$out" json ref
-SINGLE_VARIANTS=single,peer,peer-overlap,nccl,nccl-overlap,nccl-graph
-MPI_VARIANTS=single,mpi-staged,mpi-staged-overlap,nccl,nccl-overlap,nccl-graph  # not mpi-aware: no CUDA-aware MPI
+SINGLE_VARIANTS=single,peer,peer-overlap,peer-graph,peer-overlap-graph,nccl,nccl-overlap,nccl-graph,nccl-overlap-graph
+MPI_VARIANTS=single,mpi-staged,mpi-staged-overlap,nccl,nccl-overlap,nccl-graph,nccl-overlap-graph  # not mpi-aware: no CUDA-aware MPI
 ref_lines() {  # the reference's -csv lines so far, for the summary
   grep -E '^(single_gpu|multi_threaded|nccl|mpi)[a-z0-9_]*, ' "$log" >"$out/ref/reference_csv.txt" || true
 }
