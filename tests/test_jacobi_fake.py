@@ -307,6 +307,28 @@ def test_mpi_aware_not_proven_measures_the_staged_path():
     assert any("mpi-aware" in m and "mpi-staged measures it" in m for m in d["messages"])
 
 
+def test_adaptive_repetitions_stop_each_case_within_repeats(fake, capsys):
+    """On the driver: --adaptive ends a case once its median's interval is narrow enough (at least 6
+    repetitions, at most --repeats; a busy machine may need them all)."""
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,0", "--variants", "peer", "--iters", "4",
+                  "--repeats", "40", "--adaptive", "0.999")
+    assert code == 0, d
+    counts = [r["stats"]["n"] for r in d["results"] if r["unit"] == "us"]
+    assert len(counts) == 2 and all(6 <= n <= 40 for n in counts), counts
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
+def test_mpi_ranks_stop_adaptive_repetitions_together():
+    """Every rank sees the slowest process's figure, so all leave a case at the same repetition
+    (one leaving early would start the verification's exchanges alone: a hang)."""
+    p = mpirun(2, "--size", "18x13", "--variants", "mpi-staged,mpi-staged-overlap", "--repeats", "40",
+               "--adaptive", "0.999", "--timeout", "60")
+    assert p.returncode == 0, p.stderr + p.stdout
+    counts = [r["stats"]["n"] for r in json.loads(p.stdout)["results"] if r["unit"] == "us"]
+    assert len(counts) == 3 and all(6 <= n <= 40 for n in counts), counts
+
+
 @pytest.mark.parametrize("px,py,waits", [(2, 1, 1), (2, 2, 1), (3, 1, None), (1, 2, 0)])
 def test_tiles_push_columns_after_the_neighbours_stencil(fake, px, py, waits):
     """The fake runs streams in order, so it cannot show the race; it shows the wait."""

@@ -1,26 +1,30 @@
 """`nodemap bench jacobi`: a 2D Jacobi solver in the multi-GPU programming models.
 
 What it does, as its --help says, and its Options: jacobi_options.py.
+`plan` opens the processes and plans, per dtype, the single-GPU baseline
+(the gold), the stencil alone on the slabs and one case per variant
+(bench/driver.py runs them); device side: jacobi_gpu.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ...errors import NodemapError
 from ...units import gbps
+from . import jacobi_gpu as jgpu
 from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
 from ..comm import world
 from ..comm.world import World, alone
-from .. import options
-from ..harness import Progress, finish, session, slowest_rank
-from ..driver import repeat
-from ..results import Failure, ResultSet, Stats, make_result
+from .. import interrupt, options
+from ..driver import Case, PartFailed, Plan
+from ..harness import Stopped, slowest_rank
+from ..results import Failure, Result, ResultSet, Stats, make_result
 from .jacobi_options import DTYPES, VARIANTS, Options
 
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
@@ -56,7 +60,7 @@ class Grid:
         return jg.tiles(self.nx, self.ny, self.px, self.py)
 
 
-def layout(args: argparse.Namespace, nx: int, ny: int, n: int) -> Grid:
+def layout(args: Options, nx: int, ny: int, n: int) -> Grid:
     """The global grid of n slabs; one line, exit 2, when it cannot be cut."""
     try:
         px, py = jg.parse_decomp(args.decomp, n)
@@ -69,7 +73,7 @@ def layout(args: argparse.Namespace, nx: int, ny: int, n: int) -> Grid:
     return Grid(gx, gy, px, py, (nx, ny) if args.weak else None)
 
 
-def validate(args: argparse.Namespace) -> tuple[int, int, list[str], list[str]]:
+def validate(args: Options) -> tuple[int, int, list[str], list[str]]:
     nx, ny = parse_grid(args.size)
     dtypes = options.dtypes(args.dtype, DTYPES)
     variants = options.choices(args.variants, VARIANTS, "--variants")
@@ -100,7 +104,7 @@ class Launch:
         return self.world.comm
 
 
-def open_launch(args: argparse.Namespace) -> Launch:
+def open_launch(args: Options) -> Launch:
     from ..comm import collectives as co
     from ..gpu.common import import_cupy
 
@@ -154,17 +158,11 @@ def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> s
     return ""
 
 
-# --- timing and verification ----------------------------------------------------------
-
-
-def timed(w: Any, iters: int, body: Callable[[], None]) -> Callable[[], float]:
-    """Seconds per step of `iters` steps (`body` runs them all), the slowest process's."""
-    return slowest_rank(w.ranks, iters, lambda: (body(), w.wait()))
+# --- the cases ----------------------------------------------------------------------------
 
 
 def runner(w: Any, name: str, iters: int, fault: bool) -> Callable[[], None]:
-    from . import jacobi_gpu as jgpu
-
+    """What one repetition of a variant runs: `iters` steps (a variant is this callable)."""
     v = VARIANTS[name]
     if v.graph:
         graphs = (jgpu.capture(w, v.transport, v.overlap, False, fault),
@@ -181,55 +179,286 @@ class Outcome:
     nan: bool
 
 
-def measure(w: Any, name: str, args: argparse.Namespace) -> Outcome:
-    """Time the variant, then restart from the initial field and run it once
-    more for the verification (the same code path as the timing)."""
-    from . import jacobi_gpu as jgpu
+class Slabs:
+    """The slabs of one stage of a dtype: the whole grid on the first GPU of
+    the first process (the baseline) or the decomposition (`decomposed`).
+    Allocated by the stage's first case, freed after its last (or at the
+    plan's end, after an error); the stage's parts leave their figures here
+    for the next ones."""
 
-    transport = VARIANTS[name].transport if name != "compute" else "none"
-    fault = bool(args.inject_halo_fault) and name not in ("single", "compute")
-    jgpu.prime(w, transport, fault)
-    w.wait()  # the ranks start each repetition together, with nothing queued (slowest_rank)
-    body = runner(w, name, args.iters, fault) if name != "compute" else (
-        lambda: jgpu.run_steps(w, "none", False, args.iters))
-    times = repeat(timed(w, args.iters, body), repeats=args.repeats, warmup=1)
-    jgpu.initialize(w.cp, w.slabs)
-    jgpu.prime(w, transport, fault)
-    body()
-    return Outcome(times, jgpu.norm(w), jgpu.row_sums(w, 0), jgpu.has_nan(w, 0))
+    def __init__(self, launch: Launch, grid: Grid, dtype: str, decomposed: bool = False, nccl: bool = False,
+                 timeout: float | None = None) -> None:
+        self.launch, self.grid, self.dtype, self.decomposed = launch, grid, dtype, decomposed
+        self.nccl, self.timeout = nccl, timeout
+        self.w: Any = None
+        self.nccl_why = ""  # why the nccl variants cannot run here ('' when they can)
+        self.comp: list[float] = []  # the stencil alone's seconds per step
+        self.plain: dict[str, list[float]] = {}  # each verified variant's (overlap_hidden compares them)
+
+    def open(self) -> Any:
+        if self.w is not None:
+            return self.w
+        launch, g = self.launch, self.grid
+        cp = launch.cp
+        if self.decomposed:
+            parts, devs = [g.tiles[r] for r in launch.ranks], launch.devices
+        else:
+            parts, devs = jg.tiles(g.nx, g.ny, 1, 1), launch.devices[:1]
+        try:
+            jgpu.check_memory(cp, g.nx, parts, devs, self.dtype)
+            slabs = jgpu.allocate(cp, g.nx, parts, devs, self.dtype, pinned=self.decomposed and launch.mpi is not None)
+        except NodemapError as e:
+            if self.decomposed or not g.tile:
+                raise
+            raise NodemapError(f"--weak verifies every variant against the whole {g.nx}x{g.ny} grid on one GPU, "
+                               f"which does not fit: give a smaller --size per slab ({e})") from None
+        self.w = jgpu.World(cp, slabs, launch.n, launch.world) if self.decomposed else jgpu.World(cp, slabs, 1)
+        if self.nccl:
+            self.nccl_why = jgpu.open_nccl(self.w, launch.keys_all or [], self.timeout)
+        return self.w
+
+    def close(self) -> None:
+        if self.w is not None:
+            w, self.w = self.w, None
+            jgpu.close(w)
 
 
-# --- the run ----------------------------------------------------------------------------
+class Part(Case):
+    """One timed part on a stage's slabs ("compute": the stencil alone, else
+    a variant). Setup fills the halos through the transport (untimed); a
+    repetition runs `iters` steps (`runner`), its figure the slowest
+    process's seconds per step (harness.slowest_rank); verify restarts from
+    the initial field and runs once more, the same code path as the timing."""
+
+    def __init__(self, slabs: Slabs, name: str, opts: Options, label: str, what: str, last: bool = False) -> None:
+        self.slabs, self.name, self.label, self.what, self.last = slabs, name, label, what, last
+        self.iters, self.timeout = opts.iters, opts.timeout
+        self.transport = VARIANTS[name].transport if name != "compute" else "none"
+        self.fault = bool(opts.inject_halo_fault) and name not in ("single", "compute")
+        self.out = Outcome([], 0.0, None, False)
+        self._deadline = ExitStack()
+
+    @property  # type: ignore[override]
+    def mine(self) -> bool:
+        """The baseline is the first process's alone; every process runs the slabs' parts."""
+        mpi = self.slabs.launch.mpi
+        return self.slabs.decomposed or mpi is None or mpi.Get_rank() == 0
+
+    @property  # type: ignore[override]
+    def messages(self) -> list[str]:
+        return [f"nccl variants: {self.slabs.nccl_why}"] if self.slabs.nccl_why else []
+
+    def setup(self) -> None:
+        w = self.slabs.open()
+        self._deadline.enter_context(mc.deadline(self.timeout, self.what))
+        jgpu.prime(w, self.transport, self.fault)
+        w.wait()  # the ranks start each repetition together, with nothing queued (slowest_rank)
+        self.body = runner(w, self.name, self.iters, self.fault) if self.name != "compute" else (
+            lambda: jgpu.run_steps(w, "none", False, self.iters))
+        self.once = slowest_rank(w.ranks, self.iters, lambda: (self.body(), w.wait()))
+
+    def run(self) -> float:
+        return self.once()
+
+    def verify(self) -> None:
+        w = self.slabs.w
+        jgpu.initialize(w.cp, w.slabs)
+        jgpu.prime(w, self.transport, self.fault)
+        self.body()
+        self.out = Outcome([], jgpu.norm(w), jgpu.row_sums(w, 0), jgpu.has_nan(w, 0))
+        self.check()
+
+    def check(self) -> None:
+        """The stencil alone's field is not checked: its halos are never exchanged."""
+
+    def results(self, samples: list[float]) -> list[Result]:
+        self.slabs.comp = samples
+        return []
+
+    def teardown(self) -> None:
+        self._deadline.close()
+
+    def gather(self, results: list[Result]) -> list[Result]:
+        if self.last:  # every process: a part another rank ran alone, or one not run here, ends the stage too
+            self.slabs.close()
+        return results
+
+    def progress(self, results: list[Result]) -> str:
+        r = results[-1] if results else None
+        return f"{self.label}: {r.stats.median:.1f} {r.unit}" if r else self.label
 
 
-def run(args: argparse.Namespace) -> int:
-    nx, ny, dtypes, variants = validate(args)
-    launch = open_launch(args)
+class Baseline(Part):
+    """The whole grid on one GPU, after its stencil alone: the gold every
+    variant is verified and scaled against (its field also NumPy's on the
+    host at small sizes); under --weak also one slab's grid (`tile`: the
+    weak-scaling t1). The first process measures it, every process gets it."""
+
+    def __init__(self, slabs: Slabs, opts: Options, gold: dict[str, Any], gpu: Any, tile: bool) -> None:
+        g = slabs.grid
+        super().__init__(slabs, "single", opts, f"single GPU {slabs.dtype} {g.nx}x{g.ny}"
+                         + (" (one slab's grid)" if tile else ""), f"the single-GPU {slabs.dtype} run", last=True)
+        self.gold, self.gpu, self.tile = gold, gpu, tile
+        self.checked = ""
+
+    def check(self) -> None:
+        from . import jacobi_host as jh
+
+        nx, ny, dtype, out = self.slabs.grid.nx, self.slabs.grid.ny, self.slabs.dtype, self.out
+        if out.nan:
+            raise NodemapError(f"single GPU {dtype}: NaN in the field: the kernel or the periodic halo copy is "
+                               "broken")
+        self.checked = "residual norm and row sums are the slab runs' gold values"
+        if nx * ny <= HOST_CHECK_CELLS:
+            why = jh.disagree(out.norm, out.rows, *jh.solve(nx, ny, self.iters, jgpu.DTYPES[dtype][0]))
+            if why:
+                raise NodemapError(f"single GPU {dtype} differs from NumPy on the host: {why}: the kernel computes "
+                                   "wrong values")
+            self.checked = f"residual norm and every row's sum equal NumPy's on the host after {self.iters} steps"
+
+    def results(self, samples: list[float]) -> list[Result]:
+        g, dtype, gpu, comp = self.slabs.grid, self.slabs.dtype, self.gpu, self.slabs.comp
+        word = jgpu.DTYPES[dtype][1]
+        nbytes = jg.stencil_bytes(g.nx, g.ny, word)
+        peak = gpu.hbm
+        t1 = statistics.median(samples)
+        self.gold.update({"t1_weak": t1} if self.tile else {"norm": self.out.norm, "rows": self.out.rows, "t1": t1,
+                                                             "t1_weak": t1 if g.tile == (g.nx, g.ny) else None})
+        self.out.times = samples
+        return [make_result(
+            "jacobi", "stencil kernel", "GB/s", gbps(nbytes, comp), verified=True,
+            params={"nx": g.nx, "ny": g.ny, "dtype": dtype, "iters": self.iters, "gpu": gpu.key,
+                    "us_per_step": statistics.median(comp) * 1e6},
+            bytes=nbytes, counting=f"2 x {word} B per updated cell (read once, written once)",
+            path=f"{gpu.key} HBM", path_class="HBM", peak=peak.gbs if peak else None,
+            peak_source=peak.source if peak else "", notes=("the single-GPU run's stencil without halo copies",),
+            verification=f"the same kernel's single-GPU run: {self.checked}"),
+            variant_result("single", dtype, Grid(g.nx, g.ny, 1, 1), self.iters, self.out, 1, 1, {"t1": t1},
+                           statistics.median(comp), None, [gpu.key],
+                           "whole grid on one GPU, periodic rows copied on the device", self.checked)]
+
+    def gather(self, results: list[Result]) -> list[Result]:
+        mpi = self.slabs.launch.mpi
+        if mpi is not None:  # every process gets the gold (a rank whose root failed is ended by its abort)
+            self.gold.update(mpi.bcast(self.gold, root=0))
+        return super().gather(results)
+
+
+class Variant(Part):
+    """One variant on the slabs, verified against the single-GPU run: a
+    halo that differs fails the variant alone (no time, the run incomplete)."""
+
+    def __init__(self, slabs: Slabs, name: str, opts: Options, gold: dict[str, Any], last: bool) -> None:
+        super().__init__(slabs, name, opts, f"{name} {slabs.dtype} on {slabs.launch.n} slabs",
+                         f"{name} {slabs.dtype} (a hung exchange)", last)
+        self.gold = gold
+
+    @property  # type: ignore[override]
+    def mine(self) -> bool:
+        return self.transport != "nccl" or not self.slabs.nccl_why  # NCCL opened by the stencil alone before it
+
+    def check(self) -> None:
+        from . import jacobi_host as jh
+
+        w, out = self.slabs.w, self.out
+        why = "NaN in the field (a halo never written)" if out.nan else ""
+        if w.is_root() and not why:
+            why = jh.disagree(out.norm, out.rows, self.gold["norm"], self.gold["rows"])
+        why = w.mpi.bcast(why, root=0) if w.mpi is not None else why
+        if why:
+            name, dtype = self.name, self.slabs.dtype
+            raise PartFailed(Failure("jacobi", name, f"Jacobi {name} halos", "the single-GPU run's field",
+                                     f"{dtype}: {why}", transport=self.transport, message=f"{name} {dtype}: differs "
+                                     f"from the single-GPU run: {why}: the halo exchange is wrong; no time reported"))
+
+    def results(self, samples: list[float]) -> list[Result]:
+        s, launch = self.slabs, self.slabs.launch
+        s.plain[self.name] = self.out.times = samples
+        return [variant_result(self.name, s.dtype, s.grid, self.iters, self.out, launch.n,
+                               len(set(launch.keys_all or [])), self.gold, statistics.median(s.comp),
+                               hidden(s.plain, self.name, s.comp), launch.keys_all or [], "", "")]
+
+
+# --- the plan ---------------------------------------------------------------------------
+
+
+def plan(opts: Options) -> Plan:
+    """Open the processes (one rank per slab under MPI, else one process for
+    every slab) and plan per dtype: the single-GPU baseline (its stencil
+    alone, then `single`; under --weak also one slab's grid), then on the
+    slabs the stencil alone and one case per variant. Every rank builds the
+    same plan; the first reports (Plan.together)."""
+    nx, ny, dtypes, variants = validate(opts)
+    launch = open_launch(opts)
     try:
-        grid = layout(args, nx, ny, launch.n)
+        grid = layout(opts, nx, ny, launch.n)
         todo, skipped = choose(launch, grid, variants)
     except NodemapError as e:
         if launch.mpi is not None:
             mc.fail(launch.mpi, str(e))
         raise
-    rs = ResultSet(command=f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {args.iters}"
-                           + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "")
-                           + (" --weak" if grid.tile else ""))
-    rs.messages += skipped + launch.world.notes
-    root = launch.mpi is None or launch.mpi.Get_rank() == 0
+    stages: list[Slabs] = []
+    cases: list[Case] = []
+    gpu, environment = environment_of(launch, grid, opts)
+    weak = [(*grid.tile, True)] if grid.tile and grid.tile != (grid.nx, grid.ny) else []  # one slab's t1
+    for dtype in dtypes:
+        gold: dict[str, Any] = {}
+        for nx1, ny1, tile in [(grid.nx, grid.ny, False)] + weak:
+            one = Slabs(launch, Grid(nx1, ny1, 1, 1, grid.tile), dtype)
+            cases += [Part(one, "compute", opts, f"single GPU {dtype} {nx1}x{ny1}: stencil alone",
+                           f"the single-GPU {dtype} run"), Baseline(one, opts, gold, gpu, tile)]
+            stages.append(one)
+        if not todo:
+            continue
+        slabs = Slabs(launch, grid, dtype, decomposed=True, nccl=any(VARIANTS[v].transport == "nccl" for v in todo),
+                      timeout=opts.timeout)
+        stages.append(slabs)
+        cases.append(Part(slabs, "compute", opts, f"{launch.n} slabs {dtype}: stencil alone",
+                          f"the {dtype} stencil alone"))
+        cases += [Variant(slabs, name, opts, gold, last=name == todo[-1]) for name in todo]
+    command = (f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {opts.iters}"
+               + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "") + (" --weak" if grid.tile else ""))
+    mpi = launch.mpi is not None
+    return Plan(command, cases, text, environment=environment, messages=skipped + launch.world.notes,
+                hold=held(launch, stages), root=not mpi or launch.mpi.Get_rank() == 0, together=mpi,
+                stop=(lambda: False) if mpi else interrupt.requested,  # under MPI a rank's Ctrl-C never ends it alone
+                bounded=True)  # --timeout bounds each case and exchange itself (mc.deadline)
+
+
+def environment_of(launch: Launch, grid: Grid, opts: Options) -> tuple[Any, dict[str, Any]]:
+    """The first GPU (the baseline's) and the run's environment."""
+    from ..gpu.common import describe as describe_gpu, environment, load_topology
+
+    cp = launch.cp
+    gpu = describe_gpu(cp, launch.devices[0], load_topology(opts.topology)[0])
+    env = environment(cp, [gpu]) | {
+        "slabs": launch.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if launch.mpi is not None else "single",
+        "gpus": launch.keys_all,
+        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+        "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
+    if launch.mpi is not None:
+        env["mpi"] = mc.library()
+    return gpu, env
+
+
+@contextmanager
+def held(launch: Launch, stages: list[Slabs]) -> Iterator[None]:
+    """Around the cases: a rank's error ends every rank (abort) instead of a
+    hang; at the end every stage's slabs, the ranks' NCCL communicator (kept
+    across dtypes) and CuPy's pool are freed."""
     try:
-        with session(rs, args, root=root, watchdog=False):  # --timeout bounds each exchange itself
-            bench(launch, rs, grid, dtypes, todo, args)
+        yield
+    except Stopped:
+        raise
     except (Exception, SystemExit) as e:
-        if launch.mpi is None or launch.mpi.Get_size() == 1:
-            raise
-        abort(launch.mpi, e)
+        if launch.mpi is not None and launch.mpi.Get_size() > 1:
+            abort(launch.mpi, e)
+        raise
     finally:
-        launch.world.close()  # the ranks' NCCL communicator, kept across dtypes
+        for s in stages:
+            s.close()
+        launch.world.close()
         launch.cp.get_default_memory_pool().free_all_blocks()
-    if not root:
-        return 0 if rs.complete else 1
-    return finish(rs, args, text)
 
 
 def abort(comm: Any, e: BaseException) -> None:
@@ -266,147 +495,6 @@ def choose(launch: Launch, grid: Grid, variants: list[str]) -> tuple[list[str], 
     return todo, reasons
 
 
-def bench(launch: Launch, rs: ResultSet, grid: Grid, dtypes: list[str], todo: list[str],
-          args: argparse.Namespace) -> None:
-    from . import jacobi_gpu as jgpu
-    from ..gpu.common import describe, environment, load_topology
-
-    cp = launch.cp
-    topo = load_topology(args.topology)[0]
-    gpu = describe(cp, launch.devices[0], topo)
-    rs.environment = environment(cp, [gpu]) | {
-        "slabs": launch.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if launch.mpi is not None else "single",
-        "gpus": launch.keys_all,
-        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
-        "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
-    if launch.mpi is not None:
-        rs.environment["mpi"] = mc.library()
-    root = launch.mpi is None or launch.mpi.Get_rank() == 0
-    prog = Progress(len(dtypes) * (len(todo) + 3 + bool(grid.tile)), "jacobi", quiet=args.quiet or not root,
-                    stops=launch.mpi is None)  # under MPI a Ctrl-C on one rank must not end its loop alone
-    for dtype in dtypes:
-        gold = baseline(launch, rs, grid, dtype, gpu, args, prog)
-        decomposed(launch, rs, grid, dtype, todo, gold, args, prog)
-
-
-def baseline(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, gpu: Any, args: argparse.Namespace,
-             prog: Progress) -> dict[str, Any]:
-    """The whole grid on one GPU (the first process's first): the reference
-    every variant is verified and scaled against; under --weak also one
-    slab's grid alone (the weak-scaling t1). Every process gets it."""
-    gold: dict[str, Any] = {}
-    root = launch.mpi is None or launch.mpi.Get_rank() == 0
-    if root:
-        prog.step(f"single GPU {dtype} {grid.nx}x{grid.ny}")
-        try:
-            gold = single_gpu(launch, rs, grid.nx, grid.ny, dtype, gpu, args)
-            gold["t1_weak"] = gold["t1"] if grid.tile == (grid.nx, grid.ny) else None
-            if grid.tile and gold["t1_weak"] is None:
-                prog.step(f"single GPU {dtype} {grid.tile[0]}x{grid.tile[1]} (one slab's grid)")
-                gold["t1_weak"] = single_gpu(launch, rs, *grid.tile, dtype, gpu, args)["t1"]
-        except NodemapError as e:
-            why = str(e)
-            if grid.tile:
-                why = (f"--weak verifies every variant against the whole {grid.nx}x{grid.ny} grid on one GPU, "
-                       f"which does not fit: give a smaller --size per slab ({why})")
-            gold = {"error": why}
-    if launch.mpi is not None:
-        gold = launch.mpi.bcast(gold, root=0)
-    if gold.get("error"):
-        if root:
-            raise NodemapError(gold["error"])
-        raise SystemExit(2)
-    return gold
-
-
-def single_gpu(launch: Launch, rs: ResultSet, nx: int, ny: int, dtype: str, gpu: Any,
-               args: argparse.Namespace) -> dict[str, Any]:
-    from . import jacobi_gpu as jgpu
-    from . import jacobi_host as jh
-
-    cp, dev = launch.cp, launch.devices[0]
-    parts = jg.tiles(nx, ny, 1, 1)
-    jgpu.check_memory(cp, nx, parts, [dev], dtype)
-    w = jgpu.World(cp, jgpu.allocate(cp, nx, parts, [dev], dtype, pinned=False), 1)
-    try:
-        with mc.deadline(args.timeout, f"the single-GPU {dtype} run"):
-            comp = measure(w, "compute", args)
-            out = measure(w, "single", args)
-    finally:
-        jgpu.close(w)
-    if out.nan:
-        raise NodemapError(f"single GPU {dtype}: NaN in the field: the kernel or the periodic halo copy is broken")
-    checked = "residual norm and row sums are the slab runs' gold values"
-    if nx * ny <= HOST_CHECK_CELLS:
-        why = jh.disagree(out.norm, out.rows, *jh.solve(nx, ny, args.iters, jgpu.DTYPES[dtype][0]))
-        if why:
-            raise NodemapError(f"single GPU {dtype} differs from NumPy on the host: {why}: the kernel computes "
-                               "wrong values")
-        checked = f"residual norm and every row's sum equal NumPy's on the host after {args.iters} steps"
-    word = jgpu.DTYPES[dtype][1]
-    nbytes = jg.stencil_bytes(nx, ny, word)
-    peak = gpu.hbm
-    rs.add(make_result(
-        "jacobi", "stencil kernel", "GB/s", gbps(nbytes, comp.times), verified=True,
-        params={"nx": nx, "ny": ny, "dtype": dtype, "iters": args.iters, "gpu": gpu.key,
-                "us_per_step": statistics.median(comp.times) * 1e6},
-        bytes=nbytes, counting=f"2 x {word} B per updated cell (read once, written once)",
-        path=f"{gpu.key} HBM", path_class="HBM", peak=peak.gbs if peak else None,
-        peak_source=peak.source if peak else "", notes=("the single-GPU run's stencil without halo copies",),
-        verification=f"the same kernel's single-GPU run: {checked}"))
-    t1 = statistics.median(out.times)
-    rs.add(variant_result("single", dtype, Grid(nx, ny, 1, 1), args, out, 1, 1, {"t1": t1},
-                          statistics.median(comp.times), None, [gpu.key],
-                          "whole grid on one GPU, periodic rows copied on the device", checked))
-    return {"norm": out.norm, "rows": out.rows, "t1": t1}
-
-
-def decomposed(launch: Launch, rs: ResultSet, grid: Grid, dtype: str, todo: list[str], gold: dict[str, Any],
-               args: argparse.Namespace, prog: Progress) -> None:
-    from . import jacobi_gpu as jgpu
-    from . import jacobi_host as jh
-
-    if not todo:
-        return
-    cp = launch.cp
-    parts_all = grid.tiles
-    parts = [parts_all[r] for r in launch.ranks]
-    jgpu.check_memory(cp, grid.nx, parts, launch.devices, dtype)
-    pinned = launch.mpi is not None
-    w = jgpu.World(cp, jgpu.allocate(cp, grid.nx, parts, launch.devices, dtype, pinned), launch.n, launch.world)
-    gpus = len(set(launch.keys_all or []))
-    root = w.is_root()
-    try:
-        if any(VARIANTS[v].transport == "nccl" for v in todo):
-            why = jgpu.open_nccl(w, launch.keys_all or [], args.timeout)
-            if why:
-                rs.messages.append(f"nccl variants: {why}")
-                todo = [v for v in todo if VARIANTS[v].transport != "nccl"]
-        prog.step(f"{launch.n} slabs {dtype}: stencil alone")
-        with mc.deadline(args.timeout, f"the {dtype} stencil alone"):
-            comp_times = measure(w, "compute", args).times
-        comp = statistics.median(comp_times)
-        plain: dict[str, list[float]] = {}
-        for name in todo:
-            prog.step(f"{name} {dtype} on {launch.n} slabs")
-            with mc.deadline(args.timeout, f"{name} {dtype} (a hung exchange)"):
-                out = measure(w, name, args)
-            why = "NaN in the field (a halo never written)" if out.nan else ""
-            if root and not why:
-                why = jh.disagree(out.norm, out.rows, gold["norm"], gold["rows"])
-            why = w.mpi.bcast(why, root=0) if w.mpi is not None else why
-            if why:
-                rs.fail(Failure("jacobi", name, f"Jacobi {name} halos", "the single-GPU run's field", f"{dtype}: {why}",
-                                transport=VARIANTS[name].transport, message=f"{name} {dtype}: differs from the "
-                                f"single-GPU run: {why}: the halo exchange is wrong; no time reported"))
-                continue
-            plain[name] = out.times
-            rs.add(variant_result(name, dtype, grid, args, out, launch.n, gpus, gold, comp,
-                                  hidden(plain, name, comp_times), launch.keys_all or [], "", ""))
-    finally:
-        jgpu.close(w)
-
-
 def hidden(plain: dict[str, list[float]], name: str, comp_times: list[float]) -> float | None:
     """overlap hid for an -overlap variant measured after its plain twin;
     None (not meaningful) where the plain step's communication is within
@@ -418,7 +506,7 @@ def hidden(plain: dict[str, list[float]], name: str, comp_times: list[float]) ->
     return jg.overlap_hidden(*(r.median for r in runs), noise=max(r.spread for r in runs))
 
 
-def variant_result(name: str, dtype: str, grid: Grid, args: argparse.Namespace, out: Outcome, slabs: int,
+def variant_result(name: str, dtype: str, grid: Grid, iters: int, out: Outcome, slabs: int,
                    gpus: int, gold: dict[str, Any], t_comp: float, hidden: float | None, keys: list[str], note: str,
                    checked: str) -> Any:
     t = statistics.median(out.times)
@@ -432,14 +520,14 @@ def variant_result(name: str, dtype: str, grid: Grid, args: argparse.Namespace, 
                      "not scaling")
     return make_result(
         "jacobi", name, "us", [x * 1e6 for x in out.times], verified=True,
-        params={"variant": name, "dtype": dtype, "nx": nx, "ny": ny, "iters": args.iters, "slabs": slabs,
+        params={"variant": name, "dtype": dtype, "nx": nx, "ny": ny, "iters": iters, "slabs": slabs,
                 "gpus": gpus, "tiles": f"{grid.px}x{grid.py}", "cells_per_s": cells / t, "efficiency": eff,
                 "weak_efficiency": weak, "slab_grid": "x".join(map(str, grid.tile)) if grid.tile else None,
                 "t_compute_us": t_comp * 1e6,
                 "comm_share": jg.comm_share(t, t_comp), "overlap_hidden": hidden, "norm": out.norm,
                 "transport": VARIANTS[name].transport},
         path=" | ".join(keys), path_class=VARIANTS[name].transport, notes=tuple(notes),
-        verification=checked or f"restarted from the initial field (halos NaN), {args.iters} steps: residual norm "
+        verification=checked or f"restarted from the initial field (halos NaN), {iters} steps: residual norm "
                                 "and every row's sum equal the single-GPU run's",
     )
 
