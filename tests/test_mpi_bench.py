@@ -164,6 +164,16 @@ def test_awareness_messages_are_plain():
     assert msg.startswith("MPI is not CUDA-aware: measuring the staged path instead")
 
 
+def test_every_ranks_awareness_meets_in_one_rule_that_names_the_doubting_rank():
+    yes = mc.Awareness(gpu=True, aware=True, how="MPIX_Query_cuda_support() = 1 in libmpi.so.40")
+    no = mc.Awareness(gpu=True, aware=False, how="MPIX_Query_cuda_support() = 0 in libmpi.so.12")
+    both = mc.agreed([yes, yes])
+    assert (both.gpu, both.aware, both.how) == (True, True, yes.how)
+    mixed = mc.agreed([yes, no, yes])
+    assert (mixed.gpu, mixed.aware, mixed.how) == (True, False, no.how)
+    assert not mc.agreed([yes, mc.Awareness(gpu=False, aware=True, how=yes.how)]).gpu
+
+
 def test_query_without_a_library_falls_back_to_the_version_string():
     aware, how = mc.query_cuda_support(path="")
     assert aware in (None, True) and how

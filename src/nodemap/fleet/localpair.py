@@ -168,13 +168,11 @@ def result_set(figs: list[dict[str, Any]], places: list[Any], topo: Any, buffers
 
 
 def awareness(figs: list[dict[str, Any]]) -> dict[str, Any]:
-    """`bench mpi`'s cuda_aware record from this rank's library and the
-    device test: proven when the device figures went straight to MPI."""
-    from ..bench.comm.mpi_common import query_cuda_support
-
+    """`bench mpi`'s cuda_aware record from this rank's library (its word
+    with or without a GPU, mpi_common.capability) and the device test:
+    proven when the device figures went straight to MPI."""
     cap = pairtest.device_capability()
     device = [f for f in figs if f.get("buffers") == "device"]
     proven = any(f.get("transport") == "cuda-aware" for f in device)
     ran = any(f["test"] != "skipped" for f in device)
-    aware, how = (cap["aware"], cap["how"]) if cap["gpu"] else query_cuda_support()  # no GPU: the library's word
-    return {"gpu": bool(cap["gpu"] and ran), "aware": bool(aware), "proven": proven, "how": how}
+    return {"gpu": bool(cap["gpu"] and ran), "aware": bool(cap["aware"]), "proven": proven, "how": cap["how"]}

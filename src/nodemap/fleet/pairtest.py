@@ -61,15 +61,17 @@ def device_capability() -> dict[str, Any]:
 
 def device_mode(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> tuple[str | None, str]:
     """("cuda-aware" | "staged" | None to skip, why); the same on both sides
-    (it reads both capabilities, which both sides have after the handshake)."""
-    from ..bench.comm.mpi_common import NOT_AWARE
+    (it reads both capabilities, which both sides have after the handshake;
+    mpi_common.agreed, bench mpi's rule over its ranks)."""
+    from ..bench.comm.mpi_common import NOT_AWARE, Awareness, agreed
 
     if not (mine and mine.get("gpu") and theirs and theirs.get("gpu")):
         return None, "device buffers skipped: no GPU visible on " + ("both sides" if not (mine or {}).get("gpu") and
                                                                       not (theirs or {}).get("gpu") else "one side")
-    if mine.get("aware") and theirs.get("aware"):
-        return "cuda-aware", f"both sides' MPI says it is CUDA-aware ({mine['how']})"
-    return "staged", f"{NOT_AWARE} ({mine['how'] if not mine.get('aware') else theirs['how']})"
+    both = agreed([Awareness(**mine), Awareness(**theirs)])
+    if both.aware:
+        return "cuda-aware", f"both sides' MPI says it is CUDA-aware ({both.how})"
+    return "staged", f"{NOT_AWARE} ({both.how})"
 
 
 def gpu_for(local: int) -> int:

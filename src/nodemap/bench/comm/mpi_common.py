@@ -21,7 +21,7 @@ import ctypes
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Sequence
 
 from ...errors import NodemapError
 from ..options import MPI_TIMEOUT_S
@@ -212,13 +212,18 @@ def capability() -> Awareness:
     return Awareness(gpu=gpu_visible(), aware=bool(aware), how=how)
 
 
+def agreed(sides: Sequence[Awareness]) -> Awareness:
+    """The sides' capabilities met (bench's ranks, the fleet's pair): a GPU
+    only where every side sees one, CUDA-aware only where every side's
+    library says so; `how` is the first doubting side's word, else the first's."""
+    doubt = next((s for s in sides if not s.aware), sides[0])
+    return Awareness(gpu=all(s.gpu for s in sides), aware=all(s.aware for s in sides), how=doubt.how)
+
+
 def probe(comm: Any) -> Awareness:
-    """Ask the library; every rank must agree, else treat it as not aware."""
-    mine = capability()
-    with deadline(MPI_TIMEOUT_S, "the CUDA-awareness probe (allreduce)"):
-        all_gpu = comm.allreduce(int(mine.gpu), op=_min())
-        all_aware = comm.allreduce(int(mine.aware), op=_min())
-    return Awareness(gpu=bool(all_gpu), aware=bool(all_aware), how=mine.how)
+    """Ask the library on every rank; all must agree, else treat it as not aware."""
+    with deadline(MPI_TIMEOUT_S, "the CUDA-awareness probe (allgather)"):
+        return agreed(comm.allgather(capability()))
 
 
 def _min() -> Any:
