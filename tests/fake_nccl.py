@@ -35,9 +35,12 @@ class World:
         self.log: list[tuple[int, str, tuple]] = []
 
     def post(self, rank: int, name: str, args: tuple) -> None:
-        self.log.append((rank, name, args))
-        self.pending.append((rank, name, args))
-        if _depth[0] == 0:
+        """A call: run now (at groupEnd), or kept for the graph its stream is captured into."""
+        from fake_cupy import _Capture, _queue
+
+        self.log.append((rank, "captured " + name if _Capture.open else name, args))
+        _queue(args[-1], lambda: self.pending.append((rank, name, args)))  # args[-1]: the call's stream
+        if not _Capture.open and _depth[0] == 0:
             self.flush()
 
     def flush(self) -> None:
@@ -86,10 +89,28 @@ _depth = [0]
 
 
 def groupStart() -> None:
-    _depth[0] += 1
+    _grouped(_group_start)
 
 
 def groupEnd() -> None:
+    _grouped(_group_end)
+
+
+def _grouped(fn) -> None:
+    """Now, or (while a capture is open) kept in the graph, where its calls are."""
+    from fake_cupy import _Capture
+
+    if not _Capture.open:
+        fn()
+    else:
+        _Capture.ops.append(fn)
+
+
+def _group_start() -> None:
+    _depth[0] += 1
+
+
+def _group_end() -> None:
     _depth[0] -= 1
     if _depth[0] == 0:
         for w in list(_worlds):

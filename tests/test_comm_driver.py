@@ -182,3 +182,97 @@ def test_a_rank_that_does_not_report_exits_as_rank_0(gpus, monkeypatch, capsys):
     monkeypatch.setattr(gpus[1].World, "corrupt", 2)
     assert cli.main(["bench", "nccl", "--ops", "all_reduce", "--sizes", "64", "--inplace", "out", "-q"]) == 1
     assert capsys.readouterr().out == ""  # rank 0 prints
+
+
+# --- --graph: the timed operations captured in CUDA graphs (nccl-tests' -G) --------------------------
+
+
+@pytest.fixture
+def captures(gpus, monkeypatch):
+    """Every capture call of the stand-in runtime, in order: (call, stream or graph, device current)."""
+    fake_cupy, _ = gpus
+    rt, log = fake_cupy.cuda.runtime, []
+    monkeypatch.setattr(fake_cupy._Capture, "open", [])
+    for name in ("streamBeginCapture", "streamEndCapture", "graphUpload", "graphLaunch", "graphExecDestroy"):
+        def spy(*a, _real=getattr(rt, name), _name=name):
+            log.append((_name, a[-1] if _name in ("graphUpload", "graphLaunch") else a[0], fake_cupy.Device.current)
+                       + ((a[1],) if _name == "streamBeginCapture" else ()))
+            return _real(*a)
+        monkeypatch.setattr(rt, name, spy)
+    return log
+
+
+def graph_run(capsys, *extra):
+    assert cli.main(["bench", "nccl", "--mode", "single", "--ops", "all_reduce", "--sizes", "64", "--inplace", "out",
+                     "--iters", "4", "--repeats", "3", "-q", "--json", *extra]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["results"]
+    return r
+
+
+def test_graph_captures_each_gpus_stream_and_launches_once_per_repetition(captures, gpus, monkeypatch, capsys):
+    fake_cupy, nc = gpus
+    monkeypatch.setattr(fake_cupy.cuda.runtime, "devices", 3)
+    r = graph_run(capsys, "--graph")
+    [calls] = [w.log for w in nc._worlds]
+    s = [args[-1] for _, _, args in calls[:3]]  # each GPU's stream, from its first call
+    mode = fake_cupy.cuda.runtime.streamCaptureModeThreadLocal
+    # a graph per GPU (as nccl-tests -G), each begun and ended under its GPU, before any launch
+    assert captures[:6] == [("streamBeginCapture", s[d], d, mode) for d in range(3)] + [
+        ("streamEndCapture", s[d], d) for d in range(3)]
+    assert [(c[0], c[1], c[2]) for c in captures[6:9]] == [("graphUpload", s[d], d) for d in range(3)]
+    # a warm-up and 3 timed repetitions: each launches every GPU's graph once, on its stream
+    assert [(c[0], c[1], c[2]) for c in captures[9:21]] == [("graphLaunch", s[d], d) for d in range(3)] * 4
+    assert [c[0] for c in captures[21:]] == ["graphExecDestroy"] * 3  # dropped after the case
+    names = [name for _, name, _ in calls]
+    assert names.count("captured allReduce") == 4 * 3  # --iters 4 on 3 GPUs, captured once
+    assert names.count("allReduce") == 3  # the verifying operation runs outside the graph
+    assert r["verified"] and r["params"]["graph"] is True and r["params"]["iters"] == 4 and r["stats"]["n"] == 3
+
+
+def test_graph_keeps_the_documents_definitions_and_without_it_nothing_changes(captures, gpus, capsys):
+    _, nc = gpus
+    plain = graph_run(capsys)
+    assert captures == [] and "graph" not in plain["params"]  # no capture, no graph
+    names = [name for _, name, _ in nc._worlds[0].log]
+    assert names == ["allReduce"] * (2 * ((1 + 3) * 4 + 1))  # each queued at once: warm-up + 3 x 4, + 1
+    graph = graph_run(capsys, "--graph")
+    for k in ("metric", "unit", "bytes", "counting", "path", "path_class", "verification"):
+        assert graph[k] == plain[k], k
+    kinds = [[n for n in r["notes"] if not n.startswith("caution: spread")] for r in (graph, plain)]  # timing's own
+    assert kinds[0] == kinds[1]
+    assert set(graph["params"]) - set(plain["params"]) == {"graph"}
+
+
+def test_graph_under_mpi_captures_the_ranks_one_stream(captures, gpus, monkeypatch):
+    mpi_ctx(monkeypatch)
+    p = collectives.plan(collectives.Options(ops="all_reduce", sizes="64", inplace="out", iters=2, graph=True))
+    rs = driver.execute(p, collectives.Options(repeats=2), SimpleNamespace(quiet=True, timeout=None, output=None,
+                                                                           topology=None))
+    assert rs.complete and rs.results[0].params["graph"] is True
+    assert [c[0] for c in captures] == ["streamBeginCapture", "streamEndCapture", "graphUpload"] + [
+        "graphLaunch"] * 3 + ["graphExecDestroy"]
+
+
+def test_graph_is_captured_per_case(captures, gpus, capsys):
+    assert cli.main(["bench", "nccl", "--mode", "single", "--ops", "all_reduce,sendrecv", "--sizes", "64,128",
+                     "--iters", "2", "--repeats", "2", "-q", "--json", "--graph"]) == 0
+    cases = len(json.loads(capsys.readouterr().out)["results"])  # all_reduce out/in and sendrecv out, 2 sizes
+    assert cases == 6 and [c[0] for c in captures].count("streamBeginCapture") == 6 * 2  # 2 GPUs
+
+
+def test_a_capture_that_fails_ends_every_capture_and_raises_the_original_error(captures, gpus, monkeypatch):
+    fake_cupy, _ = gpus
+    real = collectives.enqueue
+
+    def fails_under_capture(ctx, *a):
+        real(ctx, *a)
+        if fake_cupy._Capture.open:  # one operation queued into the open captures, then an error
+            raise ValueError("boom: an operation could not be captured")
+
+    monkeypatch.setattr(collectives, "enqueue", fails_under_capture)
+    with pytest.raises(ValueError, match="boom"):
+        driver.measure(collectives, collectives.Options(ops="all_reduce", mode="single", sizes="64", inplace="out",
+                                                        repeats=1, iters=2, graph=True))
+    assert fake_cupy._Capture.open == []  # no stream stays capturing
+    assert sorted(c[1] for c in captures if c[0] == "streamEndCapture") == sorted(
+        c[1] for c in captures if c[0] == "streamBeginCapture")  # every capture begun was ended

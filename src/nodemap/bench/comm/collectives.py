@@ -365,18 +365,33 @@ def plan(opts: Options) -> Plan:
 class OpCase(Case):
     """One operation at one size, out-of-place or in-place: `iters` operations
     a timed repetition (CUDA events on every local stream, the slowest
-    rank's), then one more on fresh buffers, every element compared."""
+    rank's), then one more on fresh buffers, every element compared. With
+    --graph the `iters` operations are captured at setup (gpu/graphs.py)
+    and each repetition launches the graphs instead of queuing them, the
+    same events around. One process driving several GPUs captures each
+    GPU's stream into a graph of its own, as nccl-tests' -G does (one graph
+    over every GPU hung in NCCL: gpu/graphs.py)."""
 
     def __init__(self, ctx: Ctx, op: str, size: int, inplace: bool, opts: Options, path: str) -> None:
         self.ctx, self.op, self.size, self.inplace, self.iters, self.path = ctx, op, size, inplace, opts.iters, path
-        self.timeout = opts.timeout
+        self.timeout, self.use_graph = opts.timeout, opts.graph
         self.name = f"{op} {'in-place' if inplace else 'out-of-place'} {size} B"
         self.label = f"{op} {format_size(size)} {'in-place' if inplace else 'out-of-place'}"
         self._bound = ExitStack()
+        self.graph: Any = None
 
     def setup(self) -> None:
         self._bound.enter_context(bound(self.ctx, self.timeout, f"NCCL {self.op} at {self.size} B (a hung collective)"))
         fill(self.ctx, self.op, self.inplace, self.size)
+        if self.use_graph:
+            from ..gpu.graphs import capture
+
+            self.graph = capture(self.ctx.cp, [[(lo.device, lo.stream)] for lo in self.ctx.locals], self.enqueue)
+
+    def enqueue(self) -> None:
+        """The `iters` operations of one repetition."""
+        for _ in range(self.iters):
+            enqueue(self.ctx, self.op, self.inplace, self.size)
 
     def run(self) -> float:
         """Seconds per operation of one repetition, the slowest GPU's of the slowest rank."""
@@ -388,8 +403,10 @@ class OpCase(Case):
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                 e0.record(lo.stream)
                 evs.append((e0, e1, lo))
-        for _ in range(self.iters):
-            enqueue(ctx, self.op, self.inplace, self.size)
+        if self.graph is not None:
+            self.graph.launch()  # each GPU's graph on its stream
+        else:
+            self.enqueue()
         for e0, e1, lo in evs:
             with cp.cuda.Device(lo.device):
                 e1.record(lo.stream)
@@ -412,14 +429,20 @@ class OpCase(Case):
                                      count=bad, size=size, message=f"{self.name}: {bad} {CORRUPT}"))
 
     def results(self, times: list[float]) -> list[Result]:
-        return [result(self.op, self.size, self.ctx.n, self.inplace, self.iters, times, self.path)]
+        return [result(self.op, self.size, self.ctx.n, self.inplace, self.iters, times, self.path,
+                       graph=self.graph is not None)]
 
     def teardown(self) -> None:
+        if self.graph is not None:
+            self.graph.close()
+            self.graph = None  # the next (op, size, place) captures its own
         self._bound.close()
 
 
-def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[float], path: str) -> Any:
-    """The verified Result of `times` (seconds per operation, one per repetition)."""
+def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[float], path: str,
+           graph: bool = False) -> Any:
+    """The verified Result of `times` (seconds per operation, one per repetition;
+    with `graph`, a launch of the graph of `iters` operations over `iters`)."""
     factor = bus_factor(op, n)
     algbw = [size / t / 1e9 for t in times]
     # one rank moves nothing between GPUs: nccl-tests' busbw is 0 there, so algbw stands in
@@ -428,7 +451,8 @@ def result(op: str, size: int, n: int, inplace: bool, iters: int, times: list[fl
         "nccl", op, unit, vals, verified=True,
         params={"size": size, "ranks": n, "inplace": inplace, "iters": iters, "dtype": "float32",
                 "algbw_best": max(algbw), "algbw_median": statistics.median(algbw),
-                "time_us_best": min(times) * 1e6, "bus_factor": factor, "wrong": 0},
+                "time_us_best": min(times) * 1e6, "bus_factor": factor, "wrong": 0}
+        | ({"graph": True} if graph else {}),  # without --graph the document is as before
         bytes=size, counting=f"nccl-tests: algbw = {size} B / time, busbw = algbw x {factor:g}",
         path=path, path_class="NCCL",
         verification="every receive element compared with its exact value after one more operation "

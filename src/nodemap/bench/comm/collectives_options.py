@@ -16,6 +16,9 @@ reduce and sendrecv. Out-of-place and in-place. After timing, every buffer
 is re-initialized, the operation runs once more and every element is
 compared with its exact expected value (small integers in float32): the
 count of wrong elements is reported, and a non-zero count fails the run.
+--graph captures a repetition's --iters operations in one CUDA graph (per
+op, size and place) and times its launch: the time per operation is the
+graph's over --iters, without the host's per-operation launch cost.
 NCCL_NVLS_ENABLE=0 is always set before NCCL starts (NVLink multicast can
 take a shared node's GPUs out of service)."""
 
@@ -42,6 +45,8 @@ class Options(Common):
     inplace: str = option("both", "out-of-place, in-place or both (default)", choices=("both", "out", "in"))
     gpus: str | None = gpu_list("single mode only")
     iters: int = option(20, "operations per timed repetition (default %(default)s)")
+    graph: bool = option(False, "capture each repetition's --iters operations in one CUDA graph, launched once per "
+                                "repetition (nccl-tests' -G): no per-operation launch cost from Python")
     ranks = True
     # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides
     not_offered = ("adaptive", "budget")
