@@ -24,7 +24,8 @@
 # the blocks), SIZES=1M:2G:4, OPS=all_reduce,all_gather. Once SECONDS passes
 # BUDGET (480 s; steps are cut to what is left) no block starts, and the
 # summary still runs: the whole call stays under 10 minutes with the setup.
-# Environment: SIZES, ROUNDS (2), REPEATS (5), OPS, MODES (single,mpi), BUDGET, BUILD_DIR.
+# Environment: SIZES, ROUNDS (2), REPEATS (5), OPS, MODES (single,mpi), BUDGET, BUILD_DIR,
+# NM_ARGS (more nodemap options, e.g. "--graph"), NT_ARGS (more nccl-tests options, e.g. "-G 1").
 set -u
 out=${1:?usage: nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC}
 src=${2:?usage: nccl_vs_nccl_tests.sh OUTDIR NCCLTESTS_SRC}
@@ -32,6 +33,8 @@ src=$(cd "$src" && pwd) || { echo "nccl_vs_nccl_tests.sh: no folder $2" >&2; exi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SIZES=${SIZES:-8:2G:4} ROUNDS=${ROUNDS:-2} REPEATS=${REPEATS:-5} BUDGET=${BUDGET:-480}
 OPS=${OPS:-all_reduce,all_gather,reduce_scatter,alltoall,sendrecv} MODES=${MODES:-single,mpi}
+read -r -a NM_ARGS <<<"${NM_ARGS:-}"
+read -r -a NT_ARGS <<<"${NT_ARGS:-}"
 ITERS=20 WARMUP=5 cuda=${CUDA_HOME:-/usr/local/cuda}
 bld=${BUILD_DIR:-/tmp/nccl_vs_nccl_tests}
 mkdir -p "$out/blocks" "$bld"
@@ -76,7 +79,8 @@ done
 { machine_record; nvidia-smi topo -m; "$cuda/bin/nvcc" --version | tail -1
   echo "nccl wheel: $nccl_dir"; echo "mpi: $(readlink "$mpi_home/include") $(readlink "$mpi_home/lib")"
   echo "nccl-tests: $(cat "$src/COMMIT" 2>/dev/null)"
-  echo "SIZES=$SIZES ($NM_SIZES) ROUNDS=$ROUNDS REPEATS=$REPEATS ITERS=$ITERS OPS=$OPS MODES=$MODES GPUs=$ngpu"
+  echo "SIZES=$SIZES ($NM_SIZES) ROUNDS=$ROUNDS REPEATS=$REPEATS ITERS=$ITERS OPS=$OPS MODES=$MODES GPUs=$ngpu" \
+    "NM_ARGS=${NM_ARGS[*]} NT_ARGS=${NT_ARGS[*]}"
 } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt" >>"$log"
 cp "$src/COMMIT" "$out/COMMIT" 2>/dev/null
@@ -111,7 +115,7 @@ nodemap_block() {  # MODE OP ROUND
   local m=$1 op=$2 r=$3 cmd=()
   [ "$m" = mpi ] && cmd=("${MPIRUN[@]}")
   step "nodemap-$m-$op-r$r" 60 "${cmd[@]}" nodemap bench nccl --mode "$m" --ops "$op" \
-    --sizes "$NM_SIZES" --iters "$ITERS" --repeats "$REPEATS" -q -o "$blk/nodemap_${m}_${op}_r$r.json"
+    --sizes "$NM_SIZES" --iters "$ITERS" --repeats "$REPEATS" "${NM_ARGS[@]}" -q -o "$blk/nodemap_${m}_${op}_r$r.json"
 }
 nccltests_block() {  # MODE OP ROUND
   local m=$1 op=$2 r=$3 exe cmd=()
@@ -120,7 +124,7 @@ nccltests_block() {  # MODE OP ROUND
   [ -x "$exe" ] || { echo "=== nccltests-$m-$op-r$r: $exe not built" >>"$log"; return 1; }
   step_out "nccltests-$m-$op-r$r" 60 "$blk/nccltests_${m}_${op}_r$r.txt" env LD_LIBRARY_PATH="$NT_LD" "${cmd[@]}" \
     "${NT_SIZES[@]}" \
-    -n "$ITERS" -w "$WARMUP" -N "$REPEATS" -c 1 -d float -o sum -a 3
+    -n "$ITERS" -w "$WARMUP" -N "$REPEATS" -c 1 -d float -o sum -a 3 "${NT_ARGS[@]}"
 }
 IFS=, read -r -a ops <<<"$OPS"
 IFS=, read -r -a modes <<<"$MODES"

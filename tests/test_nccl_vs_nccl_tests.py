@@ -236,10 +236,13 @@ def test_the_script_alternates_blocks_passes_the_same_sizes_and_summarises(tmp_p
     src.mkdir()
     out = tmp_path / "out"
     env = {**os.environ, "PATH": f"{bin_}:/usr/bin:/bin", "SAMPLE": str(tmp_path / "sample.txt"),
-           "SIZES": "8:2G:4", "ROUNDS": "2", "OPS": "all_reduce", "MODES": "single,mpi", "BUILD_DIR": str(tmp_path / "bld")}
+           "SIZES": "8:2G:4", "ROUNDS": "2", "OPS": "all_reduce", "MODES": "single,mpi", "BUILD_DIR": str(tmp_path / "bld"),
+           "NM_ARGS": "--graph", "NT_ARGS": "-G 1"}
     subprocess.run(["bash", str(ROOT / "benchmarks" / "nccl_vs_nccl_tests.sh"), str(out), str(src)], env=env,
                    check=True, capture_output=True, timeout=120)
     log = (out / "nccl_log.txt").read_text()
+    assert "--repeats 5 --graph -q -o" in log  # NM_ARGS reach every nodemap block, NT_ARGS every nccl-tests one
+    assert "-c 1 -d float -o sum -a 3 -G 1" in (tmp_path / "bld" / "single" / "args").read_text()
     order = [line.split()[1] for line in log.splitlines() if line.startswith("=== n") and ": rc=" not in line]
     assert order == ["nodemap-single-all_reduce-r0", "nccltests-single-all_reduce-r0",
                      "nodemap-mpi-all_reduce-r0", "nccltests-mpi-all_reduce-r0",
