@@ -162,12 +162,6 @@ def test_a_zero_time_is_refused():
         driver.measure_case(Fake([0.0]), Repeats(count=2, warmup=0))
 
 
-def test_repeat_is_the_driver_loop_for_a_plain_function():
-    calls = []
-    assert driver.repeat(lambda: calls.append(1) or 0.5, repeats=3, warmup=2) == [0.5] * 3
-    assert len(calls) == 5
-
-
 # --- a whole fake kind through main and measure ------------------------------------------
 
 
@@ -258,7 +252,7 @@ def test_measure_cli_takes_any_kind_by_its_command_line(monkeypatch):
     rs = driver.measure_cli("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024"])
     assert [r.stats.n for r in rs.results] == [1, 1]  # through latency.Options: 4K and 8K
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with pytest.raises(NodemapError):  # a kind not on the driver (harness.capture): its one-line error
+    with pytest.raises(NodemapError):  # no GPU here: the kind's own one-line error
         driver.measure_cli("gpu", ["--repeats", "1"])
     with pytest.raises(NodemapError, match="choose from"):
         driver.measure_cli("nope", [])
@@ -355,7 +349,7 @@ def test_a_gpu_kind_measured_from_typed_options_without_a_gpu_says_so(monkeypatc
     from nodemap.errors import NodemapError
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with pytest.raises(NodemapError):  # no GPU here: the kind's own one-line error, through harness.capture
+    with pytest.raises(NodemapError):  # no GPU here: the kind's own one-line error
         driver.measure(memory, memory.Options(repeats=1))
 
 

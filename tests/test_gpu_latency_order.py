@@ -72,4 +72,4 @@ def test_the_peer_chase_starts_after_its_chain_and_result_are_in_place(monkeypat
     assert log.index("asarray on 1") < log.index("sync 1") < first_chase
     assert log.index("zeros on 0") < log.index("sync 0") < first_chase
     assert r.params["dst"] == "GPU1"
-    assert log.count("chase on 0") == 3 and r.stats.n == 2  # through driver.repeat: a warm-up, then 2 timed
+    assert log.count("chase on 0") == 3 and r.stats.n == 2  # through the driver's loop: a warm-up, then 2 timed

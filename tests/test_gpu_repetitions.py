@@ -1,4 +1,4 @@
-"""The GPU kinds' repetitions go through the driver's loop (driver.repeat).
+"""The GPU kinds' repetitions go through the driver's loop (driver.samples).
 bench gpu: every kernel once per round, --repeats rounds, the gold replay
 over exactly the rounds run, a Ctrl-C that keeps what was measured. bench copies: a warm-up then --repeats, every word checked after; a
 Ctrl-C keeps the repetitions timed. GPU work is replaced by

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import NodemapError
 from . import barrier, interrupt
-from .harness import Progress, Stopped, capture, cautions, check_shared, exit_code, finish, session
+from .harness import Progress, Stopped, cautions, check_shared, exit_code, finish, session
 from .intervals import CONFIDENCE, median_interval
 from .options import Common, add_options, flag
 from .results import Failure, Result, ResultSet
@@ -198,22 +198,6 @@ def samples(case: Case, policy: Repeats, stop: Callable[[], bool] = interrupt.re
     return out
 
 
-class _Once(Case):
-    def __init__(self, once: Callable[[], float]) -> None:
-        self.run = once  # type: ignore[method-assign]
-
-
-def repeat(once: Callable[[], float], *, repeats: int = 10, warmup: int = 1, min_repeats: int = 3,
-           budget_s: float | None = None, stop: Callable[[], bool] | None = None) -> list[float]:
-    """The timing loop for a kind not yet on `Case`: `once` runs its kernel
-    once and returns the seconds of the timed region (a monotonic clock
-    around a C kernel, CUDA events around device work, MPI_Wtime around a
-    ping-pong); warmup + repeats times, fewer past `budget_s` or when `stop`
-    says so (under MPI the ranks' stop must agree)."""
-    policy = Repeats(count=repeats, warmup=warmup, least=min_repeats, budget_s=budget_s)
-    return samples(_Once(once), policy, stop or (lambda: False))
-
-
 def _batches(case: Any, policy: Repeats, stop: Callable[[], bool]) -> list[Any]:
     """A native loop: all repetitions in one call, or with an adaptive
     policy rounds of `least` until it is enough; one per call after a
@@ -359,14 +343,6 @@ def measure(kind: Any, opts: Common) -> ResultSet:
     the printed run would add. Bad options raise NodemapError."""
     args = SimpleNamespace(json=False, output=None, quiet=True, timeout=opts.timeout, topology=opts.topology)
     check_shared(args)
-    if not hasattr(kind, "plan"):  # a kind not on the driver yet: its own run(), from the typed options
-        from .kinds import BENCHES
-
-        name = next((k for k, (m, _) in BENCHES.items() if m == kind.__name__), kind.__name__)
-        for f in dataclasses.fields(opts):
-            setattr(args, f.name, getattr(opts, f.name))
-        args.bench = name
-        return capture(kind.run, args, f"bench {name}")
     rs = execute(kind.plan(opts), opts, args)
     rs.results = [cautions(r) for r in rs.results]
     return rs

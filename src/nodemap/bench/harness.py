@@ -1,8 +1,8 @@
 """The one harness every benchmark kind runs on.
 
-A kind (host_memory, numa, latency, gpu_memory, copies, mpi_p2p,
-collectives, ring, placement_bench) adds only its own options and measures
-its cases; the harness owns the rest, the same for every kind:
+A kind (host memory, numa, latency, gpu memory, copies, mpi, nccl, ring,
+placement, jacobi) adds only its own options and cases (driver.py); the
+harness owns the rest, the same for every kind:
 - the shared options' checks (`check_shared`: --repeats, a --topology file;
   they are declared in options.py, on options.Common);
 - (the timing loop, warm-up and repetitions are the driver's: driver.py);
@@ -15,8 +15,7 @@ its cases; the harness owns the rest, the same for every kind:
   the end;
 - cautions every result gets (spread above 10%);
 - the one result emitter (`finish`): JSON or the kind's table, notes, the
-  file (`capture` takes it instead for driver.measure_cli, the in-process
-  entry of kinds not on the driver yet).
+  file.
 """
 
 from __future__ import annotations
@@ -116,7 +115,7 @@ def read_topology(path: str, option: str = "--topology") -> Any:
 
 
 def slowest_rank(world: Any, steps: int, run: Callable[[], None]) -> Callable[[], float]:
-    """A timed repetition for `repeat`: seconds per step of `run` (which does
+    """A case's timed repetition (driver.Case.run): seconds per step of `run` (which does
     `steps` steps and waits for them), the slowest process's. `world` is the
     kind's comm.world.World: its barrier starts the processes together and
     max_all takes the largest time (a collective: every process calls it
@@ -160,7 +159,7 @@ class Progress:
         self.label = label
         self.done = 0
         self.stream = stream or sys.stderr
-        self.quiet = quiet or _capturing()
+        self.quiet = quiet
         self.stops = stops
         self.t0 = time.monotonic()
         self.last_line = self.t0
@@ -294,7 +293,7 @@ def session(rs: ResultSet, args: Any, *, root: bool = True, watchdog: bool = Tru
     complete only when the block ends normally."""
     hooks: list[Callable[[ResultSet], None]] = []
     out = getattr(args, "output", None)
-    if root and out and out != "-" and not _capturing():
+    if root and out and out != "-":
         hooks.append(_Autosave(out))
     dog = _Watchdog(args.timeout) if watchdog and getattr(args, "timeout", None) else None
     if dog is not None:
@@ -388,9 +387,6 @@ def finish(rs: ResultSet, args: Any, text: Callable[[ResultSet], str]) -> int:
     rs.results = [cautions(r) for r in rs.results]
     rs.on_add = None
     code = exit_code(rs)
-    if _capturing():
-        _CAPTURED.append(rs)
-        return code
     out = getattr(args, "output", None)
     error = ""
     if out and out != "-":
@@ -425,30 +421,3 @@ def exit_code(rs: ResultSet) -> int:
 
 def _timed_out(rs: ResultSet) -> bool:
     return any(m.startswith(TIMEOUT + ":") for m in rs.messages)
-
-
-# --- in-process entry ----------------------------------------------------------------
-
-_CAPTURED: list[ResultSet] = []
-_CAPTURE_DEPTH = [0]
-
-
-def _capturing() -> bool:
-    return _CAPTURE_DEPTH[0] > 0
-
-
-def capture(run: Callable[[Any], Any], args: Any, command: str) -> ResultSet:
-    """The ResultSet a kind not on the driver yet (its `run(args)`) would
-    print, taken where `finish` would print it: nothing printed or saved.
-    (driver.measure_cli is the entry; kinds on the driver need none of this.)"""
-    _CAPTURE_DEPTH[0] += 1
-    start = len(_CAPTURED)
-    try:
-        run(args)
-    finally:
-        _CAPTURE_DEPTH[0] -= 1
-    got = _CAPTURED[start:]
-    del _CAPTURED[start:]
-    if not got:  # a rank that does not report (MPI rank > 0) gets an empty set
-        return ResultSet(command=command, complete=False)
-    return got[-1]

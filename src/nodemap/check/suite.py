@@ -26,7 +26,7 @@ TINY_ENV = "NODEMAP_CHECK_TINY"
 @dataclass(frozen=True)
 class Step:
     kind: str  # `nodemap bench KIND`
-    argv: tuple[str, ...]  # its command line: what runs (a kind not on the driver yet) or what is shown
+    argv: tuple[str, ...]  # its command line: what is shown (what runs for the job's own mpi step)
     what: str  # for progress and the report
     options: Common | None = None  # a kind on the driver runs from these (bench/driver.py), not argv
 

@@ -1,9 +1,9 @@
 """`nodemap bench KIND`: dispatch to one benchmark module per measurement.
 
 Each module in nodemap.bench.kinds.BENCHES provides its `Options` (its
-command line: bench/options.py) and `plan(options)` (bench/driver.py) or,
-not on the driver yet, `run(args) -> int`. Its parser is built from its
-options module alone (bench/kinds.py); the module is imported to run.
+command line: bench/options.py) and `plan(options)` (bench/driver.py runs
+it). Its parser is built from its options module alone (bench/kinds.py);
+the module is imported to run.
 """
 
 from __future__ import annotations
@@ -59,12 +59,10 @@ def run(args: argparse.Namespace) -> int:
         if _launcher_rank() <= 0:  # under MPI every rank refuses alike; rank 0 says it
             print(f"{where}: error: {e}", file=sys.stderr)
         return e.exit_code
-    try:
-        if hasattr(mod, "plan"):  # a kind on the driver: it has no run() of its own (bench/driver.py)
-            from ..bench.driver import main
+    from ..bench.driver import main
 
-            return main(mod, args)
-        return int(mod.run(args) or 0)
+    try:
+        return main(mod, args)
     except NodemapError as e:
         print(f"{where}: error: {e}", file=sys.stderr)
         return e.exit_code
