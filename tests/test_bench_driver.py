@@ -291,6 +291,15 @@ def test_adaptive_and_budget_from_the_command_line(capsys):
 
 
 @pytest.mark.parametrize("kind", list(BENCHES))
+def test_every_kind_is_on_the_driver(kind):
+    """commands/bench.py and driver.measure run a kind's plan(): the fallback for a kind's own run() is gone."""
+    import importlib
+
+    mod = importlib.import_module(BENCHES[kind][0])
+    assert callable(getattr(mod, "plan", None)) and not hasattr(mod, "run"), kind
+
+
+@pytest.mark.parametrize("kind", list(BENCHES))
 def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
     """Every kind has typed Options (what check and compare build) whose
     fields are the options its parser offers (what a user types): each
