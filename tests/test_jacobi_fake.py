@@ -317,6 +317,33 @@ def test_adaptive_repetitions_stop_each_case_within_repeats(fake, capsys):
     assert len(counts) == 2 and all(6 <= n <= 40 for n in counts), counts
 
 
+def test_ctrl_c_in_a_variant_keeps_its_repetitions_and_ends_the_run(fake, capsys, monkeypatch):
+    """On the driver: a Ctrl-C in peer's second timed repetition keeps the two (noted, verified),
+    the run ends there, exit 130. 18 repetitions before it: each of the baseline's stencil alone and
+    single, and the slabs' stencil alone, one warm-up and 5 timed."""
+    from nodemap.bench import harness, interrupt
+    from nodemap.bench.app import jacobi
+
+    calls = []
+
+    def slowest(world, steps, run):
+        once = harness.slowest_rank(world, steps, run)
+
+        def counted():
+            calls.append(1)
+            if len(calls) == 18 + 1 + 2:
+                interrupt.request()
+            return once()
+        return counted
+
+    monkeypatch.setattr(jacobi, "slowest_rank", slowest)
+    code, d = run(capsys, "--size", "34x21", "--gpus", "0,1", "--variants", "peer,peer-overlap", "--iters", "4",
+                  "--repeats", "5")
+    assert code == 130, d
+    assert [(r["metric"], r["stats"]["n"]) for r in d["results"]] == [("stencil kernel", 5), ("single", 5), ("peer", 2)]
+    assert "interrupted after 2 of 5 repetitions" in d["results"][-1]["notes"] and not d["complete"]
+
+
 @pytest.mark.mpi
 @pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to sys.executable (pip install mpich)")
 def test_mpi_ranks_stop_adaptive_repetitions_together():
