@@ -475,18 +475,6 @@ def test_a_part_with_wrong_output_is_left_out_and_the_run_goes_on_incomplete_exi
         assert [(f["kind"], f["part"], f["transport"]) for f in saved["failures"]] == [("fake", "a", "peer")]
 
 
-def test_a_part_failed_with_only_a_line_keeps_the_line_and_no_record(tmp_path):
-    """A kind that gives PartFailed its line alone: the set says it, incomplete, with no typed failure
-    (the check skips such a step with its messages: check/failed.py judges records only)."""
-    class Said(Fake):
-        def verify(self):
-            raise driver.PartFailed("a: differs")
-
-    plan = Plan("bench fake", [Said([1.0], "a")], text=lambda rs: "")
-    rs = driver.execute(plan, FakeOptions(repeats=2), types.SimpleNamespace(output=None, quiet=True, timeout=None))
-    assert rs.messages == ["a: differs"] and rs.failures == [] and not rs.complete and not rs.results
-
-
 class Slow(Fake):
     def run(self):
         time.sleep(0.3)

@@ -73,11 +73,12 @@ class PartFailed(Exception):
     the record check/failed.py judges, and its message as the kind words it
     among the messages), and the run goes on, incomplete: it exits 1, a part
     failed. VerificationFailed instead ends the run. Ranks that run a plan
-    together raise it alike. Given only a line, the check cannot judge it."""
+    together raise it alike. Typed only: a part that failed with a line alone
+    would go unjudged by the check."""
 
-    def __init__(self, failure: Failure | str) -> None:
-        self.failure = failure if isinstance(failure, Failure) else None
-        super().__init__(failure.message if isinstance(failure, Failure) else failure)
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+        super().__init__(failure.message)
 
 
 def argv_of(opts: Common) -> tuple[str, ...]:
@@ -290,10 +291,15 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
                 rs.messages.append(str(e))
                 got = []
             except PartFailed as e:
-                _failed(rs, str(e), e.failure)
+                rs.fail(e.failure)
                 got = []
             except VerificationFailed as e:  # the run ends; an --output file keeps the cases before it and why
-                _failed(rs, str(e), e.record())
+                failure = e.record()
+                if failure is not None:
+                    rs.fail(failure)
+                else:  # one that says nothing of the node (a profile that lost accesses): its line only
+                    rs.messages.append(str(e))
+                    rs.complete = False
                 rs.extend([])
                 raise
             except Stopped:
@@ -310,15 +316,6 @@ def execute(plan: Plan, opts: Common, args: Any) -> ResultSet:
     if plan.after is not None:
         rs.messages += plan.after(rs)
     return rs
-
-
-def _failed(rs: ResultSet, line: str, failure: Failure | None) -> None:
-    """A part that failed: its typed record where the case gave one, else only its line; incomplete."""
-    if failure is not None:
-        rs.fail(failure)
-    else:
-        rs.messages.append(line)
-        rs.complete = False
 
 
 def options(cls: type, args: Any) -> Any:
