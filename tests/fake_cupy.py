@@ -1,10 +1,11 @@
-"""A NumPy stand-in for the part of CuPy `nodemap bench jacobi` uses, so its
-orchestration (slabs, exchanges, step order, verification, results) runs
-on a machine without a GPU. "Device" memory is host memory: pointers are
-real addresses and copies are memmove; streams run work at once, in order;
-the stencil "kernel" is jacobi_host's NumPy update of the same rows. What
-it cannot show: races between streams, and the CUDA kernel itself (the GPU
-tests cover both)."""
+"""A NumPy stand-in for the part of CuPy `nodemap bench jacobi` and `bench
+copies` use, so their orchestration (slabs, exchanges, step order; host
+placements, copy cases; verification, results) runs on a machine without
+a GPU. "Device" memory is host memory: pointers are real addresses and
+copies are memmove; streams run work at once, in order; the stencil
+"kernel" is jacobi_host's NumPy update of the same rows, copies.cu's fill,
+check and copy16 their NumPy twins. What it cannot show: races between
+streams, and the CUDA kernels themselves (the GPU tests cover both)."""
 
 from __future__ import annotations
 
@@ -183,8 +184,29 @@ def alloc_pinned_memory(nbytes):
 
 
 class _Runtime:
-    memcpyDeviceToHost, memcpyHostToDevice = 2, 1
+    memcpyDeviceToHost, memcpyHostToDevice, memcpyDefault = 2, 1, 4
+    hostAllocPortable, hostAllocMapped = 1, 2
     devices = 1
+    pinned: dict = {}  # hostAlloc'd buffers by address, kept alive until freeHost
+    registered: set = set()  # hostRegister'd addresses not yet unregistered
+
+    def hostAlloc(self, n, flags):
+        buf = ctypes.create_string_buffer(n)
+        self.pinned[ctypes.addressof(buf)] = buf
+        return ctypes.addressof(buf)
+
+    def freeHost(self, ptr):
+        del self.pinned[ptr]
+
+    def hostRegister(self, ptr, n, flags):
+        assert ptr not in self.registered, "host memory registered twice"
+        self.registered.add(ptr)
+
+    def hostUnregister(self, ptr):
+        self.registered.remove(ptr)
+
+    def deviceGetAttribute(self, attr, device):
+        return 1
 
     def getDeviceCount(self):
         return self.devices
@@ -262,6 +284,42 @@ class _Runtime:
 
     def driverGetVersion(self):
         return 0
+
+
+def _u32_at(ptr, n):
+    return np.ctypeslib.as_array((ctypes.c_uint32 * int(n)).from_address(int(ptr)))
+
+
+def copies_kernels():
+    """copies.cu's functions as NumPy code (bench copies on the stand-in):
+    the data pattern, its word-by-word check, the 16-byte copy; the spin
+    kernel returns at once (work here runs when queued, nothing to hold)."""
+    from nodemap.bench.gpu.kernels import pattern
+
+    def fill(p, n, seed):
+        _u32_at(p, n)[:] = pattern(0, int(n), int(seed))
+
+    def check(p, n, seed, bad):
+        np.asarray(bad)[0] += int(np.count_nonzero(_u32_at(p, n) != pattern(0, int(n), int(seed))))
+
+    def copy16(src, dst, n16):
+        ctypes.memmove(int(dst), int(src), int(n16) * 16)
+
+    def kernel(fn):
+        return lambda grid, block, args, stream=None: _queue(stream, lambda: fn(*args))
+
+    return {"fill": kernel(fill), "check": kernel(check), "copy16": kernel(copy16),
+            "spin": kernel(lambda flag, timeout: None)}
+
+
+class RawModule:
+    """A module of copies.cu's stand-in functions (the only .cu bench copies loads through kernels.kernel)."""
+
+    def __init__(self, code="", options=()):
+        self.functions = copies_kernels()
+
+    def get_function(self, name):
+        return self.functions[name]
 
 
 cuda = SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=_Runtime(),

@@ -416,3 +416,73 @@ def test_remote_gpu_cannot_be_built_on_a_one_numa_node_with_four_gpus():
     assert why.startswith("remote-gpu: ") and "one NUMA node" in why, why
     got, missing = cb.build(topo, p)
     assert [b.name for b in got] == ["none", "launcher", "plan"] and why in missing
+
+
+def test_h2d_asks_bench_copies_for_the_ranks_own_placement_alone_on_a_multi_numa_node():
+    """On Karolina (8 NUMA nodes) each rank's h2d probe asks for one host placement, its own (no mbind
+    to each node in turn): parsed back by bench copies' own parser it is that typed Options."""
+    import argparse
+
+    import nodes
+    from nodemap.bench import driver, options
+    from nodemap.bench.gpu import copies
+    from nodemap.compare import probes as pr
+
+    topo = nodes.karolina()
+    got, _ = cb.build(topo, plan(topo, Request(tasks=8)))
+    assert {"remote-gpu", "packed"} <= {b.name for b in got}  # bindings whose memory is elsewhere than the GPU
+    p = argparse.ArgumentParser()
+    options.add_options(p, copies.Options)
+    for b in got:
+        for t in b.tasks:
+            kind, opts = pr.options("h2d", t, None)
+            assert (kind, opts.host_memory, opts.cases) == ("copies", "own", "host"), (b.name, t)
+            argv = pr.argv("h2d", t, None)
+            assert argv[0] == "copies" and ["--host-memory", "own"] == argv[argv.index("--host-memory"):][:2]
+            assert driver.options(copies.Options, p.parse_args(argv[1:])) == opts
+    assert copies.Options().host_memory == "each"  # bench copies' own default: every node's row
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import fake_cupy, nodes
+from nodemap.bench.gpu import devices, host_buffer
+topo = nodes.karolina()
+devices.import_cupy = lambda: fake_cupy
+devices.load_topology = lambda path=None: (topo, "")
+host_buffer._bind = lambda ptr, n, node: ""  # this machine has not Karolina's NUMA nodes
+assert sys.argv[1:3] == ["-m", "nodemap"], sys.argv
+with open({log!r} + str(__import__("os").getpid()), "w") as f:
+    f.write(" ".join(sys.argv[3:]))
+from nodemap import cli
+sys.exit(cli.main(sys.argv[3:] + ["--size", "64KiB", "--iters", "2"]))  # small buffers for the stand-in
+"""
+
+
+def test_h2d_ranks_measure_their_kept_rows_in_the_same_repetitions(tmp_path, monkeypatch):
+    """Two ranks of a Karolina binding run the real h2d probe (bench copies on the CuPy stand-in,
+    tests/fake_cupy.py) behind compare's barrier: each measures one host row, so the barrier releases
+    one repetition per case and repetition (3 host cases x 5), not 3 x 8 NUMA nodes x 5, and the whole
+    binding has 5 repetitions whose ranks' rows ran together."""
+    import sys
+    from pathlib import Path
+
+    import nodes
+    from nodemap.compare import probes as pr
+
+    child = tmp_path / "child.py"
+    child.write_text(CHILD.format(tests=str(Path(__file__).parent), log=str(tmp_path / "argv.")))
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} {child} \"$@\"\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    topo = nodes.karolina()
+    b = cb.Binding("plan", "", plan(topo, Request(tasks=2)).tasks, bound=False)  # Karolina's CPUs are not here
+    r = pr.run_binding(topo, b, "h2d", None, 60)
+    assert r.errors == [] and all(v and v > 0 for v in r.values), r
+    argvs = [p.read_text() for p in tmp_path.glob("argv.*")]
+    assert len(argvs) == 2 and all("--host-memory own" in a for a in argvs), argvs
+    assert r.together == 3 * 5  # every timed repetition of every case behind the barrier
+    assert [len(s) for s in r.samples] == [5, 5] and len(r.totals) == 5
+    assert r.totals == [a + b for a, b in zip(*r.samples)]  # repetition i of both ranks, summed

@@ -7,8 +7,10 @@ CUDA_VISIBLE_DEVICES naming its GPU. Each process runs one `nodemap bench`
 kind (the harness: verified, repeated, median) and returns its result set
 as JSON. Probes and the figure kept per rank:
   stream  bench memory, triad with the rank's threads       GB/s, higher is better
-  h2d     bench copies --cases host (copy engine), host memory
-          placed by the rank's policy (else its node's row)  GB/s
+  h2d     bench copies --cases host --host-memory own (copy
+          engine): one row, host memory placed by the rank's
+          policy (else first touch), so every rank's row runs
+          in the same repetitions                            GB/s
   gpu     bench gpu, triad float64 on the rank's GPU         GB/s
   jacobi  bench jacobi, the single-GPU step on the rank's GPU  us, lower is better
 """
@@ -60,7 +62,9 @@ def options(probe: str, t: TaskBinding, size: str | None) -> tuple[str, Any]:
     if probe == "h2d":
         from ..bench.gpu import copies
 
-        return "copies", copies.Options(cases="host", engine="ce", gpus="0", repeats=5)
+        # one host placement, the rank's own: each node's row in turn ran rank A's NUMA0 row while rank B ran
+        # its NUMA2 row, so the rows summed had never copied at once (and took NUMA-count times longer)
+        return "copies", copies.Options(cases="host", engine="ce", gpus="0", repeats=5, host_memory="own")
     if probe == "gpu":
         from ..bench.gpu import memory
 
@@ -90,8 +94,9 @@ def figure(probe: str, rs: ResultSet, node: int) -> float | None:
 
 def result_of(probe: str, rs: ResultSet, node: int) -> Result | None:
     """The one result kept from a rank's result set. H2D: the row of host
-    memory placed by the rank's own policy (host_node -1, where bench copies
-    measures one), else the row of the node its memory lands on."""
+    memory placed by the rank's own policy (host_node -1: the probe asks
+    bench copies for that placement alone), else (a result set of every
+    node's rows) the row of the node its memory lands on."""
     if probe == "h2d":
         rows: dict[int, Result] = {}
         for r in rs.results:

@@ -99,7 +99,7 @@ class Bench:
         self.repeats, self.iters = opts.repeats, opts.iters
         self.words = size // 4
         self.messages: list[str] = []
-        self.nodes = numa_nodes(topo)
+        self.nodes = [-1] if opts.host_memory == "own" else numa_nodes(topo)  # -1: the process's policy
         self.hosts: dict[tuple[int, str], gc.HostBuffer] = {}
         self.src: dict[int, Any] = {}
         self.dst: dict[int, list[Any]] = {}
@@ -263,11 +263,13 @@ class Bench:
         src, dst = (where, g.key) if to_gpu else (g.key, where)
         arrow = "<->" if "+" in metric else "->"
         placed = ", ".join(f"NUMA{k}: {v:.0%}" for k, v in sorted(h.placed.items()))
+        # memory placed by the process's policy (-1): its class from the node most of its pages are on
+        landed = node if node >= 0 else max((k for k in h.placed if k >= 0), key=h.placed.get, default=-1)
         with self.cp.cuda.Device(g.ordinal):
             for b in poison or [self.dst[g.ordinal][0]]:
                 self.fill(b, POISON_SEED)
         return Copy(metric, src, dst, f"{src} memory {arrow} {dst}" if to_gpu else f"{src} -> {dst} memory",
-                    host_class(g, node), g.pcie, nbytes, jobs, checks,
+                    host_class(g, landed), g.pcie, nbytes, jobs, checks,
                     {"src": src, "dst": dst, "host_node": node, "host_pages": placed or "unknown"})
 
     def d2d(self, a: gc.Gpu, b: gc.Gpu, e: str, mode: str) -> Copy:

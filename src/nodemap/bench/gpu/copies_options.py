@@ -4,6 +4,7 @@ Two engines, as nvbandwidth: CE (cudaMemcpyAsync, the DMA copy engines) and
 SM (a kernel of 16-byte loads and stores, 4 blocks of 512 threads per SM).
 Cases:
   h2d, d2h, h2d+d2h   per GPU from pinned host memory bound to each NUMA node
+                      (--host-memory own: one placement, this process's own)
   d2d (read, write)   every ordered GPU pair; read = issued by the
                       destination GPU (SM: kernel on dst reads src), write =
                       issued by the source (SM: kernel on src writes dst)
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from ..options import Common, gpu_list, option, repeat_count
 
 CASES = ("host", "d2d", "bidir", "local", "all", "staged")
+HOST_MEMORY = ("each", "own")
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
 
@@ -37,5 +39,11 @@ class Options(Common):
     iters: int = option(8, "copies per timed repetition (default %(default)s)")
     engine: str = option("ce,sm", "ce, sm or both (default)")
     cases: str = option(",".join(CASES), f"subset of {','.join(CASES)}")
+    # compare's ranks: every rank's one host row measured in the same repetitions (one placement each,
+    # not every node's row one after another while the other ranks measure other nodes' rows)
+    host_memory: str = option("each", "where the host cases' (and --latency's) pinned host memory is: each "
+                                      "(a row per NUMA node, its pages bound there; default) or own (one row, "
+                                      "placed by this process's memory policy, e.g. numactl --membind, else "
+                                      "first touch: what a bound rank's memory gets)", choices=HOST_MEMORY)
     latency: bool = option(False, "also measure load latency and small-copy latency")
     matrix: bool = option(False, "print nvbandwidth-style matrices (rows src, cols dst)")
