@@ -34,9 +34,10 @@ from ..bench.comm import p2p
 from . import wire
 
 KINDS = ("host", "device")
-STEP = 16  # tags per round: hello 0, tests 1..5, every test's sync 6 and ack 7, agreements +8
+STEP = 16  # tags per round: hello 0, tests 1..5, every test's sync 6 and acks and agreements 7
 OFFSET = {("host", "bw"): 1, ("host", "latency"): 2, ("device", "bw"): 3, ("device", "latency"): 4}
-PROOF, SYNC, ACK, AGREE = 5, 6, 7, 8
+PROOF, SYNC, ACK = 5, 6, 7
+BUFFERS = {"host": "HH", "device": "DD"}  # bench mpi's names of a pair's kinds
 TRANSPORT = {"host": "host", "cuda-aware": "cuda-aware", "staged": "staged (pinned host)"}  # p2p's -> the records'
 
 
@@ -93,32 +94,50 @@ def run(comm: Any, peer: int, rnd: int, sends: bool, tests: tuple[str, ...], siz
 
     tag = wire.PAIR + rnd * STEP
     at = wire.deadline(timeout)
-    wait = functools.partial(wire.wait_all, at=at)  # every request of the pair polled against its deadline
     mine = device_capability() if "device" in buffers else None
     token = comm.isend(("hello", rnd, mine), dest=peer, tag=tag)
     theirs = wire.recv(comm, peer, tag, at)[2]
     wire.wait(token, at)
+    end = End(MPI, comm, peer, tag, sends, functools.partial(wire.wait_all, at=at))
     out: list[dict[str, Any]] = []
-    for kind in buffers:
-        transport, note = _transport(MPI, comm, peer, tag, kind, mine, theirs, local, wait, at)
-        if transport is None:
-            out.append({"test": "skipped", "buffers": kind, "reason": note})
-            continue
-        for test in ("bw", "latency"):
-            if test in tests:
-                n = sizes.bw_bytes if test == "bw" else sizes.lat_bytes
-                ep = p2p.make_endpoint("HH" if kind == "host" else "DD", "H" if kind == "host" else "D", MPI, comm,
-                                       n, p2p.seed_of(comm.Get_rank()), transport == "cuda-aware",
-                                       tag=tag + OFFSET[(kind, test)], wait=wait)
-                side = p2p.Side(MPI, comm, ep, peer, sends, sync_tag=tag + SYNC, ack_tag=tag + ACK)
-                fig = _measure(test, side, sizes, at)
-                if fig:
-                    out.append({**fig, "buffers": kind, "transport": TRANSPORT[transport], "why": note})
+    try:
+        for kind in buffers:
+            transport, note = _transport(end, kind, mine, theirs, local)
+            if transport is None:
+                out.append({"test": "skipped", "buffers": kind, "reason": note})
+                continue
+            for test in (t for t in ("bw", "latency") if t in tests):
+                fig = _measure(test, end.side(kind, transport, test, sizes), sizes)
+                out += [{**fig, "buffers": kind, "transport": TRANSPORT[transport], "why": note}] if fig else []
+    except Mismatch:
+        if sends:
+            raise
+        return []  # both sides stop at a mismatch; the sender reports it
     return out if sends else []
 
 
-def _transport(MPI: Any, comm: Any, peer: int, tag: int, kind: str, mine: Any, theirs: Any, local: int,
-               wait: p2p.Wait, at: float) -> tuple[str | None, str]:
+@dataclass(frozen=True)
+class End:
+    """This rank's end of the pair: its peer, the round's tags, its role,
+    and `wait`: every request polled against the pair's deadline."""
+
+    MPI: Any
+    comm: Any
+    peer: int
+    tag: int  # the round's first
+    sends: bool
+    wait: p2p.Wait
+
+    def side(self, kind: str, transport: str, test: str, sz: Sizes) -> p2p.Side:
+        """bench mpi's endpoint of this kind for one test, on the test's tags."""
+        buf, n = BUFFERS[kind], sz.bw_bytes if test == "bw" else sz.lat_bytes
+        ep = p2p.make_endpoint(buf, buf[0], self.MPI, self.comm, n, p2p.seed_of(self.comm.Get_rank()),
+                               transport == "cuda-aware", tag=self.tag + OFFSET[(kind, test)], wait=self.wait)
+        return p2p.Side(self.MPI, self.comm, ep, self.peer, self.sends, sync_tag=self.tag + SYNC,
+                        ack_tag=self.tag + ACK)
+
+
+def _transport(end: End, kind: str, mine: Any, theirs: Any, local: int) -> tuple[str | None, str]:
     """How this kind's buffers go to MPI for this pair ("host", "cuda-aware",
     "staged"; None: skipped), and why."""
     if kind == "host":
@@ -129,35 +148,38 @@ def _transport(MPI: Any, comm: Any, peer: int, tag: int, kind: str, mine: Any, t
     import cupy as cp
 
     cp.cuda.Device(gpu_for(local)).use()  # the GPU of this kind's endpoints
-    if mode == "cuda-aware" and not _prove(MPI, comm, peer, tag + PROOF, wait, at):
+    if mode == "cuda-aware" and not _prove(end):
         mode, why = "staged", "the CUDA-aware transfer of a checked device buffer failed: staged instead"
     return mode, why
 
 
-def _prove(MPI: Any, comm: Any, peer: int, tag: int, wait: p2p.Wait, at: float, n: int = 1 << 16) -> bool:
+def _prove(end: End, n: int = 1 << 16) -> bool:
     """One checked device-to-device transfer each way before any device
     pointer is trusted for timing (only asked when both libraries say they
-    are aware: a device pointer into a non-aware MPI can crash it)."""
-    ep = p2p.DeviceEndpoint(MPI, comm, n, p2p.seed_of(comm.Get_rank()), tag, wait)
-    return _agree(comm, peer, tag, p2p.transfer_checked(ep, n, peer, peer), at)
+    are aware: a device pointer into a non-aware MPI can crash it); both
+    sides decide alike."""
+    ep = p2p.DeviceEndpoint(end.MPI, end.comm, n, p2p.seed_of(end.comm.Get_rank()), end.tag + PROOF, end.wait)
+    ok = p2p.transfer_checked(ep, n, end.peer, end.peer)
+    return p2p.Side(end.MPI, end.comm, ep, end.peer, end.sends, ack_tag=end.tag + ACK).agree(ok)
 
 
-def _measure(test: str, s: p2p.Side, sz: Sizes, at: float) -> dict[str, Any] | None:
+def _measure(test: str, s: p2p.Side, sz: Sizes) -> dict[str, Any] | None:
     """sz.repeats repetitions of bench mpi's loop (p2p.LOOPS), each into a
-    poisoned receive buffer checked after it by the rank that received (both,
-    in the ping-pong); the sender's record."""
+    poisoned receive buffer and checked after it on both sides, who stop
+    alike at a mismatch; the sender's record.
+
+    Not bench's driver: its repetitions are collective over every rank
+    (rank 0 reports, Ctrl-C agreed by an allreduce), where a fleet pair runs
+    beside other pairs while rank 0 serves them."""
     n, iters, window = (sz.bw_bytes, sz.bw_windows, sz.window) if test == "bw" else (sz.lat_bytes, sz.lat_iters, 1)
-    receives = test != "bw" or not s.first
-    samples, ok = [], True
+    samples = []
     for _ in range(sz.repeats):
         s.ep.poison()
         samples.append(p2p.to_unit(test, n, iters, window, p2p.LOOPS[test](s, n, iters, window)))
-        ok = ok and (not receives or s.check(n))
-    verified = _agree(s.comm, s.peer, s.ep.tag, ok, at)
+        if not s.verified(test, n):
+            raise Mismatch(f"the {WHAT[test]} test's received bytes did not match the sender's pattern")
     if not s.first:
         return None
-    if not verified:
-        raise ValueError(f"the {WHAT[test]} test's received bytes did not match the sender's pattern")
     if test == "bw":
         return {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": statistics.median(samples),
                 "samples": samples, "bytes": n,
@@ -169,9 +191,5 @@ def _measure(test: str, s: p2p.Side, sz: Sizes, at: float) -> dict[str, Any] | N
 WHAT = {"bw": "bandwidth", "latency": "latency"}
 
 
-def _agree(comm: Any, peer: int, tag: int, ok: bool, at: float) -> bool:
-    """Both sides' checks, known to both."""
-    token = comm.isend(ok, dest=peer, tag=tag + AGREE)
-    theirs = wire.recv(comm, peer, tag + AGREE, at)
-    wire.wait(token, at)
-    return bool(ok and theirs)
+class Mismatch(ValueError):
+    """A repetition delivered wrong bytes (both sides know: Side.verified)."""

@@ -14,7 +14,7 @@ from typing import Any
 from ...errors import NodemapError
 from ...units import format_size, gbps, parse_size, parse_sizes
 from . import mpi_common as mc
-from .p2p import ACK_TAG, LOOPS, Endpoint, Side, bw_loop, make_endpoint, seed_of, to_unit
+from .p2p import LOOPS, Endpoint, Side, bw_loop, make_endpoint, seed_of, to_unit
 from .world import World, start as start_world
 from .. import interrupt
 from ..harness import check_count, check_positive
@@ -327,10 +327,8 @@ class PairCase(Case):
 
     def verify(self) -> None:
         s = self.g.open()
-        receives = self.test != "bw" or not s.first
-        ok = s.check(self.size) if receives else True
-        ok_both = bool(s.comm.sendrecv(ok, dest=s.peer, source=s.peer, sendtag=ACK_TAG, recvtag=ACK_TAG)) and ok
-        if s.first and not ok_both:
+        ok = s.verified(self.test, self.size)  # both ranks of the pair
+        if s.first and not ok:
             raise NodemapError(f"MPI {self.test} of {self.size} B ({self.g.buf}) delivered wrong bytes: the "
                                "transport corrupts data (for D buffers: a library that claims CUDA-awareness "
                                "but is not)")

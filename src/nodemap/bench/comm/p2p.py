@@ -6,7 +6,8 @@
   memory in pipelined chunks (what an application without CUDA-aware MPI
   pays);
 - the pattern a rank sends (seeded by its rank), the poison its receive
-  buffer gets before a repetition, the byte-by-byte check after it;
+  buffer gets before a repetition, the byte-by-byte check after it, on
+  both ranks of the pair (`Side.verified`);
 - the loops, one repetition each: latency ping-pong, bw windows
   acknowledged per window, bibw;
 - `transfer_checked`: one verified transfer of device buffers, before
@@ -260,6 +261,18 @@ class Side:
     def check(self, n: int) -> bool:
         """What the peer sent arrived intact (after a repetition)."""
         return self.ep.check(n, seed_of(self.peer))
+
+    def agree(self, ok: bool) -> bool:
+        """Both ranks' word, known to both (so both go on or stop alike)."""
+        theirs = bytearray(1)
+        self.ep.wait([self.comm.Irecv([theirs, self.MPI.BYTE], source=self.peer, tag=self.ack_tag),
+                      self.comm.Isend([bytearray([ok]), self.MPI.BYTE], dest=self.peer, tag=self.ack_tag)])
+        return ok and bool(theirs[0])
+
+    def verified(self, test: str, n: int) -> bool:
+        """After a repetition of `test`: whatever either rank received (bw's
+        sender receives none) is its peer's pattern; known to both."""
+        return self.agree(self.check(n) if test != "bw" or not self.first else True)
 
     def finish(self) -> None:
         self.ep.finish()
