@@ -69,6 +69,20 @@ def test_staged_device_memory_goes_through_its_pinned_copies_in_chunks(cupy, MPI
     assert (ep.hr == p2p.POISON).all()  # a stale staging copy cannot be copied up as if it had arrived
 
 
+def test_a_host_end_of_a_staged_pair_cuts_its_messages_as_the_staged_end_does(cupy, MPI):
+    # bench mpi's HD: every send meets a receive of its size, message after message (the cut is kept per size)
+    host = p2p.make_endpoint("HD", "H", MPI, MPI.COMM_SELF, 1000, p2p.seed_of(0), False, chunk=256)
+    gpu = p2p.make_endpoint("HD", "D", MPI, MPI.COMM_SELF, 1000, p2p.seed_of(0), False, chunk=256)
+    for n in (1000, 300, 1000):
+        gpu.poison()
+        got = gpu.irecv(n, 0)
+        sent = host.isend(n, 0)
+        assert len(sent) == len(got) == -(-n // 256)
+        gpu.done(got)
+        host.done(sent)
+        assert gpu.check(n, p2p.seed_of(0))
+
+
 @pytest.mark.parametrize("mine, theirs, mode, says", [
     (AWARE, AWARE, "cuda-aware", "CUDA-aware"),
     (AWARE, PLAIN, "staged", "not CUDA-aware"),
