@@ -164,6 +164,13 @@ def test_awareness_messages_are_plain():
     assert msg.startswith("MPI is not CUDA-aware: measuring the staged path instead")
 
 
+def test_the_shared_staging_chunk_is_bench_mpis_default():
+    # the fleet's pair test stages with p2p.CHUNK: the same chunks as `bench mpi` without --chunk
+    from nodemap.units import parse_size
+
+    assert parse_size(mp.Options().chunk, "--chunk") == p2p.CHUNK
+
+
 def test_every_ranks_awareness_meets_in_one_rule_that_names_the_doubting_rank():
     yes = mc.Awareness(gpu=True, aware=True, how="MPIX_Query_cuda_support() = 1 in libmpi.so.40")
     no = mc.Awareness(gpu=True, aware=False, how="MPIX_Query_cuda_support() = 0 in libmpi.so.12")

@@ -34,8 +34,7 @@ FIGURE_SIZE = 16 << 20
 SIZES = pairtest.Sizes(bw_bytes=FIGURE_SIZE, window=8, bw_windows=4, lat_bytes=1)  # the check's 1 B latency
 ONE_RANK = ("one rank on this node: under --fleet the MPI step runs between two ranks of the node, so it needs "
             ">= 2 ranks per node (srun --ntasks-per-node=<GPUs>, mpirun -npernode <GPUs>, mpiexec -ppn <GPUs>)")
-TRANSPORT = {"host": "host", "cuda-aware": "cuda-aware", "staged (pinned host)": "staged"}  # pairtest's -> bench mpi's
-BUFFERS = {"host": "HH", "device": "DD"}
+TRANSPORT = {v: k for k, v in pairtest.TRANSPORT.items()}  # pairtest's records' -> bench mpi's
 
 
 class Lead:
@@ -151,7 +150,7 @@ def result_set(figs: list[dict[str, Any]], places: list[Any], topo: Any, buffers
         if f["test"] == "skipped":
             rs.messages.append(f["reason"])
             continue
-        buf, transport = BUFFERS[f["buffers"]], TRANSPORT.get(f["transport"], f["transport"])
+        buf, transport = pairtest.BUFFERS[f["buffers"]], TRANSPORT.get(f["transport"], f["transport"])
         cls = (gpu_class(topo, a, b) or mc.pair_class(a, b)) if buf == "DD" else mc.pair_class(a, b)
         rs.results.append(make_result(
             "mpi", f["test"], f["unit"], f["samples"], verified=f["verified"],
