@@ -55,6 +55,13 @@ def export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
+def dependency_paths() -> list[str]:
+    """PYTHONPATH entries that hold no nodemap (a device machine's wheels of
+    msgspec and the like, installed with --target): the old side needs its
+    dependencies, never a second nodemap."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and not (Path(p) / "nodemap").exists()]
+
+
 def native_lib() -> str:
     from nodemap import native
 
@@ -106,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = ["nodemap", "bench", *bench, "--json", "-q"]
     with tempfile.TemporaryDirectory(prefix="same_figures.") as tmp:
         old_src = export(a.base, Path(tmp))
-        old_env = dict(os.environ, PYTHONPATH=f"{old_src}{os.pathsep}{sysconfig.get_paths()['purelib']}",
+        old_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(old_src), sysconfig.get_paths()["purelib"],
+                                                               *dependency_paths()]),
                        NODEMAP_NATIVE_LIB=lib)
         new_env = dict(os.environ, NODEMAP_NATIVE_LIB=lib)
         docs: dict[str, list[dict]] = {"base": [], "this": []}

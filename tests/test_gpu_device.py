@@ -74,7 +74,7 @@ def test_bench_copies_every_case(capsys):
 
 
 def test_copy_check_counts_poisoned_words():
-    ns = argparse.Namespace(repeats=1, iters=1)
+    ns = argparse.Namespace(repeats=1, iters=1, host_memory="each")
     devs = [gc.describe(cp, 0, None)]
     with gc.device_memory(cp), gc.gate(cp) as gate, copies.Bench(cp, gate, devs, None, 1 << 20, ns) as b:
         buf = b.dst[0][0]

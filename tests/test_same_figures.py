@@ -38,3 +38,10 @@ def test_a_changed_parameter_or_count_is_a_different_definition():
 def test_a_folder_base_is_its_src(tmp_path):
     (tmp_path / "src" / "nodemap").mkdir(parents=True)
     assert sf.export(str(tmp_path), tmp_path / "unused") == (tmp_path / "src").resolve()
+
+
+def test_the_old_side_keeps_dependency_paths_but_no_second_nodemap(tmp_path, monkeypatch):
+    (tmp_path / "deps" / "msgspec").mkdir(parents=True)
+    (tmp_path / "tree" / "nodemap").mkdir(parents=True)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'deps'}:{tmp_path / 'tree'}")
+    assert sf.dependency_paths() == [str(tmp_path / "deps")]
