@@ -106,6 +106,26 @@ def test_unreadable_timelines_are_each_said_in_one_line_and_the_rest_reported(tm
     assert "n1.r4.5.watch, line 1: field rank" in said[2] and "Traceback" not in err
 
 
+def test_unreadable_timelines_are_named_in_the_json_too(tmp_path, capsys):
+    """They were said only on stderr: a scheduler reading --json never learned a rank's timeline was skipped."""
+    from nodemap import cli
+
+    d = _with_unreadable(tmp_path / "w")
+    assert cli.main(["report", str(d), "--json"]) == 0
+    out, err = capsys.readouterr()
+    skipped = json.loads(out)["unreadable"]
+    assert [s["path"] for s in skipped] == [str(d / n) for n in ("n1.r2.3.watch", "n1.r3.4.watch", "n1.r4.5.watch")]
+    assert skipped[0]["reason"].startswith("is a FIFO") and skipped[1]["reason"].startswith("is a folder")
+    assert skipped[2]["reason"].startswith("line 1: field rank")
+    assert len(_said(err)) == 3  # the stderr lines stay
+
+
+def test_a_folder_read_whole_has_an_empty_unreadable_list(tmp_path):
+    r = nodemap("report", str(_timelines(tmp_path / "w")), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["unreadable"] == []
+
+
 def test_the_run_watch_summary_says_the_unreadable_timelines_too(tmp_path, capsys, monkeypatch):
     from nodemap.watch import monitor
 

@@ -136,7 +136,8 @@ def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int
     from ..check.document import exit_status
     from ..report import html, terminal, watch
 
-    jobs = watch.runs(watch.load(paths), args.job)
+    unreadable: list = []
+    jobs = watch.runs(watch.load(paths, unreadable), args.job)
     where = ", ".join(paths)
     doc = load(others, args.expect) if others else None
     if args.html:
@@ -150,7 +151,7 @@ def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int
         outfile.write(args.html, text, "--html")
         print(f"report: {args.html}")
     elif args.json:
-        d = watch.to_dict(jobs)
+        d = watch.to_dict(jobs, unreadable)
         if doc is not None:
             d = {**json.loads(doc.to_json()), "watch": d}
         print(json.dumps(d, indent=1))

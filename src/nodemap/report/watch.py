@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
@@ -32,11 +33,13 @@ def is_watch_input(path: str) -> bool:
     return path.endswith(".watch")
 
 
-def load(paths: list[str]) -> list[timeline.Timeline]:
+def load(paths: list[str], unreadable: list[timeline.Skipped] | None = None) -> list[timeline.Timeline]:
+    """The timelines of the files and folders; a folder's unreadable ones are said on stderr and
+    added to `unreadable` (the JSON document names them too)."""
     from ..errors import NodemapError
 
     out: list[timeline.Timeline] = []
-    unreadable: list[str] = []
+    unreadable = [] if unreadable is None else unreadable
     for p in paths:
         if os.path.isdir(p):
             out += timeline.read_dir(p, unreadable)
@@ -66,9 +69,11 @@ def runs(timelines: list[timeline.Timeline], job: str | None = None) -> list[Run
     return [(g, analysis.analyse(g)) for g in groups]
 
 
-def to_dict(jobs: list[Run]) -> dict[str, Any]:
+def to_dict(jobs: list[Run], unreadable: Sequence[timeline.Skipped] = ()) -> dict[str, Any]:
+    """`unreadable`: the timelines skipped (path, reason), so a reader of the JSON learns a rank is missing."""
     return {"schema": SCHEMA, "jobs": [{"job": a.job, "analysis": a.to_dict(), "series": [timeline.series(t) for t in tls]}
-                                       for tls, a in jobs]}
+                                       for tls, a in jobs],
+            "unreadable": [s.to_dict() for s in unreadable]}
 
 
 def render(jobs: list[Run], where: str) -> str:

@@ -549,11 +549,11 @@ def _summary(w: Watch) -> None:
     """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
     from .analysis import analyse
     from .summary import render
-    from .timeline import read_dir, say_unreadable
+    from .timeline import Skipped, read_dir, say_unreadable
 
     d = os.path.dirname(w.path) or "."
     _await_peers(d, w.header)
-    unreadable: list[str] = []
+    unreadable: list[Skipped] = []
     tls = [t for t in read_dir(d, unreadable) if t.job == w.header["job"] and t.host == w.header["host"]]
     a = analyse(tls)
     try:

@@ -185,10 +185,25 @@ def _timeline_names(directory: str) -> list[str]:
         return []
 
 
-def read_dir(directory: str, unreadable: list[str] | None = None) -> list[Timeline]:
+@dataclass(frozen=True)
+class Skipped:
+    """A timeline read_dir could not read: the file, why (JSON), and the one line that says both."""
+
+    path: str
+    text: str  # 'FILE: why' or 'FILE, line N: why', as the error said it
+
+    @property
+    def reason(self) -> str:
+        return self.text[len(self.path):].lstrip(",: ") if self.text.startswith(self.path) else self.text
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+def read_dir(directory: str, unreadable: list[Skipped] | None = None) -> list[Timeline]:
     """Every timeline in a folder (files ending .watch), by host and rank. A file
     that cannot be read (permissions, a FIFO or folder named *.watch, a damaged
-    header) is skipped, the others read; `unreadable` gets one 'FILE: why' each."""
+    header) is skipped, the others read; `unreadable` gets a Skipped each."""
     out = []
     for n in _timeline_names(directory):
         path = os.path.join(directory, n)
@@ -196,18 +211,18 @@ def read_dir(directory: str, unreadable: list[str] | None = None) -> list[Timeli
             out.append(read(path))
         except InputError as e:  # names the file (and line) and why
             if unreadable is not None:
-                unreadable.append(str(e))
+                unreadable.append(Skipped(path, str(e)))
         except OSError as e:  # a read that failed once open (EIO)
             if unreadable is not None:
-                unreadable.append(f"{path}: {e.strerror or e}")
+                unreadable.append(Skipped(path, f"{path}: {e.strerror or e}"))
     out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.start))
     return out
 
 
-def say_unreadable(unreadable: list[str], out: IO[str]) -> None:
+def say_unreadable(unreadable: list[Skipped], out: IO[str]) -> None:
     """One line per timeline read_dir skipped: a summary that leaves a rank
     out must say which file and why."""
-    out.writelines(f"nodemap watch: skipped {why}\n" for why in unreadable)
+    out.writelines(f"nodemap watch: skipped {s.text}\n" for s in unreadable)
 
 
 def peek_dir(directory: str, job: str, host: str) -> list[tuple[Header, bool]]:
