@@ -153,3 +153,51 @@ def test_a_sysfs_fixture_reads_back_equal(fixtures, name):
     # (every hwloc XML fixture: tests/test_hwloc_xml.py)
     t = discover.discover(fixtures / "hwloc-linux" / f"{name}.tar.bz2")
     assert Topology.from_json(t.to_json(), name) == t
+
+
+# --- a check document as --input ------------------------------------------------------
+
+
+def _check_doc(topology: dict | None) -> str:
+    from nodemap.check import document, expectations
+
+    doc = json.loads(document.CheckDoc(level="quick", topology=None, expectations=expectations.shipped(), results=[],
+                                       checks=[]).to_json())
+    return json.dumps({**doc, "topology": topology})
+
+
+READERS = [["topo"], ["plan", "--tasks", "2"], ["show"], ["run", "--dry-run", "--", "true"]]
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_every_reader_of_a_topology_takes_a_check_document(tmp_path, args):
+    """It was refused ("not a nodemap topology export"), although check.json holds the node."""
+    d = TOPOLOGIES["karolina"].to_dict()
+    (tmp_path / "t.json").write_text(json.dumps(d))
+    (tmp_path / "check.json").write_text(_check_doc(d))
+    export, check = (nodemap(*args[:1], "--input", str(tmp_path / f), *args[1:]) for f in ("t.json", "check.json"))
+    assert check.returncode == 0, check.stderr
+    assert check.stdout == export.stdout and check.stdout
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_a_damaged_check_document_is_one_line_naming_the_topologys_field(tmp_path, args):
+    d = TOPOLOGIES["karolina"].to_dict()
+    d["numa_nodes"][2]["cpuset"] = 5
+    (tmp_path / "check.json").write_text(_check_doc(d))
+    refused(nodemap(*args[:1], "--input", str(tmp_path / "check.json"), *args[1:]),
+            "check.json: field topology.numa_nodes[2].cpuset is int, not text")
+
+
+@pytest.mark.parametrize("topology, said", [(None, "field topology is missing or null"),
+                                            ([1], "field topology is array"),
+                                            ({"schema": "x"}, "field topology.schema is 'x'")])
+def test_a_check_document_without_a_node_is_one_line_naming_the_field(tmp_path, topology, said):
+    (tmp_path / "check.json").write_text(_check_doc(topology))
+    refused(nodemap("topo", "--input", str(tmp_path / "check.json")), "check.json: " + said)
+
+
+def test_the_check_schemas_the_topology_reader_knows_are_the_checks():
+    from nodemap.check import saved
+
+    assert discover.CHECK_SCHEMAS == saved.SCHEMAS

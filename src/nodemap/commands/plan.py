@@ -32,7 +32,7 @@ examples:
   nodemap plan --tasks 8 --launcher mpirun --emit native --rankfile rf
                                              Open MPI: writes the rankfile rf, prints mpirun's options
   nodemap plan --tasks 8 --json              the plan as JSON (schema nodemap.plan/1)
-  nodemap plan --tasks 8 --input node.xml    plan for a saved node (hwloc XML, sysfs, JSON)
+  nodemap plan --tasks 8 --input node.xml    plan for a saved node (hwloc XML, sysfs, JSON, check.json)
 
 columns: PUs are OS indexes; NUMA is where memory is bound; a GPU is marked
 "local" when it sits in the task's NUMA node; the NIC shows its path class

@@ -34,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-mpi", action="store_true", help="do not use MPI even under an MPI launcher")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
                    help="give up after S seconds of MPI start-up and gathering (default 60)")
-    p.add_argument("--input", metavar="TOPO", help="resolve GPUs and NUMA nodes on a saved node instead of this one")
+    p.add_argument("--input", metavar="TOPO",
+                   help="resolve GPUs and NUMA nodes on a saved node instead of this one (any file topo --input "
+                        "reads: JSON export, check.json, hwloc XML, sysfs snapshot)")
     p.add_argument("--threads", action="store_true",
                    help="also one row per OpenMP thread (like xthi): the OpenMP runtime starts and binds the team "
                         "from OMP_NUM_THREADS/OMP_PLACES/OMP_PROC_BIND; each thread's CPU and PUs")

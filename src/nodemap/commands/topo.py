@@ -22,6 +22,7 @@ examples:
   nodemap topo --input node.json --matrix   a saved node, shown elsewhere
   nodemap topo --input lstopo.xml           an hwloc XML export (lstopo --of xml)
   nodemap topo --input snapshot.tar.bz2     a sysfs snapshot (directory or tarball)
+  nodemap topo --input check.json           the node a nodemap check document holds
   nodemap topo --source hwloc               this machine read through lstopo
 
 sources (--source, for this machine):
@@ -36,7 +37,8 @@ SOURCES = ("auto", "sysfs", "hwloc", "nvml", "amdsmi")  # = nodemap.topology.dis
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", action="store_true", help="GPU/NIC path matrix (like nvidia-smi topo -m)")
     p.add_argument("--json", action="store_true", help="print the topology as JSON (with --matrix: add the paths)")
-    p.add_argument("--input", metavar="PATH", help="read a saved node: hwloc XML, sysfs snapshot dir/tarball, or nodemap JSON")
+    p.add_argument("--input", metavar="PATH", help="read a saved node: hwloc XML, sysfs snapshot dir/tarball, nodemap JSON (topo --export) "
+                                                        "or a check document (check.json: its topology)")
     p.add_argument("--source", default="auto", choices=SOURCES,
                    help="how to read this machine (default: auto)")
     p.add_argument("--export", metavar="FILE", help="also write the topology JSON to FILE (atomically)")

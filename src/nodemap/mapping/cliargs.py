@@ -45,7 +45,8 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                         "needs NVML), pci (indexes, plus NODEMAP_GPU_PCI with PCI bus ids)")
     g.add_argument("--reserve-cores", type=int, default=0, metavar="K",
                    help="keep the first K cores of every socket free of tasks (system daemons, progress threads)")
-    g.add_argument("--input", metavar="TOPO", help="a saved node (hwloc XML, sysfs snapshot, nodemap JSON)")
+    g.add_argument("--input", metavar="TOPO", help="a saved node (hwloc XML, sysfs snapshot, nodemap JSON, or a "
+                                                      "check document: its topology)")
 
 
 def request_key(args: argparse.Namespace) -> tuple:

@@ -3,9 +3,10 @@
 `discover(input, source)` picks the reader. Inputs are recognized by
 content, not name: a directory holding sys/ is a sysfs snapshot, bz2/gzip/xz
 or tar bytes are a snapshot tarball, '<' starts hwloc XML and '{' a nodemap
-JSON export. For this machine, "auto" reads sysfs on Linux (no external
-program needed), adds the allowed set, AMD SMI and NVML, and says so in
-Topology.source; elsewhere it reads through hwloc's lstopo.
+JSON export or a check document (the topology it holds). For this machine,
+"auto" reads sysfs on Linux (no external program needed), adds the allowed
+set, AMD SMI and NVML, and says so in Topology.source; elsewhere it reads
+through hwloc's lstopo.
 """
 
 from __future__ import annotations
@@ -14,15 +15,18 @@ import os
 import stat
 import sys
 
+import msgspec
+
 from .. import infile
 from ..errors import InputError, NodemapError
-from .model import Topology, replace
+from .model import SCHEMA, Topology, replace
 
 __all__ = ["discover", "SOURCES", "sniff"]
 
 SOURCES = ("auto", "sysfs", "hwloc", "nvml", "amdsmi")
 
-_HINT = "give an hwloc XML file, a sysfs snapshot directory or tarball, or a nodemap JSON export"
+_HINT = ("give an hwloc XML file, a sysfs snapshot directory or tarball, a nodemap JSON export or a check document "
+         "(check.json)")
 
 
 def discover(input: str | os.PathLike | None = None, source: str = "auto") -> Topology:
@@ -218,8 +222,24 @@ def _sysfs_dir(path: str) -> Topology:
     return sysfs.read(root=root)
 
 
+# check.saved.SCHEMAS (tested equal): a check document holds the node's topology; check is a layer above
+CHECK_SCHEMAS = ("nodemap.check/1", "nodemap.check/2")
+
+
+class _Check(msgspec.Struct):
+    """The part of a check document read here: the rest is report's to check."""
+
+    topology: dict | None = None
+
+
 def _json(path: str) -> Topology:
-    topo = Topology.from_json(infile.read(path, MAX_INPUT, "topology file"), path)
+    from .. import records
+
+    data = infile.read(path, MAX_INPUT, "topology file")
+    if records.schema_of(path, data, "topology file") in CHECK_SCHEMAS:
+        topo = _in_check(path, data)
+    else:
+        topo = Topology.from_json(data, path)
     long = next((k for k in Topology.__struct_fields__ if isinstance(v := getattr(topo, k), tuple)
                  and len(v) > MAX_OBJECTS), None)
     if long is not None:
@@ -230,6 +250,21 @@ def _json(path: str) -> Topology:
         raise InputError(path, f"distances are not a {n} x {n} matrix (one row and column per NUMA node): "
                                "fix the file or export it again")
     return topo
+
+
+def _in_check(path: str, data: bytes) -> Topology:
+    """The topology a check document (nodemap check's check.json) holds, decoded as an export is:
+    damage is one InputError naming the field ("topology.numa_nodes[2].cpuset")."""
+    from .. import records
+
+    saved = records.decode(path, data, _Check, "check document").topology
+    if saved is None:
+        raise InputError(path, "field topology is missing or null: this check document holds no node (give the "
+                               "check.json of a nodemap check that read one, or a topo --export file)")
+    if saved.get("schema") != SCHEMA:
+        raise InputError(path, f"field topology.schema is {saved.get('schema')!r}, not {SCHEMA!r}: the check "
+                               "document's node is damaged (run the check again, or give a topo --export file)")
+    return Topology.from_dict(saved, path, "topology")
 
 
 # --- this machine --------------------------------------------------------
