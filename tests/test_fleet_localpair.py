@@ -152,5 +152,5 @@ def test_the_second_rank_is_released_when_the_leaders_check_raises(monkeypatch):
     monkeypatch.setattr(nodecheck, "run_check", broken)
     cfg = types.SimpleNamespace(pair_timeout=5.0, buffers=("host",), level="quick", expect=None)
     with pytest.raises(RuntimeError):
-        driver.lead_check(None, cfg, None, "n0", 1, [0])
+        driver.lead_check(None, cfg, None, "n0", 1, [0], pairtest.Seat())
     assert released == [True]

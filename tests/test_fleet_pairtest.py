@@ -161,6 +161,7 @@ def test_device_pointers_go_to_mpi_only_after_a_proof_both_sides_agree_on(tmp_pa
     assert [f["test"] for f in device] == ["bw", "latency"] and all(f["verified"] for f in device)
     assert {f["transport"] for f in device} == {transport}
     assert {f["transport"] for f in figs if f["buffers"] == "host"} == {"host"}
+    assert all(len(f["gpus"]) == 2 and all(f["gpus"]) for f in device)  # both sides' GPUs named
     assert ("failed: staged instead" in device[0]["why"]) == (case == "corrupt")
 
 
@@ -169,3 +170,67 @@ def test_a_damaged_repetition_is_an_error_and_both_sides_stop_after_it(tmp_path)
     # the receiver's check fails: the sender says so at once (the pair's deadline is 60 s), no figure is made
     got = pair(tmp_path, "damaged")
     assert got == {"error": "the bandwidth test's received bytes did not match the sender's pattern"}
+
+
+# --- each rank's GPU: the node's plan, as the benchmark kinds (bench/comm/world.py) ---------------------
+
+
+@pytest.fixture
+def perlmutter_cuda(monkeypatch):
+    """CUDA on the stand-in as on a Perlmutter-like node: 4 devices in PCI order whose bus ids are the
+    fixture's GPUs (GPU k nearest NUMA node 3-k); the node's plan is the real one for 4 ranks; nothing
+    placed the ranks (no visibility variable)."""
+    import fake_cupy
+    import nodes
+    from nodemap.bench.comm import world
+    from nodemap.bench.gpu import devices
+    from nodemap.env import GPU_VISIBILITY_VARS
+    from nodemap.mapping.nodeplan import plan_dict
+    from nodemap.mapping.plan import plan
+    from nodemap.mapping.request import Request
+
+    topo = nodes.perlmutter()
+    bus = [[int(x, 16) for x in g.pci_bus_id.replace(".", ":").split(":")[:3]] for g in topo.gpus]
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setattr(fake_cupy.cuda.runtime, "devices", 4)
+    monkeypatch.setattr(fake_cupy.cuda.runtime, "getDeviceProperties", lambda d: {
+        "name": b"Fake GPU", "pciDomainID": bus[d][0], "pciBusID": bus[d][1], "pciDeviceID": bus[d][2]})
+    monkeypatch.setattr(fake_cupy.Device, "current", -1)
+    monkeypatch.setattr(world, "node_plan", lambda size, rank, say: (plan_dict(topo, plan(topo, Request(tasks=size))),
+                                                                      ""))
+    monkeypatch.setattr(devices, "load_topology", lambda path: (topo, ""))
+    for v in GPU_VISIBILITY_VARS + (world.PLANNED,):
+        monkeypatch.delenv(v, raising=False)
+    pairtest.gpu_for.cache_clear()  # chosen once per process: not across tests
+    pairtest.gpu_key.cache_clear()
+    yield fake_cupy
+    pairtest.gpu_for.cache_clear()
+    pairtest.gpu_key.cache_clear()
+
+
+def test_a_fleet_rank_drives_its_planned_gpu_not_its_rail_mod_gpus(perlmutter_cuda, tmp_path):
+    """Rank 0's node holds ranks 0-3 and leads with rank 1 (driver.leader_first): rail k is rank k+1, whose
+    local rank (launcher order) is k+1; the plan puts local rank j on GPU 3-j (nearest its cores). The old
+    rule (rail k -> device k mod 4) put rail 0 on GPU0, far from rank 1's cores."""
+    from nodemap.fleet import driver
+
+    cp = perlmutter_cuda
+    co = driver.Coordinator(None, driver.Config(str(tmp_path)), None)
+    co.nodes = {"n1": driver.NodeRec("n1", driver.leader_first([0, 1, 2, 3]))}
+    co.node_of = {r: "n1" for r in range(4)}
+    got = []
+    for rail, rank in enumerate(co.nodes["n1"].ranks):
+        seat = pairtest.Seat.of(co.seat(rank))  # what rank 0 sends it with its role and every pair command
+        assert (seat.local_rank, seat.local_size) == (rank, 4)
+        mode, _ = pairtest._transport(None, "device", PLAIN, PLAIN, seat)
+        got.append((cp.Device.current, pairtest.gpu_key(seat)))
+        assert mode == "staged" and pairtest.gpu_for(seat).how == "plan"
+    assert got == [(2, "GPU2"), (1, "GPU1"), (0, "GPU0"), (3, "GPU3")]  # ranks 1, 2, 3, 0
+    assert [d for d, _ in got] != [rail % 4 for rail in range(4)]
+
+
+def test_a_rank_placed_by_its_launcher_keeps_device_0_of_what_it_sees(perlmutter_cuda, monkeypatch):
+    vis = [[["CUDA_VISIBLE_DEVICES", str(3 - k)]] for k in range(4)]  # srun --gpu-bind=map_gpu:3,2,1,0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    d = pairtest.gpu_for(pairtest.Seat.of({"local_rank": 2, "local_size": 4, "visibility": vis}))
+    assert (d.device, d.how) == (0, "visibility")

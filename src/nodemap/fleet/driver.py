@@ -88,14 +88,14 @@ def leader_first(ranks: list[int]) -> list[int]:
 
 
 def main(cfg: Config, check: nodecheck.CheckFn) -> int:
-    from ..bench.comm import mpi_common
+    from ..bench.comm import mpi_common, world
 
     MPI = mpi_common.start()
     comm = MPI.COMM_WORLD
     _refuse_singletons(comm.Get_size())
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
-          "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}
+          "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ)}
     if comm.Get_rank() == 0:
         return Coordinator(comm, cfg, check).run(me)
     return member(comm, cfg, check, me)
@@ -129,10 +129,11 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
         if role["leader"]:
             wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
                       wire.STATE)
-            doc = lead_check(comm, cfg, check, me["node"], role.get("partner"), role.get("partner_cpus", []))
+            doc = lead_check(comm, cfg, check, me["node"], role.get("partner"), role.get("partner_cpus", []),
+                             pairtest.Seat.of(role.get("seat")))
             wire.send(comm, gathered(doc, cfg), 0, wire.DOC, wire.deadline(cfg.check_timeout))
         elif role.get("lead") is not None:
-            await_leader(comm, role["lead"], cfg)
+            await_leader(comm, role["lead"], cfg, pairtest.Seat.of(role.get("seat")))
         return serve(comm, cfg, lambda keys: remeasure(check, me["node"], cfg, keys))
     except wire.Late:
         return _orphan(me, doc, cfg)
@@ -141,12 +142,12 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
 
 
 def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, partner: int | None,
-               partner_cpus: list[int]) -> dict[str, Any]:
+               partner_cpus: list[int], seat: pairtest.Seat) -> dict[str, Any]:
     """The node's check, its MPI step run with `partner` (the node's second
     local rank; None: the node has one), which is released after it either way."""
     from .localpair import Lead
 
-    lead = Lead(comm, partner, partner_cpus, cfg.pair_timeout, cfg.buffers, node)
+    lead = Lead(comm, partner, partner_cpus, cfg.pair_timeout, cfg.buffers, node, seat)
     try:
         doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, lead.step())
     finally:  # else the second rank waits out its timeout for a word that never comes
@@ -160,7 +161,7 @@ ABORT_GRACE_S = 0.5  # after the report is printed, before MPI_Abort ends a job 
 SILENT = "fleet_silent_ranks"  # the node document's extra: local ranks that stopped answering
 
 
-def await_leader(comm: Any, leader: int, cfg: Config) -> None:
+def await_leader(comm: Any, leader: int, cfg: Config, seat: pairtest.Seat) -> None:
     """The node's second local rank: its part of the node's MPI step when the
     leader says go, nothing when it says skip. A word from rank 0 first
     means the leader missed its deadline: stop waiting and serve rank 0."""
@@ -170,7 +171,7 @@ def await_leader(comm: Any, leader: int, cfg: Config) -> None:
     while wire.left(at) > 0:
         said = localpair.heard(comm, leader)
         if said is not None:
-            localpair.follow(comm, leader, cfg.pair_timeout, cfg.buffers, said)
+            localpair.follow(comm, leader, cfg.pair_timeout, cfg.buffers, said, seat)
             return
         if comm.iprobe(source=0, tag=wire.CMD):
             return
@@ -235,7 +236,7 @@ def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
     try:
         rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
-                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, cmd["rail"])
+                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, pairtest.Seat.of(cmd.get("seat")))
     except wire.Late:
         rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
     except ValueError as e:
@@ -265,6 +266,7 @@ class Coordinator:
         self.nodes: dict[str, NodeRec] = {}
         self.node_of: dict[int, str] = {}
         self.cpus: dict[int, set[int]] = {}  # rank -> the CPUs it runs on (its hello)
+        self.visibility: dict[int, Any] = {}  # rank -> its device visibility variables (its hello)
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
         self.isolation: dict[str, Any] | None = None
@@ -314,6 +316,7 @@ class Coordinator:
         for src, hello in wire.arriving(self.comm, (wire.HELLO,), at, lambda: len(hellos) < n):
             hellos[src] = hello
         self.cpus = {r: set(h.get("cpus", ())) for r, h in hellos.items()}
+        self.visibility = {r: h.get("visibility", ()) for r, h in hellos.items()}
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
             self.late = True
@@ -333,12 +336,19 @@ class Coordinator:
     def role(self, node: NodeRec, i: int) -> dict[str, Any]:
         """A rank's part: the leader (i = 0) is told its MPI step's partner,
         the node's second rank (i = 1) its leader."""
-        out: dict[str, Any] = {"leader": i == 0, "node": node.name, "local": i}
+        out: dict[str, Any] = {"leader": i == 0, "node": node.name, "local": i, "seat": self.seat(node.ranks[i])}
         if i == 0 and len(node.ranks) > 1:
             out |= {"partner": node.ranks[1], "partner_cpus": sorted(self.cpus.get(node.ranks[1], ()))}
         if i == 1:
             out["lead"] = node.leader
         return out
+
+    def seat(self, r: int) -> dict[str, Any]:
+        """Where rank r is on its node (pairtest.Seat, for its GPU): its local rank in the
+        launcher's order (by rank, not leader first), and the node's ranks' device visibility."""
+        order = sorted(self.nodes[self.node_of[r]].ranks)
+        return {"local_rank": order.index(r), "local_size": len(order),
+                "visibility": [self.visibility.get(x, ()) for x in order]}
 
     def checks(self, me: dict[str, Any]) -> None:
         from . import localpair
@@ -346,14 +356,15 @@ class Coordinator:
         mine = self.nodes[me["node"]]
         if mine.leader == 0:  # rank 0 leads only where it is alone: no partner for the MPI step
             mine.state = "running its node check (rank 0)"
-            doc = lead_check(self.comm, self.cfg, self.check, mine.name, None, [])
+            doc = lead_check(self.comm, self.cfg, self.check, mine.name, None, [], pairtest.Seat.of(self.seat(0)))
             self.arrived(mine, gathered(doc, self.cfg))
         lead = mine.leader if mine.ranks[1:2] == [0] else None  # rank 0 is its node's second rank
         at = wire.deadline(self.cfg.check_timeout)
         while any(n.seen is None for n in self.nodes.values()) and wire.left(at) > 0:
             said = localpair.heard(self.comm, lead) if lead is not None else None
             if said is not None:
-                localpair.follow(self.comm, lead, self.cfg.pair_timeout, self.cfg.buffers, said)
+                localpair.follow(self.comm, lead, self.cfg.pair_timeout, self.cfg.buffers, said,
+                                 pairtest.Seat.of(self.seat(0)))
                 lead = None
                 continue
             got = wire.poll(self.comm, (wire.DOC, wire.STATE))
@@ -456,8 +467,8 @@ class Coordinator:
             for k in range(min(len(a.ranks), len(b.ranks))):
                 tests = ["bw", "latency"] if k == 0 else ["bw"]
                 base = {"op": "pair", "round": self.round_no, "pair": [a.name, b.name], "rail": k, "tests": tests}
-                cmds[a.ranks[k]] = {**base, "peer": b.ranks[k], "sends": True}
-                cmds[b.ranks[k]] = {**base, "peer": a.ranks[k], "sends": False}
+                cmds[a.ranks[k]] = {**base, "peer": b.ranks[k], "sends": True, "seat": self.seat(a.ranks[k])}
+                cmds[b.ranks[k]] = {**base, "peer": a.ranks[k], "sends": False, "seat": self.seat(b.ranks[k])}
         for r, c in cmds.items():
             if r != 0:
                 wire.post(self.comm, c, r, wire.CMD)
@@ -529,7 +540,7 @@ class Coordinator:
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
              "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        for extra in ("samples", "nics", "rails", "buffers", "transport", "why"):
+        for extra in ("samples", "nics", "gpus", "rails", "buffers", "transport", "why"):
             if extra in f:
                 r[extra] = f[extra]
         self.pair_results.append(r)

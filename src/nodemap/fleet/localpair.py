@@ -41,9 +41,9 @@ class Lead:
     """The leader's side: the check's MPI step, and the second rank's release."""
 
     def __init__(self, comm: Any, partner: int | None, partner_cpus: list[int], timeout: float,
-                 buffers: tuple[str, ...], host: str) -> None:
+                 buffers: tuple[str, ...], host: str, seat: pairtest.Seat = pairtest.Seat()) -> None:
         self.comm, self.partner, self.partner_cpus = comm, partner, partner_cpus
-        self.timeout, self.buffers, self.host = timeout, buffers, host
+        self.timeout, self.buffers, self.host, self.seat = timeout, buffers, host, seat
         self.told = False
         self.silent = False  # the partner missed the step's deadline: rank 0 must end it with the job
 
@@ -59,7 +59,8 @@ class Lead:
         self.tell("go")
         try:
             theirs = wire.recv(self.comm, self.partner, wire.LOCAL, wire.deadline(self.timeout))  # its GPU
-            figs = pairtest.run(self.comm, self.partner, ROUND, True, TESTS, SIZES, self.timeout, self.buffers, 0)
+            figs = pairtest.run(self.comm, self.partner, ROUND, True, TESTS, SIZES, self.timeout, self.buffers,
+                                 self.seat)
         except wire.Late:
             self.silent = True
             raise MPIFailed(f"rank {self.partner} (this node's second local rank) did not answer or finish within "
@@ -89,7 +90,7 @@ class Lead:
         from ..bench.gpu.devices import match_gpu
 
         device = any(f.get("buffers") == "device" and f["test"] != "skipped" for f in figs)
-        mine = gpu_of(0, topo) if device else {}
+        mine = gpu_of(self.seat, topo) if device else {}
         peer_gpu = match_gpu(topo, theirs.get("bus", ""), theirs.get("uuid", "")) if device and theirs else None
         peer_key = peer_gpu.key if peer_gpu is not None else theirs.get("key", "") if device else ""
         me = mc.place_of(self.comm.Get_rank(), self.host, os.sched_getaffinity(0), 0, topo, mine.get("key", ""))
@@ -97,8 +98,8 @@ class Lead:
         return [me, peer]
 
 
-def gpu_of(local: int, topo: Any = None) -> dict[str, str]:
-    """The GPU a rank of local index `local` uses in the step (pairtest.gpu_for),
+def gpu_of(seat: pairtest.Seat, topo: Any = None) -> dict[str, str]:
+    """The GPU a rank at `seat` uses in the step (pairtest.gpu_for: the node's plan),
     as its own CUDA runtime sees it (each rank may see other GPUs: --gpus-per-task):
     PCI bus id, UUID, Topology key ("GPU1"; "cudaN" without the topology); {} without one."""
     if not pairtest.device_capability()["gpu"]:
@@ -108,13 +109,14 @@ def gpu_of(local: int, topo: Any = None) -> dict[str, str]:
 
         from ..bench.gpu.devices import describe
 
-        g = describe(cp, pairtest.gpu_for(local), topo)
+        g = describe(cp, pairtest.gpu_for(seat).device, topo)
         return {"bus": g.bus_id, "uuid": g.uuid, "key": g.key}
     except Exception:  # a label, never a reason to stop
         return {}
 
 
-def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], said: str) -> None:
+def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], said: str,
+           seat: pairtest.Seat) -> None:
     """The second rank's side, once its leader said `said` ("go" or "skip");
     a failure is the leader's to report (it is the sender: it sees it too)."""
     if said != "go":
@@ -122,8 +124,8 @@ def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], sai
     if nodecheck.hang_point() == "local":
         nodecheck.hang_forever()
     try:
-        wire.send(comm, gpu_of(1) if "device" in buffers else {}, leader, wire.LOCAL, wire.deadline(timeout))
-        pairtest.run(comm, leader, ROUND, False, TESTS, SIZES, timeout, buffers, 1)
+        wire.send(comm, gpu_of(seat) if "device" in buffers else {}, leader, wire.LOCAL, wire.deadline(timeout))
+        pairtest.run(comm, leader, ROUND, False, TESTS, SIZES, timeout, buffers, seat)
     except (wire.Late, ValueError):
         pass
 

@@ -6,8 +6,8 @@ rank sends windows of non-blocking messages, acknowledged per window, as
 OSU's osu_bw) and latency (ping-pong, half the round trip, as osu_latency),
 over each buffer kind asked for:
   host    host memory;
-  device  GPU memory (CuPy; GPU = the rank's local index modulo the GPUs it
-          sees). Straight to MPI only where both sides' library says it is
+  device  GPU memory (CuPy) on the rank's GPU by the benchmark kinds' rule
+          (`gpu_for`: the node's plan, bench/comm/world.py). Straight to MPI only where both sides' library says it is
           CUDA-aware (`mpi_common.capability`, as `nodemap bench mpi`) and a
           verified device transfer between the two proved it; otherwise
           staged through pinned host memory in pipelined chunks, in the
@@ -75,40 +75,84 @@ def device_mode(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> t
     return "staged", f"{NOT_AWARE} ({both.how})"
 
 
-def gpu_for(local: int) -> int:
-    """The GPU of a rank's k-th local slot among those it sees."""
+@dataclass(frozen=True)
+class Seat:
+    """A rank's place on its node as rank 0 grouped the hellos (the fleet
+    uses no collective, so no COMM_TYPE_SHARED split): its local rank (the
+    launcher's order, by global rank), the node's rank count, and every local
+    rank's device visibility (world.visibility), local rank order."""
+
+    local_rank: int = 0
+    local_size: int = 1
+    visibility: tuple[tuple[tuple[str, str], ...], ...] = ()
+
+    @classmethod
+    def of(cls, d: dict[str, Any] | None) -> Seat:
+        """From a role or command (its lists made tuples, so that the seat is a key)."""
+        d = d or {}
+        vis = tuple(tuple((str(k), str(v)) for k, v in r) for r in d.get("visibility", ()))
+        return cls(int(d.get("local_rank", 0)), int(d.get("local_size", 1)), vis)
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_for(seat: Seat) -> Any:
+    """The GPU(s) of a rank at this seat (world.Devices): the benchmark
+    kinds' rule (bench/comm/world.py: the visibility nodemap or the launcher
+    gave it, else the node's plan matched by PCI bus id, else local rank mod
+    GPUs with a note); chosen once per process."""
+    import os
+
     import cupy as cp
 
-    return local % max(1, cp.cuda.runtime.getDeviceCount())
+    from ..bench.comm import world
+
+    mine = world.visibility(os.environ)
+    return world.pick(cp, seat.local_rank, seat.local_size, mine, seat.visibility or (mine,))
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_key(seat: Seat) -> str:
+    """The Topology's name of the seat's GPU ("GPU3", matched by PCI bus id; "cuda2" where this
+    node's topology cannot be read), as the benchmark kinds name theirs; "" without one."""
+    import cupy as cp
+
+    from ..bench.gpu.devices import key, load_topology
+
+    d = gpu_for(seat).device
+    return key(cp, d, load_topology(None)[0]) if d is not None else ""
 
 
 # --- the test ---------------------------------------------------------------------
 
 
 def run(comm: Any, peer: int, rnd: int, sends: bool, tests: tuple[str, ...], sizes: Sizes,
-        timeout: float, buffers: tuple[str, ...] = ("host",), local: int = 0) -> list[dict[str, Any]]:
+        timeout: float, buffers: tuple[str, ...] = ("host",), seat: Seat = Seat()) -> list[dict[str, Any]]:
     """This rank's side of one pair test; the sender's side returns the
-    figures (each with its "buffers" kind and "transport") and, for a kind
-    it could not test, a record with the reason ("skipped")."""
+    figures (each with its "buffers" kind and "transport"; device figures
+    name both sides' GPUs, "gpus") and, for a kind it could not test, a
+    record with the reason ("skipped"). `seat`: where this rank is on its
+    node, for its GPU (`gpu_for`)."""
     from mpi4py import MPI
 
     tag = wire.PAIR + rnd * STEP
     at = wire.deadline(timeout)
     mine = device_capability() if "device" in buffers else None
-    token = comm.isend(("hello", rnd, mine), dest=peer, tag=tag)
-    theirs = wire.recv(comm, peer, tag, at)[2]
+    gpu = gpu_key(seat) if mine and mine["gpu"] else ""
+    token = comm.isend(("hello", rnd, mine, gpu), dest=peer, tag=tag)
+    _, _, theirs, their_gpu = wire.recv(comm, peer, tag, at)
     wire.wait(token, at)
     end = End(MPI, comm, peer, tag, sends, functools.partial(wire.wait_all, at=at))
     out: list[dict[str, Any]] = []
     try:
         for kind in buffers:
-            transport, note = _transport(end, kind, mine, theirs, local)
+            transport, note = _transport(end, kind, mine, theirs, seat)
             if transport is None:
                 out.append({"test": "skipped", "buffers": kind, "reason": note})
                 continue
+            gpus = {"gpus": [gpu, their_gpu]} if kind == "device" else {}
             for test in (t for t in ("bw", "latency") if t in tests):
                 fig = _measure(test, end.side(kind, transport, test, sizes), sizes)
-                out += [{**fig, "buffers": kind, "transport": TRANSPORT[transport], "why": note}] if fig else []
+                out += [{**fig, "buffers": kind, "transport": TRANSPORT[transport], "why": note, **gpus}] if fig else []
     except Mismatch:
         if sends:
             raise
@@ -137,7 +181,7 @@ class End:
                         ack_tag=self.tag + ACK)
 
 
-def _transport(end: End, kind: str, mine: Any, theirs: Any, local: int) -> tuple[str | None, str]:
+def _transport(end: End, kind: str, mine: Any, theirs: Any, seat: Seat) -> tuple[str | None, str]:
     """How this kind's buffers go to MPI for this pair ("host", "cuda-aware",
     "staged"; None: skipped), and why."""
     if kind == "host":
@@ -147,7 +191,7 @@ def _transport(end: End, kind: str, mine: Any, theirs: Any, local: int) -> tuple
         return None, why
     import cupy as cp
 
-    cp.cuda.Device(gpu_for(local)).use()  # the GPU of this kind's endpoints
+    cp.cuda.Device(gpu_for(seat).device).use()  # the GPU of this kind's endpoints
     if mode == "cuda-aware" and not _prove(end):
         mode, why = "staged", "the CUDA-aware transfer of a checked device buffer failed: staged instead"
     return mode, why

@@ -16,7 +16,9 @@ the ranks, which GPU it drives, and its MPI and NCCL communicators.
   (c) only when no plan can be made: local rank mod GPUs, and a note says
       so. Ranks that share one GPU are said in a note, not hidden.
   `choose` is that decision as a pure function (tests run it on fixture
-  nodes); `World.gpu` gathers what it needs over MPI and applies it.
+  nodes); `pick` applies it to this process's CUDA devices; `World.gpu`
+  gathers what `pick` needs over MPI, the fleet's pair test
+  (fleet/pairtest.py) from rank 0's grouping of its ranks.
 - NCCL: one communicator over every rank, made on first use (`nccl()`).
 - `barrier` and `max_all` are what harness.slowest_rank needs; a World of
   one process (`alone()`) has no MPI and makes both no-ops.
@@ -110,6 +112,28 @@ def sharing(keys: Sequence[str]) -> list[str]:
             for k, rs in ranks.items() if len(rs) > 1]
 
 
+def pick(cp: Any, local_rank: int, local_size: int, mine: Sequence[tuple[str, str]],
+         node_ranks: Sequence[Sequence[tuple[str, str]]]) -> Devices:
+    """`choose` on this process's CUDA devices: `mine` and `node_ranks` are this
+    rank's and every local rank's `visibility` (World.gpu gathers them over the
+    node's communicator; the fleet, which uses no collective, from rank 0's
+    grouping of its ranks' hellos); the plan is made only where the launcher
+    or nodemap did not place the rank already."""
+    ndev = cp.cuda.runtime.getDeviceCount()
+    why = placed(mine, node_ranks)
+    plan, no_plan = (None, "")
+    if not why and ndev:
+        plan, no_plan = node_plan(local_size, local_rank, _say if local_rank == 0 else lambda text: None)
+    return choose(local_rank, ndev, bus_ids(cp, ndev) if plan else [], why, plan, no_plan)
+
+
+def _say(text: str) -> None:
+    """The plan cache's word (a long wait, a cache it cannot use), once per node: from local rank 0."""
+    import sys
+
+    print(f"nodemap: {text}", file=sys.stderr, flush=True)
+
+
 def bus_ids(cp: Any, ndev: int) -> list[str]:
     """The PCI bus id of every CUDA ordinal."""
     from ..gpu.devices import bus_id
@@ -177,15 +201,10 @@ class World:
         ("GPU3" from the topology, devices.key) for the notes and gpu_keys; "cuda3" without one."""
         if self.devices is not None:
             return self.devices
-        ndev = cp.cuda.runtime.getDeviceCount()
         mine = visibility(os.environ)
         with mc.deadline(self.timeout, "the node's ranks' GPU visibility (allgather)"):
             node_ranks = self.local.allgather(mine) if self.local is not None else [mine]
-        why = placed(mine, node_ranks)
-        plan, no_plan = (None, "")
-        if not why and ndev:
-            plan, no_plan = node_plan(self.local_size, self.local_rank, self._say)
-        self.devices = choose(self.local_rank, ndev, bus_ids(cp, ndev) if plan else [], why, plan, no_plan)
+        self.devices = pick(cp, self.local_rank, self.local_size, mine, node_ranks)
         if self.device is not None:
             cp.cuda.Device(self.device).use()
         if label is None:
@@ -196,12 +215,6 @@ class World:
         self.gpu_keys = [k for k, _, _ in every]
         self.notes += summary(every) + sharing(self.gpu_keys)
         return self.devices
-
-    def _say(self, text: str) -> None:
-        if self.local_rank == 0:
-            import sys
-
-            print(f"nodemap: {text}", file=sys.stderr, flush=True)
 
     def nccl(self, nccl: Any) -> Any:
         """The NCCL communicator over every rank, on this rank's device; made on first use
