@@ -66,6 +66,20 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
 
     interrupt.clear_signalled()  # a user's Ctrl-C or SIGTERM from here on is an interruption (failed.interrupted)
     topo = load_topology()
+    doc = _inventory(level, topo, expectations, command, expected)
+    steps, skipped = plan(topo, level, in_job=in_job)
+    steps = order(steps)  # most telling first: what a cut-short check keeps (check/budget.py)
+    doc.skipped += skipped
+    detector = detector or busy.Detector(siblings=in_job is not None,
+                                         gpu_keys={g.pci_bus_id: g.key for g in topo.gpus if g.pci_bus_id})
+    check = _Measuring(doc, topo, level, in_job, detector, budget, progress, on_update)
+    check.run(steps, remeasure_budget)
+    return check.finish()
+
+
+def _inventory(level: str, topo: "Topology", expectations: Expectations, command: str,
+               expected: "Topology | None") -> CheckDoc:
+    """The document before any measurement: the node's inventory checks, and its match to the node class."""
     doc = CheckDoc(level=level, topology=topo, expectations=expectations, environment=environment(),
                    command=command, complete=False)
     doc.checks, doc.skipped = collect(topo, os.environ)
@@ -73,23 +87,84 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
         from .expected import compare
 
         doc.checks += compare(expected, topo)
-    steps, skipped = plan(topo, level, in_job=in_job)
-    steps = order(steps)  # most telling first: what a cut-short check keeps (check/budget.py)
-    doc.skipped += skipped
-    detector = detector or busy.Detector(siblings=in_job is not None,
-                                         gpu_keys={g.pci_bus_id: g.key for g in topo.gpus if g.pci_bus_id})
-    before = detector.sample(BUSY_SAMPLE)
-    sampled: list[tuple[str, dict]] = []
-    doc.busy = busy.summary(before, sampled)
-    doc.rejudge()
-    on_update(doc)
-    t0 = time.monotonic()
+    return doc
 
-    def run(step, again: bool = False):
-        """One step measured, its busy sample kept; None when it failed (said in skipped the first time)."""
-        detector.begin()
+
+class _Measuring:
+    """One check's measuring: its steps in order, then the undecided figures again (check/remeasure.py),
+    each step's busy sample kept; the budget's cut and the user's interruption end it keeping what was measured."""
+
+    def __init__(self, doc: CheckDoc, topo: "Topology", level: str, in_job: InJob | None, detector: busy.Detector,
+                 budget: Budget | None, progress: Callable[[str], None],
+                 on_update: Callable[[CheckDoc], None]) -> None:
+        self.doc, self.topo, self.level, self.in_job, self.detector = doc, topo, level, in_job, detector
+        self.budget, self.progress, self.on_update = budget, progress, on_update
+        self.before = detector.sample(BUSY_SAMPLE)
+        self.sampled: list[tuple[str, dict]] = []
+        doc.busy = busy.summary(self.before, self.sampled)
+        doc.rejudge()
+        on_update(doc)
+        self.t0 = time.monotonic()
+        self.done: list[remeasure.Measured] = []
+        self.shape = (sum(g.visible and g.vendor == "NVIDIA" for g in topo.gpus),
+                      len([n for n in topo.numa_nodes if n.cpuset]), bool(os.environ.get(TINY_ENV)))
+        self.current = None  # the step running (what a cut outside a kind ends)
+        self.pending: list = []
+
+    def run(self, steps: list, remeasure_budget: float | None) -> None:
+        """Every step, then the re-measurement; complete unless the user interrupted it."""
+        doc, budget = self.doc, self.budget
+        self.pending = list(steps)
         try:
-            rs = measure(step.kind, step.request, level, in_job, topo)
+            with _cut(budget):
+                self.first_runs(steps)
+                remeasure.again(doc, self.done, self.level, self.rerun, self.progress, self.on_update,
+                                _remeasure_budget(self.level, remeasure_budget, budget))
+            doc.complete = True
+        except KeyboardInterrupt:
+            # the budget's cut outside a kind that keeps its measurements (a launcher's wait): nothing of it kept
+            doc.complete = _budget_cut(doc, budget, self.current, None)
+            if not doc.complete:
+                self.progress("nodemap check: interrupted, reporting what was measured")
+            elif budget is not None:
+                doc.skipped += [budget.admit(step, self.level, *self.shape) for step in self.pending]
+
+    def first_runs(self, steps: list) -> None:
+        """Each step that the budget admits, measured once; KeyboardInterrupt when the user stopped one."""
+        for i, step in enumerate(steps, 1):
+            self.pending.remove(step)
+            head = f"[check {i}/{len(steps)} {time.monotonic() - self.t0:5.1f}s] {step.what}"
+            out = self.budget.admit(step, self.level, *self.shape) if self.budget is not None else None
+            if out is not None:
+                self.doc.skipped.append(out)
+                self.progress(f"{head}: {out.reason}")
+                continue
+            self.progress(f"{head} (nodemap bench {step.kind} {' '.join(step.argv)})")
+            t, self.current = time.monotonic(), step
+            rs = self.measured(step)
+            self.current = None
+            if rs is not None:
+                self.keep(step, rs, t)
+
+    def keep(self, step, rs, t: float) -> None:
+        """A step's results into the document (saved), its figures pooled later if undecided."""
+        doc = self.doc
+        doc.results.append(rs)
+        if not (step.kind == "mpi" and self.in_job is not None):  # the job's ranks measure together, once
+            self.done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
+        doc.skipped += [s for s in unjudged(rs, doc.expectations) if s not in doc.skipped]
+        stop = not rs.complete and _incomplete(doc, self.budget, step, rs, time.monotonic() - t)
+        doc.rejudge()
+        self.on_update(doc)
+        if stop:
+            raise KeyboardInterrupt
+
+    def measured(self, step, again: bool = False):
+        """One step measured, its busy sample kept; None when it failed (said in skipped the first time)."""
+        doc = self.doc
+        self.detector.begin()
+        try:
+            rs = measure(step.kind, step.request, self.level, self.in_job, self.topo)
         except KindFailed as e:
             judged = failed.verification(e.error)  # output that could not be trusted
             if judged is not None:
@@ -102,71 +177,34 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
             if not again:
                 doc.skipped.append(Skipped(f"{step.what} (bench {step.kind})", crashed(step.kind, e)))
             return None
-        sample = detector.end()
+        sample = self.detector.end()
         rs.environment["busy"] = sample  # its figures are judged knowing it (busy.under_interference)
-        sampled.append((step.what, sample))
-        doc.busy = busy.summary(before, sampled)
+        self.sampled.append((step.what, sample))
+        doc.busy = busy.summary(self.before, self.sampled)
         return rs
 
-    done: list[remeasure.Measured] = []
-    shape = (sum(g.visible and g.vendor == "NVIDIA" for g in topo.gpus),
-             len([n for n in topo.numa_nodes if n.cpuset]), bool(os.environ.get(TINY_ENV)))
-    current, pending = None, list(steps)  # current: the step running (what a cut outside a kind ends)
-    try:
-        with _cut(budget):
-            for i, step in enumerate(steps, 1):
-                pending.remove(step)
-                head = f"[check {i}/{len(steps)} {time.monotonic() - t0:5.1f}s] {step.what}"
-                out = budget.admit(step, level, *shape) if budget is not None else None
-                if out is not None:
-                    doc.skipped.append(out)
-                    progress(f"{head}: {out.reason}")
-                    continue
-                progress(f"{head} (nodemap bench {step.kind} {' '.join(step.argv)})")
-                t, current = time.monotonic(), step
-                rs = run(step)
-                current = None
-                if rs is None:
-                    continue
-                doc.results.append(rs)
-                if not (step.kind == "mpi" and in_job is not None):  # the job's ranks measure together, once
-                    done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
-                doc.skipped += [s for s in unjudged(rs, expectations) if s not in doc.skipped]
-                stop = not rs.complete and _incomplete(doc, budget, step, rs, time.monotonic() - t)
-                doc.rejudge()
-                on_update(doc)
-                if stop:
-                    raise KeyboardInterrupt
+    def rerun(self, step):
+        """A re-run stopped by the user or the budget stops the check as the first run does; one
+        whose part failed is judged as the first (its wrong data a failing check) and not pooled."""
+        rs = self.measured(step, again=True)
+        if rs is None or rs.complete:
+            return rs
+        _add(self.doc.checks, failed.parts(step.kind, rs, self.doc.checks))
+        if failed.interrupted(rs) or (self.budget is not None and self.budget.expired):
+            raise KeyboardInterrupt
+        return None
 
-            def rerun(step):
-                """A re-run stopped by the user or the budget stops the check as the first run does; one
-                whose part failed is judged as the first (its wrong data a failing check) and not pooled."""
-                rs = run(step, again=True)
-                if rs is None or rs.complete:
-                    return rs
-                _add(doc.checks, failed.parts(step.kind, rs, doc.checks))
-                if failed.interrupted(rs) or (budget is not None and budget.expired):
-                    raise KeyboardInterrupt
-                return None
-
-            remeasure.again(doc, done, level, rerun, progress, on_update,
-                            _remeasure_budget(level, remeasure_budget, budget))
-        doc.complete = True
-    except KeyboardInterrupt:
-        # the budget's cut outside a kind that keeps its measurements (a launcher's wait): nothing of it kept
-        doc.complete = _budget_cut(doc, budget, current, None)
-        if not doc.complete:
-            progress("nodemap check: interrupted, reporting what was measured")
-        elif budget is not None:
-            doc.skipped += [budget.admit(step, level, *shape) for step in pending]
-    if budget is not None:
-        budget.stop_clock()
-        doc.budget = budget.to_dict()
-    doc.checks += mpi_checks(topo, doc.results)
-    doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    doc.rejudge()
-    on_update(doc)
-    return doc
+    def finish(self) -> CheckDoc:
+        """The budget's account, the MPI checks, the end time: the document as saved last."""
+        doc, budget = self.doc, self.budget
+        if budget is not None:
+            budget.stop_clock()
+            doc.budget = budget.to_dict()
+        doc.checks += mpi_checks(self.topo, doc.results)
+        doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        doc.rejudge()
+        self.on_update(doc)
+        return doc
 
 
 BUSY_SAMPLE = 0.5  # s of watching the node before the check starts
