@@ -365,106 +365,9 @@ def kernels(launches: list):
             "init_f64": init}
 
 
-class _Group:
-    """The ncclSend/ncclRecv calls of one NCCL group, run at groupEnd."""
-
-    def __init__(self):
-        self.ops = []  # (kind, communicator, peer, address, bytes)
-        self.streams = set()
-
-    def run(self):
-        """Match each rank's k-th send to a peer with the peer's k-th receive
-        from it (NCCL's order within a group) and copy the bytes; ranks of
-        other processes through MPI, one tag per (pair, order)."""
-        local = [op for op in self.ops if op[1].mpi is None]
-        remote = [op for op in self.ops if op[1].mpi is not None]
-        sends = {}
-        for kind, c, peer, ptr, n in local:
-            if kind == "send":
-                sends.setdefault((c.rank, peer), []).append((ptr, n))
-        for kind, c, peer, ptr, n in local:
-            if kind == "recv":
-                queue = sends.get((peer, c.rank))
-                assert queue, f"rank {c.rank} receives from {peer}, which sends it nothing more in this group"
-                src, m = queue.pop(0)
-                assert m == n, f"rank {peer} sends {m} bytes to rank {c.rank}, which receives {n}"
-                ctypes.memmove(ptr, src, n)
-        assert not any(sends.values()), "a send no receive matches"
-        if remote:
-            _mpi_group(remote)
-
-
-def _mpi_group(ops):
-    from mpi4py import MPI
-
-    comm, order, reqs, landed = ops[0][1].mpi, {}, [], []
-    for kind, c, peer, ptr, n in ops:
-        k = order[(kind, peer)] = order.get((kind, peer), -1) + 1
-        if kind == "send":
-            reqs.append(comm.Isend(bytearray(ctypes.string_at(ptr, n)), dest=peer, tag=1000 + k))
-        else:
-            buf = bytearray(n)
-            reqs.append(comm.Irecv(buf, source=peer, tag=1000 + k))
-            landed.append((ptr, buf))
-    MPI.Request.Waitall(reqs)
-    for ptr, buf in landed:
-        ctypes.memmove(ptr, (ctypes.c_char * len(buf)).from_buffer(buf), len(buf))
-
-
-class _Nccl:
-    """cupy.cuda.nccl's point-to-point part: communicators of one process
-    (initAll) or of MPI ranks (a unique id per run), grouped send/recv."""
-
-    NCCL_FLOAT32, NCCL_FLOAT64 = 7, 8
-    WORD = {7: 4, 8: 8}
-    group = None
-
-    @classmethod
-    def groupStart(cls):
-        assert cls.group is None, "NCCL groups nested"
-        cls.group = _Group()
-
-    @classmethod
-    def groupEnd(cls):
-        g, cls.group = cls.group, None
-        if g.ops:
-            _queue(next(iter(g.streams)) if len(g.streams) == 1 else None, g.run)
-
-    @staticmethod
-    def get_unique_id():
-        return b"fake"
-
-    class NcclCommunicator:
-        def __init__(self, ndev, uid, rank, mpi=True):
-            self.rank, self.size = rank, ndev
-            self.mpi = None
-            if mpi and ndev > 1:
-                from mpi4py import MPI
-
-                self.mpi = MPI.COMM_WORLD
-
-        @classmethod
-        def initAll(cls, devices):
-            return [cls(len(devices), None, r, mpi=False) for r in range(len(devices))]
-
-        def _op(self, kind, ptr, count, dtype, peer, stream):
-            assert _Nccl.group is not None, "ncclSend/ncclRecv outside a group (unmatched pairs deadlock)"
-            _Nccl.group.ops.append((kind, self, peer, ptr, count * _Nccl.WORD[dtype]))
-            _Nccl.group.streams.add(stream)
-
-        def send(self, ptr, count, dtype, peer, stream):
-            self._op("send", ptr, count, dtype, peer, stream)
-
-        def recv(self, ptr, count, dtype, peer, stream):
-            self._op("recv", ptr, count, dtype, peer, stream)
-
-        def destroy(self):
-            pass
-
-
 def install(devices: int = 1, nccl: bool = False) -> list:
     """Make nodemap's GPU helpers use this module (and, with `nccl`, the
-    fake NCCL); returns the launch log."""
+    NCCL stand-in, tests/fake_nccl.py); returns the launch log."""
     import sys
 
     from nodemap.bench.gpu import common as gpu_common
@@ -479,5 +382,7 @@ def install(devices: int = 1, nccl: bool = False) -> list:
     gpu_common.load_topology = lambda path=None: (None, "")
     jacobi_gpu._function = lambda cp, device, name: ks[name]
     if nccl:
-        collectives.import_nccl = lambda: (me, _Nccl)
+        import fake_nccl
+
+        collectives.import_nccl = lambda: (me, fake_nccl)
     return launches

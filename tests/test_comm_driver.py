@@ -276,3 +276,39 @@ def test_a_capture_that_fails_ends_every_capture_and_raises_the_original_error(c
     assert fake_cupy._Capture.open == []  # no stream stays capturing
     assert sorted(c[1] for c in captures if c[0] == "streamEndCapture") == sorted(
         c[1] for c in captures if c[0] == "streamBeginCapture")  # every capture begun was ended
+
+
+# --- real MPI ranks on the stand-ins (fake_nccl's MPI worlds: p2p through mpi4py, collectives by allgather) ---
+
+RANK = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import fake_cupy
+from nodemap import cli
+from nodemap.bench.comm import collectives
+fake_cupy.install(1, nccl=True)
+collectives.gpu_keys = lambda cp, devs, topology=None: [f"GPU{d}" for d in devs]
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.mpi
+def test_nccl_under_real_mpi_ranks_moves_and_verifies_every_operation(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mpi4py")
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip("no mpiexec next to sys.executable (pip install mpich)")
+    (tmp_path / "rank.py").write_text(RANK)
+    p = subprocess.run([str(mpiexec), "-n", "2", sys.executable, str(tmp_path / "rank.py"), str(Path(__file__).parent),
+                        "bench", "nccl", "--mode", "mpi", "--sizes", "64,256", "--iters", "2", "--repeats", "2",
+                        "--inplace", "out", "--json", "-q"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert {r["metric"] for r in doc["results"]} == set(collectives.OPS) and len(doc["results"]) == 2 * 7
+    assert all(r["verified"] and r["params"]["wrong"] == 0 for r in doc["results"])
