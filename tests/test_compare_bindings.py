@@ -436,7 +436,7 @@ def test_h2d_asks_bench_copies_for_the_ranks_own_placement_alone_on_a_multi_numa
     for b in got:
         for t in b.tasks:
             kind, opts = pr.options("h2d", t, None)
-            assert (kind, opts.host_memory, opts.cases) == ("copies", "own", "host"), (b.name, t)
+            assert (kind, opts.host_memory, opts.cases) == ("copies", "own", "h2d"), (b.name, t)
             argv = pr.argv("h2d", t, None)
             assert argv[0] == "copies" and ["--host-memory", "own"] == argv[argv.index("--host-memory"):][:2]
             assert driver.options(copies.Options, p.parse_args(argv[1:])) == opts
@@ -462,9 +462,10 @@ sys.exit(cli.main(sys.argv[3:] + ["--size", "64KiB", "--iters", "2"]))  # small 
 
 def test_h2d_ranks_measure_their_kept_rows_in_the_same_repetitions(tmp_path, monkeypatch):
     """Two ranks of a Karolina binding run the real h2d probe (bench copies on the CuPy stand-in,
-    tests/fake_cupy.py) behind compare's barrier: each measures one host row, so the barrier releases
-    one repetition per case and repetition (3 host cases x 5), not 3 x 8 NUMA nodes x 5, and the whole
-    binding has 5 repetitions whose ranks' rows ran together."""
+    tests/fake_cupy.py) behind compare's barrier: each measures one host row of h2d alone, so the barrier
+    releases one repetition per repetition (1 case x 5), not 3 host cases x 8 NUMA nodes x 5 (nor the
+    3 x 5 of d2h and h2d+d2h too, which compare drops), and the whole binding has 5 repetitions whose
+    ranks' rows ran together."""
     import sys
     from pathlib import Path
 
@@ -483,6 +484,7 @@ def test_h2d_ranks_measure_their_kept_rows_in_the_same_repetitions(tmp_path, mon
     assert r.errors == [] and all(v and v > 0 for v in r.values), r
     argvs = [p.read_text() for p in tmp_path.glob("argv.*")]
     assert len(argvs) == 2 and all("--host-memory own" in a for a in argvs), argvs
-    assert r.together == 3 * 5  # every timed repetition of every case behind the barrier
+    assert all("--cases h2d " in a for a in argvs), argvs
+    assert r.together == 1 * 5  # every timed repetition of the one case behind the barrier
     assert [len(s) for s in r.samples] == [5, 5] and len(r.totals) == 5
     assert r.totals == [a + b for a, b in zip(*r.samples)]  # repetition i of both ranks, summed

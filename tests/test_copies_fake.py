@@ -87,3 +87,31 @@ def test_own_memory_is_classed_by_the_node_its_pages_landed_on(fake, capsys, mon
     (h2d,) = [r for r in copies(capsys, "--host-memory", "own") if r["metric"] == "h2d_ce"]
     assert (h2d["params"]["dst"], h2d["path_class"]) == ("GPU0", cls)
     assert h2d["params"]["host_pages"] == ", ".join(f"NUMA{k}: {v:.0%}" for k, v in sorted(pages.items()))
+
+
+def test_h2d_alone_is_one_case_of_the_three(fake, capsys):
+    """compare keeps only h2d, but --cases host measured d2h and h2d+d2h too: 3x its time."""
+    got = copies(capsys, "--cases", "h2d", "--host-memory", "own")
+    assert [r["metric"] for r in got] == ["h2d_ce"] and got[0]["verified"] and got[0]["params"]["host_node"] == -1
+    assert len(fake["waits"]) == REPEATS  # one case's repetitions behind the barrier, not 3 cases'
+
+
+@pytest.mark.parametrize("cases, metrics", [("d2h", ["d2h_ce"]), ("h2d+d2h", ["h2d+d2h_ce"]),
+                                            ("h2d+d2h,h2d", ["h2d_ce", "h2d+d2h_ce"]),
+                                            ("h2d,d2h,h2d+d2h", list(HOST_CASES)), ("host,h2d", list(HOST_CASES))])
+def test_each_host_direction_is_a_case_in_the_order_host_runs_them(fake, capsys, cases, metrics):
+    per_node = [r["metric"] for r in copies(capsys, "--cases", cases) if r["params"]["host_node"] == 0]
+    assert per_node == metrics
+
+
+def test_host_is_still_the_three_and_the_default_every_case():
+    from nodemap.bench.gpu import copies_options
+
+    assert copies_options.Options().cases == "host,d2d,bidir,local,all,staged"
+    assert copies_options.HOST_CASES == tuple(m.removesuffix("_ce") for m in HOST_CASES)
+
+
+def test_an_unknown_case_names_the_vocabulary(fake, capsys):
+    code = cli.main(["bench", "copies", "--cases", "h2x", "--gpus", "0", "--json", "-q"])
+    out = capsys.readouterr()
+    assert code == 2 and "--cases 'h2x': choose from host,d2d,bidir,local,all,staged,h2d,d2h,h2d+d2h" in out.err, out

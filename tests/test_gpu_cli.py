@@ -63,7 +63,7 @@ def test_no_gpu_visible(argv, count, monkeypatch, capsys):
     (["bench", "gpu", "--kernels", "copy,scale"], "--kernels"),
     (["bench", "gpu", "--block", "100"], "--block"),
     (["bench", "copies", "--engine", "dma"], "--engine"),
-    (["bench", "copies", "--cases", "h2d"], "--cases"),
+    (["bench", "copies", "--cases", "h2x"], "--cases"),  # (h2d is a case: the host case's first direction)
     (["bench", "copies", "--size", "lots"], "size"),
 ])
 def test_bad_arguments_are_named(argv, words, monkeypatch, capsys):

@@ -21,7 +21,7 @@ from ..options import choices
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
 from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
-from .copies_options import CASES, Options
+from .copies_options import CASES, HOST_CASES, Options
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
@@ -47,7 +47,7 @@ class Copy:
 
 def plan(opts: Options) -> Plan:
     engines = tuple(choices(opts.engine, ("ce", "sm"), "--engine"))
-    which = tuple(choices(opts.cases, CASES, "--cases"))
+    which = tuple(choices(opts.cases, CASES + HOST_CASES, "--cases"))
     check_count("--iters", opts.iters, 1, "copy per repetition")
     size = parse_size(opts.size, "--size", minimum=1) if opts.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
@@ -219,11 +219,12 @@ class Bench:
         pairs = [(a, b) for a in self.devs for b in self.devs if a is not b]
         out: list[Callable[[], Copy]] = []
         bind = lambda f, *a: (lambda: f(*a))  # noqa: E731 - late binding per case
+        host = [f for c, f in zip(HOST_CASES, (self.h2d, self.d2h, self.host_bidir)) if "host" in which or c in which]
         for e in engines:
-            if "host" in which:
+            if host:
                 for g in self.devs:
                     for n in self.nodes:
-                        out += [bind(self.h2d, g, n, e), bind(self.d2h, g, n, e), bind(self.host_bidir, g, n, e)]
+                        out += [bind(f, g, n, e) for f in host]
             if self.peer:
                 if "d2d" in which:
                     for a, b in pairs:

@@ -4,7 +4,8 @@ Two engines, as nvbandwidth: CE (cudaMemcpyAsync, the DMA copy engines) and
 SM (a kernel of 16-byte loads and stores, 4 blocks of 512 threads per SM).
 Cases:
   h2d, d2h, h2d+d2h   per GPU from pinned host memory bound to each NUMA node
-                      (--host-memory own: one placement, this process's own)
+                      (--host-memory own: one placement, this process's own);
+                      "host" is the three, each also selectable alone
   d2d (read, write)   every ordered GPU pair; read = issued by the
                       destination GPU (SM: kernel on dst reads src), write =
                       issued by the source (SM: kernel on src writes dst)
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 
 from ..options import Common, gpu_list, option, repeat_count
 
-CASES = ("host", "d2d", "bidir", "local", "all", "staged")
+CASES = ("host", "d2d", "bidir", "local", "all", "staged")  # the default: every case
+HOST_CASES = ("h2d", "d2h", "h2d+d2h")  # the host case's directions, each selectable alone (compare's h2d probe)
 HOST_MEMORY = ("each", "own")
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
@@ -38,7 +40,8 @@ class Options(Common):
     size: str | None = option(None, "bytes per buffer (default 512MiB, as nvbandwidth)", metavar="BYTES")
     iters: int = option(8, "copies per timed repetition (default %(default)s)")
     engine: str = option("ce,sm", "ce, sm or both (default)")
-    cases: str = option(",".join(CASES), f"subset of {','.join(CASES)}")
+    cases: str = option(",".join(CASES), f"subset of {','.join(CASES)}; host is {','.join(HOST_CASES)}, each "
+                                         "also alone")
     # compare's ranks: every rank's one host row measured in the same repetitions (one placement each,
     # not every node's row one after another while the other ranks measure other nodes' rows)
     host_memory: str = option("each", "where the host cases' (and --latency's) pinned host memory is: each "
