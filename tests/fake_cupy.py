@@ -261,12 +261,6 @@ class _Runtime:
     def graphExecDestroy(self, graph_exec):
         pass
 
-    def deviceCanAccessPeer(self, a, b):
-        return True
-
-    def deviceEnablePeerAccess(self, peer):
-        pass
-
     def memsetAsync(self, ptr, value, n, stream):
         _queue(stream, lambda: ctypes.memset(ptr, value, n))
 

@@ -124,26 +124,6 @@ def peer_step(ctx: co.Ctx, fields: list[Field]) -> None:
     _wait(ctx, fields)
 
 
-def enable_peers(ctx: co.Ctx) -> list[str]:
-    """Direct peer access between ring neighbours (NVLink/PCIe P2P); where a
-    pair has none, peer copies go through host memory and the note says so."""
-    rt, notes = ctx.cp.cuda.runtime, []
-    devs = [lo.device for lo in ctx.locals]
-    for a in devs:
-        for b in devs:
-            if a == b:
-                continue
-            if not rt.deviceCanAccessPeer(a, b):
-                notes.append(f"peer: CUDA device {a} cannot access {b} directly: peer copies are staged by the driver")
-                continue
-            with ctx.cp.cuda.Device(a):
-                try:
-                    rt.deviceEnablePeerAccess(b)
-                except Exception:  # already enabled
-                    pass
-    return notes
-
-
 def nccl_step(ctx: co.Ctx, fields: list[Field]) -> None:
     nc, n = ctx.nccl, ctx.n
     f32 = nc.NCCL_FLOAT32
@@ -296,7 +276,9 @@ def plan(opts: Options) -> Plan:
 
     def cases() -> list[Case]:
         if "peer" in transports:
-            messages.extend(enable_peers(ctx))
+            from ..gpu.devices import enable_peer_access
+
+            messages.extend(enable_peer_access(ctx.cp, [lo.device for lo in ctx.locals]))
         out: list[Case] = []
         for size in sizes:
             halo = Halo(ctx, size)

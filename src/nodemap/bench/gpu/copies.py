@@ -156,21 +156,7 @@ class Bench:
             return int(bad.get()[0])
 
     def _enable_peers(self) -> bool:
-        rt = self.cp.cuda.runtime
-        ok = True
-        for a in self.devs:
-            for b in self.devs:
-                if a is b:
-                    continue
-                if not rt.deviceCanAccessPeer(a.ordinal, b.ordinal):
-                    ok = False
-                    continue
-                with self.cp.cuda.Device(a.ordinal):
-                    try:
-                        rt.deviceEnablePeerAccess(b.ordinal)
-                    except rt.CUDARuntimeError as e:
-                        if "AlreadyEnabled" not in str(e):
-                            raise
+        ok = not gc.enable_peer_access(self.cp, [d.ordinal for d in self.devs])
         if not ok and len(self.devs) > 1:
             self.messages.append("peer access is not possible between some GPUs: their d2d cases are skipped "
                                  "(the staged case still runs)")
