@@ -343,9 +343,9 @@ def test_figures_of_thousands_print_without_exponent():
     doc = doc_of(syn.hbm(vals, peak=h100))
     f = doc.findings[0]
     assert "2400 GB/s" in f.text and "3350 GB/s" in f.evidence
-    from nodemap.report import terminal
+    from nodemap.report import html, terminal
 
-    text = " ".join([f.text, f.evidence, terminal.summary(doc), terminal.figures_table(doc)])
+    text = " ".join([f.text, f.evidence, terminal.summary(doc), html.figures_table(doc)])
     assert "e+" not in text
 
 

@@ -12,6 +12,7 @@ import os
 import re
 from typing import Any
 
+from ..outfile import make_folder, open_append, write
 from . import merge as mergemod
 from .nodecheck import SCHEMAS as NODE_SCHEMAS
 
@@ -20,26 +21,16 @@ def safe_name(node: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", node) or "_"
 
 
-def write_atomic(path: str, text: str) -> None:
-    from ..outfile import write
-
-    write(path, text, "--output")
-
-
 def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
-    from ..outfile import make_folder
-
     folder = os.path.join(outdir, "nodes")
     make_folder(folder, "--output")
     path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + suffix)
-    write_atomic(path, json.dumps(doc))
+    write(path, json.dumps(doc))
     return path
 
 
 class FleetOutput:
     def __init__(self, outdir: str) -> None:
-        from ..outfile import make_folder
-
         self.outdir = outdir
         make_folder(outdir, "--output")
         self.nodes_path = os.path.join(outdir, "nodes.jsonl")
@@ -50,8 +41,6 @@ class FleetOutput:
     def _append(self, path: str, obj: Any) -> None:
         # One write per line, synced: a run killed later keeps every line written. The folder may
         # be shared (docs/fleet.md): never appended through a link planted in it.
-        from ..outfile import open_append
-
         fd = open_append(self.outdir, os.path.basename(path), "--output")
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps(obj) + "\n")
@@ -66,18 +55,18 @@ class FleetOutput:
         self._append(self.pairs_path, r)
 
     def isolation(self, conclusion: dict[str, Any]) -> None:
-        write_atomic(os.path.join(self.outdir, "isolation.json"), json.dumps({"isolation": conclusion}))
+        write(os.path.join(self.outdir, "isolation.json"), json.dumps({"isolation": conclusion}))
 
     def remeasured(self, got: dict[str, Any]) -> None:
         """The suspects' figures measured again (what the drain list is confirmed by)."""
-        write_atomic(os.path.join(self.outdir, "remeasured.json"), json.dumps({"remeasured": got}))
+        write(os.path.join(self.outdir, "remeasured.json"), json.dumps({"remeasured": got}))
 
     def fleet(self, fleet: mergemod.Fleet, messages: list[str], html: bool = True) -> None:
-        write_atomic(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
+        write(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
         if html:
             from . import html as htmlmod
 
-            write_atomic(self.html_path, htmlmod.page(fleet, messages))
+            write(self.html_path, htmlmod.page(fleet, messages))
 
 
 Saved = tuple[list[mergemod.Node], list[dict[str, Any]], "dict[str, Any] | None"]

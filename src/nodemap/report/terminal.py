@@ -109,14 +109,5 @@ def _wrap(text: str, width: int, indent: str) -> str:
     return "\n".join(lines).replace(_NBSP, " ") or text
 
 
-def figures_table(doc: CheckDoc) -> str:
-    from ..text import table
-
-    rows = [[j.figure.key, number(j.figure.value), _judged(j.figure), j.figure.unit, MARK[j.verdict], j.rule]
-            for j in doc.judged]
-    return table(["figure", "value", "median [interval]", "unit", "verdict", "rule"], rows,
-                 right=[False, True, True, False, False, False])
-
-
 def _judged(f) -> str:
     return f"{number(f.median)} [{number(f.low)}, {number(f.high)}]" if f.n > 1 else ""
