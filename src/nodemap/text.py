@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence  # not typing: env imports this on the launch path
 
-__all__ = ["is_decimal", "natural_key", "table", "matrix", "number", "percent"]
+__all__ = ["is_decimal", "decoded", "natural_key", "table", "matrix", "number", "percent"]
 
 _RUNS = re.compile(r"([0-9]+)")
 
@@ -27,6 +27,11 @@ _RUNS = re.compile(r"([0-9]+)")
 def is_decimal(text: str, digits: int | None = 18) -> bool:
     """Whether `text` is 1 to `digits` ASCII digits 0-9 (None: any number of them)."""
     return bool(text) and (digits is None or len(text) <= digits) and text.isascii() and text.isdigit()
+
+
+def decoded(v: object) -> str:
+    """A name or id a GPU library gives as bytes (older NVML and CUDA bindings) or str, as text."""
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
 
 def natural_key(name: str) -> tuple:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from ..env import GPU_VISIBILITY_OF, HIP_VISIBILITY, gpu_family
+from ..text import decoded
 from .cpuset import CpuSet
 from .model import GPU, HIDDEN_BUS_ID, Link, PciDevice, Topology, gpu_order, norm_bus_id, replace
 
@@ -96,7 +97,7 @@ def start() -> tuple[Any, str]:
     try:
         nvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded...
-        return None, _text(e) or type(e).__name__
+        return None, decoded(e) or type(e).__name__
     return nvml, ""
 
 
@@ -185,7 +186,7 @@ def handles(nvml: Any) -> list[tuple[int, Any, str]]:
     out = []
     for i in range(nvml.nvmlDeviceGetCount()):
         h = nvml.nvmlDeviceGetHandleByIndex(i)
-        out.append((i, h, norm_bus_id(_text(nvml.nvmlDeviceGetPciInfo(h).busId))))
+        out.append((i, h, norm_bus_id(decoded(nvml.nvmlDeviceGetPciInfo(h).busId))))
     return out
 
 
@@ -193,8 +194,8 @@ def _read_gpus(nvml: Any, cpu_words: int) -> list[_NvGpu]:
     out = []
     for i, h, bus_id in handles(nvml):
         g = _NvGpu(i, h, bus_id)
-        g.name = _text(_try(nvml.nvmlDeviceGetName, h, default=""))
-        g.uuid = _text(_try(nvml.nvmlDeviceGetUUID, h, default=""))
+        g.name = decoded(_try(nvml.nvmlDeviceGetName, h, default=""))
+        g.uuid = decoded(_try(nvml.nvmlDeviceGetUUID, h, default=""))
         mem = _try(nvml.nvmlDeviceGetMemoryInfo, h)
         g.memory = int(mem.total) if mem is not None else 0
         g.gen = int(_try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, h, default=0))
@@ -226,7 +227,7 @@ def _links(nvml: Any, h: Any) -> list[tuple[str, int, int]]:
         if _try(nvml.nvmlDeviceGetNvLinkState, h, link, default=None) != enabled:
             continue  # absent (NOT_SUPPORTED / INVALID_ARGUMENT) or down
         pci = _try(nvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
-        remote = norm_bus_id(_text(pci.busId)) if pci is not None else ""
+        remote = norm_bus_id(decoded(pci.busId)) if pci is not None else ""
         kind = int(_try(remote_type, h, link, default=-1))
         version = int(_try(nvml.nvmlDeviceGetNvLinkVersion, h, link, default=0))
         links.append((remote, kind, version))
@@ -257,7 +258,7 @@ def _mig_devices(nvml: Any, h: Any) -> tuple[str, ...] | None:
     out = []
     for i in range(int(_try(nvml.nvmlDeviceGetMaxMigDeviceCount, h, default=0))):
         mig = _try(nvml.nvmlDeviceGetMigDeviceHandleByIndex, h, i)  # NOT_FOUND: no device at this index
-        uuid = _text(_try(nvml.nvmlDeviceGetUUID, mig, default="")) if mig is not None else ""
+        uuid = decoded(_try(nvml.nvmlDeviceGetUUID, mig, default="")) if mig is not None else ""
         if uuid:
             out.append(uuid)
     return tuple(out)
@@ -267,7 +268,7 @@ def _mig_parent(nvml: Any, mig_uuid: str) -> str:
     """UUID of the GPU that holds MIG device `mig_uuid`, "" when unknown."""
     try:
         h = nvml.nvmlDeviceGetHandleByUUID(mig_uuid)
-        return _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)))
+        return decoded(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h)))
     except Exception:
         return ""
 
@@ -491,10 +492,6 @@ def _try(fn: Callable | None, *args: Any, default: Any = None) -> Any:
         return fn(*args)
     except Exception:  # NVMLError_NotSupported, InvalidArgument, ...
         return default
-
-
-def _text(v: Any) -> str:
-    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
 
 
 def _words(words: Any) -> CpuSet:

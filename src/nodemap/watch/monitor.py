@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping
 
 from .. import env as launcher_env
 from ..errors import NodemapError
+from ..text import decoded
 
 SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
@@ -135,8 +136,6 @@ class Watch:
             os.waitpid(app, 0)
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             self._abandon()
-            from ..errors import NodemapError
-
             err = NodemapError(failed["error"])
             err.exit_code = failed["code"]
             raise err
@@ -220,8 +219,6 @@ def _stopped(w: Watch, e: BaseException) -> None:
 def prepare(directory: str | None, interval: float, *, local_rank: int, local_size: int, task: dict,
             argv: list[str], env) -> Watch:
     """Check the folder is writable and open this rank's timeline, before anything starts."""
-    from ..errors import NodemapError
-
     d = directory or default_dir(env)
     host = socket.gethostname()
     rank = global_rank(env, local_rank)
@@ -460,8 +457,8 @@ class _Gpus:
             for index, bus, h in self._mine(planned, planned_pci, node):
                 mem = nvml.nvmlDeviceGetMemoryInfo(h)
                 self.handles.append(h)
-                self.info.append({"index": index, "bus_id": bus, "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
-                                  "name": _text(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
+                self.info.append({"index": index, "bus_id": bus, "uuid": decoded(nvml.nvmlDeviceGetUUID(h)),
+                                  "name": decoded(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
         except Exception as e:
             self.note = f"NVML cannot read the GPUs ({type(e).__name__}: {e}): host memory only"
             self.handles, self.info = [], []
@@ -539,10 +536,6 @@ class _Gpus:
                 self.nvml.nvmlShutdown()
             except Exception:
                 pass
-
-
-def _text(v) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _summary(w: Watch) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from ...errors import NodemapError
 from ...topology.model import GPU, Topology, norm_bus_id
 from ...units import format_size
+from ...text import decoded
 from ..endpoints import Endpoint
 from ..peaks import Peak, hbm_peak, pcie_peak
 
@@ -94,7 +95,7 @@ def gpu_pcie(topo: Topology | None, g: GPU | None) -> Peak | None:
 
 def describe(cp: Any, ordinal: int, topo: Topology | None) -> Gpu:
     p = cp.cuda.runtime.getDeviceProperties(ordinal)
-    name = _text(p.get("name", b""))
+    name = decoded(p.get("name", b""))
     bus = bus_id(p)
     uuid = _uuid(p.get("uuid", b""))
     g = match_gpu(topo, bus, uuid)
@@ -163,15 +164,11 @@ def load_topology(path: str | None) -> tuple[Topology | None, str]:
     return None, f"{why}: paths are labelled without classes"
 
 
-def _text(v: Any) -> str:
-    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
-
-
 def _uuid(v: Any) -> str:
     if isinstance(v, (bytes, bytearray)) and len(v) == 16:
         h = v.hex()
         return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-    return _text(v)
+    return decoded(v)
 
 
 def enable_peer_access(cp: Any, ordinals: Sequence[int]) -> list[str]:
