@@ -1,7 +1,7 @@
 """The one harness every bench kind runs on, tried as a user would: the same
 options everywhere, the same size convention, errors that name the option
 and the kind, Ctrl-C that keeps what was measured, outputs that never
-replace what they must not. Also the in-process entry, driver.measure_cli."""
+replace what they must not. Also the in-process entry, driver.measure."""
 
 from __future__ import annotations
 
@@ -94,14 +94,16 @@ def test_gpu_kinds_end_in_one_clean_line_without_a_gpu(kind, tmp_path):
 
 
 def test_one_g_is_two_to_the_thirty_and_one_gb_ten_to_the_nine_in_every_kind():
-    """Measured in process (driver.measure_cli): the bytes each kind used."""
-    mib = driver.measure_cli("memory", ["--size", "1M", "--repeats", "1", "--kernels", "copy"])
-    mb = driver.measure_cli("memory", ["--size", "1MB", "--repeats", "1", "--kernels", "copy"])
+    """Measured in process (driver.measure): the bytes each kind used."""
+    from nodemap.bench.host import latency, memory, numa
+
+    mib = driver.measure(memory, memory.Options(size="1M", repeats=1, kernels="copy"))
+    mb = driver.measure(memory, memory.Options(size="1MB", repeats=1, kernels="copy"))
     assert mib.results[0].params["array_bytes"] == 2**20 and mb.results[0].params["array_bytes"] == 10**6
-    lat = driver.measure_cli("latency", ["--max-size", "64KB", "--repeats", "1", "--loads", "1024"])
+    lat = driver.measure(latency, latency.Options(max_size="64KB", repeats=1, loads=1024))
     assert lat.results[-1].params["working_set"] == 64000
-    numa = driver.measure_cli("numa", ["--size", "1MB", "--repeats", "1", "--no-latency"])
-    assert all(r.params["array_bytes"] == 10**6 for r in numa.results)
+    matrix = driver.measure(numa, numa.Options(size="1MB", repeats=1, no_latency=True))
+    assert all(r.params["array_bytes"] == 10**6 for r in matrix.results)
 
 
 SIZE_OPTIONS = [  # every option of every kind that takes bytes: (kind, option, a valid rest of the line)
@@ -218,7 +220,9 @@ def test_dram_peak_from_smbios_records(tmp_path):
 
 
 def test_peak_given_by_the_user_makes_a_percentage(tmp_path):
-    rs = driver.measure_cli("memory", ["--size", "1M", "--repeats", "1", "--kernels", "triad", "--peak", "1000"])
+    from nodemap.bench.host import memory
+
+    rs = driver.measure(memory, memory.Options(size="1M", repeats=1, kernels="triad", peak=1000.0))
     r = rs.results[0]
     assert r.peak == 1000 and r.efficiency == pytest.approx(r.stats.best / 1000)
     assert not any("peak unknown" in m for m in rs.messages)
@@ -246,7 +250,9 @@ def _foreign_topology(tmp_path: Path) -> Path:
 
 def test_a_topology_file_of_another_host_is_named(tmp_path):
     topo = _foreign_topology(tmp_path)
-    rs = driver.measure_cli("latency", ["--max-size", "8K", "--repeats", "1", "--loads", "1024", "--topology", str(topo)])
+    from nodemap.bench.host import latency
+
+    rs = driver.measure(latency, latency.Options(max_size="8K", repeats=1, loads=1024, topology=str(topo)))
     assert sum(m.startswith("caution: --topology") and "elsewhere" in m for m in rs.messages) == 1
 
 

@@ -33,7 +33,7 @@ from ..errors import NodemapError
 from . import barrier, interrupt
 from .harness import Progress, Stopped, cautions, check_shared, exit_code, finish, session
 from .intervals import CONFIDENCE, median_interval
-from .options import Common, add_options, flag
+from .options import Common, flag
 from .results import Failure, Result, ResultSet
 
 
@@ -343,27 +343,3 @@ def measure(kind: Any, opts: Common) -> ResultSet:
     rs = execute(kind.plan(opts), opts, args)
     rs.results = [cautions(r) for r in rs.results]
     return rs
-
-
-def measure_cli(kind: str, argv: Sequence[str]) -> ResultSet:
-    """bench KIND with its command line, in this process: nothing printed,
-    saved or shown as progress (`measure_cli("memory", ["--size", "64M"])`
-    is `nodemap bench memory --size 64M --json`): the kind's own parser
-    makes its Options, `measure` runs them. Bad options raise NodemapError
-    (one line); an interrupted run returns what was measured."""
-    import argparse
-    import importlib
-
-    from ..errors import NodemapError
-    from .kinds import BENCHES
-
-    if kind not in BENCHES:
-        raise NodemapError(f"bench kind {kind!r}: choose from {', '.join(BENCHES)}")
-    mod = importlib.import_module(BENCHES[kind][0])
-    parser = argparse.ArgumentParser(prog=f"nodemap bench {kind}", add_help=False)
-    add_options(parser, mod.Options)
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit:
-        raise NodemapError(f"bench {kind}: bad options {' '.join(argv)!r} (see nodemap bench {kind} --help)") from None
-    return measure(mod, options(mod.Options, args))

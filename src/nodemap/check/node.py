@@ -164,7 +164,7 @@ class _Measuring:
         doc = self.doc
         self.detector.begin()
         try:
-            rs = measure(step.kind, step.request, self.level, self.in_job, self.topo)
+            rs = measure(step.kind, step.options, self.level, self.in_job, self.topo)
         except KindFailed as e:
             judged = failed.verification(e.error)  # output that could not be trusted
             if judged is not None:

@@ -28,11 +28,7 @@ class Step:
     kind: str  # `nodemap bench KIND`
     argv: tuple[str, ...]  # its command line: what is shown (what runs for the job's own mpi step)
     what: str  # for progress and the report
-    options: Common | None = None  # a kind on the driver runs from these (bench/driver.py), not argv
-
-    @property
-    def request(self) -> Common | list[str]:
-        return self.options if self.options is not None else list(self.argv)
+    options: Common | None = None  # what runs (bench/driver.py); None: the MPI job's own ranks measure
 
 
 def typed(kind: str, options: Common, what: str) -> Step:
@@ -133,16 +129,14 @@ class KindFailed(Exception):
         self.error = error
 
 
-def measure(kind: str, request: Common | list[str], level: str = "full", in_job: mpi.InJob | None = None,
+def measure(kind: str, options: Common | None, level: str = "full", in_job: mpi.InJob | None = None,
             topo: Topology | None = None) -> ResultSet:
-    """Run bench KIND in-process (nothing printed or saved) and return its
-    ResultSet: from its typed options (`request`, a kind on the driver),
-    else from its command line (driver.measure_cli); a kind interrupted
-    by Ctrl-C returns what it measured, marked incomplete. MPI ranks need a
-    launcher: `mpi` runs under mpiexec (check/mpi.py), or with the job's
-    ranks (`in_job`). Raises KindFailed with the kind's one-line error (no
-    GPU, no CuPy, the launcher's...)."""
-    from ..bench.driver import measure_cli
+    """Run bench KIND in-process (nothing printed or saved) from its typed
+    options and return its ResultSet; a kind interrupted by Ctrl-C returns
+    what it measured, marked incomplete. MPI ranks need a launcher: `mpi`
+    runs under mpiexec (check/mpi.py), or with the job's ranks (`in_job`).
+    Raises KindFailed with the kind's one-line error (no GPU, no CuPy, the
+    launcher's...)."""
     from ..errors import NodemapError
 
     if kind == "mpi":
@@ -150,17 +144,15 @@ def measure(kind: str, request: Common | list[str], level: str = "full", in_job:
             if in_job is not None and in_job.measure is not None:
                 return in_job.measure(level, topo)
             # the ranks are mpiexec's child processes: a command line at that boundary only
-            return mpi.measure(level, list(argv_of(request) if isinstance(request, Common) else request))
+            return mpi.measure(level, list(argv_of(options)))
         except mpi.MPIFailed as e:
             raise KindFailed(str(e)) from None
     try:
-        if isinstance(request, Common):
-            import importlib
+        import importlib
 
-            from ..bench.driver import measure as driver_measure
-            from ..bench.kinds import BENCHES
+        from ..bench.driver import measure as driver_measure
+        from ..bench.kinds import BENCHES
 
-            return driver_measure(importlib.import_module(BENCHES[kind][0]), request)
-        return measure_cli(kind, request)
+        return driver_measure(importlib.import_module(BENCHES[kind][0]), options)
     except NodemapError as e:
         raise KindFailed(str(e), e) from None
