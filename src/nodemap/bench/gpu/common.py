@@ -15,9 +15,9 @@ from typing import Any, Sequence
 from .devices import (CUDA_MISSING, NO_GPU, Gpu, describe, device_memory, enable_peer_access,  # noqa: F401
                       ensure_free, environment, gpu_pcie, gpus, import_cupy, key, load_topology, match_gpu,
                       open_bench, ordinal_key)
-from .kernels import kernel, kernel_source, launch, pattern  # noqa: F401
-from .timing import SPIN_TIMEOUT_NS, Gate, Job, gate, time_streams  # noqa: F401
-from .host_buffer import HostBuffer, page_nodes  # noqa: F401
+from .kernels import kernel, launch, pattern  # noqa: F401
+from .timing import Gate, Job, gate, time_streams  # noqa: F401
+from .host_buffer import HostBuffer  # noqa: F401
 
 
 def result_row(r: Any) -> list[str]:
