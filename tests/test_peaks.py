@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from nodemap.bench.peaks import HBM, PCIE_LANE_GBS, Peak, hbm_peak, nvlink_peak, path_peak, pcie_peak
+from nodemap.bench.peaks import HBM, PCIE_LANE_GBS, Peak, hbm_peak, path_peak, pcie_peak
 from nodemap.topology import paths
-from nodemap.topology.nvml import NVLINK_GBS
 
 GIB = 2**30
 
@@ -40,15 +39,6 @@ def test_unknown_gpu_has_no_peak():
 def test_table_sources_name_a_bandwidth():
     for _, _, gbs, source in HBM:
         assert gbs > 0 and ("TB/s" in source or "GB/s" in source)
-
-
-def test_nvlink_uses_the_topology_rate():
-    # H200 NV18: the 450 GB/s per direction the topology's paths carry for the same link
-    assert nvlink_peak(4, 18).gbs == pytest.approx(18 * 25.0)
-    assert nvlink_peak(3, 12).gbs == pytest.approx(300.0)
-    for gen, per in NVLINK_GBS.items():
-        assert nvlink_peak(gen, 1).gbs == per
-    assert nvlink_peak(0, 18) is None and nvlink_peak(4, 0) is None
 
 
 @pytest.mark.parametrize("gen, width, gbs", [(3, 16, 15.754), (4, 16, 31.504), (5, 16, 63.008), (5, 8, 31.504)])

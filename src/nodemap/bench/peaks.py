@@ -1,14 +1,13 @@
 """Hardware limits a measured number is compared with.
 
-Three tables: GPU model -> memory bandwidth (datasheets), NVLink generation
-x link count -> GB/s per direction, PCIe generation x width -> GB/s per
-direction. GB = 1e9 bytes, as every bandwidth in nodemap.
+Two tables: GPU model -> memory bandwidth (datasheets), PCIe generation x
+width -> GB/s per direction. GB = 1e9 bytes, as every bandwidth in nodemap.
 
-NVLink uses the per-link rate of nodemap.topology.nvml.NVLINK_GBS, the one
-the topology's paths carry: the data rate after line coding, as for PCIe
-(NVLink 4: 25 GB/s per link and direction, 18 links = 450 GB/s, NVIDIA's
-"900 GB/s bidirectional"), not the 26.5625 GB/s raw signalling rate
-`nvidia-smi nvlink -s` prints.
+NVLink peaks are the bandwidth the topology's paths carry (`path_peak`),
+at the per-link rate of nodemap.topology.nvml.NVLINK_GBS: the data rate
+after line coding, as for PCIe (NVLink 4: 25 GB/s per link and direction,
+18 links = 450 GB/s, NVIDIA's "900 GB/s bidirectional"), not the 26.5625
+GB/s raw signalling rate `nvidia-smi nvlink -s` prints.
 
 PCIe rates are after line coding (8b/10b for gen 1-2, 128b/130b for 3-5,
 FLIT for 6) and before packet overhead: x16 gen5 = 63.0 GB/s; real DMA
@@ -22,13 +21,11 @@ from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
 
-from ..topology.nvml import NVLINK_GBS
-
 if TYPE_CHECKING:
     from ..topology.model import Topology
     from .gpu.devices import Gpu
 
-__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "nvlink_peak", "pcie_peak", "path_peak", "dram_peak", "parse_dimm",
+__all__ = ["Peak", "HBM", "PCIE_LANE_GBS", "hbm_peak", "pcie_peak", "path_peak", "dram_peak", "parse_dimm",
            "d2d_path", "host_class"]
 
 
@@ -79,13 +76,6 @@ def hbm_peak(model: str, memory_bytes: int = 0) -> Peak | None:
         if re.search(pattern, model, re.IGNORECASE) and gib >= min_gib:
             return Peak(gbs, source)
     return None
-
-
-def nvlink_peak(generation: int, links: int) -> Peak | None:
-    per = NVLINK_GBS.get(generation)
-    if not per or links <= 0:
-        return None
-    return Peak(round(per * links, 4), f"NVLink{generation} x{links} ({per:g} GB/s per link per direction)")
 
 
 def pcie_peak(generation: int, width: int) -> Peak | None:
