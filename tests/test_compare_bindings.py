@@ -120,13 +120,13 @@ def test_probe_figures_come_from_recorded_result_sets():
 
     copies, raw = saved("gpu_copies_h200x2.json")
     first = next(r for r in raw["results"] if r["metric"] == "h2d_ce")
-    assert pr.figure("h2d", copies, 0) == first["stats"]["median"]
+    assert pr.result_of("h2d", copies, 0).stats.median == first["stats"]["median"]
     gpu, raw = saved("gpu_bench_h200x2.json")
     triad = next(r for r in raw["results"] if r["metric"] == "triad" and r["params"]["dtype"] == "float64")
-    assert pr.figure("gpu", gpu, 0) == triad["stats"]["median"]
+    assert pr.result_of("gpu", gpu, 0).stats.median == triad["stats"]["median"]
     jac, raw = saved("jacobi_h100_20261123/jacobi_single_1gpu.json")
-    assert pr.figure("jacobi", jac, 0) == next(r for r in raw["results"] if r["metric"] == "single")["stats"]["median"]
-    assert pr.figure("stream", jac, 0) is None  # not a STREAM result set: nothing taken from it
+    assert pr.result_of("jacobi", jac, 0).stats.median == next(r for r in raw["results"] if r["metric"] == "single")["stats"]["median"]
+    assert pr.result_of("stream", jac, 0) is None  # not a STREAM result set: nothing taken from it
 
 
 def one_rank(tmp_path, monkeypatch, script: str, timeout: float):

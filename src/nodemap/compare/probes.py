@@ -88,12 +88,6 @@ def first_touch_node(topo: Topology, t: TaskBinding) -> int:
     return min(nodes) if nodes else -1
 
 
-def figure(probe: str, rs: ResultSet, node: int) -> float | None:
-    """The one number kept from a rank's result set (its median)."""
-    r = result_of(probe, rs, node)
-    return r.stats.median if r else None
-
-
 def result_of(probe: str, rs: ResultSet, node: int) -> Result | None:
     """The one result kept from a rank's result set. H2D: the row of host
     memory placed by the rank's own policy (host_node -1: the probe asks

@@ -54,11 +54,6 @@ def slabs(ny: int, n: int) -> list[Slab]:
     return out
 
 
-def neighbours(rank: int, n: int) -> tuple[int, int]:
-    """(top, bottom) neighbour ranks, periodic."""
-    return (rank - 1) % n, (rank + 1) % n
-
-
 # --- tiles (--decomp 2d) -----------------------------------------------------------
 #
 # A px x py process grid: the NY-2 interior rows are cut into py row bands and
