@@ -17,7 +17,8 @@ them afterwards, as for every source.
 from __future__ import annotations
 
 from .model import GPU, Link, Topology, gpu_order, norm_bus_id, replace
-from .nvml import _SmiGpu, _text, _try
+from ..text import decoded
+from .nvml import _SmiGpu, _try
 from .sysfs import pcie_generation, xgmi_hops
 
 TYPE_CHECKING = False
@@ -43,17 +44,17 @@ def enrich(topo: Topology, required: bool = False) -> Topology:
     try:
         import amdsmi as smi
     except Exception as e:  # ImportError; OSError where the package finds no libamd_smi.so
-        return _without(topo, required, f"the amdsmi package cannot be imported ({_text(e) or type(e).__name__}): "
+        return _without(topo, required, f"the amdsmi package cannot be imported ({decoded(e) or type(e).__name__}): "
                                         "pip install 'nodemap[amd]' on a node with ROCm")
     try:
         smi.amdsmi_init()  # GPUs only, the package's default
     except Exception as e:  # AmdSmiLibraryException: no amdgpu driver, no permission...
-        return _without(topo, required, _text(e) or type(e).__name__)
+        return _without(topo, required, decoded(e) or type(e).__name__)
     try:
         try:
             handles = list(smi.amdsmi_get_processor_handles())
         except Exception as e:
-            return _without(topo, required, _text(e) or type(e).__name__)
+            return _without(topo, required, decoded(e) or type(e).__name__)
         gpus = _read_gpus(smi, handles)
         return _merge(topo, gpus, _links(smi, gpus), _notes(topo, gpus))
     finally:
@@ -78,7 +79,7 @@ def _read_gpus(smi: Any, handles: list[Any]) -> list[_AmdGpu]:
     partitions share their device's; the first stands for it)."""
     out: dict[str, _AmdGpu] = {}
     for i, h in enumerate(handles):
-        bus_id = norm_bus_id(_text(_try(smi.amdsmi_get_gpu_device_bdf, h, default="")))
+        bus_id = norm_bus_id(decoded(_try(smi.amdsmi_get_gpu_device_bdf, h, default="")))
         if bus_id and bus_id not in out:
             out[bus_id] = _read_gpu(smi, _AmdGpu(i, h, bus_id))
     return list(out.values())
@@ -90,7 +91,7 @@ def _read_gpu(smi: Any, g: _AmdGpu) -> _AmdGpu:
         (_try(getattr(smi, "amdsmi_get_gpu_board_info", None), g.handle, default=None) or {}).get("product_name"))
     g.memory = _vram(smi, g.handle)
     g.uuid = _rocr_uuid(asic.get("asic_serial")) or _name(
-        _text(_try(getattr(smi, "amdsmi_get_gpu_device_uuid", None), g.handle, default="")))
+        decoded(_try(getattr(smi, "amdsmi_get_gpu_device_uuid", None), g.handle, default="")))
     g.numa = _number(_try(getattr(smi, "amdsmi_topo_get_numa_node_number", None), g.handle), 1 << 16, -1)
     pcie = _try(getattr(smi, "amdsmi_get_pcie_info", None), g.handle, default=None) or {}
     now, most = pcie.get("pcie_metric") or {}, pcie.get("pcie_static") or {}
