@@ -16,6 +16,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 FIXTURES = Path(os.environ.get("NODEMAP_FIXTURES", ROOT.parent / "shared" / "fixtures"))
 
 
+@pytest.fixture(autouse=True)
+def _environment_kept():
+    """A kind run in this process sets what the libraries it starts read
+    (NCCL_RUNTIME_CONNECT=0 before a single-process NCCL init): a command's
+    own business, but here it would outlive the test and reach every later
+    test's children (srun hands its environment to the tasks)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     if not FIXTURES.is_dir():
