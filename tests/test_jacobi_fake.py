@@ -427,3 +427,11 @@ def test_a_capture_that_fails_ends_every_capture_and_raises_its_own_error(fake):
     with pytest.raises(ValueError, match="cannot hold"):
         graphs.capture(fake_cupy, [[(0, streams[0]), (1, streams[1])], [(2, streams[2])]], body)
     assert not fake_cupy._Capture.open
+
+
+def test_gpus_without_peer_access_are_said(fake, capsys, monkeypatch):
+    """Their copies are staged by the driver: slower, so the run says which pair (as bench ring does)."""
+    monkeypatch.setattr(type(fake_cupy.cuda.runtime), "deviceCanAccessPeer", lambda self, a, b: False)
+    code, d = run(capsys, "--size", "34x22", "--gpus", "0,1", "--iters", "4", "--repeats", "1", "--variants", "peer")
+    assert code == 0, d
+    assert "peer: CUDA device 0 cannot access 1 directly: peer copies are staged by the driver" in d["messages"]

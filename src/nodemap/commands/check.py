@@ -84,7 +84,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--level health ends after S seconds with exit 2, nothing drained (a hung driver must not "
                         "outlive Slurm's 60 s HealthCheckProgram limit; default 45)")
     p.add_argument("--input", metavar="PATH",
-                   help="--level health only: judge a saved node (sysfs snapshot, hwloc XML, topology JSON)")
+                   help="--level health only: judge a saved node (sysfs snapshot, hwloc XML, topology JSON, or a "
+                        "check document: its topology)")
     p.add_argument("--output", "-o", metavar="DIR",
                    help="folder for check.json and check.html (default ./nodemap-check-HOST-YYYYmmdd-HHMMSS)")
     p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")

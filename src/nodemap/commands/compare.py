@@ -49,7 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "is 5 repetitions of the whole binding (jacobi 3)")
     p.add_argument("--size", metavar="BYTES", help="STREAM bytes per array (default: the bench's)")
     p.add_argument("--input", "--topology", dest="topology", metavar="PATH",
-                   help="plan from a saved node: hwloc XML, sysfs snapshot or nodemap JSON, as the other commands' "
+                   help="plan from a saved node: hwloc XML, sysfs snapshot, nodemap JSON or a check document, as the "
+                        "other commands' "
                         "--input (with --dry-run: any machine)")
     p.add_argument("--dry-run", action="store_true", help="print the bindings, measure nothing")
     from ..units import seconds

@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         s = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         s.add_argument("--input", metavar="PATH",
-                       help="a saved node (topology JSON, hwloc XML, sysfs snapshot) instead of this one")
+                       help="a saved node (topology JSON, hwloc XML, sysfs snapshot, or a check document: its "
+                            "topology) instead of this one")
         s.add_argument("--node-name", metavar="NAME",
                        help="the NodeName (default $SLURMD_NODENAME, else the topology's short hostname)")
         s.add_argument("--json", action="store_true", help="print the result as JSON")

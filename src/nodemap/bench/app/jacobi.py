@@ -194,6 +194,7 @@ class Slabs:
         self.nccl_why = ""  # why the nccl variants cannot run here ('' when they can)
         self.comp: list[float] = []  # the stencil alone's seconds per step
         self.plain: dict[str, list[float]] = {}  # each verified variant's (overlap_hidden compares them)
+        self.peer_notes: list[str] = []  # GPU pairs without peer access (their copies are staged by the driver)
 
     def open(self) -> Any:
         if self.w is not None:
@@ -213,6 +214,10 @@ class Slabs:
             raise NodemapError(f"--weak verifies every variant against the whole {g.nx}x{g.ny} grid on one GPU, "
                                f"which does not fit: give a smaller --size per slab ({e})") from None
         self.w = jgpu.World(cp, slabs, launch.n, launch.world) if self.decomposed else jgpu.World(cp, slabs, 1)
+        if self.decomposed and launch.mpi is None:  # one process, every slab: peer copies straight over the link
+            from ..gpu.devices import enable_peer_access
+
+            self.peer_notes = enable_peer_access(cp, devs)
         if self.nccl:
             self.nccl_why = jgpu.open_nccl(self.w, launch.keys_all or [], self.timeout)
         return self.w
@@ -246,7 +251,7 @@ class Part(Case):
 
     @property  # type: ignore[override]
     def messages(self) -> list[str]:
-        return [f"nccl variants: {self.slabs.nccl_why}"] if self.slabs.nccl_why else []
+        return self.slabs.peer_notes + ([f"nccl variants: {self.slabs.nccl_why}"] if self.slabs.nccl_why else [])
 
     def setup(self) -> None:
         w = self.slabs.open()

@@ -196,12 +196,8 @@ def allocate(cp: Any, nx: int, parts: list[jg.Slab] | list[jg.Tile], devices: li
              pinned: bool) -> list[Slab]:
     """Both buffers of every slab or tile (row slabs: a whole cut of NX
     columns; tiles carry their own widths), initialized."""
-    from ..gpu.devices import enable_peer_access
-
     name = DTYPES[dtype][0]
     out = []
-    if not pinned:  # one process, every slab: peer copies go straight over the link (the ring's note says where not)
-        enable_peer_access(cp, devices)
     for p, dev in zip(jg.as_tiles(nx, parts), devices):
         with cp.cuda.Device(dev):
             bufs = [cp.empty((p.local_rows, p.local_cols), dtype=name) for _ in range(2)]
