@@ -260,6 +260,17 @@ def test_graph_is_captured_per_case(captures, gpus, capsys):
     assert cases == 6 and [c[0] for c in captures].count("streamBeginCapture") == 6 * 2  # 2 GPUs
 
 
+def test_a_graph_that_does_not_run_its_operations_fails_the_part(gpus, monkeypatch, capsys):
+    """The timed path is the graph: its own output is checked (the operation after it runs outside)."""
+    fake_cupy, _ = gpus
+    monkeypatch.setattr(fake_cupy.cuda.runtime, "graphLaunch", lambda graph_exec, stream: None)  # lost operations
+    code = cli.main(["bench", "nccl", "--mode", "single", "--ops", "all_reduce", "--sizes", "64", "--inplace", "out",
+                     "--iters", "2", "--repeats", "2", "-q", "--json", "--graph"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 1 and d["results"] == []
+    assert d["failures"][0]["got"].endswith("(the graph's last launch)"), d["failures"]
+
+
 def test_a_capture_that_fails_ends_every_capture_and_raises_the_original_error(captures, gpus, monkeypatch):
     fake_cupy, _ = gpus
     real = collectives.enqueue
