@@ -73,7 +73,11 @@ class Cluster:
         return cls(top, json.loads(p.stdout))
 
     def srun(self, *args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["srun", *args], capture_output=True, text=True, timeout=timeout,
+        return self.run("srun", *args, timeout=timeout, env=env)
+
+    def run(self, *argv: str, timeout: float = 120, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+        """A Slurm command (srun, salloc, sbatch...) in this cluster; `env` adds to or overrides its environment."""
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd,
                               env=dict(self.env, **(env or {})))
 
     def stop(self) -> None:

@@ -38,6 +38,13 @@ def from_hex(masks: str) -> list[int]:
     return [int(m, 16) for m in masks.split(",")]
 
 
+def planned_native(make, tasks: int, launcher: str):
+    """(topology, plan, the launcher's native words) for `tasks` tasks on the node `make` builds."""
+    topo = make()
+    p = plan(topo, Request(tasks=tasks))
+    return topo, p, emit.native(topo, p, launcher, rankfile="rf")["args"]
+
+
 def option(args: list[str], prefix: str) -> str:
     (value,) = [a[len(prefix):] for a in args if a.startswith(prefix)]
     return value
@@ -45,9 +52,7 @@ def option(args: list[str], prefix: str) -> str:
 
 @pytest.mark.parametrize("make,tasks", fixture_nodes())
 def test_srun_masks_decode_to_the_plan(fixtures, make, tasks):
-    topo = make()
-    p = plan(topo, Request(tasks=tasks))
-    args = emit.native(topo, p, "srun")["args"]
+    topo, p, args = planned_native(make, tasks, "srun")
     assert option(args, "--ntasks-per-node=") == str(tasks)
     assert [CpuSet.from_mask(m) for m in from_hex(option(args, "--cpu-bind=mask_cpu:"))] == [t.cpus for t in p.tasks]
     assert [CpuSet.from_mask(m) for m in from_hex(option(args, "--mem-bind=mask_mem:"))] == [t.mems for t in p.tasks]
@@ -71,9 +76,7 @@ def test_srun_gives_several_gpus_a_task_as_masks():
 
 @pytest.mark.parametrize("make,tasks", fixture_nodes())
 def test_flux_maps_decode_to_the_plan(fixtures, make, tasks):
-    topo = make()
-    p = plan(topo, Request(tasks=tasks))
-    args = emit.native(topo, p, "flux")["args"]
+    _, p, args = planned_native(make, tasks, "flux")
     opts = [args[i + 1] for i, a in enumerate(args) if a == "-o"]
     cpu = next(o for o in opts if o.startswith("cpu-affinity=map:"))[len("cpu-affinity=map:"):]
     assert [CpuSet.parse(x) for x in cpu.split(";")] == [t.cpus for t in p.tasks]
@@ -104,6 +107,34 @@ def test_openmpi_rankfile_names_the_plans_pus_by_hwloc_logical_index(fixtures, n
     assert out["args"][:4] == ["--np", str(2 * tasks), "--map-by", "rankfile:file=rf:hwtcpus"]
 
 
+def hydra_user_binding(text: str) -> list[CpuSet]:
+    """Hydra's `-bind-to user:` list as topo_hwloc.c (handle_user_binding) reads it: entries split at ',',
+    each OS PU ids or ranges a-b joined by '+', an entry 'xN' repeated N times."""
+    out = []
+    for entry in text.split(","):
+        body, _, times = entry.partition("x")
+        spans = [part.partition("-") for part in body.split("+")]
+        pus = CpuSet(i for a, _, b in spans for i in range(int(a), int(b or a) + 1))
+        out += [pus] * int(times or 1)
+    return out
+
+
+@pytest.mark.parametrize("make,tasks", fixture_nodes())
+def test_hydra_user_binding_decodes_to_the_plan(fixtures, make, tasks):
+    _, p, args = planned_native(make, tasks, "mpiexec")
+    assert args[:2] == ["-ppn", str(tasks)] and args[2] == "-bind-to"
+    assert hydra_user_binding(args[3].removeprefix("user:")) == [t.cpus for t in p.tasks]
+    assert all(flag == "-genv" and "=" in value for flag, value in zip(args[4::2], args[5::2]))
+
+
+def test_openmpi_lets_ranks_share_pus_only_when_the_plan_does():
+    topo = nodes.karolina()
+    spread = emit.native(topo, plan(topo, Request(tasks=8)), "mpirun", rankfile="rf")["args"]
+    shared = emit.native(topo, plan(topo, Request(tasks=8, restrict_cpus=CpuSet.parse("0-3"), oversubscribe=True)),
+                         "mpirun", rankfile="rf")["args"]
+    assert "--bind-to" not in spread and shared[shared.index("--bind-to") + 1] == ":overload-allowed"
+
+
 def run_wrapper(shell, line, var, rank, env=None):
     full = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "UCX_", "NCCL_", "CUDA_", "NODEMAP_"))}
     full.update(env or {})
@@ -123,8 +154,9 @@ def test_the_wrapper_sets_each_local_ranks_environment(launcher, shell):
     p = plan(topo, Request(tasks=4, threads=4))
     out = emit.native(topo, p, launcher, rankfile="rf")
     args = out["args"]
-    shared = dict(value.split("=", 1) for flag, value in zip(args, args[1:]) if flag == "-x")  # mpirun -x
-    bound = launcher != "mpirun"  # srun and Flux set CUDA_VISIBLE_DEVICES themselves
+    # mpirun -x, mpiexec -genv (Hydra splits NAME=VALUE at the first '=')
+    shared = dict(value.split("=", 1) for flag, value in zip(args, args[1:]) if flag in ("-x", "-genv"))
+    bound = launcher in ("srun", "flux")  # they set CUDA_VISIBLE_DEVICES themselves
     for t in p.tasks:
         code, got, _ = run_wrapper(shell, out["wrapper"], out["local_rank_var"], t.task)
         assert code == 0
@@ -160,11 +192,15 @@ def test_cli_json_and_rankfile(karolina_json, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "nodemap.native/1" and doc["local_rank_var"] == "OMPI_COMM_WORLD_LOCAL_RANK"
     assert rf.read_text() == doc["rankfile"] and rf.read_text().startswith("rank 0=+n0 slot=")
+    # `sh -c "$(... --emit wrapper --rankfile rf)"` beside `mpirun $(... --nodes 2 ...)` must leave its rankfile
+    rf.write_text("kept")
+    assert main(["plan", "--tasks", "4", "--input", karolina_json, "--launcher", "mpirun", "--emit", "wrapper",
+                 "--rankfile", str(rf)]) == 0
+    assert rf.read_text() == "kept"
 
 
 @pytest.mark.parametrize("argv,says", [
-    (["--launcher", "mpiexec", "--emit", "native"], "needs --launcher srun|mpirun|flux"),
-    (["--emit", "native"], "needs --launcher"),
+    (["--emit", "native"], "needs --launcher srun|mpirun|mpiexec|flux"),
     (["--launcher", "mpirun", "--emit", "native"], "needs a rankfile path"),
     (["--launcher", "mpirun", "--emit", "native", "--rankfile", "-"], "needs a rankfile path"),
     (["--launcher", "mpirun", "--emit", "native", "--rankfile", "rf", "--nodes", "0"], "is not a node count"),

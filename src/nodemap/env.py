@@ -60,6 +60,16 @@ GPU_ORDER_VARS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID
 
 LAUNCHER_FIX = "fix the launcher's environment"
 
+# A scheduler's allocation as Open MPI's mpirun finds one (PRRTE 3's ras components: every variable of
+# one entry set): inside one, a rankfile's relative hosts +n0.. name its nodes; outside, mpirun refuses them
+MPIRUN_ALLOCATIONS = (("Slurm", ("SLURM_JOBID", "SLURM_NODELIST")), ("PBS", ("PBS_ENVIRONMENT", "PBS_JOBID")),
+                      ("LSF", ("LSB_JOBID",)), ("Grid Engine", ("SGE_ROOT", "ARC", "PE_HOSTFILE", "JOB_ID")))
+
+
+def mpirun_allocation(env: Mapping[str, str]) -> str:
+    """The scheduler whose allocation Open MPI's mpirun would take its hosts from here; "" for none."""
+    return next((name for name, names in MPIRUN_ALLOCATIONS if all(env.get(n) for n in names)), "")
+
 # The node name slurmd gives its programs and tasks (srun's, prolog, HealthCheckProgram)
 SLURM_NODE = "SLURMD_NODENAME"
 # A Slurm node name nodemap uses (fullmatch): Slurm's own are letters, digits, ".", "_", "-"; it ends up in

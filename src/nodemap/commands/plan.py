@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 DESCRIPTION = """\
 Plan the ranks of one node: for every task its PUs, the NUMA node(s) its
@@ -31,6 +32,9 @@ examples:
                                              on the compute nodes); the wrapper W sets OMP_*, UCX...
   nodemap plan --tasks 8 --launcher mpirun --emit native --rankfile rf
                                              Open MPI: writes the rankfile rf, prints mpirun's options
+                                             (with --host NODE:8 outside a scheduler's allocation)
+  mpiexec $(nodemap plan --tasks 8 --launcher mpiexec --emit native) sh -c "$W" sh ./app
+                                             MPICH/Hydra: -ppn, -bind-to user:..., -genv (W: its wrapper)
   nodemap plan --tasks 8 --json              the plan as JSON (schema nodemap.plan/1)
   nodemap plan --tasks 8 --input node.xml    plan for a saved node (hwloc XML, sysfs, JSON, check.json)
 
@@ -53,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the line that starts every rank through `nodemap run` with this launcher "
                         "(srun: Slurm, mpirun: Open MPI, mpiexec: MPICH/Hydra, flux)")
     p.add_argument("--emit", choices=("native", "wrapper", "tasks"),
-                   help="with --launcher srun|mpirun|flux: native prints only the launcher's own binding options "
+                   help="with --launcher: native prints only the launcher's own binding options "
                         "for the plan (CPU masks, GPU and memory maps; words to splice into its command line); "
                         "wrapper prints the one-line sh script that sets each task's remaining environment "
                         "(run it as: sh -c WRAPPER sh APP); tasks (no --launcher): one tab-separated line per task "
@@ -63,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "core 0 first): a step's allocated cores; the Slurm plugin passes them")
     p.add_argument("--rankfile", metavar="PATH", help="with --launcher mpirun --emit native: write the rankfile here")
     p.add_argument("--nodes", type=int, default=1, metavar="N",
-                   help="with --launcher mpirun --emit native: rankfile lines for N nodes (default 1)")
+                   help="with --launcher mpirun --emit native: rankfile lines for N nodes (default 1; outside a "
+                        "scheduler's allocation, 1 node is given to mpirun as --host NODE:TASKS)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,18 +140,40 @@ def _native(topo, p, args) -> int:
         print(emit.task_lines(topo, p), end="")
         return 0
     if args.launcher not in emit.NATIVE_LAUNCHERS:
-        raise InputError("--emit", f"needs --launcher {'|'.join(emit.NATIVE_LAUNCHERS)} (MPICH/Hydra takes no "
-                                   "per-rank binding list: start ranks through `nodemap run` there)")
-    out = emit.native(topo, p, args.launcher, rankfile=args.rankfile or "", nodes=args.nodes)
-    if "rankfile" in out:
-        outfile.write(args.rankfile, out["rankfile"], "--rankfile")
+        raise InputError("--emit", f"needs --launcher {'|'.join(emit.NATIVE_LAUNCHERS)}")
+    host, note = _mpirun_host(topo, args) if args.launcher == "mpirun" else ("", "")
+    out = emit.native(topo, p, args.launcher, rankfile=args.rankfile or "", nodes=args.nodes, host=host)
+    if note and args.emit == "native" and not args.json:
+        print(f"nodemap plan: note: {note}", file=sys.stderr)
+    if "rankfile" in out and (args.emit == "native" or args.json):  # where the options naming it are printed:
+        outfile.write(args.rankfile, out["rankfile"], "--rankfile")  # the wrapper's $(...) must not overwrite it
     if args.json:
-        print(json.dumps({"schema": "nodemap.native/1", **out, "notes": list(p.notes)}, indent=1))
+        print(json.dumps({"schema": "nodemap.native/1", **out, "notes": [*p.notes, *([note] if note else [])]},
+                         indent=1))
     elif args.emit == "native":
         print(" ".join(out["args"]))
     else:
         print(out["wrapper"])
     return 0
+
+
+def _mpirun_host(topo, args) -> tuple[str, str]:
+    """(the node's name for mpirun's --host, a note): no scheduler's allocation here (where this runs, as
+    `mpirun $(nodemap plan ...)` runs it) means mpirun takes no relative host. The name is "" inside an
+    allocation, or when none fits (several nodes, a topology without a usable host name): the note then
+    says what mpirun still needs."""
+    import os
+
+    from .. import env
+
+    if env.mpirun_allocation(os.environ):
+        return "", ""
+    name = topo.machine.hostname
+    if args.nodes == 1 and env.SLURM_NODE_NAME.fullmatch(name):
+        return name, ""
+    why = f"{args.nodes} nodes" if args.nodes > 1 else "the topology names no usable host"
+    return "", (f"no scheduler's allocation here and {why}: the rankfile's relative hosts +n0.. need one "
+                "(run inside the job), or give mpirun --host/--hostfile for them")
 
 
 def _env_text(p) -> str:

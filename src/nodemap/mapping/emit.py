@@ -250,15 +250,17 @@ def launch_lines(plan, run_args, app=("./app",)) -> dict[str, str]:
 # cannot express per task (OpenMP, UCX/NCCL NICs...) goes into a one-line
 # POSIX sh wrapper keyed on the launcher's local-rank variable.
 
-NATIVE_LAUNCHERS = ("srun", "mpirun", "flux")
+NATIVE_LAUNCHERS = ("srun", "mpirun", "mpiexec", "flux")
 
 
-def native(topo, plan, launcher: str, rankfile: str = "", nodes: int = 1) -> dict:
+def native(topo, plan, launcher: str, rankfile: str = "", nodes: int = 1, host: str = "") -> dict:
     """The plan in `launcher`'s syntax: {"launcher", "args" (words, safe to
     splice unquoted), "wrapper" (one sh line, run as `sh -c WRAPPER sh APP`),
-    "local_rank_var", and for mpirun "rankfile" (its text, for `rankfile`)}."""
-    return {"srun": srun_native, "mpirun": mpirun_native, "flux": flux_native}[launcher](
-        topo, plan, rankfile=rankfile, nodes=nodes)
+    "local_rank_var", and for mpirun "rankfile" (its text, for `rankfile`)}.
+    `host` (mpirun, one node): the node's name, for a run outside any
+    scheduler's allocation."""
+    return {"srun": srun_native, "mpirun": mpirun_native, "mpiexec": mpiexec_native, "flux": flux_native}[launcher](
+        topo, plan, rankfile=rankfile, nodes=nodes, host=host)
 
 
 def srun_native(topo, plan, **_) -> dict:
@@ -284,10 +286,13 @@ def srun_native(topo, plan, **_) -> dict:
             "wrapper": wrapper(var, _left_env(topo, plan, gpus is not None))}
 
 
-def mpirun_native(topo, plan, rankfile: str = "", nodes: int = 1, **_) -> dict:
+def mpirun_native(topo, plan, rankfile: str = "", nodes: int = 1, host: str = "", **_) -> dict:
     """Open MPI 5 (PRRTE): a rankfile of hwloc logical PU indexes (`:hwtcpus`;
     only logical locations are supported), one line per rank with relative
     hosts +n0.. for `nodes` nodes; -x for the variables every task shares.
+    Relative hosts name the nodes of a scheduler's allocation; outside one
+    mpirun refuses them, so a `host` (one node) is given as `--host
+    HOST:TASKS`, which is then the allocation they count in.
     Open MPI binds no GPU and sets no memory policy: GPU visibility goes in
     the wrapper, memory follows first touch on the bound CPUs."""
     from ..errors import InputError
@@ -303,11 +308,32 @@ def mpirun_native(topo, plan, rankfile: str = "", nodes: int = 1, **_) -> dict:
     lines = [f"rank {k * n + t.task}=+n{k} slot={_list(logical[p] for p in t.cpus)}"
              for k in range(nodes) for t in plan.tasks]
     envs = _left_env(topo, plan, False)
-    shared = [kv for kv in envs[0] if all(kv in e for e in envs[1:])] if envs else []
-    args = ["--np", str(n * nodes), "--map-by", f"rankfile:file={rankfile}:hwtcpus"]
+    shared = _shared(envs)
+    args = ["--np", str(n * nodes)] + (["--host", f"{host}:{n}"] if host and nodes == 1 else [])
+    args += ["--map-by", f"rankfile:file={rankfile}:hwtcpus"]
+    if _overlap(plan.tasks):  # mpirun refuses ranks sharing a PU unless told (an --oversubscribe plan)
+        args += ["--bind-to", ":overload-allowed"]
     args += [w for name, value in shared for w in ("-x", f"{name}={value}")]
     var = _local_var("mpirun")
     return {"launcher": "mpirun", "args": args, "local_rank_var": var, "rankfile": "\n".join(lines) + "\n",
+            "wrapper": wrapper(var, [[kv for kv in e if kv not in shared] for e in envs])}
+
+
+def mpiexec_native(topo, plan, **_) -> dict:
+    """MPICH's Hydra: -ppn tasks on every node of the allocation (or this
+    host), `-bind-to user:` one entry per local rank (MPI_LOCALRANKID k gets
+    entry k), each entry OS PU indexes joined by '+' with ranges a-b (Hydra's
+    topo_hwloc.c, handle_user_binding); -genv NAME=VALUE (one word: Hydra
+    splits it at the first '=') for the variables every task shares. Hydra
+    binds no GPU, and with a user binding sets no memory policy: GPU
+    visibility goes in the wrapper, memory follows first touch."""
+    envs = _left_env(topo, plan, False)
+    shared = _shared(envs)
+    user = ",".join(t.cpus.format().replace(",", "+") for t in plan.tasks)
+    args = ["-ppn", str(len(plan.tasks)), "-bind-to", f"user:{user}"]
+    args += [w for name, value in shared for w in ("-genv", f"{name}={value}")]
+    var = _local_var("mpiexec")
+    return {"launcher": "mpiexec", "args": args, "local_rank_var": var,
             "wrapper": wrapper(var, [[kv for kv in e if kv not in shared] for e in envs])}
 
 
@@ -363,10 +389,22 @@ def _left_env(topo, plan, gpus_bound: bool) -> list[list[tuple[str, str]]]:
     return [[(n, v) for n, v in task_env(topo, plan, t) if n not in skip] for t in plan.tasks]
 
 
+def _overlap(tasks) -> bool:
+    """Whether two tasks share a PU."""
+    from ..topology.cpuset import CpuSet
+
+    return sum(len(t.cpus) for t in tasks) != len(CpuSet.union_all(t.cpus for t in tasks))
+
+
+def _shared(envs) -> list[tuple[str, str]]:
+    """The variables every task gets with the same value: the launcher's options pass them to all."""
+    return [kv for kv in envs[0] if all(kv in e for e in envs[1:])] if envs else []
+
+
 def _local_var(launcher: str) -> str:
     from ..env import FLUX_LOCAL, LOCAL_PAIRS, SLURM_LOCAL
 
-    return {"srun": SLURM_LOCAL, "flux": FLUX_LOCAL, "mpirun": LOCAL_PAIRS[0][1]}[launcher]
+    return {"srun": SLURM_LOCAL, "flux": FLUX_LOCAL, "mpirun": LOCAL_PAIRS[0][1], "mpiexec": LOCAL_PAIRS[1][1]}[launcher]
 
 
 def _hex(mask: int) -> str:
