@@ -5,8 +5,9 @@ the matching topo-xml with the case's params as the request. Threads, CPUs
 and GPUs are compared. Where nodemap differs on purpose, DIFFERENCES below
 lists the case and the fields that differ (asserted exactly, so any change
 is noticed) and docs/mapping.md says why. Whatever the differences, nodemap
-is never worse on locality: at least as many tasks have their CPUs, memory
-and GPUs in one NUMA domain (a task without a GPU on a GPU node does not count).
+is never worse on locality: at least as many tasks have every GPU of theirs
+in a NUMA node holding some of their CPUs (a task without a GPU on a GPU
+node does not count).
 
 GPU numbering: mpibind numbers GPUs in the order it meets them walking
 hwloc's tree (by locality: the GPUs under the first NUMA node first), not by
@@ -31,8 +32,8 @@ SMT = ("a task spanning several NUMA domains gets every hardware thread from mpi
        "(even with smt=1); nodemap keeps 1 PU per core unless --smt or the thread count ask for more")
 THREADS = "mpibind v0.9 sets threads to the PUs of a greedy task, ignoring in_nthreads; nodemap keeps the count asked"
 SPREAD = ("7 tasks, 4 GPUs: mpibind puts them on all 8 NUMA domains (3 tasks without a GPU); nodemap gives the "
-          "GPU domains 2,2,2,1 tasks, each extended over the nearest idle domain: every task has a GPU and 6+ cores "
-          "(3 local tasks each)")
+          "GPU domains 2,2,2,1 tasks, each group extended over the nearest idle domain, every task keeping half "
+          "its cores beside its GPU: every task has a GPU local to its cores and 6 cores (mpibind: 3 tasks)")
 DIFFERENCES: dict[tuple[str, int], tuple[frozenset, str]] = {
     ("coral-lassen", 2): (frozenset({"threads", "cpus"}), SMT),
     ("coral-lassen", 4): (frozenset({"threads", "cpus"}), SMT + "; " + THREADS),
@@ -86,14 +87,14 @@ def mpibind_gpu_order(topo) -> list[int]:
 
 
 def local_tasks(topo, cpus_list, gpus_list) -> int:
-    """Tasks whose CPUs sit in one NUMA node that also holds all their GPUs;
-    on a node with GPUs, a task without one is not local (it has no GPU
-    beside its CPUs: 'local' by having nothing would reward leaving GPUs out)."""
+    """Tasks whose GPUs each sit in a NUMA node holding some of their CPUs
+    (issue 36's rule: a task's GPUs local to its cores); on a node with
+    GPUs, a task without one is not local (it has no GPU beside its CPUs:
+    'local' by having nothing would reward leaving GPUs out)."""
     n = 0
     for cpus, gpus in zip(cpus_list, gpus_list):
-        nodes = topo.numa_of(cpus)
         homes = {topo.gpu(g).numa_node for g in gpus}
-        n += len(nodes) == 1 and homes <= set(nodes) and (bool(gpus) or not topo.gpus)
+        n += homes <= set(topo.numa_of(cpus)) and (bool(gpus) or not topo.gpus)
     return n
 
 

@@ -38,7 +38,7 @@ def node_and_request(draw):
     req = Request(
         restrict_cpus=cpus, restrict_mems=mems,
         tasks=draw(st.integers(1, npus * (2 if over else 1))),
-        threads=draw(st.sampled_from([0, 0, 1, 2, 4])),
+        threads=draw(st.sampled_from([0, 0, 1, 2, 4, 8, 16])),
         gpus_per_task=draw(st.sampled_from([-1, -1, -1, 0, 1])) if topo.gpus else -1,
         smt=draw(st.sampled_from([0, 0, 1, 2])),
         nic_rails=draw(st.sampled_from([1, -2, -2, -1, 0, min(2, len(topo.nics))])),
@@ -76,18 +76,67 @@ def check_invariants(topo, req, p):
         if req.gpus_per_task == 0:
             assert t.gpus == ()
     check_gpu_locality(topo, req, p)
+    check_gpus_beside_cores(topo, req, p, usable)
     check_nics(topo, req, p)
-    check_no_idle_domain_while_crowded(topo, req, p, usable)
+    check_no_crowded_threads_while_cores_idle(topo, req, p, usable)
 
 
-def check_no_idle_domain_while_crowded(topo, req, p, usable):
-    """A task runs more threads than it has PUs only when every NUMA node of
-    usable PUs is busy (7 tasks x 16 threads on a 4-GPU EPYC crowded six
-    tasks on 6 PUs while two NUMA nodes idled)."""
-    if req.tasks > len(usable) or all(t.threads <= len(t.cpus) for t in p.tasks):
-        return
-    idle = topo.numa_of(usable) - CpuSet.union_all(t.mems for t in p.tasks)
-    assert not idle, (idle, [(t.cpus, t.threads) for t in p.tasks])
+def thread_room(topo, req, t):
+    """Threads a task runs without two sharing a core: a core each, or with
+    --smt K the PUs it was given (at most K of a core). Without --threads a
+    task runs one thread per PU it was given, by definition."""
+    if req.smt or not req.threads:
+        return len(t.cpus)
+    return sum(1 for c in topo.cores if not c.cpuset.isdisjoint(t.cpus))
+
+
+def check_no_crowded_threads_while_cores_idle(topo, req, p, usable):
+    """A task runs more threads than it has cores (PUs with --smt) only when
+    no usable core is left idle (7 tasks x 16 threads: on a 4-GPU EPYC six
+    tasks got 3 cores while two NUMA nodes idled; on Karolina six tasks ran
+    16 threads on 8 cores' hyperthreads while 64 cores idled)."""
+    crowded = [t.task for t in p.tasks if t.threads > thread_room(topo, req, t)]
+    if not crowded:
+        return False
+    busy = CpuSet.union_all(t.cpus for t in p.tasks)
+    idle = [c.cpuset for c in topo.cores if not c.cpuset.isdisjoint(usable) and c.cpuset.isdisjoint(busy)]
+    assert not idle, (f"tasks {crowded} crowd their threads while {len(idle)} cores idle",
+                      [(t.cpus.brief(), t.threads) for t in p.tasks])
+    return True
+
+
+def gpu_room(topo, req, usable):
+    """NUMA nodes of the GPUs known to sit beside usable PUs, and how many
+    tasks they can hold each with a PU of its own (a core of its own with
+    --smt K, as long as the node's cores suffice for the tasks)."""
+    homes = {g.numa_node for g in topo.gpus if g.visible and g.numa_node >= 0
+             and not topo.numa(g.numa_node).cpuset.isdisjoint(usable)}
+    near = usable & CpuSet.union_all(topo.numa(h).cpuset for h in homes) if homes else CpuSet()
+    if req.smt > 1:  # --smt K: a task per K PUs of a core (one on a smaller core), while the node has room
+        def room(cpus):
+            return sum(max(len(c.cpuset & cpus) // req.smt, 1) for c in topo.cores if not c.cpuset.isdisjoint(cpus))
+
+        if req.tasks <= room(usable):
+            return homes, room(near)
+    return homes, len(near)
+
+
+def check_gpus_beside_cores(topo, req, p, usable):
+    """Whenever every task can have a PU (a core, with --smt) in a GPU's
+    NUMA node, every task's GPUs are local to its cores: each GPU's NUMA
+    node holds some of the task's PUs (epyc-corona, 7 tasks x 16 threads:
+    tasks 0, 3, 4 ran on NUMA 0, 3, 4 with their GPUs on NUMA 1, 2, 5)."""
+    if req.gpus_per_task not in (-1, 1) or req.spread_by == "pus" or req.oversubscribe:
+        return False
+    homes, room = gpu_room(topo, req, usable)
+    if not homes or req.tasks > room:
+        return False
+    for t in p.tasks:
+        assert t.gpus, (t.task, "no GPU although every task fits beside one")
+        far = [g for g in t.gpus if topo.gpu(g).numa_node >= 0 and topo.gpu(g).numa_node not in topo.numa_of(t.cpus)]
+        assert not far, (f"task {t.task} on NUMA {topo.numa_of(t.cpus).brief()} drives GPU(s) {far} "
+                         f"of NUMA {[topo.gpu(g).numa_node for g in far]}", p.notes)
+    return True
 
 
 def local_gpus(topo, usable):
@@ -203,6 +252,33 @@ def _fixture_topologies(root: Path):
         pytest.skip("nodemap.topology.hwloc_xml is not available yet")
     files = sorted((root / "hwloc-xml").glob("*.xml")) + sorted((root / "mpibind" / "topo-xml").glob("*.xml"))
     return [(f.name, hwloc_xml.read(f)) for f in files]
+
+
+def thread_requests(topo):
+    """Task counts around the GPU and NUMA counts (7 x 16 is the held-out case), threads from a few to
+    more than a NUMA node's cores, with and without --smt."""
+    npus, ngpu, nnuma = len(topo.allowed_cpus), len(topo.gpus), max(len(topo.numa_nodes), 1)
+    counts = {1, 2, 3, 7, ngpu, ngpu + 1, 2 * ngpu - 1, nnuma, nnuma + 1}
+    for tasks in sorted(n for n in counts if 1 <= n <= npus):
+        for threads in (2, 4, 16):
+            for kw in ({}, {"smt": 2}, {"greedy": False}, {"gpus_per_task": 1} if ngpu else {"spread_by": "pus"}):
+                yield Request(tasks=tasks, threads=threads, **kw)
+
+
+def test_thread_requests_on_fixtures_keep_gpus_local_and_no_core_idle_while_threads_crowd(fixtures):
+    """Issue 36: whenever every task fits beside a GPU its GPUs are local to its cores, and no task
+    crowds its threads onto fewer cores while cores idle; on every fixture and Karolina-like node."""
+    reached = {"local": 0, "crowded": 0}
+    for name, topo in _fixture_topologies(fixtures) + [("karolina", nodes.karolina())]:
+        if not topo.allowed_cpus:
+            continue
+        for req in thread_requests(topo):
+            p = plan(topo, req)
+            check_invariants(topo, req, p)
+            usable = usable_of(topo, None, None)
+            reached["local"] += check_gpus_beside_cores(topo, req, p, usable)
+            reached["crowded"] += check_no_crowded_threads_while_cores_idle(topo, req, p, usable)
+    assert reached["local"] > 100 and reached["crowded"] > 20, reached  # the checks ran, not returned early
 
 
 def test_invariants_on_fixtures(fixtures):

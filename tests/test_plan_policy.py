@@ -156,46 +156,63 @@ def test_a_wide_task_takes_the_nearest_domains_and_keeps_its_gpus():
     holds_and_is_reached(wide_case(), check, 0.9)
 
 
-def test_two_wide_tasks_of_one_gpu_socket_extend_to_the_idle_socket():
-    # 2 x 18 cores without SMT, both GPUs on socket 0: 2 tasks of 18 threads, a socket each, a GPU each
+def beside_gpus(topo, t):
+    """Every GPU of the task in a NUMA node that holds some of its PUs, and its first place (the
+    thread that drives the GPU) in one of them."""
+    homes = {topo.gpu(g).numa_node for g in t.gpus}
+    first = topo.numa_of(t.places[0])
+    return bool(t.gpus) and homes <= set(topo.numa_of(t.cpus)) and not homes.isdisjoint(first)
+
+
+def test_two_wide_tasks_of_one_gpu_socket_extend_to_the_idle_socket_keeping_a_half_beside_their_gpus():
+    # 2 x 18 cores without SMT, both GPUs on socket 0: 2 tasks of 18 threads, each 9 cores of either
+    # socket (a socket each put task 1 wholly away from its GPU), a GPU each
     topo = nodes.build(nodes.Spec(2, 1, 1, 18, gpus=[nodes.Dev(0, "a"), nodes.Dev(0, "b")]))
     p = P(topo, tasks=2, threads=18)
     assert [cores_of(topo, t.cpus) for t in p.tasks] == [18, 18] and all(len(t.cpus) == 18 for t in p.tasks)
-    assert [t.mems for t in p.tasks] == [CpuSet([0]), CpuSet([1])] and [t.gpus for t in p.tasks] == [(0,), (1,)]
-    assert any("extend over NUMA node(s) 1" in n for n in p.notes)
+    assert [t.mems for t in p.tasks] == [CpuSet([0, 1])] * 2 and [t.gpus for t in p.tasks] == [(0,), (1,)]
+    assert all(len(t.cpus & topo.numa(0).cpuset) == 9 and beside_gpus(topo, t) for t in p.tasks)
+    assert any("extend over NUMA node 1, each keeping cores beside its GPUs" in n for n in p.notes)
 
 
-def test_two_tasks_whose_threads_fit_their_gpu_sockets_pus_stay_with_their_gpus():
-    # 2 x 18 cores SMT2, both GPUs on socket 0: 2 x 18 threads fit its 36 PUs, so no task
-    # moves to socket 1 away from its GPU; each gets 9 cores at 2 PUs and a note says so
+def test_two_tasks_whose_threads_fit_only_their_gpu_sockets_hyperthreads_take_the_idle_socket_too():
+    # 2 x 18 cores SMT2, both GPUs on socket 0: 2 x 18 threads fit its 36 PUs, but only two to a core
+    # while socket 1 idles (issue 36); each task takes 9 cores of either socket, one PU a core
     topo = nodes.build(nodes.Spec(2, 1, 1, 18, smt=2, gpus=[nodes.Dev(0, "a"), nodes.Dev(0, "b")]))
     p = P(topo, tasks=2, threads=18)
+    assert [(cores_of(topo, t.cpus), len(t.cpus)) for t in p.tasks] == [(18, 18), (18, 18)]
+    assert [t.gpus for t in p.tasks] == [(0,), (1,)] and all(beside_gpus(topo, t) for t in p.tasks)
+    assert not any("share cores' hardware threads" in n for n in p.notes)
+    # --smt 2 asks for both hardware threads: 9 cores each on the GPUs' socket, said in no note
+    p = P(topo, tasks=2, threads=18, smt=2)
     assert [(cores_of(topo, t.cpus), len(t.cpus)) for t in p.tasks] == [(9, 18), (9, 18)]
-    assert [t.mems for t in p.tasks] == [CpuSet([0])] * 2 and [t.gpus for t in p.tasks] == [(0,), (1,)]
-    assert any("share cores' hardware threads" in n for n in p.notes)
-    # beyond the socket's PUs (2 x 20 > 36) they do extend: a socket each
-    p = P(topo, tasks=2, threads=20)
-    assert [t.mems for t in p.tasks] == [CpuSet([0]), CpuSet([1])] and [t.gpus for t in p.tasks] == [(0,), (1,)]
+    assert [t.mems for t in p.tasks] == [CpuSet([0])] * 2
 
 
-def test_karolina_7_tasks_of_16_threads_keep_cpus_memory_and_gpu_in_one_numa_node():
-    """Held-out case (issue 26): tasks 0, 2, 4 had CPUs and memory on NUMA 0/2/4, their GPU on 1/3/5."""
+def test_karolina_7_tasks_of_16_threads_get_16_cores_each_beside_their_gpus():
+    """Held-out cases: issue 26 (tasks 0, 2, 4 had CPUs and memory on NUMA 0/2/4, their GPU on
+    1/3/5) and issue 36 (six tasks ran 16 threads on 8 cores' hyperthreads while 64 cores idled)."""
     topo = nodes.karolina()
     p = P(topo, tasks=7, threads=16)
-    for t in p.tasks:
-        assert {topo.gpu(g).numa_node for g in t.gpus} == set(t.mems) and len(t.mems) == 1, t
-        assert len(t.cpus) == 16 and t.cpus.issubset(topo.numa(t.mems.first()).cpuset)
+    assert all(cores_of(topo, t.cpus) == len(t.cpus) == 16 for t in p.tasks), [t.cpus for t in p.tasks]
+    assert all(beside_gpus(topo, t) for t in p.tasks), [(t.cpus, t.gpus) for t in p.tasks]
+    assert len(CpuSet.union_all(t.cpus for t in p.tasks)) == 7 * 16  # no PU shared
+    assert not any("share cores" in n or "more threads" in n for n in p.notes), p.notes
 
 
-def test_epyc_7_tasks_of_16_threads_leave_no_numa_node_idle(fixtures):
-    """Held-out case (issue 26): on a 4-GPU EPYC (8 NUMA x 6 cores) six tasks got 3 cores for 16
-    threads while NUMA nodes 0 and 3 idled. Now every node works and every task has 6+ cores."""
+def test_epyc_7_tasks_of_16_threads_leave_no_numa_node_idle_and_keep_gpus_beside_their_cores(fixtures):
+    """Held-out cases: issue 26 (on a 4-GPU EPYC, 8 NUMA x 6 cores, six tasks got 3 cores for 16
+    threads while NUMA nodes 0 and 3 idled) and issue 36 (tasks 0, 3, 4 then ran on NUMA 0, 3, 4 with
+    their GPUs on NUMA 1, 2, 5). Now every node works, every task has 6 cores, 3+ beside its GPU."""
     from nodemap.topology import hwloc_xml
 
     topo = hwloc_xml.read(fixtures / "mpibind" / "topo-xml" / "epyc-corona.xml")
     p = P(topo, tasks=7, threads=16)
     assert CpuSet.union_all(t.mems for t in p.tasks) == topo.nodeset
-    assert min(cores_of(topo, t.cpus) for t in p.tasks) == 6 and all(t.gpus for t in p.tasks)
+    assert min(cores_of(topo, t.cpus) for t in p.tasks) == 6 and all(beside_gpus(topo, t) for t in p.tasks)
+    for t in p.tasks:
+        (home,) = {topo.gpu(g).numa_node for g in t.gpus}
+        assert cores_of(topo, t.cpus & topo.numa(home).cpuset) >= 3, (t.task, t.cpus, home)
 
 
 def tasks_on_one_gpu_domain(draw, smt: int):
@@ -223,12 +240,17 @@ def fits_pus_case(draw):
 
 @SETTINGS
 @given(fits_pus_case())
-def test_tasks_whose_threads_fit_their_domains_pus_stay_beside_their_gpus(case):
+def test_tasks_whose_threads_fit_only_their_domains_hyperthreads_take_idle_cores_beside_their_gpus(case):
+    """Issue 36: hyperthreads of the GPU's domain are no reason to leave other domains' cores idle;
+    the tasks extend, each keeping cores (and its first place) beside its GPUs, and take a core per
+    thread as far as the node's cores go."""
     topo, k, threads = case
     (base,) = {g.numa_node for g in topo.gpus}
     p = P(topo, tasks=k, threads=threads)
-    assert all(t.mems == CpuSet([base]) and len(t.cpus) >= threads for t in p.tasks)
-    assert not any(" extend" in n for n in p.notes)
+    assert all(base in t.mems and beside_gpus(topo, t) for t in p.tasks)
+    assert any(" extend" in n for n in p.notes)
+    if k * threads <= len(topo.cores):
+        assert all(cores_of(topo, t.cpus) >= threads for t in p.tasks)
 
 
 def test_threads_beyond_the_cores_without_a_free_domain_are_noted():

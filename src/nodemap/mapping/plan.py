@@ -9,7 +9,7 @@ The policy, step by step (docs/mapping.md tells it with examples):
    PUs without GPUs); fewer tasks than such domains: each task takes a
    contiguous run of domains (greedy) or one domain. Tasks needing more
    cores (--threads) than their domains hold extend over the nearest free
-   domains.
+   domains, each keeping a part of its own domain (beside its GPUs).
 4. Within a domain, tasks take contiguous runs of cores whose sizes differ
    by at most one core, at a cache/group level only where its objects
    divide evenly; one PU per core unless threads or --smt need more.
@@ -275,22 +275,18 @@ def _widen(spans: list[tuple[int, int]], doms: list[Domain]) -> list[tuple[int, 
 
 def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], req: Request,
                       notes: list[str]) -> list[_Group]:
-    """Tasks whose --threads need more cores than their domains hold (T
+    """Tasks whose --threads need more cores than their domains give them (T
     threads at one PU per core, or T/smt cores with --smt; k tasks of a
     domain need k times that) extend over the nearest domains no task uses
     (NUMA distance, then the same package), instead of crowding hardware
-    threads while those domains idle. They keep their GPUs.
-
-    A lone task extends whenever it is short of cores: its own domain stays
-    in its span. Several tasks of a domain extend only when its PUs (every
-    hardware thread, or --smt K of each core) cannot give each thread one
-    (Karolina, 7 tasks x 16 threads: two tasks share a GPU's NUMA node of
-    16 cores at 2 PUs a core, instead of one of them moving next door):
-    splitting a wider span would put some of them wholly outside their
-    GPUs' domain, which only a real shortage justifies. Free domains are
-    dealt one at a time to the short groups in turn, nearest first, so no
-    group takes them all while another crowds its threads. Short of cores
-    in the end, a note says the threads share cores."""
+    threads while those domains idle (Karolina, 7 tasks x 16 threads: two
+    tasks of a GPU's NUMA node ran 16 threads on 8 cores while 64 cores
+    idled). They keep their GPUs, and every task of the group keeps cores
+    in its home domain (`_split` deals each domain of the span among them),
+    so no task lands wholly away from its GPUs. Free domains are dealt one
+    at a time to the short groups in turn, nearest first, so no group takes
+    them all while another crowds its threads. Short of cores in the end,
+    a note says the threads share cores."""
     if not req.threads:
         return groups
     used = {id(d) for g in groups for d in g.domains}
@@ -298,10 +294,10 @@ def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], 
     per_core = req.smt or 1  # a thread's room: a core, or with --smt K one of K PUs of a core
     span = {id(g): list(g.domains) for g in groups}
 
-    def short(g: _Group, k: int = per_core) -> bool:
-        return _pus_each(span[id(g)], g.ntasks, k) < req.threads
+    def short(g: _Group) -> bool:
+        return _pus_each(span[id(g)], g.ntasks, per_core) < req.threads
 
-    wide = [g for g in groups if short(g) and (g.ntasks == 1 or short(g, req.smt or 1 << 30))]
+    wide = [g for g in groups if short(g)]
     added: dict[int, list[Domain]] = {id(g): [] for g in wide}
     while free:
         takers = [g for g in wide if short(g)]
@@ -319,18 +315,25 @@ def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], 
         base, more = g.domains[0], added.get(id(g))
         if more:
             g.home = list(g.domains)
-            g.domains = sorted(g.domains + more, key=doms.index)
-            where = f"NUMA node(s) {_ranges([d.numa for d in more])} (nearest to {base.numa})"
+            g.domains = g.home + more  # home first: each task's first cores (thread 0) beside its GPUs
+            where = f"{_numa_names(more)} (nearest to {_numa_names([base])})"
             notes.append(f"a task of {req.threads} threads extends over {where}; its GPUs stay" if g.ntasks == 1
-                         else f"the {g.ntasks} tasks of {req.threads} threads of NUMA node {base.numa} extend over "
-                              f"{where}; their GPUs stay")
+                         else f"the {g.ntasks} tasks of {req.threads} threads of {_numa_names([base])} extend "
+                              f"over {_numa_names(more)}, each keeping cores beside its GPUs")
         if short(g) and not req.smt and any(len(c) > 1 for d in g.domains for c in d.cores):
-            crowded.append(base.numa)  # (without SMT the note on threads outnumbering PUs says it)
+            crowded.append(base)  # (without SMT the note on threads outnumbering PUs says it)
     if crowded:
-        notes.append(f"the tasks of NUMA node(s) {_ranges(crowded)} run more threads ({req.threads} each) than they "
+        notes.append(f"the tasks of {_numa_names(crowded)} run more threads ({req.threads} each) than they "
                      "have cores: threads share cores' hardware threads; run fewer tasks or threads per node "
                      "(or pass --smt to make it explicit)")
     return groups
+
+
+def _numa_names(ds: list[Domain]) -> str:
+    """'NUMA node 1', 'NUMA nodes 0,2' for notes; PUs that no NUMA node holds (numa -1) said as such."""
+    known = [d.numa for d in ds if d.numa >= 0]
+    out = [f"NUMA node{'s' if len(known) > 1 else ''} {_ranges(known)}"] if known else []
+    return " and ".join(out + (["the PUs outside any NUMA node"] if len(known) < len(ds) else []))
 
 
 def _pus_each(span: list[Domain], k: int, per_core: int) -> int:
@@ -354,6 +357,8 @@ def _split(g: _Group, gi: int, req: Request, doms: list[Domain]) -> list[_Task]:
     k = g.ntasks
     if k == 1:
         return [_task(cores, _span_name(g.domains, doms), gi, req)]
+    if len(g.domains) > 1:  # k tasks extended over free domains: each takes a part of every domain
+        return [_task(mine, name, gi, req) for mine, name in _deal_domains(g.domains, k)]
     if len(cores) >= k:
         cut = _cut(0, len(cores), k, _levels(g.domains))
         sizes = [b - a for a, b, _ in cut] if cut else []
@@ -362,6 +367,39 @@ def _split(g: _Group, gi: int, req: Request, doms: list[Domain]) -> list[_Task]:
         return [_task(cores[a:b], name, gi, req) for a, b, name in cut]
     leaves = [p for c in cores for p in c]
     return [_Task(leaves[a:b], [leaves[a:b]], "PU", gi) for a, b in blocks(len(leaves), k)]
+
+
+def _deal_domains(span: list[Domain], k: int) -> list[tuple[list[list[int]], str]]:
+    """The cores of k tasks extended over `span` (home domain first): every
+    domain is cut into k runs (at its cache/group levels where they divide
+    evenly), task i taking run i of the home domain, so each task keeps
+    cores beside its GPUs. Runs of the other domains go to the tasks with
+    the fewest cores so far, the larger runs first. A home domain of fewer
+    cores than tasks is cut into PUs, so each task still gets one there."""
+    mine: list[list[list[int]]] = [[] for _ in range(k)]
+    name = "Core"
+    for j, d in enumerate(span):
+        n = len(d.cores)
+        if j == 0 and n < k:
+            leaves = [[p] for c in d.cores for p in c]
+            runs = [leaves[a:b] for a, b in blocks(len(leaves), k)]
+            name = "PU"
+        elif n >= k:
+            cut = _cut(0, n, k, d.levels) or [(a, b, "Core") for a, b in blocks(n, k)]
+            if max(b - a for a, b, _ in cut) - min(b - a for a, b, _ in cut) > 1:
+                cut = [(a, b, "Core") for a, b in blocks(n, k)]
+            runs = [d.cores[a:b] for a, b, _ in cut]
+            name = cut[0][2] if j == 0 else name
+        else:  # fewer cores than tasks: a core each to the tasks with the fewest
+            runs = [[c] for c in d.cores]
+        if j == 0:
+            order = list(range(len(runs)))
+        else:
+            order = sorted(range(k), key=lambda i: (sum(map(len, mine[i])), len(mine[i]), i))
+            runs = sorted(runs, key=len, reverse=True)
+        for i, run in zip(order, runs):
+            mine[i] += run
+    return [(m, name) for m in mine]
 
 
 def _levels(span: list[Domain]) -> list[hierarchy.Level]:
