@@ -80,6 +80,10 @@ def test_amd_gpus_by_uuid_when_known_else_index():
     no_uuid = tuple(replace(g, uuid="") for g in amd)
     env = dict(emit.task_env(replace(topo, gpus=no_uuid), _plan(t), t))
     assert env["ROCR_VISIBLE_DEVICES"] == "0,1"
+    # a topology saved before the sources wrote ROCr's form (hwloc's bare "%llx"): indexes, which ROCr takes
+    bare = tuple(replace(g, uuid=f"7a3c15e2d{g.index}") for g in amd)
+    env = dict(emit.task_env(replace(topo, gpus=bare), _plan(t), t))
+    assert env["ROCR_VISIBLE_DEVICES"] == "0,1"
 
 
 @pytest.mark.parametrize("vendors", [("NVIDIA",), ("AMD",), ("Intel",), ("Intel", "NVIDIA"), ("NVIDIA", "AMD")])

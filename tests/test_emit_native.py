@@ -230,3 +230,59 @@ def test_slurm_cores_are_hwloc_logical_cores(fixtures, capsys, name):
     assert CpuSet.parse(task["cpus"]) == cores[pick[0]] | cores[pick[1]]
     assert main(["plan", "--tasks", "1", "--input", str(path), "--slurm-cores", str(len(cores))]) == 2
     assert f"this node has cores 0-{len(cores) - 1}" in capsys.readouterr().err
+
+
+# --- AMD GPUs named by UUID: what is emitted, nodemap's own visibility parser reads back ------------------
+
+
+def corona_with_rsmi(tmp_path) -> str:
+    """epyc-corona (hwloc 1 XML, 4 Vega 20 seen through OpenCL) with an RSMI OS device beside each,
+    carrying AMDUUID as hwloc's RSMI backend writes it: rsmi_dev_unique_id_get in bare hex ("%llx")."""
+    import re
+
+    text = (MPIBIND / "epyc-corona.xml").read_text()
+    k = iter(range(4))
+
+    def rsmi(m):
+        i = next(k)
+        return (f'<object type="OSDev" name="rsmi{i}" subtype="RSMI" osdev_type="1"><info name="Backend" '
+                f'value="RSMI"/><info name="GPUVendor" value="AMD"/><info name="AMDUUID" value="{0x7a3c15e2d1 + i:x}"/>'
+                f'</object>{m.group(0)}')
+
+    path = tmp_path / "corona-rsmi.xml"
+    path.write_text(re.sub(r'<object type="OSDev" [^>]*name="opencl0d\d"[^>]*>', rsmi, text))
+    return str(path)
+
+
+def rocr_values(path: str, tasks: int, capsys) -> list[list[str]]:
+    """Each task's ROCR_VISIBLE_DEVICES from every form nodemap emits: `plan --env --json`, the plugin's
+    task lines (--emit tasks) and every launcher's wrapper, run by sh as the launcher would."""
+    argv = ["plan", "--tasks", str(tasks), "--input", path]
+    assert main([*argv, "--env", "--json"]) == 0
+    forms = [[dict(t["env"])["ROCR_VISIBLE_DEVICES"] for t in json.loads(capsys.readouterr().out)["tasks"]]]
+    assert main([*argv, "--emit", "tasks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    forms.append([dict(w.split("=", 1) for w in line.split("\t")[3:])["ROCR_VISIBLE_DEVICES"] for line in lines])
+    for launcher in emit.NATIVE_LAUNCHERS:
+        assert main([*argv, "--launcher", launcher, "--emit", "native", "--rankfile", "rf", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        forms.append([run_wrapper("sh", doc["wrapper"], doc["local_rank_var"], r)[1]["ROCR_VISIBLE_DEVICES"]
+                      for r in range(tasks)])
+    return forms
+
+
+def test_amd_uuids_from_hwloc_xml_round_trip_through_every_emitted_form(fixtures, tmp_path, capsys):
+    """Issue 36: hwloc's bare hex AMDUUID went out as ROCR_VISIBLE_DEVICES=7a3c15e2d1, which ROCm does
+    not take (it wants GPU-<16 hex digits>) and nodemap's own parser refused ("names no GPU of this node")."""
+    from nodemap.topology.nvml import hidden_gpus
+
+    path = corona_with_rsmi(tmp_path)
+    topo = hwloc_xml.read(path)
+    assert [g.uuid for g in topo.gpus] == [f"GPU-{0x7a3c15e2d1 + i:016x}" for i in range(4)]
+    for tasks in (2, 4, 7):
+        planned = [t.gpus for t in plan(topo, Request(tasks=tasks)).tasks]
+        for values in rocr_values(path, tasks, capsys):
+            for gpus, value in zip(planned, values):
+                assert all(e.startswith("GPU-") for e in value.split(",")), value
+                hidden, _, problems = hidden_gpus(topo, {"ROCR_VISIBLE_DEVICES": value})
+                assert not problems and hidden == {g.index for g in topo.gpus} - set(gpus), (value, problems)

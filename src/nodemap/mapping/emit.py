@@ -5,8 +5,8 @@ Choices (docs/mapping.md, "Launch", says why in full):
   them) with CUDA_DEVICE_ORDER=PCI_BUS_ID, so the index means the same GPU
   to CUDA, NVML and the user; a GPU in MIG mode by one of its MIG devices'
   UUIDs (--gpu-ids uuid; the tasks sharing it take them in turn); AMD GPUs by UUID in ROCR_VISIBLE_DEVICES when
-  the topology knows it (ROCr's own order need not be PCI order), else by
-  index; Intel by index in ZE_AFFINITY_MASK with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1.
+  the topology knows it in ROCr's form, GPU-<16 hex digits> (ROCr's own
+  order need not be PCI order), else by index; Intel by index in ZE_AFFINITY_MASK with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1.
 - OMP_PLACES lists the task's own places explicitly ("{0,64},{1,65}") and
   OMP_PROC_BIND=close: with one place per thread, thread i runs on place i,
   and nested teams stay next to their parent thread.
@@ -121,7 +121,8 @@ def gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = No
             env.append(("NODEMAP_GPU_PCI", ",".join(g.pci_bus_id for g in nv)))
     if "AMD" in by_vendor:
         amd = by_vendor["AMD"]
-        ids = ",".join(g.uuid for g in amd) if all(g.uuid for g in amd) else _runtime_ids(topo, amd)
+        # by UUID only in ROCr's form (a topology saved before the sources wrote "GPU-<hex>": indexes)
+        ids = ",".join(g.uuid for g in amd) if all(g.uuid.startswith("GPU-") for g in amd) else _runtime_ids(topo, amd)
         env.append((GPU_VISIBILITY_OF["AMD"], ids))
         if "NVIDIA" in by_vendor:  # HIP would read the CUDA list as its own: every GPU ROCr now shows
             env.append((HIP_VISIBILITY, ",".join(map(str, range(len(amd))))))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .model import GPU, Link, Topology, gpu_order, norm_bus_id, replace
 from ..text import decoded
+from .classify import rocr_uuid
 from .nvml import _SmiGpu, _try
 from .sysfs import pcie_generation, xgmi_hops
 
@@ -90,7 +91,7 @@ def _read_gpu(smi: Any, g: _AmdGpu) -> _AmdGpu:
     g.name = _name(asic.get("market_name")) or _name(
         (_try(getattr(smi, "amdsmi_get_gpu_board_info", None), g.handle, default=None) or {}).get("product_name"))
     g.memory = _vram(smi, g.handle)
-    g.uuid = _rocr_uuid(asic.get("asic_serial")) or _name(
+    g.uuid = rocr_uuid(asic.get("asic_serial")) or _name(
         decoded(_try(getattr(smi, "amdsmi_get_gpu_device_uuid", None), g.handle, default="")))
     g.numa = _number(_try(getattr(smi, "amdsmi_topo_get_numa_node_number", None), g.handle), 1 << 16, -1)
     pcie = _try(getattr(smi, "amdsmi_get_pcie_info", None), g.handle, default=None) or {}
@@ -111,17 +112,6 @@ def _vram(smi: Any, h: Any) -> int:
         return int(total)
     info = _try(getattr(smi, "amdsmi_get_gpu_vram_info", None), h, default=None) or {}
     return _number(info.get("vram_size"), 1 << 40) << 20
-
-
-def _rocr_uuid(serial: Any) -> str:
-    """The UUID ROCr and HIP print and ROCR_VISIBLE_DEVICES accepts:
-    "GPU-" and the device's unique_id in 16 hex digits, which AMD SMI
-    reports as asic_serial ("0x..."). "" when unknown."""
-    try:
-        uid = int(str(serial), 16)
-    except ValueError:  # "N/A": a GPU without unique_id (gfx8 and older)
-        return ""
-    return f"GPU-{uid:016x}" if uid else ""
 
 
 def _name(value: Any) -> str:

@@ -40,6 +40,22 @@ def vendor_name(vendor_id: int, fallback: str = "") -> str:
     return fallback
 
 
+def rocr_uuid(unique_id: object) -> str:
+    """The name ROCr and HIP print for an AMD GPU and ROCR_VISIBLE_DEVICES
+    accepts: "GPU-" and the device's 64-bit unique_id in 16 hex digits.
+    Sources give the id bare: hwloc's RSMI backend writes AMDUUID as "%llx"
+    ("7a3c15e2d1"), AMD SMI its asic_serial as "0x...". "" when unknown
+    ("N/A": a GPU without unique_id, gfx8 and older)."""
+    text = str(unique_id or "").strip()
+    if text[:4].upper() == "GPU-":
+        text = text[4:]
+    try:
+        uid = int(text, 16)
+    except ValueError:
+        return ""
+    return f"GPU-{uid:016x}" if 0 < uid < 1 << 64 else ""
+
+
 def is_gpu(class_id: int, vendor_id: int, device_id: int = 0, *, driver: Callable[[], str] | None = None,
            render_node: bool = False) -> bool:
     """Whether a PCI function is a GPU. `driver`: reads the bound driver's

@@ -56,6 +56,8 @@ _OSDEV_BITS = ("storage", "memory", "gpu", "coproc", "network", "openfabrics", "
 _GPU_APIS = ("nvml", "cuda", "rsmi", "ze", "levelzero", "opencl")
 _MEMORY_INFOS = ("CUDAGlobalMemorySize", "RSMIVRAMSize", "LevelZeroHBMSize", "OpenCLGlobalMemorySize")
 _UUID_INFOS = ("NVIDIAUUID", "AMDUUID", "LevelZeroUUID")
+# Each as its runtime's visibility variable names the GPU: NVML's is "GPU-..." already, RSMI's bare hex.
+_UUID_FORMS = {"AMDUUID": classify.rocr_uuid}
 _IB_PORT_STATES = {"1": "DOWN", "2": "INIT", "3": "ARMED", "4": "ACTIVE", "5": "ACTIVE_DEFER"}
 # hwloc's NVLinkBandwidth counts this many MB/s per link (topology-nvml.c).
 _HWLOC_LINK_MBS = {1: 20000, 5: 50000}
@@ -229,6 +231,15 @@ def _needle(el) -> str:
 
 def _infos(el) -> dict[str, str]:
     return {i.get("name", ""): i.get("value", "") for i in el.iterfind("info")}
+
+
+def _uuid(info: dict[str, str]) -> str:
+    """The GPU's UUID from the best API's infos, in the form its runtime takes ("" unknown)."""
+    for k in _UUID_INFOS:
+        value = _UUID_FORMS.get(k, str)(info.get(k, ""))
+        if value:
+            return value
+    return ""
 
 
 def _kib(text: str) -> int:
@@ -639,7 +650,7 @@ class _Reader:
             model=info.get("GPUModel") or pci_model,
             memory=next((_kib(info[k]) for k in _MEMORY_INFOS if k in info), 0) or self._gpu_node_memory(pci),
             pci_bus_id=pci.bus_id if pci is not None else "",
-            uuid=next((info[k] for k in _UUID_INFOS if info.get(k)), ""),
+            uuid=_uuid(info),
             numa_node=numa,
             cpuset=cpus,
             os_names=tuple(o.get("name", "") for o in osdevs),
