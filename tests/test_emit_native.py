@@ -254,7 +254,7 @@ def corona_with_rsmi(tmp_path) -> str:
     return str(path)
 
 
-def rocr_values(path: str, tasks: int, capsys) -> list[list[str]]:
+def rocr_values(path: str, tasks: int, capsys, tmp_path) -> list[list[str]]:
     """Each task's ROCR_VISIBLE_DEVICES from every form nodemap emits: `plan --env --json`, the plugin's
     task lines (--emit tasks) and every launcher's wrapper, run by sh as the launcher would."""
     argv = ["plan", "--tasks", str(tasks), "--input", path]
@@ -264,7 +264,8 @@ def rocr_values(path: str, tasks: int, capsys) -> list[list[str]]:
     lines = capsys.readouterr().out.splitlines()
     forms.append([dict(w.split("=", 1) for w in line.split("\t")[3:])["ROCR_VISIBLE_DEVICES"] for line in lines])
     for launcher in emit.NATIVE_LAUNCHERS:
-        assert main([*argv, "--launcher", launcher, "--emit", "native", "--rankfile", "rf", "--json"]) == 0
+        assert main([*argv, "--launcher", launcher, "--emit", "native", "--rankfile", str(tmp_path / "rf"),
+                     "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         forms.append([run_wrapper("sh", doc["wrapper"], doc["local_rank_var"], r)[1]["ROCR_VISIBLE_DEVICES"]
                       for r in range(tasks)])
@@ -281,7 +282,7 @@ def test_amd_uuids_from_hwloc_xml_round_trip_through_every_emitted_form(fixtures
     assert [g.uuid for g in topo.gpus] == [f"GPU-{0x7a3c15e2d1 + i:016x}" for i in range(4)]
     for tasks in (2, 4, 7):
         planned = [t.gpus for t in plan(topo, Request(tasks=tasks)).tasks]
-        for values in rocr_values(path, tasks, capsys):
+        for values in rocr_values(path, tasks, capsys, tmp_path):
             for gpus, value in zip(planned, values):
                 assert all(e.startswith("GPU-") for e in value.split(",")), value
                 hidden, _, problems = hidden_gpus(topo, {"ROCR_VISIBLE_DEVICES": value})
