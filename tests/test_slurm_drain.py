@@ -19,7 +19,7 @@ import nodes
 from nodemap.cli import main
 from nodemap.errors import NodemapError
 from nodemap.mapping.localrank import node_name
-from nodemap.slurm import drain
+from nodemap.slurm import drain, verdict
 from nodemap.topology.model import NIC, replace
 
 STANDIN = """#!/bin/sh
@@ -160,7 +160,7 @@ def test_a_fleet_check_refuses_one_node_name_for_every_node(slurm, capsys):
 
 
 def test_a_check_that_could_not_judge_says_why_it_left_the_node_alone():
-    said = drain.act("n2", None, "the node was busy: its figures are inconclusive")
+    said = drain.act("n2", None, "the node was busy: its figures are inconclusive", verdict.Scope("quick", ()))
     assert said == "n2: left as it is, neither drained nor resumed: the node was busy: its figures are inconclusive"
 
 
@@ -213,35 +213,67 @@ def test_show_node_parses_state_and_reason(slurm):
     assert drain.show("n2").reason == "" and not drain.show("n2").drained
 
 
-def test_two_checks_racing_on_one_node(slurm, tmp_path, capsys):
-    have, want = node_files(tmp_path)
-    from nodemap.slurm.drain import NodeLock
+HOLD = ("from nodemap.slurm.drain import NodeLock; l = NodeLock({folder!r}, 'n2', shared={shared}, level={level!r})"
+        ".__enter__(); print(flush=True); import time; time.sleep(60)")
 
-    hold = f"from nodemap.slurm.drain import NodeLock; l = NodeLock({str(slurm.runtime)!r}, 'n2').__enter__(); " \
-           "print(flush=True); import time; time.sleep(30)"
-    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE)
-    try:
-        holder.stdout.readline()  # it holds the lock
-        assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
-        assert f"another nodemap check (pid {holder.pid}) of this node holds" in capsys.readouterr().err
-    finally:
-        holder.kill()
-        holder.wait()
-    # its holder killed (as by Slurm's timeout): its lock file is left, the kernel dropped the hold
+
+@pytest.fixture
+def holder(slurm):
+    """Start a process that holds n2's lock (shared or exclusive) until killed."""
+    procs = []
+
+    def hold(shared: bool, level: str) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", HOLD.format(folder=str(slurm.runtime), shared=shared,
+                                                                 level=level)], stdout=subprocess.PIPE)
+        procs.append(p)
+        p.stdout.readline()  # it holds the lock
+        return p
+
+    yield hold
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_a_measuring_check_holds_the_lock_alone_and_a_health_check_steps_aside(slurm, tmp_path, capsys, holder):
+    have, want = node_files(tmp_path)
+    quick = holder(shared=False, level="quick")
+    t0 = time.monotonic()
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--lock-wait", "1") == 2
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert f"another nodemap check (pid {quick.pid}, --level quick) of this node holds" in err
+    assert "waited 1 s" in err and "run it again once the other one has ended" in err  # by hand: no interval
+    assert 1.0 <= took < 1.0 + 8, took  # waited its second, then stepped aside (tolerant of a loaded VM)
+    assert slurm.calls() == []  # neither read nor acted on the node
+    # killed (as by Slurm's timeout): its lock file is left, the kernel dropped the hold
+    quick.kill()
+    quick.wait()
     assert (slurm.runtime / "check-n2.lock").exists()
     assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
-    assert not (slurm.runtime / "check-n2.lock").exists()  # released at the end
-    with NodeLock(str(slurm.runtime), "n2"), pytest.raises(drain.SlurmError, match="another nodemap check"):
-        with NodeLock(str(slurm.runtime), "n2"):
+
+
+def test_health_checks_share_the_lock_and_a_measuring_one_waits_for_them(slurm, tmp_path, holder):
+    # HealthCheckProgram, prolog and epilog at once on one node: before, the second one exited 2 and slurmd
+    # drained the node "Prolog error"/"Epilog error" (issue 35: 3 of 3 nodes by job 28 of 60)
+    have, want = node_files(tmp_path)
+    holder(shared=True, level="health")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--lock-wait", "0.1") == 0
+    with pytest.raises(drain.LockBusy, match=r"--level health\) of this node holds .* \(waited 0.3 s"):
+        with drain.NodeLock(str(slurm.runtime), "n2", wait=0.3, level="quick"):
             pass
+    with drain.NodeLock(str(slurm.runtime), "n2", shared=True, level="health"):  # shared with the holder
+        pass
 
 
 def test_a_lock_file_naming_a_live_process_that_holds_nothing_is_taken(slurm, tmp_path):
     # a check killed before a reboot left its lock with a pid that a live process has after it (pids restart
     # low): taken over, not "held" until that process ends
     have, want = node_files(tmp_path)
-    (slurm.runtime / "check-n2.lock").write_text(f"{os.getppid()}\n")
+    (slurm.runtime / "check-n2.lock").write_text(f"{os.getppid()} quick\n")
     assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    with drain.NodeLock(str(slurm.runtime), "n2", level="quick"):
+        pass
 
 
 def test_a_lock_that_is_a_link_is_never_followed(slurm, tmp_path):
@@ -300,3 +332,89 @@ def test_a_fleet_leader_without_scontrol_keeps_its_document(slurm, monkeypatch, 
 def test_fleet_from_saved_documents_refuses_to_drain(capsys, tmp_path):
     assert main(["check", "--from", str(tmp_path), "--slurm-drain"]) == 2
     assert "--from: --slurm-drain acts on the node" in capsys.readouterr().err
+
+
+# --- the context that runs the check: slurmd drains a node on any non-zero Prolog/Epilog exit ------------------
+
+
+def test_a_prolog_that_could_not_judge_exits_0(slurm, tmp_path, capsys, holder, monkeypatch):
+    # before: exit 2, and slurmd drained the node "Prolog error" (a reason nodemap never resumes)
+    have, want = node_files(tmp_path)
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")  # what slurmd 22.05 sets for a Prolog
+    holder(shared=False, level="quick")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--lock-wait", "0.2") == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "this prolog's check steps aside without judging; the job starts, nothing drained" in err[0]
+    assert err[1].startswith("nodemap check: prolog: could not judge (status 2): exit 0, nothing drained")
+    assert slurm.calls() == []
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "epilog_slurmd")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--lock-wait", "0.2") == 0
+    assert "this epilog's check steps aside" in capsys.readouterr().err
+
+
+def test_a_health_check_that_could_not_judge_keeps_exit_2_for_slurmds_log(slurm, tmp_path, capsys, holder):
+    # slurmd only logs a HealthCheckProgram's non-zero exit, with its output ("error: health_check failed: rc:2
+    # output:..."), and leaves the node as it is: the status says why in its log
+    have, want = node_files(tmp_path)
+    holder(shared=False, level="full")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain", "--lock-wait", "0.2",
+                  "--slurm-context", "health") == 2
+    assert "it runs again at the next HealthCheckInterval" in capsys.readouterr().err
+
+
+def test_a_prolog_exits_1_only_for_a_hardware_fault(slurm, tmp_path, capsys, monkeypatch):
+    have, want = node_files(tmp_path, nics_expected=5)
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
+    assert slurm.calls()[-1] == "update NodeName=n2 State=DRAIN Reason=nodemap: inventory: NICs 4 (limit 5)"
+    # a hardware fault with a failing scontrol: still 1, so that slurmd drains it and the job does not start there
+    monkeypatch.setenv("FAIL", "1")
+    capsys.readouterr()
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
+    assert "exit 1: slurmd drains it ('Prolog error')" in capsys.readouterr().err
+    # a healthy node with a failing scontrol: could not act, exit 0 (by hand: 2)
+    have, want = node_files(tmp_path)
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    assert "prolog: could not judge (status 2): exit 0" in capsys.readouterr().err
+    monkeypatch.delenv("SLURM_SCRIPT_CONTEXT")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
+
+
+def test_a_prologs_own_mistake_drains_nothing(slurm, tmp_path, capsys):
+    # a class file that is not there (a typo, a file system not mounted yet) on every node of a centre: before,
+    # exit 2 and every node drained "Prolog error" at its next job
+    assert health("--expect-topology", str(tmp_path / "nope.json"), "--slurm-drain", "--slurm-context", "prolog") == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("nodemap check: error: --expect-topology") and "nope.json" in err[0]
+    assert "exit 0, nothing drained" in err[1]
+    assert slurm.calls() == []
+
+
+def test_a_hung_health_check_in_an_epilog_ends_with_exit_0(tmp_path):
+    (tmp_path / "pynvml.py").write_text("import time\n\ndef nvmlInit():\n    time.sleep(60)\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PATH="/nonexistent", NODEMAP_RUNTIME_DIR=str(tmp_path / "run"),
+               SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURMD_NODENAME="n2")
+    p = subprocess.run([sys.executable, "-m", "nodemap", "check", "--level", "health", "--health-timeout", "2",
+                        "--slurm-drain"], capture_output=True, text=True, timeout=30, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "not done within 2 s" in p.stderr and "could not judge, nothing drained (exit 0)" in p.stderr
+
+
+def test_a_budgeted_prolog_on_a_busy_node_lets_the_job_start(slurm, tmp_path):
+    # issue 35 defect 2: the docs' measuring prolog exec'd `check --level quick --budget 30`, whose exit 2 (busy,
+    # could not judge) slurmd turned into a "Prolog error" drain. Two processes spin on this node's CPUs.
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        env = dict(os.environ, SLURM_SCRIPT_CONTEXT="prolog_slurmd", NODEMAP_CHECK_TINY="1")
+        p = subprocess.run([sys.executable, "-m", "nodemap", "check", "--level", "quick", "--budget", "4", "-q",
+                            "--slurm-drain", "-o", str(tmp_path / "r"), "--prom", str(tmp_path / "p.prom")],
+                           capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        for s in spin:
+            s.kill()
+            s.wait()
+    doc = json.loads((tmp_path / "r" / "check.json").read_text())
+    assert doc["busy"]["busy"], doc["busy"]
+    assert p.returncode == 0, p.stderr
+    assert "nodemap_check_status{node=\"n2\",level=\"quick\"} 2" in (tmp_path / "p.prom").read_text()  # the metrics say the truth
+    assert not any(c.startswith("update") for c in slurm.calls())

@@ -3,7 +3,7 @@
 `deadline(seconds, line)` bounds a block: past `seconds`, `line` is printed
 and the process ends. Two guards, because one cannot do both jobs:
 
-- a timer thread ends the process cleanly (exit 2) when the interpreter
+- a timer thread ends the process cleanly (exit 2, or the code given) when the interpreter
   still runs (a Python loop, a sleep, an MPI call that released the GIL);
 - a forked watchdog ends it from outside (SIGKILL) GRACE seconds later,
   when it could not: MPI_Init and some blocking C calls hold the GIL, and
@@ -138,15 +138,16 @@ _dog = _Watchdog()
 
 
 @contextmanager
-def deadline(seconds: float, line: str) -> Iterator[None]:
-    """End the process with `line` (one line on stderr) if the block runs past `seconds`."""
+def deadline(seconds: float, line: str, code: int = EXIT_CODE) -> Iterator[None]:
+    """End the process with `line` (one line on stderr) and exit status
+    `code` if the block runs past `seconds`."""
     line = " ".join(line.split())
 
     def expire() -> None:
         _dog.exiting()
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-        os._exit(EXIT_CODE)
+        os._exit(code)
 
     t = threading.Timer(seconds, expire)
     t.daemon = True

@@ -11,6 +11,7 @@ import threading
 import time
 
 from ..fleet import command as fleet_command
+from ..slurm import context
 from ..units import seconds
 
 TYPE_CHECKING = False  # typing costs ~3 ms of `nodemap check --help`
@@ -48,8 +49,10 @@ but do not fail the node), 1 unhealthy (a hardware-cause figure whose
 whole interval is beyond its fail limit, a failed health check, or
 wrong data from the GPUs or their links, such as elements NCCL received wrong),
 2 bad usage or could not judge (a busy node, scontrol missing or slow,
-another check of this node running: retry later, do not drain),
-130 interrupted (the report holds what was measured, marked incomplete)."""
+another check holding this node's lock: retry later, do not drain),
+130 interrupted (the report holds what was measured, marked incomplete).
+In a Slurm prolog or epilog every status but 1 is 0: slurmd drains a node
+on any non-zero exit (--slurm-context)."""
 
 EPILOG = """\
 examples:
@@ -105,6 +108,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--node-name", metavar="NAME",
                    help="the node's Slurm NodeName (default $SLURMD_NODENAME, else the short hostname; not "
                         "with --fleet, where each node names itself)")
+    g.add_argument("--slurm-context", choices=context.CONTEXTS, metavar="prolog|epilog|health|none",
+                   help="who runs this check (default: slurmd's SLURM_SCRIPT_CONTEXT, prolog_slurmd or "
+                        "epilog_slurmd, else none): in a prolog or epilog every status but 1 (a hardware fault) "
+                        "is exit 0, as slurmd drains the node on any other ('Prolog error'); health (name it in "
+                        "a HealthCheckProgram, which slurmd does not mark) words what happens next")
+    g.add_argument("--lock-wait", type=seconds, metavar="S",
+                   help="with --slurm-drain: seconds to wait for the node's lock before stepping aside without "
+                        "judging (default 3 for --level health, which shares the lock with other health checks, "
+                        "at most half its --health-timeout; 10 for a measuring level, which holds it alone)")
     fleet_command.add_arguments(p)
 
 
@@ -123,7 +135,37 @@ def output_dir(arg: str | None) -> str:
     return d
 
 
+HEALTH_LOCK_WAIT, MEASURING_LOCK_WAIT = 3.0, 10.0  # s: a health check is done in ~1 s; a prolog waits at most this
+
+
 def run(args: argparse.Namespace) -> int:
+    """The check, its exit status as the context that runs it needs
+    (slurm/context.py: in a prolog or epilog only a hardware fault is
+    non-zero, any other status would drain the node)."""
+    import sys
+
+    from ..errors import NodemapError
+
+    where = context.detect(os.environ, args.slurm_context)
+    if args.fleet or args.from_dirs:
+        if args.slurm_context:
+            raise NodemapError("--slurm-context: a fleet runs under a launcher, not in a prolog or epilog: leave it "
+                               "out")
+        return _run(args, where)
+    try:
+        status = _run(args, where)
+    except NodemapError as e:
+        if not context.drains_on_failure(where):
+            raise
+        print(f"nodemap check: error: {' '.join(str(e).split())}", file=sys.stderr)
+        status = e.exit_code
+    status, said = context.exit_status(where, status)
+    if said:
+        print(said, file=sys.stderr)
+    return status
+
+
+def _run(args: argparse.Namespace, where: str) -> int:
     from ..errors import NodemapError
 
     if args.dry_run:
@@ -148,38 +190,57 @@ def run(args: argparse.Namespace) -> int:
             raise NodemapError("--from: --slurm-drain acts on the node a check runs on; saved documents are "
                                "not this node's now (drain by hand from the fleet's drain list)")
         return fleet_command.run(args)
+    from ..check.budget import Budget
+
+    budget = Budget(args.budget) if args.budget is not None else None  # its clock starts here: a lock's wait counts
     if args.level != "health":
-        return _with_lock(args)
+        return _with_lock(args, where, budget)
     from ..proc import deadline
 
+    code = context.exit_status(where, 2)[0]  # a prolog's health check past its time drains nothing either
     with deadline(args.health_timeout, f"nodemap check --level health: not done within {args.health_timeout:g} s "
-                  "(a hung GPU driver, file system or slurmctld?): could not judge, nothing drained (exit 2)"):
-        return _with_lock(args)
+                  f"(a hung GPU driver, file system or slurmctld?): could not judge, nothing drained (exit {code})",
+                  code):
+        return _with_lock(args, where, budget)
 
 
-def _with_lock(args: argparse.Namespace) -> int:
-    """The check, under this node's lock when it may drain (one at a time)."""
+def _with_lock(args: argparse.Namespace, where: str, budget) -> int:
+    """The check, under this node's lock when it may drain: shared by health
+    checks, a measuring check's alone (slurm/drain.py NodeLock)."""
     if not args.slurm_drain:
-        return _check(args)
+        return _check(args, where, budget)
+    import sys
+
+    from ..check.document import NOT_JUDGED
     from ..mapping.localrank import node_name
     from ..slurm import drain
 
     name = node_name(os.environ, args.node_name, for_slurm=True)
-    with drain.NodeLock(drain.runtime_dir(os.environ), name):
-        return _check(args, name)
+    health = args.level == "health"
+    wait = args.lock_wait if args.lock_wait is not None else HEALTH_LOCK_WAIT if health else MEASURING_LOCK_WAIT
+    if health:
+        wait = min(wait, args.health_timeout / 2)  # the check itself must still fit in its deadline
+    try:
+        lock = drain.NodeLock(drain.runtime_dir(os.environ), name, shared=health, wait=wait, level=args.level)
+        lock.__enter__()
+    except drain.LockBusy as e:
+        print(f"nodemap check: {e}: {context.next_run(where)}", file=sys.stderr)
+        return NOT_JUDGED
+    try:
+        return _check(args, where, budget, name)
+    finally:
+        lock.__exit__(None, None, None)
 
 
-def _check(args: argparse.Namespace, node: str = "") -> int:
+def _check(args: argparse.Namespace, where: str, budget, node: str = "") -> int:
     import sys
 
     from ..errors import NodemapError
     from ..check import expectations
-    from ..check.budget import Budget
     from ..check.node import run_check, run_health, stderr_progress
     from .. import outfile
     from ..report import html, terminal
 
-    budget = Budget(args.budget) if args.budget is not None else None  # its clock starts here
     exp = expectations.load(args.expect)
     expected = _expected(args.expect_topology)
     if args.prom:
@@ -237,7 +298,7 @@ def _check(args: argparse.Namespace, node: str = "") -> int:
 
         outfile.write(args.prom, prom.render(doc, status), "--prom")
     if node:
-        _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout)
+        _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout, status, where)
     return status
 
 
@@ -279,11 +340,20 @@ def _expected(path: str | None):
     return read_topology(path, "--expect-topology")
 
 
-def _slurm(doc, node: str, dry_run: bool, timeout: float) -> None:
-    """Drain or resume the node on the document's verdict; one line on stderr."""
+def _slurm(doc, node: str, dry_run: bool, timeout: float, status: int, where: str) -> None:
+    """Drain or resume the node on the document's verdict; one line on stderr.
+    A scontrol that fails is exit 2 (SlurmError), except for a node found
+    unhealthy in a prolog or epilog: its exit 1 makes slurmd drain it."""
     import sys
 
+    from ..check.document import UNHEALTHY
     from ..slurm import drain, verdict
 
     healthy, why = verdict.health(doc)
-    print(f"nodemap check: slurm: {drain.act(node, healthy, why, dry_run, timeout)}", file=sys.stderr)
+    try:
+        said = drain.act(node, healthy, why, verdict.scope(doc), dry_run, timeout)
+    except drain.SlurmError as e:
+        if status != UNHEALTHY or not context.drains_on_failure(where):
+            raise
+        said = f"not drained by nodemap ({e}); exit 1: slurmd drains it ('{where.capitalize()} error')"
+    print(f"nodemap check: slurm: {said}", file=sys.stderr)

@@ -115,6 +115,9 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
     return doc.to_dict()
 
 
+LOCK_WAIT = 10.0  # s a leader waits for its node's lock (a health check holds it ~1 s) before leaving it be
+
+
 def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
     """One line on stderr: what was done to this node in Slurm, or why nothing."""
     import sys
@@ -124,8 +127,8 @@ def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
 
     try:
         name = node_name(os.environ, given, for_slurm=True)
-        with drain.NodeLock(drain.runtime_dir(os.environ), name):
-            said = drain.act(name, *verdict.health(doc), dry_run=dry_run, timeout=timeout)
+        with drain.NodeLock(drain.runtime_dir(os.environ), name, wait=LOCK_WAIT, level=doc.level):
+            said = drain.act(name, *verdict.health(doc), verdict.scope(doc), dry_run=dry_run, timeout=timeout)
     except NodemapError as e:  # scontrol, the lock, the node name: the document still counts, only the drain is off
         said = f"not acted on: {e}"
     print(f"nodemap check --fleet: slurm: {said}", file=sys.stderr, flush=True)

@@ -1,12 +1,14 @@
 """Acting on a check's verdict in Slurm: drain a node that failed for a
-hardware cause, resume it once it passes again, but only if nodemap drained
-it (the NHC convention: a reason that does not start with "nodemap:" was
-written by a person or another tool, and is theirs to clear).
+hardware cause, resume it once a check that judged what the drain names
+passes, but only if nodemap drained it (the NHC convention: a reason that
+does not start with "nodemap:" was written by a person or another tool,
+and is theirs to clear).
 
 Everything goes through `scontrol` with a deadline; a missing, failing or
 slow scontrol is one line (`SlurmError`, exit 2) and nothing is drained. A
-lock per node (a flock on a file in a private runtime folder) keeps two
-checks of one node from acting at once: the second says who holds it.
+lock per node (a flock on a file in a private runtime folder) lets the
+passive health checks of one node run side by side and a measuring check
+run alone; a check that cannot have it in time says who holds it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Protocol
 
 from ..errors import NodemapError
 
@@ -47,22 +49,39 @@ class Node:
         return self.reason.startswith(PREFIX)
 
 
+def _clean(s: object) -> str:
+    """One line of printable characters, no key=value: a reason's parts come
+    from the node (device and model names), and a control character would
+    reach sinfo's terminal, a NUL would stop scontrol from starting."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(s)).replace("=", ":").split())
+
+
+def head(area: str, figure: str) -> str:
+    """'nodemap: <area>: <figure> ': how every reason about that item starts."""
+    return f"{PREFIX} {_clean(area)}: {_clean(figure)} "
+
+
 def reason(area: str, figure: str, measured: str, limit: str) -> str:
     """'nodemap: <area>: <figure> <measured> (limit <limit>)', on one line
-    and cut at MAX_REASON characters (the limit kept when it fits). Its
-    parts come from the node (device and model names): a control character
-    would reach sinfo's terminal, a NUL would stop scontrol from starting."""
-    clean = lambda s: " ".join(  # noqa: E731  (one line of printable characters, no key=value)
-        "".join(c if c.isprintable() else " " for c in str(s)).replace("=", ":").split())
-    head = f"{PREFIX} {clean(area)}: {clean(figure)} {clean(measured)}"
-    tail = f" (limit {clean(limit)})" if clean(limit) else ""
-    text = head + tail
+    and cut at MAX_REASON characters (the limit kept when it fits)."""
+    start = head(area, figure) + _clean(measured)
+    tail = f" (limit {_clean(limit)})" if _clean(limit) else ""
+    text = start.rstrip() + tail
     if len(text) <= MAX_REASON:
         return text
     room = MAX_REASON - len(tail) - 3
     if room < len(PREFIX) + 10:  # a limit too long to keep whole: cut the line's end, not a complete head
         return text[:MAX_REASON - 3].rstrip() + "..."
-    return head[:room].rstrip() + "..." + tail
+    return start[:room].rstrip() + "..." + tail
+
+
+def names(why: str, item_head: str) -> bool:
+    """Whether the drain reason `why` is about the item whose reasons start
+    with `item_head` (head()), also when `why` was cut before its end."""
+    if why.startswith(item_head) or why == item_head.rstrip():
+        return True
+    cut = why.find("...")
+    return cut > len(PREFIX) + 1 and item_head.startswith(why[:cut]) and ": " in why[len(PREFIX):cut]
 
 
 def scontrol(args: list[str], timeout: float | None = None) -> str:
@@ -111,32 +130,50 @@ def resume_command(name: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={name}", "State=RESUME"]
 
 
-def decide(node: Node, healthy: bool | None, why: str) -> tuple[list[str] | None, str]:
+class Scope(Protocol):
+    """What a check judged (slurm/verdict.py scope): a passing check resumes,
+    and a failing one replaces, only a nodemap drain whose reason it covers."""
+    level: str
+
+    def covers(self, why: str) -> bool: ...
+
+
+def decide(node: Node, healthy: bool | None, why: str, scope: Scope) -> tuple[list[str] | None, str]:
     """(the scontrol command to run or None, what and why, one line).
     healthy: True passed (configuration failures included: the job's, not
     the node's), False failed for a hardware cause, None could not judge
     (`why` says why: busy, interrupted, nothing measured): neither drained
-    nor resumed."""
+    nor resumed. A nodemap drain the check did not judge (a health check
+    and a drain for a measured figure, a budget that left that step out)
+    stays as it is: only a check that judged it again may clear it."""
     if healthy is None:
         return None, f"{node.name}: left as it is, neither drained nor resumed: {why or 'could not judge'}"
+    judged = not (node.drained and node.ours) or scope.covers(node.reason)
     if healthy:
         if node.drained and node.ours:
-            return resume_command(node.name), f"{node.name}: resumed (nodemap had drained it: {node.reason})"
+            if judged:
+                return resume_command(node.name), f"{node.name}: resumed (nodemap had drained it: {node.reason})"
+            return None, (f"{node.name}: healthy as far as --level {scope.level} judged it, left drained: this check "
+                          f"did not judge what nodemap drained it for ({node.reason}); a check that does resumes it")
         return None, f"{node.name}: healthy" + (f", left drained (not nodemap's reason: {node.reason})"
                                                  if node.drained else "")
     if node.drained and not node.ours:
         return None, f"{node.name}: already drained by someone else ({node.reason}), reason kept; nodemap: {why}"
     if node.drained and node.reason == why:
         return None, f"{node.name}: already drained for {why}"
+    if not judged:
+        return None, (f"{node.name}: already drained by nodemap for what this check did not judge ({node.reason}), "
+                      f"reason kept; it also fails: {why}")
     return drain_command(node.name, why), f"{node.name}: drained: {why}"
 
 
-def act(name: str, healthy: bool | None, why: str, dry_run: bool = False, timeout: float | None = None) -> str:
+def act(name: str, healthy: bool | None, why: str, scope: Scope, dry_run: bool = False,
+        timeout: float | None = None) -> str:
     """Read the node, decide, and run the command (or, `dry_run`, print it
     instead). Returns the one line saying what was done."""
     if healthy is None:
-        return decide(Node(name, "", ""), None, why)[1]
-    cmd, said = decide(show(name, timeout), healthy, why)
+        return decide(Node(name, "", ""), None, why, scope)[1]
+    cmd, said = decide(show(name, timeout), healthy, why, scope)
     if cmd is None:
         return said
     if dry_run:
@@ -171,58 +208,63 @@ def runtime_dir(env: Mapping[str, str]) -> str:
     return base
 
 
-class NodeLock:
-    """`with NodeLock(folder, name):` one holder per node; the second gets a
-    SlurmError naming the first's pid. The hold is a flock on the file, so
-    the kernel drops it when its holder dies (killed by Slurm's timeout):
-    no stale lock, and a pid in a file left behind (reused after a reboot
-    by a live process) holds nothing."""
+class LockBusy(SlurmError):
+    """Another check held the node's lock for longer than this one waits."""
 
-    def __init__(self, folder: str, name: str) -> None:
+
+class NodeLock:
+    """`with NodeLock(folder, name, shared, wait, level):` the node's lock,
+    a flock on `check-NAME.lock`. The passive health level takes it shared
+    (health checks from HealthCheckProgram, prolog and epilog run side by
+    side: they measure nothing and act alike); a measuring level takes it
+    exclusive (its figures and its drain are its own). A check waits up to
+    `wait` seconds for the lock, then raises LockBusy naming the holder's
+    pid and level. The kernel drops a hold when its holder dies (killed by
+    Slurm's timeout): no stale lock, and a pid left in the file (reused
+    after a reboot by a live process) holds nothing. The file stays: a
+    check that unlinked it while a shared holder still held it would let
+    the next exclusive one in beside that holder."""
+
+    RECORD = 32  # bytes of the holder's "PID LEVEL" record (31 and a newline), fixed: shared holders overwrite it whole
+
+    def __init__(self, folder: str, name: str, shared: bool = False, wait: float = 0.0, level: str = "") -> None:
         self.path = os.path.join(folder, f"check-{name}.lock")
+        self.shared, self.wait, self.level = shared, max(0.0, wait), level
         self.fd = -1
 
     def __enter__(self) -> "NodeLock":
         import fcntl
+        import time
 
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        for _ in range(3):
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except OSError as e:  # ELOOP: a link planted there, never followed
+            raise SlurmError(f"{self.path}: cannot open the node's lock ({e.strerror or e}): remove it, or set "
+                             "NODEMAP_RUNTIME_DIR to a private folder") from None
+        mode = (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        end = time.monotonic() + self.wait
+        while True:
             try:
-                fd = os.open(self.path, flags, 0o600)
-            except OSError as e:  # ELOOP: a link planted there, never followed
-                raise SlurmError(f"{self.path}: cannot open the node's lock ({e.strerror or e}): remove it, or set "
-                                 "NODEMAP_RUNTIME_DIR to a private folder") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode)
+                break
             except BlockingIOError:
-                holder = os.read(fd, 32).decode(errors="replace").strip()
+                left = end - time.monotonic()
+                if left > 0:
+                    time.sleep(min(0.1, left))  # polled: a blocking flock could not be bounded without a signal
+                    continue
+                holder = os.pread(fd, self.RECORD, 0).decode(errors="replace").split()
                 os.close(fd)
-                raise SlurmError(f"another nodemap check (pid {holder or '?'}) of this node holds {self.path}: "
-                                 "this one stops without judging (exit 2); it runs again at the next interval"
-                                 ) from None
-            if _same_file(fd, self.path):
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
-                self.fd = fd
-                return self
-            os.close(fd)  # its last holder removed it between our open and our lock: take the new one
-        raise SlurmError(f"{self.path}: could not take the lock (another check is racing for it); try again")
+                who = f"pid {holder[0]}" + (f", --level {holder[1]}" if len(holder) > 1 else "") if holder else "pid ?"
+                raise LockBusy(f"another nodemap check ({who}) of this node holds {self.path} "
+                               f"(waited {self.wait:g} s, --lock-wait)") from None
+        if not self.shared:
+            os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{f'{os.getpid()} {self.level}':<31.31}\n".encode(), 0)  # RECORD bytes, whole
+        self.fd = fd
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.fd >= 0:
-            try:
-                os.unlink(self.path)  # still held: a check that opened it meanwhile sees it is gone and retries
-            except FileNotFoundError:
-                pass
-            os.close(self.fd)
+            os.close(self.fd)  # the hold ends with the descriptor
             self.fd = -1
-
-
-def _same_file(fd: int, path: str) -> bool:
-    """Whether `path` still names the open file `fd`."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)

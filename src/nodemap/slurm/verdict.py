@@ -2,13 +2,17 @@
 (drain it, with the reason), or neither (a busy node, an incomplete check:
 could not judge, never drained). Configuration failures are the job's or
 the site's, not the node's: the node's verdict (CheckDoc.node_verdict, the
-one rule behind the exit status) leaves them out."""
+one rule behind the exit status) leaves them out. What a check judged
+(its scope) bounds what its verdict may clear: a drain for a figure it did
+not measure is not its to resume."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..check.document import CheckDoc, not_judged
 from ..text import number
-from .drain import reason
+from .drain import PREFIX, head, names, reason
 
 # Expectation keys holding a failing figure's limit, in the order tried.
 _LIMIT_KEYS = ("fail_below", "fail_above", "relative_fail_below", "relative_fail_above")
@@ -34,15 +38,45 @@ def health(doc: CheckDoc) -> tuple[bool | None, str]:
     """(True, "") healthy; (False, reason) unhealthy, a hardware cause;
     (None, why) could not judge: the check did not finish, the node was
     busy or nothing was measured (exit 2: a node nodemap drained stays
-    drained until a check measures it again)."""
+    drained until a check measures it again). The reason names a measured
+    figure before an inventory item when both failed: then only a check
+    that measures again (not the health level) can resume the node."""
     if not doc.complete:
         return None, "the check did not finish"
     if doc.node_verdict() == "fail":
         failed = hardware_failures(doc)
-        return False, failed[0] if failed else reason("node", "check", "failed", "")
+        measured = [r for r in failed if not r.startswith(f"{PREFIX} inventory: ")]
+        return False, (measured or failed or [_fallback(doc)])[0]
     why = not_judged(doc)  # exit_status's rule: what exits 2 never drains, nor resumes
     if why == "busy":
         return None, "the node was busy: its figures are inconclusive"
     if why:
         return None, f"could not judge ({why})"
     return True, ""
+
+
+def _fallback(doc: CheckDoc) -> str:
+    """The reason of a failed node no single item explains: its level named,
+    so that a check of that level can clear it."""
+    return reason("node", f"{doc.level} check", "failed", "")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one check document judged, as the starts of the drain reasons
+    it could have written (drain.head): a drain whose reason starts so was
+    judged again by this check. Checks and figures with a verdict count (an
+    inconclusive figure was measured but not judged); a budgeted check's
+    left-out steps have no figures, so their drains are not covered."""
+    level: str
+    heads: tuple[str, ...]
+
+    def covers(self, why: str) -> bool:
+        return any(names(why, h) for h in self.heads)
+
+
+def scope(doc: CheckDoc) -> Scope:
+    heads = [head(c.area, c.label) for c in doc.checks]
+    heads += [head(j.figure.area, j.figure.key) for j in doc.judged if j.verdict != "inconclusive"]
+    heads.append(head("node", f"{doc.level} check"))
+    return Scope(doc.level, tuple(dict.fromkeys(heads)))
