@@ -10,7 +10,9 @@ peer on the k-th tag, and their collectives by allgather. While a stream
 capture is open the calls, and the group's start and end, are kept for the
 graph (fake_cupy._Capture). Every call is logged (`World.log`) and
 `World.corrupt` elements of rank 0's received data are made wrong after
-each group (a link that corrupts data). What it cannot show: NCCL itself,
+each group (a link that corrupts data). Like NCCL, ranks of one host on
+one device are refused at init (NcclError, NCCL_ERROR_INVALID_USAGE).
+What it cannot show: NCCL itself,
 and streams running concurrently."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import ctypes
 import numpy as np
 
 NCCL_FLOAT32, NCCL_FLOAT64, NCCL_SUM = 7, 8, 0
+NCCL_ERROR_INVALID_USAGE = 5
 DTYPES = {NCCL_FLOAT32: np.float32, NCCL_FLOAT64: np.float64}
 TAG = 1000  # + k: the k-th message between two ranks in a group (MPI worlds)
 available = True
@@ -165,6 +168,28 @@ def _group_end() -> None:
 _worlds: list[World] = []
 
 
+class NcclError(RuntimeError):
+    """cupy_backends.cuda.libs.nccl.NcclError: the status and its name."""
+
+    NAMES = {NCCL_ERROR_INVALID_USAGE: "NCCL_ERROR_INVALID_USAGE"}
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        super().__init__(f"{self.NAMES.get(status, status)}: invalid usage (run with NCCL_DEBUG=WARN for details)")
+
+
+def _refuse_shared_devices(mpi) -> None:
+    """As ncclCommInitRank does (since NCCL 2.5, 'Duplicate GPU detected'): every rank gathers
+    (host, device) and all fail alike when two ranks of a host are on one device."""
+    import socket
+
+    from fake_cupy import Device
+
+    where = mpi.allgather((socket.gethostname(), Device.current))
+    if len(set(where)) < len(where):
+        raise NcclError(NCCL_ERROR_INVALID_USAGE)
+
+
 class NcclCommunicator:
     """Rank `rank` of `ndev`: of one process (initAll), else of MPI's ranks (a unique id, one rank a process)."""
 
@@ -172,6 +197,8 @@ class NcclCommunicator:
         if world is None:
             from mpi4py import MPI
 
+            if ndev > 1:
+                _refuse_shared_devices(MPI.COMM_WORLD)
             world = World(ndev, MPI.COMM_WORLD if ndev > 1 else None)
             _worlds.append(world)
         self.world, self.rank, self.size = world, rank, ndev

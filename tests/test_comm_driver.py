@@ -292,19 +292,21 @@ def test_a_capture_that_fails_ends_every_capture_and_raises_the_original_error(c
 # --- real MPI ranks on the stand-ins (fake_nccl's MPI worlds: p2p through mpi4py, collectives by allgather) ---
 
 RANK = """
-import sys
+import os, sys
 sys.path.insert(0, sys.argv[1])
 import fake_cupy
 from nodemap import cli
 from nodemap.bench.comm import collectives
-fake_cupy.install(1, nccl=True)
+fake_cupy.install(int(os.environ["FAKE_GPUS"]), nccl=True)
 collectives.gpu_keys = lambda cp, devs, topology=None: [f"GPU{d}" for d in devs]
 sys.exit(cli.main(sys.argv[2:]))
 """
 
 
-@pytest.mark.mpi
-def test_nccl_under_real_mpi_ranks_moves_and_verifies_every_operation(tmp_path):
+def mpi_ranks(tmp_path, gpus: int, *argv: str):
+    """Two real MPI ranks (the mpich wheel's mpiexec) running nodemap over the stand-ins, on a node of
+    `gpus` fake GPUs: each rank on local rank mod GPUs (this VM's plan gives no GPU), so with one
+    GPU both ranks drive it."""
     import os
     import subprocess
     import sys
@@ -315,11 +317,49 @@ def test_nccl_under_real_mpi_ranks_moves_and_verifies_every_operation(tmp_path):
     if not mpiexec.exists():
         pytest.skip("no mpiexec next to sys.executable (pip install mpich)")
     (tmp_path / "rank.py").write_text(RANK)
-    p = subprocess.run([str(mpiexec), "-n", "2", sys.executable, str(tmp_path / "rank.py"), str(Path(__file__).parent),
-                        "bench", "nccl", "--mode", "mpi", "--sizes", "64,256", "--iters", "2", "--repeats", "2",
-                        "--inplace", "out", "--json", "-q"], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0"))
+    return subprocess.run([str(mpiexec), "-n", "2", sys.executable, str(tmp_path / "rank.py"),
+                           str(Path(__file__).parent), *argv], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="", NCCL_NVLS_ENABLE="0", FAKE_GPUS=str(gpus)))
+
+
+@pytest.mark.mpi
+def test_nccl_under_real_mpi_ranks_moves_and_verifies_every_operation(tmp_path):
+    p = mpi_ranks(tmp_path, 2, "bench", "nccl", "--mode", "mpi", "--sizes", "64,256", "--iters", "2", "--repeats", "2",
+                  "--inplace", "out", "--json", "-q")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert {r["metric"] for r in doc["results"]} == set(collectives.OPS) and len(doc["results"]) == 2 * 7
     assert all(r["verified"] and r["params"]["wrong"] == 0 for r in doc["results"])
+
+
+RING_STAGED = ["bench", "ring", "--mode", "mpi", "--sizes", "64KiB", "--steps", "2", "--repeats", "2", "--no-overlap",
+               "--json", "-q"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("transports", ["mpi-staged", "mpi-staged,nccl"])
+def test_ring_ranks_sharing_one_gpu_skip_nccl_with_its_reason(tmp_path, transports):
+    """Issue 36: on a 1-GPU node `mpiexec -n 2 nodemap bench ring --mode mpi --transports mpi-staged`
+    ended in a traceback (NcclError NCCL_ERROR_INVALID_USAGE from World.nccl: NCCL refuses two ranks on
+    one GPU, and the ring opened it though it needs it only for its nccl transport)."""
+    p = mpi_ranks(tmp_path, 1, *RING_STAGED, "--transports", transports)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    doc = json.loads(p.stdout)
+    assert {r["params"]["transport"] for r in doc["results"]} == {"mpi-staged"}, doc["results"]
+    assert all(r["verified"] for r in doc["results"])
+    assert any(m.startswith("ranks 0,1 share ") and ":GPU0" in m for m in doc["messages"]), doc["messages"]
+    skipped = [m for m in doc["messages"] if m.startswith("nccl: ")]
+    if "nccl" in transports:
+        assert len(skipped) == 1 and "ranks 0,1 share" in skipped[0] and "NCCL refuses two ranks on one GPU" in \
+            skipped[0], doc["messages"]
+    else:
+        assert not skipped
+
+
+@pytest.mark.mpi
+def test_nccl_of_ranks_sharing_one_gpu_is_refused_in_one_line(tmp_path):
+    p = mpi_ranks(tmp_path, 1, "bench", "nccl", "--mode", "mpi", "--sizes", "64", "--iters", "2", "--repeats", "1",
+                  "-q")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    (line,) = [x for x in p.stderr.splitlines() if ": error:" in x]  # rank 0 alone says it
+    assert "ranks 0,1 share" in line and "give each rank its own GPU" in line

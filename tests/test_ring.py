@@ -25,8 +25,8 @@ def test_neighbours_are_periodic(n):
 
 
 class FakeCtx:
-    def __init__(self, mpi):
-        self.mpi = mpi
+    def __init__(self, mpi, nccl_why=""):
+        self.mpi, self.nccl_why = mpi, nccl_why
 
 
 def test_transports_are_chosen_by_mode_and_awareness():
@@ -38,6 +38,9 @@ def test_transports_are_chosen_by_mode_and_awareness():
     assert any("MPI is not CUDA-aware: measuring the staged path instead" in w for w in why)
     aware = mc.Awareness(gpu=True, aware=True, how="", proven=True)
     assert ring.usable(FakeCtx(object()), ["mpi-aware"], aware)[0] == ["mpi-aware"]
+    # ranks sharing a GPU: NCCL refuses them, so nccl is skipped with the world's reason
+    run, why = ring.usable(FakeCtx(object(), "ranks 0,1 share n:GPU0: NCCL refuses"), ["nccl", "mpi-staged"], aware)
+    assert run == ["mpi-staged"] and why == ["nccl: ranks 0,1 share n:GPU0: NCCL refuses"]
 
 
 def test_halo_addresses_lie_at_the_field_ends():

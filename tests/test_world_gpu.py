@@ -32,9 +32,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.mpi, pytest.mark.skipif(NGPU == 0, re
 NODEMAP = [sys.executable, "-m", "nodemap"]
 
 
-def ranks(n: int, *argv: str, wrap: tuple[str, ...] = ()) -> dict:
+def ranks(n: int, *argv: str, wrap: tuple[str, ...] = (), env: dict | None = None) -> dict:
     p = subprocess.run([*LAUNCH, "-n", str(n), *NODEMAP, *wrap, *argv, "--json", "-q"], capture_output=True,
-                       text=True, timeout=300, env=dict(os.environ, NCCL_NVLS_ENABLE="0", **ROOT_OK))
+                       text=True, timeout=300, env=dict(os.environ, NCCL_NVLS_ENABLE="0", **ROOT_OK, **(env or {})))
     assert p.returncode == 0, p.stderr + p.stdout
     return json.loads(p.stdout)
 
@@ -76,6 +76,17 @@ def test_ring_staged_ranks_say_a_shared_gpu():
               "--repeats", "2", "--no-overlap")
     check_choice(d, [k.split(":", 1)[1] for k in d["environment"]["gpus"]])
     assert d["results"] and all(r["verified"] for r in d["results"])
+
+
+def test_ring_ranks_on_one_gpu_skip_nccl_with_its_reason():
+    """Issue 36: two ranks on one GPU (one GPU visible to both) ended in NCCL_ERROR_INVALID_USAGE's
+    traceback; the staged ring runs and nccl is a skipped transport with its reason."""
+    d = ranks(2, "bench", "ring", "--mode", "mpi", "--transports", "mpi-staged,nccl", "--sizes", "64KiB",
+              "--steps", "2", "--repeats", "2", "--no-overlap", env={"CUDA_VISIBLE_DEVICES": "0"})
+    msgs = d["messages"]
+    assert len(set(d["environment"]["gpus"])) == 1 and any(" share " in m for m in msgs), msgs
+    assert {r["params"]["transport"] for r in d["results"]} == {"mpi-staged"} and all(r["verified"] for r in d["results"])
+    assert any(m.startswith("nccl: ranks 0,1 share") and "NCCL refuses two ranks on one GPU" in m for m in msgs), msgs
 
 
 def test_under_nodemap_run_a_rank_keeps_the_gpu_it_was_placed_on():

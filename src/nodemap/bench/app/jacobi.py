@@ -152,7 +152,7 @@ def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> s
     if v.transport == "mpi-aware" and not (aware and aware.aware and aware.proven):
         return f"{name}: {aware.message() if aware else mc.NOT_AWARE}"
     if v.transport == "nccl" and launch.keys_all and len(set(launch.keys_all)) != len(launch.keys_all):
-        from .jacobi_gpu import NCCL_SHARED_GPU
+        from ..comm.world import NCCL_SHARED_GPU
 
         return f"{name}: {NCCL_SHARED_GPU}"
     return ""

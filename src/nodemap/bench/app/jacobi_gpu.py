@@ -24,7 +24,7 @@ from ...errors import NodemapError
 from ...units import format_size
 from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
-from ..comm.world import World as Ranks, alone
+from ..comm.world import NCCL_SHARED_GPU, World as Ranks, alone
 
 # Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
 # rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
@@ -70,8 +70,6 @@ def vector_env(text: str | None) -> int | None:
     if text not in ("1", "2", "4"):
         raise NodemapError(f"NODEMAP_JACOBI_VECTOR={text!r}: give 1, 2 or 4 columns per thread")
     return int(text)
-NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
-                   "NCCL 2.5): give each rank its own GPU")
 
 
 @dataclass

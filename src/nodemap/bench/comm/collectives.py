@@ -83,6 +83,7 @@ class Ctx:
     locals: list[Local]
     world: World = field(default_factory=alone)  # the ranks (mpi mode), or this process alone
     gpu_keys: list[str] = field(default_factory=list)  # every rank's GPU, rank order
+    nccl_why: str = ""  # why the comms are None though NCCL is installed (ranks sharing a GPU), '' else
 
     @property
     def mpi(self) -> Any:
@@ -117,7 +118,9 @@ class Ctx:
 def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = False,
              topology: str | None = None) -> Ctx:
     """With `nccl_optional`, a CuPy without NCCL gives a Ctx whose comms are
-    None (ctx.nccl None), for benchmarks with other transports too."""
+    None (ctx.nccl None), and ranks NCCL refuses (sharing a GPU) one whose
+    comms are None and ctx.nccl_why says why, for benchmarks with other
+    transports too; without it, either is a one-line NodemapError."""
     if mode == "auto":
         mode = "mpi" if launched_by_mpi() else "single"
     try:
@@ -147,8 +150,10 @@ def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = 
         return Ctx(cp, nccl, len(devs), locals_, gpu_keys=gpu_keys(cp, devs, topology))
     w = world.start(timeout)
     w.gpu(cp, lambda d: gpu_keys(cp, [d], topology)[0])  # from the node's plan (world.py)
-    c = w.nccl(nccl) if nccl else None
-    return Ctx(cp, nccl, w.size, [Local(w.rank, w.device, c, cp.cuda.Stream(non_blocking=True))], w, w.gpu_keys)
+    why = w.nccl_refusal() if nccl and nccl_optional else ""
+    c = w.nccl(nccl) if nccl and not why else None
+    return Ctx(cp, nccl, w.size, [Local(w.rank, w.device, c, cp.cuda.Stream(non_blocking=True))], w, w.gpu_keys,
+               why)
 
 
 def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]:

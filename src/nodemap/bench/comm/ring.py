@@ -196,6 +196,8 @@ def usable(ctx: co.Ctx, wanted: list[str], aw: mc.Awareness | None) -> tuple[lis
             why.append(f"{t}: needs one process per GPU: run under mpiexec -n <GPUs>")
         elif t == "nccl" and getattr(ctx, "nccl", True) is None:
             why.append(f"nccl: {co.NCCL_MISSING}")
+        elif t == "nccl" and getattr(ctx, "nccl_why", ""):
+            why.append(f"nccl: {ctx.nccl_why}")
         elif t == "mpi-aware" and not (aw and aw.aware and aw.proven):
             why.append(f"mpi-aware: {aw.message() if aw else mc.NOT_AWARE}")
         else:

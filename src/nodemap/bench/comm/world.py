@@ -19,7 +19,10 @@ the ranks, which GPU it drives, and its MPI and NCCL communicators.
   nodes); `pick` applies it to this process's CUDA devices; `World.gpu`
   gathers what `pick` needs over MPI, the fleet's pair test
   (fleet/pairtest.py) from rank 0's grouping of its ranks.
-- NCCL: one communicator over every rank, made on first use (`nccl()`).
+- NCCL: one communicator over every rank, made on first use (`nccl()`);
+  never over ranks that share a GPU, which NCCL refuses: `nccl_refusal`
+  says so (kinds that can go on without NCCL skip it with that reason),
+  and `nccl()` raises it in one line instead of NCCL's traceback.
 - `barrier` and `max_all` are what harness.slowest_rank needs; a World of
   one process (`alone()`) has no MPI and makes both no-ops.
 """
@@ -33,6 +36,8 @@ from typing import Any, Callable, Sequence
 from . import mpi_common as mc
 from ..options import MPI_TIMEOUT_S
 
+NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
+                   "NCCL 2.5): give each rank its own GPU")
 PLANNED = "NODEMAP_GPUS"  # set with the plan's GPUs by nodemap run, the SPANK plugin and plan --emit env
 
 
@@ -102,14 +107,19 @@ def choose(local_rank: int, ndev: int, bus_ids: Sequence[str], why_placed: str =
                    (f"GPU by local rank mod {ndev} GPUs, not by the node's plan: {why}",))
 
 
-def sharing(keys: Sequence[str]) -> list[str]:
-    """One note per GPU that several ranks drive (keys: each rank's 'node:GPU', rank order)."""
+def shared(keys: Sequence[str]) -> dict[str, list[int]]:
+    """The GPUs that several ranks drive, each with its ranks (keys: each rank's 'node:GPU', rank order)."""
     ranks: dict[str, list[int]] = {}
     for r, k in enumerate(keys):
         if k:
             ranks.setdefault(k, []).append(r)
+    return {k: rs for k, rs in ranks.items() if len(rs) > 1}
+
+
+def sharing(keys: Sequence[str]) -> list[str]:
+    """One note per GPU that several ranks drive."""
     return [f"ranks {','.join(map(str, rs))} share {k}: each gets a part of its time and memory"
-            for k, rs in ranks.items() if len(rs) > 1]
+            for k, rs in shared(keys).items()]
 
 
 def pick(cp: Any, local_rank: int, local_size: int, mine: Sequence[tuple[str, str]],
@@ -216,14 +226,32 @@ class World:
         self.notes += summary(every) + sharing(self.gpu_keys)
         return self.devices
 
+    def nccl_refusal(self) -> str:
+        """Why NCCL cannot run over these ranks ('' when it can): ranks sharing a GPU (after gpu();
+        every rank has the same keys, so every rank decides alike and none waits in ncclCommInitRank)."""
+        both = shared(self.gpu_keys)
+        return "; ".join(f"ranks {','.join(map(str, rs))} share {k}" for k, rs in both.items()) + \
+            f": {NCCL_SHARED_GPU}" if both else ""
+
     def nccl(self, nccl: Any) -> Any:
         """The NCCL communicator over every rank, on this rank's device; made on first use
-        (the unique id goes to every rank by MPI broadcast)."""
+        (the unique id goes to every rank by MPI broadcast). NodemapError when NCCL cannot run here."""
+        from ...errors import NodemapError
+
         if self._nccl is None:
+            why = self.nccl_refusal()
+            if why and self.comm is not None:
+                mc.fail(self.comm, why)  # every rank decides alike: rank 0 alone says it
+            if why:
+                raise NodemapError(why)
             with mc.deadline(self.timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
                 uid = self.comm.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0) \
                     if self.comm is not None else nccl.get_unique_id()
-                self._nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
+                try:
+                    self._nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
+                except Exception as e:  # NcclError: one line, as every error; NCCL_DEBUG=WARN tells more
+                    raise NodemapError(f"ncclCommInitRank over {self.size} ranks failed ({e}); run with "
+                                       "NCCL_DEBUG=WARN for NCCL's reason") from None
         return self._nccl
 
     def close(self) -> None:
