@@ -24,6 +24,7 @@ the fleet numbers each round's messages apart.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,13 +35,12 @@ CHUNK = 1 << 20  # the staging chunk: bench mpi's --chunk default
 Wait = Callable[[list], None]
 
 
-def pattern(n: int, seed: int) -> Any:
+def pattern(n: int, seed: int) -> bytes:
     """Byte i is (131 i + 31 seed) mod 251: period 251, so one period is
-    computed and tiled (64 MiB in milliseconds, not seconds)."""
-    import numpy as np
-
-    period = ((np.arange(251, dtype=np.uint64) * 131 + seed * 31) % 251).astype(np.uint8)
-    return np.resize(period, n)
+    computed and tiled (64 MiB in milliseconds, not seconds). Plain bytes:
+    host buffers need no numpy, which `[mpi]` does not install."""
+    period = bytes((131 * i + 31 * seed) % 251 for i in range(251))
+    return (period * (n // 251 + 1))[:n]
 
 
 def seed_of(rank: int) -> int:
@@ -56,11 +56,10 @@ class Endpoint:
 
     def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int, tag: int = DATA_TAG,
                  wait: Wait | None = None) -> None:
-        import numpy as np
-
         self._init(MPI, comm, tag, wait)
-        self.sbuf = pattern(nbytes, seed)
-        self.rbuf = np.empty(nbytes, dtype=np.uint8)
+        # memoryviews, so the chunks of _views are views, not copies
+        self.sbuf: Any = memoryview(bytearray(pattern(nbytes, seed)))
+        self.rbuf: Any = memoryview(bytearray(nbytes))
 
     def _init(self, MPI: Any, comm: Any, tag: int, wait: Wait | None) -> None:
         self.MPI, self.comm, self.tag = MPI, comm, tag
@@ -74,15 +73,14 @@ class Endpoint:
         return [(o, min(c, n - o)) for o in range(0, n, c)] if n else [(0, 0)]
 
     def poison(self) -> None:
-        self.rbuf[:] = POISON
+        if self.rbuf.nbytes:
+            ctypes.memset((ctypes.c_char * self.rbuf.nbytes).from_buffer(self.rbuf), POISON, self.rbuf.nbytes)
 
     def check(self, n: int, seed: int) -> bool:
-        import numpy as np
+        return self._received(n) == pattern(n, seed)
 
-        return bool(np.array_equal(self._received(n), pattern(n, seed)))
-
-    def _received(self, n: int) -> Any:
-        return self.rbuf[:n]
+    def _received(self, n: int) -> bytes:
+        return self.rbuf[:n].tobytes()
 
     def _views(self, n: int) -> tuple[list, list]:
         """The send and receive buffers of an n-byte message as MPI takes
@@ -118,10 +116,11 @@ class DeviceEndpoint(Endpoint):
     def __init__(self, MPI: Any, comm: Any, nbytes: int, seed: int, tag: int = DATA_TAG,
                  wait: Wait | None = None) -> None:
         import cupy as cp
+        import numpy as np  # CuPy's own dependency
 
         self._init(MPI, comm, tag, wait)
         self.cp = cp
-        self.sbuf = cp.asarray(pattern(nbytes, seed))
+        self.sbuf = cp.asarray(np.frombuffer(pattern(nbytes, seed), dtype=np.uint8))
         self.rbuf = cp.empty(nbytes, dtype=cp.uint8)
         cp.cuda.Device().synchronize()
 
@@ -129,8 +128,8 @@ class DeviceEndpoint(Endpoint):
         self.rbuf.fill(POISON)
         self.cp.cuda.Device().synchronize()
 
-    def _received(self, n: int) -> Any:
-        return self.cp.asnumpy(self.rbuf[:n])
+    def _received(self, n: int) -> bytes:
+        return self.cp.asnumpy(self.rbuf[:n]).tobytes()
 
 
 class StagedEndpoint(DeviceEndpoint):
