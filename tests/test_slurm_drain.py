@@ -213,6 +213,69 @@ def test_show_node_parses_state_and_reason(slurm):
     assert drain.show("n2").reason == "" and not drain.show("n2").drained
 
 
+def test_a_reason_that_is_not_utf8_is_read_with_replacement(slurm, tmp_path, capsys):
+    """A reason written in another encoding (Latin-1 here) ended in a traceback and exit 1, the
+    status that means drain: its bytes are replaced and the node judged as for any reason not nodemap's."""
+    have, want = node_files(tmp_path, nics_expected=5)
+    (tmp_path / "state").write_bytes(b"NodeName=n2 Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1 "
+                                     b"Reason=RAM d\xe9fectueuse [root@2026-11-27T10:00:00] Comment=(null)\n")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1  # the NIC is missing
+    err = capsys.readouterr().err
+    assert "n2: already drained by someone else (RAM d\ufffdfectueuse), reason kept" in err and "Traceback" not in err
+    assert not any(c.startswith("update") for c in slurm.calls())
+    have, want = node_files(tmp_path)
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    assert "left drained (not nodemap's reason: RAM d\ufffdfectueuse)" in capsys.readouterr().err
+
+
+def test_a_failing_scontrols_message_that_is_not_utf8_is_one_line(slurm, tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "bin" / "scontrol"
+    bad.write_bytes(b"#!/bin/sh\nprintf 'slurm_load_node: \\377\\033[2J erreur\\n' >&2\nexit 1\n")
+    have, want = node_files(tmp_path, nics_expected=5)
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exited 1: slurm_load_node: \ufffd [2J erreur; nothing was drained" in err[0], err
+
+
+def test_a_runaway_scontrol_output_is_refused_within_the_timeout_in_bounded_memory(slurm, tmp_path):
+    """100 MB of reason (the issue's 300 MB took 903 MB and 26 s, past --slurm-timeout): refused
+    in one line, exit 2, nothing drained, read no further than drain.MAX_OUTPUT."""
+    (tmp_path / "bin" / "scontrol").write_text(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$LOG\"\nprintf 'NodeName=n2 State=IDLE Reason='\n"
+        "head -c 100000000 /dev/zero | tr '\\0' x\n")
+    have, want = node_files(tmp_path, nics_expected=5)
+    t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-m", "nodemap", "check", "--level", "health", "-q", "--input", have,
+                          "--expect-topology", want, "--slurm-drain", "--slurm-timeout", "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    took = time.monotonic() - t0
+    assert os.waitstatus_to_exitcode(status) == 2, err
+    assert err.strip().splitlines()[-1] == ("nodemap check: error: scontrol show node printed more than 1 MiB on "
+                                            "stdout (a node's line is a few KB; a runaway reason or comment?): "
+                                            "nothing was drained")
+    print(f"refused in {took:.2f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MiB")
+    assert took < 20, took  # a loaded 2-vCPU VM: a second or two
+    assert usage.ru_maxrss < 200 * 1024, usage.ru_maxrss  # KiB: the interpreter and nodemap, not the 100 MB
+    assert slurm.calls() == ["show node -o n2"]
+
+
+def test_a_bounded_run_keeps_what_fits_and_kills_the_group_past_it(tmp_path):
+    from nodemap.proc import TooMuchOutput, run_group
+    from test_check_mpi import _gone
+
+    assert run_group(["sh", "-c", "printf abc; printf e >&2"], None, 10, text=False, limit=3) == (0, b"abc", b"e")
+    pid = tmp_path / "pid"
+    t0 = time.monotonic()
+    with pytest.raises(TooMuchOutput) as e:  # a child that started another writer: both end
+        run_group(["sh", "-c", f"sleep 60 & echo $! > {pid}; yes >&2"], None, 30, text=False, limit=1 << 16)
+    assert e.value.stream == "stderr" and time.monotonic() - t0 < 10
+    assert _gone(int(pid.read_text()))
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group(["sh", "-c", "exec >&- 2>&-; sleep 60"], None, 0.5, text=False, limit=10)
+
+
 HOLD = ("from nodemap.slurm.drain import NodeLock; l = NodeLock({folder!r}, 'n2', shared={shared}, level={level!r})"
         ".__enter__(); print(flush=True); import time; time.sleep(60)")
 

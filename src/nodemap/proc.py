@@ -28,7 +28,9 @@ the watchdog above ends the process only if the block still runs later.
 timeout or Ctrl-C ends it and everything it started, never an orphan that
 spins on (mpiexec's ranks, a hung scontrol's RPC). `start_group` and
 `wait_group` are its two halves, for children that run at once (compare's
-ranks); `kill_group` ends one early.
+ranks); `kill_group` ends one early. `limit` bounds what is read of a
+child's output (scontrol printing a 300 MB reason took 903 MB and 26 s):
+past it the group is killed and TooMuchOutput raised.
 """
 
 from __future__ import annotations
@@ -212,11 +214,63 @@ def cut_after(seconds: float, stop: Callable[[], None], line: str, grace: float 
             signal.signal(signal.SIGALRM, old)
 
 
-def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float, *, text: bool = True) -> tuple[int, Any, Any]:
+class TooMuchOutput(Exception):
+    """A child printed more than run_group's `limit` bytes on one stream (it was killed)."""
+
+    def __init__(self, stream: str, limit: int) -> None:
+        super().__init__(f"more than {limit} bytes on {stream}")
+        self.stream, self.limit = stream, limit
+
+
+def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float, *, text: bool = True,
+              limit: int | None = None) -> tuple[int, Any, Any]:
     """(exit status, stdout, stderr) of `cmd` (str, or bytes with text=False);
     subprocess.TimeoutExpired after `timeout` seconds, the whole group killed
-    first. OSError when it does not start."""
-    return wait_group(start_group(cmd, env, text=text), timeout)
+    first. OSError when it does not start. `limit`: at most that many bytes
+    read per stream, else TooMuchOutput (the group killed first); bytes
+    only (text=False): the caller decodes what it got."""
+    if limit is None:
+        return wait_group(start_group(cmd, env, text=text), timeout)
+    if text:
+        raise ValueError("run_group: limit reads bytes (text=False)")
+    p = start_group(cmd, env, text=False)
+    try:
+        return _read_bounded(p, timeout, limit)
+    except BaseException:  # TimeoutExpired, TooMuchOutput, KeyboardInterrupt
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.stdout.close()  # not drained: what is left unread stays unread
+        p.stderr.close()
+        p.wait()
+        raise
+
+
+def _read_bounded(p: Any, timeout: float, limit: int) -> tuple[int, bytes, bytes]:
+    import selectors
+    import subprocess
+
+    end = time.monotonic() + timeout
+    got = {p.stdout.fileno(): bytearray(), p.stderr.fileno(): bytearray()}
+    names = {p.stdout.fileno(): "stdout", p.stderr.fileno(): "stderr"}
+    with selectors.DefaultSelector() as sel:
+        for fd in got:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = end - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(p.args, timeout)
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                got[key.fd] += chunk
+                if len(got[key.fd]) > limit:
+                    raise TooMuchOutput(names[key.fd], limit)
+    p.wait(max(0.0, end - time.monotonic()))  # TimeoutExpired when it closed its output but runs on
+    return p.returncode, bytes(got[p.stdout.fileno()]), bytes(got[p.stderr.fileno()])
 
 
 def start_group(cmd: list[str], env: dict[str, str] | None, *, text: bool = True, **popen: Any) -> Any:

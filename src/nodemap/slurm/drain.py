@@ -28,6 +28,9 @@ PREFIX = "nodemap:"
 # one line: NHC and Slurm's own messages stay within this.
 MAX_REASON = 100
 TIMEOUT = 10.0  # seconds per scontrol call: a slurmctld that does not answer in that is down
+# What is read of scontrol's output: one node's line is a few KB (`show node -o`); a
+# reason of 300 MB, read whole, took 903 MB and 26 s.
+MAX_OUTPUT = 1 << 20
 
 
 class SlurmError(NodemapError):
@@ -85,8 +88,11 @@ def names(why: str, item_head: str) -> bool:
 
 
 def scontrol(args: list[str], timeout: float | None = None) -> str:
-    """stdout of `scontrol ARGS`, or SlurmError saying why not."""
-    from ..proc import run_group
+    """stdout of `scontrol ARGS`, or SlurmError saying why not. Bytes that
+    are not UTF-8 (a reason someone wrote in another encoding) are replaced,
+    not fatal: nodemap's own reasons are printable UTF-8, so a replaced byte
+    never makes a reason look like nodemap's or change one that is."""
+    from ..proc import TooMuchOutput, run_group
 
     timeout = TIMEOUT if timeout is None else timeout
 
@@ -95,15 +101,19 @@ def scontrol(args: list[str], timeout: float | None = None) -> str:
         raise SlurmError("scontrol is not on PATH, nothing was drained: install slurm-client (or run where Slurm is), "
                          "or leave out --slurm-drain")
     try:
-        code, out, err = run_group([exe, *args], None, timeout)
+        code, raw, raw_err = run_group([exe, *args], None, timeout, text=False, limit=MAX_OUTPUT)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"scontrol {args[0]} did not answer within {timeout:g} s (slurmctld down or slow?): "
                          "nothing was drained") from None
+    except TooMuchOutput as e:
+        raise SlurmError(f"scontrol {' '.join(args[:2])} printed more than {MAX_OUTPUT >> 20} MiB on {e.stream} "
+                         "(a node's line is a few KB; a runaway reason or comment?): nothing was drained") from None
     except OSError as e:
         raise SlurmError(f"scontrol does not start ({e.strerror or e}): nothing was drained") from None
+    out, err = raw.decode(errors="replace"), raw_err.decode(errors="replace")
     if code != 0:
         last = (err.strip() or out.strip()).splitlines()[-1:] or ["no message"]
-        raise SlurmError(f"scontrol {' '.join(args[:2])} exited {code}: {last[0][:200]}; nothing was drained "
+        raise SlurmError(f"scontrol {' '.join(args[:2])} exited {code}: {_clean(last[0])[:200]}; nothing was drained "
                          "(is slurmctld up and this a Slurm node? else leave out --slurm-drain)")
     return out
 
