@@ -1,8 +1,8 @@
 /* The plugin's planning and per-task binding without spank.h (apply.h says why). */
 
 #include "apply.h"
+#include "cache.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,60 +15,103 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_OUTPUT (8 << 20)  /* a plan of 16,384 tasks is a few MB */
+#define ERR_TAIL 4096  /* bytes of the planner's stderr kept: its last line says the error */
 #define PLAN_TIMEOUT_S 120
 #define MPOL_BIND_MODE 2
 
-/* --- options ----------------------------------------------------------------------- */
-
-static int add_request(char *request, size_t len, const char *flag, const char *value)
+/* Control characters (a terminal escape, a line break) of a message from outside as '?': it is
+ * printed as one line on the job's stderr and in slurmd's log. */
+static void one_line(char *s)
 {
-	for (const char *c = value; *c; c++)
-		if (!isalnum((unsigned char)*c))
-			return -1;  /* counts and words only: nothing to quote */
-	size_t used = strlen(request);
-	int n = snprintf(request + used, len - used, "%s %s ", flag, value);
-	return (n < 0 || (size_t)n >= len - used) ? -1 : 0;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
 }
 
-int nm_parse_options(const char *optarg, struct nm_options *o, char *bad, size_t badlen)
+/* --- options ----------------------------------------------------------------------- */
+
+/* One request option, its value checked with `nodemap plan`'s own limits (cliargs.py), so a wrong
+ * value is refused by srun when the option is given, not found in every task later. */
+struct request_key {
+	const char *key, *flag, *value_help;
+	long least;  /* -1: a count or one of the words all, auto (nic-rails) */
+};
+
+static const struct request_key request_keys[] = {
+	{"threads=", "--threads", "T must be a whole number from 1 to 1048576", 1},
+	{"smt=", "--smt", "K must be a whole number from 0 to 1048576", 0},
+	{"gpus-per-task=", "--gpus-per-task", "G must be a whole number from 0 to 1048576", 0},
+	{"nic-rails=", "--nic-rails", "R must be a count (0 to 999999), all or auto", -1},
+};
+
+/* value in canonical form (no leading zeros) into out, or -1 */
+static int request_value(const struct request_key *k, const char *value, char *out, size_t len)
 {
-	static const char *keys[][2] = {{"threads=", "--threads"}, {"smt=", "--smt"},
-					{"gpus-per-task=", "--gpus-per-task"}, {"nic-rails=", "--nic-rails"}};
-	char buf[512], *save = NULL;
+	size_t digits = strspn(value, "0123456789");
+	long v;
+
+	if (k->least < 0 && (!strcmp(value, "all") || !strcmp(value, "auto"))) {
+		snprintf(out, len, "%s", value);
+		return 0;
+	}
+	if (!digits || value[digits])
+		return -1;
+	if (k->least < 0 ? digits > 6 : digits - strspn(value, "0") > 7)  /* nic-rails: 6 characters, as cliargs */
+		return -1;
+	v = strtol(value + (k->least < 0 ? 0 : strspn(value, "0")), NULL, 10);
+	if (k->least >= 0 && (v < k->least || v > NM_MAX_COUNT))
+		return -1;
+	snprintf(out, len, "%ld", v);
+	return 0;
+}
+
+int nm_parse_options(const char *optarg, struct nm_options *o, char *why, size_t whylen)
+{
+	char buf[NM_MAX_OPTARG + 1], *save = NULL, values[sizeof(request_keys) / sizeof(request_keys[0])][16] = {{0}};
+	size_t nkeys = sizeof(request_keys) / sizeof(request_keys[0]);
 
 	o->enabled = 1;
 	o->request[0] = '\0';
-	bad[0] = '\0';
+	why[0] = '\0';
 	if (!optarg || !*optarg)
 		return 0;
-	if (strlen(optarg) >= sizeof(buf))
+	if (strlen(optarg) > NM_MAX_OPTARG) {
+		snprintf(why, whylen, "--nodemap=%.40s...: too long (%zu characters, at most %d; " NM_OPTIONS_HELP ")",
+			 optarg, strlen(optarg), NM_MAX_OPTARG);
+		one_line(why);
 		return -1;
+	}
 	strcpy(buf, optarg);
 	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		size_t k, nkeys = sizeof(keys) / sizeof(keys[0]);
-		if (!strcmp(tok, "off")) {
-			o->enabled = 0;
+		size_t k;
+		if (!strcmp(tok, "off") || !strcmp(tok, "on")) {
+			o->enabled = !strcmp(tok, "on");
 			continue;
 		}
-		if (!strcmp(tok, "on"))
-			continue;
-		if (!strcmp(tok, "strict")) {
-			o->strict = 1;
-			continue;
-		}
-		if (!strcmp(tok, "verbose")) {
-			o->verbose = 1;
+		if (!strcmp(tok, "strict") || !strcmp(tok, "verbose")) {
+			*(tok[0] == 's' ? &o->strict : &o->verbose) = 1;
 			continue;
 		}
 		for (k = 0; k < nkeys; k++)
-			if (!strncmp(tok, keys[k][0], strlen(keys[k][0])))
+			if (!strncmp(tok, request_keys[k].key, strlen(request_keys[k].key)))
 				break;
-		if (k == nkeys || add_request(o->request, sizeof(o->request), keys[k][1], tok + strlen(keys[k][0])) < 0) {
-			snprintf(bad, badlen, "%s", tok);
+		if (k == nkeys) {
+			snprintf(why, whylen, "--nodemap=%.200s: '%.100s' is not an option (" NM_OPTIONS_HELP ")", optarg,
+				 tok);
+			one_line(why);
+			return -1;
+		}
+		if (request_value(&request_keys[k], tok + strlen(request_keys[k].key), values[k], sizeof(values[k])) < 0) {
+			snprintf(why, whylen, "--nodemap=%.200s: %.100s: %s", optarg, tok, request_keys[k].value_help);
+			one_line(why);
 			return -1;
 		}
 	}
+	/* a key given twice: its last value, as `nodemap plan` would take it */
+	for (size_t k = 0, used = 0; k < nkeys; k++)
+		if (values[k][0])
+			used += snprintf(o->request + used, sizeof(o->request) - used, "%s %s ", request_keys[k].flag,
+					 values[k]);
 	return 0;
 }
 
@@ -112,15 +155,45 @@ void nm_plan_argv(char **argv, char *exe, char *count, unsigned n, char *cores, 
 	argv[argc] = NULL;
 }
 
+/* The last line of text that holds more than blanks, into err. */
+static void last_line(char *text, char *err, size_t errlen)
+{
+	char *end = text + strlen(text), *line;
+
+	while (end > text && strchr(" \t\r\n", end[-1]))
+		end--;
+	*end = '\0';
+	line = end;
+	while (line > text && line[-1] != '\n')
+		line--;
+	snprintf(err, errlen, "%s", line);
+	one_line(err);
+}
+
+/* In the child, before exec: slurmstepd runs plugins with only its effective ids set to the job's
+ * user (real and saved stay root), and exec keeps them, so the planner (found in the job's own
+ * PATH) could set its uid back to 0. All three ids become the effective ones first. */
+static void only_the_effective_user(void)
+{
+	gid_t g = getegid();
+	uid_t u = geteuid();
+
+	if (setresgid(g, g, g) < 0 || setresuid(u, u, u) < 0) {
+		dprintf(2, "nodemap: cannot drop the real user id to the job's (%s): not run\n", strerror(errno));
+		_exit(126);
+	}
+}
+
 int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 {
-	int po[2], pe[2], status = 0;
+	int po[2], pe[2], status = 0, over = 0;
 	size_t used = 0, eused = 0, cap = 65536;
-	char *buf = malloc(cap);
+	char *buf = malloc(cap), tail[ERR_TAIL + 1] = "";
 	time_t deadline = time(NULL) + PLAN_TIMEOUT_S;
 	pid_t pid;
 
 	err[0] = '\0';
+	*out = NULL;
 	if (!buf || pipe2(po, O_CLOEXEC)) {
 		free(buf);
 		snprintf(err, errlen, "cannot make a pipe (%s)", strerror(errno));
@@ -137,6 +210,7 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 	if (pid == 0) {
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
+		only_the_effective_user();
 		execve(argv[0], argv, env);
 		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -168,21 +242,30 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 				continue;
 			}
 			if (i == 0) {
-				if (used + r + 1 > MAX_OUTPUT)
-					continue;  /* keep draining; the plan is refused below */
+				if (over || used + r + 1 > NM_MAX_PLAN + 1) {
+					over = 1;  /* keep draining (the planner must not block); the plan is refused below */
+					continue;
+				}
 				if (used + r + 1 > cap) {
 					char *more = realloc(buf, cap = 2 * (used + r + 1));
-					if (!more)
+					if (!more) {
+						over = 2;
 						continue;
+					}
 					buf = more;
 				}
 				memcpy(buf + used, tmp, r);
 				used += r;
-			} else if (eused + 1 < errlen) {
-				size_t take = (size_t)r < errlen - 1 - eused ? (size_t)r : errlen - 1 - eused;
-				memcpy(err + eused, tmp, take);
+			} else {  /* the last ERR_TAIL bytes: an error is said last, after argparse's usage lines */
+				if (eused + r > ERR_TAIL) {
+					size_t drop = eused + r - ERR_TAIL < eused ? eused + r - ERR_TAIL : eused;
+					memmove(tail, tail + drop, eused - drop);
+					eused -= drop;
+				}
+				size_t take = (size_t)r > ERR_TAIL ? ERR_TAIL : (size_t)r;
+				memcpy(tail + eused, tmp + r - take, take);
 				eused += take;
-				err[eused] = '\0';
+				tail[eused] = '\0';
 			}
 		}
 	}
@@ -198,9 +281,10 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 	int wait_errno = errno;
 	buf[used] = '\0';
 	*out = buf;
-	char *nl = strchr(err, '\n');
-	if (nl)
-		*nl = '\0';
+	for (size_t i = 0; i < eused; i++)
+		if (!tail[i])
+			tail[i] = ' ';  /* a NUL in the message would end it early */
+	last_line(tail, err, errlen);
 	if (open_fds) {
 		snprintf(err, errlen, "`nodemap plan` took more than %d s", PLAN_TIMEOUT_S);
 		return -1;
@@ -209,7 +293,17 @@ int nm_run(char **argv, char **env, char **out, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot tell how `nodemap plan` ended (waitpid: %s)", strerror(wait_errno));
 		return -1;
 	}
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	if (over) {  /* its first part is no plan: refused, as a plan this code cannot read */
+		if (over == 2)
+			snprintf(err, errlen, "no memory for its plan (%zu bytes read)", used);
+		else
+			snprintf(err, errlen, "its plan is over %d MiB: refused (not cut: a part of a plan binds wrongly)",
+				 NM_MAX_PLAN >> 20);
+		return -1;
+	}
+	return 0;
 }
 
 /* "0-3,8" into a bit set of `nbits` bits; -1 on anything else. */
@@ -277,6 +371,86 @@ int nm_parse_plan(char *text, int n, struct nm_task **out)
 		k++;
 	}
 	return k == n ? 0 : -1;
+}
+
+static void free_tasks(struct nm_task *tasks, int n)
+{
+	for (int i = 0; tasks && i < n; i++)
+		free(tasks[i].env);
+	free(tasks);
+}
+
+/* env with NM_CACHE_KEY_VAR=key (the planner caches what it prints under it), or NULL. */
+static char **with_key(char **env, const struct nm_text *key)
+{
+	size_t n = 0, k = 0;
+	char **out;
+
+	while (env[n])
+		n++;
+	if (!(out = calloc(n + 2, sizeof(char *))))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(env[i], NM_CACHE_KEY_VAR "=", strlen(NM_CACHE_KEY_VAR) + 1))
+			out[k++] = env[i];
+	if (asprintf(&out[k], "%s=%s", NM_CACHE_KEY_VAR, key->p) < 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+int nm_plan(char **argv, char **env, int n, int use_cache, struct nm_task **tasks, int *cached, char *why,
+	    size_t whylen)
+{
+	struct nm_text key = {0};
+	char err[400], *out = NULL, **run_env = env, *saved;
+	int rc;
+
+	*cached = 0;
+	*tasks = NULL;
+	if (use_cache && nm_cache_key(argv, env, &key) == 0) {
+		if ((out = nm_cache_load(env, &key)) && nm_parse_plan(out, n, tasks) == 0) {
+			*cached = 1;
+			free(key.p);
+			return 0;  /* out stays: the tasks point into it */
+		}
+		free_tasks(*tasks, n);
+		*tasks = NULL;
+		free(out);
+		run_env = with_key(env, &key);
+		if (!run_env)
+			run_env = env;
+	}
+	rc = nm_run(argv, run_env, &out, err, sizeof(err));
+	if (run_env != env) {
+		for (char **e = run_env; *e; e++)
+			if (!strncmp(*e, NM_CACHE_KEY_VAR "=", strlen(NM_CACHE_KEY_VAR) + 1))
+				free(*e);  /* ours: the others are env's */
+		free(run_env);
+	}
+	if (rc < 0) {
+		snprintf(why, whylen, "`nodemap plan` failed: %s", err[0] ? err : "no message");
+		free(out);
+		free(key.p);
+		return -1;
+	}
+	/* the cache holds only what was applied: a wrapper in place of nodemap that changed its
+	 * output leaves an entry of other text, which is removed */
+	if (key.p && (saved = nm_cache_load(env, &key))) {
+		if (strcmp(saved, out))
+			nm_cache_drop(env, &key);
+		free(saved);
+	}
+	free(key.p);
+	if (nm_parse_plan(out, n, tasks) < 0) {
+		free_tasks(*tasks, n);
+		*tasks = NULL;
+		free(out);
+		snprintf(why, whylen, "`nodemap plan --emit tasks` gave a plan this plugin cannot read (versions differ?)");
+		return -1;
+	}
+	return 0;
 }
 
 /* --- applying it, in each task ----------------------------------------------------- */

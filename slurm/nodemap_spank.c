@@ -2,12 +2,14 @@
  * nodemap's Slurm SPANK plugin: `srun --nodemap[=OPTIONS] app` binds every
  * task by nodemap's plan without a wrapper per rank.
  *
- * Once per node and step (slurm_spank_user_init, in slurmstepd), it runs
- * `nodemap plan --tasks N --emit tasks --slurm-cores STEP_CORES [options]`
- * for the node's N tasks within the step's cores, and
- * keeps the plan: one line per task (local rank, PUs, NUMA nodes,
- * NAME=VALUE...). Each task then (slurm_spank_task_init, in the task, after
- * Slurm's own task plugin bound it and before exec) gets the plan's CPU
+ * Once per node and step (slurm_spank_user_init, in slurmstepd), it takes
+ * the plan of `nodemap plan --tasks N --emit tasks --slurm-cores STEP_CORES
+ * [options]` for the node's N tasks within the step's cores: from the node's
+ * plan cache (cache.c, no Python) when it holds the plan of exactly this
+ * command line, environment and node state, else by running it: one line
+ * per task (local rank, PUs, NUMA nodes, NAME=VALUE...). Each task then
+ * (slurm_spank_task_init, in the task, after Slurm's own task plugin bound
+ * it and before exec) gets the plan's CPU
  * affinity, memory policy (bind) and environment. The plan is the one
  * `nodemap plan` and `nodemap run` make for the same node and task count.
  *
@@ -17,10 +19,13 @@
  * Failure is safe: when no plan can be made, local task 0 prints one line on
  * stderr and every task runs with Slurm's binding, unless --nodemap=strict.
  *
- * plugstack.conf:  optional /path/nodemap_spank.so [default_on] [nodemap=/path/to/nodemap]
+ * plugstack.conf:  optional /path/nodemap_spank.so [default_on] [no_cache] [nodemap=/path/to/nodemap]
  *                  (default_on: every step, except one that passes --cpu-bind/--gpu-bind/--tres-bind
- *                  (or SLURM_CPU_BIND/SLURM_GPU_BIND) without --nodemap, or --nodemap=off)
+ *                  (or SLURM_CPU_BIND/SLURM_GPU_BIND) without --nodemap, or --nodemap=off;
+ *                  no_cache: run `nodemap plan` for every step)
  * options:         --nodemap[=off|strict|verbose|threads=T|smt=K|gpus-per-task=G|nic-rails=R,...]
+ *                  (checked by srun; --nodemap with a --cpu-bind/--gpu-bind/--tres-bind that binds is
+ *                  refused by srun: two bindings asked, one would be dropped without a word)
  */
 
 #define _GNU_SOURCE  /* asprintf */
@@ -37,23 +42,22 @@
 SPANK_PLUGIN(nodemap, 1);
 
 static struct nm_options opts = {.enabled = -1};  /* enabled -1: not asked (plugstack default) */
-static int default_on;
+static int default_on, no_cache;
 static char nodemap_path[4096];  /* plugstack nodemap=PATH, else found in the job's PATH */
 
 static struct nm_task *tasks;
-static int ntasks;
+static int ntasks, cached;
 static char failure[512];  /* why there is no plan; "" when there is one */
 
 /* --- options ----------------------------------------------------------------------- */
 
 static int parse_options(const char *optarg)
 {
-	char bad[512];
+	char why[768];
 
-	if (nm_parse_options(optarg, &opts, bad, sizeof(bad)) == 0)
+	if (nm_parse_options(optarg, &opts, why, sizeof(why)) == 0)
 		return 0;
-	if (bad[0])
-		slurm_error("nodemap: --nodemap=%s: '%s' is not an option (" NM_OPTIONS_HELP ")", optarg, bad);
+	slurm_error("nodemap: %s", why);
 	return -1;
 }
 
@@ -77,6 +81,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 			default_on = 1;
 		else if (!strcmp(av[i], "default_off"))
 			default_on = 0;
+		else if (!strcmp(av[i], "no_cache"))
+			no_cache = 1;
 		else if (!strncmp(av[i], "nodemap=", 8) && strlen(av[i] + 8) < sizeof(nodemap_path))
 			strcpy(nodemap_path, av[i] + 8);
 		else
@@ -93,70 +99,113 @@ static int active(void)
 
 #define ASIDE_VAR "SLURM_NODEMAP_ASIDE"  /* srun -> the step: the job binds itself */
 
+/* Whether a binding option's value (--cpu-bind, --gpu-bind, --tres-bind=gres/gpu:..., or
+ * SLURM_CPU_BIND's) holds a word that asks for something: any word but verbosity (quiet, verbose)
+ * and, unless none_counts, none. "none" asks Slurm not to bind, which leaves the binding to
+ * nodemap; under default_on it still says that the job sees to its binding itself. */
+static int asks_binding(const char *value, int none_counts)
+{
+	char words[256], *w, *rest = words;
+
+	if (strlen(value) >= sizeof(words))
+		return 1;
+	strcpy(words, value);
+	while ((w = strsep(&rest, ","))) {
+		if (!strncmp(w, "gres/gpu:", 9))
+			w += 9;
+		int verbosity = !*w || !strcmp(w, "quiet") || !strcmp(w, "q") || !strcmp(w, "verbose") || !strcmp(w, "v");
+		int none = !strcmp(w, "none") || !strcmp(w, "no");
+		if (!verbosity && (none_counts || !none))
+			return 1;
+	}
+	return 0;
+}
+
 /* A binding asked through srun's environment (SLURM_CPU_BIND, SLURM_GPU_BIND: srun reads them as
- * --cpu-bind/--gpu-bind; a job script's `export SLURM_CPU_BIND=cores` sets them): words of
- * verbosity alone ("quiet", "verbose") ask for none. */
+ * --cpu-bind/--gpu-bind; a job script's `export SLURM_CPU_BIND=cores` sets them). */
 static const char *bind_in_env(void)
 {
 	static const char *names[] = {"SLURM_CPU_BIND", "SLURM_GPU_BIND", NULL};
 
 	for (int i = 0; names[i]; i++) {
 		const char *v = getenv(names[i]);
-		char words[256], *w, *rest;
-		if (!v || !*v || strlen(v) >= sizeof(words))
-			continue;
-		strcpy(words, v);
-		rest = words;
-		while ((w = strsep(&rest, ",")))
-			if (*w && strcmp(w, "quiet") && strcmp(w, "verbose") && strcmp(w, "q") && strcmp(w, "v"))
-				return names[i];
+		if (v && *v && asks_binding(v, 1))
+			return names[i];
 	}
 	return NULL;
 }
 
 extern int optind;  /* libc's getopt index: srun's parsing left it at the application's argv[0] */
 
-/* Under default_on, a step that asks for its own binding (srun --cpu-bind or
- * --gpu-bind, or their SLURM_CPU_BIND/SLURM_GPU_BIND, and no --nodemap) keeps
- * Slurm's, as mpibind's plugin does. Only srun's options say what the user
- * asked (the task environment holds Slurm's resolved binding either way):
- * its command line up to the application, whose own arguments are not
- * srun's. The answer travels in srun's environment, which the step inherits. */
-int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+/* The first of srun's own binding options (--cpu-bind, --gpu-bind, --tres-bind; VALUE after '='
+ * or as the next word) that asks for something (asks_binding): "--cpu-bind=VALUE" into found, or
+ * 0. Only srun's options count: its command line up to the application, whose own arguments are
+ * not srun's. */
+static int srun_binding(char *found, size_t len, int none_counts)
 {
-	char args[65536];
-	const char *env;
+	static const char *names[] = {"--cpu-bind", "--cpu_bind", "--gpu-bind", "--gpu_bind", "--tres-bind", NULL};
+	static char args[65536];
+	char *words[4096];
 	ssize_t n = 0, r;
-	int i = 0, app = optind;
-	FILE *f;
+	int count = 0, app = optind;
+	FILE *f = fopen("/proc/self/cmdline", "r");
 
-	(void)sp;
-	(void)ac;
-	(void)av;
-	if (spank_context() != S_CTX_LOCAL || opts.enabled != -1 || !default_on)
-		return 0;
-	if ((env = bind_in_env())) {
-		setenv(ASIDE_VAR, env, 1);
-		return 0;
-	}
-	f = fopen("/proc/self/cmdline", "r");
 	if (!f)
 		return 0;
 	while (n < (ssize_t)sizeof(args) - 1 && (r = fread(args + n, 1, sizeof(args) - 1 - n, f)) > 0)
 		n += r;
 	fclose(f);
 	args[n] = '\0';
-	for (char *a = args; a < args + n; a += strlen(a) + 1, i++) {
-		if (i == 0)
-			continue;  /* srun itself */
-		if ((app > 0 && i >= app) || !strcmp(a, "--"))
+	for (char *a = args; a < args + n && count < 4096; a += strlen(a) + 1)
+		words[count++] = a;
+	for (int i = 1; i < count; i++) {  /* 0: srun itself */
+		if ((app > 0 && i >= app) || !strcmp(words[i], "--"))
 			break;  /* the application and its arguments */
-		if (!strncmp(a, "--cpu-bind", 10) || !strncmp(a, "--cpu_bind", 10) || !strncmp(a, "--gpu-bind", 10) ||
-		    !strncmp(a, "--gpu_bind", 10) || !strncmp(a, "--tres-bind", 11)) {
-			setenv(ASIDE_VAR, a, 1);
-			break;
+		for (int k = 0; names[k]; k++) {
+			size_t l = strlen(names[k]);
+			const char *value = NULL;
+			if (strncmp(words[i], names[k], l))
+				continue;
+			if (words[i][l] == '=')
+				value = words[i] + l + 1;
+			else if (!words[i][l] && i + 1 < count)
+				value = words[i + 1];
+			if (value && asks_binding(value, none_counts)) {
+				snprintf(found, len, "%s=%s", names[k], value);
+				return 1;
+			}
 		}
 	}
+	return 0;
+}
+
+/* In srun, after its options: --nodemap beside a binding srun was asked for on its command line
+ * is refused (the user asked for two bindings; one would be dropped without a word). Under
+ * default_on, a step that asks for its own binding (srun --cpu-bind or --gpu-bind, or their
+ * SLURM_CPU_BIND/SLURM_GPU_BIND, and no --nodemap) keeps Slurm's, as mpibind's plugin does; the
+ * answer travels in srun's environment, which the step inherits. A binding in the environment
+ * alone yields to --nodemap given on the command line (Slurm's own order). */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	char option[300];
+	const char *env;
+
+	(void)sp;
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_LOCAL || !opts.enabled || (opts.enabled == -1 && !default_on))
+		return 0;
+	if (opts.enabled == 1) {
+		if (!srun_binding(option, sizeof(option), 0))
+			return 0;
+		slurm_error("nodemap: --nodemap and %.200s both bind the tasks: give one (leave out --nodemap, or "
+			    "--nodemap=off, for Slurm's binding; --cpu-bind=none, or no --cpu-bind, for nodemap's)", option);
+		return -1;
+	}
+	if ((env = bind_in_env()))
+		setenv(ASIDE_VAR, env, 1);
+	else if (srun_binding(option, sizeof(option), 1))
+		setenv(ASIDE_VAR, option, 1);
 	return 0;
 }
 
@@ -194,19 +243,21 @@ static int find_nodemap(spank_t sp, char *out, size_t len)
 	return nm_find_nodemap(nodemap_path, path, out, len);
 }
 
-/* This process's environment with the job's PATH and GPU visibility: the plan
- * is made within the GPUs the job sees. Built before fork (the child only execs). */
+/* This process's environment with the job's PATH, plan-cache folder and GPU visibility and order
+ * (nodemap's env.GPU_VISIBILITY_VARS and GPU_ORDER_VARS): the plan is made within the GPUs the job
+ * sees. Built before fork (the child only execs); the plan cache's key holds all of it. */
 static char **child_env(spank_t sp)
 {
-	static const char *from_job[] = {"PATH", "HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-					 "ZE_AFFINITY_MASK", "NODEMAP_CACHE_DIR", NULL};
+	static const char *from_job[] = {"PATH", "HOME", "TMPDIR", "NODEMAP_CACHE_DIR", "CUDA_VISIBLE_DEVICES",
+					 "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
+					 "CUDA_DEVICE_ORDER", "ZE_ENABLE_PCI_ID_DEVICE_ORDER", NULL};
 	extern char **environ;
 	size_t n = 0, k = 0;
 	char **env;
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 8, sizeof(char *));
+	env = calloc(n + sizeof(from_job) / sizeof(from_job[0]), sizeof(char *));
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -229,7 +280,7 @@ static char **child_env(spank_t sp)
 
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
-	char exe[4096], err[400], count[16], *out = NULL, **env, *argv[NM_PLAN_ARGS], *cores = NULL;
+	char exe[4096], count[16], **env, *argv[NM_PLAN_ARGS], *cores = NULL;
 	uint32_t n = 0;
 
 	(void)ac;
@@ -252,16 +303,14 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	if (spank_get_item(sp, S_STEP_ALLOC_CORES, &cores) != ESPANK_SUCCESS)
 		cores = NULL;
 	nm_plan_argv(argv, exe, count, n, cores, opts.request);
-	env = child_env(sp);
-	if (!env || nm_run(argv, env, &out, err, sizeof(err)) < 0) {
-		fail("`nodemap plan` failed: %.400s", err[0] ? err : "no message");
-	} else if (nm_parse_plan(out, (int)n, &tasks) < 0) {
-		fail("%s", "`nodemap plan --emit tasks` gave a plan this plugin cannot read (versions differ?)");
-	} else {
-		ntasks = (int)n;
-		return 0;
+	if (!(env = child_env(sp))) {
+		fail("%s", "no memory for `nodemap plan`'s environment");
+		return refuse();
 	}
-	return refuse();
+	if (nm_plan(argv, env, (int)n, !no_cache, &tasks, &cached, failure, sizeof(failure)) < 0)
+		return refuse();
+	ntasks = (int)n;
+	return 0;
 }
 
 /* --- applying it, in each task ----------------------------------------------------- */
@@ -287,6 +336,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 				opts.strict ? "--nodemap=strict: the task does not start" : "the task runs with Slurm's binding");
 		return opts.strict ? -1 : 0;
 	}
+	if (opts.verbose && id == 0)
+		fprintf(stderr, "nodemap: the node's plan: %s\n", cached ? "from its plan cache" : "made by `nodemap plan`");
 	if (nm_apply_task(&tasks[id], id, set_in_task, sp, opts.verbose) < 0)
 		return opts.strict ? -1 : 0;
 	return 0;

@@ -14,10 +14,18 @@ from pathlib import Path
 import pytest
 
 from slurm_cluster import ROOT, Cluster, unavailable
-from test_slurm_native import PROBE  # what a task sees of itself, one JSON line
 
 pytestmark = [pytest.mark.slurm]
 PY = sys.executable
+# what a task sees of itself, one JSON line
+PROBE = """
+import json, os
+from nodemap import native
+mode, nodes = native.get_mempolicy()
+print(json.dumps({"host": os.environ["SLURMD_NODENAME"], "local": int(os.environ["SLURM_LOCALID"]),
+                  "cpus": sorted(os.sched_getaffinity(0)), "mode": mode, "mems": nodes,
+                  "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "NODEMAP_", "UCX_", "NCCL_"))}}))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -115,15 +123,109 @@ def test_a_broken_nodemap_costs_one_line_not_the_job(spank_cluster, tmp_path):
     assert "broken install (test); --nodemap=strict: the step does not start" in strict.stderr
 
 
-def test_a_wrong_option_is_refused_by_srun(spank_cluster):
-    p = spank_cluster.srun("--nodemap=threads=x;y", "-N1", "-n1", "true")
-    assert p.returncode != 0 and "is not an option" in p.stderr
+@pytest.mark.parametrize("option,reason", [
+    ("threads=x;y", "--nodemap=threads=x;y: threads=x;y: T must be a whole number from 1 to 1048576"),
+    ("thread=2", "--nodemap=thread=2: 'thread=2' is not an option (use off, strict, verbose, threads=T, "),
+    # these three passed srun; each task printed `nodemap plan`'s first usage line and ran with Slurm's binding
+    ("threads=abc", "--nodemap=threads=abc: threads=abc: T must be a whole number from 1 to 1048576"),
+    ("threads=0", "--nodemap=threads=0: threads=0: T must be a whole number from 1 to 1048576"),
+    ("threads=", "--nodemap=threads=: threads=: T must be a whole number from 1 to 1048576"),
+    ("smt=-1", "--nodemap=smt=-1: smt=-1: K must be a whole number from 0 to 1048576"),
+    ("threads=1," * 60, "--nodemap=threads=1,threads=1,threads=1,threads=1,...: too long (600 characters, at most 511"),
+])
+def test_a_wrong_option_is_refused_by_srun_with_its_reason(spank_cluster, option, reason):
+    p = spank_cluster.srun(f"--nodemap={option}", "-N1", "-n1", "true")
+    said = [line for line in p.stderr.splitlines() if "nodemap:" in line]
+    assert p.returncode != 0 and len(said) == 1 and said[0].startswith(f"srun: error: nodemap: {reason}"), p.stderr
+
+
+@pytest.mark.parametrize("binding", [("--cpu-bind=map_cpu:1,0",), ("--cpu-bind", "map_cpu:1,0"), ("--cpu-bind=cores",),
+                                     ("--gpu-bind=closest",), ("--cpu-bind=verbose,mask_cpu:0x1",),
+                                     ("--cpu-bind=none", "--gpu-bind=closest")])
+def test_nodemap_beside_a_binding_srun_was_given_is_refused(spank_cluster, binding):
+    """Both asked on srun's command line: the plugin replaced the user's binding without a word."""
+    p = spank_cluster.srun("--nodemap", *binding, "-N1", "-n2", PY, "-c", PROBE)
+    said = [line for line in p.stderr.splitlines() if "nodemap:" in line]
+    assert p.returncode != 0 and p.stdout == "" and len(said) == 1, p.stderr
+    asked = "=".join(binding[-2:]) if binding[0] == "--cpu-bind" else binding[-1]  # the one that binds
+    assert said[0] == (f"srun: error: nodemap: --nodemap and {asked} both bind the tasks: give one "
+                       "(leave out --nodemap, or --nodemap=off, for Slurm's binding; --cpu-bind=none, or no "
+                       "--cpu-bind, for nodemap's)")
+
+
+@pytest.mark.parametrize("words", [("--cpu-bind=none",), ("--cpu-bind=verbose",), ("--gpu-bind=none",)])
+def test_nodemap_beside_a_binding_word_that_binds_nothing_binds_by_the_plan(spank_cluster, words):
+    from nodemap.topology.cpuset import CpuSet
+
+    rows = rows_of(spank_cluster.srun("--nodemap", *words, "-N1", "-n2", PY, "-c", PROBE))
+    plan = planned("--tasks", "2")
+    assert sorted((r["local"], CpuSet(r["cpus"])) for r in rows) == [(i, CpuSet.parse(plan[i]["cpus"])) for i in (0, 1)]
+
+
+def test_a_failed_plan_shows_its_error_line(spank_cluster, tmp_path):
+    """`nodemap plan`'s stderr: usage lines, then its error; the task showed the first usage line."""
+    stand_in = tmp_path / "nodemap"
+    stand_in.write_text(f"#!/bin/sh\nexec {PY} -m nodemap \"$@\" --no-such-option\n")
+    stand_in.chmod(0o755)
+    p = spank_cluster.srun("--nodemap", "-N1", "-n1", PY, "-c", PROBE, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    (row,) = rows_of(p)
+    assert row["env"] == {} and [x for x in p.stderr.splitlines() if "nodemap" in x] == [
+        "nodemap: `nodemap plan` failed: nodemap plan: error: unrecognized arguments: --no-such-option; the task "
+        "runs with Slurm's binding"], p.stderr
+
+
+def test_the_planner_runs_as_the_jobs_user_only(spank_cluster):
+    """slurmstepd calls user_init with only its effective uid the job's; exec kept the real uid 0,
+    and a `nodemap` first in the job's PATH set its uid back to 0: any user was root on every node."""
+    import os
+    import pwd
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    python = "/usr/bin/python3"  # one the job's user may run
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"needs {python}")
+    for folder in (spank_cluster.top, spank_cluster.top / "munge"):  # srun, as nobody, reaches munge's socket
+        folder.chmod(0o711)
+    shared = Path(tempfile.mkdtemp(prefix="nm-uid-"))
+    try:
+        shared.chmod(0o755)
+        (shared / "nodemap").write_text(
+            f"#!{python} -I\nimport os, sys\ntry:\n    os.setuid(0)\n    said = 'root again'\nexcept OSError:\n"
+            "    said = 'no root'\nsys.exit(f'nodemap: {os.getresuid()} {said}')\n")
+        (shared / "nodemap").chmod(0o755)
+        p = spank_cluster.srun("--nodemap", f"--uid={nobody.pw_uid}", f"--gid={nobody.pw_gid}", "--chdir=/", "-N1",
+                               "-n1", "true", env={"PATH": f"{shared}:/usr/bin:/bin"})
+    finally:
+        shutil.rmtree(shared)
+    u = nobody.pw_uid
+    assert f"nodemap: `nodemap plan` failed: nodemap: ({u}, {u}, {u}) no root; the task runs" in p.stderr, p.stderr
+
+
+def test_later_steps_take_the_plan_from_the_nodes_cache(spank_cluster, tmp_path):
+    """A step's plan from the node's cache (no Python), the one `nodemap plan` makes, on every node."""
+    from nodemap.topology.cpuset import CpuSet
+
+    calls, cache = tmp_path / "calls", tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    counting = tmp_path / "nodemap"
+    counting.write_text(f"#!/bin/sh\necho $SLURMD_NODENAME >> {calls}\nexec {PY} -m nodemap \"$@\"\n")
+    counting.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "NODEMAP_CACHE_DIR": str(cache)}
+    first = spank_cluster.srun("--nodemap=verbose", "-N2", "--ntasks-per-node=2", PY, "-c", PROBE, env=env)
+    later = spank_cluster.srun("--nodemap=verbose", "-N2", "--ntasks-per-node=2", PY, "-c", PROBE, env=env)
+    assert first.stderr.count("made by `nodemap plan`") == 2 and later.stderr.count("from its plan cache") == 2, (
+        first.stderr, later.stderr)
+    assert len(calls.read_text().splitlines()) == 2  # the first step's, one a node
+    plan = planned("--tasks", "2")
+    for r in rows_of(later):
+        assert CpuSet(r["cpus"]) == CpuSet.parse(plan[r["local"]]["cpus"]) and r["env"]["OMP_PLACES"] == dict(
+            plan[r["local"]]["env"])["OMP_PLACES"], r
 
 
 @pytest.mark.parametrize("args,bound", [
     ((), True),  # default_on: every step
     (("--cpu-bind=cores",), False), (("--gpu-bind=none",), False),  # the job binds itself: Slurm's binding
-    (("--cpu-bind=cores", "--nodemap"), True),  # asked for both: --nodemap wins
     (("--nodemap=off",), False),
 ])
 def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, args, bound):
@@ -131,6 +233,15 @@ def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, 
     (row,) = rows_of(p)
     # the plan's environment and memory policy, or none of them (Slurm's task plugin sets no policy here)
     assert bool(row["env"]) == bound and (row["mode"] == "bind") == bound, (row, p.stderr)
+
+
+def test_default_on_refuses_nodemap_beside_a_binding_srun_was_given(default_on_cluster):
+    """Asked for both (it ran nodemap's binding, the user's dropped without a word)."""
+    p = default_on_cluster.srun("--cpu-bind=cores", "--nodemap", "-N1", "-n1", PY, "-c", PROBE)
+    assert p.returncode != 0 and "nodemap: --nodemap and --cpu-bind=cores both bind the tasks: give one" in p.stderr
+    # a binding in srun's environment yields to --nodemap on its command line (Slurm's own order)
+    (row,) = rows_of(default_on_cluster.srun("--nodemap", "-N1", "-n1", PY, "-c", PROBE, env={"SLURM_CPU_BIND": "cores"}))
+    assert row["env"] and row["mode"] == "bind", row
 
 
 @pytest.mark.parametrize("env,app_args,bound", [

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -104,11 +106,21 @@ def test_a_broken_nodemap_costs_one_line_unless_strict(driver, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--nodemap=threads=x;y", "1", "true"], "'threads=x;y' is not an option"),
+    (["--nodemap=threads=x;y", "1", "true"], "--nodemap=threads=x;y: threads=x;y: T must be a whole number from 1 to "
+                                             "1048576"),
+    (["--nodemap=thread=2", "1", "true"], "--nodemap=thread=2: 'thread=2' is not an option (use off, strict"),
+    # accepted before, and every task then ran unbound with the first usage line of `nodemap plan`
+    (["--nodemap=threads=abc", "1", "true"], "threads=abc: T must be a whole number from 1 to 1048576"),
+    (["--nodemap=threads=0", "1", "true"], "threads=0: T must be a whole number from 1 to 1048576"),
+    (["--nodemap=threads=", "1", "true"], "threads=: T must be a whole number from 1 to 1048576"),
+    (["--nodemap=nic-rails=1234567", "1", "true"], "nic-rails=1234567: R must be a count (0 to 999999), all or auto"),
+    # over-long: was "'' is not an option"
+    (["--nodemap=" + "threads=1," * 60, "1", "true"], "--nodemap=threads=1,threads=1,threads=1,threads=1,...: too long "
+                                                      "(600 characters, at most 511; use off, strict"),
     (["0", "true"], "NTASKS: a count of tasks"), (["2"], "no command to run")])
 def test_wrong_usage_is_refused(driver, args, message):
     p = subprocess.run([driver, *args], capture_output=True, text=True, timeout=10)
-    assert p.returncode == 2 and message in p.stderr and "usage: nodemap_apply" in p.stderr
+    assert p.returncode == 2 and message in p.stderr and "usage: nodemap_apply" in p.stderr, p.stderr
 
 
 @pytest.mark.gpu
@@ -201,13 +213,199 @@ int main(void)
 """
 
 
-def test_a_failed_second_pipe_leaks_no_descriptor(tmp_path):
-    """slurmstepd lives on after the plan: the first pipe's two ends were left open."""
+def harness(folder: Path, source: str) -> str:
+    """A C program calling the plugin's code (apply.c, cache.c) directly, built in `folder`."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("needs a C compiler")
-    (tmp_path / "harness.c").write_text(HARNESS)
-    subprocess.run([cc, "-std=gnu11", f"-I{ROOT / 'slurm'}", "-o", str(tmp_path / "harness"), str(tmp_path / "harness.c"),
-                    str(ROOT / "slurm" / "apply.c")], check=True, capture_output=True, timeout=60)
-    out = subprocess.run([str(tmp_path / "harness")], capture_output=True, text=True, timeout=20).stdout
+    (folder / "harness.c").write_text(source)
+    subprocess.run([cc, "-std=gnu11", f"-I{ROOT / 'slurm'}", "-o", str(folder / "harness"), str(folder / "harness.c"),
+                    *(str(ROOT / "slurm" / f) for f in ("apply.c", "cache.c"))], check=True, capture_output=True,
+                   timeout=60)
+    return str(folder / "harness")
+
+
+def test_a_failed_second_pipe_leaks_no_descriptor(tmp_path):
+    """slurmstepd lives on after the plan: the first pipe's two ends were left open."""
+    out = subprocess.run([harness(tmp_path, HARNESS)], capture_output=True, text=True, timeout=20).stdout
     assert out.startswith("-1 0 0 cannot make a pipe ("), out
+
+
+# --- options: checked in C with `nodemap plan`'s own limits --------------------------------------
+
+OPTIONS_HARNESS = r"""
+#include "apply.h"
+#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+	char line[4096], why[768];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while (fgets(line, sizeof(line), stdin)) {
+		struct nm_options o = {.enabled = -1};
+		line[strcspn(line, "\n")] = '\0';
+		if (nm_parse_options(line, &o, why, sizeof(why)) == 0)
+			printf("ok %s\n", o.request);
+		else
+			printf("refused %s\n", why);
+	}
+	return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def options_harness(tmp_path_factory):
+    p = subprocess.Popen([harness(tmp_path_factory.mktemp("options"), OPTIONS_HARNESS)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)  # bytes: text mode would split a line at a carriage return
+    yield p
+    p.stdin.close()
+    p.wait(timeout=10)
+
+
+def parsed_in_c(harness_process, option: str) -> tuple[bool, str]:
+    harness_process.stdin.write(option.encode() + b"\n")
+    harness_process.stdin.flush()
+    verdict, _, rest = harness_process.stdout.readline().decode().rstrip("\n").partition(" ")
+    return verdict == "ok", rest
+
+
+def planner_accepts(flag: str, value: str) -> bool:
+    """Whether `nodemap plan FLAG=VALUE` gets past its option checks (in-process, as cli.py)."""
+    import argparse
+    import contextlib
+    import io
+
+    from nodemap.errors import NodemapError
+    from nodemap.mapping import cliargs
+
+    p = argparse.ArgumentParser()
+    cliargs.add_request_arguments(p)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = p.parse_args([f"{flag}={value}"])
+        cliargs.request_from_args(args, 1)
+    except (SystemExit, NodemapError):
+        return False
+    return True
+
+
+KEYS = {"threads": "--threads", "smt": "--smt", "gpus-per-task": "--gpus-per-task", "nic-rails": "--nic-rails"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(sorted(KEYS)),
+       value=st.one_of(st.text(alphabet="0123456789", max_size=8), st.sampled_from(["all", "auto", "ALL", "-1", "+1",
+                                                                                   " 1", "1 ", "1_0", "0x1", "1e3"]),
+                       st.text(alphabet=st.characters(blacklist_characters=",\n\0", blacklist_categories=("Cs",)),
+                               max_size=8)))
+def test_a_value_srun_passes_is_one_nodemap_plan_takes(options_harness, key, value):
+    """Values are checked in C when srun reads the option (threads=abc, 0 and '' passed srun, and each
+    task then ran unbound): what C passes, `nodemap plan` takes; a plain count or word C and the
+    planner judge alike (C is stricter only on forms int() also reads: '+1', ' 1', '1_0')."""
+    ok, request = parsed_in_c(options_harness, f"{key}={value}")
+    if ok:
+        flag, canonical = request.split()
+        assert flag == KEYS[key] and planner_accepts(flag, canonical), (value, request)
+    plain = value.isascii() and (value.isdigit() or value in ("all", "auto"))
+    if plain:
+        assert ok == planner_accepts(KEYS[key], value), (value, request)
+
+
+def test_a_key_given_twice_takes_its_last_value_once(options_harness):
+    """As `nodemap plan` reads a repeated option; and no command line outgrows its argv (40 repeats
+    filled argv's 64 entries, and the last words, the ones that count, were dropped)."""
+    assert parsed_in_c(options_harness, ",".join(["threads=1"] * 40 + ["threads=2", "smt=1", "verbose"])) == (
+        True, "--threads 2 --smt 1 ")
+
+
+# --- the planner's failure is said by its own error line; a plan over 8 MiB is refused ------------
+
+def test_a_failed_plan_says_its_error_line_not_its_usage(driver, tmp_path):
+    """argparse prints usage lines, then the error: the first line was kept (`usage: nodemap plan
+    [-h] [--tasks N] ...`), so the reason never reached the user."""
+    stand_in = tmp_path / "nodemap"
+    stand_in.write_text(f"#!/bin/sh\nexec {NODEMAP} \"$@\" --no-such-option\n")  # an older nodemap, say
+    stand_in.chmod(0o755)
+    p = subprocess.run([driver, f"--nodemap-path={stand_in}", "1", "--", "true"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and p.stderr.splitlines() == [
+        "nodemap: `nodemap plan` failed: nodemap plan: error: unrecognized arguments: --no-such-option; the tasks "
+        "run unbound"], p.stderr
+
+
+def test_a_plan_over_8_MiB_is_refused_not_cut(driver, tmp_path):
+    """The first 8 MiB of a larger plan were kept and applied (here: task 0's line cut in its
+    padding, OMP_NUM_THREADS set), though the comment said such a plan is refused."""
+    stand_in = tmp_path / "nodemap"
+    stand_in.write_text("#!/bin/sh\nprintf '0\\t0\\t\\tOMP_NUM_THREADS=1\\tPAD='\n"
+                        "head -c 9437184 /dev/zero | tr '\\0' x\nprintf '\\n'\n")
+    stand_in.chmod(0o755)
+    probe_code = "import os; os.write(1, os.environ.get('OMP_NUM_THREADS', 'unset').encode())"
+    p = subprocess.run([driver, f"--nodemap-path={stand_in}", "1", "--", sys.executable, "-c", probe_code],
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, "unset"), p.stderr
+    assert p.stderr.splitlines() == ["nodemap: `nodemap plan` failed: its plan is over 8 MiB: refused (not cut: a part "
+                                     "of a plan binds wrongly); the tasks run unbound"]
+    strict = subprocess.run([driver, f"--nodemap-path={stand_in}", "--nodemap=strict", "1", "--", "echo", "ran"],
+                            capture_output=True, text=True, timeout=60)
+    assert (strict.returncode, strict.stdout) == (1, "") and "over 8 MiB: refused" in strict.stderr
+
+
+# --- the planner runs as the job's user only --------------------------------------------------------
+
+SETUID_HARNESS = r"""
+#include "apply.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* as slurmstepd calls a plugin's user_init: the effective ids the job's user's, real and saved root */
+int main(int argc, char **argv)
+{
+	char *args[] = {argv[1], NULL}, *env[] = {NULL}, *out = NULL, err[400];
+	if (setegid(atoi(argv[3])) < 0 || seteuid(atoi(argv[2])) < 0)
+		return 3;
+	int rc = nm_run(args, env, &out, err, sizeof(err));
+	printf("%d %s|%s\n", rc, out ? out : "", err);
+	return 0;
+}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: slurmstepd's ids are root's and the job user's")
+def test_the_planner_cannot_take_root_back(tmp_path):
+    """slurmstepd runs user_init with only its effective ids set to the job's user; exec kept the
+    real (and saved) uid 0, so a `nodemap` first in the job's PATH called setuid(0) and was root."""
+    import pwd
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    python = "/usr/bin/python3"  # one the job's user may run (this checkout's may sit in a private folder)
+    if not os.access(python, os.X_OK):
+        pytest.skip(f"needs {python}")
+    shared = Path(tempfile.mkdtemp(prefix="nm-setuid-"))  # the job's user must reach the stand-in
+    try:
+        shared.chmod(0o755)
+        stand_in = shared / "nodemap"
+        stand_in.write_text(f"#!{python} -I\nimport os\nprint(os.getresuid(), os.getresgid())\n"
+                            "try:\n    os.setuid(0)\n    print('root again')\nexcept OSError:\n    print('no root')\n")
+        stand_in.chmod(0o755)
+        out = subprocess.run([harness(tmp_path, SETUID_HARNESS), str(stand_in), str(nobody.pw_uid), str(nobody.pw_gid)],
+                             capture_output=True, text=True, timeout=60).stdout
+    finally:
+        shutil.rmtree(shared)
+    u, g = nobody.pw_uid, nobody.pw_gid
+    assert out.startswith(f"0 ({u}, {u}, {u}) ({g}, {g}, {g})\nno root\n"), out
+
+
+def test_the_plugin_passes_every_gpu_variable_the_planner_reads():
+    """The job's values of nodemap's visibility and order variables reach `nodemap plan` (HIP_VISIBLE_DEVICES
+    and the order variables did not: slurmstepd's own were used), so the plan cache's key holds them too."""
+    import re
+
+    from nodemap.env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
+
+    source = (ROOT / "slurm" / "nodemap_spank.c").read_text()
+    from_job = re.search(r"from_job\[\] = \{(.*?)\};", source, re.S).group(1)
+    names = set(re.findall(r'"([A-Z_]+)"', from_job))
+    assert set(GPU_VISIBILITY_VARS) | set(GPU_ORDER_VARS) <= names, names

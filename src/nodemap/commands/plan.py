@@ -127,6 +127,17 @@ def _slurm_cores(topo, text: str, cpus):
     return pus if cpus is None else pus & cpus
 
 
+def _cache_for_the_plugin(text: str) -> None:
+    """The SPANK plugin asked (its key in the environment): cache the task lines
+    for its later steps (mapping/spankcache.py; it checks what it reads)."""
+    from ..mapping import spankcache
+
+    key = spankcache.key_from_env()
+    if key:
+        sys.stdout.flush()  # printed first: a cache that cannot be written costs nothing
+        spankcache.save(key, text)
+
+
 def _native(topo, p, args) -> int:
     """--emit native|wrapper: the plan in the launcher's own syntax."""
     from .. import outfile
@@ -137,7 +148,9 @@ def _native(topo, p, args) -> int:
         if args.json:  # printing the text anyway would hand a JSON reader tab-separated lines
             raise InputError("--json", "--emit tasks is the Slurm plugin's plain text; for JSON leave out --emit "
                                        "(nodemap plan --json --env has each task's PUs, NUMA nodes and variables)")
-        print(emit.task_lines(topo, p), end="")
+        text = emit.task_lines(topo, p)
+        print(text, end="")
+        _cache_for_the_plugin(text)
         return 0
     if args.launcher not in emit.NATIVE_LAUNCHERS:
         raise InputError("--emit", f"needs --launcher {'|'.join(emit.NATIVE_LAUNCHERS)}")

@@ -168,13 +168,14 @@ def _port_states() -> list[str]:
 # --- entries ----------------------------------------------------------------------------
 
 
-def entry_name(key: str) -> str:
+def entry_name(key: str | bytes, prefix: str = "plan-") -> str:
     # zlib, not hashlib: the name only spreads keys (the file holds the full
-    # key and is checked), and hashlib's OpenSSL load costs ~5 ms per rank
+    # key and is checked), and hashlib's OpenSSL load costs ~5 ms per rank.
+    # The SPANK plugin's C reader names its entries alike (slurm/cache.c).
     import zlib
 
-    b = key.encode()
-    return f"plan-{zlib.crc32(b):08x}{zlib.adler32(b):08x}"
+    b = key.encode() if isinstance(key, str) else key
+    return f"{prefix}{zlib.crc32(b):08x}{zlib.adler32(b):08x}"
 
 
 def load(dfd: int, key: str, now: float) -> dict | None:
@@ -204,24 +205,35 @@ def load(dfd: int, key: str, now: float) -> dict | None:
 
 
 def save(dfd: int, key: str, data: dict, now: float) -> None:
-    """Publish atomically (temporary name, then rename); failures are ignored.
+    """Publish atomically; failures are ignored.
 
     marshal, not json: it needs no import (~3 ms per rank); the file is only
     ever read back from a directory no one else can write.
     """
-    name = entry_name(key) + ".bin"
+    publish(dfd, entry_name(key) + ".bin", marshal.dumps({**data, "cache": SCHEMA, "key": key, "made": now}))
+    prune(dfd, now)
+
+
+def publish(dfd: int, name: str, data: bytes) -> bool:
+    """Write `name` in the folder `dfd` atomically (a temporary name, then
+    rename: a reader sees the whole file or none), mode 0600; False when it
+    could not be written."""
     tmp = f"{name}.{os.getpid()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS, 0o600, dir_fd=dfd)
         with os.fdopen(fd, "wb") as f:
-            marshal.dump({**data, "cache": SCHEMA, "key": key, "made": now}, f)
+            f.write(data)
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return True
     except OSError:
         try:
             os.unlink(tmp, dir_fd=dfd)
         except OSError:
             pass
-    prune(dfd, now)
+        return False
+
+
+ENTRY_PREFIXES = ("plan-", "spank-")  # this module's entries, the SPANK plugin's (spankcache.py)
 
 
 def prune(dfd: int, now: float, age: float = 6 * TTL) -> None:
@@ -229,7 +241,7 @@ def prune(dfd: int, now: float, age: float = 6 * TTL) -> None:
     long expired, and no rank waits on a lock that long (LOCK_WAIT)."""
     try:
         with os.scandir(dfd) as it:
-            old = [e.name for e in it if e.name.startswith("plan-") and e.is_file(follow_symlinks=False)
+            old = [e.name for e in it if e.name.startswith(ENTRY_PREFIXES) and e.is_file(follow_symlinks=False)
                    and now - e.stat(follow_symlinks=False).st_mtime > age]
     except OSError:
         return
