@@ -227,3 +227,20 @@ def test_a_second_cluster_beside_the_first_and_nothing_left_after_stop(slurm_clu
     assert not tasks(marker)  # before: stop TERMed slurmd at once and the job's tasks lived on
     assert job.wait(timeout=30) != 0  # srun itself ends: its job was cancelled
     print(f"one-node cluster: start {started:.1f} s, stop {stopped:.1f} s")
+
+
+def test_two_clusters_number_their_jobs_apart():
+    """MPICH names a node's shared-memory segments after the job and step only, in the /dev/shm every
+    cluster on this host shares: a job 1.0 killed in one cluster left segments on which every later
+    job 1.0 of any cluster failed MPI_Init ("Out of memory", 2026-12-02). Each cluster's job ids
+    start at a number of its own."""
+    first = []
+    for _ in range(2):
+        cluster = Cluster.start(nodes=1)
+        try:
+            p = cluster.srun("-N1", "-n1", "printenv", "SLURM_JOB_ID")
+            assert p.returncode == 0, p.stderr
+            first.append(int(p.stdout))
+        finally:
+            cluster.stop()
+    assert first[0] != first[1], first
