@@ -117,19 +117,26 @@ int nm_parse_options(const char *optarg, struct nm_options *o, char *why, size_t
 
 /* --- planning ---------------------------------------------------------------------- */
 
+/* Whether the effective user may run path: slurmstepd's real uid is root, which access(2) would
+ * ask about (root may run any file with an x bit), and the job's user then could not. */
+static int runnable(const char *path)
+{
+	return faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
+}
+
 int nm_find_nodemap(const char *configured, char *path, char *out, size_t len)
 {
 	char *save = NULL;
 
 	if (configured && *configured) {
 		snprintf(out, len, "%s", configured);
-		return access(out, X_OK);
+		return runnable(out) ? 0 : -1;
 	}
 	if (!path)
 		return -1;
 	for (char *dir = strtok_r(path, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
 		snprintf(out, len, "%s/nodemap", *dir ? dir : ".");
-		if (!access(out, X_OK))
+		if (runnable(out))
 			return 0;
 	}
 	return -1;

@@ -359,12 +359,16 @@ SETUID_HARNESS = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-/* as slurmstepd calls a plugin's user_init: the effective ids the job's user's, real and saved root */
+/* as slurmstepd calls a plugin's user_init: the effective ids the job's user's, real and saved root;
+ * argv: PATH UID GID (the first runnable nodemap in PATH is run) */
 int main(int argc, char **argv)
 {
-	char *args[] = {argv[1], NULL}, *env[] = {NULL}, *out = NULL, err[400];
+	char exe[4096] = "", *args[] = {exe, NULL}, *env[] = {NULL}, *out = NULL, err[400];
+	(void)argc;
 	if (setegid(atoi(argv[3])) < 0 || seteuid(atoi(argv[2])) < 0)
 		return 3;
+	if (nm_find_nodemap(NULL, argv[1], exe, sizeof(exe)) < 0)
+		return 4;
 	int rc = nm_run(args, env, &out, err, sizeof(err));
 	printf("%d %s|%s\n", rc, out ? out : "", err);
 	return 0;
@@ -375,7 +379,9 @@ int main(int argc, char **argv)
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: slurmstepd's ids are root's and the job user's")
 def test_the_planner_cannot_take_root_back(tmp_path):
     """slurmstepd runs user_init with only its effective ids set to the job's user; exec kept the
-    real (and saved) uid 0, so a `nodemap` first in the job's PATH called setuid(0) and was root."""
+    real (and saved) uid 0, so a `nodemap` first in the job's PATH called setuid(0) and was root.
+    And the PATH lookup asked access(2), which answers for the real uid: a nodemap only root may run
+    was picked, and the job's user then could not run it."""
     import pwd
     import tempfile
 
@@ -386,12 +392,16 @@ def test_the_planner_cannot_take_root_back(tmp_path):
     shared = Path(tempfile.mkdtemp(prefix="nm-setuid-"))  # the job's user must reach the stand-in
     try:
         shared.chmod(0o755)
+        roots_only = shared / "root-only"  # first in PATH, runnable by root alone: the job's user must not pick it
+        roots_only.mkdir(mode=0o755)
+        (roots_only / "nodemap").write_text("#!/bin/sh\necho picked root's >&2\nexit 3\n")
+        (roots_only / "nodemap").chmod(0o700)
         stand_in = shared / "nodemap"
         stand_in.write_text(f"#!{python} -I\nimport os\nprint(os.getresuid(), os.getresgid())\n"
                             "try:\n    os.setuid(0)\n    print('root again')\nexcept OSError:\n    print('no root')\n")
         stand_in.chmod(0o755)
-        out = subprocess.run([harness(tmp_path, SETUID_HARNESS), str(stand_in), str(nobody.pw_uid), str(nobody.pw_gid)],
-                             capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run([harness(tmp_path, SETUID_HARNESS), f"{roots_only}:{shared}", str(nobody.pw_uid),
+                              str(nobody.pw_gid)], capture_output=True, text=True, timeout=60).stdout
     finally:
         shutil.rmtree(shared)
     u, g = nobody.pw_uid, nobody.pw_gid
