@@ -23,14 +23,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "slurm-test-cluster"
-INSTALL = "sh scripts/install-test-packages (as root; it runs apt-get install slurmctld slurmd slurm-client munge)"
+INSTALL = ("sh scripts/install-test-packages (as root; it runs apt-get install slurmctld slurmd slurm-client munge "
+           "iproute2)")
 NEEDED = ("slurmctld", "slurmd", "munged", "srun", "sinfo", "scontrol")
 SBIN = os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin"))
 
 
-def unavailable() -> str:
-    """Why no test cluster can start here ("" when it can)."""
-    missing = [c for c in NEEDED if not shutil.which(c, path=SBIN)]
+def unavailable(network: bool = False) -> str:
+    """Why no test cluster (with `network`: a networked one) can start here ("" when it can)."""
+    missing = [c for c in NEEDED + (("ip", "tc") if network else ()) if not shutil.which(c, path=SBIN)]
     if missing:
         return f"Slurm test cluster: {', '.join(missing)} not installed: {INSTALL}"
     if os.geteuid() != 0:
@@ -47,6 +48,7 @@ class Cluster:
         self.conf = info["slurm_conf"]
         self.nodes = info["nodes"]
         self.start_s = info["start_s"]
+        self.network = info.get("network")  # with network=True: id, nics, namespaces, addresses, links
         self.env = dict(os.environ, **info["env"], CUDA_VISIBLE_DEVICES="",
                         PATH=os.pathsep.join((str(Path(sys.executable).parent), SBIN)))
         for k in [k for k in self.env if k.startswith(("SLURM_", "SLURMD_")) and k != "SLURM_CONF"]:
@@ -54,12 +56,17 @@ class Cluster:
         self._stopped = False
 
     @classmethod
-    def start(cls, conf_lines: tuple[str, ...] = (), plugstack: str | None = None, nodes: int = 3) -> "Cluster":
-        reason = unavailable()
+    def start(cls, conf_lines: tuple[str, ...] = (), plugstack: str | None = None, nodes: int = 3,
+              network: bool = False, nics: int = 2, rate: str | None = None) -> "Cluster":
+        """A new cluster; with `network`, every node in its own network namespace with `nics` rails of
+        `rate` (the script's default when None)."""
+        reason = unavailable(network)
         if reason:
             pytest.skip(reason)
         top = Path(tempfile.mkdtemp(prefix="nmslurm-"))  # short: munge's socket path must fit in 108 bytes
         cmd = [sys.executable, str(SCRIPT), "start", str(top), "--json", "--nodes", str(nodes)]
+        if network:
+            cmd += ["--network", "--nics", str(nics), *(["--rate", rate] if rate else [])]
         for line in conf_lines:
             cmd += ["--conf-line", line]
         if plugstack is not None:
@@ -79,6 +86,13 @@ class Cluster:
         """A Slurm command (srun, salloc, sbatch...) in this cluster; `env` adds to or overrides its environment."""
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, cwd=cwd,
                               env=dict(self.env, **(env or {})))
+
+    def link(self, node: str, nic: str, *settings: str) -> dict:
+        """Change one link (`slurm-test-cluster link`): its state after the change."""
+        p = subprocess.run([sys.executable, str(SCRIPT), "link", str(self.top), node, nic, *settings, "--json"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)[f"{node}/{nic}"]
 
     def stop(self) -> None:
         if not self._stopped:

@@ -23,7 +23,7 @@ def test_install_script_without_root_names_what_is_missing_and_succeeds(tmp_path
     p = subprocess.run(["sh", str(ROOT / "scripts" / "install-test-packages")], capture_output=True, text=True,
                        timeout=30, env=dict(os.environ, PATH=path))
     assert p.returncode == 0, p.stderr
-    assert "not installed: slurmctld slurmd slurm-client munge libslurm-dev" in p.stderr
+    assert "not installed: slurmctld slurmd slurm-client munge libslurm-dev iproute2" in p.stderr
     assert "apt-get install slurmctld" in p.stderr and "apt-get ran" not in p.stderr
 
 

@@ -1,0 +1,255 @@
+"""The test cluster with a real network (scripts/slurm-test-cluster start --network): every node a
+slurmd in its own network namespace with NICs rail0 and rail1 shaped by tc, MPI across the
+namespaces, links slowed, delayed, lossy or cut by `link`, and nothing of it left after stop."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_cluster import SCRIPT, Cluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
+
+PY = sys.executable
+RATE_MBS = 25.0  # the script's default rail rate, 200mbit, in MB/s
+# Rank 0 sends rank 1 `count` messages of `size` bytes over MPI, three times; prints the best MB/s.
+MPI_BW = """
+import sys, time
+import numpy as np
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+size, count = int(sys.argv[1]), int(sys.argv[2])
+buf = np.zeros(size, dtype=np.uint8)
+best = 0.0
+for _ in range(3):
+    c.Barrier()
+    t = time.perf_counter()
+    for _ in range(count):
+        c.Send(buf, 1) if c.Get_rank() == 0 else c.Recv(buf, 0)
+    c.Barrier()
+    best = max(best, size * count / (time.perf_counter() - t) / 1e6)
+if c.Get_rank() == 0:
+    print(best)
+"""
+# From inside a node: the time a TCP connect to a closed port takes (the peer's reset), median of 9, in ms;
+# "timeout" when no answer comes within 2 s
+RTT = """
+import socket, statistics, sys, time
+times = []
+for _ in range(9):
+    s = socket.socket()
+    s.settimeout(2)
+    t = time.perf_counter()
+    try:
+        s.connect((sys.argv[1], 9))
+    except ConnectionRefusedError:
+        times.append((time.perf_counter() - t) * 1e3)
+    except OSError:
+        print("timeout")
+        sys.exit()
+    finally:
+        s.close()
+print(statistics.median(times))
+"""
+# Receives UDP datagrams on (address, port) until 1.5 s pass without one; prints how many came
+UDP_COUNT = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 9999))
+s.settimeout(5)
+n = 0
+try:
+    while True:
+        s.recv(2048)
+        n += 1
+        s.settimeout(1.5)
+except socket.timeout:
+    pass
+print(n)
+"""
+UDP_SEND = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(int(sys.argv[2])):
+    s.sendto(b"x" * 200, (sys.argv[1], 9999))
+    if i % 50 == 49:
+        time.sleep(0.002)  # well under the rail's rate: tbf queues nothing, only the loss drops
+"""
+
+
+@pytest.fixture(scope="module")
+def net_cluster():
+    cluster = Cluster.start(network=True)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def in_node(cluster, node: str, code: str, *args: str, timeout: float = 60) -> str:
+    """Run Python in the node's network namespace (as its tasks run), its stdout."""
+    p = subprocess.run(["ip", "netns", "exec", cluster.network["namespaces"][node], PY, "-c", code, *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def addr(cluster, node: str, nic: str) -> str:
+    return cluster.network["addresses"][node][nic]
+
+
+def namespaces() -> set[str]:
+    return set(re.findall(r"nodemap-\S+", subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout))
+
+
+def leftovers(net_id: str) -> list[str]:
+    """Namespaces and host interfaces named for the network `net_id`."""
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return (re.findall(rf"nodemap-{net_id}-\S+", spaces) + re.findall(rf"\b{net_id}-[\w-]+", links))
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def mpi_bandwidth(cluster, iface: str, size: int, count: int) -> float:
+    p = cluster.srun("--mpi=pmi2", "-N2", "-n2", "-w", "n1,n2", PY, "-c", MPI_BW, str(size), str(count),
+                     env={"FI_TCP_IFACE": iface}, timeout=180)
+    assert p.returncode == 0, p.stderr
+    return float(p.stdout)
+
+
+def test_every_node_is_a_slurmd_in_its_own_namespace_with_its_rails(net_cluster):
+    show = ("import os, socket; print(os.environ['SLURMD_NODENAME'], os.readlink('/proc/self/ns/net'), "
+            "','.join(sorted(os.listdir('/sys/class/net'))))")
+    p = net_cluster.srun("-N3", "-n3", PY, "-c", show)
+    assert p.returncode == 0, p.stderr
+    rows = sorted(line.split() for line in p.stdout.splitlines())
+    assert [r[0] for r in rows] == ["n1", "n2", "n3"]
+    assert len({r[1] for r in rows}) == 3, rows  # three network namespaces
+    assert all({"rail0", "rail1"} <= set(r[2].split(",")) for r in rows), rows
+    # each rail is its own subnet of the test range, and a node reaches another's rail
+    assert addr(net_cluster, "n2", "rail0").startswith(("198.18.", "198.19."))
+    assert float(in_node(net_cluster, "n1", RTT, addr(net_cluster, "n2", "rail1"))) < 50
+
+
+def test_mpi_runs_across_the_namespaces_at_the_rails_rate(net_cluster):
+    """The rail, not the CPU, is the limit: MPI between two nodes over a rail runs at its rate (200
+    Mbit/s), and at a tenth when that link is slowed."""
+    full = mpi_bandwidth(net_cluster, "rail1", 4 << 20, 4)
+    assert 0.4 * RATE_MBS < full < 1.1 * RATE_MBS, full
+    net_cluster.link("n2", "rail1", "rate=20mbit")
+    try:
+        slow = mpi_bandwidth(net_cluster, "rail1", 1 << 20, 2)
+        other = mpi_bandwidth(net_cluster, "rail0", 4 << 20, 4)
+    finally:
+        net_cluster.link("n2", "rail1", "clear")
+    assert slow < 1.1 * RATE_MBS / 10, slow
+    assert other > 0.4 * RATE_MBS, other  # only the one link
+    print(f"MPI n1-n2: {full:.1f} MB/s on rail1, {slow:.2f} MB/s slowed to 20mbit, {other:.1f} MB/s on rail0")
+
+
+def test_link_delay_loss_and_down_change_only_that_link(net_cluster):
+    target, beside = addr(net_cluster, "n2", "rail0"), addr(net_cluster, "n2", "rail1")
+    assert float(in_node(net_cluster, "n1", RTT, target)) < 1.5
+    try:
+        assert net_cluster.link("n2", "rail0", "delay=2ms")["delay"] == "2ms"
+        delayed = float(in_node(net_cluster, "n1", RTT, target))
+        assert 3.5 < delayed < 50, delayed  # 2 ms each way
+        assert float(in_node(net_cluster, "n1", RTT, beside)) < 1.5
+
+        net_cluster.link("n2", "rail0", "delay=0ms", "loss=20%")
+        receiver = subprocess.Popen(["ip", "netns", "exec", net_cluster.network["namespaces"]["n2"], PY, "-c",
+                                     UDP_COUNT, target], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        in_node(net_cluster, "n1", UDP_SEND, target, "2000")
+        got = int(receiver.communicate(timeout=30)[0])
+        assert 0.65 * 2000 < got < 0.92 * 2000, got  # 20% lost one way (80% expected)
+
+        net_cluster.link("n2", "rail0", "loss=0%", "down")
+        carrier = in_node(net_cluster, "n2", "print(open('/sys/class/net/rail0/carrier').read().strip())")
+        assert carrier == "0"
+        assert in_node(net_cluster, "n1", RTT, target) == "timeout"
+        assert float(in_node(net_cluster, "n1", RTT, beside)) < 1.5
+        assert net_cluster.link("n2", "rail0", "up")["up"] is True
+        assert float(in_node(net_cluster, "n1", RTT, target, timeout=60)) < 50
+    finally:
+        net_cluster.link("n2", "rail0", "clear")
+
+
+def test_bad_link_settings_say_what_is_accepted(net_cluster):
+    for args, says in ((["n9", "rail0", "down"], "no link n9/rail0"), (["n1", "rail0", "rate=fast"], "is not a rate"),
+                       (["n1", "rail0", "jitter=1ms"], "is not rate=R")):
+        p = subprocess.run([PY, str(SCRIPT), "link", str(net_cluster.top), *args], capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 2 and says in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_second_network_beside_the_first_and_nothing_left_after_stop(net_cluster):
+    """Two networked clusters side by side (their own namespaces, bridges and subnets); stop removes
+    every namespace, veth, bridge and forwarder of one, faults and all, and leaves the other."""
+    other = Cluster.start(nodes=2, network=True, nics=1, rate="100mbit")
+    net_id = other.network["id"]
+    try:
+        assert net_id != net_cluster.network["id"]
+        assert addr(other, "n1", "ctl") != addr(net_cluster, "n1", "ctl")
+        assert other.srun("-N2", "-n2", "true").returncode == 0
+        other.link("n2", "rail0", "delay=1ms", "loss=1%")  # a forwarder process and a second veth pair
+        other.link("n1", "rail0", "down")
+        forwarder = json.loads((other.top / "network.json").read_text())["forwarders"]["n2/rail0"]
+        assert leftovers(net_id)
+    finally:
+        other.stop()
+    assert leftovers(net_id) == []
+    assert not running(forwarder)
+    assert net_cluster.srun("-N3", "-n3", "true").returncode == 0  # the first one still answers
+
+
+def test_a_failed_start_removes_the_network_it_made(tmp_path):
+    top = tmp_path / "c"
+    p = subprocess.run([PY, str(SCRIPT), "start", str(top), "--network", "--nodes", "2", "--timeout", "20",
+                        "--conf-line", "NoSuchSlurmKey=1"], capture_output=True, text=True, timeout=120)
+    if p.returncode == 2 and "not found" in p.stderr:
+        pytest.skip(p.stderr)
+    assert p.returncode == 1, p.stderr
+    net_id = re.search(r"network (nm\d\d) removed", p.stderr)
+    assert net_id, p.stderr
+    assert leftovers(net_id.group(1)) == []
+    assert not (top / "network.json").exists()
+
+
+def test_a_bad_rate_is_refused_before_anything_is_made(tmp_path):
+    before = namespaces()
+    p = subprocess.run([PY, str(SCRIPT), "start", str(tmp_path / "c"), "--network", "--rate", "fast"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "is not a rate like 200mbit" in p.stderr, p.stderr
+    assert not (tmp_path / "c" / "network.json").exists()
+    assert namespaces() <= before
+
+
+def test_the_docs_recipe_runs_and_leaves_nothing(tmp_path):
+    """docs/slurm.md's networked-cluster recipe, run verbatim in its own folder (for /tmp/cn)."""
+    docs = (SCRIPT.parent.parent / "docs" / "slurm.md").read_text()
+    block = docs.split("### With a real network: `--network`", 1)[1].split("\n\n")[1]
+    lines = [line.strip() for line in block.splitlines()]
+    assert lines[0].startswith("scripts/slurm-test-cluster start /tmp/cn --network") and "stop /tmp/cn" in lines[-1]
+    before = namespaces()
+    script = "set -e\n" + "\n".join(lines).replace("/tmp/cn", str(tmp_path / "cn"))
+    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=300, cwd=SCRIPT.parent.parent,
+                       env=dict(os.environ, PATH=f"{Path(PY).parent}:/usr/sbin:/sbin:/usr/bin:/bin"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    nodes = sorted(line for line in p.stdout.splitlines() if line.startswith("n") and "rail0" in line)
+    assert nodes == [f"n{k} ctl ctl0 lo rail0 rail1" for k in (1, 2, 3)], p.stdout
+    assert "n2/rail1: 20mbit" in p.stdout and "stopped" in p.stdout
+    assert namespaces() <= before
