@@ -2,31 +2,64 @@
 class (`nodemap topo --export node-class.json`, `check --expect-topology`).
 
 A GPU, NIC, NVLink, NUMA node, core or memory that the expected node has and
-this one lacks, a PCIe link narrower or of a lower generation than the
-expected one, a NIC port down or slower: each is a failed Check with a
-hardware cause (the node must be drained and repaired), except CPUs that
-exist but are offline, which someone configured. What this node has beyond
-the expected one passes: the expectation is a floor. Pure: (expected,
-actual) -> checks, so snapshots and fixtures test it.
+this one lacks, a GPU with less memory or in another MIG mode, a PCIe link
+narrower or of a lower generation than the expected one, a NIC port down or
+slower: each is a failed Check with a hardware cause (the node must be
+drained and repaired), except CPUs that exist but are offline, which someone
+configured. What this node has beyond the expected one passes: the
+expectation is a floor. Pure: (expected, actual) -> checks, so snapshots and
+fixtures test it.
+
+Host memory is judged by the node's total, the kernel's MemTotal: per-NUMA
+figures from sysfs undercount on VMs (4.6 GiB of 125.8 on a GPU VM; 9.5 then
+16 GiB within 20 minutes on another, as the hypervisor initialises memory
+lazily), so they are judged only where they add up to the node's MemTotal on
+both sides (a machine's own, or a source without MemTotal such as hwloc XML).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from ..errors import NodemapError
 from ..topology.model import PciDevice, Topology
+from ..topology.sysfs import nodes_undercount
 from ..units import format_size
 from .inventory import Check
 
 # Memory the kernel reserves moves between boots: below 90% of the expected
-# size is a DIMM lost, not a kernel update.
+# size is a DIMM lost, not a kernel update. A GPU's memory is fixed by its
+# SKU (ECC on GDDR takes ~6%): below 90% is another SKU.
 MEMORY_FLOOR = 0.9
 KEY = "inventory/expected"
 
 
 def compare(expected: Topology, actual: Topology) -> list[Check]:
-    return (devices(expected, actual) + nvlinks(expected, actual) + links(expected, actual)
-            + nic_ports(expected, actual) + memory(expected, actual) + cpus(expected, actual))
+    return (devices(expected, actual) + gpus(expected, actual) + nvlinks(expected, actual)
+            + links(expected, actual) + nic_ports(expected, actual) + memory(expected, actual)
+            + cpus(expected, actual))
+
+
+def validate(cls: Topology, where: str) -> None:
+    """A node class that cannot be any node is refused before anything runs
+    (NodemapError naming the field): judged, it would fail every node of the
+    class for "hardware", and with --slurm-drain drain them all. Sizes past any
+    machine's are refused when the file is read (topology/discover.absurd)."""
+    def refuse(field: str, why: str) -> None:
+        raise NodemapError(f"--expect-topology {where}: {field}: {why}; not a node class (save one with "
+                           "nodemap topo --export FILE on a good node of the class)")
+
+    if not cls.cpuset:
+        refuse("pus", "no CPU online")
+    if not [n for n in cls.host_numa_nodes if n.cpuset]:
+        refuse("numa_nodes", "no NUMA node with CPUs")
+    in_nodes = sum(n.memory for n in cls.host_numa_nodes)
+    if cls.machine.mem_total and in_nodes > 1.1 * cls.machine.mem_total:
+        refuse("numa_nodes[].memory", f"the NUMA nodes hold {format_size(in_nodes)}, more than the machine's "
+               f"MemTotal {format_size(cls.machine.mem_total)} (machine.mem_total)")
+    for i, nic in enumerate(cls.nics):
+        if len({p.number for p in nic.ports}) != len(nic.ports):
+            refuse(f"nics[{i}].ports", f"{nic.name} lists a port number twice")
 
 
 def _count(key: str, label: str, want: int, have: int, what: str, fix: str) -> Check:
@@ -135,25 +168,74 @@ def nic_ports(expected: Topology, actual: Topology) -> list[Check]:
     return out
 
 
+def _floor(key: str, label: str, got: int, want: int, what: str, fix: str) -> Check:
+    """`got` bytes against the class's `want`: below MEMORY_FLOOR of it fails for hardware."""
+    whose = " ".join(("the node class's", what)).strip()
+    if got < MEMORY_FLOOR * want:
+        return Check(key, label, format_size(got), format_size(want), "fail", f"{got / want:.0%} of {whose}",
+                     "hardware", fix)
+    return Check(key, label, format_size(got), format_size(want), "pass", f"at least {MEMORY_FLOOR:.0%} of {whose}")
+
+
+def host_total(topo: Topology) -> int:
+    """The node's host memory: the kernel's MemTotal, else its NUMA nodes' sum."""
+    return topo.machine.mem_total or sum(n.memory for n in topo.host_numa_nodes)
+
+
+def per_node_trusted(topo: Topology) -> bool:
+    """Whether the NUMA nodes' memory adds up to the kernel's MemTotal (or nothing contradicts it)."""
+    return not nodes_undercount(sum(n.memory for n in topo.host_numa_nodes), topo.machine.mem_total)
+
+
+DIMM_FIX = "a DIMM is missing or disabled: dmidecode -t 17, the BMC's memory log"
+
+
 def memory(expected: Topology, actual: Topology) -> list[Check]:
-    """NUMA layout (nodes with CPUs) and memory per node and in total."""
+    """NUMA layout (nodes with CPUs), memory in total, and per node where
+    both sides' per-node figures can be trusted (module doc)."""
     out = []
     want_nodes = [n for n in expected.host_numa_nodes if n.cpuset]
     have = {n.os_index: n for n in actual.host_numa_nodes if n.cpuset}
     out.append(_count("numa_nodes", "NUMA nodes with CPUs", len(want_nodes), len(have), "NUMA node(s)",
                       "check the BIOS NUMA setting (NPS, SNC) and the memory log"))
+    if host_total(expected):
+        out.append(_floor(f"{KEY}/memory/total", "host memory", host_total(actual), host_total(expected), "total",
+                          DIMM_FIX))
+    untrusted = [t for t, ok in (("this node's", per_node_trusted(actual)), ("the node class's",
+                                                                            per_node_trusted(expected))) if not ok]
     for n in want_nodes:
         got = have.get(n.os_index)
         if got is None or not n.memory:
             continue
         key, label = f"{KEY}/memory/numa{n.os_index}", f"NUMA{n.os_index} memory"
-        if got.memory < MEMORY_FLOOR * n.memory:
-            out.append(Check(key, label, format_size(got.memory), format_size(n.memory), "fail",
-                             f"{got.memory / n.memory:.0%} of the node class's", "hardware",
-                             "a DIMM is missing or disabled: dmidecode -t 17, the BMC's memory log"))
+        if untrusted:
+            out.append(Check(key, label, format_size(got.memory), format_size(n.memory), "info",
+                             f"not judged: {' and '.join(untrusted)} NUMA nodes add up to less than 90% of "
+                             "its MemTotal (a VM's sysfs undercounts): the total is judged instead"))
         else:
-            out.append(Check(key, label, format_size(got.memory), format_size(n.memory), "pass",
-                             f"at least {MEMORY_FLOOR:.0%} of the node class's"))
+            out.append(_floor(key, label, got.memory, n.memory, "", DIMM_FIX))
+    return out
+
+
+def gpus(expected: Topology, actual: Topology) -> list[Check]:
+    """Each GPU's memory against the class's for its model (a smaller SKU of
+    one name), and its MIG mode against the class's (a GPU left in MIG mode
+    hands jobs slices, or nothing CUDA can use)."""
+    out = []
+    same = {w.index: w for w in expected.gpus}
+    for g in actual.gpus:
+        known = [w.memory for w in expected.gpus if w.model == g.model and w.memory]
+        if known and g.memory:
+            out.append(_floor(f"{KEY}/gpu_memory/{g.key.lower()}", f"{g.key} memory", g.memory, min(known),
+                              g.model or "GPUs'", "another SKU, or memory disabled: nvidia-smi -q -d MEMORY; "
+                              "replace the GPU, or save the class again if it is intended"))
+        w = same.get(g.index)  # MIG is set per GPU: the class's GPU of this index, if of this model
+        if w is not None and w.model == g.model and bool(w.mig) != bool(g.mig):
+            want = "on" if w.mig else "off"
+            out.append(Check(f"{KEY}/mig/{g.key.lower()}", f"{g.key} MIG mode", "on" if g.mig else "off", want,
+                             "fail", f"MIG mode {'on' if g.mig else 'off'} where the node class has it {want}",
+                             "hardware", f"nvidia-smi -i {g.pci_bus_id or g.index} -mig {int(want == 'on')}, then "
+                             "reset the GPU (or save the class again if it is intended)"))
     return out
 
 

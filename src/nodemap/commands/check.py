@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace, where: str) -> int:
         raise NodemapError("--budget: bounds the measuring of one node's check (quick or full); --level health "
                            "measures nothing (bound it with --health-timeout) and --fleet's ranks measure together")
     if args.fleet or args.from_dirs:
-        if args.expect_topology or args.level == "health":
+        if args.expect_topology is not None or args.level == "health":
             raise NodemapError("--fleet: --expect-topology and --level health are per node; run nodemap check "
                                "--level health --expect-topology FILE on each node (HealthCheckProgram)")
         if args.prom:
@@ -332,12 +332,20 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
 
 
 def _expected(path: str | None):
-    """The node class's Topology (--expect-topology), read before anything runs."""
-    if not path:
-        return None
-    from ..bench.harness import read_topology
+    """The node class's Topology (--expect-topology), read and checked before anything runs."""
+    from ..errors import NodemapError
 
-    return read_topology(path, "--expect-topology")
+    if path is None:
+        return None
+    if not path.strip():  # an unset variable in a HealthCheckProgram line: not "no class"
+        raise NodemapError("--expect-topology '': an empty path; name the node class file (nodemap topo --export "
+                           "FILE on a good node), or leave the option out")
+    from ..bench.harness import read_topology
+    from ..check.expected import validate
+
+    cls = read_topology(path, "--expect-topology")
+    validate(cls, path)
+    return cls
 
 
 def _slurm(doc, node: str, dry_run: bool, timeout: float, status: int, where: str) -> None:

@@ -157,9 +157,20 @@ def _read_input(path: str, source: str) -> Topology:
     return topo
 
 
+# Beyond any machine (2026: the largest single-system memory is tens of TiB, a GPU's 288 GB,
+# a link's 900 GB/s, a NIC port's 800 Gb/s, NV18 the most links per pair): a figure past
+# these is a damaged or hand-edited file, and a node class holding one fails every node.
+MAX_MEMORY = 1 << 50  # B (1 PiB): a machine, a NUMA node
+MAX_DEVICE_MEMORY = 1 << 44  # B (16 TiB): a GPU, a cache
+MAX_BANDWIDTH = 1e5  # GB/s: a link, a PCIe device; Gb/s: a NIC port
+MAX_LINKS = 1024  # NVLinks in one device link
+MAX_PCIE_GEN, MAX_PCIE_WIDTH = 16, 64
+
+
 def absurd(topo: Topology) -> str:
     """What in a Topology no machine can report (repeated numbers, negative
-    sizes), or "". Planning on it would be a silent wrong answer."""
+    sizes, sizes past any machine's), or "". Planning on it would be a
+    silent wrong answer; judging a node against it, a drain of every node."""
     from .cpuset import MAX_INDEX
 
     for what, indexes in (("PU", [p.os_index for p in topo.pus]), ("NUMA node", [n.os_index for n in topo.numa_nodes]),
@@ -171,15 +182,33 @@ def absurd(topo: Topology) -> str:
             seen: set[int] = set()
             twice = next(i for i in indexes if i in seen or seen.add(i))
             return f"{what} number {twice} appears twice"
-    sizes = [("machine memory", topo.machine.memory)]
-    sizes += [(f"NUMA node {n.os_index} memory", n.memory) for n in topo.numa_nodes]
-    sizes += [(f"L{c.level} cache size", c.size) for c in topo.caches]
-    sizes += [(f"GPU {g.index} memory", g.memory) for g in topo.gpus]
-    sizes += [(f"link {k.a}-{k.b} bandwidth", k.bandwidth) for k in topo.links]
-    sizes += [(f"PCI device {d.bus_id} link speed", d.link_speed) for d in topo.pci_devices]
-    sizes += [(f"NIC {n.name} port {p.number} rate", p.rate_gbps) for n in topo.nics for p in n.ports]
-    bad = next(((what, v) for what, v in sizes if not 0 <= v < float("inf")), None)  # nan fails both
-    return f"{bad[0]} is {'negative' if bad[1] < 0 else 'not a finite number'} ({bad[1]})" if bad else ""
+    m = topo.machine
+    sizes = [("machine memory", "machine.memory", m.memory, MAX_MEMORY),
+             ("machine MemTotal", "machine.mem_total", m.mem_total, MAX_MEMORY)]
+    sizes += [(f"NUMA node {n.os_index} memory", f"numa_nodes[{i}].memory", n.memory, MAX_MEMORY)
+              for i, n in enumerate(topo.numa_nodes)]
+    sizes += [(f"L{c.level} cache size", f"caches[{i}].size", c.size, MAX_DEVICE_MEMORY)
+              for i, c in enumerate(topo.caches)]
+    sizes += [(f"GPU {g.index} memory", f"gpus[{i}].memory", g.memory, MAX_DEVICE_MEMORY)
+              for i, g in enumerate(topo.gpus)]
+    for i, k in enumerate(topo.links):
+        sizes += [(f"link {k.a}-{k.b} bandwidth", f"links[{i}].bandwidth", k.bandwidth, MAX_BANDWIDTH),
+                  (f"link {k.a}-{k.b} count", f"links[{i}].count", k.count, MAX_LINKS)]
+    for i, d in enumerate(topo.pci_devices):
+        sizes += [(f"PCI device {d.bus_id} link speed", f"pci_devices[{i}].link_speed", d.link_speed, MAX_BANDWIDTH)]
+        sizes += [(f"PCI device {d.bus_id} {what}", f"pci_devices[{i}].{field}", getattr(d, field), top)
+                  for what, field, top in (("link generation", "link_gen", MAX_PCIE_GEN),
+                                           ("maximum link generation", "link_max_gen", MAX_PCIE_GEN),
+                                           ("link width", "link_width", MAX_PCIE_WIDTH),
+                                           ("maximum link width", "link_max_width", MAX_PCIE_WIDTH))]
+    sizes += [(f"NIC {n.name} port {p.number} rate", f"nics[{i}].ports[{j}].rate_gbps", p.rate_gbps, MAX_BANDWIDTH)
+              for i, n in enumerate(topo.nics) for j, p in enumerate(n.ports)]
+    for what, field, v, top in sizes:
+        if not 0 <= v < float("inf"):  # nan fails both
+            return f"{what} is {'negative' if v < 0 else 'not a finite number'} ({v})"
+        if v > top:
+            return f"{what} ({field}) is {v:.4g}, beyond any machine (at most {top:.4g})"
+    return ""
 
 
 def _read_kind(path: str, source: str) -> Topology:

@@ -61,6 +61,9 @@ class Machine(_Record):
     hostname: str = ""
     arch: str = ""
     memory: int = 0  # bytes, sum of NUMA nodes when known
+    # bytes: /proc/meminfo MemTotal less GPU memory nodes, the kernel's own total; 0 unknown
+    # (hwloc XML). Per-node sysfs figures undercount on some VMs (4.6 GiB of 125.8): this does not.
+    mem_total: int = 0
     info: tuple[tuple[str, str], ...] = ()  # (name, value): DMI, OS...
 
 

@@ -773,7 +773,8 @@ def _machine(fs: Root, numa_nodes, notes: list[str]) -> Machine:
                      f"{gib(total, 1)} GiB: the per-node figures undercount this machine (lstopo shows them "
                      "too); bench sizes arrays from /proc/meminfo when every node is used")
     memory = in_nodes or total
-    return Machine(hostname=hostname, arch=os.uname().machine if fs.live else "", memory=memory, info=tuple(info))
+    return Machine(hostname=hostname, arch=os.uname().machine if fs.live else "", memory=memory,
+                   mem_total=max(total, 0), info=tuple(info))
 
 
 def _gethostname() -> str:
