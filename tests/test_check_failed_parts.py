@@ -102,7 +102,7 @@ def test_nccl_that_corrupts_data_fails_the_node_and_the_check_goes_on(monkeypatc
 
 
 def test_the_reports_and_slurm_name_the_wrong_data(monkeypatch):
-    from nodemap.check import prom
+    from nodemap.report import prom
     from nodemap.report import html, terminal
     from nodemap.slurm.verdict import health
 

@@ -10,7 +10,8 @@ import pytest
 
 import check_synth as syn
 import nodes
-from nodemap.check import expectations, prom
+from nodemap.check import expectations
+from nodemap.report import prom
 from nodemap.check.document import CheckDoc, exit_status
 
 parser = pytest.importorskip("prometheus_client.parser")

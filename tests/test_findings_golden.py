@@ -12,7 +12,7 @@ import re
 import pytest
 
 import findings_inputs as inputs
-from nodemap.check import prom
+from nodemap.report import prom
 from nodemap.check.document import exit_status, from_dict
 from nodemap.fleet import html as fleet_html
 from nodemap.fleet import merge, output

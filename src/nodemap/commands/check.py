@@ -294,7 +294,7 @@ def _check(args: argparse.Namespace, where: str, budget, node: str = "") -> int:
     if unsaved and status == 0:
         status = 2  # healthy, but the report asked for is not there: the user must act
     if args.prom:  # before Slurm is asked: a failing scontrol must not leave the last check's metrics standing
-        from ..check import prom
+        from ..report import prom
 
         outfile.write(args.prom, prom.render(doc, status), "--prom")
     if node:

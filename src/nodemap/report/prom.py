@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .verdicts import RANK, VERDICTS
+from ..check.verdicts import RANK, VERDICTS
 
 PREFIX = "nodemap_check_"
 SEVERITY = ", ".join(f"{v} {RANK[v]}" for v in sorted(RANK, key=RANK.get))
