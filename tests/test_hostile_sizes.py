@@ -15,7 +15,7 @@ from hypothesis import given, strategies as st
 from hostile import LIMIT as LIMIT_S
 from hostile import CPU, NODE, env, hwloc_xml, nodemap, put, refused, snapshot
 from nodemap.errors import InputError, NodemapError
-from nodemap.mapping.localrank import detect, tasks_per_node
+from nodemap.launcher import detect, tasks_per_node
 from nodemap.topology import snapshot as tarballs
 from nodemap.topology.cpuset import MAX_INDEX, CpuSet, CpuSetError
 from nodemap.units import parse_size

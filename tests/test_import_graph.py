@@ -4,7 +4,8 @@
 - no circle between modules (imports inside functions count: they are edges too;
   imports under `if TYPE_CHECKING:` do not run and do not count);
 - launcher variables are read as integers only in nodemap.env, and listed only there;
-- Slurm's node name is read only by mapping.localrank.node_name;
+- Slurm's node name is read only by nodemap.launcher.node_name (the ground floor: check, bench and
+  fleet name the node without importing mapping);
 - pynvml is imported only by the NVML source (topology/nvml.py);
 - tomllib is imported only with its Python 3.10 fallback (tomli);
 - HTML tables are written only by nodemap.htmlpage.table (it escapes every cell).
@@ -22,7 +23,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "nodemap"
 # Lowest first. A room may import its own layer and the layers below it.
 LAYERS = (
     ("nodemap", "errors", "text", "units", "outfile", "infile", "records", "htmlpage", "scratch", "native", "env",
-     "proc", "finding"),
+     "launcher", "proc", "finding"),
     ("topology",),
     ("mapping", "placement"),
     ("bench",),
@@ -205,13 +206,18 @@ def node_name_reads(tree: ast.AST) -> list[int]:
             or isinstance(n, (ast.Name, ast.Attribute)) and getattr(n, "id", getattr(n, "attr", "")) == "SLURM_NODE"]
 
 
-def test_the_node_name_is_decided_only_in_localrank():
+LAUNCHER_MODULE = "nodemap.launcher"
+
+
+def test_the_node_name_is_decided_only_in_the_launcher_module():
     # one rule for which name is this node's (a name mpiexec forwarded from the batch node is not, or
-    # --slurm-drain drains the batch node): mapping.localrank.node_name
+    # --slurm-drain drains the batch node): nodemap.launcher.node_name, on the ground floor (it was
+    # mapping.localrank: check, bench and fleet imported mapping to name their node)
     assert node_name_reads(ast.parse('n = env.get("SLURMD_NODENAME")'))  # the rule can fail
-    found = {m: lines for m, t in TREES.items() if m not in (ENV_MODULE, "nodemap.mapping.localrank")
+    found = {m: lines for m, t in TREES.items() if m not in (ENV_MODULE, LAUNCHER_MODULE)
              and (lines := node_name_reads(t))}
-    assert found == {}, "name the node with nodemap.mapping.localrank.node_name"
+    assert found == {}, "name the node with nodemap.launcher.node_name"
+    assert _room(LAUNCHER_MODULE) in LAYERS[0]
 
 
 def test_pynvml_only_in_the_nvml_source():

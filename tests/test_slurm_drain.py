@@ -18,7 +18,7 @@ import pytest
 import nodes
 from nodemap.cli import main
 from nodemap.errors import NodemapError
-from nodemap.mapping.localrank import node_name
+from nodemap.launcher import node_name
 from nodemap.slurm import drain, verdict
 from nodemap.topology.model import NIC, replace
 

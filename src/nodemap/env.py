@@ -2,7 +2,7 @@
 way to read an integer from them.
 
 Launchers tell a process its rank in their own variables (docs/mapping.md
-lists them; `mapping.localrank` decides the node-local rank from the pairs
+lists them; `nodemap.launcher` decides the node-local rank from the pairs
 below). GPU runtimes choose their devices by visibility variables. Every
 reader of these names imports them from here, and every integer read from
 the environment goes through `integer`, so a malformed value is one line

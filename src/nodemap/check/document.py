@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..bench.results import ResultSet
-from ..mapping.localrank import node_name
+from ..launcher import node_name
 from ..topology.model import Topology
 from . import figures as figs
 from .busy import under_interference

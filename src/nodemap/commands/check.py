@@ -212,7 +212,7 @@ def _with_lock(args: argparse.Namespace, where: str, budget) -> int:
     import sys
 
     from ..check.document import NOT_JUDGED
-    from ..mapping.localrank import node_name
+    from ..launcher import node_name
     from ..slurm import drain
 
     name = node_name(os.environ, args.node_name, for_slurm=True)

@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import NodemapError
-    from ..mapping import emit, launch, localrank
+    from .. import launcher
+    from ..mapping import emit, launch
 
     argv = list(args.app)
     if argv and argv[0] == "--":
@@ -77,12 +78,12 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("no application given: put it after --, e.g. nodemap run -- ./app args")
     if not args.watch and (args.watch_interval is not None or args.watch_dir is not None):
         raise NodemapError("--watch-interval and --watch-dir take effect only with --watch: add --watch, or drop them")
-    alone = args.local_rank is None and not localrank.launched(os.environ)
+    alone = args.local_rank is None and not launcher.launched(os.environ)
     if alone:
         # no launcher: like numactl or likwid-pin, one task on the whole allowed node (every PU)
-        lr = localrank.LocalRank(0, args.local_size or 1, "no launcher: one task")
+        lr = launcher.LocalRank(0, args.local_size or 1, "no launcher: one task")
     else:
-        lr = localrank.detect(os.environ, args.local_rank, args.local_size)
+        lr = launcher.detect(os.environ, args.local_rank, args.local_size)
     tasks = args.tasks or lr.size
     if not tasks:
         raise NodemapError(f"{lr.launcher} does not say how many ranks share this node: pass --local-size N or --tasks N")

@@ -78,7 +78,7 @@ def _alone_note(env) -> None:
     import sys
 
     from .. import env as launcher_env
-    from ..mapping.localrank import ALONE_FIX, srun_tasks
+    from ..launcher import ALONE_FIX, srun_tasks
 
     tasks = srun_tasks(env)
     if tasks > 1 and launcher_env.global_rank(env) == 0:
@@ -98,9 +98,9 @@ def _print(args, rows, show) -> None:
 def _under_mpi_launcher() -> bool:
     import os
 
-    from ..mapping import localrank
+    from .. import launcher
 
-    return localrank.launched(os.environ)
+    return launcher.launched(os.environ)
 
 
 def _deadline(seconds: float, what: str):

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from ..mapping.localrank import node_name
+    from ..launcher import node_name
     from ..slurm import config
 
     if args.slurm_cmd is None:

@@ -122,7 +122,7 @@ def _drain(doc, dry_run: bool, timeout: float, given: str | None) -> None:
     """One line on stderr: what was done to this node in Slurm, or why nothing."""
     import sys
 
-    from ..mapping.localrank import node_name
+    from ..launcher import node_name
     from ..slurm import drain, verdict
 
     try:

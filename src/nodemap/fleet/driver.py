@@ -104,7 +104,7 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
 def _refuse_singletons(size: int) -> None:
     """srun without a PMI (Debian's MpiDefault=none) starts every task as an
     MPI job of its own: each would be a fleet of one, all writing one DIR."""
-    from ..mapping.localrank import ALONE_FIX, srun_tasks
+    from ..launcher import ALONE_FIX, srun_tasks
 
     tasks = srun_tasks(os.environ)
     if size == 1 and tasks > 1:

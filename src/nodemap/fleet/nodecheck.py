@@ -40,7 +40,7 @@ CheckFn = Callable[[str, str, "str | None", Any], dict[str, Any]]
 
 def node_name(rank: int) -> str:
     """The test hook's name, else the scheduler's (Slurm's node name), else the hostname."""
-    from ..mapping.localrank import node_name as scheduler_node
+    from ..launcher import node_name as scheduler_node
 
     name = os.environ.get(NODE_ENV, "")
     return name.replace("{rank}", str(rank)) if name else scheduler_node(os.environ)

@@ -79,10 +79,10 @@ def _binding_launcher(env) -> str:
         return "Open MPI"
     if env.get("SLURM_CPU_BIND_TYPE", "none") in ("", "none"):
         return ""
-    from .localrank import launcher
+    from ..launcher import which
 
     # only srun's own tasks: an mpiexec inside the job may forward the variable from its environment
-    return "Slurm" if launcher(env) == "Slurm" else ""
+    return "Slurm" if which(env) == "Slurm" else ""
 
 
 def apply(binding: Binding) -> list[str]:

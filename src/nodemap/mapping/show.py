@@ -25,10 +25,10 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
     """This process's binding as a JSON-ready dict (verdicts come from `judge`);
     with `threads`, also one entry per OpenMP thread (nodemap.mapping.threads)."""
     from .. import native
-    from . import localrank
+    from .. import launcher
 
     try:
-        lr = localrank.detect(env)
+        lr = launcher.detect(env)
         local = lr.rank
     except Exception:  # no launcher: a lone process is its node's rank 0
         local = 0
@@ -39,7 +39,7 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
         mode, nodes, cpu = f"unknown ({e})", [], -1
     gpus, gpu_note = visible_gpus_checked(topo, env)
     row = {
-        "host": localrank.node_name(env),  # Slurm's node: nodes sharing a host are told apart
+        "host": launcher.node_name(env),  # Slurm's node: nodes sharing a host are told apart
         "hostname": socket.gethostname(),
         "rank": rank if rank is not None else (launcher_env.global_rank(env) or 0),
         "local_rank": local,

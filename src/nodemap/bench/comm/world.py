@@ -4,7 +4,7 @@ the ranks, which GPU it drives, and its MPI and NCCL communicators.
 - Ranks: MPI's rank and size; the node-local rank and size from MPI's
   COMM_TYPE_SHARED split (the launcher's variables, env.py's one list,
   only say the global rank before MPI is up); the node's name from the
-  scheduler (localrank.node_name).
+  scheduler (launcher.node_name).
 - The GPU comes from the plan, never from `local_rank % GPUs` alone:
   (a) a rank that nodemap placed (`nodemap run`, the SPANK plugin, `plan
       --emit env`: NODEMAP_GPUS set) or whose launcher gave each rank its
@@ -277,7 +277,7 @@ def summary(every: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[str]:
 
 def start(timeout: float = MPI_TIMEOUT_S) -> World:
     """MPI started (mc.start: one deadline), and this rank's place among the ranks."""
-    from ...mapping.localrank import node_name
+    from ...launcher import node_name
 
     MPI = mc.start(timeout)
     comm = MPI.COMM_WORLD
@@ -289,6 +289,6 @@ def start(timeout: float = MPI_TIMEOUT_S) -> World:
 
 def alone() -> World:
     """The world of one process driving its GPUs itself (no MPI)."""
-    from ...mapping.localrank import node_name
+    from ...launcher import node_name
 
     return World(node=node_name(os.environ))

@@ -1,4 +1,7 @@
-"""The node-local rank and local size of this process, from its launcher.
+"""What this process's launcher and scheduler say about it: its node-local
+rank and local size, the launcher, the srun step's tasks, and its node's name.
+On the ground floor: mapping plans with it, and check, bench, fleet and
+slurm name the node with it (`node_name` is the only reader of SLURMD_NODENAME).
 
 Each launcher says it in its own variables (docs/mapping.md lists them):
 
@@ -24,9 +27,9 @@ import re
 import socket
 from collections.abc import Mapping
 
-from .. import env as launcher_env
-from ..env import FLUX_LOCAL, LOCAL_PAIRS, LOCAL_RANK_VARS, SLURM_LOCAL, TORCHRUN_LOCAL, cut as _cut
-from ..errors import NodemapError
+from . import env as launcher_env
+from .env import FLUX_LOCAL, LOCAL_PAIRS, LOCAL_RANK_VARS, SLURM_LOCAL, TORCHRUN_LOCAL, cut as _cut
+from .errors import NodemapError
 
 OVERRIDE_HINT = "pass --local-rank R --local-size N"
 
@@ -77,7 +80,7 @@ def launched(env: Mapping[str, str]) -> bool:
     return _from_env(env) is not None
 
 
-def launcher(env: Mapping[str, str]) -> str:
+def which(env: Mapping[str, str]) -> str:
     """The launcher whose variables this process carries, in the order they
     are believed ("Slurm", "Open MPI"...); "" for none, "?" when one of
     them is not a number (then none is believed)."""
@@ -91,7 +94,7 @@ def launcher(env: Mapping[str, str]) -> str:
 def srun_tasks(env: Mapping[str, str]) -> int:
     """The tasks of the srun step that started this process (SLURM_STEP_NUM_TASKS);
     0 when srun did not (no step, or another launcher spoke)."""
-    if launcher(env) != "Slurm":
+    if which(env) != "Slurm":
         return 0
     try:
         return launcher_env.first_integer(env, ("SLURM_STEP_NUM_TASKS",)) or 0
@@ -134,7 +137,7 @@ def node_name(env: Mapping[str, str], given: str | None = None, for_slurm: bool 
     with one line instead of replaced: the hostname may be another node's
     (several slurmd on one host).
     """
-    slurmd = env.get(launcher_env.SLURM_NODE, "") if launcher(env) in ("", "Slurm") else ""
+    slurmd = env.get(launcher_env.SLURM_NODE, "") if which(env) in ("", "Slurm") else ""
     host = hostname or socket.gethostname()
     if for_slurm:
         name = given or slurmd or host.split(".")[0]

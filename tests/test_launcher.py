@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from nodemap.errors import NodemapError
-from nodemap.mapping.localrank import LocalRank, detect, launched, node_name, srun_tasks, tasks_per_node
+from nodemap.launcher import LocalRank, detect, launched, node_name, srun_tasks, tasks_per_node
 
 
 @pytest.mark.parametrize("env, want", [
