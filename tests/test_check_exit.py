@@ -87,7 +87,9 @@ def test_interrupted_unless_read_again():
 def test_saved_document_keeps_busy_and_verdicts():
     doc = doc_of(healthy_gpus(), checks=[NOT_AWARE], busy={"busy": True, "reasons": ["x"]})
     back = from_dict(doc.to_dict())
-    assert back.is_busy() and back.node_verdict() == "pass" and exit_status(back, saved=True) == 2
+    # its figures passed, but a busy node is not judged: inconclusive, as its exit status 2 says
+    assert back.is_busy() and back.node_verdict() == "inconclusive" and exit_status(back, saved=True) == 2
+    assert [j.verdict for j in back.judged] == [j.verdict for j in doc.judged]  # the figures' own are kept
 
 
 # --- what a person reads -----------------------------------------------------------
@@ -116,8 +118,8 @@ def test_terminal_wraps_and_never_cuts_a_value(width, monkeypatch):
     text = terminal.summary(doc)
     assert all(len(ln) <= width for ln in text.splitlines()), text
     flat = " ".join(ln.strip() for ln in text.splitlines())
-    for key, shown in (("host/latency/DRAM", "547 ns (median 550 [547, 552])"),
-                       ("gpu/3/hbm_triad", "1300 GB/s (median 1294 [1287, 1300])")):
+    for key, shown in (("host/latency/DRAM", "median 550 ns [547, 552], best 547"),
+                       ("gpu/3/hbm_triad", "median 1294 GB/s [1287, 1300], best 1300")):
         assert shown in flat, (key, text)  # whole, though wrapped
     assert "[1287," not in text.replace("[1287, 1300]", "")  # an interval is never split across lines
     assert "MPI is not CUDA-aware" in flat

@@ -361,14 +361,9 @@ def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any 
     interval stays below its fail limit even credited for the interference
     (`credit`): no sharing explains that, the node fails. The others keep
     their verdicts."""
-    from . import figures as figs
     from .verdicts import Judged
 
-    busy: dict[str, dict[str, Any]] = {}
-    for rs in results:
-        sample = rs.environment.get("busy") or {}
-        if sample.get("busy"):
-            busy.update({f.key: sample for f in figs.extract([rs], topo, dram_peak)})
+    busy = busy_figures(results, topo, dram_peak)
     out = []
     for j in judged:
         sample = busy.get(j.figure.key)
@@ -384,6 +379,19 @@ def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any 
                            f"speed; alone it would be {j.verdict}: {j.rule}", j.expectation, j.relative)
         out.append(j)
     return out
+
+
+def busy_figures(results: Sequence[Any], topo: Any = None, dram_peak: float | None = None) -> dict[str, dict[str, Any]]:
+    """Figure key -> the busy sample of the step that measured it, for the
+    figures of steps measured while the node was busy."""
+    from . import figures as figs
+
+    busy: dict[str, dict[str, Any]] = {}
+    for rs in results:
+        sample = rs.environment.get("busy") or {}
+        if sample.get("busy"):
+            busy.update({f.key: sample for f in figs.extract([rs], topo, dram_peak)})
+    return busy
 
 
 def credit(j: Any, sample: dict[str, Any]) -> float | None:

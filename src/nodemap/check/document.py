@@ -27,7 +27,7 @@ from .expectations import Expectations
 from ..finding import Finding
 from .findings import NodeState, derive
 from .inventory import VERIFICATION, Check, Skipped
-from .verdicts import Judged, judge, worst
+from .verdicts import Judged, judge, on_a_vm, worst
 
 # /2: a finding's ranking number is `shortfall` (nodemap/finding.py), /1's `severity`; saved.py reads both
 SCHEMA = "nodemap.check/2"
@@ -79,8 +79,9 @@ class CheckDoc:
         """Figures, verdicts and findings from the results and checks."""
         peak = self.expectations.dram_peak()
         judged = judge(figs.extract(self.results, self.topology, peak), self.expectations)
-        self.judged = under_interference(judged, self.results, self.topology, peak)
-        self.findings = derive(self.judged, self.checks, NodeState.of(self.environment, self.checks))
+        state = NodeState.of(self.environment, self.checks)
+        self.judged = on_a_vm(under_interference(judged, self.results, self.topology, peak), state.vm)
+        self.findings = derive(self.judged, self.checks, state)
 
     def areas(self) -> dict[str, str]:
         """Worst verdict per area, in the order of figures.AREAS."""
@@ -99,8 +100,13 @@ class CheckDoc:
     def causes(self) -> dict[str, str]:
         """Figure or check key -> "hardware" | "configuration": a finding's
         cause (hardware wins where findings disagree), else a check's own,
-        else hardware (a figure is the node's until a finding says otherwise)."""
-        out = {c.key: c.cause or "configuration" for c in self.checks}
+        else hardware (a figure is the node's until a finding says otherwise).
+        A check that passed (or only records) without a cause is the node's
+        (its PCIe links, NICs, class): so a healthy health level is "pass",
+        not "info" as if nothing had been judged; a warning or failure
+        without a cause stays the environment's (never fails the node unsaid)."""
+        out = {c.key: c.cause or ("hardware" if c.verdict in ("pass", "info") else "configuration")
+               for c in self.checks}
         named: dict[str, str] = {}
         for f in self.findings:
             for k in f.keys:
@@ -112,15 +118,19 @@ class CheckDoc:
 
     def node_verdict(self) -> str:
         """The node's own verdict: everything but configuration causes (the
-        job's environment: see environment_verdict). fail = unhealthy."""
+        job's environment: see environment_verdict). fail = unhealthy;
+        inconclusive = could not judge (busy, nothing measured: exit 2),
+        whatever its figures say; pass = healthy; info = nothing it holds
+        has a rule (recorded only)."""
         causes = self.causes()
-        return worst(v for k, v in self._items() if causes.get(k, "hardware") != "configuration")
+        v = worst(v for k, v in self._items() if causes.get(k, "hardware") != "configuration")
+        return "inconclusive" if v != "fail" and not_judged(self) else v
 
     def environment_verdict(self) -> str:
         """The job environment's verdict (configuration causes: MPI not
         CUDA-aware, thread placement, variables); "pass" when none is off."""
         causes = self.causes()
-        return worst([v for k, v in self._items() if causes.get(k) == "configuration"] or ["pass"])
+        return worst([v for k, v in self._items() if causes.get(k) == "configuration"] + ["pass"])
 
     def environment_reasons(self) -> list[str]:
         """Short names of the configuration findings at the environment's verdict."""

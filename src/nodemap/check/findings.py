@@ -35,6 +35,7 @@ class NodeState:
     thp: str = ""  # transparent huge pages: always | madvise | never | "" (unknown)
     env: dict[str, str] = field(default_factory=dict)  # the check's relevant variables (OMP_*, UCX_*, MPI...)
     cuda_aware: bool | None = None  # the MPI CUDA-awareness check: None when not probed
+    vm: bool | None = None  # the node is a virtual machine (check/node.virtual_machine); None: not recorded
 
     @classmethod
     def of(cls, environment: dict[str, Any], checks: Sequence[Check] = ()) -> "NodeState":
@@ -42,7 +43,8 @@ class NodeState:
         aware = next((c.value for c in checks if c.key == AWARE_KEY), None)
         return cls(thp=str(environment.get("transparent_hugepage") or ""),
                    env=dict(environment.get("variables") or {}),
-                   cuda_aware=None if aware in (None, "unknown") else aware == "CUDA-aware")
+                   cuda_aware=None if aware in (None, "unknown") else aware == "CUDA-aware",
+                   vm=environment.get("virtual_machine"))
 
     def ucx_tls(self, any_of: Sequence[str]) -> bool:
         """UCX_TLS is set and names one of `any_of` (a leading ^ excludes: not in effect)."""
@@ -138,23 +140,34 @@ def figure_finding(j: Judged, by_key: dict[str, Judged], links: dict[str, Check]
         return mk("hardware", f"{f.label}: {v}, below the expected share of the DRAM peak",
                   "check DIMM population (one DIMM per channel, all channels) and memory speed in the BIOS")
     if not f.higher_is_better:
-        return mk("configuration", f"{f.label}: {v}, slower than expected", _latency_fix(state))
+        return _latency(f, v, mk, state)
     return mk("hardware", f"{f.label}: {v}{_rel(j)}", "rerun on an idle node; if it persists, check the part")
 
 
-def _latency_fix(state: NodeState) -> str:
-    """Huge pages only where they are not already in effect: the latency
-    kernel calls madvise(MADV_HUGEPAGE) on its buffer, so madvise and always
-    both give it huge pages."""
+def _latency(f: Figure, v: str, mk: Any, state: NodeState) -> Finding:
+    """Memory latency: a VM's is the hypervisor's nested paging (every TLB
+    miss walks two page tables), the platform's, not the job's settings; on
+    bare metal with huge pages in effect, the memory or BIOS; only huge pages
+    off (mode [never], or unknown) is a setting to change. The latency kernel
+    calls madvise(MADV_HUGEPAGE), so madvise and always both give it huge pages."""
     rest = "check the BIOS memory and power settings"
+    thp_off = ("transparent huge pages are off (mode [never]): enable them for madvise (echo madvise > "
+               "/sys/kernel/mm/transparent_hugepage/enabled, or transparent_hugepage=madvise at boot)")
+    if state.vm:
+        return mk("hardware", f"{f.label}: {v}, slower than expected on this VM: the hypervisor's nested paging "
+                  "adds to every TLB miss (the platform, not the job)",
+                  "run on bare metal to judge the memory; on the VM's host, back the guest with huge pages"
+                  + (f"; in the guest, {thp_off}" if state.thp == "never" else ""))
     if state.thp in ("always", "madvise"):
-        return (f"transparent huge pages are already in effect (mode [{state.thp}]; the latency kernel asks for "
-                f"them with madvise): no page-size change helps; on a VM nested paging adds latency (run on "
-                f"bare metal to compare); {rest}")
+        return mk("hardware" if state.vm is False else "configuration", f"{f.label}: {v}, slower than expected",
+                  f"transparent huge pages are already in effect (mode [{state.thp}]; the latency kernel asks for "
+                  f"them with madvise): no page-size change helps; {rest}"
+                  + ("" if state.vm is False else "; on a VM nested paging adds latency (run on bare metal to "
+                     "compare)"))
     if state.thp == "never":
-        return ("transparent huge pages are off (mode [never]): enable them for madvise (echo madvise > "
-                f"/sys/kernel/mm/transparent_hugepage/enabled, or transparent_hugepage=madvise at boot); {rest}")
-    return f"VMs and 4 KiB pages add latency: enable transparent huge pages (madvise), run on bare metal; {rest}"
+        return mk("configuration", f"{f.label}: {v}, slower than expected", f"{thp_off}; {rest}")
+    return mk("configuration", f"{f.label}: {v}, slower than expected",
+              f"VMs and 4 KiB pages add latency: enable transparent huge pages (madvise), run on bare metal; {rest}")
 
 
 def beyond_noise(f) -> bool:

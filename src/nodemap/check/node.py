@@ -12,7 +12,7 @@ import platform
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import __version__
 from ..bench.host.thread_orders import load_topology
@@ -34,9 +34,11 @@ def environment(root: str = "/") -> dict[str, object]:
     from ..topology.sysfs import Root
     from .findings import thp_mode
 
+    fs = Root(root)
     env = {"nodemap": __version__, "python": platform.python_version(), "kernel": platform.release(),
            "machine": platform.machine(), "variables": relevant_environment(os.environ),
-           "transparent_hugepage": thp_mode(Root(root).read("sys/kernel/mm/transparent_hugepage/enabled"))}
+           "transparent_hugepage": thp_mode(fs.read("sys/kernel/mm/transparent_hugepage/enabled")),
+           "virtual_machine": virtual_machine(fs, root)}
     try:
         from importlib.metadata import version
 
@@ -48,6 +50,33 @@ def environment(root: str = "/") -> dict[str, object]:
     except ImportError:
         pass
     return env
+
+
+# DMI vendors and products of hypervisors (x86 guests also have the cpuid "hypervisor" flag; Arm ones not)
+_VM_DMI = ("QEMU", "KVM", "VMware", "VirtualBox", "innotek", "Xen", "Virtual Machine", "OpenStack", "Bochs",
+           "Parallels", "BHYVE", "Cloud Hypervisor", "Firecracker")
+
+
+def virtual_machine(fs: Any, root: str = "/") -> bool:
+    """Whether this node is a VM: the CPU's "hypervisor" flag, a
+    /sys/hypervisor type, or a hypervisor's DMI name (findings: a VM's
+    memory latency is the hypervisor's nested paging, not the job's doing).
+    A hint: what cannot be read says no."""
+    from ..errors import NodemapError
+
+    try:
+        with open(os.path.join(root, "proc/cpuinfo"), "rb") as f:
+            head = f.read(1 << 16).decode("ascii", "replace")  # the first CPU's flags: 1,024 CPUs' are megabytes
+    except OSError:
+        head = ""
+    flags = next((ln for ln in head.splitlines() if ln.startswith("flags")), "")
+    try:
+        if "hypervisor" in flags.split() or fs.read("sys/hypervisor/type"):
+            return True
+        dmi = " ".join(fs.read(f"sys/class/dmi/id/{n}") or "" for n in ("sys_vendor", "product_name"))
+    except NodemapError:  # a file this user may not read
+        return False
+    return any(name.lower() in dmi.lower() for name in _VM_DMI)
 
 
 @one_nvml_session  # the topology, the health counters and every step's busy sample share one NVML start

@@ -15,9 +15,12 @@ Bench results are judged by the same rules as `nodemap check`; with
 --expect, a check document is judged again against a site file.
 --compare BEFORE AFTER prints every figure's after/before ratio and flags
 regressions (below 95% warn, below 90% fail by default; thresholds
-compare_warn/compare_fail of the expectations). Exit status as check's:
-1 when the node failed for a hardware cause (or a figure regressed with
---compare), 2 when it was busy, else 0.
+compare_warn/compare_fail of the expectations); a figure inconclusive on
+either side (measured while the node was busy, or undecided) is not
+compared. Exit status as check's: 1 when the node failed for a hardware
+cause (with --compare: a figure regressed past compare_fail, or is gone),
+2 when it was busy (with --compare: figures could not be compared and none
+regressed), else 0.
 
 A folder of `nodemap run --watch` timelines (or .watch files) gives each
 rank's memory peak, growth and shape, per GPU the peak against its memory,
@@ -101,14 +104,15 @@ def run(args: argparse.Namespace) -> int:
             doc.rejudge()
         incomplete = [side for side, d in (("before", before), ("after", after)) if not d.complete]
         changes = compare.compare([j.figure for j in before.judged], [j.figure for j in after.judged],
-                                  after.expectations.thresholds, after_complete=after.complete)
+                                  after.expectations.thresholds, after_complete=after.complete,
+                                  unsure_before=compare.unsure(before), unsure_after=compare.unsure(after))
         if args.json:
             print(json.dumps({"schema": compare.SCHEMA, "before": args.compare[0], "after": args.compare[1],
                               "incomplete": incomplete, "summary": compare.closing(changes, incomplete),
                               "changes": [c.to_dict() for c in changes]}, indent=1))
         else:
             print(compare.text(changes, *args.compare, incomplete=incomplete))
-        return 1 if any(c.verdict == "fail" for c in changes) else 0
+        return compare.exit_status(changes)
     if not args.files:
         raise NodemapError("give a check.json or bench result files (or --compare BEFORE AFTER)")
     from ..check.document import exit_status

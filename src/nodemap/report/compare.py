@@ -1,11 +1,14 @@
 """Compare two sets of figures (a node before and after maintenance, or two
 nodes side by side): per-figure ratios, regressions flagged by the
-expectations' compare thresholds. Pure: (before, after, thresholds)."""
+expectations' compare thresholds. Pure: (before, after, thresholds).
+A figure inconclusive on either side (measured while the node was busy,
+or its interval undecided) is not compared: a busy "before" against a busy
+"after" said "6 of 7 figures regressed" and exited 1."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..check.figures import Figure
 from ..text import number
@@ -23,17 +26,30 @@ class Change:
     before: float | None
     after: float | None
     ratio: float | None  # after/before for bandwidth, before/after for latency: < 1 is worse
-    verdict: str  # pass | warn | fail | info (only on one side)
+    verdict: str  # pass | warn | fail | info (only on one side) | inconclusive (not compared)
     rule: str
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def unsure(doc: Any) -> dict[str, str]:
+    """Figure key -> why a check document's figure cannot be compared: its
+    step measured while the node was busy, or its verdict inconclusive."""
+    from ..check.busy import busy_figures
+
+    out = {j.figure.key: "inconclusive" for j in doc.judged if j.verdict == "inconclusive"}
+    busy = busy_figures(doc.results, doc.topology, doc.expectations.dram_peak())
+    out.update({k: "measured while the node was busy" for k in busy})
+    return out
+
+
 def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, float],
-            after_complete: bool = True) -> list[Change]:
+            after_complete: bool = True, unsure_before: Mapping[str, str] = {},
+            unsure_after: Mapping[str, str] = {}) -> list[Change]:
     """`after_complete` False (an interrupted check): a figure missing after
-    was perhaps never measured, so it is information, not a regression."""
+    was perhaps never measured, so it is information, not a regression.
+    `unsure_*` (unsure()): figures of that side that cannot be compared."""
     b = {f.key: f for f in before}
     a = {f.key: f for f in after}
     out = []
@@ -44,6 +60,12 @@ def compare(before: Sequence[Figure], after: Sequence[Figure], t: dict[str, floa
             out.append(_one_side(f, fb, fa, after_complete))
             continue
         ratio = fa.value / fb.value if f.higher_is_better else fb.value / fa.value
+        why = [f"{side} {unsure[key]}" for side, unsure in (("before", unsure_before), ("after", unsure_after))
+               if key in unsure]
+        if why:
+            out.append(Change(key, f.label, f.unit, fb.value, fa.value, ratio, "inconclusive",
+                              f"could not compare: {'; '.join(why)}"))
+            continue
         v = ratio_verdict(ratio, t["compare_warn"], t["compare_fail"])
         what = (f"after/before = {ratio:.3f}" if f.higher_is_better else
                 f"after/before = {fa.value / fb.value:.3f} (latency: {'slower' if ratio < 1 else 'not slower'}; "
@@ -94,17 +116,30 @@ def closing(changes: Sequence[Change], incomplete: Sequence[str] = ()) -> str:
     """How many figures were compared (measured on both sides), how many
     regressed, and what could not be compared: never "no regression among
     N" for figures that have no before."""
-    both = [c for c in changes if c.before is not None and c.after is not None]
+    both = [c for c in changes if c.before is not None and c.after is not None and c.verdict != "inconclusive"]
     bad = [c for c in changes if c.verdict in ("warn", "fail")]
+    unsure = sum(1 for c in changes if c.verdict == "inconclusive")
     only_after = sum(1 for c in changes if c.before is None)
     only_before = sum(1 for c in changes if c.after is None)
-    line = (f"{len(bad)} of {len(changes)} figures regressed" if bad else
+    compared = len(both) + sum(1 for c in changes if c.after is None and c.verdict == "fail")  # gone: compared
+    line = (f"{len(bad)} of the {compared} figures compared regressed" if bad else
             f"no regression among the {len(both)} figure{'s' if len(both) != 1 else ''} measured on both sides"
-            if both else "nothing to compare: no figure was measured on both sides")
-    notes = ([f"{only_after} measured only after (new, not compared)"] if only_after else []) + (
+            if both else f"could not compare: the {unsure} figure{'s' if unsure != 1 else ''} measured on both sides "
+            "are inconclusive on a side (a busy node, or undecided): check again when the node is idle"
+            if unsure else "nothing to compare: no figure was measured on both sides")
+    notes = ([f"{unsure} inconclusive on a side (not compared)"] if unsure and (both or bad) else []) + (
+        [f"{only_after} measured only after (new, not compared)"] if only_after else []) + (
         [f"{only_before} measured only before (gone after)"] if only_before else []) + (
         [f"{' and '.join(incomplete)} incomplete"] if incomplete else [])
     return line + (f"; {', '.join(notes)}" if notes else "")
+
+
+def exit_status(changes: Sequence[Change]) -> int:
+    """1 a figure regressed to its fail threshold (or is gone), 2 figures
+    that could not be compared (inconclusive) and none failed, else 0."""
+    if any(c.verdict == "fail" for c in changes):
+        return 1
+    return 2 if any(c.verdict == "inconclusive" for c in changes) else 0
 
 
 def _n(x: float | None) -> str:

@@ -19,7 +19,7 @@ from ..check.inventory import VERIFICATION
 from ..htmlpage import Cell, Markup, head, table
 from ..text import number
 from . import plots
-from .terminal import verdict_line
+from .terminal import no_findings, verdict_line
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1150px;color:#222;
@@ -90,7 +90,8 @@ def busy(doc: CheckDoc) -> str:
 
 def findings(doc: CheckDoc) -> str:
     if not doc.findings:
-        return "<h2 id='findings'>Findings</h2><p>None: every judged figure and check passed.</p>"
+        said = no_findings(doc)
+        return f"<h2 id='findings'>Findings</h2><p>{escape(said[0].upper() + said[1:])}.</p>"
     items = "".join(
         f"<li>{_badge(f.verdict)} <b>[{escape(f.cause)}]</b> {escape(f.text)}"
         f"<br><span class='note'>evidence: {escape(f.evidence)}</span><br>fix: {escape(f.fix)}</li>"

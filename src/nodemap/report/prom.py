@@ -7,7 +7,10 @@ mtime). Labels are bounded, so a node's series stay the same from one
 check to the next: node, level, area, figure key, path class, unit, a
 verdict's name and a step's name; never a job id, a time or a measured value. Verdicts are
 numbers, their severity (RANK: 0 info, 1 pass, 2 inconclusive, 3 warn,
-4 fail), so an alert is a comparison (`>= 4`).
+4 fail), so an alert is a comparison (`>= 4`). The node's verdict tells a
+healthy node (1 pass, or 3 warn) from one that could not be judged (2
+inconclusive: busy, nothing measured; its status is 2) and from one whose
+document holds nothing with a rule (0 info) (docs/check.md).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ HELP = {
     "complete": "1 when the check ran to its end (not interrupted); steps a --budget left out are in left_out",
     "budget_seconds": "the --budget the check measured within (absent without one)",
     "left_out": "1 for each step the --budget left out (cut=1: the step it cut, what it measured kept)",
-    "verdict": f"verdict of the node (of=node: hardware) and of the job environment (of=environment: "
-               f"configuration) as a severity: {SEVERITY}",
+    "verdict": f"verdict of the node (of=node: hardware; pass healthy, inconclusive could not judge, fail "
+               f"unhealthy) and of the job environment (of=environment: configuration) as a severity: {SEVERITY}",
     "area_verdict": f"worst verdict of an area as a severity: {SEVERITY}",
     "items": "figures and inventory checks with this verdict",
     "figure": "a measured figure, in its unit (label unit): the best of its repetitions",

@@ -44,7 +44,7 @@ def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int |
             lines.append(_wrap(f"  {i}. {MARK[f.verdict]} [{f.cause}] {f.text}", width, "     "))
             lines.append(_wrap(f"     fix: {f.fix}", width, "       "))
     else:
-        lines.append("findings: none")
+        lines.append(_wrap(f"findings: {no_findings(doc)}", width, "  "))
     c = doc.counts()
     lines.append(_wrap(f"{len(doc.judged)} figures and {len(doc.checks)} checks: {c['pass']} pass, {c['warn']} warn, "
                        f"{c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} recorded without a rule",
@@ -65,6 +65,21 @@ def verdict_line(doc: CheckDoc) -> str:
             + ("" if doc.complete else " (so far)"))
 
 
+def no_findings(doc: CheckDoc) -> str:
+    """What a document without findings says: never "every figure passed"
+    when figures were not judged (a busy node, undecided intervals)."""
+    c = doc.counts()
+    why = not_judged(doc)
+    if why:
+        return f"none: nothing was judged, the node could not be ({why})"
+    if c["inconclusive"]:
+        return (f"none among what was judged; {c['inconclusive']} inconclusive (measured while busy, or "
+                "undecided): not judged")
+    if not (c["pass"] or c["warn"] or c["fail"]):
+        return "none: nothing here has a rule (recorded only)"
+    return "none: every judged figure and check passed"
+
+
 def busy_lines(doc: CheckDoc, width: int, shown: int = 4) -> list[str]:
     """A busy node says so first: why, and what that means for its verdicts."""
     if not doc.is_busy():
@@ -82,19 +97,29 @@ def area_detail(doc: CheckDoc, area: str) -> str:
     js = [j for j in doc.judged if j.figure.area == area]
     cs = [c for c in doc.checks if c.area == area]
     bad = sorted((c for c in cs if c.verdict in ("warn", "fail")), key=lambda c: -RANK[c.verdict])
-    w = max(js, key=lambda j: (RANK[j.verdict], -(j.relative or 1))) if js else None
+    w = max(js, key=_badness) if js else None
     if w is not None and not (bad and RANK[bad[0].verdict] >= RANK[w.verdict]):
-        worst = "worst" if w.verdict in ("inconclusive", "warn", "fail") else "e.g."
-        return f"{len(js)} figures; {worst} {w.figure.label}: {value(w.figure)}"
+        worst = "worst:" if w.verdict in ("inconclusive", "warn", "fail") else "e.g."
+        return f"{len(js)} figures; {worst} {w.figure.label}: {judged_value(w.figure)}"
     # a failing check (wrong data from NCCL: check/failed.py) is what an area with passing figures is about
     figures = f"{len(js)} figures, " if js else ""
     return f"{figures}{len(cs)} checks" + (f"; {bad[0].label}: {bad[0].value}" if bad else "")
 
 
-def value(f) -> str:
-    """'29.9 GB/s (median 29.2 [27.0, 29.9])': the reported best, and the
-    judged median with its interval where there are repetitions."""
-    return f"{number(f.value)} {f.unit}" + (f" (median {_judged(f)})" if f.n > 1 else "")
+def _badness(j) -> tuple[int, float]:
+    """The worst figure of an area: its verdict, then how far from its peers
+    (a bandwidth's low ratio, a latency's high one)."""
+    r = j.relative if j.relative is not None else 1.0
+    return RANK[j.verdict], (-r if j.figure.higher_is_better else r)
+
+
+def judged_value(f) -> str:
+    """'median 13.1 us [10.7, 23.7], best 2.95': what the verdict judged
+    first (an area's headline names its worst judged figure: the best
+    repetition alone, outside the median's interval, read as the worst)."""
+    if f.n <= 1:
+        return f"{number(f.value)} {f.unit}"
+    return f"median {number(f.median)} {f.unit} [{number(f.low)}, {number(f.high)}], best {number(f.value)}"
 
 
 # spaces a line must not break at: inside an interval "[27.0, 29.9]", between a number and its unit
@@ -107,7 +132,3 @@ def _wrap(text: str, width: int, indent: str) -> str:
     held = _KEEP.sub(lambda m: m.group(0).replace(" ", _NBSP), text)
     lines = textwrap.wrap(held, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines).replace(_NBSP, " ") or text
-
-
-def _judged(f) -> str:
-    return f"{number(f.median)} [{number(f.low)}, {number(f.high)}]" if f.n > 1 else ""
