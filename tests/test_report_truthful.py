@@ -13,11 +13,11 @@ import json
 import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
-from nodemap.check import expectations, prom
+from nodemap.check import expectations
 from nodemap.check.document import CheckDoc, exit_status
 from nodemap.check.node import virtual_machine
 from nodemap.cli import main
-from nodemap.report import html, terminal
+from nodemap.report import html, prom, terminal
 from nodemap.text import number
 from nodemap.topology.root import Root
 
