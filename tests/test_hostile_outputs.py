@@ -122,7 +122,7 @@ def test_watch_timeline_as_two_users(shared):
     host = _as(VICTIM, "import socket; print(socket.gethostname())").stdout.strip()
     _plant(os.path.join(d, f"{host}.r0.4242.watch"), secret)  # the attacker guessed the pid
     r = _as(VICTIM, "import os\nfrom nodemap.watch import monitor as watch\nos.getpid = lambda: 4242\n"
-                    f"watch.prepare({d!r}, 1.0, local_rank=0, local_size=1, task={{}}, argv=['true'], env={{}})")
+                    f"watch.prepare({d!r}, 1.0, local_rank=0, local_size=1, task=None, argv=['true'], env={{}})")
     assert r.returncode != 0 and "symbolic link" in r.stderr.splitlines()[-1], r.stderr
     assert open(secret).read() == "secret\n"
 

@@ -4,6 +4,7 @@
 - no circle between modules (imports inside functions count: they are edges too;
   imports under `if TYPE_CHECKING:` do not run and do not count);
 - launcher variables are read as integers only in nodemap.env, and listed only there;
+- argparse only in the command line (cli, commands/): mapping takes a Request's fields, not a Namespace;
 - Slurm's node name is read only by nodemap.launcher.node_name (the ground floor: check, bench and
   fleet name the node without importing mapping);
 - pynvml is imported only by the NVML source (topology/nvml.py);
@@ -395,3 +396,22 @@ def test_prometheus_text_is_rendered_only_beside_the_other_renderers():
     found = {m: lines for m, t in TREES.items() if m != PROM_MODULE and (lines := prometheus_text(t))}
     assert found == {}, "render Prometheus text in nodemap.report.prom"
     assert _room(PROM_MODULE) == "report" and PROM_MODULE in MODULES
+
+
+def argparse_imports(tree: ast.AST) -> list[int]:
+    """Lines importing argparse (inside functions too)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Import) and any(a.name == "argparse" for a in n.names)
+            or isinstance(n, ast.ImportFrom) and n.module == "argparse"]
+
+
+# Below the command line and still speaking argparse: a kind's options carry their command line (an Action,
+# argparse's type errors), `check --fleet`'s options module, and units.seconds (an argparse type).
+ARGPARSE_LEFT = {"nodemap.bench.options", "nodemap.bench.app.jacobi_options", "nodemap.fleet.command",
+                 "nodemap.units"}
+
+
+def test_argparse_only_in_the_command_line():
+    # mapping/nodeplan.py took an argparse.Namespace and built a parser to learn the request's defaults
+    assert argparse_imports(ast.parse("def f():\n    import argparse\n")) == [2]
+    found = {m for m, t in TREES.items() if _room(m) not in ("cli", "commands") and argparse_imports(t)}
+    assert found <= ARGPARSE_LEFT, "parse the command line in commands/; hand the rooms below typed values"

@@ -7,7 +7,7 @@ import pytest
 
 from nodemap.cli import main
 from nodemap.commands.plan import LAUNCHERS, request_args
-from nodemap.mapping import cliargs
+from nodemap.commands import requestargs
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
 
@@ -75,7 +75,7 @@ def test_help_lists_mpiexec(capsys):
 def _request_options(module) -> dict:
     p = argparse.ArgumentParser()
     module.add_arguments(p)
-    keep = set(cliargs.REQUEST_DESTS)
+    keep = set(requestargs.REQUEST_DESTS)
     return {a.dest: (tuple(a.option_strings), a.default, a.choices, a.help) for a in p._actions if a.dest in keep}
 
 
@@ -84,7 +84,7 @@ def test_plan_and_run_share_the_request_options():
     from nodemap.commands import run as run_cmd
 
     opts = _request_options(plan_cmd)
-    assert set(opts) == set(cliargs.REQUEST_DESTS)
+    assert set(opts) == set(requestargs.REQUEST_DESTS)
     assert opts == _request_options(run_cmd)
     assert not hasattr(plan_cmd, "_add_request_arguments") and not hasattr(plan_cmd, "_request_from_args")
 
@@ -100,9 +100,23 @@ def test_plan_and_run_build_the_same_request(karolina_json):
         p = argparse.ArgumentParser()
         module.add_arguments(p)
         args, _ = p.parse_known_args(argv)
-        reqs.append(cliargs.request_from_args(args))
+        reqs.append(requestargs.request_from_args(args))
     assert reqs[0] == reqs[1] == Request(tasks=4, threads=2, restrict_cpus=CpuSet.parse("0-63"), nic_rails=-1,
                                          gpu_order="index")
+
+
+def test_a_benchmark_world_asks_the_plan_of_nodemap_run_without_options():
+    # the World (bench/comm/world.py) hands node_plan Request(tasks=n)'s fields: the same fields, so the
+    # same cached plan, as `nodemap run` with no request option under a launcher of n ranks per node
+    from msgspec.structs import asdict
+
+    from nodemap.commands import run as run_cmd
+    from nodemap.mapping.request import RAILS_AUTO
+
+    p = argparse.ArgumentParser()
+    run_cmd.add_arguments(p)
+    assert requestargs.request_fields(p.parse_args(["--", "true"]), 4) == asdict(Request(tasks=4))
+    assert requestargs.RAILS["auto"] == RAILS_AUTO  # written out there: importing request.py imports msgspec
 
 
 def test_request_args_round_trip():

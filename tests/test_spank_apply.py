@@ -277,14 +277,14 @@ def planner_accepts(flag: str, value: str) -> bool:
     import io
 
     from nodemap.errors import NodemapError
-    from nodemap.mapping import cliargs
+    from nodemap.commands import requestargs
 
     p = argparse.ArgumentParser()
-    cliargs.add_request_arguments(p)
+    requestargs.add_request_arguments(p)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             args = p.parse_args([f"{flag}={value}"])
-        cliargs.request_from_args(args, 1)
+        requestargs.request_from_args(args, 1)
     except (SystemExit, NodemapError):
         return False
     return True

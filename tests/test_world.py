@@ -4,18 +4,20 @@ GPUs with a note; ranks sharing a GPU said. Pure functions on fixture nodes."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 import nodes
 from nodemap.bench.comm import world
-from nodemap.mapping.nodeplan import plan_dict
+from nodemap.mapping.nodeplan import NodePlan, plan_dict
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
 
 
 def node_plan(topo, tasks):
-    return plan_dict(topo, plan(topo, Request(tasks=tasks)))
+    return NodePlan(plan_dict(topo, plan(topo, Request(tasks=tasks))))
 
 
 def buses(topo):
@@ -31,7 +33,7 @@ def test_on_perlmutter_the_plan_gives_each_rank_the_gpu_nearest_its_cores_not_k_
     assert all(d.how == "plan" and not d.notes for d in got)
     old = [k % 4 for k in range(4)]  # the rule every multi-process kind used before the world
     for k, d in enumerate(got):
-        cores = CpuSet(p["tasks"][k]["cpu_list"])
+        cores = CpuSet(p.tasks[k].cpu_list)
         near = {g.index for g in topo.gpus if not topo.numa(g.numa_node).cpuset.isdisjoint(cores)}
         assert d.device in near and old[k] not in near  # the old rule put every rank on a far GPU
 
@@ -42,7 +44,7 @@ def test_on_karolina_eight_ranks_get_their_numa_nodes_gpus():
     got = [world.choose(k, 8, buses(topo), plan=p).device for k in range(8)]
     assert sorted(got) == list(range(8)) and got != list(range(8))
     for k, d in enumerate(got):
-        assert topo.gpu(d).numa_node in topo.numa_of(CpuSet(p["tasks"][k]["cpu_list"]))
+        assert topo.gpu(d).numa_node in topo.numa_of(CpuSet(p.tasks[k].cpu_list))
 
 
 def test_ordinals_follow_bus_ids_not_indexes():
@@ -84,7 +86,7 @@ def test_a_plan_cuda_cannot_follow_falls_back_with_a_note(bus, why):
     topo = nodes.perlmutter()
     p = node_plan(topo, 4)
     if bus is None:
-        p["tasks"][2]["gpu_pci"] = []
+        p.tasks[2].gpu_pci = []
         bus = buses(topo)
     d = world.choose(2, 4, bus, plan=p)
     assert d.device == 2 and why in d.notes[0]
@@ -137,7 +139,7 @@ def test_a_rank_drives_the_gpu_of_its_nodes_plan_and_notes_say_so(monkeypatch):
     for v in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
               "NODEMAP_GPUS"):
         monkeypatch.delenv(v, raising=False)
-    p = {"tasks": [{"gpu_pci": [f"0000:{4 - k:02x}:00.0"]} for k in range(4)]}  # rank k: bus 4-k
+    p = SimpleNamespace(tasks=[SimpleNamespace(gpu_pci=[f"0000:{4 - k:02x}:00.0"]) for k in range(4)])  # rank k: bus 4-k
     asked = []
     monkeypatch.setattr(world, "node_plan", lambda size, rank, say: (asked.append((size, rank)), (p, ""))[1])
     monkeypatch.setattr(fake_cupy.Device, "current", 0)

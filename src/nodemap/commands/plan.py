@@ -48,9 +48,9 @@ LAUNCHERS = ("srun", "mpirun", "mpiexec", "flux")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..mapping import cliargs
+    from .requestargs import add_request_arguments
 
-    cliargs.add_request_arguments(p)  # the same request options as `nodemap run`
+    add_request_arguments(p)  # the same request options as `nodemap run`
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--env", action="store_true", help="print each task's environment (CUDA_VISIBLE_DEVICES, OMP_*, UCX...)")
     p.add_argument("--launcher", choices=LAUNCHERS,
@@ -72,7 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..mapping import cliargs, emit
+    from ..mapping import emit
+    from .requestargs import request_from_args
     from ..mapping.plan import default_tasks, plan
     from ..topology.discover import discover
     from ..topology.model import replace
@@ -81,9 +82,9 @@ def run(args: argparse.Namespace) -> int:
     default = None
     if args.tasks is None:  # one task per GPU, else per NUMA domain; said below the table
         n, default = default_tasks(topo, args.no_gpus)
-        req = cliargs.request_from_args(args, n)
+        req = request_from_args(args, n)
     else:
-        req = cliargs.request_from_args(args)
+        req = request_from_args(args)
     if args.slurm_cores is not None:
         req = replace(req, restrict_cpus=_slurm_cores(topo, args.slurm_cores, req.restrict_cpus))
     p = plan(topo, req)

@@ -42,9 +42,9 @@ steps reuse it for 10 minutes (--no-cache to plan afresh).
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..mapping import cliargs
+    from .requestargs import add_request_arguments
 
-    cliargs.add_request_arguments(p)
+    add_request_arguments(p)
     g = p.add_argument_group("launch")
     g.add_argument("--local-rank", type=int, metavar="R", help="this rank's index on the node (default: the launcher's)")
     g.add_argument("--local-size", type=int, metavar="N", help="ranks on this node (default: the launcher's)")
@@ -94,16 +94,19 @@ def run(args: argparse.Namespace) -> int:
     if undone and lr.rank == 0 and args.verbose:
         print(f"nodemap run: note: {undone}", file=sys.stderr)
     from ..mapping.nodeplan import node_plan
+    from .requestargs import request_fields
 
-    plan, cached = node_plan(args, tasks, lr.rank, all_pus=alone and tasks == 1,
+    request = request_fields(args, tasks, all_pus=alone and tasks == 1)
+    plan, cached = node_plan(request, args.input, from_launcher=args.tasks is None, local_rank=lr.rank,
+                             cache=not args.no_cache,
                              say=lambda text: print(f"nodemap run: {text}", file=sys.stderr, flush=True))
-    task = plan["tasks"][lr.rank]
-    final, decisions = emit.merge_env([tuple(kv) for kv in task["env"]], os.environ, args.override_env)
-    binding = launch.Binding(task["cpu_list"], task["mem_list"], args.mem_policy, plan["node_mem_list"])
+    task = plan.tasks[lr.rank]
+    final, decisions = emit.merge_env([tuple(kv) for kv in task.env], os.environ, args.override_env)
+    binding = launch.Binding(task.cpu_list, task.mem_list, args.mem_policy, plan.node_mems)
     if args.dry_run:
         _print_dry_run(args, lr, plan, task, final, decisions, argv, cached)
         return 0
-    crowded = [n for n in plan.get("notes", []) if "(oversubscribed)" in n]
+    crowded = [n for n in plan.notes if "(oversubscribed)" in n]
     if crowded and lr.rank == 0:
         print(f"nodemap run: note: {crowded[0]}: {lr.launcher} started more ranks than this node has PUs",
               file=sys.stderr)
@@ -126,11 +129,10 @@ def run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _summary(task: dict, mem_policy: str) -> str:
-    gpus = ",".join(map(str, task["gpus"])) or "-"
-    nics = ",".join(task["nics"]) or "-"
-    return (f"PUs {task['cpus']}, memory {mem_policy} {task['mems'] or '-'}, GPUs {gpus}, NICs {nics}, "
-            f"threads {task['threads']}")
+def _summary(task, mem_policy: str) -> str:
+    gpus = ",".join(map(str, task.gpus)) or "-"
+    nics = ",".join(task.nics) or "-"
+    return f"PUs {task.cpus}, memory {mem_policy} {task.mems or '-'}, GPUs {gpus}, NICs {nics}, threads {task.threads}"
 
 
 def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None:
@@ -144,18 +146,18 @@ def _print_dry_run(args, lr, plan, task, final, decisions, argv, cached) -> None
         import json
 
         print(json.dumps({
-            "local_rank": lr.rank, "local_size": lr.size, "launcher": lr.launcher, "hostname": plan.get("hostname", ""),
-            "task": {k: task[k] for k in ("task", "cpus", "mems", "gpus", "nics", "threads", "places")},
+            "local_rank": lr.rank, "local_size": lr.size, "launcher": lr.launcher, "hostname": plan.hostname,
+            "task": {k: getattr(task, k) for k in ("task", "cpus", "mems", "gpus", "nics", "threads", "places")},
             "mem_policy": args.mem_policy, "env": final, "decisions": decisions, "argv": argv,
-            "notes": plan.get("notes", []), "cached": cached, "watch": watching}, indent=1))
+            "notes": plan.notes, "cached": cached, "watch": watching}, indent=1))
         return
-    print(f"local rank {lr.rank} of {len(plan['tasks'])} ({lr.launcher}) on {plan.get('hostname') or 'this node'}"
+    print(f"local rank {lr.rank} of {len(plan.tasks)} ({lr.launcher}) on {plan.hostname or 'this node'}"
           f"{' (cached plan)' if cached else ''}")
     print("  " + _summary(task, args.mem_policy))
     for d in decisions:
         value = d["planned"] if d["used"] != "user" else d["current"]
         print(f"  {d['name']}={value}  [{d['used']}: {d['why']}]")
-    for n in plan.get("notes", []):
+    for n in plan.notes:
         print(f"  note: {n}")
     if watching:
         print(f"  watch: a monitor would record memory every {watching['interval_s']:g} s into {watching['dir']}/")

@@ -2,68 +2,87 @@
 cache: what `nodemap run` applies and what a benchmark's ranks take their
 GPUs from (bench/comm/world.py), so both place a rank alike.
 
-`node_plan` plans (or reads the plan another rank published); `plan_dict`
-is the pure part: a Plan of a Topology as the plain dict the cache holds.
+`node_plan` takes the Request as its fields (plain values: the rank that
+plans builds the Request; the others read the published plan, and every
+rank's launch imports no msgspec) and gives a NodePlan: the Plan as the
+cache holds it (`plan_dict`), typed for its readers.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-from typing import Callable
+
+TYPE_CHECKING = False  # typing is not on the launch path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 
-def default_args(**given) -> argparse.Namespace:
-    """The request options' defaults (`nodemap run` with no request option),
-    with `given` over them: the plan a benchmark's ranks share with it."""
-    from . import cliargs
+class PlannedTask:
+    """One task of a NodePlan: TaskBinding's fields as text and lists (cpus "0-3", places ["0", "1"]),
+    its environment, and what a rank reads without a CpuSet: PUs, NUMA nodes and GPUs' PCI bus ids."""
 
-    p = argparse.ArgumentParser(add_help=False)
-    cliargs.add_request_arguments(p)
-    args = p.parse_args([])
-    args.no_cache = False
-    for k, v in given.items():
-        setattr(args, k, v)
-    return args
+    # __slots__, not a dataclass: every rank's launch reads one (dataclasses import inspect: several ms)
+    __slots__ = ("task", "cpus", "mems", "gpus", "nics", "threads", "places", "env", "cpu_list", "mem_list",
+                 "gpu_pci")
+
+    def __init__(self, saved: dict) -> None:
+        for k in self.__slots__:
+            setattr(self, k, saved[k])
 
 
-def node_plan(args: argparse.Namespace, tasks: int, local_rank: int = 0, all_pus: bool = False,
-              say: Callable[[str], None] = lambda text: None) -> tuple[dict, bool]:
-    """The node's plan as a dict (Plan.to_dict, each task with its env), and
-    whether another rank or an earlier step made it: the first rank of the
-    node plans and publishes, the others wait for it and read. `all_pus`:
-    the lone task of a run without a launcher binds every PU of its cores.
-    `say` tells of a long wait and of a cache that cannot be used."""
-    from . import cliargs, plancache
+class NodePlan:
+    """The node's plan as its ranks read it: tasks by local rank, the planner's notes, the host's name
+    and every NUMA node of the node (a binding to all of them restricts nothing)."""
 
-    if args.no_cache:
-        return _plan_node(args, tasks, all_pus), False
-    key = plancache.fingerprint((cliargs.request_key(args), tasks, all_pus), args.input, os.environ)
+    __slots__ = ("tasks", "notes", "hostname", "node_mems")
+
+    def __init__(self, saved: dict) -> None:
+        self.tasks = [PlannedTask(t) for t in saved["tasks"]]
+        self.notes, self.hostname, self.node_mems = saved["notes"], saved["hostname"], saved["node_mem_list"]
+
+
+def node_plan(request: Mapping[str, object], input_path: str | None = None, *, from_launcher: bool = False,
+              local_rank: int = 0, cache: bool = True,
+              say: Callable[[str], None] = lambda text: None) -> tuple[NodePlan, bool]:
+    """The node's plan for `request` (every field of a Request, as keyword arguments of Request) on the
+    node read from `input_path` (default: this one), and whether another rank or an earlier step made
+    it: the first rank of the node plans and publishes, the others wait for it and read.
+    `from_launcher`: the request's tasks are the launcher's count (no --tasks). `say` tells of a long
+    wait and of a cache that cannot be used."""
+    from . import plancache
+
+    def make() -> dict:
+        return _plan_node(request, input_path, from_launcher)
+
+    if not cache:
+        return NodePlan(make()), False
+    key = plancache.fingerprint((sorted(request.items()), from_launcher), input_path, os.environ)
     try:
-        return plancache.shared_plan(key, lambda: _plan_node(args, tasks, all_pus), say=say)
+        saved, cached = plancache.shared_plan(key, make, say=say)
     except plancache.Refused as e:
         if local_rank == 0:
             say(str(e))
-        return _plan_node(args, tasks, all_pus), False
+        saved, cached = make(), False
+    return NodePlan(saved), cached
 
 
-def _plan_node(args: argparse.Namespace, tasks: int, all_pus: bool = False) -> dict:
+def _plan_node(request: Mapping[str, object], input_path: str | None, from_launcher: bool) -> dict:
     from ..errors import NodemapError
-    from . import cliargs
     from .plan import plan
+    from .request import Request
     from ..topology.discover import discover
     from ..topology.model import replace
 
-    req = cliargs.request_from_args(args, tasks, all_pus)
-    topo = discover(args.input, source=_source(args.input, args.gpu_ids))
-    if args.tasks is None and tasks > len(topo.allowed_cpus) and topo.allowed_cpus == topo.cpuset:
+    req = Request(**request)
+    topo = discover(input_path, source=_source(input_path, req.gpu_ids))
+    if from_launcher and req.tasks > len(topo.allowed_cpus) and topo.allowed_cpus == topo.cpuset:
         # the launcher already started more ranks than the whole node has PUs: they can only share
         # them (rank 0 says so). A rank the launcher bound sees fewer PUs: that stays an error below.
         req = replace(req, oversubscribe=True)
     try:
         p = plan(topo, req)
     except NodemapError as e:
-        if args.input or topo.allowed_cpus == topo.cpuset:
+        if input_path or topo.allowed_cpus == topo.cpuset:
             raise
         # the usual cause: the launcher bound this rank before nodemap could (Open MPI binds to cores by default)
         raise NodemapError(f"{e}. This rank may use only PUs {topo.allowed_cpus.format()} of the node's "

@@ -216,9 +216,10 @@ def _stopped(w: Watch, e: BaseException) -> None:
             pass
 
 
-def prepare(directory: str | None, interval: float, *, local_rank: int, local_size: int, task: dict,
-            argv: list[str], env) -> Watch:
-    """Check the folder is writable and open this rank's timeline, before anything starts."""
+def prepare(directory: str | None, interval: float, *, local_rank: int, local_size: int, task, argv: list[str],
+            env) -> Watch:
+    """Check the folder is writable and open this rank's timeline, before anything starts. `task`: this
+    rank's part of the node's plan (mapping.nodeplan.PlannedTask), None when none is known."""
     d = directory or default_dir(env)
     host = socket.gethostname()
     rank = global_rank(env, local_rank)
@@ -232,8 +233,8 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
         raise NodemapError(f"cannot write the watch timeline: {e} (e.g. --watch-dir $HOME/watch)") from None
     header = {"schema": SCHEMA, "host": host, "job": job_id(env), "rank": rank, "local_rank": local_rank,
               "local_size": local_size, "pid": os.getpid(), "argv": list(argv), "start": time.time(),
-              "interval": interval, "planned_gpus": list(task.get("gpus", [])),
-              "planned_pci": list(task.get("gpu_pci", [])), "cpus": task.get("cpus", ""),
+              "interval": interval, "planned_gpus": list(task.gpus) if task else [],
+              "planned_pci": list(task.gpu_pci) if task else [], "cpus": task.cpus if task else "",
               "mem_total": _meminfo().get("MemTotal", 0), "env": {k: env[k] for k in ENV_KEYS if k in env}}
     try:
         _write(fd, header)

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import mpi_common as mc
 from ..options import MPI_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from ...mapping.nodeplan import NodePlan
 
 NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
                    "NCCL 2.5): give each rank its own GPU")
@@ -79,11 +82,10 @@ def placed(mine: Sequence[tuple[str, str]], node_ranks: Sequence[Sequence[tuple[
 
 
 def choose(local_rank: int, ndev: int, bus_ids: Sequence[str], why_placed: str = "",
-           plan: dict | None = None, no_plan: str = "") -> Devices:
+           plan: NodePlan | None = None, no_plan: str = "") -> Devices:
     """This rank's GPUs. `bus_ids`: the PCI bus id of each CUDA ordinal it
-    sees; `why_placed` from `placed`; `plan`: the node's plan (a dict as
-    nodeplan.plan_dict makes, one task per local rank); `no_plan`: why there
-    is none."""
+    sees; `why_placed` from `placed`; `plan`: the node's plan (one task per
+    local rank); `no_plan`: why there is none."""
     from ...topology.model import norm_bus_id
 
     if ndev <= 0:
@@ -92,10 +94,10 @@ def choose(local_rank: int, ndev: int, bus_ids: Sequence[str], why_placed: str =
         return Devices(tuple(range(ndev)), "visibility")
     why = no_plan or "no plan"
     if plan is not None:
-        tasks = plan.get("tasks", [])
+        tasks = plan.tasks
         if local_rank < len(tasks):
             ordinal = {norm_bus_id(b): d for d, b in enumerate(bus_ids) if b}
-            wanted = tasks[local_rank].get("gpu_pci") or []
+            wanted = tasks[local_rank].gpu_pci
             found = [ordinal.get(norm_bus_id(b)) for b in wanted]
             if found and None not in found:
                 return Devices(tuple(found), "plan")
@@ -151,13 +153,17 @@ def bus_ids(cp: Any, ndev: int) -> list[str]:
     return [bus_id(cp.cuda.runtime.getDeviceProperties(d)) for d in range(ndev)]
 
 
-def node_plan(local_size: int, local_rank: int, say: Callable[[str], None]) -> tuple[dict | None, str]:
-    """The node's plan for its local ranks (the one `nodemap run` makes, from
-    its cache when a rank already made it), or None and why not."""
-    from ...mapping.nodeplan import default_args, node_plan as plan_of
+def node_plan(local_size: int, local_rank: int, say: Callable[[str], None]) -> tuple[NodePlan | None, str]:
+    """The node's plan for its local ranks: the Request of `nodemap run` without options (the one it
+    makes, from its cache when a rank already made it), or None and why not."""
+    from msgspec.structs import asdict
+
+    from ...mapping.nodeplan import node_plan as plan_of
+    from ...mapping.request import Request
 
     try:
-        return plan_of(default_args(), local_size, local_rank, say=say)[0], ""
+        request = asdict(Request(tasks=local_size))
+        return plan_of(request, from_launcher=True, local_rank=local_rank, say=say)[0], ""
     except Exception as e:  # a GPU to drive still: the note says how it was chosen instead
         return None, str(e) or type(e).__name__
 

@@ -1,8 +1,12 @@
-"""The request options shared by `nodemap plan` and `nodemap run`.
+"""The request options shared by `nodemap plan` and `nodemap run`, and the
+Request they make.
 
 One definition, so that a plan printed by `nodemap plan --tasks 8 ...` is
 the plan `nodemap run --tasks 8 ...` applies. Importing it is cheap (it is
-on the launch path); Request is built only in request_from_args.
+on the launch path): `request_fields` gives the Request's fields as plain
+values, which `nodemap run` hands to mapping.nodeplan (the rank that plans
+builds the Request; the others read the cached plan and import no msgspec);
+`request_from_args` builds the Request.
 """
 
 from __future__ import annotations
@@ -49,11 +53,7 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                                                       "check document: its topology)")
 
 
-def request_key(args: argparse.Namespace) -> tuple:
-    """The request options as plain values (for caching plans)."""
-    return tuple((d, getattr(args, d, None)) for d in REQUEST_DESTS)
-
-
+RAILS = {"all": -1, "auto": -2}  # --nic-rails words: Request.nic_rails' -1 and RAILS_AUTO (not imported: msgspec)
 MAX_COUNT = 1 << 20  # threads, GPUs, SMT per task
 MAX_TASKS = 1 << 14  # tasks per node: twice Linux's largest NR_CPUS
 
@@ -61,13 +61,24 @@ MAX_TASKS = 1 << 14  # tasks per node: twice Linux's largest NR_CPUS
 def request_from_args(args: argparse.Namespace, tasks: int | None = None, all_pus: bool = False):
     """A Request from parsed options; `tasks` fills in when --tasks is absent;
     `all_pus`: bind every PU of the tasks' cores (a run without a launcher)."""
+    from ..mapping.request import Request
+
+    return Request(**request_fields(args, tasks, all_pus))
+
+
+def request_fields(args: argparse.Namespace, tasks: int | None = None, all_pus: bool = False) -> dict:
+    """Every field of the Request the options ask for, as keyword arguments of
+    Request (plain values and CpuSets), each option checked; as
+    request_from_args (`tasks`, `all_pus`) without importing the Request."""
     from ..errors import InputError
-    from ..topology.cpuset import CpuSet, CpuSetError
-    from .request import RAILS_AUTO, Request
 
     def cpuset(flag: str, text):
+        if text is None:
+            return None
+        from ..topology.cpuset import CpuSet, CpuSetError  # only then: every rank's launch reads this
+
         try:
-            return CpuSet.parse(text) if text is not None else None
+            return CpuSet.parse(text)
         except CpuSetError as e:
             raise InputError(flag, f"{e} (write a list like 0-3,8-11)") from None
 
@@ -80,17 +91,17 @@ def request_from_args(args: argparse.Namespace, tasks: int | None = None, all_pu
         return value
 
     rails = str(args.nic_rails)
-    if rails not in ("all", "auto") and not is_decimal(rails, 6):
+    if rails not in RAILS and not is_decimal(rails, 6):
         raise InputError("--nic-rails", f"{rails[:30]!r} is not a count, 'all' or 'auto'")
     n = args.tasks if args.tasks is not None else tasks
-    return Request(
+    return dict(
         tasks=count("--tasks", n, 1, MAX_TASKS) if n is not None else 0,
         threads=0 if args.threads is None else count("--threads", args.threads, 1),
         gpus_per_task=0 if args.no_gpus else -1 if args.gpus_per_task is None else count(
             "--gpus-per-task", args.gpus_per_task, 0),
         smt=count("--smt", args.smt, 0),
         restrict_cpus=cpuset("--cpus", args.cpus), restrict_mems=cpuset("--mems", args.mems),
-        nic_rails={"all": -1, "auto": RAILS_AUTO}.get(rails) or int(rails), gpu_order=args.gpu_order,
+        nic_rails=RAILS.get(rails) or int(rails), gpu_order=args.gpu_order,
         oversubscribe=args.oversubscribe, greedy=not args.no_greedy,
         spread_by="pus" if args.no_gpu_match else "auto", gpu_ids=args.gpu_ids,
         reserve_cores=count("--reserve-cores", args.reserve_cores, 0), all_pus=all_pus)
