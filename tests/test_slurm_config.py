@@ -155,3 +155,39 @@ def test_nvidia_device_files_count_only_nvidia_gpus(capsys, tmp_path):
     files = [line.split("File=")[1].split()[0] for line in run(capsys, tmp_path, topo, "gres").splitlines()[1:]
              if "Name=gpu" in line]
     assert files == ["/dev/dri/renderD128"] + [f"/dev/nvidia{i}" for i in range(len(topo.gpus) - 1)]
+
+
+# --- linear in the GPUs: the one-pass lookups give what pair-by-pair asking gave ----------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from nodemap.topology import paths  # noqa: E402
+
+_ENDS = ["GPU0", "GPU1", "GPU2", "GPU3", "NVSwitch", "NVSwitch1", "CPU"]
+_links = st.lists(st.builds(Link, st.sampled_from(_ENDS), st.sampled_from(_ENDS),
+                            st.sampled_from(["NVLink", "NVLink", "xGMI"]), st.integers(0, 18),
+                            st.sampled_from([0.0, 25.0, 50.0])), max_size=14)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_links, st.integers(2, 4))
+def test_one_pass_nvlink_counts_equal_the_pairwise_ones(links, ngpus):
+    topo = replace(nodes.build(nodes.Spec(gpus=[nodes.Dev(0)] * ngpus)), links=tuple(links))
+    nv = paths.NvLinks(topo)
+    keys = [g.key for g in topo.gpus]
+    counts = [paths.nvlink(topo, a, b)[0] for i, a in enumerate(keys) for b in keys[i + 1:]]
+    assert [nv.count(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]] == counts
+    assert nv.fewest(keys) == (min(counts), any(counts))
+    for g in topo.gpus:  # Links= as the pairwise walk wrote it
+        row = [-1 if o.index == g.index else paths.nvlink(topo, g.key, o.key)[0] for o in topo.gpus]
+        assert config.gpu_links(topo, g) == (",".join(map(str, row)) if any(c > 0 for c in row) else "")
+
+
+def test_local_cores_of_every_device_in_one_pass_equal_one_by_one():
+    for topo in (nodes.karolina(), nodes.perlmutter(), nodes.coral_ea()):
+        near, cpus = config._Cores(topo), paths.cpu_affinities(topo)
+        for key in paths.device_keys(topo):
+            assert cpus[key] == paths.cpu_affinity(topo, key)
+            lid = config.logical_cores(topo)
+            one = [lid[c.cpuset.first()] for c in topo.cores if c.cpuset and not c.cpuset.isdisjoint(cpus[key])]
+            assert near.near(cpus[key]) == config.CpuSet(one).format()

@@ -7,6 +7,9 @@ int("٣") is 3, a number no Linux file or launcher writes; and int() raises
 on more than 4300 digits. So every check before an int() of outside text
 is `is_decimal`, and names sort by `natural_key`.
 
+Names: a device name, UUID or bus id from outside is a short word
+(`name_problem`), any other text from outside printable (`text_problem`).
+
 Out: `table` is the one renderer of terminal tables (bench results, plans,
 the topology matrix, check and watch summaries); `matrix`, `number` and
 `percent` are built on it. Sizes print through nodemap.units. Here, at the
@@ -19,7 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence  # not typing: env imports this on the launch path
 
-__all__ = ["is_decimal", "decoded", "natural_key", "table", "matrix", "number", "percent"]
+__all__ = ["is_decimal", "decoded", "natural_key", "table", "matrix", "number", "percent", "name_problem",
+           "text_problem", "shown"]
 
 _RUNS = re.compile(r"([0-9]+)")
 
@@ -96,3 +100,51 @@ def matrix(
     """A labelled matrix: cell(row, col) for every pair, '-' where empty."""
     body = [[str(r)] + [cell(r, c) or "-" for c in cols] for r in rows]
     return table([corner] + [str(c) for c in cols], body, right=[False] + [True] * len(cols))
+
+
+# --- names from outside --------------------------------------------------------------
+#
+# A device's name, UUID or bus id reaches places whose syntax it could rewrite:
+# a task's environment (UCX_NET_DEVICES=mlx5_0:1), the Slurm plugin's
+# tab-separated task lines, launcher options spliced unquoted into a command,
+# gres.conf's key=value lines. The names machines give are short words, so a
+# name from outside is one or refused (docs/limits.md, "Names from outside").
+
+NAME_MAX = 64  # characters of a device name, UUID or bus id: IB device names stop at 64, netdevs at 15
+TEXT_MAX = 1024  # characters of a descriptive text from outside: a model, a host name, a note
+# NIC names, network interfaces, OS device names (mlx5_0, hsn0, enp65s0f0np0, renderD128, opencl0d0)
+_DEVICE = re.compile(r"[A-Za-z0-9_.-]*")
+# ids: UUIDs (GPU-8f3a...), MIG devices (MIG-GPU-.../1/0), PCI bus ids (0000:3b:00.0), device keys
+_ID = re.compile(r"[A-Za-z0-9_.:/-]*")
+NAME_KINDS = {"device": (_DEVICE, "letters, digits, _ . -"), "id": (_ID, "letters, digits, _ . - : /")}
+
+
+def name_problem(value: str, kind: str = "device") -> str:
+    """Why `value` cannot be a device name (kind "device") or an id (kind
+    "id": also ':' and '/'); "" when it can. An empty name is no problem
+    here: a field that needs one says so itself."""
+    grammar, allowed = NAME_KINDS[kind]
+    if len(value) > NAME_MAX:
+        return f"is {len(value)} characters long, over the {NAME_MAX} of any device name"
+    if grammar.fullmatch(value):
+        return ""
+    bad = next(c for c in value if not grammar.fullmatch(c))
+    return f"holds {ascii(bad)} (device names are {allowed})"
+
+
+def text_problem(value: str, limit: int = TEXT_MAX) -> str:
+    """Why `value` cannot be a descriptive text from outside (a character that
+    is not printable: control, format such as a bidi override, surrogate;
+    or over `limit`); "" when it can."""
+    if len(value) > limit:
+        return f"is {len(value)} characters long, over nodemap's {limit}"
+    if value.isprintable():
+        return ""
+    bad = next(c for c in value if not c.isprintable())
+    return f"holds {ascii(bad)}, a character that is not printable"
+
+
+def shown(value: str, limit: int = 40) -> str:
+    """`value` for an error line: Python's ascii() of its start, so a tab, a
+    newline or an escape sequence shows as \\t, \\n, \\x1b."""
+    return ascii(value[:limit]) + (f"... ({len(value)} characters)" if len(value) > limit else "")

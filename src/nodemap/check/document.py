@@ -203,8 +203,13 @@ def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where:
 
     saved = Expectations(dict(f.expectations.thresholds), tuple(f.expectations.limits),
                          tuple(f.expectations.sources))
+    topo = Topology.from_dict(f.topology, where, "topology") if f.topology else None
+    if topo is not None:  # a saved node's names are not the kernel's
+        from ..topology import names
+
+        names.check(topo, where)
     doc = CheckDoc(
-        level=f.level, topology=Topology.from_dict(f.topology, where, "topology") if f.topology else None,
+        level=f.level, topology=topo,
         expectations=expectations or saved, results=rec.results, checks=rec.checks, skipped=list(f.skipped),
         environment=f.environment, host=f.host, hostname=f.hostname or f.host, started=f.started,
         finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy or {},

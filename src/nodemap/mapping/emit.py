@@ -23,12 +23,24 @@ Choices (docs/mapping.md, "Launch", says why in full):
   NCCL_SOCKET_IFNAME also steers NCCL's bootstrap, and ranks choosing
   different interfaces on different subnets would not find each other.
 
+Names from outside (docs/limits.md, "Names from outside"): a name joins a
+variable's list only when it is a device name or id (text.name_problem), a
+value holds no character that is not printable (a tab or a newline would add
+a variable to the Slurm plugin's task lines), and each form checks its own
+syntax last: the task lines their separators and the plugin's limits, the
+wrapper quotes for sh, the native options are words safe to splice unquoted.
+Anything else is one NodemapError naming the name.
+
 Importing this module costs nothing: it sits on `nodemap run`'s launch path.
 """
 
 from __future__ import annotations
 
+import re
+
 from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_OF, GPU_VISIBILITY_VARS, HIP_VISIBILITY, gpu_family
+from ..errors import NodemapError
+from ..text import name_problem, shown
 
 # Variables that choose devices: the plan was made within their current
 # value (discovery honours it), so the plan's narrower value wins over it.
@@ -46,6 +58,10 @@ def task_env(topo, plan, task) -> list[tuple[str, str]]:
             ("OMP_PLACES", omp_places(task.places or tuple(_singletons(task.cpus)))),
             ("OMP_PROC_BIND", "close")]
     env += _nic_env(topo, task)
+    bad = next(((n, v) for n, v in env if not v.isprintable()), None)
+    if bad:  # the last check of every form: a tab or a newline is a separator of one of them
+        raise NodemapError(f"task {task.task}: {bad[0]}={shown(bad[1])} holds a character that is not printable: "
+                           "no task's environment gets it (fix the names of the topology it was planned on)")
     return env
 
 
@@ -82,8 +98,6 @@ def _turns(plan, task) -> dict[int, int]:
 def _mig_ids(topo, nv, ids: str, turns: dict[int, int]) -> list[str]:
     """CUDA_VISIBLE_DEVICES entries of GPUs in MIG mode: one MIG device each
     (CUDA uses one per process), dealt in turn to the tasks sharing the GPU."""
-    from ..errors import NodemapError
-
     whole = [g.index for g in nv if not g.mig]
     if ids != "uuid" or whole:
         why = (f"GPU(s) {_ids([g for g in nv if g.mig])} are in MIG mode and GPU(s) {','.join(map(str, whole))} "
@@ -91,6 +105,18 @@ def _mig_ids(topo, nv, ids: str, turns: dict[int, int]) -> list[str]:
                if whole else f"GPU(s) {_ids(nv)} are in MIG mode: indexes do not address MIG devices; pass --gpu-ids uuid")
         raise NodemapError(why)
     return [g.mig[turns.get(g.index, 0) % len(g.mig)] for g in nv]
+
+
+def listed(var: str, names, kind: str = "id") -> str:
+    """`names` as `var`'s comma-separated list. A name that is not a device
+    name or id (kind, text.name_problem) is refused: a comma, a tab or a
+    space in it would add entries, variables or words of its own."""
+    for n in names:
+        why = name_problem(n, kind) or ("is empty" if not n else "")
+        if why:
+            raise NodemapError(f"{var}: the name {shown(n)} {why}: it cannot go into a list of names; plan on the "
+                               "live node, or fix the topology file's names")
+    return ",".join(names)
 
 
 def gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = None) -> list[tuple[str, str]]:
@@ -105,24 +131,26 @@ def gpu_env(topo, indexes, ids: str = "index", turns: dict[int, int] | None = No
     if "NVIDIA" in by_vendor:
         nv = by_vendor["NVIDIA"]
         if any(g.mig for g in nv):
-            env += [(GPU_VISIBILITY_OF["NVIDIA"], ",".join(_mig_ids(topo, nv, ids, turns or {}))),
+            mig = _mig_ids(topo, nv, ids, turns or {})
+            env += [(GPU_VISIBILITY_OF["NVIDIA"], listed("CUDA_VISIBLE_DEVICES", mig)),
                     ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         elif ids == "uuid":
             missing = [g.index for g in nv if not g.uuid]
             if missing:
-                from ..errors import NodemapError
-
                 raise NodemapError(f"--gpu-ids uuid: GPU {_ids([topo.gpu(i) for i in missing])} has no UUID in "
                                    "this topology; install nvidia-ml-py (NVML) or use --gpu-ids index")
-            env += [(GPU_VISIBILITY_OF["NVIDIA"], ",".join(g.uuid for g in nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
+            env += [(GPU_VISIBILITY_OF["NVIDIA"], listed("CUDA_VISIBLE_DEVICES", [g.uuid for g in nv])),
+                    ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         else:
             env += [(GPU_VISIBILITY_OF["NVIDIA"], _runtime_ids(topo, nv)), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]
         if ids == "pci":  # CUDA takes only indexes or UUIDs; codes that open GPUs by bus id read this
-            env.append(("NODEMAP_GPU_PCI", ",".join(g.pci_bus_id for g in nv)))
+            env.append(("NODEMAP_GPU_PCI", listed("NODEMAP_GPU_PCI", [g.pci_bus_id for g in nv])))
     if "AMD" in by_vendor:
         amd = by_vendor["AMD"]
         # by UUID only in ROCr's form (a topology saved before the sources wrote "GPU-<hex>": indexes)
-        ids = ",".join(g.uuid for g in amd) if all(g.uuid.startswith("GPU-") for g in amd) else _runtime_ids(topo, amd)
+        uuids = [g.uuid for g in amd]
+        ids = listed("ROCR_VISIBLE_DEVICES", uuids) if all(u.startswith("GPU-") for u in uuids) \
+            else _runtime_ids(topo, amd)
         env.append((GPU_VISIBILITY_OF["AMD"], ids))
         if "NVIDIA" in by_vendor:  # HIP would read the CUDA list as its own: every GPU ROCr now shows
             env.append((HIP_VISIBILITY, ",".join(map(str, range(len(amd))))))
@@ -144,16 +172,25 @@ def runtime_index(topo, gpu) -> int:
     """`gpu` as its vendor's runtime and driver number it in PCI order: among the node's GPUs of that
     family only (CUDA and /dev/nvidiaN count NVIDIA's), where the physical index counts every GPU of
     the node (an Intel iGPU at 00:02.0 is GPU0, and the NVIDIA GPU after it is CUDA's 0, not 1)."""
-    family = gpu_family(gpu.vendor)
-    return sum(1 for g in topo.gpus if g.index < gpu.index and gpu_family(g.vendor) == family)
+    return runtime_indexes(topo)[gpu.index]
+
+
+def runtime_indexes(topo) -> dict[int, int]:
+    """runtime_index of every GPU, by physical index, in one pass (gres.conf on a node of thousands)."""
+    out, counted = {}, {}
+    for g in sorted(topo.gpus, key=lambda g: g.index):
+        family = gpu_family(g.vendor)
+        out[g.index] = counted.get(family, 0)
+        counted[family] = out[g.index] + 1
+    return out
 
 
 def _nic_env(topo, task) -> list[tuple[str, str]]:
     nics = [topo.nic(n) for n in task.nics]
     ports = [p for p in (rdma_port(n) for n in nics) if p]
-    env = [("NODEMAP_NIC", ",".join(n.name for n in nics))] if nics else []
+    env = [("NODEMAP_NIC", listed("NODEMAP_NIC", [n.name for n in nics], "device"))] if nics else []
     if ports:
-        env += [("UCX_NET_DEVICES", ",".join(ports)), ("NCCL_IB_HCA", "=" + ",".join(ports))]
+        env += [("UCX_NET_DEVICES", ",".join(ports)), ("NCCL_IB_HCA", "=" + ",".join(ports))]  # names checked above
     if len(ports) > 1:  # UCX uses 1 rail for eager and 2 for rendezvous by default: use them all
         env += [("UCX_MAX_RNDV_RAILS", str(len(ports))), ("UCX_MAX_EAGER_RAILS", str(len(ports)))]
     if any(n.kind == "Slingshot" for n in nics):
@@ -252,6 +289,8 @@ def launch_lines(plan, run_args, app=("./app",)) -> dict[str, str]:
 # POSIX sh wrapper keyed on the launcher's local-rank variable.
 
 NATIVE_LAUNCHERS = ("srun", "mpirun", "mpiexec", "flux")
+MAX_NODES = 1 << 16  # --nodes of an Open MPI rankfile
+MAX_RANKFILE = 64 << 20  # bytes of one rankfile: about two million ranks
 
 
 def native(topo, plan, launcher: str, rankfile: str = "", nodes: int = 1, host: str = "") -> dict:
@@ -260,8 +299,24 @@ def native(topo, plan, launcher: str, rankfile: str = "", nodes: int = 1, host: 
     "local_rank_var", and for mpirun "rankfile" (its text, for `rankfile`)}.
     `host` (mpirun, one node): the node's name, for a run outside any
     scheduler's allocation."""
-    return {"srun": srun_native, "mpirun": mpirun_native, "mpiexec": mpiexec_native, "flux": flux_native}[launcher](
+    out = {"srun": srun_native, "mpirun": mpirun_native, "mpiexec": mpiexec_native, "flux": flux_native}[launcher](
         topo, plan, rankfile=rankfile, nodes=nodes, host=host)
+    for word in out["args"]:
+        check_word(word)
+    return out
+
+
+# What `launcher $(nodemap plan --emit native) app` would split or expand
+# (IFS, globs) and what shlex would read as quoting: never in an option word.
+_UNSPLICEABLE = frozenset(" \t\n\r\v\f'\"\\*?[")
+
+
+def check_word(word: str) -> None:
+    """Refuse an option word that would not reach the launcher as one word."""
+    bad = next((c for c in word if c in _UNSPLICEABLE or not c.isprintable()), None)
+    if bad is not None or not word:
+        raise NodemapError(f"the launcher option {shown(word)} holds {ascii(bad)}: spliced into a command line it "
+                           "would not stay one word; plan on the live node, or fix the topology file's names")
 
 
 def srun_native(topo, plan, **_) -> dict:
@@ -299,15 +354,24 @@ def mpirun_native(topo, plan, rankfile: str = "", nodes: int = 1, host: str = ""
     from ..errors import InputError
     from ..topology.render import logical_pus
 
-    if not rankfile or rankfile == "-" or any(c.isspace() for c in rankfile):
-        raise InputError("--rankfile", "mpirun's native binding needs a rankfile path without spaces "
-                                       "(e.g. --rankfile nodemap.rankfile): nodemap writes it, mpirun reads it")
-    if nodes < 1:
-        raise InputError("--nodes", f"{nodes} is not a node count (1 or more)")
+    if not rankfile or rankfile == "-" or any(c in _UNSPLICEABLE or c == ":" for c in rankfile):
+        raise InputError("--rankfile", "mpirun's native binding needs a rankfile path without spaces, quotes, "
+                                       "globs or ':' (e.g. --rankfile nodemap.rankfile): nodemap writes it, mpirun "
+                                       "reads it from --map-by rankfile:file=PATH:hwtcpus")
+    if not 1 <= nodes <= MAX_NODES:
+        raise InputError("--nodes", f"{str(nodes)[:30]} is not a node count nodemap writes a rankfile for "
+                                    f"(1 to {MAX_NODES}; the largest machines have tens of thousands)")
     logical = logical_pus(topo)
     n = len(plan.tasks)
-    lines = [f"rank {k * n + t.task}=+n{k} slot={_list(logical[p] for p in t.cpus)}"
-             for k in range(nodes) for t in plan.tasks]
+    slots = [_list(logical[p] for p in t.cpus) for t in plan.tasks]  # the same on every node
+    size = nodes * sum(len(f"rank {nodes * n}=+n{nodes} slot={s}\n") for s in slots)  # at most
+    if size > MAX_RANKFILE:
+        from ..units import format_size
+
+        raise InputError("--nodes", f"{nodes} nodes of {n} ranks make a rankfile of up to {format_size(size)}, over "
+                                    f"nodemap's {format_size(MAX_RANKFILE)}: give fewer nodes, or one rankfile per "
+                                    "part of the job")
+    lines = [f"rank {k * n + t}=+n{k} slot={s}" for k in range(nodes) for t, s in enumerate(slots)]
     envs = _left_env(topo, plan, False)
     shared = _shared(envs)
     args = ["--np", str(n * nodes)] + (["--host", f"{host}:{n}"] if host and nodes == 1 else [])
@@ -352,23 +416,61 @@ def flux_native(topo, plan, **_) -> dict:
             "wrapper": wrapper(var, _left_env(topo, plan, gpus is not None))}
 
 
+# What the plugin's reader (slurm/apply.c, nm_parse_plan) takes: it keeps 256
+# variables a task and reads 8 MiB of plan; it has no escapes, so a value
+# holding its separators (tab, newline) or C's string end cannot be written.
+TASK_VARS = 256
+TASK_TEXT = 8 << 20
+
+
 def task_lines(topo, plan) -> str:
     """The plan for the SPANK plugin (slurm/nodemap_spank.c): one line per
     task, tab-separated: local rank, PUs and NUMA nodes in list syntax, then
     NAME=VALUE for its environment. Plain text, so the C side needs no JSON."""
-    return "".join("\t".join([str(t.task), t.cpus.format(), t.mems.format(),
-                               *(f"{n}={v}" for n, v in task_env(topo, plan, t))]) + "\n" for t in plan.tasks)
+    lines = []
+    for t in plan.tasks:
+        env = task_env(topo, plan, t)
+        _check_task_env(t.task, env)
+        fields = [str(t.task), t.cpus.format(), t.mems.format(), *(f"{n}={v}" for n, v in env)]
+        lines.append("\t".join(fields) + "\n")
+    text = "".join(lines)
+    size = len(text.encode())
+    if size > TASK_TEXT:
+        from ..units import format_size
+
+        raise NodemapError(f"the plan's task lines are {format_size(size)}, over the {format_size(TASK_TEXT)} the "
+                           "Slurm plugin reads: plan fewer tasks a node")
+    return text
+
+
+def _check_task_env(task: int, env) -> None:
+    if len(env) > TASK_VARS:
+        raise NodemapError(f"task {task} has {len(env)} variables, over the {TASK_VARS} the Slurm plugin sets")
+    for name, value in env:
+        bad = next((c for c in value if c in "\t\n\r\0"), None)
+        if not _VAR.fullmatch(name) or bad is not None:
+            raise NodemapError(f"task {task}: {shown(name)}={shown(value)} would not stay one NAME=VALUE field of the "
+                               "Slurm plugin's task line: fix the names of the topology it was planned on")
 
 
 def wrapper(var: str, envs) -> str:
     """One POSIX sh line that exports task k's variables when the launcher's
     local-rank variable `var` is k, then execs its arguments; a rank the
-    plan does not know exits 2 with one line. Run as: sh -c LINE sh APP ARGS."""
+    plan does not know exits 2 with one line. Run as: sh -c LINE sh APP ARGS.
+    Values are quoted for sh (_dq); one that is not printable (a NUL no
+    argument can carry, a control character no variable should) is refused."""
+    for name, value in (kv for env in envs for kv in env):
+        if not _VAR.fullmatch(name) or not value.isprintable():
+            raise NodemapError(f"{shown(name)}={shown(value)} cannot be exported by a sh line: fix the names of the "
+                               "topology it was planned on")
     cases = " ".join(f"{k}) {'export ' + ' '.join(f'{n}={_dq(v)}' for n, v in env) if env else ':'};;"
                      for k, env in enumerate(envs))
     bad = (f'echo "nodemap: {var}=${{{var}-unset}} is not a local rank of this plan ({len(envs)} tasks per node)" '
            ">&2; exit 2;;")
     return f'case "${{{var}-}}" in {cases} *) {bad} esac; exec "$@"'
+
+
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable's name, as sh and setenv take it
 
 
 def _launcher_gpus(topo, plan):

@@ -76,8 +76,19 @@ def render(doc: Any, status: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_LABEL = 128  # characters of a label value: names (a host, a figure key), never a measured text
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n"}  # the exposition format's three escapes
+
+
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value as the exposition format writes it: backslash, double
+    quote and newline escaped; any other character that is not printable (a
+    control or escape sequence from a name, a lone surrogate UTF-8 cannot
+    hold) as the text of its Python escape (\\x1b reads back as those four
+    characters); cut to MAX_LABEL characters."""
+    if len(value) > MAX_LABEL:
+        value = value[:MAX_LABEL - 3] + "..."
+    return "".join(_ESCAPES.get(c) or (c if c.isprintable() else "\\" + ascii(c)[1:-1]) for c in value)
 
 
 def _number(value: float) -> str:

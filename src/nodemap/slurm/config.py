@@ -8,6 +8,12 @@ switch fabric counted as linked by the thinner side's switch links (what
 `nodemap topo --matrix` shows as NV#). NVIDIA GPUs are /dev/nvidiaN, N their
 place in PCI order among the node's NVIDIA GPUs (the minor number of NVIDIA's
 standard driver), not their physical index, which counts every vendor's GPUs.
+
+Linear in the node's devices (and in Links=' own length): the links, local
+CPUs and cores are looked up from one pass each, not device by device
+(2,000 GPUs took 21.5 s, benchmarks/slurm_config_speed.py). Every value is
+a word of gres.conf's key=value syntax, checked last (`Gres.line`): a name
+from a topology file cannot add a line or a key.
 """
 
 from __future__ import annotations
@@ -15,11 +21,16 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from ..mapping.emit import runtime_index
+from ..errors import NodemapError
+from ..mapping.emit import runtime_indexes
+from ..text import shown
 from ..topology.cpuset import CpuSet
 from ..topology.model import GPU, NIC, Topology
-from ..topology.paths import cpu_affinity, nvlink
+from ..topology.paths import NvLinks, cpu_affinities
 from ..topology.render import logical_cores
+
+# A value of gres.conf (and slurm.conf): no space, '#' (a comment), '=' or quote; Slurm's own words and lists
+_WORD = re.compile(r"[A-Za-z0-9_.,:/+-]+")
 
 
 @dataclass(frozen=True)
@@ -31,52 +42,82 @@ class Gres:
     links: str = ""  # "-1,12,12,...", "" without NVLink
 
     def line(self) -> str:
-        parts = [f"Name={self.name}", f"Type={self.type}"]
-        parts.append(f"File={self.file}" if self.file else "Count=1")
-        if self.cores:
-            parts.append(f"Cores={self.cores}")
-        if self.links:
-            parts.append(f"Links={self.links}")
-        return " ".join(parts)
+        parts = [("Name", self.name), ("Type", self.type), ("File", self.file) if self.file else ("Count", "1")]
+        parts += [(k, v) for k, v in (("Cores", self.cores), ("Links", self.links)) if v]
+        return " ".join(f"{k}={word(k, v)}" for k, v in parts)
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
 
 
+def word(key: str, value: str) -> str:
+    """`value` of gres.conf's (slurm.conf's) `key`, refused unless it is one word of its syntax."""
+    if not _WORD.fullmatch(value):
+        raise NodemapError(f"{key}={shown(value)} is not one word of Slurm's key=value syntax: fix the "
+                           "topology's names (device names are letters, digits, _ . -)")
+    return value
+
+
+TYPE_MAX = 64  # characters of a GRES type or feature made from a model name
+
+
 def type_name(model: str) -> str:
     """A GRES type or feature name from a model ("NVIDIA A100-SXM4-40GB" ->
     "a100-sxm4-40gb"): lower case, vendor words dropped, nothing Slurm's
-    parsers split on (spaces, commas, colons, '=')."""
+    parsers split on (spaces, commas, colons, '='), at most TYPE_MAX characters."""
     words = [w for w in model.lower().split() if w not in ("nvidia", "tesla", "amd", "intel", "(r)", "corporation")]
-    return re.sub(r"[^a-z0-9._-]+", "_", "-".join(words)).strip("_") or "unknown"
+    return re.sub(r"[^a-z0-9._-]+", "_", "-".join(words))[:TYPE_MAX].strip("_") or "unknown"
+
+
+class _Cores:
+    """Logical core indexes of devices' local CPUs, from one pass over the cores."""
+
+    def __init__(self, topo: Topology) -> None:
+        lid = logical_cores(topo)
+        self.of_pu = {p: lid[c.cpuset.first()] for c in topo.cores if c.cpuset and c.cpuset.first() in lid
+                      for p in c.cpuset}
+
+    def near(self, cpus: CpuSet) -> str:
+        """The logical indexes of the cores with a PU among `cpus`."""
+        return CpuSet(self.of_pu[p] for p in cpus if p in self.of_pu).format()
 
 
 def local_cores(topo: Topology, key: str) -> str:
     """The logical indexes of the cores with a PU among the device's local CPUs."""
-    cpus = cpu_affinity(topo, key)
-    if not cpus:
-        return ""
-    lid = logical_cores(topo)
-    return CpuSet(lid[c.cpuset.first()] for c in topo.cores
-                  if c.cpuset and not c.cpuset.isdisjoint(cpus) and c.cpuset.first() in lid).format()
+    return _Cores(topo).near(cpu_affinities(topo)[key])
 
 
-def _gpu_file(topo: Topology, g: GPU) -> str:
-    if g.vendor == "NVIDIA":  # the driver's minor number counts NVIDIA's GPUs only (not an iGPU before them)
-        return f"/dev/nvidia{runtime_index(topo, g)}"
-    render = sorted(n for n in g.os_names if n.startswith("renderD"))
-    return f"/dev/dri/{render[0]}" if render else ""
+_RENDER = re.compile(r"renderD[0-9]{1,6}")
 
 
-def gpu_links(topo: Topology, g: GPU) -> str:
-    counts = [-1 if o.index == g.index else nvlink(topo, g.key, o.key)[0] for o in topo.gpus]
+def _gpu_files(topo: Topology) -> dict[int, str]:
+    """Each GPU's device file by index: NVIDIA's minor number counts NVIDIA's GPUs only (not an iGPU
+    before them: emit.runtime_index); other GPUs their DRM render node."""
+    minor, out = runtime_indexes(topo), {}
+    for g in topo.gpus:
+        render = sorted(n for n in g.os_names if n.startswith("renderD"))
+        if g.vendor != "NVIDIA" and render and not _RENDER.fullmatch(render[0]):
+            raise NodemapError(f"GPU {g.index}: {shown(render[0])} is not a DRM render node (renderD128): fix the "
+                               "topology's os_names")
+        out[g.index] = f"/dev/nvidia{minor[g.index]}" if g.vendor == "NVIDIA" else \
+            f"/dev/dri/{render[0]}" if render else ""
+    return out
+
+
+def gpu_links(topo: Topology, g: GPU, links: NvLinks | None = None) -> str:
+    """Links= of `g`: its NVLink count to every GPU in order (-1 itself), "" without NVLink."""
+    links = links or NvLinks(topo)
+    if not (links.switch.get(g.key) or any(g.key in pair for pair in links.direct)):
+        return ""  # no NVLink of its own: no pair to count (a node of thousands needs no n x n walk)
+    counts = [-1 if o.index == g.index else links.count(g.key, o.key) for o in topo.gpus]
     return ",".join(map(str, counts)) if any(c > 0 for c in counts) else ""
 
 
 def gres(topo: Topology) -> list[Gres]:
-    out = [Gres("gpu", type_name(g.model), _gpu_file(topo, g), local_cores(topo, g.key), gpu_links(topo, g))
+    links, near, cpus, files = NvLinks(topo), _Cores(topo), cpu_affinities(topo), _gpu_files(topo)
+    out = [Gres("gpu", type_name(g.model), files[g.index], near.near(cpus[g.key]), gpu_links(topo, g, links))
            for g in topo.gpus]
-    out += [Gres("nic", _nic_type(n), "", local_cores(topo, n.key)) for n in topo.nics if _fabric(n)]
+    out += [Gres("nic", _nic_type(n), "", near.near(cpus[n.key])) for n in topo.nics if _fabric(n)]
     return out
 
 
@@ -87,7 +128,7 @@ def _fabric(n: NIC) -> bool:
 
 
 def _nic_type(n: NIC) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", n.name)
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", n.name)[:TYPE_MAX]
 
 
 def gres_counts(items: list[Gres]) -> str:
@@ -120,7 +161,14 @@ def features(topo: Topology) -> list[str]:
     cpu_nodes = [n for n in topo.host_numa_nodes if n.cpuset]
     out.append(f"sockets{len(topo.packages)}" if topo.packages else "")
     out.append(f"numa{len(cpu_nodes)}")
-    return [f for f in dict.fromkeys(out) if f]
+    out = [f for f in dict.fromkeys(out) if f]
+    bad = next((f for f in out if not _FEATURE.fullmatch(f)), None)
+    if bad is not None:  # the last check: Features= and --constraint split on ',', '&', '|', '[', '*'...
+        raise NodemapError(f"feature {shown(bad)} is not a word Slurm's Features= takes: fix the topology's names")
+    return out
+
+
+_FEATURE = re.compile(r"[a-z0-9._-]{1,%d}" % (TYPE_MAX + 16))
 
 
 def _link_class(topo: Topology) -> str:
@@ -129,18 +177,18 @@ def _link_class(topo: Topology) -> str:
     gpus = topo.gpus
     if len(gpus) < 2:
         return "pcie" if not any(ln.kind.startswith("NVLink") for ln in topo.links) else "nvlink"
-    counts = [nvlink(topo, a.key, b.key)[0] for i, a in enumerate(gpus) for b in gpus[i + 1:]]
-    if all(counts):
-        return f"nvlink-nv{min(counts)}"
-    if any(counts):
+    fewest, linked = NvLinks(topo).fewest([g.key for g in gpus])
+    if fewest:
+        return f"nvlink-nv{fewest}"
+    if linked:
         return "nvlink-partial"
     return "xgmi" if any(ln.kind == "xGMI" for ln in topo.links) else "pcie"
 
 
 def node_line(name: str, topo: Topology, items: list[Gres] | None = None) -> str:
     """slurm.conf's NodeName line: features, and the Gres= count when given."""
-    parts = [f"NodeName={name}"]
+    parts = [("NodeName", name)]
     if items:
-        parts.append(f"Gres={gres_counts(items)}")
-    parts.append(f"Features={','.join(features(topo))}")
-    return " ".join(parts)
+        parts.append(("Gres", gres_counts(items)))
+    parts.append(("Features", ",".join(features(topo))))
+    return " ".join(f"{k}={word(k, v)}" for k, v in parts)

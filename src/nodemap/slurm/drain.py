@@ -128,7 +128,8 @@ def show(name: str, timeout: float | None = None) -> Node:
     if line is None:
         raise SlurmError(f"scontrol show node {name}: no such node in Slurm (is SLURMD_NODENAME the NodeName?)")
     fields = dict(_FIELD.findall(line))
-    why = re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", fields.get("Reason", "")).strip()
+    # Slurm's "[user@time]" suffix: the last bracket, not from a '[' the reason holds
+    why = re.sub(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$", "", fields.get("Reason", "")).strip()
     return Node(name, fields.get("State", ""), "" if why in ("(null)", "none") else why)
 
 

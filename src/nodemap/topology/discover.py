@@ -40,7 +40,7 @@ def discover(input: str | os.PathLike | None = None, source: str = "auto") -> To
 # --- files -----------------------------------------------------------------
 
 
-MAX_OBJECTS = 1 << 17  # PUs, caches, PCI devices... of one JSON export (16k PUs x 3 caches is 48k)
+MAX_OBJECTS = 1 << 17  # PUs, caches, PCI devices... of one topology file (16k PUs x 3 caches is 48k)
 MAX_INPUT = 256 << 20  # bytes of one input file: a 16k-PU node's hwloc XML is tens of MB
 
 
@@ -149,11 +149,15 @@ def _from_input_file(path: str, source: str, named: str) -> Topology:
 
 
 def _read_input(path: str, source: str) -> Topology:
+    from . import names
+
     topo = _read_kind(path, source)
+    _check_counts(path, topo)
     problem = absurd(topo)
     if problem:
         raise InputError(path, f"{problem}: no machine reports that; the file is damaged or hand-edited (fix it or "
                                "write it again with the tool that made it)")
+    names.check(topo, path)  # a file's names are not the kernel's: they reach environments and configs
     return topo
 
 
@@ -165,6 +169,20 @@ MAX_DEVICE_MEMORY = 1 << 44  # B (16 TiB): a GPU, a cache
 MAX_BANDWIDTH = 1e5  # GB/s: a link, a PCIe device; Gb/s: a NIC port
 MAX_LINKS = 1024  # NVLinks in one device link
 MAX_PCIE_GEN, MAX_PCIE_WIDTH = 16, 64
+MAX_GPUS = 1024  # GPUs, and NICs, of one node: the largest nodes have 16 (gres.conf, Links= and paths are per pair)
+
+
+def _check_counts(path: str, topo: Topology) -> None:
+    """Refuse a node with more objects of one kind than nodemap reads, whatever the format."""
+    long = next((k for k in Topology.__struct_fields__ if isinstance(v := getattr(topo, k), tuple)
+                 and len(v) > MAX_OBJECTS), None)
+    if long is not None:
+        raise InputError(path, f"{len(getattr(topo, long))} {long} is more than nodemap reads ({MAX_OBJECTS}; the "
+                               "largest nodes have tens of thousands): fix the file or export it again")
+    many = next((k for k in ("gpus", "nics") if len(getattr(topo, k)) > MAX_GPUS), None)
+    if many is not None:
+        raise InputError(path, f"{len(getattr(topo, many))} {many[:-1].upper()}s is more than nodemap reads for one "
+                               f"node ({MAX_GPUS}; the largest nodes have 16): fix the file or export it again")
 
 
 def absurd(topo: Topology) -> str:
@@ -269,11 +287,6 @@ def _json(path: str) -> Topology:
         topo = _in_check(path, data)
     else:
         topo = Topology.from_json(data, path)
-    long = next((k for k in Topology.__struct_fields__ if isinstance(v := getattr(topo, k), tuple)
-                 and len(v) > MAX_OBJECTS), None)
-    if long is not None:
-        raise InputError(path, f"{len(getattr(topo, long))} {long} is more than nodemap reads ({MAX_OBJECTS}; the "
-                               "largest nodes have tens of thousands): fix the file or export it again")
     n = len(topo.numa_nodes)
     if len(topo.distances) not in (0, n) or any(len(r) != n for r in topo.distances):
         raise InputError(path, f"distances are not a {n} x {n} matrix (one row and column per NUMA node): "

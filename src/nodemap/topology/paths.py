@@ -22,7 +22,7 @@ upstream bridges). Without a PCI path the class falls back to NUMA locality
 from __future__ import annotations
 
 from .cpuset import CpuSet
-from .model import GPU, NIC, Topology, _Record
+from .model import GPU, NIC, Topology, _Record, norm_bus_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,19 +106,22 @@ def device_numa(topo: Topology, key: str) -> int:
     CPUs when they fall in exactly one NUMA node.
     """
     dev = _device(topo, key)
+    return _numa(topo, dev, topo.pci_of(dev))
+
+
+def _numa(topo: Topology, dev: GPU | NIC, pci) -> int:
+    """device_numa of `dev`, whose PCI record is `pci` (None: none)."""
     if dev.numa_node >= 0:
         return dev.numa_node
-    pci = topo.pci_of(dev)
     if pci is not None and pci.numa_node >= 0:
         return pci.numa_node
-    nodes = topo.numa_of(_local_cpus(topo, dev))
+    nodes = topo.numa_of(_local_cpus(dev, pci))
     return nodes.first() if len(nodes) == 1 else -1
 
 
-def _local_cpus(topo: Topology, dev: GPU | NIC) -> CpuSet:
+def _local_cpus(dev: GPU | NIC, pci) -> CpuSet:
     if dev.cpuset:
         return dev.cpuset
-    pci = topo.pci_of(dev)
     return pci.cpuset if pci is not None else CpuSet()
 
 
@@ -126,10 +129,29 @@ def cpu_affinity(topo: Topology, key: str) -> CpuSet:
     """CPUs local to a device: its own cpuset, its PCI record's, else its
     NUMA node's. Empty when nothing is known (rendered as N/A)."""
     dev = _device(topo, key)
-    cpus = _local_cpus(topo, dev)
+    return _affinity(topo, dev, topo.pci_of(dev))
+
+
+def cpu_affinities(topo: Topology) -> dict[str, CpuSet]:
+    """cpu_affinity of every GPU and NIC by key, in one pass: asked device by
+    device, a node of a thousand GPUs costs a million lookups (gres.conf)."""
+    by_id: dict[str, object] = {}
+    for d in topo.pci_devices:
+        by_id.setdefault(d.bus_id, d)  # the first, as Topology.pci finds it
+
+    def pci(dev):
+        if 0 <= dev.pci_index < len(topo.pci_devices):
+            return topo.pci_devices[dev.pci_index]
+        return by_id.get(norm_bus_id(dev.pci_bus_id)) if dev.pci_bus_id else None
+
+    return {d.key: _affinity(topo, d, pci(d)) for d in (*topo.gpus, *topo.nics)}
+
+
+def _affinity(topo: Topology, dev: GPU | NIC, pci) -> CpuSet:
+    cpus = _local_cpus(dev, pci)
     if cpus:
         return cpus
-    node = device_numa(topo, key)
+    node = _numa(topo, dev, pci)
     try:
         return topo.numa(node).cpuset if node >= 0 else CpuSet()
     except KeyError:
@@ -162,6 +184,50 @@ def nvlink(topo: Topology, a: str, b: str) -> tuple[int, float]:
         count += thin[0]
         bw += thin[1]
     return count, bw
+
+
+class NvLinks:
+    """nvlink(topo, a, b)[0] for any pair, from one pass over the links:
+    asked pair by pair, a node of 2,000 GPUs took 21 s for gres.conf's
+    Links= (every pair scans every link)."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.direct: dict[tuple[str, str], tuple[int, float]] = {}  # (a, b) as written: summed count, GB/s
+        self.switch: dict[str, int] = {}  # device -> its links to switches
+        for ln in topo.links:
+            if ln.kind != "NVLink":
+                continue
+            c, bw = self.direct.get((ln.a, ln.b), (0, 0.0))
+            self.direct[(ln.a, ln.b)] = (c + ln.count, bw + ln.bandwidth)
+            for end, other in {(ln.a, ln.b), (ln.b, ln.a)}:
+                if _is_switch(other):
+                    self.switch[end] = self.switch.get(end, 0) + ln.count
+
+    def count(self, a: str, b: str) -> int:
+        """Links between `a` and `b`: direct ones (one direction, the larger), plus the thinner side's
+        switch links when both reach a switch."""
+        sa, sb = self.switch.get(a, 0), self.switch.get(b, 0)
+        return self._direct(a, b) + (min(sa, sb) if sa and sb else 0)
+
+    def _direct(self, a: str, b: str) -> int:
+        return max(self.direct.get((a, b), (0, 0.0)), self.direct.get((b, a), (0, 0.0)))[0]
+
+    def fewest(self, keys: Sequence[str]) -> tuple[int, bool]:
+        """(the fewest links between two of `keys`, whether any two are linked) in O(keys + links), not
+        pair by pair. In the order of their switch links, a device's count to any later one is its own
+        switch links (the thinner side's; 0 without) plus their direct links: so its fewest is its
+        switch links, plus the fewest direct ones only when it is directly linked to every later one."""
+        order = {k: i for i, k in enumerate(sorted(keys, key=lambda k: self.switch.get(k, 0)))}
+        direct: dict[str, dict[str, int]] = {k: {} for k in order}  # device -> later device -> direct links
+        for a, b in self.direct:
+            if a in order and b in order and a != b:
+                first, later = (a, b) if order[a] < order[b] else (b, a)
+                direct[first][later] = self._direct(a, b)
+        linked = any(n > 0 for d in direct.values() for n in d.values()) or \
+            sum(1 for k in order if self.switch.get(k)) > 1
+        counts = [self.switch.get(k, 0) + (min(direct[k].values()) if len(direct[k]) == len(order) - 1 - i else 0)
+                  for k, i in order.items() if i < len(order) - 1]
+        return min(counts, default=0), linked
 
 
 def _xgmi(topo: Topology, a: str, b: str):
