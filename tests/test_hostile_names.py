@@ -113,6 +113,19 @@ def test_the_issues_gres_and_task_injections_are_one_line_each(tmp_path):
     assert "LD_PRELOAD" not in r.stdout
 
 
+def test_a_saved_check_documents_node_is_checked_as_a_file_is(tmp_path):
+    import check_synth as syn
+    from nodemap.check import expectations
+    from nodemap.check.document import CheckDoc
+
+    k = nodes.karolina()
+    evil = replace(k, nics=(replace(k.nics[0], name="mlx5_0\x1b]0;owned\x07"), *k.nics[1:]))
+    doc = CheckDoc(level="quick", topology=evil, expectations=expectations.shipped(), results=[syn.hbm({0: 1400.0})])
+    doc.rejudge()
+    (tmp_path / "check.json").write_text(doc.to_json())
+    refused(nodemap("report", str(tmp_path / "check.json")), "topology", "nics[0].name", "\\x1b]0;owned")
+
+
 # --- the plugin's task lines, read by the real C reader ------------------------------------------
 
 

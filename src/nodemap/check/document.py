@@ -207,7 +207,7 @@ def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where:
     if topo is not None:  # a saved node's names are not the kernel's
         from ..topology import names
 
-        names.check(topo, where)
+        names.check(topo, where, "topology.")
     doc = CheckDoc(
         level=f.level, topology=topo,
         expectations=expectations or saved, results=rec.results, checks=rec.checks, skipped=list(f.skipped),

@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     topo = _topology(args.input)
     name = node_name(os.environ, args.node_name, for_slurm=True, hostname=topo.machine.hostname or None)
-    items = config.gres(topo)
     if args.slurm_cmd == "gres":
+        items = config.gres(topo)  # (features need none of it: its Links= are GPUs x GPUs numbers)
         if args.json:
             print(json.dumps({"node": name, "gres": [g.to_dict() for g in items],
                               "lines": [g.line() for g in items], "node_gres": config.gres_counts(items)}, indent=1))

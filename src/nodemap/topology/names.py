@@ -30,25 +30,26 @@ NAMES = {("NIC", "name"): "device", ("NIC", "netdevs"): "device", ("GPU", "os_na
 REQUIRED = {("NIC", "name"), ("PciDevice", "bus_id"), ("Link", "a"), ("Link", "b")}  # never empty
 
 
-def check(topo, where: str) -> None:
+def check(topo, where: str, at: str = "") -> None:
     """Raise InputError(where, ...) for the first name or text of `topo` that
-    no machine gives (see the module's doc)."""
-    problem = first_problem(topo)
+    no machine gives (see the module's doc); `at` is where the topology sits
+    in the file ("topology." in a check document)."""
+    problem = first_problem(topo, at)
     if problem:
         raise InputError(where, f"{problem}: no machine reports such a name; the file is damaged or hostile "
                                 "(fix it, or write it again with the tool that made it)")
 
 
-def first_problem(topo) -> str:
+def first_problem(topo, at: str = "") -> str:
     """"nics[0].name 'mlx5_0\\t...' holds '\\t': ..." for the first bad text of `topo`, or ""."""
-    for at, value, field in _texts(topo, ""):
+    for path, value, field in _texts(topo, at):
         kind = NAMES.get(field)
         if kind is None:
             why = text_problem(value)
         else:
             why = name_problem(value, kind) or ("is empty" if not value and field in REQUIRED else "")
         if why:
-            return f"{at} {shown(value)} {why}"
+            return f"{path} {shown(value)} {why}"
     return ""
 
 
