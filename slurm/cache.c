@@ -156,16 +156,19 @@ static void port_states(struct nm_text *t, const char *base)
 	closedir(d);
 }
 
-/* Network interfaces of devices (not virtual ones: a container's veth does not change a plan),
- * their names and link states. */
-static void net_links(struct nm_text *t)
+/* Network interfaces of devices, their names and link states; where there is none (a network
+ * namespace, a container: the planner's NICs are then its virtual Ethernet interfaces, sysfs.py
+ * _virtual_nics), every virtual one's link state and flags (up or not). Virtual interfaces beside a
+ * device's do not change a plan (a container's veth on the host). Returns how many it added. */
+static int net_links_of(struct nm_text *t, int virtual)
 {
 	const char *base = "/sys/class/net";
 	DIR *d = opendir(base);
 	struct dirent *e;
+	int count = 0;
 
 	if (!d)
-		return;
+		return 0;
 	while ((e = readdir(d))) {
 		char link[1024], target[1024], state[1100];
 		ssize_t n;
@@ -173,12 +176,24 @@ static void net_links(struct nm_text *t)
 		    (n = readlink(link, target, sizeof(target) - 1)) < 0)
 			continue;
 		target[n] = '\0';
-		if (strstr(target, "/virtual/"))
+		if ((strstr(target, "/virtual/") != NULL) != virtual)
 			continue;
 		snprintf(state, sizeof(state), "%s/operstate", link);
 		file_field(t, state);
+		if (virtual) {
+			snprintf(state, sizeof(state), "%s/flags", link);
+			file_field(t, state);
+		}
+		count++;
 	}
 	closedir(d);
+	return count;
+}
+
+static void net_links(struct nm_text *t)
+{
+	if (!net_links_of(t, 0))
+		net_links_of(t, 1);
 }
 
 /* This process's CPU affinity (the planner, its child, inherits it) and its allowed lists. */

@@ -1,5 +1,7 @@
 import os
+import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,23 @@ def slurm_cluster():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def rails_namespace():
+    """A network namespace whose NICs are two veths (as a networked test cluster's node): the
+    namespace's name and the host's ends of its rail0 and rail1."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and ip (iproute2) for a network namespace")
+    tag = f"{os.getpid() % 100000}"
+    ns, ends = f"nodemap-test-{tag}", [f"nmt{tag}r{k}" for k in (0, 1)]
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
+    try:
+        for k, end in enumerate(ends):
+            subprocess.run(["ip", "link", "add", end, "type", "veth", "peer", "name", f"rail{k}", "netns", ns],
+                           check=True, timeout=30)
+            subprocess.run(["ip", "link", "set", end, "up"], check=True, timeout=30)
+            subprocess.run(["ip", "-n", ns, "link", "set", f"rail{k}", "up"], check=True, timeout=30)
+        yield ns, ends
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], timeout=30)  # and with it the pairs

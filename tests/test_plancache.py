@@ -180,3 +180,20 @@ def test_publishing_prunes_what_is_long_expired(folder):
         assert names == [plancache.entry_name("new") + ".bin"]
     finally:
         os.close(fd)
+
+
+def test_a_namespaces_rail_going_down_changes_the_key(rails_namespace):
+    """In a network namespace the NICs the planner counts are its veths: a rail that lost its carrier
+    is another key (the key read RDMA ports only, so a test cluster's node, whose cache folder the
+    other nodes share, planned with a rail that was down: its rank failed MPI_Init, 2026-12-02)."""
+    ns, ends = rails_namespace
+    code = "from nodemap.mapping import plancache; print(repr(plancache.fingerprint(('r',), None, {})))"
+
+    def key() -> str:
+        return subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], capture_output=True,
+                              text=True, check=True, timeout=60).stdout
+
+    up = key()
+    assert "rail1:up" in up and key() == up
+    subprocess.run(["ip", "link", "set", ends[1], "down"], check=True, timeout=30)
+    assert key() != up

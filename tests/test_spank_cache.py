@@ -123,6 +123,17 @@ def test_a_nic_whose_link_went_down_misses(driver, cache, tmp_path):  # noqa: F8
     assert run(driver, cache, before=sysfs_saying(state, "down", tmp_path))[0] == PLANNED
 
 
+def test_a_namespaces_rail_that_went_down_misses(driver, cache, rails_namespace):  # noqa: F811
+    """Where a node has no PCI NIC (a test cluster's node in its namespace) its NICs are veths and
+    the plan names them: the cache keys on their link states too (it read devices' NICs only)."""
+    ns, ends = rails_namespace
+    inside = ["ip", "netns", "exec", ns]
+    assert run(driver, cache, before=inside, ntasks=2)[0] == PLANNED
+    assert run(driver, cache, before=inside, ntasks=2)[0] == CACHED
+    subprocess.run(["ip", "link", "set", ends[1], "down"], check=True, timeout=30)  # rail1 loses its carrier
+    assert run(driver, cache, before=inside, ntasks=2)[0] == PLANNED
+
+
 def test_a_changed_nodemap_module_misses(driver, cache):  # noqa: F811
     """An upgrade or an edit of nodemap: here only a module's change time moves (same bytes)."""
     from nodemap.mapping import spankcache

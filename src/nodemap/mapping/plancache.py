@@ -85,7 +85,9 @@ def fingerprint(request_key, input_path: str | None, env) -> str:
 
     The request, nodemap's version, the boot, the online CPUs, this
     process's allowed CPUs and memory nodes (cgroup and affinity), the
-    device-visibility variables, RDMA port states and, with --input, every
+    device-visibility variables, RDMA port states, network interfaces' link
+    states (as sysfs.py counts NICs: devices' interfaces, else every virtual
+    one, with its flags: a network namespace's rails) and, with --input, every
     file read from it (path, size, modification and change times: an edit
     that keeps the mtime still changes the ctime). Any change gives another key.
     """
@@ -95,7 +97,7 @@ def fingerprint(request_key, input_path: str | None, env) -> str:
              _read("/sys/devices/system/cpu/online"), repr(sorted(os.sched_getaffinity(0))),
              _mems_allowed()]
     parts += [f"{k}={env.get(k)}" for k in GPU_VISIBILITY_VARS + tuple(GPU_ORDER_VARS)]
-    parts += _port_states()
+    parts += _port_states() + _net_links()
     if input_path:
         parts += input_identity(input_path)
     return "\n".join(parts)
@@ -163,6 +165,28 @@ def _port_states() -> list[str]:
             continue
         out += [f"{d}:{p}:{_read(f'{base}/{d}/ports/{p}/state')}" for p in ports]
     return out
+
+
+def _net_links() -> list[str]:
+    """Link states of the network interfaces of devices; where there is none (a network namespace,
+    a container), of every virtual one with its flags (up or not): the NICs the planner counts
+    (topology/sysfs.py, _virtual_nics), as slurm/cache.c keys the plugin's plans."""
+    base = "/sys/class/net"
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    virtual = {n: "/virtual/" in _link(f"{base}/{n}") for n in names}
+    real = [n for n in names if not virtual[n]]
+    return ([f"{n}:{_read(f'{base}/{n}/operstate')}" for n in real] or
+            [f"{n}:{_read(f'{base}/{n}/operstate')}:{_read(f'{base}/{n}/flags')}" for n in names])
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
 
 
 # --- entries ----------------------------------------------------------------------------
