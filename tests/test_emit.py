@@ -51,14 +51,24 @@ def test_two_rails_and_port_states():
     assert emit.rdma_port(dead) == ""
 
 
-def test_plain_ethernet_is_named_but_not_steered():
+def test_plain_ethernet_is_steered_by_the_socket_transports_variables():
+    """A NIC without an RDMA device (its name is its netdev's): libfabric's tcp provider (MPICH's
+    OFI netmod) takes one interface, UCX's tcp and NCCL's sockets a list (NCCL's "=": exact names)."""
     topo = nodes.karolina()
-    eth = replace(topo.nic("mlx5_1"), name="eth0", kind="Ethernet", ports=())
-    topo = replace(topo, nics=(eth,) + topo.nics)
-    t = _task(nics=("eth0",))
+    eth = [replace(topo.nic("mlx5_1"), name=f"rail{k}", kind="Ethernet", ports=(Port(1, "up"),),
+                   netdevs=(f"rail{k}",)) for k in (0, 1)]
+    topo = replace(topo, nics=tuple(eth) + topo.nics)
+    t = _task(nics=("rail1",))
     env = dict(emit.task_env(topo, _plan(t), t))
-    assert env["NODEMAP_NIC"] == "eth0"
-    assert not {"UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"} & set(env)
+    assert {k: env[k] for k in ("NODEMAP_NIC", "FI_TCP_IFACE", "UCX_NET_DEVICES", "NCCL_SOCKET_IFNAME")} == {
+        "NODEMAP_NIC": "rail1", "FI_TCP_IFACE": "rail1", "UCX_NET_DEVICES": "rail1", "NCCL_SOCKET_IFNAME": "=rail1"}
+    assert "NCCL_IB_HCA" not in env
+    both = _task(nics=("rail0", "rail1"))
+    env = dict(emit.task_env(topo, _plan(both), both))
+    assert (env["FI_TCP_IFACE"], env["UCX_NET_DEVICES"], env["NCCL_SOCKET_IFNAME"]) == ("rail0", "rail0,rail1",
+                                                                                       "=rail0,rail1")
+    rdma = _task(nics=("mlx5_1",))  # an RDMA NIC: its port, no socket variables
+    assert "FI_TCP_IFACE" not in dict(emit.task_env(topo, _plan(rdma), rdma))
 
 
 def test_slingshot_policy_follows_gpu():

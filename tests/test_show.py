@@ -5,6 +5,7 @@ import sys
 
 import nodes
 from nodemap.mapping import show
+from nodemap.topology.model import Port, replace
 
 
 def row(rank, cpus, gpus=(), host="n1", threads=None):
@@ -29,6 +30,30 @@ def test_nic_cell_names_the_plans_nic_and_says_when_nothing_steers_to_it():
     r = row(0, "48-55", [(0, 3)])
     r["nic_env"] = {"NODEMAP_NIC": "eth0"}
     assert "eth0 (no NIC variable)" in show.table([r])
+
+
+def test_nic_variables_in_effect_are_checked_against_the_plan():
+    topo = nodes.karolina()
+    rails = tuple(replace(topo.nic("mlx5_1"), name=f"rail{k}", kind="Ethernet", ports=(Port(1, state),),
+                          netdevs=(f"rail{k}",)) for k, state in ((0, "up"), (1, "down")))
+    topo = replace(topo, nics=rails + topo.nics)
+    planned = {"NODEMAP_NIC": "rail0", "FI_TCP_IFACE": "rail0", "UCX_NET_DEVICES": "rail0", "NCCL_SOCKET_IFNAME": "=rail0"}
+    assert show.nics_checked(topo, planned) == ""
+    assert show.nics_checked(topo, {"NODEMAP_NIC": "mlx5_1", "UCX_NET_DEVICES": "mlx5_1:1",
+                                    "NCCL_IB_HCA": "=mlx5_1:1"}) == ""
+    assert show.nics_checked(topo, {}) == ""  # no plan: nothing to check against
+    assert show.nics_checked(topo, dict(planned, NCCL_SOCKET_IFNAME="^docker")) == ""  # an exclusion: no choice
+    changed = show.nics_checked(topo, dict(planned, FI_TCP_IFACE="rail1"))
+    assert changed == ("FI_TCP_IFACE=rail1 steers to rail1, the plan gave rail0 (NODEMAP_NIC): the variable was "
+                       "changed after nodemap run")
+    assert "UCX_NET_DEVICES=rail0,rail1 steers to rail0,rail1" in show.nics_checked(
+        topo, dict(planned, UCX_NET_DEVICES="rail0,rail1"))
+    down = {"NODEMAP_NIC": "rail1", "FI_TCP_IFACE": "rail1", "UCX_NET_DEVICES": "rail1", "NCCL_SOCKET_IFNAME": "=rail1"}
+    assert show.nics_checked(topo, down) == "planned NIC(s) rail1 are down"
+    assert show.nics_checked(topo, {"NODEMAP_NIC": "eth9"}) == "planned NIC(s) eth9 are not NICs of this node"
+    r = row(0, "48-55", [(0, 3)])
+    r["nic_note"] = changed
+    assert show.judge([r], topo)[0]["verdicts"] == [changed]
 
 
 def test_each_verdict():

@@ -17,6 +17,7 @@ from slurm_cluster import SCRIPT, Cluster
 pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 
 PY = sys.executable
+NODEMAP = [PY, "-m", "nodemap"]
 RATE_MBS = 25.0  # the script's default rail rate, 200mbit, in MB/s
 # Rank 0 sends rank 1 `count` messages of `size` bytes over MPI, three times; prints the best MB/s.
 MPI_BW = """
@@ -188,6 +189,42 @@ def test_link_delay_loss_and_down_change_only_that_link(net_cluster):
         net_cluster.link("n2", "rail0", "clear")
 
 
+def show_rows(cluster, *between: str) -> dict:
+    """`nodemap run -- [between...] nodemap show --json` on 3 nodes, 2 ranks each: rows by (node, local rank)."""
+    p = cluster.srun("--mpi=pmi2", "-N3", "--ntasks-per-node=2", *NODEMAP, "run", "--", *between, *NODEMAP, "show",
+                     "--json", timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return {(r["host"], r["local_rank"]): r for r in json.loads(p.stdout)["rows"]}
+
+
+def test_nodemap_sees_each_nodes_rails_and_gives_each_rank_one(net_cluster):
+    """Inside its namespace a node's NICs are its rails (veths: no PCI device, rate unknown); the plan
+    gives local rank k rail k and the variables MPI (OFI tcp), UCX and NCCL read; show finds them
+    as planned. A rail whose cable is out is a NIC that is down: both ranks plan the other one."""
+    topo = json.loads(in_node(net_cluster, "n1", "import runpy, sys; sys.argv = ['nodemap', 'topo', '--json']; "
+                                                 "runpy.run_module('nodemap', run_name='__main__')"))
+    assert [(n["name"], n["kind"], n["pci_bus_id"], [p["rate_gbps"] for p in n["ports"]]) for n in topo["nics"]] == [
+        ("rail0", "Ethernet", "", [0.0]), ("rail1", "Ethernet", "", [0.0])]
+    rows = show_rows(net_cluster)
+    assert sorted(rows) == [(f"n{k}", lr) for k in (1, 2, 3) for lr in (0, 1)]
+    for (node, local), r in rows.items():
+        rail = f"rail{local}"
+        assert (r["nic_env"]["NODEMAP_NIC"], r["nic_env"]["FI_TCP_IFACE"], r["nic_env"]["NCCL_SOCKET_IFNAME"],
+                r["nic_env"]["UCX_NET_DEVICES"]) == (rail, rail, "=" + rail, rail), r
+        assert r["verdicts"] == [], r
+    # a variable changed after nodemap run is named against the plan
+    rows = show_rows(net_cluster, "env", "FI_TCP_IFACE=rail0")
+    assert rows[("n2", 0)]["verdicts"] == []
+    assert any("FI_TCP_IFACE=rail0 steers to rail0, the plan gave rail1" in v for v in rows[("n2", 1)]["verdicts"])
+    net_cluster.link("n2", "rail1", "down")
+    try:
+        rows = show_rows(net_cluster)
+    finally:
+        net_cluster.link("n2", "rail1", "up")
+    assert [rows[("n2", lr)]["nic_env"]["NODEMAP_NIC"] for lr in (0, 1)] == ["rail0", "rail0"]
+    assert [rows[("n3", lr)]["nic_env"]["NODEMAP_NIC"] for lr in (0, 1)] == ["rail0", "rail1"]
+
+
 def test_bad_link_settings_say_what_is_accepted(net_cluster):
     for args, says in ((["n9", "rail0", "down"], "no link n9/rail0"), (["n1", "rail0", "rate=fast"], "is not a rate"),
                        (["n1", "rail0", "jitter=1ms"], "is not rate=R")):
@@ -249,7 +286,10 @@ def test_the_docs_recipe_runs_and_leaves_nothing(tmp_path):
     p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=300, cwd=SCRIPT.parent.parent,
                        env=dict(os.environ, PATH=f"{Path(PY).parent}:/usr/sbin:/sbin:/usr/bin:/bin"))
     assert p.returncode == 0, p.stdout + p.stderr
-    nodes = sorted(line for line in p.stdout.splitlines() if line.startswith("n") and "rail0" in line)
+    nodes = sorted(line for line in p.stdout.splitlines() if line.startswith("n") and " ctl0 " in line)
     assert nodes == [f"n{k} ctl ctl0 lo rail0 rail1" for k in (1, 2, 3)], p.stdout
     assert "n2/rail1: 20mbit" in p.stdout and "stopped" in p.stdout
+    shown = [line.split() for line in p.stdout.splitlines() if line.startswith("n") and " bind:" in line]
+    assert sorted((r[0], r[2], r[7]) for r in shown) == [(f"n{k}", str(lr), f"rail{lr}") for k in (1, 2, 3)
+                                                         for lr in (0, 1)], p.stdout
     assert namespaces() <= before

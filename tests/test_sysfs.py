@@ -176,6 +176,33 @@ def test_nics_rdma_first_then_plain_netdevs(node):
     assert (port.number, port.state, port.link_layer, port.rate_gbps) == (1, "ACTIVE", "InfiniBand", 200.0)
 
 
+def virtual_net(root, name: str, flags: str = "0x1003", operstate: str = "up", kind: str = "1", part: str = "") -> None:
+    put(root, f"sys/devices/virtual/net/{name}/type", kind)
+    put(root, f"sys/devices/virtual/net/{name}/flags", flags)
+    put(root, f"sys/devices/virtual/net/{name}/operstate", operstate)
+    put(root, f"sys/devices/virtual/net/{name}/speed", "10000")  # veth's constant, whatever tc shapes
+    if part:
+        (root / f"sys/devices/virtual/net/{name}/{part}").mkdir()
+    link(root, f"sys/class/net/{name}", f"../../devices/virtual/net/{name}")
+
+
+def test_a_namespace_without_pci_nics_has_its_virtual_ones(node):
+    """A network namespace (a test cluster's node, a container) sees only veths: those that carry
+    its traffic are its NICs, of unknown rate; a rail whose cable is out is a NIC that is down."""
+    for name in ("rail0", "rail1", "ctl", "ctl0", "ifb0"):
+        virtual_net(node, name, **{"rail1": {"operstate": "down"}, "ctl": {"part": "bridge"},
+                                   "ctl0": {"part": "brport"}, "ifb0": {"flags": "0x82", "operstate": "down"}}.get(name, {}))
+    t = sysfs.read(node)
+    assert [n.name for n in t.nics] == ["mlx5_0", "eno1"]  # PCI NICs seen: veths are views or plumbing
+    for name in ("ib0", "eno1"):
+        os.remove(node / f"sys/class/net/{name}")
+    os.remove(node / "sys/class/infiniband/mlx5_0")
+    t = sysfs.read(node)
+    assert [(n.name, n.kind, n.pci_bus_id, n.netdevs, n.numa_node) for n in t.nics] == [
+        ("rail0", "Ethernet", "", ("rail0",), -1), ("rail1", "Ethernet", "", ("rail1",), -1)]
+    assert [(p.state, p.rate_gbps) for n in t.nics for p in n.ports] == [("up", 0.0), ("down", 0.0)]
+
+
 def test_roce_omnipath_and_ipoib_kinds(node):
     put(node, f"{NIC_PATH}/infiniband/mlx5_0/ports/1/link_layer", "Ethernet")
     os.remove(node / "sys/class/infiniband/mlx5_0")

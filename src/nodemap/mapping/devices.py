@@ -96,16 +96,19 @@ def _indexes(chunk: list[GpuInfo]) -> tuple[int, ...]:
 # --- NICs -----------------------------------------------------------------------
 
 
+def nic_up(n: NIC) -> bool:
+    """A port of it is not down: sysfs says "4: ACTIVE" / "1: DOWN" (RDMA), "up" / "down" /
+    "lowerlayerdown" (netdevs); a NIC without ports, or a port of unknown state, counts as up."""
+    return not n.ports or any(not any(w in p.state.upper() for w in ("DOWN", "DISABLED")) for p in n.ports)
+
+
 def fabric_nics(topo: Topology) -> list[NIC]:
     """NICs a rank should use: RDMA-capable fabric ports that are not down;
     all NICs when none is recognizably a fabric NIC."""
-    def up(n: NIC) -> bool:  # sysfs says "4: ACTIVE" / "1: DOWN"; unknown counts as up
-        return not n.ports or any(not any(w in p.state.upper() for w in ("DOWN", "DISABLED")) for p in n.ports)
-
     fabric = [n for n in topo.nics if n.kind in _FABRIC_KINDS or (n.netdevs and n.name not in n.netdevs)]
     pool = fabric or list(topo.nics)
     # Name order (mlx5_2 before mlx5_10), whatever order a source listed them in.
-    return sorted([n for n in pool if up(n)] or pool, key=lambda n: natural_key(n.name))
+    return sorted([n for n in pool if nic_up(n)] or pool, key=lambda n: natural_key(n.name))
 
 
 class NicChooser:

@@ -19,9 +19,15 @@ Choices (docs/mapping.md, "Launch", says why in full):
   MPICH then picks the NIC nearest the GPU, the planner's choice), NUMA
   otherwise; libfabric is left to pick the device.
 - NODEMAP_NIC names the planned NICs for every task, RDMA or not: it is
-  what `nodemap show` prints. Plain Ethernet NICs get no library variable:
-  NCCL_SOCKET_IFNAME also steers NCCL's bootstrap, and ranks choosing
-  different interfaces on different subnets would not find each other.
+  what `nodemap show` prints and checks the other variables against.
+- NICs with no RDMA device (plain Ethernet: a netdev, a namespace's veth)
+  are steered by the variable each socket transport reads: FI_TCP_IFACE
+  (libfabric's tcp provider, which MPICH's OFI netmod uses; one
+  interface, the first planned), UCX_NET_DEVICES (UCX's tcp transport takes
+  interface names) and NCCL_SOCKET_IFNAME ("=" for exact names). Every
+  node of a job plans its rails the same way, so local rank k of every node
+  listens on rail k; a rank reaches a peer's other rails through its node's
+  own NIC on that subnet (the kernel routes by destination).
 
 Names from outside (docs/limits.md, "Names from outside"): a name joins a
 variable's list only when it is a device name or id (text.name_problem), a
@@ -195,6 +201,10 @@ def _nic_env(topo, task) -> list[tuple[str, str]]:
         env += [("UCX_MAX_RNDV_RAILS", str(len(ports))), ("UCX_MAX_EAGER_RAILS", str(len(ports)))]
     if any(n.kind == "Slingshot" for n in nics):
         env.append(("MPICH_OFI_NIC_POLICY", "GPU" if task.gpus else "NUMA"))
+    plain = [n.name for n in nics if n.name in n.netdevs]  # no RDMA device: sockets over the netdev
+    if plain and not ports:
+        env += [("FI_TCP_IFACE", plain[0]), ("UCX_NET_DEVICES", ",".join(plain)),
+                ("NCCL_SOCKET_IFNAME", "=" + ",".join(plain))]
     return env
 
 

@@ -17,7 +17,11 @@ from ..text import is_decimal, table as columns
 from .. import env as launcher_env
 from ..topology.cpuset import CpuSet
 
-NIC_VARS = ("NODEMAP_NIC", "UCX_NET_DEVICES", "NCCL_IB_HCA", "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
+NIC_VARS = ("NODEMAP_NIC", "FI_TCP_IFACE", "UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME",
+            "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
+# The variables that choose NICs, as emit.py writes them: names, a ":port" after RDMA ones, NCCL's "=" for exact
+# names (a leading "^" excludes: not a choice to check); FI_TCP_IFACE takes one interface
+STEERING = ("FI_TCP_IFACE", "UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
 
 
@@ -38,6 +42,7 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
     except Exception as e:  # no native library (NodemapError) or a refused call: say so, keep reporting
         mode, nodes, cpu = f"unknown ({e})", [], -1
     gpus, gpu_note = visible_gpus_checked(topo, env)
+    nic_env = {k: env[k] for k in NIC_VARS if k in env}
     row = {
         "host": launcher.node_name(env),  # Slurm's node: nodes sharing a host are told apart
         "hostname": socket.gethostname(),
@@ -51,7 +56,8 @@ def own_row(topo, env: Mapping[str, str], rank: int | None = None, threads: bool
         "gpus": gpus,
         "gpu_note": gpu_note,
         "planned_gpus": env.get("NODEMAP_GPUS"),
-        "nic_env": {k: env[k] for k in NIC_VARS if k in env},
+        "nic_env": nic_env,
+        "nic_note": nics_checked(topo, nic_env),
         "thread_env": {k: env[k] for k in THREAD_VARS if k in env},
         "verdicts": [],
     }
@@ -85,6 +91,35 @@ def visible_gpus_checked(topo, env: Mapping[str, str]) -> tuple[list[dict[str, A
     return out, "; ".join(notes)
 
 
+def nics_checked(topo, nic_env: Mapping[str, str]) -> str:
+    """What is wrong with the NICs in effect against the plan's (NODEMAP_NIC), "" if nothing: a
+    steering variable that names other NICs (changed after nodemap run), a planned NIC this node
+    lacks or whose ports are all down."""
+    from .devices import nic_up
+
+    planned = [n for n in nic_env.get("NODEMAP_NIC", "").split(",") if n]
+    if not planned:
+        return ""
+    known = {n.name: n for n in topo.nics}
+    by_netdev = {d: n.name for n in topo.nics for d in n.netdevs}
+    notes = []
+    for var in STEERING:
+        value = nic_env.get(var, "").strip()
+        if not value or value.startswith("^"):
+            continue
+        named = {by_netdev.get(x, x) for x in (w.split(":")[0] for w in value.lstrip("=").split(",")) if x}
+        if not (named <= set(planned) if var == "FI_TCP_IFACE" else named == set(planned)):
+            notes.append(f"{var}={value[:40]} steers to {','.join(sorted(named))}, the plan gave "
+                         f"{','.join(planned)} (NODEMAP_NIC): the variable was changed after nodemap run")
+    missing = [n for n in planned if n not in known]
+    down = [n for n in planned if n in known and not nic_up(known[n])]
+    if missing:
+        notes.append(f"planned NIC(s) {','.join(missing)} are not NICs of this node")
+    if down:
+        notes.append(f"planned NIC(s) {','.join(down)} are down")
+    return "; ".join(notes)
+
+
 def judge(rows: list[dict[str, Any]], topo) -> list[dict[str, Any]]:
     """Rows with their verdicts filled in (empty: the binding is clean)."""
     for r in rows:
@@ -103,6 +138,8 @@ def _own_verdicts(r: dict[str, Any], topo) -> list[str]:
         out.append(f"CPUs span NUMA domains {homes.format()}")
     if r.get("gpu_note"):
         out.append(r["gpu_note"])
+    if r.get("nic_note"):
+        out.append(r["nic_note"])
     planned = r.get("planned_gpus")
     if planned is not None:
         seen = ",".join(str(g["index"]) for g in sorted(r["gpus"], key=lambda g: g["index"]))

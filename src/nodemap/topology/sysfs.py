@@ -710,7 +710,31 @@ def _nics(fs: Root, pci: tuple[PciDevice, ...]) -> tuple[NIC, ...]:
     plain = [_net_nic(fs, by_bus[b], names) for b, names in netdevs.items() if b not in taken]
     rdma.sort(key=lambda n: natural_key(n.name))
     plain.sort(key=lambda n: _bus_key(n.pci_bus_id))
-    return tuple(rdma + plain)
+    return tuple(rdma + plain) or _virtual_nics(fs)
+
+
+_ARPHRD_ETHER, _IFF_UP = 1, 0x1
+
+
+def _virtual_nics(fs: Root) -> tuple[NIC, ...]:
+    """The NICs of a node that sees no PCI NIC: a network namespace or a container, whose NICs are
+    veth pairs (a test cluster's rails, a pod's eth0). Those that carry the node's traffic count:
+    Ethernet, administratively up (a rail whose cable is out is up without a carrier, and is a NIC
+    that is down), not the loopback, not a bridge nor a bridge's or bond's port (plumbing that
+    carries another interface's traffic). Where a PCI NIC is visible, virtual interfaces are views
+    of it or plumbing (VLANs, bonds, bridges, containers' veths) and are left out."""
+    out = []
+    for name in sorted(fs.listdir("sys/class/net"), key=natural_key):
+        base = f"sys/class/net/{name}"
+        if fs.read_int(f"{base}/type") != _ARPHRD_ETHER or not (fs.read_int(f"{base}/flags", 16) or 0) & _IFF_UP:
+            continue
+        if any(fs.isdir(f"{base}/{part}") for part in ("bridge", "brport", "bonding", "bonding_slave")):
+            continue
+        # A virtual NIC's speed is its driver's constant (veth says 10000 Mb/s whatever tc shapes): unknown
+        state = (fs.read(f"{base}/operstate") or "").strip()
+        ports = (Port(1, state, "Ethernet", 0.0),) if state not in ("", "unknown") else ()
+        out.append(NIC(name=name, kind="Ethernet", ports=ports, netdevs=(name,)))
+    return tuple(out)
 
 
 def _rdma_nic(fs: Root, cls: str, name: str, dev: PciDevice, netdevs: list[str]) -> NIC:
