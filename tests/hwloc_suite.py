@@ -23,7 +23,7 @@ newer lstopo printed for each XML file of the suite (`lstopo-no-graphics
 
 EXPECTED lists the cases that cannot agree, each with its reason; a case
 there that agrees is reported too (the list must stay true).
-benchmarks/hwloc_suite.py runs this over a checkout of hwloc and writes
+benchmarks/hwloc_suite_tally.py runs this over a checkout of hwloc and writes
 the tally; tests/test_conformance_hwloc_suite.py runs it under pytest when
 NODEMAP_HWLOC_TESTS names the folder.
 """

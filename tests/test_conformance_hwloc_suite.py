@@ -9,7 +9,7 @@ checkout (the folder holding linux/ and xml/):
 NODEMAP_HWLOC_REFS may name a folder of `<stem>.console` files printed by
 an hwloc 3.0 lstopo for the suite's XML files (`lstopo-no-graphics --if xml
 --input X.xml -v > X.console`; Debian's 2.9 cannot read v3 XML): each is a
-case "ref/<stem>" too. benchmarks/hwloc_suite.py runs the same cases and
+case "ref/<stem>" too. benchmarks/hwloc_suite_tally.py runs the same cases and
 records the tally (benchmarks/results/hwloc_suite.md).
 """
 

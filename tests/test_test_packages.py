@@ -38,3 +38,10 @@ def test_without_slurm_the_cluster_tests_skip_naming_the_install_command(monkeyp
     monkeypatch.setattr(slurm_cluster.shutil, "which", lambda name, path=None: None)
     reason = slurm_cluster.unavailable()
     assert "slurmctld" in reason and "scripts/install-test-packages" in reason
+
+
+def test_no_module_name_is_both_a_test_helper_and_a_benchmark():
+    # tests put benchmarks/ first on sys.path: a twin there hid tests/slurm_cluster.py from every later
+    # test in the same run (test_spank_apply imported it, then a Slurm test got the benchmark's module)
+    names = lambda d: {p.name for p in (ROOT / d).glob("*.py")}  # noqa: E731
+    assert names("tests") & names("benchmarks") == set(), "rename the benchmark (benchmarks/NAME_speed.py)"

@@ -1,6 +1,6 @@
 """nodemap's readers against hwloc's whole test suite; prints and records the tally.
 
-    .venv/bin/python benchmarks/hwloc_suite.py HWLOC_TESTS [--refs CONSOLES] [--hwloc-commit HASH]
+    .venv/bin/python benchmarks/hwloc_suite_tally.py HWLOC_TESTS [--refs CONSOLES] [--hwloc-commit HASH]
         [-o benchmarks/results/hwloc_suite.md]
 
 HWLOC_TESTS is tests/hwloc of an open-mpi/hwloc checkout (e.g.
@@ -83,7 +83,7 @@ def _write(path: Path, args, rows, counts) -> None:
         "",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; nodemap {head}; "
         f"hwloc {commit or 'commit unknown'}",
-        "- command: `.venv/bin/python benchmarks/hwloc_suite.py HWLOC/tests/hwloc"
+        "- command: `.venv/bin/python benchmarks/hwloc_suite_tally.py HWLOC/tests/hwloc"
         + (" --refs CONSOLES" if args.refs else "") + (f" --hwloc-commit {commit}" if args.hwloc_commit else "")
         + f" -o {path.name}`" + (" (CONSOLES: lstopo 3.0.0a1-git `--if xml -v` of each XML file)" if args.refs else ""),
         "- " + ", ".join(f"{n} {k}" for k, n in counts.items() if n) + f" of {len(rows)} cases",

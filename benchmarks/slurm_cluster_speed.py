@@ -1,7 +1,7 @@
 """How fast the real Slurm test cluster starts and stops, and a first job in
 it, as the tests use it (scripts/slurm-test-cluster; docs/slurm.md).
 
-  python3 benchmarks/slurm_cluster.py [--nodes 3] [--repeats 5]
+  python3 benchmarks/slurm_cluster_speed.py [--nodes 3] [--repeats 5]
 
 Each repeat: `start DIR --json` (munged, slurmctld, N slurmd; returns once
 sinfo shows every node idle), one `srun -N N true`, `stop DIR` (jobs
