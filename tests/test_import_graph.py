@@ -4,6 +4,7 @@
 - no circle between modules (imports inside functions count: they are edges too;
   imports under `if TYPE_CHECKING:` do not run and do not count);
 - launcher variables are read as integers only in nodemap.env, and listed only there;
+- a process is bound (sched_setaffinity, set_mempolicy) only by mapping.launch (compare's ranks too);
 - argparse only in the command line (cli, commands/): mapping takes a Request's fields, not a Namespace;
 - Slurm's node name is read only by nodemap.launcher.node_name (the ground floor: check, bench and
   fleet name the node without importing mapping);
@@ -415,3 +416,19 @@ def test_argparse_only_in_the_command_line():
     assert argparse_imports(ast.parse("def f():\n    import argparse\n")) == [2]
     found = {m for m, t in TREES.items() if _room(m) not in ("cli", "commands") and argparse_imports(t)}
     assert found <= ARGPARSE_LEFT, "parse the command line in commands/; hand the rooms below typed values"
+
+
+BINDER = "nodemap.mapping.launch"
+
+
+def binding_calls(tree: ast.AST) -> list[int]:
+    """Lines calling sched_setaffinity or set_mempolicy (os.sched_setaffinity, native.set_mempolicy...)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and getattr(n.func, "attr", getattr(n.func, "id", "")) in ("sched_setaffinity", "set_mempolicy")]
+
+
+def test_a_process_is_bound_only_by_launch():
+    # compare/probes.py bound its ranks with its own code and its own answer to a refused memory policy
+    assert binding_calls(ast.parse("os.sched_setaffinity(0, cpus)\nnative.set_mempolicy(native.MPOL_BIND, m)")) == [1, 2]
+    found = {m: lines for m, t in TREES.items() if m != BINDER and (lines := binding_calls(t))}
+    assert found == {}, "bind through nodemap.mapping.launch.apply (one answer to a refused memory policy)"

@@ -118,14 +118,17 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose:
         print(f"nodemap run: local rank {lr.rank}/{tasks} ({lr.launcher}): " + _summary(task, args.mem_policy),
               file=sys.stderr)
+    # a refused memory policy: local rank 0 says it for the node (--verbose: every rank)
+    say = (lambda text: print(f"nodemap run: {text}", file=sys.stderr)) if lr.rank == 0 or args.verbose else (
+        lambda text: None)
     if args.watch:  # imported only when asked: the launch path stays as fast without it
         from ..watch import monitor as watch
 
         launch.program(argv, final)  # a missing program fails before its timeline is written
         w = watch.prepare(args.watch_dir, watch.parse_interval(args.watch_interval), local_rank=lr.rank,
                           local_size=lr.size, task=task, argv=argv, env=os.environ)
-        return w.run(lambda: launch.apply_and_exec(binding, final, argv))  # the summary comes before the return
-    launch.apply_and_exec(binding, final, argv)
+        return w.run(lambda: launch.apply_and_exec(binding, final, argv, say))  # the summary comes before the return
+    launch.apply_and_exec(binding, final, argv, say)
     return 0  # not reached
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from ..bench.intervals import Interval, median_interval, ratio_interval
 from ..bench.results import Result, ResultSet
 from ..errors import NodemapError
+from ..mapping import launch
 from ..mapping.emit import gpu_env
 from ..mapping.request import TaskBinding
 from ..proc import kill_group, start_group, wait_group
@@ -261,24 +262,17 @@ def _answer(p: Any, end: float, timeout: float) -> tuple[int, str, str]:
         return p.returncode, "", f"no answer in {timeout:g} s"
 
 
-POLICY_FAILED = "nodemap-compare: memory binding not applied:"
+POLICY_FAILED = f"nodemap-compare: {launch.POLICY_REFUSED}"
 
 
 def _binder(t: TaskBinding) -> Any:
-    """Bind the child between fork and exec (inherited by the bench)."""
-    cpus, mems = sorted(t.cpus), sorted(t.mems)
+    """Bind the child between fork and exec as `nodemap run` binds a rank (inherited by the bench); a
+    refused memory policy is said on stderr (the row's warning) and the probe runs on."""
+    binding = launch.Binding(t.cpus, t.mems)
 
     def bind() -> None:
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        if mems:
-            from .. import native
-
-            try:
-                native.set_mempolicy(native.MPOL_BIND, mems)
-            except OSError as e:  # a container may forbid it: the probe runs on, the row says so
-                os.write(2, f"{POLICY_FAILED} set_mempolicy(MPOL_BIND, NUMA {','.join(map(str, mems))}): "
-                            f"{e.strerror or e}; memory is first-touch\n".encode())
+        for note in launch.apply(binding):
+            os.write(2, f"{POLICY_FAILED} {note}\n".encode())
 
     return bind
 

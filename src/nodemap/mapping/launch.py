@@ -1,6 +1,7 @@
 """Apply one task's binding to this process, then exec the application.
 
-The only code in nodemap that changes a process: CPU affinity
+The only code in nodemap that binds a process (`nodemap run`, and each rank
+of `nodemap compare` between fork and exec): CPU affinity
 (sched_setaffinity), memory policy (set_mempolicy through the native
 library; kept across exec by the kernel), environment, then execvpe, so
 the application keeps this PID and its exit code and signals are its own.
@@ -86,7 +87,9 @@ def _binding_launcher(env) -> str:
 
 
 def apply(binding: Binding) -> list[str]:
-    """Bind this process; returns notes on what could not matter."""
+    """Bind this process; returns what could not be applied: a memory policy the kernel or a container
+    refuses is said, not raised (the PUs, GPUs and environment are still the plan's), unless the task
+    spans every NUMA node (`node_mems`) anyway."""
     if binding.cpus:
         try:
             os.sched_setaffinity(0, binding.cpus)
@@ -113,18 +116,21 @@ def _mempolicy(b: Binding) -> list[str]:
     try:
         native.set_mempolicy(mode, b.mems)
     except OSError as e:
-        if b.node_mems and b.mems == b.node_mems:
-            return [f"memory policy not set ({e.strerror}); harmless: the task may use every NUMA node"]
-        raise NodemapError(f"cannot bind memory to NUMA node(s) {_list(b.mems)} (set_mempolicy: {e.strerror}); "
-                           "containers may forbid it: pass --mem-policy none") from None
+        if not (b.node_mems and b.mems == b.node_mems):
+            return [f"set_mempolicy(MPOL_{native.MPOL_NAMES[mode].upper()}, NUMA {_list(b.mems)}): "
+                    f"{e.strerror or e}; memory is first-touch"]
     return []
 
 
-def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str]) -> None:
-    """Bind, set `env` over the current environment and exec argv. Never returns (nodemap run --watch calls
-    it in the child it starts, the launcher staying beside it as its monitor)."""
+POLICY_REFUSED = "memory binding not applied:"  # before each of apply's notes (compare reads them back)
+
+
+def apply_and_exec(binding: Binding, env: dict[str, str], argv: list[str], say=lambda text: None) -> None:
+    """Bind (`say` gets what could not be), set `env` over the current environment and exec argv. Never
+    returns (nodemap run --watch calls it in the child it starts, the launcher staying beside it as its monitor)."""
     prog = program(argv, env)
-    apply(binding)
+    for note in apply(binding):
+        say(f"{POLICY_REFUSED} {note}")
     full = {**os.environ, **env}
     sys.stdout.flush()
     sys.stderr.flush()
