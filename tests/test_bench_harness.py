@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from nodemap import cli
-from nodemap.bench import driver, harness, options
+from nodemap.bench import driver, harness
+from nodemap.commands import kindargs
 from nodemap.bench.peaks import dram_peak, parse_dimm
 from nodemap.bench.kinds import BENCHES
 
@@ -43,7 +44,7 @@ def nodemap(*args: str, env=None, timeout=60) -> subprocess.CompletedProcess:
 
 def parser_of(kind: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"nodemap bench {kind}")
-    options.add_options(p, importlib.import_module(BENCHES[kind][0]).Options)
+    kindargs.add_options(p, importlib.import_module(BENCHES[kind][0]).Options)
     return p
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nodemap.bench import options
+from nodemap.commands import kindargs
 from nodemap.bench.kinds import BENCHES
 from nodemap.errors import NodemapError
 
@@ -45,7 +46,7 @@ def test_the_kinds_parse_dtype_and_gpus_alike():
 
     for kind, (modname, _) in BENCHES.items():
         p = argparse.ArgumentParser(add_help=False)
-        options.add_options(p, importlib.import_module(modname).Options)
+        kindargs.add_options(p, importlib.import_module(modname).Options)
         flags = {o: a for a in p._actions for o in a.option_strings}
         if "--gpus" in flags:
             assert flags["--gpus"].metavar == "LIST" and "CUDA ordinals" in flags["--gpus"].help, kind
@@ -55,12 +56,10 @@ def test_the_kinds_parse_dtype_and_gpus_alike():
 
 def test_no_kind_writes_an_option_twice():
     """Each option is one field of its kind's Options (options.option); no
-    module under bench/ calls add_argument but options.py, which builds every
+    module under bench/ calls add_argument: commands/kindargs.py builds every
     kind's parser (was: each option an Options field and an add_argument
     call, with its own default: 78 calls)."""
     for f in BENCH.rglob("*.py"):
-        if f.name == "options.py":
-            continue
         for node in ast.walk(ast.parse(f.read_text())):
             called = getattr(getattr(node, "func", None), "attr", "")
             assert called not in ("add_argument", "add_mutually_exclusive_group"), \
@@ -85,7 +84,7 @@ class _Kind(_Base):
 
 def _parser(cls: type) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="k", add_help=False)
-    options.add_options(p, cls)
+    kindargs.add_options(p, cls)
     return p
 
 

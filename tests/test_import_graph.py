@@ -405,14 +405,14 @@ def argparse_imports(tree: ast.AST) -> list[int]:
             or isinstance(n, ast.ImportFrom) and n.module == "argparse"]
 
 
-# Below the command line and still speaking argparse: a kind's options carry their command line (an Action,
-# argparse's type errors), `check --fleet`'s options module, and units.seconds (an argparse type).
-ARGPARSE_LEFT = {"nodemap.bench.options", "nodemap.bench.app.jacobi_options", "nodemap.fleet.command",
-                 "nodemap.units"}
+# Below the command line and still speaking argparse: `check --fleet`'s options module, and the argparse
+# types of units (seconds, fraction: their message travels in argparse's ArgumentTypeError).
+ARGPARSE_LEFT = {"nodemap.fleet.command", "nodemap.units"}
 
 
 def test_argparse_only_in_the_command_line():
-    # mapping/nodeplan.py took an argparse.Namespace and built a parser to learn the request's defaults
+    # mapping/nodeplan.py took an argparse.Namespace and built a parser to learn the request's defaults;
+    # bench/options.py built the kinds' parsers (now commands/kindargs.py, from the same Options)
     assert argparse_imports(ast.parse("def f():\n    import argparse\n")) == [2]
     found = {m for m, t in TREES.items() if _room(m) not in ("cli", "commands") and argparse_imports(t)}
     assert found <= ARGPARSE_LEFT, "parse the command line in commands/; hand the rooms below typed values"

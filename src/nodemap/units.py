@@ -119,6 +119,19 @@ def gbps(nbytes: int, seconds: list[float]) -> list[float]:
 MAX_SECONDS = 1e6  # 11 days: longer is a typo, and timers refuse infinity with a traceback
 
 
+def fraction(text: str) -> float:
+    """argparse type of a fraction strictly between 0 and 1."""
+    import argparse
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction between 0 and 1, e.g. 0.02")
+    return v
+
+
 def seconds(text: str) -> float:
     """argparse type of a time limit: a positive, finite number of seconds."""
     import argparse

@@ -2,9 +2,9 @@
 dataclass made by `option` or a shared constructor here (`repeat_count`,
 `topology_file`, `time_limit`, `adaptive_width`, `case_budget`,
 `gpu_list`, `dtype_list`, `launch_mode`) that carries its command line
-(help, metavar, parser); `add_options` builds the kind's parser from the
-dataclass, so the typed record check and compare fill and the flags a user
-types cannot drift. Read back here too: --gpus, --dtype and comma lists of
+(help, metavar, parser); commands/kindargs.py builds the kind's parser from
+the dataclass (argparse stays in the command line), so the typed record
+check and compare fill and the flags a user types cannot drift. Read back here too: --gpus, --dtype and comma lists of
 choices (--kernels, --cases, --tests...), so flags, spellings and messages
 are the same in every kind: `--dtype fp64` and `--dtype float64` name one
 dtype wherever a kind takes --dtype.
@@ -15,9 +15,7 @@ without the driver, the results' records, the topology model or NVML."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import inspect  # dataclasses imports it
 from dataclasses import dataclass
 
 from ..errors import NodemapError
@@ -38,15 +36,17 @@ DTYPE_NAMES = {"float64": "float64", "fp64": "float64", "double": "float64",
 def option(default: Any = None, help: str = "", *, metavar: str | None = None,
            parse: Callable[[str], Any] | None = None, choices: Sequence[Any] | None = None,
            aliases: Sequence[str] = (), old: Sequence[str] = (), group: str | None = None,
-           action: type[argparse.Action] | None = None, shared: bool = False) -> Any:
+           spelled: bool = False, hidden: bool = False, shared: bool = False) -> Any:
     """A field of a kind's Options and its option --NAME (the field's name,
     _ as -): `help`, `metavar`, `choices`, `parse` (argparse's type; else
     from the annotation: int, float, str; a bool is a switch, a tuple a
     repeatable option); `aliases`: other spellings, shown; `old`: former
     spellings, taken but not shown; options of one `group` exclude each
-    other; `shared`: one of Common's, listed after the kind's own."""
+    other; `spelled`: the spelling typed is kept (`_NAME_option`: an error
+    names the option as written); `hidden`: not in --help (tests' switches);
+    `shared`: one of Common's, listed after the kind's own."""
     cli = {"help": help, "metavar": metavar, "parse": parse, "choices": choices, "aliases": tuple(aliases),
-           "old": tuple(old), "group": group, "action": action, "shared": shared}
+           "old": tuple(old), "group": group, "spelled": spelled, "hidden": hidden, "shared": shared}
     return dataclasses.field(default=default, metadata={"cli": cli})
 
 
@@ -58,7 +58,7 @@ def repeat_count(n: int, old: Sequence[str] = ()) -> Any:
 def topology_file() -> Any:
     return option(None, "read the node's topology (caches, NUMA, paths, labels) from this file instead of this "
                         "machine (nodemap topo --export; hwloc XML; sysfs snapshot)",
-                  metavar="FILE", aliases=("--input",), action=TypedOption, shared=True)
+                  metavar="FILE", aliases=("--input",), spelled=True, shared=True)
 
 
 def time_limit(seconds: float | None = None) -> Any:
@@ -70,6 +70,8 @@ def time_limit(seconds: float | None = None) -> Any:
 
 
 def adaptive_width() -> Any:
+    from ..units import fraction
+
     return option(None, "repeat each case until the 95%% interval of its median is at most this fraction of the "
                         "median wide (e.g. 0.02), at least 6 and at most --repeats times",
                   metavar="FRACTION", parse=fraction, shared=True)
@@ -100,26 +102,6 @@ def launch_mode(help: str) -> Any:
     return option("auto", help, choices=("auto", "mpi", "single"))
 
 
-def fraction(text: str) -> float:
-    """argparse type of a fraction strictly between 0 and 1."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction between 0 and 1, e.g. 0.02")
-    return v
-
-
-class TypedOption(argparse.Action):
-    """Stores the value and which spelling the user typed (--topology or its
-    alias --input), so an error names the option as it was written."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, values)
-        setattr(namespace, f"_{self.dest}_option", option_string)
-
-
 MPI_TIMEOUT_S = 120.0  # default --timeout of a kind whose processes are MPI ranks (MPI's start, each phase)
 
 
@@ -147,55 +129,6 @@ class Common:
 
 def flag(f: dataclasses.Field) -> str:
     return "--" + f.name.replace("_", "-")
-
-
-def add_options(p: argparse.ArgumentParser, cls: type) -> None:
-    """The command line of the kind whose Options is `cls`: its own options
-    (the most derived class's first, each class's in declaration order),
-    the shared ones (Common's, less the kind's `not_offered`), then
-    --json, -o and -q."""
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in getattr(cls, "not_offered", ())}
-    for f in fields.values():
-        if "cli" not in f.metadata:
-            raise TypeError(f"{cls.__module__}.{cls.__qualname__}.{f.name}: declare it with options.option()")
-    own = dict.fromkeys(n for c in cls.__mro__ for n in inspect.get_annotations(c)
-                        if n in fields and not fields[n].metadata["cli"]["shared"])
-    groups: dict[str, Any] = {}
-    for f in [fields[n] for n in own] + [f for f in fields.values() if f.metadata["cli"]["shared"]]:
-        cli = f.metadata["cli"]
-        if cli["group"] and cli["group"] not in groups:
-            groups[cli["group"]] = p.add_mutually_exclusive_group()
-        at = groups[cli["group"]] if cli["group"] else p
-        kw = _argparse(f, cli)
-        at.add_argument(flag(f), *cli["aliases"], dest=f.name, help=cli["help"], **kw)
-        if cli["old"]:
-            at.add_argument(*cli["old"], dest=f.name, **kw | {"default": argparse.SUPPRESS}, help=argparse.SUPPRESS)
-    add_output(p, getattr(cls, "ranks", False))
-
-
-def _argparse(f: dataclasses.Field, cli: dict[str, Any]) -> dict[str, Any]:
-    """add_argument's action, type, default, metavar and choices of field `f`."""
-    kw: dict[str, Any] = {"default": f.default}
-    kind = (f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")).replace("| None", "").strip()
-    if cli["action"]:
-        kw["action"] = cli["action"]
-    elif kind == "bool":
-        kw["action"] = "store_true"
-    elif kind.startswith("tuple"):  # repeatable: argparse appends to a list; driver.options makes it a tuple
-        kw |= {"action": "append", "default": list(f.default)}
-    elif cli["parse"] or kind in ("int", "float"):
-        kw["type"] = cli["parse"] or {"int": int, "float": float}[kind]
-    return kw | {k: cli[k] for k in ("metavar", "choices") if cli[k] is not None}
-
-
-def add_output(p: argparse.ArgumentParser, ranks: bool = False) -> None:
-    """--json, -o/--output, -q/--quiet: where the ResultSet goes (`ranks`: rank 0's under MPI)."""
-    p.add_argument("--json", action="store_true",
-                   help="print the result set as JSON on stdout" + (" (rank 0)" if ranks else ""))
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="save the result set as JSON to FILE, updated after every case (- = stdout)"
-                        + (" (rank 0)" if ranks else ""))
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
 def gpus(spec: str | None, count: int, *, repeats: bool = False) -> list[int]:

@@ -21,7 +21,7 @@ def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None)
     elif hasattr(mod, "add_arguments"):
         mod.add_arguments(sp)
     else:  # a bench kind: its command line is its Options' (bench/options.py)
-        from ..bench.options import add_options
+        from .kindargs import add_options
 
         add_options(sp, mod.Options)
     sp.set_defaults(_parser=sp)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-
 DESCRIPTION = """\
 Measure a data path of this node against its hardware limit. Every number is
 verified (outputs poisoned before, checked after), comes with its statistics

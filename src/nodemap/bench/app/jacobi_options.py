@@ -35,7 +35,6 @@ the stencil kernel's bandwidth (2 x word per cell) as % of the HBM peak."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from .. import options
@@ -82,7 +81,7 @@ class Options(Common):
                     metavar="1d|2d|PXxPY")
     weak: bool = option(False, "weak scaling: --size is each slab's (tile's) grid, the global grid grows with the "
                                "slabs; reports t1/tN at that size beside the strong-scaling efficiency")
-    inject_halo_fault: bool = option(False, argparse.SUPPRESS)  # tests: must fail
+    inject_halo_fault: bool = option(False, hidden=True)  # tests: must fail
     ranks = True
     # --adaptive is agreed under MPI (every rank sees the slowest process's figure, so all stop at the same
     # repetition); --budget is not: each rank reads its own clock, and one leaving the loop a repetition early
