@@ -1,10 +1,9 @@
-"""Temporary files and folders: gone after an error, SIGTERM, or a SIGTERM
+"""Temporary files: gone after an error, SIGTERM, or a SIGTERM
 that arrives while they are being removed (issue 16, item 8)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 
 import pytest
@@ -12,12 +11,12 @@ import pytest
 from nodemap import scratch
 
 
-def test_an_error_removes_the_folder():
+def test_an_error_removes_the_file():
     with pytest.raises(ValueError):
-        with scratch.scratch_dir("nodemap-test-") as d:
-            open(os.path.join(d, "f"), "w").close()
+        with scratch.scratch_file("nodemap-test-") as (fd, path):
+            os.close(fd)
             raise ValueError
-    assert not os.path.exists(d)
+    assert not os.path.exists(path)
 
 
 def test_sigterm_inside_ends_with_143_and_removes_the_file():
@@ -31,15 +30,14 @@ def test_sigterm_inside_ends_with_143_and_removes_the_file():
 
 @pytest.mark.parametrize("signum, raised", [(signal.SIGTERM, SystemExit), (signal.SIGINT, KeyboardInterrupt)])
 def test_a_signal_during_the_removal_waits_until_it_is_done(monkeypatch, signum, raised):
-    real = shutil.rmtree
+    real = scratch._unlink
 
-    def interrupted(path, **kw):
+    def interrupted(path):
         os.kill(os.getpid(), signum)  # the handler runs here, before the removal
-        real(path, **kw)
+        real(path)
 
-    monkeypatch.setattr(scratch.shutil, "rmtree", interrupted)
+    monkeypatch.setattr(scratch, "_unlink", interrupted)
     with pytest.raises(raised):
-        with scratch.scratch_dir("nodemap-test-") as d:
-            for i in range(50):
-                open(os.path.join(d, str(i)), "w").close()
-    assert not os.path.exists(d)
+        with scratch.scratch_file("nodemap-test-") as (fd, path):
+            os.close(fd)
+    assert not os.path.exists(path)

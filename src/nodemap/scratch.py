@@ -1,25 +1,23 @@
-"""Temporary files and folders that neither an error nor SIGTERM leaves behind.
+"""Temporary files that neither an error nor SIGTERM leaves behind.
 
 A SIGTERM's default action ends the process without unwinding, so a
-temporary copy of a pipe (tens of MB) or an unpacked snapshot would stay in
-$TMPDIR. While a scratch file or folder exists, SIGTERM raises
-SystemExit(143) instead, so that the `finally` that removes it runs; while
-it is being removed, SIGTERM and Ctrl-C wait until it is gone (a signal
-that interrupted the removal halfway left entries behind). Handlers are
-changed only in the main thread, the only one Python runs them in.
+temporary copy of a pipe (tens of MB) would stay in $TMPDIR. While a
+scratch file exists, SIGTERM raises SystemExit(143) instead, so that the
+`finally` that removes it runs; while it is being removed, SIGTERM and
+Ctrl-C wait until it is gone. Handlers are changed only in the main
+thread, the only one Python runs them in.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import tempfile
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["scratch_file", "scratch_dir"]
+__all__ = ["scratch_file"]
 
 
 @contextmanager
@@ -33,18 +31,6 @@ def scratch_file(prefix: str) -> Iterator[tuple[int, str]]:
         finally:
             with unwinding.held():
                 _unlink(path)
-
-
-@contextmanager
-def scratch_dir(prefix: str) -> Iterator[str]:
-    """A new temporary folder, removed with all it holds on the way out."""
-    with _Unwinding() as unwinding:
-        path = tempfile.mkdtemp(prefix=prefix)
-        try:
-            yield path
-        finally:
-            with unwinding.held():
-                shutil.rmtree(path, ignore_errors=True)
 
 
 def _unlink(path: str) -> None:

@@ -31,12 +31,12 @@ class Allowed(_Record):
     why: tuple[str, ...] = ()  # which sources restricted
 
 
-def apply(topo: Topology, root: str | os.PathLike = "/", *, this_process: bool | None = None) -> Topology:
+def apply(topo: Topology, root: str | os.PathLike | Root = "/", *, this_process: bool | None = None) -> Topology:
     """`topo` with PU.allowed and allowed_mems narrowed to what may be used.
 
     Idempotent: applying it twice gives the same Topology.
     """
-    fs = Root(root)
+    fs = root if isinstance(root, Root) else Root(root)
     use_process = fs.live if this_process is None else this_process
     found = read_allowed(fs, this_process=use_process)
     notes = list(topo.notes)

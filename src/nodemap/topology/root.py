@@ -5,7 +5,8 @@ is this machine, `Root(dir)` a snapshot unpacked to `dir`, read exactly the
 same way. Every path, symlinks included, is resolved inside the root: an
 absolute link in a snapshot ("/sys/devices/...") means the snapshot's own
 sys/, never the live one. Only small regular files are read, each under a
-size limit.
+size limit. A snapshot tarball is read from memory (snapshot.py): a Root
+whose four primitives (_scan, _link, _load, _is_dir) look in its members.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from .cpuset import CpuSet, CpuSetError
 _MAX_LINKS = 40  # symlinks followed in one path: more is a loop
 _MAX_READ = 1 << 20  # bytes of one file: sysfs attributes are a few bytes, a page at most
 _MAX_CPUINFO = 64 << 20  # /proc/cpuinfo: ~1.5 KB per PU, so 1 MiB is only ~700 PUs
+
+
+class _NotAFile(OSError):
+    """A FIFO or device where a snapshot should hold a regular file."""
 
 
 class Root:
@@ -67,8 +72,7 @@ class Root:
         entries = self._entries.get(base)
         if entries is None:
             try:
-                with os.scandir(self.root + base) as it:
-                    entries = {e.name: e.is_symlink() for e in it}
+                entries = self._scan(base)
             except PermissionError:  # as the docs say; an empty listing would hide the device
                 raise InputError(self.root + base, "cannot list: permission denied (run as a user who may read "
                                  "it, or give a readable snapshot)") from None
@@ -76,6 +80,41 @@ class Root:
                 entries = {}
             self._entries[base] = entries
         return entries
+
+    # --- the primitives: a path `at` is resolved, below the root ("/a/b") ---
+
+    def _scan(self, at: str) -> dict[str, bool]:
+        """{entry: is a symlink} of the directory `at` (OSError: none)."""
+        with os.scandir(self._real(at)) as it:
+            return {e.name: e.is_symlink() for e in it}
+
+    def _link(self, at: str) -> str | None:
+        """The target of the symlink `at`; None when `at` is no symlink."""
+        try:
+            return os.readlink(self._real(at))
+        except OSError:  # not a link, or missing: either way a plain component
+            return None
+
+    def _load(self, at: str, limit: int) -> bytes:
+        """Up to `limit` bytes of the regular file `at` (OSError as open() raises it)."""
+        # non-blocking and checked: a FIFO or device planted in a
+        # snapshot must not block the reader (sysfs attributes are regular files)
+        fd = os.open(self._real(at), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError
+            if not self.live and not stat.S_ISREG(mode):
+                raise _NotAFile
+            return read_fd(fd, limit)
+        finally:
+            os.close(fd)
+
+    def _is_dir(self, at: str) -> bool:
+        return os.path.isdir(self._real(at))
+
+    def _real(self, at: str) -> str:
+        return at if self.live else self.root + at
 
     def _walk(self, start: str, rel: str) -> str:
         done = [p for p in start.split("/") if p]
@@ -89,9 +128,8 @@ class Root:
                 if done:
                     done.pop()
                 continue
-            try:
-                target = os.readlink(os.path.join(self.root, *done, part))
-            except OSError:  # not a link, or missing: either way a plain component
+            target = self._link("/" + "/".join((*done, part)))
+            if target is None:
                 done.append(part)
                 continue
             links += 1
@@ -104,22 +142,19 @@ class Root:
             todo[:0] = [p for p in target.split("/") if p]
         return "/" + "/".join(done)
 
-    def path(self, rel: str) -> str:
-        """The real path of `rel`, for open() and listdir(). Under "/" the
-        kernel resolves symlinks as resolve() would (realpath on every read
-        cost more than all of the reading)."""
-        if self.live:
-            return "/" + rel.lstrip("/")
-        return self.root + self.resolve(rel)
+    def _at(self, rel: str) -> str:
+        """`rel` resolved ("/a/b"). Under "/" the kernel resolves symlinks
+        as resolve() would (realpath on every read cost more than all of
+        the reading)."""
+        return "/" + rel.lstrip("/") if self.live else self.resolve(rel)
 
     def _existing(self, rel: str) -> str | None:
-        """path(rel), or None where a snapshot's listing shows it missing
+        """_at(rel), or None where a snapshot's listing shows it missing
         (a missing attribute is common: no open() for it)."""
         if self.live:
             return "/" + rel.lstrip("/")
         head, _, name = rel.strip("/").rpartition("/")
-        found = self._child(self._dir(head), name)
-        return None if found is None else self.root + found
+        return self._child(self._dir(head), name)
 
     def where(self, rel: str) -> str:
         return os.path.join(self.root, rel.strip("/"))
@@ -132,23 +167,11 @@ class Root:
         are what sysfs returns for attributes a device does not support
         (EINVAL, EIO, ENODEV...), which is the same as absent.
         """
-        path = self._existing(rel)
-        if path is None:
+        at = self._existing(rel)
+        if at is None:
             return None
         try:
-            # non-blocking and checked: a FIFO or device planted in a
-            # snapshot must not block the reader (sysfs attributes are regular files)
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-            try:
-                mode = os.fstat(fd).st_mode
-                if stat.S_ISDIR(mode):
-                    raise IsADirectoryError
-                if not self.live and not stat.S_ISREG(mode):
-                    raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds "
-                                     "files, directories and symlinks only (give an intact snapshot)")
-                data = read_fd(fd, limit + 1)
-            finally:
-                os.close(fd)
+            data = self._load(at, limit + 1)
             if len(data) > limit:
                 from ..units import format_size
 
@@ -156,6 +179,9 @@ class Root:
                     "give an intact snapshot"
                 raise InputError(self.where(rel), f"is over {format_size(limit)}: no sysfs or proc file of a node "
                                  f"is that large ({fix})")
+        except _NotAFile:
+            raise InputError(self.where(rel), "is a FIFO or device, not a file: a sysfs snapshot holds files, "
+                             "directories and symlinks only (give an intact snapshot)") from None
         except FileNotFoundError:
             return None
         except PermissionError:
@@ -200,11 +226,11 @@ class Root:
 
     def listdir(self, rel: str) -> list[str]:
         try:
-            return os.listdir(self.path(rel))
+            return list(self._scan(self._at(rel)))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except PermissionError:
             raise InputError(self.where(rel), "cannot list: permission denied") from None
 
     def isdir(self, rel: str) -> bool:
-        return os.path.isdir(self.path(rel))
+        return self._is_dir(self._at(rel))

@@ -29,11 +29,12 @@ _NODE = "sys/devices/system/node"
 _PCI = "sys/bus/pci/devices"
 
 
-def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> Topology:
-    """The node under `root`. `this_process`: apply this process's affinity
-    and cgroup cpuset (None: only when root is "/"; a snapshot's own
-    proc/self and cgroup files are applied either way)."""
-    fs = Root(root)
+def read(root: str | os.PathLike | Root = "/", *, this_process: bool | None = None) -> Topology:
+    """The node under `root` (a directory, or a Root: a tarball read into
+    memory). `this_process`: apply this process's affinity and cgroup
+    cpuset (None: only when root is "/"; a snapshot's own proc/self and
+    cgroup files are applied either way)."""
+    fs = root if isinstance(root, Root) else Root(root)
     notes: list[str] = []
     cpus = _read_cpus(fs, notes)
     numa_nodes, distances = _read_numa(fs, cpus.online, notes)
@@ -61,7 +62,7 @@ def read(root: str | os.PathLike = "/", *, this_process: bool | None = None) -> 
     )
     from . import allowed
 
-    return allowed.apply(topo, fs.root, this_process=this_process)
+    return allowed.apply(topo, fs, this_process=this_process)
 
 
 # --- text without regular expressions ----------------------------------------------------------
@@ -170,7 +171,7 @@ _GROUP_FILES = (("Die", "die_id", "die_cpus"), ("Cluster", "cluster_id", "cluste
 
 def _read_cpus(fs: Root, notes: list[str]) -> _Cpus:
     if not fs.isdir(_CPU):
-        what = "is empty" if not os.listdir(fs.root) else "has no sys/devices/system/cpu directory"
+        what = "is empty" if not fs.listdir("") else "has no sys/devices/system/cpu directory"
         raise InputError(fs.where(_CPU), f"missing: {fs.root} {what}, so it is not a Linux root or sysfs "
                          "snapshot (give the directory holding sys/ and proc/)")
     indexes = sorted(int(n[3:]) for n in fs.listdir(_CPU) if n[:3] == "cpu" and n[3:].isdecimal())
