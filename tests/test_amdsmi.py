@@ -221,7 +221,6 @@ def live_node(monkeypatch, use):
 
     gpus = mi250x(4)
     monkeypatch.setattr(discover, "_read_sysfs", lambda: sysfs_view(tuple(g["bus"] for g in gpus)))
-    monkeypatch.setattr(discover, "_allowed", lambda t: t)
     monkeypatch.setattr(discover, "_has_sysfs", lambda: True)
     monkeypatch.setitem(sys.modules, "pynvml", None)
     for var in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):

@@ -186,18 +186,35 @@ def fake_reader(monkeypatch):
     return install
 
 
-def test_live_sysfs_applies_allowed_set_and_cuda_visible_devices(fake_reader, monkeypatch):
+def test_live_sysfs_applies_cuda_visible_devices(fake_reader, monkeypatch):
     from nodemap.topology.discover import discover
     from nodemap.topology.model import GPU
 
     seen = []
     fake_reader("sysfs", read=lambda root="/": seen.append(root) or Topology(
         gpus=(GPU(0, "NVIDIA"), GPU(1, "NVIDIA")), source="sysfs:/"))
-    fake_reader("allowed", apply=lambda t: replace(t, notes=t.notes + ("allowed applied",)))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     t = discover(source="sysfs")
-    assert seen == ["/"] and t.source == "sysfs:/" and "allowed applied" in t.notes
+    assert seen == ["/"] and t.source == "sysfs:/"
     assert [g.visible for g in t.gpus] == [False, True]
+
+
+def test_live_sysfs_applies_this_process_affinity():
+    """sysfs.read applies what this process may use (discover no longer applies it again)."""
+    import os
+
+    from nodemap.topology.cpuset import CpuSet
+    from nodemap.topology.discover import discover
+
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2 or not os.path.isdir("/sys/devices/system/cpu"):
+        pytest.skip("needs Linux sysfs and two CPUs")
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        t = discover(source="sysfs")
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert t.allowed_cpus == CpuSet([min(cpus)])
 
 
 def test_live_auto_adds_nvml(fake_reader, monkeypatch):

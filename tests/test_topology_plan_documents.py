@@ -203,6 +203,38 @@ def test_a_check_document_without_a_node_is_one_line_naming_the_field(tmp_path, 
     refused(nodemap("topo", "--input", str(tmp_path / "check.json")), "check.json: " + said)
 
 
+@pytest.mark.parametrize("kind, steps", [("export", ["schema_of", "decode"]),
+                                         ("check", ["schema_of", "decode", "convert"])])
+def test_a_topology_file_is_read_once(tmp_path, monkeypatch, kind, steps):
+    """Its schema read once, its node decoded and checked once (an export's
+    schema was read twice; issue 37). A check document's node: the
+    document's head, then the node converted to its records."""
+    from nodemap import records
+
+    calls = []
+    for name in ("schema_of", "decode", "convert"):
+        real = getattr(records, name)
+        monkeypatch.setattr(records, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    d = TOPOLOGIES["karolina"].to_dict()
+    (tmp_path / "node.json").write_text(json.dumps(d) if kind == "export" else _check_doc(d))
+    assert discover.discover(tmp_path / "node.json") == TOPOLOGIES["karolina"]
+    assert calls == steps
+
+
+def test_this_machine_is_narrowed_to_what_this_process_may_use_once(monkeypatch):
+    """discover applied the allowed set (affinity, cgroup cpuset) again
+    over sysfs.read's, reading /proc and the cgroup files twice (issue 37)."""
+    from nodemap.topology import allowed
+
+    if not discover._has_sysfs():
+        pytest.skip("no Linux sysfs here")
+    calls = []
+    real = allowed.read_allowed
+    monkeypatch.setattr(allowed, "read_allowed", lambda *a, **k: calls.append(1) or real(*a, **k))
+    discover.discover(source="sysfs")
+    assert len(calls) == 1
+
+
 def test_the_check_schemas_the_topology_reader_knows_are_the_checks():
     from nodemap.check import saved
 

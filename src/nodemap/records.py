@@ -13,6 +13,7 @@ is imported by the functions here, and only readers of documents call them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, TypeVar
 
 from . import infile
@@ -68,11 +69,8 @@ def schema_of(where: str, data: bytes, what: str) -> str:
     as infile's reader names it (line, UTF-8 byte, nesting, digits)."""
     import msgspec
 
-    class _Head(msgspec.Struct):
-        schema: str = ""
-
     try:
-        schema = msgspec.json.decode(data, type=_Head).schema
+        schema = msgspec.json.decode(data, type=_head()).schema
         if schema:
             return schema
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
@@ -83,6 +81,17 @@ def schema_of(where: str, data: bytes, what: str) -> str:
         raise InputError(where, f"is a JSON {type(obj).__name__}, not a {what} (a JSON object is expected)")
     schema = obj.get("schema", "")
     return schema if isinstance(schema, str) else ""
+
+
+@functools.cache
+def _head() -> type:
+    """A document's head: its schema, the rest skipped (a class made once, not per document)."""
+    import msgspec
+
+    class _Head(msgspec.Struct):
+        schema: str = ""
+
+    return _Head
 
 
 def decode(where: str, data: bytes, type: type[T], what: str, dec_hook: Hook | None = None) -> T:

@@ -283,10 +283,8 @@ def _json(path: str) -> Topology:
     from .. import records
 
     data = infile.read(path, MAX_INPUT, "topology file")
-    if records.schema_of(path, data, "topology file") in CHECK_SCHEMAS:
-        topo = _in_check(path, data)
-    else:
-        topo = Topology.from_json(data, path)
+    schema = records.schema_of(path, data, "topology file")  # read once: from_json checks it, not again
+    topo = _in_check(path, data) if schema in CHECK_SCHEMAS else Topology.from_json(data, path, schema)
     n = len(topo.numa_nodes)
     if len(topo.distances) not in (0, n) or any(len(r) != n for r in topo.distances):
         raise InputError(path, f"distances are not a {n} x {n} matrix (one row and column per NUMA node): "
@@ -318,7 +316,7 @@ def _live(source: str) -> Topology:
     if source == "auto" and not _has_sysfs():
         topo = _hwloc()
         return _visible(_with(topo, note=f"source auto: no Linux sysfs on {sys.platform}, read through hwloc"))
-    topo = _allowed(_read_sysfs())
+    topo = _read_sysfs()  # with the allowed set (affinity, cgroup cpuset): sysfs.read applies it
     if source == "sysfs":
         return _visible(topo)
     if source == "amdsmi" or (source == "auto" and any(g.vendor == "AMD" for g in topo.gpus)):
@@ -349,14 +347,6 @@ def _hwloc() -> Topology:
         raise NodemapError("lstopo-no-graphics is not on PATH: install hwloc (apt-get install hwloc) "
                            "or use --source sysfs")
     return live.read()
-
-
-def _allowed(topo: Topology) -> Topology:
-    """What this process may use (affinity, cgroup cpuset) applied to `topo`."""
-    from . import allowed
-
-    apply = getattr(allowed, "apply", None)
-    return apply(topo) if apply is not None else topo
 
 
 def _visible(topo: Topology) -> Topology:

@@ -314,10 +314,11 @@ class Topology(_Record):
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_json(cls, data: bytes | str, where: str = "topology") -> "Topology":
+    def from_json(cls, data: bytes | str, where: str = "topology", schema: str | None = None) -> "Topology":
         """A saved Topology (`to_json`), every field checked: an InputError
-        naming `where` and the field path ("numa_nodes[2].cpuset")."""
-        return decode_saved(where, data, _Saved, SCHEMA, WHAT)
+        naming `where` and the field path ("numa_nodes[2].cpuset").
+        `schema`: the document's, when the caller has read it already."""
+        return decode_saved(where, data, _Saved, SCHEMA, WHAT, schema)
 
     @classmethod
     def from_dict(cls, d: object, where: str = "topology", at: str = "") -> "Topology":
@@ -346,15 +347,16 @@ def _unwrap(saved: _Record) -> _Record:
     return cls(**{name: getattr(saved, name) for name in cls.__struct_fields__})
 
 
-def decode_saved(where: str, data: bytes | str, saved: type, schema: str, what: str):
+def decode_saved(where: str, data: bytes | str, saved: type, schema: str, what: str, got: str | None = None):
     """The record saved as JSON (`saved`: a subclass of its type adding a
-    `schema` field), every field checked; a document of another schema is
-    refused first, so a foreign file is named as one, not by its first unknown field."""
+    `schema` field), every field checked; a document of another schema
+    (`got`, else read here) is refused first, so a foreign file is named
+    as one, not by its first unknown field."""
     from .. import records
 
     if isinstance(data, str):  # (to_json's text)
         data = data.encode("utf-8", "surrogatepass")
-    _check_schema(where, records.schema_of(where, data, what), schema, what)
+    _check_schema(where, records.schema_of(where, data, what) if got is None else got, schema, what)
     return _unwrap(records.decode(where, data, saved, what, dec_hook=_cpuset))
 
 
