@@ -185,7 +185,7 @@ def perlmutter_cuda(monkeypatch):
     from nodemap.bench.comm import world
     from nodemap.bench.gpu import devices
     from nodemap.env import GPU_VISIBILITY_VARS
-    from nodemap.mapping.nodeplan import NodePlan, plan_dict
+    from nodemap.mapping.nodeplan import plan_dict, read
     from nodemap.mapping.plan import plan
     from nodemap.mapping.request import Request
 
@@ -197,7 +197,7 @@ def perlmutter_cuda(monkeypatch):
         "name": b"Fake GPU", "pciDomainID": bus[d][0], "pciBusID": bus[d][1], "pciDeviceID": bus[d][2]})
     monkeypatch.setattr(fake_cupy.Device, "current", -1)
     monkeypatch.setattr(world, "node_plan", lambda size, rank, say: (
-        NodePlan(plan_dict(topo, plan(topo, Request(tasks=size)))), ""))
+        read(plan_dict(topo, plan(topo, Request(tasks=size)))), ""))
     monkeypatch.setattr(devices, "load_topology", lambda path: (topo, ""))
     for v in GPU_VISIBILITY_VARS + (world.PLANNED,):
         monkeypatch.delenv(v, raising=False)

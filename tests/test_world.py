@@ -10,14 +10,14 @@ import pytest
 
 import nodes
 from nodemap.bench.comm import world
-from nodemap.mapping.nodeplan import NodePlan, plan_dict
+from nodemap.mapping.nodeplan import plan_dict, read
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
 
 
 def node_plan(topo, tasks):
-    return NodePlan(plan_dict(topo, plan(topo, Request(tasks=tasks))))
+    return read(plan_dict(topo, plan(topo, Request(tasks=tasks))))
 
 
 def buses(topo):
@@ -86,7 +86,7 @@ def test_a_plan_cuda_cannot_follow_falls_back_with_a_note(bus, why):
     topo = nodes.perlmutter()
     p = node_plan(topo, 4)
     if bus is None:
-        p.tasks[2].gpu_pci = []
+        p.tasks[2] = p.tasks[2]._replace(gpu_pci=[])
         bus = buses(topo)
     d = world.choose(2, 4, bus, plan=p)
     assert d.device == 2 and why in d.notes[0]

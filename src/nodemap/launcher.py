@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections import namedtuple
 from collections.abc import Mapping
 
 from . import env as launcher_env
@@ -34,20 +35,9 @@ from .errors import NodemapError
 OVERRIDE_HINT = "pass --local-rank R --local-size N"
 
 
-class LocalRank:
-    # __slots__, not a dataclass: every rank's launch builds one, and importing
-    # dataclasses (it pulls in inspect) would cost each rank several ms
-    __slots__ = ("rank", "size", "launcher")
-
-    def __init__(self, rank: int, size: int, launcher: str) -> None:
-        self.rank, self.size, self.launcher = rank, size, launcher
-
-    def __repr__(self) -> str:
-        return f"LocalRank(rank={self.rank}, size={self.size}, launcher={self.launcher!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LocalRank) and (self.rank, self.size, self.launcher) == (
-            other.rank, other.size, other.launcher)
+# a named tuple, not a dataclass: every rank's launch builds one, and importing dataclasses (it pulls in
+# inspect) would cost each rank several ms
+LocalRank = namedtuple("LocalRank", "rank size launcher")
 
 
 def detect(env: Mapping[str, str], rank: int | None = None, size: int | None = None) -> LocalRank:

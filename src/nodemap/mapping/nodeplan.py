@@ -11,34 +11,26 @@ cache holds it (`plan_dict`), typed for its readers.
 from __future__ import annotations
 
 import os
+from collections import namedtuple
 
 TYPE_CHECKING = False  # typing is not on the launch path
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 
-class PlannedTask:
-    """One task of a NodePlan: TaskBinding's fields as text and lists (cpus "0-3", places ["0", "1"]),
-    its environment, and what a rank reads without a CpuSet: PUs, NUMA nodes and GPUs' PCI bus ids."""
-
-    # __slots__, not a dataclass: every rank's launch reads one (dataclasses import inspect: several ms)
-    __slots__ = ("task", "cpus", "mems", "gpus", "nics", "threads", "places", "env", "cpu_list", "mem_list",
-                 "gpu_pci")
-
-    def __init__(self, saved: dict) -> None:
-        for k in self.__slots__:
-            setattr(self, k, saved[k])
+# One task of a NodePlan: TaskBinding's fields as text and lists (cpus "0-3", places ["0", "1"]), its
+# environment, and what a rank reads without a CpuSet: PUs, NUMA nodes and its GPUs' PCI bus ids. Named
+# tuples, not dataclasses: every rank's launch reads one (dataclasses import inspect: several ms).
+PlannedTask = namedtuple("PlannedTask", "task cpus mems gpus nics threads places env cpu_list mem_list gpu_pci")
+# The node's plan as its ranks read it: tasks by local rank, the planner's notes, the host's name and
+# every NUMA node of the node (a binding to all of them restricts nothing).
+NodePlan = namedtuple("NodePlan", "tasks notes hostname node_mems")
 
 
-class NodePlan:
-    """The node's plan as its ranks read it: tasks by local rank, the planner's notes, the host's name
-    and every NUMA node of the node (a binding to all of them restricts nothing)."""
-
-    __slots__ = ("tasks", "notes", "hostname", "node_mems")
-
-    def __init__(self, saved: dict) -> None:
-        self.tasks = [PlannedTask(t) for t in saved["tasks"]]
-        self.notes, self.hostname, self.node_mems = saved["notes"], saved["hostname"], saved["node_mem_list"]
+def read(saved: dict) -> NodePlan:
+    """A NodePlan of the plan as the cache holds it (plan_dict)."""
+    return NodePlan([PlannedTask(**t) for t in saved["tasks"]], saved["notes"], saved["hostname"],
+                    saved["node_mem_list"])
 
 
 def node_plan(request: Mapping[str, object], input_path: str | None = None, *, from_launcher: bool = False,
@@ -55,7 +47,7 @@ def node_plan(request: Mapping[str, object], input_path: str | None = None, *, f
         return _plan_node(request, input_path, from_launcher)
 
     if not cache:
-        return NodePlan(make()), False
+        return read(make()), False
     key = plancache.fingerprint((sorted(request.items()), from_launcher), input_path, os.environ)
     try:
         saved, cached = plancache.shared_plan(key, make, say=say)
@@ -63,7 +55,7 @@ def node_plan(request: Mapping[str, object], input_path: str | None = None, *, f
         if local_rank == 0:
             say(str(e))
         saved, cached = make(), False
-    return NodePlan(saved), cached
+    return read(saved), cached
 
 
 def _plan_node(request: Mapping[str, object], input_path: str | None, from_launcher: bool) -> dict:
