@@ -70,6 +70,9 @@ def test_malformed_result_files_name_the_field(tmp_path, change, words):
     (syn.latency({"L1": (1 << 14, 1.2)}), lambda p: p.pop("working_set"), "params.working_set is missing"),
     (syn.numa({(0, 1): 20.0}), lambda p: p.update(mem_node="1"), "params.mem_node is str"),
     (syn.nccl_all_reduce(100.0, 2), lambda p: p.pop("size"), "params.size is missing"),
+    # bounds a kind's Params declare (its STORY, bench/story.py); were taken before
+    (syn.numa({(0, 1): 20.0}), lambda p: p.update(cpu_node=-1), "params.cpu_node: expected `int` >= 0"),
+    (syn.latency({"L1": (1 << 14, 1.2)}), lambda p: p.update(working_set=0), "params.working_set: expected `int` >= 1"),
 ])
 def test_each_kind_has_the_parameters_its_readers_index(tmp_path, rs, change, field):
     d = rs.to_dict()

@@ -2,7 +2,9 @@
 
 Here, below the CLI, so the harness (`measure`), `check` and `compare` find
 a kind without importing the command layer. Adding a kind is one line here,
-its module in bench/ and, beside it, its options module (`options_module`).
+its module in bench/ and, beside it, its options module (`options_module`);
+what the result reader, check and compare know of it is its module's
+STORY (bench/story.py), read through `story`.
 
 A kind's options module holds its command line and nothing that measures:
 DESCRIPTION and EPILOG (its --help), its Options and the names they offer
@@ -28,6 +30,21 @@ BENCHES: dict[str, tuple[str, str]] = {
 }
 
 
+def story(kind: str):
+    """What `kind` declares for the result reader, check and compare (bench/story.py): its module's
+    STORY, imported now (never for --help); a name not registered here declares nothing."""
+    import importlib
+
+    from .story import NOTHING
+
+    entry = BENCHES.get(kind)
+    return NOTHING if entry is None else getattr(importlib.import_module(entry[0]), "STORY", NOTHING)
+
+
 def options_module(module: str) -> str:
-    """The options module of the kind whose module is `module`: beside it, named `<module>_options`."""
-    return module + "_options"
+    """The options module of the kind whose module is `module`: beside it, named `<module>_options`;
+    a kind of one file (no such module) is its own."""
+    import importlib.util
+
+    light = module + "_options"
+    return light if importlib.util.find_spec(light) is not None else module

@@ -1,20 +1,21 @@
 """The saved form of a ResultSet (nodemap.results/1): decoded and checked in
-one step (nodemap.records), each result's parameters against its kind's.
+one step (nodemap.records), each result's parameters against its kind's
+(the Params its STORY declares: bench/story.py).
 
 Readers index the parameters of a kind (`params["threads"]` of a memory
 result, `params["gpus"][0]` of a gpu one): a file that lacks one, or holds
 text where a number belongs, is refused here with the field's path instead
-of crashing the report later. Only the parameters readers rely on are
-declared; every other one is kept as it was saved.
+of crashing the report later.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
 from .. import records
+from .kinds import story
 from .results import SCHEMA, Failure, Result, ResultSet, _renamed_params
 
 WHAT = "bench result file (nodemap bench KIND -o FILE)"
@@ -30,30 +31,6 @@ class ResultFile(msgspec.Struct):
     environment: dict[str, Any] = {}
     messages: list[str] = []
     failures: list[Failure] = []  # files saved before failures were typed have none
-
-
-_GPUS = Annotated[list[str], msgspec.Meta(min_length=1)]
-
-
-# benchmark -> the parameters its readers index; a kind not named here keeps any.
-# A bare type: required (a reader indexes it: report, check, plots); (type,
-# default): one it reads with .get, typed all the same.
-_PARAMS: dict[str, dict[str, Any]] = {
-    "memory": {"threads": int, "thread_order": str, "cpu_order": (list[int], []), "cpus": (str, "")},
-    "numa": {"cpu_node": int, "mem_node": int},
-    "latency": {"working_set": int, "level": (str, "")},
-    "gpu": {"gpus": _GPUS, "dtype": (str, ""), "mode": (str, "")},
-    "copies": {"src": (str, ""), "dst": (str, "")},
-    "mpi": {"size": int, "buffers": (str, ""), "transport": (str, "")},
-    "nccl": {"size": int, "ranks": (int, 0), "inplace": (bool, False)},
-    "placement": {"zipf_s": float, "strategy": str},
-    "jacobi": {"dtype": str, "variant": (str, ""), "gpu": (str, "")},
-    "ring": {"gpus": int, "transport": str},
-}
-PARAMS: dict[str, type] = {
-    kind: msgspec.defstruct(f"{kind}_params", [(name, *t) if isinstance(t, tuple) else (name, t)
-                                               for name, t in fields.items()], kw_only=True)
-    for kind, fields in _PARAMS.items()}
 
 
 def decode(where: str, data: bytes) -> ResultSet:
@@ -73,7 +50,7 @@ def result_set(where: str, f: ResultFile, at: str = "", what: str = WHAT) -> Res
     results = []
     for i, r in enumerate(f.results):
         params = _renamed_params(r.benchmark, r.params)
-        kind = PARAMS.get(r.benchmark)
+        kind = story(r.benchmark).params  # a kind that declares none keeps any
         if kind is not None:
             records.convert(where, params, kind, what, f"{at + '.' if at else ''}results[{i}].params")
         results.append(r if params is r.params else _replace(r, params))

@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser, words: list[str] | None = None) ->
     from . import add_commands
 
     kind = next((w for w in words if not w.startswith("-")), "") if words is not None else None
-    declared = {name: (options_module(module), help_) for name, (module, help_) in BENCHES.items()}
+    # a stub's module is never imported: only the named kind's options module is looked up
+    declared = {name: (options_module(module) if kind in (None, name) else module, help_)
+                for name, (module, help_) in BENCHES.items()}
     add_commands(p.add_subparsers(dest="bench", metavar="KIND"), declared, kind, "_bench_options")
     p.set_defaults(_bench_parser=p)
 

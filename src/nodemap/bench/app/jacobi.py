@@ -14,6 +14,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import msgspec
+
 from ...errors import NodemapError
 from ...units import gbps
 from . import jacobi_gpu as jgpu
@@ -26,6 +28,7 @@ from ..driver import Case, PartFailed, Plan
 from ..harness import Stopped, slowest_rank
 from ..results import Failure, Result, ResultSet, Stats, make_result
 from .jacobi_options import DTYPES, VARIANTS, Options
+from ..story import Story
 
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
 
@@ -562,3 +565,12 @@ def text(rs: ResultSet) -> str:
     for line in rs.environment.get("binding") or []:
         out += f"\nbinding: {line}"
     return out
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    dtype: str
+    variant: str = ""
+    gpu: str = ""
+
+
+STORY = Story(params=Params)

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from ...errors import NodemapError
 from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
@@ -17,6 +19,7 @@ from ..harness import check_count, check_positive
 from ..driver import Case, Plan, Skipped, VerificationFailed
 from ..results import Failure, Result, ResultSet, make_result
 from .placement_options import STRATEGIES, Options
+from ..story import Story
 
 DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 
@@ -542,3 +545,11 @@ def text(rs: ResultSet) -> str:
                      f"{p['first_iteration_s']:.3f}"])
     return table(["strategy", "s", "Mlookups/s", "spread", "x copies", "x r-r", "pred.local", "meas.local",
                   "1st it s"], rows, right=[False] + [True] * 8)
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    zipf_s: float
+    strategy: str
+
+
+STORY = Story(params=Params)

@@ -9,7 +9,10 @@ import os
 import statistics
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
+
+import msgspec
+from msgspec import Meta
 
 from ...errors import NodemapError
 from . import mpi_common as mc
@@ -21,6 +24,7 @@ from ..harness import check_count
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .collectives_options import OPS, Options
+from ..story import Story
 
 NO_INPLACE = ("alltoall", "sendrecv")
 WORD = 4  # float32
@@ -484,3 +488,12 @@ def text(rs: ResultSet) -> str:
              number(r.stats.median), f"{100 * r.stats.spread:.1f}%", str(r.params["wrong"])] for r in rs.results]
     return table(["op", "place", "size", "time us", "algbw GB/s", "busbw GB/s", "busbw med", "spread", "#wrong"],
                  rows, right=[False, False] + [True] * 7)
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    size: Annotated[int, Meta(ge=0)]
+    ranks: Annotated[int, Meta(ge=0)] = 0
+    inplace: bool = False
+
+
+STORY = Story(params=Params)

@@ -9,7 +9,10 @@ import dataclasses
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from ...errors import NodemapError
 from ...units import format_size, gbps, parse_size, parse_sizes
@@ -22,6 +25,7 @@ from ..driver import Case, Plan as DriverPlan, Repeats
 from ..options import MPI_TIMEOUT_S, choices
 from ..results import Result, ResultSet, make_result
 from .mpi_p2p_options import SMALL, TESTS, Options
+from ..story import Story
 
 BUFFERS = ("HH", "HD", "DH", "DD")
 STOP_TAG = 97
@@ -487,3 +491,12 @@ def text(rs: ResultSet) -> str:
                      r.path_class, r.path])
     return table(["test", "buf", "transport", "size", "best", "median", "spread", "unit", "class", "path"], rows,
                  right=[False] * 3 + [True] * 4 + [False] * 3)
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    size: Annotated[int, Meta(ge=0)]
+    buffers: str = ""
+    transport: str = ""
+
+
+STORY = Story(params=Params)

@@ -9,7 +9,10 @@ import functools
 import statistics
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
+
+import msgspec
+from msgspec import Meta
 
 from . import collectives as co
 from . import mpi_common as mc
@@ -18,6 +21,7 @@ from ..harness import check_count, slowest_rank
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .ring_options import TRANSPORTS, Options
+from ..story import Story
 
 WORD = 4
 WORK_ELEMS = 32 << 20  # the compute kernel's array: 128 MiB per GPU
@@ -433,3 +437,11 @@ def text(rs: ResultSet) -> str:
                      percent(p.get("overlap"))])
     return table(["transport", "halo", "step us", "GB/s/GPU", "median", "comp us", "both us", "overlap"], rows,
                  right=[False, False] + [True] * 6)
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    gpus: Annotated[int, Meta(ge=1)]
+    transport: str
+
+
+STORY = Story(params=Params)

@@ -10,6 +10,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import msgspec
+
 from ...errors import NodemapError
 from ...text import is_decimal
 from ...units import format_size, parse_size
@@ -22,6 +24,7 @@ from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them t
 from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
+from ..story import Story
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
@@ -462,3 +465,11 @@ def matrices(rs: ResultSet) -> str:
 def _order(label: str) -> tuple[int, int, str]:
     digits = "".join(ch for ch in label if is_decimal(ch))
     return (0 if label.startswith("NUMA") else 1, int(digits) if digits else -1, label)
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    src: str = ""
+    dst: str = ""
+
+
+STORY = Story(params=Params)

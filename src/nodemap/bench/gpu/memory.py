@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Sequence
+
+import msgspec
+from msgspec import Meta
 
 from ...errors import NodemapError
 from ...units import format_size, parse_size
@@ -18,6 +21,7 @@ from ..driver import Case, Plan
 from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
+from ..story import Story
 
 ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
 INIT = (0.1, 0.2, 0.0)
@@ -305,3 +309,12 @@ def l2_caution(footprint: int, group: Sequence[gc.Gpu]) -> tuple[str, ...]:
 
 def text(rs: ResultSet) -> str:
     return gc.results_text(rs.results)
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    gpus: Annotated[list[str], Meta(min_length=1)]
+    dtype: str = ""
+    mode: str = ""
+
+
+STORY = Story(params=Params)

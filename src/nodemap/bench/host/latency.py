@@ -8,6 +8,11 @@ Its command line (help, Options): latency_options.py.
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
@@ -17,6 +22,7 @@ from ..driver import Case, Plan
 from .latency_options import Options
 from .memory import environment, free_memory, parse_mem
 from ..results import Result, make_result
+from ..story import Story
 
 MIN_SIZE = 4 << 10
 LINE = 64
@@ -149,3 +155,10 @@ def plan(opts: Options) -> Plan:
                 after=lambda rs: disagreements([(r.params["working_set"], r.params["level"], r.stats.best)
                                                 for r in rs.results]))
 
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    working_set: Annotated[int, Meta(ge=1)]
+    level: str = ""
+
+
+STORY = Story(params=Params)

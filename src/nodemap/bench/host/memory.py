@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
+
+import msgspec
+from msgspec import Meta
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet, CpuSetError
@@ -24,6 +27,7 @@ from ..driver import Case, Plan, Repeats
 from ..harness import check_count
 from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
+from ..story import Story
 
 ELEMENT = 8  # bytes of a double
 RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
@@ -368,3 +372,12 @@ def plan(opts: Options) -> Plan:
     return Plan("bench memory", cases, text, environment=environment(topo),
                 messages=notes + list(topo.notes) + [unknown] * bool(unknown))
 
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    threads: Annotated[int, Meta(ge=1)]
+    thread_order: str
+    cpu_order: list[Annotated[int, Meta(ge=0)]] = []
+    cpus: str = ""
+
+
+STORY = Story(params=Params)

@@ -8,6 +8,11 @@ line (help, Options): numa_options.py.
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
@@ -16,6 +21,7 @@ from . import memory as host_memory, latency, thread_orders
 from ..driver import Case, Plan, Repeats
 from .numa_options import Options
 from ..results import Result, ResultSet
+from ..story import Story
 
 
 def parse_kernel(text: str) -> list[str]:
@@ -110,3 +116,11 @@ def _latency_size(topo: Topology, cpu: int, node: int) -> int:
     want = 4 * max((s for _, s in caches), default=64 << 20)
     free = host_memory.free_memory(CpuSet([node]))
     return min(want, int(0.6 * free)) if free else want
+
+
+class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+    cpu_node: Annotated[int, Meta(ge=0)]
+    mem_node: Annotated[int, Meta(ge=0)]
+
+
+STORY = Story(params=Params)
