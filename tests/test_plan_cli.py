@@ -6,8 +6,11 @@ import json
 import pytest
 
 from nodemap.cli import main
-from nodemap.commands.plan import LAUNCHERS, request_args
+from nodemap.commands.plan import LAUNCHERS
+from hypothesis import given, settings, strategies as st
+
 from nodemap.commands import requestargs
+from nodemap.commands.requestargs import request_args
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
 
@@ -117,6 +120,24 @@ def test_a_benchmark_world_asks_the_plan_of_nodemap_run_without_options():
     run_cmd.add_arguments(p)
     assert requestargs.request_fields(p.parse_args(["--", "true"]), 4) == asdict(Request(tasks=4))
     assert requestargs.RAILS["auto"] == RAILS_AUTO  # written out there: importing request.py imports msgspec
+
+
+_CPUS = st.none() | st.sets(st.integers(0, 63), min_size=1).map(CpuSet)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.builds(Request, tasks=st.integers(1, 64), threads=st.integers(0, 8), gpus_per_task=st.integers(-1, 4),
+                 smt=st.integers(0, 4), restrict_cpus=_CPUS, restrict_mems=_CPUS, nic_rails=st.integers(-2, 4),
+                 spread_by=st.sampled_from(("auto", "pus")), gpu_order=st.sampled_from(("locality", "index")),
+                 oversubscribe=st.booleans(), greedy=st.booleans(), gpu_ids=st.sampled_from(("index", "uuid", "pci")),
+                 reserve_cores=st.integers(0, 3)))
+def test_request_args_give_back_the_request(req):
+    # the options `plan --launcher` prints for `nodemap run` are read back as the very Request
+    from nodemap.commands import run as run_cmd
+
+    p = argparse.ArgumentParser()
+    run_cmd.add_arguments(p)
+    assert requestargs.request_from_args(p.parse_args([*request_args(req), "--", "app"])) == req
 
 
 def test_request_args_round_trip():

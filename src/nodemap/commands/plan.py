@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..mapping import emit
-    from .requestargs import request_from_args
+    from .requestargs import request_args, request_from_args
     from ..mapping.plan import default_tasks, plan
     from ..topology.discover import discover
     from ..topology.model import replace
@@ -236,42 +236,3 @@ def _nic_cell(topo, t) -> str:
         return ",".join(t.nics)
     cls = [min((paths.path(topo, topo.gpu(g).key, n) for g in t.gpus), key=lambda x: x.rank).label for n in t.nics]
     return ",".join(f"{n} ({c})" for n, c in zip(t.nics, cls))
-
-
-# --- the request as `nodemap run` options ---------------------------------------------
-
-
-def request_args(req) -> list[str]:
-    """The `nodemap run` options that reproduce `req` (defaults left out)."""
-    from ..mapping.request import Request
-
-    base = Request(tasks=req.tasks)
-    out = ["--tasks", str(req.tasks)]
-    simple = {"threads": "--threads", "smt": "--smt"}
-    for field, flag in simple.items():
-        if getattr(req, field) != getattr(base, field):
-            out += [flag, str(getattr(req, field))]
-    if req.gpus_per_task == 0:
-        out.append("--no-gpus")
-    elif req.gpus_per_task != base.gpus_per_task:
-        out += ["--gpus-per-task", str(req.gpus_per_task)]
-    if req.restrict_cpus is not None:
-        out += ["--cpus", req.restrict_cpus.format()]
-    if req.restrict_mems is not None:
-        out += ["--mems", req.restrict_mems.format()]
-    if req.nic_rails != base.nic_rails:
-        out += ["--nic-rails", {-1: "all", -2: "auto"}.get(req.nic_rails, str(req.nic_rails))]
-    if req.gpu_order != base.gpu_order:
-        out += ["--gpu-order", req.gpu_order]
-    if req.oversubscribe:
-        out.append("--oversubscribe")
-    if not req.greedy:
-        out.append("--no-greedy")
-    if req.spread_by == "pus":
-        out.append("--no-gpu-match")
-    if req.gpu_ids != base.gpu_ids:
-        out += ["--gpu-ids", req.gpu_ids]
-    if req.reserve_cores:
-        out += ["--reserve-cores", str(req.reserve_cores)]
-    return out
-

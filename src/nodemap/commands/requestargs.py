@@ -6,7 +6,8 @@ the plan `nodemap run --tasks 8 ...` applies. Importing it is cheap (it is
 on the launch path): `request_fields` gives the Request's fields as plain
 values, which `nodemap run` hands to mapping.nodeplan (the rank that plans
 builds the Request; the others read the cached plan and import no msgspec);
-`request_from_args` builds the Request.
+`request_from_args` builds the Request, `request_args` gives it back as
+options.
 """
 
 from __future__ import annotations
@@ -105,3 +106,29 @@ def request_fields(args: argparse.Namespace, tasks: int | None = None, all_pus: 
         oversubscribe=args.oversubscribe, greedy=not args.no_greedy,
         spread_by="pus" if args.no_gpu_match else "auto", gpu_ids=args.gpu_ids,
         reserve_cores=count("--reserve-cores", args.reserve_cores, 0), all_pus=all_pus)
+
+
+# the `nodemap run` words of a Request field's value other than its default, in the options' order
+WORDS = {
+    "threads": lambda v: ["--threads", str(v)],
+    "smt": lambda v: ["--smt", str(v)],
+    "gpus_per_task": lambda v: ["--gpus-per-task", str(v)] if v else ["--no-gpus"],
+    "restrict_cpus": lambda v: ["--cpus", v.format()],
+    "restrict_mems": lambda v: ["--mems", v.format()],
+    "nic_rails": lambda v: ["--nic-rails", {n: w for w, n in RAILS.items()}.get(v, str(v))],
+    "gpu_order": lambda v: ["--gpu-order", v],
+    "oversubscribe": lambda v: ["--oversubscribe"],
+    "greedy": lambda v: ["--no-greedy"],
+    "spread_by": lambda v: ["--no-gpu-match"] if v == "pus" else [],
+    "gpu_ids": lambda v: ["--gpu-ids", v],
+    "reserve_cores": lambda v: ["--reserve-cores", str(v)],
+}
+
+
+def request_args(req) -> list[str]:
+    """The `nodemap run` options that reproduce `req` (defaults left out)."""
+    from ..mapping.request import Request
+
+    base = Request(tasks=req.tasks)
+    return ["--tasks", str(req.tasks), *(w for field, words in WORDS.items()
+                                         if getattr(req, field) != getattr(base, field) for w in words(getattr(req, field)))]
