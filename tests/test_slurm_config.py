@@ -59,8 +59,8 @@ def test_dgx_like_nvswitch_links_and_features(capsys, tmp_path):
     gpu3 = doc["gres"][3]
     assert gpu3["links"] == "12,12,12,-1,12,12,12,12" and gpu3["cores"] == "16-31"
     assert doc["node_gres"] == "gpu:a100-sxm4-40gb:8,nic:mlx5_0:1,nic:mlx5_1:1,nic:mlx5_2:1,nic:mlx5_3:1"
-    feat = run(capsys, tmp_path, dgx, "features", "--node-name", "dgx1").strip()
-    assert feat == "NodeName=dgx1 Features=a100-sxm4-40gb,gpus8,nvlink-nv12,nics4,ib200g,sockets2,numa8"
+    feat = run(capsys, tmp_path, dgx, "features", "--node-name", "dgx1").splitlines()
+    assert feat[1] == "Features=a100-sxm4-40gb,gpus8,nvlink-nv12,nics4,ib200g,sockets2,numa8"
 
 
 def test_direct_nvlinks_of_a_power8_hwloc_xml(capsys, tmp_path, fixtures):
@@ -88,8 +88,19 @@ def test_a_node_with_nothing_to_share(capsys, tmp_path):
     # was "GresTypes=gpu and NodeName=c1 Gres=(none)": a configuration to add for nothing
     assert out == ["# c1 has no GPU and no RDMA NIC: no GRES to configure (no gres.conf lines, no Gres= in "
                    "slurm.conf)"]
-    assert run(capsys, tmp_path, bare, "features", "--node-name", "c1").strip() == \
-        "NodeName=c1 Features=sockets2,numa2"
+    assert run(capsys, tmp_path, bare, "features", "--node-name", "c1").splitlines() == [
+        "# slurm.conf: add this Features= to NodeName=c1's existing line (a second NodeName=c1 line is fatal: "
+        "Duplicated NodeHostName)", "Features=sockets2,numa2"]
+
+
+def test_nothing_printed_is_a_second_nodename_line(capsys, tmp_path):
+    # issue 35 defect 8: `NodeName=n1 Features=...` as printed, beside n1's own line, made slurmctld and every
+    # slurmd fatal ("Duplicated NodeHostName n1"); the gres header named a "NodeName=n1 Gres=" line the same way
+    k = nodes.karolina()
+    for action in ("features", "gres"):
+        out = run(capsys, tmp_path, k, action, "--node-name", "acn01").splitlines()
+        assert not [ln for ln in out if ln.startswith("NodeName=acn01 ") and " Name=" not in ln], out
+        assert "existing line" in out[0]
 
 
 def test_type_names_are_words_slurm_does_not_split():

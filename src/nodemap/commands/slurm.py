@@ -10,15 +10,16 @@ saved one, --input): `gres` prints gres.conf lines for the GPUs
 (Name=gpu Type=MODEL File=/dev/nvidiaN Cores=LOCAL CORES Links=NVLINKS)
 and the fabric NICs (Name=nic Type=NAME Count=1 Cores=LOCAL CORES), with
 the slurm.conf Gres= they need; `features` prints the node's features
-(GPU model and count, NVLink class, NIC count and rate, NUMA layout) as a
-slurm.conf NodeName=... Features= line. Cores are logical core indexes
+(GPU model and count, NVLink class, NIC count and rate, NUMA layout) as
+the Features= to add to the node's own slurm.conf NodeName line (a second
+NodeName line for one node is fatal to slurmctld). Cores are logical core indexes
 (Core L#, as lstopo -l and gres.conf number them). docs/slurm.md."""
 
 EPILOG = """\
 examples:
   nodemap slurm gres                         this node's gres.conf lines
   nodemap slurm gres --input node.json       a saved node (topo --export, hwloc XML, sysfs snapshot)
-  nodemap slurm features --node-name gpu017  NodeName=gpu017 Features=a100-sxm4-40gb,gpus8,...
+  nodemap slurm features --node-name gpu017  Features=a100-sxm4-40gb,gpus8,... for NodeName=gpu017's line
   nodemap slurm gres --json                  the same as JSON
 """
 
@@ -26,7 +27,7 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="slurm_cmd", metavar="ACTION")
     for name, help_ in (("gres", "gres.conf lines for the GPUs and NICs, with their local cores"),
-                        ("features", "the node's features as a slurm.conf NodeName line")):
+                        ("features", "the node's features, to add to its slurm.conf NodeName line")):
         s = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         s.add_argument("--input", metavar="PATH",
@@ -60,17 +61,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"# {name} has no GPU and no RDMA NIC: no GRES to configure (no gres.conf lines, no Gres= in "
                   "slurm.conf)")
             return 0
-        print(f"# gres.conf for {name} (nodemap slurm gres; slurm.conf: GresTypes="
-              f"{','.join(dict.fromkeys(g.name for g in items))} and NodeName={name} "
-              f"Gres={config.gres_counts(items)})")
+        print(f"# gres.conf for {name} (nodemap slurm gres); slurm.conf: GresTypes="
+              f"{','.join(dict.fromkeys(g.name for g in items))}, and Gres={config.gres_counts(items)} added to "
+              f"NodeName={name}'s existing line")
         for g in items:
             print(f"NodeName={name} {g.line()}")
         return 0
     if args.json:
-        print(json.dumps({"node": name, "features": config.features(topo), "line": config.node_line(name, topo)},
+        print(json.dumps({"node": name, "features": config.features(topo), "word": config.features_line(topo)},
                          indent=1))
     else:
-        print(config.node_line(name, topo))
+        print(config.merge_note(name, "this Features="))
+        print(config.features_line(topo))
     return 0
 
 

@@ -185,10 +185,14 @@ def _link_class(topo: Topology) -> str:
     return "xgmi" if any(ln.kind == "xGMI" for ln in topo.links) else "pcie"
 
 
-def node_line(name: str, topo: Topology, items: list[Gres] | None = None) -> str:
-    """slurm.conf's NodeName line: features, and the Gres= count when given."""
-    parts = [("NodeName", name)]
-    if items:
-        parts.append(("Gres", gres_counts(items)))
-    parts.append(("Features", ",".join(features(topo))))
-    return " ".join(f"{k}={word(k, v)}" for k, v in parts)
+def merge_note(name: str, what: str) -> str:
+    """The comment that says where `what` (Features=, Gres=) goes: slurm.conf
+    holds one line per node, and a second NodeName=NAME line beside the
+    node's own stops slurmctld and every slurmd ("Duplicated NodeHostName")."""
+    return (f"# slurm.conf: add {what} to NodeName={name}'s existing line (a second NodeName={name} line is fatal: "
+            "Duplicated NodeHostName)")
+
+
+def features_line(topo: Topology) -> str:
+    """The `Features=...` word to add to the node's slurm.conf line."""
+    return f"Features={word('Features', ','.join(features(topo)))}"
