@@ -121,26 +121,22 @@ MAX_SECONDS = 1e6  # 11 days: longer is a typo, and timers refuse infinity with 
 
 def fraction(text: str) -> float:
     """argparse type of a fraction strictly between 0 and 1."""
-    import argparse
-
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction between 0 and 1, e.g. 0.02")
-    return v
+    return _number(text, lambda v: 0 < v < 1, f"{text!r}: give a fraction between 0 and 1, e.g. 0.02")
 
 
 def seconds(text: str) -> float:
     """argparse type of a time limit: a positive, finite number of seconds."""
+    return _number(text, lambda v: 0 < v <= MAX_SECONDS,
+                   f"{_show(text)} is not a number of seconds above 0 and at most {MAX_SECONDS:g}")
+
+
+def _number(text: str, fits, wrong: str) -> float:
     import argparse
 
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_SECONDS:  # nan fails too
-        raise argparse.ArgumentTypeError(f"{_show(text)} is not a number of seconds above 0 and at most "
-                                         f"{MAX_SECONDS:g}")
+        value = float("nan")  # fits nothing
+    if not fits(value):
+        raise argparse.ArgumentTypeError(wrong)
     return value

@@ -268,7 +268,7 @@ POLICY_FAILED = f"nodemap-compare: {launch.POLICY_REFUSED}"
 def _binder(t: TaskBinding) -> Any:
     """Bind the child between fork and exec as `nodemap run` binds a rank (inherited by the bench); a
     refused memory policy is said on stderr (the row's warning) and the probe runs on."""
-    binding = launch.Binding(t.cpus, t.mems)
+    binding = launch.Binding(sorted(t.cpus), sorted(t.mems))
 
     def bind() -> None:
         for note in launch.apply(binding):

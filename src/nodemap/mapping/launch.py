@@ -15,28 +15,17 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections import namedtuple
 
 from ..errors import NodemapError
 
 MEM_POLICIES = ("bind", "preferred", "none")
 
 
-class Binding:
-    """What launch applies: PUs, NUMA memory nodes and the memory policy.
-
-    node_mems: all NUMA nodes of the node, to recognise a binding that
-    restricts nothing (then a refused set_mempolicy does no harm).
-    """
-
-    # __slots__, not a dataclass: on every rank's launch path, where importing
-    # dataclasses (it pulls in inspect) would cost each rank several ms
-    __slots__ = ("cpus", "mems", "mem_policy", "node_mems")
-
-    def __init__(self, cpus, mems, mem_policy: str = "bind", node_mems=()) -> None:
-        self.cpus = sorted(cpus)
-        self.mems = sorted(mems)
-        self.mem_policy = mem_policy
-        self.node_mems = sorted(node_mems)
+# What apply applies: PUs, NUMA memory nodes (sorted lists), the memory policy and every NUMA node of the
+# node, to recognise a binding that restricts nothing (then a refused set_mempolicy does no harm). A named
+# tuple, not a dataclass: on every rank's launch path, where dataclasses (and inspect) cost several ms.
+Binding = namedtuple("Binding", "cpus mems mem_policy node_mems", defaults=("bind", ()))
 
 
 def undo_launcher_binding(env) -> str:
