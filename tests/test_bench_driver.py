@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from nodemap.bench import driver, interrupt, options
-from nodemap.commands import kindargs
+from nodemap.commands import bench as bench_cli
 from nodemap.bench.driver import Case, Common, Plan, Repeats
 from nodemap.bench.harness import Stopped
 from nodemap.bench.results import Failure
@@ -215,13 +215,13 @@ def test_a_typed_steps_command_line_gives_back_the_same_options():
 
     opts = latency.Options(dram_top_only=True, repeats=2, max_size="256K", adaptive=0.05, cpu=0)
     p = argparse.ArgumentParser()
-    kindargs.add_options(p, latency.Options)
+    bench_cli.add_options(p, latency.Options)
     assert driver.options(latency.Options, p.parse_args(list(driver.argv_of(opts)))) == opts
     from nodemap.bench.comm import mpi_p2p
 
     opts = mpi_p2p.Options(pair=("0,1", "0,2"), multirail=True, iters_scale=0.3)  # a repeatable option
     p = argparse.ArgumentParser()
-    kindargs.add_options(p, mpi_p2p.Options)
+    bench_cli.add_options(p, mpi_p2p.Options)
     assert driver.options(mpi_p2p.Options, p.parse_args(list(driver.argv_of(opts)))) == opts
 
 
@@ -235,7 +235,7 @@ def test_argv_of_leaves_out_a_none_the_command_line_cannot_spell():
     argv = driver.argv_of(mpi_p2p.Options(timeout=None, multirail=True))
     assert argv == ("--multirail",)
     p = argparse.ArgumentParser()
-    kindargs.add_options(p, mpi_p2p.Options)
+    bench_cli.add_options(p, mpi_p2p.Options)
     assert driver.options(mpi_p2p.Options, p.parse_args(list(argv))) == mpi_p2p.Options(multirail=True)
 
 
@@ -299,7 +299,7 @@ def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
 
     mod = importlib.import_module(BENCHES[kind][0])
     p = argparse.ArgumentParser()
-    kindargs.add_options(p, mod.Options)
+    bench_cli.add_options(p, mod.Options)
     by_flag = {s: a for a in p._actions for s in a.option_strings}
     cli_only = {"help", "json", "output", "quiet"}
     offered = [f for f in dataclasses.fields(mod.Options) if f.name not in mod.Options.not_offered]
@@ -365,7 +365,7 @@ def test_compares_probes_are_typed_options_on_the_child_command_line(probe):
     cmd = probes.argv(probe, t, "64M")
     mod = importlib.import_module(BENCHES[kind][0])
     p = argparse.ArgumentParser()
-    kindargs.add_options(p, mod.Options)
+    bench_cli.add_options(p, mod.Options)
     assert cmd[0] == kind and driver.options(type(opts), p.parse_args(cmd[1:])) == opts
 
 

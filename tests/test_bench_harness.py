@@ -22,7 +22,7 @@ import pytest
 
 from nodemap import cli
 from nodemap.bench import driver, harness
-from nodemap.commands import kindargs
+from nodemap.commands import bench as bench_cli
 from nodemap.bench.peaks import dram_peak, parse_dimm
 from nodemap.bench.kinds import BENCHES
 
@@ -44,7 +44,7 @@ def nodemap(*args: str, env=None, timeout=60) -> subprocess.CompletedProcess:
 
 def parser_of(kind: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"nodemap bench {kind}")
-    kindargs.add_options(p, importlib.import_module(BENCHES[kind][0]).Options)
+    bench_cli.add_options(p, importlib.import_module(BENCHES[kind][0]).Options)
     return p
 
 

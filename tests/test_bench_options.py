@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nodemap.bench import options
-from nodemap.commands import kindargs
+from nodemap.commands import bench as bench_cli
 from nodemap.bench.kinds import BENCHES
 from nodemap.errors import NodemapError
 
@@ -46,7 +46,7 @@ def test_the_kinds_parse_dtype_and_gpus_alike():
 
     for kind, (modname, _) in BENCHES.items():
         p = argparse.ArgumentParser(add_help=False)
-        kindargs.add_options(p, importlib.import_module(modname).Options)
+        bench_cli.add_options(p, importlib.import_module(modname).Options)
         flags = {o: a for a in p._actions for o in a.option_strings}
         if "--gpus" in flags:
             assert flags["--gpus"].metavar == "LIST" and "CUDA ordinals" in flags["--gpus"].help, kind
@@ -56,7 +56,7 @@ def test_the_kinds_parse_dtype_and_gpus_alike():
 
 def test_no_kind_writes_an_option_twice():
     """Each option is one field of its kind's Options (options.option); no
-    module under bench/ calls add_argument: commands/kindargs.py builds every
+    module under bench/ calls add_argument: commands/bench.py builds every
     kind's parser (was: each option an Options field and an add_argument
     call, with its own default: 78 calls)."""
     for f in BENCH.rglob("*.py"):
@@ -84,7 +84,7 @@ class _Kind(_Base):
 
 def _parser(cls: type) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="k", add_help=False)
-    kindargs.add_options(p, cls)
+    bench_cli.add_options(p, cls)
     return p
 
 

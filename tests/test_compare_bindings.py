@@ -425,7 +425,7 @@ def test_h2d_asks_bench_copies_for_the_ranks_own_placement_alone_on_a_multi_numa
 
     import nodes
     from nodemap.bench import driver
-    from nodemap.commands import kindargs
+    from nodemap.commands import bench as bench_cli
     from nodemap.bench.gpu import copies
     from nodemap.compare import probes as pr
 
@@ -433,7 +433,7 @@ def test_h2d_asks_bench_copies_for_the_ranks_own_placement_alone_on_a_multi_numa
     got, _ = cb.build(topo, plan(topo, Request(tasks=8)))
     assert {"remote-gpu", "packed"} <= {b.name for b in got}  # bindings whose memory is elsewhere than the GPU
     p = argparse.ArgumentParser()
-    kindargs.add_options(p, copies.Options)
+    bench_cli.add_options(p, copies.Options)
     for b in got:
         for t in b.tasks:
             kind, opts = pr.options("h2d", t, None)

@@ -412,7 +412,7 @@ ARGPARSE_LEFT = {"nodemap.fleet.command", "nodemap.units"}
 
 def test_argparse_only_in_the_command_line():
     # mapping/nodeplan.py took an argparse.Namespace and built a parser to learn the request's defaults;
-    # bench/options.py built the kinds' parsers (now commands/kindargs.py, from the same Options)
+    # bench/options.py built the kinds' parsers (now commands/bench.py, from the same Options)
     assert argparse_imports(ast.parse("def f():\n    import argparse\n")) == [2]
     found = {m for m, t in TREES.items() if _room(m) not in ("cli", "commands") and argparse_imports(t)}
     assert found <= ARGPARSE_LEFT, "parse the command line in commands/; hand the rooms below typed values"

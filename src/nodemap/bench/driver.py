@@ -4,7 +4,7 @@
 A kind is a module that holds only what is its own:
     Options            a dataclass of its options on `options.Common`, each field
                        declared once with its flag and help (options.option): its
-                       command line (commands/kindargs.add_options) and the record `check`
+                       command line (commands/bench.add_options) and the record `check`
                        fills; declared, with the kind's help text, in the light
                        module beside it (bench/kinds.py: `options_module`)
     plan(opts) -> Plan its cases for this node's topology, its ResultSet's header, its table

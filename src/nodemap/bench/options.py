@@ -2,7 +2,7 @@
 dataclass made by `option` or a shared constructor here (`repeat_count`,
 `topology_file`, `time_limit`, `adaptive_width`, `case_budget`,
 `gpu_list`, `dtype_list`, `launch_mode`) that carries its command line
-(help, metavar, parser); commands/kindargs.py builds the kind's parser from
+(help, metavar, parser); commands/bench.py builds the kind's parser from
 the dataclass (argparse stays in the command line), so the typed record
 check and compare fill and the flags a user types cannot drift. Read back here too: --gpus, --dtype and comma lists of
 choices (--kernels, --cases, --tests...), so flags, spellings and messages

@@ -7,10 +7,10 @@ if TYPE_CHECKING:
     import argparse
 
 
-def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None) -> argparse.ArgumentParser:
+def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None, build=None) -> argparse.ArgumentParser:
     """The parser of one (sub)command from its module: DESCRIPTION, EPILOG,
-    add_arguments (a bench kind: its Options); errors in its arguments are reported by this parser, with
-    its own usage line. `words`: the rest of the command line, given to a
+    add_arguments (a bench kind: `build(parser, its Options)`); errors in its arguments are reported by this
+    parser, with its own usage line. `words`: the rest of the command line, given to a
     module with subcommands (SUBCOMMANDS true) so it builds only the one named."""
     import argparse
 
@@ -21,15 +21,13 @@ def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None)
     elif hasattr(mod, "add_arguments"):
         mod.add_arguments(sp)
     else:  # a bench kind: its command line is its Options' (bench/options.py)
-        from .kindargs import add_options
-
-        add_options(sp, mod.Options)
+        build(sp, mod.Options)
     sp.set_defaults(_parser=sp)
     return sp
 
 
 def add_commands(sub, registry: dict[str, tuple[str, str]], only: str | None, module_dest: str,
-                 words: list[str] | None = None) -> None:
+                 words: list[str] | None = None, build=None) -> None:
     """A parser per entry of `registry` (name -> (module, help)), its module
     stored in `module_dest`; with `only`, every other entry is a help-only
     stub whose module is not imported (the per-rank launch time of `nodemap
@@ -41,4 +39,4 @@ def add_commands(sub, registry: dict[str, tuple[str, str]], only: str | None, mo
             sub.add_parser(name, help=help_)
             continue
         mod = importlib.import_module(modname)
-        add_command(sub, name, mod, help_, words).set_defaults(**{module_dest: mod})
+        add_command(sub, name, mod, help_, words, build).set_defaults(**{module_dest: mod})
