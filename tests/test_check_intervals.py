@@ -10,7 +10,7 @@ import pytest
 from nodemap.bench.results import make_result
 from nodemap.bench import intervals
 from nodemap.check.expectations import Limit, shipped
-from nodemap.check.figures import figure
+from nodemap.bench.figures import figure
 from nodemap.check.verdicts import RANK, absolute, judge
 
 
@@ -145,7 +145,8 @@ def test_inconclusive_ranks_between_pass_and_warn():
 
 
 def test_placement_compares_medians_with_the_best_placements_and_is_its_own_peak():
-    from nodemap.check import figures as figs
+    from nodemap.bench.figures import Given
+    from nodemap.bench.host import memory
 
     def sweep(core, spread):
         out = []
@@ -155,7 +156,7 @@ def test_placement_compares_medians_with_the_best_placements_and_is_its_own_peak
         return out
 
     def verdict(core, spread):
-        f = next(f for f in figs.stream(sweep(core, spread), None) if f.key == "host/stream/triad")
+        f = next(f for f in memory.figures(sweep(core, spread), Given()) if f.key == "host/stream/triad")
         return judge([f], shipped())[0]
 
     # the 1/core placement is the sweep's best: 100% of itself however noisy (it was inconclusive against its max)

@@ -396,14 +396,15 @@ def test_nccl_all_reduce_is_judged_by_gpu_count_on_nvlink():
 
 
 def test_mpi_device_peak_says_which_pairs_it_is_the_median_of():
-    from nodemap.check.figures import Figure, _with_mpi_device_peak
+    from nodemap.bench.comm.mpi_p2p import device_peak
+    from nodemap.bench.figures import Figure
 
     d2d = [Figure(f"d2d/{i}", "GPU<->GPU", "copy", "p", "GB/s", v, True, kind="d2d", path_class="NV12")
            for i, v in enumerate((200.0, 220.0))]
     mpi = Figure("mpi/DD/bw", "MPI", "MPI device", "p", "GB/s", 7.0, True, kind="mpi_device", path_class="SYS")
-    got = _with_mpi_device_peak([*d2d, mpi])[-1]
+    got = device_peak([*d2d, mpi])[-1]
     assert got.peak == 210.0 and "over all GPU pairs" in got.peak_source  # no SYS pair measured
-    same = _with_mpi_device_peak([*d2d, Figure(**{**mpi.__dict__, "path_class": "NV12"})])[-1]
+    same = device_peak([*d2d, Figure(**{**mpi.__dict__, "path_class": "NV12"})])[-1]
     assert "over NV12" in same.peak_source
 
 

@@ -353,7 +353,7 @@ GPU_SPELLERS = {
     "nodemap.bench.endpoints",  # Endpoint: key "gpu3", label "GPU3"
     "nodemap.bench.gpu.devices",  # ordinal_key: a CUDA device the Topology does not know ("cuda1")
     "nodemap.topology.hwloc_xml",  # names the GPUs it is about to make (below bench: no Endpoint)
-    "nodemap.check.figures",  # an unknown spelling kept as figure keys always wrote it
+    "nodemap.bench.figures",  # an unknown spelling kept as figure keys always wrote it
     "nodemap.fleet.facts",  # a fleet document's index (the document readers are typed separately)
     "nodemap.bench.app.placement",  # CUDA ordinals in the result's environment record
 }

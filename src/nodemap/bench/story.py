@@ -23,6 +23,11 @@ class Story:
     # lacks one, or holds text where a number belongs, is refused with the field's path (bench/resultfile.py).
     # Only those readers rely on are declared; every other parameter is kept as it was saved.
     params: Any = None
+    # the figures check judges, drawn from its Results: (results, bench.figures.Given) -> [Figure]
+    figures: Any = None
+    # its figures judged against the other kinds' (a remote copy against the local one), once every kind
+    # drew its own: (every figure, Topology | None) -> every figure
+    related: Any = None
 
 
 NOTHING = Story()  # what a name the registry does not hold declares (a file from another version)

@@ -21,6 +21,7 @@ from .. import __version__
 from ..bench.results import ResultSet
 from ..launcher import node_name
 from ..topology.model import Topology
+from ..bench.figures import AREAS
 from . import figures as figs
 from .busy import under_interference
 from .expectations import Expectations
@@ -84,13 +85,13 @@ class CheckDoc:
         self.findings = derive(self.judged, self.checks, state)
 
     def areas(self) -> dict[str, str]:
-        """Worst verdict per area, in the order of figures.AREAS."""
+        """Worst verdict per area, in the order of AREAS (bench/figures.py)."""
         out: dict[str, list[str]] = {}
         for c in self.checks:
             out.setdefault(c.area, []).append(c.verdict)
         for j in self.judged:
             out.setdefault(j.figure.area, []).append(j.verdict)
-        order = {a: i for i, a in enumerate(figs.AREAS)}
+        order = {a: i for i, a in enumerate(AREAS)}
         return {a: worst(v) for a, v in sorted(out.items(), key=lambda kv: order.get(kv[0], 99))}
 
     def verdict(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..bench.endpoints import Endpoint
 from ..finding import Finding
 from ..text import number
-from .figures import Figure
+from ..bench.figures import Figure
 from .inventory import Check
 from .mpi import AWARE_KEY
 from .verdicts import RANK, Judged

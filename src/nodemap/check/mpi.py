@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..text import number
+from ..bench.comm.mpi_common import FIGURE_SIZE, figure_size
 from ..bench.results import ResultSet
 from ..env import MPI_JOB_VARS
 from ..proc import run_group
@@ -34,7 +35,6 @@ from .inventory import Check
 
 WHAT = "MPI point-to-point, host and device buffers"
 AWARE_KEY = "inventory/mpi/cuda_aware"
-FIGURE_SIZE = 16 << 20  # bandwidth is read here at both levels, so quick and full agree
 LATENCY_SIZE = 1  # latency is read at the smallest size: bench mpi's default sizes start at 1 B
 # Repetitions of the small messages (latency's): one takes about a millisecond, so one preemption of a rank
 # by a daemon (a 2-vCPU VM: 2.4 us became 5+ us in 1 of 3) decided a 3-repetition range ([min, max], 75%);
@@ -310,21 +310,15 @@ def _mpich_configured_with_cuda(env: Mapping[str, str]) -> bool:
 
 
 def _staged_numbers(results: Sequence[ResultSet]) -> str:
-    """'(DD 8.1 GB/s staged vs HH 12 GB/s)' from the MPI run, '' without one."""
-    bw = {r.params.get("buffers"): r for rs in results for r in rs.results
-          if r.benchmark == "mpi" and r.metric == "bw" and r.params.get("size") == figure_size(results)}
+    """'(DD 8.1 GB/s staged vs HH 12 GB/s)' from the MPI run (the set that probed CUDA-awareness), '' without one."""
+    mpi = [r for rs in results if "cuda_aware" in rs.environment for r in rs.results]
+    size = figure_size(mpi)
+    bw = {r.params.get("buffers"): r for r in mpi if r.metric == "bw" and r.params.get("size") == size}
     dd, hh = bw.get("DD"), bw.get("HH")
     if dd is None or dd.params.get("transport") != "staged":
         return ""
     vs = f" vs {number(hh.stats.best)} GB/s with host buffers" if hh else ""
     return f" ({number(dd.stats.best)} GB/s{vs}, {dd.params['size'] >> 20} MiB messages)"
-
-
-def figure_size(results: Sequence[ResultSet] | Sequence[Any]) -> int:
-    """FIGURE_SIZE where it was measured, else the largest size."""
-    sizes = {r.params.get("size", 0) for rs in results for r in getattr(rs, "results", [rs])
-             if r.benchmark == "mpi"}
-    return FIGURE_SIZE if FIGURE_SIZE in sizes else max(sizes, default=0)
 
 
 def _aware_check(gpu: bool, aware: bool | None, how: str, staged: str) -> Check:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet, Stats
 from .document import CheckDoc
-from .figures import ROUNDS as ROUNDS_KEY
+from ..bench.figures import ROUNDS as ROUNDS_KEY
 from .figures import extract
 from .suite import Step
 

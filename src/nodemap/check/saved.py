@@ -25,7 +25,7 @@ from ..bench import resultfile
 from ..bench.results import ResultSet, finite
 from ..finding import Cause, Finding
 from .expectations import Limit
-from .figures import AREAS, Figure
+from ..bench.figures import AREAS, Figure
 from .inventory import Check, Skipped
 from .verdicts import VERDICTS
 

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from ..text import number
 from .expectations import Expectations, Limit
-from .figures import Figure
+from ..bench.figures import Figure
 from ..bench.intervals import method, ratio_interval, where
 
 VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies

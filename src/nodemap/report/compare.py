@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-from ..check.figures import Figure
+from ..bench.figures import Figure
 from ..text import number
 from ..check.verdicts import RANK, ratio_verdict
 

@@ -18,12 +18,15 @@ from ...errors import NodemapError
 from . import mpi_common as mc
 from . import world
 from .world import World, alone
-from ...units import format_size
+from ...units import MiB, format_size
 from .. import interrupt
 from ..harness import check_count
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .collectives_options import OPS, Options
+from ..figures import Figure, Given, figure
+from dataclasses import replace
+from ...topology.model import Topology
 from ..story import Story
 
 NO_INPLACE = ("alltoall", "sendrecv")
@@ -490,10 +493,41 @@ def text(rs: ResultSet) -> str:
                  rows, right=[False, False] + [True] * 7)
 
 
+# --- the figures check judges (bench/figures.py) --------------------------------------
+
+
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    """all_reduce bus bandwidth at the largest size (out-of-place), judged
+    against the slowest GPU<->GPU link of the node (`with_link_peak`)."""
+    ar = [r for r in results if r.metric == "all_reduce" and r.unit == "GB/s busbw" and not r.params.get("inplace")]
+    if not ar:
+        return []
+    r = max(ar, key=lambda r: (r.params.get("size", 0), r.stats.best))
+    return [figure(r, "nccl/all_reduce", "NCCL", f"NCCL all_reduce busbw, {r.params.get('ranks')} GPUs, "
+                   f"{r.params.get('size', 0) // MiB} MiB", kind="nccl", part=f"{r.params.get('ranks')} GPUs",
+                   peak=None, peak_source="")]
+
+
+def slowest_link(figs: list[Figure]) -> tuple[str, float | None, str]:
+    """(class, peak, source) of the slowest GPU<->GPU path measured."""
+    d2d = [f for f in figs if f.kind == "d2d" and f.peak]
+    if not d2d:
+        return "", None, ""
+    slow = min(d2d, key=lambda f: f.peak)
+    return slow.path_class, slow.peak, f"slowest GPU<->GPU path {slow.path_class}: {slow.peak_source}"
+
+
+def with_link_peak(figs: list[Figure], topo: Topology | None = None) -> list[Figure]:
+    klass, peak, source = slowest_link(figs)
+    # "NV18, 2 GPUs": the limit rows tell a link class and, where it matters, the GPU count
+    return [replace(f, part=f"{klass}, {f.part}" if klass else f.part, peak=peak, peak_source=source)
+            if f.kind == "nccl" else f for f in figs]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     size: Annotated[int, Meta(ge=0)]
     ranks: Annotated[int, Meta(ge=0)] = 0
     inplace: bool = False
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures, related=with_link_peak)

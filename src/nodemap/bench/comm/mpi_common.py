@@ -29,6 +29,13 @@ from ..options import MPI_TIMEOUT_S
 MPI_MISSING = ("[mpi] extra missing: mpi4py is not installed; pip install 'nodemap[mpi]' "
                "(mpi4py with the mpich wheel, or build mpi4py against your cluster's MPI)")
 NOT_AWARE = "MPI is not CUDA-aware: measuring the staged path instead"
+FIGURE_SIZE = 16 << 20  # MPI bandwidth is judged at this size at both check levels, so quick and full agree
+
+
+def figure_size(results: Sequence[Any]) -> int:
+    """FIGURE_SIZE where these MPI results measured it, else their largest size."""
+    sizes = {r.params.get("size", 0) for r in results}
+    return FIGURE_SIZE if FIGURE_SIZE in sizes else max(sizes, default=0)
 
 
 def start(timeout_s: float = MPI_TIMEOUT_S) -> Any:

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from ...errors import NodemapError
-from ...units import format_size, gbps, parse_size, parse_sizes
+from ...units import MiB, format_size, gbps, parse_size, parse_sizes
 from . import mpi_common as mc
 from .p2p import LOOPS, Endpoint, Side, bw_loop, make_endpoint, seed_of, to_unit
 from .world import World, start as start_world
@@ -25,6 +25,7 @@ from ..driver import Case, Plan as DriverPlan, Repeats
 from ..options import MPI_TIMEOUT_S, choices
 from ..results import Result, ResultSet, make_result
 from .mpi_p2p_options import SMALL, TESTS, Options
+from ..figures import Figure, Given, figure
 from ..story import Story
 
 BUFFERS = ("HH", "HD", "DH", "DD")
@@ -493,10 +494,53 @@ def text(rs: ResultSet) -> str:
                  right=[False] * 3 + [True] * 4 + [False] * 3)
 
 
+# --- the figures check judges (bench/figures.py) --------------------------------------
+
+
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    """Per buffer kind: latency at the smallest message (host buffers) and
+    bandwidth at 16 MiB (the size quick and full both measure). Device
+    buffers are judged against the GPUs' copy engines (`device_peak`)."""
+    size = mc.figure_size(results)
+    out = []
+    for buf in ("HH", "DD"):
+        rows = [r for r in results if r.params.get("buffers") == buf and r.path_class != "multirail"]
+        lat = [r for r in rows if r.metric == "latency"]
+        bw = [r for r in rows if r.metric == "bw" and r.params.get("size") == size]
+        if lat and buf == "HH":
+            r = min(lat, key=lambda r: r.params.get("size", 0))
+            out.append(figure(r, "mpi/HH/latency", "MPI", f"MPI latency, host buffers, {r.params.get('size')} B "
+                              f"({r.path_class})", kind="mpi_latency", part="host"))
+        for r in bw[:1]:
+            how = r.params.get("transport", "")
+            out.append(figure(r, f"mpi/{buf}/bw", "MPI", f"MPI bandwidth, {'host' if buf == 'HH' else 'device'} "
+                              f"buffers ({how}), {size // MiB} MiB, {r.path_class}",
+                              kind="mpi_host" if buf == "HH" else "mpi_device", part=how))
+    return out
+
+
+def device_peak(figs: list[Figure], topo: Any = None) -> list[Figure]:
+    """MPI with device buffers against the GPU pair's copy-engine bandwidth
+    on the same path class (what CUDA IPC moves), else the node's median
+    GPU<->GPU copy; no GPU pair measured: recorded only."""
+    import statistics
+
+    d2d = [f for f in figs if f.kind == "d2d"]
+    out = []
+    for f in figs:
+        if f.kind == "mpi_device" and d2d:
+            same = [d for d in d2d if d.path_class == f.path_class]
+            over = same[0].path_class if same else "all GPU pairs"  # no pair on the MPI pair's path class
+            f = dataclasses.replace(f, peak=statistics.median(d.value for d in same or d2d),
+                                    peak_source=f"median GPU<->GPU copy-engine write over {over} on this node")
+        out.append(f)
+    return out
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     size: Annotated[int, Meta(ge=0)]
     buffers: str = ""
     transport: str = ""
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures, related=device_peak)

@@ -24,6 +24,8 @@ from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them t
 from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
+from ..figures import Figure, Given, figure, key_part, said
+from dataclasses import replace
 from ..story import Story
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
@@ -467,9 +469,69 @@ def _order(label: str) -> tuple[int, int, str]:
     return (0 if label.startswith("NUMA") else 1, int(digits) if digits else -1, label)
 
 
+# --- the figures check judges (bench/figures.py) --------------------------------------
+
+
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    out = []
+    for r in results:
+        src, dst = r.params.get("src", ""), r.params.get("dst", "")
+        pair = f"{said(src)} -> {said(dst)}"
+        if r.metric in ("h2d_ce", "d2h_ce"):
+            host, gpu = (src, dst) if r.metric == "h2d_ce" else (dst, src)
+            local = r.path_class == "NODE"
+            a, b = key_part(host, "numa"), key_part(gpu, "gpu")
+            d = r.metric[:3]
+            key = f"{d}/{a}->{b}" if d == "h2d" else f"{d}/{b}->{a}"
+            out.append(figure(r, key, "host<->GPU", f"{d.upper()} {pair} (copy engine)",
+                              kind="h2d" if local else "h2d_remote", part=r.peak_source,
+                              group=f"{d}/{'local' if local else 'remote'}"))
+        elif r.metric == "d2d_write_ce":
+            out.append(figure(r, f"d2d/{key_part(src, 'gpu')}->{key_part(dst, 'gpu')}", "GPU<->GPU",
+                              f"{pair} {r.path_class} (copy engine write)", kind="d2d", part=r.path_class,
+                              group=f"d2d/{r.path_class}"))
+    return out + latency_figures(results)
+
+
+def latency_figures(results: list[Result]) -> list[Figure]:
+    """The GPU<->GPU latency matrix of `copies --latency`: a GPU's loads
+    from a peer's memory (against the pairs of the same path class) and
+    8-byte copies (against every pair), each above the node's minimum."""
+    out = []
+    for r in results:
+        src, dst = said(r.params.get("src", "")), said(r.params.get("dst", ""))
+        a, b = r.endpoints
+        if not (a and b and a.is_gpu and b.is_gpu) or a == b:  # a GPU and a peer
+            continue
+        if r.metric == "load_latency":
+            out.append(figure(r, f"d2d_latency/{a.key}->{b.key}", "GPU<->GPU",
+                              f"{src} loads from {dst} memory, {r.path_class} (latency)", part=r.path_class,
+                              group=f"d2d_latency/{r.path_class}"))
+        elif r.metric == "d2d_copy_latency":
+            out.append(figure(r, f"d2d_copy_latency/{a.key}->{b.key}", "GPU<->GPU",
+                              f"{src} -> {dst} 8-byte copy (latency)", group="d2d_copy_latency"))
+    return out
+
+
+def remote_against_local(figs: list[Figure], topo: Topology | None) -> list[Figure]:
+    """Host memory on another NUMA node is judged against the same GPU's
+    copy from its own node: the local figure becomes the remote one's peak."""
+    def gpu(f: Figure) -> str:
+        return next((e.key for e in f.endpoints() if e and e.is_gpu), "")
+
+    local = {(f.key.split("/")[0], gpu(f)): f for f in figs if f.kind == "h2d"}
+    out = []
+    for f in figs:
+        if f.kind == "h2d_remote":
+            ref = local.get((f.key.split("/")[0], gpu(f)))
+            f = replace(f, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
+        out.append(f)
+    return out
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     src: str = ""
     dst: str = ""
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures, related=remote_against_local)

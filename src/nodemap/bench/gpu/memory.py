@@ -21,6 +21,7 @@ from ..driver import Case, Plan
 from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
+from ..figures import Figure, Given, figure, gpu_index, said
 from ..story import Story
 
 ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
@@ -311,10 +312,25 @@ def text(rs: ResultSet) -> str:
     return gc.results_text(rs.results)
 
 
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    """Each GPU's triad alone (float64 where measured), against its model's HBM peak and its peers."""
+    out = []
+    singles = [r for r in results if r.metric == "triad" and r.params.get("mode") == "single"]
+    dtype = "float64" if any(r.params.get("dtype") == "float64" for r in singles) else None
+    for r in singles:
+        if dtype and r.params.get("dtype") != dtype:
+            continue
+        g = r.params["gpus"][0]
+        out.append(figure(r, f"gpu/{gpu_index(g)}/hbm_triad", "GPU memory",
+                          f"{said(g)} HBM triad ({r.params.get('dtype')})", kind="hbm", part=r.peak_source,
+                          group=f"gpu/hbm_triad/{r.peak_source}"))
+    return out
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     gpus: Annotated[list[str], Meta(min_length=1)]
     dtype: str = ""
     mode: str = ""
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures)

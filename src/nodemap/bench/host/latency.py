@@ -16,12 +16,13 @@ from msgspec import Meta
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
-from ...units import format_size, parse_size
+from ...units import KiB, format_size, parse_size
 from . import kernels as hostkernels, thread_orders
 from ..driver import Case, Plan
 from .latency_options import Options
 from .memory import environment, free_memory, parse_mem
 from ..results import Result, make_result
+from ..figures import Figure, Given, figure
 from ..story import Story
 
 MIN_SIZE = 4 << 10
@@ -156,9 +157,35 @@ def plan(opts: Options) -> Plan:
                                                 for r in rs.results]))
 
 
+# --- the figures check judges (bench/figures.py) --------------------------------------
+
+
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    """One figure per predicted level: the middle working set of the level
+    (the largest for DRAM, where the plateau is). A cache level the curve
+    contradicts (a VM shown the host's L3: its set's message) is no measure
+    of that cache: recorded, not judged."""
+    levels: dict[str, list[Result]] = {}
+    for r in sorted(results, key=lambda r: r.params.get("working_set", 0)):
+        levels.setdefault(r.params.get("level") or "", []).append(r)
+    out = []
+    for level, rows in levels.items():
+        if not level:
+            continue
+        r = rows[-1] if level == "DRAM" else rows[len(rows) // 2]
+        ws = r.params.get("working_set", 0)
+        label = f"load latency, {level} ({ws // KiB} KiB working set)"  # whole KiB, as labels always said
+        if level != "DRAM" and any(m.startswith(f"{level}: ") for m in given.messages):
+            out.append(figure(r, f"host/latency/{level}", "latency", label + " (the curve contradicts the "
+                              "predicted level: not judged)", part=level))
+        else:
+            out.append(figure(r, f"host/latency/{level}", "latency", label, kind=f"latency_{level}", part=level))
+    return out
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     working_set: Annotated[int, Meta(ge=1)]
     level: str = ""
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures)

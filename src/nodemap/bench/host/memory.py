@@ -27,6 +27,8 @@ from ..driver import Case, Plan, Repeats
 from ..harness import check_count
 from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
+from ..figures import Figure, Given, figure, interval
+from dataclasses import replace
 from ..story import Story
 
 ELEMENT = 8  # bytes of a double
@@ -373,6 +375,57 @@ def plan(opts: Options) -> Plan:
                 messages=notes + list(topo.notes) + [unknown] * bool(unknown))
 
 
+# --- the figures check judges (bench/figures.py) --------------------------------------
+
+
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    """The all-cores (one thread per core) triad against the best placement
+    the sweep found, and, when the DRAM peak is known (SMBIOS, --peak, or a
+    site file's `stream` row: `given.dram_peak`), that best placement against it."""
+    triads = [r for r in results if r.metric == "triad"]
+    if not triads:
+        return []
+    core = next((r for r in triads if "1/core" in r.params.get("thread_order", "").split(" = ")), None)
+    core = core or max(triads, key=lambda r: r.params.get("threads", 0))
+    best = max(triads, key=lambda r: r.stats.best)
+    out = [figure(core, "host/stream/triad", "host memory",
+                  f"STREAM triad, {core.params.get('threads')} threads (1/core)", kind="placement", part="DRAM",
+                  peak=best.stats.best, peak_source="best placement of the sweep: "
+                  + thread_orders.in_words(best.params.get("thread_order", ""), best.params.get("threads")),
+                  setting=omp_setting(triads), peak_spread=best.stats.spread, **_peak_interval(best))]
+    if best.peak or given.dram_peak:
+        site = {} if best.peak else {"peak": given.dram_peak, "peak_source": "the site expectations' stream peak"}
+        out.append(figure(best, "host/stream/best", "host memory",
+                          f"STREAM triad, best placement {best.params.get('thread_order')}", kind="stream", part="DRAM",
+                          **site))
+    return out
+
+
+def _peak_interval(r: Result) -> dict[str, float]:
+    iv = interval(r)
+    return {"peak_median": r.stats.median, "peak_low": iv["low"], "peak_high": iv["high"]}
+
+
+def omp_setting(triads: list[Result]) -> str:
+    """The OpenMP environment of the placement `bench memory --sweep`
+    recommends (the fewest threads within 2% of the best), '' without CPUs."""
+    rec = recommend(triads)
+    cpus = tuple(rec[1].params.get("cpu_order") or ()) if rec else ()
+    if not cpus:
+        return ""
+    env = thread_orders.omp_env(cpus)
+    return " ".join(f'{k}="{env[k]}"' if k == "OMP_PLACES" else f"{k}={env[k]}"
+                    for k in ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND"))
+
+
+def one_numa_node(figs: list[Figure], topo: Topology | None) -> list[Figure]:
+    """On one NUMA node the NUMA matrix's cell and STREAM's all-cores triad
+    are the same path (every core of node 0 on its memory): peers."""
+    if topo is None or len(topo.numa_nodes) != 1:
+        return figs
+    return [replace(f, group="numa/bw/local") if f.key == "host/stream/triad" else f for f in figs]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     threads: Annotated[int, Meta(ge=1)]
     thread_order: str
@@ -380,4 +433,4 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     cpus: str = ""
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures, related=one_numa_node)

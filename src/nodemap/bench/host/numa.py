@@ -21,6 +21,8 @@ from . import memory as host_memory, latency, thread_orders
 from ..driver import Case, Plan, Repeats
 from .numa_options import Options
 from ..results import Result, ResultSet
+from ..figures import Figure, Given, figure
+from dataclasses import replace
 from ..story import Story
 
 
@@ -118,9 +120,48 @@ def _latency_size(topo: Topology, cpu: int, node: int) -> int:
     return min(want, int(0.6 * free)) if free else want
 
 
+# --- the figures check judges (bench/figures.py) --------------------------------------
+
+
+def figures(results: list[Result], given: Given) -> list[Figure]:
+    topo, out = given.topology, []
+    for r in results:
+        i, j = r.params.get("cpu_node"), r.params.get("mem_node")
+        if i is None or j is None:
+            continue
+        dist = topo.distance(i, j) if topo is not None else None
+        klass = "local" if i == j else (f"distance {dist}" if dist else "remote")
+        if r.unit == "GB/s":
+            out.append(figure(r, f"numa/bw/numa{i}->numa{j}", "NUMA", f"NUMA{i} cores -> NUMA{j} memory, {r.metric}",
+                              group=f"numa/bw/{klass}", peak=None, peak_source=""))
+        else:
+            out.append(figure(r, f"numa/latency/numa{i}->numa{j}", "NUMA", f"NUMA{i} CPU -> NUMA{j} memory, latency",
+                              kind="latency_DRAM" if i == j else "", part="DRAM", group=f"numa/latency/{klass}"))
+    return out
+
+
+def remote_against_local(figs: list[Figure], topo: Topology | None) -> list[Figure]:
+    """A remote NUMA pair's bandwidth is judged against the same CPUs' local
+    bandwidth: the local figure becomes the remote one's peak."""
+    def pair(f: Figure) -> tuple[int | None, int | None]:
+        a, b = f.endpoints()
+        return (a.index if a and a.kind == "numa" else None), (b.index if b and b.kind == "numa" else None)
+
+    bw = [f for f in figs if f.key.startswith("numa/bw/")]
+    local = {pair(f)[0]: f for f in bw if pair(f)[0] == pair(f)[1]}
+    out = []
+    for f in figs:
+        if f.key.startswith("numa/bw/") and pair(f)[0] != pair(f)[1]:
+            ref = local.get(pair(f)[0])
+            f = replace(f, kind="numa_remote", part="remote NUMA", peak=ref.value if ref else None,
+                        peak_source=f"{ref.label} (local)" if ref else "")
+        out.append(f)
+    return out
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     cpu_node: Annotated[int, Meta(ge=0)]
     mem_node: Annotated[int, Meta(ge=0)]
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, figures=figures, related=remote_against_local)
