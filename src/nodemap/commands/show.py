@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from .. import launcher
     from ..mapping import show
     from ..topology.discover import discover
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError(f"--timeout {args.timeout:g} is out of range: give seconds above 0 (default 60)")
     topo = discover(args.input)
     comm = None
-    if not args.no_mpi and _under_mpi_launcher():
+    if not args.no_mpi and launcher.launched(os.environ):
         with _deadline(args.timeout, "starting MPI (MPI_Init)"):
             comm = _mpi_comm()
     if comm is not None and comm.Get_size() == 1:
@@ -93,14 +94,6 @@ def _print(args, rows, show) -> None:
         print(json.dumps({"schema": "nodemap.show/1", "rows": show.sort_rows(rows)}, indent=1))
     else:
         print(show.table(rows), end="")
-
-
-def _under_mpi_launcher() -> bool:
-    import os
-
-    from .. import launcher
-
-    return launcher.launched(os.environ)
 
 
 def _deadline(seconds: float, what: str):

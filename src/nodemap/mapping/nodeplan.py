@@ -2,10 +2,9 @@
 cache: what `nodemap run` applies and what a benchmark's ranks take their
 GPUs from (bench/comm/world.py), so both place a rank alike.
 
-`node_plan` takes the Request as its fields (plain values: the rank that
-plans builds the Request; the others read the published plan, and every
-rank's launch imports no msgspec) and gives a NodePlan: the Plan as the
-cache holds it (`plan_dict`), typed for its readers.
+`node_plan` takes the Request's fields (plain values: only the rank that
+plans builds the Request, so a rank's launch imports no msgspec) and gives
+a NodePlan, the Plan as the cache holds it (`plan_dict`) typed for reading.
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 
-# One task of a NodePlan: TaskBinding's fields as text and lists (cpus "0-3", places ["0", "1"]), its
-# environment, and what a rank reads without a CpuSet: PUs, NUMA nodes and its GPUs' PCI bus ids. Named
-# tuples, not dataclasses: every rank's launch reads one (dataclasses import inspect: several ms).
+# A task: TaskBinding's fields as text and lists (cpus "0-3"), and its PUs, NUMA nodes and GPUs' PCI bus
+# ids as lists. Named tuples, not dataclasses: on every rank's launch (dataclasses import inspect: ms).
 PlannedTask = namedtuple("PlannedTask", "task cpus mems gpus nics threads places env cpu_list mem_list gpu_pci")
-# The node's plan as its ranks read it: tasks by local rank, the planner's notes, the host's name and
-# every NUMA node of the node (a binding to all of them restricts nothing).
+# tasks by local rank, the planner's notes, the host, every NUMA node (a binding to all restricts nothing)
 NodePlan = namedtuple("NodePlan", "tasks notes hostname node_mems")
 
 

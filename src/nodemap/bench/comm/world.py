@@ -31,13 +31,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from . import mpi_common as mc
 from ..options import MPI_TIMEOUT_S
-
-if TYPE_CHECKING:
-    from ...mapping.nodeplan import NodePlan
+from ...mapping.nodeplan import NodePlan
 
 NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
                    "NCCL 2.5): give each rank its own GPU")
@@ -162,8 +160,7 @@ def node_plan(local_size: int, local_rank: int, say: Callable[[str], None]) -> t
     from ...mapping.request import Request
 
     try:
-        request = asdict(Request(tasks=local_size))
-        return plan_of(request, from_launcher=True, local_rank=local_rank, say=say)[0], ""
+        return plan_of(asdict(Request(tasks=local_size)), from_launcher=True, local_rank=local_rank, say=say)[0], ""
     except Exception as e:  # a GPU to drive still: the note says how it was chosen instead
         return None, str(e) or type(e).__name__
 
