@@ -18,6 +18,8 @@ process is unsafe), and told each deadline over a pipe. It holds no file
 of this process but the pipe and stderr (a launcher waits for stdout's
 EOF); EOF on the pipe, also when this process dies, ends it quietly.
 
+`end_by(seconds, line)` arms both for a process that must end by then.
+
 `cut_after(seconds, stop, line)` ends a block's work but not the process
 (`nodemap check --budget`): past `seconds` it calls `stop()` (work that
 polls a flag ends and keeps what it has), then raises KeyboardInterrupt in
@@ -143,6 +145,20 @@ _dog = _Watchdog()
 def deadline(seconds: float, line: str, code: int = EXIT_CODE) -> Iterator[None]:
     """End the process with `line` (one line on stderr) and exit status
     `code` if the block runs past `seconds`."""
+    t = end_by(seconds, line, code)
+    try:
+        yield
+    finally:
+        t.cancel()
+        _dog.pop()
+
+
+def end_by(seconds: float, line: str, code: int = EXIT_CODE) -> threading.Timer:
+    """End the process with `line` (one line on stderr) and exit status
+    `code` `seconds` from now unless it has ended by then (both guards
+    above; `deadline` cancels them when its block ends). For a process that
+    must end: its work is over (check --fleet: the rank it reports to
+    stopped answering)."""
     line = " ".join(line.split())
 
     def expire() -> None:
@@ -155,11 +171,7 @@ def deadline(seconds: float, line: str, code: int = EXIT_CODE) -> Iterator[None]
     t.daemon = True
     _dog.push(time.monotonic() + seconds, line)
     t.start()
-    try:
-        yield
-    finally:
-        t.cancel()
-        _dog.pop()
+    return t
 
 
 CUT_GRACE = 1.0  # s a polled stop gets before the main thread is interrupted

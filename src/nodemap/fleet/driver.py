@@ -24,6 +24,15 @@ the job with MPI_Abort after writing everything (a hung rank would
 otherwise hold the allocation to its time limit). Ctrl-C or SIGTERM on rank
 0 writes what was gathered, marked incomplete.
 
+A dead rank costs seconds, not timeouts (`liveness`: heartbeats between
+rank 0 and every rank, GONE_S without one is gone): rank 0 stops waiting
+for a leader that died (its node is missing), for a pair test with a rank
+that died, and names the rank; it ends the job once every other rank is
+gone. A rank that loses rank 0 stops its node check keeping what it
+measured, keeps its node document (nodes/NAME.check.json), says how to
+finish the report (`check --fleet --from DIR`) and ends, without
+MPI_Finalize (which can wait for the dead rank forever).
+
 Why not MPI_Comm_split_type(COMM_TYPE_SHARED): it is a collective, which
 one silent rank hangs with no way to time out. The node is the hostname
 (one OS per node on every cluster launcher), gathered point to point, or
@@ -37,13 +46,14 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from ..errors import NodemapError
+from . import liveness, nodecheck, output, pairtest, wire
 from . import merge as mergemod
-from . import nodecheck, output, pairtest, wire
 from .pairs import Figures, Pair, conclusion, isolate, said
 
 
@@ -55,6 +65,7 @@ class Config:
     join_timeout: float = 60.0  # every rank says hello within this
     check_timeout: float = 1800.0  # every node's check arrives within this
     pair_timeout: float = 60.0  # one pair test, both sides, within this
+    gone_after: float = liveness.GONE_S  # a rank unheard this long is gone (liveness)
     pairs: bool = True
     shifts: tuple[int, ...] = (1, 2)
     sizes: pairtest.Sizes = field(default_factory=pairtest.Sizes)
@@ -94,6 +105,7 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
     comm = MPI.COMM_WORLD
     _refuse_singletons(comm.Get_size())
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
+    liveness.install()
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
           "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ)}
     if comm.Get_rank() == 0:
@@ -119,26 +131,66 @@ def _interrupt(signum: int, frame: Any) -> None:
 # --- every rank but 0 -----------------------------------------------------------
 
 
+@dataclass
+class Kept:
+    """A leader's node document and where it is saved ("": not yet)."""
+
+    doc: dict[str, Any] | None = None
+    path: str = ""
+
+
 def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any]) -> int:
+    kept = Kept()
+    pulse = liveness.Pulse(comm, [0], lambda ranks: _lost_rank0(me, kept, cfg), cfg.gone_after).start()
     if nodecheck.hang_point() == "join":
         nodecheck.hang_forever()
-    doc = None
     try:
         wire.send(comm, me, 0, wire.HELLO, wire.deadline(cfg.join_timeout))
         role = wire.recv(comm, 0, wire.ROLE, wire.deadline(2 * cfg.join_timeout))
         if role["leader"]:
             wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
                       wire.STATE)
-            doc = lead_check(comm, cfg, check, me["node"], role.get("partner"), role.get("partner_cpus", []),
-                             pairtest.Seat.of(role.get("seat")))
-            wire.send(comm, gathered(doc, cfg), 0, wire.DOC, wire.deadline(cfg.check_timeout))
+            with liveness.keeping():  # measured, not yet saved: losing rank 0 cuts the check, which keeps it
+                kept.doc = lead_check(comm, cfg, check, me["node"], role.get("partner"),
+                                      role.get("partner_cpus", []), pairtest.Seat.of(role.get("seat")))
+                kept.path = saved(kept.doc, cfg)
+            wire.send(comm, nodecheck.compact(kept.doc, kept.path), 0, wire.DOC, wire.deadline(cfg.check_timeout))
         elif role.get("lead") is not None:
             await_leader(comm, role["lead"], cfg, pairtest.Seat.of(role.get("seat")))
-        return serve(comm, cfg, lambda keys: remeasure(check, me["node"], cfg, keys))
-    except wire.Late:
-        return _orphan(me, doc, cfg)
-    except KeyboardInterrupt:
-        return _await_rank0()
+        code = serve(comm, cfg, lambda keys: remeasure(check, me["node"], cfg, keys))
+    except (wire.Late, KeyboardInterrupt) as e:
+        if isinstance(e, wire.Late) or 0 in wire.gone:
+            _orphan(me, kept, cfg)
+        code = _await_rank0()
+    return _finalizable(pulse, code)
+
+
+def _lost_rank0(me: dict[str, Any], kept: Kept, cfg: Config) -> None:
+    """Rank 0 is gone (the pulse's watch thread): end this rank now when
+    it holds nothing unsaved (its main thread may be blocked in MPI for
+    good: an MPI call to a dead rank can hang), else cut its node check,
+    which keeps what it measured, and end it WRAP_UP_S later at the latest."""
+    if not liveness.keeping_now():
+        _orphan(me, kept, cfg)
+    liveness.abandon("rank 0 stopped answering", _orphan_line(me, kept, cfg, cut=True))
+
+
+def _finalizable(pulse: liveness.Pulse, code: int) -> int:
+    """`code`, once the heartbeats have stopped; where a heartbeat is stuck
+    in MPI or rank 0 is gone, MPI_Finalize could hang: the process ends here."""
+    if not pulse.stop() or 0 in wire.gone:
+        _exit(code)
+    return code
+
+
+def _exit(code: int) -> NoReturn:
+    """End now, without MPI_Finalize (it can wait for a dead rank forever)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, partner: int | None,
@@ -168,7 +220,7 @@ def await_leader(comm: Any, leader: int, cfg: Config, seat: pairtest.Seat) -> No
     from . import localpair
 
     at = wire.deadline(cfg.check_timeout + cfg.join_timeout)
-    while wire.left(at) > 0:
+    while wire.left(at) > 0 and leader not in wire.gone:
         said = localpair.heard(comm, leader)
         if said is not None:
             localpair.follow(comm, leader, cfg.pair_timeout, cfg.buffers, said, seat)
@@ -182,6 +234,7 @@ def _await_rank0(grace_s: float = 30.0) -> int:
     """Interrupted (Ctrl-C reaches every rank, the job's limit SIGTERMs every
     rank): give rank 0 time to write what was gathered and end the job with
     MPI_Abort; a rank exiting first could make the launcher kill rank 0 mid-write."""
+    liveness.settle()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     time.sleep(grace_s)
@@ -192,11 +245,15 @@ def gathered(doc: dict[str, Any], cfg: Config) -> dict[str, Any]:
     """The compact document rank 0 gathers; the full one is kept by the
     leader as DIR/nodes/NAME.check.json (on its own file system when DIR is
     not shared)."""
+    return nodecheck.compact(doc, saved(doc, cfg))
+
+
+def saved(doc: dict[str, Any], cfg: Config) -> str:
+    """DIR/nodes/NAME.check.json, the full document written; "" when it could not be."""
     try:
-        path = output.save_node(cfg.outdir, doc, ".check.json")
+        return output.save_node(cfg.outdir, doc, ".check.json")
     except (OSError, NodemapError):
-        path = ""
-    return nodecheck.compact(doc, path)
+        return ""
 
 
 def serve(comm: Any, cfg: Config, redo: Callable[[list[str]], dict[str, Any]]) -> int:
@@ -237,6 +294,8 @@ def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     try:
         rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
                                       cfg.sizes, cfg.pair_timeout, cfg.buffers, pairtest.Seat.of(cmd.get("seat")))
+    except wire.Gone:
+        rep["error"] = f"rank {cmd['peer']} stopped answering (no heartbeat for {cfg.gone_after:g} s)"
     except wire.Late:
         rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
     except ValueError as e:
@@ -244,17 +303,38 @@ def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     return rep
 
 
-def _orphan(me: dict[str, Any], doc: dict[str, Any] | None, cfg: Config) -> int:
-    """Rank 0 stopped answering: keep this node's document beside its output."""
-    where = ""
-    if doc is not None:
-        try:
-            where = output.save_node(cfg.outdir, doc)
-        except OSError:
-            pass
-    sys.stderr.write(f"nodemap check: error: rank {me['rank']} ({me['node']}) lost rank 0 (no answer within its "
-                     f"timeout); {'node document kept in ' + where if where else 'nothing to keep'}\n")
-    return 2
+_ending = threading.Lock()  # one thread ends an orphan: the main one, or the pulse's when the main one is blocked
+
+
+def _orphan(me: dict[str, Any], kept: Kept, cfg: Config) -> NoReturn:
+    """Rank 0 stopped answering: keep this node's document beside its
+    output, say how to finish the report (a leader: one line per node),
+    and end, without MPI_Finalize."""
+    liveness.settle()
+    if not _ending.acquire(blocking=False):
+        while True:  # the other thread is ending the process
+            time.sleep(3600)
+    if kept.doc is not None and not kept.path:
+        kept.path = saved(kept.doc, cfg)
+    if kept.doc is not None:
+        sys.stderr.write(_orphan_line(me, kept, cfg) + "\n")
+    _exit(2)
+
+
+def _orphan_line(me: dict[str, Any], kept: Kept, cfg: Config, cut: bool = False) -> str:
+    """What a rank that lost rank 0 says; `cut`: when its node check did not stop in time."""
+    why = (f"no heartbeat for {cfg.gone_after:g} s: it died or its MPI hangs" if 0 in wire.gone else
+           "no answer within its timeout")
+    if cut:
+        what = (f"its node check did not stop within {liveness.WRAP_UP_S:g} s (blocked in MPI): ended; what it "
+                f"kept is in {os.path.join(cfg.outdir, 'nodes')}")
+    elif kept.path:
+        what = ("its node document is kept" + ("" if kept.doc and kept.doc.get("complete") else " (incomplete)")
+                + f" in {kept.path}")
+    else:
+        what = f"its node document could not be saved in {os.path.join(cfg.outdir, 'nodes')}"
+    return (f"nodemap check --fleet: rank {me['rank']} ({me['node']}) lost rank 0 ({why}); {what}: when every "
+            f"rank has ended, nodemap check --fleet --from {cfg.outdir} -o {cfg.outdir} makes the fleet's report")
 
 
 # --- rank 0 ----------------------------------------------------------------------
@@ -284,17 +364,20 @@ class Coordinator:
 
     def run(self, me: dict[str, Any]) -> int:
         interrupted = False
+        self.pulse = liveness.Pulse(self.comm, range(self.comm.Get_size()), self.lost, self.cfg.gone_after).start()
         try:
             self.join(me)
             self.checks(me)
             self.remeasure_phase(me)
             if self.cfg.pairs:
                 self.pair_phase()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             interrupted = True
+            liveness.settle()
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the writing short
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            self.messages.append("interrupted: the report holds what was gathered until then")
+            why = "every other rank stopped answering" if isinstance(e, liveness.Lost) else "interrupted"
+            self.messages.append(f"{why}: the report holds what was gathered until then")
         fleet = self.finish(interrupted)
         code = 1 if fleet.drain else 0
         if self.late or interrupted:
@@ -305,7 +388,31 @@ class Coordinator:
             time.sleep(ABORT_GRACE_S)
             self.comm.Abort(130 if interrupted else 1)  # end the silent ranks too; all is written
         self.done()
-        return code
+        return _finalizable(self.pulse, code)
+
+    def lost(self, ranks: set[int]) -> None:
+        """Ranks whose heartbeats stopped (the pulse's watch thread): said,
+        and every wait on them ends (wire.gone); once every other rank is
+        gone, the report is written with what was gathered."""
+        self.late = True
+        for r in sorted(ranks):
+            text = (f"{self.who(r)} stopped answering at {time.monotonic() - self.started:.0f} s (no heartbeat for "
+                    f"{self.cfg.gone_after:g} s: it died, or its MPI hangs)")
+            self.messages.append(text)
+            self.say(text)
+        if set(self.pulse.peers) <= wire.gone:
+            liveness.abandon("every other rank stopped answering",
+                             f"nodemap check --fleet: rank 0: every other rank stopped answering and the report was "
+                             f"not written within {liveness.WRAP_UP_S:g} s (blocked in MPI): ended; "
+                             f"nodemap check --fleet --from {self.cfg.outdir} -o {self.cfg.outdir} makes it from "
+                             "the node documents kept")
+
+    def who(self, r: int) -> str:
+        """"rank 3 (n2's leader)", "rank 4 (of n2)", "rank 5" (before it joined)."""
+        name = self.node_of.get(r)
+        if name is None:
+            return f"rank {r}"
+        return f"rank {r} ({name}'s leader)" if self.nodes[name].leader == r else f"rank {r} (of {name})"
 
     # phases
 
@@ -313,7 +420,7 @@ class Coordinator:
         n = self.comm.Get_size()
         hellos = {0: me}
         at = wire.deadline(self.cfg.join_timeout)
-        for src, hello in wire.arriving(self.comm, (wire.HELLO,), at, lambda: len(hellos) < n):
+        for src, hello in wire.arriving(self.comm, (wire.HELLO,), at, lambda: len(set(hellos) | wire.gone) < n):
             hellos[src] = hello
         self.cpus = {r: set(h.get("cpus", ())) for r, h in hellos.items()}
         self.visibility = {r: h.get("visibility", ()) for r, h in hellos.items()}
@@ -329,7 +436,7 @@ class Coordinator:
             self.nodes[name] = NodeRec(name, leader_first(ranks))
             for i, r in enumerate(self.nodes[name].ranks):
                 self.node_of[r] = name
-                if r != 0:
+                if r != 0 and r not in wire.gone:
                     wire.post(self.comm, self.role(self.nodes[name], i), r, wire.ROLE)
         self.say(f"{len(hellos)} of {n} ranks joined, {len(self.nodes)} nodes")
 
@@ -360,7 +467,7 @@ class Coordinator:
             self.arrived(mine, gathered(doc, self.cfg))
         lead = mine.leader if mine.ranks[1:2] == [0] else None  # rank 0 is its node's second rank
         at = wire.deadline(self.cfg.check_timeout)
-        while any(n.seen is None for n in self.nodes.values()) and wire.left(at) > 0:
+        while any(n.seen is None and n.leader not in wire.gone for n in self.nodes.values()) and wire.left(at) > 0:
             said = localpair.heard(self.comm, lead) if lead is not None else None
             if said is not None:
                 localpair.follow(self.comm, lead, self.cfg.pair_timeout, self.cfg.buffers, said,
@@ -381,7 +488,12 @@ class Coordinator:
             if node.seen is None:
                 node.answered = False
                 self.late = True
-                self.say(f"{node.name}: no node document within {self.cfg.check_timeout:g} s ({node.state})")
+                if node.leader in wire.gone:
+                    node.state = (f"its leader, rank {node.leader}, stopped answering (no heartbeat for "
+                                  f"{self.cfg.gone_after:g} s) while {node.state}")
+                    self.say(f"{node.name}: {node.state}")
+                else:
+                    self.say(f"{node.name}: no node document within {self.cfg.check_timeout:g} s ({node.state})")
 
     def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
         node.seen = mergemod.node_from_doc(doc)
@@ -429,22 +541,26 @@ class Coordinator:
             leader = self.nodes[name].leader
             if leader == 0:
                 out[name] = remeasure(self.check, name, self.cfg, keys)
+            elif leader in wire.gone:
+                out[name] = {k: "its leader stopped answering (no heartbeat)" for k in keys}
             else:
                 wire.post(self.comm, {"op": "remeasure", "keys": keys}, leader, wire.CMD)
                 waiting[leader] = name
         at = wire.deadline(self.cfg.check_timeout)
-        for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(waiting)):
+        for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(set(waiting) - wire.gone)):
             name = waiting.pop(src, None)
             if name:
                 out[name] = rep.get("remeasured", {})
-        for name in waiting.values():
+        for leader, name in waiting.items():
             self.late = True
-            self.nodes[name].state = f"node check done; no re-measure within {self.cfg.check_timeout:g} s"
-            out[name] = {k: f"no answer within {self.cfg.check_timeout:g} s" for k in asked[name]}
+            why = ("stopped answering (no heartbeat)" if leader in wire.gone else
+                   f"no answer within {self.cfg.check_timeout:g} s")
+            self.nodes[name].state = f"node check done; re-measure: {why}"
+            out[name] = {k: why for k in asked[name]}
         return out
 
     def pair_phase(self) -> None:
-        alive = [n for n in self.nodes.values() if n.seen is not None]
+        alive = [n for n in self.nodes.values() if n.seen is not None and n.leader not in wire.gone]
         if len(alive) < 2:
             self.messages.append("pair tests skipped: fewer than two nodes answered")
             return
@@ -464,7 +580,10 @@ class Coordinator:
         cmds: dict[int, dict[str, Any]] = {}
         for p in rnd:
             a, b = alive[p[0]], alive[p[1]]
-            for k in range(min(len(a.ranks), len(b.ranks))):
+            rails = range(min(len(a.ranks), len(b.ranks)))
+            if any(x.ranks[k] in wire.gone for x in (a, b) for k in rails):
+                continue  # not measured: `isolate` leaves the pair out
+            for k in rails:
                 tests = ["bw", "latency"] if k == 0 else ["bw"]
                 base = {"op": "pair", "round": self.round_no, "pair": [a.name, b.name], "rail": k, "tests": tests}
                 cmds[a.ranks[k]] = {**base, "peer": b.ranks[k], "sends": True, "seat": self.seat(a.ranks[k])}
@@ -475,7 +594,7 @@ class Coordinator:
         reports = [do_pair(self.comm, cmds[0], self.cfg)] if 0 in cmds else []
         at = wire.deadline(self.cfg.pair_timeout + 5)
         waiting = set(cmds) - {0}
-        for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(waiting)):
+        for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(waiting - wire.gone)):
             if "pair" in rep:  # else a re-measure that came past its deadline
                 waiting.discard(src)
                 reports.append(rep)
@@ -573,7 +692,7 @@ class Coordinator:
         return fleet
 
     def done(self) -> None:
-        reqs = [wire.post(self.comm, {"op": "done"}, r, wire.CMD) for r in self.node_of if r != 0]
+        reqs = [wire.post(self.comm, {"op": "done"}, r, wire.CMD) for r in self.node_of if r != 0 and r not in wire.gone]
         try:
             wire.wait_all(reqs, wire.deadline(10), spin=False)
         except wire.Late:

@@ -61,23 +61,23 @@ class Lead:
             theirs = wire.recv(self.comm, self.partner, wire.LOCAL, wire.deadline(self.timeout))  # its GPU
             figs = pairtest.run(self.comm, self.partner, ROUND, True, TESTS, SIZES, self.timeout, self.buffers,
                                  self.seat)
-        except wire.Late:
+        except wire.Late as e:
             self.silent = True
-            raise MPIFailed(f"rank {self.partner} (this node's second local rank) did not answer or finish within "
-                            f"{self.timeout:g} s (--pair-timeout)") from None
+            why = ("stopped answering (no heartbeat)" if isinstance(e, wire.Gone) else
+                   f"did not answer or finish within {self.timeout:g} s (--pair-timeout)")
+            raise MPIFailed(f"rank {self.partner} (this node's second local rank) {why}") from None
         except ValueError as e:
             raise MPIFailed(str(e)) from None
         return result_set(figs, self.places(topo, figs, theirs), topo, self.buffers)
 
     def tell(self, what: str) -> None:
-        """Once: "go" as the step starts, "skip" after a check that never reached it."""
+        """Once: "go" as the step starts, "skip" after a check that never
+        reached it. Not waited on: a partner that is gone costs the test (for
+        "go") its deadline, and nothing else (a leader that lost rank 0 keeps its document first)."""
         if self.partner is None or self.told:
             return
         self.told = True
-        try:
-            wire.send(self.comm, what, self.partner, wire.LOCAL, wire.deadline(self.timeout))
-        except wire.Late:
-            pass  # it is gone: the test (for "go") says so within its own deadline
+        wire.keep(wire.post(self.comm, what, self.partner, wire.LOCAL))
 
     def release(self) -> None:
         self.tell("skip")

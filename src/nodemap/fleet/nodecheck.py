@@ -12,6 +12,9 @@ Test hooks (environment, read only here):
                                times worse (0.8: 20% less bandwidth)
   NODEMAP_FLEET_SCALE_ONCE=X   the same on its first check only: a transient
                                the fleet's re-measure clears
+  NODEMAP_FLEET_SLOW=S         the node check takes S seconds more; interrupted
+                               meanwhile (liveness.abandon, Ctrl-C), it ends at once,
+                               its document kept incomplete, as a real check's
   NODEMAP_FLEET_HANG=check|join|crash|local  fault injection: this rank
                                never answers (its node check never returns /
                                it never joins / as its node's second rank, it
@@ -31,6 +34,7 @@ SCALE_ENV = "NODEMAP_FLEET_SCALE"
 ONCE_ENV = "NODEMAP_FLEET_SCALE_ONCE"
 BOOT_ID = "boot_id"  # the document's extra: /proc/sys/kernel/random/boot_id where it was measured
 HANG_ENV = "NODEMAP_FLEET_HANG"
+SLOW_ENV = "NODEMAP_FLEET_SLOW"
 SCHEMA = "nodemap.check/2"  # check/document.py's (tested equal), without importing the check
 SCHEMAS = ("nodemap.check/1", SCHEMA)  # check/saved.py's: the versions a node document is read in
 
@@ -64,6 +68,7 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
         hang_forever()
     if hang_point() == "crash" and not again:
         os._exit(3)  # a node whose check dies: no message, no MPI_Finalize
+    cut = not again and _slow(float(os.environ.get(SLOW_ENV) or 0))
     path = os.environ.get(DOC_ENV)
     if path:
         from .. import infile, records
@@ -75,10 +80,21 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
         doc = check(node, level, expect, in_job)
         doc.setdefault("extra", {})[BOOT_ID] = boot_id()  # nodes measured on one host at once contend
     doc["host"] = node
+    if cut:
+        doc["complete"] = False
     for env in (SCALE_ENV,) if again else (SCALE_ENV, ONCE_ENV):
         if os.environ.get(env):
             doc = scaled(doc, float(os.environ[env]), env)
     return doc
+
+
+def _slow(seconds: float) -> bool:
+    """The test hook's extra time; whether it was interrupted."""
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def boot_id() -> str:

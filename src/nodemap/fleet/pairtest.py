@@ -18,7 +18,8 @@ The buffers, the pattern, the poison before every repetition and the check
 after it, the loops and the device proof are `nodemap bench mpi`'s
 (bench/comm/p2p.py); a mismatch is an error, not a number. What is the
 fleet's is here: every wait polls against the pair's deadline (`wire.Late`
-past it: a partner node that dies costs the timeout, and the rank goes on
+past it, `wire.Gone` once the partner's heartbeats stopped: a partner node
+that dies costs at most the timeout, and the rank goes on
 serving rank 0, where bench mpi blocks under one deadline per phase that
 ends the process), each round's tags, the agreement on the checks, the
 records."""
@@ -140,8 +141,8 @@ def run(comm: Any, peer: int, rnd: int, sends: bool, tests: tuple[str, ...], siz
     gpu = gpu_key(seat) if mine and mine["gpu"] else ""
     token = comm.isend(("hello", rnd, mine, gpu), dest=peer, tag=tag)
     _, _, theirs, their_gpu = wire.recv(comm, peer, tag, at)
-    wire.wait(token, at)
-    end = End(MPI, comm, peer, tag, sends, functools.partial(wire.wait_all, at=at))
+    wire.wait(token, at, peer=peer)
+    end = End(MPI, comm, peer, tag, sends, functools.partial(wire.wait_all, at=at, peer=peer))
     out: list[dict[str, Any]] = []
     try:
         for kind in buffers:

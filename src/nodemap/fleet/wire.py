@@ -1,7 +1,9 @@
 """MPI messages that cannot hang: every send and receive is non-blocking and
 polled against a deadline, so a rank that never answers costs its timeout,
 never the run. Objects travel pickled (mpi4py's lower-case calls); matched
-probes (improbe) take messages of any size without a size handshake."""
+probes (improbe) take messages of any size without a size handshake.
+A wait on a rank known to be gone (`gone`: fleet/liveness.py's heartbeats)
+ends at once (`Gone`), not at its deadline."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any, Callable, Iterator
 # Message tags of the fleet protocol (one number each, below the pair tests').
 HELLO, ROLE, STATE, DOC, CMD, REPORT = 11, 12, 13, 14, 15, 16
 LOCAL = 17  # a leader to its node's second rank: "go" (the node's MPI step) or "skip" (localpair)
+BEAT = 18  # heartbeats (liveness)
 PAIR = 1000  # pair tests use PAIR + round * pairtest.STEP + step
 
 POLL_S = 0.002  # sleep between polls when waiting for control messages
@@ -23,9 +26,18 @@ POLL_S = 0.002  # sleep between polls when waiting for control messages
 # job with MPI_Abort when a peer was late.
 _abandoned: list[Any] = []
 
+# Ranks that stopped sending heartbeats (liveness.Pulse adds them, from its
+# own thread; rank 0's heartbeats tell the others): never removed.
+gone: set[int] = set()
+
 
 class Late(Exception):
     """A peer did not answer before the deadline."""
+
+
+class Gone(Late):
+    """The peer is gone: no heartbeat from it within liveness's deadline
+    (dead, or its MPI stuck); said at once, not at the wait's deadline."""
 
 
 def deadline(seconds: float) -> float:
@@ -36,38 +48,47 @@ def left(at: float) -> float:
     return at - time.monotonic()
 
 
-def wait(req: Any, at: float, spin: bool = False) -> Any:
-    """Complete one request before `at` (monotonic); Late otherwise.
-    `spin`: poll without sleeping (timed ping-pongs)."""
+def _check(at: float, peer: int | None, reqs: list[Any]) -> None:
+    """End a wait on `peer` (None: any rank): Gone once the peer is, Late
+    past `at`; its requests are kept (MPI may still use their buffers)."""
+    if peer in gone or time.monotonic() > at:
+        _abandoned.extend(reqs)
+        raise Gone() if peer in gone else Late()
+
+
+def wait(req: Any, at: float, spin: bool = False, peer: int | None = None) -> Any:
+    """Complete one request with `peer` before `at` (monotonic); Late
+    otherwise (Gone once the peer is). `spin`: poll without sleeping (timed ping-pongs)."""
     while True:
         done, value = req.test()
         if done:
             return value
-        if time.monotonic() > at:
-            _abandoned.append(req)
-            raise Late()
+        _check(at, peer, [req])
         if not spin:
             time.sleep(POLL_S)
 
 
-def wait_all(reqs: list[Any], at: float, spin: bool = True) -> None:
+def wait_all(reqs: list[Any], at: float, spin: bool = True, peer: int | None = None) -> None:
     from mpi4py import MPI
 
     while not MPI.Request.Testall(reqs):
-        if time.monotonic() > at:
-            _abandoned.extend(reqs)
-            raise Late()
+        _check(at, peer, reqs)
         if not spin:
             time.sleep(POLL_S)
 
 
 def send(comm: Any, obj: Any, dest: int, tag: int, at: float) -> None:
-    wait(comm.isend(obj, dest=dest, tag=tag), at)
+    wait(comm.isend(obj, dest=dest, tag=tag), at, peer=dest)
 
 
 def post(comm: Any, obj: Any, dest: int, tag: int) -> Any:
     """Send without waiting; the caller keeps the request and tests it later."""
     return comm.isend(obj, dest=dest, tag=tag)
+
+
+def keep(req: Any) -> None:
+    """Hold a request nobody waits on until the process ends (MPI may still use its buffer)."""
+    _abandoned.append(req)
 
 
 def recv(comm: Any, source: int, tag: int, at: float) -> Any:
@@ -76,8 +97,7 @@ def recv(comm: Any, source: int, tag: int, at: float) -> Any:
         msg = comm.improbe(source=source, tag=tag)
         if msg is not None:
             return msg.recv()
-        if time.monotonic() > at:
-            raise Late()
+        _check(at, source, [])
         time.sleep(POLL_S)
 
 
