@@ -425,3 +425,46 @@ def test_requests_past_their_deadline_do_not_kill_the_rank(tmp_path):
                        timeout=120)
     assert p.returncode == 0 and "late" in p.stdout, p.stdout + p.stderr
     assert "alive 0" in p.stdout and "alive 1" in p.stdout
+
+
+@pytest.mark.parametrize("planted", ["nodes.jsonl", "pairs.jsonl", "fleet.json", "remeasured.json", "nodes",
+                                     "nodes/b.json", "nodes/a.check.json"])
+def test_a_file_planted_in_the_output_folder_stops_the_fleet_in_one_line_before_measuring(tmp_path, saved_doc,
+                                                                                          planted):
+    """A link (a FIFO for fleet.json) another user planted in a shared DIR: the fleet measured every node,
+    then rank 0 failed to write, and the other ranks waited 4140 s (issue 35 defect 4)."""
+    out, secret = tmp_path / "out", tmp_path / "secret"
+    (out / "nodes").mkdir(parents=True)
+    secret.mkdir() if planted == "nodes" else secret.write_text("secret\n")
+    target = out / planted
+    if planted == "nodes":
+        target.rmdir()
+    if planted == "fleet.json":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(secret)
+    t0 = time.monotonic()
+    # each node check would take 30 s (NODEMAP_FLEET_SLOW): ending well within them proves none was measured
+    p = subprocess.run(mpmd([("a", {}), ("b", {})], ["-o", str(out), "--no-pairs"]), capture_output=True,
+                       text=True, timeout=180, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc, NODEMAP_FLEET_SLOW="30"))
+    took = time.monotonic() - t0
+    said = [x for x in (p.stdout + p.stderr).splitlines() if "error:" in x]
+    assert p.returncode == 2 and len(said) == 1, p.stdout + p.stderr
+    assert str(target) in said[0] and "remove it or give another folder" in said[0], said
+    assert took < 30, (took, p.stderr)
+    assert not [x for x in out.glob("nodes/*.check.json") if not x.is_symlink()], "a node was measured"
+    assert not (out / "fleet.json").is_file()
+    assert (list(secret.iterdir()) == [] if planted == "nodes" else secret.read_text() == "secret\n")
+
+
+def test_a_file_planted_after_the_check_costs_only_that_file(tmp_path):
+    from nodemap.fleet.driver import Config, Coordinator
+
+    secret = tmp_path / "secret"
+    secret.write_text("secret\n")
+    c = Coordinator(None, Config(outdir=str(tmp_path / "out")), None)
+    c.out.check()
+    (tmp_path / "out" / "nodes.jsonl").symlink_to(secret)  # planted once the run has started
+    c.saving(c.out.node_line, {"host": "n1", "figures": []})
+    assert len(c.messages) == 1 and "not written: --output:" in c.messages[0], c.messages
+    assert "nodes.jsonl is a symbolic link" in c.messages[0] and secret.read_text() == "secret\n"

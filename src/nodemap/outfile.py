@@ -17,6 +17,9 @@ symbolic link planted where nodemap makes a folder or appends a line: the
 folder is opened O_NOFOLLOW|O_DIRECTORY, the file reached through that
 descriptor, created O_EXCL|O_NOFOLLOW (or an existing one opened
 O_NOFOLLOW) and used only when it is a regular file of this user.
+`check_folder` refuses such a folder before any work, in one line naming
+the first file a later write or append there would refuse, so that a long
+run (a fleet measuring every node) never ends in that refusal.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import stat
 import sys
 import tempfile
-from typing import BinaryIO, Callable, Union
+from typing import BinaryIO, Callable, Iterable, Union
 
 from .errors import NodemapError
 
@@ -56,17 +59,26 @@ def _check_target(path: str, where: str) -> os.stat_result | None:
         return None
     except OSError as e:
         raise NodemapError(f"{where}: cannot check it ({e.strerror}); pick another path") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise NodemapError(f"{where}: is a symbolic link; nodemap replaces only regular files: "
-                           "give the real path (or - for standard output)")
-    if stat.S_ISDIR(st.st_mode):
-        raise NodemapError(f"{where}: is a folder; give a file name inside it")
-    if not stat.S_ISREG(st.st_mode):
-        raise NodemapError(f"{where}: is not a regular file (a device, FIFO or socket); nodemap replaces only "
-                           "regular files: give a file path (or - for standard output)")
-    if not os.access(path, os.W_OK):
-        raise NodemapError(f"{where}: exists and is not writable by you; pick another path")
+    what, fix = _not_replaceable(path, st)
+    if what:
+        raise NodemapError(f"{where}: is {what}; {fix}")
     return st
+
+
+_ONLY_REGULAR = "nodemap replaces only regular files: give the real path (or - for standard output)"
+
+
+def _not_replaceable(path: str, st: os.stat_result) -> tuple[str, str]:
+    """(what the file at `path` is, the fix) when `write` would not replace it; ("", "") when it would."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link", _ONLY_REGULAR
+    if stat.S_ISDIR(st.st_mode):
+        return "a folder", "give a file name inside it"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a device, FIFO or socket)", _ONLY_REGULAR.replace("the real path", "a file path")
+    if not os.access(path, os.W_OK):
+        return "a file not writable by you", "pick another path"
+    return "", ""
 
 
 def write(path: str, data: Data, option: str = "--output") -> None:
@@ -183,11 +195,45 @@ def open_append(folder: str, name: str, where: str, mode: int = 0o644) -> int:
         raise NodemapError(f"{where}: {path} {problem}") from None
     finally:
         os.close(dfd)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+    what = _not_appendable(os.fstat(fd))
+    if what:
         os.close(fd)
-        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}, not by you"
         raise NodemapError(f"{where}: {path} is {what}; nodemap appends only to its own files: remove it or "
                            "give another folder")
     os.set_blocking(fd, True)
     return fd
+
+
+def _not_appendable(st: os.stat_result) -> str:
+    """What a file is that `open_append` does not append to ("" when it does)."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link (another user may have planted it)"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not by you"
+    return ""
+
+
+def check_folder(folder: str, where: str, written: Iterable[str] = (), appended: Iterable[str] = ()) -> None:
+    """Before any work, what `write` and `open_append` would refuse later in
+    the report folder `folder` (made, not through a link): each of `written`
+    (names `write` replaces) absent or a regular file you may write, each of
+    `appended` absent or a regular file of yours. The first that is not: one
+    line naming it and the fix."""
+    make_folder(folder, where)
+    names = [(n, False) for n in written] + [(n, True) for n in appended]
+    for name, appending in names:
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise NodemapError(f"{where}: {path} cannot be checked ({e.strerror or e}); remove it or give another "
+                               "folder") from None
+        what = _not_appendable(st) if appending else _not_replaceable(path, st)[0]
+        if what:
+            planted = " (another user may have planted it)" if what == "a symbolic link" else ""
+            raise NodemapError(f"{where}: {path} is {what}{planted}; nodemap writes only its own regular files "
+                               "there: remove it or give another folder")

@@ -108,9 +108,20 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
     liveness.install()
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
           "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ)}
-    if comm.Get_rank() == 0:
-        return Coordinator(comm, cfg, check).run(me)
-    return member(comm, cfg, check, me)
+    try:
+        if comm.Get_rank() == 0:
+            return Coordinator(comm, cfg, check).run(me)
+        return member(comm, cfg, check, me)
+    except NodemapError as e:  # a folder that cannot be written: every rank ends at once, one line says why
+        _end_job(comm, e)
+
+
+def _end_job(comm: Any, e: NodemapError) -> NoReturn:
+    sys.stderr.write(f"nodemap check --fleet: error: {' '.join(str(e).split())}\n")
+    sys.stderr.flush()
+    time.sleep(ABORT_GRACE_S)  # the launcher forwards the line before Abort ends its forwarding
+    comm.Abort(2)
+    _exit(2)
 
 
 def _refuse_singletons(size: int) -> None:
@@ -148,6 +159,7 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
         wire.send(comm, me, 0, wire.HELLO, wire.deadline(cfg.join_timeout))
         role = wire.recv(comm, 0, wire.ROLE, wire.deadline(2 * cfg.join_timeout))
         if role["leader"]:
+            output.check_nodes(cfg.outdir, [me["node"]])  # where DIR is not shared, rank 0 did not see it
             wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
                       wire.STATE)
             with liveness.keeping():  # measured, not yet saved: losing rank 0 cuts the check, which keeps it
@@ -364,6 +376,7 @@ class Coordinator:
 
     def run(self, me: dict[str, Any]) -> int:
         interrupted = False
+        self.out.check()
         self.pulse = liveness.Pulse(self.comm, range(self.comm.Get_size()), self.lost, self.cfg.gone_after).start()
         try:
             self.join(me)
@@ -434,10 +447,13 @@ class Coordinator:
             by_node.setdefault(h["node"], []).append(r)
         for name, ranks in sorted(by_node.items()):
             self.nodes[name] = NodeRec(name, leader_first(ranks))
-            for i, r in enumerate(self.nodes[name].ranks):
+            for r in self.nodes[name].ranks:
                 self.node_of[r] = name
+        output.check_nodes(self.cfg.outdir, self.nodes)  # before any rank is told to measure
+        for node in self.nodes.values():
+            for i, r in enumerate(node.ranks):
                 if r != 0 and r not in wire.gone:
-                    wire.post(self.comm, self.role(self.nodes[name], i), r, wire.ROLE)
+                    wire.post(self.comm, self.role(node, i), r, wire.ROLE)
         self.say(f"{len(hellos)} of {n} ranks joined, {len(self.nodes)} nodes")
 
     def role(self, node: NodeRec, i: int) -> dict[str, Any]:
@@ -505,7 +521,7 @@ class Coordinator:
             self.late = True
             self.messages.append(f"{node.name}: rank {r}, its second local rank, did not answer or finish "
                                  f"the node's MPI step within {self.cfg.pair_timeout:g} s")
-        self.out.node_line(doc)
+        self.saving(self.out.node_line, doc)
         done = sum(n.seen is not None for n in self.nodes.values())
         self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")
 
@@ -531,7 +547,7 @@ class Coordinator:
                     else:  # why none came: the first measurement stands, said so
                         mine[k] = str(v)
         if self.remeasured:
-            self.out.remeasured(self.remeasured)
+            self.saving(self.out.remeasured, self.remeasured)
 
     def remeasure_round(self, asked: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
         """One round: each asked node's leader runs its check again; node -> key -> figure record or why not."""
@@ -569,7 +585,7 @@ class Coordinator:
         iso = isolate(len(alive), lambda rnd: self.run_round(alive, rnd), True, self.cfg.shifts,
                       self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency, self.directions)
         self.isolation = conclusion(iso, [n.name for n in alive])
-        self.out.isolation(self.isolation)
+        self.saving(self.out.isolation, self.isolation)
         self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "
                  f"(all pairs would be {len(alive) * (len(alive) - 1) // 2})")
         self.messages.append(said(self.isolation))
@@ -644,6 +660,15 @@ class Coordinator:
                 out[p][name] = v
         return out
 
+    def saving(self, write: Callable[..., None], *args: Any) -> None:
+        """A file written as the run goes (nodes.jsonl, nodes/NAME.json,
+        pairs.jsonl, ...): one that cannot be (planted since `FleetOutput.check`,
+        the disk full) is said and the run goes on; fleet.json holds it all at the end."""
+        try:
+            write(*args)
+        except NodemapError as e:
+            self.note_once(f"not written: {' '.join(str(e).split())}")
+
     def note_once(self, text: str) -> None:
         if text not in self.messages:
             self.messages.append(text)
@@ -663,7 +688,7 @@ class Coordinator:
             if extra in f:
                 r[extra] = f[extra]
         self.pair_results.append(r)
-        self.out.pair_line(r)
+        self.saving(self.out.pair_line, r)
 
     # the end
 

@@ -10,15 +10,18 @@ import glob
 import json
 import os
 import re
-from typing import Any
+from typing import Any, Iterable
 
-from ..outfile import make_folder, open_append, write
+from ..outfile import check_folder, make_folder, open_append, write
 from . import merge as mergemod
 from .nodecheck import SCHEMAS as NODE_SCHEMAS
 
 
 def safe_name(node: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", node) or "_"
+
+
+NODE_SUFFIXES = (".json", ".check.json")  # nodes/NAME.json (what rank 0 gathered), NAME.check.json (the leader's)
 
 
 def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
@@ -29,6 +32,16 @@ def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
     return path
 
 
+def check_nodes(outdir: str, nodes: Iterable[str]) -> None:
+    """Before any measuring: DIR/nodes/NAME.json and NAME.check.json of each
+    node writable (outfile.check_folder: nothing planted there)."""
+    check_folder(os.path.join(outdir, "nodes"), "--output",
+                 written=[safe_name(n) + suffix for n in nodes for suffix in NODE_SUFFIXES])
+
+
+ISOLATION, REMEASURED = "isolation.json", "remeasured.json"
+
+
 class FleetOutput:
     def __init__(self, outdir: str) -> None:
         self.outdir = outdir
@@ -37,6 +50,15 @@ class FleetOutput:
         self.pairs_path = os.path.join(outdir, "pairs.jsonl")
         self.json_path = os.path.join(outdir, "fleet.json")
         self.html_path = os.path.join(outdir, "fleet.html")
+
+    def check(self) -> None:
+        """Before any measuring, one line naming a file of DIR a later write or
+        append would refuse (a link planted in a shared folder, a FIFO,
+        another user's file), not a fleet that measured every node and
+        then could not write it."""
+        name = os.path.basename
+        check_folder(self.outdir, "--output", written=[name(self.json_path), name(self.html_path), ISOLATION,
+                                                      REMEASURED], appended=[name(self.nodes_path), name(self.pairs_path)])
 
     def _append(self, path: str, obj: Any) -> None:
         # One write per line, synced: a run killed later keeps every line written. The folder may
@@ -55,11 +77,11 @@ class FleetOutput:
         self._append(self.pairs_path, r)
 
     def isolation(self, conclusion: dict[str, Any]) -> None:
-        write(os.path.join(self.outdir, "isolation.json"), json.dumps({"isolation": conclusion}))
+        write(os.path.join(self.outdir, ISOLATION), json.dumps({"isolation": conclusion}))
 
     def remeasured(self, got: dict[str, Any]) -> None:
         """The suspects' figures measured again (what the drain list is confirmed by)."""
-        write(os.path.join(self.outdir, "remeasured.json"), json.dumps({"remeasured": got}))
+        write(os.path.join(self.outdir, REMEASURED), json.dumps({"remeasured": got}))
 
     def fleet(self, fleet: mergemod.Fleet, messages: list[str], html: bool = True) -> None:
         write(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
@@ -139,7 +161,7 @@ def fingerprint(doc: dict[str, Any]) -> str:
 def read_remeasured(dirs: list[str]) -> dict[str, Any] | None:
     """The re-measures one fleet run recorded (remeasured.json), None where
     none (or several runs') are found: a failure then says it was not re-measured."""
-    found = [p for d in dirs if os.path.isdir(d) for p in [os.path.join(d, "remeasured.json")] if os.path.isfile(p)]
+    found = [p for d in dirs if os.path.isdir(d) for p in [os.path.join(d, REMEASURED)] if os.path.isfile(p)]
     if len(found) != 1:
         return None
     got = _objects(found[0])
