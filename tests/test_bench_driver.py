@@ -318,13 +318,18 @@ def test_a_kinds_options_are_its_command_line_with_the_same_defaults(kind):
 def test_check_builds_typed_options_for_the_gpu_kinds_too():
     from nodemap.bench.comm import collectives
     from nodemap.bench.gpu import copies, memory
-    from nodemap.check import suite
+    from nodemap.bench.kinds import story
+    from nodemap.bench.story import Node, Step
 
-    steps = {s.kind: s for s in suite.gpu_steps("quick", 2)}
+    def gpu_steps(level, gpus):
+        node = Node(level, None, gpus)
+        return {k: s for k in ("gpu", "copies", "nccl") for s in story(k).steps(node) if isinstance(s, Step)}
+
+    steps = gpu_steps("quick", 2)
     assert steps["gpu"].options == memory.Options(dtype="float64", kernels="triad", no_aggregate=True, repeats=10)
     assert isinstance(steps["copies"].options, copies.Options)
     assert steps["nccl"].options.sizes == "256MiB:1GiB" and isinstance(steps["nccl"].options, collectives.Options)
-    full = {s.kind: s.options for s in suite.gpu_steps("full", 1)}
+    full = {k: s.options for k, s in gpu_steps("full", 1).items()}
     assert full == {"gpu": memory.Options(), "copies": copies.Options(latency=True)}
 
 

@@ -36,12 +36,20 @@ def test_estimates_grow_with_the_topology_and_the_level():
     # host<->GPU cases are NUMA x GPU; GPU<->GPU ordered pairs
     assert B.estimate("copies", "quick", 2, 2) > B.estimate("copies", "quick", 2, 1) > B.estimate("copies", "quick", 1, 1)
     assert B.estimate("numa", "quick", 0, 4) == 4 * B.estimate("numa", "quick", 0, 2)  # n x n cells
-    for kind in B.PRIORITY:
+    for kind in ("gpu", "copies", "nccl", "memory", "latency", "numa", "mpi"):
         assert B.estimate(kind, "full", 2, 2) > B.estimate(kind, "quick", 2, 2), kind
     # the testing knob shrinks the host steps only
     assert B.estimate("memory", "quick", 0, 1, tiny=True) < 1 < B.estimate("memory", "quick", 0, 1)
     assert B.estimate("mpi", "quick", 0, 1, tiny=True) == B.estimate("mpi", "quick", 0, 1)
-    assert B.estimate("some new kind", "quick", 1, 1) == B.UNKNOWN
+
+
+
+def test_a_kind_with_check_steps_declares_their_cost():
+    # was: an unknown kind was estimated at 10 s, whatever it measured
+    from nodemap.bench.story import Cost, Story
+
+    with pytest.raises(ValueError, match="declares their cost at quick and full"):
+        Story(steps=lambda node: [], cost={"quick": Cost(base=1.0)})
 
 
 def test_a_left_out_step_says_the_budget_what_is_left_and_what_it_needs():

@@ -12,8 +12,11 @@ import pytest
 import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
+from nodemap.bench.comm import mpi_p2p
 from nodemap.check import mpi, suite
 from test_check_verdicts import by_key, doc_of
+
+WHAT = "MPI point-to-point, host and device buffers"  # the MPI step (its STORY: bench/comm/mpi_p2p.py)
 
 MIB16 = 16 << 20
 
@@ -93,25 +96,25 @@ def test_mpichversion_configured_with_cuda_counts_as_aware(tmp_path, monkeypatch
 
 def test_open_mpi_as_root_is_allowed_and_ranks_are_not_bound():
     ompi = mpi.Launcher("/opt/ompi/bin/mpiexec", "openmpi")
-    cmd = mpi.command(ompi, ["--buffers", "HH"], "/tmp/x.json", euid=0)
+    cmd = mpi.command(ompi, "mpi", ["--buffers", "HH"], "/tmp/x.json", euid=0)
     assert cmd[:2] == ["/opt/ompi/bin/mpiexec", "--allow-run-as-root"]
     assert cmd[cmd.index("--bind-to") + 1] == "none" and cmd[cmd.index("-n") + 1] == "2"
     assert cmd[cmd.index("-o") + 1] == "/tmp/x.json" and sys.executable in cmd
     assert mpi.launch_env(ompi, {}, euid=0) == mpi.ROOT_VARS
-    assert "--allow-run-as-root" not in mpi.command(ompi, [], "x", euid=1000)
+    assert "--allow-run-as-root" not in mpi.command(ompi, "mpi", [], "x", euid=1000)
     assert mpi.launch_env(ompi, {}, euid=1000) == {}
     hydra = mpi.Launcher("/venv/bin/mpiexec", "mpich")
-    assert "--allow-run-as-root" not in mpi.command(hydra, [], "x", euid=0)  # Hydra has no such option
+    assert "--allow-run-as-root" not in mpi.command(hydra, "mpi", [], "x", euid=0)  # Hydra has no such option
 
 
 def test_quick_measures_the_judged_sizes_and_device_buffers_where_a_gpu_is():
     from nodemap.bench import driver
 
-    q = mpi.bench_options("quick", gpu=False)
+    q = mpi_p2p.check_options("quick", gpu=False)
     assert q.sizes == "1,16MiB" and q.buffers == "HH"
     # the latency figure's size is full's smallest; fewer, shorter repetitions keep quick short
     assert q.repeats == 3 and q.iters_scale == 0.3
-    assert mpi.bench_options("full", gpu=True).buffers == "HH,DD"
+    assert mpi_p2p.check_options("full", gpu=True).buffers == "HH,DD"
     # the ranks mpiexec starts get the same options as a command line (the step shows it)
     steps, _ = suite.plan(nodes.build(nodes.Spec(1, 1, 1, 4)), "quick", env={})
     assert all(s.argv == driver.argv_of(s.options) for s in steps if s.options is not None)
@@ -123,11 +126,11 @@ def test_one_preempted_latency_repetition_leaves_the_verdict_decided():
     takes SMALL_REPEATS of the small messages (a millisecond each), whose 95% interval leaves it out."""
     from nodemap.bench.comm.mpi_p2p import SMALL, Sweep
 
-    q = mpi.bench_options("quick", gpu=False)
+    q = mpi_p2p.check_options("quick", gpu=False)
     plan = Sweep([], [], [], [], 64, 1, q.repeats, q.iters_scale, 60.0, q.small_repeats)
-    assert plan.repeats_at(mpi.LATENCY_SIZE) == mpi.SMALL_REPEATS >= 9 and plan.repeats_at(SMALL) >= 9
+    assert plan.repeats_at(mpi_p2p.LATENCY_SIZE) == mpi_p2p.SMALL_REPEATS >= 9 and plan.repeats_at(SMALL) >= 9
     assert plan.repeats_at(MIB16) == 3  # the bandwidth's costly repetitions stay few
-    assert mpi.bench_options("full", gpu=False).small_repeats == mpi.SMALL_REPEATS
+    assert mpi_p2p.check_options("full", gpu=False).small_repeats == mpi_p2p.SMALL_REPEATS
 
     def judged(samples):
         rs = mpi_set()
@@ -146,11 +149,11 @@ def test_one_preempted_latency_repetition_leaves_the_verdict_decided():
 def test_a_rank_or_a_missing_launcher_is_skipped_with_the_reason(monkeypatch):
     one = nodes.build(nodes.Spec(1, 1, 1, 4))
     _, skipped = suite.plan(one, "quick", env={"OMPI_COMM_WORLD_SIZE": "4"})
-    assert any(s.what == mpi.WHAT and "OMPI_COMM_WORLD_SIZE" in s.reason for s in skipped)
+    assert any(s.what == WHAT and "OMPI_COMM_WORLD_SIZE" in s.reason for s in skipped)
     monkeypatch.setattr(mpi, "find_launcher", lambda env: None)
     steps, skipped = suite.plan(one, "quick", env={})
     assert "mpi" not in [s.kind for s in steps]
-    assert any(s.what == mpi.WHAT and "no mpiexec" in s.reason for s in skipped)
+    assert any(s.what == WHAT and "no mpiexec" in s.reason for s in skipped)
 
 
 def test_a_launcher_that_fails_becomes_a_skipped_item(tmp_path, monkeypatch):
@@ -158,7 +161,7 @@ def test_a_launcher_that_fails_becomes_a_skipped_item(tmp_path, monkeypatch):
                   "exit 3\n")
     monkeypatch.setattr(mpi, "find_launcher", lambda env: mpi.Launcher(bad, "mpich"))
     with pytest.raises(suite.KindFailed, match="exited 3: mpiexec: no slots available"):
-        suite.measure("mpi", mpi.bench_options("quick", False), "quick")
+        suite.measure("mpi", mpi_p2p.check_options("quick", False), "quick")
 
 
 def test_a_launcher_past_its_timeout_is_ended_with_its_ranks(tmp_path, monkeypatch):
@@ -168,7 +171,7 @@ def test_a_launcher_past_its_timeout_is_ended_with_its_ranks(tmp_path, monkeypat
     monkeypatch.setattr(mpi, "find_launcher", lambda env: mpi.Launcher(slow, "mpich"))
     monkeypatch.setitem(mpi.TIMEOUT_S, "quick", 1.0)
     with pytest.raises(mpi.MPIFailed, match="did not finish within 1 s"):
-        mpi.measure("quick", [])
+        mpi.measure("mpi", "quick", [])
     rank = int(pidfile.read_text())
     assert _gone(rank), f"the rank (pid {rank}) outlived its launcher"
 
@@ -216,7 +219,7 @@ def test_check_runs_two_mpi_ranks_on_host_buffers(monkeypatch):
     env = {k: v for k, v in os.environ.items() if k not in mpi.RANK_VARS}
     steps, _ = suite.plan(nodes.build(nodes.Spec(1, 1, 1, 4)), "quick", env=env)
     step = next(s for s in steps if s.kind == "mpi")
-    rs = mpi.measure("quick", step.argv, env=dict(env, CUDA_VISIBLE_DEVICES=""))
+    rs = mpi.measure("mpi", "quick", step.argv, env=dict(env, CUDA_VISIBLE_DEVICES=""))
     assert rs.results and all(r.verified for r in rs.results)
     assert rs.environment["launcher"].startswith(str(MPIEXEC)) and "--bind-to none -n 2" in rs.environment["launcher"]
     j = by_key(doc_of(rs))
@@ -224,7 +227,7 @@ def test_check_runs_two_mpi_ranks_on_host_buffers(monkeypatch):
     assert all(j[k].verdict in ("pass", "warn", "fail", "inconclusive") and j[k].rule for k in ("mpi/HH/latency", "mpi/HH/bw"))
     # the small messages got SMALL_REPEATS repetitions, the 16 MiB ones quick's 3
     n = {(r.metric, r.params["size"]): r.stats.n for r in rs.results}
-    assert n[("latency", 1)] == n[("bw", 1)] == mpi.SMALL_REPEATS and n[("bw", MIB16)] == 3
+    assert n[("latency", 1)] == n[("bw", 1)] == mpi_p2p.SMALL_REPEATS and n[("bw", MIB16)] == 3
     c = mpi.awareness_check(False, [rs], env)
     assert c.verdict == "info" and "no GPU" in c.rule
 

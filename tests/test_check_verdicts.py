@@ -264,7 +264,7 @@ def test_suite_follows_the_topology():
 
     steps, skipped = suite.plan(nodes.karolina(), "quick", env={})
     kinds = [s.kind for s in steps if s.kind != "mpi"]
-    assert kinds[-3:] == ["memory", "numa", "latency"]  # GPU kinds first when CuPy is here
+    assert kinds[-3:] == ["memory", "latency", "numa"]  # most telling first: GPU kinds first when CuPy is here
     lat = next(s for s in steps if s.kind == "latency")
     # full's DRAM working set, no transition: typed options, the command line only shown
     assert lat.options == latency.Options(dram_top_only=True, repeats=2)

@@ -14,6 +14,8 @@ from nodemap.check import mpi, suite
 from nodemap.fleet import localpair, pairtest
 from test_check_verdicts import by_key, doc_of
 
+WHAT = "MPI point-to-point, host and device buffers"  # the check's MPI step (bench/comm/mpi_p2p.py)
+
 MIB16 = 16 << 20
 PLAIN = {"gpu": True, "aware": False, "how": "MPIX_Query_cuda_support() = 0 in libmpi.so.12"}
 AWARE = {"gpu": True, "aware": True, "how": "MPIX_Query_cuda_support() = 1 in libmpi.so.40"}
@@ -43,7 +45,7 @@ def places(topo, gpus=("", "")):
 
 
 def test_the_figure_size_is_the_checks():
-    assert localpair.FIGURE_SIZE == mpi.FIGURE_SIZE == localpair.SIZES.bw_bytes
+    assert localpair.FIGURE_SIZE == mc.FIGURE_SIZE == localpair.SIZES.bw_bytes
 
 
 def test_host_figures_are_the_single_node_checks(monkeypatch):
@@ -85,7 +87,7 @@ def test_the_check_runs_the_step_it_is_handed_or_says_why_not(monkeypatch):
     one = nodes.build(nodes.Spec(1, 1, 1, 4))
     steps, skipped = suite.plan(one, "quick", env={"PMI_RANK": "0"}, in_job=mpi.InJob(None, localpair.ONE_RANK))
     assert "mpi" not in [s.kind for s in steps]
-    assert [s.reason for s in skipped if s.what == mpi.WHAT] == [localpair.ONE_RANK]
+    assert [s.reason for s in skipped if s.what == WHAT] == [localpair.ONE_RANK]
     assert "--ntasks-per-node=<GPUs>" in localpair.ONE_RANK
 
     got = []
@@ -96,8 +98,8 @@ def test_the_check_runs_the_step_it_is_handed_or_says_why_not(monkeypatch):
 
     job = mpi.InJob(measure)
     steps, skipped = suite.plan(one, "quick", env={"PMI_RANK": "0"}, in_job=job)
-    assert [s for s in steps if s.kind == "mpi"] == [suite.Step("mpi", (), mpi.WHAT)]
-    assert not [s for s in skipped if s.what == mpi.WHAT]  # a rank, yet the step runs
+    assert [s for s in steps if s.kind == "mpi"] == [suite.Step("mpi", (), WHAT)]
+    assert not [s for s in skipped if s.what == WHAT]  # a rank, yet the step runs
     assert suite.measure("mpi", [], "quick", job, one) == "the ResultSet" and got == [("quick", one)]
 
     def fails(level, topo):

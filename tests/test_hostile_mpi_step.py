@@ -59,5 +59,5 @@ def test_a_broken_mpi_library_is_skipped_with_its_reason(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in mpi.RANK_VARS}
     env["PYTHONPATH"] = f"{tmp_path}:{env.get('PYTHONPATH', '')}"
     with pytest.raises(mpi.MPIFailed) as e:
-        mpi.measure("quick", ["--sizes", "1", "--tests", "latency", "--repeats", "1"], env)
+        mpi.measure("mpi", "quick", ["--sizes", "1", "--tests", "latency", "--repeats", "1"], env)
     assert "libmpi.so.12" in str(e.value) and "=" * 10 not in str(e.value), str(e.value)

@@ -168,7 +168,7 @@ def _checked(monkeypatch, case):
     from nodemap.check import expectations, node, suite
 
     monkeypatch.setattr(pb, "plan", lambda opts: Plan("bench placement", [case], pb.text))
-    step = suite.typed("placement", pb.Options(), "GPU data placement")
+    step = suite.Step("placement", (), "GPU data placement", pb.Options())
     monkeypatch.setattr(node, "plan", lambda topo, level, in_job=None: ([step], []))
     idle = {"busy": False, "reasons": []}
     detector = SimpleNamespace(sample=lambda seconds=0: idle, begin=lambda: None, end=lambda utilisation=False: idle)

@@ -10,11 +10,63 @@ kind declares only what it has (a kind `check` does not run has no steps).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Mapping
+
+    from ..topology.model import Topology
+
+NO_PAIR = "one GPU: no pair to measure"  # why a kind of GPU pairs is skipped on a node of one GPU
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds of one check step: base + per GPU + per GPU x NUMA node (host<->GPU
+    cases) + per ordered GPU pair + per NUMA cell (n x n matrices)."""
+
+    base: float = 0.0
+    gpu: float = 0.0
+    gpu_numa: float = 0.0
+    pair: float = 0.0
+    cell: float = 0.0
+
+    def of(self, gpus: int, numa: int) -> float:
+        return (self.base + self.gpu * gpus + self.gpu_numa * gpus * numa + self.pair * gpus * (gpus - 1)
+                + self.cell * numa * numa)
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a kind's check steps are chosen from: the level and this node."""
+
+    level: str  # "quick" | "full"
+    topology: Topology
+    gpus: int = 0  # the NVIDIA GPUs CuPy measures here (0 without CuPy)
+    tiny: bool = False  # tests' tiny host arrays (check/suite.py TINY_ENV), not a user option
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kind run by `check`: a kind declares `what` and `options`; check names the kind and its
+    command line (shown beside the step, and what a launched kind's ranks are given)."""
+
+    kind: str = ""
+    argv: tuple[str, ...] = ()
+    what: str = ""  # for progress and the report
+    options: Any = None  # its typed Options (bench/driver.py runs them); None: a job's own ranks measure it
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """What was not measured or judged, and why."""
+
+    what: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -28,6 +80,27 @@ class Story:
     # its figures judged against the other kinds' (a remote copy against the local one), once every kind
     # drew its own: (every figure, Topology | None) -> every figure
     related: Any = None
+    # the node's areas its figures and failed parts are about (bench/figures.py AREAS), the first its failures'
+    areas: tuple[str, ...] = ()
+    # check's steps on a node: (Node) -> [Step | Skipped]; None: check does not run it
+    steps: Any = None
+    gpu: bool = False  # its steps need NVIDIA GPUs CuPy drives: without, check skips its areas saying why
+    launched: bool = False  # its ranks start under mpiexec (check/mpi.py), or are a job's own (check --fleet)
+    # seconds of its step at each level ("quick", "full"; "tiny": the tests' tiny arrays) for --budget
+    cost: Mapping[str, Cost] = field(default_factory=dict)
+    priority: int = 100  # check runs the lowest first: what a check cut short keeps (check/budget.py)
+
+    def __post_init__(self) -> None:
+        if self.steps is not None and not {"quick", "full"} <= set(self.cost):
+            raise ValueError("a kind with check steps declares their cost at quick and full (check --budget)")
 
 
 NOTHING = Story()  # what a name the registry does not hold declares (a file from another version)
+
+
+def joined(skipped: list[Skipped]) -> list[Skipped]:
+    """Skipped items of one reason as one, in the order they came: 'GPU memory, host<->GPU and NCCL'."""
+    whats: dict[str, list[str]] = {}
+    for s in skipped:
+        whats.setdefault(s.reason, []).append(s.what)
+    return [Skipped(", ".join(w[:-1]) + " and " + w[-1] if len(w) > 1 else w[0], why) for why, w in whats.items()]

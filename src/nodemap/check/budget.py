@@ -8,7 +8,8 @@ skipped with the budget named; re-measurement gets what is left; a step
 that overruns is cut at the budget (proc.cut_after), keeping what its kind
 measured.
 
-Priority, most telling first (inventory always runs: it measures nothing):
+Priority, most telling first (inventory always runs: it measures nothing;
+each kind's STORY says its priority and cost, bench/story.py):
 GPU memory (HBM, the part a GPU node is bought for, and the cheapest GPU
 step), host<->GPU (a PCIe link trained down or a GPU far from its NUMA
 node), GPU<->GPU and NCCL (NVLink faults: the pairs come with the copies
@@ -21,62 +22,23 @@ environment, a configuration, not the node).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from ..bench.kinds import story
 from .inventory import Skipped
-
-PRIORITY = ("gpu", "copies", "nccl", "memory", "latency", "numa", "mpi")
-
-
-@dataclass(frozen=True)
-class Cost:
-    """Seconds of one step: base + per GPU + per GPU x NUMA node (host<->GPU
-    cases) + per ordered GPU pair + per NUMA cell (n x n matrices)."""
-
-    base: float = 0.0
-    gpu: float = 0.0
-    gpu_numa: float = 0.0
-    pair: float = 0.0
-    cell: float = 0.0
-
-    def of(self, gpus: int, numa: int) -> float:
-        return (self.base + self.gpu * gpus + self.gpu_numa * gpus * numa + self.pair * gpus * (gpus - 1)
-                + self.cell * numa * numa)
-
-
-# Step times recorded on the lent nodes (1-2 GPUs, one NUMA node): quick on one
-# H100, benchmarks/results/check_h100_20261125 and multi_gpu_h100x2_20261125
-# (gpu 1.5-3.2 s, copies 1.3-1.5 s, STREAM 9.4-10.3 s, latency 13.0-13.4 s,
-# MPI about 7 s; the whole quick check 33-44 s on 1-2 GPUs); full on two
-# H200s, verdicts_h200x2_20261128/check_full_run1.json (gpu 3.1 s, 10.9 s on
-# two H100s; copies 12.1 s; NCCL 24.7 s; STREAM 14.7 s; latency 32.0 s; MPI
-# 84.3 s; the whole check 162-175 s), rounded up. NUMA matrices were not
-# recorded (one NUMA node there): a cell is a STREAM and a latency point.
-COSTS = {
-    "quick": {"gpu": Cost(gpu=3.0), "copies": Cost(gpu_numa=1.5, pair=1.0), "nccl": Cost(base=4.0, gpu=1.0),
-              "memory": Cost(base=10.0), "latency": Cost(base=14.0), "numa": Cost(cell=2.0), "mpi": Cost(base=8.0)},
-    "full": {"gpu": Cost(gpu=5.5), "copies": Cost(gpu_numa=6.0, pair=1.0), "nccl": Cost(base=20.0, gpu=2.5),
-             "memory": Cost(base=15.0), "latency": Cost(base=32.0), "numa": Cost(cell=5.0), "mpi": Cost(base=85.0)},
-}
-# NODEMAP_CHECK_TINY (tests): the host steps' tiny arrays took 0.1-0.2 s each on
-# the 2-vCPU CI VM (2026-11-28, load average 9); the GPU and MPI steps are as at the level.
-TINY = {"memory": Cost(base=0.5), "latency": Cost(base=0.5), "numa": Cost(cell=0.5)}
-UNKNOWN = 10.0  # s for a kind without a recorded time
 
 
 def estimate(kind: str, level: str, gpus: int, numa: int, tiny: bool = False) -> float:
     """Seconds step `kind` is expected to take at `level` on a node with
-    `gpus` measured GPUs and `numa` NUMA nodes with CPUs."""
-    cost = (TINY.get(kind) if tiny else None) or COSTS.get(level, COSTS["full"]).get(kind)
-    return UNKNOWN if cost is None else cost.of(gpus, max(1, numa))
+    `gpus` measured GPUs and `numa` NUMA nodes with CPUs: its STORY's cost
+    (a kind with check steps declares it: bench/story.py)."""
+    cost = story(kind).cost
+    return ((cost.get("tiny") if tiny else None) or cost.get(level) or cost["full"]).of(gpus, max(1, numa))
 
 
 def order(steps: Iterable) -> list:
-    """Steps most telling first (PRIORITY; a kind not named there last, in
-    the order given)."""
-    rank = {k: i for i, k in enumerate(PRIORITY)}
-    return sorted(steps, key=lambda s: rank.get(s.kind, len(PRIORITY)))
+    """Steps most telling first (their kinds' priority; a kind not registered last, in the order given)."""
+    return sorted(steps, key=lambda s: story(s.kind).priority)
 
 
 def fits(needs: float, left: float) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..bench.endpoints import Endpoint
+from ..bench.story import Skipped  # what a kind skips and what check does: one record
 from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
 from ..topology.model import GPU, NIC, Topology
 from ..text import is_decimal
@@ -54,15 +55,6 @@ class Check:
     area: str = "inventory"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Skipped:
-    what: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
         return asdict(self)
 
 

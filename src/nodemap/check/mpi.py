@@ -1,5 +1,6 @@
-"""MPI in the check: `bench mpi` started under a launcher beside the check,
-and whether the MPI library is CUDA-aware.
+"""MPI in the check: a launched kind (its STORY, bench/story.py: `bench
+mpi`) started under a launcher beside the check, and whether the MPI
+library is CUDA-aware.
 
 MPI ranks need a launcher, so unlike the other kinds this one cannot run
 in-process: when mpi4py and an mpiexec are found and the check is not
@@ -27,20 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..text import number
-from ..bench.comm.mpi_common import FIGURE_SIZE, figure_size
+from ..bench.comm.mpi_common import figure_size
 from ..bench.results import ResultSet
 from ..env import MPI_JOB_VARS
 from ..proc import run_group
 from .inventory import Check
 
-WHAT = "MPI point-to-point, host and device buffers"
 AWARE_KEY = "inventory/mpi/cuda_aware"
-LATENCY_SIZE = 1  # latency is read at the smallest size: bench mpi's default sizes start at 1 B
-# Repetitions of the small messages (latency's): one takes about a millisecond, so one preemption of a rank
-# by a daemon (a 2-vCPU VM: 2.4 us became 5+ us in 1 of 3) decided a 3-repetition range ([min, max], 75%);
-# 15 give the median an order-statistic 95% interval [x(4), x(12)] that leaves 3 such repetitions out, for
-# a few tens of ms more.
-SMALL_REPEATS = 15
 # The ranks of an MPI job carry one of these: such a process must not start ranks of its own
 RANK_VARS = MPI_JOB_VARS
 ROOT_VARS = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -117,27 +111,14 @@ def availability(env: Mapping[str, str]) -> tuple[Launcher | None, str]:
     return found, ""
 
 
-def bench_options(level: str, gpu: bool) -> Any:
-    """`bench mpi`'s options: quick measures only the two sizes and tests
-    that are judged, with fewer and shorter repetitions; both levels take
-    SMALL_REPEATS of the small messages."""
-    from ..bench.comm.mpi_p2p import Options
-
-    buffers = "HH,DD" if gpu else "HH"
-    if level == "quick":
-        return Options(sizes=f"{LATENCY_SIZE},{FIGURE_SIZE >> 20}MiB", tests="latency,bw", repeats=3,
-                       small_repeats=SMALL_REPEATS, iters_scale=0.3, timeout=60.0, buffers=buffers)
-    return Options(timeout=120.0, buffers=buffers, small_repeats=SMALL_REPEATS)
-
-
-def command(launcher: Launcher, argv: Sequence[str], output: str, euid: int | None = None) -> list[str]:
+def command(launcher: Launcher, kind: str, argv: Sequence[str], output: str, euid: int | None = None) -> list[str]:
     """The launcher line: 2 ranks, not bound (the check's own placement is
     judged elsewhere), Open MPI allowed to run as root where it is root."""
     euid = os.geteuid() if euid is None else euid
     extra = ["--allow-run-as-root"] if launcher.flavor == "openmpi" and euid == 0 else []
     if launcher.flavor == "openmpi" and (os.cpu_count() or 1) < 2:
         extra.append("--oversubscribe")
-    return [launcher.path, *extra, "--bind-to", "none", "-n", "2", sys.executable, "-m", "nodemap", "bench", "mpi",
+    return [launcher.path, *extra, "--bind-to", "none", "-n", "2", sys.executable, "-m", "nodemap", "bench", kind,
             *argv, "-q", "-o", output]
 
 
@@ -164,26 +145,26 @@ class InJob:
     why: str = ""
 
 
-def measure(level: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ResultSet:
-    """Run `bench mpi argv` under the launcher and return its ResultSet."""
+def measure(kind: str, level: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ResultSet:
+    """Run `bench KIND argv` under the launcher and return its ResultSet."""
     env = dict(os.environ if env is None else env)
     launcher, why = availability(env)
     if launcher is None:
         raise MPIFailed(why)
     timeout = TIMEOUT_S.get(level, TIMEOUT_S["full"])
     with tempfile.TemporaryDirectory(prefix="nodemap-check-mpi-") as tmp, _hydra_files_removed():
-        out = os.path.join(tmp, "mpi.json")
-        cmd = command(launcher, argv, out)
+        out = os.path.join(tmp, f"{kind}.json")
+        cmd = command(launcher, kind, argv, out)
         try:
             code, stdout, stderr = run_group(cmd, launch_env(launcher, env), timeout)
         except subprocess.TimeoutExpired:
-            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi did not finish within "
+            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench {kind} did not finish within "
                             f"{timeout:g} s") from None
         except OSError as e:
             raise MPIFailed(f"{launcher.path} does not start ({e.strerror or e})") from None
         rs = _saved(out)
         if rs is None or (code != 0 and not rs.results):
-            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench mpi exited {code}: "
+            raise MPIFailed(f"{os.path.basename(launcher.path)} -n 2 nodemap bench {kind} exited {code}: "
                             f"{_last_line(stderr) or _last_line(stdout) or 'no message'}")
         rs.environment["launcher"] = " ".join(cmd[:cmd.index("-o")])  # how the ranks were started, for the record
         return rs
@@ -269,8 +250,7 @@ def awareness_check(gpu: bool, results: Sequence[ResultSet], env: Mapping[str, s
     """Whether MPI hands device buffers to the library: from the MPI run's
     own probe (MPIX_Query_cuda_support and a verified device transfer)
     when it ran, else from the library's build (ompi_info) or settings."""
-    measured = next((rs.environment["cuda_aware"] for rs in results
-                     if rs.command.startswith("bench mpi") and "cuda_aware" in rs.environment), None)
+    measured = next((rs.environment["cuda_aware"] for rs in results if "cuda_aware" in rs.environment), None)
     if measured is not None and (measured.get("gpu") or not gpu):
         aware: bool | None = bool(measured.get("aware") and measured.get("proven"))
         how = measured.get("how", "")

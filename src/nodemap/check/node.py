@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .. import __version__
 from ..bench.host.thread_orders import load_topology
+from ..bench.kinds import story
 from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
@@ -179,7 +180,7 @@ class _Measuring:
         """A step's results into the document (saved), its figures pooled later if undecided."""
         doc = self.doc
         doc.results.append(rs)
-        if not (step.kind == "mpi" and self.in_job is not None):  # the job's ranks measure together, once
+        if not (story(step.kind).launched and self.in_job is not None):  # the job's ranks measure together, once
             self.done.append(remeasure.Measured(step, len(doc.results) - 1, time.monotonic() - t))
         doc.skipped += [s for s in unjudged(rs, doc.expectations) if s not in doc.skipped]
         stop = not rs.complete and _incomplete(doc, self.budget, step, rs, time.monotonic() - t)

@@ -27,7 +27,7 @@ from . import nodecheck, pairtest, wire
 
 ROUND = 0  # pair-test tag round: rank 0 numbers the inter-node rounds from 1
 TESTS = ("bw", "latency")
-# The single-node check's figure size (check/mpi.FIGURE_SIZE, tested equal: not imported, so that the
+# The single-node check's figure size (bench/comm/mpi_common.FIGURE_SIZE, tested equal: not imported, so that the
 # ranks that only follow do not load the check); 8 per window (past a few MiB the link is saturated by 8
 # messages, bench/mpi_p2p.window_for); each side holds a 16 MiB send and receive buffer (bench/comm/p2p.py).
 FIGURE_SIZE = 16 << 20

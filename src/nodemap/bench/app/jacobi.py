@@ -573,4 +573,4 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     gpu: str = ""
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, areas=("GPU<->GPU",))

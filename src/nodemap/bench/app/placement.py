@@ -552,4 +552,4 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     strategy: str
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, areas=("GPU memory",))

@@ -27,7 +27,7 @@ from .collectives_options import OPS, Options
 from ..figures import Figure, Given, figure
 from dataclasses import replace
 from ...topology.model import Topology
-from ..story import Story
+from ..story import NO_PAIR, Cost, Node, Skipped, Step, Story
 
 NO_INPLACE = ("alltoall", "sendrecv")
 WORD = 4  # float32
@@ -524,10 +524,21 @@ def with_link_peak(figs: list[Figure], topo: Topology | None = None) -> list[Fig
             if f.kind == "nccl" else f for f in figs]
 
 
+def steps(node: Node) -> list[Step | Skipped]:
+    """all_reduce in one process over every GPU (quick: the largest sizes, out-of-place)."""
+    if node.gpus < 2:
+        return [Skipped("NCCL", NO_PAIR)]
+    opts = (Options(ops="all_reduce", mode="single", sizes="256MiB:1GiB", inplace="out", repeats=3)
+            if node.level == "quick" else Options(ops="all_reduce", mode="single"))
+    return [Step(what="NCCL all_reduce bus bandwidth", options=opts)]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     size: Annotated[int, Meta(ge=0)]
     ranks: Annotated[int, Meta(ge=0)] = 0
     inplace: bool = False
 
 
-STORY = Story(params=Params, figures=figures, related=with_link_peak)
+STORY = Story(params=Params, figures=figures, related=with_link_peak,
+              areas=("NCCL",), steps=steps, gpu=True, priority=30,  # NVLink faults, beside the copies'
+              cost={"quick": Cost(base=4.0, gpu=1.0), "full": Cost(base=20.0, gpu=2.5)})  # full 24.7 s on 2 H200s

@@ -26,7 +26,7 @@ from ..options import MPI_TIMEOUT_S, choices
 from ..results import Result, ResultSet, make_result
 from .mpi_p2p_options import SMALL, TESTS, Options
 from ..figures import Figure, Given, figure
-from ..story import Story
+from ..story import Cost, Node, Step, Story
 
 BUFFERS = ("HH", "HD", "DH", "DD")
 STOP_TAG = 97
@@ -537,10 +537,38 @@ def device_peak(figs: list[Figure], topo: Any = None) -> list[Figure]:
     return out
 
 
+# --- in the check: its ranks under a launcher (check/mpi.py) ----------------------------------------
+
+LATENCY_SIZE = 1  # latency is read at the smallest size: the default sizes start at 1 B
+# Repetitions of the small messages (latency's): one takes about a millisecond, so one preemption of a rank
+# by a daemon (a 2-vCPU VM: 2.4 us became 5+ us in 1 of 3) decided a 3-repetition range ([min, max], 75%);
+# 15 give the median an order-statistic 95% interval [x(4), x(12)] that leaves 3 such repetitions out, for
+# a few tens of ms more.
+SMALL_REPEATS = 15
+
+
+def check_options(level: str, gpu: bool) -> Options:
+    """quick measures only the two sizes and tests that are judged, with
+    fewer and shorter repetitions; both levels take SMALL_REPEATS of the
+    small messages; device buffers too where a GPU is measured."""
+    buffers = "HH,DD" if gpu else "HH"
+    if level == "quick":
+        return Options(sizes=f"{LATENCY_SIZE},{mc.FIGURE_SIZE // MiB}MiB", tests="latency,bw", repeats=3,
+                       small_repeats=SMALL_REPEATS, iters_scale=0.3, timeout=60.0, buffers=buffers)
+    return Options(timeout=120.0, buffers=buffers, small_repeats=SMALL_REPEATS)
+
+
+def steps(node: Node) -> list[Step]:
+    return [Step(what="MPI point-to-point, host and device buffers", options=check_options(node.level, node.gpus > 0))]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     size: Annotated[int, Meta(ge=0)]
     buffers: str = ""
     transport: str = ""
 
 
-STORY = Story(params=Params, figures=figures, related=device_peak)
+STORY = Story(params=Params, figures=figures, related=device_peak,
+              areas=("MPI",), steps=steps, launched=True,
+              priority=70,  # a launcher's start-up; tells mostly of the job's environment, not the node
+              cost={"quick": Cost(base=8.0), "full": Cost(base=85.0)})  # about 7 s quick on an H100, 84.3 s full

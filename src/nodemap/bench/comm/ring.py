@@ -444,4 +444,4 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     transport: str
 
 
-STORY = Story(params=Params)
+STORY = Story(params=Params, areas=("GPU<->GPU",))

@@ -26,7 +26,7 @@ from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
 from ..figures import Figure, Given, figure, key_part, said
 from dataclasses import replace
-from ..story import Story
+from ..story import NO_PAIR, Cost, Node, Skipped, Step, Story
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
@@ -529,9 +529,21 @@ def remote_against_local(figs: list[Figure], topo: Topology | None) -> list[Figu
     return out
 
 
+def steps(node: Node) -> list[Step | Skipped]:
+    """Host<->GPU from every NUMA node, and GPU<->GPU where there is a pair (full: their latency too)."""
+    pairs = node.gpus > 1
+    opts = (Options(engine="ce", cases="host,d2d" if pairs else "host", iters=4, repeats=3)
+            if node.level == "quick" else Options(latency=True))
+    return [Step(what="host<->GPU (NUMA x GPU) and GPU<->GPU copies", options=opts)] + (
+        [] if pairs else [Skipped("GPU<->GPU", NO_PAIR)])
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     src: str = ""
     dst: str = ""
 
 
-STORY = Story(params=Params, figures=figures, related=remote_against_local)
+STORY = Story(params=Params, figures=figures, related=remote_against_local,
+              areas=("host<->GPU", "GPU<->GPU"), steps=steps, gpu=True, priority=20,  # PCIe and NVLink faults
+              # quick 1.3-1.5 s on one H100 (check_h100_20261125), full 12.1 s on two H200s
+              cost={"quick": Cost(gpu_numa=1.5, pair=1.0), "full": Cost(gpu_numa=6.0, pair=1.0)})

@@ -22,7 +22,7 @@ from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
 from ..figures import Figure, Given, figure, gpu_index, said
-from ..story import Story
+from ..story import Cost, Node, Step, Story
 
 ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
 INIT = (0.1, 0.2, 0.0)
@@ -327,10 +327,19 @@ def figures(results: list[Result], given: Given) -> list[Figure]:
     return out
 
 
+def steps(node: Node) -> list[Step]:
+    quick = node.level == "quick"
+    return [Step(what="GPU memory bandwidth (BabelStream)", options=Options(
+        dtype="float64", kernels="triad", no_aggregate=True, repeats=10) if quick else Options())]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     gpus: Annotated[list[str], Meta(min_length=1)]
     dtype: str = ""
     mode: str = ""
 
 
-STORY = Story(params=Params, figures=figures)
+STORY = Story(params=Params, figures=figures,
+              areas=("GPU memory",), steps=steps, gpu=True, priority=10,  # HBM: what a GPU node is bought for
+              # quick 1.5-3.2 s on one H100 (check_h100_20261125), full 3.1 s on two H200s, 10.9 s on two H100s
+              cost={"quick": Cost(gpu=3.0), "full": Cost(gpu=5.5)})

@@ -23,7 +23,7 @@ from .latency_options import Options
 from .memory import environment, free_memory, parse_mem
 from ..results import Result, make_result
 from ..figures import Figure, Given, figure
-from ..story import Story
+from ..story import Cost, Node, Step, Story
 
 MIN_SIZE = 4 << 10
 LINE = 64
@@ -183,9 +183,20 @@ def figures(results: list[Result], given: Given) -> list[Figure]:
     return out
 
 
+def steps(node: Node) -> list[Step]:
+    """quick reads the DRAM latency where full does (4x the largest cache) and skips the curve's
+    cache-to-DRAM transition (chasing 1-2x the largest cache is most of its time on a large L3)."""
+    quick = {"dram_top_only": True, "repeats": 2} if node.level == "quick" else {}
+    return [Step(what="latency against working-set size",
+                 options=Options(**quick, max_size="256K" if node.tiny else None))]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     working_set: Annotated[int, Meta(ge=1)]
     level: str = ""
 
 
-STORY = Story(params=Params, figures=figures)
+STORY = Story(params=Params, figures=figures,
+              areas=("latency",), steps=steps, priority=50,  # rarely shows a fault the sweep did not, costs more
+              # quick 13.0-13.4 s on one H100 (check_h100_20261125), full 32.0 s on two H200s
+              cost={"quick": Cost(base=14.0), "full": Cost(base=32.0), "tiny": Cost(base=0.5)})

@@ -29,7 +29,7 @@ from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
 from ..figures import Figure, Given, figure, interval
 from dataclasses import replace
-from ..story import Story
+from ..story import Cost, Node, Step, Story
 
 ELEMENT = 8  # bytes of a double
 RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
@@ -426,6 +426,16 @@ def one_numa_node(figs: list[Figure], topo: Topology | None) -> list[Figure]:
     return [replace(f, group="numa/bw/local") if f.key == "host/stream/triad" else f for f in figs]
 
 
+def steps(node: Node) -> list[Step]:
+    """The STREAM sweep, the triad only (the one judged). quick keeps full's
+    arrays with fewer repetitions: a best of fewer repetitions is a slightly
+    worse best, inside the run-to-run noise of the VMs measured, for an
+    estimated 12 s less (benchmarks/check_quick_vs_full.py)."""
+    quick = {"repeats": 3} if node.level == "quick" else {}
+    return [Step(what="STREAM placement sweep",
+                 options=Options(sweep=True, kernels="triad", size="2M" if node.tiny else None, **quick))]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     threads: Annotated[int, Meta(ge=1)]
     thread_order: str
@@ -433,4 +443,8 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     cpus: str = ""
 
 
-STORY = Story(params=Params, figures=figures, related=one_numa_node)
+STORY = Story(params=Params, figures=figures, related=one_numa_node,
+              areas=("host memory",), steps=steps, priority=40,  # host DIMMs and placement (check/budget.py)
+              # quick 9.4-10.3 s on one H100 node (benchmarks/results/check_h100_20261125), full 14.7 s on two
+              # H200s (verdicts_h200x2_20261128); tiny 0.1-0.2 s on the 2-vCPU CI VM (2026-11-28, load 9)
+              cost={"quick": Cost(base=10.0), "full": Cost(base=15.0), "tiny": Cost(base=0.5)})

@@ -23,7 +23,7 @@ from .numa_options import Options
 from ..results import Result, ResultSet
 from ..figures import Figure, Given, figure
 from dataclasses import replace
-from ..story import Story
+from ..story import Cost, Node, Skipped, Step, Story
 
 
 def parse_kernel(text: str) -> list[str]:
@@ -159,9 +159,21 @@ def remote_against_local(figs: list[Figure], topo: Topology | None) -> list[Figu
     return out
 
 
+def steps(node: Node) -> list[Step | Skipped]:
+    """The matrices where there are two NUMA nodes with CPUs or more (quick: fewer repetitions)."""
+    if len([n for n in node.topology.numa_nodes if n.cpuset]) < 2:
+        return [Skipped("NUMA matrices", "one NUMA node with CPUs: its one cell is the STREAM and latency figures")]
+    quick = {"repeats": 3} if node.level == "quick" else {}
+    return [Step(what="NUMA bandwidth and latency matrices", options=Options(
+        size="2M" if node.tiny else None, latency_size="1M" if node.tiny else None, **quick))]
+
+
 class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
     cpu_node: Annotated[int, Meta(ge=0)]
     mem_node: Annotated[int, Meta(ge=0)]
 
 
-STORY = Story(params=Params, figures=figures, related=remote_against_local)
+STORY = Story(params=Params, figures=figures, related=remote_against_local,
+              areas=("NUMA",), steps=steps, priority=60,  # n x n cells: the costliest per fault found
+              # not recorded on the lent nodes (one NUMA node): a cell is a STREAM and a latency point
+              cost={"quick": Cost(cell=2.0), "full": Cost(cell=5.0), "tiny": Cost(cell=0.5)})
