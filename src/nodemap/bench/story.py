@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from typing import Any, Mapping, Sequence
 
     from ..topology.model import Topology
+    from .results import Failure
 
 NO_PAIR = "one GPU: no pair to measure"  # why a kind of GPU pairs is skipped on a node of one GPU
 
@@ -89,10 +90,34 @@ class Story:
     # seconds of its step at each level ("quick", "full"; "tiny": the tests' tiny arrays) for --budget
     cost: Mapping[str, Cost] = field(default_factory=dict)
     priority: int = 100  # check runs the lowest first: what a check cut short keeps (check/budget.py)
+    # whose fault a failed part is (check/failed.py): (Failure, NCCL variables the job forces) -> (cause, fix);
+    # None: by what carried the data (`by_transport`)
+    cause: Any = None
 
     def __post_init__(self) -> None:
         if self.steps is not None and not {"quick", "full"} <= set(self.cost):
             raise ValueError("a kind with check steps declares their cost at quick and full (check --budget)")
+
+
+GPU_FIX = ("test the GPUs and their links (nvidia-smi nvlink -e for NVLink error counters, nvidia-smi -q -d "
+           "ECC,ROW_REMAPPER, dcgmi diag -r 3), then run nodemap bench {kind} again")
+MPI_FIX = ("check the MPI library and its transport settings (UCX_TLS, UCX_MEMTYPE_CACHE=n; the check's "
+           "inventory/mpi/cuda_aware says whether MPI is CUDA-aware): the peer and nccl transports over the same "
+           "GPUs tell whether the links are at fault")
+FORCED_FIX = "unset {names} and run again: wrong data that persists without it is the node's"
+
+
+def by_transport(f: Failure, forced: Sequence[str]) -> tuple[str, str]:
+    """Whose fault wrong data is: NCCL's collectives, and halos carried by
+    CUDA peer copies or NCCL, are the GPUs and their links (the node),
+    unless the job forced NCCL's algorithm or protocol (configuration);
+    halos MPI carried are the MPI library's or its settings first (a
+    CUDA-aware path that is not, UCX's memory-type cache): configuration."""
+    if f.transport.startswith("mpi"):
+        return "configuration", MPI_FIX
+    if forced and f.transport.startswith("nccl"):
+        return "configuration", FORCED_FIX.format(names="/".join(forced))
+    return "hardware", GPU_FIX.format(kind=f.kind)
 
 
 NOTHING = Story()  # what a name the registry does not hold declares (a file from another version)

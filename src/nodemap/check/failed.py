@@ -12,8 +12,9 @@ with it (suite.KindFailed carries it).
 Wrong data is judged, never taken for an interruption: a failing Check
 (key `verification/KIND/PART`) with its cause and fix, which the node's
 verdict counts (hardware: the node fails, exit 1, Slurm drains it) or the
-job environment's (configuration). A timeout, a failed verification that
-says nothing of the node (a profiler that lost accesses: no Failure) and an
+job environment's (configuration), in the area and of the cause its kind's
+STORY says (bench/story.py). A timeout, a failed verification that says
+nothing of the node (a profiler that lost accesses: no Failure) and an
 incomplete set with no typed failure are skipped with the kind's own line.
 """
 
@@ -23,31 +24,15 @@ from typing import Iterable
 
 from ..bench import harness, interrupt
 from ..bench.driver import VerificationFailed
+from ..bench.kinds import story
 from ..bench.results import Failure, ResultSet
+from ..bench.story import by_transport
 from .inventory import VERIFICATION, Check, Skipped
 
-GPU_FIX = ("test the GPUs and their links (nvidia-smi nvlink -e for NVLink error counters, nvidia-smi -q -d "
-           "ECC,ROW_REMAPPER, dcgmi diag -r 3), then run nodemap bench {kind} again")
-MPI_FIX = ("check the MPI library and its transport settings (UCX_TLS, UCX_MEMTYPE_CACHE=n; the check's "
-           "inventory/mpi/cuda_aware says whether MPI is CUDA-aware): the peer and nccl transports over the same "
-           "GPUs tell whether the links are at fault")
 # NCCL_ALGO/NCCL_PROTO force a path NCCL would not choose for these GPUs (the
 # inventory warns of them, check/inventory.py RISKY_ENV): wrong data under
 # them is the job's setting first, and a scheduler must not drain a node for it.
 FORCED_NCCL = ("NCCL_ALGO", "NCCL_PROTO")
-FORCED_FIX = "unset {names} and run again: wrong data that persists without it is the node's"
-
-
-# the report's area of each kind's failed parts
-AREAS = {"nccl": "NCCL", "jacobi": "GPU<->GPU", "ring": "GPU<->GPU", "placement": "GPU memory"}
-# placement's verifications, each its own cause: rows gathered wrong are the GPUs' memory; hints the CUDA
-# driver did not take are another process moving the pages or a driver ignoring the advice (the job's)
-PLACEMENT = {
-    "checksum": ("hardware", "test the GPUs' memory (nvidia-smi -q -d ECC,ROW_REMAPPER, dcgmi diag -r 3), then run "
-                 "nodemap bench placement again"),
-    "hints": ("configuration", "give the benchmark the GPUs to itself (no other process moving their pages) and "
-              "check that the CUDA driver honours cudaMemAdvise; then run nodemap bench placement again"),
-}
 
 
 def interrupted(rs: ResultSet) -> bool:
@@ -91,22 +76,13 @@ def _check(found: list[Failure], forced: list[str], said: str) -> Check:
     cause, fix = _cause(f, forced)
     more = f", at {len(found) - 1} more size{'s' * (len(found) > 2)}" if len(found) > 1 else ""
     return Check(f"{VERIFICATION}{f.kind}/{f.part}", f.what, f.got + more, f.expected, "fail",
-                 said + "; ".join(x.message for x in found), cause, fix, AREAS.get(f.kind, f.kind))
+                 said + "; ".join(x.message for x in found), cause, fix, (story(f.kind).areas or (f.kind,))[0])
 
 
 def _cause(f: Failure, forced: list[str]) -> tuple[str, str]:
-    """Whose fault wrong data is: NCCL's collectives, and halos carried by
-    CUDA peer copies or NCCL, are the GPUs and their links (the node),
-    unless the job forced NCCL's algorithm or protocol (configuration);
-    halos MPI carried are the MPI library's or its settings first (a
-    CUDA-aware path that is not, UCX's memory-type cache): configuration."""
-    if f.kind == "placement":
-        return PLACEMENT.get(f.part, ("hardware", GPU_FIX.format(kind=f.kind)))
-    if f.transport.startswith("mpi"):
-        return "configuration", MPI_FIX
-    if forced and f.transport.startswith("nccl"):
-        return "configuration", FORCED_FIX.format(names="/".join(forced))
-    return "hardware", GPU_FIX.format(kind=f.kind)
+    """Whose fault wrong data is, as its kind's STORY says (bench/story.py `by_transport` unless it says
+    otherwise: the GPUs and their links, MPI's settings, or NCCL's forced by the job)."""
+    return (story(f.kind).cause or by_transport)(f, forced)
 
 
 def verification(error: BaseException | None) -> Check | None:

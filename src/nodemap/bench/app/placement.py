@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import msgspec
 
@@ -19,7 +19,7 @@ from ..harness import check_count, check_positive
 from ..driver import Case, Plan, Skipped, VerificationFailed
 from ..results import Failure, Result, ResultSet, make_result
 from .placement_options import STRATEGIES, Options
-from ..story import Story
+from ..story import Story, by_transport
 
 DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 
@@ -552,4 +552,18 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     strategy: str
 
 
-STORY = Story(params=Params, areas=("GPU memory",))
+# its verifications, each its own cause: rows gathered wrong are the GPUs' memory; hints the CUDA driver did
+# not take are another process moving the pages or a driver ignoring the advice (the job's)
+CAUSES = {
+    "checksum": ("hardware", "test the GPUs' memory (nvidia-smi -q -d ECC,ROW_REMAPPER, dcgmi diag -r 3), then run "
+                 "nodemap bench placement again"),
+    "hints": ("configuration", "give the benchmark the GPUs to itself (no other process moving their pages) and "
+              "check that the CUDA driver honours cudaMemAdvise; then run nodemap bench placement again"),
+}
+
+
+def cause(f: Failure, forced: Sequence[str]) -> tuple[str, str]:
+    return CAUSES.get(f.part) or by_transport(f, forced)
+
+
+STORY = Story(params=Params, areas=("GPU memory",), cause=cause)
