@@ -1,14 +1,8 @@
-"""The request options shared by `nodemap plan` and `nodemap run`, and the
-Request they make.
-
-One definition, so that a plan printed by `nodemap plan --tasks 8 ...` is
-the plan `nodemap run --tasks 8 ...` applies. Importing it is cheap (it is
-on the launch path): `request_fields` gives the Request's fields as plain
-values, which `nodemap run` hands to mapping.nodeplan (the rank that plans
-builds the Request; the others read the cached plan and import no msgspec);
-`request_from_args` builds the Request, `request_args` gives it back as
-options.
-"""
+"""The request options of `nodemap plan` and `nodemap run`, defined once (a
+plan printed by `nodemap plan --tasks 8` is the plan `nodemap run --tasks 8`
+applies), both ways: options -> the Request's fields (`request_fields`,
+plain values: cheap, on every rank's launch) or the Request, and a Request
+-> options (`request_args`)."""
 
 from __future__ import annotations
 
