@@ -220,9 +220,11 @@ def test_a_replayed_node_document_is_read_as_the_fleet_reads_one(tmp_path, monke
 
 def _timeline(tmp_path) -> str:
     """A timeline as the monitor writes it (monitor.prepare: the header; monitor._write: each line)."""
+    from nodemap.mapping.nodeplan import PlannedTask
     from nodemap.watch import monitor
 
-    w = monitor.prepare(str(tmp_path / "w"), 0.2, local_rank=0, local_size=1, task={"gpus": [0]}, argv=["app"],
+    task = PlannedTask(0, "0", "0", [0], [], 1, "", {}, [0], [0], ["0000:01:00.0"])
+    w = monitor.prepare(str(tmp_path / "w"), 0.2, local_rank=0, local_size=1, task=task, argv=["app"],
                         env={"SLURM_JOB_ID": "7", "UCX_TLS": "rc"})
     for rec in ([{"gpus": [{"index": 0, "uuid": "GPU-0", "name": "H100", "total": 80 << 30}]}, {"libs": ["cupy"]},
                  {"others": {"0": [[77, "jupyter", [1]]]}}]

@@ -26,7 +26,7 @@ def tup(s, n=4):
 ports = st.builds(m.Port, small, text, text, reals)
 topologies = st.builds(
     m.Topology,
-    machine=st.builds(m.Machine, text, text, big, tup(st.tuples(text, text))),
+    machine=st.builds(m.Machine, text, text, big, mem_total=big, info=tup(st.tuples(text, text))),
     packages=tup(st.builds(m.Package, small, cpus, text)),
     numa_nodes=tup(st.builds(m.NumaNode, small, cpus, big, text)),
     distances=tup(tup(small)),
