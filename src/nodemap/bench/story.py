@@ -71,6 +71,19 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A figure per rank that `nodemap compare` measures under each binding (compare/probes.py): every
+    rank runs the kind in its own process, bound, at once; the binding's figure combines the ranks'."""
+
+    name: str  # --probes NAME
+    unit: str  # lower is better where the results' table says so (bench/results.py HIGHER_IS_BETTER)
+    options: Any  # (the rank's threads, --size or None) -> the kind's Options
+    kept: Any  # (a rank's ResultSet, the NUMA node its memory lands on) -> the Result its figure is, or None
+    gpu: bool = False  # needs a GPU: not run on a node without one
+    time_sliced: bool = False  # ranks sharing a GPU run by turns (each saw the whole GPU): not summed
+
+
+@dataclass(frozen=True)
 class Story:
     # the result parameters readers index (report, check's figures): a msgspec Struct; a saved file that
     # lacks one, or holds text where a number belongs, is refused with the field's path (bench/resultfile.py).
@@ -93,6 +106,7 @@ class Story:
     # whose fault a failed part is (check/failed.py): (Failure, NCCL variables the job forces) -> (cause, fix);
     # None: by what carried the data (`by_transport`)
     cause: Any = None
+    probes: tuple[Probe, ...] = ()  # what `nodemap compare` may measure with it
 
     def __post_init__(self) -> None:
         if self.steps is not None and not {"quick", "full"} <= set(self.cost):

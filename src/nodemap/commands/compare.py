@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         for probe in ([] if args.dry_run else probes):
             row = rows[b.name, probe]
             iv = row.interval
-            entry["probes"][probe] = {"per_rank": row.values, "total": row.total, "unit": pr.UNITS[probe],
+            entry["probes"][probe] = {"per_rank": row.values, "total": row.total, "unit": pr.probe_of(probe).unit,
                                       "repetitions": row.totals, "rounds": row.rounds,
                                       "started_together": row.together,
                                       "interval": [iv.low, iv.high] if iv else None,

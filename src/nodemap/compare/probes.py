@@ -5,15 +5,10 @@ ranks of an application would), bound before it starts: CPU affinity, a
 memory policy binding it to its NUMA nodes (when the binding has any) and
 CUDA_VISIBLE_DEVICES naming its GPU. Each process runs one `nodemap bench`
 kind (the harness: verified, repeated, median) and returns its result set
-as JSON. Probes and the figure kept per rank:
-  stream  bench memory, triad with the rank's threads       GB/s, higher is better
-  h2d     bench copies --cases h2d --host-memory own (copy
-          engine): one row, host memory placed by the rank's
-          policy (else first touch), so every rank's row runs
-          in the same repetitions; h2d alone (not d2h and
-          h2d+d2h, which compare does not keep)              GB/s
-  gpu     bench gpu, triad float64 on the rank's GPU         GB/s
-  jacobi  bench jacobi, the single-GPU step on the rank's GPU  us, lower is better
+as JSON. The probes and the figure kept per rank are the kinds' own (their
+STORY's probes, bench/story.py): stream (bench memory's triad with the
+rank's threads), h2d (bench copies, host memory the rank's own), gpu
+(bench gpu's float64 triad), jacobi (bench jacobi's single-GPU step).
 """
 
 from __future__ import annotations
@@ -27,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bench.intervals import Interval, median_interval, ratio_interval
-from ..bench.results import Result, ResultSet
+from ..bench.kinds import BENCHES, story
+from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
+from ..bench.story import Probe
 from ..errors import NodemapError
 from ..mapping import launch
 from ..mapping.emit import gpu_env
@@ -36,13 +33,18 @@ from ..proc import kill_group, start_group, wait_group
 from ..topology.model import Topology
 from .bindings import Binding
 
-PROBES = ("stream", "h2d", "gpu", "jacobi")
-GPU_PROBES = ("h2d", "gpu", "jacobi")
-LOWER_IS_BETTER = {"jacobi"}
-# Kernels of ranks that share a GPU run by turns (the GPU time-slices between processes), so each rank's
-# repetitions can each see the whole GPU: their figures do not add up; copies share the engines at once and do.
-TIME_SLICED = {"gpu"}
-UNITS = {"stream": "GB/s", "h2d": "GB/s", "gpu": "GB/s", "jacobi": "us"}
+
+def declared() -> dict[str, tuple[str, Probe]]:
+    """Every probe the kinds declare, in the registry's order: name -> (kind, probe)."""
+    return {p.name: (kind, p) for kind in BENCHES for p in story(kind).probes}
+
+
+def probe_of(name: str) -> Probe:
+    return declared()[name][1]
+
+
+def lower_is_better(name: str) -> bool:
+    return not HIGHER_IS_BETTER.get(probe_of(name).unit, True)
 
 
 def argv(probe: str, t: TaskBinding, size: str | None) -> list[str]:
@@ -56,28 +58,8 @@ def argv(probe: str, t: TaskBinding, size: str | None) -> list[str]:
 
 def options(probe: str, t: TaskBinding, size: str | None) -> tuple[str, Any]:
     """(bench kind, its Options) of one rank's probe."""
-    if probe == "stream":
-        from ..bench.host.memory import Options
-
-        threads = max(1, min(t.threads or 1, len(t.cpus)))
-        return "memory", Options(threads=threads, kernels="triad", repeats=5, size=size)
-    if probe == "h2d":
-        from ..bench.gpu import copies
-
-        # one host placement, the rank's own: each node's row in turn ran rank A's NUMA0 row while rank B ran
-        # its NUMA2 row, so the rows summed had never copied at once (and took NUMA-count times longer);
-        # h2d alone: the host case's d2h and h2d+d2h rows were measured too, 3x the time, and dropped
-        return "copies", copies.Options(cases="h2d", engine="ce", gpus="0", repeats=5, host_memory="own")
-    if probe == "gpu":
-        from ..bench.gpu import memory
-
-        return "gpu", memory.Options(gpus="0", kernels="triad", dtype="float64", no_aggregate=True, repeats=5)
-    if probe == "jacobi":
-        from ..bench.app import jacobi
-
-        return "jacobi", jacobi.Options(mode="single", gpus="0", variants="single", size="8192x8192", iters=100,
-                                        repeats=3)
-    raise ValueError(probe)
+    kind, p = declared()[probe]
+    return kind, p.options(max(1, min(t.threads or 1, len(t.cpus))), size)
 
 
 def first_touch_node(topo: Topology, t: TaskBinding) -> int:
@@ -90,24 +72,8 @@ def first_touch_node(topo: Topology, t: TaskBinding) -> int:
 
 
 def result_of(probe: str, rs: ResultSet, node: int) -> Result | None:
-    """The one result kept from a rank's result set. H2D: the row of host
-    memory placed by the rank's own policy (host_node -1: the probe asks
-    bench copies for that placement alone), else (a result set of every
-    node's rows) the row of the node its memory lands on."""
-    if probe == "h2d":
-        rows: dict[int, Result] = {}
-        for r in rs.results:
-            if r.metric == "h2d_ce":  # the rank's one GPU: the first row of each placement
-                rows.setdefault(r.params.get("host_node"), r)
-        return rows.get(-1, rows.get(node))
-    for r in rs.results:
-        if probe == "stream" and r.metric == "triad":
-            return r
-        if probe == "gpu" and r.metric == "triad" and r.params.get("dtype") in ("float64", None):
-            return r
-        if probe == "jacobi" and r.metric == "single":
-            return r
-    return None
+    """The one result kept from a rank's result set (`node`: the NUMA node its host memory lands on)."""
+    return probe_of(probe).kept(rs, node)
 
 
 def kept(probe: str, out: str, node: int) -> Result | None:
@@ -123,9 +89,9 @@ def combine(probe: str, values: list[float], gpus: list[tuple[int, ...]]) -> flo
     """The whole binding's figure from its ranks' (one repetition's, or their
     medians): the sum of bandwidths (ranks sharing a GPU under a time-sliced
     probe count once, at their median); the slowest rank's step time."""
-    if probe in LOWER_IS_BETTER:
+    if lower_is_better(probe):
         return max(values)
-    if probe in TIME_SLICED and len(gpus) == len(values):
+    if probe_of(probe).time_sliced and len(gpus) == len(values):
         shared: dict[tuple[int, ...], list[float]] = {}
         for g, x in zip(gpus, values):
             shared.setdefault(g, []).append(x)
@@ -291,10 +257,11 @@ def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> s
     one NUMA node, as many cores of its own)."""
     if row.total is None:
         return f"{row.probe}: not measured ({'; '.join(row.errors) or 'no result'})"
-    value = f"{row.probe}: {row.total:,.1f} {UNITS[row.probe]}"
+    unit, lower = probe_of(row.probe).unit, lower_is_better(row.probe)
+    value = f"{row.probe}: {row.total:,.1f} {unit}"
     if row.binding == "plan":
         iv = row.interval
-        how = f"{_span(iv.low, iv.high, UNITS[row.probe])}: {iv.method} of the whole binding" if iv else (
+        how = f"{_span(iv.low, iv.high, unit)}: {iv.method} of the whole binding" if iv else (
             "one repetition")
         return f"{value} (the reference; {how})"
     if plan_row is None or plan_row.total is None:
@@ -302,9 +269,9 @@ def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> s
     mine, ref = row.total, plan_row.total
     ratio = mine / ref if ref else 1.0
     lo, hi = _ratio_bounds(row, plan_row)
-    worse = ratio > 1 if row.probe in LOWER_IS_BETTER else ratio < 1
+    worse = ratio > 1 if lower else ratio < 1
     change = abs(ratio - 1)
-    how = ("slower" if worse else "faster") if row.probe in LOWER_IS_BETTER else ("lower" if worse else "higher")
+    how = ("slower" if worse else "faster") if lower else ("lower" if worse else "higher")
     band = f"{ratio:.2f}x the plan's, interval {lo:.2f}-{hi:.2f}x"
     if lo <= 1 <= hi or change <= MIN_NOISE:
         held = "holds 1" if lo <= 1 <= hi else f"a change within {100 * MIN_NOISE:.0f}%"
@@ -335,7 +302,7 @@ def _span(lo: float, hi: float, unit: str) -> str:
 def usable_probes(wanted: list[str], gpus: int) -> tuple[list[str], list[str]]:
     run, why = [], []
     for p in wanted:
-        if p in GPU_PROBES and gpus == 0:
+        if probe_of(p).gpu and gpus == 0:
             why.append(f"{p}: no GPU on this node")
         else:
             run.append(p)
@@ -344,6 +311,7 @@ def usable_probes(wanted: list[str], gpus: int) -> tuple[list[str], list[str]]:
 
 def parse_probes(spec: str) -> list[str]:
     got = [s.strip() for s in spec.split(",") if s.strip()]
-    if not got or any(p not in PROBES for p in got):
-        raise NodemapError(f"--probes {spec!r}: choose from {','.join(PROBES)}")
+    known = declared()
+    if not got or any(p not in known for p in got):
+        raise NodemapError(f"--probes {spec!r}: choose from {','.join(known)}")
     return list(dict.fromkeys(got))

@@ -28,7 +28,7 @@ from ..driver import Case, PartFailed, Plan
 from ..harness import Stopped, slowest_rank
 from ..results import Failure, Result, ResultSet, Stats, make_result
 from .jacobi_options import DTYPES, VARIANTS, Options
-from ..story import Story
+from ..story import Probe, Story
 
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
 
@@ -573,4 +573,10 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     gpu: str = ""
 
 
-STORY = Story(params=Params, areas=("GPU<->GPU",))
+# compare: the single-GPU step on the rank's GPU, us
+PROBE = Probe("jacobi", "us", lambda threads, size: Options(mode="single", gpus="0", variants="single",
+                                                            size="8192x8192", iters=100, repeats=3),
+              lambda rs, node: next((r for r in rs.results if r.metric == "single"), None), gpu=True)
+
+
+STORY = Story(params=Params, areas=("GPU<->GPU",), probes=(PROBE,))

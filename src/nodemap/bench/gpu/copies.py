@@ -26,7 +26,7 @@ from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
 from ..figures import Figure, Given, figure, key_part, said
 from dataclasses import replace
-from ..story import NO_PAIR, Cost, Node, Skipped, Step, Story
+from ..story import NO_PAIR, Cost, Node, Probe, Skipped, Step, Story
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
@@ -543,7 +543,25 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     dst: str = ""
 
 
+def _own_h2d(rs: ResultSet, node: int) -> Result | None:
+    """The row of host memory placed by the rank's own policy (host_node -1: the probe asks for that
+    placement alone), else (a set of every node's rows) the row of the node its memory lands on."""
+    rows: dict[int, Result] = {}
+    for r in rs.results:
+        if r.metric == "h2d_ce":  # the rank's one GPU: the first row of each placement
+            rows.setdefault(r.params.get("host_node"), r)
+    return rows.get(-1, rows.get(node))
+
+
+# compare: h2d alone over the copy engine, from the rank's own host memory, GB/s. One placement, the rank's
+# own: each node's row in turn ran rank A's NUMA0 row while rank B ran its NUMA2 row, so the rows summed had
+# never copied at once (and took NUMA-count times longer); the host case's d2h and h2d+d2h rows took 3x.
+PROBE = Probe("h2d", "GB/s", lambda threads, size: Options(cases="h2d", engine="ce", gpus="0", repeats=5,
+                                                           host_memory="own"), _own_h2d, gpu=True)
+
+
 STORY = Story(params=Params, figures=figures, related=remote_against_local,
               areas=("host<->GPU", "GPU<->GPU"), steps=steps, gpu=True, priority=20,  # PCIe and NVLink faults
               # quick 1.3-1.5 s on one H100 (check_h100_20261125), full 12.1 s on two H200s
-              cost={"quick": Cost(gpu_numa=1.5, pair=1.0), "full": Cost(gpu_numa=6.0, pair=1.0)})
+              cost={"quick": Cost(gpu_numa=1.5, pair=1.0), "full": Cost(gpu_numa=6.0, pair=1.0)},
+              probes=(PROBE,))

@@ -22,7 +22,7 @@ from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
 from ..figures import Figure, Given, figure, gpu_index, said
-from ..story import Cost, Node, Step, Story
+from ..story import Cost, Node, Probe, Step, Story
 
 ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
 INIT = (0.1, 0.2, 0.0)
@@ -339,7 +339,18 @@ class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/res
     mode: str = ""
 
 
+def _triad(rs: ResultSet, node: int) -> Result | None:
+    return next((r for r in rs.results if r.metric == "triad" and r.params.get("dtype") in ("float64", None)), None)
+
+
+# compare: the triad (float64) on the rank's GPU, GB/s; ranks sharing a GPU run by turns
+PROBE = Probe("gpu", "GB/s", lambda threads, size: Options(gpus="0", kernels="triad", dtype="float64",
+                                                           no_aggregate=True, repeats=5), _triad,
+              gpu=True, time_sliced=True)
+
+
 STORY = Story(params=Params, figures=figures,
               areas=("GPU memory",), steps=steps, gpu=True, priority=10,  # HBM: what a GPU node is bought for
               # quick 1.5-3.2 s on one H100 (check_h100_20261125), full 3.1 s on two H200s, 10.9 s on two H100s
-              cost={"quick": Cost(gpu=3.0), "full": Cost(gpu=5.5)})
+              cost={"quick": Cost(gpu=3.0), "full": Cost(gpu=5.5)},
+              probes=(PROBE,))
