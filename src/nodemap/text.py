@@ -9,6 +9,10 @@ is `is_decimal`, and names sort by `natural_key`.
 
 Names: a device name, UUID or bus id from outside is a short word
 (`name_problem`), any other text from outside printable (`text_problem`).
+Where a text from outside is shown rather than refused (a fleet report
+built from saved documents), `printable` escapes what is not printable and
+bounds it without two texts ever showing alike; `clipped` cuts a sentence
+at a word.
 
 Out: `table` is the one renderer of terminal tables (bench results, plans,
 the topology matrix, check and watch summaries); `matrix`, `number` and
@@ -23,7 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence  # not typing: env imports this on the launch path
 
 __all__ = ["is_decimal", "decoded", "natural_key", "table", "matrix", "number", "percent", "name_problem",
-           "text_problem", "shown"]
+           "text_problem", "shown", "printable", "clipped"]
 
 _RUNS = re.compile(r"([0-9]+)")
 
@@ -148,3 +152,39 @@ def shown(value: str, limit: int = 40) -> str:
     """`value` for an error line: Python's ascii() of its start, so a tab, a
     newline or an escape sequence shows as \\t, \\n, \\x1b."""
     return ascii(value[:limit]) + (f"... ({len(value)} characters)" if len(value) > limit else "")
+
+
+ELLIPSIS = "\u2026"
+_ESCAPED = ("\\", ELLIPSIS)  # printable, yet escaped: the escapes' own mark, and the cut's
+
+
+def printable(value: object, limit: int = TEXT_MAX) -> str:
+    """`value` as one line of printable text: each character that is not
+    printable (a control character such as an escape sequence's ESC or a
+    newline, a bidi override, a lone surrogate), and the backslash, written
+    as Python writes it (\\x1b, \\n, \\u202e, \\\\; and the ellipsis, \\u2026),
+    so no two texts show alike; printable ones (accents, CJK) kept. Over `limit` characters: its
+    start, an ellipsis and a hash of the whole, still told apart from every
+    other text ("node0...#3fa2c1d07b")."""
+    text = str(value)
+    if not (text.isprintable() and "\\" not in text and ELLIPSIS not in text):
+        text = "".join(c if c.isprintable() and c not in _ESCAPED else ascii(c)[1:-1] for c in text)
+    if len(text) <= limit:
+        return text
+    import hashlib
+
+    digest = hashlib.sha256(str(value).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return text[:max(0, limit - 12)] + ELLIPSIS + "#" + digest
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` whole when it fits in `limit` characters; else cut at the last
+    space within them, with an ellipsis (a first word longer than half of
+    them is cut inside it)."""
+    if len(text) <= limit:
+        return text
+    head = text[:max(0, limit - 1)]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:") + ELLIPSIS

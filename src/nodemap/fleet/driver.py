@@ -444,7 +444,7 @@ class Coordinator:
                                  f"did not join within {self.cfg.join_timeout:g} s")
         by_node: dict[str, list[int]] = {}
         for r, h in hellos.items():
-            by_node.setdefault(h["node"], []).append(r)
+            by_node.setdefault(mergemod.name(h["node"]), []).append(r)  # as its document's host will be named
         for name, ranks in sorted(by_node.items()):
             self.nodes[name] = NodeRec(name, leader_first(ranks))
             for r in self.nodes[name].ranks:

@@ -36,7 +36,8 @@ def _plt() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 8})
+    # names and keys from documents are labels, never TeX: "$x^$" in a node name ended the page (mathtext)
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 8, "text.parse_math": False})
     return plt
 
 

@@ -39,6 +39,7 @@ from typing import Any, Iterable, Iterator
 
 from ..bench.intervals import Interval
 from ..finding import Finding
+from ..text import clipped, printable
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
 from .pairs import bad_pairs, replay
@@ -112,6 +113,29 @@ NOT_JUDGED = "not judged"
 INCONCLUSIVE = "inconclusive"
 
 
+# A saved document's texts reach the summary, the HTML page and fleet.json:
+# each is shown printable and bounded (text.printable), names so that no two
+# nodes (classes, keys) ever show alike, however long or hostile (issue 36).
+NAME_CHARS = 128  # a node's name, its class, a figure key
+BUSY_CHARS = 200  # the busy reason a node's report line carries
+
+
+def name(value: Any) -> str:
+    """A name from a document as the fleet shows it (`text.printable`: told apart from every other)."""
+    return printable(value, NAME_CHARS)
+
+
+def cleaned(obj: Any) -> Any:
+    """`obj` (parsed JSON) with each text and key printable and bounded."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, list):
+        return [cleaned(v) for v in obj]
+    if isinstance(obj, dict):
+        return {printable(k): cleaned(v) for k, v in obj.items()}
+    return obj
+
+
 def node_from_doc(doc: dict[str, Any]) -> Node:
     """A node check document (schema nodemap.check/2 or /1) as the fleet sees it.
     A figure that is not a finite number >= 0 is left out and named in
@@ -121,9 +145,10 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
     for i, f in enumerate(doc.get("figures") or ()):
         if not isinstance(f, dict) or not f.get("key"):
             continue
+        f = cleaned(f) | {"key": name(f["key"])}
         bad = figure_problem(f)
         if bad:
-            rejected.append(f"figures[{i}].value ({f['key']}) = {f.get('value')!r}: {bad}")
+            rejected.append(f"figures[{i}].value ({f['key']}) = {clipped(repr(f.get('value')), 60)}: {bad}")
             aside.add(f["key"])
         elif NOT_JUDGED in str(f.get("label", "")):
             aside.add(f["key"])
@@ -132,11 +157,11 @@ def node_from_doc(doc: dict[str, Any]) -> Node:
             if f.get("verdict") == INCONCLUSIVE:  # in the fleet's median and heatmap, but no verdict of its own
                 aside.add(f["key"])
     return Node(
-        name=str(doc.get("host", "?")),
+        name=name(doc.get("host", "?")),
         status="complete" if doc.get("complete", True) else "incomplete",
-        node_class=factsmod.node_class(topo),
+        node_class=name(factsmod.node_class(topo)),
         figures=figs,
-        facts=factsmod.facts(topo),
+        facts=cleaned(factsmod.facts(topo)),
         findings=[_own(x) for x in doc.get("findings", ())],
         busy=_busy(doc),
         rejected=rejected,
@@ -150,8 +175,8 @@ def _busy(doc: dict[str, Any]) -> str:
     busy = doc.get("busy")
     if not isinstance(busy, dict) or busy.get("busy") is not True:
         return ""
-    reasons = [str(r) for r in busy.get("reasons") or () if r]
-    return reasons[0][:200] if reasons else "other work shared the node"
+    reasons = [printable(r) for r in busy.get("reasons") or () if r]
+    return clipped(reasons[0], BUSY_CHARS) if reasons else "other work shared the node"
 
 
 def figure_problem(f: dict[str, Any]) -> str:
@@ -187,12 +212,12 @@ def measured_on(doc: dict[str, Any]) -> dict[str, Any]:
     of one machine share it under different hostnames; two machines of one
     name do not), else its hostname; and its GPUs' UUIDs."""
     topo = doc.get("topology") or {}
-    host = str((topo.get("machine") or {}).get("hostname") or "")
-    boot = str((doc.get("extra") or {}).get(BOOT_ID) or "")
+    host = name((topo.get("machine") or {}).get("hostname") or "")
+    boot = name((doc.get("extra") or {}).get(BOOT_ID) or "")
     start, end = _when(doc.get("started")), _when(doc.get("finished"))
     if not (host or boot) or start is None or end is None:
         return {}
-    gpus = tuple(f"GPU {g['uuid']}" for g in topo.get("gpus", ()) if isinstance(g, dict) and g.get("uuid"))
+    gpus = tuple(f"GPU {name(g['uuid'])}" for g in topo.get("gpus", ()) if isinstance(g, dict) and g.get("uuid"))
     return {"host": host, "places": (f"host (boot id {boot}" if boot else f"host ({host}",) + gpus,
             "window": (start, end)}
 
@@ -209,12 +234,12 @@ def _when(stamp: Any) -> float | None:
 def _own(finding: Any) -> Finding:
     """A node check's finding, fail or warn (the oldest node documents held a sentence)."""
     if isinstance(finding, str):
-        return Finding("warn", finding)
+        return Finding("warn", printable(finding))
     return Finding("fail" if finding.get("verdict") == "fail" else "warn",
-                   str(finding.get("text") or finding.get("message") or finding),
-                   keys=tuple(str(k) for k in finding.get("keys") or ()),
+                   printable(finding.get("text") or finding.get("message") or finding),
+                   keys=tuple(name(k) for k in finding.get("keys") or ()),
                    cause="configuration" if finding.get("cause") == "configuration" else "",
-                   area=str(finding.get("area", "")))
+                   area=printable(finding.get("area", "")))
 
 
 def _configuration(f: Finding) -> str:

@@ -133,11 +133,21 @@ def _read_saved(dirs: list[str]) -> Saved:
                     seen[node.name] = mine
                     nodes[node.name] = node
                 elif {"a", "b", "key", "value"} <= obj.keys():
-                    pair_results.append(obj)
+                    pair_results.append(mergemod.cleaned(obj) | {k: mergemod.name(obj[k]) for k in ("a", "b", "key")})
                 elif set(obj) == {"isolation"}:  # isolation.json
-                    isolations.append(obj["isolation"])
+                    isolations.append(named_isolation(obj["isolation"]))
     # one run's conclusion stands; several runs' pairs are concluded again together (merge replays them)
     return list(nodes.values()), pair_results, isolations[0] if len(isolations) == 1 else None
+
+
+def named_isolation(conclusion: dict[str, Any]) -> dict[str, Any]:
+    """isolation.json's conclusion with its nodes named as the fleet names them (merge.name)."""
+    out = dict(conclusion)
+    for k in ("bad_nodes", "unsettled"):
+        out[k] = [mergemod.name(n) for n in conclusion.get(k) or ()]
+    for k in ("bad_links", "transient"):
+        out[k] = [[mergemod.name(n) for n in link] for link in conclusion.get(k) or ()]
+    return out
 
 
 def what_files(dirs: list[str]) -> str:
@@ -165,7 +175,10 @@ def read_remeasured(dirs: list[str]) -> dict[str, Any] | None:
     if len(found) != 1:
         return None
     got = _objects(found[0])
-    return got[0].get("remeasured") if got and isinstance(got[0].get("remeasured"), dict) else None
+    if not (got and isinstance(got[0].get("remeasured"), dict)):
+        return None
+    return {mergemod.name(node): {mergemod.name(k): mergemod.cleaned(v) for k, v in keys.items()}
+            for node, keys in got[0]["remeasured"].items()}
 
 
 def _objects(path: str) -> list[dict[str, Any]]:
