@@ -5,15 +5,17 @@ jobs nodemap failed, the seconds nodemap adds per job, the longest hang.
 
   python3 benchmarks/soak.py [--jobs 500] [--faults all] [--seed 1] [--out PREFIX]
 
-Two clusters of scripts/slurm-test-cluster run side by side: A with the
+Three clusters of scripts/slurm-test-cluster run side by side: A with the
 recipes (HealthCheckProgram every --health-interval s, Prolog, Epilog, the
-plugstack line of `srun --nodemap`), B bare. Every job of the stream runs on
-both, one after the other (the order alternates), so the seconds nodemap adds
-are paired differences measured under the same load. The recipes are the
-fenced blocks marked `<!-- recipe: NAME -->` in docs/slurm.md, run verbatim
-with the machine's paths replaced by the soak's folder (node-local paths get
-a folder per node: `${SLURMD_NODENAME}`, expanded where the script runs);
-only HealthCheckInterval is the soak's.
+plugstack line of `srun --nodemap`), B bare, C with A's slurm.conf lines but
+scripts that exit 0 (Slurm's own prolog and epilog machinery). Every job of
+the stream runs on all three, one after the other (the order turns), so the
+seconds nodemap adds (A - C) and the recipes add (A - B) are paired
+differences measured under the same load. The recipes are the fenced blocks
+marked `<!-- recipe: NAME -->` in docs/slurm.md, read and run verbatim as
+tests/test_docs_recipes.py does, with the machine's paths replaced by the
+soak's folder (node-local paths get a folder per node: `${SLURMD_NODENAME}`,
+expanded where the script runs); HealthCheckInterval is the soak's.
 
 The stream: `srun -N3 -n3 printenv SLURMD_NODENAME` and the docs'
 `srun --nodemap ...` lines (./app: a task printing its node and CPUs), -N
@@ -32,7 +34,7 @@ node. A failed job is explained when a fault that may fail jobs overlapped it
 (on its node where known); else it counts, "by nodemap" when its stderr names
 nodemap, a prolog or an epilog. The longest hang: the longest-lived nodemap
 process of the gate (health, prolog, epilog checks, the plugin's plan),
-sampled from /proc every second, and the slowest job beyond its pair.
+sampled from /proc every second, and the slowest job beyond its run on C.
 
 Every daemon is stopped by its pid (slurm-test-cluster stop), every mount
 this soak made is unmounted, every process it started is ended by its pid:
@@ -448,6 +450,7 @@ class Soak:
         self.jobs_lock = threading.Lock()
         self.a = Cluster(os.path.join(self.top, "a"), "A", self.venv, self.track)
         self.b = Cluster(os.path.join(self.top, "b"), "B", self.venv, self.track)
+        self.c = Cluster(os.path.join(self.top, "c-ctl"), "C", self.venv, self.track)
         self.t0 = time.monotonic()
         self.mounts: list[str] = []
         self.jobs: list[Job] = []
@@ -458,7 +461,9 @@ class Soak:
         self.load = Load(self)
         self.stopping = threading.Event()
         self.script = cluster_script()
-        self.setup_s = self.a_start = self.b_start = None
+        self.setup_s = None
+        self.check_cost: dict[str, Any] = {}
+        self.started: dict[str, float] = {}
         self.conf_lines: list[str] = []
 
     def clock(self) -> float:
@@ -504,7 +509,7 @@ class Soak:
         for p in children:
             self.end(p)
         done.append(f"{sum(p.returncode is not None for p in children)} processes of the soak ended")
-        for c in (self.a, self.b):
+        for c in (self.a, self.b, self.c):
             said = c.stop()
             if said:
                 done.append(f"cluster {c.name}: {said}")
@@ -542,9 +547,29 @@ class Soak:
         os.chmod(self.paths.app, 0o755)
         self.conf_lines = [line for line in self.recipes["slurm.conf"].splitlines() if "=" in line]
         plugstack = [line for line in self.recipes["plugstack.conf"].splitlines() if line.strip()]
-        self.a_start = self.a.start(len(self.node_names), self.conf_lines, "\n".join(plugstack) + "\n")
-        self.b_start = self.b.start(len(self.node_names), [])
+        noop = os.path.join(self.top, "noop")
+        with open(noop, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(noop, 0o755)
+        control = [re.sub(r"^(HealthCheckProgram|Prolog|Epilog)=.*", rf"\1={noop}", line) for line in self.conf_lines]
+        n = len(self.node_names)
+        self.started = {"A": self.a.start(n, self.conf_lines, "\n".join(plugstack) + "\n"), "B": self.b.start(n, []),
+                        "C": self.c.start(n, control)}
         self.shapes = shapes(self.recipes["srun-nodemap"])
+        self.check_cost = self.cost_of_a_check()
+
+    def cost_of_a_check(self, times: int = 5) -> dict[str, Any]:
+        """Wall and CPU seconds of the health program run by hand on n1, one at a time: what each health
+        check, prolog and epilog costs a node (the CPU time is the load-independent figure)."""
+        walls, cpus = [], []
+        script = os.path.join(self.top, "etc", "health")
+        for _ in range(times):
+            before, t = os.times(), time.monotonic()
+            subprocess.run([script], env={"SLURMD_NODENAME": self.node_names[0]}, capture_output=True, timeout=120)
+            after = os.times()
+            walls.append(time.monotonic() - t)
+            cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
+        return {"runs": times, "wall_median_s": med(walls), "cpu_median_s": med(cpus), "load": rnd(os.getloadavg()[0])}
 
     def sh(self, recipe: str, node: str, env: dict | None = None, timeout: float = 300) -> None:
         p = subprocess.run(["sh", "-ec", self.recipes[recipe]], capture_output=True, text=True, timeout=timeout,
@@ -609,8 +634,8 @@ class Soak:
                 continue
             shape = names[rng.randrange(len(names))]
             argv = fewer_nodes(self.shapes[shape], len(self.watch.up()) or len(self.node_names))
-            pair = [(self.a, argv), (self.b, bare(argv))]
-            for cluster, cmd in (pair if i % 2 else pair[::-1]):
+            runs = [(self.a, argv), (self.b, bare(argv)), (self.c, bare(argv))]
+            for cluster, cmd in runs[i % 3:] + runs[:i % 3]:  # the order turns: no cluster always first
                 self.run_job(i, shape, cluster, cmd)
 
     def run(self) -> dict[str, Any]:
@@ -654,16 +679,15 @@ class Soak:
     def results(self) -> dict[str, Any]:
         judge(self.watch.spans, self.jobs, self.faults, self.clock())
         a = [j for j in self.jobs if j.cluster == "A"]
-        b = {(j.index, j.shape): j for j in self.jobs if j.cluster == "B"}
-        paired = [(j, b[(j.index, j.shape)]) for j in a if (j.index, j.shape) in b and j.index >= 0
-                  and j.verdict == "ok" and b[(j.index, j.shape)].rc == 0]
-        diffs = sorted(ja.wall - jb.wall for ja, jb in paired)
-        per_shape = {}
-        for shape in sorted({ja.shape for ja, _ in paired}):
-            d = sorted(ja.wall - jb.wall for ja, jb in paired if ja.shape == shape)
-            per_shape[shape] = {"jobs": len(d), "a_median_s": med([ja.wall for ja, jb in paired if ja.shape == shape]),
-                                "b_median_s": med([jb.wall for ja, jb in paired if ja.shape == shape]),
-                                "added_median_s": med(d), "added_p99_s": pct(d, 99)}
+        same = {(j.cluster, j.index, j.shape): j for j in self.jobs if j.index >= 0}
+        # the stream's jobs that ran right on all three clusters: A - B what the recipes add (Slurm's prolog
+        # and epilog machinery too), A - C what nodemap adds (C: the same slurm.conf, scripts that exit 0)
+        runs = [(j, same.get(("B", j.index, j.shape)), same.get(("C", j.index, j.shape))) for j in a
+                if j.index >= 0 and j.shape != "fleet" and j.verdict == "ok"]
+        runs = [(ja, jb, jc) for ja, jb, jc in runs if jb and jc and jb.rc == 0 and jc.rc == 0]
+        per_shape = {shape: added([r for r in runs if r[0].shape == shape]) for shape in sorted({r[0].shape
+                                                                                                 for r in runs})}
+        slowest = max(runs, key=lambda r: r[0].wall - r[2].wall, default=None)
         gate = [p for p in self.watch.procs.values() if p.kind in ("HealthCheckProgram", "prolog", "epilog",
                                                                      "health check", "srun --nodemap plan")]
         longest = max(gate, key=lambda p: p.last - p.start, default=None)
@@ -671,7 +695,6 @@ class Soak:
         for kind in sorted({p.kind for p in self.watch.procs.values()}):
             ds = sorted(p.last - p.start for p in self.watch.procs.values() if p.kind == kind)
             by_kind[kind] = {"seen": len(ds), "median_s": med(ds), "max_s": round(ds[-1], 1)}
-        slowest = max(paired, key=lambda p: p[0].wall - p[1].wall, default=None)
         loads = [v for _, v in self.watch.load]
         verdicts = {}
         for j in a:
@@ -680,31 +703,32 @@ class Soak:
             "machine": self.args.machine, "date": time.strftime("%Y-%m-%d"), "commit": commit(),
             "command": shlex.join(["python3", "benchmarks/soak.py", *self.args.argv]),
             "seed": self.seed, "nodes": len(self.node_names), "health_interval_s": self.args.health_interval,
-            "setup_s": self.setup_s, "cluster_start_s": {"A": self.a_start, "B": self.b_start},
+            "setup_s": self.setup_s, "cluster_start_s": self.started,
             "wall_s": round(self.clock(), 1),
             "recipes": sorted(self.recipes), "slurm_conf_lines": self.conf_lines,
             "load": {"min": rnd(min(loads, default=0)), "median": med(loads), "max": rnd(max(loads, default=0)),
                      "bursts": len(self.load.bursts)},
-            "jobs": {"A": len(a), "B": len(b), "fleet": sum(j.shape == "fleet" for j in a), "verdicts": verdicts,
+            "jobs": {"A": len(a), "B": sum(j.cluster == "B" for j in self.jobs),
+                     "C": sum(j.cluster == "C" for j in self.jobs), "fleet": sum(j.shape == "fleet" for j in a), "verdicts": verdicts,
                      "fleet_wall_s": {"median": med([j.wall for j in a if j.shape == "fleet"]),
                                       "max": max((j.wall for j in a if j.shape == "fleet"), default=None)}},
             "false_drains": [asdict(s) for s in self.watch.spans if s.verdict == "false"],
             "drains": [asdict(s) for s in self.watch.spans],
             "failed_by_nodemap": [asdict(j) for j in a if j.verdict in ("failed by nodemap", "plugin fell back")],
             "failed_other": [asdict(j) for j in self.jobs if j.verdict == "failed"
-                             or (j.cluster == "B" and j.rc and j.index >= 0)],
-            "added_s": {"paired_jobs": len(diffs), "median": med(diffs), "p99": pct(diffs, 99),
-                        "by_shape": per_shape},
+                             or (j.cluster != "A" and j.rc and j.index >= 0)],
+            "added_s": dict(added(runs), by_shape=per_shape),
             "longest_hang": {
                 "gate_process_s": round(longest.last - longest.start, 1) if longest else None,
                 "gate_process": asdict(longest) if longest else None,
-                "job_beyond_its_pair_s": round(slowest[0].wall - slowest[1].wall, 1) if slowest else None,
+                "job_beyond_its_pair_s": round(slowest[0].wall - slowest[2].wall, 1) if slowest else None,
                 "job": asdict(slowest[0]) if slowest else None,
                 "longest_job_a_s": max((j.wall for j in a if j.index >= 0), default=None),
                 "fleet_after_a_death_s": max((f.detail.get("ended_after_death_s") or 0 for f in self.faults),
                                              default=None),
             },
             "processes": by_kind,
+            "health_check_cost": self.check_cost,
             "faults": [asdict(f) for f in self.faults],
             "bursts": self.load.bursts,
         }
@@ -749,6 +773,16 @@ def judge(spans: list[Drain], jobs: list[Job], faults: list[Fault], now: float) 
             job.verdict = "failed"
 
 
+def added(runs: list[tuple[Job, Job, Job]]) -> dict[str, Any]:
+    """The wall times of (A, B, C) runs of the same jobs, and what A adds to each (paired differences)."""
+    by_nodemap = sorted(a.wall - c.wall for a, _, c in runs)
+    by_recipes = sorted(a.wall - b.wall for a, b, _ in runs)
+    return {"jobs": len(runs), "a_median_s": med([a.wall for a, _, _ in runs]),
+            "b_median_s": med([b.wall for _, b, _ in runs]), "c_median_s": med([c.wall for _, _, c in runs]),
+            "nodemap_median_s": med(by_nodemap), "nodemap_p99_s": pct(by_nodemap, 99),
+            "recipes_median_s": med(by_recipes), "recipes_p99_s": pct(by_recipes, 99)}
+
+
 def med(v: list[float]) -> float | None:
     return round(statistics.median(v), 3) if v else None
 
@@ -784,18 +818,23 @@ def table(r: dict[str, Any]) -> str:
         "",
         "| what | measured | target |",
         "|---|---|---|",
-        f"| jobs (A: recipes on; B: bare, the same stream) | A {r['jobs']['A']} ({r['jobs']['fleet']} fleet), "
-        f"B {r['jobs']['B']} | >= 500 on A |",
+        f"| jobs (A: the recipes; B: bare; C: Slurm's prolog, epilog and health program doing nothing) | "
+        f"A {r['jobs']['A']} ({r['jobs']['fleet']} fleet), B {r['jobs']['B']}, C {r['jobs']['C']} | >= 500 on A |",
         f"| a fleet job's wall time (3 nodes, tiny arrays) | median {r['jobs']['fleet_wall_s']['median']} s, "
         f"max {r['jobs']['fleet_wall_s']['max']} s | |",
         f"| healthy nodes drained | {len(r['false_drains'])} | 0 |",
         f"| jobs failed by nodemap | {len(r['failed_by_nodemap'])} | 0 |",
         f"| jobs failed otherwise (not by a fault) | {len(r['failed_other'])} | |",
-        f"| seconds nodemap adds per job (paired, {added['paired_jobs']} jobs) | median {added['median']}, "
-        f"p99 {added['p99']} | |",
+        f"| seconds nodemap adds per job (A - C, paired, {added['jobs']} jobs) | median {added['nodemap_median_s']}, "
+        f"p99 {added['nodemap_p99_s']} | |",
+        f"| seconds the recipes add per job (A - B: Slurm's prolog machinery too) | median "
+        f"{added['recipes_median_s']}, p99 {added['recipes_p99_s']} | |",
+        f"| one health check (the health program by hand, {r['health_check_cost'].get('runs')} runs, load "
+        f"{r['health_check_cost'].get('load')}) | wall {r['health_check_cost'].get('wall_median_s')} s, CPU "
+        f"{r['health_check_cost'].get('cpu_median_s')} s (medians) | |",
         f"| faults injected / judged right | {len(faults)} / {sum(f['ok'] for f in faults)} | all |",
         f"| longest gate process (health, prolog, epilog, plan) | {hang['gate_process_s']} s | < 60 s |",
-        f"| longest job beyond its pair on B | {hang['job_beyond_its_pair_s']} s | |",
+        f"| longest job beyond its run on C | {hang['job_beyond_its_pair_s']} s | |",
         f"| a fleet's end after a rank's death | {hang['fleet_after_a_death_s']} s | <= 60 s |",
         "",
         "| fault | node | at job | expected | found | after the fix | right |",
@@ -804,11 +843,12 @@ def table(r: dict[str, Any]) -> str:
     for f in faults:
         lines.append(f"| {f['name']} | {','.join(f['nodes']) or 'all'} | {f['at_job']} | {f['expect']} | "
                      f"{f['found']} | {f['fixed']} | {'yes' if f['ok'] else 'NO'} |")
-    lines += ["", "| job shape | jobs | A median s | B median s | added median s | added p99 s |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| job shape | jobs | A median s | B median s | C median s | A - C median, p99 s | "
+                  "A - B median, p99 s |", "|---|---|---|---|---|---|---|"]
     for shape, s in added["by_shape"].items():
-        lines.append(f"| `{shape}` | {s['jobs']} | {s['a_median_s']} | {s['b_median_s']} | {s['added_median_s']} | "
-                     f"{s['added_p99_s']} |")
+        lines.append(f"| `{shape}` | {s['jobs']} | {s['a_median_s']} | {s['b_median_s']} | {s['c_median_s']} | "
+                     f"{s['nodemap_median_s']}, {s['nodemap_p99_s']} | {s['recipes_median_s']}, "
+                     f"{s['recipes_p99_s']} |")
     lines += ["", "| nodemap process | seen | median s | max s |", "|---|---|---|---|"]
     for kind, s in r["processes"].items():
         lines.append(f"| {kind} | {s['seen']} | {s['median_s']} | {s['max_s']} |")

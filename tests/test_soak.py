@@ -70,7 +70,8 @@ def test_a_short_soak_drains_no_healthy_node_and_judges_its_faults_right():
     p, r = soak_json(["--jobs", "16", "--faults", faults, "--fleet-every", "0", "--settle", "5"], timeout=600)
     assert r, p.stderr[-3000:]
     print(p.stderr[-2500:])
-    assert r["jobs"]["A"] >= 16 and r["jobs"]["B"] >= 16, r["jobs"]
+    assert r["jobs"]["A"] >= 16 and r["jobs"]["B"] >= 16 and r["jobs"]["C"] >= 16, r["jobs"]
+    assert r["added_s"]["jobs"] >= 8 and r["added_s"]["nodemap_median_s"] is not None, r["added_s"]
     assert set(soak.RECIPES) <= set(r["recipes"])
     assert any(line.startswith("Prolog=") for line in r["slurm_conf_lines"])
     assert r["false_drains"] == [], r["false_drains"]
