@@ -10,7 +10,9 @@
   fleet name the node without importing mapping);
 - pynvml is imported only by the NVML source (topology/nvml.py);
 - tomllib is imported only with its Python 3.10 fallback (tomli);
-- HTML tables are written only by nodemap.htmlpage.table (it escapes every cell).
+- HTML tables are written only by nodemap.htmlpage.table (it escapes every cell);
+- check, compare and the result reader name no benchmark kind and import no kind's module: they read
+  its STORY through the registry (bench/kinds.py), so a new kind is one file and a registry line.
 """
 
 from __future__ import annotations
@@ -432,3 +434,61 @@ def test_a_process_is_bound_only_by_launch():
     assert binding_calls(ast.parse("os.sched_setaffinity(0, cpus)\nnative.set_mempolicy(native.MPOL_BIND, m)")) == [1, 2]
     found = {m: lines for m, t in TREES.items() if m != BINDER and (lines := binding_calls(t))}
     assert found == {}, "bind through nodemap.mapping.launch.apply (one answer to a refused memory policy)"
+
+
+# --- a kind's story is its own (bench/story.py): the readers of what kinds measure name none ----------------
+
+KIND_READERS = ("nodemap.check", "nodemap.compare", "nodemap.bench.resultfile")
+
+
+def _registered() -> dict[str, str]:
+    """bench/kinds.py's registry as written: kind name -> its module."""
+    for node in ast.walk(TREES["nodemap.bench.kinds"]):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "BENCHES":
+            return {k: module for k, (module, _) in ast.literal_eval(node.value).items()}
+    raise AssertionError("bench/kinds.py has no BENCHES")
+
+
+def _readers() -> list[str]:
+    return [m for m in MODULES if m == KIND_READERS[-1] or m.startswith(KIND_READERS[:2])]
+
+
+def kind_names(tree: ast.AST, kinds: set[str]) -> list[tuple[str, int]]:
+    """(kind name, line) of every string literal that is a kind's name."""
+    return [(n.value, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in kinds]
+
+
+# The same words in other vocabularies, each use counted: a new literal of a kind's name here fails.
+OTHER_WORDS = {
+    ("nodemap.check.inventory", "gpu"): 2,  # an Endpoint's kind (bench/endpoints.py: "gpu3"), not bench gpu
+    ("nodemap.check.findings", "gpu"): 1,
+    ("nodemap.check.findings", "nccl"): 1,  # expectations.toml row kinds (Figure.kind): NCCL's,
+    ("nodemap.check.findings", "placement"): 1,  # STREAM's all-cores triad against its best placement
+    ("nodemap.check.busy", "placement"): 1,
+    ("nodemap.check.busy", "memory"): 1,  # document keys: a busy sample's memory pressure,
+    ("nodemap.check.mpi", "gpu"): 1,  # the CUDA-awareness record's GPU, compare's resource columns
+    ("nodemap.compare.bindings", "numa"): 2,
+    ("nodemap.compare.bindings", "memory"): 2,
+    ("nodemap.compare.bindings", "gpu"): 1,
+}
+
+
+def test_the_readers_of_what_kinds_measure_name_no_kind():
+    # check, compare and the result reader held a table per kind (figures' extractors, costs, priorities,
+    # steps, failure areas, probes, parameter schemas): 110 kind-name literals at 4006b1a, 97 naming kinds;
+    # a kind's STORY says it now
+    assert kind_names(ast.parse('if step.kind == "nccl":\n    x = {"memory": 1}\nf"bench {k}"'), {"nccl", "memory"}) == [
+        ("nccl", 1), ("memory", 2)]
+    kinds = set(_registered())
+    found: dict[tuple[str, str], int] = {}
+    for m in _readers():
+        for name, _ in kind_names(TREES[m], kinds):
+            found[m, name] = found.get((m, name), 0) + 1
+    assert found == OTHER_WORDS, "read the kind's STORY through bench.kinds.story, not its name"
+
+
+def test_the_readers_of_what_kinds_measure_import_no_kind():
+    # a kind reaches check and compare through the registry only: one file and a registry line
+    kind_modules = {m for module in _registered().values() for m in (module, module + "_options")}
+    got = {(m, t) for m in _readers() for t in EDGES[m] if t in kind_modules}
+    assert got == set(), "read the kind through bench.kinds.story (its STORY), not by importing its module"
