@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Sequence
 
 import msgspec
-from msgspec import Meta
 
 from nodemap.bench.driver import Case, PartFailed, Plan
 from nodemap.bench.figures import Figure, Given, figure
 from nodemap.bench.options import Common, option
 from nodemap.bench.results import Failure, Result, ResultSet, make_result
-from nodemap.bench.story import Cost, Node, Probe, Step, Story
+from nodemap.bench.story import Cost, Count, Node, Probe, ResultParams, Step, Story
 from nodemap.units import format_size, gbps, parse_size
 
 KIND = "bytecopy"
@@ -65,9 +64,9 @@ def plan(opts: Options) -> Plan:
 # --- its story ------------------------------------------------------------------------------------
 
 
-class Params(msgspec.Struct, kw_only=True):
-    part: Annotated[int, Meta(ge=0)]
-    bytes: Annotated[int, Meta(ge=256)]
+class Params(ResultParams):
+    part: Count
+    bytes: Annotated[int, msgspec.Meta(ge=256)]
 
 
 def figures(results: list[Result], given: Given) -> list[Figure]:

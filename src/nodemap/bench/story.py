@@ -11,6 +11,9 @@ kind declares only what it has (a kind `check` does not run has no steps).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Annotated
+
+import msgspec
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,6 +23,15 @@ if TYPE_CHECKING:
     from .results import Failure
 
 NO_PAIR = "one GPU: no pair to measure"  # why a kind of GPU pairs is skipped on a node of one GPU
+Count = Annotated[int, msgspec.Meta(ge=0)]  # bounds of a result parameter: a size, an index
+Positive = Annotated[int, msgspec.Meta(ge=1)]  # threads, a working set
+Named = Annotated[list[str], msgspec.Meta(min_length=1)]  # at least one name: a result's GPUs
+
+
+class ResultParams(msgspec.Struct):
+    """A kind's result parameters its readers index (report, check's figures): a saved file that lacks
+    one, or holds text where a number belongs, is refused with the field's path (bench/resultfile.py);
+    every other parameter is kept as it was saved."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +97,7 @@ class Probe:
 
 @dataclass(frozen=True)
 class Story:
-    # the result parameters readers index (report, check's figures): a msgspec Struct; a saved file that
-    # lacks one, or holds text where a number belongs, is refused with the field's path (bench/resultfile.py).
-    # Only those readers rely on are declared; every other parameter is kept as it was saved.
-    params: Any = None
+    params: type[ResultParams] | None = None
     # the figures check judges, drawn from its Results: (results, bench.figures.Given) -> [Figure]
     figures: Any = None
     # its figures judged against the other kinds' (a remote copy against the local one), once every kind

@@ -14,8 +14,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-import msgspec
-
 from ...errors import NodemapError
 from ...units import gbps
 from . import jacobi_gpu as jgpu
@@ -28,7 +26,7 @@ from ..driver import Case, PartFailed, Plan
 from ..harness import Stopped, slowest_rank
 from ..results import Failure, Result, ResultSet, Stats, make_result
 from .jacobi_options import DTYPES, VARIANTS, Options
-from ..story import Probe, Story
+from ..story import Probe, ResultParams, Story
 
 HOST_CHECK_CELLS = 1 << 20  # grids up to this size are also solved in NumPy
 
@@ -567,7 +565,7 @@ def text(rs: ResultSet) -> str:
     return out
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+class Params(ResultParams):
     dtype: str
     variant: str = ""
     gpu: str = ""

@@ -10,8 +10,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import msgspec
-
 from ...errors import NodemapError
 from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
@@ -19,7 +17,7 @@ from ..harness import check_count, check_positive
 from ..driver import Case, Plan, Skipped, VerificationFailed
 from ..results import Failure, Result, ResultSet, make_result
 from .placement_options import STRATEGIES, Options
-from ..story import GPU_FIX, Story
+from ..story import GPU_FIX, ResultParams, Story
 
 DATASET_SEED = 1000  # fixes which rows are hot, for every pass and strategy
 
@@ -547,7 +545,7 @@ def text(rs: ResultSet) -> str:
                   "1st it s"], rows, right=[False] + [True] * 8)
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+class Params(ResultParams):
     zipf_s: float
     strategy: str
 

@@ -9,10 +9,7 @@ import os
 import statistics
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable
-
-import msgspec
-from msgspec import Meta
+from typing import Any, Callable
 
 from ...errors import NodemapError
 from . import mpi_common as mc
@@ -27,7 +24,7 @@ from .collectives_options import OPS, Options
 from ..figures import Figure, Given, figure
 from dataclasses import replace
 from ...topology.model import Topology
-from ..story import NO_PAIR, Cost, Node, Skipped, Step, Story
+from ..story import NO_PAIR, Cost, Count, Node, ResultParams, Skipped, Step, Story
 
 NO_INPLACE = ("alltoall", "sendrecv")
 WORD = 4  # float32
@@ -493,9 +490,6 @@ def text(rs: ResultSet) -> str:
                  rows, right=[False, False] + [True] * 7)
 
 
-# --- the figures check judges (bench/figures.py) --------------------------------------
-
-
 def figures(results: list[Result], given: Given) -> list[Figure]:
     """all_reduce bus bandwidth at the largest size (out-of-place), judged
     against the slowest GPU<->GPU link of the node (`with_link_peak`)."""
@@ -533,9 +527,9 @@ def steps(node: Node) -> list[Step | Skipped]:
     return [Step(what="NCCL all_reduce bus bandwidth", options=opts)]
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    size: Annotated[int, Meta(ge=0)]
-    ranks: Annotated[int, Meta(ge=0)] = 0
+class Params(ResultParams):
+    size: Count
+    ranks: Count = 0
     inplace: bool = False
 
 

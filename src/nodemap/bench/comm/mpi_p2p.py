@@ -9,10 +9,7 @@ import dataclasses
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Annotated, Any
-
-import msgspec
-from msgspec import Meta
+from typing import Any
 
 from ...errors import NodemapError
 from ...units import MiB, format_size, gbps, parse_size, parse_sizes
@@ -26,7 +23,7 @@ from ..options import MPI_TIMEOUT_S, choices
 from ..results import Result, ResultSet, make_result
 from .mpi_p2p_options import SMALL, TESTS, Options
 from ..figures import Figure, Given, figure
-from ..story import Cost, Node, Step, Story
+from ..story import Cost, Count, Node, ResultParams, Step, Story
 
 BUFFERS = ("HH", "HD", "DH", "DD")
 STOP_TAG = 97
@@ -494,9 +491,6 @@ def text(rs: ResultSet) -> str:
                  right=[False] * 3 + [True] * 4 + [False] * 3)
 
 
-# --- the figures check judges (bench/figures.py) --------------------------------------
-
-
 def figures(results: list[Result], given: Given) -> list[Figure]:
     """Per buffer kind: latency at the smallest message (host buffers) and
     bandwidth at 16 MiB (the size quick and full both measure). Device
@@ -537,8 +531,6 @@ def device_peak(figs: list[Figure], topo: Any = None) -> list[Figure]:
     return out
 
 
-# --- in the check: its ranks under a launcher (check/mpi.py) ----------------------------------------
-
 LATENCY_SIZE = 1  # latency is read at the smallest size: the default sizes start at 1 B
 # Repetitions of the small messages (latency's): one takes about a millisecond, so one preemption of a rank
 # by a daemon (a 2-vCPU VM: 2.4 us became 5+ us in 1 of 3) decided a 3-repetition range ([min, max], 75%);
@@ -562,8 +554,8 @@ def steps(node: Node) -> list[Step]:
     return [Step(what="MPI point-to-point, host and device buffers", options=check_options(node.level, node.gpus > 0))]
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    size: Annotated[int, Meta(ge=0)]
+class Params(ResultParams):
+    size: Count
     buffers: str = ""
     transport: str = ""
 

@@ -9,10 +9,7 @@ import functools
 import statistics
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable
-
-import msgspec
-from msgspec import Meta
+from typing import Any, Callable
 
 from . import collectives as co
 from . import mpi_common as mc
@@ -21,7 +18,7 @@ from ..harness import check_count, slowest_rank
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .ring_options import TRANSPORTS, Options
-from ..story import Story
+from ..story import Positive, ResultParams, Story
 
 WORD = 4
 WORK_ELEMS = 32 << 20  # the compute kernel's array: 128 MiB per GPU
@@ -439,8 +436,8 @@ def text(rs: ResultSet) -> str:
                  right=[False, False] + [True] * 6)
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    gpus: Annotated[int, Meta(ge=1)]
+class Params(ResultParams):
+    gpus: Positive
     transport: str
 
 

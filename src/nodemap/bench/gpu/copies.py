@@ -10,8 +10,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import msgspec
-
 from ...errors import NodemapError
 from ...text import is_decimal
 from ...units import format_size, parse_size
@@ -26,7 +24,7 @@ from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
 from ..figures import Figure, Given, figure, key_part, said
 from dataclasses import replace
-from ..story import NO_PAIR, Cost, Node, Probe, Skipped, Step, Story
+from ..story import NO_PAIR, Cost, Node, Probe, ResultParams, Skipped, Step, Story
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
@@ -469,9 +467,6 @@ def _order(label: str) -> tuple[int, int, str]:
     return (0 if label.startswith("NUMA") else 1, int(digits) if digits else -1, label)
 
 
-# --- the figures check judges (bench/figures.py) --------------------------------------
-
-
 def figures(results: list[Result], given: Given) -> list[Figure]:
     out = []
     for r in results:
@@ -538,7 +533,7 @@ def steps(node: Node) -> list[Step | Skipped]:
         [] if pairs else [Skipped("GPU<->GPU", NO_PAIR)])
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
+class Params(ResultParams):
     src: str = ""
     dst: str = ""
 

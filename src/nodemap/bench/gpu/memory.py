@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Sequence
-
-import msgspec
-from msgspec import Meta
+from typing import Any, Callable, Sequence
 
 from ...errors import NodemapError
 from ...units import format_size, parse_size
@@ -22,7 +19,7 @@ from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
 from ..figures import Figure, Given, figure, gpu_index, said
-from ..story import Cost, Node, Probe, Step, Story
+from ..story import Cost, Named, Node, Probe, ResultParams, Step, Story
 
 ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
 INIT = (0.1, 0.2, 0.0)
@@ -333,8 +330,8 @@ def steps(node: Node) -> list[Step]:
         dtype="float64", kernels="triad", no_aggregate=True, repeats=10) if quick else Options())]
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    gpus: Annotated[list[str], Meta(min_length=1)]
+class Params(ResultParams):
+    gpus: Named
     dtype: str = ""
     mode: str = ""
 

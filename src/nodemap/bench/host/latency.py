@@ -8,10 +8,6 @@ Its command line (help, Options): latency_options.py.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import msgspec
-from msgspec import Meta
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
@@ -23,7 +19,7 @@ from .latency_options import Options
 from .memory import environment, free_memory, parse_mem
 from ..results import Result, make_result
 from ..figures import Figure, Given, figure
-from ..story import Cost, Node, Step, Story
+from ..story import Cost, Node, Positive, ResultParams, Step, Story
 
 MIN_SIZE = 4 << 10
 LINE = 64
@@ -157,9 +153,6 @@ def plan(opts: Options) -> Plan:
                                                 for r in rs.results]))
 
 
-# --- the figures check judges (bench/figures.py) --------------------------------------
-
-
 def figures(results: list[Result], given: Given) -> list[Figure]:
     """One figure per predicted level: the middle working set of the level
     (the largest for DRAM, where the plateau is). A cache level the curve
@@ -191,8 +184,8 @@ def steps(node: Node) -> list[Step]:
                  options=Options(**quick, max_size="256K" if node.tiny else None))]
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    working_set: Annotated[int, Meta(ge=1)]
+class Params(ResultParams):
+    working_set: Positive
     level: str = ""
 
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any, Sequence
-
-import msgspec
-from msgspec import Meta
+from typing import Any, Sequence
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet, CpuSetError
@@ -29,7 +26,7 @@ from ..peaks import PEAK_UNKNOWN, Peak, dram_peak
 from ..results import Result, ResultSet, make_result
 from ..figures import Figure, Given, figure, interval
 from dataclasses import replace
-from ..story import Cost, Node, Probe, Step, Story
+from ..story import Cost, Count, Node, Positive, Probe, ResultParams, Step, Story
 
 ELEMENT = 8  # bytes of a double
 RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
@@ -375,9 +372,6 @@ def plan(opts: Options) -> Plan:
                 messages=notes + list(topo.notes) + [unknown] * bool(unknown))
 
 
-# --- the figures check judges (bench/figures.py) --------------------------------------
-
-
 def figures(results: list[Result], given: Given) -> list[Figure]:
     """The all-cores (one thread per core) triad against the best placement
     the sweep found, and, when the DRAM peak is known (SMBIOS, --peak, or a
@@ -436,10 +430,10 @@ def steps(node: Node) -> list[Step]:
                  options=Options(sweep=True, kernels="triad", size="2M" if node.tiny else None, **quick))]
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    threads: Annotated[int, Meta(ge=1)]
+class Params(ResultParams):
+    threads: Positive
     thread_order: str
-    cpu_order: list[Annotated[int, Meta(ge=0)]] = []
+    cpu_order: list[Count] = []
     cpus: str = ""
 
 

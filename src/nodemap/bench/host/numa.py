@@ -8,10 +8,6 @@ line (help, Options): numa_options.py.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import msgspec
-from msgspec import Meta
 
 from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
@@ -23,7 +19,7 @@ from .numa_options import Options
 from ..results import Result, ResultSet
 from ..figures import Figure, Given, figure
 from dataclasses import replace
-from ..story import Cost, Node, Skipped, Step, Story
+from ..story import Cost, Count, Node, ResultParams, Skipped, Step, Story
 
 
 def parse_kernel(text: str) -> list[str]:
@@ -120,9 +116,6 @@ def _latency_size(topo: Topology, cpu: int, node: int) -> int:
     return min(want, int(0.6 * free)) if free else want
 
 
-# --- the figures check judges (bench/figures.py) --------------------------------------
-
-
 def figures(results: list[Result], given: Given) -> list[Figure]:
     topo, out = given.topology, []
     for r in results:
@@ -168,9 +161,9 @@ def steps(node: Node) -> list[Step | Skipped]:
         size="2M" if node.tiny else None, latency_size="1M" if node.tiny else None, **quick))]
 
 
-class Params(msgspec.Struct, kw_only=True):  # what its readers index (bench/resultfile.py)
-    cpu_node: Annotated[int, Meta(ge=0)]
-    mem_node: Annotated[int, Meta(ge=0)]
+class Params(ResultParams):
+    cpu_node: Count
+    mem_node: Count
 
 
 STORY = Story(params=Params, figures=figures, related=remote_against_local,
