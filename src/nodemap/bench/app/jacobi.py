@@ -571,10 +571,8 @@ class Params(ResultParams):
     gpu: str = ""
 
 
-# compare: the single-GPU step on the rank's GPU, us
-PROBE = Probe("jacobi", "us", lambda threads, size: Options(mode="single", gpus="0", variants="single",
-                                                            size="8192x8192", iters=100, repeats=3),
-              lambda rs, node: next((r for r in rs.results if r.metric == "single"), None), gpu=True)
-
-
-STORY = Story(params=Params, areas=("GPU<->GPU",), probes=(PROBE,))
+STORY = Story(params=Params, areas=("GPU<->GPU",),
+              # compare: the single-GPU step on the rank's GPU
+              probes=(Probe("jacobi", "us", lambda threads, size: Options(mode="single", gpus="0", variants="single",
+                                                                          size="8192x8192", iters=100, repeats=3),
+                            lambda rs, node: next((r for r in rs.results if r.metric == "single"), None), gpu=True),))

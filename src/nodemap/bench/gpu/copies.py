@@ -548,15 +548,12 @@ def _own_h2d(rs: ResultSet, node: int) -> Result | None:
     return rows.get(-1, rows.get(node))
 
 
-# compare: h2d alone over the copy engine, from the rank's own host memory, GB/s. One placement, the rank's
-# own: each node's row in turn ran rank A's NUMA0 row while rank B ran its NUMA2 row, so the rows summed had
-# never copied at once (and took NUMA-count times longer); the host case's d2h and h2d+d2h rows took 3x.
-PROBE = Probe("h2d", "GB/s", lambda threads, size: Options(cases="h2d", engine="ce", gpus="0", repeats=5,
-                                                           host_memory="own"), _own_h2d, gpu=True)
-
-
 STORY = Story(params=Params, figures=figures, related=remote_against_local,
               areas=("host<->GPU", "GPU<->GPU"), steps=steps, gpu=True, priority=20,  # PCIe and NVLink faults
               # quick 1.3-1.5 s on one H100 (check_h100_20261125), full 12.1 s on two H200s
               cost={"quick": Cost(gpu_numa=1.5, pair=1.0), "full": Cost(gpu_numa=6.0, pair=1.0)},
-              probes=(PROBE,))
+              # compare: h2d alone, from the rank's own host memory. One placement, the rank's own: each node's
+              # row in turn ran rank A's NUMA0 row while rank B ran its NUMA2 row, so the rows summed had never
+              # copied at once (and took NUMA-count times longer); the host case's d2h and h2d+d2h rows took 3x
+              probes=(Probe("h2d", "GB/s", lambda threads, size: Options(cases="h2d", engine="ce", gpus="0", repeats=5,
+                                                                         host_memory="own"), _own_h2d, gpu=True),))

@@ -336,18 +336,13 @@ class Params(ResultParams):
     mode: str = ""
 
 
-def _triad(rs: ResultSet, node: int) -> Result | None:
-    return next((r for r in rs.results if r.metric == "triad" and r.params.get("dtype") in ("float64", None)), None)
-
-
-# compare: the triad (float64) on the rank's GPU, GB/s; ranks sharing a GPU run by turns
-PROBE = Probe("gpu", "GB/s", lambda threads, size: Options(gpus="0", kernels="triad", dtype="float64",
-                                                           no_aggregate=True, repeats=5), _triad,
-              gpu=True, time_sliced=True)
-
-
 STORY = Story(params=Params, figures=figures,
               areas=("GPU memory",), steps=steps, gpu=True, priority=10,  # HBM: what a GPU node is bought for
               # quick 1.5-3.2 s on one H100 (check_h100_20261125), full 3.1 s on two H200s, 10.9 s on two H100s
               cost={"quick": Cost(gpu=3.0), "full": Cost(gpu=5.5)},
-              probes=(PROBE,))
+              # compare: the float64 triad on the rank's GPU; ranks sharing a GPU run by turns
+              probes=(Probe("gpu", "GB/s", lambda threads, size: Options(gpus="0", kernels="triad", dtype="float64",
+                                                                         no_aggregate=True, repeats=5),
+                            lambda rs, node: next((r for r in rs.results if r.metric == "triad"
+                                                   and r.params.get("dtype") in ("float64", None)), None),
+                            gpu=True, time_sliced=True),))

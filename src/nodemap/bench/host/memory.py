@@ -437,18 +437,12 @@ class Params(ResultParams):
     cpus: str = ""
 
 
-def _triad(rs: ResultSet, node: int) -> Result | None:
-    return next((r for r in rs.results if r.metric == "triad"), None)
-
-
-# compare: the triad with the rank's threads, GB/s
-PROBE = Probe("stream", "GB/s", lambda threads, size: Options(threads=threads, kernels="triad", repeats=5, size=size),
-              _triad)
-
-
 STORY = Story(params=Params, figures=figures, related=one_numa_node,
               areas=("host memory",), steps=steps, priority=40,  # host DIMMs and placement (check/budget.py)
               # quick 9.4-10.3 s on one H100 node (benchmarks/results/check_h100_20261125), full 14.7 s on two
               # H200s (verdicts_h200x2_20261128); tiny 0.1-0.2 s on the 2-vCPU CI VM (2026-11-28, load 9)
               cost={"quick": Cost(base=10.0), "full": Cost(base=15.0), "tiny": Cost(base=0.5)},
-              probes=(PROBE,))
+              # compare: the triad with the rank's threads
+              probes=(Probe("stream", "GB/s", lambda threads, size: Options(threads=threads, kernels="triad", repeats=5,
+                                                                            size=size),
+                            lambda rs, node: next((r for r in rs.results if r.metric == "triad"), None)),))
