@@ -9,7 +9,7 @@ import sys
 import pytest
 from test_paths import NV4, sample_node
 
-from nodemap.topology.model import Link, Topology, replace
+from nodemap.topology.model import Link, Topology
 
 
 def nodemap(*args: str, cwd=None) -> subprocess.CompletedProcess:
