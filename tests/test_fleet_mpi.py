@@ -468,3 +468,17 @@ def test_a_file_planted_after_the_check_costs_only_that_file(tmp_path):
     c.saving(c.out.node_line, {"host": "n1", "figures": []})
     assert len(c.messages) == 1 and "not written: --output:" in c.messages[0], c.messages
     assert "nodes.jsonl is a symbolic link" in c.messages[0] and secret.read_text() == "secret\n"
+
+
+def test_a_rank_that_stops_answering_at_the_very_end_does_not_hold_the_others(tmp_path, saved_doc):
+    """Once rank 0 said done, c never says goodbye: every other rank waited in MPI_Finalize's barrier for
+    good (Hydra with -disable-auto-cleanup); rank 0 now ends the job with MPI_Abort, the report written."""
+    out = tmp_path / "out"
+    ranks = [("a", {}), ("b", {}), ("c", {"NODEMAP_FLEET_HANG": "end"})]
+    t0 = time.monotonic()
+    p = subprocess.run(mpmd(ranks, ["-o", str(out), "--no-pairs", "-q"], "-disable-auto-cleanup"),
+                       capture_output=True, text=True, timeout=180, env=env(NODEMAP_FLEET_NODE_DOC=saved_doc))
+    took = time.monotonic() - t0
+    assert took < 90, (took, p.stderr)  # the goodbye's 10 s, the start and the checks on a loaded machine
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert {n["name"]: n["status"] for n in fleet["nodes"]} == {"a": "complete", "b": "complete", "c": "complete"}

@@ -118,10 +118,18 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
 
 def _end_job(comm: Any, e: NodemapError) -> NoReturn:
     sys.stderr.write(f"nodemap check --fleet: error: {' '.join(str(e).split())}\n")
-    sys.stderr.flush()
-    time.sleep(ABORT_GRACE_S)  # the launcher forwards the line before Abort ends its forwarding
-    comm.Abort(2)
+    abort(comm, 2)
     _exit(2)
+
+
+def abort(comm: Any, code: int) -> None:
+    """End every rank (MPI_Abort), what this one printed forwarded first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the launcher forwards a rank's output from its pipe at its own pace, and Abort kills that
+    # forwarding: what rank 0 printed was lost in 1 of ~10 runs (Hydra) without a moment's grace
+    time.sleep(ABORT_GRACE_S)
+    comm.Abort(code)
 
 
 def _refuse_singletons(size: int) -> None:
@@ -170,6 +178,8 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
         elif role.get("lead") is not None:
             await_leader(comm, role["lead"], cfg, pairtest.Seat.of(role.get("seat")))
         code = serve(comm, cfg, lambda keys: remeasure(check, me["node"], cfg, keys))
+        if nodecheck.hang_point() == "end":
+            nodecheck.hang_forever()
     except (wire.Late, KeyboardInterrupt) as e:
         if isinstance(e, wire.Late) or 0 in wire.gone:
             _orphan(me, kept, cfg)
@@ -187,11 +197,25 @@ def _lost_rank0(me: dict[str, Any], kept: Kept, cfg: Config) -> None:
     liveness.abandon("rank 0 stopped answering", _orphan_line(me, kept, cfg, cut=True))
 
 
-def _finalizable(pulse: liveness.Pulse, code: int) -> int:
-    """`code`, once the heartbeats have stopped; where a heartbeat is stuck
-    in MPI or rank 0 is gone, MPI_Finalize could hang: the process ends here."""
+FINALIZE_S = 30.0  # MPI_Finalize's bound: a rank stopped inside it holds every other in its barrier
+
+
+def _finalizable(pulse: liveness.Pulse, code: int, abort: Callable[[int], None] | None = None) -> int:
+    """`code`, once the heartbeats have stopped (every peer said goodbye),
+    for MPI_Finalize at exit, bounded by FINALIZE_S (proc.end_by: its
+    forked watchdog acts while Python has stopped). Where a heartbeat is
+    stuck in MPI, rank 0 is gone or a peer never said goodbye (it stopped
+    at the very end), MPI_Finalize would wait for good: `abort` (rank 0's:
+    MPI_Abort, which also ends the ranks already waiting in MPI_Finalize)
+    or an exit without it."""
     if not pulse.stop() or 0 in wire.gone:
+        if abort is not None:
+            abort(code)
         _exit(code)
+    from .. import proc
+
+    proc.end_by(FINALIZE_S, f"nodemap check --fleet: MPI_Finalize did not return within {FINALIZE_S:g} s (a rank "
+                            "stopped in it): ended")
     return code
 
 
@@ -394,14 +418,9 @@ class Coordinator:
         fleet = self.finish(interrupted)
         code = 1 if fleet.drain else 0
         if self.late or interrupted:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            # the launcher forwards a rank's output from its pipe at its own pace, and Abort kills that
-            # forwarding: what rank 0 printed was lost in 1 of ~10 runs (Hydra) without a moment's grace
-            time.sleep(ABORT_GRACE_S)
-            self.comm.Abort(130 if interrupted else 1)  # end the silent ranks too; all is written
+            abort(self.comm, 130 if interrupted else 1)  # end the silent ranks too; all is written
         self.done()
-        return _finalizable(self.pulse, code)
+        return _finalizable(self.pulse, code, lambda c: abort(self.comm, c))
 
     def lost(self, ranks: set[int]) -> None:
         """Ranks whose heartbeats stopped (the pulse's watch thread): said,

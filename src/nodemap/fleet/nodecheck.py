@@ -15,10 +15,11 @@ Test hooks (environment, read only here):
   NODEMAP_FLEET_SLOW=S         the node check takes S seconds more; interrupted
                                meanwhile (liveness.abandon, Ctrl-C), it ends at once,
                                its document kept incomplete, as a real check's
-  NODEMAP_FLEET_HANG=check|join|crash|local  fault injection: this rank
+  NODEMAP_FLEET_HANG=check|join|crash|local|end  fault injection: this rank
                                never answers (its node check never returns /
                                it never joins / as its node's second rank, it
-                               never takes part in the node's MPI step) or
+                               never takes part in the node's MPI step / once
+                               rank 0 said done, it never says goodbye) or
                                dies in its node check
 """
 
