@@ -105,7 +105,6 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
     comm = MPI.COMM_WORLD
     _refuse_singletons(comm.Get_size())
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
-    liveness.install()
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
           "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ)}
     try:
@@ -270,7 +269,6 @@ def _await_rank0(grace_s: float = 30.0) -> int:
     """Interrupted (Ctrl-C reaches every rank, the job's limit SIGTERMs every
     rank): give rank 0 time to write what was gathered and end the job with
     MPI_Abort; a rank exiting first could make the launcher kill rank 0 mid-write."""
-    liveness.settle()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     time.sleep(grace_s)
@@ -346,7 +344,6 @@ def _orphan(me: dict[str, Any], kept: Kept, cfg: Config) -> NoReturn:
     """Rank 0 stopped answering: keep this node's document beside its
     output, say how to finish the report (a leader: one line per node),
     and end, without MPI_Finalize."""
-    liveness.settle()
     if not _ending.acquire(blocking=False):
         while True:  # the other thread is ending the process
             time.sleep(3600)
@@ -408,13 +405,11 @@ class Coordinator:
             self.remeasure_phase(me)
             if self.cfg.pairs:
                 self.pair_phase()
-        except KeyboardInterrupt as e:
+        except KeyboardInterrupt:
             interrupted = True
-            liveness.settle()
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the writing short
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            why = "every other rank stopped answering" if isinstance(e, liveness.Lost) else "interrupted"
-            self.messages.append(f"{why}: the report holds what was gathered until then")
+            self.messages.append("interrupted: the report holds what was gathered until then")
         fleet = self.finish(interrupted)
         code = 1 if fleet.drain else 0
         if self.late or interrupted:
@@ -433,6 +428,7 @@ class Coordinator:
             self.messages.append(text)
             self.say(text)
         if set(self.pulse.peers) <= wire.gone:
+            self.messages.append("every other rank stopped answering: the report holds what was gathered until then")
             liveness.abandon("every other rank stopped answering",
                              f"nodemap check --fleet: rank 0: every other rank stopped answering and the report was "
                              f"not written within {liveness.WRAP_UP_S:g} s (blocked in MPI): ended; "

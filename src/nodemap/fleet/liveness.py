@@ -15,10 +15,10 @@ netmod: an isend to a rank just SIGKILLed blocked every MPI call of the
 sender for good).
 
 What a rank does when a peer is gone is the driver's (`on_gone`). `abandon`
-ends this rank's work: bench/interrupt.py's stop flag for the kernels,
-then `Lost` (a KeyboardInterrupt) in the main thread, so that a node check
-keeps what it measured, and proc.end_by as the bound when the main thread
-cannot take it (blocked inside MPI). `stop` ends both threads before
+ends this rank's work: every wait of the fleet's ends (wire.abandon) and
+bench/interrupt.py's stop flag stops the kernels, so that a node check ends
+keeping what it measured; proc.end_by is the bound when the main thread
+cannot (blocked inside MPI). `stop` ends both threads before
 MPI_Finalize, and takes every heartbeat sent to this rank: each side's
 last one says "bye", and MPI_Finalize fails on a message left unreceived
 ("Communicator ... being freed has 1 unmatched message(s)"), after which
@@ -27,7 +27,6 @@ Hydra took the rank's exit for a crash and killed the job (SIGKILL).
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from contextlib import contextmanager
@@ -126,44 +125,29 @@ class Pulse:
 
 # --- ending this rank's work ------------------------------------------------------
 
-class Lost(KeyboardInterrupt):
-    """What `abandon` raises in the main thread: a KeyboardInterrupt, so that
-    a node check keeps and reports what it measured, as on Ctrl-C."""
-
-
-_state = {"asked": False, "settled": False, "keeping": False}
-LOST_SIGNAL = signal.SIGUSR2
-
-
-def install() -> None:
-    """In the main thread, before the pulse starts: LOST_SIGNAL raises Lost
-    once `abandon` asked, and never otherwise."""
-
-    def on_lost(signum: int, frame: Any) -> None:
-        if _state["asked"] and not _state["settled"]:
-            _state["settled"] = True
-            raise Lost()
-
-    signal.signal(LOST_SIGNAL, on_lost)
+_state = {"keeping": False}
 
 
 def abandon(why: str, line: str) -> None:
-    """End this rank's work (from the watch thread): kernels stop after
-    their repetition, Lost in the main thread, and proc.end_by prints
-    `line` and ends the process if it has not ended WRAP_UP_S from now."""
+    """End this rank's work (from the watch thread): every wait of the
+    fleet's ends at once (wire.abandon), the kernels stop after their
+    repetition (bench/interrupt.py), so that a node check ends by its own
+    path keeping what it measured; and proc.end_by prints `line` and ends
+    the process if it has not ended WRAP_UP_S from now (blocked in MPI).
+    No exception is thrown into the main thread: one raised in a check's
+    last step (its MPI checks ran a subprocess) lost the whole document."""
     from .. import proc
     from ..bench import interrupt
 
+    wire.abandon()
     interrupt.request(why)
     proc.end_by(WRAP_UP_S, line)
-    _state["asked"] = True
-    signal.pthread_kill(threading.main_thread().ident, LOST_SIGNAL)
 
 
 @contextmanager
 def keeping() -> Iterator[None]:
     """The main thread holds measurements not yet on disk (a node check):
-    `abandon` interrupts it rather than ending the process at once."""
+    `abandon` lets it end them rather than ending the process at once."""
     _state["keeping"] = True
     try:
         yield
@@ -173,8 +157,3 @@ def keeping() -> Iterator[None]:
 
 def keeping_now() -> bool:
     return bool(_state["keeping"])
-
-
-def settle() -> None:
-    """The main thread is ending by itself: no Lost from here on."""
-    _state["settled"] = True

@@ -12,9 +12,9 @@ Test hooks (environment, read only here):
                                times worse (0.8: 20% less bandwidth)
   NODEMAP_FLEET_SCALE_ONCE=X   the same on its first check only: a transient
                                the fleet's re-measure clears
-  NODEMAP_FLEET_SLOW=S         the node check takes S seconds more; interrupted
-                               meanwhile (liveness.abandon, Ctrl-C), it ends at once,
-                               its document kept incomplete, as a real check's
+  NODEMAP_FLEET_SLOW=S         the node check takes S seconds more; stopped
+                               meanwhile (liveness.abandon's stop flag, Ctrl-C), it ends
+                               at once, its document kept incomplete, as a real check's
   NODEMAP_FLEET_HANG=check|join|crash|local|end  fault injection: this rank
                                never answers (its node check never returns /
                                it never joins / as its node's second rank, it
@@ -90,9 +90,16 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
 
 
 def _slow(seconds: float) -> bool:
-    """The test hook's extra time; whether it was interrupted."""
+    """The test hook's extra time; whether it was cut short (Ctrl-C, or the
+    stop flag a real check's kernels obey: bench/interrupt.py)."""
+    from ..bench import interrupt
+
+    end = time.monotonic() + seconds
     try:
-        time.sleep(seconds)
+        while time.monotonic() < end:
+            if interrupt.requested():
+                return True
+            time.sleep(0.05)
     except KeyboardInterrupt:
         return True
     return False

@@ -29,6 +29,12 @@ _abandoned: list[Any] = []
 # Ranks that stopped sending heartbeats (liveness.Pulse adds them, from its
 # own thread; rank 0's heartbeats tell the others): never removed.
 gone: set[int] = set()
+_ended = {"yes": False}  # this rank's work is over (liveness.abandon): every wait ends at once
+
+
+def abandon() -> None:
+    """Every wait from now on ends at once (Gone)."""
+    _ended["yes"] = True
 
 
 class Late(Exception):
@@ -49,11 +55,13 @@ def left(at: float) -> float:
 
 
 def _check(at: float, peer: int | None, reqs: list[Any]) -> None:
-    """End a wait on `peer` (None: any rank): Gone once the peer is, Late
-    past `at`; its requests are kept (MPI may still use their buffers)."""
-    if peer in gone or time.monotonic() > at:
+    """End a wait on `peer` (None: any rank): Gone once the peer is (or this
+    rank's work is over), Late past `at`; its requests are kept (MPI may
+    still use their buffers)."""
+    over = _ended["yes"] or peer in gone
+    if over or time.monotonic() > at:
         _abandoned.extend(reqs)
-        raise Gone() if peer in gone else Late()
+        raise Gone() if over else Late()
 
 
 def wait(req: Any, at: float, spin: bool = False, peer: int | None = None) -> Any:
