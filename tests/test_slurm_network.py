@@ -273,23 +273,3 @@ def test_a_bad_rate_is_refused_before_anything_is_made(tmp_path):
     assert p.returncode == 2 and "is not a rate like 200mbit" in p.stderr, p.stderr
     assert not (tmp_path / "c" / "network.json").exists()
     assert namespaces() <= before
-
-
-def test_the_docs_recipe_runs_and_leaves_nothing(tmp_path):
-    """docs/slurm.md's networked-cluster recipe, run verbatim in its own folder (for /tmp/cn)."""
-    docs = (SCRIPT.parent.parent / "docs" / "slurm.md").read_text()
-    block = docs.split("### With a real network: `--network`", 1)[1].split("\n\n")[1]
-    lines = [line.strip() for line in block.splitlines()]
-    assert lines[0].startswith("scripts/slurm-test-cluster start /tmp/cn --network") and "stop /tmp/cn" in lines[-1]
-    before = namespaces()
-    script = "set -e\n" + "\n".join(lines).replace("/tmp/cn", str(tmp_path / "cn"))
-    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=300, cwd=SCRIPT.parent.parent,
-                       env=dict(os.environ, PATH=f"{Path(PY).parent}:/usr/sbin:/sbin:/usr/bin:/bin"))
-    assert p.returncode == 0, p.stdout + p.stderr
-    nodes = sorted(line for line in p.stdout.splitlines() if line.startswith("n") and " ctl0 " in line)
-    assert nodes == [f"n{k} ctl ctl0 lo rail0 rail1" for k in (1, 2, 3)], p.stdout
-    assert "n2/rail1: 20mbit" in p.stdout and "stopped" in p.stdout
-    shown = [line.split() for line in p.stdout.splitlines() if line.startswith("n") and " bind:" in line]
-    assert sorted((r[0], r[2], r[7]) for r in shown) == [(f"n{k}", str(lr), f"rail{lr}") for k in (1, 2, 3)
-                                                         for lr in (0, 1)], p.stdout
-    assert namespaces() <= before

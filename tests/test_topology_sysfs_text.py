@@ -162,12 +162,16 @@ def test_status_fields(s):
 @pytest.mark.skipif(not os.path.isdir("/sys/devices/system/cpu"), reason="needs Linux sysfs")
 def test_live_read_without_realpath_reads_what_realpath_read(monkeypatch):
     fast = sysfs.read("/")
-    old_path = sysfs.Root.path
+    old_at, old_existing = sysfs.Root._at, sysfs.Root._existing
 
     def realpath(self, rel: str) -> str:
-        return os.path.realpath("/" + rel) if self.live else old_path(self, rel)
+        return os.path.realpath("/" + rel) if self.live else old_at(self, rel)
 
-    monkeypatch.setattr(sysfs.Root, "path", realpath)
+    def existing(self, rel: str) -> str | None:
+        return realpath(self, rel) if self.live else old_existing(self, rel)
+
+    monkeypatch.setattr(sysfs.Root, "_at", realpath)
+    monkeypatch.setattr(sysfs.Root, "_existing", existing)
     slow = sysfs.read("/")
     # the hostname, memory and the allowed set may move between the reads; the rest may not
     assert fast.cpuset == slow.cpuset and fast.cores == slow.cores and fast.caches == slow.caches
