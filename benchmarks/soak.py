@@ -612,8 +612,8 @@ class Soak:
         print(f"[{self.clock():7.1f} s] {text}", file=sys.stderr, flush=True)
 
     def fleet_line(self, out: str) -> list[str]:
-        """The docs' fleet line, writing to `out`."""
-        argv = list(self.fleet_argv)
+        """The docs' fleet line, writing to `out`, on the nodes in service."""
+        argv = fewer_nodes(self.fleet_argv, len(self.watch.up()) or len(self.node_names))
         argv[argv.index("-o") + 1] = out
         return argv
 
@@ -630,7 +630,8 @@ class Soak:
                 return
             on_job(i)
             if self.args.fleet_every and i % self.args.fleet_every == self.args.fleet_every - 1:
-                self.fleet(i, os.path.join(self.top, "fleet", f"job{i}"))
+                if len(self.watch.up()) >= 2:  # a fleet of one is no fleet; its -N waits for a drained node
+                    self.fleet(i, os.path.join(self.top, "fleet", f"job{i}"))
                 continue
             shape = names[rng.randrange(len(names))]
             argv = fewer_nodes(self.shapes[shape], len(self.watch.up()) or len(self.node_names))
@@ -742,7 +743,9 @@ def judge(spans: list[Drain], jobs: list[Job], faults: list[Fault], now: float) 
     (the class mismatch), with nodemap's reason, while the fault is on (or just after: Slurm's state lags);
     a node down while its slurmd is is Slurm's. A failed job is explained by a fault that may fail jobs and
     overlapped it, on its node where the job said where it ran; a fleet that ends other than 0 or 1 is
-    nodemap's failure; another failed job is nodemap's when its stderr names nodemap, a prolog or an epilog."""
+    nodemap's failure; another failed job is nodemap's when its stderr names nodemap, a prolog or an epilog
+    (or "Something is wrong with the boot of the nodes": srun's words for a failed prolog under
+    PrologFlags=Alloc)."""
     for span in spans:
         drains = [f for f in faults if f.drains and span.node in f.nodes
                   and f.start - 1 <= span.start <= (f.end or now) + 5]
@@ -767,7 +770,7 @@ def judge(spans: list[Drain], jobs: list[Job], faults: list[Fault], now: float) 
             job.verdict = f"explained ({around[0].name if around else 'a fault of its own'})"
         elif fell_back:
             job.verdict = "plugin fell back"
-        elif job.shape == "fleet" or re.search(r"nodemap|[Pp]rolog|[Ee]pilog", job.stderr):
+        elif job.shape == "fleet" or re.search(r"nodemap|[Pp]rolog|[Ee]pilog|boot of the nodes", job.stderr):
             job.verdict = "failed by nodemap"
         else:
             job.verdict = "failed"

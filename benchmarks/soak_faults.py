@@ -509,14 +509,21 @@ class Runner(threading.Thread):
                 return
             at, name = item
             inject, expect, fails_jobs, drains = FAULTS[name]
+            # each fault on a whole cluster: the last one's effects (a resume, slurmd's return) are over
+            whole = wait_until(lambda: all(healthy(self.soak, n) for n in self.soak.node_names), 120)
             nodes = [] if name in ALL_NODES else [pick(self.soak, self.rng)]
             f = Fault(name, nodes, expect, fails_jobs, drains, at_job=at, start=self.soak.clock())
+            if whole is None:
+                f.detail["cluster_before"] = {n: self.soak.watch.state(n) for n in self.soak.node_names}
             self.done.append(f)
-            self.soak.say(f"fault {name} on {','.join(nodes) or 'all nodes'} (job {at})")
+            self.soak.say(f"fault {name} on {','.join(nodes) or 'all nodes'} (job {at})"
+                          + ("" if whole is not None else f": the cluster is not whole {f.detail['cluster_before']}"))
             try:
                 inject(self.soak, f, self.rng)
             except Exception as e:  # a fault that cannot be injected is a wrong result, not the soak's end
                 f.found = f"{f.found} (soak: {type(e).__name__}: {e})".strip()
                 f.ok = False
+            if "cluster_before" in f.detail:  # judged on what an earlier fault left: said beside its result
+                f.found = f"(on a cluster not whole: {f.detail['cluster_before']}) {f.found}"
             f.end = self.soak.clock()
             self.soak.say(f"fault {name}: {'right' if f.ok else 'WRONG'}: found {f.found}; after the fix: {f.fixed}")

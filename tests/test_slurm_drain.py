@@ -23,13 +23,21 @@ from nodemap.slurm import drain, verdict
 from nodemap.topology.model import NIC, replace
 
 STANDIN = """#!/bin/sh
-# records argv, one line per call; answers show node from $STATE
+# records argv, one line per call; answers show node from $STATE, which $STATE.next replaces after that (another
+# check acted meanwhile); with $STATEFUL an update changes $STATE as Slurm would
 printf '%s\\n' "$*" >> "$LOG"
 [ -n "$SLEEP" ] && sleep "$SLEEP"
 [ -n "$FAIL" ] && { echo "slurm_load_node error: Unable to contact slurm controller" >&2; exit 1; }
+node='NodeName=n2 Arch=x86_64 CoresPerSocket=1'
 case "$1" in
-  show) cat "$STATE";;
-  update) ;;
+  show) cat "$STATE"; if [ -f "$STATE.next" ]; then mv "$STATE.next" "$STATE"; fi;;
+  update) if [ -n "$STATEFUL" ]; then
+      case "$3" in
+        State=DRAIN) echo "$node State=IDLE+DRAIN ThreadsPerCore=1 ${4} [root@2026-11-27T10:00:00] Comment=(null)";;
+        State=RESUME) echo "$node State=IDLE ThreadsPerCore=1 Comment=(null)";;
+      esac > "$STATE.new"
+      mv "$STATE.new" "$STATE"
+    fi;;
 esac
 """
 
@@ -51,10 +59,11 @@ def slurm(tmp_path, monkeypatch):
     monkeypatch.setenv("NODEMAP_RUNTIME_DIR", str(runtime))
 
     class S:
-        def node(self, state="IDLE", reason=""):
+        def node(self, state="IDLE", reason="", then=False):
+            """The node's state now, or (then) after the next `show node`."""
             r = f" Reason={reason} [root@2026-11-27T10:00:00]" if reason else ""
             state_file = f"NodeName=n2 Arch=x86_64 CoresPerSocket=1 State={state} ThreadsPerCore=1{r} Comment=(null)"
-            (tmp_path / "state").write_text(state_file + "\n")
+            (tmp_path / ("state.next" if then else "state")).write_text(state_file + "\n")
 
         def calls(self):
             return log.read_text().splitlines() if log.exists() else []
@@ -431,8 +440,10 @@ def test_a_health_check_that_could_not_judge_keeps_exit_2_for_slurmds_log(slurm,
 def test_a_prolog_exits_1_only_for_a_hardware_fault(slurm, tmp_path, capsys, monkeypatch):
     have, want = node_files(tmp_path, nics_expected=5)
     monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+    monkeypatch.setenv("STATEFUL", "1")
     assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
-    assert slurm.calls()[-1] == "update NodeName=n2 State=DRAIN Reason=nodemap: inventory: NICs 4 (limit 5)"
+    assert slurm.calls()[-2:] == ["update NodeName=n2 State=DRAIN Reason=nodemap: inventory: NICs 4 (limit 5)",
+                                  "show node -o n2"]  # read again as it ends: still drained, by nodemap
     # a hardware fault with a failing scontrol: still 1, so that slurmd drains it and the job does not start there
     monkeypatch.setenv("FAIL", "1")
     capsys.readouterr()
@@ -444,6 +455,53 @@ def test_a_prolog_exits_1_only_for_a_hardware_fault(slurm, tmp_path, capsys, mon
     assert "prolog: could not judge (status 2): exit 0" in capsys.readouterr().err
     monkeypatch.delenv("SLURM_SCRIPT_CONTEXT")
     assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 2
+
+
+def test_a_prolog_check_whose_node_was_resumed_meanwhile_exits_0(slurm, tmp_path, capsys, monkeypatch):
+    # the soak (benchmarks/soak.py, 2026-12-02): a node class fixed 4.5 s after its drain; an epilog's check that
+    # had read the old class ran 7 s on the loaded VM, kept the drain and exited 1 after a newer check had
+    # resumed the node: slurmd drained it 'Epilog error', a reason nodemap never resumes (a healthy node drained)
+    have, want = node_files(tmp_path, nics_expected=5)
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "epilog_slurmd")
+    slurm.node("IDLE+DRAIN", "nodemap: inventory: NICs 4 (limit 5)")
+    slurm.node("IDLE", then=True)  # the newer check's resume, while this one ran
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 0
+    assert slurm.calls() == ["show node -o n2", "show node -o n2"]
+    err = capsys.readouterr().err
+    assert "n2: resumed while this epilog's check ran" in err and "exit 0" in err
+    # still drained as it ends: exit 1 (the job does not start there; slurmd keeps nodemap's reason)
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+    slurm.node("IDLE+DRAIN", "nodemap: inventory: NICs 4 (limit 5)")
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
+    # by hand, and for HealthCheckProgram, the status is the check's: nothing is read again
+    monkeypatch.delenv("SLURM_SCRIPT_CONTEXT")
+    slurm.node("IDLE", then=True)
+    calls = len(slurm.calls())
+    assert health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
+    assert len(slurm.calls()) == calls + 1
+
+
+@pytest.mark.parametrize("full", ["stderr", "stdout"])
+def test_a_prolog_whose_log_is_on_a_full_disk_exits_as_its_check_says(slurm, tmp_path, monkeypatch, full):
+    # the soak: a node's /var full, the prolog's `2>>prolog.log` failed to write: exit 1 (a line on stderr) or
+    # 120 (Python's flush at exit), and slurmd drained the node 'Prolog error'
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+    monkeypatch.setenv("STATEFUL", "1")
+    healthy, _ = node_files(tmp_path)
+    have, want = node_files(tmp_path, nics_expected=5)
+
+    def prolog(*extra: str) -> int:
+        with open("/dev/full", "w") as dev_full:
+            return subprocess.run([sys.executable, "-m", "nodemap", "check", "--level", "health", *extra],
+                                  stdin=subprocess.DEVNULL, timeout=120,
+                                  **{full: dev_full, "stderr" if full == "stdout" else "stdout": subprocess.DEVNULL}
+                                  ).returncode
+
+    assert prolog("--input", healthy, "--expect-topology", healthy, "--slurm-drain") == 0
+    assert prolog("--input", have, "--expect-topology", str(tmp_path / "nope.json"), "--slurm-drain") == 0
+    assert prolog("--input", have, "--expect-topology", want, "--slurm-drain", "--prom", str(tmp_path / "p.prom")) == 1
+    assert "nodemap_check_status" in (tmp_path / "p.prom").read_text()  # written all the same
+    assert "update NodeName=n2 State=DRAIN Reason=nodemap: inventory: NICs 4 (limit 5)" in slurm.calls()
 
 
 def test_a_prologs_own_mistake_drains_nothing(slurm, tmp_path, capsys):

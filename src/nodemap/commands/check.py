@@ -155,17 +155,24 @@ def run(args: argparse.Namespace) -> int:
             raise NodemapError("--slurm-context: a fleet runs under a launcher, not in a prolog or epilog: leave it "
                                "out")
         return _run(args, where)
+    if not context.drains_on_failure(where):
+        return context.exit_status(where, _run(args, where))[0]
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = context.Forgiving(sys.stdout), context.Forgiving(sys.stderr)
     try:
-        status = _run(args, where)
-    except NodemapError as e:
-        if not context.drains_on_failure(where):
-            raise
-        print(f"nodemap check: error: {' '.join(str(e).split())}", file=sys.stderr)
-        status = e.exit_code
-    status, said = context.exit_status(where, status)
-    if said:
-        print(said, file=sys.stderr)
-    return status
+        try:
+            status = _run(args, where)
+        except NodemapError as e:
+            print(f"nodemap check: error: {' '.join(str(e).split())}", file=sys.stderr)
+            status = e.exit_code
+        status, said = context.exit_status(where, status)
+        if said:
+            print(said, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return status
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 def _run(args: argparse.Namespace, where: str) -> int:
@@ -301,7 +308,7 @@ def _check(args: argparse.Namespace, where: str, budget, node: str = "") -> int:
 
         outfile.write(args.prom, prom.render(doc, status), "--prom")
     if node:
-        _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout, status, where)
+        status = _slurm(doc, node, args.slurm_drain == "dry-run", args.slurm_timeout, status, where)
     return status
 
 
@@ -351,10 +358,11 @@ def _expected(path: str | None):
     return cls
 
 
-def _slurm(doc, node: str, dry_run: bool, timeout: float, status: int, where: str) -> None:
-    """Drain or resume the node on the document's verdict; one line on stderr.
-    A scontrol that fails is exit 2 (SlurmError), except for a node found
-    unhealthy in a prolog or epilog: its exit 1 makes slurmd drain it."""
+def _slurm(doc, node: str, dry_run: bool, timeout: float, status: int, where: str) -> int:
+    """Drain or resume the node on the document's verdict; one line on stderr;
+    the status to exit with. A scontrol that fails is exit 2 (SlurmError),
+    except for a node found unhealthy in a prolog or epilog: its exit 1
+    makes slurmd drain it."""
     import sys
 
     from ..check.document import UNHEALTHY
@@ -367,4 +375,27 @@ def _slurm(doc, node: str, dry_run: bool, timeout: float, status: int, where: st
         if status != UNHEALTHY or not context.drains_on_failure(where):
             raise
         said = f"not drained by nodemap ({e}); exit 1: slurmd drains it ('{where.capitalize()} error')"
+        print(f"nodemap check: slurm: {said}", file=sys.stderr)
+        return status
     print(f"nodemap check: slurm: {said}", file=sys.stderr)
+    if status == UNHEALTHY and context.drains_on_failure(where) and not dry_run and _resumed_meanwhile(node, timeout):
+        print(f"nodemap check: slurm: {node}: resumed while this {where}'s check ran (a newer check found it "
+              f"healthy, or an admin): exit 0, as slurmd would drain it '{where.capitalize()} error', a drain "
+              "nodemap never resumes", file=sys.stderr)
+        return 0
+    return status
+
+
+def _resumed_meanwhile(node: str, timeout: float) -> bool:
+    """Whether the node is out of drain now, as this prolog's or epilog's
+    check ends unhealthy: a check that began after the fault was fixed
+    judged it healthy and resumed it while this one, slower, ran on what it
+    had read before the fix. Read again as late as can be: this check's exit
+    1 would make slurmd drain the node with its own reason. A scontrol that
+    fails now says nothing: the drain stands, exit 1."""
+    from ..slurm import drain
+
+    try:
+        return not drain.show(node, timeout).drained
+    except drain.SlurmError:
+        return False

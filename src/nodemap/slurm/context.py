@@ -17,7 +17,8 @@ HealthCheckProgram (only SLURMD_NODENAME), so that one is named with
 
 from __future__ import annotations
 
-from typing import Mapping
+import os
+from typing import Any, Mapping
 
 CONTEXTS = ("prolog", "epilog", "health", "none")
 _FROM_SLURM = {"prolog_slurmd": "prolog", "epilog_slurmd": "epilog"}
@@ -55,3 +56,44 @@ def next_run(context: str) -> str:
         "epilog": "this epilog's check steps aside without judging, nothing drained",
         "health": "this health check steps aside without judging; it runs again at the next HealthCheckInterval",
     }.get(context, "this check stops without judging (exit 2); run it again once the other one has ended")
+
+
+class Forgiving:
+    """A prolog's or epilog's standard output or error: a write that fails
+    (its log on a full or vanished file system) is dropped and the stream
+    pointed at /dev/null, so that Python's own flush at exit stays quiet
+    too (it exits 120 when that flush fails), and the check goes on: slurmd
+    drains the node for any non-zero exit, and a full /var is no fault of
+    the node's hardware. What the check wanted to say is lost; its status,
+    and its metrics where they could be written, are not."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self._drop()
+            try:
+                self._stream.flush()  # what is still buffered, now into /dev/null
+            except OSError:
+                pass
+
+    def _drop(self) -> None:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):  # no descriptor (a test's capture): the write is dropped
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
