@@ -85,7 +85,7 @@ def test_nonexistent_path(tmp_path):
 
 
 def test_empty_directory(tmp_path):
-    one_line_error(nodemap("--input", tmp_path), str(tmp_path), "no sys/ directory")
+    one_line_error(nodemap("--input", tmp_path), str(tmp_path), "not a sysfs snapshot: it is empty")
 
 
 def test_empty_and_unrecognized_files(tmp_path):

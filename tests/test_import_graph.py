@@ -492,3 +492,19 @@ def test_the_readers_of_what_kinds_measure_import_no_kind():
     kind_modules = {m for module in _registered().values() for m in (module, module + "_options")}
     got = {(m, t) for m in _readers() for t in EDGES[m] if t in kind_modules}
     assert got == set(), "read the kind through bench.kinds.story (its STORY), not by importing its module"
+
+
+SNAPSHOT_MODULE = "nodemap.topology.snapshot"
+
+
+def snapshot_roots(tree: ast.AST) -> list[int]:
+    """Lines joining "sys" onto a path: looking for a sysfs snapshot's root."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "join"
+            and any(isinstance(a, ast.Constant) and a.value == "sys" for a in n.args)]
+
+
+def test_a_snapshot_root_is_found_only_by_snapshot():
+    # topology/discover.py had its own _sysfs_dir beside snapshot.find_root, with its own message
+    assert snapshot_roots(ast.parse('os.path.isdir(os.path.join(path, "sys"))')) == [1]
+    found = {m: lines for m, t in TREES.items() if m != SNAPSHOT_MODULE and (lines := snapshot_roots(t))}
+    assert found == {}, "find a snapshot's root with nodemap.topology.snapshot.find_root (read_dir)"

@@ -3,17 +3,7 @@ rank and local size, the launcher, the srun step's tasks, and its node's name.
 On the ground floor: mapping plans with it, and check, bench, fleet and
 slurm name the node with it (`node_name` is the only reader of SLURMD_NODENAME).
 
-Each launcher says it in its own variables (docs/mapping.md lists them):
-
-  Open MPI        OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
-  MPICH Hydra     MPI_LOCALRANKID, MPI_LOCALNRANKS (Intel MPI too)
-  MVAPICH2        MV2_COMM_WORLD_LOCAL_RANK, MV2_COMM_WORLD_LOCAL_SIZE
-  Cray PALS       PALS_LOCAL_RANKID, PALS_LOCAL_SIZE
-  Flux            FLUX_TASK_LOCAL_ID; size FLUX_JOB_SIZE / FLUX_JOB_NNODES
-                  (Flux has no local size variable: only an even spread is known)
-  torchrun        LOCAL_RANK, LOCAL_WORLD_SIZE
-  Slurm srun      SLURM_LOCALID; size SLURM_STEP_TASKS_PER_NODE (else
-                  SLURM_TASKS_PER_NODE) at index SLURM_NODEID, "2(x3),1" syntax
+Each launcher says it in its own variables: docs/mapping.md, "Launch", lists them.
 
 MPI launchers come before Slurm: `mpirun` inside an sbatch script leaves the
 batch step's SLURM_LOCALID=0 in every rank's environment, so Slurm's

@@ -16,15 +16,6 @@ nvbandwidth and nccl-tests report and `check` shows as a figure's value:
 with up to 5 repetitions a figure fails only where its best does (and its
 worst too); with more, only where the better half of its repetitions is
 beyond the limit with 95% confidence.
-
-API (reused by the fleet, issue 29):
-    median_interval(samples) -> Interval | None
-        Interval(low, high, n, coverage, median); .method (for texts), .width()
-    where(low, high, limit, above) -> "beyond" | "straddles" | "within"
-        above=True: a ceiling (latency), beyond means greater than `limit`;
-        above=False: a floor (bandwidth), beyond means less than `limit`.
-    ratio_interval((lo, hi), (ref_lo, ref_hi)) -> (lo / ref_hi, hi / ref_lo)
-        the interval of a ratio of two positive intervals (conservative).
 """
 
 from __future__ import annotations

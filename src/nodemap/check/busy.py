@@ -1,30 +1,11 @@
 """Is the node busy? Other work on the CPUs and GPUs being measured, and
 memory pressure, sampled before the check and around each of its steps.
 
-Everything is read through a root (`/` on a live node, a folder in tests):
-/proc/PID/stat (CPU time, parent, kernel thread), /proc/PID/status (the
-CPUs a process may run on, its user), /proc/stat (each CPU's busy time:
-the work of other containers, the kernel and a VM host that /proc/PID
-cannot show), /proc/loadavg, /proc/meminfo and
-/proc/pressure/memory; GPUs through NVML (topology/nvml.py). The check's
-own process, its descendants (the MPI ranks it starts) and, in an MPI job,
-its sibling ranks are not "others".
-
-A step is busy when, while it ran:
-- other processes used at least OTHER_CORES cores' worth of CPU time on the
-  CPUs being measured (a process allowed on more CPUs counts with the share
-  of them that are measured; a single spinning process on a 2-core node is
-  0.67 cores or more: it is busy; background daemons use a few hundredths);
-- tasks stalled on memory at least PSI_MEMORY % of the last 10 s
-  (/proc/pressure/memory "some avg10"), or less than MEM_AVAILABLE of the
-  memory was available;
-- another process ran on a GPU (during a step, one visible here: in a
-  container NVML gives host PIDs); before the check, any process on a GPU,
-  or a GPU busy at least GPU_UTIL % with none.
-The load average is recorded, not judged: it counts the check's own threads
-and decays over minutes, so the check run just before would make an idle
-node look busy. Other users' jobs are seen as their processes (named with
-their user). docs/check.md says why each threshold is where it is.
+Everything is read through a root (`/` on a live node, a folder in tests);
+GPUs through NVML (topology/nvml.py). The check's own process, its
+descendants and, in an MPI job, its sibling ranks are not "others". What
+makes a sample busy, and why each threshold is where it is: docs/check.md,
+"A busy node".
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """The bindings `nodemap compare` measures, built from a Topology and a Plan.
 
-Pure: no I/O. Each binding gives every task (rank) its PUs, NUMA memory
-nodes, GPUs and NICs:
-  none      no binding: every task may run on every allowed PU, memory
-            first-touch, GPU by local rank (what the OS gives)
-  launcher  a launcher's default (Open MPI's: --bind-to core for up to two
-            ranks, --bind-to package otherwise; ranks in order), GPU by
-            local rank, no memory policy
-  plan      nodemap's plan
-  remote-gpu  the plan's CPUs and memory, each task handed a GPU attached
-            to another NUMA node (the farthest by SLIT distance), no GPU
-            shared by more tasks than under the plan (one each where the
-            GPUs suffice): remoteness alone differs
-  packed    every task on the cores of one NUMA node, its memory there,
-            the plan's GPUs
-  far-nic   the plan's CPUs, memory and GPUs, each task handed the NIC
-            farthest from its NUMA nodes
+Pure: no I/O. Each binding (none, launcher, plan, remote-gpu, packed, far-nic:
+docs/compare.md says what each does) gives every task (rank) its PUs, NUMA
+memory nodes, GPUs and NICs.
 A deliberately bad binding that the topology cannot make bad (one NUMA
 node, every GPU on the tasks' node, no NICs) is left out with the reason.
 """

@@ -1,33 +1,7 @@
 """A plan as environment variables and ready-to-paste launch lines.
 
-Choices (docs/mapping.md, "Launch", says why in full):
-- GPUs by physical index (PCI bus order, as NVML and `nodemap topo` number
-  them) with CUDA_DEVICE_ORDER=PCI_BUS_ID, so the index means the same GPU
-  to CUDA, NVML and the user; a GPU in MIG mode by one of its MIG devices'
-  UUIDs (--gpu-ids uuid; the tasks sharing it take them in turn); AMD GPUs by UUID in ROCR_VISIBLE_DEVICES when
-  the topology knows it in ROCr's form, GPU-<16 hex digits> (ROCr's own
-  order need not be PCI order), else by index; Intel by index in ZE_AFFINITY_MASK with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1.
-- OMP_PLACES lists the task's own places explicitly ("{0,64},{1,65}") and
-  OMP_PROC_BIND=close: with one place per thread, thread i runs on place i,
-  and nested teams stay next to their parent thread.
-- RDMA NICs as device:port with the first ACTIVE port (UCX_NET_DEVICES);
-  NCCL_IB_HCA gets the same list behind "=" (exact names: plain "mlx5_1"
-  would also match mlx5_10..19). A task with several RDMA NICs (multi-rail)
-  also gets UCX_MAX_RNDV_RAILS and UCX_MAX_EAGER_RAILS = their count: UCX
-  uses 2 rails for rendezvous and 1 for eager messages by default.
-- Slingshot (cxi) NICs: MPICH_OFI_NIC_POLICY=GPU for tasks with GPUs (Cray
-  MPICH then picks the NIC nearest the GPU, the planner's choice), NUMA
-  otherwise; libfabric is left to pick the device.
-- NODEMAP_NIC names the planned NICs for every task, RDMA or not: it is
-  what `nodemap show` prints and checks the other variables against.
-- NICs with no RDMA device (plain Ethernet: a netdev, a namespace's veth)
-  are steered by the variable each socket transport reads: FI_TCP_IFACE
-  (libfabric's tcp provider, which MPICH's OFI netmod uses; one
-  interface, the first planned), UCX_NET_DEVICES (UCX's tcp transport takes
-  interface names) and NCCL_SOCKET_IFNAME ("=" for exact names). Every
-  node of a job plans its rails the same way, so local rank k of every node
-  listens on rail k; a rank reaches a peer's other rails through its node's
-  own NIC on that subnet (the kernel routes by destination).
+Each variable and why it is set so: docs/mapping.md, "Environment emitted
+per task" and "Launcher-native bindings".
 
 Names from outside (docs/limits.md, "Names from outside"): a name joins a
 variable's list only when it is a device name or id (text.name_problem), a
@@ -35,7 +9,6 @@ value holds no character that is not printable (a tab or a newline would add
 a variable to the Slurm plugin's task lines), and each form checks its own
 syntax last: the task lines their separators and the plugin's limits, the
 wrapper quotes for sh, the native options are words safe to splice unquoted.
-Anything else is one NodemapError naming the name.
 
 Importing this module costs nothing: it sits on `nodemap run`'s launch path.
 """

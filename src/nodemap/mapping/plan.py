@@ -1,22 +1,7 @@
 """plan(topology, request) -> Plan: where every task's PUs, memory, GPUs and
 NICs go. Pure: no I/O, deterministic, milliseconds.
 
-The policy, step by step (docs/mapping.md tells it with examples):
-1. Usable PUs: online and allowed, minus --reserve-cores, within --cpus and
-   the CPUs of --mems.
-2. Domains: the NUMA nodes holding usable PUs, in hierarchy order.
-3. Tasks over domains in proportion to the GPUs homed there (or to usable
-   PUs without GPUs); fewer tasks than such domains: each task takes a
-   contiguous run of domains (greedy) or one domain. Tasks needing more
-   cores (--threads) than their domains hold extend over the nearest free
-   domains, each keeping a part of its own domain (beside its GPUs).
-4. Within a domain, tasks take contiguous runs of cores whose sizes differ
-   by at most one core, at a cache/group level only where its objects
-   divide evenly; one PU per core unless threads or --smt need more.
-5. GPUs of the domain are dealt to its tasks by locality (--gpus-per-task
-   borrows the least used of the nearest); memory is bound to the task's
-   NUMA node(s); NICs are the nearest to the task's GPUs, all of them when
-   NICs outnumber tasks (multi-rail).
+The policy, step by step, with examples: docs/mapping.md.
 """
 
 from __future__ import annotations

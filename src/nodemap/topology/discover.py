@@ -237,12 +237,10 @@ def _read_kind(path: str, source: str) -> Topology:
                                     "machine (drop --source, or drop --input)")
     where = path
     try:
-        if kind == "sysfs-dir":
-            return _sysfs_dir(path)
-        if kind == "tarball":
+        if kind in ("sysfs-dir", "tarball"):
             from . import snapshot
 
-            return snapshot.read_tarball(path)
+            return snapshot.read_dir(path) if kind == "sysfs-dir" else snapshot.read_tarball(path)
         if kind == "xml":
             from . import hwloc_xml
 
@@ -254,19 +252,6 @@ def _read_kind(path: str, source: str) -> Topology:
         raise InputError(where, "nesting too deep to read") from None
     except Exception as e:  # hostile or damaged input must not end in a traceback
         raise InputError(where, f"cannot read ({type(e).__name__}: {e})") from None
-
-
-def _sysfs_dir(path: str) -> Topology:
-    root = path
-    if not os.path.isdir(os.path.join(root, "sys")):
-        # An unpacked hwloc snapshot: NAME/ holding sys/ and proc/.
-        subs = [e.path for e in os.scandir(path) if os.path.isdir(os.path.join(e.path, "sys"))]
-        if len(subs) != 1:
-            raise InputError(path, f"not a sysfs snapshot: no sys/ directory in it ({_HINT})")
-        root = subs[0]
-    from . import sysfs
-
-    return sysfs.read(root=root)
 
 
 # check.saved.SCHEMAS (tested equal): a check document holds the node's topology; check is a layer above

@@ -6,25 +6,8 @@ billion-laughs or XXE file is an InputError, never a hang or a read of
 /etc/passwd: a file that declares none goes to the C parser, any other to
 defusedxml) followed by an iterative walk over <object> elements.
 
-What hwloc means and how it lands in the model:
-- NUMA nodes: hwloc 2+ attaches them as memory children of a CPU object and
-  gives them that object's cpuset, so a CXL or HBM node would claim a whole
-  package. The model keeps each CPU in one node, like sysfs: deeper nodes
-  claim their CPUs first and, of the nodes hanging off one object, the first
-  without a memory subtype (HBM, GPUMemory, CXL...) takes the rest; the others
-  are memory-only (empty cpuset).
-- I/O (Bridge, PCIDev, OSDev) hangs off the nearest CPU object; that object's
-  cpuset is the device's locality and its nodeset its NUMA node.
-- OS devices of one PCI function (cuda0 + nvml0 + opencl0d0) are one GPU;
-  GPUs are numbered in PCI bus order. Network and OpenFabrics OS devices of
-  one PCI function are one NIC.
-- NVLinkBandwidth (MB/s per direction, hwloc counts 20000 per NVLink 1 and
-  25000 per later link) becomes Link entries with a link count; the
-  bandwidth uses the per-generation figure of nvml.NVLINK_GBS when the GPU
-  model tells the generation, so both sources agree.
-- XGMIBandwidth/XGMIHops (hwloc's RSMI backend, between AMD GPU OS devices)
-  become xGMI Link entries with the path's hops and bandwidth.
-- OS device types are an enum in v1/v2 files and a bit mask in v3 files.
+What hwloc means and how it lands in the model (NUMA nodes, I/O, OS
+devices, NVLink and xGMI bandwidths, v1/v2/v3 differences): docs/topology.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Path classes between devices, as `nvidia-smi topo -m` prints them.
 
-A device is a GPU ("GPU0") or a NIC (its name, "mlx5_0"). Between two
-devices the class is, best first:
-
-  X     the device itself
-  NV#   NVLink: direct links, or both GPUs on NVSwitches (# = the smaller of
-        their switch link counts; hidden switches count as switches)
-  XGMI# AMD xGMI (Infinity Fabric) between GPUs, # hops (1 = direct);
-        "XGMI" when the source gives no hop count
-  PIX   at most one PCIe bridge between them (they share a switch)
-  PXB   several bridges, no host bridge crossed
-  PHB   same host bridge (root complex)
-  NODE  different host bridges, same NUMA node
-  SYS   across NUMA nodes (the SMP interconnect)
-
-PCI classes come from PciDevice.pci_path (host bridge first, then the
-upstream bridges). Without a PCI path the class falls back to NUMA locality
-(NODE or SYS) and the Path says so in its note.
+A device is a GPU ("GPU0") or a NIC (its name, "mlx5_0"). The classes
+(X, NV#, XGMI#, PIX, PXB, PHB, C2C, NODE, SYS) and how each is decided:
+docs/topology.md, "Path classes". Without a PCI path the class falls back
+to NUMA locality (NODE or SYS) and the Path says so in its note.
 """
 
 from __future__ import annotations

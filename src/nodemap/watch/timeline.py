@@ -5,15 +5,11 @@ Pure: `read`/`read_dir` parse the files, `peek_dir` reads only their ends
 memory-against-time plot. Statistics and findings: nodemap.watch.analysis;
 sampling: nodemap.watch.monitor.
 
-A timeline file is JSON lines: a header object (schema nodemap.watch/1),
-then samples `[t_s, host_rss, node_available, [own per GPU], [used per GPU],
-[others per GPU]]` (bytes; GPUs in the order of the `gpus` record) and
-event objects: {"gpus": [...]}, {"note": ...}, {"libs": [...]}, {"others":
-{gpu: [[pid, comm, ancestors]]}}, {"end": {...}}. Every line is decoded into
-its record (Header, Sample, Event: nodemap.records, msgspec) and a damaged
-one is one InputError naming the file, the line and the field; only a last
-line cut short by a kill (no newline after it) is skipped. A file without
-"end" is a monitor that was killed.
+A timeline file is JSON lines (docs/watch.md, "Timeline format"). Every line
+is decoded into its record (Header, Sample, Event: nodemap.records, msgspec)
+and a damaged one is one InputError naming the file, the line and the
+field; only a last line cut short by a kill (no newline after it) is
+skipped. A file without "end" is a monitor that was killed.
 """
 
 from __future__ import annotations
