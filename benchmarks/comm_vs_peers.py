@@ -27,6 +27,7 @@ os.environ["NCCL_NVLS_ENABLE"] = "0"  # before any NCCL starts: multicast can we
 from nodemap.bench import driver  # noqa: E402
 from nodemap.bench.comm import collectives as co  # noqa: E402
 from nodemap.bench.comm import mpi_common as mc  # noqa: E402
+from nodemap.bench.comm.world import open_gpus  # noqa: E402
 from nodemap.bench.comm import mpi_p2p as mp  # noqa: E402
 
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -108,7 +109,7 @@ def nccl_rows(ctx, sizes, iters, repeats, rounds):
     import torch
     import torch.distributed as dist
 
-    rank, n = ctx.mpi.Get_rank(), ctx.n
+    rank, n = ctx.comm.Get_rank(), ctx.n
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     torch.cuda.set_device(ctx.locals[0].device)
@@ -168,9 +169,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3, help="alternating nodemap/torch blocks per NCCL size")
     a = ap.parse_args()
-    ctx = co.open_ctx("mpi", None, 600)
+    ctx = open_gpus("mpi", None, 600)
+    ctx.require_nccl()
     MPI = __import__("mpi4py.MPI", fromlist=["MPI"])
-    comm = ctx.mpi
+    comm = ctx.comm
     with mc.deadline(900, "the MPI comparison"):
         mrows = mpi_rows(MPI, comm, mp.parse_sizes(a.mpi_sizes), a.repeats)
     failed = ""

@@ -366,7 +366,7 @@ def install(devices: int = 1, nccl: bool = False) -> list:
 
     from nodemap.bench.gpu import common as gpu_common
     from nodemap.bench.app import jacobi_gpu
-    from nodemap.bench.comm import collectives
+    from nodemap.bench.comm import world
     from nodemap.bench.gpu import graphs
 
     me = sys.modules[__name__]
@@ -380,5 +380,5 @@ def install(devices: int = 1, nccl: bool = False) -> list:
     if nccl:
         import fake_nccl
 
-        collectives.import_nccl = lambda: (me, fake_nccl)
+        world.import_nccl = lambda: fake_nccl
     return launches

@@ -250,14 +250,14 @@ def install(monkeypatch, devices: int = 2):
     import sys
 
     import fake_cupy
-    from nodemap.bench.comm import collectives
+    from nodemap.bench.comm import world
     from nodemap.bench.gpu import common as gpu_common, graphs
 
     me = sys.modules[__name__]
     monkeypatch.setattr(fake_cupy.cuda.runtime, "devices", devices)
     # the fake's graph handles are not the driver's: where libcuda loads (a GPU machine) it must not see them
     monkeypatch.setattr(graphs, "_driver_instantiate", lambda: None)
-    monkeypatch.setattr(collectives, "import_nccl", lambda: (fake_cupy, me))
+    monkeypatch.setattr(world, "import_nccl", lambda: me)
     monkeypatch.setattr(gpu_common, "import_cupy", lambda: fake_cupy)
-    monkeypatch.setattr(collectives, "gpu_keys", lambda cp, devs, topology=None: [f"GPU{d}" for d in devs])
+    monkeypatch.setattr(world, "gpu_keys", lambda cp, devs, topology=None: [f"GPU{d}" for d in devs])
     return fake_cupy, me

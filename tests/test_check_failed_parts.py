@@ -38,8 +38,8 @@ def nccl_wrong_elements(monkeypatch) -> Failure:
         monkeypatch.setattr(collectives, name, lambda *a: None)
     monkeypatch.setattr(collectives, "wrong", lambda *a: 5)
     monkeypatch.setattr(collectives.OpCase, "run", lambda self: 1e-3)
-    ctx = SimpleNamespace(cp=None, n=2, sync=lambda: None, max_all=float, mpi=None)
-    case = collectives.OpCase(ctx, "all_reduce", 1 << 28, False, collectives.Options(iters=1), "2 ranks: gpu0, gpu1")
+    w = SimpleNamespace(cp=None, n=2, sync=lambda: None, max_all=float, comm=None)
+    case = collectives.OpCase(w, "all_reduce", 1 << 28, False, collectives.Options(iters=1), "2 ranks: gpu0, gpu1")
     with pytest.raises(PartFailed) as got:
         case.verify()
     assert isinstance(got.value.failure, Failure) and str(got.value) == got.value.failure.message
@@ -193,11 +193,14 @@ def test_bench_nccl_records_its_wrong_elements_as_a_failure(monkeypatch):
     from nodemap.bench.comm import collectives
 
     nccl_wrong_elements(monkeypatch)  # the case's stand-ins: every operation has 5 wrong elements
-    monkeypatch.setattr(collectives, "allocate", lambda ctx, nbytes: None)
-    ctx = SimpleNamespace(cp=SimpleNamespace(__version__="0"), n=2, sync=lambda: None, max_all=float, mpi=None,
-                          nccl=SimpleNamespace(get_version=lambda: 22000), gpu_keys=["GPU0", "GPU1"],
-                          world=SimpleNamespace(notes=[]), is_root=lambda: True, close=lambda: None)
-    monkeypatch.setattr(collectives, "open_ctx", lambda *a, **k: ctx)
+    from nodemap.bench.comm.world import World
+
+    monkeypatch.setattr(collectives, "allocate", lambda w, nbytes: None)
+    pool = SimpleNamespace(free_all_blocks=lambda: None)
+    w = World(cp=SimpleNamespace(__version__="0", get_default_memory_pool=lambda: pool),
+              nccl=SimpleNamespace(get_version=lambda: 22000), gpu_keys=["GPU0", "GPU1"])
+    monkeypatch.setattr(World, "sync", lambda self: None)
+    monkeypatch.setattr(collectives, "open_gpus", lambda *a, **k: w)
     rs = driver.measure(collectives, collectives.Options(sizes="256M", inplace="out", ops="all_reduce", iters=1,
                                                          repeats=3, timeout=60.0))
     [f] = rs.failures
@@ -220,10 +223,10 @@ def test_bench_ring_records_its_wrong_halos_as_a_failure(monkeypatch):
     monkeypatch.setattr(ring, "check", lambda ctx, fields: 7)
     monkeypatch.setattr(mpi_common, "deadline", lambda seconds, what: contextlib.nullcontext())
     pool = SimpleNamespace(free_all_blocks=lambda: None)
-    ctx = SimpleNamespace(mpi=None, n=2, gpu_keys=["GPU0", "GPU1"], world=SimpleNamespace(notes=[]), nccl=object(),
-                          is_root=lambda: True, cp=SimpleNamespace(get_default_memory_pool=lambda: pool),
-                          max_all=float, close=lambda: None)
-    monkeypatch.setattr(ring.co, "open_ctx", lambda *a, **k: ctx)
+    from nodemap.bench.comm.world import World
+
+    w = World(gpu_keys=["GPU0", "GPU1"], nccl=object(), cp=SimpleNamespace(get_default_memory_pool=lambda: pool))
+    monkeypatch.setattr(ring, "open_gpus", lambda *a, **k: w)
     rs = driver.measure(ring, ring.Options(transports="nccl", sizes="4K,64K", steps=1, no_overlap=True,
                                            timeout=60.0))
     assert [(f.kind, f.part, f.transport, f.count, f.size) for f in rs.failures] == [

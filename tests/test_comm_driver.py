@@ -19,7 +19,7 @@ from nodemap.bench.comm import collectives, ring
 
 @pytest.fixture
 def gpus(monkeypatch):
-    monkeypatch.setenv("NCCL_RUNTIME_CONNECT", "0")  # open_ctx sets it when unset: restored after the test
+    monkeypatch.setenv("NCCL_RUNTIME_CONNECT", "0")  # open_nccl sets it when unset: restored after the test
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
     return fake_nccl.install(monkeypatch, devices=2)
 
@@ -133,22 +133,21 @@ class FakeComm:
 
 
 def mpi_ctx(monkeypatch, rank=0, others=0):
-    """`open_ctx` of an MPI rank (its own GPU, a world of ranks) over the stand-ins."""
+    """`open_gpus` of an MPI rank (its own GPU, a world of ranks) over the stand-ins: NCCL open."""
     import fake_cupy
     from nodemap.bench.comm import mpi_common as mc
-    from nodemap.bench.comm.world import World
+    from nodemap.bench.comm.world import Local, World
 
     bounds = []
     monkeypatch.setattr(mc, "library", lambda: "Fake MPI 1.0")
     monkeypatch.setattr(mc, "deadline", lambda s, what: bounds.append((s, what)) or contextlib.nullcontext())
 
-    def open_ctx(mode, gpus, timeout, nccl_optional=False, topology=None):
-        (c,) = fake_nccl.NcclCommunicator.initAll([0])
-        w = World(comm=FakeComm(others), rank=rank, size=2, MPI=SimpleNamespace(MAX=max))
-        lo = collectives.Local(rank, 0, c, fake_cupy.cuda.Stream())
-        return collectives.Ctx(fake_cupy, fake_nccl, 1, [lo], w, ["n:GPU0", "n:GPU1"])
+    def open_gpus(mode, gpus, timeout, topology=None):
+        (c,) = fake_nccl.NcclCommunicator.initAll([0])  # a world of one NCCL rank: this rank's view
+        return World(comm=FakeComm(others), rank=rank, size=2, MPI=SimpleNamespace(MAX=max), cp=fake_cupy,
+                     nccl=fake_nccl, gpu_keys=["n:GPU0"], locals=[Local(rank, 0, fake_cupy.cuda.Stream(), c)])
 
-    monkeypatch.setattr(collectives, "open_ctx", open_ctx)
+    monkeypatch.setattr(collectives, "open_gpus", open_gpus)
     return bounds
 
 
@@ -296,9 +295,9 @@ import os, sys
 sys.path.insert(0, sys.argv[1])
 import fake_cupy
 from nodemap import cli
-from nodemap.bench.comm import collectives
+from nodemap.bench.comm import world
 fake_cupy.install(int(os.environ["FAKE_GPUS"]), nccl=True)
-collectives.gpu_keys = lambda cp, devs, topology=None: [f"GPU{d}" for d in devs]
+world.gpu_keys = lambda cp, devs, topology=None: [f"GPU{d}" for d in devs]
 sys.exit(cli.main(sys.argv[2:]))
 """
 

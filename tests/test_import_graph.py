@@ -13,6 +13,10 @@
 - HTML tables are written only by nodemap.htmlpage.table (it escapes every cell);
 - check, compare and the result reader name no benchmark kind and import no kind's module: they read
   its STORY through the registry (bench/kinds.py), so a new kind is one file and a registry line.
+- no kind imports another kind's module: what several kinds share lives beside them (comm/world.py,
+  gpu/devices.py...), not in one of them;
+- one world for every multi-process kind (bench/comm/world.py World): no second class of ranks, and
+  NCCL communicators are made only there; NCCL operations are records (collectives.OP), not a switch.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import ast
 from pathlib import Path
 
 import pytest
+
+from nodemap.bench.comm.collectives_options import OPS
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "nodemap"
 
@@ -508,3 +514,60 @@ def test_a_snapshot_root_is_found_only_by_snapshot():
     assert snapshot_roots(ast.parse('os.path.isdir(os.path.join(path, "sys"))')) == [1]
     found = {m: lines for m, t in TREES.items() if m != SNAPSHOT_MODULE and (lines := snapshot_roots(t))}
     assert found == {}, "find a snapshot's root with nodemap.topology.snapshot.find_root (read_dir)"
+
+
+def _kind_modules() -> dict[str, set[str]]:
+    """Each registered kind's modules: its module and its options module."""
+    return {kind: {module, module + "_options"} & set(MODULES) for kind, module in _registered().items()}
+
+
+def test_no_kind_imports_another_kind():
+    # ring, jacobi and placement imported the nccl kind (collectives) to start NCCL or name GPUs before
+    # one world (issue 37)
+    kinds = _kind_modules()
+    got = {(m, t) for kind, mine in kinds.items() for m in mine for t in EDGES[m]
+           if any(t in theirs for other, theirs in kinds.items() if other != kind)}
+    assert got == HOST_KINDS_SHARING, "move what kinds share beside them (bench/comm/world.py, bench/gpu/...)"
+
+
+# Gap (issue 37): the host kinds still share through each other's modules (parsing --mem, the
+# environment, STREAM's options); listed so no new pair appears
+HOST_KINDS_SHARING = {("nodemap.bench.host.numa_options", "nodemap.bench.host.memory_options"),
+                      ("nodemap.bench.host.numa", "nodemap.bench.host.memory"),
+                      ("nodemap.bench.host.numa", "nodemap.bench.host.latency"),
+                      ("nodemap.bench.host.latency", "nodemap.bench.host.memory")}
+
+
+RANK_METHODS = {"max_all", "sum_all", "barrier", "allgather", "is_root", "nccl_refusal", "open_nccl"}
+
+
+def world_like(tree: ast.AST) -> list[str]:
+    """Classes that hold ranks: named World, Ctx or Launch, or with two or more of the World's rank methods."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+            if node.name in ("World", "Ctx", "Launch") or len(methods & RANK_METHODS) >= 2:
+                out.append(node.name)
+    return out
+
+
+def test_one_world_for_every_multi_process_kind():
+    # collectives.Ctx (with its own open_ctx) and Jacobi's World and Launch held the ranks beside
+    # comm/world.py's World until issue 37
+    assert world_like(ast.parse("class Ctx:\n    pass\nclass R:\n    def max_all(self): ...\n"
+                                "    def is_root(self): ...\n")) == ["Ctx", "R"]
+    got = {(m, c) for m, tree in TREES.items() for c in world_like(tree)}
+    assert got == {("nodemap.bench.comm.world", "World")}, "use bench/comm/world.py's World"
+    nccl_made = {m for m, tree in TREES.items() for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and node.attr in ("NcclCommunicator", "get_unique_id")}
+    assert nccl_made == {"nodemap.bench.comm.world"}, "open NCCL through World.open_nccl"
+
+
+def test_nccl_operations_are_records_not_a_switch():
+    # bus factor, counts, pointers, the call and the expected data were five string switches over the
+    # operation's name; nccl-tests keeps one struct per collective
+    tree = TREES["nodemap.bench.comm.collectives"]
+    switches = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare) and getattr(n.left, "id", "") == "op"
+                and any(isinstance(c, ast.Constant) and c.value in OPS for c in n.comparators)]
+    assert switches == [], "describe the operation in collectives.OP"

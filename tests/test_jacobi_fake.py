@@ -24,10 +24,10 @@ def fake(monkeypatch):
     from nodemap.bench.gpu import common as gpu_common
     from nodemap.bench.app import jacobi_gpu
 
-    from nodemap.bench.comm import collectives
+    from nodemap.bench.comm import world
 
     for mod, name in ((gpu_common, "import_cupy"), (gpu_common, "load_topology"), (jacobi_gpu, "_function"),
-                      (collectives, "import_nccl")):
+                      (world, "import_nccl")):
         monkeypatch.setattr(mod, name, getattr(mod, name))  # restored after the test
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
     return fake_cupy.install(devices=8, nccl=True)
@@ -126,7 +126,7 @@ def test_tile_overlap_updates_every_cell_once_in_boxes(fake):
     from nodemap.bench.app import jacobi_gpu as jgpu
 
     for parts, kinds in ((jg.tiles(20, 12, 2, 2), {"box"}), (jg.tiles(20, 12, 1, 2), {"jacobi"})):
-        w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * 4, "fp32", False), len(parts))
+        w = jgpu.Slabs(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * 4, "fp32", False), len(parts))
         fake.clear()
         jgpu.step_overlap(w, "none", 0, True)
         assert {k[0] for k in fake} == kinds
@@ -363,7 +363,7 @@ def test_tiles_push_columns_after_the_neighbours_stencil(fake, px, py, waits):
     from nodemap.bench.app import jacobi_gpu as jgpu
 
     parts = jg.tiles(20, 12, px, py)
-    w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * len(parts), "fp32", False), len(parts))
+    w = jgpu.Slabs(fake_cupy, jgpu.allocate(fake_cupy, 20, parts, [0] * len(parts), "fp32", False), len(parts))
     jgpu.order_column_pushes(w)
     got = [s.compute.waited for s in w.slabs]
     sides = [sum(v is not None for k, v in jg.tile_neighbours(t).items() if k in ("left", "right")) for t in parts]
@@ -375,7 +375,7 @@ def test_row_slabs_still_allocate_as_before(fake):
     from nodemap.bench.app import jacobi_grid as jg
     from nodemap.bench.app import jacobi_gpu as jgpu
 
-    w = jgpu.World(fake_cupy, jgpu.allocate(fake_cupy, 40, jg.slabs(30, 1), [0], "fp64", False), 1)
+    w = jgpu.Slabs(fake_cupy, jgpu.allocate(fake_cupy, 40, jg.slabs(30, 1), [0], "fp64", False), 1)
     s = w.slabs[0]
     assert s.bufs[0].shape == (30, 40) and s.part.cols == (0, 40) and s.nx == 40
 

@@ -104,15 +104,15 @@ def test_no_gpu_is_one_line_exit_2():
 def test_variant_choice_by_launch_mode():
     from nodemap.bench.app import jacobi
     from nodemap.bench.comm import mpi_common as mc
-    from nodemap.bench.comm.world import World, alone
+    from nodemap.bench.comm.world import World
 
-    single = jacobi.Launch(None, [0], [0], 1, alone(), ["GPU0"], [])
+    single = World(gpu_keys=["GPU0"])
     assert jacobi.usable(single, "peer", None) == ""
     assert "mpiexec" in jacobi.usable(single, "mpi-staged", None)
-    two_on_one = jacobi.Launch(None, [0, 0], [0, 1], 2, alone(), ["GPU0", "GPU0"], [])
+    two_on_one = World(gpu_keys=["GPU0", "GPU0"])
     assert "Duplicate GPU" in jacobi.usable(two_on_one, "nccl", None)
     assert "graph" in jacobi.usable(two_on_one, "nccl-graph", None)
-    mpi = jacobi.Launch(None, [0], [0], 2, World(object(), 0, 2), ["h:GPU0", "h:GPU1"], [])
+    mpi = World(object(), 0, 2, gpu_keys=["h:GPU0", "h:GPU1"])
     assert "CUDA IPC" in jacobi.usable(mpi, "peer", None)
     assert jacobi.usable(mpi, "single", None) == ""
     not_aware = mc.Awareness(gpu=True, aware=False, how="MPIX_Query_cuda_support() = 0")

@@ -70,8 +70,8 @@ def test_bad_ops_are_one_line_errors():
 
 def test_nvls_is_off_before_nccl_starts():
     code = ("import os; os.environ['NCCL_NVLS_ENABLE']='1'\n"
-            "from nodemap.bench.comm import collectives as co\n"
-            "try:\n    co.import_nccl()\nexcept Exception:\n    pass\n"
+            "from nodemap.bench.comm import world\n"
+            "try:\n    world.import_nccl()\nexcept Exception:\n    pass\n"
             "print(os.environ['NCCL_NVLS_ENABLE'])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert p.stdout.strip() == "0"

@@ -25,8 +25,8 @@ def test_neighbours_are_periodic(n):
 
 
 class FakeCtx:
-    def __init__(self, mpi, nccl_why=""):
-        self.mpi, self.nccl_why = mpi, nccl_why
+    def __init__(self, comm, nccl_why=""):
+        self.comm, self.nccl_why = comm, nccl_why
 
 
 def test_transports_are_chosen_by_mode_and_awareness():

@@ -156,18 +156,15 @@ def test_a_rank_drives_the_gpu_of_its_nodes_plan_and_notes_say_so(monkeypatch):
     assert w.notes[1].startswith("ranks 0,1,2,3 share n1:GPU2")
 
 
-def test_ranks_sharing_a_gpu_never_start_nccl_and_say_why():
+def test_ranks_sharing_a_gpu_never_start_nccl_and_say_why(monkeypatch):
     """NCCL refuses two ranks on one GPU (NCCL_ERROR_INVALID_USAGE, a traceback before issue 36): the
     world decides from every rank's GPU, before ncclCommInitRank, and says it in one line."""
     from nodemap.errors import NodemapError
 
-    class Nccl:  # NCCL must not be called at all
-        def __getattr__(self, name):
-            raise AssertionError(f"NCCL called: {name}")
-
+    monkeypatch.setattr(world, "import_nccl", lambda: pytest.fail("NCCL imported"))  # never called at all
     w = world.World(node="n1", gpu_keys=["n1:GPU0", "n1:GPU0", "n1:GPU1", "n2:GPU1"])
     why = w.nccl_refusal()
     assert why.startswith("ranks 0,1 share n1:GPU0: NCCL refuses two ranks on one GPU") and "n2" not in why
     with pytest.raises(NodemapError, match="ranks 0,1 share n1:GPU0"):
-        w.nccl(Nccl())
+        w.require_nccl()
     assert world.World(gpu_keys=["n1:GPU0", "n2:GPU0", ""]).nccl_refusal() == ""

@@ -19,8 +19,7 @@ from ...units import gbps
 from . import jacobi_gpu as jgpu
 from . import jacobi_grid as jg
 from ..comm import mpi_common as mc
-from ..comm import world
-from ..comm.world import World, alone
+from ..comm.world import World, open_gpus
 from .. import interrupt, options
 from ..driver import Case, PartFailed, Plan
 from ..harness import Stopped, slowest_rank
@@ -87,47 +86,13 @@ def validate(args: Options) -> tuple[int, int, list[str], list[str]]:
 # --- the processes and their slabs -------------------------------------------------
 
 
-@dataclass
-class Launch:
-    """What this process drives: every slab (single mode) or its own (MPI)."""
-
-    cp: Any
-    devices: list[int]  # CUDA ordinal of each slab this process drives
-    ranks: list[int]  # the slab indexes they hold
-    n: int  # slabs in all
-    world: World = field(default_factory=alone)  # the ranks (MPI), or this process alone
-    keys_all: list[str] | None = None  # every slab's GPU, "host:GPU1", slab order
-    binding: list[str] | None = None  # every process's binding, one line each
-
-    @property
-    def mpi(self) -> Any:
-        """MPI.COMM_WORLD under MPI, else None."""
-        return self.world.comm
-
-
-def open_launch(args: Options) -> Launch:
-    from ..comm import collectives as co
-    from ..gpu.common import import_cupy
-
-    mode = args.mode
-    if mode == "auto":
-        mode = "mpi" if co.launched_by_mpi() else "single"
-    if mode == "single":
-        cp = import_cupy()
-        devs = options.gpus(args.gpus, cp.cuda.runtime.getDeviceCount(), repeats=True)
-        keys = co.gpu_keys(cp, devs)
-        return Launch(cp, devs, list(range(len(devs))), len(devs), alone(), keys, [binding_line(None, keys)])
-    w = world.start(args.timeout)
-    try:
-        cp = import_cupy()
-    except NodemapError as e:
-        mc.fail(w.comm, str(e))
+def bindings(w: World, topology: str | None) -> list[str]:
+    """Every process's binding line (a collective under MPI)."""
+    if w.comm is None:
+        return [binding_line(None, w.gpu_keys)]
     from ..gpu.common import load_topology
 
-    topo = load_topology(args.topology)[0]
-    w.gpu(cp, lambda d: co.gpu_keys(cp, [d])[0])  # from the node's plan (comm/world.py)
-    lines = w.allgather(binding_line(w.place(topo), [w.gpu_keys[w.rank]]))
-    return Launch(cp, [w.device], [w.rank], w.size, w, w.gpu_keys, lines)
+    return w.allgather(binding_line(w.place(load_topology(topology)[0]), [w.gpu_keys[w.rank]]))
 
 
 def binding_line(place: Any, keys: list[str]) -> str:
@@ -141,21 +106,19 @@ def binding_line(place: Any, keys: list[str]) -> str:
     return f"rank {place.rank} on {place.host} cpus {place.cpus}{numa} drives {', '.join(keys)}"
 
 
-def usable(launch: Launch, name: str, aware: Any, grid: Grid | None = None) -> str:
-    """'' when this launch can run the variant on the grid, else why not."""
+def usable(w: World, name: str, aware: Any, grid: Grid | None = None) -> str:
+    """'' when this world can run the variant on the grid, else why not."""
     v = VARIANTS[name]
     if grid is not None and v.overlap and jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True):
         return f"{name}: {jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True)}"
-    if v.transport == "peer" and name != "single" and launch.mpi is not None:
+    if v.transport == "peer" and name != "single" and w.comm is not None:
         return f"{name}: copies between processes need CUDA IPC; run without mpiexec for peer copies"
-    if v.transport.startswith("mpi") and launch.mpi is None:
+    if v.transport.startswith("mpi") and w.comm is None:
         return f"{name}: needs one rank per slab: run under mpiexec -n <slabs>"
     if v.transport == "mpi-aware" and not (aware and aware.aware and aware.proven):
         return f"{name}: {aware.message() if aware else mc.NOT_AWARE}"
-    if v.transport == "nccl" and launch.keys_all and len(set(launch.keys_all)) != len(launch.keys_all):
-        from ..comm.world import NCCL_SHARED_GPU
-
-        return f"{name}: {NCCL_SHARED_GPU}"
+    if v.transport == "nccl" and w.nccl_refusal():
+        return f"{name}: {w.nccl_refusal()}"
     return ""
 
 
@@ -180,18 +143,16 @@ class Outcome:
     nan: bool
 
 
-class Slabs:
+class Stage:
     """The slabs of one stage of a dtype: the whole grid on the first GPU of
     the first process (the baseline) or the decomposition (`decomposed`).
     Allocated by the stage's first case, freed after its last (or at the
     plan's end, after an error); the stage's parts leave their figures here
     for the next ones."""
 
-    def __init__(self, launch: Launch, grid: Grid, dtype: str, decomposed: bool = False, nccl: bool = False,
-                 timeout: float | None = None) -> None:
-        self.launch, self.grid, self.dtype, self.decomposed = launch, grid, dtype, decomposed
-        self.nccl, self.timeout = nccl, timeout
-        self.w: Any = None
+    def __init__(self, world: World, grid: Grid, dtype: str, decomposed: bool = False, nccl: bool = False) -> None:
+        self.world, self.grid, self.dtype, self.decomposed, self.nccl = world, grid, dtype, decomposed, nccl
+        self.w: Any = None  # jgpu.Slabs, once open
         self.nccl_why = ""  # why the nccl variants cannot run here ('' when they can)
         self.comp: list[float] = []  # the stencil alone's seconds per step
         self.plain: dict[str, list[float]] = {}  # each verified variant's (overlap_hidden compares them)
@@ -200,27 +161,27 @@ class Slabs:
     def open(self) -> Any:
         if self.w is not None:
             return self.w
-        launch, g = self.launch, self.grid
-        cp = launch.cp
-        if self.decomposed:
-            parts, devs = [g.tiles[r] for r in launch.ranks], launch.devices
-        else:
-            parts, devs = jg.tiles(g.nx, g.ny, 1, 1), launch.devices[:1]
+        world, g = self.world, self.grid
+        cp, devs = world.cp, [lo.device for lo in world.locals]
+        parts = [g.tiles[lo.rank] for lo in world.locals] if self.decomposed else jg.tiles(g.nx, g.ny, 1, 1)
+        devs = devs if self.decomposed else devs[:1]
         try:
             jgpu.check_memory(cp, g.nx, parts, devs, self.dtype)
-            slabs = jgpu.allocate(cp, g.nx, parts, devs, self.dtype, pinned=self.decomposed and launch.mpi is not None)
+            slabs = jgpu.allocate(cp, g.nx, parts, devs, self.dtype, pinned=self.decomposed and world.comm is not None)
         except NodemapError as e:
             if self.decomposed or not g.tile:
                 raise
             raise NodemapError(f"--weak verifies every variant against the whole {g.nx}x{g.ny} grid on one GPU, "
                                f"which does not fit: give a smaller --size per slab ({e})") from None
-        self.w = jgpu.World(cp, slabs, launch.n, launch.world) if self.decomposed else jgpu.World(cp, slabs, 1)
-        if self.decomposed and launch.mpi is None:  # one process, every slab: peer copies straight over the link
+        self.w = jgpu.Slabs(cp, slabs, world.n, world) if self.decomposed else jgpu.Slabs(cp, slabs, 1)
+        if self.decomposed and world.comm is None:  # one process, every slab: peer copies straight over the link
             from ..gpu.devices import enable_peer_access
 
             self.peer_notes = enable_peer_access(cp, devs)
         if self.nccl:
-            self.nccl_why = jgpu.open_nccl(self.w, launch.keys_all or [], self.timeout)
+            self.nccl_why = world.open_nccl()  # once, kept for every dtype
+            for s, lo in zip(slabs, world.locals):
+                s.comm = lo.comm
         return self.w
 
     def close(self) -> None:
@@ -236,8 +197,8 @@ class Part(Case):
     process's seconds per step (harness.slowest_rank); verify restarts from
     the initial field and runs once more, the same code path as the timing."""
 
-    def __init__(self, slabs: Slabs, name: str, opts: Options, label: str, what: str, last: bool = False) -> None:
-        self.slabs, self.name, self.label, self.what, self.last = slabs, name, label, what, last
+    def __init__(self, stage: Stage, name: str, opts: Options, label: str, what: str, last: bool = False) -> None:
+        self.stage, self.name, self.label, self.what, self.last = stage, name, label, what, last
         self.iters, self.timeout = opts.iters, opts.timeout
         self.transport = VARIANTS[name].transport if name != "compute" else "none"
         self.fault = bool(opts.inject_halo_fault) and name not in ("single", "compute")
@@ -247,27 +208,26 @@ class Part(Case):
     @property  # type: ignore[override]
     def mine(self) -> bool:
         """The baseline is the first process's alone; every process runs the slabs' parts."""
-        mpi = self.slabs.launch.mpi
-        return self.slabs.decomposed or mpi is None or mpi.Get_rank() == 0
+        return self.stage.decomposed or self.stage.world.is_root()
 
     @property  # type: ignore[override]
     def messages(self) -> list[str]:
-        return self.slabs.peer_notes + ([f"nccl variants: {self.slabs.nccl_why}"] if self.slabs.nccl_why else [])
+        return self.stage.peer_notes + ([f"nccl variants: {self.stage.nccl_why}"] if self.stage.nccl_why else [])
 
     def setup(self) -> None:
-        w = self.slabs.open()
+        w = self.stage.open()
         self._deadline.enter_context(mc.deadline(self.timeout, self.what))
         jgpu.prime(w, self.transport, self.fault)
         w.wait()  # the ranks start each repetition together, with nothing queued (slowest_rank)
         self.body = runner(w, self.name, self.iters, self.fault) if self.name != "compute" else (
             lambda: jgpu.run_steps(w, "none", False, self.iters))
-        self.once = slowest_rank(w.ranks, self.iters, lambda: (self.body(), w.wait()))
+        self.once = slowest_rank(w.world, self.iters, lambda: (self.body(), w.wait()))
 
     def run(self) -> float:
         return self.once()
 
     def verify(self) -> None:
-        w = self.slabs.w
+        w = self.stage.w
         jgpu.initialize(w.cp, w.slabs)
         jgpu.prime(w, self.transport, self.fault)
         self.body()
@@ -278,7 +238,7 @@ class Part(Case):
         """The stencil alone's field is not checked: its halos are never exchanged."""
 
     def results(self, samples: list[float]) -> list[Result]:
-        self.slabs.comp = samples
+        self.stage.comp = samples
         return []
 
     def teardown(self) -> None:
@@ -286,7 +246,7 @@ class Part(Case):
 
     def gather(self, results: list[Result]) -> list[Result]:
         if self.last:  # every process: a part another rank ran alone, or one not run here, ends the stage too
-            self.slabs.close()
+            self.stage.close()
         return results
 
     def progress(self, results: list[Result]) -> str:
@@ -300,17 +260,17 @@ class Baseline(Part):
     host at small sizes); under --weak also one slab's grid (`tile`: the
     weak-scaling t1). The first process measures it, every process gets it."""
 
-    def __init__(self, slabs: Slabs, opts: Options, gold: dict[str, Any], gpu: Any, tile: bool) -> None:
-        g = slabs.grid
-        super().__init__(slabs, "single", opts, f"single GPU {slabs.dtype} {g.nx}x{g.ny}"
-                         + (" (one slab's grid)" if tile else ""), f"the single-GPU {slabs.dtype} run", last=True)
+    def __init__(self, stage: Stage, opts: Options, gold: dict[str, Any], gpu: Any, tile: bool) -> None:
+        g = stage.grid
+        super().__init__(stage, "single", opts, f"single GPU {stage.dtype} {g.nx}x{g.ny}"
+                         + (" (one slab's grid)" if tile else ""), f"the single-GPU {stage.dtype} run", last=True)
         self.gold, self.gpu, self.tile = gold, gpu, tile
         self.checked = ""
 
     def check(self) -> None:
         from . import jacobi_host as jh
 
-        nx, ny, dtype, out = self.slabs.grid.nx, self.slabs.grid.ny, self.slabs.dtype, self.out
+        nx, ny, dtype, out = self.stage.grid.nx, self.stage.grid.ny, self.stage.dtype, self.out
         if out.nan:
             raise NodemapError(f"single GPU {dtype}: NaN in the field: the kernel or the periodic halo copy is "
                                "broken")
@@ -323,7 +283,7 @@ class Baseline(Part):
             self.checked = f"residual norm and every row's sum equal NumPy's on the host after {self.iters} steps"
 
     def results(self, samples: list[float]) -> list[Result]:
-        g, dtype, gpu, comp = self.slabs.grid, self.slabs.dtype, self.gpu, self.slabs.comp
+        g, dtype, gpu, comp = self.stage.grid, self.stage.dtype, self.gpu, self.stage.comp
         word = jgpu.DTYPES[dtype][1]
         nbytes = jg.stencil_bytes(g.nx, g.ny, word)
         peak = gpu.hbm
@@ -344,9 +304,9 @@ class Baseline(Part):
                            "whole grid on one GPU, periodic rows copied on the device", self.checked)]
 
     def gather(self, results: list[Result]) -> list[Result]:
-        mpi = self.slabs.launch.mpi
-        if mpi is not None:  # every process gets the gold (a rank whose root failed is ended by its abort)
-            self.gold.update(mpi.bcast(self.gold, root=0))
+        comm = self.stage.world.comm
+        if comm is not None:  # every process gets the gold (a rank whose root failed is ended by its abort)
+            self.gold.update(comm.bcast(self.gold, root=0))
         return super().gather(results)
 
 
@@ -354,35 +314,34 @@ class Variant(Part):
     """One variant on the slabs, verified against the single-GPU run: a
     halo that differs fails the variant alone (no time, the run incomplete)."""
 
-    def __init__(self, slabs: Slabs, name: str, opts: Options, gold: dict[str, Any], last: bool) -> None:
-        super().__init__(slabs, name, opts, f"{name} {slabs.dtype} on {slabs.launch.n} slabs",
-                         f"{name} {slabs.dtype} (a hung exchange)", last)
+    def __init__(self, stage: Stage, name: str, opts: Options, gold: dict[str, Any], last: bool) -> None:
+        super().__init__(stage, name, opts, f"{name} {stage.dtype} on {stage.world.n} slabs",
+                         f"{name} {stage.dtype} (a hung exchange)", last)
         self.gold = gold
 
     @property  # type: ignore[override]
     def mine(self) -> bool:
-        return self.transport != "nccl" or not self.slabs.nccl_why  # NCCL opened by the stencil alone before it
+        return self.transport != "nccl" or not self.stage.nccl_why  # NCCL opened by the stencil alone before it
 
     def check(self) -> None:
         from . import jacobi_host as jh
 
-        w, out = self.slabs.w, self.out
+        w, out = self.stage.w, self.out
         why = "NaN in the field (a halo never written)" if out.nan else ""
-        if w.is_root() and not why:
+        if w.world.is_root() and not why:
             why = jh.disagree(out.norm, out.rows, self.gold["norm"], self.gold["rows"])
-        why = w.mpi.bcast(why, root=0) if w.mpi is not None else why
+        why = w.world.comm.bcast(why, root=0) if w.world.comm is not None else why
         if why:
-            name, dtype = self.name, self.slabs.dtype
+            name, dtype = self.name, self.stage.dtype
             raise PartFailed(Failure("jacobi", name, f"Jacobi {name} halos", "the single-GPU run's field",
                                      f"{dtype}: {why}", transport=self.transport, message=f"{name} {dtype}: differs "
                                      f"from the single-GPU run: {why}: the halo exchange is wrong; no time reported"))
 
     def results(self, samples: list[float]) -> list[Result]:
-        s, launch = self.slabs, self.slabs.launch
+        s, keys = self.stage, self.stage.world.gpu_keys
         s.plain[self.name] = self.out.times = samples
-        return [variant_result(self.name, s.dtype, s.grid, self.iters, self.out, launch.n,
-                               len(set(launch.keys_all or [])), self.gold, statistics.median(s.comp),
-                               hidden(s.plain, self.name, s.comp), launch.keys_all or [], "", "")]
+        return [variant_result(self.name, s.dtype, s.grid, self.iters, self.out, len(keys), len(set(keys)), self.gold,
+                               statistics.median(s.comp), hidden(s.plain, self.name, s.comp), keys, "", "")]
 
 
 # --- the plan ---------------------------------------------------------------------------
@@ -395,60 +354,58 @@ def plan(opts: Options) -> Plan:
     slabs the stencil alone and one case per variant. Every rank builds the
     same plan; the first reports (Plan.together)."""
     nx, ny, dtypes, variants = validate(opts)
-    launch = open_launch(opts)
+    w = open_gpus(opts.mode, opts.gpus, opts.timeout, opts.topology, repeats=True)
     try:
-        grid = layout(opts, nx, ny, launch.n)
-        todo, skipped = choose(launch, grid, variants)
+        grid = layout(opts, nx, ny, w.n)
+        todo, skipped = choose(w, grid, variants)
     except NodemapError as e:
-        if launch.mpi is not None:
-            mc.fail(launch.mpi, str(e))
+        if w.comm is not None:
+            mc.fail(w.comm, str(e))
         raise
-    stages: list[Slabs] = []
+    stages: list[Stage] = []
     cases: list[Case] = []
-    gpu, environment = environment_of(launch, grid, opts)
+    gpu, environment = environment_of(w, grid, opts)
     weak = [(*grid.tile, True)] if grid.tile and grid.tile != (grid.nx, grid.ny) else []  # one slab's t1
     for dtype in dtypes:
         gold: dict[str, Any] = {}
         for nx1, ny1, tile in [(grid.nx, grid.ny, False)] + weak:
-            one = Slabs(launch, Grid(nx1, ny1, 1, 1, grid.tile), dtype)
+            one = Stage(w, Grid(nx1, ny1, 1, 1, grid.tile), dtype)
             cases += [Part(one, "compute", opts, f"single GPU {dtype} {nx1}x{ny1}: stencil alone",
                            f"the single-GPU {dtype} run"), Baseline(one, opts, gold, gpu, tile)]
             stages.append(one)
         if not todo:
             continue
-        slabs = Slabs(launch, grid, dtype, decomposed=True, nccl=any(VARIANTS[v].transport == "nccl" for v in todo),
-                      timeout=opts.timeout)
+        slabs = Stage(w, grid, dtype, decomposed=True, nccl=any(VARIANTS[v].transport == "nccl" for v in todo))
         stages.append(slabs)
-        cases.append(Part(slabs, "compute", opts, f"{launch.n} slabs {dtype}: stencil alone",
+        cases.append(Part(slabs, "compute", opts, f"{w.n} slabs {dtype}: stencil alone",
                           f"the {dtype} stencil alone"))
         cases += [Variant(slabs, name, opts, gold, last=name == todo[-1]) for name in todo]
     command = (f"bench jacobi --size {nx}x{ny} --dtype {','.join(dtypes)} --iters {opts.iters}"
                + (f" --decomp {grid.px}x{grid.py}" if grid.px > 1 else "") + (" --weak" if grid.tile else ""))
-    mpi = launch.mpi is not None
-    return Plan(command, cases, text, environment=environment, messages=skipped + launch.world.notes,
-                hold=held(launch, stages), root=not mpi or launch.mpi.Get_rank() == 0, together=mpi,
+    mpi = w.comm is not None
+    return Plan(command, cases, text, environment=environment, messages=skipped + w.notes,
+                hold=held(w, stages), root=w.is_root(), together=mpi,
                 stop=(lambda: False) if mpi else interrupt.requested,  # under MPI a rank's Ctrl-C never ends it alone
                 bounded=True)  # --timeout bounds each case and exchange itself (mc.deadline)
 
 
-def environment_of(launch: Launch, grid: Grid, opts: Options) -> tuple[Any, dict[str, Any]]:
+def environment_of(w: World, grid: Grid, opts: Options) -> tuple[Any, dict[str, Any]]:
     """The first GPU (the baseline's) and the run's environment."""
     from ..gpu.common import describe as describe_gpu, environment, load_topology
 
-    cp = launch.cp
-    gpu = describe_gpu(cp, launch.devices[0], load_topology(opts.topology)[0])
+    cp = w.cp
+    gpu = describe_gpu(cp, w.locals[0].device, load_topology(opts.topology)[0])
     env = environment(cp, [gpu]) | {
-        "slabs": launch.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if launch.mpi is not None else "single",
-        "gpus": launch.keys_all,
-        "binding": launch.binding, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
+        "slabs": w.n, "tiles": f"{grid.px}x{grid.py}", "mode": "mpi" if w.comm is not None else "single",
+        "gpus": w.gpu_keys, "binding": bindings(w, opts.topology), "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE"),
         "stencil_block": "x".join(map(str, jgpu.block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK"))))}
-    if launch.mpi is not None:
+    if w.comm is not None:
         env["mpi"] = mc.library()
     return gpu, env
 
 
 @contextmanager
-def held(launch: Launch, stages: list[Slabs]) -> Iterator[None]:
+def held(w: World, stages: list[Stage]) -> Iterator[None]:
     """Around the cases: a rank's error ends every rank (abort) instead of a
     hang; at the end every stage's slabs, the ranks' NCCL communicator (kept
     across dtypes) and CuPy's pool are freed."""
@@ -457,14 +414,13 @@ def held(launch: Launch, stages: list[Slabs]) -> Iterator[None]:
     except Stopped:
         raise
     except (Exception, SystemExit) as e:
-        if launch.mpi is not None and launch.mpi.Get_size() > 1:
-            abort(launch.mpi, e)
+        if w.size > 1:
+            abort(w.comm, e)
         raise
     finally:
         for s in stages:
             s.close()
-        launch.world.close()
-        launch.cp.get_default_memory_pool().free_all_blocks()
+        w.close()
 
 
 def abort(comm: Any, e: BaseException) -> None:
@@ -478,20 +434,20 @@ def abort(comm: Any, e: BaseException) -> None:
     comm.Abort(2)
 
 
-def choose(launch: Launch, grid: Grid, variants: list[str]) -> tuple[list[str], list[str]]:
-    """The variants this launch runs on this grid (besides the baseline) and
+def choose(w: World, grid: Grid, variants: list[str]) -> tuple[list[str], list[str]]:
+    """The variants this world runs on this grid (besides the baseline) and
     why the others are skipped. A mpi-aware variant on an MPI not proven
     CUDA-aware is replaced by its staged twin (what the message promises).
     NodemapError when every variant asked for is skipped: the baseline
     alone answers nothing that was asked."""
     aware = None
-    if launch.mpi is not None and any(v.startswith("mpi-aware") for v in variants):
-        aware = mc.prove_cuda_aware(launch.mpi, mc.probe(launch.mpi))
-    why = {v: usable(launch, v, aware, grid) for v in variants}
+    if w.comm is not None and any(v.startswith("mpi-aware") for v in variants):
+        aware = mc.prove_cuda_aware(w.comm, mc.probe(w.comm))
+    why = {v: usable(w, v, aware, grid) for v in variants}
     todo = [v for v in variants if not why[v] and v != "single"]
     for v in variants:
         staged = v.replace("mpi-aware", "mpi-staged")
-        if why[v] and v.startswith("mpi-aware") and launch.mpi is not None and not usable(launch, staged, aware, grid):
+        if why[v] and v.startswith("mpi-aware") and w.comm is not None and not usable(w, staged, aware, grid):
             why[v] += f" ({staged} measures it)"
             if staged not in todo:
                 todo.append(staged)

@@ -1,8 +1,9 @@
 """The device side of `nodemap bench jacobi`: slabs on GPUs, the stencil
 kernels, one halo exchange per transport, and the step orders.
 
-A World is every slab this process drives (all of them in single-process
-mode, its own in MPI mode). A step queues the stencil on each slab's compute
+`Slabs` are every slab this process drives (all of them in single-process
+mode, its own in MPI mode) on the kind's World (bench/comm/world.py). A
+step queues the stencil on each slab's compute
 stream and the halo exchange after it; the overlapped step queues the first
 and last rows on a high-priority edge stream, exchanges them there while the
 interior runs on the compute stream (tiles: the first and last rows and
@@ -23,8 +24,7 @@ from typing import Any, Callable
 from ...errors import NodemapError
 from ...units import format_size
 from . import jacobi_grid as jg
-from ..comm import mpi_common as mc
-from ..comm.world import NCCL_SHARED_GPU, World as Ranks, alone
+from ..comm.world import World, alone
 
 # Block shape of the stencil: BLOCK threads across, each walking ROWS_PER_BLOCK
 # rows (2 extra rows read per ROWS_PER_BLOCK written). NODEMAP_JACOBI_BLOCK=
@@ -108,15 +108,13 @@ class Slab:
 
 
 @dataclass
-class World:
-    """The slabs this process drives, among every process's (`ranks`: the comm World)."""
+class Slabs:
+    """The slabs this process drives, among every process's (`world`: their ranks and NCCL)."""
 
     cp: Any
     slabs: list[Slab]
     n: int  # slabs in all (every process)
-    ranks: Ranks = field(default_factory=alone)
-    nccl: Any = None
-    gpu_keys: list[str] = field(default_factory=list)
+    world: World = field(default_factory=alone)
     block: tuple[int, int] = field(default_factory=lambda: block_shape(os.environ.get("NODEMAP_JACOBI_BLOCK")))
     vector: int | None = field(default_factory=lambda: vector_env(os.environ.get("NODEMAP_JACOBI_VECTOR")))
     graphs: list[Any] = field(default_factory=list)  # captured (capture), released by close
@@ -131,29 +129,11 @@ class World:
     def by_rank(self) -> dict[int, Slab]:
         return {s.part.rank: s for s in self.slabs}
 
-    @property
-    def mpi(self) -> Any:
-        """MPI.COMM_WORLD under MPI, else None."""
-        return self.ranks.comm
-
     def wait(self) -> None:
         """Every stream of this process done."""
         for s in self.slabs:
             s.compute.synchronize()
             s.edge.synchronize()
-
-    def sync(self) -> None:
-        self.wait()
-        self.ranks.barrier()
-
-    def max_all(self, v: float) -> float:
-        return self.ranks.max_all(v)
-
-    def sum_all(self, v: float) -> float:
-        return self.ranks.sum_all(v)
-
-    def is_root(self) -> bool:
-        return self.ranks.is_root()
 
 
 # --- allocation ------------------------------------------------------------------
@@ -255,7 +235,7 @@ def _pinned(cp: Any, cells: int, name: str) -> Any:
 # --- kernels ---------------------------------------------------------------------
 
 
-def stencil(w: World, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_norm: bool) -> None:
+def stencil(w: Slabs, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_norm: bool) -> None:
     """Update local rows [lo, hi) of buffer `buf` into the other buffer."""
     if hi <= lo:
         return
@@ -269,7 +249,7 @@ def stencil(w: World, s: Slab, buf: int, lo: int, hi: int, stream: Any, with_nor
                         cp.int32(rows), cp.int32(int(with_norm))), stream=stream)
 
 
-def stencil_box(w: World, s: Slab, buf: int, rows: tuple[int, int], cols: tuple[int, int], stream: Any,
+def stencil_box(w: Slabs, s: Slab, buf: int, rows: tuple[int, int], cols: tuple[int, int], stream: Any,
                 with_norm: bool) -> None:
     """Update local rows [rows) x columns [cols) of buffer `buf` into the
     other buffer (the scalar box kernel: writes no cell outside the box)."""
@@ -308,7 +288,7 @@ def lost(fault: bool, t: jg.Tile, d: str) -> bool:
     return fault and t.rank == 0 and d == ("left" if t.px > 1 else "down")
 
 
-def exchange_peer(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+def exchange_peer(w: Slabs, buf: int, edge: bool, fault: bool = False) -> None:
     """Push each slab's first and last row (and, for tiles, first and last
     column) into its neighbours' halos on the sender's stream (one process,
     every slab): cudaMemcpyAsync with cudaMemcpyDefault, rows contiguous,
@@ -339,14 +319,14 @@ def copy_block(rt: Any, dst: int, dst_pitch: int, src: int, src_pitch: int, b: j
         rt.memcpy2DAsync(dst, dst_pitch, src, src_pitch, b.cols * word, b.rows, kind, stream.ptr)
 
 
-def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+def exchange_nccl(w: Slabs, buf: int, edge: bool, fault: bool = False) -> None:
     """Grouped ncclSend/ncclRecv per direction (up, down, left, right; none
     across the fixed columns), the same order on every rank, so that two
     messages to one peer (two slabs, one sending to itself, or the up and
     down neighbour being one tile) match. NCCL moves contiguous buffers:
     rows go as they are, tiles' columns are packed into a device buffer
     before the group and unpacked after it, on the same stream (no host wait)."""
-    nc = w.nccl
+    nc = w.world.nccl
     dt = nc.NCCL_FLOAT32 if w.slabs[0].dtype == "fp32" else nc.NCCL_FLOAT64
     pack_columns(w, buf, edge, back=False)
     nc.groupStart()
@@ -368,7 +348,7 @@ def exchange_nccl(w: World, buf: int, edge: bool, fault: bool = False) -> None:
     pack_columns(w, buf, edge, back=True, fault=fault)
 
 
-def pack_columns(w: World, buf: int, edge: bool, back: bool, fault: bool = False) -> None:
+def pack_columns(w: Slabs, buf: int, edge: bool, back: bool, fault: bool = False) -> None:
     """Tiles' halo columns for a transport of contiguous device buffers
     (NCCL, CUDA-aware MPI), on the exchange's stream: the edge columns
     packed into the send buffers (before the NCCL group, which enqueues its
@@ -389,7 +369,7 @@ def pack_columns(w: World, buf: int, edge: bool, back: bool, fault: bool = False
                                MEMCPY_DEFAULT, st)
 
 
-def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+def exchange_mpi_staged(w: Slabs, buf: int, edge: bool, fault: bool = False) -> None:
     """Halo rows (and tiles' columns, strided) to pinned host memory,
     MPI_Sendrecv per direction (up, down, left, right; none across the fixed
     columns), back into the halos."""
@@ -408,7 +388,7 @@ def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> 
     st.synchronize()
     for tag, d in enumerate(moving, 1):
         src = nb[jg.OPPOSITE[d]]
-        w.mpi.Sendrecv(s.host[d][0], dest=MPI.PROC_NULL if nb[d] is None else nb[d], sendtag=tag,
+        w.world.comm.Sendrecv(s.host[d][0], dest=MPI.PROC_NULL if nb[d] is None else nb[d], sendtag=tag,
                        recvbuf=s.host[d][1], source=MPI.PROC_NULL if src is None else src, recvtag=tag)
     for d in moving:
         if nb[jg.OPPOSITE[d]] is not None and not lost(fault, s.part, d):
@@ -417,7 +397,7 @@ def exchange_mpi_staged(w: World, buf: int, edge: bool, fault: bool = False) -> 
                        rt.memcpyHostToDevice, st)
 
 
-def exchange_mpi_aware(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+def exchange_mpi_aware(w: Slabs, buf: int, edge: bool, fault: bool = False) -> None:
     """Device rows (tiles: and packed columns) straight to a CUDA-aware MPI
     (only after it was proven), MPI_Sendrecv per direction as mpi-staged."""
     from mpi4py import MPI
@@ -429,7 +409,7 @@ def exchange_mpi_aware(w: World, buf: int, edge: bool, fault: bool = False) -> N
     for tag, d in enumerate(jg.directions(s.part), 1):
         (snd, rcv), src = blocks[d], nb[jg.OPPOSITE[d]]
         into = rcv if not lost(fault, s.part, d) else blocks[jg.OPPOSITE[d]][1]  # fault: a wrong halo
-        w.mpi.Sendrecv(s.packed[d][0] if d in s.packed else _cells(s, buf, snd),
+        w.world.comm.Sendrecv(s.packed[d][0] if d in s.packed else _cells(s, buf, snd),
                        dest=MPI.PROC_NULL if nb[d] is None else nb[d], sendtag=tag,
                        recvbuf=s.packed[d][1] if d in s.packed else _cells(s, buf, into),
                        source=MPI.PROC_NULL if src is None else src, recvtag=tag)
@@ -441,7 +421,7 @@ def _cells(s: Slab, buf: int, b: jg.Block) -> Any:
     return s.bufs[buf][b.row, b.col:b.col + b.cols]
 
 
-def exchange_none(w: World, buf: int, edge: bool, fault: bool = False) -> None:
+def exchange_none(w: Slabs, buf: int, edge: bool, fault: bool = False) -> None:
     """The compute-only reference step: no halo moves."""
 
 
@@ -453,7 +433,7 @@ EXCHANGES: dict[str, Callable[..., None]] = {
 # --- steps -----------------------------------------------------------------------
 
 
-def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
+def step(w: Slabs, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
     """Read `buf`, write the other buffer, exchange its halos."""
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
@@ -464,7 +444,7 @@ def step(w: World, transport: str, buf: int, with_norm: bool, fault: bool = Fals
     fence(w, overlap=False, pushed=transport == "peer")
 
 
-def order_column_pushes(w: World) -> None:
+def order_column_pushes(w: Slabs) -> None:
     """Tiles side by side in one process, peer copies: a tile pushes its edge column into
     its neighbour's halo column only after the neighbour's stencil of this
     step, which writes the same buffer and may store its edge columns too
@@ -484,7 +464,7 @@ def order_column_pushes(w: World) -> None:
                     s.compute.wait_event(by_rank[r].updated)
 
 
-def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
+def step_overlap(w: Slabs, transport: str, buf: int, with_norm: bool, fault: bool = False) -> None:
     """First and last rows (tiles: and columns) on the edge stream, then
     their exchange there, while the interior runs on the compute stream."""
     for s in w.slabs:
@@ -500,7 +480,7 @@ def step_overlap(w: World, transport: str, buf: int, with_norm: bool, fault: boo
     fence(w, overlap=True, pushed=transport == "peer")
 
 
-def tile_overlap(w: World, s: Slab, buf: int, with_norm: bool) -> None:
+def tile_overlap(w: Slabs, s: Slab, buf: int, with_norm: bool) -> None:
     """A tile's overlapped update in boxes that write no halo column (the
     row kernel rewrites its edge columns, which a neighbour pushes into
     meanwhile): the first and last rows and the first and last own columns
@@ -513,7 +493,7 @@ def tile_overlap(w: World, s: Slab, buf: int, with_norm: bool) -> None:
     stencil_box(w, s, buf, (2, cnt), (2, xc), s.compute, with_norm)
 
 
-def fence(w: World, overlap: bool, pushed: bool = True) -> None:
+def fence(w: Slabs, overlap: bool, pushed: bool = True) -> None:
     """The next step starts after this one's work on its own slab and, where
     neighbours push into each other's buffers (peer copies in one process),
     on the neighbouring slabs (whose pushes wrote its halos and which still
@@ -537,7 +517,7 @@ def fence(w: World, overlap: bool, pushed: bool = True) -> None:
                     s.edge.wait_event(e)
 
 
-def prime(w: World, transport: str, fault: bool = False) -> None:
+def prime(w: Slabs, transport: str, fault: bool = False) -> None:
     """Fill buffer 0's poisoned halos through the transport itself before
     the first step reads them (the reference's warm-up exchange)."""
     EXCHANGES[transport](w, 0, False, fault)
@@ -545,7 +525,7 @@ def prime(w: World, transport: str, fault: bool = False) -> None:
     w.wait()
 
 
-def run_steps(w: World, transport: str, overlap: bool, iters: int, fault: bool = False) -> None:
+def run_steps(w: Slabs, transport: str, overlap: bool, iters: int, fault: bool = False) -> None:
     """`iters` steps from buffer 0 (an even count ends in buffer 0 again);
     the last one sums the residual."""
     reset_norms(w)
@@ -557,7 +537,7 @@ def run_steps(w: World, transport: str, overlap: bool, iters: int, fault: bool =
 # --- CUDA graphs ---------------------------------------------------------------------
 
 
-def capture(w: World, transport: str, overlap: bool, with_norm: bool, fault: bool = False) -> Any:
+def capture(w: Slabs, transport: str, overlap: bool, with_norm: bool, fault: bool = False) -> Any:
     """Two steps (A->B, B->A) captured in CUDA graphs (bench/gpu/graphs.py),
     so a step costs the host one launch per graph, not one per kernel and
     copy (which made one process driving 4 GPUs host-bound). Peer copies in
@@ -576,7 +556,7 @@ def capture(w: World, transport: str, overlap: bool, with_norm: bool, fault: boo
     return g
 
 
-def run_graph(w: World, graphs: tuple[Any, Any], iters: int) -> None:
+def run_graph(w: Slabs, graphs: tuple[Any, Any], iters: int) -> None:
     """`iters` steps as iters/2 launches of the two-step graphs, the last
     one summing the residual."""
     plain, last = graphs
@@ -586,7 +566,7 @@ def run_graph(w: World, graphs: tuple[Any, Any], iters: int) -> None:
     last.launch()
 
 
-def reset_norms(w: World) -> None:
+def reset_norms(w: Slabs) -> None:
     """Zero the residual sums before a run (outside the timed steps' hot
     path: one memset and wait per run, not per step)."""
     rt = w.cp.cuda.runtime
@@ -599,32 +579,32 @@ def reset_norms(w: World) -> None:
 # --- results of a run -------------------------------------------------------------
 
 
-def norm(w: World) -> float:
+def norm(w: Slabs) -> float:
     """The global residual norm of the last step (every process gets it)."""
     import math
 
-    w.sync()
+    w.wait()
     local = 0.0
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
             local += float(s.norm.get()[0])
-    return math.sqrt(w.sum_all(local))
+    return math.sqrt(w.world.sum_all(local))
 
 
-def row_sums(w: World, buf: int) -> Any:
+def row_sums(w: Slabs, buf: int) -> Any:
     """float64 sums of every interior row, global order, on the root (None elsewhere)."""
     import numpy as np
 
-    w.sync()
+    w.wait()
     mine = []
     for s in w.slabs:
         lo, hi = s.part.cols
         with w.cp.cuda.Device(s.device):
             a = s.bufs[buf][1:s.part.count + 1, lo:hi]
             mine.append((s.part.start, w.cp.asnumpy(a.sum(axis=1, dtype="float64"))))
-    if w.mpi is not None:
-        got = w.mpi.gather(mine, root=0)
-        if not w.is_root():
+    if w.world.comm is not None:
+        got = w.world.comm.gather(mine, root=0)
+        if not w.world.is_root():
             return None
         mine = [x for part in got for x in part]
     bands: dict[int, Any] = {}
@@ -633,50 +613,20 @@ def row_sums(w: World, buf: int) -> Any:
     return np.concatenate([bands[k] for k in sorted(bands)])
 
 
-def has_nan(w: World, buf: int) -> bool:
+def has_nan(w: Slabs, buf: int) -> bool:
     bad = 0
     for s in w.slabs:
         with w.cp.cuda.Device(s.device):
             bad += int(w.cp.isnan(s.bufs[buf]).any())
-    return bool(w.max_all(float(bad)))
+    return bool(w.world.max_all(float(bad)))
 
 
-# --- communicators ----------------------------------------------------------------
-
-
-def open_nccl(w: World, devices_all: list[str], timeout: float) -> str:
-    """NCCL communicators for every slab; '' or why NCCL cannot run here."""
-    if len(set(devices_all)) != len(devices_all):
-        return NCCL_SHARED_GPU
-    from ..comm import collectives as co
-
-    try:
-        _, nccl = co.import_nccl()
-    except NodemapError as e:
-        return str(e)
-    w.nccl = nccl
-    if w.mpi is None:
-        os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
-        with mc.deadline(timeout, "ncclCommInitAll"):
-            comms = nccl.NcclCommunicator.initAll([s.device for s in w.slabs])
-        for s, c in zip(w.slabs, comms):
-            s.comm = c
-        return ""
-    with w.cp.cuda.Device(w.slabs[0].device):
-        w.slabs[0].comm = w.ranks.nccl(nccl)  # the ranks' one communicator, kept for every dtype
-    return ""
-
-
-def close(w: World) -> None:
+def close(w: Slabs) -> None:
+    """Graphs and buffers freed; the NCCL communicators are the World's, kept for every dtype."""
     for g in w.graphs:
         g.close()
     w.graphs = []
     for s in w.slabs:
-        if s.comm is not None and w.mpi is None:  # under MPI the ranks' World owns it
-            try:
-                s.comm.destroy()
-            except Exception:
-                pass
         s.comm = None
         s.bufs = []
     w.cp.get_default_memory_pool().free_all_blocks()

@@ -513,7 +513,7 @@ def per_gpu_rates(lookups: int, per_gpu: list[list[float]]) -> list[float]:
 def _environment(cp, devices, topology: str | None = None):
     """Versions and each CUDA device's name and Topology key ("GPU3", from
     this node or the --topology file)."""
-    from ..comm.collectives import gpu_keys
+    from ..comm.world import gpu_keys
 
     env = {"cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
            "driver": cp.cuda.runtime.driverGetVersion()}

@@ -7,227 +7,24 @@ from __future__ import annotations
 
 import os
 import statistics
-from contextlib import AbstractContextManager, ExitStack, nullcontext
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ...errors import NodemapError
 from . import mpi_common as mc
-from . import world
-from .world import World, alone
+from .world import World, open_gpus
 from ...units import MiB, format_size
-from .. import interrupt
 from ..harness import check_count
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .collectives_options import OPS, Options
 from ..figures import Figure, Given, figure
-from dataclasses import replace
 from ...topology.model import Topology
 from ..story import NO_PAIR, Cost, Count, Node, ResultParams, Skipped, Step, Story
 
-NO_INPLACE = ("alltoall", "sendrecv")
 WORD = 4  # float32
 CORRUPT = "wrong elements after the operation: NCCL or the GPUs' links corrupt data"
-NCCL_MISSING = ("CuPy has no usable NCCL (cupy.cuda.nccl): install NCCL for your CUDA "
-                "(pip install nvidia-nccl-cu12 / nvidia-nccl-cu13) next to CuPy")
-
-
-def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' busbw / algbw."""
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "alltoall"):
-        return (n - 1) / n
-    return 1.0
-
-
-def launched_by_mpi() -> bool:
-    from ... import env
-
-    return env.world_size(os.environ) > 1
-
-
-def import_nccl() -> tuple[Any, Any]:
-    os.environ["NCCL_NVLS_ENABLE"] = "0"  # before NCCL reads its environment
-    from ..gpu.common import import_cupy
-
-    cp = import_cupy()
-    try:
-        from cupy.cuda import nccl
-
-        if not getattr(nccl, "available", True):
-            raise ImportError
-    except Exception:
-        raise NodemapError(NCCL_MISSING) from None
-    return cp, nccl
-
-
-# --- communicators --------------------------------------------------------------
-
-
-@dataclass
-class Local:
-    """One GPU this process drives: its NCCL communicator and stream."""
-
-    rank: int  # NCCL rank
-    device: int  # CUDA ordinal
-    comm: Any
-    stream: Any
-    bufs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Ctx:
-    """The NCCL world as this process sees it."""
-
-    cp: Any
-    nccl: Any
-    n: int  # NCCL ranks in all
-    locals: list[Local]
-    world: World = field(default_factory=alone)  # the ranks (mpi mode), or this process alone
-    gpu_keys: list[str] = field(default_factory=list)  # every rank's GPU, rank order
-    nccl_why: str = ""  # why the comms are None though NCCL is installed (ranks sharing a GPU), '' else
-
-    @property
-    def mpi(self) -> Any:
-        """MPI.COMM_WORLD in mpi mode, else None."""
-        return self.world.comm
-
-    def max_all(self, v: float) -> float:
-        """The largest value across processes (a collective: all call it)."""
-        return self.world.max_all(v)
-
-    def is_root(self) -> bool:
-        return self.world.is_root()
-
-    def sync(self) -> None:
-        for lo in self.locals:
-            lo.stream.synchronize()
-        self.world.barrier()
-
-    def close(self) -> None:
-        if self.world.comm is not None:
-            self.world.close()  # its NCCL communicator is the one local's
-        else:
-            for lo in self.locals:
-                try:
-                    if lo.comm is not None:
-                        lo.comm.destroy()
-                except Exception:
-                    pass
-        self.cp.get_default_memory_pool().free_all_blocks()
-
-
-def open_ctx(mode: str, gpus: str | None, timeout: float, nccl_optional: bool = False,
-             topology: str | None = None) -> Ctx:
-    """With `nccl_optional`, a CuPy without NCCL gives a Ctx whose comms are
-    None (ctx.nccl None), and ranks NCCL refuses (sharing a GPU) one whose
-    comms are None and ctx.nccl_why says why, for benchmarks with other
-    transports too; without it, either is a one-line NodemapError."""
-    if mode == "auto":
-        mode = "mpi" if launched_by_mpi() else "single"
-    try:
-        cp, nccl = import_nccl()
-    except NodemapError as e:
-        if not nccl_optional or str(e) != NCCL_MISSING:
-            raise
-        from ..gpu.common import import_cupy
-
-        cp, nccl = import_cupy(), None
-    if mode == "single":
-        from ..options import gpus as gpu_list
-
-        devs = gpu_list(gpus, cp.cuda.runtime.getDeviceCount())
-        # One thread driving every GPU: all_reduce at 8 B-64 KiB hung on 2
-        # and 4 H200 (NCCL 2.28.9) while p2p ops and >= 1 MiB finished.
-        # Suspected cause, not yet confirmed on a GPU: connections made
-        # lazily inside the first small collective's group. Connect at init
-        # instead, unless the user chose otherwise.
-        os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
-        with mc.deadline(timeout, "ncclCommInitAll"):
-            comms = nccl.NcclCommunicator.initAll(devs) if nccl else [None] * len(devs)
-        locals_ = []
-        for r, (d, c) in enumerate(zip(devs, comms)):
-            with cp.cuda.Device(d):
-                locals_.append(Local(r, d, c, cp.cuda.Stream(non_blocking=True)))
-        return Ctx(cp, nccl, len(devs), locals_, gpu_keys=gpu_keys(cp, devs, topology))
-    w = world.start(timeout)
-    w.gpu(cp, lambda d: gpu_keys(cp, [d], topology)[0])  # from the node's plan (world.py)
-    why = w.nccl_refusal() if nccl and nccl_optional else ""
-    c = w.nccl(nccl) if nccl and not why else None
-    return Ctx(cp, nccl, w.size, [Local(w.rank, w.device, c, cp.cuda.Stream(non_blocking=True))], w, w.gpu_keys,
-               why)
-
-
-def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]:
-    """Topology names ("GPU3", as `nodemap topo` or the --topology file) of
-    CUDA ordinals; cudaN where unknown."""
-    from ..gpu.devices import key, load_topology
-
-    try:
-        topo = load_topology(topology)[0]
-    except Exception:  # a label, never a reason to stop
-        topo = None
-    return [key(cp, d, topo) for d in devs]
-
-
-# --- operations -----------------------------------------------------------------
-
-
-def counts(op: str, size: int, n: int) -> tuple[int, int]:
-    """(send elements, receive elements) per rank for a `size`-byte test; 0 when too small."""
-    total = size // WORD
-    if op in ("all_gather", "reduce_scatter", "alltoall"):
-        c = total // n
-        if c == 0:
-            return 0, 0
-        return {"all_gather": (c, c * n), "reduce_scatter": (c * n, c), "alltoall": (c * n, c * n)}[op]
-    return total, total
-
-
-def ptrs(lo: Local, op: str, inplace: bool, n: int, recv_count: int) -> tuple[int, int]:
-    """(send, recv) device pointers; in-place as nccl-tests lays it out."""
-    s, r = lo.bufs["send"].data.ptr, lo.bufs["recv"].data.ptr
-    if not inplace:
-        return s, r
-    if op == "all_gather":
-        return r + lo.rank * (recv_count // n) * WORD, r  # my part inside the receive buffer
-    if op == "reduce_scatter":
-        return s, s + lo.rank * recv_count * WORD
-    return r, r
-
-
-def enqueue(ctx: Ctx, op: str, inplace: bool, size: int) -> None:
-    """One operation on every local GPU, all inside one NCCL group."""
-    nc, n = ctx.nccl, ctx.n
-    sc, rc = counts(op, size, n)
-    f32, SUM = nc.NCCL_FLOAT32, nc.NCCL_SUM
-    nc.groupStart()
-    try:
-        for lo in ctx.locals:
-            sp, rp = ptrs(lo, op, inplace, n, rc)
-            st, c = lo.stream.ptr, lo.comm
-            if op == "all_reduce":
-                c.allReduce(sp, rp, sc, f32, SUM, st)
-            elif op == "all_gather":
-                c.allGather(sp, rp, sc, f32, st)
-            elif op == "reduce_scatter":
-                c.reduceScatter(sp, rp, rc, f32, SUM, st)
-            elif op == "broadcast":
-                c.broadcast(sp, rp, sc, f32, 0, st)
-            elif op == "reduce":
-                c.reduce(sp, rp, sc, f32, SUM, 0, st)
-            elif op == "alltoall":
-                part = sc // n
-                for peer in range(n):
-                    c.send(sp + peer * part * WORD, part, f32, peer, st)
-                    c.recv(rp + peer * part * WORD, part, f32, peer, st)
-            elif op == "sendrecv":
-                c.send(sp, sc, f32, (lo.rank + 1) % n, st)
-                c.recv(rp, rc, f32, (lo.rank - 1) % n, st)
-    finally:
-        nc.groupEnd()
 
 
 def values(cp: Any, rank: int, start: int, count: int) -> Any:
@@ -236,64 +33,126 @@ def values(cp: Any, rank: int, start: int, count: int) -> Any:
     return ((rank + 1) * (i % 7 + 1)).astype(cp.float32)
 
 
+def _gather(cp: Any, rank: int, n: int, rc: int) -> Any:
+    return cp.concatenate([values(cp, r, r * rc // n, rc // n) for r in range(n)])
+
+
+def _alltoall(c: Any, nc: Any, sp: int, rp: int, sc: int, rc: int, st: int, rank: int, n: int) -> None:
+    part = sc // n
+    for peer in range(n):
+        c.send(sp + peer * part * WORD, part, nc.NCCL_FLOAT32, peer, st)
+        c.recv(rp + peer * part * WORD, part, nc.NCCL_FLOAT32, peer, st)
+
+
+def _sendrecv(c: Any, nc: Any, sp: int, rp: int, sc: int, rc: int, st: int, rank: int, n: int) -> None:
+    c.send(sp, sc, nc.NCCL_FLOAT32, (rank + 1) % n, st)
+    c.recv(rp, rc, nc.NCCL_FLOAT32, (rank - 1) % n, st)
+
+
+def _tri(n: int) -> int:
+    return n * (n + 1) // 2  # sum over ranks of (rank + 1)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One NCCL operation, as nccl-tests' one struct per collective: its elements per rank, where its
+    send part lies (in-place: inside the one buffer), its call, its bus factor and what each rank holds
+    after it (every rank sends values(rank, start, send count))."""
+
+    counts: Callable[[int, int], tuple[int, int]]  # (send, receive) elements per rank of `total` over n
+    call: Callable[..., None]  # (comm, nccl, send ptr, recv ptr, send count, recv count, stream, rank, n)
+    want: Callable[[Any, int, int, int], Any]  # (cp, rank, n, recv count) -> the receive buffer, None: unchecked
+    bus: Callable[[int], float] = lambda n: 1.0  # nccl-tests' busbw / algbw
+    at: Callable[[int, int, int], tuple[int, int]] | None = lambda rank, sc, rc: (0, 0)  # in-place offsets; None: none
+
+
+OP: dict[str, Op] = {
+    "all_reduce": Op(lambda t, n: (t, t),
+                     lambda c, nc, sp, rp, sc, rc, st, r, n: c.allReduce(sp, rp, sc, nc.NCCL_FLOAT32, nc.NCCL_SUM, st),
+                     lambda cp, r, n, rc: values(cp, 0, 0, rc) * _tri(n), bus=lambda n: 2 * (n - 1) / n),
+    "all_gather": Op(lambda t, n: (t // n, t // n * n),
+                     lambda c, nc, sp, rp, sc, rc, st, r, n: c.allGather(sp, rp, sc, nc.NCCL_FLOAT32, st), _gather,
+                     bus=lambda n: (n - 1) / n, at=lambda r, sc, rc: (r * sc, 0)),
+    "reduce_scatter": Op(lambda t, n: (t // n * n, t // n),
+                         lambda c, nc, sp, rp, sc, rc, st, r, n: c.reduceScatter(sp, rp, rc, nc.NCCL_FLOAT32,
+                                                                                 nc.NCCL_SUM, st),
+                         lambda cp, r, n, rc: values(cp, 0, r * rc, rc) * _tri(n), bus=lambda n: (n - 1) / n,
+                         at=lambda r, sc, rc: (0, r * rc)),
+    "broadcast": Op(lambda t, n: (t, t),
+                    lambda c, nc, sp, rp, sc, rc, st, r, n: c.broadcast(sp, rp, sc, nc.NCCL_FLOAT32, 0, st),
+                    lambda cp, r, n, rc: values(cp, 0, 0, rc)),
+    "reduce": Op(lambda t, n: (t, t),
+                 lambda c, nc, sp, rp, sc, rc, st, r, n: c.reduce(sp, rp, sc, nc.NCCL_FLOAT32, nc.NCCL_SUM, 0, st),
+                 lambda cp, r, n, rc: values(cp, 0, 0, rc) * _tri(n) if r == 0 else None),
+    "alltoall": Op(lambda t, n: (t // n * n, t // n * n), _alltoall,
+                   lambda cp, r, n, rc: cp.concatenate([values(cp, j, r * (rc // n), rc // n) for j in range(n)]),
+                   bus=lambda n: (n - 1) / n, at=None),
+    "sendrecv": Op(lambda t, n: (t, t), _sendrecv, lambda cp, r, n, rc: values(cp, (r - 1) % n, 0, rc), at=None),
+}
+
+
+def bus_factor(op: str, n: int) -> float:
+    return OP[op].bus(n)
+
+
+def counts(op: str, size: int, n: int) -> tuple[int, int]:
+    """(send elements, receive elements) per rank for a `size`-byte test; 0 when too small."""
+    sc, rc = OP[op].counts(size // WORD, n)
+    return (sc, rc) if sc and rc else (0, 0)
+
+
 def expected(cp: Any, op: str, rank: int, n: int, size: int) -> Any | None:
     """The receive buffer rank `rank` must hold after one `op`; None: nothing to check."""
-    sc, rc = counts(op, size, n)
-    tri = n * (n + 1) // 2  # sum over ranks of (rank + 1)
-    one = values(cp, 0, 0, rc)  # (i % 7 + 1)
-    if op == "all_reduce":
-        return one * tri
-    if op == "broadcast":
-        return one
-    if op == "reduce":
-        return one * tri if rank == 0 else None
-    if op == "all_gather":
-        return cp.concatenate([values(cp, r, r * rc // n, rc // n) for r in range(n)])
-    if op == "reduce_scatter":
-        return values(cp, 0, rank * rc, rc) * tri
-    if op == "alltoall":
-        part = rc // n
-        return cp.concatenate([values(cp, j, rank * part, part) for j in range(n)])
-    if op == "sendrecv":
-        return values(cp, (rank - 1) % n, 0, rc)
-    raise ValueError(op)
+    return OP[op].want(cp, rank, n, counts(op, size, n)[1])
 
 
-def fill(ctx: Ctx, op: str, inplace: bool, size: int) -> None:
-    """Send data per rank; receive buffers poisoned (NaN)."""
-    cp, n = ctx.cp, ctx.n
-    sc, rc = counts(op, size, n)
-    for lo in ctx.locals:
+# --- operations on this process's GPUs -------------------------------------------
+
+
+def ptrs(lo: Any, op: str, inplace: bool, sc: int, rc: int) -> tuple[int, int]:
+    """(send, recv) device pointers; in-place both inside the receive buffer, as nccl-tests lays it out."""
+    if not inplace:
+        return lo.bufs["send"].data.ptr, lo.bufs["recv"].data.ptr
+    s, r = OP[op].at(lo.rank, sc, rc)
+    base = lo.bufs["recv"].data.ptr
+    return base + s * WORD, base + r * WORD
+
+
+def enqueue(w: World, op: str, inplace: bool, size: int) -> None:
+    """One operation on every local GPU, all inside one NCCL group."""
+    sc, rc = counts(op, size, w.n)
+    w.nccl.groupStart()
+    try:
+        for lo in w.locals:
+            OP[op].call(lo.comm, w.nccl, *ptrs(lo, op, inplace, sc, rc), sc, rc, lo.stream.ptr, lo.rank, w.n)
+    finally:
+        w.nccl.groupEnd()
+
+
+def fill(w: World, op: str, inplace: bool, size: int) -> None:
+    """Send data per rank (in-place: at its part of the receive buffer); receive buffers poisoned (NaN)."""
+    cp = w.cp
+    sc, rc = counts(op, size, w.n)
+    for lo in w.locals:
         with cp.cuda.Device(lo.device):
-            send, recv = lo.bufs["send"], lo.bufs["recv"]
-            recv[:].fill(cp.nan)
-            start = lo.rank * sc if op == "all_gather" else 0
-            data = values(cp, lo.rank, start, sc)
-            if inplace and op == "all_gather":
-                recv[lo.rank * sc:(lo.rank + 1) * sc] = data
-            elif inplace:
-                recv[:sc] = data
-                send[:sc] = data
-            else:
-                send[:sc] = data
+            at = OP[op].at(lo.rank, sc, rc)[0] if OP[op].at else 0  # all_gather: its part of the whole
+            lo.bufs["recv"][:].fill(cp.nan)
+            into = at if inplace else 0
+            lo.bufs["recv" if inplace else "send"][into:into + sc] = values(cp, lo.rank, at, sc)
             cp.cuda.Device().synchronize()
 
 
-def wrong(ctx: Ctx, op: str, inplace: bool, size: int) -> int:
+def wrong(w: World, op: str, inplace: bool, size: int) -> int:
     """Elements that differ from the expected result, over every local GPU."""
-    cp, n = ctx.cp, ctx.n
-    _, rc = counts(op, size, n)
+    cp = w.cp
+    sc, rc = counts(op, size, w.n)
     bad = 0
-    for lo in ctx.locals:
+    for lo in w.locals:
         with cp.cuda.Device(lo.device):
-            want = expected(cp, op, lo.rank, n, size)
-            if want is None:
-                continue
-            _, rp = ptrs(lo, op, inplace, n, rc)
-            base = lo.bufs["recv"] if not (inplace and op == "reduce_scatter") else lo.bufs["send"]
-            off = (rp - base.data.ptr) // WORD
-            got = base[off:off + rc]
-            bad += int((got != want).sum())
+            want = expected(cp, op, lo.rank, w.n, size)
+            if want is not None:
+                off = (ptrs(lo, op, inplace, sc, rc)[1] - lo.bufs["recv"].data.ptr) // WORD
+                bad += int((lo.bufs["recv"][off:off + rc] != want).sum())
     return bad
 
 
@@ -308,43 +167,14 @@ def parse_ops(spec: str) -> list[str]:
     return ops
 
 
-def stop_agreed(ctx: Ctx) -> bool:
-    """Ctrl-C on any rank: every rank leaves at the same point (one process: its own flag)."""
-    if ctx.mpi is None:
-        return interrupt.requested()
-    if ctx.max_all(int(interrupt.requested())):
-        interrupt.request()
-        return True
-    return False
-
-
-def allocate(ctx: Ctx, nbytes: int) -> None:
+def allocate(w: World, nbytes: int) -> None:
     from ..gpu.common import ensure_free
 
-    cp = ctx.cp
-    for lo in ctx.locals:
+    cp = w.cp
+    for lo in w.locals:
         with cp.cuda.Device(lo.device):
             ensure_free(cp, 2 * nbytes, "NCCL send and receive buffers of the largest size")
             lo.bufs = {k: cp.empty(nbytes // WORD, dtype=cp.float32) for k in ("send", "recv")}
-
-
-def plan_on(ctx: Ctx, command: str, make: Callable[[], list[Case]], text: Callable[[ResultSet], str],
-            environment: dict[str, Any], messages: list[str]) -> Plan:
-    """The Plan of a kind on this NCCL world (nccl, ring): the context closed
-    after the last case, or here when planning fails; rank 0 reports; under
-    MPI the ranks run the cases together (each bounds its own wait) and stop
-    where they agree (stop_agreed); one process has the driver's --timeout."""
-    with ExitStack() as hold:
-        hold.callback(ctx.close)
-        cases = make()
-        return Plan(command, cases, text, environment=environment, messages=messages,
-                    stop=lambda: stop_agreed(ctx), hold=hold.pop_all(), root=ctx.is_root(),
-                    together=ctx.mpi is not None)
-
-
-def bound(ctx: Ctx, seconds: float, what: str) -> AbstractContextManager:
-    """A case's own bound under MPI (ranks run together: no watchdog there), else none (the driver's)."""
-    return mc.deadline(seconds, what) if ctx.mpi is not None else nullcontext()
 
 
 def plan(opts: Options) -> Plan:
@@ -353,22 +183,22 @@ def plan(opts: Options) -> Plan:
 
     ops, sizes = parse_ops(opts.ops), parse_sizes(opts.sizes, "--sizes")
     check_count("--iters", opts.iters, 1, "operation per repetition")
-    ctx = open_ctx(opts.mode, opts.gpus, opts.timeout, topology=opts.topology)
-    env = {"nccl": ctx.nccl.get_version(), "cupy": ctx.cp.__version__, "ranks": ctx.n,
-           "mode": "mpi" if ctx.mpi is not None else "single", "gpus": ctx.gpu_keys,
+    w = open_gpus(opts.mode, opts.gpus, opts.timeout, topology=opts.topology)
+    w.require_nccl()
+    env = {"nccl": w.nccl.get_version(), "cupy": w.cp.__version__, "ranks": w.n,
+           "mode": "mpi" if w.comm is not None else "single", "gpus": w.gpu_keys,
            "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
-    if ctx.mpi is not None:
+    if w.comm is not None:
         env["mpi"] = mc.library()
     places = [p for p in ("out", "in") if opts.inplace in ("both", p)]
-    path = f"{ctx.n} ranks: " + ", ".join(ctx.gpu_keys)
+    path = f"{w.n} ranks: " + ", ".join(w.gpu_keys)
 
     def cases() -> list[Case]:
-        allocate(ctx, max(sizes))
-        return [OpCase(ctx, op, size, where == "in", opts, path) for op in ops for size in sizes for where in places
-                if not (where == "in" and op in NO_INPLACE or counts(op, size, ctx.n)[0] == 0)]
+        allocate(w, max(sizes))
+        return [OpCase(w, op, size, where == "in", opts, path) for op in ops for size in sizes for where in places
+                if not (where == "in" and OP[op].at is None or counts(op, size, w.n)[0] == 0)]
 
-    return plan_on(ctx, f"bench nccl --ops {','.join(ops)} --sizes {opts.sizes}", cases, text, env,
-                   list(ctx.world.notes))
+    return w.plan(f"bench nccl --ops {','.join(ops)} --sizes {opts.sizes}", cases, text, env, list(w.notes))
 
 
 class OpCase(Case):
@@ -381,8 +211,8 @@ class OpCase(Case):
     GPU's stream into a graph of its own, as nccl-tests' -G does (one graph
     over every GPU hung in NCCL: gpu/graphs.py)."""
 
-    def __init__(self, ctx: Ctx, op: str, size: int, inplace: bool, opts: Options, path: str) -> None:
-        self.ctx, self.op, self.size, self.inplace, self.iters, self.path = ctx, op, size, inplace, opts.iters, path
+    def __init__(self, w: World, op: str, size: int, inplace: bool, opts: Options, path: str) -> None:
+        self.w, self.op, self.size, self.inplace, self.iters, self.path = w, op, size, inplace, opts.iters, path
         self.timeout, self.use_graph = opts.timeout, opts.graph
         self.name = f"{op} {'in-place' if inplace else 'out-of-place'} {size} B"
         self.label = f"{op} {format_size(size)} {'in-place' if inplace else 'out-of-place'}"
@@ -390,24 +220,24 @@ class OpCase(Case):
         self.graph: Any = None
 
     def setup(self) -> None:
-        self._bound.enter_context(bound(self.ctx, self.timeout, f"NCCL {self.op} at {self.size} B (a hung collective)"))
-        fill(self.ctx, self.op, self.inplace, self.size)
+        self._bound.enter_context(self.w.bound(self.timeout, f"NCCL {self.op} at {self.size} B (a hung collective)"))
+        fill(self.w, self.op, self.inplace, self.size)
         if self.use_graph:
             from ..gpu.graphs import capture
 
-            self.graph = capture(self.ctx.cp, [[(lo.device, lo.stream)] for lo in self.ctx.locals], self.enqueue)
+            self.graph = capture(self.w.cp, [[(lo.device, lo.stream)] for lo in self.w.locals], self.enqueue)
 
     def enqueue(self) -> None:
         """The `iters` operations of one repetition."""
         for _ in range(self.iters):
-            enqueue(self.ctx, self.op, self.inplace, self.size)
+            enqueue(self.w, self.op, self.inplace, self.size)
 
     def run(self) -> float:
         """Seconds per operation of one repetition, the slowest GPU's of the slowest rank."""
-        ctx, cp = self.ctx, self.ctx.cp
-        ctx.sync()
+        w, cp = self.w, self.w.cp
+        w.sync()
         evs = []
-        for lo in ctx.locals:
+        for lo in w.locals:
             with cp.cuda.Device(lo.device):
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                 e0.record(lo.stream)
@@ -423,24 +253,24 @@ class OpCase(Case):
         for e0, e1, lo in evs:
             e1.synchronize()
             t = max(t, cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / self.iters)
-        return ctx.max_all(t)
+        return w.max_all(t)
 
     def verify(self) -> None:
-        ctx, op, inplace, size = self.ctx, self.op, self.inplace, self.size
+        w, op, inplace, size = self.w, self.op, self.inplace, self.size
         if self.graph is not None and not inplace:
             # what the graph's last launch left: an out-of-place operation gives the same result each time,
             # and the receive buffers were poisoned before the first launch, so a graph that did not run
             # its operations (a capture that lost them) fails here, not only the one below
-            ctx.sync()
+            w.sync()
             self._check(" (the graph's last launch)")
-        fill(ctx, op, inplace, size)
-        enqueue(ctx, op, inplace, size)
-        ctx.sync()
+        fill(w, op, inplace, size)
+        enqueue(w, op, inplace, size)
+        w.sync()
         self._check("")
 
     def _check(self, when: str) -> None:
-        ctx, op, inplace, size = self.ctx, self.op, self.inplace, self.size
-        bad = int(ctx.max_all(float(wrong(ctx, op, inplace, size))))
+        w, op, inplace, size = self.w, self.op, self.inplace, self.size
+        bad = int(w.max_all(float(wrong(w, op, inplace, size))))
         if bad:
             where = "in-place" if inplace else "out-of-place"
             raise PartFailed(Failure("nccl", op, f"NCCL {op}", "0 wrong elements",
@@ -448,7 +278,7 @@ class OpCase(Case):
                                      count=bad, size=size, message=f"{self.name}{when}: {bad} {CORRUPT}"))
 
     def results(self, times: list[float]) -> list[Result]:
-        return [result(self.op, self.size, self.ctx.n, self.inplace, self.iters, times, self.path,
+        return [result(self.op, self.size, self.w.n, self.inplace, self.iters, times, self.path,
                        graph=self.graph is not None)]
 
     def teardown(self) -> None:

@@ -11,8 +11,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import collectives as co
 from . import mpi_common as mc
+from .world import Local, World, open_gpus
 from ...units import format_size
 from ..harness import check_count, slowest_rank
 from ..driver import Case, PartFailed, Plan
@@ -43,7 +43,7 @@ def neighbours(rank: int, n: int) -> tuple[int, int]:
 class Field:
     """One GPU's field and scratch: halos at both ends of the interior."""
 
-    lo: co.Local
+    lo: Local
     h: int  # halo elements
     interior: int
     data: Any
@@ -67,14 +67,14 @@ def boundary(cp: Any, rank: int, start: int, count: int) -> Any:
     return ((rank + 1) * 1000 + i % 997).astype(cp.float32)
 
 
-def make_fields(ctx: co.Ctx, halo_bytes: int) -> list[Field]:
+def make_fields(w: World, halo_bytes: int) -> list[Field]:
     from ..gpu.common import ensure_free
 
-    cp = ctx.cp
+    cp = w.cp
     h = max(1, halo_bytes // WORD)
     interior = max(2 * h, 1 << 16)
     out = []
-    for lo in ctx.locals:
+    for lo in w.locals:
         with cp.cuda.Device(lo.device):
             ensure_free(cp, (interior + 2 * h + WORK_ELEMS) * WORD + 4 * h * WORD, "the ring's field")
             data = cp.full(interior + 2 * h, cp.nan, dtype=cp.float32)
@@ -86,10 +86,10 @@ def make_fields(ctx: co.Ctx, halo_bytes: int) -> list[Field]:
     return out
 
 
-def check(ctx: co.Ctx, fields: list[Field]) -> int:
+def check(w: World, fields: list[Field]) -> int:
     """Wrong halo elements: my left halo must hold the left neighbour's last
     interior cells, my right halo the right neighbour's first ones."""
-    cp, n = ctx.cp, ctx.n
+    cp, n = w.cp, w.n
     bad = 0
     for f in fields:
         left, right = neighbours(f.lo.rank, n)
@@ -100,33 +100,33 @@ def check(ctx: co.Ctx, fields: list[Field]) -> int:
     return bad
 
 
-def poison(ctx: co.Ctx, fields: list[Field]) -> None:
+def poison(w: World, fields: list[Field]) -> None:
     for f in fields:
-        with ctx.cp.cuda.Device(f.lo.device):
-            f.data[:f.h].fill(ctx.cp.nan)
-            f.data[f.h + f.interior:].fill(ctx.cp.nan)
-            ctx.cp.cuda.Device().synchronize()
+        with w.cp.cuda.Device(f.lo.device):
+            f.data[:f.h].fill(w.cp.nan)
+            f.data[f.h + f.interior:].fill(w.cp.nan)
+            w.cp.cuda.Device().synchronize()
 
 
 # --- transports: each does one exchange step and waits for it -------------------
 
 
-def peer_step(ctx: co.Ctx, fields: list[Field]) -> None:
-    rt, n = ctx.cp.cuda.runtime, ctx.n
+def peer_step(w: World, fields: list[Field]) -> None:
+    rt, n = w.cp.cuda.runtime, w.n
     nbytes = fields[0].h * WORD
     for f in fields:
         left, right = neighbours(f.lo.rank, n)
         fl, fr = fields[left], fields[right]
-        with ctx.cp.cuda.Device(f.lo.device):
+        with w.cp.cuda.Device(f.lo.device):
             rt.memcpyPeerAsync(fl.addr("halo_r"), fl.lo.device, f.addr("edge_l"), f.lo.device, nbytes,
                                f.lo.stream.ptr)
             rt.memcpyPeerAsync(fr.addr("halo_l"), fr.lo.device, f.addr("edge_r"), f.lo.device, nbytes,
                                f.lo.stream.ptr)
-    _wait(ctx, fields)
+    _wait(w, fields)
 
 
-def nccl_step(ctx: co.Ctx, fields: list[Field]) -> None:
-    nc, n = ctx.nccl, ctx.n
+def nccl_step(w: World, fields: list[Field]) -> None:
+    nc, n = w.nccl, w.n
     f32 = nc.NCCL_FLOAT32
     nc.groupStart()
     try:
@@ -140,14 +140,14 @@ def nccl_step(ctx: co.Ctx, fields: list[Field]) -> None:
             c.recv(f.addr("halo_l"), h, f32, left, st)
     finally:
         nc.groupEnd()
-    _wait(ctx, fields)
+    _wait(w, fields)
 
 
-def mpi_aware_step(ctx: co.Ctx, fields: list[Field]) -> None:
+def mpi_aware_step(w: World, fields: list[Field]) -> None:
     from mpi4py import MPI
 
-    f, comm = fields[0], ctx.mpi
-    left, right = neighbours(f.lo.rank, ctx.n)
+    f, comm = fields[0], w.comm
+    left, right = neighbours(f.lo.rank, w.n)
     h = f.h
     d = f.data
     reqs = [comm.Irecv(d[:h], source=left, tag=TAG_RIGHT), comm.Irecv(d[h + f.interior:], source=right, tag=TAG_LEFT),
@@ -156,12 +156,12 @@ def mpi_aware_step(ctx: co.Ctx, fields: list[Field]) -> None:
     MPI.Request.Waitall(reqs)
 
 
-def mpi_staged_step(ctx: co.Ctx, fields: list[Field]) -> None:
+def mpi_staged_step(w: World, fields: list[Field]) -> None:
     from mpi4py import MPI
 
-    cp, f, comm = ctx.cp, fields[0], ctx.mpi
+    cp, f, comm = w.cp, fields[0], w.comm
     rt, st = cp.cuda.runtime, f.lo.stream
-    left, right = neighbours(f.lo.rank, ctx.n)
+    left, right = neighbours(f.lo.rank, w.n)
     nbytes = f.h * WORD
     sl, sr, rl, rr = f.host
     rl_req = comm.Irecv(rl, source=left, tag=TAG_RIGHT)
@@ -178,27 +178,25 @@ def mpi_staged_step(ctx: co.Ctx, fields: list[Field]) -> None:
     st.synchronize()
 
 
-def _wait(ctx: co.Ctx, fields: list[Field]) -> None:
+def _wait(w: World, fields: list[Field]) -> None:
     for f in fields:
         f.lo.stream.synchronize()
 
 
-STEPS: dict[str, Callable[[co.Ctx, list[Field]], None]] = {
+STEPS: dict[str, Callable[[World, list[Field]], None]] = {
     "peer": peer_step, "nccl": nccl_step, "mpi-aware": mpi_aware_step, "mpi-staged": mpi_staged_step}
 
 
-def usable(ctx: co.Ctx, wanted: list[str], aw: mc.Awareness | None) -> tuple[list[str], list[str]]:
+def usable(w: World, wanted: list[str], aw: mc.Awareness | None) -> tuple[list[str], list[str]]:
     """(transports to run, why the others are skipped)."""
     run, why = [], []
     for t in wanted:
-        if t == "peer" and ctx.mpi is not None:
+        if t == "peer" and w.comm is not None:
             why.append("peer: copies between processes need CUDA IPC; run without mpiexec for peer copies")
-        elif t.startswith("mpi") and ctx.mpi is None:
+        elif t.startswith("mpi") and w.comm is None:
             why.append(f"{t}: needs one process per GPU: run under mpiexec -n <GPUs>")
-        elif t == "nccl" and getattr(ctx, "nccl", True) is None:
-            why.append(f"nccl: {co.NCCL_MISSING}")
-        elif t == "nccl" and getattr(ctx, "nccl_why", ""):
-            why.append(f"nccl: {ctx.nccl_why}")
+        elif t == "nccl" and w.nccl_why:
+            why.append(f"nccl: {w.nccl_why}")
         elif t == "mpi-aware" and not (aw and aw.aware and aw.proven):
             why.append(f"mpi-aware: {aw.message() if aw else mc.NOT_AWARE}")
         else:
@@ -209,10 +207,10 @@ def usable(ctx: co.Ctx, wanted: list[str], aw: mc.Awareness | None) -> tuple[lis
 # --- timing ---------------------------------------------------------------------
 
 
-def launch_compute(ctx: co.Ctx, fields: list[Field], reps: int) -> None:
+def launch_compute(w: World, fields: list[Field], reps: int) -> None:
     from ..gpu.common import kernel
 
-    cp = ctx.cp
+    cp = w.cp
     for f in fields:
         with cp.cuda.Device(f.lo.device):
             fn = kernel(cp, "ring.cu", "compute")
@@ -225,28 +223,28 @@ def wait_compute(fields: list[Field]) -> None:
         f.comp.synchronize()
 
 
-def timed(ctx: co.Ctx, steps: int, body: Callable[[], None]) -> Callable[[], float]:
+def timed(w: World, steps: int, body: Callable[[], None]) -> Callable[[], float]:
     """Seconds per step of `body` run `steps` times, the slowest process's."""
-    return slowest_rank(ctx.world, steps, lambda: [body() for _ in range(steps)])
+    return slowest_rank(w, steps, lambda: [body() for _ in range(steps)])
 
 
-def calibrate(ctx: co.Ctx, fields: list[Field], target_s: float) -> int:
+def calibrate(w: World, fields: list[Field], target_s: float) -> int:
     """Kernel repetitions that make the compute last about as long as the
     exchange. Two passes: the kernel's time is a fixed memory part plus a
     part linear in the repetitions, so one proportional guess undershoots."""
 
     def run_for(reps: int) -> float:
         def once() -> None:
-            launch_compute(ctx, fields, reps)
+            launch_compute(w, fields, reps)
             wait_compute(fields)
 
         once()  # compile and warm
-        return timed(ctx, 3, once)()
+        return timed(w, 3, once)()
 
     reps = CAL_REPS
     for _ in range(2):
         t = run_for(reps)
-        reps = int(ctx.max_all(float(max(1, min(1 << 20, round(reps * target_s / max(t, 1e-7)))))))
+        reps = int(w.max_all(float(max(1, min(1 << 20, round(reps * target_s / max(t, 1e-7)))))))
     return reps
 
 
@@ -262,56 +260,57 @@ def plan(opts: Options) -> Plan:
     wanted = choices(opts.transports, TRANSPORTS, "--transports")
     sizes = parse_sizes(opts.sizes, "--sizes")
     check_count("--steps", opts.steps, 1, "exchange per repetition")
-    ctx = co.open_ctx(opts.mode, opts.gpus, opts.timeout, nccl_optional=True, topology=opts.topology)
+    w = open_gpus(opts.mode, opts.gpus, opts.timeout, topology=opts.topology)
+    if "nccl" in wanted:
+        w.open_nccl()  # else said in usable: kinds with other transports go on without it
     aw = None
-    if ctx.mpi is not None:
-        aw = mc.prove_cuda_aware(ctx.mpi, mc.probe(ctx.mpi))
-    transports, why = usable(ctx, wanted, aw)
-    messages = list(why) + ctx.world.notes
-    env: dict[str, Any] = {"ranks": ctx.n, "gpus": ctx.gpu_keys, "mode": "mpi" if ctx.mpi is not None else "single",
+    if w.comm is not None:
+        aw = mc.prove_cuda_aware(w.comm, mc.probe(w.comm))
+    transports, why = usable(w, wanted, aw)
+    messages = list(why) + w.notes
+    env: dict[str, Any] = {"ranks": w.n, "gpus": w.gpu_keys, "mode": "mpi" if w.comm is not None else "single",
                            "NCCL_NVLS_ENABLE": "0"}
     if aw is not None:
         env["cuda_aware"] = {"aware": aw.aware, "proven": aw.proven, "how": aw.how}
         if not (aw.aware and aw.proven):
             messages.append(mc.NOT_AWARE)
-    path = "periodic ring " + " <-> ".join(ctx.gpu_keys)
+    path = "periodic ring " + " <-> ".join(w.gpu_keys)
     phases = ("comm",) if opts.no_overlap else ("comm", "comp", "both")
 
     def cases() -> list[Case]:
         if "peer" in transports:
             from ..gpu.devices import enable_peer_access
 
-            messages.extend(enable_peer_access(ctx.cp, [lo.device for lo in ctx.locals]))
+            messages.extend(enable_peer_access(w.cp, [lo.device for lo in w.locals]))
         out: list[Case] = []
         for size in sizes:
-            halo = Halo(ctx, size)
+            halo = Halo(w, size)
             for part in (Part(halo, t, opts, path) for t in transports):
                 out += [Phase(part, ph) for ph in phases]
             if out:
                 out[-1].frees = True
         return out
 
-    return co.plan_on(ctx, f"bench ring --transports {','.join(wanted)} --sizes {opts.sizes}", cases, text, env,
-                      messages)
+    return w.plan(f"bench ring --transports {','.join(wanted)} --sizes {opts.sizes}", cases, text, env, messages)
 
 
 class Halo:
     """One halo size's fields on every GPU: made by its first case, freed after its last."""
 
-    def __init__(self, ctx: co.Ctx, size: int) -> None:
-        self.ctx, self.size = ctx, size
+    def __init__(self, w: World, size: int) -> None:
+        self.w, self.size = w, size
         self._fields: list[Field] | None = None
 
     def fields(self) -> list[Field]:
         if self._fields is None:
-            self._fields = make_fields(self.ctx, self.size)
-            if self.ctx.mpi is not None:
-                self._fields[0].host = [_pinned(self.ctx.cp, self._fields[0].h) for _ in range(4)]
+            self._fields = make_fields(self.w, self.size)
+            if self.w.comm is not None:
+                self._fields[0].host = [_pinned(self.w.cp, self._fields[0].h) for _ in range(4)]
         return self._fields
 
     def free(self) -> None:
         self._fields = None
-        self.ctx.cp.get_default_memory_pool().free_all_blocks()
+        self.w.cp.get_default_memory_pool().free_all_blocks()
 
 
 @dataclass
@@ -343,25 +342,24 @@ class Phase(Case):
 
     def setup(self) -> None:
         p = self.part
-        ctx, step = p.halo.ctx, STEPS[p.transport]
-        self._bound.enter_context(co.bound(ctx, p.opts.timeout * 3,
-                                           f"the ring exchange over {p.transport} at {p.halo.size} B"))
+        w, step = p.halo.w, STEPS[p.transport]
+        self._bound.enter_context(w.bound(p.opts.timeout * 3, f"the ring exchange over {p.transport} at {p.halo.size} B"))
         fields = p.halo.fields()
         if self.phase == "comp":
-            p.m["reps"] = calibrate(ctx, fields, statistics.median(p.m["comm"]))
+            p.m["reps"] = calibrate(w, fields, statistics.median(p.m["comm"]))
         reps = p.m.get("reps", 0)
 
         def comp() -> None:
-            launch_compute(ctx, fields, reps)
+            launch_compute(w, fields, reps)
             wait_compute(fields)
 
         def both() -> None:
-            launch_compute(ctx, fields, reps)
-            step(ctx, fields)
+            launch_compute(w, fields, reps)
+            step(w, fields)
             wait_compute(fields)
 
-        body = {"comm": functools.partial(step, ctx, fields), "comp": comp, "both": both}[self.phase]
-        self._run = timed(ctx, p.opts.steps, body)
+        body = {"comm": functools.partial(step, w, fields), "comp": comp, "both": both}[self.phase]
+        self._run = timed(w, p.opts.steps, body)
 
     def run(self) -> float:
         assert self._run is not None
@@ -372,10 +370,10 @@ class Phase(Case):
         if not self.last:
             return
         p = self.part
-        ctx, fields = p.halo.ctx, p.halo.fields()
-        poison(ctx, fields)
-        STEPS[p.transport](ctx, fields)
-        bad, t, size = int(ctx.max_all(float(check(ctx, fields)))), p.transport, p.halo.size
+        w, fields = p.halo.w, p.halo.fields()
+        poison(w, fields)
+        STEPS[p.transport](w, fields)
+        bad, t, size = int(w.max_all(float(check(w, fields)))), p.transport, p.halo.size
         if bad:
             raise PartFailed(Failure("ring", t, f"ring halos over {t}", "0 wrong elements",
                                      f"{bad} wrong halo elements ({format_size(size)})", transport=t, count=bad,
@@ -385,7 +383,7 @@ class Phase(Case):
     def results(self, times: list[float]) -> list[Result]:
         p = self.part
         p.m[self.phase] = times
-        return [result(p.halo.ctx, p.transport, p.halo.fields()[0].h * WORD, p.m, p.path)] if self.last else []
+        return [result(p.halo.w, p.transport, p.halo.fields()[0].h * WORD, p.m, p.path)] if self.last else []
 
     def teardown(self) -> None:
         self._bound.close()
@@ -403,9 +401,9 @@ def _pinned(cp: Any, elems: int) -> Any:
     return np.frombuffer(mem, dtype=np.float32, count=elems)
 
 
-def result(ctx: co.Ctx, transport: str, halo: int, m: dict[str, Any], path: str) -> Any:
+def result(w: World, transport: str, halo: int, m: dict[str, Any], path: str) -> Any:
     sent = 2 * halo  # per GPU per step
-    params: dict[str, Any] = {"halo_bytes": halo, "gpus": ctx.n, "transport": transport,
+    params: dict[str, Any] = {"halo_bytes": halo, "gpus": w.n, "transport": transport,
                               "t_comm_us": statistics.median(m["comm"]) * 1e6}
     notes = []
     if "both" in m:

@@ -19,26 +19,36 @@ the ranks, which GPU it drives, and its MPI and NCCL communicators.
   nodes); `pick` applies it to this process's CUDA devices; `World.gpu`
   gathers what `pick` needs over MPI, the fleet's pair test
   (fleet/pairtest.py) from rank 0's grouping of its ranks.
-- NCCL: one communicator over every rank, made on first use (`nccl()`);
-  never over ranks that share a GPU, which NCCL refuses: `nccl_refusal`
-  says so (kinds that can go on without NCCL skip it with that reason),
-  and `nccl()` raises it in one line instead of NCCL's traceback.
+- GPUs this process drives (`locals`): in one process (`open_gpus`
+  'single') those --gpus names, under MPI its own; each with its rank
+  among every process's GPUs (NCCL's), ordinal and stream.
+- NCCL: opened once over every GPU of every rank (`open_nccl`: one
+  communicator per rank under MPI, ncclCommInitAll in one process),
+  never over GPUs that two ranks or slabs share, which NCCL refuses: it
+  says why instead (kinds that go on without NCCL skip it with that
+  reason), and `require_nccl` ends the run in one line, never NCCL's traceback.
 - `barrier` and `max_all` are what harness.slowest_rank needs; a World of
-  one process (`alone()`) has no MPI and makes both no-ops.
+  one process (`alone()`) has no MPI and makes both no-ops; `plan` is a
+  kind's Plan on this world (ranks run together, stop where they agree).
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import mpi_common as mc
+from .. import interrupt
+from ...errors import NodemapError
 from ..options import MPI_TIMEOUT_S
 from ...mapping.nodeplan import NodePlan
 
 NCCL_SHARED_GPU = ("NCCL refuses two ranks on one GPU (ncclInvalidUsage 'Duplicate GPU detected' since "
                    "NCCL 2.5): give each rank its own GPU")
+NCCL_MISSING = ("CuPy has no usable NCCL (cupy.cuda.nccl): install NCCL for your CUDA "
+                "(pip install nvidia-nccl-cu12 / nvidia-nccl-cu13) next to CuPy")
 PLANNED = "NODEMAP_GPUS"  # set with the plan's GPUs by nodemap run, the SPANK plugin and plan --emit env
 
 
@@ -166,8 +176,20 @@ def node_plan(local_size: int, local_rank: int, say: Callable[[str], None]) -> t
 
 
 @dataclass
+class Local:
+    """One GPU this process drives: its rank among every process's GPUs (NCCL's), CUDA ordinal, stream,
+    NCCL communicator (after open_nccl) and the kind's buffers on it."""
+
+    rank: int
+    device: Any
+    stream: Any = None
+    comm: Any = None
+    bufs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class World:
-    """This process among the benchmark's processes (comm None: the only one)."""
+    """This process among the benchmark's processes (comm None: the only one) and the GPUs it drives."""
 
     comm: Any = None
     rank: int = 0
@@ -177,15 +199,23 @@ class World:
     node: str = ""
     local: Any = None  # the node's ranks (COMM_TYPE_SHARED)
     devices: Devices | None = None  # after gpu()
-    gpu_keys: list[str] = field(default_factory=list)  # every rank's "node:GPU", rank order (after gpu())
+    gpu_keys: list[str] = field(default_factory=list)  # every GPU's "node:GPU" (one process: "GPU"), rank order
     notes: list[str] = field(default_factory=list)  # how GPUs were chosen and shared, for the results' messages
     timeout: float = MPI_TIMEOUT_S
     MPI: Any = None  # mpi4py's MPI module (its operations), when comm is
-    _nccl: Any = None
+    cp: Any = None  # CuPy, after open_gpus
+    locals: list[Local] = field(default_factory=list)  # the GPUs this process drives
+    nccl: Any = None  # cupy.cuda.nccl once open_nccl opened it
+    nccl_why: str = ""  # why NCCL cannot run here, once open_nccl found it
 
     @property
     def device(self) -> int | None:
         return self.devices.device if self.devices else None
+
+    @property
+    def n(self) -> int:
+        """GPUs in all (every process's): NCCL's ranks."""
+        return len(self.gpu_keys)
 
     def is_root(self) -> bool:
         return self.rank == 0
@@ -203,6 +233,12 @@ class World:
 
     def allgather(self, v: Any) -> list[Any]:
         return [v] if self.comm is None else self.comm.allgather(v)
+
+    def sync(self) -> None:
+        """Every local GPU's stream done, then every rank here."""
+        for lo in self.locals:
+            lo.stream.synchronize()
+        self.barrier()
 
     def place(self, topo: Any) -> mc.Place:
         """Where this rank runs (node, CPUs, NUMA nodes), for pair classes and binding lines."""
@@ -230,41 +266,91 @@ class World:
         return self.devices
 
     def nccl_refusal(self) -> str:
-        """Why NCCL cannot run over these ranks ('' when it can): ranks sharing a GPU (after gpu();
-        every rank has the same keys, so every rank decides alike and none waits in ncclCommInitRank)."""
+        """Why NCCL cannot run over these GPUs ('' when it can): two ranks (or slabs) on one GPU (every
+        rank has the same keys, so every rank decides alike and none waits in ncclCommInitRank)."""
         both = shared(self.gpu_keys)
         return "; ".join(f"ranks {','.join(map(str, rs))} share {k}" for k, rs in both.items()) + \
             f": {NCCL_SHARED_GPU}" if both else ""
 
-    def nccl(self, nccl: Any) -> Any:
-        """The NCCL communicator over every rank, on this rank's device; made on first use
-        (the unique id goes to every rank by MPI broadcast). NodemapError when NCCL cannot run here."""
-        from ...errors import NodemapError
-
-        if self._nccl is None:
-            why = self.nccl_refusal()
-            if why and self.comm is not None:
-                mc.fail(self.comm, why)  # every rank decides alike: rank 0 alone says it
-            if why:
-                raise NodemapError(why)
+    def open_nccl(self) -> str:
+        """NCCL over every GPU of every rank, opened on first use: '' when open, else why not (no NCCL,
+        a shared GPU). Under MPI the unique id goes to every rank by broadcast."""
+        if self.nccl is not None or self.nccl_why:
+            return self.nccl_why
+        self.nccl_why = self.nccl_refusal()
+        if self.nccl_why:
+            return self.nccl_why
+        try:
+            nccl = import_nccl()
+        except NodemapError as e:
+            self.nccl_why = str(e)
+            return self.nccl_why
+        if self.comm is None:
+            # One thread driving every GPU: all_reduce at 8 B-64 KiB hung on 2 and 4 H200 (NCCL 2.28.9)
+            # while p2p ops and >= 1 MiB finished. Suspected cause, not yet confirmed on a GPU: connections
+            # made lazily inside the first small collective's group. Connect at init instead, unless the
+            # user chose otherwise.
+            os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")
+            with mc.deadline(self.timeout, "ncclCommInitAll"):
+                comms = nccl.NcclCommunicator.initAll([lo.device for lo in self.locals])
+        else:
             with mc.deadline(self.timeout, "the NCCL unique id (MPI broadcast) and ncclCommInitRank"):
-                uid = self.comm.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0) \
-                    if self.comm is not None else nccl.get_unique_id()
+                uid = self.comm.bcast(nccl.get_unique_id() if self.rank == 0 else None, root=0)
                 try:
-                    self._nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
+                    comms = [nccl.NcclCommunicator(self.size, uid, self.rank)]
                 except Exception as e:  # NcclError: one line, as every error; NCCL_DEBUG=WARN tells more
                     raise NodemapError(f"ncclCommInitRank over {self.size} ranks failed ({e}); run with "
                                        "NCCL_DEBUG=WARN for NCCL's reason") from None
-        return self._nccl
+        for lo, c in zip(self.locals, comms):
+            lo.comm = c
+        self.nccl = nccl
+        return ""
+
+    def require_nccl(self) -> None:
+        """open_nccl, or one line and exit 2 (under MPI rank 0 says it: every rank decides alike)."""
+        why = self.open_nccl()
+        if why and self.comm is not None:
+            mc.fail(self.comm, why)
+        if why:
+            raise NodemapError(why)
+
+    def stop_agreed(self) -> bool:
+        """Ctrl-C on any rank: every rank leaves at the same point (one process: its own flag)."""
+        if self.comm is None:
+            return interrupt.requested()
+        if self.max_all(int(interrupt.requested())):
+            interrupt.request()
+            return True
+        return False
+
+    def bound(self, seconds: float, what: str) -> AbstractContextManager:
+        """A case's own bound under MPI (ranks run together: no watchdog there), else none (the driver's)."""
+        return mc.deadline(seconds, what) if self.comm is not None else nullcontext()
+
+    def plan(self, command: str, make: Callable[[], list[Any]], text: Callable[[Any], str],
+             environment: dict[str, Any], messages: list[str]) -> Any:
+        """A kind's Plan on this world: closed after the last case, or here when planning fails; rank 0
+        reports; under MPI the ranks run the cases together (each bounds its own wait) and stop where they
+        agree (stop_agreed); one process has the driver's --timeout."""
+        from ..driver import Plan
+
+        with ExitStack() as hold:
+            hold.callback(self.close)
+            cases = make()
+            return Plan(command, cases, text, environment=environment, messages=messages, stop=self.stop_agreed,
+                        hold=hold.pop_all(), root=self.is_root(), together=self.comm is not None)
 
     def close(self) -> None:
-        """Destroy the NCCL communicator (MPI ends with the process)."""
-        if self._nccl is not None:
-            try:
-                self._nccl.destroy()
-            except Exception:
-                pass
-            self._nccl = None
+        """Destroy the NCCL communicators and free CuPy's pool (MPI ends with the process)."""
+        for lo in self.locals:
+            if lo.comm is not None:
+                try:
+                    lo.comm.destroy()
+                except Exception:
+                    pass
+                lo.comm = None
+        if self.cp is not None:
+            self.cp.get_default_memory_pool().free_all_blocks()
 
 
 def summary(every: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[str]:
@@ -295,3 +381,68 @@ def alone() -> World:
     from ...launcher import node_name
 
     return World(node=node_name(os.environ))
+
+
+def launched_by_mpi() -> bool:
+    from ... import env
+
+    return env.world_size(os.environ) > 1
+
+
+def import_nccl() -> Any:
+    """cupy.cuda.nccl, NVLS off before NCCL reads its environment; NodemapError(NCCL_MISSING) without it."""
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+    from ..gpu.common import import_cupy
+
+    import_cupy()
+    try:
+        from cupy.cuda import nccl
+
+        if not getattr(nccl, "available", True):
+            raise ImportError
+    except Exception:
+        raise NodemapError(NCCL_MISSING) from None
+    return nccl
+
+
+def gpu_keys(cp: Any, devs: list[int], topology: str | None = None) -> list[str]:
+    """Topology names ("GPU3", as `nodemap topo` or the --topology file) of CUDA ordinals; cudaN where
+    unknown."""
+    from ..gpu.devices import key, load_topology
+
+    try:
+        topo = load_topology(topology)[0]
+    except Exception:  # a label, never a reason to stop
+        topo = None
+    return [key(cp, d, topo) for d in devs]
+
+
+def open_gpus(mode: str, gpus: str | None, timeout: float, topology: str | None = None,
+              repeats: bool = False) -> World:
+    """The world of a GPU kind: `mode` 'single' (one process over the GPUs --gpus names; `repeats`: one
+    GPU named again is one more local), 'mpi' (each rank on the GPU the node's plan gives it) or 'auto'
+    (mpi under a launcher of several ranks). NCCL is opened by the kind (open_nccl, require_nccl)."""
+    from ..gpu.common import import_cupy
+
+    if mode == "auto":
+        mode = "mpi" if launched_by_mpi() else "single"
+    if mode == "single":
+        from ..options import gpus as gpu_list
+
+        w, cp = alone(), import_cupy()
+        w.timeout = timeout
+        devs = gpu_list(gpus, cp.cuda.runtime.getDeviceCount(), repeats=repeats)
+        w.gpu_keys, first = gpu_keys(cp, devs, topology), 0
+    else:
+        w = start(timeout)
+        try:
+            cp = import_cupy()
+        except NodemapError as e:
+            mc.fail(w.comm, str(e))
+        w.gpu(cp, lambda d: gpu_keys(cp, [d], topology)[0])  # from the node's plan
+        devs, first = [w.device], w.rank
+    w.cp = cp
+    for i, d in enumerate(devs):
+        with cp.cuda.Device(d):
+            w.locals.append(Local(first + i, d, cp.cuda.Stream(non_blocking=True)))
+    return w
