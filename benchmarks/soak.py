@@ -877,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--job-timeout", type=float, default=300, help="a job not ended by then is a hang (killed)")
     ap.add_argument("--fleet-timeout", type=float, default=600)
     ap.add_argument("--kill-within", type=float, default=30,
-                    help="a fleet rank is killed 0.5-S s after its ranks started (default 4)")
+                    help="a fleet rank is killed 0.5-S s after its ranks started (default 30)")
     ap.add_argument("--settle", type=float, default=15, help="seconds watched after the stream (default 15)")
     ap.add_argument("--nodemap", default=os.path.join(os.path.dirname(sys.executable), "nodemap"),
                     help="the nodemap of the venv the recipes name (default: beside this Python)")

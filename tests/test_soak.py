@@ -15,11 +15,12 @@ import time
 
 import pytest
 
-from slurm_cluster import ROOT, unavailable
+from slurm_cluster import ROOT, Cluster, unavailable
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import soak  # noqa: E402
+import soak_faults  # noqa: E402
 
 SOAK = [sys.executable, str(ROOT / "benchmarks" / "soak.py")]
 
@@ -53,6 +54,44 @@ def test_the_job_shapes_are_the_docs_srun_nodemap_lines():
     assert all(argv[-1] == "./app" for k, argv in shapes.items() if "--nodemap" in k)
     assert soak.bare(["srun", "--nodemap=strict", "-N1", "./app"]) == ["srun", "-N1", "./app"]
     assert soak.fewer_nodes(["srun", "-N3", "-n3", "x"], 2) == ["srun", "-N2", "-n2", "x"]
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_job_whose_prolog_slurmd_died_in_is_found_and_cancelled(tmp_path):
+    """Slurm's, whatever the prolog: slurmd SIGKILLed while a job's prolog (here `sleep`) runs and started
+    again leaves the job allocated, reason "Prolog", for good. The soak's slurmd-killed fault judged its node
+    "not idle within 120 s" (the short soak below and the full one, 2026-12-02, load 12-18); it finds such jobs and
+    cancels them, as an admin would."""
+    prolog = tmp_path / "prolog"
+    prolog.write_text("#!/bin/sh\nsleep 6\n")
+    prolog.chmod(0o755)
+    c = Cluster.start(conf_lines=(f"Prolog={prolog}", "PrologFlags=Alloc", "PrologEpilogTimeout=60"), nodes=1)
+    run = lambda argv: c.run(*argv, timeout=30).stdout  # noqa: E731
+    job = subprocess.Popen(["srun", "-N1", "-n1", "true"], env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        assert soak_faults.wait_until(lambda: "|Prolog|" in run(["squeue", "-h", "-o", "%i|%r|"]), 60, 0.2) is not None
+        script = soak.cluster_script()
+        paths = script.paths(str(c.top))
+        os.kill(script.load_pids(paths)["slurmd-n1"], 9)
+        time.sleep(2)
+        script.spawn(paths, script.load_pids(paths), "slurmd-n1", ["slurmd", "-D", "-N", "n1", "-f", c.conf],
+                     os.path.join(paths["log"], "slurmd-n1.out"))
+        t_restart = time.time()
+        time.sleep(10)  # the prolog, `sleep 6`, has long ended
+        stranded = soak_faults.in_prolog(run, "n1", t_restart)
+        assert len(stranded) == 1 and job.poll() is None, run(["squeue", "-h", "-o", "%i|%T|%r|%S"])
+        assert soak_faults.in_prolog(run, "n1", t_restart - 3600) == []  # allocated after: not this one's
+        c.run("scancel", *stranded)
+        job.wait(60)
+        assert job.returncode != 0
+        assert soak_faults.wait_until(lambda: run(["sinfo", "-h", "-N", "-o", "%T"]).split() == ["idle"], 60) \
+            is not None
+    finally:
+        if job.poll() is None:
+            job.kill()
+        c.stop()
 
 
 def soak_json(args: list[str], timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
