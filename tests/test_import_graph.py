@@ -571,3 +571,16 @@ def test_nccl_operations_are_records_not_a_switch():
     switches = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare) and getattr(n.left, "id", "") == "op"
                 and any(isinstance(c, ast.Constant) and c.value in OPS for c in n.comparators)]
     assert switches == [], "describe the operation in collectives.OP"
+
+
+def long_values_cut_by_hand(tree: ast.AST) -> list[int]:
+    """Lines of f-strings that cut a long value for a message by hand ("... (N characters)")."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)
+            and any(isinstance(v, ast.Constant) and str(v.value).startswith(" characters)") for v in n.values)]
+
+
+def test_a_long_value_in_a_message_is_cut_by_text_shown():
+    # env.cut, cpuset._cut, snapshot._cut and hwloc_xml's own each cut a repr their way
+    assert long_values_cut_by_hand(ast.parse('x = repr(t[:9]) + f"... ({len(t)} characters)"')) == [1]
+    found = {m: lines for m, t in TREES.items() if m != "nodemap.text" and (lines := long_values_cut_by_hand(t))}
+    assert found == {}, "show a value from outside in a message with nodemap.text.shown"

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from .errors import NodemapError
-from .text import is_decimal
+from .text import is_decimal, shown
 
 # (launcher, local rank variable, local size variable), in the order they are believed
 LOCAL_PAIRS = (
@@ -81,7 +81,7 @@ def integer(env: Mapping[str, str], name: str, fix: str = LAUNCHER_FIX) -> int:
     """The non-negative integer in env[name] (below 10^9), or one line naming it and `fix`."""
     text = env[name].strip()
     if not is_decimal(text, 9):
-        raise NodemapError(f"{name}={cut(env[name])} is not a non-negative integer below 10^9: {fix}")
+        raise NodemapError(f"{name}={shown(env[name])} is not a non-negative integer below 10^9: {fix}")
     return int(text)
 
 
@@ -101,8 +101,3 @@ def global_rank(env: Mapping[str, str]) -> int | None:
 def world_size(env: Mapping[str, str]) -> int:
     """The ranks an MPI launcher started (1 when none did)."""
     return max([integer(env, v) for v in WORLD_SIZE_VARS if env.get(v, "").strip()] or [1])
-
-
-def cut(text: str) -> str:
-    """A value for a message: repr'd, at most 40 characters of it."""
-    return repr(text) if len(text) <= 40 else repr(text[:40]) + f"... ({len(text)} characters)"

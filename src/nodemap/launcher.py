@@ -19,8 +19,9 @@ from collections import namedtuple
 from collections.abc import Mapping
 
 from . import env as launcher_env
-from .env import FLUX_LOCAL, LOCAL_PAIRS, LOCAL_RANK_VARS, SLURM_LOCAL, TORCHRUN_LOCAL, cut as _cut
+from .env import FLUX_LOCAL, LOCAL_PAIRS, LOCAL_RANK_VARS, SLURM_LOCAL, TORCHRUN_LOCAL
 from .errors import NodemapError
+from .text import shown
 
 OVERRIDE_HINT = "pass --local-rank R --local-size N"
 
@@ -122,7 +123,7 @@ def node_name(env: Mapping[str, str], given: str | None = None, for_slurm: bool 
     if for_slurm:
         name = given or slurmd or host.split(".")[0]
         if not launcher_env.SLURM_NODE_NAME.fullmatch(name):
-            raise NodemapError(f"node name {_cut(name)} has characters a Slurm node name cannot have (letters, "
+            raise NodemapError(f"node name {shown(name)} has characters a Slurm node name cannot have (letters, "
                                "digits, '.', '_', '-'): set SLURMD_NODENAME or --node-name to the node's NodeName")
         return name
     for name in (given or "", slurmd):
@@ -165,11 +166,11 @@ def tasks_per_node(text: str) -> list[int]:
     for item in text.split(","):
         m = _ITEM.match(item.strip())
         if not m:
-            raise NodemapError(f"cannot read Slurm tasks per node {_cut(text)} (expected e.g. '2(x3),1'): "
+            raise NodemapError(f"cannot read Slurm tasks per node {shown(text)} (expected e.g. '2(x3),1'): "
                                f"{OVERRIDE_HINT}")
         repeat = int(m.group(2) or 1)
         if len(out) + repeat > MAX_NODES:
-            raise NodemapError(f"Slurm tasks per node {_cut(text)} describe more than {MAX_NODES} nodes: "
+            raise NodemapError(f"Slurm tasks per node {shown(text)} describe more than {MAX_NODES} nodes: "
                                f"fix the launcher's environment or {OVERRIDE_HINT}")
         out += [int(m.group(1))] * repeat
     return out

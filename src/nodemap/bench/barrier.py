@@ -50,10 +50,10 @@ def _spec() -> tuple[int, int, float] | None:
                 go, ready, seconds = text.split(",")
                 _pipes = (int(go), int(ready), float(seconds))
         except ValueError:  # nodemap sets it for the ranks it starts: one set by hand, or left over
-            from ..env import cut
+            from ..text import shown
             from ..errors import NodemapError
 
-            raise NodemapError(f"{ENV}={cut(text)} is not 'GO,READY,SECONDS' or 'mpi,SECONDS' (nodemap sets it "
+            raise NodemapError(f"{ENV}={shown(text)} is not 'GO,READY,SECONDS' or 'mpi,SECONDS' (nodemap sets it "
                                f"for the ranks it starts): unset {ENV}") from None
     return _pipes
 

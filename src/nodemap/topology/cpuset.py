@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import, more than `nodemap topo` 
 if TYPE_CHECKING:
     from typing import Iterable, Iterator
 
-from ..text import is_decimal
+from ..text import is_decimal, shown
 
 __all__ = ["CpuSet", "CpuSetError", "MAX_INDEX"]
 
@@ -80,7 +80,7 @@ class CpuSet:
             lo, hi, _ = parts[0]
             return cls.from_mask(((1 << (hi - lo + 1)) - 1) << lo)
         if sum((hi - lo) // stride + 1 for lo, hi, stride in parts) > _MAX_WRITTEN:
-            raise CpuSetError(f"CPU list {_cut(text)} repeats itself: over {_MAX_WRITTEN} members written "
+            raise CpuSetError(f"CPU list {shown(text, 60)} repeats itself: over {_MAX_WRITTEN} members written "
                               "(write each range once)")
         top = max(hi for _, hi, _ in parts)
         ors = sum(1 if stride == 1 else (hi - lo) // stride + 1 for lo, hi, stride in parts)
@@ -122,11 +122,11 @@ class CpuSet:
                 word = word[2:]
             word = word.lstrip("0")
             if len(word) > 8 and len(split) > 1 or not _HEX.issuperset(word):
-                raise CpuSetError(f"bad hex mask {_cut(text)}: {_cut(word)} is not a 32-bit hex word")
+                raise CpuSetError(f"bad hex mask {shown(text, 60)}: {shown(word, 60)} is not a 32-bit hex word")
             words.append(word.rjust(8, "0"))
         mask = int("".join(words), 16)
         if mask.bit_length() > MAX_INDEX + 1:
-            raise CpuSetError(f"hex mask {_cut(text)} reaches index {mask.bit_length() - 1}: {LIMIT_TEXT}")
+            raise CpuSetError(f"hex mask {shown(text, 60)} reaches index {mask.bit_length() - 1}: {LIMIT_TEXT}")
         return cls.from_mask(mask)
 
     # --- views ----------------------------------------------------------
@@ -228,8 +228,8 @@ class CpuSet:
         ranges = self.ranges()
         if len(ranges) <= runs:
             return self.format()
-        shown = CpuSet.from_mask(self._mask & ((1 << (ranges[runs - 1][1] + 1)) - 1)).format()
-        return f"{shown},... ({len(self)} in all, up to {ranges[-1][1]})"
+        head = CpuSet.from_mask(self._mask & ((1 << (ranges[runs - 1][1] + 1)) - 1)).format()
+        return f"{head},... ({len(self)} in all, up to {ranges[-1][1]})"
 
     def format_mask(self) -> str:
         """sysfs-style hex mask, 32-bit words separated by commas."""
@@ -256,18 +256,18 @@ def _part(part: str, whole: str) -> tuple[int, int, int]:
     """One element of a list: (lo, hi, stride)."""
     part = part.strip()
     if not part:
-        raise CpuSetError(f"empty element in CPU list {_cut(whole)}")
+        raise CpuSetError(f"empty element in CPU list {shown(whole, 60)}")
     stride = 1
     if ":" in part:
         part, _, s = part.partition(":")
         stride = _int(s, whole)
         if stride <= 0:
-            raise CpuSetError(f"stride must be positive in {_cut(whole)}")
+            raise CpuSetError(f"stride must be positive in {shown(whole, 60)}")
     if "-" in part:
         lo_s, _, hi_s = part.partition("-")
         lo, hi = _int(lo_s, whole), _int(hi_s, whole)
         if hi < lo:
-            raise CpuSetError(f"descending range {_cut(part)} in {_cut(whole)}")
+            raise CpuSetError(f"descending range {shown(part, 60)} in {shown(whole, 60)}")
     else:
         lo = hi = _int(part, whole)
     return lo, hi, stride
@@ -279,19 +279,13 @@ def _int(s: str, whole: str) -> int:
     refuses more than 4300 digits with its own error."""
     s = s.strip()
     if not is_decimal(s, None):
-        raise CpuSetError(f"bad CPU list {_cut(whole)}: {_cut(s)} is not a number")
+        raise CpuSetError(f"bad CPU list {shown(whole, 60)}: {shown(s, 60)} is not a number")
     digits = s.lstrip("0") or "0" if len(s) > 7 else s
     if len(digits) > 7 or int(digits) > MAX_INDEX:
-        raise CpuSetError(f"CPU index {_cut(s)} in {_cut(whole)} is too large: {LIMIT_TEXT}")
+        raise CpuSetError(f"CPU index {shown(s, 60)} in {shown(whole, 60)} is too large: {LIMIT_TEXT}")
     return int(digits)
 
 
 def _flags_to_mask(flags: bytearray) -> int:
     # one byte per index -> "0"/"1" text, highest first -> int: linear
     return int(bytes(flags[::-1]).translate(_TO_BITS), 2) if flags else 0
-
-
-def _cut(text: str, limit: int = 60) -> str:
-    """repr of text, cut to `limit` characters: a 64 MB value must not
-    become a 64 MB error line."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"

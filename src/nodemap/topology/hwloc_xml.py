@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 from ..errors import InputError
-from ..text import is_decimal, natural_key
+from ..text import is_decimal, natural_key, shown
 from . import classify
 from .cpuset import MAX_INDEX, CpuSet, CpuSetError
 from .model import (
@@ -161,9 +161,8 @@ def _parsed(el, name: str, default, parse, what: str):
     try:
         return parse(value)
     except (ValueError, CpuSetError) as e:
-        shown = repr(value) if len(value) <= 60 else repr(value[:60]) + f"... ({len(value)} characters)"
         why = str(e).rpartition(": ")[2] if isinstance(e, CpuSetError) else ""  # e.g. the index limit
-        raise _Bad(f"{_label(el)} has {what.format(name=name, value=shown)}" + (f": {why}" if why else ""),
+        raise _Bad(f"{_label(el)} has {what.format(name=name, value=shown(value, 60))}" + (f": {why}" if why else ""),
                    f'{name}="{value[:200]}') from None
 
 

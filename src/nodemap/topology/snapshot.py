@@ -20,6 +20,7 @@ import zlib
 from ..errors import InputError, NodemapError
 from .model import Topology, replace
 from .root import Root
+from ..text import shown
 
 __all__ = ["open_input", "read_tarball", "read_dir", "load", "unpack", "find_root"]
 
@@ -286,7 +287,7 @@ def _members(tar: tarfile.TarFile, path: str) -> _Tree:
         else:
             _safe_name(path, m.name)
             kind = "hard link" if m.islnk() else "device file or fifo"
-            raise InputError(path, f"member {_cut(m.name)} is a {kind}: refused (a sysfs snapshot holds files, "
+            raise InputError(path, f"member {shown(m.name, 80)} is a {kind}: refused (a sysfs snapshot holds files, "
                              "directories and symlinks only)")
     return tree
 
@@ -309,13 +310,13 @@ class _Tree:
         if not safe:
             return
         if kind == "symlink" and len(value) > MAX_NAME:
-            raise InputError(self.path, f"member {_cut(name)} links to a {len(value)}-character target: refused")
+            raise InputError(self.path, f"member {shown(name, 80)} links to a {len(value)}-character target: refused")
         parent, _, base = safe.rpartition("/")
         entries = self._dir(parent, name)
         if kind == "dir" and safe in self.dirs:
             return  # again, or made for a member below it
         if base in entries:
-            raise InputError(self.path, f"member {_cut(name)} comes twice: refused")
+            raise InputError(self.path, f"member {shown(name, 80)} comes twice: refused")
         if kind == "dir":
             self._dir(safe, name)
             return
@@ -334,7 +335,7 @@ class _Tree:
             if below is None:
                 if at in self.links or at in self.files:
                     what = "symlink" if at in self.links else "file"
-                    raise InputError(self.path, f"member {_cut(member)} lies below a {what} member: refused")
+                    raise InputError(self.path, f"member {shown(member, 80)} lies below a {what} member: refused")
                 entries[part] = False
                 below = self.dirs[at] = {}
             entries = below
@@ -394,12 +395,8 @@ class _TreeRoot(Root):
         return self._key(at) in self._tree.dirs
 
 
-def _cut(name: str) -> str:
-    return repr(name) if len(name) <= 80 else repr(name[:80]) + f"... ({len(name)} characters)"
-
-
 def _safe_name(path: str, name: str) -> str:
     parts = name.split("/")
     if name.startswith("/") or ".." in parts:
-        raise InputError(path, f"member {_cut(name)} would unpack outside the target directory: refused")
+        raise InputError(path, f"member {shown(name, 80)} would unpack outside the target directory: refused")
     return "/".join(p for p in parts if p not in ("", ".")) if "" in parts or "." in parts else name
