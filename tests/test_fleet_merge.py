@@ -313,3 +313,31 @@ def test_a_configuration_failure_every_node_shares_drains_none():
     assert sum(1 for x in f.findings if "CUDA-aware" in x.text and x.verdict == "warn") == 3
     docs[2]["findings"] = []  # one node configured right: the others' failure is theirs
     assert {d.node for d in fleet_of(docs).drain} == {"a", "b"}
+
+
+def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
+    """Three nodes, two rails: n2's rail1 at a tenth of its rate. The total over rails passes the 50% rule,
+    the rail does not: n2 is a bad node (the ring alone decides among 3 nodes), its evidence the rail's
+    figure with both sides' NICs, worst first, and what a one-line drain reason holds."""
+    names = ["n1", "n2", "n3"]
+    results = []
+    for a, b in (("n1", "n2"), ("n2", "n3"), ("n1", "n3")):
+        for k in (0, 1):
+            v = 2.5 if k == 1 and "n2" in (a, b) else 25.0
+            results.append({"a": a, "b": b, "key": f"mpi bw host rail{k}", "unit": "MB/s", "value": v,
+                            "higher_is_better": True, "nics": [f"rail{k}", f"rail{k}"]})
+        total = sum(r["value"] for r in results[-2:])
+        results.append({"a": a, "b": b, "key": "mpi bw host", "unit": "MB/s", "value": total, "higher_is_better": True})
+    th = merge.Thresholds(link_bad=0.5)
+    f = merge.merge([merge.Node(x) for x in names], results, th)
+    assert [d.node for d in f.drain] == ["n2"]
+    (link,) = [x for x in f.findings if x.kind == "link"]
+    assert link.evidence == "mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5 MB/s = 10% of the best pair 25 MB/s"
+    assert "mpi bw host n1 <->" not in link.text  # its total, 55% of the best, passes: the rail alone shows it
+    from nodemap.fleet import drains
+
+    assert drains.reason(link).startswith("nodemap: fleet: pairs mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5")
+    assert len(drains.reason(link)) <= 100
+    scope = drains.FleetScope(pairs=True)
+    assert scope.covers(drains.reason(link)) and not scope.covers("nodemap: memory: stream triad 12 GB/s")
+    assert not drains.FleetScope(pairs=False).covers(drains.reason(link))  # --no-pairs judged no pair

@@ -148,9 +148,10 @@ def test_two_ranks_per_node_measure_rails_and_rank0_is_not_a_leader(tmp_path, sa
     fleet = json.loads(p.stdout)
     assert fleet["complete"] and {n["name"] for n in fleet["nodes"]} == {"n1", "n2"}
     keys = {x["key"] for x in fleet["links"]}
-    assert {"mpi bw host", "mpi bw host rail0", "mpi bw host rail1", "mpi latency host"} <= keys
+    assert {"mpi bw host", "mpi bw host rail0", "mpi bw host rail1", "mpi latency host", "mpi latency host rail0",
+            "mpi latency host rail1"} <= keys  # every rail's latency too: a delay on one rail shows in no bandwidth
     rails = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines() if "rail" in json.loads(x)["key"]]
-    assert len(rails) == 2 and all(len(r["nics"]) == 2 for r in rails)  # the rail's NIC each side ("" here)
+    assert len(rails) == 4 and all(len(r["nics"]) == 2 for r in rails)  # the rail's NIC each side ("" here)
     bw = {x["key"]: x["value"] for x in fleet["links"]}
     assert bw["mpi bw host"] == pytest.approx(bw["mpi bw host rail0"] + bw["mpi bw host rail1"])
 

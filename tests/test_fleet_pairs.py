@@ -56,6 +56,20 @@ def test_a_bad_link_is_isolated_and_both_its_nodes_cleared(link):
     print(f"bad link {link}: {len(iso.tests)} pair tests of {ALL_PAIRS_16}, {iso.rounds} rounds")
 
 
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_a_bad_node_of_a_small_fleet_is_isolated_by_the_ring(n):
+    """Three to five nodes: the ring meets every node with every other (no good partner is left for a
+    re-test), so the ring decides: the node whose pairs all fail against partners that pass with
+    others is bad, its partners spared (before: every node unsettled, none drained)."""
+    for bad in range(n):
+        measure, log = simulated(n, bad_node=bad, seed=bad)
+        iso = pairs.isolate(n, measure)
+        assert (iso.bad_nodes, iso.unsettled, iso.bad_links) == ({bad}, set(), set()), (n, bad)
+    measure, log = simulated(n, seed=1)
+    iso = pairs.isolate(n, measure)
+    assert not iso.bad_nodes and not iso.unsettled
+
+
 def test_a_healthy_fleet_costs_the_ring_only():
     measure, log = simulated(16, seed=9)
     iso = pairs.isolate(16, measure)

@@ -234,3 +234,33 @@ def test_a_rank_placed_by_its_launcher_keeps_device_0_of_what_it_sees(perlmutter
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     d = pairtest.gpu_for(pairtest.Seat.of({"local_rank": 2, "local_size": 4, "visibility": vis}))
     assert (d.device, d.how) == (0, "visibility")
+
+
+def test_rails_pair_local_ranks_named_by_their_plan_and_a_failed_rail_is_judged(tmp_path):
+    """Rail k is the k-th local rank of both nodes in the launcher's order (rank 0's node leads with
+    rank 1: rail 0 is still rank 0, whose plan gave it rail0), named by the NIC its plan gave it; a
+    rail whose test failed (past the pair's timeout: a rail too slow or cut) is a bandwidth of 0,
+    judged, not a pair left out."""
+    from nodemap.fleet import driver
+
+    co = driver.Coordinator(None, driver.Config(str(tmp_path)), None)
+    co.nodes = {"n1": driver.NodeRec("n1", driver.leader_first([0, 1])), "n2": driver.NodeRec("n2", [2, 3])}
+    co.node_of = {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
+    co.nic = {0: "rail0", 1: "rail1", 2: "rail0", 3: "rail1"}
+    co.round_no = 1
+    assert co.nodes["n1"].ranks == [1, 0] and [co.nodes["n1"].rail_rank(k) for k in (0, 1)] == [0, 1]
+    assert co.rail_nics(("n1", "n2"), 1) == ["rail1", "rail1"]
+    bw = {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": 0.025, "buffers": "host"}
+    lat = {"test": "latency", "unit": "us", "higher_is_better": False, "value": 90.0, "buffers": "host"}
+    reports = [{"pair": ["n1", "n2"], "rail": 0, "round": 1, "rank": 0, "figures": [bw, lat]},
+               {"pair": ["n1", "n2"], "rail": 0, "round": 1, "rank": 2, "figures": []},
+               {"pair": ["n1", "n2"], "rail": 1, "round": 1, "rank": 1, "error": "rank 3 did not answer within 60 s"},
+               {"pair": ["n1", "n2"], "rail": 1, "round": 1, "rank": 3, "error": "rank 1 did not answer within 60 s"}]
+    alive = [co.nodes["n1"], co.nodes["n2"]]
+    got = co.take_reports(alive, [(0, 1)], reports)
+    assert got[(0, 1)] == {"mpi bw host": 0.025, "mpi bw host rail0": 0.025, "mpi bw host rail1": 0.0,
+                           "mpi latency host": 90.0, "mpi latency host rail0": 90.0}
+    failed = [r for r in co.pair_results if r["key"] == "mpi bw host rail1"]
+    assert failed == [{"a": "n1", "b": "n2", "key": "mpi bw host rail1", "unit": "GB/s", "value": 0.0,
+                       "higher_is_better": True, "round": 1, "nics": ["rail1", "rail1"],
+                       "error": "rank 3 did not answer within 60 s"}]

@@ -5,6 +5,7 @@ namespaces, links slowed, delayed, lossy or cut by `link`, and nothing of it lef
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -273,3 +274,62 @@ def test_a_bad_rate_is_refused_before_anything_is_made(tmp_path):
     assert p.returncode == 2 and "is not a rate like 200mbit" in p.stderr, p.stderr
     assert not (tmp_path / "c" / "network.json").exists()
     assert namespaces() <= before
+
+
+def docs_fleet_recipe() -> tuple[str, list[str]]:
+    """docs/fleet.md's networked recipe: its site file's text and its srun line's words."""
+    docs = (SCRIPT.parent.parent / "docs" / "fleet.md").read_text()
+    block = docs.split("### On a real network, on one machine", 1)[1].split("\n\n")[1]
+    lines = [line.strip() for line in block.splitlines()]
+    (site,) = [x for x in lines if x.startswith("printf ")]
+    (srun,) = [x for x in lines if x.startswith("srun ")]
+    return shlex.split(site)[1].encode().decode("unicode_escape"), shlex.split(srun)
+
+
+def fleet(cluster, tmp_path) -> tuple[dict, str]:
+    """docs/fleet.md's `srun ... check --fleet --slurm-drain` (its folder for /tmp/cn), with its site file:
+    fleet.json and the output."""
+    site, words = docs_fleet_recipe()
+    (tmp_path / "loose.toml").write_text(site)
+    words = [w.replace("/tmp/cn", str(tmp_path)) for w in words]
+    assert words[:4] == ["srun", "--mpi=pmi2", "-N3", "--ntasks-per-node=2"] and words[4] == "nodemap"
+    p = cluster.srun(*words[1:4], *NODEMAP, *words[5:], timeout=480)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    return json.loads((tmp_path / "fleet" / "fleet.json").read_text()), p.stdout + p.stderr
+
+
+def slurm_reasons(cluster) -> dict:
+    p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%t|%E"], capture_output=True, text=True, env=cluster.env,
+                       timeout=30)
+    return {n: (state, why) for n, state, why in (line.split("|", 2) for line in p.stdout.splitlines())}
+
+
+def resume(cluster, node: str) -> None:
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=cluster.env, timeout=30,
+                   capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, says", [
+    (("n2", "rail1", "rate=20mbit"), "nodemap: fleet: pairs mpi bw host rail1 n1 (rail1) <-> n2 (rail1)"),
+    (("n2", "rail1", "down"), "nodemap: fleet: topology NIC rail1 port 1 down 0 Gb/s where 2 of 3 nodes have up")])
+def test_a_rail_slowed_to_a_tenth_or_down_is_found_named_and_drained(net_cluster, tmp_path, fault, says):
+    """One node's rail at a tenth of its rate (its pairs over that rail fail against good partners), or
+    down (its NIC's port where its peers' are up; its ranks plan the other rail, and MPI does not hang):
+    the node is drained in Slurm with a reason naming the rail, the others are not."""
+    net_cluster.link(*fault)
+    t0 = time.monotonic()
+    try:
+        got, said = fleet(net_cluster, tmp_path)
+    finally:
+        net_cluster.link(*fault[:2], "clear")
+    took = time.monotonic() - t0
+    reasons = slurm_reasons(net_cluster)
+    try:
+        assert [d["node"] for d in got["drain"]] == ["n2"], said
+        assert "rail1" in got["drain"][0]["reason"]
+        assert reasons["n2"][0].startswith("drain") and reasons["n2"][1].startswith(says), reasons
+        assert not any(reasons[n][0].startswith("drain") for n in ("n1", "n3")), reasons
+    finally:
+        resume(net_cluster, "n2")
+    print(f"{fault}: found and drained in {took:.0f} s: {reasons['n2'][1]}")

@@ -58,6 +58,11 @@ GPU_VISIBILITY_VARS = (GPU_VISIBILITY_OF["NVIDIA"], GPU_VISIBILITY_OF["AMD"], HI
 # What says how the visibility variables number GPUs: (variable, the visibility variable it qualifies)
 GPU_ORDER_VARS = {"CUDA_DEVICE_ORDER": "CUDA_VISIBLE_DEVICES", "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "ZE_AFFINITY_MASK"}
 
+# The variables that choose a process's NICs, as `plan` emits them (mapping/emit.py): MPI and NCCL read them once,
+# when they start. Steering: the ones a transport obeys (`show` checks them against NODEMAP_NIC, the plan's record)
+NIC_STEERING = ("FI_TCP_IFACE", "UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
+NIC_VARS = ("NODEMAP_NIC", *NIC_STEERING, "UCX_MAX_RNDV_RAILS", "UCX_MAX_EAGER_RAILS", "MPICH_OFI_NIC_POLICY")
+
 LAUNCHER_FIX = "fix the launcher's environment"
 
 # A scheduler's allocation as Open MPI's mpirun finds one (PRRTE 3's ras components: every variable of

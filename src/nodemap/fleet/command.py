@@ -65,7 +65,9 @@ def config(args: argparse.Namespace) -> "object":
                   pair_timeout=args.pair_timeout, pairs=not args.no_pairs,
                   sizes=pairtest.Sizes(bw_bytes=size), buffers=_buffers(args.pair_buffers), thresholds=th,
                   html=not args.no_html,
-                  json_out=getattr(args, "json", False), quiet=getattr(args, "quiet", False))
+                  json_out=getattr(args, "json", False), quiet=getattr(args, "quiet", False),
+                  slurm=((args.slurm_drain == "dry-run", args.slurm_timeout) if getattr(args, "slurm_drain", None)
+                         and not args.from_dirs else None))
 
 
 def _size(text: str) -> int:
@@ -104,7 +106,8 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
     MPI step is `in_job` (fleet/localpair.py: with the node's second rank).
     `slurm` (--slurm-drain: dry run, scontrol timeout, --node-name): the
     leader drains or resumes its own node on its own document, as `nodemap
-    check --slurm-drain` does; the fleet's drain list is for a person."""
+    check --slurm-drain` does; what only the fleet sees (bad pairs, a part
+    its peers have) rank 0 drains after the merge (fleet/drains.py)."""
     from ..check import expectations
     from ..check.node import run_check
 

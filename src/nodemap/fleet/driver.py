@@ -74,6 +74,7 @@ class Config:
     html: bool = True
     json_out: bool = False
     quiet: bool = False
+    slurm: tuple[bool, float] | None = None  # --slurm-drain: (dry run, scontrol timeout); rank 0 drains (`drains`)
 
 
 @dataclass
@@ -89,6 +90,11 @@ class NodeRec:
     def leader(self) -> int:
         return self.ranks[0]
 
+    def rail_rank(self, k: int) -> int:
+        """The rank of rail k: the node's k-th local rank in the launcher's order (by rank, not leader
+        first), whose plan gives it the node's k-th NIC, as local rank k of every other node."""
+        return sorted(self.ranks)[k]
+
 
 def leader_first(ranks: list[int]) -> list[int]:
     """Rank 0 leads its node only when it is alone there."""
@@ -101,12 +107,14 @@ def leader_first(ranks: list[int]) -> list[int]:
 def main(cfg: Config, check: nodecheck.CheckFn) -> int:
     from ..bench.comm import mpi_common, world
 
+    os.environ.update(world.planned_nics(os.environ))  # rail k for local rank k, before MPI reads them
     MPI = mpi_common.start()
     comm = MPI.COMM_WORLD
     _refuse_singletons(comm.Get_size())
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
-          "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ)}
+          "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ),
+          "nic": os.environ.get("NODEMAP_NIC", "")}
     try:
         if comm.Get_rank() == 0:
             return Coordinator(comm, cfg, check).run(me)
@@ -327,9 +335,11 @@ def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
     try:
         rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
-                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, pairtest.Seat.of(cmd.get("seat")))
+                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, pairtest.Seat.of(cmd.get("seat")),
+                                      bool(cmd.get("nap")))
     except wire.Gone:
         rep["error"] = f"rank {cmd['peer']} stopped answering (no heartbeat for {cfg.gone_after:g} s)"
+        rep["gone"] = True  # a dead rank, not a failed rail: the pair is not measured
     except wire.Late:
         rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
     except ValueError as e:
@@ -380,6 +390,8 @@ class Coordinator:
         self.node_of: dict[int, str] = {}
         self.cpus: dict[int, set[int]] = {}  # rank -> the CPUs it runs on (its hello)
         self.visibility: dict[int, Any] = {}  # rank -> its device visibility variables (its hello)
+        self.nic: dict[int, str] = {}  # rank -> the NICs its plan gave it (NODEMAP_NIC, its hello)
+        self.crowded: set[int] = set()  # ranks on a host with other nodes' ranks
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
         self.isolation: dict[str, Any] | None = None
@@ -452,6 +464,12 @@ class Coordinator:
             hellos[src] = hello
         self.cpus = {r: set(h.get("cpus", ())) for r, h in hellos.items()}
         self.visibility = {r: h.get("visibility", ()) for r, h in hellos.items()}
+        self.nic = {r: str(h.get("nic") or "") for r, h in hellos.items()}
+        nodes_on: dict[str, set[str]] = {}
+        for h in hellos.values():
+            nodes_on.setdefault(str(h.get("host")), set()).add(str(h["node"]))
+        # ranks of nodes that share a host (test nodes on one machine) share its CPUs: their waits nap
+        self.crowded = {r for r, h in hellos.items() if len(nodes_on[str(h.get("host"))]) > 1}
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
             self.late = True
@@ -612,13 +630,15 @@ class Coordinator:
         for p in rnd:
             a, b = alive[p[0]], alive[p[1]]
             rails = range(min(len(a.ranks), len(b.ranks)))
-            if any(x.ranks[k] in wire.gone for x in (a, b) for k in rails):
+            if any(x.rail_rank(k) in wire.gone for x in (a, b) for k in rails):
                 continue  # not measured: `isolate` leaves the pair out
             for k in rails:
-                tests = ["bw", "latency"] if k == 0 else ["bw"]
-                base = {"op": "pair", "round": self.round_no, "pair": [a.name, b.name], "rail": k, "tests": tests}
-                cmds[a.ranks[k]] = {**base, "peer": b.ranks[k], "sends": True, "seat": self.seat(a.ranks[k])}
-                cmds[b.ranks[k]] = {**base, "peer": a.ranks[k], "sends": False, "seat": self.seat(b.ranks[k])}
+                tests = ["bw", "latency"]  # every rail's latency: a delay on one rail shows in no bandwidth
+                ra, rb = a.rail_rank(k), b.rail_rank(k)
+                base = {"op": "pair", "round": self.round_no, "pair": [a.name, b.name], "rail": k, "tests": tests,
+                        "nap": bool({ra, rb} & self.crowded)}
+                cmds[ra] = {**base, "peer": rb, "sends": True, "seat": self.seat(ra)}
+                cmds[rb] = {**base, "peer": ra, "sends": False, "seat": self.seat(rb)}
         for r, c in cmds.items():
             if r != 0:
                 wire.post(self.comm, c, r, wire.CMD)
@@ -637,15 +657,22 @@ class Coordinator:
 
     def take_reports(self, alive: list[NodeRec], rnd: list[Pair], reports: list[dict[str, Any]]
                      ) -> dict[Pair, Figures]:
-        """Each pair's figures: latency per buffer kind, and bandwidth per
-        buffer kind summed over its rails (a pair with a rail missing is not measured)."""
+        """Each pair's figures: latency per buffer kind (rail 0's), bandwidth per
+        buffer kind summed over its rails, and with several rails each rail's
+        bandwidth and latency, judged on their own (a rail at a tenth of its rate
+        is a small part of a total over many); a pair with a rail missing is not measured."""
         totals: dict[tuple[str, str], dict[str, float]] = {}
         complete: dict[tuple[str, str], int] = {}
         lat: dict[tuple[str, str], dict[str, float]] = {}
+        rails_of = {(alive[p[0]].name, alive[p[1]].name): min(len(alive[p[0]].ranks), len(alive[p[1]].ranks))
+                    for p in rnd}
+        failed: dict[tuple[str, str], dict[int, str]] = {}
         for rep in reports:
             key = tuple(rep["pair"])
             if "error" in rep:
                 self.messages.append(f"pair {key[0]} <-> {key[1]} rail {rep['rail']}: {rep['error']}")
+                if not rep.get("gone"):
+                    failed.setdefault(key, {}).setdefault(rep["rail"], rep["error"])
                 continue
             if any(f["test"] == "bw" for f in rep.get("figures", ())):  # the sender's side of a rail
                 complete[key] = complete.get(key, 0) + 1
@@ -655,13 +682,32 @@ class Coordinator:
                     self.note_once(f"pair tests, {kind} buffers: {f['reason']}")
                     continue
                 name = f"mpi {f['test']} {kind}"
+                rail = f"{name} rail{rep['rail']}"
+                if f["test"] == "bw" or rails_of.get(key, 1) > 1:
+                    self.add_pair(key, rail, {**f, "nics": self.rail_nics(key, rep["rail"])})
+                    if rails_of.get(key, 1) > 1:
+                        lat.setdefault(key, {})[rail] = f["value"]
+                        self.directions[rail] = bool(f["higher_is_better"])
                 if f["test"] == "bw":
-                    self.add_pair(key, f"{name} rail{rep['rail']}", {**f, "nics": self.rail_nics(key, rep["rail"])})
                     totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f["value"]
-                else:
+                elif rep["rail"] == 0:
                     self.add_pair(key, name, f)
                     lat.setdefault(key, {})[name] = f["value"]
                 self.directions[name] = bool(f["higher_is_better"])
+        for key, rails in failed.items():  # a rail that failed its test (past the pair's timeout: cut, or
+            for k, err in rails.items():  # too slow to finish) carries nothing: it is judged so, not left out
+                name = "mpi bw host"
+                if any(r.get("rail") == k and tuple(r["pair"]) == key and any(f.get("test") == "bw" for f in
+                                                                                 r.get("figures", ())) for r in reports):
+                    continue  # its sender measured it: the error is the other side's epilogue
+                complete[key] = complete.get(key, 0) + 1
+                self.add_pair(key, f"{name} rail{k}", {"unit": "GB/s", "higher_is_better": True, "value": 0.0,
+                                                       "nics": self.rail_nics(key, k), "error": err})
+                totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0)
+                if rails_of.get(key, 1) > 1:
+                    lat.setdefault(key, {})[f"{name} rail{k}"] = 0.0
+                    self.directions[f"{name} rail{k}"] = True
+                self.directions[name] = True
         out = {}
         for p in rnd:
             a, b = alive[p[0]], alive[p[1]]
@@ -694,12 +740,16 @@ class Coordinator:
         return [self.nic_near(self.nodes[name], rail) for name in key]
 
     def nic_near(self, node: NodeRec, rail: int) -> str:
-        return nearest_nic(node.nics, self.cpus.get(node.ranks[rail], set()) if rail < len(node.ranks) else set())
+        """The NICs its plan gave the rail's rank (NODEMAP_NIC), else those local to its CPUs."""
+        r = node.rail_rank(rail) if rail < len(node.ranks) else None
+        if r is None:
+            return ""
+        return self.nic.get(r) or nearest_nic(node.nics, self.cpus.get(r, set()))
 
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
              "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        for extra in ("samples", "nics", "gpus", "rails", "buffers", "transport", "why"):
+        for extra in ("samples", "nics", "gpus", "rails", "buffers", "transport", "why", "error"):
             if extra in f:
                 r[extra] = f[extra]
         self.pair_results.append(r)
@@ -723,6 +773,10 @@ class Coordinator:
                                self.remeasured)
         if interrupted:
             fleet.complete = False
+        if self.cfg.slurm is not None and not interrupted:
+            from . import drains
+
+            self.messages += [f"slurm: {said}" for said in drains.act(fleet, self.cfg.pairs, *self.cfg.slurm)]
         self.out.fleet(fleet, self.messages, html=self.cfg.html)
         text = output.summary(fleet, self.messages, self.out)
         if self.cfg.json_out:

@@ -168,8 +168,26 @@ def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Ite
             else:
                 cleared.add(s)
     _settle_links(iso, judge, run, cleared)
+    measured_with = {x: {y for p in iso.values if x in p for y in p} for x in ring_bad}
+    _by_the_ring(iso, judge(), {x for x in ring_bad if measured_with[x] | dead >= set(range(n))}, cleared, dead)
     iso.unsettled = ring_bad - cleared - iso.bad_nodes - dead
     return iso
+
+
+def _by_the_ring(iso: Isolation, bad: set[Pair], suspects: set[int], cleared: set[int], dead: set[int]) -> None:
+    """Suspects no re-test can reach (they met every node: a small fleet's ring meets them all), so
+    no good partner is left to meet: the ring decides as a re-test would. A node none of whose
+    pairs passed, bad against two partners that passed with others, is a bad node (3 nodes, one bad:
+    its two pairs bad, the third good; all three were unsettled, and none was drained); a suspect
+    whose every bad pair is with a bad node is cleared (its partners are spared)."""
+    passed = {x for p in iso.values if p not in bad for x in p}
+    for s in sorted(suspects - cleared - iso.bad_nodes - dead):
+        against = {x for p in bad if s in p for x in p if x != s and x in passed}
+        if s not in passed and len(against) >= 2:
+            iso.bad_nodes.add(s)
+    for s in suspects - cleared - iso.bad_nodes - dead:
+        if all(set(p) - {s} <= iso.bad_nodes for p in bad if s in p):
+            cleared.add(s)
 
 
 def _settle_links(iso: Isolation, judge: Callable[[], set[Pair]], run: Callable[[list[Pair]], None],
@@ -210,15 +228,13 @@ def said(c: dict[str, Any]) -> str:
 def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_factor: float = 2.1,
            shifts: Iterable[int] = (1, 2)) -> dict[str, Any]:
     """`isolate` over recorded pair results (in the order they were measured;
-    keys with "rail" are parts of a total and not judged on their own): the
-    same conclusion the live run drew, for results saved without it."""
+    a rail's figures are judged on their own as the live run judges them):
+    the same conclusion the live run drew, for results saved without it."""
     names = sorted({r[x] for r in results for x in ("a", "b")})
     idx = {x: i for i, x in enumerate(names)}
     queue: dict[Pair, list[dict[str, float]]] = {}
     directions: dict[str, bool] = {}
     for r in results:
-        if "rail" in r["key"]:
-            continue
         p = pair(idx[r["a"]], idx[r["b"]])
         directions[r["key"]] = bool(r.get("higher_is_better", True))
         tests = queue.setdefault(p, [])

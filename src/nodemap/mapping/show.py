@@ -17,11 +17,7 @@ from ..text import is_decimal, table as columns
 from .. import env as launcher_env
 from ..topology.cpuset import CpuSet
 
-NIC_VARS = ("NODEMAP_NIC", "FI_TCP_IFACE", "UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME",
-            "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
-# The variables that choose NICs, as emit.py writes them: names, a ":port" after RDMA ones, NCCL's "=" for exact
-# names (a leading "^" excludes: not a choice to check); FI_TCP_IFACE takes one interface
-STEERING = ("FI_TCP_IFACE", "UCX_NET_DEVICES", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
+NIC_VARS = ("NODEMAP_NIC", *launcher_env.NIC_STEERING, "MPICH_OFI_NIC_POLICY", "FI_PROVIDER")
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND")
 
 
@@ -103,7 +99,9 @@ def nics_checked(topo, nic_env: Mapping[str, str]) -> str:
     known = {n.name: n for n in topo.nics}
     by_netdev = {d: n.name for n in topo.nics for d in n.netdevs}
     notes = []
-    for var in STEERING:
+    # names, a ":port" after RDMA ones, NCCL's "=" for exact names (a leading "^" excludes: no choice to check);
+    # FI_TCP_IFACE takes one interface
+    for var in launcher_env.NIC_STEERING:
         value = nic_env.get(var, "").strip()
         if not value or value.startswith("^"):
             continue

@@ -286,17 +286,34 @@ class Side:
         self.ep.finish()
 
 
+def _round_trip(s: Side, n: int) -> None:
+    if s.first:
+        s.send(n)
+        s.recv(n)
+    else:
+        s.recv(n)
+        s.send(n)
+
+
 def latency_loop(s: Side, n: int, iters: int, window: int) -> float:
     s.sync()
     t0 = s.MPI.Wtime()
     for _ in range(iters):
-        if s.first:
-            s.send(n)
-            s.recv(n)
-        else:
-            s.recv(n)
-            s.send(n)
+        _round_trip(s, n)
     return s.MPI.Wtime() - t0
+
+
+def round_trips(s: Side, n: int, iters: int) -> list[float]:
+    """latency_loop's ping-pong, each round trip timed on its own (seconds): where ranks share
+    CPUs, a few round trips wait for one and the mean says more of the scheduler than of the link."""
+    s.sync()
+    out = []
+    clock = s.MPI.Wtime
+    for _ in range(iters):
+        t0 = clock()
+        _round_trip(s, n)
+        out.append(clock() - t0)
+    return out
 
 
 def bw_loop(s: Side, n: int, iters: int, window: int) -> float:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from . import mpi_common as mc
 from .. import interrupt
@@ -145,6 +145,37 @@ def pick(cp: Any, local_rank: int, local_size: int, mine: Sequence[tuple[str, st
     if not why and ndev:
         plan, no_plan = node_plan(local_size, local_rank, _say if local_rank == 0 else lambda text: None)
     return choose(local_rank, ndev, bus_ids(cp, ndev) if plan else [], why, plan, no_plan)
+
+
+def planned_nics(env: Mapping[str, str]) -> dict[str, str]:
+    """The NIC variables of this rank's task in the node's plan, as `nodemap run` sets them, where
+    neither it nor the user set one. MPI and NCCL read them once, when they start: a run whose
+    ranks measure every rail (the fleet's pair tests: local rank k of each node on rail k) sets
+    them before MPI_Init. The plan is made over the whole node, as every rank of it makes it (a
+    launcher's binding undone for the planning, then restored). Empty where no launcher says the
+    local rank and size, or no plan can be made."""
+    from ...env import NIC_STEERING, NIC_VARS
+    from ...errors import NodemapError
+    from ...launcher import detect
+    from ...mapping.launch import undo_launcher_binding
+
+    if any(env.get(k) for k in ("NODEMAP_NIC", *NIC_STEERING)):
+        return {}
+    try:
+        lr = detect(env)
+    except NodemapError:
+        return {}
+    if lr.size < 1:
+        return {}
+    mine = os.sched_getaffinity(0)
+    undo_launcher_binding(env)
+    try:
+        plan, _ = node_plan(lr.size, lr.rank, _say if lr.rank == 0 else lambda text: None)
+    finally:
+        os.sched_setaffinity(0, mine)
+    if plan is None or lr.rank >= len(plan.tasks):
+        return {}
+    return {k: v for k, v in plan.tasks[lr.rank].env if k in NIC_VARS}
 
 
 def _say(text: str) -> None:
