@@ -157,7 +157,7 @@ def planned_nics(env: Mapping[str, str]) -> dict[str, str]:
     from ...env import NIC_STEERING, NIC_VARS
     from ...errors import NodemapError
     from ...launcher import detect
-    from ...mapping.launch import undo_launcher_binding
+    from ...mapping.launch import Binding, apply, undo_launcher_binding
 
     if any(env.get(k) for k in ("NODEMAP_NIC", *NIC_STEERING)):
         return {}
@@ -172,7 +172,7 @@ def planned_nics(env: Mapping[str, str]) -> dict[str, str]:
     try:
         plan, _ = node_plan(lr.size, lr.rank, _say if lr.rank == 0 else lambda text: None)
     finally:
-        os.sched_setaffinity(0, mine)
+        apply(Binding(sorted(mine), [], "none"))  # the launcher's binding back: only the NICs are the plan's
     if plan is None or lr.rank >= len(plan.tasks):
         return {}
     return {k: v for k, v in plan.tasks[lr.rank].env if k in NIC_VARS}
