@@ -48,6 +48,7 @@ RUN_BY = {
     "spank-cache-reset": "test_srun_nodemap_through_the_documented_plugstack_line",
     "test-cluster": "test_the_test_cluster_recipe",
     "network-test-cluster": "test_the_networked_test_cluster_recipe",
+    "fleet-network": "test_a_slow_rail_is_found_named_and_drained_on_a_networked_cluster",
     "fleet-batch": "test_a_fleet_as_a_batch_job",
     "fleet-site": "test_the_fleet_site_file",
     "fleet-one-machine": "test_the_fleet_proof_on_one_machine",
@@ -422,9 +423,8 @@ def test_the_test_cluster_recipe(paths):
     assert "n3" in p.stdout and "stopped" in p.stdout + p.stderr, p.stdout + p.stderr
 
 
-@pytest.mark.slurm
-@pytest.mark.slow
-def test_the_networked_test_cluster_recipe(paths):
+def run_networked(name: str, paths: Paths, timeout: float) -> subprocess.CompletedProcess:
+    """A recipe that starts a networked test cluster in /tmp/cn (its folder), stopped after it either way."""
     needs_slurm()
     import shutil
 
@@ -432,10 +432,16 @@ def test_the_networked_test_cluster_recipe(paths):
         pytest.skip("no ip or tc (iproute2): sh scripts/install-test-packages")
     env = {"PATH": os.pathsep.join((str(VENV / "bin"), SBIN)), "CUDA_VISIBLE_DEVICES": ""}
     try:
-        p = run("network-test-cluster", paths, env=env, cwd=ROOT, timeout=500)
+        return run(name, paths, env=env, cwd=ROOT, timeout=timeout)
     finally:
         subprocess.run([sys.executable, str(ROOT / "scripts" / "slurm-test-cluster"), "stop", str(paths.top / "cn")],
                        capture_output=True, timeout=60)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_the_networked_test_cluster_recipe(paths):
+    p = run_networked("network-test-cluster", paths, 500)
     nics = sorted(ln for ln in p.stdout.splitlines() if re.fullmatch(r"n\d ctl ctl0 lo .*", ln))
     assert nics == [f"n{k} ctl ctl0 lo rail0 rail1" for k in (1, 2, 3)], p.stdout  # each node its own two rails
     assert "n2/rail1: 20mbit" in p.stdout and "stopped" in p.stdout
@@ -445,6 +451,18 @@ def test_the_networked_test_cluster_recipe(paths):
 
 
 # --- docs/fleet.md ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_slow_rail_is_found_named_and_drained_on_a_networked_cluster(paths):
+    """n2's rail1 at a tenth of its rate: the fleet finds n2, names the rail and drains it in Slurm;
+    n1 and n3 stay idle."""
+    p = run_networked("fleet-network", paths, 560)
+    fleet = json.loads((paths.top / "cn" / "fleet" / "fleet.json").read_text())
+    assert [d["node"] for d in fleet["drain"]] == ["n2"] and "rail1" in fleet["drain"][0]["reason"], p.stdout
+    drained = [ln for ln in p.stdout.splitlines() if ln.startswith("n2 nodemap: fleet: pairs mpi bw host rail1")]
+    assert len(drained) == 1 and not re.search(r"^n[13] ", p.stdout, re.M), p.stdout  # sinfo -R: n2 alone
 
 
 @pytest.mark.slurm

@@ -68,6 +68,11 @@ def test_a_bad_node_of_a_small_fleet_is_isolated_by_the_ring(n):
     measure, log = simulated(n, seed=1)
     iso = pairs.isolate(n, measure)
     assert not iso.bad_nodes and not iso.unsettled
+    # nodes sharing one network stack (ranks acting as nodes): their pairs cross no link, and the ring's
+    # pattern is the host's contention: no drain without a re-test, every suspect unsettled
+    measure, log = simulated(n, bad_node=0, seed=0)
+    iso = pairs.isolate(n, measure, by_ring=False)
+    assert not iso.bad_nodes and iso.unsettled == set(range(n))
 
 
 def test_a_healthy_fleet_costs_the_ring_only():

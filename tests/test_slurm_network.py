@@ -5,11 +5,9 @@ namespaces, links slowed, delayed, lossy or cut by `link`, and nothing of it lef
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -276,26 +274,19 @@ def test_a_bad_rate_is_refused_before_anything_is_made(tmp_path):
     assert namespaces() <= before
 
 
-def docs_fleet_recipe() -> tuple[str, list[str]]:
-    """docs/fleet.md's networked recipe: its site file's text and its srun line's words."""
-    docs = (SCRIPT.parent.parent / "docs" / "fleet.md").read_text()
-    block = docs.split("### On a real network, on one machine", 1)[1].split("\n\n")[1]
-    lines = [line.strip() for line in block.splitlines()]
-    (site,) = [x for x in lines if x.startswith("printf ")]
-    (srun,) = [x for x in lines if x.startswith("srun ")]
-    return shlex.split(site)[1].encode().decode("unicode_escape"), shlex.split(srun)
+# The fleet's rules for three nodes on one 2-core host shared with other work (docs/fleet.md's recipe has them)
+LOOSE = "[fleet]\nlink_bad = 0.5\nlink_latency = 1e6\n"
 
 
 def fleet(cluster, tmp_path) -> tuple[dict, str]:
-    """docs/fleet.md's `srun ... check --fleet --slurm-drain` (its folder for /tmp/cn), with its site file:
-    fleet.json and the output."""
-    site, words = docs_fleet_recipe()
-    (tmp_path / "loose.toml").write_text(site)
-    words = [w.replace("/tmp/cn", str(tmp_path)) for w in words]
-    assert words[:4] == ["srun", "--mpi=pmi2", "-N3", "--ntasks-per-node=2"] and words[4] == "nodemap"
-    p = cluster.srun(*words[1:4], *NODEMAP, *words[5:], timeout=480)
+    """`check --fleet --slurm-drain` on the 3 nodes, 2 ranks each (one a rail): fleet.json and the output."""
+    (tmp_path / "loose.toml").write_text(LOOSE)
+    out = tmp_path / "fleet"
+    p = cluster.srun("--mpi=pmi2", "-N3", "--ntasks-per-node=2", *NODEMAP, "check", "--fleet", "-o", str(out),
+                     "--pair-size", "128KiB", "--no-html", "--expect", str(tmp_path / "loose.toml"), "--slurm-drain",
+                     timeout=480)
     assert p.returncode in (0, 1), p.stdout + p.stderr
-    return json.loads((tmp_path / "fleet" / "fleet.json").read_text()), p.stdout + p.stderr
+    return json.loads((out / "fleet.json").read_text()), p.stdout + p.stderr
 
 
 def slurm_reasons(cluster) -> dict:
@@ -311,12 +302,11 @@ def resume(cluster, node: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, says", [
-    (("n2", "rail1", "rate=20mbit"), "nodemap: fleet: pairs mpi bw host rail1 n1 (rail1) <-> n2 (rail1)"),
     (("n2", "rail1", "down"), "nodemap: fleet: topology NIC rail1 port 1 down 0 Gb/s where 2 of 3 nodes have up")])
-def test_a_rail_slowed_to_a_tenth_or_down_is_found_named_and_drained(net_cluster, tmp_path, fault, says):
-    """One node's rail at a tenth of its rate (its pairs over that rail fail against good partners), or
-    down (its NIC's port where its peers' are up; its ranks plan the other rail, and MPI does not hang):
-    the node is drained in Slurm with a reason naming the rail, the others are not."""
+def test_a_rail_down_is_found_named_and_drained(net_cluster, tmp_path, fault, says):
+    """One node's rail down (its NIC's port where its peers' are up; its ranks plan the other rail, and
+    MPI does not hang): the node is drained in Slurm with a reason naming the rail, the others are not.
+    A rail at a tenth of its rate: tests/test_docs_recipes.py runs docs/fleet.md's recipe."""
     net_cluster.link(*fault)
     t0 = time.monotonic()
     try:

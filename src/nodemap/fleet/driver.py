@@ -114,7 +114,7 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
     me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
           "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ),
-          "nic": os.environ.get("NODEMAP_NIC", "")}
+          "nic": os.environ.get("NODEMAP_NIC", ""), "netns": _netns()}
     try:
         if comm.Get_rank() == 0:
             return Coordinator(comm, cfg, check).run(me)
@@ -137,6 +137,15 @@ def abort(comm: Any, code: int) -> None:
     # forwarding: what rank 0 printed was lost in 1 of ~10 runs (Hydra) without a moment's grace
     time.sleep(ABORT_GRACE_S)
     comm.Abort(code)
+
+
+def _netns() -> str:
+    """This process's network namespace ("net:[4026531840]"): nodes on one host in one namespace
+    (ranks acting as nodes) meet over shared memory and loopback, not over a link."""
+    try:
+        return os.readlink("/proc/self/ns/net")
+    except OSError:
+        return ""
 
 
 def _refuse_singletons(size: int) -> None:
@@ -392,6 +401,7 @@ class Coordinator:
         self.visibility: dict[int, Any] = {}  # rank -> its device visibility variables (its hello)
         self.nic: dict[int, str] = {}  # rank -> the NICs its plan gave it (NODEMAP_NIC, its hello)
         self.crowded: set[int] = set()  # ranks on a host with other nodes' ranks
+        self.linked = True  # every node has a network stack of its own (`join`)
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
         self.isolation: dict[str, Any] | None = None
@@ -470,6 +480,9 @@ class Coordinator:
             nodes_on.setdefault(str(h.get("host")), set()).add(str(h["node"]))
         # ranks of nodes that share a host (test nodes on one machine) share its CPUs: their waits nap
         self.crowded = {r for r, h in hellos.items() if len(nodes_on[str(h.get("host"))]) > 1}
+        stacks = {(str(h.get("host")), str(h.get("netns", ""))) for h in hellos.values()}
+        # every node on a network stack of its own (hosts, or namespaces of one): its pairs cross links
+        self.linked = len(stacks) == len({str(h["node"]) for h in hellos.values()})
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
             self.late = True
@@ -616,7 +629,8 @@ class Coordinator:
         self.say(f"pair tests among {len(alive)} nodes")
         self.round_no = 0
         iso = isolate(len(alive), lambda rnd: self.run_round(alive, rnd), True, self.cfg.shifts,
-                      self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency, self.directions)
+                      self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency, self.directions,
+                      by_ring=self.linked)
         self.isolation = conclusion(iso, [n.name for n in alive])
         self.saving(self.out.isolation, self.isolation)
         self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "

@@ -100,14 +100,16 @@ Measure = Callable[[list[Pair]], dict[Pair, Union[float, Figures]]]
 
 def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Iterable[int] = (1, 2),
             bad_ratio: float = 0.93, latency_factor: float = 2.1,
-            directions: dict[str, bool] | None = None) -> Isolation:
+            directions: dict[str, bool] | None = None, by_ring: bool = True) -> Isolation:
     """Ring, then re-test rounds until every suspect is settled.
 
     `measure(pairs)` runs one round (pairs disjoint) and returns a value per
     pair, or its figures by name (`directions` says which are higher-is-
     better; others take `higher_is_better`); a pair it cannot measure (a
     node that does not answer) is left out and a node none of whose pairs
-    came back is not used as a partner again."""
+    came back is not used as a partner again. `by_ring`: a suspect that met every node is decided
+    by the ring (`_by_the_ring`); off where the pairs crossed no link (nodes sharing one network
+    stack: their figures are the host's contention, and a re-test's evidence is required)."""
     iso = Isolation()
     dead: set[int] = set()
     answered: set[int] = set()
@@ -168,8 +170,9 @@ def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Ite
             else:
                 cleared.add(s)
     _settle_links(iso, judge, run, cleared)
-    measured_with = {x: {y for p in iso.values if x in p for y in p} for x in ring_bad}
-    _by_the_ring(iso, judge(), {x for x in ring_bad if measured_with[x] | dead >= set(range(n))}, cleared, dead)
+    if by_ring:
+        measured_with = {x: {y for p in iso.values if x in p for y in p} for x in ring_bad}
+        _by_the_ring(iso, judge(), {x for x in ring_bad if measured_with[x] | dead >= set(range(n))}, cleared, dead)
     iso.unsettled = ring_bad - cleared - iso.bad_nodes - dead
     return iso
 
