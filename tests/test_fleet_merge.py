@@ -341,3 +341,34 @@ def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
     scope = drains.FleetScope(pairs=True)
     assert scope.covers(drains.reason(link)) and not scope.covers("nodemap: memory: stream triad 12 GB/s")
     assert not drains.FleetScope(pairs=False).covers(drains.reason(link))  # --no-pairs judged no pair
+
+
+def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
+    """n2's rail1 down: its NIC port is down where its peers' are up (topology), and both its ranks
+    share rail0, so its rail0 pairs are slow too (the symptom). The merge's drain and the Slurm reason
+    rank 0 writes name the cause, the port, first; the pairs follow it in the evidence."""
+    names = ["n1", "n2", "n3"]
+    results = []
+    for a, b in (("n1", "n2"), ("n2", "n3"), ("n1", "n3")):
+        for k in (0, 1):
+            v = 2.0 if "n2" in (a, b) else 25.0  # rail1 fails, rail0 is shared by both of n2's ranks
+            results.append({"a": a, "b": b, "key": f"mpi bw host rail{k}", "unit": "MB/s", "value": v,
+                            "higher_is_better": True, "nics": ["rail0" if x == "n2" else f"rail{k}" for x in (a, b)]})
+    nodes = []
+    for name in names:
+        port = "down 0" if name == "n2" else "up 0"
+        nodes.append(merge.Node(name, facts={"NIC rail0": "Ethernet", "NIC rail0 port 1": "up 0 Gb/s",
+                                             "NIC rail1": "Ethernet", "NIC rail1 port 1": f"{port} Gb/s"}))
+    f = merge.merge(nodes, results, merge.Thresholds(link_bad=0.5))
+    (drain,) = f.drain
+    assert drain.node == "n2" and drain.reason.startswith("NIC rail1 port 1 down 0 Gb/s where 2 of 3"), drain
+    assert any("n2 (rail0)" in e for e in drain.evidence[1:]), drain.evidence  # the symptom after it
+
+    from nodemap.fleet import drains
+    from nodemap.slurm import drain as slurm
+
+    monkeypatch.setattr(slurm, "show", lambda name, timeout=None: slurm.Node(name, "IDLE", ""))
+    f.findings.sort(key=lambda x: x.kind != "link")  # whatever order the findings come in
+    said = drains.act(f, pairs=True, dry_run=True, timeout=5)
+    (n2,) = [s for s in said if s.startswith("n2:")]
+    assert "nodemap: fleet: topology NIC rail1 port 1 down" in n2 and "mpi bw" not in n2, said

@@ -7,7 +7,9 @@ peers have and it lacks or has down (a NIC port down where the others' are
 up) are judged against the fleet, never by the node's own check: rank 0
 drains those nodes after the merge, with a reason that names the figure and
 the rail's NICs ("nodemap: fleet: pairs: mpi bw host rail1 n1 (rail1) <->
-n2 (rail1) 0.0022 GB/s = 12% of the best pair"). A node the fleet drained
+n2 (rail1) 0.0022 GB/s = 12% of the best pair"); the node's own topology
+first where it has both (a rail down: its NIC port, not the slow pairs it
+causes, merge.cause_first). A node the fleet drained
 so is resumed by a later fleet run whose pair tests and topology pass it;
 drains with any other reason (a node check's, a person's) are left as they are.
 """
@@ -39,13 +41,15 @@ def act(fleet: Any, pairs: bool, dry_run: bool, timeout: float) -> list[str]:
     """Drain every complete node with a fleet-only failure, resume the fleet's own drains of the
     others; one line each (a Slurm error is one line too, and the rest go on)."""
     from ..slurm import drain
+    from .merge import cause_first
 
     scope = FleetScope(pairs)
     out = []
     for node in fleet.nodes:
         if node.status != "complete":
             continue  # a missing node is the launcher's and its own check's to judge
-        fails = [f for f in fleet.findings if f.node == node.name and f.verdict == "fail" and f.kind in KINDS]
+        fails = cause_first([f for f in fleet.findings if f.node == node.name and f.verdict == "fail"
+                             and f.kind in KINDS])
         why = reason(fails[0]) if fails else ""
         try:
             out.append(drain.act(node.name, not fails, why, scope, dry_run=dry_run, timeout=timeout))

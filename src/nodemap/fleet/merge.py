@@ -916,10 +916,17 @@ def _vs_best(v: float, best: float, unit: str, hib: bool) -> str:
     return f"{_num(v)} {unit} = {v / best:.1f}x the lowest pair {_num(best)} {unit}"
 
 
-# Which finding states a node's reason first: a measured shortfall before the
-# topology difference that may explain it, and a figure a node could not
-# measure last (its cause is usually the topology difference above it).
-KIND_ORDER = {"missing": 0, "figure": 1, "link": 1, "check": 1, "topology": 2, "absent": 3, "incomplete": 4}
+# Which finding states a node's reason first: a measured shortfall of the node
+# before the topology difference that may explain it; the node's own topology
+# (a NIC port down) before its pairs, which are the symptom of it (with a rail
+# down both ranks share the other rail, and its pairs are slow); a figure a node
+# could not measure last (its cause is usually the topology difference above it).
+KIND_ORDER = {"missing": 0, "figure": 1, "check": 1, "topology": 2, "link": 3, "absent": 4, "incomplete": 5}
+
+
+def cause_first(findings: list[Finding]) -> list[Finding]:
+    """A node's findings in the order its reason names them (KIND_ORDER, then the worst ratio)."""
+    return sorted(findings, key=lambda f: (KIND_ORDER.get(f.kind, 5), f.ratio if f.ratio is not None else 1.0))
 
 
 def drain_list(findings: list[Finding]) -> list[Drain]:
@@ -937,7 +944,7 @@ def drain_list(findings: list[Finding]) -> list[Drain]:
 
     out = []
     for i, (node, fs) in enumerate(sorted(per.items(), key=rank_key), 1):
-        fs = sorted(fs, key=lambda f: (KIND_ORDER.get(f.kind, 4), f.ratio if f.ratio is not None else 1.0))
+        fs = cause_first(fs)
         out.append(Drain(node, i, fs[0].text, [f.text for f in fs[:8]]))
     return out
 
