@@ -22,6 +22,9 @@ the Python around one set of kernels. The old side runs with `python -S`
 and PYTHONPATH=REV/src:site-packages, so an editable install of this tree
 does not shadow it. On a device (GPU kinds):
   python3 benchmarks/same_figures.py --base fffed39~1 -- gpu --kernels triad --repeats 10
+Kinds of several ranks run under a launcher (--launch, split on spaces;
+it must pass the environment on, as MPICH's and Open MPI's -x do):
+  python3 benchmarks/same_figures.py --base f650703 --launch "mpiexec -n 2" -- mpi --sizes 1K,1M
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", required=True, help="the earlier revision (git rev), or a folder holding its src/")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", help="write the runs and the table as JSON here")
+    ap.add_argument("--launch", default="", help="run both sides under this launcher, e.g. 'mpiexec -n 2'")
     ap.add_argument("bench", nargs=argparse.REMAINDER, help="-- KIND [ARGS...]")
     a = ap.parse_args(argv)
     bench = [x for x in a.bench if x != "--"] if a.bench[:1] == ["--"] else a.bench
@@ -123,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                        NODEMAP_NATIVE_LIB=lib)
         new_env = dict(os.environ, NODEMAP_NATIVE_LIB=lib)
         docs: dict[str, list[dict]] = {"base": [], "this": []}
-        sides = {"base": ([sys.executable, "-S", "-m", *cmd], old_env), "this": ([sys.executable, "-m", *cmd], new_env)}
+        launch = a.launch.split()
+        sides = {"base": ([*launch, sys.executable, "-S", "-m", *cmd], old_env),
+                 "this": ([*launch, sys.executable, "-m", *cmd], new_env)}
         for i in range(a.rounds):
             for side in ("base", "this") if i % 2 == 0 else ("this", "base"):  # neither side always runs first
                 docs[side].append(run(*sides[side]))
@@ -145,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {key(r)[:60]:60s} {med['base']:10.4g} -> {med['this']:10.4g} {r['unit']:5s}"
               f" ({rows[-1]['ratio']:.3f}x)")
     if a.out:
-        Path(a.out).write_text(json.dumps({"base": a.base, "bench": bench, "same_definitions": same,
-                                           "figures": rows, "runs": docs}, indent=1) + "\n")
+        Path(a.out).write_text(json.dumps({"base": a.base, "launch": a.launch, "bench": bench,
+                                           "same_definitions": same, "figures": rows, "runs": docs}, indent=1) + "\n")
     return 0 if same else 1
 
 

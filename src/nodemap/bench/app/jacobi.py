@@ -111,15 +111,8 @@ def usable(w: World, name: str, aware: Any, grid: Grid | None = None) -> str:
     v = VARIANTS[name]
     if grid is not None and v.overlap and jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True):
         return f"{name}: {jg.check_tiles(grid.nx, grid.ny, grid.px, grid.py, overlap=True)}"
-    if v.transport == "peer" and name != "single" and w.comm is not None:
-        return f"{name}: copies between processes need CUDA IPC; run without mpiexec for peer copies"
-    if v.transport.startswith("mpi") and w.comm is None:
-        return f"{name}: needs one rank per slab: run under mpiexec -n <slabs>"
-    if v.transport == "mpi-aware" and not (aware and aware.aware and aware.proven):
-        return f"{name}: {aware.message() if aware else mc.NOT_AWARE}"
-    if v.transport == "nccl" and w.nccl_refusal():
-        return f"{name}: {w.nccl_refusal()}"
-    return ""
+    why = w.refusal(v.transport, aware, "slab") if name != "single" else ""
+    return f"{name}: {why}" if why else ""
 
 
 # --- the cases ----------------------------------------------------------------------------

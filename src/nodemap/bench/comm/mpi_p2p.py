@@ -159,7 +159,7 @@ def plan(opts: Options) -> DriverPlan:
         host_cls = named or mc.pair_class(places[a], places[b])
         for buf in buffers:
             cls = (gpu_class(topo, places[a], places[b]) or host_cls) if buf == "DD" else host_cls
-            g = Group(MPI, comm, sweep, places, a, b, buf, cls, aw.aware and aw.proven, agreed)
+            g = Group(w, sweep, places, a, b, buf, cls, aw.aware and aw.proven, agreed)
             group = [PairCase(g, test, size) for test in tests for size in sizes]
             group[-1].last = True
             cases += group
@@ -174,16 +174,6 @@ class Agreed:
     """Whether all ranks agreed to stop (Ctrl-C on any), as asked at each pair's end."""
 
     stop = False
-
-
-def _all_stop(MPI: Any, comm: Any, timeout: float) -> bool:
-    """Whether any rank was interrupted; then every rank's flag is set, so
-    all leave at the same point and rank 0 reports."""
-    with mc.deadline(timeout, "the other ranks' stop flags (allreduce)"):
-        stop = bool(comm.allreduce(int(interrupt.requested()), op=MPI.MAX))
-    if stop:
-        interrupt.request()
-    return stop
 
 
 def _topology(path: str | None) -> Any:
@@ -254,11 +244,11 @@ class Group:
     endpoint (of the largest size); the others wait at its end, where every
     rank sends its Results to rank 0 and all agree whether to go on."""
 
-    def __init__(self, MPI: Any, comm: Any, sweep: Sweep, places: list[mc.Place], a: int, b: int, buf: str,
-                 cls: str, aware: bool, agreed: Agreed) -> None:
-        self.MPI, self.comm, self.sweep, self.places = MPI, comm, sweep, places
+    def __init__(self, w: World, sweep: Sweep, places: list[mc.Place], a: int, b: int, buf: str, cls: str,
+                 aware: bool, agreed: Agreed) -> None:
+        self.w, self.MPI, self.comm, self.sweep, self.places = w, w.MPI, w.comm, sweep, places
         self.a, self.b, self.buf, self.cls, self.aware, self.agreed = a, b, buf, cls, aware, agreed
-        self.rank = comm.Get_rank()
+        self.rank = w.rank
         self.side: Side | None = None
         self.stopped = False  # both ranks of the pair agreed to stop (Ctrl-C on either)
         self.results: list[Result] = []
@@ -285,7 +275,8 @@ class Group:
             with mc.deadline(whole, f"ranks {self.a},{self.b} to finish"):
                 self.comm.Barrier()
         got = _collect(self.comm, self.results, self.places, self.a, self.b, self.cls, whole)
-        self.agreed.stop = _all_stop(self.MPI, self.comm, sw.timeout)
+        with mc.deadline(sw.timeout, "the other ranks' stop flags (allreduce)"):
+            self.agreed.stop = self.w.stop_agreed()  # any rank's Ctrl-C: all leave here, rank 0 reports
         return got
 
 

@@ -189,19 +189,8 @@ STEPS: dict[str, Callable[[World, list[Field]], None]] = {
 
 def usable(w: World, wanted: list[str], aw: mc.Awareness | None) -> tuple[list[str], list[str]]:
     """(transports to run, why the others are skipped)."""
-    run, why = [], []
-    for t in wanted:
-        if t == "peer" and w.comm is not None:
-            why.append("peer: copies between processes need CUDA IPC; run without mpiexec for peer copies")
-        elif t.startswith("mpi") and w.comm is None:
-            why.append(f"{t}: needs one process per GPU: run under mpiexec -n <GPUs>")
-        elif t == "nccl" and w.nccl_why:
-            why.append(f"nccl: {w.nccl_why}")
-        elif t == "mpi-aware" and not (aw and aw.aware and aw.proven):
-            why.append(f"mpi-aware: {aw.message() if aw else mc.NOT_AWARE}")
-        else:
-            run.append(t)
-    return run, why
+    why = {t: w.refusal(t, aw) for t in wanted}
+    return [t for t in wanted if not why[t]], [f"{t}: {why[t]}" for t in wanted if why[t]]
 
 
 # --- timing ---------------------------------------------------------------------

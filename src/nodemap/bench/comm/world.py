@@ -345,6 +345,17 @@ class World:
         if why:
             raise NodemapError(why)
 
+    def refusal(self, transport: str, aware: mc.Awareness | None, each: str = "GPU") -> str:
+        """Why `transport` cannot move halos here ('' when it can): peer copies need one process, MPI one
+        process per `each`, CUDA-aware MPI a proven one, NCCL no shared GPU (nccl_why once opened)."""
+        if transport == "peer" and self.comm is not None:
+            return "copies between processes need CUDA IPC; run without mpiexec for peer copies"
+        if transport.startswith("mpi") and self.comm is None:
+            return f"needs one {'process' if each == 'GPU' else 'rank'} per {each}: run under mpiexec -n <{each}s>"
+        if transport == "mpi-aware" and not (aware and aware.aware and aware.proven):
+            return aware.message() if aware else mc.NOT_AWARE
+        return (self.nccl_why or self.nccl_refusal()) if transport == "nccl" else ""
+
     def stop_agreed(self) -> bool:
         """Ctrl-C on any rank: every rank leaves at the same point (one process: its own flag)."""
         if self.comm is None:
