@@ -102,8 +102,6 @@ def soak_json(args: list[str], timeout: float) -> tuple[subprocess.CompletedProc
 
 @pytest.mark.slurm
 @pytest.mark.slow
-@pytest.mark.skip(reason="failed on the loaded VM at the 2026-12-02 stop (c03503d, 367 s; the full soak saw a fixed "
-                  "class mismatch not resumed within 60 s): issue 35 stays open until the soak passes")
 def test_a_short_soak_drains_no_healthy_node_and_judges_its_faults_right():
     if unavailable():
         pytest.skip(unavailable())
