@@ -584,3 +584,16 @@ def test_a_long_value_in_a_message_is_cut_by_text_shown():
     assert long_values_cut_by_hand(ast.parse('x = repr(t[:9]) + f"... ({len(t)} characters)"')) == [1]
     found = {m: lines for m, t in TREES.items() if m != "nodemap.text" and (lines := long_values_cut_by_hand(t))}
     assert found == {}, "show a value from outside in a message with nodemap.text.shown"
+
+
+def help_formatters(tree: ast.AST) -> list[int]:
+    """Lines naming one of argparse's help formatters."""
+    return [n.lineno for n in ast.walk(tree) if getattr(n, "attr", getattr(n, "id", "")).endswith("HelpFormatter")]
+
+
+def test_help_is_formatted_by_the_one_formatter():
+    # each parser named argparse.RawDescriptionHelpFormatter, whose width comes from shutil (bz2, lzma: 3.8% of
+    # `nodemap topo`); commands.formatter is cli.Parser's default, subparsers included
+    assert help_formatters(ast.parse("p = P(formatter_class=argparse.RawDescriptionHelpFormatter)")) == [1]
+    found = {m: lines for m, t in TREES.items() if m != "nodemap.commands" and (lines := help_formatters(t))}
+    assert found == {}, "leave formatter_class to cli.Parser's default (nodemap.commands.formatter)"

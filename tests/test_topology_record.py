@@ -36,9 +36,10 @@ def test_factory_defaults_are_fresh_values():
 
 # --- what `nodemap topo` imports ---------------------------------------------------
 
-# (argparse brings shutil and locale; msgspec brings typing: it and the Structs cost less than the dataclasses
-# and their `inspect` did, benchmarks/results/topo_vs_lstopo.md)
-SLOW = {"json", "socket", "ctypes", "dataclasses"}
+# (argparse brings locale; msgspec brings typing: it and the Structs cost less than the dataclasses and their
+# `inspect` did, benchmarks/results/topo_vs_lstopo.md). shutil (bz2, lzma: 7M instructions, 3.8%) came with
+# argparse's help formatter, made for every option added: commands.formatter reads the width without it.
+SLOW = {"json", "socket", "ctypes", "dataclasses", "shutil"}
 
 
 def _modules(code: str) -> set[str]:

@@ -58,6 +58,9 @@ def build_parser(only: str | None = None, words: list[str] | None = None, alone:
     from . import commands
 
     class Parser(argparse.ArgumentParser):  # subparsers are made of the same class
+        def __init__(self, *args, formatter_class=commands.formatter, **kwargs):
+            super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
         def error(self, message: str):
             super().error(one_line(message))  # a megabyte value echoed by argparse, cut
 
@@ -65,7 +68,6 @@ def build_parser(only: str | None = None, words: list[str] | None = None, alone:
         prog="nodemap",
         description="Map MPI+X applications onto multi-GPU nodes and prove the mapping by measurement.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"nodemap {__version__}")
     p.set_defaults(_parser=p)

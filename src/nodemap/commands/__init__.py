@@ -7,15 +7,33 @@ if TYPE_CHECKING:
     import argparse
 
 
+def formatter(prog: str):
+    """argparse's RawDescriptionHelpFormatter (cli.Parser's default), at the width shutil.get_terminal_size
+    gives but without importing shutil (bz2, lzma: 4% of `nodemap topo`'s instructions): argparse makes a
+    formatter for every option it adds, to check its metavar."""
+    import argparse
+    import os
+    import sys
+
+    from ..text import is_decimal
+
+    text = os.environ.get("COLUMNS", "").strip()  # as shutil: a value that is no width is ignored
+    columns = int(text) if is_decimal(text, 4) else 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            pass
+    return argparse.RawDescriptionHelpFormatter(prog, width=(columns if columns > 0 else 80) - 2)
+
+
 def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None, build=None) -> argparse.ArgumentParser:
     """The parser of one (sub)command from its module: DESCRIPTION, EPILOG,
     add_arguments (a bench kind: `build(parser, its Options)`); errors in its arguments are reported by this
     parser, with its own usage line. `words`: the rest of the command line, given to a
     module with subcommands (SUBCOMMANDS true) so it builds only the one named."""
-    import argparse
-
     sp = sub.add_parser(name, help=help_, description=getattr(mod, "DESCRIPTION", help_),
-                        epilog=getattr(mod, "EPILOG", None), formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=getattr(mod, "EPILOG", None))
     if words is not None and getattr(mod, "SUBCOMMANDS", False):
         mod.add_arguments(sp, words)
     elif hasattr(mod, "add_arguments"):

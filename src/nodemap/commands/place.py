@@ -24,8 +24,7 @@ with nodemap.placement.profiler (GPU pre-pass) or AccessCounts.save."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="place_cmd", metavar="ACTION")
-    pl = sub.add_parser("plan", help="plan a placement from access counts", epilog=EPILOG,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pl = sub.add_parser("plan", help="plan a placement from access counts", epilog=EPILOG)
     pl.add_argument("--counts", required=True, help="access counts file (.npz)")
     pl.add_argument("--budget", required=True,
                     help="bytes each GPU may hold: one size for all (60GiB) or one per GPU (60GiB,70GiB)")

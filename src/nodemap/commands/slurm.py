@@ -28,8 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="slurm_cmd", metavar="ACTION")
     for name, help_ in (("gres", "gres.conf lines for the GPUs and NICs, with their local cores"),
                         ("features", "the node's features, to add to its slurm.conf NodeName line")):
-        s = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        s = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG)
         s.add_argument("--input", metavar="PATH",
                        help="a saved node (topology JSON, hwloc XML, sysfs snapshot, or a check document: its "
                             "topology) instead of this one")
