@@ -11,9 +11,9 @@ and its value's error has sigma = that spread / 2 (Student t with 5 degrees
 of freedom: heavier tails than a normal). Then `--faults` nodes get one
 judged figure each at 80-90% of the median (latency: 1/0.9-1/0.8 times; a
 figure its own check did not judge, the H100 VM's L3, is set aside by the
-fleet and gets none). The fleet's own code judges them: `merge.node_from_doc`,
-`merge.suspects` round by round (what the driver re-measures, until each
-suspect is settled by its pooled measurements, at most merge.REMEASURES rounds), each
+fleet and gets none). The fleet's own code judges them: `fnodes.node_from_doc`,
+`remeasure.suspects` round by round (what the driver re-measures, until each
+suspect is settled by its pooled measurements, at most noise.REMEASURES rounds), each
 re-measure drawn from the same noise, its spread afresh (the fault persists), then
 `merge.merge(..., remeasured=...)`.
 A fault is found when its node is drained for that figure; a healthy node
@@ -45,7 +45,11 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-from nodemap.fleet import merge  # noqa: E402
+from nodemap.check import expectations  # noqa: E402
+from nodemap.fleet import nodes as fnodes
+from nodemap.fleet import merge
+from nodemap.fleet import noise
+from nodemap.fleet import remeasure
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 SCENARIOS = {
@@ -96,9 +100,9 @@ def measured(rng: random.Random, f: dict[str, Any], spread: float, scale: float)
 
 
 def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: int, seed: int,
-             th: merge.Thresholds = merge.DEFAULTS) -> dict[str, Any]:
+             th: expectations.FleetRules = expectations.fleet_defaults()) -> dict[str, Any]:
     rng = random.Random(seed)
-    keys = [f["key"] for f in tmpl["figures"] if merge.NOT_JUDGED not in f["label"]]  # the fleet sets those aside
+    keys = [f["key"] for f in tmpl["figures"] if fnodes.NOT_JUDGED not in f["label"]]  # the fleet sets those aside
     injected = {f"node{i:05d}": (rng.choice(keys), rng.uniform(0.80, 0.90)) for i in rng.sample(range(n), faults)}
 
     def doc(host: str) -> dict[str, Any]:
@@ -107,12 +111,12 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
                 for f in tmpl["figures"]]
         return {**tmpl, "host": host, "figures": figs}
 
-    nodes = [merge.node_from_doc(doc(f"node{i:05d}")) for i in range(n)]
+    nodes = [fnodes.node_from_doc(doc(f"node{i:05d}")) for i in range(n)]
     norm = {f["key"]: f for f in tmpl["figures"]}
     again: dict[str, dict[str, list[dict[str, Any]]]] = {}
     asked_total = node_checks = 0
-    for _ in range(merge.REMEASURES):  # the driver's rounds (driver.remeasure_phase)
-        asked = merge.suspects(nodes, th, again)
+    for _ in range(noise.REMEASURES):  # the driver's rounds (driver.remeasure_phase)
+        asked = remeasure.suspects(nodes, th, again)
         if not asked:
             break
         asked_total += sum(map(len, asked.values()))
@@ -139,14 +143,14 @@ def missed_why(fleet: merge.Fleet, host: str, key: str) -> str:
     """How a fault was missed: its first pass did not look like one (not
     measured again), or its re-measures cleared it or left it unsettled."""
     texts = [x.text for x in fleet.findings if x.node == host and x.key == key]
-    for outcome, said in merge.OUTCOMES.items():
+    for outcome, said in remeasure.OUTCOMES.items():
         if any(said in t for t in texts):
             return outcome
     return "not a suspect"
 
 
 def scenario(name: str, n: int, seeds: int, faults: int, first_seed: int = 1,
-             th: merge.Thresholds = merge.DEFAULTS) -> dict[str, Any]:
+             th: expectations.FleetRules = expectations.fleet_defaults()) -> dict[str, Any]:
     tmpl, spreads = template(SCENARIOS[name])
     t0 = time.perf_counter()
     runs = [one_seed(tmpl, spreads, n, faults, s, th) for s in range(first_seed, first_seed + seeds)]
@@ -183,15 +187,15 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
                      f"{r['missed_rate']:.1%} | {r['false_drains']} | {r['false_drain_rate']:.2e} | "
                      f"{r['suspects_per_seed']:.1f} | {r['node_checks_per_seed']:.1f} | {r['wall_s']} s |")
     lines += ["", "The rule (src/nodemap/fleet/merge.py, docs/fleet.md): first pass: warn below 95% of the class "
-              f"median; fail below 95% and robust z <= -{merge.DEFAULTS.z_fail:g}, sigma the largest of 1.4826 MAD / "
+              f"median; fail below 95% and robust z <= -{expectations.fleet_defaults().z_fail:g}, sigma the largest of 1.4826 MAD / "
               "median, the figure's median repetition noise and the node's own. Suspect: a failure, or a figure "
-              f"below 95% and {merge.Z_SUSPECT:g} of the figure's typical sigmas below the median where the "
-              f"re-measures can resolve it (3 x sigma / sqrt(1 + {merge.REMEASURES}) <= 10%). Each round re-measures "
-              f"the open suspects (at most {merge.REMEASURES}); the node's measurements are pooled (inverse-variance "
+              f"below 95% and {noise.Z_SUSPECT:g} of the figure's typical sigmas below the median where the "
+              f"re-measures can resolve it (3 x sigma / sqrt(1 + {noise.REMEASURES}) <= 10%). Each round re-measures "
+              f"the open suspects (at most {noise.REMEASURES}); the node's measurements are pooled (inverse-variance "
               "weighted mean of the ratios, each sigma the measurement's own repetition noise or the figure's typical "
               "one, whichever is larger; at least the scatter of 3 or more): drained when the pooled value + "
-              f"{merge.Z_DRAIN:g} sigma is below 95% and the re-measures alone, at least {merge.MIN_FRESH}, + "
-              f"{merge.Z_FRESH:g} of their sigma are below it too (the first pass picked the suspect for being low); "
+              f"{noise.Z_DRAIN:g} sigma is below 95% and the re-measures alone, at least {noise.MIN_FRESH}, + "
+              f"{noise.Z_FRESH:g} of their sigma are below it too (the first pass picked the suspect for being low); "
               "cleared when the pooled value is at least 95% or the re-measures alone lie wholly above it. "
               f"Noise: Student t ({DOF} dof) with sigma = half a per-measurement spread, that spread the figure's "
               f"times a log-normal factor (sigma {JITTER}), drawn afresh for every measurement, re-measures "
@@ -201,7 +205,7 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
         w = r["missed_why"]
         lines += ["", f"{r['scenario']}: of {r['missed']} missed, {w['not a suspect']} were not suspects (the first "
                   f"pass within the noise: not measured again), {w['transient']} cleared by their re-measures, "
-                  f"{w['unsettled']} unsettled after {merge.REMEASURES}."]
+                  f"{w['unsettled']} unsettled after {noise.REMEASURES}."]
     lines += ["", "In the co-scheduled scenario a 10-20% fault inside 35-93% noise cannot be told from noise: those "
               "figures are not re-measured (a re-measure of that noise settles nothing), only their first-pass "
               "failures are, and the rule leaves such a fault a warning rather than drain on noise."]

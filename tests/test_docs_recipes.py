@@ -488,15 +488,13 @@ def test_a_fleet_as_a_batch_job(paths):
 
 def test_the_fleet_site_file(tmp_path):
     from nodemap.check import expectations
-    from nodemap.fleet import merge
 
     r = recipes()["fleet-site"]
     assert r.lang == "toml"
     site = tmp_path / "site.toml"
     site.write_text(r.text)
-    t = merge.load_thresholds(str(site))
+    t = expectations.load(str(site)).fleet_rules()  # the same file as nodemap check's --expect
     assert (t.warn, t.fail, t.link_bad, t.min_nodes) == (0.95, 0.90, 0.93, 3)
-    expectations.load(str(site))  # the same file as nodemap check's --expect
 
 
 @pytest.mark.mpi

@@ -16,6 +16,7 @@ from nodemap.report import prom
 from nodemap.check.document import exit_status, from_dict
 from nodemap.fleet import html as fleet_html
 from nodemap.fleet import merge, output
+from nodemap.fleet import nodes as fnodes
 from nodemap.report import html, terminal
 from nodemap.report import watch as watch_report
 from nodemap.slurm import verdict
@@ -30,7 +31,7 @@ def check_outputs(doc) -> dict[str, str]:
 
 def fleet_outputs(monkeypatch) -> dict[str, str]:
     docs = inputs.fleet_docs()
-    nodes = [merge.node_from_doc(d) for d in docs] + [merge.missing_node("n99", "RUNNING")]
+    nodes = [fnodes.node_from_doc(d) for d in docs] + [fnodes.missing_node("n99", "RUNNING")]
     fleet = merge.merge(nodes, inputs.fleet_pairs([d["host"] for d in docs]))
     monkeypatch.setattr(fleet_html, "_have_matplotlib", lambda: False)  # the page without its plots
     return {"summary": output.summary(fleet, []), "page": fleet_html.page(fleet, ["a message"])}

@@ -1,6 +1,6 @@
 """benchmarks/fleet_false_drain.py, small: 20 nodes, 3 seeds. Its noise
 comes from the recorded H100 check documents and its judging is the
-fleet's own (merge.suspects, a re-measure, merge.merge)."""
+fleet's own (remeasure.suspects, a re-measure, merge.merge)."""
 
 import os
 import sys

@@ -7,13 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import msgspec
 from fleet_docs import fleet_docs, node_doc, topology
 from nodemap.errors import NodemapError
 from nodemap.fleet import facts, merge, output, pairs
+from nodemap.check import expectations
+from nodemap.fleet import nodes as fnodes
+from nodemap.fleet.nodefile import Fig, TopologyView
 
 
-def fleet_of(docs, pairs=(), th=merge.DEFAULTS):
-    return merge.merge([merge.node_from_doc(d) for d in docs], pairs, th)
+def fleet_of(docs, pairs=(), th=expectations.fleet_defaults()):
+    return merge.merge([fnodes.node_from_doc(d) for d in docs], pairs, th)
 
 
 def test_every_injected_fault_is_drained_and_nothing_else():
@@ -61,8 +65,8 @@ def test_latency_is_judged_inverted():
 
 def test_missing_node_ranks_first_with_its_last_state():
     rng = random.Random(2)
-    nodes = [merge.node_from_doc(node_doc(f"n{i}", rng)) for i in range(3)]
-    nodes.append(merge.missing_node("ghost", "joined, running its node check"))
+    nodes = [fnodes.node_from_doc(node_doc(f"n{i}", rng)) for i in range(3)]
+    nodes.append(fnodes.missing_node("ghost", "joined, running its node check"))
     f = merge.merge(nodes)
     assert f.drain[0].node == "ghost" and "last known state: joined" in f.drain[0].reason
     assert not f.complete
@@ -76,7 +80,7 @@ def test_thresholds_per_figure_from_a_site_file(tmp_path):
     site = tmp_path / "site.toml"
     site.write_text('[fleet]\nlink_bad = 0.9\n[[fleet.rule]]\nkey = "gpu/*/hbm*"\nclass = "*H100*"\n'
                     'warn = 0.98\nfail = 0.97\n')
-    th = merge.load_thresholds(str(site))
+    th = expectations.load(str(site)).fleet_rules()
     assert th.link_bad == 0.9 and th.for_figure("gpu/0/hbm_triad", "NVIDIA H100 80GB HBM3") == (0.98, 0.97)
     f = fleet_of(docs, th=th)
     assert f.verdict("x") == "fail" and "fail below 97%" in f.drain[0].reason
@@ -92,7 +96,7 @@ def test_a_bad_site_file_is_one_line_naming_file_and_key(tmp_path, text, says):
     site = tmp_path / "site.toml"
     site.write_text(text)
     with pytest.raises(NodemapError) as e:
-        merge.load_thresholds(str(site))
+        expectations.load(str(site)).fleet_rules()
     assert says in str(e.value) and str(site) in str(e.value) and "\n" not in str(e.value)
 
 
@@ -126,21 +130,21 @@ def recorded_pair_tests(n, bad_node=None, bad_link=None, slow_latency=None, seed
 def test_the_drain_list_is_the_isolations_conclusion(case):
     names, results, iso = recorded_pair_tests(12, seed=len(str(case)), **case)
     said = pairs.conclusion(iso, names)
-    drained = {d.node for d in merge.merge([merge.Node(x) for x in names], results, isolation=said).drain}
+    drained = {d.node for d in merge.merge([fnodes.Node(x) for x in names], results, isolation=said).drain}
     assert drained == set(said["bad_nodes"]) | {x for link in said["bad_links"] for x in link}
     want_nodes = {names[case[k]] for k in ("bad_node", "slow_latency") if k in case}
     want_links = [sorted(names[i] for i in case["bad_link"])] if "bad_link" in case else []
     assert set(said["bad_nodes"]) == want_nodes and said["bad_links"] == want_links
     # saved without the conclusion (--from an older pairs.jsonl): replayed, the same
     assert pairs.replay(results) == said
-    assert {d.node for d in merge.merge([merge.Node(x) for x in names], results).drain} == drained
+    assert {d.node for d in merge.merge([fnodes.Node(x) for x in names], results).drain} == drained
 
 
 def test_a_latency_suspect_is_re_tested():
     names, results, iso = recorded_pair_tests(12, slow_latency=5)
     ring = len(pairs.ring_pairs(12))
     assert len(iso.tests) > ring and iso.bad_nodes == {5}
-    f = merge.merge([merge.Node(x) for x in names], results)
+    f = merge.merge([fnodes.Node(x) for x in names], results)
     assert f.drain[0].node == "n05" and "mpi latency host" in f.drain[0].reason and "x the lowest" in f.drain[0].reason
     assert not any(x.node != "n05" for x in f.findings)  # its partners are spared
 
@@ -153,7 +157,7 @@ def test_bad_pairs_no_re_test_settled_are_a_warning_not_a_drain():
             a, b = names[i], names[(i + s) % 6]
             res.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": 18.0 if "n3" in (a, b) else 24.0,
                         "higher_is_better": True})
-    f = merge.merge([merge.Node(n) for n in names], res)
+    f = merge.merge([fnodes.Node(n) for n in names], res)
     assert not f.drain and f.isolation["unsettled"] == ["n1", "n2", "n3", "n4", "n5"]  # n0 met no bad pair
     assert {x.verdict for x in f.findings} == {"warn"} and all("no re-test" in x.text for x in f.findings)
 
@@ -169,21 +173,25 @@ def test_lone_class_gets_no_fleet_verdict():
     assert {b.node_class for b in f.baselines} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
 
 
+def view(t):
+    return msgspec.convert(t, TopologyView)
+
+
 def test_facts_and_class_of_a_topology():
-    t = topology(8, absent=7, nvlink={5: 12}, nic_numa={"mlx5_0": 1}, width={3: 8})
+    t = view(topology(8, absent=7, nvlink={5: 12}, nic_numa={"mlx5_0": 1}, width={3: 8}))
     got = facts.facts(t)
     assert got["GPUs"] == 7 and "GPU7" not in got and got["GPU3 PCIe"] == "Gen5 x8"
     assert got["NVLink GPU5-NVSwitch"] == 12 and got["NIC mlx5_0 NUMA"] == 1
     assert got["NIC mlx5_1 port 1"] == "ACTIVE 400 Gb/s"
     assert facts.node_class(t) == "NVIDIA H100 80GB HBM3"
-    assert facts.node_class({"packages": [{"cpu_model": "EPYC"}], "gpus": []}) == "EPYC"
+    assert facts.node_class(view({"packages": [{"cpu_model": "EPYC"}], "gpus": []})) == "EPYC"
     assert facts.facts(None) == {} and facts.node_class(None) == "unknown"
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(0.5, 2.0), min_size=3, max_size=30), st.booleans())
 def test_ratio_below_one_is_always_worse_and_the_median_node_passes(values, hib):
-    nodes = [merge.Node(f"n{i}", figures={"k": {"key": "k", "value": v, "unit": "u", "higher_is_better": hib}})
+    nodes = [fnodes.Node(f"n{i}", figures={"k": Fig(key="k", value=v, unit="u", higher_is_better=hib)})
              for i, v in enumerate(values)]
     f = merge.merge(nodes)
     (b,) = f.baselines
@@ -236,8 +244,8 @@ def test_two_nodes_get_no_fleet_relative_verdict_only_their_own_checks():
 
 def _noisy_fleet(n, keys=6, seed=1, sd=0.03):
     rng = random.Random(seed)
-    nodes = [merge.Node(f"n{i:05d}", figures={f"gpu/{k}/hbm_triad": {"key": f"gpu/{k}/hbm_triad", "unit": "GB/s",
-                                                                     "value": 3000 * rng.gauss(1, sd)}
+    nodes = [fnodes.Node(f"n{i:05d}", figures={f"gpu/{k}/hbm_triad": Fig(key=f"gpu/{k}/hbm_triad", unit="GB/s",
+                                                                      value=3000 * rng.gauss(1, sd))
                                               for k in range(keys)}) for i in range(n)]
     return merge.merge(nodes)
 
@@ -264,7 +272,7 @@ def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
     _, got, isolation = output.read_saved([str(tmp_path)])
     assert got == results and isolation == said
     said_other = {**said, "bad_nodes": ["n05"]}  # the run's own conclusion is the one drained by
-    f = merge.merge([merge.Node(x) for x in names], got, isolation=said_other)
+    f = merge.merge([fnodes.Node(x) for x in names], got, isolation=said_other)
     assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == said_other
 
 

@@ -8,10 +8,16 @@ import re
 import random
 
 import pytest
+import msgspec
 
 from fleet_docs import node_doc
 from nodemap.errors import NodemapError
 from nodemap.fleet import facts, merge, output, pairs
+from nodemap.check import expectations
+from nodemap.fleet import nodes as fnodes
+from nodemap.fleet import noise
+from nodemap.fleet import remeasure
+from nodemap.fleet.nodefile import Fig
 
 HBM = "gpu/5/hbm_triad"
 STREAM = "host/stream/triad"
@@ -29,7 +35,7 @@ def docs_of(n=8, seed=0, spread=None, **slow_of):
 
 
 def fleet_of(docs, **kw):
-    return merge.merge([merge.node_from_doc(d) for d in docs], **kw)
+    return merge.merge([fnodes.node_from_doc(d) for d in docs], **kw)
 
 
 def test_a_shortfall_within_the_figures_noise_warns_and_one_beyond_it_fails():
@@ -48,12 +54,12 @@ def test_a_shortfall_within_the_figures_noise_warns_and_one_beyond_it_fails():
 
 def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     slow = {"lasting": {HBM: 0.85}, "passing": {HBM: 0.85}, "wavering": {HBM: 0.85}, "noisy": {STREAM: 0.85}}
-    nodes = [merge.node_from_doc(d) for d in docs_of(spread={STREAM: 0.08}, **slow)]
+    nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.08}, **slow)]
     # failures, and a figure below 95% that is Z_SUSPECT of the figure's noise below the median
     # (sigma 4%: z -3.75): measured again
-    assert merge.suspects(nodes) == {"lasting": [HBM], "passing": [HBM], "wavering": [HBM], "noisy": [STREAM]}
+    assert remeasure.suspects(nodes) == {"lasting": [HBM], "passing": [HBM], "wavering": [HBM], "noisy": [STREAM]}
     # where the noise is so wide that a re-measure could not settle it (sigma 20%: z -0.75), not
-    assert "noisy" not in merge.suspects([merge.node_from_doc(d) for d in docs_of(spread={STREAM: 0.4}, **slow)])
+    assert "noisy" not in remeasure.suspects([fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.4}, **slow)])
 
     def at(key, x, spread=0.004):
         return {"key": key, "value": {HBM: 3000, STREAM: 330}[key] * x, "spread": spread}
@@ -63,7 +69,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
              "noisy": {STREAM: [at(STREAM, 0.85)]}}
     # one re-measure drains nothing (MIN_FRESH: a healthy node's outlier cannot confirm its first);
     # one wholly above the line clears
-    assert merge.suspects(nodes, remeasured=again) == {"lasting": [HBM], "wavering": [HBM], "noisy": [STREAM]}
+    assert remeasure.suspects(nodes, remeasured=again) == {"lasting": [HBM], "wavering": [HBM], "noisy": [STREAM]}
     f = merge.merge(nodes, remeasured=again)
     assert not f.drain
     (passing,) = [x for x in f.findings if x.node == "passing"]
@@ -71,7 +77,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     again["lasting"][HBM].append(at(HBM, 0.85))
     again["wavering"][HBM].append(at(HBM, 0.85))  # weighted by its noise: the 93% of spread 30% counts little
     again["noisy"][STREAM].append(at(STREAM, 0.85))  # 3 measurements of sigma 4%: 85% + 3 x 2.3% < 95%
-    assert merge.suspects(nodes, remeasured=again) == {}
+    assert remeasure.suspects(nodes, remeasured=again) == {}
     f = merge.merge(nodes, remeasured=again)
     assert {d.node for d in f.drain} == {"lasting", "wavering", "noisy"}
     reason = next(d.reason for d in f.drain if d.node == "lasting")
@@ -80,16 +86,16 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     assert ("re-measured 4 suspect figures on 4 nodes before draining: 3 confirmed (drained), 1 passed "
             "(transient), 0 unsettled (warnings)") in f.notes
     assert f.to_dict()["remeasured"]["noisy"][STREAM][1]["value"] == pytest.approx(330 * 0.85)
-    again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * (merge.REMEASURES - 1)  # never below, never above
+    again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * (noise.REMEASURES - 1)  # never below, never above
     (w,) = [x for x in merge.merge(nodes, remeasured=again).findings if x.node == "wavering"]
-    assert w.verdict == "warn" and "unsettled, not drained" in w.text and merge.REMEASURES == 5
+    assert w.verdict == "warn" and "unsettled, not drained" in w.text and noise.REMEASURES == 5
     # a re-measure that is no measurement (0, NaN) settles nothing
     for bad in (0.0, float("nan")):
         f = merge.merge(nodes, remeasured={"lasting": {HBM: [{"key": HBM, "value": bad}]}})
         assert "re-measured ? GB/s (no re-measure was a measurement)" in next(
             x.text for x in f.findings if x.node == "lasting")
     lat = "host/latency/DRAM"  # lower is better: a zero re-measure divided the median by zero
-    slowlat = [merge.node_from_doc(d) for d in docs_of(n=5, slowlat={lat: 1.3})]
+    slowlat = [fnodes.node_from_doc(d) for d in docs_of(n=5, slowlat={lat: 1.3})]
     f = merge.merge(slowlat, remeasured={"slowlat": {lat: [{"key": lat, "value": 0.0, "higher_is_better": False}]}})
     assert "re-measured ? ns" in f.findings[0].text
     # asked, but no value came back (an MPI figure the re-measure cannot run): it stands, and says why
@@ -101,27 +107,27 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
 def _five_percent(first, *again):
     """A fleet whose STREAM repeats within sigma 5% (spread 10%) on every
     node, and node "x" measured at `first` of the median, then `again`."""
-    nodes = [merge.node_from_doc(d) for d in docs_of(spread={STREAM: 0.10}, x={STREAM: first})]
+    nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.10}, x={STREAM: first})]
     rounds = [{"key": STREAM, "value": 330 * r, "spread": 0.10} for r in again]
     return nodes, merge.merge(nodes, remeasured={"x": {STREAM: rounds}} if rounds else None)
 
 
 def test_a_fault_at_85_percent_within_5_percent_noise_is_found_by_pooling_its_re_measures():
     nodes, f = _five_percent(0.85)
-    assert merge.suspects(nodes) == {"x": [STREAM]}  # z -3: measured again, though its first pass only warns
+    assert remeasure.suspects(nodes) == {"x": [STREAM]}  # z -3: measured again, though its first pass only warns
     assert "x" not in {d.node for d in f.drain}  # alone, 85% is within 4 sigmas: the old rule missed it
     # each measurement alone is 3 sigma short; 3 pooled: 85% + 3 x 5% / sqrt(3) = 93.7% < 95%
     nodes, f = _five_percent(0.85, 0.85, 0.85)
     assert [d.node for d in f.drain] == ["x"] and "3 measurements pooled: 84.8%, 3 sigma (2.9%) up to 93.4%" in f.drain[0].reason
-    assert merge.suspects(nodes, remeasured={"x": {STREAM: [{"key": STREAM, "value": 330 * 0.85}] * 2}}) == {}
+    assert remeasure.suspects(nodes, remeasured={"x": {STREAM: [{"key": STREAM, "value": 330 * 0.85}] * 2}}) == {}
 
 
 def test_a_healthy_node_at_93_percent_within_5_percent_noise_is_not_drained():
     nodes, f = _five_percent(0.93)  # z -1.4 against its figure's noise: not even measured again
-    assert merge.suspects(nodes) == {} and not f.drain and f.verdict("x") == "warn"
+    assert remeasure.suspects(nodes) == {} and not f.drain and f.verdict("x") == "warn"
     # a low first pass (87%) picks it; every re-measure says 93%: the pooled interval reaches 97.8%,
     # across the 95% line: a warning, not a drain
-    nodes, f = _five_percent(0.87, *[0.93] * merge.REMEASURES)
+    nodes, f = _five_percent(0.87, *[0.93] * noise.REMEASURES)
     assert not f.drain
     (x,) = [x for x in f.findings if x.node == "x"]
     assert x.verdict == "warn" and "unsettled, not drained" in x.text
@@ -133,9 +139,9 @@ def test_a_healthy_node_at_93_percent_within_5_percent_noise_is_not_drained():
     for _ in range(40):
         for true, first in ((1.0, rng.uniform(0.84, 0.88)), (0.85, 0.85 * rng.gauss(1, 0.05))):
             got: list = []
-            nodes = [merge.node_from_doc(d) for d in docs_of(spread={STREAM: 0.10}, x={STREAM: first})]
-            picked += true < 1 and bool(merge.suspects(nodes))
-            while merge.suspects(nodes, remeasured={"x": {STREAM: got}}):
+            nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.10}, x={STREAM: first})]
+            picked += true < 1 and bool(remeasure.suspects(nodes))
+            while remeasure.suspects(nodes, remeasured={"x": {STREAM: got}}):
                 got.append({"key": STREAM, "value": 330 * true * rng.gauss(1, 0.05), "spread": 0.10})
             out = "x" in {d.node for d in merge.merge(nodes, remeasured={"x": {STREAM: got}}).drain}
             drained += out and true == 1.0
@@ -153,7 +159,7 @@ def test_ranks_acting_as_nodes_on_one_host_are_said_not_drained():
     (note,) = [x for x in f.notes if "same time on one host" in x]
     assert "4 nodes (n0, n1, n2, slow)" in note and "one host (x):" in note
     assert "contention, not drained" in next(x.text for x in f.findings if x.node == "slow")
-    assert merge.suspects([merge.node_from_doc(d) for d in docs]) == {}
+    assert remeasure.suspects([fnodes.node_from_doc(d) for d in docs]) == {}
     # its own check's speed failure is contention too; a part missing from its inventory is not
     docs[1]["findings"] = [{"verdict": "fail", "cause": "hardware", "area": "host<->GPU", "keys": ["d2h/gpu0->numa0"],
                             "text": "D2H GPU0 -> NUMA0 (copy engine): 36.3 GB/s, below what a PCIe link delivers"}]
@@ -189,7 +195,7 @@ def test_an_impossible_figure_is_refused_naming_file_and_field(tmp_path, value, 
     assert str(e.value).startswith(f"{tmp_path / 'n1.json'}: node n1: figures[3].value ({key}) = ") \
         and says in str(e.value) and "\n" not in str(e.value)
     # the live path (a leader's document) leaves it out and names it, instead of draining the node or the fleet
-    node = merge.node_from_doc(docs[1])
+    node = fnodes.node_from_doc(docs[1])
     assert key not in node.figures and node.rejected and says in node.rejected[0]
 
 
@@ -223,7 +229,7 @@ def test_a_node_with_half_the_memory_is_a_topology_failure():
     f = fleet_of(docs)
     assert [d.node for d in f.drain] == ["n2"]
     assert f.drain[0].reason == "memory 256 GiB where 4 of 5 nodes have 512 GiB"
-    assert facts.facts(docs[0]["topology"])["memory"] == 512 << 30
+    assert fnodes.node_from_doc(docs[0]).facts["memory"] == 512 << 30
 
 
 def test_a_figure_its_own_check_did_not_judge_is_no_evidence():
@@ -250,7 +256,7 @@ def test_site_file_noise_limits_are_checked(tmp_path, text, says):
     site = tmp_path / "site.toml"
     site.write_text(text)
     with pytest.raises(NodemapError, match=says):
-        merge.load_thresholds(str(site))
+        expectations.load(str(site)).fleet_rules()
 
 
 def _svg_inches(svg):
@@ -284,7 +290,7 @@ def test_fleet_heatmaps_are_readable_with_their_labels_and_the_pair_values(monke
     names = [f"n{i}" for i in range(4)]
     links = [{"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": v, "higher_is_better": True}
              for (a, b), v in zip(zip(names, names[1:] + names[:1]), (25.0, 20.0, 25.0, 24.9))]
-    page = html.link_heatmap(merge.merge([merge.Node(x) for x in names], links))
+    page = html.link_heatmap(merge.merge([fnodes.Node(x) for x in names], links))
     assert ">80%<" in page and ">100%<" in page  # each tested pair's value in its cell
 
 
@@ -304,9 +310,9 @@ def test_a_document_with_intervals_is_judged_by_its_median_and_their_width():
     assert re.search(r"\) median 2,5\d\d GB/s = 8\d% of the fleet median 3,0", f.drain[0].reason)
     (w,) = [x for x in f.findings if x.node == "wide"]
     assert w.verdict == "warn" and "its own repetitions" in w.text
-    assert merge.own_noise(wide) == pytest.approx(0.25)
+    assert noise.own_noise(msgspec.convert(wide, Fig)) == pytest.approx(0.25)
     wide["median"] = float("nan")
-    assert "not a finite number (median = nan)" in merge.node_from_doc(docs[-1]).rejected[0]
+    assert "not a finite number (median = nan)" in fnodes.node_from_doc(docs[-1]).rejected[0]
 
 
 def test_a_node_its_own_check_found_busy_is_not_a_pass():

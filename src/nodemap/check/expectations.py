@@ -4,14 +4,18 @@ thresholds of the verdict rules, read from data.
 The table ships as expectations.toml beside this module; a site file given
 with `--expect` has the same keys: its [thresholds] replace the shipped
 ones key by key and its [[limit]] rows are tried before the shipped rows,
-so a site can tighten one GPU model or one path without code. A broken
+so a site can tighten one GPU model or one path without code. Its [fleet]
+table (the fleet's verdicts against peers: `FleetRules`) replaces the
+shipped one key by key, its [[fleet.rule]] rows tried first. A broken
 site file is one line naming the file, line and key (ExpectError, exit 2).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
+import functools
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
@@ -52,10 +56,48 @@ class Limit:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """[[fleet.rule]]: thresholds of one figure pattern (fnmatch on the key, and on the class)."""
+
+    key: str = "*"
+    node_class: str = "*"
+    warn: float = 0.95
+    fail: float = 0.90
+
+
+@dataclass(frozen=True)
+class FleetRules:
+    """[fleet]: the fleet's thresholds (fleet/verdicts.py, links.py), the shipped table's with a site's."""
+
+    warn: float  # of the fleet median (latency: median / value)
+    fail: float
+    link_bad: float  # of the best pair's bandwidth
+    link_latency: float  # x the lowest pair latency
+    min_nodes: int  # fewer nodes of a class with a figure: no fleet verdict (the median of two is their mean)
+    z_fail: float  # below warn, fails only this many sigmas (the noise) below the median
+    z_fail_below_fail: float  # below fail, this many suffice
+    rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
+
+    def for_figure(self, key: str, node_class: str) -> tuple[float, float]:
+        for r in self.rules:
+            if fnmatch.fnmatchcase(key, r.key) and fnmatch.fnmatchcase(node_class, r.node_class):
+                return r.warn, r.fail
+        return self.warn, self.fail
+
+
+@dataclass(frozen=True)
 class Expectations:
     thresholds: dict[str, float]
     limits: tuple[Limit, ...]
     sources: tuple[str, ...] = field(default=("nodemap",))  # the files merged, site last
+    fleet: dict[str, Any] = field(default_factory=dict)  # [fleet] as given ("rule": its rows), see `fleet_rules`
+
+    def fleet_rules(self) -> FleetRules:
+        """[fleet]: a rule without warn or fail takes the table's."""
+        t = {k: v for k, v in self.fleet.items() if k != "rule"}
+        rules = tuple(Rule(r.get("key", "*"), r.get("class", "*"), r.get("warn", t["warn"]), r.get("fail", t["fail"]))
+                      for r in self.fleet.get("rule", ()))
+        return FleetRules(**t, rules=rules)
 
     def limit_for(self, kind: str, part: str) -> Limit | None:
         return next((lim for lim in self.limits if lim.applies(kind, part)), None)
@@ -70,9 +112,14 @@ class Expectations:
                 "limits": [lim.to_dict() for lim in self.limits]}
 
 
+@functools.cache
 def shipped() -> Expectations:
     text = resources.files(__package__).joinpath("expectations.toml").read_text()
     return parse(text, "nodemap/check/expectations.toml", "nodemap")
+
+
+def fleet_defaults() -> FleetRules:
+    return shipped().fleet_rules()
 
 
 def load(site: str | None = None) -> Expectations:
@@ -84,12 +131,14 @@ def load(site: str | None = None) -> Expectations:
     own = parse(text, site, site, partial=True, data=data)
     merged = merge(base, own)
     check_order(merged.thresholds, _Locator(text, site), own.thresholds)
+    _fleet_order(merged.fleet_rules(), _Locator(text, site))
     return merged
 
 
 def merge(base: Expectations, site: Expectations) -> Expectations:
+    rules = tuple(site.fleet.get("rule", ())) + tuple(base.fleet.get("rule", ()))
     return Expectations({**base.thresholds, **site.thresholds}, site.limits + base.limits,
-                        base.sources + site.sources)
+                        base.sources + site.sources, {**base.fleet, **site.fleet, "rule": rules})
 
 
 def parse(text: str, name: str, origin: str, partial: bool = False, data: dict[str, Any] | None = None) -> Expectations:
@@ -98,7 +147,7 @@ def parse(text: str, name: str, origin: str, partial: bool = False, data: dict[s
     if data is None:
         data = sitefile.parse(text, name)
     where = _Locator(text, name)
-    unknown = set(data) - {"schema", "thresholds", "limit", "fleet"}  # [fleet]: read by fleet/merge.py
+    unknown = set(data) - {"schema", "thresholds", "limit", "fleet"}
     if unknown:
         key = sorted(unknown)[0]
         raise ExpectError(f"{where.at(key)}: unknown key {key!r}; use schema, [thresholds], [[limit]] or [fleet]")
@@ -109,9 +158,10 @@ def parse(text: str, name: str, origin: str, partial: bool = False, data: dict[s
     if not isinstance(rows, list):
         raise ExpectError(f"{where.at('limit')}: key 'limit' must be an array of tables, written [[limit]]")
     limits = tuple(_limit(row, i, where, origin) for i, row in enumerate(rows))
-    exp = Expectations(thresholds, limits, (origin,))
+    exp = Expectations(thresholds, limits, (origin,), _fleet(data.get("fleet", {}), where))
     if not partial:
         check_order(exp.thresholds, where)
+        _fleet_order(exp.fleet_rules(), where)
     return exp
 
 
@@ -211,6 +261,56 @@ def _limit_bounds(vals: dict[str, float], at: Callable[[str], str]) -> None:
             raise ExpectError(f"{at(warn)}: key 'limit.{warn}' = {vals[warn]:g} must be "
                               f"{'at most' if above else 'at least'} 'limit.{fail}' = {vals[fail]:g} "
                               "(warn comes before fail); swap them")
+
+
+# [fleet]: each key's type and what its numbers may be (fractions of a median or of the best pair, a multiple
+# of the lowest latency, a count of nodes; nan, inf, 0 and negative values passed once and drained healthy
+# nodes or none)
+_FRACTION = (float, lambda v: 0 < v <= 1, "a fraction of the fleet median, above 0 and at most 1")
+_SIGMAS = (float, lambda v: 0 < v <= 100, "a number of sigmas, above 0 and at most 100")
+FLEET_KEYS = {"warn": _FRACTION, "fail": _FRACTION,
+              "link_bad": (float, lambda v: 0 < v <= 1, "a fraction of the best pair, above 0 and at most 1"),
+              "link_latency": (float, lambda v: 1 <= v <= 1e6, "a multiple of the lowest pair latency, 1 to 1e6"),
+              "min_nodes": (int, lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576"),
+              "z_fail": _SIGMAS, "z_fail_below_fail": _SIGMAS}
+RULE_KEYS = {"key": (str, None, ""), "class": (str, None, ""), "warn": _FRACTION, "fail": _FRACTION}
+
+
+def _fleet(table: Any, where: "_Locator") -> dict[str, Any]:
+    """[fleet] and its [[fleet.rule]] rows, each value typed and in its range."""
+    if not isinstance(table, dict):
+        raise ExpectError(f"{where.at('fleet')}: fleet must be a table, written [fleet]")
+    out = {k: _fleet_value(where.at(k, "[fleet]"), f"fleet.{k}", v, FLEET_KEYS) for k, v in table.items() if k != "rule"}
+    rows = table.get("rule", [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ExpectError(f"{where.at('rule')}: fleet.rule must be an array of tables, written [[fleet.rule]]")
+    out["rule"] = tuple({k: _fleet_value(where.at(k, "[[fleet.rule]]", i), f"fleet.rule[{i}].{k}", v, RULE_KEYS)
+                         for k, v in r.items()} for i, r in enumerate(rows))
+    return out
+
+
+def _fleet_value(at: str, name: str, value: Any, keys: dict[str, tuple[type, Any, str]]) -> Any:
+    kind, ok, what = keys.get(name.rpartition(".")[2], (None, None, ""))
+    if kind is None:
+        raise ExpectError(f"{at}: unknown key {name} (known: {', '.join(sorted(FLEET_KEYS))}; "
+                          f"in [[fleet.rule]]: {', '.join(sorted(RULE_KEYS))})")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ExpectError(f"{at}: {name} = {value!r} must be a {kind.__name__}")
+    if ok is not None and not ok(value):
+        raise ExpectError(f"{at}: {name} = {value!r} must be {what}")
+    return value
+
+
+def _fleet_order(th: FleetRules, where: "_Locator") -> None:
+    for r in (th, *th.rules):
+        if not 0 < r.fail <= r.warn <= 1:
+            raise ExpectError(f"{where.at('fail', '[fleet]')}: [fleet] needs 0 < fail <= warn <= 1 (got warn={r.warn}, "
+                              f"fail={r.fail})")
+    if th.z_fail_below_fail > th.z_fail:
+        raise ExpectError(f"{where.at('z_fail_below_fail', '[fleet]')}: [fleet] needs z_fail_below_fail <= z_fail "
+                          f"(got z_fail={th.z_fail}, z_fail_below_fail={th.z_fail_below_fail})")
 
 
 class _Locator:

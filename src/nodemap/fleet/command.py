@@ -48,16 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config(args: argparse.Namespace) -> "object":
-    from . import merge, pairtest
+    from ..check import expectations
+    from . import pairtest
     from .driver import Config
 
-    if getattr(args, "expect", None):
-        from ..check import expectations
-
-        expectations.load(args.expect)  # a bad site file stops every rank here, in one line, before MPI starts
-        th = merge.load_thresholds(args.expect)
-    else:
-        th = merge.DEFAULTS
+    # a bad site file stops every rank here, in one line, before MPI starts
+    th = expectations.load(args.expect).fleet_rules() if getattr(args, "expect", None) else expectations.fleet_defaults()
     size = _size(args.pair_size)
     return Config(outdir=args.output or f"nodemap-fleet-{time.strftime('%Y%m%d-%H%M%S')}",
                   level=getattr(args, "level", "quick"), expect=getattr(args, "expect", None),

@@ -9,7 +9,7 @@ drains those nodes after the merge, with a reason that names the figure and
 the rail's NICs ("nodemap: fleet: pairs: mpi bw host rail1 n1 (rail1) <->
 n2 (rail1) 0.0022 GB/s = 12% of the best pair"); the node's own topology
 first where it has both (a rail down: its NIC port, not the slow pairs it
-causes, merge.cause_first). A node the fleet drained
+causes, drain.cause_first). A node the fleet drained
 so is resumed by a later fleet run whose pair tests and topology pass it;
 drains with any other reason (a node check's, a person's) are left as they are.
 """
@@ -41,7 +41,7 @@ def act(fleet: Any, pairs: bool, dry_run: bool, timeout: float) -> list[str]:
     """Drain every complete node with a fleet-only failure, resume the fleet's own drains of the
     others; one line each (a Slurm error is one line too, and the rest go on)."""
     from ..slurm import drain
-    from .merge import cause_first
+    from .drain import cause_first
 
     scope = FleetScope(pairs)
     out = []

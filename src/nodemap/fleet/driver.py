@@ -51,9 +51,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
 
+from ..check.expectations import FleetRules, fleet_defaults
 from ..errors import NodemapError
 from . import liveness, nodecheck, output, pairtest, wire
 from . import merge as mergemod
+from .noise import REMEASURES
+from .nodes import Node, missing_node, node_from_doc
+from .nodes import name as fleet_name
+from .remeasure import Remeasured, suspects
 from .pairs import Figures, Pair, conclusion, isolate, said
 
 
@@ -70,7 +75,7 @@ class Config:
     shifts: tuple[int, ...] = (1, 2)
     sizes: pairtest.Sizes = field(default_factory=pairtest.Sizes)
     buffers: tuple[str, ...] = ("host", "device")  # pair test buffer kinds (device: skipped without GPUs)
-    thresholds: mergemod.Thresholds = mergemod.DEFAULTS
+    thresholds: FleetRules = field(default_factory=fleet_defaults)
     html: bool = True
     json_out: bool = False
     quiet: bool = False
@@ -82,7 +87,7 @@ class NodeRec:
     name: str
     ranks: list[int]  # leader first, then the other local ranks by rank
     state: str = "joined"
-    seen: mergemod.Node | None = None  # its document as the fleet sees it (the document itself is on disk)
+    seen: Node | None = None  # its document as the fleet sees it (the document itself is on disk)
     answered: bool = True  # False once it missed a deadline
     nics: list[tuple[str, str]] = field(default_factory=list)  # (name, local CPUs) from its topology
 
@@ -405,7 +410,7 @@ class Coordinator:
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
         self.isolation: dict[str, Any] | None = None
-        self.remeasured: mergemod.Remeasured | None = None  # suspects measured again (`remeasure_phase`)
+        self.remeasured: Remeasured | None = None  # suspects measured again (`remeasure_phase`)
         self.directions: dict[str, bool] = {}  # pair figure -> higher is better (the keys isolate judges)
         self.messages: list[str] = []
         self.late = False
@@ -490,7 +495,7 @@ class Coordinator:
                                  f"did not join within {self.cfg.join_timeout:g} s")
         by_node: dict[str, list[int]] = {}
         for r, h in hellos.items():
-            by_node.setdefault(mergemod.name(h["node"]), []).append(r)  # as its document's host will be named
+            by_node.setdefault(fleet_name(h["node"]), []).append(r)  # as its document's host will be named
         for name, ranks in sorted(by_node.items()):
             self.nodes[name] = NodeRec(name, leader_first(ranks))
             for r in self.nodes[name].ranks:
@@ -558,7 +563,7 @@ class Coordinator:
                     self.say(f"{node.name}: no node document within {self.cfg.check_timeout:g} s ({node.state})")
 
     def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
-        node.seen = mergemod.node_from_doc(doc)
+        node.seen = node_from_doc(doc)
         for why in node.seen.rejected:
             self.messages.append(f"{node.name}: its document's {why}: left out (a figure is a finite number >= 0)")
         node.nics = [(str(n.get("name")), str(n.get("cpuset", ""))) for n in (doc.get("topology") or {}).get("nics", ())]
@@ -573,15 +578,15 @@ class Coordinator:
 
     def remeasure_phase(self, me: dict[str, Any]) -> None:
         """Every node with a suspect figure (failing against the fleet, or
-        below `warn` by merge.Z_SUSPECT of its figure's noise) measures it
+        below `warn` by noise.Z_SUSPECT of its figure's noise) measures it
         again, all at once, round after round until each is settled
-        (`merge.suspects`, `merge.settle`: drained once its pooled
+        (`remeasure.suspects`, `remeasure.settle`: drained once its pooled
         measurements lie wholly below the line, cleared once they reach it;
-        at most merge.REMEASURES rounds), before anyone is drained for it."""
+        at most noise.REMEASURES rounds), before anyone is drained for it."""
         self.remeasured = {}
         seen = [n.seen for n in self.nodes.values() if n.seen is not None]
-        for rnd in range(1, mergemod.REMEASURES + 1):
-            asked = mergemod.suspects(seen, self.cfg.thresholds, self.remeasured)
+        for rnd in range(1, REMEASURES + 1):
+            asked = suspects(seen, self.cfg.thresholds, self.remeasured)
             if not asked:
                 break
             self.say(f"re-measure round {rnd}: {sum(map(len, asked.values()))} suspect figures on {len(asked)} nodes")
@@ -771,15 +776,15 @@ class Coordinator:
 
     # the end
 
-    def fleet_nodes(self) -> list[mergemod.Node]:
+    def fleet_nodes(self) -> list[Node]:
         out = []
         for n in self.nodes.values():
             if n.seen is not None:
                 out.append(n.seen)
             else:
-                out.append(mergemod.missing_node(n.name, n.state))
+                out.append(missing_node(n.name, n.state))
         for r in self.never_joined:
-            out.append(mergemod.missing_node(f"rank{r}", "never joined (no hello within the join timeout)"))
+            out.append(missing_node(f"rank{r}", "never joined (no hello within the join timeout)"))
         return out
 
     def finish(self, interrupted: bool) -> mergemod.Fleet:

@@ -5,13 +5,16 @@ A fact is a (name, value) pair whose name does not depend on the node
 The fleet takes, per node class, the value most nodes have; a node that
 differs (a GPU missing, an NVLink down or narrower, a NIC on another NUMA
 node, a PCIe link trained narrower) is a finding on its own, whatever its
-measured figures say. Works on the topology's JSON form so that 10,000
-saved node documents need no decoding into records.
+measured figures say. Works on the fleet's typed view of a topology
+(fleet/nodefile.py), decoded straight from the bytes: 10,000 saved node
+documents skip the parts no fact needs.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .nodefile import TopologyView
 
 # How bad a difference in a fact is: a missing or degraded part is hardware
 # to repair (fail: memory too, a DIMM lost); anything else differs from the fleet (warn).
@@ -21,41 +24,38 @@ FAIL_PREFIXES = ("GPU", "NVLink", "NIC", "memory")
 SIZE_TOLERANCE = 0.05
 
 
-def facts(topo: dict[str, Any] | None) -> dict[str, Any]:
-    """Node-independent facts of one topology (JSON form); {} when unknown."""
-    if not topo:
+def facts(topo: TopologyView | None) -> dict[str, Any]:
+    """Node-independent facts of one topology (as the fleet reads it); {} when unknown."""
+    if topo is None or topo == TopologyView():  # none, or an empty object: unknown
         return {}
-    out: dict[str, Any] = {}
-    out["NUMA nodes"] = len(topo.get("numa_nodes", ()))
-    out["CPUs online"] = sum(1 for p in topo.get("pus", ()) if p.get("online", True))
-    if (topo.get("machine") or {}).get("memory"):
-        out["memory"] = topo["machine"]["memory"]
-    for numa in topo.get("numa_nodes", ()):
-        if numa.get("memory"):
-            out[f"memory NUMA{numa.get('os_index')}"] = numa["memory"]
-    gpus = topo.get("gpus", ())
-    out["GPUs"] = len(gpus)
-    for g in gpus:
-        name = f"GPU{g.get('index')}"
-        out[name] = g.get("model") or "GPU"
-        if g.get("pcie_width"):
-            out[f"{name} PCIe"] = pcie(g.get("pcie_gen", 0), g["pcie_width"])
-        if g.get("numa_node", -1) >= 0:
-            out[f"{name} NUMA"] = g["numa_node"]
-    for link in topo.get("links", ()):
-        a, b = sorted((str(link.get("a")), str(link.get("b"))))
-        out[f"{link.get('kind', 'link')} {a}-{b}"] = link.get("count", 1)
-    pci = {d.get("bus_id"): d for d in topo.get("pci_devices", ())}
-    for nic in topo.get("nics", ()):
-        name = f"NIC {nic.get('name')}"
-        out[name] = nic.get("kind", "")
-        if nic.get("numa_node", -1) >= 0:
-            out[f"{name} NUMA"] = nic["numa_node"]
-        dev = pci.get(nic.get("pci_bus_id"))
-        if dev and dev.get("link_width"):
-            out[f"{name} PCIe"] = pcie(dev.get("link_gen", 0), dev["link_width"])
-        for port in nic.get("ports", ()):
-            out[f"{name} port {port.get('number')}"] = f"{port.get('state', '?')} {port.get('rate_gbps', 0):g} Gb/s"
+    out: dict[str, Any] = {"NUMA nodes": len(topo.numa_nodes), "CPUs online": sum(p.online for p in topo.pus)}
+    if topo.machine is not None and topo.machine.memory:
+        out["memory"] = topo.machine.memory
+    for numa in topo.numa_nodes:
+        if numa.memory:
+            out[f"memory NUMA{numa.os_index}"] = numa.memory
+    out["GPUs"] = len(topo.gpus)
+    for g in topo.gpus:
+        name = f"GPU{g.index}"
+        out[name] = g.model or "GPU"
+        if g.pcie_width:
+            out[f"{name} PCIe"] = pcie(g.pcie_gen, g.pcie_width)
+        if g.numa_node >= 0:
+            out[f"{name} NUMA"] = g.numa_node
+    for link in topo.links:
+        a, b = sorted((link.a, link.b))
+        out[f"{link.kind} {a}-{b}"] = link.count
+    pci = {d.bus_id: d for d in topo.pci_devices}
+    for nic in topo.nics:
+        name = f"NIC {nic.name}"
+        out[name] = nic.kind
+        if nic.numa_node >= 0:
+            out[f"{name} NUMA"] = nic.numa_node
+        dev = pci.get(nic.pci_bus_id)
+        if dev and dev.link_width:
+            out[f"{name} PCIe"] = pcie(dev.link_gen, dev.link_width)
+        for port in nic.ports:
+            out[f"{name} port {port.number}"] = f"{port.state} {port.rate_gbps:g} Gb/s"
     return out
 
 
@@ -63,14 +63,14 @@ def pcie(gen: int, width: int) -> str:
     return f"Gen{gen} x{width}" if gen else f"x{width}"
 
 
-def node_class(topo: dict[str, Any] | None) -> str:
+def node_class(topo: TopologyView | None) -> str:
     """What a node is compared with: its GPU model, else its CPU model."""
-    if not topo:
+    if topo is None:
         return "unknown"
-    models = [g.get("model") for g in topo.get("gpus", ()) if g.get("model")]
+    models = [g.model for g in topo.gpus if g.model]
     if models:
         return max(set(models), key=models.count)
-    cpus = [p.get("cpu_model") for p in topo.get("packages", ()) if p.get("cpu_model")]
+    cpus = [p.cpu_model for p in topo.packages if p.cpu_model]
     return cpus[0] if cpus else "unknown"
 
 

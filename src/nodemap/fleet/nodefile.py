@@ -6,12 +6,15 @@ nodemap.records.
 
 The fleet reads less of a node document than `report` does (check/saved.py)
 and accepts more: a figure without a verdict, a finding that is a sentence.
-What it reads is typed here; the figures' numbers are left to
-merge.figure_problem, which names the figure's key with the field.
+What it reads is typed here, decoded straight from the bytes (10,000
+documents' topologies are mostly skipped, not built as dicts), and the
+fleet judges these typed records; a figure's numbers are checked by
+`Fig.problem`, which names the figure's key with the field.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import msgspec
@@ -25,7 +28,9 @@ from ..finding import Finding
 WHAT = "node document (nodemap check --fleet wrote it)"
 
 
-class _Figure(msgspec.Struct):
+class Fig(msgspec.Struct):
+    """A judged figure as the check document holds it (check/verdicts.Judged), as the fleet reads it."""
+
     key: str = ""  # a figure without one is passed over
     label: str = ""
     path: str = ""
@@ -34,13 +39,37 @@ class _Figure(msgspec.Struct):
     verdict: Literal[VERDICTS + ("",)] = ""
     n: int = 0
     coverage: float | None = None
-    value: Any = None  # merge.figure_problem: finite, >= 0, named with the key
+    value: Any = None  # `problem`: finite, >= 0, named with the key
     median: Any = None
     low: Any = None
     high: Any = None
+    spread: Any = None
+
+    def has_interval(self) -> bool:
+        return self.n >= 2
+
+    def stat(self) -> float:
+        """The statistic the fleet compares: the median of the figure's
+        repetitions where the document has their interval (n >= 2: the
+        statistic its own check judges, bench/intervals.py), else its value
+        (the best repetition, as documents before intervals hold)."""
+        return float(self.median if self.n >= 2 else self.value)
+
+    def problem(self) -> str:
+        """Why its value (or, where the fleet judges it, the median of its
+        repetitions and that median's interval) cannot be a measurement ("" when it can)."""
+        for name in ("value", *(("median", "low", "high") if self.n >= 2 else ())):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return "not a number" + (f" ({name})" if name != "value" else "")
+            if not math.isfinite(v):
+                return "not a finite number" + (f" ({name} = {v!r})" if name != "value" else "")
+            if v < 0:
+                return "negative" + (f" ({name} = {v!r})" if name != "value" else "")
+        return ""
 
 
-# What the fleet reads of a node's topology (Topology.to_dict; fleet/facts.py, merge.measured_on), typed where
+# What the fleet reads of a node's topology (Topology.to_dict; fleet/facts.py, nodes.measured_on), typed where
 # it is read: a full Topology is not required (nodes of older checks, synthetic fleets in the tests)
 class _Machine(msgspec.Struct):
     hostname: str = ""
@@ -96,7 +125,7 @@ class _Pci(msgspec.Struct):
     link_width: int = 0
 
 
-class _Topology(msgspec.Struct):
+class TopologyView(msgspec.Struct):
     machine: _Machine | None = None
     packages: list[_Package] = []
     numa_nodes: list[_Numa] = []
@@ -113,9 +142,10 @@ class NodeDoc(msgspec.Struct):
     host: str = "?"
     started: str | None = None
     finished: str | None = None
-    topology: _Topology | None = None
+    topology: TopologyView | None = None
     extra: dict[str, Any] = {}
-    figures: list[_Figure] = []
+    figures: list[Fig] = []
+    busy: Any = None  # check/busy.py's summary: merge reads `busy` and `reasons` where it is an object
     findings: list[str | Finding] = []  # a sentence: node checks before findings had fields
 
 
@@ -123,7 +153,7 @@ class PairResult(msgspec.Struct):  # a line of pairs.jsonl (driver.add_pair)
     a: str
     b: str
     key: str
-    value: float  # merge.judge_links divides by it, and by the best of its key
+    value: float  # links.judge_links divides by it, and by the best of its key
     unit: str = ""
     higher_is_better: bool = True
 
@@ -147,13 +177,27 @@ class Isolation(msgspec.Struct):  # isolation.json
 
 
 class Remeasured(msgspec.Struct):  # remeasured.json: node -> key -> its records, one, or why none came
-    remeasured: dict[str, dict[str, list[_Figure] | _Figure | str]]
+    remeasured: dict[str, dict[str, list[Fig] | Fig | str]]
 
 
-def check(where: str, doc: dict[str, Any]) -> None:
-    """InputError naming `where` and the field when `doc` (parsed), a
-    document of one of the fleet's kinds, holds what the fleet cannot read;
-    a document of none of them is left alone (another tool's)."""
+class _Schema(msgspec.Struct):
+    schema: Any = None
+
+
+def node_document(where: str, data: bytes) -> NodeDoc | None:
+    """A node document's bytes decoded and checked as the fleet reads them; None for bytes of another kind."""
+    try:
+        if msgspec.json.decode(data, type=_Schema).schema not in SCHEMAS:
+            return None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return None  # not an object, or damaged: read as any other document (its damage named there)
+    return records.decode(where, data, NodeDoc, WHAT)
+
+
+def check(where: str, doc: dict[str, Any]) -> Any:
+    """`doc` (parsed), a document of one of the fleet's kinds, typed; an
+    InputError naming `where` and the field when it holds what the fleet
+    cannot read; a document of none of them is left alone (another tool's: None)."""
     if doc.get("schema") in SCHEMAS:
         kind, what = NodeDoc, WHAT
     elif {"a", "b", "key", "value"} <= doc.keys():
@@ -161,5 +205,5 @@ def check(where: str, doc: dict[str, Any]) -> None:
     elif set(doc) in ({"isolation"}, {"remeasured"}):
         kind, what = (Isolation, Remeasured)["remeasured" in doc], "fleet document (nodemap check --fleet wrote it)"
     else:
-        return
-    records.convert(where, doc, kind, what)
+        return None
+    return records.convert(where, doc, kind, what)

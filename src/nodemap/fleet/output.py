@@ -13,8 +13,9 @@ import re
 from typing import Any, Iterable
 
 from ..outfile import check_folder, make_folder, open_append, write
-from . import merge as mergemod
-from .nodecheck import SCHEMAS as NODE_SCHEMAS
+from .merge import Fleet, no_gc
+from .nodefile import NodeDoc, node_document
+from .nodes import Node, cleaned, name, node_from_doc
 
 
 def safe_name(node: str) -> str:
@@ -83,15 +84,17 @@ class FleetOutput:
         """The suspects' figures measured again (what the drain list is confirmed by)."""
         write(os.path.join(self.outdir, REMEASURED), json.dumps({"remeasured": got}))
 
-    def fleet(self, fleet: mergemod.Fleet, messages: list[str], html: bool = True) -> None:
-        write(self.json_path, json.dumps(fleet.to_dict() | {"messages": messages}))
+    def fleet(self, fleet: Fleet, messages: list[str], html: bool = True) -> None:
+        import msgspec
+
+        write(self.json_path, msgspec.json.encode(fleet.to_dict() | {"messages": messages}).decode())
         if html:
             from . import html as htmlmod
 
             write(self.html_path, htmlmod.page(fleet, messages))
 
 
-Saved = tuple[list[mergemod.Node], list[dict[str, Any]], "dict[str, Any] | None"]
+Saved = tuple[list[Node], list[dict[str, Any]], "dict[str, Any] | None"]
 
 
 def read_saved(dirs: list[str]) -> Saved:
@@ -103,14 +106,14 @@ def read_saved(dirs: list[str]) -> Saved:
     (infinite, NaN, negative) stops the read in one line naming the file and
     field; so do two different documents of one node name (the same
     document seen twice, as nodes.jsonl and nodes/NAME.json hold it, is one)."""
-    with mergemod.no_gc():
+    with no_gc():
         return _read_saved(dirs)
 
 
 def _read_saved(dirs: list[str]) -> Saved:
     from ..errors import NodemapError
 
-    nodes: dict[str, mergemod.Node] = {}
+    nodes: dict[str, Node] = {}
     seen: dict[str, tuple[str, str]] = {}  # node -> (file, fingerprint of its document)
     pair_results: list[dict[str, Any]] = []
     isolations = []
@@ -118,9 +121,9 @@ def _read_saved(dirs: list[str]) -> Saved:
         files = [d] if os.path.isfile(d) else sorted(glob.glob(os.path.join(d, "*.json*"))) + sorted(
             glob.glob(os.path.join(d, "nodes", "*.json")))
         for path in files:
-            for obj in _objects(path):
-                if obj.get("schema") in NODE_SCHEMAS:
-                    node = mergemod.node_from_doc(obj)
+            for obj in _objects(path, nodes=True):
+                if isinstance(obj, NodeDoc):
+                    node = node_from_doc(obj)
                     if node.rejected:
                         raise NodemapError(f"{path}: node {node.name}: {node.rejected[0]}; a figure is a finite "
                                            "number >= 0: fix or remove the document")
@@ -133,7 +136,7 @@ def _read_saved(dirs: list[str]) -> Saved:
                     seen[node.name] = mine
                     nodes[node.name] = node
                 elif {"a", "b", "key", "value"} <= obj.keys():
-                    pair_results.append(mergemod.cleaned(obj) | {k: mergemod.name(obj[k]) for k in ("a", "b", "key")})
+                    pair_results.append(cleaned(obj) | {k: name(obj[k]) for k in ("a", "b", "key")})
                 elif set(obj) == {"isolation"}:  # isolation.json
                     isolations.append(named_isolation(obj["isolation"]))
     # one run's conclusion stands; several runs' pairs are concluded again together (merge replays them)
@@ -141,12 +144,12 @@ def _read_saved(dirs: list[str]) -> Saved:
 
 
 def named_isolation(conclusion: dict[str, Any]) -> dict[str, Any]:
-    """isolation.json's conclusion with its nodes named as the fleet names them (merge.name)."""
+    """isolation.json's conclusion with its nodes named as the fleet names them (nodes.name)."""
     out = dict(conclusion)
     for k in ("bad_nodes", "unsettled"):
-        out[k] = [mergemod.name(n) for n in conclusion.get(k) or ()]
+        out[k] = [name(n) for n in conclusion.get(k) or ()]
     for k in ("bad_links", "transient"):
-        out[k] = [[mergemod.name(n) for n in link] for link in conclusion.get(k) or ()]
+        out[k] = [[name(n) for n in link] for link in conclusion.get(k) or ()]
     return out
 
 
@@ -162,10 +165,12 @@ def what_files(dirs: list[str]) -> str:
     return out
 
 
-def fingerprint(doc: dict[str, Any]) -> str:
+def fingerprint(doc: NodeDoc) -> bytes:
     """What tells two documents of one node apart: when it was measured and
     what (the compact copy rank 0 keeps and the leader's full one agree)."""
-    return json.dumps([doc.get("started"), doc.get("finished"), doc.get("figures")], sort_keys=True, default=str)
+    import msgspec
+
+    return msgspec.json.encode([doc.started, doc.finished, doc.figures])
 
 
 def read_remeasured(dirs: list[str]) -> dict[str, Any] | None:
@@ -177,23 +182,24 @@ def read_remeasured(dirs: list[str]) -> dict[str, Any] | None:
     got = _objects(found[0])
     if not (got and isinstance(got[0].get("remeasured"), dict)):
         return None
-    return {mergemod.name(node): {mergemod.name(k): mergemod.cleaned(v) for k, v in keys.items()}
+    return {name(node): {name(k): cleaned(v) for k, v in keys.items()}
             for node, keys in got[0]["remeasured"].items()}
 
 
-def _objects(path: str) -> list[dict[str, Any]]:
+def _objects(path: str, nodes: bool = False) -> list[Any]:
     """The objects of a .json file (none when it holds no object) or of
     each line of a .jsonl file, read through infile's checks: a FIFO or a
     link to a device in a --from folder is refused, not waited on or read
     whole; a damaged line is named by its number. A node document is
-    checked field by field (fleet/nodefile.py)."""
+    checked field by field (fleet/nodefile.py); with `nodes`, it is that
+    typed NodeDoc, decoded straight from its bytes."""
     from .. import infile
     from ..errors import InputError
 
     what = "fleet document (nodes.jsonl, pairs.jsonl, nodes/NAME.json)"
     if not path.endswith(".jsonl"):
-        obj = _object(path, infile.read(path, infile.MAX_DOCUMENT, what), what)
-        return [obj] if isinstance(obj, dict) else []
+        obj = _object(path, infile.read(path, infile.MAX_DOCUMENT, what), what, nodes)
+        return [obj] if isinstance(obj, (dict, NodeDoc)) else []
     fd = infile.open_regular(path, 1 << 62, what)  # appended by every node: bounded line by line
     out = []
     with os.fdopen(fd, "rb") as f:
@@ -203,26 +209,30 @@ def _objects(path: str) -> list[dict[str, Any]]:
                                        "node document; remove it or fix it")
             if not raw.strip():
                 continue
-            obj = _object(f"{path}, line {n}", raw, what)
-            if not isinstance(obj, dict):
+            obj = _object(f"{path}, line {n}", raw, what, nodes)
+            if not isinstance(obj, (dict, NodeDoc)):
                 raise InputError(f"{path}, line {n}", f"is {type(obj).__name__}, not a JSON object; remove the "
                                                       "line or fix it")
             out.append(obj)
     return out
 
 
-def _object(where: str, data: bytes, what: str) -> Any:
+def _object(where: str, data: bytes, what: str, nodes: bool = False) -> Any:
     from .. import records
 
+    doc = node_document(where, data) if nodes else None
+    if doc is not None:
+        return doc
     obj = records.parse(where, data, what)
     if isinstance(obj, dict):
         from . import nodefile
 
-        nodefile.check(where, obj)
+        typed = nodefile.check(where, obj)
+        return typed if nodes and isinstance(typed, NodeDoc) else obj
     return obj
 
 
-def summary(fleet: mergemod.Fleet, messages: list[str], out: FleetOutput | None = None, top: int = 10) -> str:
+def summary(fleet: Fleet, messages: list[str], out: FleetOutput | None = None, top: int = 10) -> str:
     """One screen: the verdict count, the drain list with reasons, where the files are."""
     from .html import verdict_counts
 

@@ -1,0 +1,160 @@
+"""Suspects measured again before any drain: who is a suspect, and where its
+measurements, pooled (fleet/noise.py), leave it.
+
+A failed figure (or one below 95% and Z_SUSPECT of its figure's noise below
+the median) is a suspect: the driver measures it again, round by round
+(`suspects`, `settle`), and the node is drained only once its measurements,
+pooled, lie wholly below the `warn` line against the same baseline (`confirm`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+
+from ..check.expectations import FleetRules, fleet_defaults
+from ..finding import Finding
+from .findings import co_hosted
+from .noise import (MIN_FRESH, REMEASURES, Z_DRAIN, Z_FRESH, Z_SUSPECT, Baseline, Pooled, as_read, below, num,
+                    pooled, resolvable)
+from .nodefile import Fig
+from .nodes import Node
+from .verdicts import judge_figures
+
+# node -> key -> its re-measured figure records in order (one: a dict), or a str: why none came
+Remeasured = dict[str, dict[str, Any]]
+
+
+def suspects(nodes: list[Node], th: FleetRules | None = None, remeasured: Remeasured | None = None
+             ) -> dict[str, list[str]]:
+    """node -> the figure keys to measure (again) on it: those that fail
+    against the fleet, or lie below `warn` by Z_SUSPECT of the figure's
+    noise where re-measures can resolve it (`_suspect`), and that the re-measures so far (`remeasured`) have not settled; {}
+    when none is left. The driver calls it round after round (`settle`)."""
+    th = th or fleet_defaults()
+    present = [n for n in nodes if n.status != "missing"]
+    shared, _ = co_hosted(present)
+    baselines, _, _, findings = judge_figures(present, th)
+    by = _baselines_of(baselines, present)
+    figures = {n.name: n.figures for n in present}
+    out: dict[str, list[str]] = {}
+    for f in findings:
+        if _suspect(f, th, by) and f.node not in shared:
+            rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
+            first = figures[f.node][f.key]
+            if not isinstance(rounds, str) and settle(f, first, rounds or [], by[(f.node, f.key)], th)[0] == "open":
+                out.setdefault(f.node, []).append(f.key)
+    return out
+
+
+def _baselines_of(baselines: list[Baseline], nodes: list[Node]) -> dict[tuple[str, str], Baseline]:
+    """(node, key) -> the baseline its figure is judged by."""
+    by = {(b.node_class, b.key): b for b in baselines}
+    return {(n.name, k): by[(n.node_class, k)] for n in nodes for k in n.figures if (n.node_class, k) in by}
+
+
+def _suspect(f: Finding, th: FleetRules, by: dict[tuple[str, str], Baseline]) -> bool:
+    """A figure failure, or one below `warn` at least Z_SUSPECT of the
+    figure's typical sigmas (`Baseline.noise`, not the node's own: a noisy
+    first pass is the one to measure again) below the median: a re-measure
+    can tell it from noise (a figure whose noise is
+    so wide that even this is within it, as in a fleet of co-scheduled
+    checks, is left a warning)."""
+    if f.kind != "figure" or (f.node, f.key) not in by:
+        return False
+    b = by[(f.node, f.key)]
+    warn, fail = th.for_figure(f.key, b.node_class)
+    return f.verdict == "fail" or (f.ratio is not None and b.noise > 0 and f.ratio < warn
+                                    and (f.ratio - 1) / b.noise <= -Z_SUSPECT and resolvable(b, warn, fail))
+
+
+def _rounds(got: Any) -> list[Fig] | str | None:
+    """Re-measures as recorded: a list of figure records, one, a reason none
+    came (a str), or None (not asked); a record as the driver holds it (a dict) is typed."""
+    if got is None or isinstance(got, str):
+        return got
+    got = [got] if isinstance(got, (dict, Fig)) else got if isinstance(got, list) else []
+    return [g if isinstance(g, Fig) else msgspec.convert(g, Fig) for g in got if isinstance(g, (dict, Fig))]
+
+
+def settle(f: Finding, first: Fig, rounds: list[Fig], b: Baseline, th: FleetRules
+           ) -> tuple[str, list[str], Pooled | None]:
+    """Where a suspect stands after its re-measures, pooled with its first
+    pass (`pooled`): "drain" once the pooled interval's upper end (Z_DRAIN
+    sigmas) lies below the figure's `warn` line and the re-measures alone
+    are below it by Z_FRESH of their sigmas (the first pass was picked for
+    being low: a heavy-tailed outlier of a healthy node must not drain it); "clear" once the pooled ratio is at least that line;
+    "unsettled" after REMEASURES without either, else "open" (measure it
+    again). With no noise known, the line is `fail` and the pooled ratio
+    alone decides. Also each re-measure's value, for the text."""
+    said = ["?" if g.problem() or g.stat() <= 0 else num(g.stat()) for g in rounds]
+    p = pooled(first, rounds, b)
+    if p is not None:
+        warn, fail = th.for_figure(b.key, b.node_class)
+        line = warn if p.sigma > 0 else fail
+        if (p.k > MIN_FRESH and p.ratio + Z_DRAIN * p.sigma < line
+                and p.fresh + Z_FRESH * p.fresh_sigma < line):
+            return "drain", said, p
+        if p.ratio >= line or p.fresh - Z_FRESH * p.fresh_sigma >= line:
+            return "clear", said, p
+    return ("unsettled" if len(rounds) >= REMEASURES else "open"), said, p
+
+
+def _pooled_text(p: Pooled | None, b: Baseline, th: FleetRules) -> str:
+    if p is None:
+        return "no re-measure was a measurement"
+    line = th.for_figure(b.key, b.node_class)[0 if p.sigma > 0 else 1]
+    if p.sigma <= 0:
+        return f"{p.k} measurements pooled: {as_read(p.ratio, b)} (noise unknown: against {below(b, line)})"
+    hi = p.ratio + Z_DRAIN * p.sigma
+    return (f"{p.k} measurements pooled: {as_read(p.ratio, b)}, {Z_DRAIN:g} sigma ({p.sigma:.1%}) up to "
+            f"{as_read(hi, b)}, against the line {below(b, line)}")
+
+
+def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Remeasured | None,
+            th: FleetRules, nodes: list[Node]) -> list[Finding]:
+    """A suspect figure drains its node only when its measurements, the
+    first pass and the re-measures pooled against the same baseline (the
+    first pass's: a re-measure does not move the line it is judged by),
+    settle it below the line (`settle`); one cleared is transient, one
+    unsettled after REMEASURES a warning."""
+    by = _baselines_of(baselines, nodes)
+    figures = {n.name: n.figures for n in nodes}
+    out = []
+    for f in findings:
+        if not _suspect(f, th, by):
+            out.append(f)
+            continue
+        rounds = _rounds((remeasured or {}).get(f.node, {}).get(f.key))
+        if rounds is None or isinstance(rounds, str):
+            why = "saved documents" if remeasured is None else rounds or "no value came back"
+            out.append(replace(f, text=f.text + f"; not re-measured ({why})") if f.verdict == "fail" else f)
+            continue
+        b = by[(f.node, f.key)]
+        state, values, p = settle(f, figures[f.node][f.key], rounds, b, th)
+        v = f"re-measured {', '.join(values)} {b.unit}".rstrip() + f" ({_pooled_text(p, b, th)})"
+        if state == "drain":
+            out.append(replace(f, verdict="fail", text=f.text + f"; {v}: {OUTCOMES['drained']}"))
+        elif state == "clear":
+            out.append(replace(f, verdict="warn", text=f.text + f"; {v}: {OUTCOMES['transient']}"))
+        else:
+            out.append(replace(f, verdict="warn", text=f.text + f"; {v}: neither wholly below the line nor above "
+                               f"it in {REMEASURES}: {OUTCOMES['unsettled']}"))
+    return out
+
+
+# What `confirm` appends to a re-measured suspect's text, by outcome (said_remeasured counts them).
+OUTCOMES = {"drained": "still beyond, confirmed below the line", "transient": "transient, not drained",
+            "unsettled": "unsettled, not drained"}
+
+
+def said_remeasured(findings: list[Finding]) -> str:
+    """One line on the re-measures: how many suspects, and how each ended."""
+    counts = {k: sum(1 for f in findings if f.kind == "figure" and v in f.text) for k, v in OUTCOMES.items()}
+    asked = sum(counts.values())
+    nodes = len({f.node for f in findings if f.kind == "figure" and any(v in f.text for v in OUTCOMES.values())})
+    return (f"re-measured {asked} suspect figure{'s' * (asked != 1)} on {nodes} node{'s' * (nodes != 1)} before "
+            f"draining: {counts['drained']} confirmed (drained), {counts['transient']} passed (transient), "
+            f"{counts['unsettled']} unsettled (warnings)")
