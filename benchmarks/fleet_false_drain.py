@@ -13,7 +13,7 @@ judged figure each at 80-90% of the median (latency: 1/0.9-1/0.8 times; a
 figure its own check did not judge, the H100 VM's L3, is set aside by the
 fleet and gets none). The fleet's own code judges them: `fnodes.node_from_doc`,
 `remeasure.suspects` round by round (what the driver re-measures, until each
-suspect is settled by its pooled measurements, at most noise.REMEASURES rounds), each
+suspect is settled by its pooled measurements, at most fleetnoise.REMEASURES rounds), each
 re-measure drawn from the same noise, its spread afresh (the fault persists), then
 `merge.merge(..., remeasured=...)`.
 A fault is found when its node is drained for that figure; a healthy node
@@ -46,10 +46,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from nodemap.check import expectations  # noqa: E402
-from nodemap.fleet import nodes as fnodes
-from nodemap.fleet import merge
-from nodemap.fleet import noise
-from nodemap.fleet import remeasure
+from nodemap.fleet import nodes as fnodes  # noqa: E402
+from nodemap.fleet import merge  # noqa: E402
+from nodemap.fleet import noise as fleetnoise  # noqa: E402
+from nodemap.fleet import remeasure  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 SCENARIOS = {
@@ -115,7 +115,7 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
     norm = {f["key"]: f for f in tmpl["figures"]}
     again: dict[str, dict[str, list[dict[str, Any]]]] = {}
     asked_total = node_checks = 0
-    for _ in range(noise.REMEASURES):  # the driver's rounds (driver.remeasure_phase)
+    for _ in range(fleetnoise.REMEASURES):  # the driver's rounds (driver.remeasure_phase)
         asked = remeasure.suspects(nodes, th, again)
         if not asked:
             break
@@ -189,13 +189,13 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
     lines += ["", "The rule (src/nodemap/fleet/merge.py, docs/fleet.md): first pass: warn below 95% of the class "
               f"median; fail below 95% and robust z <= -{expectations.fleet_defaults().z_fail:g}, sigma the largest of 1.4826 MAD / "
               "median, the figure's median repetition noise and the node's own. Suspect: a failure, or a figure "
-              f"below 95% and {noise.Z_SUSPECT:g} of the figure's typical sigmas below the median where the "
-              f"re-measures can resolve it (3 x sigma / sqrt(1 + {noise.REMEASURES}) <= 10%). Each round re-measures "
-              f"the open suspects (at most {noise.REMEASURES}); the node's measurements are pooled (inverse-variance "
+              f"below 95% and {fleetnoise.Z_SUSPECT:g} of the figure's typical sigmas below the median where the "
+              f"re-measures can resolve it (3 x sigma / sqrt(1 + {fleetnoise.REMEASURES}) <= 10%). Each round re-measures "
+              f"the open suspects (at most {fleetnoise.REMEASURES}); the node's measurements are pooled (inverse-variance "
               "weighted mean of the ratios, each sigma the measurement's own repetition noise or the figure's typical "
               "one, whichever is larger; at least the scatter of 3 or more): drained when the pooled value + "
-              f"{noise.Z_DRAIN:g} sigma is below 95% and the re-measures alone, at least {noise.MIN_FRESH}, + "
-              f"{noise.Z_FRESH:g} of their sigma are below it too (the first pass picked the suspect for being low); "
+              f"{fleetnoise.Z_DRAIN:g} sigma is below 95% and the re-measures alone, at least {fleetnoise.MIN_FRESH}, + "
+              f"{fleetnoise.Z_FRESH:g} of their sigma are below it too (the first pass picked the suspect for being low); "
               "cleared when the pooled value is at least 95% or the re-measures alone lie wholly above it. "
               f"Noise: Student t ({DOF} dof) with sigma = half a per-measurement spread, that spread the figure's "
               f"times a log-normal factor (sigma {JITTER}), drawn afresh for every measurement, re-measures "
@@ -205,7 +205,7 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
         w = r["missed_why"]
         lines += ["", f"{r['scenario']}: of {r['missed']} missed, {w['not a suspect']} were not suspects (the first "
                   f"pass within the noise: not measured again), {w['transient']} cleared by their re-measures, "
-                  f"{w['unsettled']} unsettled after {noise.REMEASURES}."]
+                  f"{w['unsettled']} unsettled after {fleetnoise.REMEASURES}."]
     lines += ["", "In the co-scheduled scenario a 10-20% fault inside 35-93% noise cannot be told from noise: those "
               "figures are not re-measured (a re-measure of that noise settles nothing), only their first-pass "
               "failures are, and the rule leaves such a fault a warning rather than drain on noise."]

@@ -1,6 +1,7 @@
 """Fleet verdicts on synthetic node documents: injected faults found, no
 false positives, thresholds from data and a site file, topology facts."""
 
+import dataclasses
 import random
 
 import pytest
@@ -336,8 +337,8 @@ def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
                             "higher_is_better": True, "nics": [f"rail{k}", f"rail{k}"]})
         total = sum(r["value"] for r in results[-2:])
         results.append({"a": a, "b": b, "key": "mpi bw host", "unit": "MB/s", "value": total, "higher_is_better": True})
-    th = merge.Thresholds(link_bad=0.5)
-    f = merge.merge([merge.Node(x) for x in names], results, th)
+    th = dataclasses.replace(expectations.fleet_defaults(), link_bad=0.5)
+    f = merge.merge([fnodes.Node(x) for x in names], results, th)
     assert [d.node for d in f.drain] == ["n2"]
     (link,) = [x for x in f.findings if x.kind == "link"]
     assert link.evidence == "mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5 MB/s = 10% of the best pair 25 MB/s"
@@ -365,9 +366,9 @@ def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
     nodes = []
     for name in names:
         port = "down 0" if name == "n2" else "up 0"
-        nodes.append(merge.Node(name, facts={"NIC rail0": "Ethernet", "NIC rail0 port 1": "up 0 Gb/s",
+        nodes.append(fnodes.Node(name, facts={"NIC rail0": "Ethernet", "NIC rail0 port 1": "up 0 Gb/s",
                                              "NIC rail1": "Ethernet", "NIC rail1 port 1": f"{port} Gb/s"}))
-    f = merge.merge(nodes, results, merge.Thresholds(link_bad=0.5))
+    f = merge.merge(nodes, results, dataclasses.replace(expectations.fleet_defaults(), link_bad=0.5))
     (drain,) = f.drain
     assert drain.node == "n2" and drain.reason.startswith("NIC rail1 port 1 down 0 Gb/s where 2 of 3"), drain
     assert any("n2 (rail0)" in e for e in drain.evidence[1:]), drain.evidence  # the symptom after it

@@ -2,7 +2,7 @@
 and fleet.json printable and bounded, every node still told apart (issue
 36: host names in `check --fleet --from` documents holding a newline, a
 terminal escape or 100,000 characters were printed as they were), and a
-busy reason is cut at a word (issue 35 defect 9: merge._busy kept 200
+busy reason is cut at a word (issue 35 defect 9: nodes._busy kept 200
 characters, cut mid-word)."""
 
 import contextlib

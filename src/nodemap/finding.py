@@ -50,7 +50,7 @@ class Finding:
     kind: str = ""
     # The fleet's: the figure's ratio to the fleet median (a link's, to the
     # best pair; below 1 is worse, latency inverted) and its robust z,
-    # (ratio - 1) / sigma (fleet/merge.py).
+    # (ratio - 1) / sigma (fleet/noise.py).
     ratio: float | None = None
     z: float | None = None
     # The watch's: the MPI rank whose memory it is about (None: a GPU's or the host's).
