@@ -597,3 +597,16 @@ def test_help_is_formatted_by_the_one_formatter():
     assert help_formatters(ast.parse("p = P(formatter_class=argparse.RawDescriptionHelpFormatter)")) == [1]
     found = {m: lines for m, t in TREES.items() if m != "nodemap.commands" and (lines := help_formatters(t))}
     assert found == {}, "leave formatter_class to cli.Parser's default (nodemap.commands.formatter)"
+
+
+def nvml_calls(tree: ast.AST, names: tuple[str, ...]) -> list[int]:
+    """Lines naming one of NVML's functions `names`."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in names]
+
+
+def test_gpu_processes_and_nvml_shutdown_only_in_the_nvml_source():
+    # watch/monitor.py listed a GPU's processes and shut NVML down with its own code beside nvml.gpu_activity
+    names = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses", "nvmlShutdown")
+    assert nvml_calls(ast.parse("n.nvmlShutdown()"), names) == [1]
+    found = {m: lines for m, t in TREES.items() if m != NVML_SOURCE and (lines := nvml_calls(t, names))}
+    assert found == {}, "use nodemap.topology.nvml.processes and stop"

@@ -157,9 +157,8 @@ def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str
         out = []
         for i, h, bus_id in handles(nvml):
             util = _try(nvml.nvmlDeviceGetUtilizationRates, h)
-            procs = list(_try(nvml.nvmlDeviceGetComputeRunningProcesses, h, default=[]) or []) + list(
-                _try(getattr(nvml, "nvmlDeviceGetGraphicsRunningProcesses", None), h, default=[]) or [])
-            others = {int(p.pid): int(getattr(p, "usedGpuMemory", 0) or 0) for p in procs if int(p.pid) not in ours}
+            others = {int(p.pid): int(getattr(p, "usedGpuMemory", 0) or 0) for p in processes(nvml, h)
+                      if int(p.pid) not in ours}
             out.append({"index": i, "bus_id": bus_id, "utilization": int(util.gpu) if util is not None else None,
                         "others": [{"pid": pid, "comm": process_name(pid), "memory": mem} for pid, mem in sorted(others.items())]})
         return out
@@ -169,6 +168,12 @@ def gpu_activity(ours: set[int] | frozenset[int] = frozenset()) -> list[dict[str
         stop(nvml)
 
 
+def processes(nvml: Any, h: Any) -> list:
+    """The compute and graphics processes on the GPU of handle `h` ([] where NVML cannot say)."""
+    return list(_try(nvml.nvmlDeviceGetComputeRunningProcesses, h, default=[]) or []) + list(
+        _try(getattr(nvml, "nvmlDeviceGetGraphicsRunningProcesses", None), h, default=[]) or [])
+
+
 def process_name(pid: int) -> str:
     """/proc/PID/comm, '' when the process is gone or hidden (another PID namespace)."""
     try:
@@ -176,8 +181,6 @@ def process_name(pid: int) -> str:
             return f.read().strip()
     except OSError:
         return ""
-
-
 
 
 def handles(nvml: Any) -> list[tuple[int, Any, str]]:

@@ -492,13 +492,15 @@ class _Gpus:
         return [(i, at[i], by_bus[at[i]]) for i in planned if at.get(i) in by_bus]
 
     def sample(self, tree: list[int]) -> tuple[list[int], list[int], list[int], dict]:
+        from ..topology.nvml import processes
+
         own, used, others, who = [], [], [], {}
         mine = set(tree)
         for info, h in zip(self.info, self.handles):
             o = u = x = 0
             try:
                 u = int(self.nvml.nvmlDeviceGetMemoryInfo(h).used)
-                for p in self._procs(h):
+                for p in processes(self.nvml, h):
                     b = int(p.usedGpuMemory or 0)
                     if p.pid in mine:
                         o += b
@@ -522,21 +524,11 @@ class _Gpus:
             self._seen[pid] = (process_name(pid), _ancestors(pid))
         return self._seen[pid]
 
-    def _procs(self, h) -> list:
-        n = self.nvml
-        procs = list(n.nvmlDeviceGetComputeRunningProcesses(h))
-        try:
-            procs += list(n.nvmlDeviceGetGraphicsRunningProcesses(h))
-        except Exception:
-            pass
-        return procs
-
     def close(self) -> None:
+        from ..topology.nvml import stop
+
         if self.nvml is not None:
-            try:
-                self.nvml.nvmlShutdown()
-            except Exception:
-                pass
+            stop(self.nvml)
 
 
 def _summary(w: Watch) -> None:
