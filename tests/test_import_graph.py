@@ -597,6 +597,10 @@ def test_help_is_formatted_by_the_one_formatter():
     assert help_formatters(ast.parse("p = P(formatter_class=argparse.RawDescriptionHelpFormatter)")) == [1]
     found = {m: lines for m, t in TREES.items() if m != "nodemap.commands" and (lines := help_formatters(t))}
     assert found == {}, "leave formatter_class to cli.Parser's default (nodemap.commands.formatter)"
+    # and the terminal's width is read once, by text.columns (harness and report/terminal read it through shutil)
+    widths = {m: lines for m, t in TREES.items() if m != "nodemap.text" and (lines := [
+        n.lineno for n in ast.walk(t) if getattr(n, "attr", "") == "get_terminal_size"])}
+    assert widths == {}, "read the terminal's width with nodemap.text.columns"
 
 
 def nvml_calls(tree: ast.AST, names: tuple[str, ...]) -> list[int]:

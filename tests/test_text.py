@@ -57,3 +57,19 @@ def test_a_nic_named_with_unicode_digits_is_one_line_naming_it(tmp_path, name):
     r = nodemap("plan", "--input", str(tmp_path / "n.json"), "--tasks", "4", env_=env(tmp_path))
     refused(r, "nics[1].name", ascii(name))
     assert natural_key(name) and natural_key(name) == natural_key(name)  # the sort key itself takes any name
+
+
+@pytest.mark.parametrize("value", ["60", "100", " 90 ", "", "abc", "-5", "0", "²", "9" * 30, None])
+def test_columns_is_what_shutil_gives(monkeypatch, value):
+    import shutil
+
+    from nodemap.text import columns
+
+    if value is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", value)
+    if value == "9" * 30:  # shutil takes any int; a width past 4 digits is no terminal's
+        assert columns(77) == 77
+        return
+    assert columns(77) == shutil.get_terminal_size((77, 24)).columns

@@ -18,21 +18,10 @@ process is unsafe), and told each deadline over a pipe. It holds no file
 of this process but the pipe and stderr (a launcher waits for stdout's
 EOF); EOF on the pipe, also when this process dies, ends it quietly.
 
-`end_by(seconds, line)` arms both for a process that must end by then.
-
-`cut_after(seconds, stop, line)` ends a block's work but not the process
-(`nodemap check --budget`): past `seconds` it calls `stop()` (work that
-polls a flag ends and keeps what it has), then raises KeyboardInterrupt in
-the main thread (work that does not poll: a subprocess, a GPU kind), and
-the watchdog above ends the process only if the block still runs later.
-
-`run_group(cmd, env, timeout)` runs a child in its own process group, so a
-timeout or Ctrl-C ends it and everything it started, never an orphan that
-spins on (mpiexec's ranks, a hung scontrol's RPC). `start_group` and
-`wait_group` are its two halves, for children that run at once (compare's
-ranks); `kill_group` ends one early. `limit` bounds what is read of a
-child's output (scontrol printing a 300 MB reason took 903 MB and 26 s):
-past it the group is killed and TooMuchOutput raised.
+`cut_after` ends a block's work but not the process (`nodemap check
+--budget`). `run_group` runs a child in its own process group, so a timeout
+or Ctrl-C ends it and everything it started, never an orphan that spins on
+(mpiexec's ranks, a hung scontrol's RPC).
 """
 
 from __future__ import annotations
@@ -239,8 +228,9 @@ def run_group(cmd: list[str], env: dict[str, str] | None, timeout: float, *, tex
     """(exit status, stdout, stderr) of `cmd` (str, or bytes with text=False);
     subprocess.TimeoutExpired after `timeout` seconds, the whole group killed
     first. OSError when it does not start. `limit`: at most that many bytes
-    read per stream, else TooMuchOutput (the group killed first); bytes
-    only (text=False): the caller decodes what it got."""
+    read per stream, else TooMuchOutput (the group killed first; scontrol
+    printing a 300 MB reason took 903 MB and 26 s); bytes only (text=False):
+    the caller decodes what it got."""
     if limit is None:
         return wait_group(start_group(cmd, env, text=text), timeout)
     if text:

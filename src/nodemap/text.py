@@ -78,6 +78,21 @@ def _numeric(cell: str) -> bool:
         return False
 
 
+def columns(fallback: int = 100) -> int:
+    """The terminal's width as shutil.get_terminal_size gives it (COLUMNS, else standard output's terminal,
+    else `fallback`), without importing shutil (bz2, lzma: 4% of `nodemap topo`'s instructions)."""
+    import os
+    import sys
+
+    text = os.environ.get("COLUMNS", "").strip()  # as shutil: a value that is no width is ignored
+    if is_decimal(text, 4) and int(text) > 0:
+        return int(text)
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or fallback
+    except (AttributeError, ValueError, OSError):
+        return fallback
+
+
 def number(v: float | None, digits: int = 3) -> str:
     """Significant digits without exponent noise: 1234.5 -> '1234', 0.01234 -> '0.0123'."""
     if v is None:

@@ -180,7 +180,9 @@ class Progress:
         head = f"[{self.label} {self.done}/{self.total} {el:.1f}s" + (f", ETA {eta:.0f}s]" if eta else "]")
         line = f"{head} {what}"
         if self.live:
-            cols = _columns()
+            from ..text import columns
+
+            cols = columns()
             line = line[: cols - 1]
             pad = " " * max(0, self.width - len(line))  # clears the rest of a longer previous line
             self.stream.write("\r" + line + pad + ("\n" if self.done >= self.total else ""))
@@ -205,12 +207,6 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty() and os.environ.get("TERM") != "dumb"
     except (AttributeError, ValueError):
         return False
-
-
-def _columns() -> int:
-    import shutil
-
-    return shutil.get_terminal_size((100, 24)).columns
 
 
 # --- the session: saving as cases complete, interruption --------------------------

@@ -8,23 +8,13 @@ if TYPE_CHECKING:
 
 
 def formatter(prog: str):
-    """argparse's RawDescriptionHelpFormatter (cli.Parser's default), at the width shutil.get_terminal_size
-    gives but without importing shutil (bz2, lzma: 4% of `nodemap topo`'s instructions): argparse makes a
-    formatter for every option it adds, to check its metavar."""
+    """argparse's RawDescriptionHelpFormatter (cli.Parser's default), its width read by text.columns, not by
+    shutil: argparse makes a formatter for every option it adds, to check its metavar."""
     import argparse
-    import os
-    import sys
 
-    from ..text import is_decimal
+    from ..text import columns
 
-    text = os.environ.get("COLUMNS", "").strip()  # as shutil: a value that is no width is ignored
-    columns = int(text) if is_decimal(text, 4) else 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            pass
-    return argparse.RawDescriptionHelpFormatter(prog, width=(columns if columns > 0 else 80) - 2)
+    return argparse.RawDescriptionHelpFormatter(prog, width=columns(80) - 2)
 
 
 def add_command(sub, name: str, mod, help_: str, words: list[str] | None = None, build=None) -> argparse.ArgumentParser:

@@ -6,20 +6,19 @@ never cut a value (a number, its unit and its interval stay whole)."""
 from __future__ import annotations
 
 import re
-import shutil
 import textwrap
 from typing import Sequence
 
 from ..check.document import CheckDoc, exit_status, not_judged
 from ..check.budget import describe
 from ..check.verdicts import RANK
-from ..text import number
+from ..text import columns, number
 
 MARK = {"pass": "PASS", "info": "info", "inconclusive": "INCONCLUSIVE", "warn": "WARN", "fail": "FAIL"}
 
 
 def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int | None = None) -> str:
-    width = width or min(shutil.get_terminal_size((100, 24)).columns, 110)
+    width = width or min(columns(), 110)
     state = "complete" if doc.complete else f"INCOMPLETE ({doc.incomplete_why()}: what was measured only)"
     lines = [_wrap(f"{doc.origin()} on {doc.host}, {doc.started}: {state}", width, "  "),
              _wrap(verdict_line(doc), width, "  ")]
