@@ -3,7 +3,7 @@
 timed end to end as a user runs them, peak memory, and whether exactly the
 injected nodes are drained (found, no false positives).
 
-  python3 benchmarks/fleet_scale.py [--nodes 1000,10000] [--repeats 3] [--out PREFIX]
+  python3 benchmarks/fleet_scale.py [--nodes 1000,10000] [--repeats 3] [--docs DIR] [--out PREFIX]
 
 Each node document has an 8-GPU topology of realistic size (the 2x64-core,
 8-NUMA Karolina-like node of tests/nodes.py: 256 PUs, 144 caches; ~45 KB of
@@ -17,8 +17,10 @@ NVLink narrower, a NIC on another NUMA node, a GPU's PCIe link at x8
 (tests/fleet_docs.py). Writing the documents is not timed. Timed: the
 command `nodemap check --from DIR -o OUT` (read, merge, fleet.json,
 fleet.html), wall clock, and its peak RSS (/usr/bin/time -f %M). Also timed
-in-process: merge alone, HTML alone. Target: <= 5 s and <= 1 GiB for 1,000
-nodes on the 2-core development machine. No peer is run: no fleet tool
+in-process: merge alone, HTML alone. Targets on the 2-core development
+machine: <= 5 s and <= 1 GiB for 1,000 nodes; <= 10 s and <= 2 GiB for
+10,000 (issue 38), the injected outliers drained and no other node flagged
+(drained or warned). `--docs DIR` keeps the documents (DIR/N) for another run. No peer is run: no fleet tool
 (superbench's diagnosis, ClusterKit's analysis) installs without its
 cluster stack; the figures stand alone.
 """
@@ -84,10 +86,13 @@ def in_process(folder: str) -> dict[str, float]:
     return {"read_s": t1 - t0, "merge_s": t2 - t1, "html_s": t3 - t2}
 
 
-def one(n: int, repeats: int) -> dict:
+def one(n: int, repeats: int, docs: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as tmp:
-        folder = os.path.join(tmp, "saved")
-        faults = write_docs(n, folder)
+        folder = os.path.join(docs or tmp, f"{n}" if docs else "saved")
+        if os.path.isdir(folder):  # kept by an earlier run: the same seed writes the same documents
+            faults = fleet_docs.fleet_docs(n, seed=n)[1]
+        else:
+            faults = write_docs(n, folder)
         size = sum(os.path.getsize(os.path.join(folder, "nodes", f)) for f in os.listdir(os.path.join(folder, "nodes")))
         runs = []
         for i in range(repeats):
@@ -113,17 +118,20 @@ def main() -> int:
     ap.add_argument("--nodes", default="1000,10000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", metavar="PREFIX", help="also write PREFIX.json and PREFIX.md")
+    ap.add_argument("--docs", metavar="DIR", help="keep the node documents in DIR/N (reused when there)")
     args = ap.parse_args()
     rows = []
+    load_before = os.getloadavg()
     for n in (int(x) for x in args.nodes.split(",")):
-        r = one(n, args.repeats if n <= 2000 else 1)
+        r = one(n, args.repeats if n <= 2000 else 1, args.docs)
         rows.append(r)
         print(json.dumps(r), file=sys.stderr)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
             "cpu": _cpu(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "load_average": os.getloadavg(), "versions": _versions()}
+            "load_average": os.getloadavg(), "load_average_before": load_before, "versions": _versions()}
     lines = [f"# nodemap check --fleet --from: scale ({meta['date']}, {meta['machine']}, {meta['cpu']}, "
-             f"{meta['cores']} cores, load average {meta['load_average'][0]:.1f}, Python {meta['python']}, "
+             f"{meta['cores']} cores, load average {load_before[0]:.1f} before, {meta['load_average'][0]:.1f} after, "
+             f"Python {meta['python']}, "
              + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ")", "",
              f"command: python3 benchmarks/fleet_scale.py --nodes {args.nodes} --repeats {args.repeats}", "",
              "| nodes | documents | wall (median) | CPU (median) | peak RSS | read | merge | HTML | injected | found "
@@ -143,6 +151,14 @@ def main() -> int:
             ok = r["wall_median_s"] <= 5 and r["peak_rss_mib"] <= 1024
             lines.append(f"target (1,000 nodes <= 5 s, <= 1 GiB): {'met' if ok else 'NOT met'} (wall; CPU time "
                          f"{r['cpu_median_s']:.2f} s: the machine is shared, see the load average)")
+        if r["nodes"] == 10000:
+            ok = r["wall_median_s"] <= 10 and r["peak_rss_mib"] <= 2048
+            clean = not r["missed"] and not r["false_positives"] and not r["warned_not_injected"]
+            lines.append(f"target (10,000 nodes <= 10 s, <= 2 GiB, HTML included): {'met' if ok else 'NOT met'} "
+                         f"(wall {r['wall_median_s']:.2f} s, CPU {r['cpu_median_s']:.2f} s, {r['peak_rss_mib']:.0f} "
+                         f"MiB); outliers: {r['found']} of {r['faults_injected']} drained, "
+                         f"{len(r['false_positives'])} other nodes drained, {len(r['warned_not_injected'])} warned "
+                         f"({'clean' if clean else 'NOT clean'})")
     text = "\n".join(lines)
     print(text)
     if args.out:
@@ -150,7 +166,7 @@ def main() -> int:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
         with open(args.out + ".md", "w") as f:
             f.write(text + "\n")
-    return 0 if all(not r["missed"] and not r["false_positives"] for r in rows) else 1
+    return 0 if all(not r["missed"] and not r["false_positives"] and not r["warned_not_injected"] for r in rows) else 1
 
 
 def _versions() -> dict[str, str]:

@@ -48,8 +48,8 @@ def baseline(cls: str, key: str, figs: list[Fig]) -> Baseline:
     reps = [own_noise(f) for f in figs]
     rep = statistics.median(reps) if any(reps) else 0.0
     f0 = figs[0]
-    return Baseline(cls, key, f0.label or key, f0.path, f0.unit, f0.higher_is_better, len(values), med, mad, values[0], values[-1],
-                    noise=max(1.4826 * mad / med if med else 0.0, rep), repetition=rep)
+    return Baseline(cls, key, f0.label or key, f0.path, f0.unit, f0.higher_is_better, len(values), med, mad,
+                    values[0], values[-1], noise=max(1.4826 * mad / med if med else 0.0, rep), repetition=rep)
 
 
 def ratio(value: float, b: Baseline) -> float:

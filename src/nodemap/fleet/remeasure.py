@@ -37,7 +37,7 @@ def suspects(nodes: list[Node], th: FleetRules | None = None, remeasured: Remeas
     present = [n for n in nodes if n.status != "missing"]
     shared, _ = co_hosted(present)
     baselines, _, _, findings = judge_figures(present, th)
-    by = _baselines_of(baselines, present)
+    by = _baselines_of(baselines, present, findings)
     figures = {n.name: n.figures for n in present}
     out: dict[str, list[str]] = {}
     for f in findings:
@@ -49,10 +49,13 @@ def suspects(nodes: list[Node], th: FleetRules | None = None, remeasured: Remeas
     return out
 
 
-def _baselines_of(baselines: list[Baseline], nodes: list[Node]) -> dict[tuple[str, str], Baseline]:
-    """(node, key) -> the baseline its figure is judged by."""
+def _baselines_of(baselines: list[Baseline], nodes: list[Node], findings: list[Finding]
+                  ) -> dict[tuple[str, str], Baseline]:
+    """(node, key) -> the baseline its figure is judged by, for the figures `findings` name."""
     by = {(b.node_class, b.key): b for b in baselines}
-    return {(n.name, k): by[(n.node_class, k)] for n in nodes for k in n.figures if (n.node_class, k) in by}
+    cls = {n.name: n.node_class for n in nodes}
+    return {(f.node, f.key): by[(cls[f.node], f.key)] for f in findings
+            if f.kind == "figure" and (cls.get(f.node), f.key) in by}
 
 
 def _suspect(f: Finding, th: FleetRules, by: dict[tuple[str, str], Baseline]) -> bool:
@@ -120,7 +123,7 @@ def confirm(findings: list[Finding], baselines: list[Baseline], remeasured: Reme
     first pass's: a re-measure does not move the line it is judged by),
     settle it below the line (`settle`); one cleared is transient, one
     unsettled after REMEASURES a warning."""
-    by = _baselines_of(baselines, nodes)
+    by = _baselines_of(baselines, nodes, findings)
     figures = {n.name: n.figures for n in nodes}
     out = []
     for f in findings:

@@ -32,10 +32,11 @@ def judge_figures(nodes: list[Node], th: FleetRules
         baselines.append(b)
         if b.n < th.min_nodes:
             continue
+        c, warn = col[key], th.for_figure(key, cls)[0]
         for n, f in members:
             r = ratio(f.stat(), b)
-            ratios[n.name][col[key]] = r
-            found = judge(f, b, th) if key not in n.set_aside else None
+            ratios[n.name][c] = r
+            found = judge(f, b, th) if r < warn and key not in n.set_aside else None  # (judge: None at >= warn)
             if found:
                 findings.append(Finding(found[0], found[1], keys=(key,), node=n.name, kind="figure", ratio=r,
                                         z=found[2]))
