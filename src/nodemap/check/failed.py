@@ -1,21 +1,11 @@
 """A step whose part failed: what it says about the node, judged.
 
-A kind's ResultSet is incomplete when the user stopped it (an
-interruption: the check stops too), when `--budget` cut it (check/node.py),
-when a case ran past its --timeout, and when a part failed: its output was
-wrong (NCCL's received elements, a Jacobi or ring halo) and no figure was
-reported for it: the kind records a typed Failure on its ResultSet
-(bench/results.py) beside its message. A kind on the driver whose output
-cannot be trusted raises `driver.VerificationFailed` instead, its Failure
-with it (suite.KindFailed carries it).
-
-Wrong data is judged, never taken for an interruption: a failing Check
-(key `verification/KIND/PART`) with its cause and fix, which the node's
-verdict counts (hardware: the node fails, exit 1, Slurm drains it) or the
-job environment's (configuration), in the area and of the cause its kind's
-STORY says (bench/story.py). A timeout, a failed verification that says
-nothing of the node (a profiler that lost accesses: no Failure) and an
-incomplete set with no typed failure are skipped with the kind's own line.
+What failed becomes which check, of which cause, and what is skipped:
+docs/check.md, "A part that failed". A kind records a typed Failure on its
+ResultSet (bench/results.py); one on the driver whose output cannot be
+trusted raises `driver.VerificationFailed`, its Failure with it
+(suite.KindFailed carries it). The area and cause come from the kind's
+STORY (bench/story.py).
 """
 
 from __future__ import annotations

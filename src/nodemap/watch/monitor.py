@@ -1,24 +1,12 @@
 """`nodemap run --watch`: the rank's launcher records its application's memory over time.
 
 The launcher starts the application as its child (fork, bind, exec) and
-stays beside it as its monitor, so its summary is printed before the
-launcher returns to the shell or the scheduler, every time: a script's next
-command never prints first, and a launcher that kills the step's processes
-once the task ends cannot kill the summary. The application keeps its exit
-status (a signal that ended it ends the launcher the same way); signals
-sent to the launcher (kill, mpirun and srun forwarding) are forwarded to
-the application, those the terminal sends to the whole foreground group
-(Ctrl-C) are not sent twice. Between samples the monitor waits for the
-application's end or a signal (sigtimedwait), so the timeline covers the
-application to its last moment.
-
-Each sample is one line appended to the rank's timeline file with one
-write(2) (a killed monitor leaves only complete lines): time, host RSS of
-the application's process tree, the node's available memory, and per GPU of
-the rank the tree's GPU memory (NVML per-process), the GPU's used memory and
-what other processes hold there. The format and the analysis are in
-nodemap.watch.timeline and nodemap.watch.analysis; this module only samples. Nothing here is imported unless
---watch is given.
+stays beside it as its monitor: why, and what happens to signals and exit
+statuses, docs/watch.md. Each sample is one line appended to the rank's
+timeline file with one write(2) (a killed monitor leaves only complete
+lines). The format and the analysis are in nodemap.watch.timeline and
+nodemap.watch.analysis; this module only samples. Nothing here is imported
+unless --watch is given.
 """
 
 from __future__ import annotations
