@@ -614,3 +614,37 @@ def test_gpu_processes_and_nvml_shutdown_only_in_the_nvml_source():
     assert nvml_calls(ast.parse("n.nvmlShutdown()"), names) == [1]
     found = {m: lines for m, t in TREES.items() if m != NVML_SOURCE and (lines := nvml_calls(t, names))}
     assert found == {}, "use nodemap.topology.nvml.processes and stop"
+
+
+# The fleet judges typed records (fleet/nodefile.py's Fig, TopologyView) read straight from the documents:
+# fleet/merge.py walked dicts (figure["median"], doc.get("topology")) beside the reader that had checked them.
+FLEET_JUDGES = ("noise", "verdicts", "remeasure", "findings", "drain", "nodes", "facts", "merge")
+DOCUMENT_STRUCTS = {"nodemap.check.saved", "nodemap.fleet.nodefile"}
+
+
+def keyed_reads(tree: ast.AST) -> list[int]:
+    """Lines reading a record as a dict by a literal key: doc.get("topology"), f.get("median")."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "get"
+            and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)]
+
+
+def test_the_fleet_judges_typed_records_not_dicts():
+    assert keyed_reads(ast.parse('f.get("median") + doc.get("topology", {})')) == [1, 1]
+    found = {m: lines for m in (f"nodemap.fleet.{x}" for x in FLEET_JUDGES) if (lines := keyed_reads(TREES[m]))}
+    assert found == {}, "read a node document into fleet/nodefile.py's typed records and judge those"
+
+
+def test_the_check_and_fleet_documents_are_read_by_their_one_reader():
+    # fleet/merge.py had its own [fleet] TOML validator beside check/expectations.py's
+    def structs(tree: ast.AST) -> bool:
+        return any(isinstance(n, ast.ClassDef) and any("Struct" in ast.unparse(b) for b in n.bases) for n in ast.walk(tree))
+
+    def site_readers(tree: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and ast.unparse(n) in ("sitefile.load", "sitefile.parse")
+                   for n in ast.walk(tree))
+
+    assert structs(ast.parse("class A(msgspec.Struct): pass")) and site_readers(ast.parse("sitefile.load(p)"))
+    rooms = [m for m in TREES if m.startswith(("nodemap.check.", "nodemap.fleet."))]
+    assert {m for m in rooms if structs(TREES[m])} <= DOCUMENT_STRUCTS, "a document's typed shape has one home"
+    assert {m for m in TREES if site_readers(TREES[m])} == {"nodemap.check.expectations"}, \
+        "a site file is read by check/expectations.py alone (its [fleet] table too)"

@@ -100,7 +100,7 @@ class _Words(msgspec.Struct):  # a check's; for a finding, its area (its verdict
 
 
 # The parts of the header the reports read (busy, remeasured, budget): typed, the rest kept as saved
-class _Busy(msgspec.Struct):  # check/busy.py summary
+class Busy(msgspec.Struct):  # check/busy.py summary (the fleet reads it too: fleet/nodefile.py)
     busy: bool = False
     reasons: list[str] = []
 
@@ -144,9 +144,9 @@ def convert(where: str, d: Any) -> tuple[CheckFile, Records]:
 
 
 def records_of(where: str, f: CheckFile) -> Records:
-    for part, cls in ((f.busy, _Busy), (f.budget, _Budget)):
+    for part, cls in ((f.busy, Busy), (f.budget, _Budget)):
         if part:
-            _as(where, part, cls, "busy" if cls is _Busy else "budget")
+            _as(where, part, cls, "busy" if cls is Busy else "budget")
     for i, r in enumerate(f.remeasured or []):
         _as(where, r, _Remeasured, f"remeasured[{i}]")
     return Records(

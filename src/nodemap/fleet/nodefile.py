@@ -21,7 +21,7 @@ import msgspec
 
 from .. import records
 from ..bench.results import finite
-from ..check.saved import SCHEMAS
+from ..check.saved import SCHEMAS, Busy
 from ..check.verdicts import VERDICTS
 from ..finding import Finding
 
@@ -145,7 +145,7 @@ class NodeDoc(msgspec.Struct):
     topology: TopologyView | None = None
     extra: dict[str, Any] = {}
     figures: list[Fig] = []
-    busy: Any = None  # check/busy.py's summary: merge reads `busy` and `reasons` where it is an object
+    busy: Busy | None = None  # check/busy.py's summary
     findings: list[str | Finding] = []  # a sentence: node checks before findings had fields
 
 

@@ -13,6 +13,7 @@ from ..finding import Finding
 from ..text import clipped, printable
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
+from ..check.saved import Busy
 from .nodefile import WHAT, Fig, NodeDoc
 
 
@@ -120,11 +121,11 @@ def node_from_doc(doc: NodeDoc | dict[str, Any]) -> Node:
     )
 
 
-def _busy(busy: Any) -> str:
+def _busy(busy: Busy | None) -> str:
     """The first reason a node's own check gave for the node being busy; "" when it was not."""
-    if not isinstance(busy, dict) or busy.get("busy") is not True:
+    if busy is None or not busy.busy:
         return ""
-    reasons = [printable(r) for r in busy.get("reasons") or () if r]
+    reasons = [printable(r) for r in busy.reasons if r]
     return clipped(reasons[0], BUSY_CHARS) if reasons else "other work shared the node"
 
 
