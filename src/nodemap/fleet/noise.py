@@ -41,13 +41,12 @@ class Baseline:
     repetition: float = 0.0  # the typical (median) repetition noise of the figure on these nodes
 
 
-def baseline(cls: str, key: str, figs: list[Fig]) -> Baseline:
-    values = sorted(f.stat() for f in figs)
+def baseline(cls: str, key: str, f0: Fig, stats: list[float], reps: list[float]) -> Baseline:
+    """Of one key's figures (the first, `f0`, names it): their statistics (Fig.stat) and repetition noise (own_noise)."""
+    values = sorted(stats)
     med = statistics.median(values)
     mad = statistics.median(abs(v - med) for v in values)
-    reps = [own_noise(f) for f in figs]
     rep = statistics.median(reps) if any(reps) else 0.0
-    f0 = figs[0]
     return Baseline(cls, key, f0.label or key, f0.path, f0.unit, f0.higher_is_better, len(values), med, mad,
                     values[0], values[-1], noise=max(1.4826 * mad / med if med else 0.0, rep), repetition=rep)
 
@@ -65,6 +64,8 @@ def own_noise(f: Fig) -> float:
     if f.n >= 2 and f.median > 0:
         return Interval(f.low, f.high, f.n, float(f.coverage or 0.0), f.median).width() / 2
     s = f.spread
+    if s is None:
+        return 0.0
     return s / 2 if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0 else 0.0
 
 
