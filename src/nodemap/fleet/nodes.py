@@ -76,8 +76,13 @@ def cleaned(obj: Any) -> Any:
 
 def shown(f: Fig) -> Fig:
     """A figure with its texts as the fleet shows them (in place: it is the fleet's own copy)."""
-    f.key, f.label, f.path, f.unit = name(f.key), _text(f.label), _text(f.path), _text(f.unit)
+    f.key, f.label, f.path, f.unit = _texts(f.key, f.label, f.path, f.unit)
     return f
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _texts(key: str, label: str, path: str, unit: str) -> tuple[str, str, str, str]:
+    return name(key), _text(label), _text(path), _text(unit)
 
 
 def typed(doc: Any, where: str = "node document") -> NodeDoc:
