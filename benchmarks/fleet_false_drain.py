@@ -1,6 +1,17 @@
 """The fleet's false-drain and missed-fault rates under real measurement noise.
 
   python3 benchmarks/fleet_false_drain.py [--nodes 1000] [--seeds 100] [--faults 5] [--out PREFIX]
+  python3 benchmarks/fleet_false_drain.py --network [--faulty 20] [--clean 20] [--out PREFIX]   (root)
+
+--network: live, on a networked test cluster (scripts/slurm-test-cluster
+start --network: 3 nodes, each in its own namespace with rails rail0 and
+rail1 of 200mbit): runs `nodemap check --fleet --slurm-drain` (2 ranks a
+node, one a rail) --faulty times with one fault on a random node and rail
+(rate at 1/10, loss 1%, delay +2 ms, down: in turn) and --clean times with
+none, in random order; per run whether the faulty node was found (in the
+drain list), named with its rail (the reason names it), drained in Slurm,
+how long the fleet took, and every other node drained (a false drain).
+See network_markdown for what the table says.
 
 For each scenario and seed: N node documents made from one real check
 document (its 8 figures, keys, labels, units and topology), each figure's
@@ -36,9 +47,13 @@ import math
 import os
 import platform
 import random
+import re
 import shlex
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -218,6 +233,218 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
     return "\n".join(lines) + "\n"
 
 
+
+# --- live: a networked test cluster ---------------------------------------------------------------
+
+CLUSTER = os.path.join(ROOT, "scripts", "slurm-test-cluster")
+RAIL_RATE = "200mbit"  # the script's default rail rate
+FAULTS = {"rate 1/10": ["rate=20mbit"], "loss 1%": ["loss=1%"], "delay +2 ms": ["delay=2ms"], "down": ["down"]}
+# The fleet's rules for three nodes on one 2-core host shared with other work (docs/fleet.md's recipe)
+LOOSE = "[fleet]\nlink_bad = 0.5\nlink_latency = 1e6\n"
+
+
+class Live:
+    """A networked test cluster (2 rails) started in a folder of its own, stopped by `close`."""
+
+    def __init__(self, top: str, nodes: int = 3, rate: str = RAIL_RATE) -> None:
+        self.top = top
+        p = subprocess.run([sys.executable, CLUSTER, "start", top, "--json", "--network", "--nodes", str(nodes),
+                            "--rate", rate], capture_output=True, text=True, timeout=300)
+        if p.returncode:
+            self.close()
+            raise SystemExit(f"fleet_false_drain: the networked test cluster did not start: {p.stderr.strip()}")
+        info = json.loads(p.stdout)
+        self.nodes, self.rails = info["nodes"], info["network"]["nics"]
+        bin_dir = os.path.dirname(sys.executable)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMD_"))}
+        self.env.update(info["env"], CUDA_VISIBLE_DEVICES="",
+                        PATH=os.pathsep.join((bin_dir, os.environ.get("PATH", ""), "/usr/sbin", "/sbin")))
+
+    def link(self, node: str, rail: str, *settings: str) -> None:
+        subprocess.run([sys.executable, CLUSTER, "link", self.top, node, rail, *settings], check=True,
+                       capture_output=True, timeout=60)
+
+    def states(self) -> dict[str, tuple[str, str]]:
+        """node -> (sinfo state, reason)."""
+        p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%t|%E"], capture_output=True, text=True, env=self.env,
+                           timeout=60)
+        return {n: (st, why) for n, st, why in (ln.split("|", 2) for ln in p.stdout.splitlines())}
+
+    def resume(self, node: str) -> None:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=self.env,
+                       capture_output=True, timeout=60)
+
+    def close(self) -> None:
+        subprocess.run([sys.executable, CLUSTER, "stop", self.top], capture_output=True, timeout=120)
+        shutil.rmtree(self.top, ignore_errors=True)
+
+
+def fleet_run(c: Live, i: int, fault: tuple[str, str, str] | None, opts: list[str]) -> dict[str, Any]:
+    """One fleet run with `fault` (kind, node, rail) on its link (cleared after): what it found and drained."""
+    out = os.path.join(c.top, f"run{i:03d}")
+    if fault:
+        c.link(fault[1], fault[2], *FAULTS[fault[0]])
+    load = os.getloadavg()[0]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(["srun", "--mpi=pmi2", "-N3", "--ntasks-per-node=2", sys.executable, "-m", "nodemap",
+                            "check", "--fleet", "-o", out, "-q", "--no-html", "--expect",
+                            os.path.join(c.top, "loose.toml"), "--slurm-drain", *opts],
+                           capture_output=True, text=True, env=c.env, timeout=900)
+        rc, said = p.returncode, (p.stdout + p.stderr)[-2000:]
+    except subprocess.TimeoutExpired:
+        rc, said = 124, "timed out after 900 s"
+    took = time.monotonic() - t0
+    if fault:
+        c.link(fault[1], fault[2], "clear")
+    try:
+        with open(os.path.join(out, "fleet.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    listed = {d["node"]: d["reason"] for d in doc.get("drain", ())}
+    states = c.states()
+    drained = {n: why for n, (st, why) in states.items() if st.startswith("drain")}
+    for n in drained:
+        c.resume(n)
+    bad = fault[1] if fault else None
+    r: dict[str, Any] = {"run": i, "fault": fault[0] if fault else None, "node": bad, "rail": fault[2] if fault else None,
+                         "rc": rc, "wall_s": round(took, 1), "load": round(load, 1),
+                         "listed": listed, "slurm_drained": drained,
+                         "false_drains": sorted((set(listed) | set(drained)) - {bad}),
+                         "rails": rail_figures(doc.get("links", ()), bad)}
+    if fault:
+        reason = listed.get(bad, "")
+        first = re.search(r"rail\d+", reason)  # the rail the reason names first
+        r.update(found=bad in listed, named=bool(first) and first.group() == fault[2], drained=bad in drained,
+                 reason=reason[:160])
+    if rc not in (0, 1):
+        r["said"] = said
+    return r
+
+
+def rail_figures(links: Any, node: str | None) -> dict[str, dict[str, float]]:
+    """Per rail figure (`mpi bw host rail0`...): the worst of `node`'s pairs and the worst of the others'
+    as a fraction of the best pair (latency: the best pair's / the pair's), to show how far a fault moved it."""
+    out: dict[str, dict[str, float]] = {}
+    for j in links:
+        if "rail" not in j["key"]:
+            continue
+        side = "node" if node in (j["a"], j["b"]) else "others"
+        row = out.setdefault(j["key"], {})
+        row[side] = round(min(row.get(side, 9.0), float(j["of_best"]) if j["higher_is_better"]
+                              else 1 / float(j["of_best"])), 3)
+    return out
+
+
+def network(a: argparse.Namespace) -> dict[str, Any]:
+    """--faulty runs with one fault each and --clean without, shuffled, on one networked cluster."""
+    rng = random.Random(a.seed)
+    kinds = list(FAULTS)
+    plan: list[tuple[str, str, str] | None] = [None] * a.clean
+    c = Live(tempfile.mkdtemp(prefix="nmfd-"))
+    try:
+        plan += [(kinds[i % len(kinds)], rng.choice(c.nodes), rng.choice(c.rails)) for i in range(a.faulty)]
+        rng.shuffle(plan)
+        with open(os.path.join(c.top, "loose.toml"), "w") as f:
+            f.write(LOOSE)
+        opts = shlex.split(a.fleet_options)
+        if a.tiny:
+            c.env["NODEMAP_CHECK_TINY"] = "1"
+        runs = []
+        for i, fault in enumerate(plan, 1):
+            runs.append(fleet_run(c, i, fault, opts))
+            r = runs[-1]
+            if i == 1 and r["rc"] not in (0, 1):
+                raise SystemExit(f"fleet_false_drain: the first fleet run failed (exit {r['rc']}): {r['said']}")
+            print(f"run {i}/{len(plan)}: {r['fault'] or 'no fault'} {r['node'] or ''} {r['rail'] or ''}: rc {r['rc']}, "
+                  f"{r['wall_s']} s at load {r['load']}, drained {sorted(r['slurm_drained']) or 'none'}"
+                  + (f", found {r['found']} named {r['named']}" if r["fault"] else ""), flush=True)
+    finally:
+        c.close()
+    return {"cluster": "scripts/slurm-test-cluster start --network --nodes 3 (rails rail0, rail1 of "
+                       f"{RAIL_RATE})", "fleet_options": a.fleet_options, "rules": LOOSE, "seed": a.seed,
+            "tiny": a.tiny, "runs": runs}
+
+
+def commit() -> str:
+    return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def record(out: str | None, head: dict[str, Any], res: dict[str, Any], markdown: Any) -> None:
+    """Print the result's table (markdown(head)); with `out`, write it to OUT.md and head + res to OUT.json."""
+    md = markdown(head)
+    print(md)
+    if out:
+        with open(out + ".json", "w") as f:
+            json.dump({**head, **res}, f, indent=1)
+        with open(out + ".md", "w") as f:
+            f.write(md)
+
+
+def network_summary(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per fault kind (and "none"): runs, found, named, drained, false drains, time to find."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in res["runs"]:
+        row = out.setdefault(r["fault"] or "none", {"runs": 0, "found": 0, "named": 0, "drained": 0,
+                                                    "false_drains": 0, "errors": 0, "wall_s": [], "load": []})
+        row["runs"] += 1
+        row["errors"] += r["rc"] not in (0, 1)
+        row["false_drains"] += len(r["false_drains"])
+        row["load"].append(r["load"])
+        for k in ("found", "named", "drained"):
+            row[k] += bool(r.get(k))
+        if r.get("found") or not r["fault"]:
+            row["wall_s"].append(r["wall_s"])
+    return out
+
+
+def network_markdown(res: dict[str, Any], machine: str, date: str, command: str, commit: str) -> str:
+    summary = network_summary(res)
+    loads = [r["load"] for r in res["runs"]]
+    lines = [f"# The fleet against link faults on a networked test cluster ({date}, {machine})", "",
+             f"`{command}` at commit {commit}; load (1-min average at each run's start) {min(loads):.1f}-"
+             f"{max(loads):.1f}, median {statistics.median(loads):.1f}.", "",
+             f"Cluster: {res['cluster']}; each run `srun --mpi=pmi2 -N3 --ntasks-per-node=2 nodemap check --fleet "
+             f"--slurm-drain --no-html --expect loose.toml {res['fleet_options']}`"
+             f"{' with NODEMAP_CHECK_TINY=1' if res['tiny'] else ''} (loose.toml: docs/fleet.md's "
+             "rules for 3 nodes on one shared 2-core host: `link_bad = 0.5`, `link_latency = 1e6`).", "",
+             "| fault | runs | found | named with its rail | drained in Slurm | false drains | time (median, range) |",
+             "|---|---|---|---|---|---|---|"]
+    for kind in [*FAULTS, "none"]:
+        row = summary.get(kind)
+        if not row:
+            continue
+        w = row["wall_s"]
+        t = f"{statistics.median(w):.0f} s ({min(w):.0f}-{max(w):.0f})" if w else "-"
+        dash = kind == "none"
+        lines.append(f"| {kind} | {row['runs']} | {'-' if dash else row['found']} | {'-' if dash else row['named']} | "
+                     f"{'-' if dash else row['drained']} | {row['false_drains']} | {t} |")
+    lines += ["", "found: the faulty node is in the fleet's drain list; named: its reason names the faulty rail; "
+              "drained: Slurm shows it drained with that reason; false drain: any other node drained (fleet "
+              "list or Slurm), in any run; time: the fleet run's wall time, start to drain (runs that found the fault; "
+              "no fault: every run). A run's errors (exit not 0 or 1) are listed below.", "",
+              "| run | fault | node | rail | found | named | drained | others drained | wall | load | "
+              "faulty rail's worst pair, the node's / the others' (bw: of the best pair; latency: x the lowest) | reason |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["runs"]:
+        figs = r["rails"]
+        rail = r["rail"] or "rail0"
+        bw, lat = figs.get(f"mpi bw host {rail}", {}), figs.get(f"mpi latency host {rail}", {})
+        shown = (f"{bw.get('node', '-')} / {bw.get('others', '-')}; {lat.get('node', '-')} / {lat.get('others', '-')}"
+                 if r["fault"] else "-")
+        yes = {True: "yes", False: "no", None: "-"}
+        lines.append(f"| {r['run']} | {r['fault'] or 'none'} | {r['node'] or '-'} | {r['rail'] or '-'} | "
+                     f"{yes[r.get('found')]} | {yes[r.get('named')]} | {yes[r.get('drained')]} | "
+                     f"{', '.join(r['false_drains']) or '-'} | {r['wall_s']} s | {r['load']} | {shown} | "
+                     f"{r.get('reason', '').replace('|', '/')[:110] or '-'} |")
+    errors = [r for r in res["runs"] if r["rc"] not in (0, 1)]
+    lines += ["", f"Errors: {len(errors)}."] + [f"- run {r['run']}: exit {r['rc']}: {r.get('said', '')[-300:]}"
+                                                 for r in errors]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -227,7 +454,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--machine", default=f"{platform.node()} ({os.cpu_count()} CPUs)")
     ap.add_argument("--date", default=time.strftime("%Y%m%d"))
     ap.add_argument("--out", help="write PREFIX.json and PREFIX.md")
+    ap.add_argument("--network", action="store_true", help="live, on a networked test cluster (root)")
+    ap.add_argument("--faulty", type=int, default=20, help="--network: runs with one fault each")
+    ap.add_argument("--clean", type=int, default=20, help="--network: runs with none")
+    ap.add_argument("--seed", type=int, default=38, help="--network: which nodes, rails and order")
+    ap.add_argument("--fleet-options", default="--pair-size 128KiB",
+                    help="--network: more options of each `nodemap check --fleet`")
+    ap.add_argument("--tiny", action="store_true",
+                    help="--network: the node checks with NODEMAP_CHECK_TINY=1 (tiny arrays: docs/slurm.md)")
     a = ap.parse_args(argv)
+    given = argv if argv is not None else sys.argv[1:]
+    command = shlex.join(["python3", "benchmarks/fleet_false_drain.py", *given])
+    if a.network:
+        res = network(a)
+        res["summary"] = network_summary(res)
+        record(a.out, {"machine": a.machine, "date": a.date, "commit": commit(), "command": command}, res,
+               lambda head: network_markdown(res, a.machine, a.date, command, head["commit"]))
+        return 0
     results = []
     for name in a.scenarios.split(","):
         r = scenario(name, a.nodes, a.seeds, a.faults)
@@ -238,8 +481,6 @@ def main(argv: list[str] | None = None) -> int:
               f"a seed in {r['node_checks_per_seed']:.1f} node checks; missed: {r['missed_why']}; {r['wall_s']} s",
               flush=True)
     if a.out:
-        given = argv if argv is not None else sys.argv[1:]
-        command = shlex.join(["python3", "benchmarks/fleet_false_drain.py", *given])
         with open(a.out + ".json", "w") as f:
             json.dump({"machine": a.machine, "date": a.date, "command": command, "results": results}, f, indent=1)
         with open(a.out + ".md", "w") as f:
