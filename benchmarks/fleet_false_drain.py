@@ -50,6 +50,7 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -352,11 +353,18 @@ def network(a: argparse.Namespace) -> dict[str, Any]:
         if a.tiny:
             c.env["NODEMAP_CHECK_TINY"] = "1"
         runs = []
+        t0 = time.monotonic()
         for i, fault in enumerate(plan, 1):
+            if runs and time.monotonic() - t0 + statistics.median(r["wall_s"] + 10 for r in runs) > a.within:
+                print(f"fleet_false_drain: {len(runs)} of {len(plan)} runs within --within {a.within:g} s", flush=True)
+                break
             runs.append(fleet_run(c, i, fault, opts))
             r = runs[-1]
             if i == 1 and r["rc"] not in (0, 1):
                 raise SystemExit(f"fleet_false_drain: the first fleet run failed (exit {r['rc']}): {r['said']}")
+            if a.out:  # each run as it ends: a run cut short keeps what it measured
+                with open(a.out + ".runs.jsonl", "a") as f:
+                    f.write(json.dumps(r) + "\n")
             print(f"run {i}/{len(plan)}: {r['fault'] or 'no fault'} {r['node'] or ''} {r['rail'] or ''}: rc {r['rc']}, "
                   f"{r['wall_s']} s at load {r['load']}, drained {sorted(r['slurm_drained']) or 'none'}"
                   + (f", found {r['found']} named {r['named']}" if r["fault"] else ""), flush=True)
@@ -364,7 +372,7 @@ def network(a: argparse.Namespace) -> dict[str, Any]:
         c.close()
     return {"cluster": "scripts/slurm-test-cluster start --network --nodes 3 (rails rail0, rail1 of "
                        f"{RAIL_RATE})", "fleet_options": a.fleet_options, "rules": LOOSE, "seed": a.seed,
-            "tiny": a.tiny, "runs": runs}
+            "tiny": a.tiny, "planned": len(plan), "runs": runs}
 
 
 def commit() -> str:
@@ -403,9 +411,11 @@ def network_summary(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def network_markdown(res: dict[str, Any], machine: str, date: str, command: str, commit: str) -> str:
     summary = network_summary(res)
     loads = [r["load"] for r in res["runs"]]
+    cut = (f" {len(res['runs'])} of the {res['planned']} runs planned fitted the time given (--within)."
+           if len(res["runs"]) < res["planned"] else "")
     lines = [f"# The fleet against link faults on a networked test cluster ({date}, {machine})", "",
              f"`{command}` at commit {commit}; load (1-min average at each run's start) {min(loads):.1f}-"
-             f"{max(loads):.1f}, median {statistics.median(loads):.1f}.", "",
+             f"{max(loads):.1f}, median {statistics.median(loads):.1f}.{cut}", "",
              f"Cluster: {res['cluster']}; each run `srun --mpi=pmi2 -N3 --ntasks-per-node=2 nodemap check --fleet "
              f"--slurm-drain --no-html --expect loose.toml {res['fleet_options']}`"
              f"{' with NODEMAP_CHECK_TINY=1' if res['tiny'] else ''} (loose.toml: docs/fleet.md's "
@@ -460,12 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=38, help="--network: which nodes, rails and order")
     ap.add_argument("--fleet-options", default="--pair-size 128KiB",
                     help="--network: more options of each `nodemap check --fleet`")
+    ap.add_argument("--within", type=float, default=math.inf,
+                    help="--network: start no run that would end after this many seconds (a shared host's deadline)")
     ap.add_argument("--tiny", action="store_true",
                     help="--network: the node checks with NODEMAP_CHECK_TINY=1 (tiny arrays: docs/slurm.md)")
     a = ap.parse_args(argv)
     given = argv if argv is not None else sys.argv[1:]
     command = shlex.join(["python3", "benchmarks/fleet_false_drain.py", *given])
     if a.network:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cluster is stopped on the way out
         res = network(a)
         res["summary"] = network_summary(res)
         record(a.out, {"machine": a.machine, "date": a.date, "commit": commit(), "command": command}, res,
