@@ -326,15 +326,17 @@ def fleet_run(c: Live, i: int, fault: tuple[str, str, str] | None, opts: list[st
 
 def rail_figures(links: Any, node: str | None) -> dict[str, dict[str, float]]:
     """Per rail figure (`mpi bw host rail0`...): the worst of `node`'s pairs and the worst of the others'
-    as a fraction of the best pair (latency: the best pair's / the pair's), to show how far a fault moved it."""
+    (bandwidth: the lowest fraction of the best pair; latency: the highest multiple of the lowest pair),
+    to show how far a fault moved it."""
     out: dict[str, dict[str, float]] = {}
     for j in links:
         if "rail" not in j["key"]:
             continue
         side = "node" if node in (j["a"], j["b"]) else "others"
         row = out.setdefault(j["key"], {})
-        row[side] = round(min(row.get(side, 9.0), float(j["of_best"]) if j["higher_is_better"]
-                              else 1 / float(j["of_best"])), 3)
+        hib = j["higher_is_better"]
+        v = float(j["of_best"]) if hib else 1 / float(j["of_best"])
+        row[side] = round(v if side not in row else min(row[side], v) if hib else max(row[side], v), 3)
     return out
 
 
