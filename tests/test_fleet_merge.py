@@ -343,7 +343,7 @@ def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
     (link,) = [x for x in f.findings if x.kind == "link"]
     assert link.evidence == "mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5 MB/s = 10% of the best pair 25 MB/s"
     assert "mpi bw host n1 <->" not in link.text  # its total, 55% of the best, passes: the rail alone shows it
-    from nodemap.fleet import drains
+    from nodemap.fleet import drain as drains
 
     assert drains.reason(link).startswith("nodemap: fleet: pairs mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5")
     assert len(drains.reason(link)) <= 100
@@ -373,7 +373,7 @@ def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
     assert drain.node == "n2" and drain.reason.startswith("NIC rail1 port 1 down 0 Gb/s where 2 of 3"), drain
     assert any("n2 (rail0)" in e for e in drain.evidence[1:]), drain.evidence  # the symptom after it
 
-    from nodemap.fleet import drains
+    from nodemap.fleet import drain as drains
     from nodemap.slurm import drain as slurm
 
     monkeypatch.setattr(slurm, "show", lambda name, timeout=None: slurm.Node(name, "IDLE", ""))

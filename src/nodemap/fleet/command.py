@@ -103,7 +103,7 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
     `slurm` (--slurm-drain: dry run, scontrol timeout, --node-name): the
     leader drains or resumes its own node on its own document, as `nodemap
     check --slurm-drain` does; what only the fleet sees (bad pairs, a part
-    its peers have) rank 0 drains after the merge (fleet/drains.py)."""
+    its peers have) rank 0 drains after the merge (fleet/drain.py)."""
     from ..check import expectations
     from ..check.node import run_check
 

@@ -793,9 +793,9 @@ class Coordinator:
         if interrupted:
             fleet.complete = False
         if self.cfg.slurm is not None and not interrupted:
-            from . import drains
+            from . import drain
 
-            self.messages += [f"slurm: {said}" for said in drains.act(fleet, self.cfg.pairs, *self.cfg.slurm)]
+            self.messages += [f"slurm: {said}" for said in drain.act(fleet, self.cfg.pairs, *self.cfg.slurm)]
         self.out.fleet(fleet, self.messages, html=self.cfg.html)
         text = output.summary(fleet, self.messages, self.out)
         if self.cfg.json_out:
