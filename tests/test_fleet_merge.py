@@ -343,13 +343,13 @@ def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
     (link,) = [x for x in f.findings if x.kind == "link"]
     assert link.evidence == "mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5 MB/s = 10% of the best pair 25 MB/s"
     assert "mpi bw host n1 <->" not in link.text  # its total, 55% of the best, passes: the rail alone shows it
-    from nodemap.fleet import drain as drains
+    from nodemap.fleet import drain
 
-    assert drains.reason(link).startswith("nodemap: fleet: pairs mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5")
-    assert len(drains.reason(link)) <= 100
-    scope = drains.FleetScope(pairs=True)
-    assert scope.covers(drains.reason(link)) and not scope.covers("nodemap: memory: stream triad 12 GB/s")
-    assert not drains.FleetScope(pairs=False).covers(drains.reason(link))  # --no-pairs judged no pair
+    assert drain.reason(link).startswith("nodemap: fleet: pairs mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 2.5")
+    assert len(drain.reason(link)) <= 100
+    scope = drain.FleetScope(pairs=True)
+    assert scope.covers(drain.reason(link)) and not scope.covers("nodemap: memory: stream triad 12 GB/s")
+    assert not drain.FleetScope(pairs=False).covers(drain.reason(link))  # --no-pairs judged no pair
 
 
 def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
@@ -373,11 +373,11 @@ def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
     assert drain.node == "n2" and drain.reason.startswith("NIC rail1 port 1 down 0 Gb/s where 2 of 3"), drain
     assert any("n2 (rail0)" in e for e in drain.evidence[1:]), drain.evidence  # the symptom after it
 
-    from nodemap.fleet import drain as drains
+    from nodemap.fleet import drain
     from nodemap.slurm import drain as slurm
 
     monkeypatch.setattr(slurm, "show", lambda name, timeout=None: slurm.Node(name, "IDLE", ""))
     f.findings.sort(key=lambda x: x.kind != "link")  # whatever order the findings come in
-    said = drains.act(f, pairs=True, dry_run=True, timeout=5)
+    said = drain.act(f, pairs=True, dry_run=True, timeout=5)
     (n2,) = [s for s in said if s.startswith("n2:")]
     assert "nodemap: fleet: topology NIC rail1 port 1 down" in n2 and "mpi bw" not in n2, said
