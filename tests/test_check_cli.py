@@ -113,7 +113,9 @@ def test_report_judges_bench_results_and_compares(checked, tmp_path):
     r = nodemap("report", "--compare", str(tmp_path / "before.json"), str(tmp_path / "after.json"), "--expect",
                 str(tmp_path / "site.toml"), "--json")
     c = {c["key"]: c for c in json.loads(r.stdout)["changes"]}
-    assert c["host/stream/triad"]["verdict"] == "warn" and r.returncode == 0
+    # another figure of the shared VM's check may be undecided on a side: then, and only then, exit 2
+    undecided = any(x["verdict"] == "inconclusive" for x in c.values())
+    assert c["host/stream/triad"]["verdict"] == "warn" and r.returncode == (2 if undecided else 0), r.stdout
 
 
 def test_bad_output_and_input_are_one_line_errors(tmp_path):
