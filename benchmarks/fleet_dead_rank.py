@@ -127,7 +127,10 @@ def _watch(p: subprocess.Popen, victim: int, fault: signal.Signals, moment: floa
         time.sleep(0.1)
     time.sleep(moment)
     procs = processes(mark)
-    target = next(pid for pid, rank in procs.items() if rank == victim and pid != p.pid)
+    target = next((pid for pid, rank in procs.items() if rank == victim and pid != p.pid), None)
+    if target is None:
+        raise RuntimeError(f"no rank {victim} to take away {moment:.1f} s after the join: the fleet "
+                           f"{'ended ' + str(p.returncode) if p.poll() is not None else 'runs without it'}")
     os.kill(target, fault)
     died = time.monotonic()
     stopped = {target} | {pid for pid in procs if fault == signal.SIGSTOP and _parent(pid) == target}

@@ -481,8 +481,14 @@ class Soak:
         end_group(p, sig)
 
     def track(self, p: subprocess.Popen) -> None:
+        """Kept to be ended at the end; one started once cleanup has taken its list (a thread of the stream or
+        of a fault still running) is ended here: an srun so started outlived an interrupted soak."""
         with self.jobs_lock:
-            self.children = [c for c in self.children if c.poll() is None] + [p]
+            if not self.stopping.is_set():
+                self.children = [c for c in self.children if c.poll() is None] + [p]
+                return
+        end_group(p, signal.SIGKILL)
+        raise RuntimeError("the soak is stopping")
 
     def mount_tmpfs(self, path: str, size: str) -> None:
         if self.stopping.is_set():  # cleanup has begun: nothing new to undo
@@ -501,11 +507,11 @@ class Soak:
     def cleanup(self) -> list[str]:
         """Everything this soak started, by pid and path; what it did, for the report."""
         done = []
-        self.stopping.set()
+        with self.jobs_lock:  # the flag and the list together: what is tracked later, track() ends
+            self.stopping.set()
+            children = list(self.children)
         self.load.stop_event.set()
         self.watch.stop_event.set()
-        with self.jobs_lock:
-            children = list(self.children)
         for p in children:
             self.end(p)
         done.append(f"{sum(p.returncode is not None for p in children)} processes of the soak ended")

@@ -23,6 +23,13 @@ import fleet_dead_rank as bench  # noqa: E402
 
 END_S = 60.0  # from the death to the last exit
 KEPT = {"rank0": {"n2", "n3"}, "leader": {"n1", "n3"}}  # the nodes whose results must outlive the victim
+# the death comes while the node checks run (each NODEMAP_FLEET_SLOW s long), so that the fleet is alive
+# whatever the load: on an idle VM a fleet ended 8 s after the join, before a moment drawn up to WINDOW_S
+# (the benchmark's wider window, into the pair tests, is benchmarks/fleet_dead_rank.py's)
+def moment() -> float:
+    return random.uniform(0, bench.SLOW_S * 0.8)
+
+
 pytestmark = [pytest.mark.mpi, pytest.mark.slow,
               pytest.mark.skipif(not bench.MPIEXEC.exists(), reason="no mpiexec next to sys.executable "
                                  "(pip install mpich)")]
@@ -43,9 +50,9 @@ def _kept_by_the_others(r, victim):
 def test_a_rank_killed_under_srun_ends_the_fleet_within_60_s_keeping_every_other_node(slurm_cluster, tmp_path,
                                                                                       victim):
     """srun --kill-on-bad-exit=0 (docs/fleet.md) keeps the others alive; SIGKILL at a random moment."""
-    moment = random.uniform(0, bench.WINDOW_S)
-    r = bench.trial(victim, moment, tmp_path, "srun", slurm_cluster.env, cap=2 * END_S)
-    print(f"srun, {victim} SIGKILLed {moment:.1f} s after the join: every rank ended {r['last_rank_exit_s']} s "
+    moment_s = moment()
+    r = bench.trial(victim, moment_s, tmp_path, "srun", slurm_cluster.env, cap=2 * END_S)
+    print(f"srun, {victim} SIGKILLed {moment_s:.1f} s after the join: every rank ended {r['last_rank_exit_s']} s "
           f"after, srun {r['launcher_exit_s']} s; report ({r['kept']['report']}): {r['kept']['nodes']}")
     assert not r["still_running"], _said(r)
     assert r["last_rank_exit_s"] < END_S and r["launcher_exit_s"] < END_S, _said(r)
@@ -59,9 +66,9 @@ def test_a_rank_that_stops_answering_under_hydra_ends_the_others_within_60_s(tmp
     """Hydra ends the whole job when a rank is killed by a signal, so here the
     victim is SIGSTOPped: alive to the launcher, silent to its peers (a node
     that hangs). A stopped rank 0 holds mpiexec itself; every other rank ends."""
-    moment = random.uniform(0, bench.WINDOW_S)
-    r = bench.trial(victim, moment, tmp_path, "mpiexec", cap=2 * END_S)
-    print(f"mpiexec, {victim} SIGSTOPped {moment:.1f} s after the join: every other rank ended "
+    moment_s = moment()
+    r = bench.trial(victim, moment_s, tmp_path, "mpiexec", cap=2 * END_S)
+    print(f"mpiexec, {victim} SIGSTOPped {moment_s:.1f} s after the join: every other rank ended "
           f"{r['last_rank_exit_s']} s after; report ({r['kept']['report']}): {r['kept']['nodes']}")
     assert set(r["still_running"]) <= ({"mpiexec"} if victim == "rank0" else set()), _said(r)
     assert r["last_rank_exit_s"] < END_S, _said(r)
