@@ -24,13 +24,13 @@ import argparse
 import json
 import os
 import platform
-import re
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +39,7 @@ from fleet_false_drain import ROOT, Live, commit, record  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
+from nodemap.bench.results import Stats  # noqa: E402
 from nodemap.units import parse_size  # noqa: E402
 
 BW = r"""
@@ -50,7 +51,10 @@ size, count, repeats = (int(x) for x in sys.argv[1:4])
 half = c.Get_size() // 2
 me = c.Get_rank()
 peer = me + half if me < half else me - half
-buf = np.zeros(size, dtype=np.uint8)
+# the data is checked: each sender's own pattern, the receiver's buffer poisoned before every repetition
+want = ((np.arange(size) + 7 * (me % half)) % 251).astype(np.uint8)
+buf = want.copy() if me < half else np.full(size, 255, dtype=np.uint8)
+bad = 0
 def rails():
     base = "/sys/class/net"
     return {d: int(open(f"{base}/{d}/statistics/tx_bytes").read()) for d in sorted(os.listdir(base))
@@ -63,6 +67,8 @@ else:
 before = rails() if me == 0 else None
 times = []
 for _ in range(repeats):
+    if me >= half:
+        buf.fill(255)
     c.Barrier()
     t = time.perf_counter()
     if me < half:
@@ -72,10 +78,13 @@ for _ in range(repeats):
             c.Recv(buf, peer, 7)
     c.Barrier()
     times.append(time.perf_counter() - t)
+    bad += me >= half and not np.array_equal(buf, want)
+bad = c.allreduce(int(bad))
 sent = {k: v - before[k] for k, v in rails().items()} if me == 0 else None
 iface = c.gather(os.environ.get("FI_TCP_IFACE", ""), root=0)
 if me == 0:
-    print(json.dumps({"mbs": [half * size * count / t / 1e6 for t in times], "ifaces": iface, "tx_bytes": sent}))
+    print(json.dumps({"mbs": [half * size * count / t / 1e6 for t in times], "ifaces": iface, "tx_bytes": sent,
+                      "wrong_data": bad}))
 """
 
 
@@ -88,21 +97,22 @@ def launch(c: Live, binding: str, size: int, count: int, repeats: int) -> dict[s
     if p.returncode:
         raise SystemExit(f"multirail: {binding}: exit {p.returncode}: {p.stderr[-600:]}")
     got = json.loads(p.stdout.strip().splitlines()[-1])
+    if got["wrong_data"]:
+        raise SystemExit(f"multirail: {binding}: {got['wrong_data']} repetitions received other data than was sent")
     return {"binding": binding, "load": round(load, 1), **got}
 
 
 def rate_mbs(rate: str) -> float:
-    """A tc rate ("200mbit") in MB/s."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate)
-    if not m:
-        raise SystemExit(f"multirail: --rate {rate!r} is not a rate like 200mbit")
-    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8e6
+    """A tc rate ("200mbit") in MB/s, by the test cluster's own reader (it refuses a bad one in one line)."""
+    from soak import cluster_script
+
+    return cluster_script().rate_bits(rate) / 8e6
 
 
 def stats(xs: list[float]) -> dict[str, float]:
+    """The project's Stats of the repetitions, with their quartiles (the IQR the table shows)."""
     q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
-    return {"n": len(xs), "median": round(statistics.median(xs), 2), "min": round(min(xs), 2),
-            "max": round(max(xs), 2), "q1": round(q[0], 2), "q3": round(q[2], 2)}
+    return {k: round(v, 2) for k, v in asdict(Stats.of(xs)).items()} | {"q1": round(q[0], 2), "q3": round(q[2], 2)}
 
 
 def markdown(res: dict[str, Any], machine: str, date: str, command: str, commit: str) -> str:
@@ -124,6 +134,9 @@ def markdown(res: dict[str, Any], machine: str, date: str, command: str, commit:
               f" (min {min(res['round_ratios']):.2f}). Target >= 1.8x.", "",
               "The interfaces each rank used (FI_TCP_IFACE as the rank saw it, ranks in order): plan "
               f"{res['ifaces']['plan']}, one rail {res['ifaces']['one rail']}.", "",
+              "Data checked: in every repetition each receiver's buffer was poisoned before and held its sender's "
+              f"pattern after (wrong: {sum(r['wrong_data'] for r in res['launches'])} of "
+              f"{sum(len(r['mbs']) for r in res['launches'])} repetitions).", "",
               "| launch | binding | load | repetitions (MB/s) |", "|---|---|---|---|"]
     for i, r in enumerate(res["launches"], 1):
         lines.append(f"| {i} | {r['binding']} | {r['load']} | {', '.join(f'{x:.1f}' for x in r['mbs'])} |")
