@@ -54,7 +54,9 @@ def test_batch_times_back_to_back_repetitions_as_one_sample():
     assert eight.bytes == 8 * one.bytes == 8 * 3 * 8 * n
     assert eight.params["write_allocate_bytes"] == 8 * 4 * 8 * n
     assert "8 repetitions per sample" in eight.counting
-    secs = lambda r: sorted(r.bytes / (g * 1e9) for g in r.samples)[1]
+    # the fastest sample of each: a slow sample is the machine's noise (CI failed once on the
+    # medians, one's middle sample at a third of its best), the fastest is the work done
+    secs = lambda r: min(r.bytes / (g * 1e9) for g in r.samples)
     # 8 repetitions really ran per sample: the sample takes several times one repetition
     assert secs(eight) > 3 * secs(one)
     with pytest.raises(NodemapError):
