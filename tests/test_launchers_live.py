@@ -219,3 +219,15 @@ def test_mpirun_outside_an_allocation_names_its_one_node_and_says_what_several_n
     two = subprocess.run([*cmd, "--nodes", "2"], env=job_free_env(), capture_output=True, text=True, timeout=60)
     assert two.returncode == 0 and "--host" not in two.stdout, two
     assert two.stderr.count("\n") == 1 and "give mpirun --host/--hostfile" in two.stderr
+
+
+def test_nodemap_show_under_open_mpi_with_an_mpich_mpi4py_prints_every_rank_and_says_why(tmp_path):
+    # mpi4py here is built for the mpich wheel: its MPI_Init under Open MPI's mpirun aborts every rank
+    # (PMIx); show names the library before MPI_Init and each rank prints its own row instead
+    env = job_free_env(PATH=os.pathsep.join([*launcher_path("mpirun"), os.environ["PATH"]]))
+    r = subprocess.run(["mpirun", "--oversubscribe", "-n", "2", sys.executable, "-m", "nodemap", "show", "--json"],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Abort" not in r.stderr and r.stderr.count("mpi4py is built for MPICH") == 1, r.stderr
+    docs = [json.loads(d) for d in r.stdout.replace("}\n{", "}\n\x00{").split("\x00")]
+    assert sorted(row["rank"] for d in docs for row in d["rows"]) == [0, 1]

@@ -163,3 +163,14 @@ def test_omp_num_threads_of_non_ascii_digits_is_not_a_count():
     assert "not a positive count" in _thread_count_verdicts("\u0664", 8)[0]
     assert _thread_count_verdicts("4,2", 8) == []
     assert _thread_count_verdicts("1000000000", 8)[0].startswith("OMP_NUM_THREADS")
+
+
+def test_an_mpi_library_that_cannot_join_the_launcher_is_named_before_mpi_init():
+    from nodemap.launcher import foreign_mpi
+
+    ompi = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}
+    why = foreign_mpi(ompi, "MPICH Version:      5.0.2\nMPICH Release date: ...")
+    assert why.startswith("Open MPI's mpirun started this rank but mpi4py is built for MPICH Version: 5.0.2 ")
+    assert foreign_mpi(ompi, "Open MPI v5.0.11, package: Open MPI") == ""
+    assert foreign_mpi({"PMI_RANK": "0", "PMI_SIZE": "2"}, "MPICH Version: 5.0.2") == ""  # Hydra and MPICH
+    assert "another MPI" in foreign_mpi(ompi, "")

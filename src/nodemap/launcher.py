@@ -86,6 +86,17 @@ def srun_tasks(env: Mapping[str, str]) -> int:
 ALONE_FIX = "srun --mpi=pmi2 (or pmix) makes them one MPI job"
 
 
+def foreign_mpi(env: Mapping[str, str], library: str) -> str:
+    """Why the MPI library this process loaded cannot join the launcher that
+    started it ("" when it can): MPICH's MPI_Init aborts the process under
+    Open MPI's mpirun (PMIx), which no deadline or retry can save."""
+    if "OMPI_COMM_WORLD_SIZE" not in env or "open mpi" in library.lower():
+        return ""
+    name = " ".join(library.split("\n", 1)[0].split())[:60] or "another MPI"
+    return (f"Open MPI's mpirun started this rank but mpi4py is built for {name} (its MPI_Init would abort); "
+            "start it with that library's mpiexec, or install mpi4py for Open MPI")
+
+
 def _from_env(env: Mapping[str, str]) -> LocalRank | None:
     for launcher, rv, sv in LOCAL_PAIRS:
         if rv in env:

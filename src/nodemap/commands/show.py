@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     comm = None
     if not args.no_mpi and launcher.launched(os.environ):
         with _deadline(args.timeout, "starting MPI (MPI_Init)"):
-            comm = _mpi_comm()
+            comm = _mpi_comm(os.environ)
     if comm is not None and comm.Get_size() == 1:
         # a world of one: srun's tasks without a PMI (--mpi=pmi2; Debian's MpiDefault=none) each init
         # alone; the launcher's rank variable still tells them apart
@@ -104,13 +104,28 @@ def _deadline(seconds: float, what: str):
                              "starts (the launch command, the MPI library), or pass --no-mpi")
 
 
-def _mpi_comm():
-    """COMM_WORLD when mpi4py imports; else None."""
+def _mpi_comm(env):
+    """COMM_WORLD when mpi4py imports and its library can join this launcher;
+    else None (each rank prints its own row, with a note saying why)."""
     try:
         import mpi4py
     except ImportError:
         return None
     mpi4py.rc.threads = False
-    from mpi4py import MPI  # MPI_Init: bounded by the caller's deadline
+    mpi4py.rc.initialize = False  # the library is named before MPI_Init, which may abort the process
+    mpi4py.rc.finalize = True
+    from mpi4py import MPI
 
+    from .. import env as launcher_env
+    from ..launcher import foreign_mpi
+
+    why = foreign_mpi(env, MPI.Get_library_version())
+    if why:
+        if launcher_env.global_rank(env) == 0:
+            import sys
+
+            print(f"nodemap show: note: {why}; each rank prints its own row", file=sys.stderr)
+        return None
+    if not MPI.Is_initialized():
+        MPI.Init()  # bounded by the caller's deadline
     return MPI.COMM_WORLD
