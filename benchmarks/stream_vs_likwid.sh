@@ -41,7 +41,7 @@ import json, os, re, statistics, subprocess, sys
 nthreads, size, n, nodemap = int(os.environ["THREADS"]), os.environ["SIZE"], int(os.environ["N"]), os.environ["NODEMAP"]
 cal_rounds = int(os.environ["CAL"])
 sys.path.insert(0, os.path.join(os.path.dirname(nodemap), "..", "src"))
-from nodemap.bench.host.memory import parse_size
+from nodemap.units import parse_size
 
 domains = subprocess.run(["likwid-bench", "-p"], capture_output=True, text=True).stdout
 node_cpus = [int(c) for c in re.search(r"Tag N:([0-9 ]+)", domains).group(1).split()]

@@ -230,7 +230,7 @@ def test_peak_given_by_the_user_makes_a_percentage(tmp_path):
 
 
 def test_arrays_in_cache_and_wide_spread_get_cautions():
-    from nodemap.bench.host.memory import cache_caution
+    from nodemap.bench.host.stream import cache_caution
     from nodemap.bench.results import make_result
 
     assert cache_caution(3 << 20, 32 << 20) and not cache_caution(64 << 20, 32 << 20) and not cache_caution(1, 0)

@@ -6,6 +6,8 @@ import pytest
 
 from nodemap import cli
 from nodemap.bench.host import memory as hm
+from nodemap.bench.host import machine, stream
+from nodemap.bench.results import make_result
 from nodemap.bench.host import kernels as hk
 from nodemap.bench.host import thread_orders as pl
 from nodemap.errors import NodemapError
@@ -24,7 +26,7 @@ def topo():
 
 @pytest.mark.parametrize("nt", NT)
 def test_every_kernel_verified_positive_and_counted_the_stream_way(nt):
-    rs = hm.measure(topo(), CPUS, N, hk.KERNELS, 2, nt_stores=nt)
+    rs = stream.measure(topo(), CPUS, N, hk.KERNELS, 2, nt_stores=nt)
     assert [r.metric for r in rs] == list(hk.KERNELS)
     words = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}
     for r in rs:
@@ -48,8 +50,8 @@ def test_a_skipped_element_fails_the_check(kernels, nt):
 
 def test_batch_times_back_to_back_repetitions_as_one_sample():
     n = 1 << 21  # 16 MiB per array: a repetition takes milliseconds, far above timer and barrier costs
-    one, = hm.measure(topo(), CPUS, n, ["triad"], 3)
-    eight, = hm.measure(topo(), CPUS, n, ["triad"], 3, batch=8)
+    one, = stream.measure(topo(), CPUS, n, ["triad"], 3)
+    eight, = stream.measure(topo(), CPUS, n, ["triad"], 3, batch=8)
     assert eight.verified and eight.params["batch"] == 8 and one.params["batch"] == 1
     assert eight.bytes == 8 * one.bytes == 8 * 3 * 8 * n
     assert eight.params["write_allocate_bytes"] == 8 * 4 * 8 * n
@@ -65,7 +67,7 @@ def test_batch_times_back_to_back_repetitions_as_one_sample():
 
 def test_failed_check_is_an_error_not_a_number():
     with pytest.raises(NodemapError, match="check failed"):
-        hm.measure(topo(), CPUS[:1], N, ["triad"], 1, skip=5)
+        stream.measure(topo(), CPUS[:1], N, ["triad"], 1, skip=5)
 
 
 def test_kernel_subsets_check_against_replayed_gold_values():
@@ -74,9 +76,9 @@ def test_kernel_subsets_check_against_replayed_gold_values():
 
 
 def test_parse_kernels():
-    assert hm.parse_kernels("triad,copy") == ["copy", "triad"]
+    assert stream.parse_kernels("triad,copy") == ["copy", "triad"]
     with pytest.raises(NodemapError, match="unknown kernel fma"):
-        hm.parse_kernels("copy,fma")
+        stream.parse_kernels("copy,fma")
 
 
 def _fake_root(tmp, free_kb):
@@ -91,12 +93,12 @@ def test_array_size_default_is_4x_llc_capped_by_free_memory(tmp_path):
     from nodemap.topology.model import Cache
     t = Topology(numa_nodes=(NumaNode(0, CpuSet([0, 1]), 1 << 30),), caches=(Cache(3, "unified", 1 << 20, CpuSet([0, 1])),))
     root = _fake_root(tmp_path, 1 << 20)  # 1 GiB free
-    assert hm.array_size(t, CpuSet([0]), CpuSet(), None, root=root) == (4 << 20, [])
-    n, notes = hm.array_size(t.__class__(numa_nodes=t.numa_nodes, caches=(Cache(3, "unified", 1 << 30, CpuSet([0])),)),
+    assert stream.array_size(t, CpuSet([0]), CpuSet(), None, root=root) == (4 << 20, [])
+    n, notes = stream.array_size(t.__class__(numa_nodes=t.numa_nodes, caches=(Cache(3, "unified", 1 << 30, CpuSet([0])),)),
                              CpuSet([0]), CpuSet(), None, root=root)
     assert n < 1 << 30 and "capped" in notes[0]
     with pytest.raises(NodemapError, match="free"):
-        hm.array_size(t, CpuSet([0]), CpuSet(), "1G", root=root)
+        stream.array_size(t, CpuSet([0]), CpuSet(), "1G", root=root)
 
 
 def test_free_memory_falls_back_when_nodes_undercount_the_machine(tmp_path):
@@ -104,29 +106,29 @@ def test_free_memory_falls_back_when_nodes_undercount_the_machine(tmp_path):
     proc = tmp_path / "proc"
     proc.mkdir()
     (proc / "meminfo").write_text("MemTotal: 2097152 kB\nMemAvailable: 1900000 kB\n")
-    assert hm.free_memory(CpuSet([0]), root) == 1 << 30  # consistent: the node's own figure
+    assert machine.free_memory(CpuSet([0]), root) == 1 << 30  # consistent: the node's own figure
     (proc / "meminfo").write_text(f"MemTotal: {128 << 20} kB\nMemAvailable: {120 << 20} kB\n")
-    assert hm.free_memory(CpuSet([0]), root) == 120 << 30  # one 2 GiB node on a 128 GiB machine
+    assert machine.free_memory(CpuSet([0]), root) == 120 << 30  # one 2 GiB node on a 128 GiB machine
     n1 = tmp_path / "sys/devices/system/node/node1"
     n1.mkdir()
     (n1 / "meminfo").write_text("Node 1 MemTotal: 2097152 kB\nNode 1 MemFree: 1048576 kB\n")
     # a subset of the nodes keeps the per-node figure: MemAvailable would count other nodes' memory
-    assert hm.free_memory(CpuSet([1]), root) == 1 << 30
-    assert hm.free_memory(CpuSet([0, 1]), root) == 120 << 30
+    assert machine.free_memory(CpuSet([1]), root) == 1 << 30
+    assert machine.free_memory(CpuSet([0, 1]), root) == 120 << 30
 
 
 def test_mem_node_without_memory_is_refused():
     t = Topology(numa_nodes=(NumaNode(0, CpuSet([0]), 1 << 30), NumaNode(1, CpuSet([1]), 0)))
-    assert hm.parse_mem(t, "0") == CpuSet([0])
+    assert machine.parse_mem(t, "0") == CpuSet([0])
     with pytest.raises(NodemapError, match="no memory"):
-        hm.parse_mem(t, "1")
+        machine.parse_mem(t, "1")
     with pytest.raises(NodemapError, match="no NUMA node 7"):
-        hm.parse_mem(t, "7")
+        machine.parse_mem(t, "7")
 
 
 def test_recommendation_takes_fewest_threads_within_2_percent():
     t = topo()
-    mk = lambda th, gbs, name: hm.make_result("memory", "triad", "GB/s", [gbs], verified=True,
+    mk = lambda th, gbs, name: make_result("memory", "triad", "GB/s", [gbs], verified=True,
                                               params={"threads": th, "thread_order": name, "cpu_order": list(range(th))})
     rs = [mk(1, 50.0, "a"), mk(4, 99.0, "b"), mk(8, 100.0, "c"), mk(16, 98.5, "d")]
     assert hm.recommend(rs)[0] == "b"
@@ -136,7 +138,7 @@ def test_recommendation_takes_fewest_threads_within_2_percent():
 
 
 def test_recommendation_warns_when_medians_choose_otherwise():
-    mk = lambda th, gbs, name: hm.make_result("memory", "triad", "GB/s", gbs, verified=True,
+    mk = lambda th, gbs, name: make_result("memory", "triad", "GB/s", gbs, verified=True,
                                               params={"threads": th, "thread_order": name, "cpu_order": list(range(th))})
     # 4 threads won one lucky sample; 8 threads are faster on the median
     rs = [mk(4, [100.0, 70.0, 72.0], "b"), mk(8, [99.5, 90.0, 91.0], "c")]
@@ -195,8 +197,8 @@ def test_results_saved_before_the_rename_read_their_thread_order():
     word untouched."""
     from nodemap.bench.results import Result
 
-    old = hm.make_result("memory", "triad", "GB/s", [1.0], verified=True, params={"placement": "1/core"}).to_dict()
+    old = make_result("memory", "triad", "GB/s", [1.0], verified=True, params={"placement": "1/core"}).to_dict()
     assert Result.from_dict(old).params == {"thread_order": "1/core"}
-    gpu = hm.make_result("placement", "copies s=1", "lookups/s", [1.0], verified=True,
+    gpu = make_result("placement", "copies s=1", "lookups/s", [1.0], verified=True,
                          params={"placement": "x"}).to_dict()
     assert Result.from_dict(gpu).params == {"placement": "x"}

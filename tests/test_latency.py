@@ -6,6 +6,7 @@ import pytest
 from nodemap import cli
 from nodemap.bench.host import kernels as hk
 from nodemap.bench.host import latency as lat
+from nodemap.bench.host.chase import cpu_caches
 from nodemap.errors import NodemapError
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.model import Cache, Topology
@@ -38,7 +39,7 @@ def test_levels_predicted_from_the_cpus_caches():
         Cache(2, "unified", 2 << 20, CpuSet([0])), Cache(3, "unified", 32 << 20, CpuSet([0, 1])),
         Cache(2, "unified", 1 << 20, CpuSet([1])),
     ))
-    caches = lat.cpu_caches(t, 0)
+    caches = cpu_caches(t, 0)
     assert caches == [("L1d", 48 << 10), ("L2", 2 << 20), ("L3", 32 << 20)]
     assert [lat.predicted_level(caches, s) for s in (4 << 10, 48 << 10, 64 << 10, 2 << 20, 8 << 20, 64 << 20)] == \
         ["L1d", "L1d", "L2", "L2", "L3", "DRAM"]

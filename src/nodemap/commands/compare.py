@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise NodemapError(f"--rounds {args.rounds}: need at least 1")
     if args.size is not None:  # here, not as every rank's error after the bindings ran (exit 1)
-        from ..bench.host.memory import MIN_ARRAY
+        from ..bench.host.stream import MIN_ARRAY
         from ..units import parse_size
 
         parse_size(args.size, "--size", minimum=MIN_ARRAY)

@@ -14,7 +14,7 @@ from typing import Sequence
 from ... import native
 from ...errors import NodemapError
 from ..interrupt import stoppable
-from .memory_options import KERNELS  # NM_K_* order: declared where `bench memory --kernels` offers them
+from .stream_options import KERNELS  # NM_K_* order: declared where `bench memory --kernels` offers them
 
 # STREAM counting: words of 8 B moved per element (reads + writes)
 STREAM_WORDS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}

@@ -1,14 +1,14 @@
-"""`nodemap bench memory`'s command line: its help, its Options (with
-HostOptions, shared with `bench numa`) and the STREAM kernels it offers.
+"""`nodemap bench memory`'s command line: its help, its Options (on
+HostOptions, shared with `bench numa`: stream_options.py).
 Light (bench/kinds.py): `bench memory --help` imports nothing that measures."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..options import Common, option
+from ..options import option
+from .stream_options import KERNELS, HostOptions
 
-KERNELS = ("copy", "scale", "add", "triad", "sum")  # NM_K_* order of native/stream.c (host/kernels.py)
 
 DESCRIPTION = """\
 STREAM bandwidth (copy, scale, add, triad, and a read-only sum) with one
@@ -28,16 +28,6 @@ examples:
                                               timed like likwid-bench -i 20 (see
                                               benchmarks/stream_vs_likwid.sh)
 """
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostOptions(Common):
-    """Options shared with `nodemap bench numa`."""
-
-    size: str | None = option(None, "bytes per array, e.g. 2G, 512M (default 4x LLC)", metavar="BYTES")
-    mem: str | None = option(None, "NUMA nodes to bind the arrays to (default: first touch by each thread)")
-    peak: float | None = option(None, "DRAM peak of this machine to compare with (default: from its SMBIOS "
-                                      "memory records where readable)", metavar="GB/S")
 
 
 @dataclass(frozen=True, kw_only=True)

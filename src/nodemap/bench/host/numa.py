@@ -13,7 +13,10 @@ from ...errors import NodemapError
 from ...topology.cpuset import CpuSet
 from ...topology.model import Topology
 from ...units import parse_size
-from . import memory as host_memory, latency, thread_orders
+from . import thread_orders
+from .chase import MIN_SIZE, Chase, cpu_caches
+from .machine import environment, free_memory, parse_mem
+from .stream import ELEMENT, Stream, array_size, host_peak, parse_kernels
 from ..driver import Case, Plan, Repeats
 from .numa_options import Options
 from ..results import Result, ResultSet
@@ -24,7 +27,7 @@ from ..story import Cost, Count, Node, ResultParams, Skipped, Step, Story
 
 def parse_kernel(text: str) -> list[str]:
     try:
-        return host_memory.parse_kernels(text)
+        return parse_kernels(text)
     except NodemapError as e:  # the option here is --kernel
         raise NodemapError(str(e).replace("--kernels", "--kernel", 1)) from None
 
@@ -65,16 +68,16 @@ def plan(opts: Options) -> Plan:
     kernel = parse_kernel(opts.kernel)
     if len(kernel) != 1:
         raise NodemapError(f"--kernel {opts.kernel}: give one kernel of copy,scale,add,triad,sum")
-    lat_size = parse_size(opts.latency_size, "--latency-size", minimum=latency.MIN_SIZE) if opts.latency_size else None
+    lat_size = parse_size(opts.latency_size, "--latency-size", minimum=MIN_SIZE) if opts.latency_size else None
     topo = thread_orders.load_topology(opts.topology)
     allowed = thread_orders.usable_cpus(topo)
     rows = cpu_nodes(topo, allowed)
     cols = mem_nodes(topo)
     if opts.mem:
-        cols = list(host_memory.parse_mem(topo, opts.mem))
+        cols = list(parse_mem(topo, opts.mem))
     if not rows or not cols:
         raise NodemapError("no NUMA node with both allowed CPUs and memory found; check the cpuset/mems allowed")
-    peak, unknown = host_memory.host_peak(opts.peak)
+    peak, unknown = host_peak(opts.peak)
     messages = list(topo.notes) + [unknown] * bool(unknown)
     if len(topo.numa_nodes) == 1:
         messages.append("this machine has one NUMA node: the matrices are 1x1")
@@ -84,12 +87,12 @@ def plan(opts: Options) -> Plan:
     cases: list[Case] = []
     for i, cs, j in [(i, cs, j) for i, cs in rows for j in cols]:
         cell = {"cpu_node": i, "mem_node": j}
-        n_bytes, notes = host_memory.array_size(topo, CpuSet(cs), CpuSet([j]), opts.size)
-        cases.append(host_memory.Stream(topo, cs, n_bytes // host_memory.ELEMENT, kernel, mem_nodes=CpuSet([j]),
+        n_bytes, notes = array_size(topo, CpuSet(cs), CpuSet([j]), opts.size)
+        cases.append(Stream(topo, cs, n_bytes // ELEMENT, kernel, mem_nodes=CpuSet([j]),
                                         benchmark="numa", thread_order=f"NUMA{i} 1/core", peak=peak,
                                         label=f"bandwidth NUMA{i} -> NUMA{j}", params=cell, messages=notes))
         if not opts.no_latency:
-            chase = latency.Chase(topo, cs[0], lat_size or _latency_size(topo, cs[0], j), 1 << 20, CpuSet([j]),
+            chase = Chase(topo, cs[0], lat_size or _latency_size(topo, cs[0], j), 1 << 20, CpuSet([j]),
                                   benchmark="numa", params=cell)
             chase.label, chase.repeats = f"latency NUMA{i} -> NUMA{j}", Repeats(count=min(opts.repeats, 3))
             cases.append(chase)
@@ -106,13 +109,13 @@ def plan(opts: Options) -> Plan:
         parts.append(slit_text(topo, rnodes, cols))
         return "\n\n".join(parts)
 
-    return Plan("bench numa", cases, text, environment=host_memory.environment(topo), messages=messages)
+    return Plan("bench numa", cases, text, environment=environment(topo), messages=messages)
 
 
 def _latency_size(topo: Topology, cpu: int, node: int) -> int:
-    caches = latency.cpu_caches(topo, cpu)
+    caches = cpu_caches(topo, cpu)
     want = 4 * max((s for _, s in caches), default=64 << 20)
-    free = host_memory.free_memory(CpuSet([node]))
+    free = free_memory(CpuSet([node]))
     return min(want, int(0.6 * free)) if free else want
 
 

@@ -1,13 +1,13 @@
-"""`nodemap bench numa`'s command line: its help and its Options (on bench
-memory's HostOptions). Light (bench/kinds.py): `bench numa --help` imports
-nothing that measures."""
+"""`nodemap bench numa`'s command line: its help and its Options (on
+HostOptions, shared with `bench memory`: stream_options.py). Light
+(bench/kinds.py): `bench numa --help` imports nothing that measures."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..options import option
-from .memory_options import HostOptions
+from .stream_options import HostOptions
 
 DESCRIPTION = """\
 NUMA matrices: bandwidth with the threads of node i (one per core) on
