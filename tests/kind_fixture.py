@@ -16,7 +16,8 @@ from nodemap.bench.driver import Case, PartFailed, Plan
 from nodemap.bench.figures import Figure, Given, figure
 from nodemap.bench.options import Common, option
 from nodemap.bench.results import Failure, Result, ResultSet, make_result
-from nodemap.bench.story import Cost, Count, Node, Probe, ResultParams, Step, Story
+from nodemap.bench.story import Cost, Count, Node, Probe, ResultParams, Seen, Step, Story
+from nodemap.finding import Finding
 from nodemap.units import format_size, gbps, parse_size
 
 KIND = "bytecopy"
@@ -83,10 +84,17 @@ def cause(f: Failure, forced: Sequence[str]) -> tuple[str, str]:
     return "hardware", "test the DIMMs (memtester), then run nodemap bench bytecopy again"
 
 
+def finding(seen: Seen) -> Finding | None:
+    if not seen.figure.key.startswith(f"{KIND}/"):
+        return None  # STREAM's, of the same area
+    return seen.say("hardware", f"{seen.figure.label}: {seen.value}{seen.relative}, slower than its peer",
+                    "test the DIMMs (memtester)")
+
+
 def kept(rs: ResultSet, node: int) -> Any:
     return next((r for r in rs.results if r.params.get("part") == 0), None)
 
 
-STORY = Story(params=Params, figures=figures, areas=("host memory",), steps=steps, priority=45,
+STORY = Story(params=Params, figures=figures, finding=finding, areas=("host memory",), steps=steps, priority=45,
               cost={"quick": Cost(base=0.5), "full": Cost(base=1.0)}, cause=cause,
               probes=(Probe(KIND, "GB/s", lambda threads, size: Options(size=size, repeats=5), kept),))

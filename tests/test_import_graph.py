@@ -467,9 +467,6 @@ def kind_names(tree: ast.AST, kinds: set[str]) -> list[tuple[str, int]]:
 # The same words in other vocabularies, each use counted: a new literal of a kind's name here fails.
 OTHER_WORDS = {
     ("nodemap.check.inventory", "gpu"): 2,  # an Endpoint's kind (bench/endpoints.py: "gpu3"), not bench gpu
-    ("nodemap.check.findings", "gpu"): 1,
-    ("nodemap.check.findings", "nccl"): 1,  # expectations.toml row kinds (Figure.kind): NCCL's,
-    ("nodemap.check.findings", "placement"): 1,  # STREAM's all-cores triad against its best placement
     ("nodemap.check.busy", "placement"): 1,
     ("nodemap.check.busy", "memory"): 1,  # document keys: a busy sample's memory pressure,
     ("nodemap.check.mpi", "gpu"): 1,  # the CUDA-awareness record's GPU, compare's resource columns
@@ -498,6 +495,36 @@ def test_the_readers_of_what_kinds_measure_import_no_kind():
     kind_modules = {m for module in _registered().values() for m in (module, module + "_options")}
     got = {(m, t) for m in _readers() for t in EDGES[m] if t in kind_modules}
     assert got == set(), "read the kind through bench.kinds.story (its STORY), not by importing its module"
+
+
+FINDINGS = "nodemap.check.findings"
+
+
+def figure_kinds() -> set[str]:
+    """The figures' kinds (Figure.kind: expectations.toml's limit rows) and their families ("mpi_")."""
+    from nodemap.check.expectations import shipped
+
+    rows = {limit.kind for limit in shipped().limits}
+    return rows | {k[:k.index("_") + 1] for k in rows if "_" in k}
+
+
+def kind_switches(tree: ast.AST, words: set[str]) -> list[int]:
+    """Lines naming a kind's or a figure kind's word, or comparing a `.kind` or `.area` with a literal."""
+    said = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in words}
+    compared = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                and any(isinstance(x, ast.Attribute) and x.attr in ("kind", "area") for x in [n.left, *n.comparators])
+                and any(isinstance(x, ast.Constant) for x in [n.left, *n.comparators])}
+    return sorted(said | compared)
+
+
+def test_findings_switch_on_no_kind():
+    # check/findings.py explained a figure by a 10-branch switch over its kind ("h2d", "hbm", "nccl",
+    # f.kind.startswith("mpi_"), f.area == "NUMA"...) until issue 37: each kind's STORY.finding says it now
+    old = 'if f.kind == "h2d" or (f.area == "host<->GPU" and x):\n    pass\nif f.kind.startswith("mpi_"):\n    pass\n'
+    assert kind_switches(ast.parse(old), figure_kinds() | set(_registered())) == [1, 3]
+    assert {"hbm", "mpi_", "latency_DRAM"} <= figure_kinds()
+    found = kind_switches(TREES[FINDINGS], figure_kinds() | set(_registered()))
+    assert found == [], f"check/findings.py lines {found}: explain a kind's figure in its STORY's finding"
 
 
 SNAPSHOT_MODULE = "nodemap.topology.snapshot"

@@ -2,8 +2,8 @@
 tests/kind_fixture.py, registered here in every process (the test process
 by monkeypatch, the ones it starts by a sitecustomize on their path), is run
 by `nodemap bench`, saved, read back and judged by `report`, planned,
-measured and judged by `check` (its steps, cost, priority, figures, failed
-part and its cause) and probed by `compare`: nothing in src/ names it."""
+measured and judged by `check` (its steps, cost, priority, figures, the
+finding a slow one tells, failed part and its cause) and probed by `compare`: nothing in src/ names it."""
 
 from __future__ import annotations
 
@@ -85,6 +85,21 @@ def test_check_measures_and_judges_it_and_its_failed_part(registered, monkeypatc
     doc = _check(monkeypatch, kf.Options(size="64K", repeats=3, corrupt=True))
     [c] = [c for c in doc.checks if c.key == "verification/bytecopy/copy1"]
     assert (c.verdict, c.area, c.cause) == ("fail", "host memory", "hardware") and "memtester" in c.fix
+
+
+def test_check_explains_its_slow_figure_by_its_story(registered):
+    from nodemap.bench.results import make_result
+    from nodemap.check.findings import derive
+    from nodemap.check.verdicts import Judged
+
+    slow, peer = kf.figures([make_result(kf.KIND, "copy", "GB/s", [gb], verified=True,
+                                         params={"part": i, "bytes": 1 << 20}) for i, gb in ((0, 5.0), (1, 10.0))],
+                            kf.Given())
+    [f] = derive([Judged(slow, "fail", "below its peers", {"median_of_peers": 10.0}, 0.5),
+                  Judged(peer, "pass", "", {}, 1.0)], [])
+    assert (f.text, f.fix, f.keys, f.cause) == ("copy 0 of 1 MiB: 5.00 GB/s, 50% of the median of its peers on this "
+                                                "node, slower than its peer", "test the DIMMs (memtester)",
+                                                ("bytecopy/0",), "hardware")
 
 
 def test_compare_probes_it(registered):

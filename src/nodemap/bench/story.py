@@ -15,11 +15,15 @@ from typing import Annotated
 
 import msgspec
 
+from ..finding import Finding
+from ..text import number
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Mapping, Sequence
 
     from ..topology.model import Topology
+    from .figures import Figure
     from .results import Failure
 
 NO_PAIR = "one GPU: no pair to measure"  # why a kind of GPU pairs is skipped on a node of one GPU
@@ -116,10 +120,37 @@ class Story:
     # None: by what carried the data (`by_transport`)
     cause: Any = None
     probes: tuple[Probe, ...] = ()  # what `nodemap compare` may measure with it
+    # what a warned or failed figure of its areas tells (check/findings.py): (Seen) -> Finding, or None where
+    # the figure is not one it explains (another kind's of the same area, the node's latency rule's)
+    finding: Any = None
 
     def __post_init__(self) -> None:
         if self.steps is not None and not {"quick", "full"} <= set(self.cost):
             raise ValueError("a kind with check steps declares their cost at quick and full (check --budget)")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A warned or failed figure as a kind's `finding` reads it: the figure,
+    its value and standing as a sentence says them, what is already in
+    effect on the node, the inventory checks a finding may rest on."""
+
+    figure: Figure
+    verdict: str
+    rule: str
+    shortfall: float  # how far it is off its reference (Finding.shortfall)
+    relative: str  # ", 61% of the median of its peers on this node", or ""
+    state: Any  # check/findings.NodeState: huge pages, the job's variables, CUDA-aware MPI, a VM
+    links: Mapping[str, Any]  # the inventory's PCIe link checks by the GPU's endpoint key ("gpu0")
+    aware_key: str  # the key of the inventory check that says whether MPI is CUDA-aware
+
+    @property
+    def value(self) -> str:
+        return f"{number(self.figure.value)} {self.figure.unit}"
+
+    def say(self, cause: str, text: str, fix: str, keys: tuple[str, ...] = ()) -> Finding:
+        return Finding(self.verdict, text, self.rule, fix, keys or (self.figure.key,), self.shortfall,
+                       cause=cause, area=self.figure.area)
 
 
 GPU_FIX = ("test the GPUs and their links (nvidia-smi nvlink -e for NVLink error counters, nvidia-smi -q -d "

@@ -22,7 +22,8 @@ from ..results import Failure, Result, ResultSet, make_result
 from .collectives_options import OPS, Options
 from ..figures import Figure, Given, figure
 from ...topology.model import Topology
-from ..story import NO_PAIR, Cost, Count, Node, ResultParams, Skipped, Step, Story
+from ..story import NO_PAIR, Cost, Count, Node, ResultParams, Seen, Skipped, Step, Story
+from ...finding import Finding
 
 WORD = 4  # float32
 CORRUPT = "wrong elements after the operation: NCCL or the GPUs' links corrupt data"
@@ -373,6 +374,16 @@ class Params(ResultParams):
     inplace: bool = False
 
 
-STORY = Story(params=Params, figures=figures, related=with_link_peak,
+def finding(seen: Seen) -> Finding | None:
+    """Slow collectives over links the copies found fast: NCCL's settings first."""
+    f = seen.figure
+    if f.kind != "nccl":
+        return None
+    return seen.say("configuration", f"{f.label}: {seen.value}, below what the node's links carry",
+                    "check NCCL_* variables (P2P/SHM disabled, forced algorithm) and NCCL_DEBUG=INFO for the "
+                    "transport; a slow pair among the GPU<->GPU figures points to hardware")
+
+
+STORY = Story(params=Params, figures=figures, related=with_link_peak, finding=finding,
               areas=("NCCL",), steps=steps, gpu=True, priority=30,  # NVLink faults, beside the copies'
               cost={"quick": Cost(base=4.0, gpu=1.0), "full": Cost(base=20.0, gpu=2.5)})  # full 24.7 s on 2 H200s

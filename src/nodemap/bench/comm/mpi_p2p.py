@@ -23,7 +23,9 @@ from ..options import MPI_TIMEOUT_S, choices
 from ..results import Result, ResultSet, make_result
 from .mpi_p2p_options import SMALL, TESTS, Options
 from ..figures import Figure, Given, figure
-from ..story import Cost, Count, Node, ResultParams, Step, Story
+from ..story import Cost, Count, Node, ResultParams, Seen, Step, Story
+from ...finding import Finding
+from ...text import number
 
 BUFFERS = ("HH", "HD", "DH", "DD")
 STOP_TAG = 97
@@ -551,7 +553,55 @@ class Params(ResultParams):
     transport: str = ""
 
 
-STORY = Story(params=Params, figures=figures, related=device_peak,
+# UCX transports that carry on-node traffic through shared memory, and CUDA IPC
+UCX_SHM = ("sm", "shm", "posix", "sysv", "cma", "xpmem", "knem", "all")
+UCX_CUDA = ("cuda_ipc", "cuda", "all")
+GPU_SUPPORT_VARS = (("MPIR_CVAR_ENABLE_GPU", "1"), ("MPICH_GPU_SUPPORT_ENABLED", "1"))
+
+
+def finding(seen: Seen) -> Finding | None:
+    """Slow MPI on one node is its transport settings: device buffers staged (MPI not CUDA-aware), no CUDA
+    IPC, or no shared memory (or ranks sharing a core); a setting already in effect is not proposed."""
+    f, v, state = seen.figure, seen.value, seen.state
+    if not f.kind.startswith("mpi_"):
+        return None
+    if f.kind == "mpi_device" and f.part == "staged":
+        staged = (f"device buffers are staged ({v} vs {number(f.peak)} {f.unit} between the GPUs' copy engines)"
+                  if f.peak else f"device buffers are staged ({v})")
+        return seen.say("configuration", f"MPI is not CUDA-aware: {staged}", _cuda_aware_fix(state),
+                        (f.key, seen.aware_key))
+    if f.kind == "mpi_device":
+        near = "that each rank uses the GPU near it (nodemap run)"
+        fix = (f"check {near}; UCX_TLS={state.env['UCX_TLS']} already includes CUDA IPC" if state.ucx_tls(UCX_CUDA)
+               else f"check that UCX_TLS includes cuda_ipc (NCCL/UCX peer access) and {near}")
+        return seen.say("configuration", f"{f.label}: {v}, {f.value / f.peak:.0%} of the GPUs' copy engines"
+                        if f.peak else f"{f.label}: {v}", fix)
+    what = "slower" if f.kind == "mpi_latency" else "below what shared memory moves"
+    fix = ("check that each rank has a core of its own (nodemap run binds them); UCX_TLS="
+           f"{state.env['UCX_TLS']} already includes shared memory" if state.ucx_tls(UCX_SHM) else
+           "check UCX_TLS / FI_PROVIDER / OMPI_MCA_btl (shared memory: shm, sm, vader, cma) and that each "
+           "rank has a core of its own")
+    return seen.say("configuration", f"{f.label}: {v}, {what}: the ranks do not use shared memory or share a core",
+                    fix)
+
+
+def _cuda_aware_fix(state: Any) -> str:
+    """A CUDA-aware build is proposed only where MPI is not one; the GPU
+    switch of MPICH only where it is not already set."""
+    on = [f"{k}={val}" for k, val in GPU_SUPPORT_VARS if state.env.get(k) == val]
+    if state.cuda_aware:
+        return ("this MPI is CUDA-aware (see the awareness check), yet device buffers were staged: pass device "
+                "pointers to MPI and check that the GPU transport is enabled" +
+                (f" ({', '.join(on)} is already set: check UCX_TLS/UCX_MEMTYPE_CACHE)" if on else
+                 " (MPICH: MPIR_CVAR_ENABLE_GPU=1, Cray MPICH: MPICH_GPU_SUPPORT_ENABLED=1)"))
+    if on:
+        return (f"{', '.join(on)} is already set, so this MPI build has no GPU support: use a CUDA-aware MPI build "
+                "(Open MPI/UCX built with CUDA, MPICH built with CUDA)")
+    return ("use a CUDA-aware MPI build (Open MPI/UCX built with CUDA, MPICH with MPIR_CVAR_ENABLE_GPU=1, Cray "
+            "MPICH with MPICH_GPU_SUPPORT_ENABLED=1)")
+
+
+STORY = Story(params=Params, figures=figures, related=device_peak, finding=finding,
               areas=("MPI",), steps=steps, launched=True,
               priority=70,  # a launcher's start-up; tells mostly of the job's environment, not the node
               cost={"quick": Cost(base=8.0), "full": Cost(base=85.0)})  # about 7 s quick on an H100, 84.3 s full

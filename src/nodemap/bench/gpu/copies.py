@@ -22,9 +22,11 @@ from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them t
 from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
+from ..endpoints import Endpoint
 from ..figures import Figure, Given, figure, key_part, said
 from dataclasses import replace
-from ..story import NO_PAIR, Cost, Node, Probe, ResultParams, Skipped, Step, Story
+from ..story import NO_PAIR, Cost, Node, Probe, ResultParams, Seen, Skipped, Step, Story
+from ...finding import Finding
 
 SM_BLOCK, SM_BLOCKS_PER_SM = 512, 4  # 2048 threads: a full Hopper/Ampere SM
 STAGE_CHUNK = 16 << 20
@@ -548,7 +550,37 @@ def _own_h2d(rs: ResultSet, node: int) -> Result | None:
     return rows.get(-1, rows.get(node))
 
 
-STORY = Story(params=Params, figures=figures, related=remote_against_local,
+def finding(seen: Seen) -> Finding | None:
+    """A slow host<->GPU copy is its GPU's PCIe link (below its capability: the inventory's check names it)
+    or, from another NUMA node's memory, where the rank's memory was put; a slow pair, the links between."""
+    f, v = seen.figure, seen.value
+    if f.kind == "h2d_remote":
+        return seen.say("configuration", f"{f.label}: {v}, {f.value / f.peak:.0%} of the copy from the GPU's own "
+                        "NUMA node" if f.peak else f"{f.label}: {v}", "bind each rank's memory to its GPU's NUMA "
+                        "node (nodemap run does; numactl --membind otherwise)")
+    if f.kind == "h2d" or f.area == "host<->GPU":
+        g = _gpu(f)
+        link = seen.links.get(g.key) if g else None
+        if g and link is not None and link.verdict != "pass":
+            return seen.say("hardware", f"{g.label}'s PCIe link runs {link.value} (capable of {link.expected}): "
+                            f"{f.key.split('/')[0].upper()} {v}{seen.relative}",
+                            "reseat the GPU or check the slot and riser", (f.key, link.key))
+        return seen.say("hardware", f"{f.label}: {v}{seen.relative}, below what a "
+                        f"{f.part.split(' (')[0] or 'PCIe'} link delivers", "check the GPU's PCIe link (lspci -vv "
+                        "LnkSta), the IOMMU setting and that the copy ran from the GPU's own NUMA node")
+    if f.kind == "d2d":
+        return seen.say("hardware", f"{f.label}: {v}{seen.relative}", "check the links between the pair (nvidia-smi "
+                        "nvlink -s, nvidia-smi nvlink -e for errors); for PCIe peers, the switch and ACS settings")
+    return None
+
+
+def _gpu(f: Figure) -> Endpoint | None:
+    """The Topology GPU a figure measured (its endpoints, bench/endpoints.py): none for a CUDA ordinal
+    ("cuda0"), whose index is not the node's GPU of that index (its PCIe link check)."""
+    return next((e for e in f.endpoints() if e and e.kind == "gpu"), None)
+
+
+STORY = Story(params=Params, figures=figures, related=remote_against_local, finding=finding,
               areas=("host<->GPU", "GPU<->GPU"), steps=steps, gpu=True, priority=20,  # PCIe and NVLink faults
               # quick 1.3-1.5 s on one H100 (check_h100_20261125), full 12.1 s on two H200s
               cost={"quick": Cost(gpu_numa=1.5, pair=1.0), "full": Cost(gpu_numa=6.0, pair=1.0)},

@@ -19,7 +19,8 @@ from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
 from ..figures import Figure, Given, figure, gpu_index, said
-from ..story import Cost, Named, Node, Probe, ResultParams, Step, Story
+from ..story import Cost, Named, Node, Probe, ResultParams, Seen, Step, Story
+from ...finding import Finding
 
 ARRAYS_READ_WRITTEN = {"copy": 2, "mul": 2, "add": 3, "triad": 3, "dot": 2, "nstream": 4}
 INIT = (0.1, 0.2, 0.0)
@@ -336,7 +337,16 @@ class Params(ResultParams):
     mode: str = ""
 
 
-STORY = Story(params=Params, figures=figures,
+def finding(seen: Seen) -> Finding | None:
+    """A slow HBM triad: the GPU's clocks, throttling or memory rows."""
+    f = seen.figure
+    if f.kind != "hbm":
+        return None
+    return seen.say("hardware", f"{f.label}: {seen.value}{seen.relative}", "check clocks, throttle reasons and "
+                    "remapped rows (nvidia-smi -q -d PERFORMANCE,ROW_REMAPPER); rerun on an idle GPU; RMA if it persists")
+
+
+STORY = Story(params=Params, figures=figures, finding=finding,
               areas=("GPU memory",), steps=steps, gpu=True, priority=10,  # HBM: what a GPU node is bought for
               # quick 1.5-3.2 s on one H100 (check_h100_20261125), full 3.1 s on two H200s, 10.9 s on two H100s
               cost={"quick": Cost(gpu=3.0), "full": Cost(gpu=5.5)},

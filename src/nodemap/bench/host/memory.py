@@ -21,7 +21,9 @@ from ..harness import check_count
 from ..results import Result, ResultSet
 from ..figures import Figure, Given, figure, interval
 from dataclasses import replace
-from ..story import Cost, Count, Node, Positive, Probe, ResultParams, Step, Story
+from ..story import Cost, Count, Node, Positive, Probe, ResultParams, Seen, Step, Story
+from ...finding import Finding
+from ...text import number
 
 RECOMMEND_WITHIN = 0.02  # triad within 2% of the best counts as the best
 
@@ -192,7 +194,48 @@ class Params(ResultParams):
     cpus: str = ""
 
 
-STORY = Story(params=Params, figures=figures, related=one_numa_node,
+def finding(seen: Seen) -> Finding | None:
+    """The best placement below the DRAM peak's share is the DIMMs'; one thread per core below the best
+    placement is where the threads are (a setting)."""
+    f = seen.figure
+    if f.kind == "placement":
+        return _placement(seen)
+    if f.kind == "stream":
+        return seen.say("hardware", f"{f.label}: {seen.value}, below the expected share of the DRAM peak",
+                        "check DIMM population (one DIMM per channel, all channels) and memory speed in the BIOS")
+    return None
+
+
+def beyond_noise(f: Figure) -> bool:
+    """The peak (another measurement: STREAM's best placement) beats the
+    figure by more than both their spreads together: their ranges do not
+    overlap, so the difference is not run-to-run noise."""
+    if not f.peak or not f.value:
+        return False
+    return f.peak / f.value - 1 > f.spread + f.peak_spread
+
+
+def _placement(seen: Seen) -> Finding:
+    f, state = seen.figure, seen.state
+    best = f.peak_source.removeprefix("best placement of the sweep: ")
+    setting = dict(kv.split("=", 1) for kv in f.setting.replace('"', "").split(" ") if "=" in kv) if f.setting else {}
+    if not beyond_noise(f):
+        fix = (f"no change recommended: the best placement is {f.peak / f.value - 1:.0%} faster, within the "
+               f"noise of the two (spreads {f.spread:.0%} and {f.peak_spread:.0%}); rerun with more --repeats "
+               "or on an idle node to decide")
+    elif setting and all(state.env.get(k) == v for k, v in setting.items() if k != "OMP_PLACES"):
+        fix = (f"the recommended {' '.join(f'{k}={v}' for k, v in setting.items() if k != 'OMP_PLACES')} is "
+               "already set: the check's own sweep does not follow it; bind the application's threads to "
+               f"OMP_PLACES=\"{setting.get('OMP_PLACES', '')}\" (nodemap run does)")
+    else:
+        fix = (f"place memory-bound threads as the sweep recommends: {f.setting}" if f.setting else
+               "place memory-bound threads as the best placement: `nodemap bench memory --sweep` prints its "
+               "OMP_PLACES/OMP_PROC_BIND")
+    return seen.say("configuration", f"STREAM peaks at {number(f.peak)} GB/s with {best}; one thread per core "
+                    f"gives {number(f.value)} GB/s, {f.value / f.peak:.0%}", fix)
+
+
+STORY = Story(params=Params, figures=figures, related=one_numa_node, finding=finding,
               areas=("host memory",), steps=steps, priority=40,  # host DIMMs and placement (check/budget.py)
               # quick 9.4-10.3 s on one H100 node (benchmarks/results/check_h100_20261125), full 14.7 s on two
               # H200s (verdicts_h200x2_20261128); tiny 0.1-0.2 s on the 2-vCPU CI VM (2026-11-28, load 9)

@@ -22,7 +22,8 @@ from .numa_options import Options
 from ..results import Result, ResultSet
 from ..figures import Figure, Given, figure
 from dataclasses import replace
-from ..story import Cost, Count, Node, ResultParams, Skipped, Step, Story
+from ..story import Cost, Count, Node, ResultParams, Seen, Skipped, Step, Story
+from ...finding import Finding
 
 
 def parse_kernel(text: str) -> list[str]:
@@ -169,7 +170,20 @@ class Params(ResultParams):
     mem_node: Count
 
 
-STORY = Story(params=Params, figures=figures, related=remote_against_local,
+def finding(seen: Seen) -> Finding | None:
+    """Remote bandwidth far below local is the socket interconnect; a node's own bandwidth below its peers',
+    its DIMMs (its latency: the node's memory latency rule)."""
+    f, v = seen.figure, seen.value
+    if f.kind == "numa_remote":
+        return seen.say("hardware", f"{f.label}: {v}, {f.value / f.peak:.0%} of local bandwidth" if f.peak else f.label,
+                        "check the socket interconnect width/speed in the BIOS (xGMI/UPI links) and NUMA settings")
+    if f.higher_is_better:
+        return seen.say("hardware", f"{f.label}: {v}{seen.relative}", "check the DIMMs of that node (dmidecode -t "
+                        "17: every channel populated, same speed) and the BIOS memory log")
+    return None
+
+
+STORY = Story(params=Params, figures=figures, related=remote_against_local, finding=finding,
               areas=("NUMA",), steps=steps, priority=60,  # n x n cells: the costliest per fault found
               # not recorded on the lent nodes (one NUMA node): a cell is a STREAM and a latency point
               cost={"quick": Cost(cell=2.0), "full": Cost(cell=5.0), "tiny": Cost(cell=0.5)})
