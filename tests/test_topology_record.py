@@ -39,7 +39,8 @@ def test_factory_defaults_are_fresh_values():
 # (argparse brings locale; msgspec brings typing: it and the Structs cost less than the dataclasses and their
 # `inspect` did, benchmarks/results/topo_vs_lstopo.md). shutil (bz2, lzma: 7M instructions, 3.8%) came with
 # argparse's help formatter, made for every option added: commands.formatter reads the width without it.
-SLOW = {"json", "socket", "ctypes", "dataclasses", "shutil"}
+# argparse (with gettext and locale: ~15%) is not needed for a line of topo's own options (cli.plain_args).
+SLOW = {"json", "socket", "ctypes", "dataclasses", "shutil", "argparse", "gettext", "locale"}
 
 
 def _modules(code: str) -> set[str]:

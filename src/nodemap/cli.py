@@ -4,7 +4,9 @@ Each command lives in nodemap/commands/<name>.py with two functions:
 `add_arguments(parser)` (imports nothing heavy) and `run(args) -> int`.
 Heavy imports (NVML, CuPy, mpi4py) happen inside `run`, so `nodemap --help`
 and `nodemap topo` start fast. One parser, argparse: only the named
-command's arguments are built (the others get a help-only stub).
+command's arguments are built (the others get a help-only stub); a line
+made only of a command's declared OPTIONS (topo) is read without it
+(plain_args), every other line, help and errors by argparse.
 """
 
 from __future__ import annotations
@@ -81,6 +83,30 @@ def build_parser(only: str | None = None, words: list[str] | None = None, alone:
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     _guard_streams()
+    args = plain_args(words)
+    if args is None:
+        args = _parse(words)
+        if isinstance(args, int):
+            return args
+    try:
+        code = int(args._module.run(args) or 0)
+        sys.stdout.flush()  # a full disk shows here, not in a message at exit
+        return code
+    except NodemapError as e:
+        print(f"nodemap {args.command}: error: {one_line(str(e))}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"nodemap {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        sys.stdout.failed = True
+        return _failed_write(f"nodemap {args.command}", None)
+    except OSError as e:
+        return _failed_write(f"nodemap {args.command}", e)
+
+
+def _parse(words: list[str]) -> argparse.Namespace | int:
+    """The command line read by argparse, or the exit status when it only printed help, the version or an error."""
     first = next((w for w in words if not w.startswith("-")), None)
     # No command named: the parser only prints help, version or an error.
     named = first if first in COMMANDS else ""
@@ -97,21 +123,39 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2
-    try:
-        code = int(args._module.run(args) or 0)
-        sys.stdout.flush()  # a full disk shows here, not in a message at exit
-        return code
-    except NodemapError as e:
-        print(f"nodemap {args.command}: error: {one_line(str(e))}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        print(f"nodemap {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        sys.stdout.failed = True
-        return _failed_write(f"nodemap {args.command}", None)
-    except OSError as e:
-        return _failed_write(f"nodemap {args.command}", e)
+    return args
+
+
+def plain_args(words: list[str]):
+    """The arguments of a command line made of a command whose module declares its OPTIONS
+    (commands/topo.py) and only those, each option whole, each value one word not starting
+    with '-' and among its choices: exactly what argparse makes of it, without argparse's
+    import and parser (~15% of `nodemap topo`). None for any other line (help, an error, an
+    abbreviation, --option=value): argparse reads it, so its help and messages are its own."""
+    if not words or words[0] not in COMMANDS:
+        return None
+    module = __import__(COMMANDS[words[0]][0], fromlist=["run"])
+    table = getattr(module, "OPTIONS", None)
+    if table is None:
+        return None
+    options = {option: (metavar, choices) for option, metavar, choices, _, _ in table}
+    values = {_dest(option): default for option, _, _, default, _ in table}
+    rest = iter(words[1:])
+    for word in rest:
+        if word not in options:
+            return None
+        metavar, choices = options[word]
+        value = True if metavar is None else next(rest, None)
+        if value is None or value is not True and (value.startswith("-") or choices and value not in choices):
+            return None
+        values[_dest(word)] = value
+    import types
+
+    return types.SimpleNamespace(command=words[0], _module=module, **values)
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")  # argparse's name for it
 
 
 def _failed_write(who: str, e: OSError | None) -> int:

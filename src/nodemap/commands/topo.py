@@ -34,14 +34,25 @@ sources (--source, for this machine):
 SOURCES = ("auto", "sysfs", "hwloc", "nvml", "amdsmi")  # = nodemap.topology.discover.SOURCES
 
 
+# The options, declared once: add_arguments builds argparse's parser from them, and a command line
+# made only of them is read without argparse (cli.plain_args: argparse's import and parser are ~15% of
+# `nodemap topo`). (option, metavar: None for a flag, choices, default, help)
+OPTIONS = (
+    ("--matrix", None, None, False, "GPU/NIC path matrix (like nvidia-smi topo -m)"),
+    ("--json", None, None, False, "print the topology as JSON (with --matrix: add the paths)"),
+    ("--input", "PATH", None, None, "read a saved node: hwloc XML, sysfs snapshot dir/tarball, nodemap JSON (topo --export) "
+                                    "or a check document (check.json: its topology)"),
+    ("--source", "", SOURCES, "auto", "how to read this machine (default: auto)"),
+    ("--export", "FILE", None, None, "also write the topology JSON to FILE (atomically)"),
+)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", action="store_true", help="GPU/NIC path matrix (like nvidia-smi topo -m)")
-    p.add_argument("--json", action="store_true", help="print the topology as JSON (with --matrix: add the paths)")
-    p.add_argument("--input", metavar="PATH", help="read a saved node: hwloc XML, sysfs snapshot dir/tarball, nodemap JSON (topo --export) "
-                                                        "or a check document (check.json: its topology)")
-    p.add_argument("--source", default="auto", choices=SOURCES,
-                   help="how to read this machine (default: auto)")
-    p.add_argument("--export", metavar="FILE", help="also write the topology JSON to FILE (atomically)")
+    for option, metavar, choices, default, help_ in OPTIONS:
+        if metavar is None:
+            p.add_argument(option, action="store_true", help=help_)
+        else:  # "": argparse's own (the choices)
+            p.add_argument(option, metavar=metavar or None, choices=choices, default=default, help=help_)
 
 
 def run(args: argparse.Namespace) -> int:
