@@ -124,6 +124,16 @@ class Common:
     not_offered = ()
 
 
+@dataclass(frozen=True, kw_only=True)
+class Ranked(Common):
+    """The options of a kind whose processes are MPI ranks (nccl, mpi, ring, jacobi): rank 0 prints and
+    saves, 5 repetitions, --timeout long enough for MPI's start and each phase."""
+
+    repeats: int = repeat_count(5)
+    timeout: float | None = time_limit(MPI_TIMEOUT_S)
+    ranks = True
+
+
 # --- the command line of an Options ------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import options
-from ..options import MPI_TIMEOUT_S, Common, option
+from ..options import Ranked, option
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,9 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(Common):
+class Options(Ranked):
     """bench jacobi's options, typed (compare builds these), each with its command line."""
 
-    repeats: int = options.repeat_count(5)
-    timeout: float | None = options.time_limit(MPI_TIMEOUT_S)
     size: str = option("16384x16384", "grid columns x rows, halo rows included (default %(default)s, the "
                                       "reference's; N = NxN)", metavar="NXxNY")
     dtype: str = options.dtype_list("fp32", DTYPES)
@@ -82,7 +80,6 @@ class Options(Common):
     weak: bool = option(False, "weak scaling: --size is each slab's (tile's) grid, the global grid grows with the "
                                "slabs; reports t1/tN at that size beside the strong-scaling efficiency")
     inject_halo_fault: bool = option(False, hidden=True)  # tests: must fail
-    ranks = True
     # --adaptive is agreed under MPI (every rank sees the slowest process's figure, so all stop at the same
     # repetition); --budget is not: each rank reads its own clock, and one leaving the loop a repetition early
     # starts the verification's exchanges while the others wait in the next repetition's barrier (a hang)

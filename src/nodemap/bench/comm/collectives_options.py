@@ -26,18 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..options import MPI_TIMEOUT_S, Common, gpu_list, launch_mode, option, repeat_count, time_limit
+from ..options import Ranked, gpu_list, launch_mode, option
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(Common):
+class Options(Ranked):
     """bench nccl's options, typed (check builds these), each with its command line."""
 
-    repeats: int = repeat_count(5)
-    timeout: float | None = time_limit(MPI_TIMEOUT_S)
     ops: str = option(",".join(OPS), f"subset of {','.join(OPS)}")
     sizes: str = option("8:1GiB", "LO:HI by factor 2 (default %(default)s) or a list", metavar="SPEC")
     mode: str = launch_mode("one process per GPU under MPI, or one process for all GPUs (auto: mpi when launched "
@@ -47,6 +45,5 @@ class Options(Common):
     iters: int = option(20, "operations per timed repetition (default %(default)s)")
     graph: bool = option(False, "capture each repetition's --iters operations in one CUDA graph, launched once per "
                                 "repetition (nccl-tests' -G): no per-operation launch cost from Python")
-    ranks = True
     # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides
     not_offered = ("adaptive", "budget")

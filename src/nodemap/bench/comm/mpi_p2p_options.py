@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..options import MPI_TIMEOUT_S, Common, option, repeat_count, time_limit
+from ..options import Ranked, option
 
 TESTS = ("latency", "bw", "bibw")
 SMALL = 8192  # OSU's large-message threshold
@@ -32,11 +32,9 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(Common):
+class Options(Ranked):
     """bench mpi's options, typed (check builds these), each with its command line."""
 
-    repeats: int = repeat_count(5)
-    timeout: float | None = time_limit(MPI_TIMEOUT_S)
     sizes: str = option("1:64MiB", "message sizes: LO:HI doubling (default %(default)s) or a list 8,1KiB,1MiB",
                         metavar="SPEC")
     tests: str = option(",".join(TESTS), f"subset of {','.join(TESTS)}")
@@ -53,6 +51,5 @@ class Options(Common):
         None, f"timed repetitions of messages up to {SMALL // 1024} KiB (default: --repeats): one takes about a "
               "millisecond, so a single preemption of a rank decides its mean; 9 or more let the median's 95%% "
               "interval leave such a repetition out at no cost", metavar="N")
-    ranks = True
     # each size's repetitions are its own (--small-repeats); ranks stop only where they agree
     not_offered = ("adaptive", "budget")

@@ -379,9 +379,6 @@ class Phase(Case):
         if self.frees:
             self.part.halo.free()
 
-    def progress(self, results: list[Result]) -> str:
-        return super().progress(results) if results else self.label
-
 
 def _pinned(cp: Any, elems: int) -> Any:
     import numpy as np

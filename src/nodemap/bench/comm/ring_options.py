@@ -22,18 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..options import MPI_TIMEOUT_S, Common, gpu_list, launch_mode, option, repeat_count, time_limit
+from ..options import Ranked, gpu_list, launch_mode, option
 
 TRANSPORTS = ("peer", "nccl", "mpi-aware", "mpi-staged")
 DESCRIPTION = __doc__.split("\n\n", 1)[1]
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(Common):
+class Options(Ranked):
     """bench ring's options, typed, each with its command line."""
 
-    repeats: int = repeat_count(5)
-    timeout: float | None = time_limit(MPI_TIMEOUT_S)
     transports: str = option(",".join(TRANSPORTS), f"subset of {','.join(TRANSPORTS)}")
     sizes: str = option("64KiB,1MiB,16MiB,64MiB", "halo bytes per direction: a list or LO:HI doubling "
                                                   "(default %(default)s)", metavar="SPEC")
@@ -41,6 +39,5 @@ class Options(Common):
     gpus: str | None = gpu_list("single mode: in ring order")
     steps: int = option(20, "exchange steps per timed repetition (default %(default)s)")
     no_overlap: bool = option(False, "skip the compute-overlap measurement")
-    ranks = True
     # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides
     not_offered = ("adaptive", "budget")
