@@ -11,7 +11,7 @@ Keys are the same on every node of a fleet.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from ..topology.model import Topology
@@ -88,6 +88,22 @@ def figure(r: Result, key: str, area: str, label: str, **kw: Any) -> Figure:
     return Figure(key=key, area=area, label=label, path=r.path, unit=r.unit, value=r.stats.best,
                   higher_is_better=HIGHER_IS_BETTER.get(r.unit, True), path_class=r.path_class,
                   median=r.stats.median, spread=r.stats.spread, **interval(r), **kw)
+
+
+def against_local(figs: list[Figure], place: Any, **remote: Any) -> list[Figure]:
+    """Each remote figure judged against the local one of its place (a remote NUMA cell against its CPUs'
+    local cell, a copy from another node's memory against the GPU's from its own): the local figure becomes
+    its peak. `place(f)`: (what a remote figure shares with its local one, whether f is the local one), or
+    None for a figure of neither; `remote`: fields a remote figure takes besides (its limit row's kind)."""
+    placed = [(f, place(f)) for f in figs]
+    local = {p[0]: f for f, p in placed if p and p[1]}
+    out = []
+    for f, p in placed:
+        if p and not p[1]:
+            ref = local.get(p[0])
+            f = replace(f, **remote, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
+        out.append(f)
+    return out
 
 
 def interval(r: Result) -> dict[str, Any]:

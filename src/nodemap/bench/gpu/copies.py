@@ -23,8 +23,7 @@ from ..peaks import Peak, d2d_path, host_class
 from ..results import Result, ResultSet, make_result
 from .copies_options import CASES, HOST_CASES, Options
 from ..endpoints import Endpoint
-from ..figures import Figure, Given, figure, key_part, said
-from dataclasses import replace
+from ..figures import Figure, Given, against_local, figure, key_part, said
 from ..story import NO_PAIR, Cost, Node, Probe, ResultParams, Seen, Skipped, Step, Story
 from ...finding import Finding
 
@@ -513,17 +512,12 @@ def latency_figures(results: list[Result]) -> list[Figure]:
 def remote_against_local(figs: list[Figure], topo: Topology | None) -> list[Figure]:
     """Host memory on another NUMA node is judged against the same GPU's
     copy from its own node: the local figure becomes the remote one's peak."""
-    def gpu(f: Figure) -> str:
-        return next((e.key for e in f.endpoints() if e and e.is_gpu), "")
+    def gpu_of(f: Figure) -> tuple[tuple[str, str], bool] | None:
+        if f.kind not in ("h2d", "h2d_remote"):
+            return None
+        return (f.key.split("/")[0], next((e.key for e in f.endpoints() if e and e.is_gpu), "")), f.kind == "h2d"
 
-    local = {(f.key.split("/")[0], gpu(f)): f for f in figs if f.kind == "h2d"}
-    out = []
-    for f in figs:
-        if f.kind == "h2d_remote":
-            ref = local.get((f.key.split("/")[0], gpu(f)))
-            f = replace(f, peak=ref.value if ref else None, peak_source=f"{ref.label} (local)" if ref else "")
-        out.append(f)
-    return out
+    return against_local(figs, gpu_of)
 
 
 def steps(node: Node) -> list[Step | Skipped]:

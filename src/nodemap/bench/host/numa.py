@@ -20,8 +20,7 @@ from .stream import ELEMENT, Stream, array_size, host_peak, parse_kernels
 from ..driver import Case, Plan, Repeats
 from .numa_options import Options
 from ..results import Result, ResultSet
-from ..figures import Figure, Given, figure
-from dataclasses import replace
+from ..figures import Figure, Given, against_local, figure
 from ..story import Cost, Count, Node, ResultParams, Seen, Skipped, Step, Story
 from ...finding import Finding
 
@@ -140,20 +139,13 @@ def figures(results: list[Result], given: Given) -> list[Figure]:
 def remote_against_local(figs: list[Figure], topo: Topology | None) -> list[Figure]:
     """A remote NUMA pair's bandwidth is judged against the same CPUs' local
     bandwidth: the local figure becomes the remote one's peak."""
-    def pair(f: Figure) -> tuple[int | None, int | None]:
-        a, b = f.endpoints()
-        return (a.index if a and a.kind == "numa" else None), (b.index if b and b.kind == "numa" else None)
+    def cpus_of(f: Figure) -> tuple[int | None, bool] | None:
+        if not f.key.startswith("numa/bw/"):
+            return None
+        a, b = (e.index if e and e.kind == "numa" else None for e in f.endpoints())
+        return a, a == b
 
-    bw = [f for f in figs if f.key.startswith("numa/bw/")]
-    local = {pair(f)[0]: f for f in bw if pair(f)[0] == pair(f)[1]}
-    out = []
-    for f in figs:
-        if f.key.startswith("numa/bw/") and pair(f)[0] != pair(f)[1]:
-            ref = local.get(pair(f)[0])
-            f = replace(f, kind="numa_remote", part="remote NUMA", peak=ref.value if ref else None,
-                        peak_source=f"{ref.label} (local)" if ref else "")
-        out.append(f)
-    return out
+    return against_local(figs, cpus_of, kind="numa_remote", part="remote NUMA")
 
 
 def steps(node: Node) -> list[Step | Skipped]:
