@@ -180,6 +180,9 @@ static int net_links_of(struct nm_text *t, int virtual)
 			continue;
 		snprintf(state, sizeof(state), "%s/operstate", link);
 		file_field(t, state);
+		/* the carrier too: operstate follows it up to a second later (sysfs.py link_state) */
+		snprintf(state, sizeof(state), "%s/carrier", link);
+		file_field(t, state);
 		if (virtual) {
 			snprintf(state, sizeof(state), "%s/flags", link);
 			file_field(t, state);

@@ -200,6 +200,8 @@ def test_nics_down_are_skipped_and_names_sort_naturally():
     topo = replace(topo, nics=tuple(reversed(nics)))
     p = P(topo, tasks=2, nic_rails=-1)
     assert [t.nics for t in p.tasks] == [("mlx5_1",), ("mlx5_2", "mlx5_3")]
+    assert "NIC mlx5_0 down: ranks use mlx5_1,mlx5_2,mlx5_3" in p.notes  # nodemap run says it
+    assert not any("down" in n for n in P(nodes.two_socket_four_nics(), tasks=2, nic_rails=-1).notes)
 
 
 def test_gpus_matched_by_local_cpus_not_index():

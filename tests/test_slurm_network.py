@@ -224,6 +224,38 @@ def test_nodemap_sees_each_nodes_rails_and_gives_each_rank_one(net_cluster):
     assert [rows[("n3", lr)]["nic_env"]["NODEMAP_NIC"] for lr in (0, 1)] == ["rail0", "rail1"]
 
 
+HELLO = """
+import os
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+print(c.Get_rank(), os.environ["SLURMD_NODENAME"], os.environ.get("FI_TCP_IFACE"), c.allreduce(1), flush=True)
+"""
+
+
+def test_a_rail_cut_just_before_the_job_starts_is_not_planned(net_cluster):
+    """n1's rail0 (n1 holds rank 0) loses its carrier just before an MPI job starts under nodemap run,
+    as the fault table cuts it after another link's fault was cleared. The kernel writes operstate
+    after the carrier, up to a second later (its link watch runs once a second and just ran); a plan
+    read from operstate gave local rank 0 rail0 and libfabric's tcp bound to an address no peer
+    reaches (MPI_Init hung; once the kernel caught up: "ep_enable failed ... Bad file descriptor").
+    The carrier decides: both of n1's ranks take rail1, and nodemap says why."""
+    net_cluster.link("n3", "rail0", "delay=1ms")
+    try:
+        net_cluster.link("n3", "rail0", "clear")  # the forwarder's interfaces go: the kernel's link watch just ran
+        net_cluster.link("n1", "rail0", "down")
+        p = net_cluster.run("timeout", "120", "srun", "--mpi=pmi2", "-N3", "--ntasks-per-node=2", "--kill-on-bad-exit=1",
+                            *NODEMAP, "run", "--", PY, "-c", HELLO, timeout=150)
+    finally:
+        net_cluster.link("n3", "rail0", "clear")
+        net_cluster.link("n1", "rail0", "clear")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = sorted(line.split() for line in p.stdout.splitlines())
+    assert [r[0] for r in rows] == [str(r) for r in range(6)] and {r[3] for r in rows} == {"6"}, rows
+    assert [r[2] for r in rows if r[1] == "n1"] == ["rail1", "rail1"], rows
+    assert [r[2] for r in rows if r[1] == "n2"] == ["rail0", "rail1"], rows
+    assert "nodemap run: note: NIC rail0 down: ranks use rail1" in p.stderr, p.stderr
+
+
 def test_bad_link_settings_say_what_is_accepted(net_cluster):
     for args, says in ((["n9", "rail0", "down"], "no link n9/rail0"), (["n1", "rail0", "rate=fast"], "is not a rate"),
                        (["n1", "rail0", "jitter=1ms"], "is not rate=R")):

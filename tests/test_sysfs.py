@@ -206,6 +206,24 @@ def test_a_namespace_without_pci_nics_has_its_virtual_ones(node):
     assert [(p.state, p.rate_gbps) for n in t.nics for p in n.ports] == [("up", 0.0), ("down", 0.0)]
 
 
+def test_a_link_without_carrier_is_down_before_operstate_says_so(node):
+    """The kernel writes operstate from the carrier up to a second later (its link watch): a rail
+    just cut reads "up" without a carrier, and is down; an administratively down interface has no
+    readable carrier and says "down" itself."""
+    for name in ("rail0", "rail1"):
+        virtual_net(node, name)
+    put(node, "sys/devices/virtual/net/rail0/carrier", "0")
+    put(node, "sys/devices/virtual/net/rail1/carrier", "1")
+    for name in ("ib0", "eno1"):
+        os.remove(node / f"sys/class/net/{name}")
+    os.remove(node / "sys/class/infiniband/mlx5_0")
+    t = sysfs.read(node)
+    assert [(n.name, [p.state for p in n.ports]) for n in t.nics] == [("rail0", ["down"]), ("rail1", ["up"])]
+    put(node, "sys/devices/virtual/net/rail1/operstate", "unknown")  # no link state to judge, whatever the carrier
+    put(node, "sys/devices/virtual/net/rail1/carrier", "0")
+    assert sysfs.read(node).nic("rail1").ports == ()
+
+
 def test_roce_omnipath_and_ipoib_kinds(node):
     put(node, f"{NIC_PATH}/infiniband/mlx5_0/ports/1/link_layer", "Ethernet")
     os.remove(node / "sys/class/infiniband/mlx5_0")

@@ -110,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
     if crowded and lr.rank == 0:
         print(f"nodemap run: note: {crowded[0]}: {lr.launcher} started more ranks than this node has PUs",
               file=sys.stderr)
+    if lr.rank == 0:  # a NIC down: the node's ranks were planned around it (the planner's note, devices.py)
+        for n in plan.notes:
+            if n.startswith("NIC ") and " down: ranks use " in n:
+                print(f"nodemap run: note: {n}", file=sys.stderr)
     kept = [d for d in decisions if d["used"] == "user"]
     if kept and lr.rank == 0:
         print("nodemap run: kept your " + ", ".join(f"{d['name']}={d['current']}" for d in kept)

@@ -102,13 +102,18 @@ def nic_up(n: NIC) -> bool:
     return not n.ports or any(not any(w in p.state.upper() for w in ("DOWN", "DISABLED")) for p in n.ports)
 
 
-def fabric_nics(topo: Topology) -> list[NIC]:
+def fabric_nics(topo: Topology, notes: list[str] | None = None) -> list[NIC]:
     """NICs a rank should use: RDMA-capable fabric ports that are not down;
-    all NICs when none is recognizably a fabric NIC."""
+    all NICs when none is recognizably a fabric NIC. Those left out for being
+    down are named in `notes` (a rank bound to one hangs or fails in MPI_Init)."""
     fabric = [n for n in topo.nics if n.kind in _FABRIC_KINDS or (n.netdevs and n.name not in n.netdevs)]
-    pool = fabric or list(topo.nics)
-    # Name order (mlx5_2 before mlx5_10), whatever order a source listed them in.
-    return sorted([n for n in pool if nic_up(n)] or pool, key=lambda n: natural_key(n.name))
+    pool = sorted(fabric or topo.nics, key=lambda n: natural_key(n.name))  # mlx5_2 before mlx5_10
+    up = [n for n in pool if nic_up(n)]
+    down = [n.name for n in pool if not nic_up(n)]
+    if down and up and notes is not None:
+        # commands/run.py says it
+        notes.append(f"NIC {','.join(down)} down: ranks use {','.join(n.name for n in up)}")
+    return up or pool
 
 
 class NicChooser:

@@ -553,7 +553,7 @@ def _nearest(topo: Topology, numa: int, others: list[GpuInfo], n: int, load: dic
 
 def _bind(topo: Topology, groups: list[_Group], tasks: list[_Task], task_gpus: list[tuple[int, ...]],
           gpus: list[GpuInfo], req: Request, notes: list[str]) -> list[TaskBinding]:
-    nics = devices.fabric_nics(topo) if req.nic_rails else []
+    nics = devices.fabric_nics(topo, notes) if req.nic_rails else []
     devices.check_rails(req.nic_rails, nics)
     rails = req.nic_rails
     if rails == RAILS_AUTO:  # multi-rail when NICs outnumber tasks: each task all its nearest NICs

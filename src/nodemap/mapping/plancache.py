@@ -168,9 +168,10 @@ def _port_states() -> list[str]:
 
 
 def _net_links() -> list[str]:
-    """Link states of the network interfaces of devices; where there is none (a network namespace,
-    a container), of every virtual one with its flags (up or not): the NICs the planner counts
-    (topology/sysfs.py, _virtual_nics), as slurm/cache.c keys the plugin's plans."""
+    """Link states (operstate and carrier: the planner's, topology/sysfs.py link_state) of the
+    network interfaces of devices; where there is none (a network namespace, a container), of every
+    virtual one with its flags (up or not): the NICs the planner counts (sysfs.py, _virtual_nics),
+    as slurm/cache.c keys the plugin's plans."""
     base = "/sys/class/net"
     try:
         names = sorted(os.listdir(base))
@@ -178,8 +179,8 @@ def _net_links() -> list[str]:
         return []
     virtual = {n: "/virtual/" in _link(f"{base}/{n}") for n in names}
     real = [n for n in names if not virtual[n]]
-    return ([f"{n}:{_read(f'{base}/{n}/operstate')}" for n in real] or
-            [f"{n}:{_read(f'{base}/{n}/operstate')}:{_read(f'{base}/{n}/flags')}" for n in names])
+    state = {n: f"{n}:{_read(f'{base}/{n}/operstate')}:{_read(f'{base}/{n}/carrier')}" for n in names}
+    return [state[n] for n in real] or [f"{state[n]}:{_read(f'{base}/{n}/flags')}" for n in names]
 
 
 def _link(path: str) -> str:

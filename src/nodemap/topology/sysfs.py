@@ -732,7 +732,7 @@ def _virtual_nics(fs: Root) -> tuple[NIC, ...]:
         if any(fs.isdir(f"{base}/{part}") for part in ("bridge", "brport", "bonding", "bonding_slave")):
             continue
         # A virtual NIC's speed is its driver's constant (veth says 10000 Mb/s whatever tc shapes): unknown
-        state = (fs.read(f"{base}/operstate") or "").strip()
+        state = link_state(fs, name)
         ports = (Port(1, state, "Ethernet", 0.0),) if state not in ("", "unknown") else ()
         out.append(NIC(name=name, kind="Ethernet", ports=ports, netdevs=(name,)))
     return tuple(out)
@@ -763,11 +763,23 @@ def _net_port(fs: Root, name: str, kind: str) -> tuple[Port, ...]:
     """A netdev's link as its one port: operstate ("up", "down") and speed
     (Mb/s; -1 or absent while the link is down or on virtual NICs), so the
     health check sees an Ethernet link down or slow as it sees an RDMA port's."""
-    state = (fs.read(f"sys/class/net/{name}/operstate") or "").strip()
+    state = link_state(fs, name)
     if state in ("", "unknown"):  # virtual and some firmware NICs: no link state to judge
         return ()
     speed = fs.read_int(f"sys/class/net/{name}/speed")
     return (Port(1, state, kind, speed / 1000 if speed and speed > 0 else 0.0),)
+
+
+def link_state(fs: Root, name: str) -> str:
+    """A netdev's operstate ("up", "down", "unknown"), "down" the moment its carrier is lost: the
+    kernel writes operstate from the carrier later, in its link watch, which runs at most once a
+    second (a link cut while another changed reads "up" without a carrier for up to a second; a rank
+    planned onto it then binds MPI to a NIC no peer reaches). carrier is unreadable while the
+    interface is administratively down (operstate says "down" then)."""
+    state = (fs.read(f"sys/class/net/{name}/operstate") or "").strip()
+    if (fs.read(f"sys/class/net/{name}/carrier") or "").strip() == "0" and state not in ("", "unknown"):
+        return "down"
+    return state
 
 
 # --- machine ------------------------------------------------------------------------------------
