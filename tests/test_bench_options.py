@@ -66,6 +66,29 @@ def test_no_kind_writes_an_option_twice():
                 f"{f.relative_to(BENCH)}:{node.lineno}: declare the option as an Options field (options.option)"
 
 
+def test_a_kinds_bounds_are_declared_with_its_options():
+    """A count's least value and a factor above 0 are declared with the option and checked before the kind
+    plans (options.check_bounds); kinds checked them in their plans, 13 calls in 7 kinds, until issue 37."""
+    for f in BENCH.rglob("*.py"):
+        if f.name in ("options.py", "harness.py"):  # the checks, and --repeats' (a shared option)
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            called = getattr(node, "func", None)
+            name = getattr(called, "id", "") or getattr(called, "attr", "")
+            assert name not in ("check_count", "check_positive"), \
+                f"{f.relative_to(BENCH)}:{node.lineno}: declare the bound with the option (option(minimum=...))"
+    bounded = {(kind, f.name): f.metadata["cli"] for kind, (module, _) in BENCHES.items()
+               for f in dataclasses.fields(__import__(module + "_options", fromlist=["Options"]).Options)
+               if f.metadata["cli"]["minimum"] is not None or f.metadata["cli"]["positive"]}
+    assert len(bounded) == 11 and bounded["memory", "batch"]["minimum"] == 1, sorted(bounded)
+    for (kind, name), cli in bounded.items():
+        Options = __import__(BENCHES[kind][0] + "_options", fromlist=["Options"]).Options
+        flag = "--" + name.replace("_", "-")
+        with pytest.raises(NodemapError, match=f"^{flag} "):
+            options.check_bounds(Options(**{name: cli["minimum"] - 1 if cli["minimum"] is not None else 0}))
+        options.check_bounds(Options(**{name: cli["minimum"] if cli["minimum"] is not None else 0.5}))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Base:
     repeats: int = options.repeat_count(4, old=("--iterations",))

@@ -33,7 +33,7 @@ from ..errors import NodemapError
 from . import barrier, interrupt
 from .harness import Progress, Stopped, cautions, check_shared, exit_code, finish, session
 from .intervals import CONFIDENCE, median_interval
-from .options import Common, flag
+from .options import Common, check_bounds, flag
 from .results import Failure, Result, ResultSet
 
 
@@ -327,6 +327,7 @@ def options(cls: type, args: Any) -> Any:
 def main(kind: Any, args: Any) -> int:
     """`nodemap bench KIND ...` of a kind on the driver (commands/bench.py)."""
     opts = options(kind.Options, args)
+    check_bounds(opts)
     plan = kind.plan(opts)
     rs = execute(plan, opts, args)
     if not plan.root:  # another rank reports; its exit status as the root's (mpiexec ORs them: 1 | 130 = 131)
@@ -340,6 +341,7 @@ def measure(kind: Any, opts: Common) -> ResultSet:
     the printed run would add. Bad options raise NodemapError."""
     args = SimpleNamespace(json=False, output=None, quiet=True, timeout=opts.timeout, topology=opts.topology)
     check_shared(args)
+    check_bounds(opts)
     rs = execute(kind.plan(opts), opts, args)
     rs.results = [cautions(r) for r in rs.results]
     return rs

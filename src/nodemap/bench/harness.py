@@ -30,6 +30,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, TextIO
 
 from . import interrupt
+from .options import check_count
 from .results import Result, ResultSet
 
 SPREAD_CAUTION = 0.10  # spread (max-min)/median above this across repetitions: say so
@@ -40,26 +41,6 @@ class Stopped(Exception):
 
 
 # --- options ----------------------------------------------------------------------
-
-
-def check_count(option: str, value: int, minimum: int = 1, what: str = "", maximum: int | None = None) -> None:
-    """A count option (--repeats, --iters, --window...) below `minimum` (or
-    above `maximum`): one error naming that option alone."""
-    from ..errors import NodemapError
-
-    if value < minimum:
-        raise NodemapError(f"{option} {value}: need at least {minimum}" + (f" {what}" if what else ""))
-    if maximum is not None and value > maximum:
-        raise NodemapError(f"{option} {value}: at most {maximum}" + (f" {what}s" if what else "")
-                           + " (nodemap's limit)")
-
-
-def check_positive(option: str, value: float) -> None:
-    """A factor or share that must be above zero (--iters-scale...)."""
-    from ..errors import NodemapError
-
-    if not value > 0:
-        raise NodemapError(f"{option} {value:g}: give a number above 0")
 
 
 # Far beyond any figure's need (--adaptive stops once its interval is tight); the kernels keep a time per

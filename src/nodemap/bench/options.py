@@ -36,7 +36,8 @@ DTYPE_NAMES = {"float64": "float64", "fp64": "float64", "double": "float64",
 def option(default: Any = None, help: str = "", *, metavar: str | None = None,
            parse: Callable[[str], Any] | None = None, choices: Sequence[Any] | None = None,
            aliases: Sequence[str] = (), old: Sequence[str] = (), group: str | None = None,
-           spelled: bool = False, hidden: bool = False, shared: bool = False) -> Any:
+           spelled: bool = False, hidden: bool = False, shared: bool = False, minimum: int | None = None,
+           what: str = "", positive: bool = False) -> Any:
     """A field of a kind's Options and its option --NAME (the field's name,
     _ as -): `help`, `metavar`, `choices`, `parse` (argparse's type; else
     from the annotation: int, float, str; a bool is a switch, a tuple a
@@ -44,9 +45,11 @@ def option(default: Any = None, help: str = "", *, metavar: str | None = None,
     spellings, taken but not shown; options of one `group` exclude each
     other; `spelled`: the spelling typed is kept (`_NAME_option`: an error
     names the option as written); `hidden`: not in --help (tests' switches);
-    `shared`: one of Common's, listed after the kind's own."""
+    `shared`: one of Common's, listed after the kind's own; its bounds, checked before the kind plans
+    (`check_bounds`): `minimum` of a count (`what` one of them is: "thread"), `positive` a factor above 0."""
     cli = {"help": help, "metavar": metavar, "parse": parse, "choices": choices, "aliases": tuple(aliases),
-           "old": tuple(old), "group": group, "spelled": spelled, "hidden": hidden, "shared": shared}
+           "old": tuple(old), "group": group, "spelled": spelled, "hidden": hidden, "shared": shared,
+           "minimum": minimum, "what": what, "positive": positive}
     return dataclasses.field(default=default, metadata={"cli": cli})
 
 
@@ -132,6 +135,36 @@ class Ranked(Common):
     repeats: int = repeat_count(5)
     timeout: float | None = time_limit(MPI_TIMEOUT_S)
     ranks = True
+
+
+# --- bounds -------------------------------------------------------------------------
+
+
+def check_count(option: str, value: int, minimum: int = 1, what: str = "", maximum: int | None = None) -> None:
+    """A count option (--repeats, --iters, --window...) below `minimum` (or
+    above `maximum`): one error naming that option alone."""
+    if value < minimum:
+        raise NodemapError(f"{option} {value}: need at least {minimum}" + (f" {what}" if what else ""))
+    if maximum is not None and value > maximum:
+        raise NodemapError(f"{option} {value}: at most {maximum}" + (f" {what}s" if what else "")
+                           + " (nodemap's limit)")
+
+
+def check_positive(option: str, value: float) -> None:
+    """A factor or share that must be above zero (--iters-scale...)."""
+    if not value > 0:
+        raise NodemapError(f"{option} {value:g}: give a number above 0")
+
+
+def check_bounds(opts: Any) -> None:
+    """The bounds a kind declares with its options (`option(minimum=..., positive=...)`), before it
+    plans: before MPI, a GPU or a measurement starts; an option not given (None) has none."""
+    for f in dataclasses.fields(opts):
+        cli, value = f.metadata.get("cli", {}), getattr(opts, f.name)
+        if value is not None and cli.get("minimum") is not None:
+            check_count(flag(f), value, cli["minimum"], cli["what"])
+        if value is not None and cli.get("positive"):
+            check_positive(flag(f), value)
 
 
 # --- the command line of an Options ------------------------------------------------

@@ -13,7 +13,6 @@ from typing import Any, Sequence
 from ...errors import NodemapError
 from ...units import MiB, format_size, parse_size, parse_sizes
 from .. import options
-from ..harness import check_count, check_positive
 from ..driver import Case, Plan, Skipped, VerificationFailed
 from ..results import Failure, Result, ResultSet, make_result
 from .placement_options import STRATEGIES, Options
@@ -49,8 +48,6 @@ def plan(opts: Options) -> Plan:
         raise NodemapError("--hot-mix is a share of lookups: give a number from 0 to 1")
     chunks = parse_sizes(opts.chunks, "--chunks")
     replications = [Replication.parse(r, "--replication") for r in opts.replication.split(",")]
-    check_count("--lookups", opts.lookups, 1, "lookup per GPU")
-    check_positive("--budget-fraction", opts.budget_fraction)
     zipfs = _zipfs(opts.zipf)
     from ..gpu.devices import import_cupy
 

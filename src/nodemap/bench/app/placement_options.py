@@ -50,13 +50,14 @@ class Options(Common):
     repeats: int = options.repeat_count(5, old=("--iterations",))
     table: str = option("8GiB", "table size (default %(default)s)")
     row_bytes: int = option(256, "bytes per row, a multiple of 16 (default %(default)s)")
-    lookups: int = option(1 << 24, "lookups per GPU per iteration (default 16M)")
+    lookups: int = option(1 << 24, "lookups per GPU per iteration (default 16M)", minimum=1, what="lookup per GPU")
     zipf: str = option("0,0.8,1.0,1.2", "Zipf exponents s to run (0 = uniform)")
     hot_mix: float = option(0.5, "share of lookups drawn from the GPU's own hot set (default %(default)s)")
     object_bytes: str | None = option(None, "hot rows come in objects of this size, each object kept whole and the "
                                             "objects scattered (default: one row, every row scattered on its own: "
                                             "the hardest case for chunks)")
-    budget_fraction: float = option(0.6, "per-GPU budget as a fraction of the table (default %(default)s)")
+    budget_fraction: float = option(0.6, "per-GPU budget as a fraction of the table (default %(default)s)",
+                                    positive=True)
     chunks: str = option("2MiB,16MiB,64MiB", "chunk sizes for the analysis strategy")
     replication: str = option("0,1%,2%,5%,auto", "replication settings for the analysis strategy")
     strategies: str = option(",".join(DEFAULT_STRATEGIES), f"subset of {','.join(STRATEGIES)} (default: all but "

@@ -16,7 +16,6 @@ from ...errors import NodemapError
 from . import mpi_common as mc
 from .world import World, open_gpus
 from ...units import MiB, format_size
-from ..harness import check_count
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .collectives_options import OPS, Options
@@ -191,7 +190,6 @@ def plan(opts: Options) -> Plan:
     from ...units import parse_sizes
 
     ops, sizes = parse_ops(opts.ops), parse_sizes(opts.sizes, "--sizes")
-    check_count("--iters", opts.iters, 1, "operation per repetition")
     w = open_gpus(opts.mode, opts.gpus, opts.timeout, topology=opts.topology)
     w.require_nccl()
     env = {"nccl": w.nccl.get_version(), "cupy": w.cp.__version__, "ranks": w.n,

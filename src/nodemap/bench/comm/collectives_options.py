@@ -42,7 +42,8 @@ class Options(Ranked):
                             "by mpiexec/srun with more than one rank)")
     inplace: str = option("both", "out-of-place, in-place or both (default)", choices=("both", "out", "in"))
     gpus: str | None = gpu_list("single mode only")
-    iters: int = option(20, "operations per timed repetition (default %(default)s)")
+    iters: int = option(20, "operations per timed repetition (default %(default)s)", minimum=1,
+                        what="operation per repetition")
     graph: bool = option(False, "capture each repetition's --iters operations in one CUDA graph, launched once per "
                                 "repetition (nccl-tests' -G): no per-operation launch cost from Python")
     # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides

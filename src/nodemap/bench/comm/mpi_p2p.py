@@ -17,7 +17,6 @@ from . import mpi_common as mc
 from .p2p import LOOPS, Endpoint, Side, bw_loop, make_endpoint, seed_of, to_unit
 from .world import World, start as start_world
 from .. import interrupt
-from ..harness import check_count, check_positive
 from ..driver import Case, Plan as DriverPlan, Repeats
 from ..options import MPI_TIMEOUT_S, choices
 from ..results import Result, ResultSet, make_result
@@ -126,10 +125,6 @@ def plan(opts: Options) -> DriverPlan:
     buffers = choices(opts.buffers, BUFFERS, "--buffers")
     sizes = parse_sizes(opts.sizes, "--sizes")
     chunk = parse_size(opts.chunk, "--chunk", minimum=1)
-    check_count("--window", opts.window, 1, "send per window")
-    check_positive("--iters-scale", opts.iters_scale)
-    if opts.small_repeats is not None:
-        check_count("--small-repeats", opts.small_repeats, 1, "repetition")
     timeout = opts.timeout if opts.timeout is not None else MPI_TIMEOUT_S
     w = start_world(timeout)
     MPI, comm, n = w.MPI, w.comm, w.size

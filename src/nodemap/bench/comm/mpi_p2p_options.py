@@ -43,13 +43,14 @@ class Options(Ranked):
     pair: tuple[str, ...] = option((), "measure ranks A and B (repeatable; default: one pair per distance class)",
                                    metavar="A,B")
     multirail: bool = option(False, "also run every rank pair (first half <-> second half, or node <-> node) at once")
-    window: int = option(64, "sends per window in bw/bibw (default %(default)s, as OSU)")
+    window: int = option(64, "sends per window in bw/bibw (default %(default)s, as OSU)", minimum=1,
+                         what="send per window")
     chunk: str = option("1MiB", "staging chunk for GPU buffers (default %(default)s)", metavar="BYTES")
     iters_scale: float = option(1.0, "scale the per-size iteration counts (default 1; 0.1 for a quick look)",
-                                metavar="X")
+                                metavar="X", positive=True)
     small_repeats: int | None = option(
         None, f"timed repetitions of messages up to {SMALL // 1024} KiB (default: --repeats): one takes about a "
               "millisecond, so a single preemption of a rank decides its mean; 9 or more let the median's 95%% "
-              "interval leave such a repetition out at no cost", metavar="N")
+              "interval leave such a repetition out at no cost", metavar="N", minimum=1, what="repetition")
     # each size's repetitions are its own (--small-repeats); ranks stop only where they agree
     not_offered = ("adaptive", "budget")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from . import mpi_common as mc
 from .world import Local, World, open_gpus
 from ...units import format_size
-from ..harness import check_count, slowest_rank
+from ..harness import slowest_rank
 from ..driver import Case, PartFailed, Plan
 from ..results import Failure, Result, ResultSet, make_result
 from .ring_options import TRANSPORTS, Options
@@ -248,7 +248,6 @@ def plan(opts: Options) -> Plan:
 
     wanted = choices(opts.transports, TRANSPORTS, "--transports")
     sizes = parse_sizes(opts.sizes, "--sizes")
-    check_count("--steps", opts.steps, 1, "exchange per repetition")
     w = open_gpus(opts.mode, opts.gpus, opts.timeout, topology=opts.topology)
     if "nccl" in wanted:
         w.open_nccl()  # else said in usable: kinds with other transports go on without it

@@ -37,7 +37,8 @@ class Options(Ranked):
                                                   "(default %(default)s)", metavar="SPEC")
     mode: str = launch_mode("one process per GPU under MPI, or one process for all GPUs (auto: by launcher)")
     gpus: str | None = gpu_list("single mode: in ring order")
-    steps: int = option(20, "exchange steps per timed repetition (default %(default)s)")
+    steps: int = option(20, "exchange steps per timed repetition (default %(default)s)", minimum=1,
+                        what="exchange per repetition")
     no_overlap: bool = option(False, "skip the compute-overlap measurement")
     # ranks must run the same repetitions (each holds collectives): no stop that a rank's own clock decides
     not_offered = ("adaptive", "budget")

@@ -16,7 +16,6 @@ from ...units import format_size, parse_size
 from ...topology.model import Topology
 from . import common as gc
 from ..driver import Case, Plan
-from ..harness import check_count
 from ..options import choices
 from .kernels import POISON_SEED, SRC_SEED  # noqa: F401 (tests fill with them through copies)
 from ..peaks import Peak, d2d_path, host_class
@@ -52,7 +51,6 @@ class Copy:
 def plan(opts: Options) -> Plan:
     engines = tuple(choices(opts.engine, ("ce", "sm"), "--engine"))
     which = tuple(choices(opts.cases, CASES + HOST_CASES, "--cases"))
-    check_count("--iters", opts.iters, 1, "copy per repetition")
     size = parse_size(opts.size, "--size", minimum=1) if opts.size else 512 << 20
     size = max(64 << 10, size // (1 << 16) * (1 << 16))  # whole 64 KiB: 16-byte vectors, page multiples
     cp, topo, devs, rs = gc.open_bench(opts, "bench copies")

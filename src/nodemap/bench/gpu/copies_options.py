@@ -38,7 +38,7 @@ class Options(Common):
     repeats: int = repeat_count(5)
     gpus: str | None = gpu_list()
     size: str | None = option(None, "bytes per buffer (default 512MiB, as nvbandwidth)", metavar="BYTES")
-    iters: int = option(8, "copies per timed repetition (default %(default)s)")
+    iters: int = option(8, "copies per timed repetition (default %(default)s)", minimum=1, what="copy per repetition")
     engine: str = option("ce,sm", "ce, sm or both (default)")
     cases: str = option(",".join(CASES), f"subset of {','.join(CASES)}; host is {','.join(HOST_CASES)}, each "
                                          "also alone")

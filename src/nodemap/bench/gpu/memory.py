@@ -15,7 +15,6 @@ from ...units import format_size, parse_size
 from . import common as gc
 from .. import interrupt, options
 from ..driver import Case, Plan
-from ..harness import check_count
 from ..results import Result, ResultSet, make_result
 from .memory_options import AUTO_BLOCKS, BLOCK, CLASSIC, DTYPES, KERNELS, UNROLL, Options
 from ..figures import Figure, Given, figure, gpu_index, said
@@ -49,7 +48,6 @@ def plan(opts: Options) -> Plan:
     kernels = tuple(options.choices(opts.kernels, KERNELS, "--kernels"))
     if opts.block not in (0, 32, 64, 128, 256, 512, 1024):
         raise NodemapError(f"--block {opts.block}: give 0 (auto) or a power of two from 32 to 1024")
-    check_count("--grid-per-sm", opts.grid_per_sm, 0, "blocks per SM (0: auto)")
     s = Settings(kernels, parse_size(opts.size, "--size", minimum=1) if opts.size else None, opts.repeats,
                  opts.block, opts.unroll, opts.grid_per_sm)
     cp, _, devs, rs = gc.open_bench(opts, "bench gpu")

@@ -49,5 +49,5 @@ class Options(Common):
     unroll: int = option(UNROLL, "16-byte vectors per thread, all loaded before the first store "
                                  "(default %(default)s)", choices=(1, 2, 4))
     grid_per_sm: int = option(0, "persistent grid of N blocks per SM striding over the arrays (default 0: one pass)",
-                              metavar="N")
+                              metavar="N", minimum=0, what="blocks per SM (0: auto)")
     no_aggregate: bool = option(False, "skip the all-GPUs-at-once run")

@@ -17,7 +17,6 @@ from .machine import environment, parse_mem
 from .memory_options import Options
 from .stream import ELEMENT, Stream, array_size, host_peak, isa_note, parse_kernels
 from ..driver import Case, Plan
-from ..harness import check_count
 from ..results import Result, ResultSet
 from ..figures import Figure, Given, figure, interval
 from dataclasses import replace
@@ -100,10 +99,7 @@ def recommendation_text(results: Sequence[Result]) -> str:
 
 
 def plan(opts: Options) -> Plan:
-    check_count("--batch", opts.batch, 1, "repetition per sample")
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
-    if opts.threads is not None:
-        check_count("--threads", opts.threads, 1, "thread")
     kernels = parse_kernels(opts.kernels)
     topo = thread_orders.load_topology(opts.topology)
     mem = parse_mem(topo, opts.mem)

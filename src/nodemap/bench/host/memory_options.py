@@ -33,12 +33,14 @@ examples:
 @dataclass(frozen=True, kw_only=True)
 class Options(HostOptions):
     cpus: str | None = option(None, "explicit CPU list, one thread per CPU (e.g. 0-7,16)", group="where")
-    threads: int | None = option(None, "number of threads, on CPUs in --order", group="where")
+    threads: int | None = option(None, "number of threads, on CPUs in --order", group="where", minimum=1,
+                                 what="thread")
     order: str = option("spread", "order of CPUs for --threads (default %(default)s)", aliases=("--placement",),
                         choices=("spread", "compact"))
     kernels: str = option(",".join(KERNELS), "comma list of copy,scale,add,triad,sum (default all)")
     nt_stores: bool = option(False, "non-temporal stores (no write-allocate traffic)")
     batch: int = option(1, "time K repetitions back to back as one sample, with no barrier between them "
                            "(likwid-bench's timing: a slow thread's tail is paid once per sample); default 1, "
-                           "every repetition timed on its own as STREAM does", metavar="K")
+                           "every repetition timed on its own as STREAM does", metavar="K", minimum=1,
+                      what="repetition per sample")
     sweep: bool = option(False, "measure every thread order derived from the topology")
