@@ -343,7 +343,9 @@ def rail_figures(links: Any, node: str | None) -> dict[str, dict[str, float]]:
 def network(a: argparse.Namespace) -> dict[str, Any]:
     """--faulty runs with one fault each and --clean without, shuffled, on one networked cluster."""
     rng = random.Random(a.seed)
-    kinds = list(FAULTS)
+    kinds = [k for k in FAULTS if k.split()[0] in a.kinds.split(",")]
+    if not kinds:
+        raise SystemExit(f"fleet_false_drain: --kinds {a.kinds!r} names none of rate, loss, delay, down")
     plan: list[tuple[str, str, str] | None] = [None] * a.clean
     c = Live(tempfile.mkdtemp(prefix="nmfd-"))
     try:
@@ -470,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faulty", type=int, default=20, help="--network: runs with one fault each")
     ap.add_argument("--clean", type=int, default=20, help="--network: runs with none")
     ap.add_argument("--seed", type=int, default=38, help="--network: which nodes, rails and order")
+    ap.add_argument("--kinds", default="rate,loss,delay,down",
+                    help="--network: the faults the faulty runs take in turn (a row of the table alone: --kinds down)")
     ap.add_argument("--fleet-options", default="--pair-size 128KiB",
                     help="--network: more options of each `nodemap check --fleet`")
     ap.add_argument("--within", type=float, default=math.inf,
