@@ -11,11 +11,12 @@ import textwrap
 import time
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
 from nodemap.check import budget as B
 from nodemap.check import expectations
-from nodemap.check.document import CheckDoc, HEALTHY, NOT_JUDGED, exit_status, from_dict
+from nodemap.check.document import CheckDoc, HEALTHY, NOT_JUDGED, Spent, exit_status, from_dict
 from nodemap.check.node import _remeasure_budget
 from nodemap.check.remeasure import BUDGET as REMEASURE
 from nodemap.check.suite import TINY_ENV
@@ -63,23 +64,23 @@ def test_a_left_out_step_says_the_budget_what_is_left_and_what_it_needs():
     assert b.admit(steps("mpi")[0], "quick", 0, 1, False) is not None
     assert b.left_out == ["the latency step", "the mpi step"]
     b.stop_clock()
-    assert B.describe(b.to_dict()).startswith("budget 30 s, 18.")
-    assert B.describe(b.to_dict()).endswith("left out: the latency step, the mpi step")
+    assert b.spent().describe().startswith("budget 30 s, 18.")
+    assert b.spent().describe().endswith("left out: the latency step, the mpi step")
 
 
 def test_a_budget_that_left_every_measurement_out_is_judged_on_the_inventory():
     doc = CheckDoc(level="quick", topology=None, expectations=expectations.shipped())
     doc.rejudge()
     assert exit_status(doc) == NOT_JUDGED  # every step failed (missing tools): could not judge
-    doc.budget = {"seconds": 1.0, "spent": 1.0, "left_out": ["STREAM placement sweep"], "cut": ""}
+    doc.budget = Spent(1.0, 1.0, ("STREAM placement sweep",))
     assert exit_status(doc) == HEALTHY  # left out by choice: healthy as far as it looked
     again = from_dict(json.loads(doc.to_json()))
     assert again.budget == doc.budget and exit_status(again, saved=True) == HEALTHY
     # the step it cut before its first result: still by choice
-    doc.budget = dict(doc.budget, ran=["GPU memory bandwidth"], cut="GPU memory bandwidth")
+    doc.budget = msgspec.structs.replace(doc.budget, ran=("GPU memory bandwidth",), cut="GPU memory bandwidth")
     assert exit_status(doc) == HEALTHY
     # the steps it let run all failed (no CuPy, no STREAM), only MPI left out: as without a budget
-    doc.budget = dict(doc.budget, ran=["GPU memory bandwidth", "STREAM placement sweep"], cut="")
+    doc.budget = msgspec.structs.replace(doc.budget, ran=("GPU memory bandwidth", "STREAM placement sweep"), cut="")
     assert exit_status(doc) == NOT_JUDGED
 
 
@@ -87,7 +88,7 @@ def test_the_budget_records_the_steps_it_let_run():
     b = B.Budget(30, estimator=lambda kind, *a: {"gpu": 3.0, "mpi": 80.0}[kind])
     assert b.admit(steps("gpu")[0], "quick", 1, 1, False) is None
     assert b.admit(steps("mpi")[0], "quick", 1, 1, False) is not None
-    assert b.to_dict()["ran"] == ["the gpu step"] and b.to_dict()["left_out"] == ["the mpi step"]
+    assert b.spent().ran == ("the gpu step",) and b.spent().left_out == ("the mpi step",)
 
 
 def test_re_measurement_gets_what_the_budget_left_at_most_the_level_s():
@@ -203,7 +204,7 @@ CUT = textwrap.dedent("""
     with _sigterm_interrupts() as terminated:
         doc = node.run_check("quick", load(None), budget=Budget(float(sys.argv[2]), estimator=lambda *a: 0.1),
                              remeasure_budget=0)
-    print(json.dumps({"took": time.monotonic() - t0, "doc": doc.to_dict(), "terminated": terminated}))
+    print(json.dumps({"took": time.monotonic() - t0, "doc": json.loads(doc.to_json()), "terminated": terminated}))
 """)
 
 

@@ -11,7 +11,7 @@ import types
 import check_synth as syn
 import nodes
 from nodemap.check import busy, expectations
-from nodemap.check.document import CheckDoc, exit_status, from_dict
+from nodemap.check.document import Busy, CheckDoc, exit_status, from_dict
 
 ME = 100
 
@@ -250,7 +250,7 @@ def _busy_doc(busy_latency: bool):
     lat.environment["busy"] = sample
     doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)),
                    expectations=expectations.shipped(), results=[syn.stream({"1/core": (2, 20.0)}), lat])
-    doc.busy = busy.summary({"busy": False, "reasons": []}, [("latency against working-set size", sample)])
+    doc.busy = Busy(**busy.summary({"busy": False, "reasons": []}, [("latency against working-set size", sample)]))
     doc.rejudge()
     return doc
 
@@ -310,9 +310,9 @@ def test_run_check_samples_before_and_around_every_step(monkeypatch, tmp_path):
     monkeypatch.setattr(node, "measure", measure)
     monkeypatch.setenv(suite.TINY_ENV, "1")
     doc = node.run_check("quick", expectations.shipped(), detector=d)
-    assert doc.is_busy() and doc.busy["before"]["busy"] is False
-    assert [s["busy"] for s in doc.busy["steps"]] == [k == "latency" for k in steps]
-    assert doc.busy["reasons"][0].startswith("latency against working-set size: other processes used 0.9 cores")
+    assert doc.is_busy() and doc.busy.before["busy"] is False
+    assert [s["busy"] for s in doc.busy.steps] == [k == "latency" for k in steps]
+    assert doc.busy.reasons[0].startswith("latency against working-set size: other processes used 0.9 cores")
     assert next(j for j in doc.judged if j.figure.key.endswith("DRAM")).verdict == "inconclusive"
     assert exit_status(doc) == 2
 
@@ -331,7 +331,7 @@ def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
         rs = syn.stream({"1/core": (2, per_core or best), "1/L3": (1, best)})
         rs.environment["busy"] = sample
         doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
-        doc.busy = busy.summary(None, [("STREAM placement sweep", sample)])
+        doc.busy = Busy(**busy.summary(None, [("STREAM placement sweep", sample)]))
         doc.rejudge()
         return next(j for j in doc.judged if j.figure.key == "host/stream/best"), doc
 

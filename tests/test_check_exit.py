@@ -1,12 +1,14 @@
 """The node's verdict apart from its job environment's, and the one
 mapping from a check document to the exit status schedulers act on."""
 
+import json
+
 import pytest
 
 import check_synth as syn
 import nodes
 from nodemap.check import expectations
-from nodemap.check.document import CheckDoc, exit_status, from_dict
+from nodemap.check.document import Busy, CheckDoc, exit_status, from_dict
 from nodemap.check.inventory import Check
 
 NOT_AWARE = Check("inventory/mpi/cuda_aware", "MPI is not CUDA-aware", "device buffers are staged", "", "fail",
@@ -17,7 +19,7 @@ ECC = Check("inventory/nvml/gpu0/ecc_uncorrected", "GPU0 uncorrected ECC errors"
 
 def doc_of(*sets, checks=(), complete=True, busy=None):
     doc = CheckDoc(level="quick", topology=nodes.karolina(), expectations=expectations.shipped(),
-                   results=list(sets), checks=list(checks), complete=complete, busy=busy or {})
+                   results=list(sets), checks=list(checks), complete=complete, busy=busy)
     doc.rejudge()
     return doc
 
@@ -32,7 +34,7 @@ def test_a_configuration_fail_leaves_the_node_healthy():
     assert doc.node_verdict() == "pass" and doc.environment_verdict() == "fail"
     assert doc.environment_reasons() == ["MPI is not CUDA-aware"]
     assert exit_status(doc) == 0
-    s = doc.to_dict()["summary"]
+    s = json.loads(doc.to_json())["summary"]
     assert (s["node"], s["environment"]) == ("pass", "fail")
 
 
@@ -44,7 +46,7 @@ def test_a_hardware_fail_is_unhealthy():
 
 
 def test_busy_cannot_judge_unless_the_hardware_failed():
-    busy = {"busy": True, "reasons": ["load 14 from other jobs"]}
+    busy = Busy(True, ["load 14 from other jobs"])
     assert exit_status(doc_of(healthy_gpus(), busy=busy)) == 2
     assert exit_status(doc_of(healthy_gpus(), checks=[ECC], busy=busy)) == 1
 
@@ -85,8 +87,8 @@ def test_interrupted_unless_read_again():
 
 
 def test_saved_document_keeps_busy_and_verdicts():
-    doc = doc_of(healthy_gpus(), checks=[NOT_AWARE], busy={"busy": True, "reasons": ["x"]})
-    back = from_dict(doc.to_dict())
+    doc = doc_of(healthy_gpus(), checks=[NOT_AWARE], busy=Busy(True, ["x"]))
+    back = from_dict(json.loads(doc.to_json()))
     # its figures passed, but a busy node is not judged: inconclusive, as its exit status 2 says
     assert back.is_busy() and back.node_verdict() == "inconclusive" and exit_status(back, saved=True) == 2
     assert [j.verdict for j in back.judged] == [j.verdict for j in doc.judged]  # the figures' own are kept
@@ -139,6 +141,6 @@ def test_slurm_never_acts_on_what_exits_2():
 
     doc = doc_of()
     assert exit_status(doc) == 2 and verdict.health(doc) == (None, "could not judge (nothing measured)")
-    busy = {"busy": True, "reasons": ["load 14 from other jobs"]}
+    busy = Busy(True, ["load 14 from other jobs"])
     assert verdict.health(doc_of(healthy_gpus(), busy=busy))[0] is None
     assert verdict.health(doc_of(healthy_gpus())) == (True, "")

@@ -111,7 +111,7 @@ def test_a_site_dram_peak_given_to_report_answers_what_the_check_skipped_for_wan
     """`nodemap report check.json --expect site.toml` with the DRAM peak judged host/stream/best and
     still listed it as skipped, 'DRAM peak unknown: ... give it to the check in a site file'."""
     import check_synth as syn
-    from nodemap.check import document, node, saved
+    from nodemap.check import document, node
     from nodemap.check.inventory import Skipped
 
     rs = syn.stream({"1/core": (4, 20.0)})
@@ -123,8 +123,8 @@ def test_a_site_dram_peak_given_to_report_answers_what_the_check_skipped_for_wan
     data = doc.to_json().encode()
     site = tmp_path / "site.toml"
     site.write_text('[[limit]]\nkind = "stream"\nmatch = "."\npeak = 25\nwarn = 0.72\nfail = 0.60\nsource = "our DIMMs"\n')
-    again = document.from_file(*saved.decode("c.json", data), ex.load(str(site)), "c.json")
+    again = document.decode("c.json", data, ex.load(str(site)))
     assert "host/stream/best" in {j.figure.key for j in again.judged}
     assert [s.what for s in again.skipped] == ["NUMA matrices"]
-    kept = document.from_file(*saved.decode("c.json", data), None, "c.json")  # judged as saved: as saved
+    kept = document.decode("c.json", data)  # judged as saved: as saved
     assert [s.what for s in kept.skipped] == [unknown.what, "NUMA matrices"]

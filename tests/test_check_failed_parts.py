@@ -131,7 +131,7 @@ def test_wrong_data_in_a_step_measured_again_fails_the_node_and_the_check_comple
     doc, ran = check(monkeypatch, syn.nccl_all_reduce(300.0, 2), again, exp=expectations.load(str(site)))
     assert ran == ["nccl", "memory", "nccl"] and doc.complete
     assert [c.cause for c in doc.checks if c.key == "verification/nccl/all_reduce"] == ["hardware"]
-    assert doc.remeasured[0]["note"] == "measuring again failed"  # its samples not pooled
+    assert doc.remeasured[0].note == "measuring again failed"  # its samples not pooled
     assert document.exit_status(doc) == document.UNHEALTHY
 
 

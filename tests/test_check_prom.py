@@ -12,7 +12,7 @@ import check_synth as syn
 import nodes
 from nodemap.check import expectations
 from nodemap.report import prom
-from nodemap.check.document import CheckDoc, exit_status
+from nodemap.check.document import CheckDoc, Spent, exit_status
 
 parser = pytest.importorskip("prometheus_client.parser")
 BOUNDED = {"node", "level", "of", "area", "key", "path_class", "unit", "verdict", "step", "cut"}
@@ -53,8 +53,8 @@ def test_figures_and_verdicts_parse_back_with_bounded_labels_and_no_timestamps()
 
 def test_a_budgeted_check_says_its_budget_and_each_step_it_left_out():
     doc = karolina_doc({g: 1400.0 for g in range(8)})
-    doc.budget = {"seconds": 30.0, "spent": 29.5, "cut": "STREAM placement sweep",
-                  "left_out": ["latency against working-set size", "MPI point-to-point, host and device buffers"]}
+    doc.budget = Spent(30.0, 29.5, cut="STREAM placement sweep",
+                       left_out=("latency against working-set size", "MPI point-to-point, host and device buffers"))
     fams = families(prom.render(doc, exit_status(doc)))
     assert fams["nodemap_check_budget_seconds"].samples[0].value == 30
     left = {(s.labels["step"], s.labels["cut"]): s.value for s in fams["nodemap_check_left_out"].samples}

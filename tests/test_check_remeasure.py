@@ -2,9 +2,11 @@
 the repetitions are pooled, the figure judged again; bounded by rounds
 and budgets, and said in the document."""
 
+import json
+
 import nodes
 from nodemap.bench.results import ResultSet, make_result
-from nodemap.check import expectations, remeasure
+from nodemap.check import document, expectations, remeasure
 from nodemap.check.document import CheckDoc
 from nodemap.check.suite import Step
 
@@ -49,9 +51,8 @@ def test_a_straddling_figure_is_measured_again_until_decided():
     j = best(doc)
     assert len(calls) == 2 and j.verdict == "fail" and not j.noisy  # 9 samples: [2nd, 8th] = [55, 58] < 60
     assert j.figure.n == 9 and j.figure.rounds == 3
-    assert doc.remeasured == [{"step": "STREAM placement sweep", "kind": "memory", "rounds": 3,
-                               "seconds": doc.remeasured[0]["seconds"], "figures": ["host/stream/best"],
-                               "still_noisy": []}]  # the 1/core triad is the best placement: 100% of itself
+    assert doc.remeasured == [document.Remeasured("STREAM placement sweep", 3, doc.remeasured[0].seconds,
+                                                  ["host/stream/best"], [], "memory")]  # the 1/core triad is the best placement: 100% of itself
 
 
 def test_rounds_are_bounded():
@@ -59,7 +60,7 @@ def test_rounds_are_bounded():
     run, calls = runner([55, 85, 58], [55, 85, 58], [55, 85, 58])
     remeasure.again(doc, [remeasure.Measured(STEP, 0, 0.1)], "quick", run)
     assert len(calls) == remeasure.ROUNDS - 1 and best(doc).verdict == "inconclusive"
-    assert "host/stream/best" in doc.remeasured[0]["still_noisy"] and doc.remeasured[0]["rounds"] == 3
+    assert "host/stream/best" in doc.remeasured[0].still_noisy and doc.remeasured[0].rounds == 3
 
 
 def test_a_step_longer_than_the_budget_is_not_run_again():
@@ -67,7 +68,7 @@ def test_a_step_longer_than_the_budget_is_not_run_again():
     run, calls = runner([56, 57, 55])
     remeasure.again(doc, [remeasure.Measured(STEP, 0, 30.0)], "quick", run)
     assert calls == [] and best(doc).verdict == "inconclusive"
-    assert doc.remeasured[0]["note"].startswith("not measured again: one run takes 30.0 s")
+    assert doc.remeasured[0].note.startswith("not measured again: one run takes 30.0 s")
     remeasure.again(doc_of([55, 85, 58]), [remeasure.Measured(STEP, 0, 0.1)], "quick", run, budget=0)
     assert calls == []
 
@@ -110,7 +111,7 @@ def test_run_check_measures_a_noisy_step_again(monkeypatch):
     monkeypatch.setattr(node, "measure", lambda kind, argv, *rest: stream_set(next(rounds)))
     doc = node.run_check("quick", expectations.shipped(), detector=Idle())
     assert doc.complete and best(doc).verdict == "fail" and best(doc).figure.rounds == 3
-    assert doc.remeasured[0]["rounds"] == 3 and doc.to_dict()["remeasured"] == doc.remeasured
+    assert doc.remeasured[0].rounds == 3 and document.from_dict(json.loads(doc.to_json())).remeasured == doc.remeasured
     rounds = iter([[55, 85, 58]])
     again = node.run_check("quick", expectations.shipped(), detector=Idle(), remeasure_budget=0)
-    assert again.remeasured and "not measured again" in again.remeasured[0]["note"]
+    assert again.remeasured and "not measured again" in again.remeasured[0].note

@@ -93,8 +93,8 @@ NAN, INF = float("nan"), float("inf")
     ("results", ["results", 0, "stats", "median"], NAN, "field results[0].stats: median is nan, not a finite number"),
     ("results", ["results", 1, "samples", 0], INF, "field results[1]: samples holds inf, not a finite number"),
     ("results", ["results", 0, "peak"], NAN, "field results[0]: peak is nan, not a finite number"),
-    ("check", ["figures", 0, "value"], NAN, "field figures[0]: value is nan, not a finite number"),
-    ("check", ["figures", 1, "low"], INF, "field figures[1]: low is inf, not a finite number"),
+    ("check", ["figures", 0, "value"], NAN, "field figures[0].value is not a finite number"),
+    ("check", ["figures", 1, "low"], INF, "field figures[1].low is not a finite number"),
     ("check", ["results", 0, "results", 0, "stats", "best"], NAN, "results[0].results[0].stats: best is nan"),
     # the min-median-max bars of the STREAM sweep plot: a matplotlib ValueError (negative error bar)
     ("results", ["results", 0, "stats", "median"], 1e6, "field results[0].stats: min 9"),

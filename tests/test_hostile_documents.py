@@ -30,7 +30,7 @@ def _doc() -> dict:
                  skipped=[Skipped("nccl", "no GPUs")])
     d.rejudge()
     assert d.findings
-    return d.to_dict()
+    return json.loads(d.to_json())
 
 
 def _write(tmp_path, d: dict, name: str = "check.json") -> str:
@@ -63,13 +63,13 @@ def test_markup_in_text_fields_is_escaped_and_no_form_renders(tmp_path):
 def test_a_verdict_that_is_markup_is_escaped_even_past_the_reader():
     """The page escapes what the reader would refuse: a verdict goes into a
     class attribute and a badge (it was copied raw, hiding the findings)."""
-    import dataclasses
+    import msgspec
 
     from nodemap.check.document import from_dict
     from nodemap.report import html
 
     doc = from_dict(_doc())
-    doc.findings[0] = dataclasses.replace(doc.findings[0], verdict="fail'><style>li{display:none}</style>" + FORM)
+    doc.findings[0] = msgspec.structs.replace(doc.findings[0], verdict="fail'><style>li{display:none}</style>" + FORM)
     page = html.findings(doc)
     assert "<style>" not in page and "<form" not in page and "&lt;form" in page
 

@@ -640,7 +640,7 @@ def test_gpu_processes_and_nvml_shutdown_only_in_the_nvml_source():
 # The fleet judges typed records (fleet/nodefile.py's Fig, TopologyView) read straight from the documents:
 # fleet/merge.py walked dicts (figure["median"], doc.get("topology")) beside the reader that had checked them.
 FLEET_JUDGES = ("noise", "verdicts", "remeasure", "findings", "drain", "nodes", "facts", "merge")
-DOCUMENT_STRUCTS = {"nodemap.check.saved", "nodemap.fleet.nodefile"}
+DOCUMENT_STRUCTS = {"nodemap.check.document", "nodemap.fleet.nodefile"}
 
 
 def keyed_reads(tree: ast.AST) -> list[int]:
@@ -669,3 +669,39 @@ def test_the_check_and_fleet_documents_are_read_by_their_one_reader():
     assert {m for m in rooms if structs(TREES[m])} <= DOCUMENT_STRUCTS, "a document's typed shape has one home"
     assert {m for m in TREES if site_readers(TREES[m])} == {"nodemap.check.expectations"}, \
         "a site file is read by check/expectations.py alone (its [fleet] table too)"
+
+
+# The check document was written by hand `to_dict` methods (check/document.py, verdicts.Judged, inventory.Check,
+# ...) and read by mirror Structs in check/saved.py (_Judgement, _Budget, _Remeasured: "mirror of budget.py");
+# now check/document.CheckFile is its one shape both ways, its records the classes the check itself uses.
+CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Spent", "Remeasured", "Summary",
+                 "SavedExpectations")
+
+
+def to_dicts(tree: ast.AST) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "to_dict"]
+
+
+def test_the_check_document_is_one_class_both_ways():
+    import typing
+
+    from nodemap.bench.story import Skipped
+    from nodemap.check import budget, document, inventory, verdicts
+    from nodemap.finding import Finding
+
+    assert to_dicts(ast.parse("class A:\n    def to_dict(self): pass")) == [2]
+    found = {m: lines for m, t in TREES.items() if m.startswith("nodemap.check.") and (lines := to_dicts(t))}
+    assert found == {}, "a check record is encoded as it is (msgspec), not by a hand to_dict"
+    assert "nodemap.check.saved" not in TREES, "the check document is read by check/document.py's CheckFile"
+    defined: dict[str, list[str]] = {}
+    for m, t in TREES.items():
+        for n in ast.walk(t):
+            if m.startswith("nodemap.check.") and isinstance(n, ast.ClassDef) and n.name in CHECK_RECORDS:
+                defined.setdefault(n.name, []).append(m)
+    assert {k: v for k, v in defined.items() if len(v) > 1} == {}, "a record of the check document has one class"
+    # what the check holds is what is written and read: the very classes, not look-alikes
+    hints = typing.get_type_hints(document.CheckFile)
+    assert hints["figures"] == list[verdicts.Judged] and hints["checks"] == list[inventory.Check]
+    assert hints["findings"] == list[Finding] and hints["skipped"] == list[Skipped]
+    assert typing.get_type_hints(document.CheckDoc)["budget"] == hints["budget"] == typing.Optional[document.Spent]
+    assert typing.get_type_hints(budget.Budget.spent)["return"] is document.Spent

@@ -14,7 +14,7 @@ import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
 from nodemap.check import expectations
-from nodemap.check.document import CheckDoc, exit_status
+from nodemap.check.document import Busy, CheckDoc, exit_status
 from nodemap.check.node import virtual_machine
 from nodemap.cli import main
 from nodemap.report import html, prom, terminal
@@ -30,7 +30,7 @@ def _doc(*sets, busy=False, environment=None, level="quick", checks=()):
         if busy:
             rs.environment["busy"] = BUSY
     doc = CheckDoc(level=level, topology=nodes.karolina(), expectations=expectations.shipped(), results=list(sets),
-                   checks=list(checks), busy={"busy": True, "reasons": BUSY["reasons"]} if busy else {},
+                   checks=list(checks), busy=Busy(True, BUSY["reasons"]) if busy else None,
                    environment=environment or {})
     doc.rejudge()
     return doc
@@ -86,7 +86,7 @@ def test_the_worst_latency_is_the_slowest_against_its_peers():
     from nodemap.check.verdicts import Judged
 
     f = _doc(_mpi_latency([6.0, 6.1, 6.2])).judged[0].figure
-    slow, fast = (Judged(f, "warn", "", {}, r) for r in (3.0, 1.5))
+    slow, fast = (Judged.of(f, "warn", "", {}, r) for r in (3.0, 1.5))
     assert terminal._badness(slow) > terminal._badness(fast)  # 3x its peers' minimum is worse (was: the 1.5x)
 
 

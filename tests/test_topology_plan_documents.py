@@ -236,6 +236,6 @@ def test_this_machine_is_narrowed_to_what_this_process_may_use_once(monkeypatch)
 
 
 def test_the_check_schemas_the_topology_reader_knows_are_the_checks():
-    from nodemap.check import saved
+    from nodemap.check import document
 
-    assert discover.CHECK_SCHEMAS == saved.SCHEMAS
+    assert discover.CHECK_SCHEMAS == document.SCHEMAS

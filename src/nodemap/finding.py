@@ -1,7 +1,8 @@
 """A finding: something nodemap judged wrong (or worth saying), in one
 sentence with its evidence and fix. The check (check/findings.py), the
 fleet (fleet/merge.py) and the watch report (watch/analysis.py) all give
-this one record, and documents store it through `to_dict`.
+this one record, and documents store it as it is (msgspec), its fields at
+their defaults left out.
 
 Two things once shared the word "severity": the verdict level (the fleet's
 and the watch's fail/warn/info) and how far a figure is off (the check's
@@ -13,8 +14,9 @@ defaults, so each holds only what its findings say.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Literal
+
+import msgspec
 
 # The level of a finding (check/verdicts.RANK orders it among the other
 # verdicts): info is recorded, not wrong (a GPU shared against the plan);
@@ -24,10 +26,11 @@ Verdict = Literal["info", "warn", "fail"]
 # site's) or its hardware; "" where the domain does not tell them apart.
 CAUSES = ("configuration", "hardware")
 Cause = Literal[("",) + CAUSES]
+# The parts of a node a figure, check or finding is about, in the order the report lists them
+AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL", "MPI")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True, omit_defaults=True):
     verdict: Verdict  # the level: info | warn | fail
     text: str  # the sentence
     evidence: str = ""  # the numbers and the rule behind it
@@ -38,9 +41,9 @@ class Finding:
     # 0 at the threshold or without a reference. It ranks findings of one verdict.
     shortfall: float = 0.0
     # The check's (one node's document): the cause, and the area of the
-    # figure or check (check/figures.AREAS).
+    # figure or check (AREAS).
     cause: Cause = ""
-    area: str = ""
+    area: Literal[("",) + AREAS] = ""
     # The fleet's and the watch's (documents of many nodes): the node it is
     # about (the watch's host), and its kind. Fleet: figure, check, absent,
     # topology, link, missing, incomplete, busy, contention. Watch: growth,
@@ -60,8 +63,3 @@ class Finding:
     def key(self) -> str:
         """The first key it rests on ("" when none)."""
         return self.keys[0] if self.keys else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Its fields, less those at their defaults (verdict and text have none)."""
-        return {f.name: list(v) if f.name == "keys" else v for f in fields(self)
-                if (v := getattr(self, f.name)) != f.default}

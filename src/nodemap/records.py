@@ -22,7 +22,7 @@ from .errors import InputError
 T = TypeVar("T")
 Hook = Callable[[type, Any], Any]  # msgspec's dec_hook: a value of a type msgspec does not know (CpuSet)
 
-# msgspec's type names in the words saved.py has always used
+# msgspec's type names in the words the check document's reader has always used
 _NAMES = {"float": "a number", "int": "an integer", "str": "text", "bool": "true or false", "object": "an object",
           "array": "a list", "null": "null", "float | null": "a number or null", "int | null": "an integer or null",
           "str | null": "text or null", "object | null": "an object or null"}

@@ -11,56 +11,54 @@ Keys are the same on every node of a fleet.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Sequence
 
-from ..topology.model import Topology
+from ..finding import AREAS  # the parts of a node, in the order the report lists them
+from ..topology.model import Finite, Topology
 from .endpoints import Endpoint, of_key
 from .intervals import coverage, median_interval
 from .results import HIGHER_IS_BETTER, Result
 
 ROUNDS = "rounds"  # a Result's params key: measurements pooled into its samples (check/remeasure.py)
 
-# the parts of a node a figure or check is about, in the order the report lists them
-AREAS = ("inventory", "host memory", "NUMA", "latency", "GPU memory", "host<->GPU", "GPU<->GPU", "NCCL", "MPI")
 
 
 @dataclass(frozen=True)
 class Figure:
+    """Typed as the check document holds it (check/document.py): its numbers finite, its area one of AREAS."""
+
     key: str  # stable across nodes: "gpu/0/hbm_triad"
-    area: str  # one of AREAS
+    area: Literal[AREAS]
     label: str  # for people: "GPU0 HBM triad (float64)"
     path: str  # the Result's topology path
     unit: str
-    value: float  # the Result's best (STREAM, nvbandwidth and nccl-tests report the best)
+    value: Finite  # the Result's best (STREAM, nvbandwidth and nccl-tests report the best)
     higher_is_better: bool
     kind: str = ""  # expectations.toml row kind, "" when no practical limit applies
     part: str = ""  # what the limit row's `match` is tried on
-    peak: float | None = None  # in `unit`
+    peak: Finite | None = None  # in `unit`
     peak_source: str = ""
     group: str = ""  # peers judged against their median ("" = none)
     path_class: str = ""
-    median: float = 0.0  # the Result's median: the statistic the verdict judges
-    spread: float = 0.0
+    median: Finite = 0.0  # the Result's median: the statistic the verdict judges
+    spread: Finite = 0.0
     # the median's interval from the repetitions (bench/intervals.py): n = 1 has none (low = high = median),
     # n = 0 a figure saved before intervals existed (judged as the point `value`)
-    low: float = 0.0
-    high: float = 0.0
+    low: Finite = 0.0
+    high: Finite = 0.0
     n: int = 0
-    coverage: float = 0.0
+    coverage: Finite = 0.0
     rounds: int = 1  # measurements pooled into it (check re-measures a figure its interval left undecided)
     setting: str = ""  # what reaches the peak, for the fix (STREAM: OMP_NUM_THREADS/OMP_PLACES)
-    peak_spread: float = 0.0  # the peak's own spread when it is another measurement (STREAM's best placement)
+    peak_spread: Finite = 0.0  # the peak's own spread when it is another measurement (STREAM's best placement)
     # the median interval of the measurement the peak comes from (STREAM's best placement); 0: an exact peak
-    peak_median: float = 0.0
-    peak_low: float = 0.0
-    peak_high: float = 0.0
+    peak_median: Finite = 0.0
+    peak_low: Finite = 0.0
+    peak_high: Finite = 0.0
     # what was measured between (bench/endpoints.py keys, "gpu0", "numa1"): "" where no pair applies
     src: str = ""
     dst: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def endpoints(self) -> tuple[Endpoint | None, Endpoint | None]:
         """(source, destination): as the figure carries them, else (saved

@@ -10,7 +10,7 @@ kind declares only what it has (a kind `check` does not run has no steps).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import msgspec
@@ -81,9 +81,6 @@ class Skipped:
 
     what: str
     reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

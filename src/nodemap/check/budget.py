@@ -25,6 +25,7 @@ import time
 from typing import Callable, Iterable
 
 from ..bench.kinds import story
+from .document import Spent
 from .inventory import Skipped
 
 
@@ -55,7 +56,8 @@ def _s(x: float) -> str:
 
 
 class Budget:
-    """The budget of one check: its clock, what it left out and what it cut."""
+    """The budget of one check, while it measures: its clock, what it left out and what it cut.
+    The document holds its record (`spent`), check/document.Spent."""
 
     def __init__(self, seconds: float, start: float | None = None,
                  estimator: Callable[[str, str, int, int, bool], float] = estimate) -> None:
@@ -83,17 +85,7 @@ class Budget:
     def stop_clock(self) -> None:
         self.ended = time.monotonic() if self.ended is None else self.ended
 
-    def to_dict(self) -> dict:
+    def spent(self) -> Spent:
+        """What it spent, as the document keeps it."""
         spent = (time.monotonic() if self.ended is None else self.ended) - self.start
-        return {"seconds": self.seconds, "spent": round(spent, 2),
-                "left_out": list(self.left_out), "ran": list(self.ran), "cut": self.cut}
-
-
-def describe(saved: dict) -> str:
-    """The document's budget in one line ("" without one), for the terminal and HTML reports."""
-    if not saved:
-        return ""
-    left_out = saved.get("left_out") or []
-    return (f"budget {saved.get('seconds', 0):g} s, {saved.get('spent', 0):.1f} s spent measuring"
-            + (f"; cut at its end: {saved['cut']}" if saved.get("cut") else "")
-            + (f"; left out: {', '.join(left_out)}" if left_out else "; nothing left out"))
+        return Spent(self.seconds, round(spent, 2), tuple(self.left_out), tuple(self.ran), self.cut)

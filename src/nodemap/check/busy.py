@@ -316,7 +316,7 @@ class Detector:
 
 
 def summary(before: dict[str, Any] | None, steps: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The check document's `busy` field: every reason once (with where it
+    """The check document's `busy` field (its fields: document.Busy): every reason once (with where it
     was seen), the sample before and each step's. The check is busy when a
     step was; before the first step has run, when the sample before was;
     and always when a GPU was busy before it (a job whose processes NVML
@@ -352,11 +352,11 @@ def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any 
             why = "; ".join(sample.get("reasons", []))
             factor = credit(j, sample)
             if factor is not None:
-                j = Judged(j.figure, "fail", f"measured while the node was busy ({why}), yet below its fail limit "
+                j = Judged.of(j.figure, "fail", f"measured while the node was busy ({why}), yet below its fail limit "
                            f"even credited x{factor:.2f} for the CPU time others took: {j.rule}", j.expectation,
                            j.relative)
             else:
-                j = Judged(j.figure, "inconclusive", f"measured while the node was busy ({why}): not judged for "
+                j = Judged.of(j.figure, "inconclusive", f"measured while the node was busy ({why}): not judged for "
                            f"speed; alone it would be {j.verdict}: {j.rule}", j.expectation, j.relative)
         out.append(j)
     return out

@@ -5,33 +5,144 @@ Topology, the environment, the ResultSets, the expectations used, the
 judged figures, inventory checks, findings and what was skipped. `judge`
 rebuilds figures, verdicts and findings from the ResultSets and checks, so
 `report` can re-judge a saved document against another expectations file.
+
+`CheckFile` is the document's one shape, both ways: `check` encodes it
+(msgspec) and every reader (`report`, `check --from`, the fleet's
+nodefile.py reads a part of it) decodes it into the same records (Judged,
+Check, Finding, Skipped, Limit, Busy, Spent, Remeasured), each field's type
+and each enumeration (verdicts, causes, areas) checked on the way; the
+first problem is one InputError naming the file and the field path
+("figures[3].verdict"). A file can be damaged, foreign or hostile: a
+verdict that is markup reached the HTML page, a figure whose value is text
+crashed the renderer.
+
+A /1 document's findings named their ranking number `severity`: it is
+read as the finding's `shortfall` (nodemap/finding.py), all else alike.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from .. import __version__
+import msgspec
+
+from .. import __version__, records
+from ..bench import resultfile
 from ..bench.results import ResultSet
 from ..launcher import node_name
 from ..topology.model import Topology
 from ..bench.figures import AREAS
 from . import figures as figs
 from .busy import under_interference
-from .expectations import Expectations
+from .expectations import SCHEMA as EXPECTATIONS, Expectations, Limit
 from ..finding import Finding
 from .findings import NodeState, derive
 from .inventory import VERIFICATION, Check, Skipped
 from .verdicts import Judged, judge, on_a_vm, worst
 
-# /2: a finding's ranking number is `shortfall` (nodemap/finding.py), /1's `severity`; saved.py reads both
+# /2: a finding's ranking number is `shortfall` (nodemap/finding.py), /1's `severity`; both are read
 SCHEMA = "nodemap.check/2"
+V1 = "nodemap.check/1"
+SCHEMAS = (V1, SCHEMA)
+WHAT = "check document"
+
+
+class Busy(msgspec.Struct):
+    """check/busy.py's summary: busy or not, every reason once (with where it was seen), the sample
+    before the steps and each step's (the fleet reads the first two: fleet/nodefile.py)."""
+
+    busy: bool = False
+    reasons: list[str] = []
+    before: dict[str, Any] = {}
+    steps: list[dict[str, Any]] = []
+
+
+class Spent(msgspec.Struct, frozen=True):
+    """What a --budget spent (check/budget.py's Budget is its clock): its seconds, those spent
+    measuring, the steps it left out, those it let run (absent in documents older than it) and the one it cut."""
+
+    seconds: float = 0.0
+    spent: float = 0.0
+    left_out: tuple[str, ...] = ()
+    ran: tuple[str, ...] = ()
+    cut: str = ""
+
+    def describe(self) -> str:
+        """In one line, for the terminal and HTML reports."""
+        return (f"budget {self.seconds:g} s, {self.spent:.1f} s spent measuring"
+                + (f"; cut at its end: {self.cut}" if self.cut else "")
+                + (f"; left out: {', '.join(self.left_out)}" if self.left_out else "; nothing left out"))
+
+    def by_choice(self) -> bool:
+        """Whether the budget, not a failure, is why nothing was measured."""
+        return bool(self.left_out) and all(s == self.cut for s in self.ran)
+
+
+class Remeasured(msgspec.Struct, omit_defaults=True):
+    """A step measured again for its undecided figures (check/remeasure.py)."""
+
+    step: str
+    rounds: int
+    seconds: float
+    figures: list[str]
+    still_noisy: list[str] = []
+    kind: str = ""
+    note: str = ""  # why it was not measured again (budget)
+
+
+class Summary(msgspec.Struct):
+    """What the document's verdicts add up to (written for people and scripts; derived again when read)."""
+
+    verdict: str = ""
+    node: str = ""
+    environment: str = ""
+    environment_reasons: list[str] = []
+    areas: dict[str, str] = {}
+    counts: dict[str, int] = {}
+
+
+class SavedExpectations(msgspec.Struct):
+    """The expectations a document was judged by (check/expectations.py's table, without its [fleet])."""
+
+    schema: str = EXPECTATIONS
+    sources: list[str] = []
+    thresholds: dict[str, float] = {}
+    limits: list[Limit] = []
+
+
+class CheckFile(msgspec.Struct, kw_only=True):
+    """The document as saved and read. What every check writes and `report` prints (its header) is
+    required: a document of only its schema is refused, not reported as an empty check."""
+
+    schema: Literal[SCHEMAS]
+    nodemap_version: str = ""
+    host: str
+    hostname: str = ""
+    started: str
+    finished: str = ""
+    level: str
+    complete: bool
+    command: str = ""
+    summary: Summary | None = None
+    busy: Busy | None = None
+    remeasured: list[Remeasured] | None = None
+    budget: Spent | None = None
+    topology: dict[str, Any] | None = None  # checked by Topology.from_dict (its names too)
+    environment: dict[str, Any] = {}
+    expectations: SavedExpectations = msgspec.field(default_factory=SavedExpectations)
+    # each checked against its kind's parameters (bench/resultfile.py); written by ResultSet.to_dict, the
+    # bench results document's own writer
+    results: list[resultfile.ResultFile] = []
+    figures: list[Judged] = []
+    checks: list[Check] = []
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    extra: dict[str, Any] = {}
 
 
 @dataclass
@@ -52,11 +163,10 @@ class CheckDoc:
     judged: list[Judged] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # sections other commands add (watch: memory timeline)
-    busy: dict[str, Any] = field(default_factory=dict)  # check/busy.py's summary: {} when not sampled
+    busy: Busy | None = None  # check/busy.py's summary: None when not sampled
     # figures measured again because their interval left them undecided (check/remeasure.py)
-    remeasured: list[dict[str, Any]] = field(default_factory=list)
-    # --budget (check/budget.py): its seconds, those spent, the steps it left out and the one it cut; {} without
-    budget: dict[str, Any] = field(default_factory=dict)
+    remeasured: list[Remeasured] = field(default_factory=list)
+    budget: Spent | None = None  # --budget's account (check/budget.py); None without
 
     def origin(self) -> str:
         """What measured it: 'nodemap check --level full', or for bench
@@ -74,7 +184,7 @@ class CheckDoc:
         return "; ".join(dict.fromkeys(whys)) or "interrupted"
 
     def is_busy(self) -> bool:
-        return bool(self.busy.get("busy"))
+        return self.busy is not None and self.busy.busy
 
     def rejudge(self) -> None:
         """Figures, verdicts and findings from the results and checks."""
@@ -144,46 +254,49 @@ class CheckDoc:
             out[v] += 1
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "nodemap_version": __version__,
-            "host": self.host,
-            "hostname": self.hostname,
-            "started": self.started,
-            "finished": self.finished,
-            "level": self.level,
-            "complete": self.complete,
-            "command": self.command,
-            "summary": {"verdict": self.verdict(), "node": self.node_verdict(),
-                        "environment": self.environment_verdict(), "environment_reasons": self.environment_reasons(),
-                        "areas": self.areas(), "counts": self.counts()},
-            "busy": self.busy,
-            "remeasured": self.remeasured,
-            "budget": self.budget,
-            "topology": self.topology.to_dict() if self.topology is not None else None,
-            "environment": self.environment,
-            "expectations": self.expectations.to_dict(),
-            "results": [rs.to_dict() for rs in self.results],
-            "figures": [j.to_dict() for j in self.judged],
-            "checks": [c.to_dict() for c in self.checks],
-            "findings": [f.to_dict() for f in self.findings],
-            "skipped": [s.to_dict() for s in self.skipped],
-            "extra": self.extra,
-        }
+    def saved(self) -> CheckFile:
+        """The document as it is saved."""
+        return CheckFile(
+            schema=SCHEMA, nodemap_version=__version__, host=self.host, hostname=self.hostname,
+            started=self.started, finished=self.finished, level=self.level, complete=self.complete,
+            command=self.command,
+            summary=Summary(self.verdict(), self.node_verdict(), self.environment_verdict(),
+                            self.environment_reasons(), self.areas(), self.counts()),
+            busy=self.busy, remeasured=self.remeasured, budget=self.budget,
+            topology=self.topology.to_dict() if self.topology is not None else None,
+            environment=self.environment,
+            expectations=SavedExpectations(EXPECTATIONS, list(self.expectations.sources),
+                                           dict(self.expectations.thresholds), list(self.expectations.limits)),
+            results=[rs.to_dict() for rs in self.results], figures=self.judged, checks=self.checks,
+            findings=self.findings, skipped=self.skipped, extra=self.extra)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        """The saved document's JSON (what outfile.write writes)."""
+        return msgspec.json.format(msgspec.json.encode(self.saved()), indent=1).decode()
+
+
+def decode(where: str, data: bytes, expectations: Expectations | None = None) -> CheckDoc:
+    """A saved document's bytes, checked to the last field (an InputError naming `where` and the
+    field); re-judged when `expectations` is given, else its own verdicts are kept as saved."""
+    f = records.decode(where, data, CheckFile, WHAT)
+    if f.schema == V1:
+        return from_dict(records.parse(where, data, WHAT), expectations, where)
+    return from_file(f, expectations, where)
 
 
 def from_dict(d: dict[str, Any], expectations: Expectations | None = None,
               where: str = "check document") -> CheckDoc:
-    """A saved document, checked field by field (check/saved.py: an
-    InputError naming `where` and the field); re-judged when `expectations`
-    is given, else its own verdicts are kept as saved."""
-    from . import saved
+    """A saved document already parsed, as `decode`."""
+    if isinstance(d, dict) and d.get("schema") == V1 and isinstance(d.get("findings"), list):
+        d = {**d, "findings": [_v1(x) for x in d["findings"]]}
+    return from_file(records.convert(where, d, CheckFile, WHAT), expectations, where)
 
-    return from_file(*saved.convert(where, d), expectations, where)
+
+def _v1(d: Any) -> Any:
+    """A /1 finding as /2 holds it: its `severity` (how far off) is the shortfall."""
+    if not isinstance(d, dict) or "severity" not in d:
+        return d
+    return {**{k: v for k, v in d.items() if k != "severity"}, "shortfall": d["severity"]}
 
 
 # A kind's message that leaves a figure without its absolute rule -> what is skipped (check/node.py).
@@ -197,13 +310,12 @@ def _still_skipped(skipped: list[Skipped], exp: Expectations) -> list[Skipped]:
     return [s for s in skipped if s.what not in answered]
 
 
-def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where: str = "check document") -> CheckDoc:
-    """A CheckFile and its Records (check/saved.py) as a CheckDoc; its
-    topology is checked here (an InputError naming `where`)."""
-    from .verdicts import Judged as J
-
+def from_file(f: CheckFile, expectations: Expectations | None = None, where: str = "check document") -> CheckDoc:
+    """A decoded CheckFile as a CheckDoc; its results and topology are checked here (an InputError
+    naming `where` and the field)."""
     saved = Expectations(dict(f.expectations.thresholds), tuple(f.expectations.limits),
                          tuple(f.expectations.sources))
+    results = [resultfile.result_set(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)]
     topo = Topology.from_dict(f.topology, where, "topology") if f.topology else None
     if topo is not None:  # a saved node's names are not the kernel's
         from ..topology import names
@@ -211,16 +323,15 @@ def from_file(f: Any, rec: Any, expectations: Expectations | None = None, where:
         names.check(topo, where, "topology.")
     doc = CheckDoc(
         level=f.level, topology=topo,
-        expectations=expectations or saved, results=rec.results, checks=rec.checks, skipped=list(f.skipped),
+        expectations=expectations or saved, results=results, checks=f.checks, skipped=list(f.skipped),
         environment=f.environment, host=f.host, hostname=f.hostname or f.host, started=f.started,
-        finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy or {},
-        remeasured=f.remeasured or [], budget=f.budget or {})
+        finished=f.finished, complete=f.complete, command=f.command, extra=f.extra, busy=f.busy,
+        remeasured=f.remeasured or [], budget=f.budget if f.budget != Spent() else None)  # /2 wrote {} for none
     if expectations is not None:
         doc.skipped = _still_skipped(doc.skipped, expectations)
         doc.rejudge()
     else:
-        doc.judged = [J(fig, j.verdict, j.rule, j.expectation, j.relative, j.noisy) for fig, j in rec.judged]
-        doc.findings = rec.findings
+        doc.judged, doc.findings = f.figures, f.findings
     return doc
 
 
@@ -260,12 +371,7 @@ def not_judged(doc: CheckDoc) -> str:
     if doc.is_busy():
         return "busy"
     verified = any(c.key.startswith(VERIFICATION) for c in doc.checks)
-    if doc.level in ("quick", "full") and doc.complete and not (doc.judged or verified) and not _by_choice(doc.budget):
+    by_choice = doc.budget is not None and doc.budget.by_choice()
+    if doc.level in ("quick", "full") and doc.complete and not (doc.judged or verified) and not by_choice:
         return "nothing measured"
     return ""
-
-
-def _by_choice(budget: dict) -> bool:
-    """Whether the budget, not a failure, is why nothing was measured ("ran":
-    the steps it let run, absent in documents older than it)."""
-    return bool(budget.get("left_out")) and all(s == budget.get("cut") for s in budget.get("ran") or [])

@@ -51,9 +51,6 @@ class Limit:
     def applies(self, kind: str, part: str) -> bool:
         return self.kind == kind and re.search(self.match, part, re.IGNORECASE) is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -106,10 +103,6 @@ class Expectations:
         """The DRAM peak (GB/s) a site file's `stream` row gives, for a node that cannot say its own (a VM)."""
         lim = self.limit_for("stream", "DRAM")
         return lim.peak if lim is not None else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "sources": list(self.sources), "thresholds": dict(self.thresholds),
-                "limits": [lim.to_dict() for lim in self.limits]}
 
 
 @functools.cache

@@ -11,15 +11,17 @@ with its reason, never failed.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 from ..bench.endpoints import Endpoint
 from ..bench.story import Skipped  # what a kind skips and what check does: one record
+from ..finding import AREAS, Cause
 from ..env import GPU_ORDER_VARS, GPU_VISIBILITY_VARS
 from ..topology.model import GPU, NIC, Topology
 from ..text import is_decimal
 from ..units import gib
+from .verdicts import VERDICTS
 
 # Variables that change what a measurement means (CONTEXT.md: "a forced
 # UCX_TLS=tcp flagged a healthy node"): recorded; risky values warned.
@@ -48,14 +50,11 @@ class Check:
     label: str
     value: str
     expected: str
-    verdict: str  # pass | info | warn | fail
+    verdict: Literal[VERDICTS]
     rule: str
-    cause: str = ""  # "hardware" | "configuration" | ""
+    cause: Cause = ""
     fix: str = ""
-    area: str = "inventory"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    area: Literal[AREAS] = "inventory"
 
 
 def collect(topo: Topology, env: Mapping[str, str], nvml: bool = True,

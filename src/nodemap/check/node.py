@@ -20,7 +20,7 @@ from ..bench.kinds import story
 from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
-from .document import UNJUDGED, CheckDoc
+from .document import UNJUDGED, Busy, CheckDoc
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
@@ -131,7 +131,7 @@ class _Measuring:
         self.budget, self.progress, self.on_update = budget, progress, on_update
         self.before = detector.sample(BUSY_SAMPLE)
         self.sampled: list[tuple[str, dict]] = []
-        doc.busy = busy.summary(self.before, self.sampled)
+        doc.busy = Busy(**busy.summary(self.before, self.sampled))
         doc.rejudge()
         on_update(doc)
         self.t0 = time.monotonic()
@@ -210,7 +210,7 @@ class _Measuring:
         sample = self.detector.end()
         rs.environment["busy"] = sample  # its figures are judged knowing it (busy.under_interference)
         self.sampled.append((step.what, sample))
-        doc.busy = busy.summary(self.before, self.sampled)
+        doc.busy = Busy(**busy.summary(self.before, self.sampled))
         return rs
 
     def rerun(self, step):
@@ -229,7 +229,7 @@ class _Measuring:
         doc, budget = self.doc, self.budget
         if budget is not None:
             budget.stop_clock()
-            doc.budget = budget.to_dict()
+            doc.budget = budget.spent()
         doc.checks += mpi_checks(self.topo, doc.results)
         doc.finished = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         doc.rejudge()

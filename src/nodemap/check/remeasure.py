@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet, Stats
-from .document import CheckDoc
+from .document import CheckDoc, Remeasured
 from ..bench.figures import ROUNDS as ROUNDS_KEY
 from .figures import extract
 from .suite import Step
@@ -74,10 +74,9 @@ def again(doc: CheckDoc, done: list[Measured], level: str, run: Callable[[Step],
     doc.remeasured = [record(doc, m) for m in done if m.figures or m.note and _noisy(doc, m)]
 
 
-def record(doc: CheckDoc, m: Measured) -> dict[str, Any]:
-    out = {"step": m.step.what, "kind": m.step.kind, "rounds": m.rounds, "seconds": round(m.spent, 2),
-           "figures": list(m.figures), "still_noisy": sorted(_noisy(doc, m))}
-    return {**out, "note": m.note} if m.note else out
+def record(doc: CheckDoc, m: Measured) -> Remeasured:
+    return Remeasured(m.step.what, m.rounds, round(m.spent, 2), list(m.figures), sorted(_noisy(doc, m)),
+                      m.step.kind, m.note)
 
 
 def _keys(doc: CheckDoc, m: Measured) -> set[str]:

@@ -16,12 +16,13 @@ fleet (issue 15) calls the same functions with figures from many nodes.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterable, Literal, Sequence
 
 from ..text import number
 from .expectations import Expectations, Limit
 from ..bench.figures import Figure
+from ..topology.model import Finite
 from ..bench.intervals import method, ratio_interval, where
 
 VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies
@@ -39,17 +40,25 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class Judged:
-    figure: Figure
-    verdict: str
-    rule: str
-    expectation: dict[str, Any]
-    relative: float | None  # the figure's median / its group's median of medians (latency: minimum)
+class Judged(Figure):
+    """A figure with its verdict: one entry of the check document's `figures`, as saved and read."""
+
+    expectation: dict[str, Any] = field(default_factory=dict)  # the bounds used, with their source
+    verdict: Literal[VERDICTS] = "info"
+    rule: str = ""
+    relative: Finite | None = None  # the figure's median / its group's median of medians (latency: minimum)
     noisy: bool = False  # undecided by its interval: check re-measures it (check/remeasure.py)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.figure.to_dict(), "expectation": self.expectation, "verdict": self.verdict,
-                "rule": self.rule, "relative": self.relative, "noisy": self.noisy}
+    @classmethod
+    def of(cls, f: Figure, verdict: str, rule: str, expectation: dict[str, Any], relative: float | None,
+           noisy: bool = False) -> "Judged":
+        return cls(**{k.name: getattr(f, k.name) for k in fields(Figure)}, expectation=expectation,
+                   verdict=verdict, rule=rule, relative=relative, noisy=noisy)
+
+    @property
+    def figure(self) -> Figure:
+        """The figure judged (itself: its fields are the figure's)."""
+        return self
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -83,7 +92,7 @@ def judge(figures: Sequence[Figure], exp: Expectations) -> list[Judged]:
         exp_d = dict(a.expectation) if a else {}
         if r is not None:
             exp_d.update(r.expectation)
-        out.append(Judged(f, chosen.verdict, chosen.rule, exp_d, ratio,
+        out.append(Judged.of(f, chosen.verdict, chosen.rule, exp_d, ratio,
                           any(v is not None and v.noisy for v in (a, r))))
     return out
 

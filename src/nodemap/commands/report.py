@@ -55,7 +55,7 @@ def load(paths: list[str], expect: str | None):
     from .. import infile, records
     from ..bench import resultfile
     from ..bench.results import SCHEMA as RESULTS
-    from ..check import document, expectations, saved
+    from ..check import document, expectations
     from ..errors import NodemapError
 
     what = "check document or bench result file"
@@ -64,18 +64,18 @@ def load(paths: list[str], expect: str | None):
         _not_a_folder(path)
         data = infile.read(path, infile.MAX_DOCUMENT, what)
         schema = records.schema_of(path, data, what)
-        if schema in saved.SCHEMAS:
-            docs.append((path, saved.decode(path, data)))
+        if schema in document.SCHEMAS:
+            docs.append((path, data))
         elif schema == RESULTS:
             sets.append(resultfile.decode(path, data))
         else:
             raise NodemapError(f"{path}: {records.got(schema)}; nodemap report reads check documents "
-                               f"({', '.join(saved.SCHEMAS)}), bench result files ({RESULTS}) and watch folders")
+                               f"({', '.join(document.SCHEMAS)}), bench result files ({RESULTS}) and watch folders")
     if docs and (sets or len(docs) > 1):
         raise NodemapError("give one check document (or bench result files); compare two with --compare BEFORE AFTER")
     exp = expectations.load(expect) if expect or not docs else None
     if docs:
-        return document.from_file(*docs[0][1], exp, docs[0][0])
+        return document.decode(docs[0][0], docs[0][1], exp)
     doc = document.CheckDoc(level="", topology=None, expectations=exp, results=sets, complete=all(s.complete
                             for s in sets), host=sets[0].host if sets else "", started=sets[0].started if sets else "",
                             command="nodemap report " + " ".join(paths))

@@ -104,6 +104,8 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
     leader drains or resumes its own node on its own document, as `nodemap
     check --slurm-drain` does; what only the fleet sees (bad pairs, a part
     its peers have) rank 0 drains after the merge (fleet/drain.py)."""
+    import msgspec
+
     from ..check import expectations
     from ..check.node import run_check
 
@@ -111,7 +113,7 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
                     in_job=in_job)
     if slurm is not None:
         _drain(doc, *slurm)
-    return doc.to_dict()
+    return msgspec.to_builtins(doc.saved())
 
 
 LOCK_WAIT = 10.0  # s a leader waits for its node's lock (a health check holds it ~1 s) before leaving it be

@@ -6,7 +6,7 @@ warnings, said in a note."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace  # of a Finding
 
 from ..check.expectations import FleetRules
 from ..finding import Finding

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
+import msgspec
+
 from ..check.expectations import FleetRules, fleet_defaults
 from ..finding import Finding
 from .drain import Drain, drain_list
@@ -65,7 +67,7 @@ class Fleet:
             "baselines": [asdict(b) for b in self.baselines],
             "keys": self.keys,
             "ratios": self.ratios,
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": msgspec.to_builtins(self.findings),
             "links": self.links,
             "isolation": self.isolation,
             "notes": self.notes,

@@ -37,7 +37,7 @@ BOOT_ID = "boot_id"  # the document's extra: /proc/sys/kernel/random/boot_id whe
 HANG_ENV = "NODEMAP_FLEET_HANG"
 SLOW_ENV = "NODEMAP_FLEET_SLOW"
 SCHEMA = "nodemap.check/2"  # check/document.py's (tested equal), without importing the check
-SCHEMAS = ("nodemap.check/1", SCHEMA)  # check/saved.py's: the versions a node document is read in
+SCHEMAS = ("nodemap.check/1", SCHEMA)  # check/document.py's: the versions a node document is read in
 
 # (node name, level, expect file, the MPI step: check/mpi.InJob) -> document
 CheckFn = Callable[[str, str, "str | None", Any], dict[str, Any]]

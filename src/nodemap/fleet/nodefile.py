@@ -4,7 +4,7 @@
 suspects' re-measures (remeasured.json), checked field by field by
 nodemap.records.
 
-The fleet reads less of a node document than `report` does (check/saved.py)
+The fleet reads less of a node document than `report` does (check/document.py)
 and accepts more: a figure without a verdict, a finding that is a sentence.
 What it reads is typed here, decoded straight from the bytes (10,000
 documents' topologies are mostly skipped, not built as dicts), and the
@@ -21,7 +21,7 @@ import msgspec
 
 from .. import records
 from ..bench.results import finite
-from ..check.saved import SCHEMAS, Busy
+from ..check.document import SCHEMAS, Busy
 from ..check.verdicts import VERDICTS
 from ..finding import Finding
 

@@ -13,7 +13,7 @@ from ..finding import Finding
 from ..text import clipped, printable
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
-from ..check.saved import Busy
+from ..check.document import Busy
 from .nodefile import WHAT, Fig, NodeDoc
 
 

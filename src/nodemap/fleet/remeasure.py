@@ -9,7 +9,7 @@ pooled, lie wholly below the `warn` line against the same baseline (`confirm`).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace  # of a Finding
 from typing import Any
 
 import msgspec

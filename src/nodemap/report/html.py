@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from html import escape
 from typing import Callable
 
-from ..check.budget import describe
 from ..check.document import CheckDoc
 from ..check.inventory import VERIFICATION
 from ..htmlpage import Cell, Markup, head, table
@@ -69,7 +68,7 @@ def header(doc: CheckDoc) -> str:
             f"<p id='run'>{run}, {escape(state)}. {len(doc.judged)} figures, {len(doc.checks)} checks: "
             f"{c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['inconclusive']} inconclusive, {c['info']} "
             "recorded without a rule.</p>"
-            + (f"<p id='budget'>{escape(describe(doc.budget))}</p>" if doc.budget else "") + busy(doc) + areas
+            + (f"<p id='budget'>{escape(doc.budget.describe())}</p>" if doc.budget else "") + busy(doc) + areas
             + (f"<p>Skipped:</p><ul id='skipped'>{skipped}</ul>" if skipped else ""))
 
 
@@ -82,7 +81,7 @@ def busy(doc: CheckDoc) -> str:
     """A busy node says so at the top, with every reason."""
     if not doc.is_busy():
         return ""
-    items = "".join(f"<li>{escape(r)}</li>" for r in doc.busy.get("reasons", []))
+    items = "".join(f"<li>{escape(r)}</li>" for r in (doc.busy.reasons if doc.busy else []))
     return ("<div id='busy'><p><span class='inconclusive'>&nbsp;BUSY&nbsp;</span> other work shared this node "
             "during the check: figures measured then are not failed for speed (inconclusive); run the check "
             f"again when the node is idle.</p><ul>{items}</ul></div>")

@@ -41,27 +41,24 @@ BUDGET_ONLY = ("budget_seconds", "left_out")  # written for a check with --budge
 
 def render(doc: Any, status: int) -> str:
     """The text file for a check document (check/document.CheckDoc) and the exit status it gave."""
-    d = doc.to_dict()
-    node = {"node": str(d.get("host", "")), "level": str(d.get("level", ""))}
+    node = {"node": doc.host, "level": doc.level}
     samples: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in HELP}
     samples["status"].append((node, status))
-    samples["complete"].append((node, 1 if d.get("complete") else 0))
-    budget = d.get("budget") or {}
-    if budget:
-        samples["budget_seconds"].append((node, float(budget.get("seconds", 0))))
-        samples["left_out"] += [({**node, "step": str(w), "cut": "0"}, 1) for w in budget.get("left_out", ())]
-        if budget.get("cut"):
-            samples["left_out"].append(({**node, "step": str(budget["cut"]), "cut": "1"}, 1))
+    samples["complete"].append((node, 1 if doc.complete else 0))
+    budget = doc.budget
+    if budget is not None:
+        samples["budget_seconds"].append((node, budget.seconds))
+        samples["left_out"] += [({**node, "step": w, "cut": "0"}, 1) for w in budget.left_out]
+        if budget.cut:
+            samples["left_out"].append(({**node, "step": budget.cut, "cut": "1"}, 1))
     samples["verdict"] += [({**node, "of": "node"}, RANK[doc.node_verdict()]),
                            ({**node, "of": "environment"}, RANK[doc.environment_verdict()])]
-    samples["area_verdict"] += [({**node, "area": a}, RANK[v]) for a, v in d["summary"]["areas"].items()]
-    samples["items"] += [({**node, "verdict": v}, d["summary"]["counts"].get(v, 0)) for v in VERDICTS]
-    for f in d.get("figures", ()):
-        labels = {**node, "area": str(f.get("area", "")), "key": str(f.get("key", "")),
-                  "path_class": str(f.get("path_class") or "")}
-        if isinstance(f.get("value"), (int, float)):
-            samples["figure"].append(({**labels, "unit": str(f.get("unit", ""))}, f["value"]))
-        samples["figure_verdict"].append((labels, RANK.get(f.get("verdict", ""), 0)))
+    samples["area_verdict"] += [({**node, "area": a}, RANK[v]) for a, v in doc.areas().items()]
+    samples["items"] += [({**node, "verdict": v}, doc.counts().get(v, 0)) for v in VERDICTS]
+    for f in doc.judged:
+        labels = {**node, "area": f.area, "key": f.key, "path_class": f.path_class}
+        samples["figure"].append(({**labels, "unit": f.unit}, f.value))
+        samples["figure_verdict"].append((labels, RANK.get(f.verdict, 0)))
     lines = []
     for name, rows in samples.items():
         if not rows:

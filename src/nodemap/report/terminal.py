@@ -10,7 +10,6 @@ import textwrap
 from typing import Sequence
 
 from ..check.document import CheckDoc, exit_status, not_judged
-from ..check.budget import describe
 from ..check.verdicts import RANK
 from ..text import columns, number
 
@@ -23,17 +22,16 @@ def summary(doc: CheckDoc, top: int = 5, files: Sequence[str] = (), width: int |
     lines = [_wrap(f"{doc.origin()} on {doc.host}, {doc.started}: {state}", width, "  "),
              _wrap(verdict_line(doc), width, "  ")]
     if doc.budget:
-        lines.append(_wrap(describe(doc.budget), width, "  "))
+        lines.append(_wrap(doc.budget.describe(), width, "  "))
     lines += busy_lines(doc, width)
     mark = max(len(MARK[v]) for v in doc.areas().values()) if doc.areas() else 4
     for area, verdict in doc.areas().items():
         lines.append(_wrap(f"  {area:<12} {MARK[verdict]:<{mark}} {area_detail(doc, area)}", width,
                            " " * (16 + mark)))
     for r in doc.remeasured:
-        lines.append(_wrap(f"  measured again: {r['step']}, {r['rounds']} rounds in all ({r['seconds']:g} s more) for "
-                           f"{', '.join(r['figures']) or 'noisy figures'}" + (f"; still noisy: {', '.join(r['still_noisy'])}"
-                           if r.get("still_noisy") else "; decided") + (f" ({r['note']})" if r.get("note") else ""),
-                           width, "    "))
+        lines.append(_wrap(f"  measured again: {r.step}, {r.rounds} rounds in all ({r.seconds:g} s more) for "
+                           f"{', '.join(r.figures) or 'noisy figures'}" + (f"; still noisy: {', '.join(r.still_noisy)}"
+                           if r.still_noisy else "; decided") + (f" ({r.note})" if r.note else ""), width, "    "))
     for s in doc.skipped:
         lines.append(_wrap(f"  skipped: {s.what}: {s.reason}", width, "    "))
     shown = doc.findings[:top]
@@ -83,7 +81,7 @@ def busy_lines(doc: CheckDoc, width: int, shown: int = 4) -> list[str]:
     """A busy node says so first: why, and what that means for its verdicts."""
     if not doc.is_busy():
         return []
-    reasons = doc.busy.get("reasons", [])
+    reasons = doc.busy.reasons if doc.busy else []
     out = [_wrap("BUSY: other work shared this node during the check; figures measured then are not failed "
                  "for speed (inconclusive): run the check again when the node is idle", width, "  ")]
     out += [_wrap(f"  busy: {r}", width, "    ") for r in reasons[:shown]]

@@ -254,7 +254,7 @@ def _read_kind(path: str, source: str) -> Topology:
         raise InputError(where, f"cannot read ({type(e).__name__}: {e})") from None
 
 
-# check.saved.SCHEMAS (tested equal): a check document holds the node's topology; check is a layer above
+# check.document.SCHEMAS (tested equal): a check document holds the node's topology; check is a layer above
 CHECK_SCHEMAS = ("nodemap.check/1", "nodemap.check/2")
 
 

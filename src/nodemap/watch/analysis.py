@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ..finding import Finding
 from ..units import GiB, MiB, gib
 from .timeline import Timeline
@@ -171,7 +173,7 @@ class Analysis:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "job": self.job, "start": self.start,
                 "ranks": [r.to_dict() for r in self.ranks],
-                "gpus": [g.to_dict() for g in self.gpus], "findings": [f.to_dict() for f in self.findings],
+                "gpus": [g.to_dict() for g in self.gpus], "findings": msgspec.to_builtins(self.findings),
                 "notes": self.notes}
 
 
