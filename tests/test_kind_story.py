@@ -95,8 +95,8 @@ def test_check_explains_its_slow_figure_by_its_story(registered):
     slow, peer = kf.figures([make_result(kf.KIND, "copy", "GB/s", [gb], verified=True,
                                          params={"part": i, "bytes": 1 << 20}) for i, gb in ((0, 5.0), (1, 10.0))],
                             kf.Given())
-    [f] = derive([Judged(slow, "fail", "below its peers", {"median_of_peers": 10.0}, 0.5),
-                  Judged(peer, "pass", "", {}, 1.0)], [])
+    [f] = derive([Judged.of(slow, "fail", "below its peers", {"median_of_peers": 10.0}, 0.5),
+                  Judged.of(peer, "pass", "", {}, 1.0)], [])
     assert (f.text, f.fix, f.keys, f.cause) == ("copy 0 of 1 MiB: 5.00 GB/s, 50% of the median of its peers on this "
                                                 "node, slower than its peer", "test the DIMMs (memtester)",
                                                 ("bytecopy/0",), "hardware")
