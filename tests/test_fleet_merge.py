@@ -132,10 +132,10 @@ def test_the_drain_list_is_the_isolations_conclusion(case):
     names, results, iso = recorded_pair_tests(12, seed=len(str(case)), **case)
     said = pairs.conclusion(iso, names)
     drained = {d.node for d in merge.merge([fnodes.Node(x) for x in names], results, isolation=said).drain}
-    assert drained == set(said["bad_nodes"]) | {x for link in said["bad_links"] for x in link}
+    assert drained == set(said.bad_nodes) | {x for link in said.bad_links for x in link}
     want_nodes = {names[case[k]] for k in ("bad_node", "slow_latency") if k in case}
-    want_links = [sorted(names[i] for i in case["bad_link"])] if "bad_link" in case else []
-    assert set(said["bad_nodes"]) == want_nodes and said["bad_links"] == want_links
+    want_links = [tuple(sorted(names[i] for i in case["bad_link"]))] if "bad_link" in case else []
+    assert set(said.bad_nodes) == want_nodes and said.bad_links == want_links
     # saved without the conclusion (--from an older pairs.jsonl): replayed, the same
     assert pairs.replay(results) == said
     assert {d.node for d in merge.merge([fnodes.Node(x) for x in names], results).drain} == drained
@@ -159,7 +159,7 @@ def test_bad_pairs_no_re_test_settled_are_a_warning_not_a_drain():
             res.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": 18.0 if "n3" in (a, b) else 24.0,
                         "higher_is_better": True})
     f = merge.merge([fnodes.Node(n) for n in names], res)
-    assert not f.drain and f.isolation["unsettled"] == ["n1", "n2", "n3", "n4", "n5"]  # n0 met no bad pair
+    assert not f.drain and f.isolation.unsettled == ["n1", "n2", "n3", "n4", "n5"]  # n0 met no bad pair
     assert {x.verdict for x in f.findings} == {"warn"} and all("no re-test" in x.text for x in f.findings)
 
 
@@ -272,9 +272,9 @@ def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
     out.isolation(said)
     _, got, isolation = output.read_saved([str(tmp_path)])
     assert got == results and isolation == said
-    said_other = {**said, "bad_nodes": ["n05"]}  # the run's own conclusion is the one drained by
+    said_other = msgspec.structs.replace(said, bad_nodes=["n05"])  # the run's own conclusion is the one drained by
     f = merge.merge([fnodes.Node(x) for x in names], got, isolation=said_other)
-    assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == said_other
+    assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == msgspec.to_builtins(said_other)
 
 
 def test_two_runs_read_together_are_concluded_again_not_by_the_last(tmp_path):

@@ -17,7 +17,7 @@ from nodemap.check import expectations
 from nodemap.fleet import nodes as fnodes
 from nodemap.fleet import noise
 from nodemap.fleet import remeasure
-from nodemap.fleet.nodefile import Fig
+from nodemap.fleet.nodefile import Conclusion, Fig
 
 HBM = "gpu/5/hbm_triad"
 STREAM = "host/stream/triad"
@@ -243,7 +243,7 @@ def test_a_figure_its_own_check_did_not_judge_is_no_evidence():
 
 
 def test_the_pair_note_names_nodes_not_python_lists():
-    said = pairs.said({"tests": 3, "rounds": 2, "bad_nodes": [], "bad_links": [["a", "b"]], "transient": []})
+    said = pairs.said(Conclusion(bad_links=[("a", "b")], tests=3, rounds=2))
     assert said == "pair tests: 3 in 2 rounds; bad nodes: none; bad links: a <-> b; transient: none"
     assert "[" not in said
 

@@ -705,3 +705,14 @@ def test_the_check_document_is_one_class_both_ways():
     assert hints["findings"] == list[Finding] and hints["skipped"] == list[Skipped]
     assert typing.get_type_hints(document.CheckDoc)["budget"] == hints["budget"] == typing.Optional[document.Spent]
     assert typing.get_type_hints(budget.Budget.spent)["return"] is document.Spent
+
+
+def test_the_pair_tests_conclusion_is_one_class_both_ways():
+    # pairs.conclusion wrote a dict that fleet/nodefile.py read back through a mirror Struct (_Isolation)
+    import typing
+
+    from nodemap.fleet import links, nodefile, pairs
+
+    assert typing.get_type_hints(pairs.conclusion)["return"] is nodefile.Conclusion
+    assert typing.get_type_hints(nodefile.Isolation)["isolation"] is nodefile.Conclusion
+    assert typing.get_type_hints(links.isolation_findings)["iso"] is nodefile.Conclusion

@@ -59,6 +59,7 @@ from .noise import REMEASURES
 from .nodes import Node, missing_node, node_from_doc
 from .nodes import name as fleet_name
 from .remeasure import Remeasured, suspects
+from .nodefile import Conclusion
 from .pairs import Figures, Pair, conclusion, isolate, said
 
 
@@ -409,7 +410,7 @@ class Coordinator:
         self.linked = True  # every node has a network stack of its own (`join`)
         self.never_joined: list[int] = []
         self.pair_results: list[dict[str, Any]] = []
-        self.isolation: dict[str, Any] | None = None
+        self.isolation: Conclusion | None = None
         self.remeasured: Remeasured | None = None  # suspects measured again (`remeasure_phase`)
         self.directions: dict[str, bool] = {}  # pair figure -> higher is better (the keys isolate judges)
         self.messages: list[str] = []

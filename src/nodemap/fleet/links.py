@@ -7,11 +7,12 @@ from typing import Any
 
 from ..check.expectations import FleetRules
 from ..finding import Finding
+from .nodefile import Conclusion
 from .noise import num
 from .pairs import bad_pairs, replay
 
 
-def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: dict[str, Any] | None = None
+def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclusion | None = None
                 ) -> tuple[list[dict[str, Any]], list[Finding]]:
     """Pair results (a, b, key, unit, value, higher_is_better), each pair
     marked by ClusterKit's rule per key for the link heatmap; the findings
@@ -40,17 +41,17 @@ def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: dict[s
     return judged, isolation_findings(isolation, judged, th)
 
 
-def isolation_findings(iso: dict[str, Any], judged: list[dict[str, Any]], th: FleetRules) -> list[Finding]:
+def isolation_findings(iso: Conclusion, judged: list[dict[str, Any]], th: FleetRules) -> list[Finding]:
     out = []
-    for x in iso.get("bad_nodes", ()):
+    for x in iso.bad_nodes:
         ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
         out.append(Finding("fail", f"node {x}: its pairs stay bad against other, good partners "
                            f"({_evidence(ev, th)})", node=x, kind="link", ratio=_of_best(ev), evidence=_worst(ev)))
-    for a, b in iso.get("bad_links", ()):
+    for a, b in iso.bad_links:
         ev = _worst_bad(judged, lambda j: {j["a"], j["b"]} == {a, b})
         text = f"link {a} <-> {b}: bad when re-tested, both nodes good with other partners ({_evidence(ev, th)})"
         out += [Finding("fail", text, node=x, kind="link", ratio=_of_best(ev), evidence=_worst(ev)) for x in (a, b)]
-    for x in iso.get("unsettled", ()):
+    for x in iso.unsettled:
         ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
         out.append(Finding("warn", f"node {x}: bad pairs that no re-test could settle (no good partner "
                            f"left; {_evidence(ev, th)})", node=x, kind="link", ratio=_of_best(ev)))

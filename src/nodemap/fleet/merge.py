@@ -23,6 +23,7 @@ from .drain import Drain, drain_list
 from .findings import co_hosted, contended, own_findings, status_findings, too_few_notes, topology_findings
 from .links import judge_links
 from .noise import Baseline
+from .nodefile import Conclusion
 from .nodes import Node
 from .pairs import replay
 from .remeasure import Remeasured, confirm, said_remeasured
@@ -43,7 +44,7 @@ class Fleet:
     drain: list[Drain]
     thresholds: FleetRules
     notes: list[str] = field(default_factory=list)  # what the merge could not judge, and why
-    isolation: dict[str, Any] = field(default_factory=dict)  # the pair tests' conclusion (pairs.conclusion)
+    isolation: Conclusion | None = None  # the pair tests' conclusion (pairs.conclusion)
     complete: bool = True
     remeasured: dict[str, Any] = field(default_factory=dict)  # the suspects' re-measures (`Remeasured`)
 
@@ -69,7 +70,7 @@ class Fleet:
             "ratios": self.ratios,
             "findings": msgspec.to_builtins(self.findings),
             "links": self.links,
-            "isolation": self.isolation,
+            "isolation": msgspec.to_builtins(self.isolation) if self.isolation is not None else {},
             "notes": self.notes,
             "drain": [asdict(d) for d in self.drain],
             "remeasured": self.remeasured,
@@ -92,7 +93,7 @@ def no_gc() -> Iterator[None]:
 
 
 def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
-          thresholds: FleetRules | None = None, isolation: dict[str, Any] | None = None,
+          thresholds: FleetRules | None = None, isolation: Conclusion | None = None,
           remeasured: Remeasured | None = None) -> Fleet:
     """`isolation`: the pair tests' conclusion (`pairs.conclusion`); without
     it, it is replayed from the pair results. `remeasured`: the suspects'
@@ -104,7 +105,7 @@ def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
 
 
 def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds: FleetRules,
-           isolation: dict[str, Any] | None, remeasured: Remeasured | None) -> Fleet:
+           isolation: Conclusion | None, remeasured: Remeasured | None) -> Fleet:
     nodes = sorted(nodes, key=lambda n: n.name)
     present = [n for n in nodes if n.status != "missing"]
     baselines, keys, ratios, findings = judge_figures(present, thresholds)
@@ -125,7 +126,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     findings.sort(key=lambda f: (f.node, order.get(f.kind if f.kind == "missing" else f.verdict, 3),
                                  f.ratio if f.ratio is not None else 0.0))
     return Fleet(nodes=nodes, baselines=baselines, keys=keys, ratios=ratios, findings=findings, links=links,
-                 drain=drain_list(findings), thresholds=thresholds, isolation=isolation or {},
+                 drain=drain_list(findings), thresholds=thresholds, isolation=isolation,
                  notes=own_notes + remeasure_notes + contention_notes + too_few_notes(baselines, thresholds),
                  remeasured=remeasured or {},
                  complete=all(n.status == "complete" for n in nodes))

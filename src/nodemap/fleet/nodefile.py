@@ -166,17 +166,21 @@ class PairResult(msgspec.Struct):  # a line of pairs.jsonl (driver.add_pair)
             raise ValueError(f"value is {self.value}, not a measurement (above 0)")
 
 
-class _Isolation(msgspec.Struct):  # pairs.conclusion
+class Conclusion(msgspec.Struct):
+    """What the pair tests' re-tests concluded (pairs.conclusion), by node name: what the drain list says.
+    Written to isolation.json and fleet.json, read back by `--from`."""
+
     bad_nodes: list[str] = []
     bad_links: list[tuple[str, str]] = []
-    transient: list[tuple[str, str]] = []
-    unsettled: list[str] = []
+    transient: list[tuple[str, str]] = []  # bad once, good when re-tested
+    unsettled: list[str] = []  # had bad pairs, no good partner left to settle it
     tests: int = 0
     rounds: int = 0
+    all_pairs: int = 0  # what testing every pair would have taken
 
 
 class Isolation(msgspec.Struct):  # isolation.json
-    isolation: _Isolation
+    isolation: Conclusion
 
 
 class Remeasured(msgspec.Struct):  # remeasured.json: node -> key -> its records, one, or why none came

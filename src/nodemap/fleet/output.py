@@ -12,9 +12,11 @@ import os
 import re
 from typing import Any, Iterable
 
+import msgspec
+
 from ..outfile import check_folder, make_folder, open_append, write
 from .merge import Fleet, no_gc
-from .nodefile import NodeDoc, node_document
+from .nodefile import Conclusion, Isolation, NodeDoc, node_document
 from .nodes import Node, cleaned, name, node_from_doc
 
 
@@ -77,16 +79,14 @@ class FleetOutput:
     def pair_line(self, r: dict[str, Any]) -> None:
         self._append(self.pairs_path, r)
 
-    def isolation(self, conclusion: dict[str, Any]) -> None:
-        write(os.path.join(self.outdir, ISOLATION), json.dumps({"isolation": conclusion}))
+    def isolation(self, conclusion: Conclusion) -> None:
+        write(os.path.join(self.outdir, ISOLATION), msgspec.json.encode(Isolation(conclusion)))
 
     def remeasured(self, got: dict[str, Any]) -> None:
         """The suspects' figures measured again (what the drain list is confirmed by)."""
         write(os.path.join(self.outdir, REMEASURED), json.dumps({"remeasured": got}))
 
     def fleet(self, fleet: Fleet, messages: list[str], html: bool = True) -> None:
-        import msgspec
-
         write(self.json_path, msgspec.json.encode(fleet.to_dict() | {"messages": messages}).decode())
         if html:
             from . import html as htmlmod
@@ -138,19 +138,18 @@ def _read_saved(dirs: list[str]) -> Saved:
                 elif {"a", "b", "key", "value"} <= obj.keys():
                     pair_results.append(cleaned(obj) | {k: name(obj[k]) for k in ("a", "b", "key")})
                 elif set(obj) == {"isolation"}:  # isolation.json
-                    isolations.append(named_isolation(obj["isolation"]))
+                    isolations.append(named_isolation(msgspec.convert(obj, Isolation).isolation))  # checked
     # one run's conclusion stands; several runs' pairs are concluded again together (merge replays them)
     return list(nodes.values()), pair_results, isolations[0] if len(isolations) == 1 else None
 
 
-def named_isolation(conclusion: dict[str, Any]) -> dict[str, Any]:
+def named_isolation(c: Conclusion) -> Conclusion:
     """isolation.json's conclusion with its nodes named as the fleet names them (nodes.name)."""
-    out = dict(conclusion)
-    for k in ("bad_nodes", "unsettled"):
-        out[k] = [name(n) for n in conclusion.get(k) or ()]
-    for k in ("bad_links", "transient"):
-        out[k] = [[name(n) for n in link] for link in conclusion.get(k) or ()]
-    return out
+    def links(xs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(name(a), name(b)) for a, b in xs]
+
+    return msgspec.structs.replace(c, bad_nodes=[name(n) for n in c.bad_nodes], unsettled=[name(n) for n in c.unsettled],
+                                   bad_links=links(c.bad_links), transient=links(c.transient))
 
 
 def what_files(dirs: list[str]) -> str:
@@ -168,8 +167,6 @@ def what_files(dirs: list[str]) -> str:
 def fingerprint(doc: NodeDoc) -> bytes:
     """What tells two documents of one node apart: when it was measured and
     what (the compact copy rank 0 keeps and the leader's full one agree)."""
-    import msgspec
-
     return msgspec.json.encode([doc.started, doc.finished, doc.figures])
 
 

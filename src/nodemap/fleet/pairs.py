@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Union
 
+from .nodefile import Conclusion
+
 Pair = tuple[int, int]
 Figures = dict[str, float]  # one pair test's figures by name
 
@@ -207,29 +209,28 @@ def _settle_links(iso: Isolation, judge: Callable[[], set[Pair]], run: Callable[
     # fleet report names its pairs as evidence without calling it bad.
 
 
-def conclusion(iso: Isolation, names: list[str]) -> dict[str, Any]:
-    """The isolation by node names, as fleet.json and pairs.jsonl keep it."""
-    def link(p: Pair) -> list[str]:
-        return sorted((names[p[0]], names[p[1]]))
+def conclusion(iso: Isolation, names: list[str]) -> Conclusion:
+    """The isolation by node names, as isolation.json and fleet.json keep it."""
+    def link(p: Pair) -> tuple[str, str]:
+        a, b = sorted((names[p[0]], names[p[1]]))
+        return a, b
 
-    return {"bad_nodes": sorted(names[i] for i in iso.bad_nodes),
-            "bad_links": sorted(link(p) for p in iso.bad_links),
-            "transient": sorted(link(p) for p in iso.transient),
-            "unsettled": sorted(names[i] for i in iso.unsettled),
-            "tests": len(iso.tests), "rounds": iso.rounds, "all_pairs": len(names) * (len(names) - 1) // 2}
+    return Conclusion(sorted(names[i] for i in iso.bad_nodes), sorted(link(p) for p in iso.bad_links),
+                      sorted(link(p) for p in iso.transient), sorted(names[i] for i in iso.unsettled),
+                      len(iso.tests), iso.rounds, len(names) * (len(names) - 1) // 2)
 
 
-def said(c: dict[str, Any]) -> str:
+def said(c: Conclusion) -> str:
     """The pair tests' conclusion in words: "bad nodes: none; bad links: a <-> b"."""
     def names(xs: Any) -> str:
         return ", ".join(" <-> ".join(x) if isinstance(x, (list, tuple)) else str(x) for x in xs) or "none"
 
-    return (f"pair tests: {c['tests']} in {c['rounds']} rounds; bad nodes: {names(c['bad_nodes'])}; "
-            f"bad links: {names(c['bad_links'])}; transient: {names(c['transient'])}")
+    return (f"pair tests: {c.tests} in {c.rounds} rounds; bad nodes: {names(c.bad_nodes)}; "
+            f"bad links: {names(c.bad_links)}; transient: {names(c.transient)}")
 
 
 def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_factor: float = 2.1,
-           shifts: Iterable[int] = (1, 2)) -> dict[str, Any]:
+           shifts: Iterable[int] = (1, 2)) -> Conclusion:
     """`isolate` over recorded pair results (in the order they were measured;
     a rail's figures are judged on their own as the live run judges them):
     the same conclusion the live run drew, for results saved without it."""
