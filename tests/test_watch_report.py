@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import check_synth as syn
 import nodes
 from nodemap.check import expectations
@@ -41,6 +43,26 @@ def test_report_dir_json_has_analysis_and_series(tmp_path):
     (job,) = doc["jobs"]
     assert job["job"] == "j1" and [f["kind"] for f in job["analysis"]["findings"]] == ["growth", "imbalance"]
     assert len(job["series"]) == 2 and len(job["series"][0]["t"]) == 100 and job["series"][0]["gpu_what"] == "own"
+
+
+
+def test_the_report_json_reads_back_as_the_class_that_wrote_it(tmp_path):
+    """One class both ways: what --json wrote decodes into report/watch.py's Report, equal to the one it was
+    made from; a damaged one is one line naming the field path."""
+    from nodemap import records
+    from nodemap.errors import InputError
+    from nodemap.report import watch
+    from nodemap.watch import timeline
+
+    d = _timelines(tmp_path / "w")
+    r = nodemap("report", str(d), "--json")
+    back = records.decode("r.json", r.stdout.encode(), watch.Report, watch.WHAT)
+    assert back == watch.document(watch.runs(timeline.read_dir(str(d))))
+    assert back.jobs[0].analysis.findings[0].kind == "growth" and back.jobs[0].analysis.gpus[0].margin > 0
+    bad = json.loads(r.stdout)
+    bad["jobs"][0]["analysis"]["ranks"][1]["gpu"]["peak"] = "x"
+    with pytest.raises(InputError, match=r"^r.json: field jobs\[0\].analysis.ranks\[1\].gpu.peak is str, not an integer"):
+        records.decode("r.json", json.dumps(bad).encode(), watch.Report, watch.WHAT)
 
 
 def test_report_dir_html_has_the_memory_plot_and_findings(tmp_path):

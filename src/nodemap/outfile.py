@@ -37,6 +37,25 @@ STDOUT = "-"
 Data = Union[str, bytes, Callable[[BinaryIO], None]]
 
 
+def json_text(doc: object) -> str:
+    """A typed document (msgspec Structs, in dicts and lists) as nodemap's JSON: json's, indented by one, ASCII,
+    NaN as json writes it (as every document was written before it was one class)."""
+    import json
+
+    return json.dumps(doc, indent=1, default=_fields)
+
+
+def _fields(record: object) -> dict[str, object]:
+    """A Struct's fields for json, which walks on into them (less those at their defaults where it omits them)."""
+    import msgspec
+
+    if not isinstance(record, msgspec.Struct):
+        raise TypeError(f"{type(record).__name__} in a document")
+    omit = record.__struct_config__.omit_defaults
+    pairs = ((f, getattr(record, f.name)) for f in msgspec.structs.fields(record))
+    return {f.encode_name: v for f, v in pairs if not (omit and v == f.default)}
+
+
 def check(path: str, option: str = "--output") -> None:
     """Refuse, in one line, a path that `write` could not fill."""
     if path == STDOUT:

@@ -155,10 +155,8 @@ def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int
         outfile.write(args.html, text, "--html")
         print(f"report: {args.html}")
     elif args.json:
-        d = watch.to_dict(jobs, unreadable)
-        if doc is not None:
-            d = {**json.loads(doc.to_json()), "watch": d}
-        print(json.dumps(d, indent=1))
+        d = watch.document(jobs, unreadable)
+        print(outfile.json_text(d if doc is None else {**json.loads(doc.to_json()), "watch": d}))
     else:
         if doc is not None:
             print(terminal.summary(doc))

@@ -12,15 +12,19 @@ import os
 import sys
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import Literal
+
+import msgspec
 
 from ..htmlpage import Cell, head, table
 from ..units import GiB, gib
 from ..watch import analysis, summary, timeline
+from ..watch.analysis import Analysis
 from . import plots
 from .html import CSS, Section
 
 SCHEMA = "nodemap.watch.report/2"  # /2: one entry per job
+WHAT = "watch report (nodemap report DIR --json wrote it)"
 
 
 def is_watch_input(path: str) -> bool:
@@ -69,11 +73,23 @@ def runs(timelines: list[timeline.Timeline], job: str | None = None) -> list[Run
     return [(g, analysis.analyse(g)) for g in groups]
 
 
-def to_dict(jobs: list[Run], unreadable: Sequence[timeline.Skipped] = ()) -> dict[str, Any]:
-    """`unreadable`: the timelines skipped (path, reason), so a reader of the JSON learns a rank is missing."""
-    return {"schema": SCHEMA, "jobs": [{"job": a.job, "analysis": a.to_dict(), "series": [timeline.series(t) for t in tls]}
-                                       for tls, a in jobs],
-            "unreadable": [s.to_dict() for s in unreadable]}
+class Job(msgspec.Struct):
+    job: str
+    analysis: Analysis  # (by its name: a field named analysis hides the module)
+    series: list[timeline.Series]  # each rank's
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """`nodemap report DIR --json`: written and read as this (nodemap.records)."""
+
+    schema: Literal[SCHEMA] = SCHEMA
+    jobs: list[Job]
+    unreadable: list[timeline.Skipped]  # the timelines skipped, so a reader of the JSON learns a rank is missing
+
+
+def document(jobs: list[Run], unreadable: Sequence[timeline.Skipped] = ()) -> Report:
+    return Report(jobs=[Job(a.job, a, [timeline.series(t) for t in tls]) for tls, a in jobs],
+                  unreadable=list(unreadable))
 
 
 def render(jobs: list[Run], where: str) -> str:
@@ -92,9 +108,9 @@ def memory_plot(timelines: list[timeline.Timeline], suffix: str = "") -> plots.P
     for tl in timelines[:64]:
         s = timeline.series(tl)
         label = f"{tl.host} rank {tl.rank}"
-        if s["gpu"]:
-            gpu.plot(s["t"], [b / GiB for b in s["gpu"]], label=label, linewidth=1.2)
-        host.plot(s["t"], [b / GiB for b in s["rss"]], label=label, linewidth=1.2)
+        if s.gpu:
+            gpu.plot(s.t, [b / GiB for b in s.gpu], label=label, linewidth=1.2)
+        host.plot(s.t, [b / GiB for b in s.rss], label=label, linewidth=1.2)
     gpu.set_ylabel("GPU memory (GiB)")
     host.set_ylabel("host RSS (GiB)")
     host.set_xlabel("time since the rank started (s)")

@@ -7,8 +7,7 @@ findings with evidence and fix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -28,7 +27,8 @@ NEAR_CAPACITY = 0.90  # GPU used above this fraction of its memory
 HOST_NEAR_CAPACITY = 0.90
 FOREIGN_MIN = 64 * MiB
 
-# /2: findings are nodemap/finding.py's (/1: severity, host and what, now verdict, node and text)
+# /2: findings are nodemap/finding.py's (/1: severity, host and what, now verdict, node and text). Written and
+# read as Analysis (a part of report/watch.py's Report)
 SCHEMA = "nodemap.watch.analysis/2"
 
 UCX_LIBS = ("libuct_cuda", "libucp", "libucx")
@@ -37,8 +37,7 @@ ACC_LIBS = ("libacc", "libnvhpcatm", "libcudafor")
 # --- shape of one series ------------------------------------------------------------------
 
 
-@dataclass
-class Shape:
+class Shape(msgspec.Struct):
     kind: str  # steady | growing | ramp | spike | short | none
     start: int = 0  # the floor (lowest value) of the first window after start-up
     end: int = 0  # and of the last window before tear-down
@@ -47,9 +46,6 @@ class Shape:
     growth: int = 0  # bytes: how far the floor rose between those windows
     slope: float = 0.0  # bytes/s, least squares over the same part
     span: float = 0.0  # s
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def classify(t: list[float], y: list[int]) -> Shape:
@@ -112,8 +108,7 @@ def _slope(t: list[float], y: list[int]) -> float:
 # --- findings ---------------------------------------------------------------------------
 
 
-@dataclass
-class RankStats:
+class RankStats(msgspec.Struct):
     host: str
     job: str
     rank: int
@@ -127,16 +122,10 @@ class RankStats:
     samples: int
     duration: float
     complete: bool
-    exit: dict
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["gpu"], d["host_rss"] = self.gpu.to_dict(), self.host_rss.to_dict()
-        return d
+    exit: dict[str, int]  # "exit" and/or "signal", as the timeline's end said
 
 
-@dataclass
-class GpuStats:
+class GpuStats(msgspec.Struct):
     host: str
     index: int
     name: str
@@ -146,35 +135,21 @@ class GpuStats:
     ranks_peak_sum: int  # the sum of the ranks' own peaks on it (an upper bound of what they held together)
     used: Shape
     bus_id: str = ""
+    margin: int = 0  # total - peak_used, set once the peak is known
 
     @property
     def label(self) -> str:
         return gpu_label(self)
 
-    @property
-    def margin(self) -> int:
-        return self.total - self.peak_used
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["used"], d["margin"] = self.used.to_dict(), self.margin
-        return d
-
-
-@dataclass
-class Analysis:
+class Analysis(msgspec.Struct, kw_only=True):
+    schema: Literal[SCHEMA] = SCHEMA
+    job: str = ""
+    start: float = 0.0  # the first rank's start (epoch s)
     ranks: list[RankStats]
     gpus: list[GpuStats]
     findings: list[Finding]
     notes: list[str]
-    job: str = ""
-    start: float = 0.0  # the first rank's start (epoch s)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "job": self.job, "start": self.start,
-                "ranks": [r.to_dict() for r in self.ranks],
-                "gpus": [g.to_dict() for g in self.gpus], "findings": msgspec.to_builtins(self.findings),
-                "notes": self.notes}
 
 
 def gpu_label(g: Any) -> str:
@@ -210,7 +185,8 @@ def analyse(timelines: list[Timeline]) -> Analysis:
     findings += _near_capacity(gpus, timelines)
     findings += _other_processes(timelines, pids)
     start = min((tl.header.start for tl in timelines), default=0.0)
-    return Analysis(ranks, gpus, findings, _notes(timelines), timelines[0].job if timelines else "", start)
+    return Analysis(job=timelines[0].job if timelines else "", start=start, ranks=ranks, gpus=gpus, findings=findings,
+                    notes=_notes(timelines))
 
 
 def _rank_stats(tl: Timeline) -> RankStats:
@@ -238,6 +214,8 @@ def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
             if max(used, default=0) >= st.peak_used:
                 st.peak_used = max(used, default=0)
                 st.used = classify(tl.t, used) if used else Shape("none")
+    for st in out.values():
+        st.margin = st.total - st.peak_used
     return sorted(out.values(), key=lambda g: (g.host, g.index, g.bus_id))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO
 
 import msgspec
 
@@ -181,19 +181,21 @@ def _timeline_names(directory: str) -> list[str]:
         return []
 
 
-@dataclass(frozen=True)
-class Skipped:
-    """A timeline read_dir could not read: the file, why (JSON), and the one line that says both."""
+class Skipped(msgspec.Struct, frozen=True):
+    """A timeline read_dir could not read: the file and why (as the report's JSON names it)."""
 
     path: str
-    text: str  # 'FILE: why' or 'FILE, line N: why', as the error said it
+    reason: str  # 'line N: why' or 'why'
+
+    @classmethod
+    def of(cls, path: str, text: str) -> "Skipped":
+        """From the error's line ('FILE: why' or 'FILE, line N: why')."""
+        return cls(path, text[len(path):].lstrip(",: ") if text.startswith(path) else text)
 
     @property
-    def reason(self) -> str:
-        return self.text[len(self.path):].lstrip(",: ") if self.text.startswith(self.path) else self.text
-
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+    def text(self) -> str:
+        """The one line that says both, as the error said it."""
+        return f"{self.path}{', ' if self.reason.startswith('line ') else ': '}{self.reason}"
 
 
 def read_dir(directory: str, unreadable: list[Skipped] | None = None) -> list[Timeline]:
@@ -207,10 +209,10 @@ def read_dir(directory: str, unreadable: list[Skipped] | None = None) -> list[Ti
             out.append(read(path))
         except InputError as e:  # names the file (and line) and why
             if unreadable is not None:
-                unreadable.append(Skipped(path, str(e)))
+                unreadable.append(Skipped.of(path, str(e)))
         except OSError as e:  # a read that failed once open (EIO)
             if unreadable is not None:
-                unreadable.append(Skipped(path, f"{path}: {e.strerror or e}"))
+                unreadable.append(Skipped(path, f"{e.strerror or e}"))
     out.sort(key=lambda t: (t.job, t.host, t.rank, t.header.start))
     return out
 
@@ -240,7 +242,17 @@ def peek_dir(directory: str, job: str, host: str) -> list[tuple[Header, bool]]:
     return out
 
 
-def series(tl: Timeline) -> dict[str, Any]:
-    """Plot data: time (s), the rank's GPU memory and host RSS (bytes)."""
+class Series(msgspec.Struct):
+    """Plot data (and a part of the report's JSON): time (s), the rank's GPU memory and host RSS (bytes)."""
+
+    host: str
+    rank: int
+    t: list[float]
+    gpu: list[int]
+    gpu_what: str  # Timeline.gpu_series's
+    rss: list[int]
+
+
+def series(tl: Timeline) -> Series:
     y, what = tl.gpu_series()
-    return {"host": tl.host, "rank": tl.rank, "t": list(tl.t), "gpu": y, "gpu_what": what, "rss": list(tl.rss)}
+    return Series(tl.host, tl.rank, list(tl.t), y, what, list(tl.rss))
