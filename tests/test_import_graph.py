@@ -709,6 +709,11 @@ def test_the_check_document_is_one_class_both_ways():
     assert hints["findings"] == list[Finding] and hints["skipped"] == list[Skipped]
     assert typing.get_type_hints(document.CheckDoc)["budget"] == hints["budget"] == typing.Optional[document.Spent]
     assert typing.get_type_hints(budget.Budget.spent)["return"] is document.Spent
+    # the fleet reads a part of it (fleet/nodefile.py, for speed at 10,000 nodes): the same fields, the same types
+    from nodemap.fleet import nodefile
+
+    view, whole = typing.get_type_hints(nodefile.BusyView), typing.get_type_hints(document.Busy)
+    assert view == {k: whole[k] for k in view}
 
 
 def test_the_pair_tests_conclusion_is_one_class_both_ways():

@@ -13,8 +13,7 @@ from ..finding import Finding
 from ..text import clipped, printable
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
-from ..check.document import Busy
-from .nodefile import WHAT, Fig, NodeDoc
+from .nodefile import WHAT, BusyView, Fig, NodeDoc
 
 
 @dataclass
@@ -126,7 +125,7 @@ def node_from_doc(doc: NodeDoc | dict[str, Any]) -> Node:
     )
 
 
-def _busy(busy: Busy | None) -> str:
+def _busy(busy: BusyView | None) -> str:
     """The first reason a node's own check gave for the node being busy; "" when it was not."""
     if busy is None or not busy.busy:
         return ""
