@@ -147,3 +147,29 @@ def test_a_vm_is_known_by_its_cpu_flag_its_hypervisor_or_its_dmi_name(tmp_path):
     assert not node("processor\t: 0\nflags\t\t: fpu vme avx2\n", "Dell Inc.", "PowerEdge XE9680")
     assert node("", "QEMU", "Standard PC (Q35 + ICH9, 2009)")
     assert node("", "Microsoft Corporation", "Virtual Machine")
+
+
+def test_the_compare_json_reads_back_as_the_class_that_wrote_it(tmp_path, capsys):
+    """One class both ways: report --compare --json is report/compare.py's Comparison, decoded by nodemap.records
+    (a damaged one: one line naming the field path)."""
+    import pytest
+
+    from nodemap import records
+    from nodemap.errors import InputError
+    from nodemap.report import compare
+
+    paths = []
+    for name, doc in (("before.json", _doc(syn.hbm({g: 1400.0 for g in range(8)}))),
+                      ("after.json", _doc(syn.hbm({g: 1000.0 + 40 * g for g in range(7)})))):
+        (tmp_path / name).write_text(doc.to_json())
+        paths.append(str(tmp_path / name))
+    assert main(["report", "--compare", *paths, "--json"]) == 1
+    out = capsys.readouterr().out
+    back = records.decode("c.json", out.encode(), compare.Comparison, "comparison")
+    assert back.before == paths[0] and back.incomplete == [] and "regressed" in back.summary
+    gone = next(c for c in back.changes if c.after is None)
+    assert gone.verdict == "fail" and gone.ratio is None and isinstance(back.changes[0], compare.Change)
+    bad = json.loads(out)
+    bad["changes"][2]["ratio"] = "x"
+    with pytest.raises(InputError, match=r"^c.json: field changes\[2\].ratio is str, not a number or null"):
+        records.decode("c.json", json.dumps(bad).encode(), compare.Comparison, "comparison")

@@ -107,9 +107,9 @@ def run(args: argparse.Namespace) -> int:
                                   after.expectations.thresholds, after_complete=after.complete,
                                   unsure_before=compare.unsure(before), unsure_after=compare.unsure(after))
         if args.json:
-            print(json.dumps({"schema": compare.SCHEMA, "before": args.compare[0], "after": args.compare[1],
-                              "incomplete": incomplete, "summary": compare.closing(changes, incomplete),
-                              "changes": [c.to_dict() for c in changes]}, indent=1))
+            print(outfile.json_text(compare.Comparison(before=args.compare[0], after=args.compare[1],
+                                                       incomplete=incomplete, changes=changes,
+                                                       summary=compare.closing(changes, incomplete))))
         else:
             print(compare.text(changes, *args.compare, incomplete=incomplete))
         return compare.exit_status(changes)

@@ -7,8 +7,9 @@ or its interval undecided) is not compared: a busy "before" against a busy
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+import msgspec
 
 from ..bench.figures import Figure
 from ..text import number
@@ -18,8 +19,7 @@ from ..check.verdicts import RANK, ratio_verdict
 SCHEMA = "nodemap.report.compare/1"
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     key: str
     label: str
     unit: str
@@ -29,8 +29,16 @@ class Change:
     verdict: str  # pass | warn | fail | info (only on one side) | inconclusive (not compared)
     rule: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+
+class Comparison(msgspec.Struct, kw_only=True):
+    """`report --compare --json`: written and read as this (nodemap.records)."""
+
+    schema: Literal[SCHEMA] = SCHEMA
+    before: str  # the two documents' paths
+    after: str
+    incomplete: list[str]  # the side(s), "before" or "after", that were interrupted checks
+    summary: str  # closing()
+    changes: list[Change]
 
 
 def unsure(doc: Any) -> dict[str, str]:
