@@ -138,3 +138,21 @@ def test_a_bad_size_is_refused_before_any_binding_runs(size):
     from hostile import refused
 
     refused(compare("--probes", "stream", "--rounds", "1", "--size", size, "--bindings", "none"), "--size")
+
+
+def test_the_dry_run_json_reads_back_as_the_class_that_wrote_it(fixtures):
+    """One class both ways: nodemap compare's JSON is compare/bindings.py's Comparison, decoded by
+    nodemap.records (a damaged one: one line naming the field path)."""
+    from nodemap import records
+    from nodemap.compare import bindings as cb
+    from nodemap.errors import InputError
+
+    p = compare("--topology", str(fixtures / "mpibind/topo-xml/coral-lassen.xml"), "--dry-run", "--json")
+    assert p.returncode == 0, p.stderr
+    back = records.decode("c.json", p.stdout.encode(), cb.Comparison, "comparison")
+    assert [e.name for e in back.bindings][:3] == ["none", "launcher", "plan"]
+    assert isinstance(back.bindings[0].resources[0], cb.Resources) and back.bindings[0].probes == {}
+    bad = json.loads(p.stdout)
+    bad["bindings"][1]["resources"][0]["rank"] = "0"
+    with pytest.raises(InputError, match=r"^c.json: field bindings\[1\].resources\[0\].rank is str, not an integer"):
+        records.decode("c.json", json.dumps(bad).encode(), cb.Comparison, "comparison")

@@ -470,8 +470,6 @@ OTHER_WORDS = {
     ("nodemap.check.busy", "placement"): 1,
     ("nodemap.check.busy", "memory"): 1,  # document keys: a busy sample's memory pressure,
     ("nodemap.check.mpi", "gpu"): 1,  # the CUDA-awareness record's GPU, compare's resource columns
-    ("nodemap.compare.bindings", "numa"): 2,
-    ("nodemap.compare.bindings", "memory"): 2,
     ("nodemap.compare.bindings", "gpu"): 1,
 }
 
@@ -680,7 +678,7 @@ CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Sp
 # A document is one typed class both ways (issue 37): the writer encodes the record the readers decode, so no
 # hand-built to_dict mirrors its fields beside it (one was missed when a field was added, the other not).
 ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "nodemap.report.watch",
-                       "nodemap.report.compare"}
+                       "nodemap.report.compare", "nodemap.compare.bindings", "nodemap.commands.compare"}
 
 
 def to_dicts(tree: ast.AST) -> list[int]:

@@ -10,7 +10,6 @@ TYPE_CHECKING = False  # typing costs ~3 ms of `nodemap compare --help`
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA = "nodemap.compare/1"  # bindings compared; `report --compare`'s figure ratios are nodemap.report.compare/1
 
 DESCRIPTION = """\
 Run the same probes under several bindings of the same ranks on this node and
@@ -62,12 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from ..compare import bindings as cb
     from ..compare import probes as pr
     from ..mapping.plan import plan
     from ..mapping.request import Request
+    from ..outfile import json_text, write
     from ..topology.discover import discover
 
     if args.topology and not args.dry_run:
@@ -101,36 +99,29 @@ def run(args: argparse.Namespace) -> int:
                         "be built here")
     probes, why = pr.usable_probes(probes, len([g for g in topo.gpus if g.visible]))
     notes += why
-    out: dict[str, Any] = {"schema": SCHEMA, "tasks": tasks, "topology": topo.source,
-                           "rounds": args.rounds, "bindings": [], "notes": notes}
+    out = cb.Comparison(tasks=tasks, topology=topo.source, rounds=args.rounds, bindings=[], notes=notes)
     planned = next((b for b in chosen if b.name == "plan"), None)
     order = sorted(chosen, key=lambda b: b.name != "plan")  # the plan first: the others are judged against it
     rows = {} if args.dry_run else measure(topo, order, probes, args)
     for b in order:
-        entry = {"name": b.name, "what": b.what, "bad": b.bad,
-                 "ranks": [cb.describe(topo, t) for t in b.tasks],
-                 "resources": [cb.resources(topo, t) for t in b.tasks], "probes": {}}
+        entry = cb.Entry(b.name, b.what, b.bad, [cb.describe(topo, t) for t in b.tasks],
+                         [cb.resources(topo, t) for t in b.tasks], {})
         for probe in ([] if args.dry_run else probes):
             row = rows[b.name, probe]
             iv = row.interval
-            entry["probes"][probe] = {"per_rank": row.values, "total": row.total, "unit": pr.probe_of(probe).unit,
-                                      "repetitions": row.totals, "rounds": row.rounds,
-                                      "started_together": row.together,
-                                      "interval": [iv.low, iv.high] if iv else None,
-                                      "spread": row.noise, "errors": row.errors, "warnings": row.warnings,
-                                      "verdict": pr.verdict(row, rows.get(("plan", probe)), b,
-                                                            same=cb.cannot_differ(topo, b, planned))}
-        out["bindings"].append(entry)
-    out["bindings"].sort(key=lambda e: cb.NAMES.index(e["name"]))
+            entry.probes[probe] = cb.Outcome(row.values, row.total, pr.probe_of(probe).unit, row.totals, row.rounds,
+                                             row.together, [iv.low, iv.high] if iv else None, row.noise, row.errors,
+                                             row.warnings, pr.verdict(row, rows.get(("plan", probe)), b,
+                                                                      same=cb.cannot_differ(topo, b, planned)))
+        out.bindings.append(entry)
+    out.bindings.sort(key=lambda e: cb.NAMES.index(e.name))
     if args.output:
-        from ..outfile import write
-
-        write(args.output, json.dumps(out, indent=1))
+        write(args.output, json_text(out))
     if args.json:
-        print(json.dumps(out, indent=1))
+        print(json_text(out))
     else:
         print(text(out))
-    failed = any(v["total"] is None for e in out["bindings"] for v in e["probes"].values())
+    failed = any(v.total is None for e in out.bindings for v in e.probes.values())
     return 1 if failed else 0
 
 
@@ -158,35 +149,35 @@ def alternating(order: list[Any], rounds: int) -> list[tuple[int, Any]]:
     return [(r, x) for r in range(rounds) for x in (order if r % 2 == 0 else order[::-1])]
 
 
-def text(out: dict[str, Any]) -> str:
-    rounds = out.get("rounds", 1)
-    lines = [f"{out['tasks']} rank(s), each binding run {rounds} time(s) in alternating order; bindings judged "
+def text(out: Any) -> str:
+    """The terminal table of a Comparison (compare/bindings.py)."""
+    lines = [f"{out.tasks} rank(s), each binding run {out.rounds} time(s) in alternating order; bindings judged "
              "against nodemap's plan"]
-    for e in out["bindings"]:
-        lines.append(f"\n{e['name']}: {e['what']}")
+    for e in out.bindings:
+        lines.append(f"\n{e.name}: {e.what}")
         lines += ["  " + line for line in rank_table(e).splitlines()]
-        if e["bad"]:
-            lines.append(f"  remote by construction: {e['bad']}")
-        for p, v in e["probes"].items():
-            lines.append(f"  -> {v['verdict']}")
-            if v.get("repetitions") and v.get("started_together", 0) < len(v["repetitions"]):
+        if e.bad:
+            lines.append(f"  remote by construction: {e.bad}")
+        for p, v in e.probes.items():
+            lines.append(f"  -> {v.verdict}")
+            if v.repetitions and v.started_together < len(v.repetitions):
                 lines.append(f"  !! {p}: the ranks' repetitions were not started together (this bench kind has no "
                              "barrier yet): the whole-binding figures pair repetitions by their index only")
-            lines += [f"  !! {w}" for w in v.get("warnings", [])]
-    lines += [f"note: {n}" for n in out["notes"]]
+            lines += [f"  !! {w}" for w in v.warnings]
+    lines += [f"note: {n}" for n in out.notes]
     return "\n".join(lines)
 
 
-def rank_table(e: dict[str, Any]) -> str:
-    """One line per rank: its resources and each probe's figure."""
+def rank_table(e: Any) -> str:
+    """One line per rank (an Entry's): its resources and each probe's figure."""
     from ..text import number, table
 
-    probes = e["probes"]
-    nic = any(r["nics"] for r in e["resources"])
-    heads = ["rank", "PUs", "NUMA", "memory", "GPU"] + ["NIC"] * nic + [f"{p} {v['unit']}" for p, v in probes.items()]
+    probes = e.probes
+    nic = any(r.nics for r in e.resources)
+    heads = ["rank", "PUs", "NUMA", "memory", "GPU"] + ["NIC"] * nic + [f"{p} {v.unit}" for p, v in probes.items()]
     rows = []
-    for i, r in enumerate(e["resources"]):
-        figures = [number(v["per_rank"][i]) for v in probes.values()]
-        rows.append([str(r["rank"]), r["pus"], r["numa"], r["memory"], ", ".join(r["gpus"]) or "-"]
-                    + [", ".join(r["nics"]) or "-"] * nic + figures)
+    for i, r in enumerate(e.resources):
+        figures = [number(v.per_rank[i]) for v in probes.values()]
+        rows.append([str(r.rank), r.pus, r.numa, r.memory, ", ".join(r.gpus) or "-"]
+                    + [", ".join(r.nics) or "-"] * nic + figures)
     return table(heads, rows, right=[True] + [False] * (4 + nic) + [True] * len(probes))

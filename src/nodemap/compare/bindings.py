@@ -10,7 +10,9 @@ node, every GPU on the tasks' node, no NICs) is left out with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from ..bench.endpoints import Endpoint
 from ..mapping.request import Plan, TaskBinding
@@ -18,6 +20,7 @@ from ..topology.cpuset import CpuSet
 from ..topology.model import Topology
 
 NAMES = ("none", "launcher", "plan", "remote-gpu", "packed", "far-nic")
+SCHEMA = "nodemap.compare/1"  # bindings compared; `report --compare`'s figure ratios are nodemap.report.compare/1
 
 
 @dataclass(frozen=True)
@@ -250,22 +253,68 @@ def _with(t: TaskBinding, **change: object) -> TaskBinding:
     return TaskBinding(**d)  # places and env belong to the plan's binding, not to this one
 
 
-def resources(topo: Topology, t: TaskBinding) -> dict[str, Any]:
-    """One rank's resources as table cells: PUs, the NUMA nodes of its CPUs,
-    its memory policy, GPUs and NICs (each with its NUMA node)."""
+class Resources(msgspec.Struct):
+    """One rank's resources as table cells: PUs, the NUMA nodes of its CPUs, its memory policy, GPUs and NICs
+    (each with its NUMA node)."""
+
+    rank: int
+    pus: str
+    numa: str
+    memory: str
+    gpus: list[str]
+    nics: list[str]
+
+
+def resources(topo: Topology, t: TaskBinding) -> Resources:
     def near(name: str, numa: int) -> str:
         return f"{name} (NUMA {numa})" if numa >= 0 else name
 
     gpus = {g.index: g for g in topo.gpus}
     nics = {n.name: n for n in topo.nics}
-    return {"rank": t.task, "pus": t.cpus.format(), "numa": topo.numa_of(t.cpus).format(),
-            "memory": f"NUMA {t.mems.format()}" if t.mems else "first-touch",
-            "gpus": [near(Endpoint("gpu", i).label, gpus[i].numa_node if i in gpus else -1) for i in t.gpus],
-            "nics": [near(n, nics[n].numa_node if n in nics else -1) for n in t.nics]}
+    return Resources(t.task, t.cpus.format(), topo.numa_of(t.cpus).format(),
+                     f"NUMA {t.mems.format()}" if t.mems else "first-touch",
+                     [near(Endpoint("gpu", i).label, gpus[i].numa_node if i in gpus else -1) for i in t.gpus],
+                     [near(n, nics[n].numa_node if n in nics else -1) for n in t.nics])
 
 
 def describe(topo: Topology, t: TaskBinding) -> str:
     """'rank 0: cpus 0-7 (NUMA 0), memory NUMA 0, GPU1 (NUMA 1), mlx5_0 (NUMA 0)'."""
     r = resources(topo, t)
-    return ", ".join([f"rank {t.task}: cpus {r['pus']} (NUMA {r['numa']})", f"memory {r['memory']}",
-                      *r["gpus"], *r["nics"]])
+    return ", ".join([f"rank {t.task}: cpus {r.pus} (NUMA {r.numa})", f"memory {r.memory}", *r.gpus, *r.nics])
+
+
+# --- the document (nodemap compare --json, -o): written and read as Comparison (nodemap.records) ---
+
+
+class Outcome(msgspec.Struct):
+    """One probe under one binding."""
+
+    per_rank: list[float | None]  # each rank's median
+    total: float | None  # the whole binding's figure (None: it failed)
+    unit: str
+    repetitions: list[float]  # the whole binding's figure per repetition
+    rounds: int
+    started_together: int  # repetitions its ranks started together
+    interval: list[float] | None  # the 95% interval of `total`
+    spread: float
+    errors: list[str]
+    warnings: list[str]
+    verdict: str  # against the plan
+
+
+class Entry(msgspec.Struct):
+    name: str
+    what: str
+    bad: str
+    ranks: list[str]  # describe()'s
+    resources: list[Resources]
+    probes: dict[str, Outcome]  # none for --dry-run
+
+
+class Comparison(msgspec.Struct, kw_only=True):
+    schema: Literal[SCHEMA] = SCHEMA
+    tasks: int
+    topology: str  # its source
+    rounds: int
+    bindings: list[Entry]
+    notes: list[str]
