@@ -51,8 +51,8 @@ def test_a_straddling_figure_is_measured_again_until_decided():
     j = best(doc)
     assert len(calls) == 2 and j.verdict == "fail" and not j.noisy  # 9 samples: [2nd, 8th] = [55, 58] < 60
     assert j.figure.n == 9 and j.figure.rounds == 3
-    assert doc.remeasured == [document.Remeasured("STREAM placement sweep", 3, doc.remeasured[0].seconds,
-                                                  ["host/stream/best"], [], "memory")]  # the 1/core triad is the best placement: 100% of itself
+    assert doc.remeasured == [document.Remeasured(step="STREAM placement sweep", kind="memory", rounds=3,
+                                                  seconds=doc.remeasured[0].seconds, figures=["host/stream/best"])]  # the 1/core triad is the best placement: 100% of itself
 
 
 def test_rounds_are_bounded():

@@ -46,9 +46,14 @@ def json_text(doc: object) -> str:
 
 
 def _fields(record: object) -> dict[str, object]:
-    """A Struct's fields for json, which walks on into them (less those at their defaults where it omits them)."""
+    """A Struct's or dataclass's fields for json, which walks on into them (less those at their defaults where
+    the Struct omits them)."""
+    import dataclasses
+
     import msgspec
 
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
     if not isinstance(record, msgspec.Struct):
         raise TypeError(f"{type(record).__name__} in a document")
     omit = record.__struct_config__.omit_defaults

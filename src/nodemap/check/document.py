@@ -32,6 +32,7 @@ from typing import Any, Literal
 import msgspec
 
 from .. import __version__, records
+from ..outfile import json_text
 from ..bench import resultfile
 from ..bench.results import ResultSet
 from ..launcher import node_name
@@ -83,15 +84,15 @@ class Spent(msgspec.Struct, frozen=True):
         return bool(self.left_out) and all(s == self.cut for s in self.ran)
 
 
-class Remeasured(msgspec.Struct, omit_defaults=True):
+class Remeasured(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A step measured again for its undecided figures (check/remeasure.py)."""
 
     step: str
+    kind: str = ""
     rounds: int
     seconds: float
     figures: list[str]
     still_noisy: list[str] = []
-    kind: str = ""
     note: str = ""  # why it was not measured again (budget)
 
 
@@ -272,7 +273,7 @@ class CheckDoc:
 
     def to_json(self) -> str:
         """The saved document's JSON (what outfile.write writes)."""
-        return msgspec.json.format(msgspec.json.encode(self.saved()), indent=1).decode()
+        return json_text(self.saved())
 
 
 def decode(where: str, data: bytes, expectations: Expectations | None = None) -> CheckDoc:

@@ -75,8 +75,8 @@ def again(doc: CheckDoc, done: list[Measured], level: str, run: Callable[[Step],
 
 
 def record(doc: CheckDoc, m: Measured) -> Remeasured:
-    return Remeasured(m.step.what, m.rounds, round(m.spent, 2), list(m.figures), sorted(_noisy(doc, m)),
-                      m.step.kind, m.note)
+    return Remeasured(step=m.step.what, kind=m.step.kind, rounds=m.rounds, seconds=round(m.spent, 2),
+                      figures=list(m.figures), still_noisy=sorted(_noisy(doc, m)), note=m.note)
 
 
 def _keys(doc: CheckDoc, m: Measured) -> set[str]:
