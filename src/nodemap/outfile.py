@@ -50,10 +50,10 @@ def _fields(record: object) -> dict[str, object]:
     the Struct omits them)."""
     import dataclasses
 
-    import msgspec
-
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
         return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    import msgspec
+
     if not isinstance(record, msgspec.Struct):
         raise TypeError(f"{type(record).__name__} in a document")
     omit = record.__struct_config__.omit_defaults

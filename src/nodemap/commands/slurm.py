@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from ..launcher import node_name
+    from ..outfile import json_text
     from ..slurm import config
 
     if args.slurm_cmd is None:
@@ -53,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if args.slurm_cmd == "gres":
         items = config.gres(topo)  # (features need none of it: its Links= are GPUs x GPUs numbers)
         if args.json:
-            print(json.dumps({"node": name, "gres": [g.to_dict() for g in items],
-                              "lines": [g.line() for g in items], "node_gres": config.gres_counts(items)}, indent=1))
+            print(json_text({"node": name, "gres": items, "lines": [g.line() for g in items],
+                             "node_gres": config.gres_counts(items)}))
             return 0
         if not items:  # a GresTypes=gpu for a node with nothing to share would be a line to undo
             print(f"# {name} has no GPU and no RDMA NIC: no GRES to configure (no gres.conf lines, no Gres= in "

@@ -19,7 +19,7 @@ from a topology file cannot add a line or a key.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..errors import NodemapError
 from ..mapping.emit import runtime_indexes
@@ -45,9 +45,6 @@ class Gres:
         parts = [("Name", self.name), ("Type", self.type), ("File", self.file) if self.file else ("Count", "1")]
         parts += [(k, v) for k, v in (("Cores", self.cores), ("Links", self.links)) if v]
         return " ".join(f"{k}={word(k, v)}" for k, v in parts)
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 def word(key: str, value: str) -> str:
