@@ -678,7 +678,8 @@ CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Sp
 # A document is one typed class both ways (issue 37): the writer encodes the record the readers decode, so no
 # hand-built to_dict mirrors its fields beside it (one was missed when a field was added, the other not).
 ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "nodemap.report.watch",
-                       "nodemap.report.compare", "nodemap.compare.bindings", "nodemap.commands.compare"}
+                       "nodemap.report.compare", "nodemap.compare.bindings", "nodemap.commands.compare",
+                       "nodemap.placement.planfile", "nodemap.placement.planner", "nodemap.commands.place"}
 
 
 def to_dicts(tree: ast.AST) -> list[int]:

@@ -193,9 +193,9 @@ def test_report_compare_and_nodemap_compare_name_different_documents(tmp_path):
     r = nodemap("report", "--compare", a, b, "--json", env_=env(tmp_path))
     assert r.returncode in (0, 1), r.stderr
     assert json.loads(r.stdout)["schema"] == "nodemap.report.compare/1"
-    from nodemap.commands import compare
+    from nodemap.compare import bindings
 
-    assert compare.SCHEMA == "nodemap.compare/1"  # `nodemap compare`'s own, as its saved files say
+    assert bindings.SCHEMA == "nodemap.compare/1"  # `nodemap compare`'s own, as its saved files say
 
 
 # --- check documents ---------------------------------------------------------------
@@ -321,6 +321,10 @@ def test_a_placement_plan_reads_back_and_its_description_is_typed(tmp_path):
     plan.save(tmp_path / "p.npz")
     back = planner.PlacementPlan.load(tmp_path / "p.npz")
     assert back.summary() == plan.summary() and (back.decision == plan.decision).all()
+    with np.load(tmp_path / "p.npz") as z:  # one class both ways: the saved description is the summary and more
+        meta = planfile.decode("p.npz", bytes(z["meta"]))
+    assert planfile.Summary(**{f: getattr(meta, f) for f in planfile.Summary.__struct_fields__}) == plan.summary()
+    assert meta.alloc_sizes == [4 << 20, 6 << 20]
     with pytest.raises(InputError, match=r"field chunk_size: expected `int` >= 1"):
         planfile.decode("p.npz", b'{"schema": "nodemap.placement/1", "alloc_sizes": [1], "chunk_size": 0, '
                                  b'"predicted_local_fraction": 1.0}')

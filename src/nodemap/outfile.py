@@ -37,12 +37,12 @@ STDOUT = "-"
 Data = Union[str, bytes, Callable[[BinaryIO], None]]
 
 
-def json_text(doc: object) -> str:
-    """A typed document (msgspec Structs, in dicts and lists) as nodemap's JSON: json's, indented by one, ASCII,
-    NaN as json writes it (as every document was written before it was one class)."""
+def json_text(doc: object, indent: int | None = 1) -> str:
+    """A typed document (msgspec Structs, in dicts and lists) as nodemap's JSON: json's, indented by one (None:
+    one line), ASCII, NaN as json writes it (as every document was written before it was one class)."""
     import json
 
-    return json.dumps(doc, indent=1, default=_fields)
+    return json.dumps(doc, indent=indent, default=_fields)
 
 
 def _fields(record: object) -> dict[str, object]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..placement.planfile import Summary
 
 DESCRIPTION = """\
 Place data larger than one GPU across the GPUs of a node by access analysis
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise NodemapError("nodemap place needs numpy, which the base install leaves out: "
                            "pip install 'nodemap[place]' (or pip install numpy)") from None
     from ..placement.counts import AccessCounts
+    from ..outfile import json_text
     from ..placement.planner import PlacementPlan, Replication, plan_placement
     from ..units import parse_size
 
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             plan.save(args.output)
     summary = plan.summary()
     if args.json:
-        print(json.dumps(summary, indent=1))
+        print(json_text(summary))
     else:
         print(_table(summary))
         if args.place_cmd == "plan" and args.output:
@@ -84,19 +88,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(s: dict) -> str:
+def _table(s: Summary) -> str:
     from ..text import table
     from ..units import format_size, gib
 
     lines = [
-        f"chunks: {s['chunks']} of {format_size(s['chunk_size'])}, data {gib(s['total_bytes'])} GiB over {s['gpus']} GPUs",
-        f"replicated: {s['replicated_chunks']} chunks, {gib(s['replicated_bytes'])} GiB on every GPU",
+        f"chunks: {s.chunks} of {format_size(s.chunk_size)}, data {gib(s.total_bytes)} GiB over {s.gpus} GPUs",
+        f"replicated: {s.replicated_chunks} chunks, {gib(s.replicated_bytes)} GiB on every GPU",
     ]
-    if s["host_bytes"]:
-        lines.append(f"host (spilled): {gib(s['host_bytes'])} GiB")
-    rows = [(g, gib(s["budgets"][g]), gib(s["bytes_per_gpu"][g]), s["owned_chunks_per_gpu"][g],
-             f"{100 * s['predicted_local_fraction_per_gpu'][g]:.2f}%") for g in range(s["gpus"])]
+    if s.host_bytes:
+        lines.append(f"host (spilled): {gib(s.host_bytes)} GiB")
+    rows = [(g, gib(s.budgets[g]), gib(s.bytes_per_gpu[g]), s.owned_chunks_per_gpu[g],
+             f"{100 * s.predicted_local_fraction_per_gpu[g]:.2f}%") for g in range(s.gpus)]
     lines.append(table(["GPU", "budget GiB", "used GiB", "owned chunks", "local reads"], rows))
-    lines.append(f"predicted local fraction of accesses: {100 * s['predicted_local_fraction']:.2f}%")
-    lines += [f"note: {n}" for n in s["notes"]]
+    lines.append(f"predicted local fraction of accesses: {100 * s.predicted_local_fraction:.2f}%")
+    lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

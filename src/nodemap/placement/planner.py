@@ -15,16 +15,17 @@ most once, so 1M chunks x 8 GPUs take well under a second.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import NodemapError
+from ..outfile import json_text
 from ..units import MiB, gib, parse_size
+from .planfile import SCHEMA, PlanMeta, Summary
 
-PLAN_SCHEMA = "nodemap.placement/1"  # placement/planfile.py's (tested equal), its reader
+PLAN_SCHEMA = SCHEMA  # (its old name)
 
 REPLICATED = -1
 HOST = -2
@@ -138,26 +139,29 @@ class PlacementPlan:
             for s, e in zip(starts, ends)
         ]
 
-    def summary(self) -> dict:
-        return {
-            "chunks": int(len(self.decision)),
-            "chunk_size": self.layout.chunk_size,
-            "total_bytes": int(sum(self.layout.alloc_sizes)),
-            "gpus": self.n_gpus,
-            "budgets": [int(b) for b in self.budgets],
-            "bytes_per_gpu": [int(b) for b in self.bytes_per_gpu()],
-            "replicated_bytes": self.replicated_bytes(),
-            "replicated_chunks": int((self.decision == REPLICATED).sum()),
-            "host_bytes": self.host_bytes(),
-            "owned_chunks_per_gpu": [int((self.decision == g).sum()) for g in range(self.n_gpus)],
-            "predicted_local_fraction": self.local_fraction,
-            "predicted_local_fraction_per_gpu": [float(x) for x in self.local_fraction_per_gpu],
-            "notes": list(self.notes),
-        }
+    def summary(self) -> Summary:
+        return Summary(**self._summary())
+
+    def _summary(self) -> dict:
+        return dict(
+            chunks=int(len(self.decision)),
+            chunk_size=self.layout.chunk_size,
+            total_bytes=int(sum(self.layout.alloc_sizes)),
+            gpus=self.n_gpus,
+            budgets=[int(b) for b in self.budgets],
+            bytes_per_gpu=[int(b) for b in self.bytes_per_gpu()],
+            replicated_bytes=self.replicated_bytes(),
+            replicated_chunks=int((self.decision == REPLICATED).sum()),
+            host_bytes=self.host_bytes(),
+            owned_chunks_per_gpu=[int((self.decision == g).sum()) for g in range(self.n_gpus)],
+            predicted_local_fraction=self.local_fraction,
+            predicted_local_fraction_per_gpu=[float(x) for x in self.local_fraction_per_gpu],
+            notes=list(self.notes),
+        )
 
     # --- files ----------------------------------------------------------------
     def save(self, path: str | Path, option: str = "--output") -> None:
-        meta = {"schema": PLAN_SCHEMA, **self.summary(), "alloc_sizes": list(self.layout.alloc_sizes)}
+        meta = PlanMeta(**self._summary(), schema=PLAN_SCHEMA, alloc_sizes=list(self.layout.alloc_sizes))
         _atomic_npz(
             path,
             option,
@@ -165,7 +169,7 @@ class PlacementPlan:
             budgets=self.budgets.astype(np.int64),
             counts_total=self.counts_total.astype(np.int64),
             local_per_gpu=np.asarray(self.local_fraction_per_gpu, dtype=np.float64),
-            meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            meta=np.frombuffer(json_text(meta, indent=None).encode(), dtype=np.uint8),
         )
 
     @classmethod
