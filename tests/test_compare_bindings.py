@@ -153,7 +153,7 @@ def test_a_rank_whose_bench_output_is_damaged_has_that_as_its_error(tmp_path, mo
     """A rank's result set is read as `report` reads a result file: what is
     wrong in it is that rank's error (the row is not measured), not a
     traceback that loses every binding measured so far."""
-    d = syn.stream({"1/core": (1, 10.0)}).to_dict()
+    d = json.loads(syn.stream({"1/core": (1, 10.0)}).to_json())
     change(d["results"][0])
     (tmp_path / "out.json").write_text(json.dumps(d))
     r = one_rank(tmp_path, monkeypatch, f"cat {tmp_path / 'out.json'}", 30)

@@ -107,7 +107,7 @@ def test_wrong_types_name_the_field(tmp_path, change, words):
 
 
 def _bench(tmp_path) -> dict:
-    return syn.hbm({0: 1400.0}).to_dict()
+    return json.loads(syn.hbm({0: 1400.0}).to_json())
 
 
 @pytest.mark.parametrize("data, words", [

@@ -679,7 +679,8 @@ CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Sp
 # hand-built to_dict mirrors its fields beside it (one was missed when a field was added, the other not).
 ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "nodemap.report.watch",
                        "nodemap.report.compare", "nodemap.compare.bindings", "nodemap.commands.compare",
-                       "nodemap.placement.planfile", "nodemap.placement.planner", "nodemap.commands.place"}
+                       "nodemap.placement.planfile", "nodemap.placement.planner", "nodemap.commands.place",
+                       "nodemap.bench.results", "nodemap.slurm.config"}
 
 
 def to_dicts(tree: ast.AST) -> list[int]:

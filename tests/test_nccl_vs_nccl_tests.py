@@ -130,7 +130,7 @@ def nodemap_doc(op, medians_by_size, factor=1.0, complete=True, messages=(), fai
         rs.add(make_result("nccl", op, "GB/s busbw", samples, verified=True,
                            params={"size": size, "ranks": 2, "inplace": inplace, "iters": 20, "bus_factor": factor,
                                    "wrong": 0}))
-    return rs.to_dict()
+    return json.loads(rs.to_json())
 
 
 def test_pairing_takes_each_tools_best_block_and_the_ratio_of_times(tmp_path):
@@ -218,7 +218,7 @@ if "-o" in a:
     for s in sizes:
         rs.add(make_result("nccl", op, "GB/s busbw", [s / 5.0e6], verified=True,
                            params={{"size": s, "inplace": False, "bus_factor": 1.0, "wrong": 0}}))
-    json.dump(rs.to_dict(), open(a[a.index("-o") + 1], "w"))
+    json.dump(json.loads(rs.to_json()), open(a[a.index("-o") + 1], "w"))
 """
 
 

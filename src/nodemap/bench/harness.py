@@ -205,13 +205,10 @@ class _Autosave:
         if self.error:
             return
         from ..errors import NodemapError
-
-        import json
-
         from ..outfile import write
 
         try:
-            write(self.path, json.dumps(rs.to_dict() | {"complete": False}, indent=1) + "\n")
+            write(self.path, dataclasses.replace(rs, complete=False, on_add=None).to_json() + "\n")
         except NodemapError as e:  # said once at the end, with the results printed
             self.error = str(e)
 

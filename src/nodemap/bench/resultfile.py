@@ -10,27 +10,13 @@ of crashing the report later.
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-import msgspec
+from typing import Any
 
 from .. import records
 from .kinds import story
-from .results import SCHEMA, Failure, Result, ResultSet, _renamed_params
+from .results import Result, ResultFile, ResultSet, _renamed_params
 
 WHAT = "bench result file (nodemap bench KIND -o FILE)"
-
-
-class ResultFile(msgspec.Struct):
-    schema: Literal[SCHEMA]
-    command: str
-    results: list[Result]
-    host: str
-    started: str
-    complete: bool
-    environment: dict[str, Any] = {}
-    messages: list[str] = []
-    failures: list[Failure] = []  # files saved before failures were typed have none
 
 
 def decode(where: str, data: bytes) -> ResultSet:

@@ -1,5 +1,8 @@
 """The one result record of every benchmark, and its versioned JSON file.
 
+`ResultFile` is the file's one shape: a ResultSet is saved as it (outfile.json_text) and every reader
+decodes it (bench/resultfile.py checks each result's parameters against its kind's).
+
 A Result says what was measured, in which unit, how bytes were counted, the
 sample statistics, the topology path crossed, the peak it is compared with
 and the efficiency, and how the output was verified. Reports read only
@@ -8,14 +11,14 @@ Results (and a Topology), never run measurements.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import socket
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
+
+import msgspec
 
 from .. import __version__
 from .endpoints import Endpoint, of_params
@@ -109,21 +112,6 @@ class Result:
             return None
         v = self.stats.best
         return v / self.peak if HIGHER_IS_BETTER.get(self.unit, True) else self.peak / v
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["efficiency"] = self.efficiency
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Result":
-        d = dict(d)
-        d.pop("efficiency", None)
-        d["stats"] = Stats(**d["stats"])
-        d["samples"] = tuple(d.get("samples", ()))
-        d["notes"] = tuple(d.get("notes", ()))
-        d["params"] = _renamed_params(d.get("benchmark", ""), d.get("params") or {})
-        return cls(**d)
 
 
 # Host results saved before 2026-11-25 called the CPU thread order
@@ -222,25 +210,34 @@ class ResultSet:
             self.messages.append(failure.message)
         self.complete = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "nodemap_version": __version__,
-            "command": self.command,
-            "host": self.host,
-            "started": self.started,
-            "complete": self.complete,
-            "environment": self.environment,
-            "messages": self.messages,
-            "failures": [dataclasses.asdict(f) for f in self.failures],
-            "results": [r.to_dict() for r in self.results],
-        }
+    def saved(self) -> ResultFile:
+        """The set as its file holds it."""
+        return ResultFile(schema=SCHEMA, nodemap_version=__version__, command=self.command, host=self.host,
+                          started=self.started, complete=self.complete, environment=self.environment,
+                          messages=self.messages, failures=self.failures, results=self.results)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        from ..outfile import json_text
+
+        return json_text(self.saved())
 
     def save(self, path: str, option: str = "--output") -> None:
         """Atomic (nodemap.outfile): a crash never leaves a half-written file."""
         from ..outfile import write
 
         write(path, self.to_json() + "\n", option)
+
+
+class ResultFile(msgspec.Struct, kw_only=True):
+    """A ResultSet's file (nodemap.results/1), written and read."""
+
+    schema: Literal[SCHEMA]
+    nodemap_version: str = ""
+    command: str
+    host: str
+    started: str
+    complete: bool
+    environment: dict[str, Any] = {}
+    messages: list[str] = []
+    failures: list[Failure] = []  # files saved before failures were typed have none
+    results: list[Result]

@@ -34,7 +34,7 @@ import msgspec
 from .. import __version__, records
 from ..outfile import json_text
 from ..bench import resultfile
-from ..bench.results import ResultSet
+from ..bench.results import ResultFile, ResultSet
 from ..launcher import node_name
 from ..topology.model import Topology
 from ..bench.figures import AREAS
@@ -136,9 +136,7 @@ class CheckFile(msgspec.Struct, kw_only=True):
     topology: dict[str, Any] | None = None  # checked by Topology.from_dict (its names too)
     environment: dict[str, Any] = {}
     expectations: SavedExpectations = msgspec.field(default_factory=SavedExpectations)
-    # each checked against its kind's parameters (bench/resultfile.py); written by ResultSet.to_dict, the
-    # bench results document's own writer
-    results: list[resultfile.ResultFile] = []
+    results: list[ResultFile] = []  # each checked against its kind's parameters (bench/resultfile.py)
     figures: list[Judged] = []
     checks: list[Check] = []
     findings: list[Finding] = []
@@ -268,7 +266,7 @@ class CheckDoc:
             environment=self.environment,
             expectations=SavedExpectations(EXPECTATIONS, list(self.expectations.sources),
                                            dict(self.expectations.thresholds), list(self.expectations.limits)),
-            results=[rs.to_dict() for rs in self.results], figures=self.judged, checks=self.checks,
+            results=[rs.saved() for rs in self.results], figures=self.judged, checks=self.checks,
             findings=self.findings, skipped=self.skipped, extra=self.extra)
 
     def to_json(self) -> str:

@@ -354,12 +354,12 @@ def _collect(comm: Any, mine: list[Result], places: list[mc.Place], a: int, b: i
              timeout: float) -> list[Result]:
     """Every rank's Results on rank 0, each with the pair's path (the others get none)."""
     with mc.deadline(timeout, "results from the other ranks (gather)"):
-        got = comm.gather([r.to_dict() for r in mine], root=0)
+        got = comm.gather(mine, root=0)
     if got is None:
         return []
     path = f"{places[a].label()} -> {places[b].label()}"
     return [dataclasses.replace(r, path=path + via(r.params.get("transport", "")), path_class=cls)
-            for r in (Result.from_dict(d) for part in got for d in part)]
+            for r in (r for part in got for r in part)]
 
 
 def via(transport: str) -> str:
