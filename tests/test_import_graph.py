@@ -677,10 +677,10 @@ CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Sp
 
 # A document is one typed class both ways (issue 37): the writer encodes the record the readers decode, so no
 # hand-built to_dict mirrors its fields beside it (one was missed when a field was added, the other not).
-ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "nodemap.report.watch",
-                       "nodemap.report.compare", "nodemap.compare.bindings", "nodemap.commands.compare",
-                       "nodemap.placement.planfile", "nodemap.placement.planner", "nodemap.commands.place",
-                       "nodemap.bench.results", "nodemap.slurm.config"}
+ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "nodemap.watch.monitor",
+                       "nodemap.report.watch", "nodemap.report.compare", "nodemap.compare.bindings",
+                       "nodemap.commands.compare", "nodemap.placement.planfile", "nodemap.placement.planner",
+                       "nodemap.commands.place", "nodemap.bench.results", "nodemap.slurm.config"}
 
 
 def to_dicts(tree: ast.AST) -> list[int]:
@@ -732,3 +732,13 @@ def test_documents_of_one_class_have_no_hand_written_to_dict():
     assert to_dicts(ast.parse("class A:\n    def to_dict(self): return {}")) == [2]
     found = {m: lines for m in ONE_CLASS_DOCUMENTS if (lines := to_dicts(TREES[m]))}
     assert found == {}, "encode the document's Struct (outfile.json_text), do not mirror its fields in a dict"
+
+
+def test_the_watch_monitor_writes_the_records_the_timeline_reader_decodes():
+    # monitor.py wrote its timeline lines as dicts ({"gpus": ..., "note": ...}) beside timeline.py's Header/Event
+    def dict_lines(tree: ast.AST) -> list[int]:
+        return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "_write"
+                and len(n.args) > 1 and isinstance(n.args[1], ast.Dict)]
+
+    assert dict_lines(ast.parse('_write(fd, {"note": n})')) == [1]
+    assert dict_lines(TREES["nodemap.watch.monitor"]) == [], "write timeline.Header/Event, not a dict"

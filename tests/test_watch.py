@@ -509,9 +509,9 @@ def test_monitor_finds_its_gpus_by_bus_id_under_a_device_cgroup(monkeypatch):
     # the node's GPUs 2 and 3 (bus 0000:9b, 0000:bb); NVML sees only them, as its indexes 0 and 1
     _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
     g = _Gpus([3], ["0000:bb:00.0"], NODE)
-    assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
+    assert [(i.index, i.uuid) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
     g = _Gpus([1, 3], ["0000:1b:00.0", "0000:bb:00.0"], NODE)
-    assert [i["index"] for i in g.info] == [3] and "does not see planned GPU(s) 1 (0000:1b:00.0)" in g.note
+    assert [i.index for i in g.info] == [3] and "does not see planned GPU(s) 1 (0000:1b:00.0)" in g.note
 
 
 # the node's four GPUs by PCI bus id, as its topology (sysfs) indexes them
@@ -524,12 +524,12 @@ def test_monitor_without_a_plan_names_gpus_by_the_topology_not_nvml_s_index(monk
 
     _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
     g = _Gpus([], [], NODE)
-    assert [(i["index"], i["bus_id"]) for i in g.info] == [(2, "0000:9b:00.0"), (3, "0000:bb:00.0")] and not g.note
+    assert [(i.index, i.bus_id) for i in g.info] == [(2, "0000:9b:00.0"), (3, "0000:bb:00.0")] and not g.note
     # without a topology: by bus id, never NVML's index presented as the node's
     g = _Gpus([], [], {})
-    assert [(i["index"], i["bus_id"]) for i in g.info] == [(-1, "0000:9b:00.0"), (-2, "0000:bb:00.0")]
+    assert [(i.index, i.bus_id) for i in g.info] == [(-1, "0000:9b:00.0"), (-2, "0000:bb:00.0")]
     assert "recorded by PCI bus id" in g.note  # each its own index: the others record is keyed by it
-    assert analysis.gpu_label(timeline.Gpu(**g.info[0])) == "the GPU at 0000:9b:00.0"
+    assert analysis.gpu_label(g.info[0]) == "the GPU at 0000:9b:00.0"
     assert analysis.gpu_label(timeline.Gpu(index=3)) == "GPU 3"
 
 
@@ -540,14 +540,14 @@ def test_monitor_finds_a_plan_s_gpu_without_bus_ids_through_the_topology(monkeyp
 
     _fake_nvml(monkeypatch, ["00000000:9B:00.0", "00000000:BB:00.0"])
     g = _Gpus([3], [], NODE)
-    assert [(i["index"], i["uuid"]) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
+    assert [(i.index, i.uuid) for i in g.info] == [(3, "GPU-00000000:BB:00.0")] and not g.note
     g = _Gpus([3], [], {})  # neither the plan nor a topology gives its bus id: said, not guessed
     assert g.info == [] and "3 (no PCI bus id" in g.note
     # this node's topology is read (sysfs) only where the plan's bus ids do not say it all
     read = []
     monkeypatch.setattr(monitor, "node_gpus", lambda: read.append(1) or NODE)
-    assert [i["index"] for i in _Gpus([3], ["0000:bb:00.0"]).info] == [3] and read == []
-    assert [i["index"] for i in _Gpus([3], []).info] == [3] and read == [1]
+    assert [i.index for i in _Gpus([3], ["0000:bb:00.0"]).info] == [3] and read == []
+    assert [i.index for i in _Gpus([3], []).info] == [3] and read == [1]
 
 
 def test_two_gpus_no_topology_named_stay_apart_in_the_analysis(tmp_path):
@@ -575,7 +575,7 @@ def test_rank_0_waits_for_a_slow_peer_s_end_beyond_a_few_seconds(tmp_path, monke
         ending = threading.Timer(4.5, lambda: (tmp_path / "n1.r1.2.watch").open("a").write('{"end":{"t":1}}\n'))
         ending.start()
         t0 = time.time()
-        watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+        watch._await_peers(str(tmp_path), timeline.Header(timeline.SCHEMA, "n1", "j1", local_size=2))
         assert time.time() - t0 >= 4.4
         assert all(ended for _, ended in timeline.peek_dir(str(tmp_path), "j1", "n1"))
     finally:
@@ -590,7 +590,7 @@ def test_rank_0_does_not_wait_for_a_peer_whose_monitor_died(tmp_path, monkeypatc
     _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
     _write(tmp_path / "n1.r1.2.watch", 1, [GiB] * 5, pid=2**22 + 12345, end=False)  # above pid_max: no such process
     t0 = time.time()
-    watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+    watch._await_peers(str(tmp_path), timeline.Header(timeline.SCHEMA, "n1", "j1", local_size=2))
     assert watch.PEER_GRACE <= time.time() - t0 < 30
 
 
@@ -729,5 +729,5 @@ def test_rank_0_stops_waiting_for_a_peer_that_never_wrote_a_timeline(tmp_path, m
     monkeypatch.setattr(watch, "NEVER_STARTED", 1.0)
     _write(tmp_path / "n1.r0.1.watch", 0, [GiB] * 5)
     t0 = time.time()
-    watch._await_peers(str(tmp_path), {"job": "j1", "host": "n1", "local_size": 2})
+    watch._await_peers(str(tmp_path), timeline.Header(timeline.SCHEMA, "n1", "j1", local_size=2))
     assert 1.0 <= time.time() - t0 < 10

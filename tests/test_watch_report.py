@@ -149,11 +149,11 @@ def test_a_folder_read_whole_has_an_empty_unreadable_list(tmp_path):
 
 
 def test_the_run_watch_summary_says_the_unreadable_timelines_too(tmp_path, capsys, monkeypatch):
-    from nodemap.watch import monitor
+    from nodemap.watch import monitor, timeline
 
     d = _with_unreadable(tmp_path / "w")
     monkeypatch.setattr(monitor, "_await_peers", lambda d, header: None)
-    w = monitor.Watch(-1, str(d / "n1.r0.1.watch"), {"job": "j1", "host": "n1"}, 0.1)
+    w = monitor.Watch(-1, str(d / "n1.r0.1.watch"), timeline.Header(timeline.SCHEMA, "n1", "j1"), 0.1)
     monitor._summary(w)
     err = capsys.readouterr().err
     assert len(_said(err)) == 3 and "2 rank(s) on n1" in err

@@ -37,12 +37,12 @@ STDOUT = "-"
 Data = Union[str, bytes, Callable[[BinaryIO], None]]
 
 
-def json_text(doc: object, indent: int | None = 1) -> str:
+def json_text(doc: object, indent: int | None = 1, separators: tuple[str, str] | None = None) -> str:
     """A typed document (msgspec Structs, in dicts and lists) as nodemap's JSON: json's, indented by one (None:
     one line), ASCII, NaN as json writes it (as every document was written before it was one class)."""
     import json
 
-    return json.dumps(doc, indent=indent, default=_fields)
+    return json.dumps(doc, indent=indent, separators=separators, default=_fields)
 
 
 def _fields(record: object) -> dict[str, object]:
@@ -56,9 +56,17 @@ def _fields(record: object) -> dict[str, object]:
 
     if not isinstance(record, msgspec.Struct):
         raise TypeError(f"{type(record).__name__} in a document")
-    omit = record.__struct_config__.omit_defaults
-    pairs = ((f, getattr(record, f.name)) for f in msgspec.structs.fields(record))
-    return {f.encode_name: v for f, v in pairs if not (omit and v == f.default)}
+    fields = msgspec.structs.fields(record)
+    if not record.__struct_config__.omit_defaults:
+        return {f.encode_name: getattr(record, f.name) for f in fields}
+    return {f.encode_name: v for f in fields if (v := getattr(record, f.name)) != _default(f)}
+
+
+def _default(f: object) -> object:
+    """A Struct field's default (an empty list for `= []`: msgspec keeps it as a factory)."""
+    import msgspec
+
+    return f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
 
 
 def check(path: str, option: str = "--output") -> None:

@@ -22,9 +22,10 @@ from typing import Any, Callable, Mapping
 
 from .. import env as launcher_env
 from ..errors import NodemapError
+from ..outfile import json_text
 from ..text import decoded
+from .timeline import SCHEMA, End, Event, Gpu, Header
 
-SCHEMA = "nodemap.watch/1"
 DEFAULT_INTERVAL = 0.2  # s
 JOB_VARS = ("SLURM_JOB_ID", "FLUX_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID", "PMIX_NAMESPACE")
 # what the findings' fixes depend on: memory pools and the UCX transports
@@ -103,7 +104,7 @@ def default_dir(env) -> str:
 class Watch:
     """A prepared monitor: the timeline file is open and its header written; `run` starts the application."""
 
-    def __init__(self, fd: int, path: str, header: dict, interval: float) -> None:
+    def __init__(self, fd: int, path: str, header: Header, interval: float) -> None:
         self.fd, self.path, self.header, self.interval = fd, path, header, interval
 
     def run(self, exec_app: Callable[[], None]) -> int:
@@ -192,11 +193,11 @@ def _end_as(status: int, mask) -> int:
 
 def _stopped(w: Watch, e: BaseException) -> None:
     """Say once, in the timeline if it still takes a line and on stderr, that the timeline stops here."""
-    t = time.time() - w.header["start"]
+    t = time.time() - w.header.start
     why = f"cannot write {w.path} ({e.strerror})" if isinstance(e, WriteFailed) else \
         f"the monitor failed ({type(e).__name__}: {e})"
-    note = f"the memory timeline of rank {w.header['rank']} stops at {t:.1f} s: {why}"
-    for say in (lambda: _write(w.fd, {"note": note}), lambda: os.write(2, f"nodemap run --watch: note: {note}; "
+    note = f"the memory timeline of rank {w.header.rank} stops at {t:.1f} s: {why}"
+    for say in (lambda: _write(w.fd, Event(note=note)), lambda: os.write(2, f"nodemap run --watch: note: {note}; "
                                                                           "the application runs on\n".encode())):
         try:
             say()
@@ -219,11 +220,10 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
         fd = open_append(d, os.path.basename(path), "--watch-dir")
     except NodemapError as e:
         raise NodemapError(f"cannot write the watch timeline: {e} (e.g. --watch-dir $HOME/watch)") from None
-    header = {"schema": SCHEMA, "host": host, "job": job_id(env), "rank": rank, "local_rank": local_rank,
-              "local_size": local_size, "pid": os.getpid(), "argv": list(argv), "start": time.time(),
-              "interval": interval, "planned_gpus": list(task.gpus) if task else [],
-              "planned_pci": list(task.gpu_pci) if task else [], "cpus": task.cpus if task else "",
-              "mem_total": _meminfo().get("MemTotal", 0), "env": {k: env[k] for k in ENV_KEYS if k in env}}
+    header = Header(SCHEMA, host, job_id(env), rank, local_rank, local_size, os.getpid(), list(argv), time.time(),
+                    interval, list(task.gpus) if task else [], list(task.gpu_pci) if task else [],
+                    task.cpus if task else "", _meminfo().get("MemTotal", 0),
+                    {k: env[k] for k in ENV_KEYS if k in env})
     try:
         _write(fd, header)
     except OSError as e:
@@ -246,7 +246,7 @@ def _monitor(w: Watch, app: int) -> int:
     except BaseException as e:
         _stopped(w, e)
     status = ended[0] if ended else _wait(app, None)
-    if w.header["local_rank"] == 0:
+    if w.header.local_rank == 0:
         try:
             _summary(w)
         except Exception as e:  # the application's status matters more than its summary
@@ -256,9 +256,9 @@ def _monitor(w: Watch, app: int) -> int:
 
 def _record(w: Watch, app: int, ended: list[int]) -> None:
     """Samples until the application ends; its wait status goes into `ended` as soon as it is reaped."""
-    gpus = _Gpus(w.header["planned_gpus"], w.header.get("planned_pci", []))
-    _write(w.fd, {"gpus": gpus.info, **({"note": gpus.note} if gpus.note else {})})
-    t0 = w.header["start"]
+    gpus = _Gpus(w.header.planned_gpus, w.header.planned_pci)
+    _write(w.fd, Event(gpus=gpus.info, note=gpus.note))
+    t0 = w.header.start
     n, scans, seen_others = 0, list(LIB_SCANS), {}
     libs: set[str] = set()
     while True:
@@ -270,20 +270,19 @@ def _record(w: Watch, app: int, ended: list[int]) -> None:
         n += 1
         if who != seen_others:
             seen_others = who
-            _write(w.fd, {"others": who})
+            _write(w.fd, Event(others=who))
         if scans and now - t0 >= scans[0]:
             scans.pop(0)
             new = _libs(tree) - libs
             if new:
                 libs |= new
-                _write(w.fd, {"libs": sorted(new)})
+                _write(w.fd, Event(libs=sorted(new)))
         status = _wait(app, w.interval)
         if status is not None:
             ended.append(status)
             break
     code = os.waitstatus_to_exitcode(status)
-    _write(w.fd, {"end": {"t": round(time.time() - t0, 3), "samples": n,
-                          **({"signal": -code} if code < 0 else {"exit": code})}})
+    _write(w.fd, Event(end=End(round(time.time() - t0, 3), n, *((None, -code) if code < 0 else (code, None)))))
     gpus.close()
 
 
@@ -322,10 +321,10 @@ def _detach(w: Watch) -> None:
         pass
 
 
-def _write(fd: int, record) -> None:
+def _write(fd: int, record: Header | Event | list) -> None:
     """One complete line per write(2): a kill never leaves half a record, and a full file system
     that takes only part of the line gets it taken back (the file ends with a complete line)."""
-    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    data = (json_text(record, None, (",", ":")) + "\n").encode()
     try:
         n = os.write(fd, data)
         if n < len(data):
@@ -433,7 +432,8 @@ class _Gpus:
     def __init__(self, planned: list[int], planned_pci: list[str] = (), node: Mapping[str, int] | None = None
                  ) -> None:
         """`node`: normalised PCI bus id -> the topology's GPU index (None: read this node's, `node_gpus`)."""
-        self.nvml, self.handles, self.info, self.note = None, [], [], ""
+        self.nvml, self.handles, self.note = None, [], ""
+        self.info: list[Gpu] = []
         self._seen: dict[int, tuple[str, list[int]]] = {}
         from ..topology.nvml import start
 
@@ -446,8 +446,8 @@ class _Gpus:
             for index, bus, h in self._mine(planned, planned_pci, node):
                 mem = nvml.nvmlDeviceGetMemoryInfo(h)
                 self.handles.append(h)
-                self.info.append({"index": index, "bus_id": bus, "uuid": decoded(nvml.nvmlDeviceGetUUID(h)),
-                                  "name": decoded(nvml.nvmlDeviceGetName(h)), "total": int(mem.total)})
+                self.info.append(Gpu(index, bus, decoded(nvml.nvmlDeviceGetUUID(h)),
+                                     decoded(nvml.nvmlDeviceGetName(h)), int(mem.total)))
         except Exception as e:
             self.note = f"NVML cannot read the GPUs ({type(e).__name__}: {e}): host memory only"
             self.handles, self.info = [], []
@@ -494,7 +494,7 @@ class _Gpus:
                         o += b
                     else:
                         x += b
-                        who.setdefault(str(info["index"]), []).append([p.pid, b, *self._describe(p.pid)])
+                        who.setdefault(info.index, []).append([p.pid, b, *self._describe(p.pid)])
             except Exception:
                 pass
             own.append(o)
@@ -528,7 +528,7 @@ def _summary(w: Watch) -> None:
     d = os.path.dirname(w.path) or "."
     _await_peers(d, w.header)
     unreadable: list[Skipped] = []
-    tls = [t for t in read_dir(d, unreadable) if t.job == w.header["job"] and t.host == w.header["host"]]
+    tls = [t for t in read_dir(d, unreadable) if t.job == w.header.job and t.host == w.header.host]
     a = analyse(tls)
     try:
         say_unreadable(unreadable, sys.stderr)
@@ -548,7 +548,7 @@ def summary_wait(env) -> float:
     return v if 0 <= v <= 24 * 3600 else SUMMARY_WAIT
 
 
-def _await_peers(d: str, header: dict) -> None:
+def _await_peers(d: str, header: Header) -> None:
     """Until every local rank's timeline has its end, a peer's application has been gone for a while
     without one (its monitor was killed), or the bound ($NODEMAP_WATCH_SUMMARY_WAIT) is reached."""
     from .timeline import peek_dir
@@ -557,9 +557,9 @@ def _await_peers(d: str, header: dict) -> None:
     deadline = t0 + summary_wait(os.environ)
     gone_since: dict[int, float] = {}
     while time.time() < deadline:
-        peers = peek_dir(d, header["job"], header["host"])
+        peers = peek_dir(d, header.job, header.host)
         open_ = [h for h, ended in peers if not ended]
-        everyone = len(peers) >= header["local_size"] or time.time() - t0 > NEVER_STARTED
+        everyone = len(peers) >= header.local_size or time.time() - t0 > NEVER_STARTED
         if everyone and all(_lost(h, gone_since) for h in open_):
             return
         time.sleep(0.1)

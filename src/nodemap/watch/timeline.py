@@ -26,12 +26,12 @@ from ..errors import InputError
 from ..infile import open_regular, read as read_checked
 from ..topology.model import Finite
 
-SCHEMA = "nodemap.watch/1"  # monitor.SCHEMA (a timeline it writes reads back: tests), which imports this module
+SCHEMA = "nodemap.watch/1"  # monitor.py writes these records (Header, Event), this module reads them
 WHAT = "watch timeline (nodemap run --watch wrote it)"
 
 
 class Header(msgspec.Struct):
-    """The first line (monitor.prepare)."""
+    """The first line (monitor.prepare writes it; the lines after it: Event, Sample)."""
 
     schema: str
     host: str = ""
@@ -57,21 +57,21 @@ class Header(msgspec.Struct):
 
 class Gpu(msgspec.Struct):
     index: int  # the topology's (physical) index; negative: no topology named it (see bus_id)
+    bus_id: str = ""  # PCI bus id (timelines of older monitors lack it)
     uuid: str = ""
     name: str = ""
     total: int = 0
-    bus_id: str = ""  # PCI bus id (timelines of older monitors lack it)
 
 
-class End(msgspec.Struct):
+class End(msgspec.Struct, omit_defaults=True):
     t: float = 0.0
     samples: int = 0
     exit: int | None = None
     signal: int | None = None
 
 
-class Event(msgspec.Struct):
-    """An object line: what changed (the monitor writes one key or two)."""
+class Event(msgspec.Struct, omit_defaults=True):
+    """An object line: what changed (the monitor writes one field or two, the others left out)."""
 
     gpus: list[Gpu] | None = None
     note: str = ""
