@@ -440,18 +440,24 @@ def network_markdown(res: dict[str, Any], machine: str, date: str, command: str,
               "list or Slurm), in any run; time: the fleet run's wall time, start to drain (runs that found the fault; "
               "no fault: every run). A run's errors (exit not 0 or 1) are listed below.", "",
               "| run | fault | node | rail | found | named | drained | others drained | wall | load | "
-              "faulty rail's worst pair, the node's / the others' (bw: of the best pair; latency: x the lowest) | reason |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "faulty rail's worst pair, the node's / the others' (bw: of the best pair; latency: x the lowest) | "
+              "against its sibling rail, the same (bw: of it; latency: x it; every repetition) | reason |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["runs"]:
         figs = r["rails"]
         rail = r["rail"] or "rail0"
         bw, lat = figs.get(f"mpi bw host {rail}", {}), figs.get(f"mpi latency host {rail}", {})
         shown = (f"{bw.get('node', '-')} / {bw.get('others', '-')}; {lat.get('node', '-')} / {lat.get('others', '-')}"
                  if r["fault"] else "-")
+        sib = {k: v for k, v in figs.items() if k.startswith((f"mpi bw host {rail} vs ", f"mpi latency host {rail} vs "))}
+        sbw = next((v for k, v in sib.items() if " bw " in k), {})
+        slat = next((v for k, v in sib.items() if " latency " in k), {})
+        beside = (f"{sbw.get('node', '-')} / {sbw.get('others', '-')}; {slat.get('node', '-')} / {slat.get('others', '-')}"
+                  if r["fault"] and sib else "-")
         yes = {True: "yes", False: "no", None: "-"}
         lines.append(f"| {r['run']} | {r['fault'] or 'none'} | {r['node'] or '-'} | {r['rail'] or '-'} | "
                      f"{yes[r.get('found')]} | {yes[r.get('named')]} | {yes[r.get('drained')]} | "
-                     f"{', '.join(r['false_drains']) or '-'} | {r['wall_s']} s | {r['load']} | {shown} | "
+                     f"{', '.join(r['false_drains']) or '-'} | {r['wall_s']} s | {r['load']} | {shown} | {beside} | "
                      f"{r.get('reason', '').replace('|', '/')[:110] or '-'} |")
     errors = [r for r in res["runs"] if r["rc"] not in (0, 1)]
     lines += ["", f"Errors: {len(errors)}."] + [f"- run {r['run']}: exit {r['rc']}: {r.get('said', '')[-300:]}"

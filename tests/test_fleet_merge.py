@@ -381,3 +381,28 @@ def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
     said = drain.act(f, pairs=True, dry_run=True, timeout=5)
     (n2,) = [s for s in said if s.startswith("n2:")]
     assert "nodemap: fleet: topology NIC rail1 port 1 down" in n2 and "mpi bw" not in n2, said
+
+
+def test_a_rail_late_against_its_sibling_names_the_node_and_the_rail_from_saved_records():
+    """pairs.jsonl as a networked fleet saves it (each rail's latency, then each rail against the
+    pair's other rail): replayed with docs/fleet.md's loose rules (latency against the lowest pair
+    unjudged), n2, whose pairs' rail 1 is 4-7x rail 0 in every repetition, is a bad node named with
+    the rail; n1 and n3 are spared. Without the sibling records nothing is found."""
+    from nodemap.fleet import links
+
+    th = dataclasses.replace(expectations.fleet_defaults(), link_bad=0.5, link_latency=1e6)
+    late = {("n1", "n2"): 6.7, ("n2", "n3"): 4.3, ("n1", "n3"): 0.7}
+    results = []
+    for (a, b), ratio in late.items():
+        for k in (0, 1):
+            results.append({"a": a, "b": b, "key": f"mpi latency host rail{k}", "unit": "us", "value": 300.0 + 2000 * k
+                            * (ratio > 2), "higher_is_better": False, "nics": [f"rail{k}"] * 2})
+        results.append({"a": a, "b": b, "key": "mpi latency host rail1 vs rail0", "unit": "x", "value": ratio,
+                        "higher_is_better": False, "nics": ["rail1"] * 2})
+        results.append({"a": a, "b": b, "key": "mpi latency host rail0 vs rail1", "unit": "x", "value": 1 / ratio,
+                        "higher_is_better": False, "nics": ["rail0"] * 2})
+    judged, found = links.judge_links(results, th)
+    assert [(f.node, f.verdict) for f in found] == [("n2", "fail")], found
+    assert found[0].text.startswith("node n2: its pairs stay bad against other, good partners (mpi latency host rail1 "
+                                    "vs rail0 n1 (rail1) <-> n2 (rail1) at least 6.7x the other rail's"), found[0].text
+    assert not links.judge_links([r for r in results if " vs " not in r["key"]], th)[1]

@@ -107,3 +107,58 @@ def test_bad_pairs_rule():
     v = {(0, 1): 100.0, (1, 2): 93.5, (2, 3): 92.9}
     assert pairs.bad_pairs(v, True) == {(2, 3)}
     assert pairs.bad_pairs({(0, 1): 1.0, (1, 2): 2.0, (2, 3): 2.2}, False) == {(2, 3)}
+
+
+def busy_host_rails(n, seed, delayed=None, extra_us=2000.0, spread=8.0):
+    """measure(round) on n nodes of one busy host, two rails a pair, as the fleet's driver gives
+    them (each rail's latency and its sibling ratios from 5 repetitions): a pair's latency is the
+    host's scheduling, 200 us to `spread` x that (8: the healthy spread measured at load 20),
+    shared by both rails of the pair (they run at the same moment), each repetition of each rail
+    +-30% of it; `delayed`'s rail 1 adds `extra_us` to every repetition (a forwarder's delay)."""
+    rng = random.Random(seed)
+
+    def measure(rnd):
+        out = {}
+        for p in rnd:
+            host = 200.0 * rng.uniform(1, spread)
+            reps = {k: [host * rng.uniform(0.7, 1.3) + (extra_us if k == 1 and delayed in p else 0.0)
+                        for _ in range(5)] for k in (0, 1)}
+            figs = {f"mpi latency host rail{k}": sorted(v)[2] for k, v in reps.items()}
+            for (k, j), ratio in pairs.against_siblings(reps, False).items():
+                figs[pairs.sibling_key("mpi latency host", k, j)] = ratio
+            out[p] = figs
+        return out
+
+    return measure
+
+
+LATENCY = {"mpi latency host rail0": False, "mpi latency host rail1": False,
+           "mpi latency host rail0 vs rail1": False, "mpi latency host rail1 vs rail0": False}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_delayed_rail_is_found_against_its_sibling_where_the_pairs_spread(seed):
+    """Healthy pairs 1-4x apart (200-800 us, as measured at load 4; no rule against the lowest
+    pair can judge latency there, link_latency 1e6): each rail against the same pair's other
+    rail, every repetition against every one, finds the node whose rail 1 is 2 ms late. Healthy
+    pairs 1-8x apart: never a healthy node (a 2 ms delay on a 1.6 ms host may go unsettled)."""
+    n, bad = 3 + seed % 3, seed % 3
+    iso = pairs.isolate(n, busy_host_rails(n, seed, delayed=bad, spread=4), directions=LATENCY, latency_factor=1e6)
+    assert iso.bad_nodes == {bad} and not iso.bad_links, (iso.bad_nodes, iso.bad_links, iso.unsettled)
+    noisier = pairs.isolate(n, busy_host_rails(n, seed, delayed=bad), directions=LATENCY, latency_factor=1e6)
+    assert noisier.bad_nodes <= {bad} and not noisier.bad_links
+    clean = pairs.isolate(n, busy_host_rails(n, seed), directions=LATENCY, latency_factor=1e6)
+    assert not (clean.bad_nodes or clean.bad_links or clean.unsettled)
+
+
+def test_a_rail_against_its_sibling_takes_the_repetitions_at_their_closest():
+    """Bandwidth: the rail's best repetition over its sibling's worst; latency: its lowest over
+    the sibling's highest. One noisy repetition on either side makes no fault."""
+    assert pairs.sibling_ratio([10, 11, 12], [20, 21, 22], True) == pytest.approx(12 / 20)
+    assert pairs.sibling_ratio([2400, 2500, 2600], [300, 400, 1300], False) == pytest.approx(2400 / 1300)
+    both = pairs.against_siblings({0: [300, 320, 310], 1: [2300, 2400, 2350], 2: []}, False)
+    assert both == {(0, 1): pytest.approx(300 / 2400), (1, 0): pytest.approx(2300 / 320)}  # rail 2 measured nothing
+    assert pairs.sibling_key("mpi bw host", 1, 0) == "mpi bw host rail1 vs rail0"
+    assert pairs.is_sibling("mpi bw host rail1 vs rail0") and not pairs.is_sibling("mpi bw host rail1")
+    assert pairs.sibling_bad(0.4, True) and not pairs.sibling_bad(0.6, True)
+    assert pairs.sibling_bad(2.5, False) and not pairs.sibling_bad(1.9, False)

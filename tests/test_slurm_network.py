@@ -334,10 +334,13 @@ def resume(cluster, node: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, says", [
-    (("n2", "rail1", "down"), "nodemap: fleet: topology NIC rail1 port 1 down 0 Gb/s where 2 of 3 nodes have up")])
+    (("n2", "rail1", "down"), "nodemap: fleet: topology NIC rail1 port 1 down 0 Gb/s where 2 of 3 nodes have up"),
+    (("n3", "rail0", "delay=2ms"), "nodemap: fleet: pairs mpi latency host rail0 vs rail1 ")])
 def test_a_rail_down_is_found_named_and_drained(net_cluster, tmp_path, fault, says):
     """One node's rail down (its NIC's port where its peers' are up; its ranks plan the other rail, and
-    MPI does not hang): the node is drained in Slurm with a reason naming the rail, the others are not.
+    MPI does not hang), or 2 ms late each way (healthy pairs' latency spreads 1-8x on this shared host,
+    so the rail is judged against the same pair's other rail, measured with it: [fleet] rail_latency):
+    the node is drained in Slurm with a reason naming the rail, the others are not.
     A rail at a tenth of its rate: tests/test_docs_recipes.py runs docs/fleet.md's recipe."""
     net_cluster.link(*fault)
     t0 = time.monotonic()
@@ -347,11 +350,12 @@ def test_a_rail_down_is_found_named_and_drained(net_cluster, tmp_path, fault, sa
         net_cluster.link(*fault[:2], "clear")
     took = time.monotonic() - t0
     reasons = slurm_reasons(net_cluster)
+    node, rail = fault[:2]
     try:
-        assert [d["node"] for d in got["drain"]] == ["n2"], said
-        assert "rail1" in got["drain"][0]["reason"]
-        assert reasons["n2"][0].startswith("drain") and reasons["n2"][1].startswith(says), reasons
-        assert not any(reasons[n][0].startswith("drain") for n in ("n1", "n3")), reasons
+        assert [d["node"] for d in got["drain"]] == [node], said
+        assert re.search(r"rail\d", got["drain"][0]["reason"]).group() == rail  # the first rail it names
+        assert reasons[node][0].startswith("drain") and reasons[node][1].startswith(says), reasons
+        assert not any(reasons[n][0].startswith("drain") for n in reasons if n != node), reasons
     finally:
-        resume(net_cluster, "n2")
-    print(f"{fault}: found and drained in {took:.0f} s: {reasons['n2'][1]}")
+        resume(net_cluster, node)
+    print(f"{fault}: found and drained in {took:.0f} s: {reasons[node][1]}")

@@ -60,7 +60,7 @@ from .nodes import Node, missing_node, node_from_doc
 from .nodes import name as fleet_name
 from .remeasure import Remeasured, suspects
 from .nodefile import Conclusion
-from .pairs import Figures, Pair, conclusion, isolate, said
+from .pairs import Figures, Pair, against_siblings, conclusion, isolate, said, sibling_key
 
 
 @dataclass
@@ -636,7 +636,7 @@ class Coordinator:
         self.round_no = 0
         iso = isolate(len(alive), lambda rnd: self.run_round(alive, rnd), True, self.cfg.shifts,
                       self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency, self.directions,
-                      by_ring=self.linked)
+                      by_ring=self.linked, rails=(self.cfg.thresholds.rail_bad, self.cfg.thresholds.rail_latency))
         self.isolation = conclusion(iso, [n.name for n in alive])
         self.saving(self.out.isolation, self.isolation)
         self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "
@@ -687,6 +687,7 @@ class Coordinator:
         rails_of = {(alive[p[0]].name, alive[p[1]].name): min(len(alive[p[0]].ranks), len(alive[p[1]].ranks))
                     for p in rnd}
         failed: dict[tuple[str, str], dict[int, str]] = {}
+        repeats: dict[tuple[str, str], dict[str, dict[int, list[float]]]] = {}  # pair -> figure -> rail -> samples
         for rep in reports:
             key = tuple(rep["pair"])
             if "error" in rep:
@@ -708,6 +709,7 @@ class Coordinator:
                     if rails_of.get(key, 1) > 1:
                         lat.setdefault(key, {})[rail] = f["value"]
                         self.directions[rail] = bool(f["higher_is_better"])
+                        repeats.setdefault(key, {}).setdefault(name, {})[rep["rail"]] = list(f.get("samples", ()))
                 if f["test"] == "bw":
                     totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f["value"]
                 elif rep["rail"] == 0:
@@ -728,6 +730,17 @@ class Coordinator:
                     lat.setdefault(key, {})[f"{name} rail{k}"] = 0.0
                     self.directions[f"{name} rail{k}"] = True
                 self.directions[name] = True
+        # Each rail against its sibling, measured at the same moment; not where nodes share one network
+        # stack: their rails are one loopback, and what differs between them is the host's noise
+        for key, figures in (repeats if self.linked else {}).items():
+            for name, by_rail in figures.items():
+                hib = self.directions[name]
+                for (k, j), ratio in against_siblings(by_rail, hib).items():
+                    sib = sibling_key(name, k, j)
+                    self.add_pair(key, sib, {"unit": "x", "higher_is_better": hib, "value": ratio,
+                                             "nics": self.rail_nics(key, k)})
+                    lat.setdefault(key, {})[sib] = ratio
+                    self.directions[sib] = hib
         out = {}
         for p in rnd:
             a, b = alive[p[0]], alive[p[1]]

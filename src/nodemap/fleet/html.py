@@ -222,7 +222,8 @@ def page(fleet: Fleet, messages: list[str]) -> str:
     parts.append(f"<p class='note'>Rules: warn below {th.warn:.0%}, fail below {th.fail:.0%} of the fleet median "
                  f"of the same figure on the same GPU (or CPU) model; latency inverted. Pairs: bad below "
                  f"{th.link_bad:.0%} of the best pair's bandwidth or above {th.link_latency:g}x the lowest "
-                 f"latency.</p>")
+                 f"latency; a rail, in every repetition, below {th.rail_bad:.0%} of the same pair's other rail's "
+                 f"bandwidth or above {th.rail_latency:g}x its latency.</p>")
     parts.append("<h2>Nodes to drain</h2>")
     if fleet.drain:
         parts.append(table(["#", "node", "reason", "evidence"], [

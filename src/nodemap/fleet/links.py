@@ -9,7 +9,7 @@ from ..check.expectations import FleetRules
 from ..finding import Finding
 from .nodefile import Conclusion
 from .noise import num
-from .pairs import bad_pairs, replay
+from .pairs import bad_pairs, is_sibling, replay, sibling_bad
 
 
 def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclusion | None = None
@@ -20,6 +20,7 @@ def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclu
     given, or replayed from the results): a bad node is a finding of its own
     and its partners are spared, a bad link a finding on both its nodes, a
     node with bad pairs no re-test could settle a warning."""
+    rails = (th.rail_bad, th.rail_latency)
     by_key: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_key.setdefault(r["key"], []).append(r)
@@ -28,16 +29,23 @@ def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclu
         values = {tuple(sorted((r["a"], r["b"]))): float(r["value"]) for r in rs}  # the last test of a pair counts
         nics = {tuple(sorted((r["a"], r["b"]))): _nics_by_node(r) for r in rs if r.get("nics")}
         unit, hib = rs[0].get("unit", ""), bool(rs[0].get("higher_is_better", True))
-        bad = bad_pairs(values, hib, th.link_bad, th.link_latency)
-        best = max(values.values()) if hib else min(values.values())
+        sibling = is_sibling(key)
+        if sibling:  # against the same pair's other rail: of_best is how far below it (1 at par or better)
+            bad = {p for p, v in values.items() if sibling_bad(v, hib, rails)}
+            of_best = {p: min(1.0, v if hib else 1 / v) if v > 0 else 0.0 for p, v in values.items()}
+        else:
+            bad = bad_pairs(values, hib, th.link_bad, th.link_latency)
+            best = max(values.values()) if hib else min(values.values())
+            of_best = {p: v / best if hib else best / v for p, v in values.items()}
         for (a, b), v in sorted(values.items()):
             judged.append({"a": a, "b": b, "key": key, "unit": unit, "value": v, "higher_is_better": hib,
-                           "of_best": v / best if hib else best / v, "verdict": "fail" if (a, b) in bad else "pass",
+                           "of_best": of_best[(a, b)], "verdict": "fail" if (a, b) in bad else "pass",
+                           **({"sibling": True} if sibling else {}),
                            **({"nics": nics[(a, b)]} if (a, b) in nics else {})})
     if not results:
         return judged, []
     if isolation is None:
-        isolation = replay(results, th.link_bad, th.link_latency)
+        isolation = replay(results, th.link_bad, th.link_latency, rails=rails)
     return judged, isolation_findings(isolation, judged, th)
 
 
@@ -90,12 +98,18 @@ def _evidence(ev: list[dict[str, Any]], th: FleetRules | None) -> str:
     parts = []
     for j in ev:
         hib = j["higher_is_better"]
-        best = j["value"] / j["of_best"] if hib else j["value"] * j["of_best"]
-        rule = ("" if th is None else f"bad below {th.link_bad:.0%} of the best pair" if hib else
-                f"bad above {th.link_latency:g}x the lowest")
         nics = j.get("nics") or {}
         ends = " <-> ".join(f"{x} ({nics[x]})" if nics.get(x) else x for x in (j["a"], j["b"]))
-        parts.append(f"{j['key']} {ends} {_vs_best(j['value'], best, j['unit'], hib)}" + (f"; {rule}" if rule else ""))
+        if j.get("sibling"):
+            said = (f"at most {j['value']:.0%} of the other rail's" if hib else
+                    f"at least {j['value']:.1f}x the other rail's") + " in every repetition, measured with it"
+            rule = ("" if th is None else f"bad below {th.rail_bad:.0%}" if hib else f"bad above {th.rail_latency:g}x")
+        else:
+            best = j["value"] / j["of_best"] if hib else j["value"] * j["of_best"]
+            said = _vs_best(j["value"], best, j["unit"], hib)
+            rule = ("" if th is None else f"bad below {th.link_bad:.0%} of the best pair" if hib else
+                    f"bad above {th.link_latency:g}x the lowest")
+        parts.append(f"{j['key']} {ends} {said}" + (f"; {rule}" if rule else ""))
     return "; ".join(parts)
 
 

@@ -118,7 +118,8 @@ def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds
     findings += status_findings(nodes)
     pair_results = list(pair_results)
     if isolation is None and pair_results:
-        isolation = replay(pair_results, thresholds.link_bad, thresholds.link_latency)
+        isolation = replay(pair_results, thresholds.link_bad, thresholds.link_latency,
+                           rails=(thresholds.rail_bad, thresholds.rail_latency))
     links, link_findings = judge_links(pair_results, thresholds, isolation)
     findings += link_findings
     findings = [contended(f, shared) for f in findings]

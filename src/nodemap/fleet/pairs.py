@@ -5,7 +5,9 @@ fewer tests than all n(n-1)/2 pairs (ClusterKit's method).
    grouped into rounds in which no node takes part twice, so that one
    round's pairs run at the same time without sharing a node's NIC.
 2. Judge the pairs (ClusterKit's rule): a pair is bad below 93% of the
-   best pair's bandwidth, or above 2.1x the lowest latency.
+   best pair's bandwidth, or above 2.1x the lowest latency; with several
+   rails, also when a rail stays below half its sibling rail's bandwidth or
+   above twice its latency, measured at the same moment (`against_siblings`).
 3. Re-test rounds: every suspect (a node of a bad pair) meets a known-good
    partner it has not met. A pass clears it; two failures against two good
    partners isolate it as a bad node. A bad pair whose two nodes are both
@@ -22,6 +24,7 @@ runs it again over recorded results (`--from` a pairs.jsonl without one).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Union
 
@@ -61,15 +64,69 @@ def rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
     return [ps for _, ps in out]
 
 
+RAILS = (0.5, 2.0)  # [fleet] rail_bad, rail_latency (check/expectations.toml): a rail against its sibling
+
+
 def bad_figures(values: dict[Pair, Figures], directions: dict[str, bool], default: bool = True,
-                bad_ratio: float = 0.93, latency_factor: float = 2.1) -> set[Pair]:
-    """The pairs bad by any of their figures (each judged among its own kind)."""
+                bad_ratio: float = 0.93, latency_factor: float = 2.1, rails: tuple[float, float] = RAILS
+                ) -> set[Pair]:
+    """The pairs bad by any of their figures (each judged among its own kind; a rail against its
+    sibling, `sibling_key`, by `rails`: (rail_bad, rail_latency))."""
     names = {k for v in values.values() for k in v}
     bad: set[Pair] = set()
     for k in names:
         one = {p: v[k] for p, v in values.items() if k in v}
-        bad |= bad_pairs(one, directions.get(k, default), bad_ratio, latency_factor)
+        hib = directions.get(k, default)
+        if is_sibling(k):
+            bad |= {p for p, v in one.items() if sibling_bad(v, hib, rails)}
+        else:
+            bad |= bad_pairs(one, hib, bad_ratio, latency_factor)
     return bad
+
+
+# --- a rail against its sibling ----------------------------------------------------------
+# The rails of one pair are measured at the same moment (rail k by the k-th local ranks of both
+# nodes), so they share the host's noise, which spreads healthy pairs far apart on a busy host: a
+# rail judged against its sibling sees a delay or a lossy cable that hides among the pairs.
+
+
+def sibling_key(figure: str, rail: int, other: int) -> str:
+    """"mpi latency host rail1 vs rail0": rail 1's figure against rail 0's of the same pair."""
+    return f"{figure} rail{rail} vs rail{other}"
+
+
+def is_sibling(key: str) -> bool:
+    words = key.split()
+    return len(words) >= 3 and words[-2] == "vs" and words[-1].startswith("rail") and words[-3].startswith("rail")
+
+
+def sibling_ratio(mine: list[float], other: list[float], higher_is_better: bool) -> float:
+    """A rail's repetitions against its sibling's, taken at their closest: bandwidth, its best over
+    the sibling's worst; latency, its lowest over the sibling's highest. Beyond a limit, every
+    repetition of the rail is beyond it against every one of the sibling's (no single noisy
+    repetition on either side makes it)."""
+    if higher_is_better:
+        return max(mine) / min(other) if min(other) > 0 else 1.0
+    return min(mine) / max(other) if max(other) > 0 else 1.0
+
+
+def sibling_bad(ratio: float, higher_is_better: bool, rails: tuple[float, float] = RAILS) -> bool:
+    return ratio < rails[0] if higher_is_better else ratio > rails[1]
+
+
+def against_siblings(samples: dict[int, list[float]], higher_is_better: bool) -> dict[tuple[int, int], float]:
+    """Each rail's figure (its repetitions, by rail) against the pair's best other rail (by median):
+    (rail, other) -> `sibling_ratio`. Rails without repetitions are left out."""
+    have = {k: v for k, v in samples.items() if v}
+    out = {}
+    for k, mine in sorted(have.items()):
+        others = [j for j in have if j != k]
+        if not others:
+            continue
+        pick = max if higher_is_better else min
+        j = pick(others, key=lambda r: statistics.median(have[r]))
+        out[(k, j)] = sibling_ratio(mine, have[j], higher_is_better)
+    return out
 
 
 def bad_pairs(values: dict[Pair, float], higher_is_better: bool, bad_ratio: float = 0.93,
@@ -102,7 +159,8 @@ Measure = Callable[[list[Pair]], dict[Pair, Union[float, Figures]]]
 
 def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Iterable[int] = (1, 2),
             bad_ratio: float = 0.93, latency_factor: float = 2.1,
-            directions: dict[str, bool] | None = None, by_ring: bool = True) -> Isolation:
+            directions: dict[str, bool] | None = None, by_ring: bool = True,
+            rails: tuple[float, float] = RAILS) -> Isolation:
     """Ring, then re-test rounds until every suspect is settled.
 
     `measure(pairs)` runs one round (pairs disjoint) and returns a value per
@@ -131,7 +189,7 @@ def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Ite
             dead.difference_update(answered)
 
     def judge() -> set[Pair]:
-        return bad_figures(iso.values, directions or {}, higher_is_better, bad_ratio, latency_factor)
+        return bad_figures(iso.values, directions or {}, higher_is_better, bad_ratio, latency_factor, rails)
 
     run(ring_pairs(n, shifts))
     met: dict[int, set[int]] = {i: set() for i in range(n)}
@@ -230,7 +288,7 @@ def said(c: Conclusion) -> str:
 
 
 def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_factor: float = 2.1,
-           shifts: Iterable[int] = (1, 2)) -> Conclusion:
+           shifts: Iterable[int] = (1, 2), rails: tuple[float, float] = RAILS) -> Conclusion:
     """`isolate` over recorded pair results (in the order they were measured;
     a rail's figures are judged on their own as the live run judges them):
     the same conclusion the live run drew, for results saved without it."""
@@ -249,5 +307,5 @@ def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_facto
     def measure(rnd: list[Pair]) -> dict[Pair, Figures]:
         return {p: queue[p].pop(0) if len(queue[p]) > 1 else queue[p][0] for p in rnd if queue.get(p)}
 
-    iso = isolate(len(names), measure, True, shifts, bad_ratio, latency_factor, directions)
+    iso = isolate(len(names), measure, True, shifts, bad_ratio, latency_factor, directions, rails=rails)
     return conclusion(iso, names)
