@@ -709,7 +709,8 @@ class Coordinator:
                     if rails_of.get(key, 1) > 1:
                         lat.setdefault(key, {})[rail] = f["value"]
                         self.directions[rail] = bool(f["higher_is_better"])
-                        repeats.setdefault(key, {}).setdefault(name, {})[rep["rail"]] = list(f.get("samples", ()))
+                        repeats.setdefault(key, {}).setdefault(name, {})[rep["rail"]] = list(
+                            f.get("floors") or f.get("samples", ()))  # latency: its floors (pairtest.FLOOR)
                 if f["test"] == "bw":
                     totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f["value"]
                 elif rep["rail"] == 0:
@@ -782,7 +783,7 @@ class Coordinator:
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
              "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        for extra in ("samples", "nics", "gpus", "rails", "buffers", "transport", "why", "error"):
+        for extra in ("samples", "floors", "nics", "gpus", "rails", "buffers", "transport", "why", "error"):
             if extra in f:
                 r[extra] = f[extra]
         self.pair_results.append(r)
