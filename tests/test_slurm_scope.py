@@ -12,7 +12,7 @@ import pytest
 import check_synth as syn
 import nodes
 from nodemap.check import expectations
-from nodemap.check.document import CheckDoc
+from nodemap.check.document import CheckDoc, Spent
 from nodemap.check.expected import compare
 from nodemap.check.inventory import Skipped
 from nodemap.slurm import drain, verdict
@@ -29,11 +29,11 @@ def hbm(bad: bool = False):
     return syn.hbm(vals)
 
 
-def doc(level: str, *sets, nics: int = 4, budget: dict | None = None, skipped=()) -> CheckDoc:
+def doc(level: str, *sets, nics: int = 4, budget: Spent | None = None, skipped=()) -> CheckDoc:
     topo = nodes.karolina()
     have = replace(topo, nics=topo.nics[:nics])
     d = CheckDoc(level, have, expectations.shipped(), results=list(sets), checks=compare(topo, have),
-                 budget=budget or {}, skipped=list(skipped))
+                 budget=budget, skipped=list(skipped))
     d.rejudge()
     return d
 
@@ -63,7 +63,7 @@ def test_the_health_level_never_resumes_a_drain_for_a_measured_figure():
 
 def test_a_budget_that_left_a_step_out_does_not_resume_its_drain():
     left = Skipped("GPU memory bandwidth (bench gpu)", "not measured: 0.2 s of the 3 s budget left, needs ~3.0 s")
-    budgeted = doc("quick", budget={"seconds": 3, "left_out": [left.what], "ran": []}, skipped=[left])
+    budgeted = doc("quick", budget=Spent(seconds=3, left_out=(left.what,)), skipped=[left])
     assert verdict.health(budgeted) == (True, "")
     assert decide(budgeted, "IDLE+DRAIN", HBM)[0] is None
     assert decide(budgeted, "IDLE+DRAIN", NICS)[0] == drain.resume_command("n1")  # what it did judge
