@@ -13,6 +13,7 @@ from fleet_docs import node_doc, topology
 from nodemap.check import expectations
 from nodemap.check.document import CheckDoc
 from nodemap.check.inventory import Check
+from nodemap.fleet.nodefile import PairResult
 from nodemap.units import GiB, MiB
 
 
@@ -45,9 +46,9 @@ def fleet_docs() -> list[dict]:
     return docs
 
 
-def fleet_pairs(names: list[str]) -> list[dict]:
-    return [{"a": names[i], "b": names[(i + 1) % len(names)], "key": "mpi bw host", "unit": "GB/s",
-             "value": 12.0 if 7 in (i, (i + 1) % len(names)) else 25.0, "higher_is_better": True}
+def fleet_pairs(names: list[str]) -> list[PairResult]:
+    return [PairResult(a=names[i], b=names[(i + 1) % len(names)], key="mpi bw host", unit="GB/s",
+             value=12.0 if 7 in (i, (i + 1) % len(names)) else 25.0, higher_is_better=True)
             for i in range(len(names))]
 
 

@@ -14,7 +14,7 @@ from nodemap.errors import NodemapError
 from nodemap.fleet import facts, merge, output, pairs
 from nodemap.check import expectations
 from nodemap.fleet import nodes as fnodes
-from nodemap.fleet.nodefile import Fig, TopologyView
+from nodemap.fleet.nodefile import Fig, PairResult, TopologyView
 
 
 def fleet_of(docs, pairs=(), th=expectations.fleet_defaults()):
@@ -115,10 +115,10 @@ def recorded_pair_tests(n, bad_node=None, bad_link=None, slow_latency=None, seed
             bw *= 0.7 if bad_node in p else 0.6 if p == bad_link else 1.0
             lat *= 3.0 if slow_latency in p else 1.0
             a, b = names[p[0]], names[p[1]]
-            results.append({"a": a, "b": b, "key": "mpi latency host", "unit": "us", "value": lat,
-                            "higher_is_better": False})
-            results.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": bw,
-                            "higher_is_better": True})
+            results.append(PairResult(a=a, b=b, key="mpi latency host", unit="us", value=lat,
+                            higher_is_better=False))
+            results.append(PairResult(a=a, b=b, key="mpi bw host", unit="GB/s", value=bw,
+                            higher_is_better=True))
             out[p] = {"mpi latency host": lat, "mpi bw host": bw}
         return out
 
@@ -156,8 +156,8 @@ def test_bad_pairs_no_re_test_settled_are_a_warning_not_a_drain():
     for i in range(6):  # the ring only: no re-test was recorded
         for s in (1, 2):
             a, b = names[i], names[(i + s) % 6]
-            res.append({"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": 18.0 if "n3" in (a, b) else 24.0,
-                        "higher_is_better": True})
+            res.append(PairResult(a=a, b=b, key="mpi bw host", unit="GB/s", value=18.0 if "n3" in (a, b) else 24.0,
+                        higher_is_better=True))
     f = merge.merge([fnodes.Node(n) for n in names], res)
     assert not f.drain and f.isolation.unsettled == ["n1", "n2", "n3", "n4", "n5"]  # n0 met no bad pair
     assert {x.verdict for x in f.findings} == {"warn"} and all("no re-test" in x.text for x in f.findings)
@@ -216,8 +216,8 @@ def test_fleet_html_opens_offline_in_headless_chromium(tmp_path):
         pytest.skip("no chromium here (benchmarks/html_in_browser.py installs it)")
     docs, _ = fleet_docs(24, seed=2)
     names = [d["host"] for d in docs]
-    pairs = [{"a": names[i], "b": names[(i + 1) % 24], "key": "mpi bw host", "unit": "GB/s",
-              "value": 20.0 if i == 3 else 25.0, "higher_is_better": True} for i in range(24)]
+    pairs = [PairResult(a=names[i], b=names[(i + 1) % 24], key="mpi bw host", unit="GB/s",
+              value=20.0 if i == 3 else 25.0, higher_is_better=True) for i in range(24)]
     page = tmp_path / "fleet.html"
     page.write_text(html.page(fleet_of(docs, pairs), ["note"]))
     root = Path(__file__).resolve().parent.parent
@@ -233,7 +233,7 @@ def test_two_nodes_get_no_fleet_relative_verdict_only_their_own_checks():
     two = [node_doc("a", rng), node_doc("b", rng, slow={"gpu/0/hbm_triad": 0.8})]
     f = fleet_of(two)
     assert not f.drain and not f.findings
-    assert any("need >= 3 nodes" in n for n in f.notes) and f.to_dict()["notes"] == f.notes
+    assert any("need >= 3 nodes" in n for n in f.notes) and f.file([]).notes == f.notes
     assert "fleet-relative verdicts need >= 3 nodes" in output.summary(f, [])
     two[1]["findings"] = [{"verdict": "fail", "text": "GPU0 HBM triad 1,211 GB/s is below its floor"}]
     f = fleet_of(two)
@@ -274,7 +274,7 @@ def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
     assert got == results and isolation == said
     said_other = msgspec.structs.replace(said, bad_nodes=["n05"])  # the run's own conclusion is the one drained by
     f = merge.merge([fnodes.Node(x) for x in names], got, isolation=said_other)
-    assert [d.node for d in f.drain] == ["n05"] and f.to_dict()["isolation"] == msgspec.to_builtins(said_other)
+    assert [d.node for d in f.drain] == ["n05"] and f.file([]).isolation == said_other
 
 
 def test_two_runs_read_together_are_concluded_again_not_by_the_last(tmp_path):
@@ -324,6 +324,19 @@ def test_a_configuration_failure_every_node_shares_drains_none():
     assert {d.node for d in fleet_of(docs).drain} == {"a", "b"}
 
 
+def test_a_failed_rails_record_is_read_back(tmp_path):
+    """A rail whose test failed is recorded as 0 with its error (driver.take_reports): `--from` refused the
+    pairs.jsonl it is in ("value is 0.0, not a measurement"); a 0 without an error still is refused."""
+    out = output.FleetOutput(str(tmp_path))
+    failed = PairResult(a="n1", b="n2", key="mpi bw host rail1", unit="GB/s", value=0.0, round=1,
+                        nics=["rail1", "rail1"], error="rank 3 did not answer within 60 s")
+    out.pair_line(failed)
+    assert output.read_saved([str(tmp_path)])[1] == [failed]
+    (tmp_path / "pairs.jsonl").write_text('{"a": "n1", "b": "n2", "key": "mpi bw host", "value": 0.0}\n')
+    with pytest.raises(NodemapError, match="line 1: .*value is 0.0, not a measurement"):
+        output.read_saved([str(tmp_path)])
+
+
 def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
     """Three nodes, two rails: n2's rail1 at a tenth of its rate. The total over rails passes the 50% rule,
     the rail does not: n2 is a bad node (the ring alone decides among 3 nodes), its evidence the rail's
@@ -333,10 +346,10 @@ def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
     for a, b in (("n1", "n2"), ("n2", "n3"), ("n1", "n3")):
         for k in (0, 1):
             v = 2.5 if k == 1 and "n2" in (a, b) else 25.0
-            results.append({"a": a, "b": b, "key": f"mpi bw host rail{k}", "unit": "MB/s", "value": v,
-                            "higher_is_better": True, "nics": [f"rail{k}", f"rail{k}"]})
-        total = sum(r["value"] for r in results[-2:])
-        results.append({"a": a, "b": b, "key": "mpi bw host", "unit": "MB/s", "value": total, "higher_is_better": True})
+            results.append(PairResult(a=a, b=b, key=f"mpi bw host rail{k}", unit="MB/s", value=v,
+                            higher_is_better=True, nics=[f"rail{k}", f"rail{k}"]))
+        total = sum(r.value for r in results[-2:])
+        results.append(PairResult(a=a, b=b, key="mpi bw host", unit="MB/s", value=total, higher_is_better=True))
     th = dataclasses.replace(expectations.fleet_defaults(), link_bad=0.5)
     f = merge.merge([fnodes.Node(x) for x in names], results, th)
     assert [d.node for d in f.drain] == ["n2"]
@@ -361,8 +374,8 @@ def test_a_rail_down_is_the_reason_not_the_slow_pairs_it_causes(monkeypatch):
     for a, b in (("n1", "n2"), ("n2", "n3"), ("n1", "n3")):
         for k in (0, 1):
             v = 2.0 if "n2" in (a, b) else 25.0  # rail1 fails, rail0 is shared by both of n2's ranks
-            results.append({"a": a, "b": b, "key": f"mpi bw host rail{k}", "unit": "MB/s", "value": v,
-                            "higher_is_better": True, "nics": ["rail0" if x == "n2" else f"rail{k}" for x in (a, b)]})
+            results.append(PairResult(a=a, b=b, key=f"mpi bw host rail{k}", unit="MB/s", value=v,
+                            higher_is_better=True, nics=["rail0" if x == "n2" else f"rail{k}" for x in (a, b)]))
     nodes = []
     for name in names:
         port = "down 0" if name == "n2" else "up 0"
@@ -395,14 +408,14 @@ def test_a_rail_late_against_its_sibling_names_the_node_and_the_rail_from_saved_
     results = []
     for (a, b), ratio in late.items():
         for k in (0, 1):
-            results.append({"a": a, "b": b, "key": f"mpi latency host rail{k}", "unit": "us", "value": 300.0 + 2000 * k
-                            * (ratio > 2), "higher_is_better": False, "nics": [f"rail{k}"] * 2})
-        results.append({"a": a, "b": b, "key": "mpi latency host rail1 vs rail0", "unit": "x", "value": ratio,
-                        "higher_is_better": False, "nics": ["rail1"] * 2})
-        results.append({"a": a, "b": b, "key": "mpi latency host rail0 vs rail1", "unit": "x", "value": 1 / ratio,
-                        "higher_is_better": False, "nics": ["rail0"] * 2})
+            results.append(PairResult(a=a, b=b, key=f"mpi latency host rail{k}", unit="us", value=300.0 + 2000 * k
+                            * (ratio > 2), higher_is_better=False, nics=[f"rail{k}"] * 2))
+        results.append(PairResult(a=a, b=b, key="mpi latency host rail1 vs rail0", unit="x", value=ratio,
+                        higher_is_better=False, nics=["rail1"] * 2))
+        results.append(PairResult(a=a, b=b, key="mpi latency host rail0 vs rail1", unit="x", value=1 / ratio,
+                        higher_is_better=False, nics=["rail0"] * 2))
     judged, found = links.judge_links(results, th)
     assert [(f.node, f.verdict) for f in found] == [("n2", "fail")], found
     assert found[0].text.startswith("node n2: its pairs stay bad against other, good partners (mpi latency host rail1 "
                                     "vs rail0 n1 (rail1) <-> n2 (rail1) at least 6.7x the other rail's"), found[0].text
-    assert not links.judge_links([r for r in results if " vs " not in r["key"]], th)[1]
+    assert not links.judge_links([r for r in results if " vs " not in r.key], th)[1]

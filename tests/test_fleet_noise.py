@@ -17,7 +17,7 @@ from nodemap.check import expectations
 from nodemap.fleet import nodes as fnodes
 from nodemap.fleet import noise
 from nodemap.fleet import remeasure
-from nodemap.fleet.nodefile import Conclusion, Fig
+from nodemap.fleet.nodefile import Conclusion, Fig, PairResult
 
 HBM = "gpu/5/hbm_triad"
 STREAM = "host/stream/triad"
@@ -85,7 +85,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
            "the line below 95%): still beyond, confirmed below the line" in reason, reason
     assert ("re-measured 4 suspect figures on 4 nodes before draining: 3 confirmed (drained), 1 passed "
             "(transient), 0 unsettled (warnings)") in f.notes
-    assert f.to_dict()["remeasured"]["noisy"][STREAM][1]["value"] == pytest.approx(330 * 0.85)
+    assert f.file([]).remeasured["noisy"][STREAM][1]["value"] == pytest.approx(330 * 0.85)
     again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * (noise.REMEASURES - 1)  # never below, never above
     (w,) = [x for x in merge.merge(nodes, remeasured=again).findings if x.node == "wavering"]
     assert w.verdict == "warn" and "unsettled, not drained" in w.text and noise.REMEASURES == 5
@@ -288,7 +288,7 @@ def test_fleet_heatmaps_are_readable_with_their_labels_and_the_pair_values(monke
     assert w >= html.HEAT_MIN_W and h >= html.HEAT_MIN_H  # 4 nodes x 8 figures drew 3.5 x 3 inches
     assert not cut, cut  # the colour bar's label was cut at the right edge
     names = [f"n{i}" for i in range(4)]
-    links = [{"a": a, "b": b, "key": "mpi bw host", "unit": "GB/s", "value": v, "higher_is_better": True}
+    links = [PairResult(a=a, b=b, key="mpi bw host", unit="GB/s", value=v, higher_is_better=True)
              for (a, b), v in zip(zip(names, names[1:] + names[:1]), (25.0, 20.0, 25.0, 24.9))]
     page = html.link_heatmap(merge.merge([fnodes.Node(x) for x in names], links))
     assert ">80%<" in page and ">100%<" in page  # each tested pair's value in its cell

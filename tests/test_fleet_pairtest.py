@@ -18,6 +18,7 @@ import pytest
 import fake_cupy
 from nodemap.bench.comm import mpi_common, p2p
 from nodemap.fleet import pairtest
+from nodemap.fleet.nodefile import PairResult
 
 AWARE = {"gpu": True, "aware": True, "how": "MPIX_Query_cuda_support() = 1"}
 PLAIN = {"gpu": True, "aware": False, "how": "MPIX_Query_cuda_support() = 0"}
@@ -262,7 +263,7 @@ def test_rails_pair_local_ranks_named_by_their_plan_and_a_failed_rail_is_judged(
     got = co.take_reports(alive, [(0, 1)], reports)
     assert got[(0, 1)] == {"mpi bw host": 0.025, "mpi bw host rail0": 0.025, "mpi bw host rail1": 0.0,
                            "mpi latency host": 90.0, "mpi latency host rail0": 90.0}
-    failed = [r for r in co.pair_results if r["key"] == "mpi bw host rail1"]
-    assert failed == [{"a": "n1", "b": "n2", "key": "mpi bw host rail1", "unit": "GB/s", "value": 0.0,
-                       "higher_is_better": True, "round": 1, "nics": ["rail1", "rail1"],
-                       "error": "rank 3 did not answer within 60 s"}]
+    failed = [r for r in co.pair_results if r.key == "mpi bw host rail1"]
+    assert failed == [PairResult(a="n1", b="n2", key="mpi bw host rail1", unit="GB/s", value=0.0,
+                       higher_is_better=True, round=1, nics=["rail1", "rail1"],
+                       error="rank 3 did not answer within 60 s")]

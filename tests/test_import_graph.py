@@ -680,7 +680,8 @@ CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Sp
 ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "nodemap.watch.monitor",
                        "nodemap.report.watch", "nodemap.report.compare", "nodemap.compare.bindings",
                        "nodemap.commands.compare", "nodemap.placement.planfile", "nodemap.placement.planner",
-                       "nodemap.commands.place", "nodemap.bench.results", "nodemap.slurm.config"}
+                       "nodemap.commands.place", "nodemap.bench.results", "nodemap.slurm.config",
+                       "nodemap.fleet.merge", "nodemap.fleet.links", "nodemap.fleet.pairs", "nodemap.fleet.output"}
 
 
 def to_dicts(tree: ast.AST) -> list[int]:
@@ -726,6 +727,35 @@ def test_the_pair_tests_conclusion_is_one_class_both_ways():
     assert typing.get_type_hints(pairs.conclusion)["return"] is nodefile.Conclusion
     assert typing.get_type_hints(nodefile.Isolation)["isolation"] is nodefile.Conclusion
     assert typing.get_type_hints(links.isolation_findings)["iso"] is nodefile.Conclusion
+
+
+def literal_keys(tree: ast.AST) -> list[int]:
+    """Lines reading a record as a dict by a literal key: r["value"], j.get("nics")."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+            and isinstance(n.slice.value, str)] + keyed_reads(tree)
+
+
+def test_the_pair_results_and_fleet_json_are_one_class_both_ways():
+    # pair results were dicts built by hand (driver.add_pair), re-built by links.judge_links ({"of_best": ...,
+    # **({"nics": ...})}) and walked by r["a"], r.get("higher_is_better", True); fleet.json was Fleet.to_dict's
+    import inspect
+    import typing
+
+    from nodemap.fleet import driver, links, merge, nodefile, output, pairs
+
+    assert literal_keys(ast.parse('r["a"] + j.get("nics")')) == [1, 1]
+    found = {m: lines for m in ("nodemap.fleet.links", "nodemap.fleet.pairs") if (lines := literal_keys(TREES[m]))}
+    assert found == {}, "judge fleet/nodefile.PairResult and links.Link, not dicts"
+    assert typing.get_type_hints(links.judge_links)["results"] == list[nodefile.PairResult]
+    assert typing.get_type_hints(links.judge_links)["return"] == tuple[list[links.Link], list[links.Finding]]
+    assert typing.get_type_hints(pairs.replay)["results"] == list[nodefile.PairResult]
+    assert typing.get_type_hints(merge.merge)["pair_results"] == typing.Iterable[nodefile.PairResult]
+    assert typing.get_type_hints(output.FleetOutput.pair_line)["r"] is nodefile.PairResult
+    assert typing.get_args(output.Saved)[1] == list[nodefile.PairResult]
+    assert typing.get_type_hints(merge.Fleet)["links"] == typing.get_type_hints(merge.FleetFile)["links"] \
+        == list[links.Link]
+    assert typing.get_type_hints(merge.Fleet.file)["return"] is merge.FleetFile
+    assert "PairResult(" in inspect.getsource(driver.Coordinator.add_pair)
 
 
 def test_documents_of_one_class_have_no_hand_written_to_dict():

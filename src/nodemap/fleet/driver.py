@@ -41,7 +41,6 @@ NODEMAP_FLEET_NODE for tests that make ranks of one machine act as nodes.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -53,13 +52,14 @@ from typing import Any, Callable, NoReturn
 
 from ..check.expectations import FleetRules, fleet_defaults
 from ..errors import NodemapError
+from ..outfile import json_text
 from . import liveness, nodecheck, output, pairtest, wire
 from . import merge as mergemod
 from .noise import REMEASURES
 from .nodes import Node, missing_node, node_from_doc
 from .nodes import name as fleet_name
 from .remeasure import Remeasured, suspects
-from .nodefile import Conclusion
+from .nodefile import Conclusion, PairResult
 from .pairs import Figures, Pair, against_siblings, conclusion, isolate, said, sibling_key
 
 
@@ -409,7 +409,7 @@ class Coordinator:
         self.crowded: set[int] = set()  # ranks on a host with other nodes' ranks
         self.linked = True  # every node has a network stack of its own (`join`)
         self.never_joined: list[int] = []
-        self.pair_results: list[dict[str, Any]] = []
+        self.pair_results: list[PairResult] = []
         self.isolation: Conclusion | None = None
         self.remeasured: Remeasured | None = None  # suspects measured again (`remeasure_phase`)
         self.directions: dict[str, bool] = {}  # pair figure -> higher is better (the keys isolate judges)
@@ -781,11 +781,12 @@ class Coordinator:
         return self.nic.get(r) or nearest_nic(node.nics, self.cpus.get(r, set()))
 
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
-        r = {"a": key[0], "b": key[1], "key": name, "unit": f["unit"], "value": f["value"],
-             "higher_is_better": f["higher_is_better"], "round": self.round_no}
-        for extra in ("samples", "floors", "nics", "gpus", "rails", "buffers", "transport", "why", "error"):
-            if extra in f:
-                r[extra] = f[extra]
+        """A pair test's figure (pairtest.run's, or one the driver derives: a total, a rail against its sibling,
+        a rail that failed) recorded and appended to pairs.jsonl."""
+        extra = {k: f[k] for k in ("samples", "floors", "nics", "gpus", "rails", "buffers", "transport", "why",
+                                   "error") if k in f}
+        r = PairResult(a=key[0], b=key[1], key=name, unit=f["unit"], value=f["value"],
+                       higher_is_better=f["higher_is_better"], round=self.round_no, **extra)
         self.pair_results.append(r)
         self.saving(self.out.pair_line, r)
 
@@ -814,7 +815,7 @@ class Coordinator:
         self.out.fleet(fleet, self.messages, html=self.cfg.html)
         text = output.summary(fleet, self.messages, self.out)
         if self.cfg.json_out:
-            print(json.dumps(fleet.to_dict() | {"messages": self.messages}, indent=1))
+            print(json_text(fleet.file(self.messages)))
         else:
             print(text)
         return fleet
@@ -849,7 +850,7 @@ def run_from(dirs: list[str], cfg: Config) -> int:
     messages = [f"built from {len(nodes)} saved node documents in {', '.join(dirs)}"]
     out.fleet(fleet, messages, html=cfg.html)
     if cfg.json_out:
-        print(json.dumps(fleet.to_dict() | {"messages": messages}, indent=1))
+        print(json_text(fleet.file(messages)))
     else:
         print(output.summary(fleet, messages, out))
     return 1 if fleet.drain else 0

@@ -96,15 +96,15 @@ def figure_heatmap(fleet: Fleet, max_rows: int = MAX_ROWS, max_cols: int = MAX_C
 
 
 def link_heatmap(fleet: Fleet, key: str = "mpi bw host", max_nodes: int = MAX_ROWS) -> str:
-    links = [x for x in fleet.links if x["key"] == key]
+    links = [x for x in fleet.links if x.key == key]
     if not links:
         return ""
-    names = sorted({x["a"] for x in links} | {x["b"] for x in links})[:max_nodes]
+    names = sorted({x.a for x in links} | {x.b for x in links})[:max_nodes]
     idx = {n: i for i, n in enumerate(names)}
     data = [[math.nan] * len(names) for _ in names]
     for x in links:
-        if x["a"] in idx and x["b"] in idx:
-            data[idx[x["a"]]][idx[x["b"]]] = data[idx[x["b"]]][idx[x["a"]]] = x["of_best"]
+        if x.a in idx and x.b in idx:
+            data[idx[x.a]][idx[x.b]] = data[idx[x.b]][idx[x.a]] = x.of_best
     plt = _plt()
     from matplotlib.colors import BoundaryNorm, ListedColormap
 

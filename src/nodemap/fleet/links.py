@@ -3,17 +3,17 @@ for the link heatmap; the findings from the re-tests' conclusion (`pairs.isolate
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable
 
 from ..check.expectations import FleetRules
 from ..finding import Finding
-from .nodefile import Conclusion
+from .nodefile import Conclusion, Link, PairResult
 from .noise import num
 from .pairs import bad_pairs, is_sibling, replay, sibling_bad
 
 
-def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclusion | None = None
-                ) -> tuple[list[dict[str, Any]], list[Finding]]:
+def judge_links(results: list[PairResult], th: FleetRules, isolation: Conclusion | None = None
+                ) -> tuple[list[Link], list[Finding]]:
     """Pair results (a, b, key, unit, value, higher_is_better), each pair
     marked by ClusterKit's rule per key for the link heatmap; the findings
     come from the re-test isolation only (`pairs.isolate`, its conclusion
@@ -21,14 +21,14 @@ def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclu
     and its partners are spared, a bad link a finding on both its nodes, a
     node with bad pairs no re-test could settle a warning."""
     rails = (th.rail_bad, th.rail_latency)
-    by_key: dict[str, list[dict[str, Any]]] = {}
+    by_key: dict[str, list[PairResult]] = {}
     for r in results:
-        by_key.setdefault(r["key"], []).append(r)
+        by_key.setdefault(r.key, []).append(r)
     judged = []
     for key, rs in sorted(by_key.items()):
-        values = {tuple(sorted((r["a"], r["b"]))): float(r["value"]) for r in rs}  # the last test of a pair counts
-        nics = {tuple(sorted((r["a"], r["b"]))): _nics_by_node(r) for r in rs if r.get("nics")}
-        unit, hib = rs[0].get("unit", ""), bool(rs[0].get("higher_is_better", True))
+        values = {tuple(sorted((r.a, r.b))): float(r.value) for r in rs}  # the last test of a pair counts
+        nics = {tuple(sorted((r.a, r.b))): r.nics_by_node() for r in rs if r.nics}
+        unit, hib = rs[0].unit, rs[0].higher_is_better
         sibling = is_sibling(key)
         if sibling:  # against the same pair's other rail: of_best is how far below it (1 at par or better)
             bad = {p for p, v in values.items() if sibling_bad(v, hib, rails)}
@@ -38,10 +38,8 @@ def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclu
             best = max(values.values()) if hib else min(values.values())
             of_best = {p: v / best if hib else best / v for p, v in values.items()}
         for (a, b), v in sorted(values.items()):
-            judged.append({"a": a, "b": b, "key": key, "unit": unit, "value": v, "higher_is_better": hib,
-                           "of_best": of_best[(a, b)], "verdict": "fail" if (a, b) in bad else "pass",
-                           **({"sibling": True} if sibling else {}),
-                           **({"nics": nics[(a, b)]} if (a, b) in nics else {})})
+            judged.append(Link(a, b, key, unit, v, hib, of_best[(a, b)], "fail" if (a, b) in bad else "pass",
+                               sibling, nics.get((a, b))))
     if not results:
         return judged, []
     if isolation is None:
@@ -49,67 +47,61 @@ def judge_links(results: list[dict[str, Any]], th: FleetRules, isolation: Conclu
     return judged, isolation_findings(isolation, judged, th)
 
 
-def isolation_findings(iso: Conclusion, judged: list[dict[str, Any]], th: FleetRules) -> list[Finding]:
+def isolation_findings(iso: Conclusion, judged: list[Link], th: FleetRules) -> list[Finding]:
     out = []
     for x in iso.bad_nodes:
-        ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
+        ev = _worst_bad(judged, lambda j: x in (j.a, j.b))
         out.append(Finding("fail", f"node {x}: its pairs stay bad against other, good partners "
                            f"({_evidence(ev, th)})", node=x, kind="link", ratio=_of_best(ev), evidence=_worst(ev)))
     for a, b in iso.bad_links:
-        ev = _worst_bad(judged, lambda j: {j["a"], j["b"]} == {a, b})
+        ev = _worst_bad(judged, lambda j: {j.a, j.b} == {a, b})
         text = f"link {a} <-> {b}: bad when re-tested, both nodes good with other partners ({_evidence(ev, th)})"
         out += [Finding("fail", text, node=x, kind="link", ratio=_of_best(ev), evidence=_worst(ev)) for x in (a, b)]
     for x in iso.unsettled:
-        ev = _worst_bad(judged, lambda j: x in (j["a"], j["b"]))
+        ev = _worst_bad(judged, lambda j: x in (j.a, j.b))
         out.append(Finding("warn", f"node {x}: bad pairs that no re-test could settle (no good partner "
                            f"left; {_evidence(ev, th)})", node=x, kind="link", ratio=_of_best(ev)))
     return out
 
 
-def _nics_by_node(r: dict[str, Any]) -> dict[str, str]:
-    """A rail record's NICs ([a's, b's]) by node."""
-    return {node: str(nic) for node, nic in zip((r["a"], r["b"]), r["nics"]) if nic}
-
-
-def _worst_bad(judged: list[dict[str, Any]], which: Any) -> list[dict[str, Any]]:
+def _worst_bad(judged: list[Link], which: Callable[[Link], bool]) -> list[Link]:
     """The worst bad pair of each key among those `which` picks, worst first: a rail's own figure
     (named with its NICs) before the total it is part of."""
-    worst: dict[str, dict[str, Any]] = {}
+    worst: dict[str, Link] = {}
     for j in judged:
-        if j["verdict"] == "fail" and which(j):
-            if j["key"] not in worst or j["of_best"] < worst[j["key"]]["of_best"]:
-                worst[j["key"]] = j
-    return sorted(worst.values(), key=lambda j: (j["of_best"], "rail" not in j["key"]))
+        if j.verdict == "fail" and which(j):
+            if j.key not in worst or j.of_best < worst[j.key].of_best:
+                worst[j.key] = j
+    return sorted(worst.values(), key=lambda j: (j.of_best, "rail" not in j.key))
 
 
-def _worst(ev: list[dict[str, Any]]) -> str:
+def _worst(ev: list[Link]) -> str:
     """The worst bad figure alone ("mpi bw host rail1 n1 (rail1) <-> n2 (rail1) 0.0022 GB/s = 12% of the best
     pair 0.0186 GB/s"): what a one-line drain reason can hold."""
     return _evidence(ev[:1], None) if ev else ""
 
 
-def _of_best(ev: list[dict[str, Any]]) -> float | None:
-    return min((j["of_best"] for j in ev), default=None)
+def _of_best(ev: list[Link]) -> float | None:
+    return min((j.of_best for j in ev), default=None)
 
 
-def _evidence(ev: list[dict[str, Any]], th: FleetRules | None) -> str:
+def _evidence(ev: list[Link], th: FleetRules | None) -> str:
     if not ev:
         return "its last values are within the rule"
     parts = []
     for j in ev:
-        hib = j["higher_is_better"]
-        nics = j.get("nics") or {}
-        ends = " <-> ".join(f"{x} ({nics[x]})" if nics.get(x) else x for x in (j["a"], j["b"]))
-        if j.get("sibling"):
-            said = (f"at most {j['value']:.0%} of the other rail's" if hib else
-                    f"at least {j['value']:.1f}x the other rail's") + " in every repetition, measured with it"
+        hib = j.higher_is_better
+        ends = " <-> ".join(f"{x} ({j.nics[x]})" if j.nics and j.nics.get(x) else x for x in (j.a, j.b))
+        if j.sibling:
+            said = (f"at most {j.value:.0%} of the other rail's" if hib else
+                    f"at least {j.value:.1f}x the other rail's") + " in every repetition, measured with it"
             rule = ("" if th is None else f"bad below {th.rail_bad:.0%}" if hib else f"bad above {th.rail_latency:g}x")
         else:
-            best = j["value"] / j["of_best"] if hib else j["value"] * j["of_best"]
-            said = _vs_best(j["value"], best, j["unit"], hib)
+            best = j.value / j.of_best if hib else j.value * j.of_best
+            said = _vs_best(j.value, best, j.unit, hib)
             rule = ("" if th is None else f"bad below {th.link_bad:.0%} of the best pair" if hib else
                     f"bad above {th.link_latency:g}x the lowest")
-        parts.append(f"{j['key']} {ends} {said}" + (f"; {rule}" if rule else ""))
+        parts.append(f"{j.key} {ends} {said}" + (f"; {rule}" if rule else ""))
     return "; ".join(parts)
 
 

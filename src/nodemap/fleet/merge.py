@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
-
-import msgspec
 
 from ..check.expectations import FleetRules, fleet_defaults
 from ..finding import Finding
@@ -23,7 +21,7 @@ from .drain import Drain, drain_list
 from .findings import co_hosted, contended, own_findings, status_findings, too_few_notes, topology_findings
 from .links import judge_links
 from .noise import Baseline
-from .nodefile import Conclusion
+from .nodefile import Conclusion, Link, NodeRow, PairResult
 from .nodes import Node
 from .pairs import replay
 from .remeasure import Remeasured, confirm, said_remeasured
@@ -40,7 +38,7 @@ class Fleet:
     keys: list[str]  # figure keys, columns of `ratios`
     ratios: dict[str, list[float | None]]  # node -> ratio to its class median per key
     findings: list[Finding]
-    links: list[dict[str, Any]]  # judged pair results
+    links: list[Link]  # judged pair results
     drain: list[Drain]
     thresholds: FleetRules
     notes: list[str] = field(default_factory=list)  # what the merge could not judge, and why
@@ -58,23 +56,33 @@ class Fleet:
                     self._verdicts[f.node] = "fail" if f.verdict == "fail" else "warn"
         return self._verdicts.get(node, "pass")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "complete": self.complete,
-            "thresholds": asdict(self.thresholds),
-            "nodes": [{"name": n.name, "status": n.status, "class": n.node_class, "last_state": n.last_state,
-                       "verdict": self.verdict(n.name), "figures": len(n.figures)} for n in self.nodes],
-            "baselines": [asdict(b) for b in self.baselines],
-            "keys": self.keys,
-            "ratios": self.ratios,
-            "findings": msgspec.to_builtins(self.findings),
-            "links": self.links,
-            "isolation": msgspec.to_builtins(self.isolation) if self.isolation is not None else {},
-            "notes": self.notes,
-            "drain": [asdict(d) for d in self.drain],
-            "remeasured": self.remeasured,
-        }
+    def file(self, messages: list[str]) -> FleetFile:
+        """fleet.json (and `--json`), with the run's messages."""
+        return FleetFile(SCHEMA, self.complete, self.thresholds,
+                         [NodeRow(n.name, n.status, n.node_class, n.last_state, self.verdict(n.name), len(n.figures))
+                          for n in self.nodes], self.baselines, self.keys, self.ratios, self.findings, self.links,
+                         self.isolation if self.isolation is not None else {}, self.notes, self.drain,
+                         self.remeasured, messages)
+
+
+@dataclass
+class FleetFile:
+    """fleet.json: what `check --fleet` concluded (written by msgspec, or outfile.json_text for `--json`)."""
+
+    schema: str
+    complete: bool
+    thresholds: FleetRules
+    nodes: list[NodeRow]
+    baselines: list[Baseline]
+    keys: list[str]
+    ratios: dict[str, list[float | None]]
+    findings: list[Finding]
+    links: list[Link]
+    isolation: Conclusion | dict[str, Any]  # {} without pair tests (as fleet.json has always said)
+    notes: list[str]
+    drain: list[Drain]
+    remeasured: dict[str, Any]  # `Remeasured`
+    messages: list[str]
 
 
 @contextmanager
@@ -92,7 +100,7 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
+def merge(nodes: list[Node], pair_results: Iterable[PairResult] = (),
           thresholds: FleetRules | None = None, isolation: Conclusion | None = None,
           remeasured: Remeasured | None = None) -> Fleet:
     """`isolation`: the pair tests' conclusion (`pairs.conclusion`); without
@@ -104,7 +112,7 @@ def merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]] = (),
         return _merge(nodes, pair_results, thresholds or fleet_defaults(), isolation, remeasured)
 
 
-def _merge(nodes: list[Node], pair_results: Iterable[dict[str, Any]], thresholds: FleetRules,
+def _merge(nodes: list[Node], pair_results: Iterable[PairResult], thresholds: FleetRules,
            isolation: Conclusion | None, remeasured: Remeasured | None) -> Fleet:
     nodes = sorted(nodes, key=lambda n: n.name)
     present = [n for n in nodes if n.status != "missing"]

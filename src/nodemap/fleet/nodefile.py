@@ -1,8 +1,9 @@
 """The fleet's saved documents as the fleet reads them back (`check --fleet
 --from`): node documents (nodes.jsonl, nodes/NAME.json), pair results
-(pairs.jsonl), the pair tests' conclusion (isolation.json) and the
-suspects' re-measures (remeasured.json), checked field by field by
-nodemap.records.
+(pairs.jsonl: the driver writes these records), the pair tests' conclusion
+(isolation.json) and the suspects' re-measures (remeasured.json), checked
+field by field by nodemap.records; and the records of fleet.json a pair and
+a node are written as (Link, NodeRow: merge.FleetFile).
 
 The fleet reads less of a node document than `report` does (check/document.py)
 and accepts more: a figure without a verdict, a finding that is a sentence.
@@ -160,18 +161,63 @@ class NodeDoc(msgspec.Struct):
     findings: list[str | Finding] = []  # a sentence: node checks before findings had fields
 
 
-class PairResult(msgspec.Struct):  # a line of pairs.jsonl (driver.add_pair)
+class PairResult(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
+    """One pair figure: a line of pairs.jsonl, written by the driver (driver.add_pair) and read back by
+    `--from`; what the fleet judges (links.judge_links, pairs.replay). A rail's test that failed is a figure
+    of 0 with its `error`."""
+
     a: str
     b: str
     key: str
-    value: float  # links.judge_links divides by it, and by the best of its key
     unit: str = ""
+    value: float  # links.judge_links divides by it, and by the best of its key
     higher_is_better: bool = True
+    round: int = 0
+    samples: list[float] = []
+    floors: list[float] = []  # latency: each repetition's fastest half round trip (pairtest.FLOOR)
+    nics: list[str] = []  # a rail's NIC on each side ([a's, b's]; "" where none is known)
+    gpus: list[str] = []  # device buffers: each side's GPU
+    rails: int = 0  # a pair's total: over how many rails
+    buffers: str = ""
+    transport: str = ""
+    why: str = ""
+    error: str = ""
 
     def __post_init__(self) -> None:
         finite(self, "value")
-        if self.value <= 0:
+        if self.value <= 0 and not self.error:
             raise ValueError(f"value is {self.value}, not a measurement (above 0)")
+
+    def nics_by_node(self) -> dict[str, str]:
+        """A rail record's NICs by node."""
+        return {node: nic for node, nic in zip((self.a, self.b), self.nics) if nic}
+
+
+class Link(msgspec.Struct, omit_defaults=True, gc=False):
+    """A pair judged (fleet.json's "links", the heatmap's cells): `of_best`, its share of the best pair
+    (a rail against its sibling: how far below it, 1 at par or better)."""
+
+    a: str
+    b: str
+    key: str
+    unit: str
+    value: float
+    higher_is_better: bool
+    of_best: float
+    verdict: str
+    sibling: bool = False  # a rail against the same pair's other rail (pairs.sibling_key)
+    nics: dict[str, str] | None = None  # a rail's NIC by node ({}: a rail record naming none)
+
+
+class NodeRow(msgspec.Struct, gc=False):
+    """A node's line of fleet.json."""
+
+    name: str
+    status: str
+    node_class: str = msgspec.field(name="class")
+    last_state: str
+    verdict: str
+    figures: int  # how many it holds
 
 
 class Conclusion(msgspec.Struct):

@@ -13,7 +13,7 @@ from ..finding import Finding
 from ..text import clipped, printable
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
-from .nodefile import WHAT, BusyView, Fig, NodeDoc
+from .nodefile import WHAT, BusyView, Fig, NodeDoc, PairResult
 
 
 @dataclass
@@ -77,6 +77,15 @@ def shown(f: Fig) -> Fig:
     """A figure with its texts as the fleet shows them (in place: it is the fleet's own copy)."""
     f.key, f.label, f.path, f.unit = _texts(f.key, f.label, f.path, f.unit)
     return f
+
+
+def shown_pair(r: PairResult) -> PairResult:
+    """A pair result read back with its texts as the fleet shows them (its own copy: changed in place)."""
+    r.a, r.b, r.key = name(r.a), name(r.b), name(r.key)
+    r.unit, r.buffers, r.transport, r.why, r.error = (_text(x) for x in (r.unit, r.buffers, r.transport, r.why,
+                                                                         r.error))
+    r.nics, r.gpus = [_text(x) for x in r.nics], [_text(x) for x in r.gpus]
+    return r
 
 
 @functools.lru_cache(maxsize=1 << 16)

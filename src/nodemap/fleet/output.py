@@ -14,10 +14,10 @@ from typing import Any, Iterable
 
 import msgspec
 
-from ..outfile import check_folder, make_folder, open_append, write
+from ..outfile import check_folder, json_text, make_folder, open_append, write
 from .merge import Fleet, no_gc
-from .nodefile import Conclusion, Isolation, NodeDoc, node_document
-from .nodes import Node, cleaned, name, node_from_doc
+from .nodefile import Conclusion, Isolation, NodeDoc, PairResult, node_document
+from .nodes import Node, cleaned, name, node_from_doc, shown_pair
 
 
 def safe_name(node: str) -> str:
@@ -68,7 +68,7 @@ class FleetOutput:
         # be shared (docs/fleet.md): never appended through a link planted in it.
         fd = open_append(self.outdir, os.path.basename(path), "--output")
         with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(obj) + "\n")
+            f.write(json_text(obj, indent=None) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
@@ -76,7 +76,7 @@ class FleetOutput:
         self._append(self.nodes_path, doc)
         save_node(self.outdir, doc)
 
-    def pair_line(self, r: dict[str, Any]) -> None:
+    def pair_line(self, r: PairResult) -> None:
         self._append(self.pairs_path, r)
 
     def isolation(self, conclusion: Conclusion) -> None:
@@ -87,14 +87,14 @@ class FleetOutput:
         write(os.path.join(self.outdir, REMEASURED), json.dumps({"remeasured": got}))
 
     def fleet(self, fleet: Fleet, messages: list[str], html: bool = True) -> None:
-        write(self.json_path, msgspec.json.encode(fleet.to_dict() | {"messages": messages}).decode())
+        write(self.json_path, msgspec.json.encode(fleet.file(messages)).decode())
         if html:
             from . import html as htmlmod
 
             write(self.html_path, htmlmod.page(fleet, messages))
 
 
-Saved = tuple[list[Node], list[dict[str, Any]], "dict[str, Any] | None"]
+Saved = tuple[list[Node], list[PairResult], "Conclusion | None"]
 
 
 def read_saved(dirs: list[str]) -> Saved:
@@ -115,7 +115,7 @@ def _read_saved(dirs: list[str]) -> Saved:
 
     nodes: dict[str, Node] = {}
     seen: dict[str, tuple[str, str]] = {}  # node -> (file, fingerprint of its document)
-    pair_results: list[dict[str, Any]] = []
+    pair_results: list[PairResult] = []
     isolations = []
     for d in dirs:
         files = [d] if os.path.isfile(d) else sorted(glob.glob(os.path.join(d, "*.json*"))) + sorted(
@@ -135,8 +135,8 @@ def _read_saved(dirs: list[str]) -> Saved:
                                            "(leave one file out, or fix its host)")
                     seen[node.name] = mine
                     nodes[node.name] = node
-                elif {"a", "b", "key", "value"} <= obj.keys():
-                    pair_results.append(cleaned(obj) | {k: name(obj[k]) for k in ("a", "b", "key")})
+                elif isinstance(obj, PairResult):
+                    pair_results.append(shown_pair(obj))
                 elif set(obj) == {"isolation"}:  # isolation.json
                     isolations.append(named_isolation(msgspec.convert(obj, Isolation).isolation))  # checked
     # one run's conclusion stands; several runs' pairs are concluded again together (merge replays them)
@@ -196,7 +196,7 @@ def _objects(path: str, nodes: bool = False) -> list[Any]:
     what = "fleet document (nodes.jsonl, pairs.jsonl, nodes/NAME.json)"
     if not path.endswith(".jsonl"):
         obj = _object(path, infile.read(path, infile.MAX_DOCUMENT, what), what, nodes)
-        return [obj] if isinstance(obj, (dict, NodeDoc)) else []
+        return [obj] if isinstance(obj, (dict, NodeDoc, PairResult)) else []
     fd = infile.open_regular(path, 1 << 62, what)  # appended by every node: bounded line by line
     out = []
     with os.fdopen(fd, "rb") as f:
@@ -207,7 +207,7 @@ def _objects(path: str, nodes: bool = False) -> list[Any]:
             if not raw.strip():
                 continue
             obj = _object(f"{path}, line {n}", raw, what, nodes)
-            if not isinstance(obj, (dict, NodeDoc)):
+            if not isinstance(obj, (dict, NodeDoc, PairResult)):
                 raise InputError(f"{path}, line {n}", f"is {type(obj).__name__}, not a JSON object; remove the "
                                                       "line or fix it")
             out.append(obj)
@@ -225,7 +225,7 @@ def _object(where: str, data: bytes, what: str, nodes: bool = False) -> Any:
         from . import nodefile
 
         typed = nodefile.check(where, obj)
-        return typed if nodes and isinstance(typed, NodeDoc) else obj
+        return typed if nodes and isinstance(typed, (NodeDoc, PairResult)) else obj
     return obj
 
 

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Union
 
-from .nodefile import Conclusion
+from .nodefile import Conclusion, PairResult
 
 Pair = tuple[int, int]
 Figures = dict[str, float]  # one pair test's figures by name
@@ -287,22 +287,22 @@ def said(c: Conclusion) -> str:
             f"bad links: {names(c.bad_links)}; transient: {names(c.transient)}")
 
 
-def replay(results: list[dict[str, Any]], bad_ratio: float = 0.93, latency_factor: float = 2.1,
+def replay(results: list[PairResult], bad_ratio: float = 0.93, latency_factor: float = 2.1,
            shifts: Iterable[int] = (1, 2), rails: tuple[float, float] = RAILS) -> Conclusion:
     """`isolate` over recorded pair results (in the order they were measured;
     a rail's figures are judged on their own as the live run judges them):
     the same conclusion the live run drew, for results saved without it."""
-    names = sorted({r[x] for r in results for x in ("a", "b")})
+    names = sorted({x for r in results for x in (r.a, r.b)})
     idx = {x: i for i, x in enumerate(names)}
     queue: dict[Pair, list[dict[str, float]]] = {}
     directions: dict[str, bool] = {}
     for r in results:
-        p = pair(idx[r["a"]], idx[r["b"]])
-        directions[r["key"]] = bool(r.get("higher_is_better", True))
+        p = pair(idx[r.a], idx[r.b])
+        directions[r.key] = r.higher_is_better
         tests = queue.setdefault(p, [])
-        if not tests or r["key"] in tests[-1]:
+        if not tests or r.key in tests[-1]:
             tests.append({})
-        tests[-1][r["key"]] = float(r["value"])
+        tests[-1][r.key] = r.value
 
     def measure(rnd: list[Pair]) -> dict[Pair, Figures]:
         return {p: queue[p].pop(0) if len(queue[p]) > 1 else queue[p][0] for p in rnd if queue.get(p)}
