@@ -7,19 +7,37 @@ faster than json + from_dict (benchmarks/records_speed.py). Whatever is
 wrong is one InputError naming the file and the field path
 ("results[3].stats.median is str, not a number"), never a traceback.
 
-Not on the per-rank launch path (`nodemap run`, `show`, mapping/): msgspec
-is imported by the functions here, and only readers of documents call them.
+Not on the per-rank launch path (`nodemap run`, `show`, mapping/): only
+readers and writers of documents import it. `Finite` and `finite` are here,
+at the bottom, so a record's module (the watch monitor's timeline) needs
+nothing above it to type its numbers.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+import math
+from typing import Annotated, Any, Callable, TypeVar
+
+import msgspec
 
 from . import infile
 from .errors import InputError
 
 T = TypeVar("T")
+
+# A number JSON can hold: NaN and Infinity (which Python's json writes) are refused at decode
+Finite = Annotated[float, msgspec.Meta(ge=-1.7976931348623157e308, le=1.7976931348623157e308)]
+
+
+def finite(record: Any, *names: str) -> None:
+    """ValueError naming the first of `names` (a number, None, or a tuple of numbers) that is NaN or infinite."""
+    for name in names:
+        v = getattr(record, name)
+        for x in v if isinstance(v, tuple) else () if v is None else (v,):
+            if not math.isfinite(x):
+                raise ValueError(f"{name} {'holds' if isinstance(v, tuple) else 'is'} {x}, not a finite number")
+
 Hook = Callable[[type, Any], Any]  # msgspec's dec_hook: a value of a type msgspec does not know (CpuSet)
 
 # msgspec's type names in the words the check document's reader has always used

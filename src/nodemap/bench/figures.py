@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Sequence
 
 from ..finding import AREAS  # the parts of a node, in the order the report lists them
-from ..topology.model import Finite, Topology
+from ..records import Finite
+from ..topology.model import Topology
 from .endpoints import Endpoint, of_key
 from .intervals import coverage, median_interval
 from .results import HIGHER_IS_BETTER, Result

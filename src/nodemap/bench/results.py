@@ -21,6 +21,7 @@ from typing import Any, Iterable, Literal
 import msgspec
 
 from .. import __version__
+from ..records import finite
 from .endpoints import Endpoint, of_params
 
 SCHEMA = "nodemap.results/1"
@@ -66,14 +67,6 @@ class Stats:
             spread=(hi - lo) / med if med and len(v) > 1 else 0.0,
         )
 
-
-def finite(record: Any, *names: str) -> None:
-    """ValueError naming the first of `names` (a number, None, or a tuple of numbers) that is NaN or infinite."""
-    for name in names:
-        v = getattr(record, name)
-        for x in v if isinstance(v, tuple) else () if v is None else (v,):
-            if not math.isfinite(x):
-                raise ValueError(f"{name} {'holds' if isinstance(v, tuple) else 'is'} {x}, not a finite number")
 
 
 HIGHER_IS_BETTER = {"GB/s": True, "GB/s busbw": True, "lookups/s": True, "ns": False, "us": False, "s": False, "ms": False}

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Literal, Sequence
 from ..text import number
 from .expectations import Expectations, Limit
 from ..bench.figures import Figure
-from ..topology.model import Finite
+from ..records import Finite
 from ..bench.intervals import method, ratio_interval, where
 
 VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule applies

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import msgspec
 
 from .. import records
-from ..bench.results import finite
+from ..records import finite
 from ..check.document import SCHEMAS
 from ..check.verdicts import VERDICTS
 from ..finding import Finding

@@ -16,11 +16,10 @@ published plan (benchmarks/results/launch_overhead.md).
 # No `from __future__ import annotations` here: the fields' types are objects, not strings that
 # msgspec.structs.fields (names.check, on every --input) and the first decode evaluate one by one
 # (1.5 -> 0.5 ms for the 13 records).
-from typing import Annotated
-
 import msgspec
 from msgspec.structs import replace
 
+from ..records import Finite
 from .cpuset import CpuSet
 
 __all__ = ["replace"]  # re-exported: callers take it with the model
@@ -49,10 +48,6 @@ def norm_bus_id(bus_id: str) -> str:
 class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Base of the records: frozen, and a saved field nodemap does not know
     is refused (a file of another schema or a typo is not read as defaults)."""
-
-
-# A number JSON can hold: NaN and Infinity (which Python's json writes) are refused at decode
-Finite = Annotated[float, msgspec.Meta(ge=-1.7976931348623157e308, le=1.7976931348623157e308)]
 
 
 # --- the model ---------------------------------------------------------------

@@ -21,10 +21,9 @@ from typing import IO
 import msgspec
 
 from .. import records
-from ..bench.results import finite
 from ..errors import InputError
 from ..infile import open_regular, read as read_checked
-from ..topology.model import Finite
+from ..records import Finite, finite
 
 SCHEMA = "nodemap.watch/1"  # monitor.py writes these records (Header, Event), this module reads them
 WHAT = "watch timeline (nodemap run --watch wrote it)"
