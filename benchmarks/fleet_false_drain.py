@@ -7,7 +7,8 @@
 start --network: 3 nodes, each in its own namespace with rails rail0 and
 rail1 of 200mbit): runs `nodemap check --fleet --slurm-drain` (2 ranks a
 node, one a rail) --faulty times with one fault on a random node and rail
-(rate at 1/10, loss 1%, delay +2 ms, down: in turn) and --clean times with
+(rate at 1/10, loss 1%, delay +2 ms, down: in turn; during a loss the
+node's other rail gets a forwarder too, losing nothing: SIBLINGS) and --clean times with
 none, in random order; per run whether the faulty node was found (in the
 drain list), named with its rail (the reason names it), drained in Slurm,
 how long the fleet took, and every other node drained (a false drain).
@@ -240,6 +241,10 @@ def markdown(results: list[dict[str, Any]], machine: str, date: str, command: st
 CLUSTER = os.path.join(ROOT, "scripts", "slurm-test-cluster")
 RAIL_RATE = "200mbit"  # the script's default rail rate
 FAULTS = {"rate 1/10": ["rate=20mbit"], "loss 1%": ["loss=1%"], "delay +2 ms": ["delay=2ms"], "down": ["down"]}
+# The faulty node's other rails during a fault: a lossy rail's forwarder alone costs it as much bandwidth
+# as 1% loss (network_faults_20261202_rails.md), so its sibling gets the same forwarder, losing nothing
+# (delay=1us: `link` puts a forwarder in for any delay or loss): rail against rail then compares loss alone
+SIBLINGS = {"loss 1%": ["delay=1us"]}
 # The fleet's rules for three nodes on one 2-core host shared with other work (docs/fleet.md's recipe)
 LOOSE = "[fleet]\nlink_bad = 0.5\nlink_latency = 1e6\n"
 
@@ -283,8 +288,9 @@ class Live:
 def fleet_run(c: Live, i: int, fault: tuple[str, str, str] | None, opts: list[str]) -> dict[str, Any]:
     """One fleet run with `fault` (kind, node, rail) on its link (cleared after): what it found and drained."""
     out = os.path.join(c.top, f"run{i:03d}")
-    if fault:
-        c.link(fault[1], fault[2], *FAULTS[fault[0]])
+    links = fault_links(fault, c.rails)
+    for node, rail, settings in links:
+        c.link(node, rail, *settings)
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     try:
@@ -296,8 +302,8 @@ def fleet_run(c: Live, i: int, fault: tuple[str, str, str] | None, opts: list[st
     except subprocess.TimeoutExpired:
         rc, said = 124, "timed out after 900 s"
     took = time.monotonic() - t0
-    if fault:
-        c.link(fault[1], fault[2], "clear")
+    for node, rail, _ in links:
+        c.link(node, rail, "clear")
     try:
         with open(os.path.join(out, "fleet.json")) as f:
             doc = json.load(f)
@@ -313,7 +319,7 @@ def fleet_run(c: Live, i: int, fault: tuple[str, str, str] | None, opts: list[st
                          "rc": rc, "wall_s": round(took, 1), "load": round(load, 1),
                          "listed": listed, "slurm_drained": drained,
                          "false_drains": sorted((set(listed) | set(drained)) - {bad}),
-                         "rails": rail_figures(doc.get("links", ()), bad)}
+                         "rails": rail_figures(doc.get("links", ()), bad), "rail_pairs": rail_pairs(out)}
     if fault:
         reason = listed.get(bad, "")
         first = re.search(r"rail\d+", reason)  # the rail the reason names first
@@ -322,6 +328,27 @@ def fleet_run(c: Live, i: int, fault: tuple[str, str, str] | None, opts: list[st
     if rc not in (0, 1):
         r["said"] = said
     return r
+
+
+def fault_links(fault: tuple[str, str, str] | None, rails: list[str]) -> list[tuple[str, str, list[str]]]:
+    """The links a run changes, (node, rail, `link` settings): the fault's, and for a fault in SIBLINGS
+    the node's other rails (all cleared after the run)."""
+    if not fault:
+        return []
+    kind, node, rail = fault
+    return [(node, rail, FAULTS[kind])] + [(node, r, SIBLINGS[kind]) for r in rails if r != rail and kind in SIBLINGS]
+
+
+def rail_pairs(out: str) -> list[dict[str, Any]]:
+    """The run's single-rail pair records as pairs.jsonl holds them (each repetition's samples and, for
+    latency, floors), to read a rail against its sibling beyond what the fleet judged."""
+    keep = ("a", "b", "key", "value", "samples", "floors", "nics", "round")
+    try:
+        with open(os.path.join(out, "pairs.jsonl")) as f:
+            recs = [json.loads(ln) for ln in f if ln.strip()]
+    except (OSError, ValueError):
+        return []
+    return [{k: r[k] for k in keep if k in r} for r in recs if re.fullmatch(r"mpi (bw|latency) host rail\d+", r["key"])]
 
 
 def rail_figures(links: Any, node: str | None) -> dict[str, dict[str, float]]:
@@ -376,7 +403,7 @@ def network(a: argparse.Namespace) -> dict[str, Any]:
         c.close()
     return {"cluster": "scripts/slurm-test-cluster start --network --nodes 3 (rails rail0, rail1 of "
                        f"{RAIL_RATE})", "fleet_options": a.fleet_options, "rules": LOOSE, "seed": a.seed,
-            "tiny": a.tiny, "planned": len(plan), "runs": runs}
+            "tiny": a.tiny, "planned": len(plan), "siblings": SIBLINGS, "runs": runs}
 
 
 def commit() -> str:
@@ -423,7 +450,10 @@ def network_markdown(res: dict[str, Any], machine: str, date: str, command: str,
              f"Cluster: {res['cluster']}; each run `srun --mpi=pmi2 -N3 --ntasks-per-node=2 nodemap check --fleet "
              f"--slurm-drain --no-html --expect loose.toml {res['fleet_options']}`"
              f"{' with NODEMAP_CHECK_TINY=1' if res['tiny'] else ''} (loose.toml: docs/fleet.md's "
-             "rules for 3 nodes on one shared 2-core host: `link_bad = 0.5`, `link_latency = 1e6`).", "",
+             "rules for 3 nodes on one shared 2-core host: `link_bad = 0.5`, `link_latency = 1e6`)."
+             + "".join(f" During a {k} fault the node's other rails had `{' '.join(v)}` (a forwarder, as the "
+                       "faulty rail's: SIBLINGS)." for k, v in res.get("siblings", {}).items()
+                       if any(r["fault"] == k for r in res["runs"])), "",
              "| fault | runs | found | named with its rail | drained in Slurm | false drains | time (median, range) |",
              "|---|---|---|---|---|---|---|"]
     for kind in [*FAULTS, "none"]:

@@ -32,3 +32,26 @@ def test_writes_json_and_markdown(tmp_path):
                        "--machine", "2-vCPU CI VM", "--date", "20261127"]) == 0
     md = (tmp_path / "fd.md").read_text()
     assert "2-vCPU CI VM" in md and "| h100 | 20 | 1 | 1 |" in md and (tmp_path / "fd.json").exists()
+
+
+def test_a_lossy_rail_s_sibling_gets_the_same_forwarder_losing_nothing():
+    # the forwarder alone costs a rail as much as 1% loss (network_faults_20261202_rails.md): the loss row
+    # forwards the node's other rails too, so rail against rail compares the loss alone
+    rails = ["rail0", "rail1", "rail2"]
+    assert bench.fault_links(("loss 1%", "n2", "rail1"), rails) == [
+        ("n2", "rail1", ["loss=1%"]), ("n2", "rail0", ["delay=1us"]), ("n2", "rail2", ["delay=1us"])]
+    assert bench.fault_links(("delay +2 ms", "n3", "rail0"), rails) == [("n3", "rail0", ["delay=2ms"])]
+    assert bench.fault_links(None, rails) == []
+
+
+def test_a_run_keeps_its_single_rail_pair_records(tmp_path):
+    lines = ['{"a": "n1", "b": "n2", "key": "mpi bw host rail0", "value": 0.024, "round": 1, "samples": [0.024]}',
+             '{"a": "n1", "b": "n2", "key": "mpi latency host rail1", "value": 200.0, "higher_is_better": false, '
+             '"samples": [200.0, 210.0], "floors": [100.0, 105.0], "nics": ["rail1", "rail1"]}',
+             '{"a": "n1", "b": "n2", "key": "mpi latency host", "value": 200.0, "higher_is_better": false}',
+             '{"a": "n1", "b": "n2", "key": "mpi bw host rail1 vs rail0", "value": 0.9}']
+    (tmp_path / "pairs.jsonl").write_text("\n".join(lines) + "\n")
+    got = bench.rail_pairs(str(tmp_path))
+    assert [r["key"] for r in got] == ["mpi bw host rail0", "mpi latency host rail1"]
+    assert got[1]["floors"] == [100.0, 105.0] and got[0]["round"] == 1
+    assert bench.rail_pairs(str(tmp_path / "none")) == []
