@@ -67,6 +67,8 @@ from nodemap.fleet import nodes as fnodes  # noqa: E402
 from nodemap.fleet import merge  # noqa: E402
 from nodemap.fleet import noise as fleetnoise  # noqa: E402
 from nodemap.fleet import remeasure  # noqa: E402
+from nodemap import records  # noqa: E402
+from nodemap.fleet.nodefile import Judged, Remeasured  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 SCENARIOS = {
@@ -130,7 +132,7 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
 
     nodes = [fnodes.node_from_doc(doc(f"node{i:05d}")) for i in range(n)]
     norm = {f["key"]: f for f in tmpl["figures"]}
-    again: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    again: Remeasured = {}
     asked_total = node_checks = 0
     for _ in range(fleetnoise.REMEASURES):  # the driver's rounds (driver.remeasure_phase)
         asked = remeasure.suspects(nodes, th, again)
@@ -141,8 +143,8 @@ def one_seed(tmpl: dict[str, Any], spreads: dict[str, float], n: int, faults: in
         for host, ks in asked.items():  # measured afresh: the same noise, a fault persists
             bad = injected.get(host)
             for k in ks:
-                again.setdefault(host, {}).setdefault(k, []).append(
-                    measured(rng, norm[k], spreads[k], bad[1] if bad and bad[0] == k else 1.0))
+                again.setdefault(host, {}).setdefault(k, []).append(records.convert(  # typed, as the driver records it
+                    host, measured(rng, norm[k], spreads[k], bad[1] if bad and bad[0] == k else 1.0), Judged, "figure"))
     fleet = merge.merge(nodes, thresholds=th, remeasured=again)
     drained = {d.node: d for d in fleet.drain}
     found = [h for h, (k, _) in injected.items() if h in drained

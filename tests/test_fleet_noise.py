@@ -17,7 +17,7 @@ from nodemap.check import expectations
 from nodemap.fleet import nodes as fnodes
 from nodemap.fleet import noise
 from nodemap.fleet import remeasure
-from nodemap.fleet.nodefile import Conclusion, Fig, PairResult
+from nodemap.fleet.nodefile import Conclusion, Fig, Judged, PairResult
 
 HBM = "gpu/5/hbm_triad"
 STREAM = "host/stream/triad"
@@ -37,6 +37,12 @@ def docs_of(n=8, seed=0, spread=None, **slow_of):
 def fleet_of(docs, **kw):
     return merge.merge([fnodes.node_from_doc(d) for d in docs], **kw)
 
+
+
+def again_(key: str, value: float, **kw) -> Judged:
+    """A re-measured figure record, as the check judged it (what the driver records)."""
+    return Judged(key=key, area="host memory", label=key, path="", unit="GB/s", value=value,
+                  higher_is_better=kw.pop("higher_is_better", True), **kw)
 
 def test_a_shortfall_within_the_figures_noise_warns_and_one_beyond_it_fails():
     # STREAM's repetitions range 40% on every node (a busy host): 85% of the median is noise there
@@ -62,7 +68,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     assert "noisy" not in remeasure.suspects([fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.4}, **slow)])
 
     def at(key, x, spread=0.004):
-        return {"key": key, "value": {HBM: 3000, STREAM: 330}[key] * x, "spread": spread}
+        return again_(key, {HBM: 3000, STREAM: 330}[key] * x, spread=spread)
 
     again = {"lasting": {HBM: [at(HBM, 0.86)]}, "passing": {HBM: [at(HBM, 1.0)]},
              "wavering": {HBM: [at(HBM, 0.93, spread=0.3)]},  # below 95% but within its own noise
@@ -85,18 +91,18 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
            "the line below 95%): still beyond, confirmed below the line" in reason, reason
     assert ("re-measured 4 suspect figures on 4 nodes before draining: 3 confirmed (drained), 1 passed "
             "(transient), 0 unsettled (warnings)") in f.notes
-    assert f.file([]).remeasured["noisy"][STREAM][1]["value"] == pytest.approx(330 * 0.85)
+    assert f.file([]).remeasured["noisy"][STREAM][1].value == pytest.approx(330 * 0.85)
     again["wavering"][HBM][1:] = [at(HBM, 0.93, spread=0.3)] * (noise.REMEASURES - 1)  # never below, never above
     (w,) = [x for x in merge.merge(nodes, remeasured=again).findings if x.node == "wavering"]
     assert w.verdict == "warn" and "unsettled, not drained" in w.text and noise.REMEASURES == 5
     # a re-measure that is no measurement (0, NaN) settles nothing
     for bad in (0.0, float("nan")):
-        f = merge.merge(nodes, remeasured={"lasting": {HBM: [{"key": HBM, "value": bad}]}})
+        f = merge.merge(nodes, remeasured={"lasting": {HBM: [again_(HBM, bad)]}})
         assert "re-measured ? GB/s (no re-measure was a measurement)" in next(
             x.text for x in f.findings if x.node == "lasting")
     lat = "host/latency/DRAM"  # lower is better: a zero re-measure divided the median by zero
     slowlat = [fnodes.node_from_doc(d) for d in docs_of(n=5, slowlat={lat: 1.3})]
-    f = merge.merge(slowlat, remeasured={"slowlat": {lat: [{"key": lat, "value": 0.0, "higher_is_better": False}]}})
+    f = merge.merge(slowlat, remeasured={"slowlat": {lat: [again_(lat, 0.0, higher_is_better=False)]}})
     assert "re-measured ? ns" in f.findings[0].text
     # asked, but no value came back (an MPI figure the re-measure cannot run): it stands, and says why
     f = merge.merge(nodes, remeasured={"lasting": {HBM: "its node check failed"}})
@@ -108,7 +114,7 @@ def _five_percent(first, *again):
     """A fleet whose STREAM repeats within sigma 5% (spread 10%) on every
     node, and node "x" measured at `first` of the median, then `again`."""
     nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.10}, x={STREAM: first})]
-    rounds = [{"key": STREAM, "value": 330 * r, "spread": 0.10} for r in again]
+    rounds = [again_(STREAM, 330 * r, spread=0.10) for r in again]
     return nodes, merge.merge(nodes, remeasured={"x": {STREAM: rounds}} if rounds else None)
 
 
@@ -119,7 +125,7 @@ def test_a_fault_at_85_percent_within_5_percent_noise_is_found_by_pooling_its_re
     # each measurement alone is 3 sigma short; 3 pooled: 85% + 3 x 5% / sqrt(3) = 93.7% < 95%
     nodes, f = _five_percent(0.85, 0.85, 0.85)
     assert [d.node for d in f.drain] == ["x"] and "3 measurements pooled: 84.8%, 3 sigma (2.9%) up to 93.4%" in f.drain[0].reason
-    assert remeasure.suspects(nodes, remeasured={"x": {STREAM: [{"key": STREAM, "value": 330 * 0.85}] * 2}}) == {}
+    assert remeasure.suspects(nodes, remeasured={"x": {STREAM: [again_(STREAM, 330 * 0.85)] * 2}}) == {}
 
 
 def test_a_healthy_node_at_93_percent_within_5_percent_noise_is_not_drained():
@@ -142,7 +148,7 @@ def test_a_healthy_node_at_93_percent_within_5_percent_noise_is_not_drained():
             nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.10}, x={STREAM: first})]
             picked += true < 1 and bool(remeasure.suspects(nodes))
             while remeasure.suspects(nodes, remeasured={"x": {STREAM: got}}):
-                got.append({"key": STREAM, "value": 330 * true * rng.gauss(1, 0.05), "spread": 0.10})
+                got.append(again_(STREAM, 330 * true * rng.gauss(1, 0.05), spread=0.10))
             out = "x" in {d.node for d in merge.merge(nodes, remeasured={"x": {STREAM: got}}).drain}
             drained += out and true == 1.0
             found += out and true < 1

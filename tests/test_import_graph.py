@@ -681,7 +681,8 @@ ONE_CLASS_DOCUMENTS = {"nodemap.watch.analysis", "nodemap.watch.timeline", "node
                        "nodemap.report.watch", "nodemap.report.compare", "nodemap.compare.bindings",
                        "nodemap.commands.compare", "nodemap.placement.planfile", "nodemap.placement.planner",
                        "nodemap.commands.place", "nodemap.bench.results", "nodemap.slurm.config",
-                       "nodemap.fleet.merge", "nodemap.fleet.links", "nodemap.fleet.pairs", "nodemap.fleet.output"}
+                       "nodemap.fleet.merge", "nodemap.fleet.links", "nodemap.fleet.pairs", "nodemap.fleet.output",
+                       "nodemap.fleet.remeasure"}
 
 
 def to_dicts(tree: ast.AST) -> list[int]:
@@ -741,7 +742,7 @@ def test_the_pair_results_and_fleet_json_are_one_class_both_ways():
     import inspect
     import typing
 
-    from nodemap.fleet import driver, links, merge, nodefile, output, pairs
+    from nodemap.fleet import driver, links, merge, nodefile, output, pairs, remeasure
 
     assert literal_keys(ast.parse('r["a"] + j.get("nics")')) == [1, 1]
     found = {m: lines for m in ("nodemap.fleet.links", "nodemap.fleet.pairs") if (lines := literal_keys(TREES[m]))}
@@ -756,6 +757,15 @@ def test_the_pair_results_and_fleet_json_are_one_class_both_ways():
         == list[links.Link]
     assert typing.get_type_hints(merge.Fleet.file)["return"] is merge.FleetFile
     assert "PairResult(" in inspect.getsource(driver.Coordinator.add_pair)
+    # the suspects' re-measures were dicts too: json.dumps({"remeasured": got}), read by got[0]["remeasured"]
+    remeasured = dict[str, dict[str, typing.Union[list[nodefile.Judged], str]]]
+    assert nodefile.Remeasured == remeasured
+    for hints in (merge.Fleet, merge.FleetFile, merge.merge, remeasure.suspects, remeasure.confirm):
+        assert typing.get_type_hints(hints)["remeasured"] in (remeasured, typing.Optional[remeasured]), hints
+    assert typing.get_type_hints(output.FleetOutput.remeasured)["got"] == remeasured
+    assert typing.get_type_hints(output.read_remeasured)["return"] == typing.Optional[remeasured]
+    for f in (output.FleetOutput.remeasured, output.read_remeasured):
+        assert "RemeasuredFile" in inspect.getsource(f) and not literal_keys(ast.parse(inspect.getsource(f).strip()))
 
 
 def test_documents_of_one_class_have_no_hand_written_to_dict():

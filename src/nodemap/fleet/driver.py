@@ -58,8 +58,8 @@ from . import merge as mergemod
 from .noise import REMEASURES
 from .nodes import Node, missing_node, node_from_doc
 from .nodes import name as fleet_name
-from .remeasure import Remeasured, suspects
-from .nodefile import Conclusion, PairResult
+from .remeasure import suspects
+from .nodefile import Conclusion, Judged, PairResult, Remeasured
 from .pairs import Figures, Pair, against_siblings, conclusion, isolate, said, sibling_key
 
 
@@ -345,6 +345,20 @@ def remeasure(check: nodecheck.CheckFn, node: str, cfg: Config, keys: list[str])
                               "the check run again did not measure it") for k in keys}
 
 
+def _judged(node: str, key: str, got: Any) -> Judged | str:
+    """A re-measure as it came back (a figure record of the node's check document, or why none came),
+    typed: the record the check judged, or the line saying what is wrong with it."""
+    from .. import records
+    from ..errors import InputError
+
+    if not isinstance(got, dict):
+        return str(got)
+    try:
+        return records.convert(f"{node}'s re-measure of {key}", got, Judged, "figure record")
+    except InputError as e:
+        return str(e)
+
+
 def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
     """One side of one pair test, as rank 0 asked; errors become the report."""
     rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
@@ -594,8 +608,9 @@ class Coordinator:
             for name, got in self.remeasure_round(asked).items():
                 mine = self.remeasured.setdefault(name, {})
                 for k, v in got.items():
-                    if isinstance(v, dict) and not isinstance(mine.get(k), str):
-                        mine.setdefault(k, []).append(v)
+                    v = _judged(name, k, v)
+                    if isinstance(v, Judged) and not isinstance(mine.get(k), str):
+                        mine.setdefault(k, []).append(v)  # type: ignore[union-attr]
                     else:  # why none came: the first measurement stands, said so
                         mine[k] = str(v)
         if self.remeasured:

@@ -21,10 +21,10 @@ from .drain import Drain, drain_list
 from .findings import co_hosted, contended, own_findings, status_findings, too_few_notes, topology_findings
 from .links import judge_links
 from .noise import Baseline
-from .nodefile import Conclusion, Link, NodeRow, PairResult
+from .nodefile import Conclusion, Link, NodeRow, PairResult, Remeasured
 from .nodes import Node
 from .pairs import replay
-from .remeasure import Remeasured, confirm, said_remeasured
+from .remeasure import confirm, said_remeasured
 from .verdicts import judge_figures
 
 
@@ -44,7 +44,7 @@ class Fleet:
     notes: list[str] = field(default_factory=list)  # what the merge could not judge, and why
     isolation: Conclusion | None = None  # the pair tests' conclusion (pairs.conclusion)
     complete: bool = True
-    remeasured: dict[str, Any] = field(default_factory=dict)  # the suspects' re-measures (`Remeasured`)
+    remeasured: Remeasured = field(default_factory=dict)  # the suspects' re-measures
 
     _verdicts: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
@@ -81,7 +81,7 @@ class FleetFile:
     isolation: Conclusion | dict[str, Any]  # {} without pair tests (as fleet.json has always said)
     notes: list[str]
     drain: list[Drain]
-    remeasured: dict[str, Any]  # `Remeasured`
+    remeasured: Remeasured
     messages: list[str]
 
 

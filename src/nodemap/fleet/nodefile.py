@@ -23,7 +23,7 @@ import msgspec
 from .. import records
 from ..records import finite
 from ..check.document import SCHEMAS
-from ..check.verdicts import VERDICTS
+from ..check.verdicts import VERDICTS, Judged
 from ..finding import Finding
 
 WHAT = "node document (nodemap check --fleet wrote it)"
@@ -237,8 +237,16 @@ class Isolation(msgspec.Struct):  # isolation.json
     isolation: Conclusion
 
 
-class Remeasured(msgspec.Struct):  # remeasured.json: node -> key -> its records, one, or why none came
-    remeasured: dict[str, dict[str, list[Fig] | Fig | str]]
+# The suspects' re-measures: node -> key -> its figure records in order, as the check judged them (its own
+# class: remeasured.json and fleet.json keep every field), or why none came
+Remeasured = dict[str, dict[str, list[Judged] | str]]
+
+
+class RemeasuredFile(msgspec.Struct):
+    """remeasured.json: written by the driver (output.FleetOutput.remeasured), read back by `--from`
+    (output.read_remeasured; one record not in a list: as files before the driver kept them in order)."""
+
+    remeasured: dict[str, dict[str, list[Judged] | Judged | str]]
 
 
 class _Schema(msgspec.Struct):
@@ -264,7 +272,7 @@ def check(where: str, doc: dict[str, Any]) -> Any:
     elif {"a", "b", "key", "value"} <= doc.keys():
         kind, what = PairResult, "pair result (pairs.jsonl: nodemap check --fleet wrote it)"
     elif set(doc) in ({"isolation"}, {"remeasured"}):
-        kind, what = (Isolation, Remeasured)["remeasured" in doc], "fleet document (nodemap check --fleet wrote it)"
+        kind, what = (Isolation, RemeasuredFile)["remeasured" in doc], "fleet document (nodemap check --fleet wrote it)"
     else:
         return None
     return records.convert(where, doc, kind, what)

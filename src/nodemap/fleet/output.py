@@ -16,7 +16,7 @@ import msgspec
 
 from ..outfile import check_folder, json_text, make_folder, open_append, write
 from .merge import Fleet, no_gc
-from .nodefile import Conclusion, Isolation, NodeDoc, PairResult, node_document
+from .nodefile import Conclusion, Isolation, Judged, NodeDoc, PairResult, Remeasured, RemeasuredFile, node_document
 from .nodes import Node, cleaned, name, node_from_doc, shown_pair
 
 
@@ -82,9 +82,10 @@ class FleetOutput:
     def isolation(self, conclusion: Conclusion) -> None:
         write(os.path.join(self.outdir, ISOLATION), msgspec.json.encode(Isolation(conclusion)))
 
-    def remeasured(self, got: dict[str, Any]) -> None:
+    def remeasured(self, got: Remeasured) -> None:
         """The suspects' figures measured again (what the drain list is confirmed by)."""
-        write(os.path.join(self.outdir, REMEASURED), json.dumps({"remeasured": got}))
+        # to_builtins leaves out a record's fields at their defaults, as the check document it came from does
+        write(os.path.join(self.outdir, REMEASURED), json_text(msgspec.to_builtins(RemeasuredFile(got)), indent=None))
 
     def fleet(self, fleet: Fleet, messages: list[str], html: bool = True) -> None:
         write(self.json_path, msgspec.json.encode(fleet.file(messages)).decode())
@@ -170,17 +171,18 @@ def fingerprint(doc: NodeDoc) -> bytes:
     return msgspec.json.encode([doc.started, doc.finished, doc.figures])
 
 
-def read_remeasured(dirs: list[str]) -> dict[str, Any] | None:
+def read_remeasured(dirs: list[str]) -> Remeasured | None:
     """The re-measures one fleet run recorded (remeasured.json), None where
     none (or several runs') are found: a failure then says it was not re-measured."""
+    from .. import infile, records
+
     found = [p for d in dirs if os.path.isdir(d) for p in [os.path.join(d, REMEASURED)] if os.path.isfile(p)]
     if len(found) != 1:
         return None
-    got = _objects(found[0])
-    if not (got and isinstance(got[0].get("remeasured"), dict)):
-        return None
-    return {name(node): {name(k): cleaned(v) for k, v in keys.items()}
-            for node, keys in got[0]["remeasured"].items()}
+    what = "fleet document (nodemap check --fleet wrote it)"
+    got = records.decode(found[0], infile.read(found[0], infile.MAX_DOCUMENT, what), RemeasuredFile, what)
+    return {name(node): {name(k): [v] if isinstance(v, Judged) else v if isinstance(v, list) else cleaned(v)
+                         for k, v in keys.items()} for node, keys in got.remeasured.items()}
 
 
 def _objects(path: str, nodes: bool = False) -> list[Any]:

@@ -10,7 +10,6 @@ pooled, lie wholly below the `warn` line against the same baseline (`confirm`).
 from __future__ import annotations
 
 from msgspec.structs import replace  # of a Finding
-from typing import Any
 
 import msgspec
 
@@ -19,12 +18,9 @@ from ..finding import Finding
 from .findings import co_hosted
 from .noise import (MIN_FRESH, REMEASURES, Z_DRAIN, Z_FRESH, Z_SUSPECT, Baseline, Pooled, as_read, below, num,
                     pooled, resolvable)
-from .nodefile import Fig
+from .nodefile import Fig, Judged, Remeasured
 from .nodes import Node
 from .verdicts import judge_figures
-
-# node -> key -> its re-measured figure records in order (one: a dict), or a str: why none came
-Remeasured = dict[str, dict[str, Any]]
 
 
 def suspects(nodes: list[Node], th: FleetRules | None = None, remeasured: Remeasured | None = None
@@ -73,13 +69,12 @@ def _suspect(f: Finding, th: FleetRules, by: dict[tuple[str, str], Baseline]) ->
                                     and (f.ratio - 1) / b.noise <= -Z_SUSPECT and resolvable(b, warn, fail))
 
 
-def _rounds(got: Any) -> list[Fig] | str | None:
-    """Re-measures as recorded: a list of figure records, one, a reason none
-    came (a str), or None (not asked); a record as the driver holds it (a dict) is typed."""
+def _rounds(got: list[Judged] | str | None) -> list[Fig] | str | None:
+    """Re-measures as recorded (`Remeasured`): the figure records, each as the fleet reads a figure (Fig),
+    a reason none came (a str), or None (not asked)."""
     if got is None or isinstance(got, str):
         return got
-    got = [got] if isinstance(got, (dict, Fig)) else got if isinstance(got, list) else []
-    return [g if isinstance(g, Fig) else msgspec.convert(g, Fig) for g in got if isinstance(g, (dict, Fig))]
+    return [msgspec.convert(g, Fig, from_attributes=True) for g in got]
 
 
 def settle(f: Finding, first: Fig, rounds: list[Fig], b: Baseline, th: FleetRules
