@@ -343,8 +343,8 @@ def fault_links(fault: tuple[str, str, str] | None, rails: list[str]) -> list[tu
 
 def rail_pairs(out: str) -> list[dict[str, Any]]:
     """The run's single-rail pair records as pairs.jsonl holds them (each repetition's samples and, for
-    latency, floors), to read a rail against its sibling beyond what the fleet judged."""
-    keep = ("a", "b", "key", "value", "samples", "floors", "nics", "round")
+    latency, floors and ceilings), to read a rail against its sibling beyond what the fleet judged."""
+    keep = ("a", "b", "key", "value", "samples", "floors", "ceilings", "nics", "round")
     try:
         with open(os.path.join(out, "pairs.jsonl")) as f:
             recs = [json.loads(ln) for ln in f if ln.strip()]

@@ -47,11 +47,12 @@ def test_a_lossy_rail_s_sibling_gets_the_same_forwarder_losing_nothing():
 def test_a_run_keeps_its_single_rail_pair_records(tmp_path):
     lines = ['{"a": "n1", "b": "n2", "key": "mpi bw host rail0", "value": 0.024, "round": 1, "samples": [0.024]}',
              '{"a": "n1", "b": "n2", "key": "mpi latency host rail1", "value": 200.0, "higher_is_better": false, '
-             '"samples": [200.0, 210.0], "floors": [100.0, 105.0], "nics": ["rail1", "rail1"]}',
+             '"samples": [200.0, 210.0], "floors": [100.0, 105.0], "ceilings": [9000.0, 230000.0], '
+             '"nics": ["rail1", "rail1"]}',
              '{"a": "n1", "b": "n2", "key": "mpi latency host", "value": 200.0, "higher_is_better": false}',
              '{"a": "n1", "b": "n2", "key": "mpi bw host rail1 vs rail0", "value": 0.9}']
     (tmp_path / "pairs.jsonl").write_text("\n".join(lines) + "\n")
     got = bench.rail_pairs(str(tmp_path))
     assert [r["key"] for r in got] == ["mpi bw host rail0", "mpi latency host rail1"]
-    assert got[1]["floors"] == [100.0, 105.0] and got[0]["round"] == 1
+    assert got[1]["floors"] == [100.0, 105.0] and got[1]["ceilings"] == [9000.0, 230000.0] and got[0]["round"] == 1
     assert bench.rail_pairs(str(tmp_path / "none")) == []

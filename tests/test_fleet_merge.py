@@ -337,6 +337,21 @@ def test_a_failed_rails_record_is_read_back(tmp_path):
         output.read_saved([str(tmp_path)])
 
 
+def test_a_latency_record_s_ceilings_are_written_and_read_back_and_older_lines_read_without(tmp_path):
+    """Each repetition's slowest half round trip (pairtest.CEILING) goes to pairs.jsonl beside its floors and
+    `--from` reads it; a line written before ceilings were recorded reads with none."""
+    out = output.FleetOutput(str(tmp_path))
+    rec = PairResult(a="n1", b="n2", key="mpi latency host rail1", unit="us", value=210.0, higher_is_better=False,
+                     samples=[200.0, 210.0], floors=[100.0, 105.0], ceilings=[9000.0, 230000.0], nics=["rail1"] * 2)
+    out.pair_line(rec)
+    assert '"ceilings":[9000.0,230000.0]' in (tmp_path / "pairs.jsonl").read_text().replace(" ", "")
+    assert output.read_saved([str(tmp_path)])[1] == [rec]
+    (tmp_path / "pairs.jsonl").write_text('{"a": "n1", "b": "n2", "key": "mpi latency host rail1", "value": 210.0, '
+                                          '"higher_is_better": false, "floors": [100.0, 105.0]}\n')
+    (old,) = output.read_saved([str(tmp_path)])[1]
+    assert old.ceilings == [] and old.floors == [100.0, 105.0]
+
+
 def test_a_weak_rail_is_judged_on_its_own_and_named_with_its_nics():
     """Three nodes, two rails: n2's rail1 at a tenth of its rate. The total over rails passes the 50% rule,
     the rail does not: n2 is a bad node (the ring alone decides among 3 nodes), its evidence the rail's

@@ -175,6 +175,7 @@ class PairResult(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     round: int = 0
     samples: list[float] = []
     floors: list[float] = []  # latency: each repetition's fastest half round trip (pairtest.FLOOR)
+    ceilings: list[float] = []  # latency: each repetition's slowest half round trip (pairtest.CEILING)
     nics: list[str] = []  # a rail's NIC on each side ([a's, b's]; "" where none is known)
     gpus: list[str] = []  # device buffers: each side's GPU
     rails: int = 0  # a pair's total: over how many rails

@@ -222,15 +222,16 @@ def _measure(test: str, s: p2p.Side, sz: Sizes) -> dict[str, Any] | None:
     (rank 0 reports, Ctrl-C agreed by an allreduce), where a fleet pair runs
     beside other pairs while rank 0 serves them."""
     n, iters, window = (sz.bw_bytes, sz.bw_windows, sz.window) if test == "bw" else (sz.lat_bytes, sz.lat_iters, 1)
-    samples, floors = [], []
+    samples, floors, ceilings = [], [], []
     for _ in range(sz.repeats):
         s.ep.poison()
         if test == "bw":
             samples.append(p2p.to_unit(test, n, iters, window, p2p.LOOPS[test](s, n, iters, window)))
-        else:  # the median round trip, not the mean: see ROUND_TRIP; and the fastest: see FLOOR
+        else:  # the median round trip, not the mean: see ROUND_TRIP; the fastest: FLOOR; the slowest: CEILING
             trips = p2p.round_trips(s, n, iters)
             samples.append(statistics.median(trips) / 2 * 1e6)
             floors.append(min(trips) / 2 * 1e6)
+            ceilings.append(max(trips) / 2 * 1e6)
         if not s.verified(test, n):
             raise Mismatch(f"the {WHAT[test]} test's received bytes did not match the sender's pattern")
     if not s.first:
@@ -240,7 +241,7 @@ def _measure(test: str, s: p2p.Side, sz: Sizes) -> dict[str, Any] | None:
                 "samples": samples, "bytes": n,
                 "counting": f"{window} messages of {n} B per window, acknowledged per window", "verified": True}
     return {"test": "latency", "unit": "us", "higher_is_better": False, "value": statistics.median(samples),
-            "samples": samples, "floors": floors, "bytes": n, "counting": ROUND_TRIP.format(n=n, iters=iters),
+            "samples": samples, "floors": floors, "ceilings": ceilings, "bytes": n, "counting": ROUND_TRIP.format(n=n, iters=iters),
             "verified": True}
 
 
@@ -253,6 +254,11 @@ ROUND_TRIP = "half the median round trip of {iters} of a {n} B ping-pong"
 # trip saw it. A delay is in every round trip, the scheduler's wait is not: on this project's shared 2-core
 # VM at load 6.5 a healthy rail's median reached 1.9 ms, beside a rail 2 ms late at 2.6-3.4 ms, so the
 # rails are judged against each other by their floors (fleet/driver.py, pairs.against_siblings).
+# CEILING ("ceilings": each repetition's slowest half round trip): what a lost packet costs. Over TCP a
+# ping-pong's lost message is resent only after the retransmit timeout (Linux: 200 ms at least; one message
+# in flight sends no duplicate acks for a fast retransmit), so a rail losing 1% waits that long in 2-5 of a
+# repetition's 200 round trips: medians and floors do not move (network_faults_20261202_loss_siblings.md),
+# the slowest round trip does (209-456 ms against its sibling's 8.6-19.8 ms, 8 repetitions of 8).
 
 
 WHAT = {"bw": "bandwidth", "latency": "latency"}
