@@ -495,8 +495,8 @@ def test_the_fleet_site_file(tmp_path):
     site.write_text(r.text)
     t = expectations.load(str(site)).fleet_rules()  # the same file as nodemap check's --expect
     assert (t.warn, t.fail, t.link_bad, t.min_nodes) == (0.95, 0.90, 0.93, 3)
-    assert (t.rail_bad, t.rail_latency) == (0.5, 2.0) == (expectations.fleet_defaults().rail_bad,
-                                                         expectations.fleet_defaults().rail_latency)
+    d = expectations.fleet_defaults()
+    assert (t.rail_bad, t.rail_latency, t.rail_tail) == (0.5, 2.0, 3.0) == (d.rail_bad, d.rail_latency, d.rail_tail)
 
 
 @pytest.mark.mpi

@@ -312,7 +312,7 @@ GOLDEN = {'check': {'terminal': 'nodemap check --level quick on node7, 2026-11-2
                    "class='warn'>4 warn</span> <span class='fail'>(incomplete)</span></p>\n"
                    "<p class='note'>Rules: warn below 95%, fail below 90% of the fleet median of the same figure "
                    "on the same GPU (or CPU) model; latency inverted. Pairs: bad below 93% of the best pair's "
-                   'bandwidth or above 2.1x the lowest latency; a rail, in every repetition, below 50% of the same pair\'s other rail\'s bandwidth or above 2x its latency.</p>\n'
+                   'bandwidth or above 2.1x the lowest latency; a rail, in every repetition, below 50% of the same pair\'s other rail\'s bandwidth or above 2x its latency; a rail whose slowest round trips stay above 3x the other rail\'s in most repetitions (lost packets).</p>\n'
                    '<h2>Nodes to drain</h2>\n'
                    '<table><tr><th>#</th><th>node</th><th>reason</th><th>evidence</th></tr><tr><td>1</td><td '
                    "class='fail'>n99</td><td>did not answer; last known state: "

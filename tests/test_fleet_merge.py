@@ -434,3 +434,35 @@ def test_a_rail_late_against_its_sibling_names_the_node_and_the_rail_from_saved_
     assert found[0].text.startswith("node n2: its pairs stay bad against other, good partners (mpi latency host rail1 "
                                     "vs rail0 n1 (rail1) <-> n2 (rail1) at least 6.7x the other rail's"), found[0].text
     assert not links.judge_links([r for r in results if " vs " not in r.key], th)[1]
+
+
+def test_a_lossy_rail_is_found_by_its_slowest_round_trips_named_with_cause_and_fix():
+    """pairs.jsonl of a networked fleet whose n2 loses 1% on rail0 (network_faults_20261202_ceilings: every
+    figure of the lossy rail is its sibling's but its slowest round trips, 4.2x): n2 is a bad node, the
+    reason names rail0 first and says what to check; n1 and n3 are spared. Without the tail records (the
+    fleet before them) nothing is found."""
+    from nodemap.fleet import drain, links
+
+    th = dataclasses.replace(expectations.fleet_defaults(), link_bad=0.5, link_latency=1e6)
+    tails = {("n1", "n2"): 4.32, ("n2", "n3"): 4.17, ("n1", "n3"): 0.16}
+    results = []
+    for (a, b), ratio in tails.items():
+        for k in (0, 1):
+            results.append(PairResult(a=a, b=b, key=f"mpi latency host rail{k}", unit="us", value=300.0,
+                                      higher_is_better=False, nics=[f"rail{k}"] * 2))
+        results.append(PairResult(a=a, b=b, key="mpi latency host rail0 vs rail1", unit="x", value=1.1,
+                                  higher_is_better=False, nics=["rail0"] * 2))
+        results.append(PairResult(a=a, b=b, key="mpi tail host rail0 vs rail1", unit="x", value=ratio,
+                                  higher_is_better=False, nics=["rail0"] * 2))
+        results.append(PairResult(a=a, b=b, key="mpi tail host rail1 vs rail0", unit="x", value=0.04,
+                                  higher_is_better=False, nics=["rail1"] * 2))
+    judged, found = links.judge_links(results, th)
+    assert [(f.node, f.verdict) for f in found] == [("n2", "fail")], found
+    text = found[0].text
+    assert text.startswith("node n2: its pairs stay bad against other, good partners (mpi tail host rail0 vs rail1 "
+                           "n1 (rail0) <-> n2 (rail0) its slowest round trips 4.3x the other rail's"), text
+    assert "retransmits" in text and "cable or optics" in text and "error counters" in text and "bad above 3x" in text
+    assert drain.reason(found[0]).startswith("nodemap: fleet: pairs mpi tail host rail0 vs rail1 n1 (rail0) <-> n2")
+    assert not links.judge_links([r for r in results if " tail " not in r.key], th)[1]
+    loose = dataclasses.replace(th, rail_tail=5.0)  # a site's rail_tail decides
+    assert not links.judge_links(results, loose)[1]

@@ -26,7 +26,7 @@ NODEMAP = [sys.executable, "-m", "nodemap"]
 FLEET = [*NODEMAP, "check", "--fleet"]
 # Four "nodes" share two cores here: pair figures are noise (a ping-pong can take 1,000x its best under
 # load), so these tests do not judge links (their rule is tested in test_fleet_merge.py).
-LOOSE_LINKS = "[fleet]\nlink_bad = 1e-9\nlink_latency = 1e6\nrail_bad = 1e-9\nrail_latency = 1e6\n"  # the widest the site file takes
+LOOSE_LINKS = "[fleet]\nlink_bad = 1e-9\nlink_latency = 1e6\nrail_bad = 1e-9\nrail_latency = 1e6\nrail_tail = 1e6\n"  # the widest the site file takes
 
 
 def env(**kw):

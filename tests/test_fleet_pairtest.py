@@ -268,3 +268,34 @@ def test_rails_pair_local_ranks_named_by_their_plan_and_a_failed_rail_is_judged(
     assert failed == [PairResult(a="n1", b="n2", key="mpi bw host rail1", unit="GB/s", value=0.0,
                        higher_is_better=True, round=1, nics=["rail1", "rail1"],
                        error="rank 3 did not answer within 60 s")]
+
+
+def test_each_rail_s_slowest_round_trips_are_judged_against_its_sibling_s(tmp_path):
+    """A rail's latency record with ceilings (pairtest.CEILING) gives, beside the floors' 'mpi latency host
+    rail1 vs rail0', the rail's tail against its sibling's (pairs.tail_ratio): 'mpi tail host rail1 vs rail0',
+    a figure of the pair the isolation judges, recorded in pairs.jsonl."""
+    from nodemap.fleet import driver
+
+    co = driver.Coordinator(None, driver.Config(str(tmp_path)), None)
+    co.nodes = {"n1": driver.NodeRec("n1", [0, 1]), "n2": driver.NodeRec("n2", [2, 3])}
+    co.node_of = {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
+    co.nic = {0: "rail0", 1: "rail1", 2: "rail0", 3: "rail1"}
+    co.round_no = 1
+
+    def lat(ceilings):
+        return {"test": "latency", "unit": "us", "higher_is_better": False, "value": 90.0, "buffers": "host",
+                "samples": [90.0] * 5, "floors": [40.0] * 5, "ceilings": ceilings}
+
+    bw = {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": 0.025, "buffers": "host"}
+    lossy = [106_000.0, 104_700.0, 211_200.0, 105_000.0, 3_900.0]  # 4 of 5 waited for a retransmit
+    reports = [{"pair": ["n1", "n2"], "rail": 0, "round": 1, "rank": 0, "figures": [bw, lat([3800.0, 16600.0, 3100.0,
+                                                                                             3900.0, 7100.0])]},
+               {"pair": ["n1", "n2"], "rail": 1, "round": 1, "rank": 1, "figures": [bw, lat(lossy)]}]
+    got = co.take_reports([co.nodes["n1"], co.nodes["n2"]], [(0, 1)], reports)[(0, 1)]
+    assert got["mpi tail host rail1 vs rail0"] == pytest.approx(105_000.0 / 25_000.0)  # the sibling's 7.1 ms: the floor
+    assert got["mpi tail host rail0 vs rail1"] < 0.1 and got["mpi latency host rail1 vs rail0"] == 1.0
+    (rec,) = [r for r in co.pair_results if r.key == "mpi tail host rail1 vs rail0"]
+    assert (rec.unit, rec.higher_is_better, rec.nics) == ("x", False, ["rail1", "rail1"])
+    assert co.directions["mpi tail host rail1 vs rail0"] is False
+    co.linked = False  # one loopback: its rails are one, nothing against a sibling
+    assert not any(" vs " in k for k in co.take_reports([co.nodes["n1"], co.nodes["n2"]], [(0, 1)], reports)[(0, 1)])

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.mpi]
 PY = sys.executable
 NODEMAP = [PY, "-m", "nodemap"]
 # Three "nodes" share two cores: pair figures are noise, so links are not judged (as in test_fleet_mpi.py)
-LOOSE_LINKS = "[fleet]\nlink_bad = 1e-9\nlink_latency = 1e6\nrail_bad = 1e-9\nrail_latency = 1e6\n"
+LOOSE_LINKS = "[fleet]\nlink_bad = 1e-9\nlink_latency = 1e6\nrail_bad = 1e-9\nrail_latency = 1e6\nrail_tail = 1e6\n"
 
 MPI_HELLO = """
 import os

@@ -60,7 +60,8 @@ from .nodes import Node, missing_node, node_from_doc
 from .nodes import name as fleet_name
 from .remeasure import suspects
 from .nodefile import Conclusion, Judged, PairResult, Remeasured
-from .pairs import Figures, Pair, against_siblings, conclusion, isolate, said, sibling_key
+from .pairs import (TAIL, Figures, Pair, against_siblings, conclusion, is_tail, isolate, rail_rules, said,
+                    sibling_key, tail_ratio)
 
 
 @dataclass
@@ -651,7 +652,7 @@ class Coordinator:
         self.round_no = 0
         iso = isolate(len(alive), lambda rnd: self.run_round(alive, rnd), True, self.cfg.shifts,
                       self.cfg.thresholds.link_bad, self.cfg.thresholds.link_latency, self.directions,
-                      by_ring=self.linked, rails=(self.cfg.thresholds.rail_bad, self.cfg.thresholds.rail_latency))
+                      by_ring=self.linked, rails=rail_rules(self.cfg.thresholds))
         self.isolation = conclusion(iso, [n.name for n in alive])
         self.saving(self.out.isolation, self.isolation)
         self.say(f"pair tests: {len(iso.tests)} tests in {iso.rounds} rounds "
@@ -726,6 +727,10 @@ class Coordinator:
                         self.directions[rail] = bool(f["higher_is_better"])
                         repeats.setdefault(key, {}).setdefault(name, {})[rep["rail"]] = list(
                             f.get("floors") or f.get("samples", ()))  # latency: its floors (pairtest.FLOOR)
+                        if f.get("ceilings"):  # and its slowest round trips (pairtest.CEILING)
+                            tail = f"mpi {TAIL} {kind}"
+                            repeats[key].setdefault(tail, {})[rep["rail"]] = list(f["ceilings"])
+                            self.directions[tail] = False
                 if f["test"] == "bw":
                     totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f["value"]
                 elif rep["rail"] == 0:
@@ -751,7 +756,7 @@ class Coordinator:
         for key, figures in (repeats if self.linked else {}).items():
             for name, by_rail in figures.items():
                 hib = self.directions[name]
-                for (k, j), ratio in against_siblings(by_rail, hib).items():
+                for (k, j), ratio in against_siblings(by_rail, hib, tail_ratio if is_tail(name) else None).items():
                     sib = sibling_key(name, k, j)
                     self.add_pair(key, sib, {"unit": "x", "higher_is_better": hib, "value": ratio,
                                              "nics": self.rail_nics(key, k)})

@@ -223,7 +223,8 @@ def page(fleet: Fleet, messages: list[str]) -> str:
                  f"of the same figure on the same GPU (or CPU) model; latency inverted. Pairs: bad below "
                  f"{th.link_bad:.0%} of the best pair's bandwidth or above {th.link_latency:g}x the lowest "
                  f"latency; a rail, in every repetition, below {th.rail_bad:.0%} of the same pair's other rail's "
-                 f"bandwidth or above {th.rail_latency:g}x its latency.</p>")
+                 f"bandwidth or above {th.rail_latency:g}x its latency; a rail whose slowest round trips stay "
+                 f"above {th.rail_tail:g}x the other rail's in most repetitions (lost packets).</p>")
     parts.append("<h2>Nodes to drain</h2>")
     if fleet.drain:
         parts.append(table(["#", "node", "reason", "evidence"], [

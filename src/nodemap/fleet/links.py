@@ -9,7 +9,7 @@ from ..check.expectations import FleetRules
 from ..finding import Finding
 from .nodefile import Conclusion, Link, PairResult
 from .noise import num
-from .pairs import bad_pairs, is_sibling, replay, sibling_bad
+from .pairs import bad_pairs, is_sibling, is_tail, rail_rules, replay, sibling_bad
 
 
 def judge_links(results: list[PairResult], th: FleetRules, isolation: Conclusion | None = None
@@ -20,7 +20,7 @@ def judge_links(results: list[PairResult], th: FleetRules, isolation: Conclusion
     given, or replayed from the results): a bad node is a finding of its own
     and its partners are spared, a bad link a finding on both its nodes, a
     node with bad pairs no re-test could settle a warning."""
-    rails = (th.rail_bad, th.rail_latency)
+    rails = rail_rules(th)
     by_key: dict[str, list[PairResult]] = {}
     for r in results:
         by_key.setdefault(r.key, []).append(r)
@@ -31,7 +31,7 @@ def judge_links(results: list[PairResult], th: FleetRules, isolation: Conclusion
         unit, hib = rs[0].unit, rs[0].higher_is_better
         sibling = is_sibling(key)
         if sibling:  # against the same pair's other rail: of_best is how far below it (1 at par or better)
-            bad = {p for p, v in values.items() if sibling_bad(v, hib, rails)}
+            bad = {p for p, v in values.items() if sibling_bad(v, hib, rails, is_tail(key))}
             of_best = {p: min(1.0, v if hib else 1 / v) if v > 0 else 0.0 for p, v in values.items()}
         else:
             bad = bad_pairs(values, hib, th.link_bad, th.link_latency)
@@ -92,7 +92,11 @@ def _evidence(ev: list[Link], th: FleetRules | None) -> str:
     for j in ev:
         hib = j.higher_is_better
         ends = " <-> ".join(f"{x} ({j.nics[x]})" if j.nics and j.nics.get(x) else x for x in (j.a, j.b))
-        if j.sibling:
+        if j.sibling and is_tail(j.key):
+            said = (f"its slowest round trips {j.value:.1f}x the other rail's in most repetitions, measured with "
+                    f"it: {TAIL_CAUSE}")
+            rule = "" if th is None else f"bad above {th.rail_tail:g}x"
+        elif j.sibling:
             said = (f"at most {j.value:.0%} of the other rail's" if hib else
                     f"at least {j.value:.1f}x the other rail's") + " in every repetition, measured with it"
             rule = ("" if th is None else f"bad below {th.rail_bad:.0%}" if hib else f"bad above {th.rail_latency:g}x")
@@ -103,6 +107,12 @@ def _evidence(ev: list[Link], th: FleetRules | None) -> str:
                     f"bad above {th.link_latency:g}x the lowest")
         parts.append(f"{j.key} {ends} {said}" + (f"; {rule}" if rule else ""))
     return "; ".join(parts)
+
+
+# A rail whose round trips stall where its sibling's do not: what it means and what to do (the drain reason
+# holds the start of it; fleet.json's finding all of it)
+TAIL_CAUSE = ("tail latency: lost packets wait for retransmits; check the rail's cable or optics and its "
+              "link's error counters (ethtool -S, ibstat, perfquery)")
 
 
 def _vs_best(v: float, best: float, unit: str, hib: bool) -> str:

@@ -23,7 +23,7 @@ from .links import judge_links
 from .noise import Baseline
 from .nodefile import Conclusion, Link, NodeRow, PairResult, Remeasured
 from .nodes import Node
-from .pairs import replay
+from .pairs import rail_rules, replay
 from .remeasure import confirm, said_remeasured
 from .verdicts import judge_figures
 
@@ -127,7 +127,7 @@ def _merge(nodes: list[Node], pair_results: Iterable[PairResult], thresholds: Fl
     pair_results = list(pair_results)
     if isolation is None and pair_results:
         isolation = replay(pair_results, thresholds.link_bad, thresholds.link_latency,
-                           rails=(thresholds.rail_bad, thresholds.rail_latency))
+                           rails=rail_rules(thresholds))
     links, link_findings = judge_links(pair_results, thresholds, isolation)
     findings += link_findings
     findings = [contended(f, shared) for f in findings]

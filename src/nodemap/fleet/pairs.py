@@ -6,8 +6,10 @@ fewer tests than all n(n-1)/2 pairs (ClusterKit's method).
    round's pairs run at the same time without sharing a node's NIC.
 2. Judge the pairs (ClusterKit's rule): a pair is bad below 93% of the
    best pair's bandwidth, or above 2.1x the lowest latency; with several
-   rails, also when a rail stays below half its sibling rail's bandwidth or
-   above twice its latency, measured at the same moment (`against_siblings`).
+   rails, also when a rail stays below half its sibling rail's bandwidth,
+   above twice its latency, or its slowest round trips above 3x the
+   sibling's (lost packets: `tail_ratio`), measured at the same moment
+   (`against_siblings`).
 3. Re-test rounds: every suspect (a node of a bad pair) meets a known-good
    partner it has not met. A pass clears it; two failures against two good
    partners isolate it as a bad node. A bad pair whose two nodes are both
@@ -64,21 +66,21 @@ def rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
     return [ps for _, ps in out]
 
 
-RAILS = (0.5, 2.0)  # [fleet] rail_bad, rail_latency (check/expectations.toml): a rail against its sibling
+RAILS = (0.5, 2.0, 3.0)  # [fleet] rail_bad, rail_latency, rail_tail (check/expectations.toml): a rail against its sibling
 
 
 def bad_figures(values: dict[Pair, Figures], directions: dict[str, bool], default: bool = True,
-                bad_ratio: float = 0.93, latency_factor: float = 2.1, rails: tuple[float, float] = RAILS
+                bad_ratio: float = 0.93, latency_factor: float = 2.1, rails: tuple[float, ...] = RAILS
                 ) -> set[Pair]:
     """The pairs bad by any of their figures (each judged among its own kind; a rail against its
-    sibling, `sibling_key`, by `rails`: (rail_bad, rail_latency))."""
+    sibling, `sibling_key`, by `rails`: (rail_bad, rail_latency, rail_tail))."""
     names = {k for v in values.values() for k in v}
     bad: set[Pair] = set()
     for k in names:
         one = {p: v[k] for p, v in values.items() if k in v}
         hib = directions.get(k, default)
         if is_sibling(k):
-            bad |= {p for p, v in one.items() if sibling_bad(v, hib, rails)}
+            bad |= {p for p, v in one.items() if sibling_bad(v, hib, rails, is_tail(k))}
         else:
             bad |= bad_pairs(one, hib, bad_ratio, latency_factor)
     return bad
@@ -110,13 +112,51 @@ def sibling_ratio(mine: list[float], other: list[float], higher_is_better: bool)
     return min(mine) / max(other) if max(other) > 0 else 1.0
 
 
-def sibling_bad(ratio: float, higher_is_better: bool, rails: tuple[float, float] = RAILS) -> bool:
-    return ratio < rails[0] if higher_is_better else ratio > rails[1]
+# A rail's tail: each repetition's slowest round trip (pairtest.CEILING), judged against the sibling's by
+# `tail_ratio` and [fleet] rail_tail; the figure "mpi tail host" exists only as a rail against its sibling.
+TAIL = "tail"
+# The slowest round trip a rail is compared with is the sibling's, or TAIL_FLOOR where the sibling's was
+# quicker (us, a half round trip). On the project's shared 2-core VM at load 6.9-12.4 a healthy rail's
+# slowest round trip per repetition was the scheduler's worst wait: 0.3-22 ms in 294 of 300 repetitions
+# (median 4.2 ms), 42-302 ms in 6, and at most 53 ms as the median of a rail's 5 (one pair test of 60 rail
+# tests); a rail losing 1% waited for TCP's retransmit timeout (200 ms, so >= 100 ms a half round trip) in
+# 59 of 60 repetitions, its median 104-109 ms (network_faults_20261202_ceilings_data.md). With rail_tail 3
+# a rail is bad above 75 ms: 1.4x the healthy worst and 1.4x below the lossy best; measured tail_ratio:
+# healthy at most 0.59, lossy 4.17-4.36.
+TAIL_FLOOR = 25_000.0
 
 
-def against_siblings(samples: dict[int, list[float]], higher_is_better: bool) -> dict[tuple[int, int], float]:
+def tail_ratio(mine: list[float], other: list[float]) -> float:
+    """A rail's slowest round trips against its sibling's: the rail's median repetition (most of its
+    repetitions are at least this slow) over the sibling's second slowest (one stalled repetition of the
+    sibling is forgiven: a healthy rail's stall is a moment of the host, a lossy rail's is in nearly every
+    repetition), at least TAIL_FLOOR. At a healthy pair's worst, its rails stalled in different
+    repetitions (53, 161 and 302 ms beside 91 and 274 ms), which a median against the sibling's median
+    would call 5.7x."""
+    top = sorted(other, reverse=True)
+    return statistics.median(mine) / max(top[min(1, len(top) - 1)], TAIL_FLOOR)
+
+
+def is_tail(key: str) -> bool:
+    return key.split()[1:2] == [TAIL]
+
+
+def sibling_bad(ratio: float, higher_is_better: bool, rails: tuple[float, ...] = RAILS, tail: bool = False) -> bool:
+    if higher_is_better:
+        return ratio < rails[0]
+    return ratio > rails[2 if tail else 1]
+
+
+def rail_rules(th: Any) -> tuple[float, float, float]:
+    """[fleet]'s rules of a rail against its sibling (check/expectations.FleetRules), as `RAILS`."""
+    return th.rail_bad, th.rail_latency, th.rail_tail
+
+
+def against_siblings(samples: dict[int, list[float]], higher_is_better: bool,
+                     ratio: Callable[[list[float], list[float]], float] | None = None
+                     ) -> dict[tuple[int, int], float]:
     """Each rail's figure (its repetitions, by rail) against the pair's best other rail (by median):
-    (rail, other) -> `sibling_ratio`. Rails without repetitions are left out."""
+    (rail, other) -> `ratio` (`sibling_ratio` unless given). Rails without repetitions are left out."""
     have = {k: v for k, v in samples.items() if v}
     out = {}
     for k, mine in sorted(have.items()):
@@ -125,7 +165,7 @@ def against_siblings(samples: dict[int, list[float]], higher_is_better: bool) ->
             continue
         pick = max if higher_is_better else min
         j = pick(others, key=lambda r: statistics.median(have[r]))
-        out[(k, j)] = sibling_ratio(mine, have[j], higher_is_better)
+        out[(k, j)] = ratio(mine, have[j]) if ratio else sibling_ratio(mine, have[j], higher_is_better)
     return out
 
 
@@ -160,7 +200,7 @@ Measure = Callable[[list[Pair]], dict[Pair, Union[float, Figures]]]
 def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Iterable[int] = (1, 2),
             bad_ratio: float = 0.93, latency_factor: float = 2.1,
             directions: dict[str, bool] | None = None, by_ring: bool = True,
-            rails: tuple[float, float] = RAILS) -> Isolation:
+            rails: tuple[float, ...] = RAILS) -> Isolation:
     """Ring, then re-test rounds until every suspect is settled.
 
     `measure(pairs)` runs one round (pairs disjoint) and returns a value per
@@ -288,7 +328,7 @@ def said(c: Conclusion) -> str:
 
 
 def replay(results: list[PairResult], bad_ratio: float = 0.93, latency_factor: float = 2.1,
-           shifts: Iterable[int] = (1, 2), rails: tuple[float, float] = RAILS) -> Conclusion:
+           shifts: Iterable[int] = (1, 2), rails: tuple[float, ...] = RAILS) -> Conclusion:
     """`isolate` over recorded pair results (in the order they were measured;
     a rail's figures are judged on their own as the live run judges them):
     the same conclusion the live run drew, for results saved without it."""
