@@ -473,7 +473,8 @@ def network_markdown(res: dict[str, Any], machine: str, date: str, command: str,
               "no fault: every run). A run's errors (exit not 0 or 1) are listed below.", "",
               "| run | fault | node | rail | found | named | drained | others drained | wall | load | "
               "faulty rail's worst pair, the node's / the others' (bw: of the best pair; latency: x the lowest) | "
-              "against its sibling rail, the same (bw: of it; latency: x it; every repetition) | reason |",
+              "against its sibling rail, the same (bw: of it; latency: x it; every repetition; tail: slowest round "
+              "trips, x it, most repetitions) | reason |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["runs"]:
         figs = r["rails"]
@@ -481,11 +482,10 @@ def network_markdown(res: dict[str, Any], machine: str, date: str, command: str,
         bw, lat = figs.get(f"mpi bw host {rail}", {}), figs.get(f"mpi latency host {rail}", {})
         shown = (f"{bw.get('node', '-')} / {bw.get('others', '-')}; {lat.get('node', '-')} / {lat.get('others', '-')}"
                  if r["fault"] else "-")
-        sib = {k: v for k, v in figs.items() if k.startswith((f"mpi bw host {rail} vs ", f"mpi latency host {rail} vs "))}
-        sbw = next((v for k, v in sib.items() if " bw " in k), {})
-        slat = next((v for k, v in sib.items() if " latency " in k), {})
-        beside = (f"{sbw.get('node', '-')} / {sbw.get('others', '-')}; {slat.get('node', '-')} / {slat.get('others', '-')}"
-                  if r["fault"] and sib else "-")
+        sib = {k.split()[1]: v for k, v in figs.items() if k.startswith(tuple(f"mpi {t} host {rail} vs "
+                                                                              for t in ("bw", "latency", "tail")))}
+        beside = ("; ".join(f"{sib.get(t, {}).get('node', '-')} / {sib.get(t, {}).get('others', '-')}"
+                            for t in ("bw", "latency", "tail")) if r["fault"] and sib else "-")
         yes = {True: "yes", False: "no", None: "-"}
         lines.append(f"| {r['run']} | {r['fault'] or 'none'} | {r['node'] or '-'} | {r['rail'] or '-'} | "
                      f"{yes[r.get('found')]} | {yes[r.get('named')]} | {yes[r.get('drained')]} | "
