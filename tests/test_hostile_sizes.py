@@ -293,7 +293,7 @@ def test_the_header_count_walks_a_real_snapshot_to_its_end(fixtures, monkeypatch
     """_walk counts the headers tarfile reads (minus its look past the
     end): refused one below, read at the count."""
     path = fixtures / "hwloc-linux" / f"{name}.tar.bz2"
-    with tarfile.open(path, "r:*", tarinfo=tarballs._Counted) as t:
+    with tarfile.open(path, "r:*", tarinfo=tarballs._counted()) as t:
         t.getmembers()
         headers = t._nodemap_headers - 1  # its last read found the end
     for limit, refuses in ((headers - 1, True), (headers, False)):
