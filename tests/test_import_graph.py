@@ -774,6 +774,20 @@ def test_documents_of_one_class_have_no_hand_written_to_dict():
     assert found == {}, "encode the document's Struct (outfile.json_text), do not mirror its fields in a dict"
 
 
+def json_dumps(tree: ast.AST) -> list[int]:
+    """Lines calling the json module's writers (json.dumps, json.dump) directly."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and ast.unparse(n.func) in ("json.dumps", "json.dump")]
+
+
+def test_the_fleet_writes_json_through_the_one_writer():
+    # fleet/output.save_node wrote nodes/NAME.json by json.dumps beside outfile.json_text, which every other fleet
+    # file (nodes.jsonl, pairs.jsonl, remeasured.json) goes through: one writer, one JSON dialect
+    assert json_dumps(ast.parse("json.dumps(d)\nf(json.dump(d, f))")) == [1, 2]
+    found = {m: lines for m in TREES if m.startswith("nodemap.fleet.") and (lines := json_dumps(TREES[m]))}
+    assert found == {}, "write a fleet file through outfile.json_text (or its Struct's msgspec encoder)"
+
+
 def test_the_watch_monitor_writes_the_records_the_timeline_reader_decodes():
     # monitor.py wrote its timeline lines as dicts ({"gpus": ..., "note": ...}) beside timeline.py's Header/Event
     def dict_lines(tree: ast.AST) -> list[int]:

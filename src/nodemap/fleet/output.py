@@ -7,7 +7,6 @@ and the terminal summary. `read_saved` reads any of these back (`--from`)."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from typing import Any, Iterable
@@ -28,10 +27,11 @@ NODE_SUFFIXES = (".json", ".check.json")  # nodes/NAME.json (what rank 0 gathere
 
 
 def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
+    """DIR/nodes/NAME{suffix}: the node document on one line, as nodes.jsonl holds it."""
     folder = os.path.join(outdir, "nodes")
     make_folder(folder, "--output")
     path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + suffix)
-    write(path, json.dumps(doc))
+    write(path, json_text(doc, indent=None))
     return path
 
 
