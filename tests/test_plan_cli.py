@@ -111,10 +111,9 @@ def test_plan_and_run_build_the_same_request(karolina_json):
 def test_a_benchmark_world_asks_the_plan_of_nodemap_run_without_options():
     # the World (bench/comm/world.py) hands node_plan Request(tasks=n)'s fields: the same fields, so the
     # same cached plan, as `nodemap run` with no request option under a launcher of n ranks per node
-    from msgspec.structs import asdict
-
     from nodemap.commands import run as run_cmd
     from nodemap.mapping.request import RAILS_AUTO
+    from nodemap.topology.record import asdict
 
     p = argparse.ArgumentParser()
     run_cmd.add_arguments(p)

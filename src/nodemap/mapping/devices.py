@@ -12,7 +12,8 @@ from ..errors import NodemapError
 from ..text import natural_key
 from ..topology import paths
 from ..topology.cpuset import CpuSet
-from ..topology.model import GPU, NIC, PciDevice, Topology, _Record, norm_bus_id
+from ..topology.model import GPU, NIC, PciDevice, Topology, norm_bus_id
+from ..topology.record import Record
 from .spread import blocks
 
 # NIC tiers, nearest first: the order of the policy, not nvidia-smi's legend.
@@ -21,7 +22,7 @@ SAME_PACKAGE, FAR = 4, 5
 _FABRIC_KINDS = ("InfiniBand", "Slingshot", "OmniPath")
 
 
-class GpuInfo(_Record):
+class GpuInfo(Record):
     gpu: GPU
     home: int  # NUMA os_index the GPU is local to, -1 unknown
     cpus: CpuSet  # its local CPUs (may be empty)

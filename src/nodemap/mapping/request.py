@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 from ..topology.cpuset import CpuSet
-from ..topology.model import _Record, decode_saved, to_builtins
+from ..topology.record import Record, to_builtins
 
 PLAN_SCHEMA = "nodemap.plan/1"
 RAILS_AUTO = -2  # nic_rails: every nearest NIC when the node has more NICs than tasks, else one
 
 
-class Request(_Record):
+class Request(Record):
     tasks: int  # tasks (ranks) on this node
     threads: int = 0  # threads per task; 0 = auto (the PUs the task gets, at the SMT level asked)
     gpus_per_task: int = -1  # -1 auto: spread evenly, share when tasks outnumber GPUs; 0 ignore GPUs
@@ -34,7 +34,7 @@ class Request(_Record):
     # (nodemap run without a launcher: like numactl, the whole allowed node)
 
 
-class TaskBinding(_Record):
+class TaskBinding(Record):
     task: int  # node-local rank
     cpus: CpuSet  # PUs the task may run on
     mems: CpuSet  # NUMA nodes its memory is bound to
@@ -45,7 +45,7 @@ class TaskBinding(_Record):
     env: tuple[tuple[str, str], ...] = ()  # environment the task should get, in order
 
 
-class Plan(_Record):
+class Plan(Record):
     request: Request
     tasks: tuple[TaskBinding, ...]
     level: str = ""  # hierarchy level the tasks were spread over ("NUMA", "L3", "Core"...)
@@ -62,10 +62,6 @@ class Plan(_Record):
     def from_json(cls, data: bytes | str, where: str = "plan") -> "Plan":
         """A saved plan (`to_json`), every field checked: an InputError
         naming `where` and the field path ("tasks[2].cpus")."""
-        return decode_saved(where, data, _Saved, PLAN_SCHEMA, "nodemap plan")
+        from ..topology import saved
 
-
-class _Saved(Plan, kw_only=True):
-    """A Plan as saved: with its schema."""
-
-    schema: str
+        return saved.decode(where, data, cls, PLAN_SCHEMA, "nodemap plan")

@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 
 from .cpuset import CpuSet, CpuSetError
-from .model import Topology, _Record, replace
+from .model import Topology, replace
+from .record import Record
 from .root import Root
 
 __all__ = ["apply", "Allowed", "read_allowed"]
 
 
-class Allowed(_Record):
+class Allowed(Record):
     cpus: CpuSet | None = None  # None: nothing restricts
     mems: CpuSet | None = None
     why: tuple[str, ...] = ()  # which sources restricted

@@ -11,15 +11,15 @@ through hwloc's lstopo.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
 
-import msgspec
-
 from .. import infile
 from ..errors import InputError, NodemapError
 from .model import SCHEMA, Topology, replace
+from .record import fields
 
 __all__ = ["discover", "SOURCES", "sniff"]
 
@@ -174,7 +174,7 @@ MAX_GPUS = 1024  # GPUs, and NICs, of one node: the largest nodes have 16 (gres.
 
 def _check_counts(path: str, topo: Topology) -> None:
     """Refuse a node with more objects of one kind than nodemap reads, whatever the format."""
-    long = next((k for k in Topology.__struct_fields__ if isinstance(v := getattr(topo, k), tuple)
+    long = next((k for k in fields(Topology) if isinstance(v := getattr(topo, k), tuple)
                  and len(v) > MAX_OBJECTS), None)
     if long is not None:
         raise InputError(path, f"{len(getattr(topo, long))} {long} is more than nodemap reads ({MAX_OBJECTS}; the "
@@ -258,10 +258,16 @@ def _read_kind(path: str, source: str) -> Topology:
 CHECK_SCHEMAS = ("nodemap.check/1", "nodemap.check/2")
 
 
-class _Check(msgspec.Struct):
-    """The part of a check document read here: the rest is report's to check."""
+@functools.cache
+def _check() -> type:
+    """The part of a check document read here: the rest is report's to check (a class made once, on the
+    first check document: msgspec is not on the path of a node read live)."""
+    import msgspec
 
-    topology: dict | None = None
+    class _Check(msgspec.Struct):
+        topology: dict | None = None
+
+    return _Check
 
 
 def _json(path: str) -> Topology:
@@ -282,7 +288,7 @@ def _in_check(path: str, data: bytes) -> Topology:
     damage is one InputError naming the field ("topology.numa_nodes[2].cpuset")."""
     from .. import records
 
-    saved = records.decode(path, data, _Check, "check document").topology
+    saved = records.decode(path, data, _check(), "check document").topology
     if saved is None:
         raise InputError(path, "field topology is missing or null: this check document holds no node (give the "
                                "check.json of a nodemap check that read one, or a topo --export file)")

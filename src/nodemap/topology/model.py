@@ -5,22 +5,19 @@ rendering and benchmarks read only this. Devices are referred to by stable
 keys: GPUs by physical index (PCI bus order, as NVML numbers them), NICs by
 name, PCI devices by normalized bus id ("0000:3b:00.0", lower case).
 
-The classes are frozen msgspec Structs: a Struct class is made at import
-~10x faster than a dataclass (whose `dataclasses` import and generated
-methods cost ~19 ms of every `nodemap topo`, issue 31), and msgspec decodes
-a saved Topology straight into them, every field checked (`from_json`).
+The classes are frozen records of plain Python (record.py): a dataclass's
+`dataclasses` import and generated methods cost ~19 ms of every `nodemap
+topo` (issue 31), msgspec Structs with their msgspec and typing imports ~20
+ms (benchmarks/results/topo_vs_lstopo_20261202c.md). A saved Topology is
+read back with every field checked (`from_json`, topology/saved.py).
 The per-rank launch path never imports this module: ranks read the node's
 published plan (benchmarks/results/launch_overhead.md).
 """
 
 # No `from __future__ import annotations` here: the fields' types are objects, not strings that
-# msgspec.structs.fields (names.check, on every --input) and the first decode evaluate one by one
-# (1.5 -> 0.5 ms for the 13 records).
-import msgspec
-from msgspec.structs import replace
-
-from ..records import Finite
+# names.check (on every --input) and the first decode evaluate one by one (1.5 -> 0.5 ms for the 13 records).
 from .cpuset import CpuSet
+from .record import Record, replace, to_builtins
 
 __all__ = ["replace"]  # re-exported: callers take it with the model
 
@@ -42,18 +39,10 @@ def norm_bus_id(bus_id: str) -> str:
     return f"{dom}:{parts[1].rjust(2, '0')}:{parts[2]}"
 
 
-# --- records -------------------------------------------------------------------
-
-
-class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Base of the records: frozen, and a saved field nodemap does not know
-    is refused (a file of another schema or a typo is not read as defaults)."""
-
-
 # --- the model ---------------------------------------------------------------
 
 
-class Machine(_Record):
+class Machine(Record):
     hostname: str = ""
     arch: str = ""
     memory: int = 0  # bytes, sum of NUMA nodes when known
@@ -63,13 +52,13 @@ class Machine(_Record):
     info: tuple[tuple[str, str], ...] = ()  # (name, value): DMI, OS...
 
 
-class Package(_Record):
+class Package(Record):
     os_index: int
     cpuset: CpuSet
     cpu_model: str = ""
 
 
-class NumaNode(_Record):
+class NumaNode(Record):
     os_index: int
     cpuset: CpuSet  # may be empty: memory-only nodes (HBM, CXL, GPU memory)
     memory: int = 0  # bytes
@@ -85,7 +74,7 @@ class NumaNode(_Record):
         return self.kind == "GPUMemory"
 
 
-class Group(_Record):
+class Group(Record):
     """hwloc Group/Die objects: a level between package and cache/core."""
 
     kind: str  # "Die", "Group", "Module", "Cluster"
@@ -93,7 +82,7 @@ class Group(_Record):
     cpuset: CpuSet
 
 
-class Cache(_Record):
+class Cache(Record):
     level: int
     kind: str  # "unified" | "data" | "instruction"
     size: int  # bytes
@@ -102,39 +91,39 @@ class Cache(_Record):
     ways: int = 0  # 0 unknown, -1 fully associative
 
 
-class Core(_Record):
+class Core(Record):
     os_index: int  # core id within its package (not unique across packages)
     package: int  # package os_index, -1 unknown
     cpuset: CpuSet  # the PUs (hardware threads) of this core
 
 
-class PU(_Record):
+class PU(Record):
     os_index: int
     online: bool = True
     allowed: bool = True
 
 
-class PciDevice(_Record):
+class PciDevice(Record):
     bus_id: str  # normalized "dddd:bb:dd.f"
     class_id: int  # e.g. 0x0302 3D controller, 0x0207 InfiniBand
     vendor_id: int = 0
     device_id: int = 0
     name: str = ""  # vendor/device names when a source has them
     numa_node: int = -1  # -1: the source did not say (sysfs numa_node=-1)
-    cpuset: CpuSet = msgspec.field(default_factory=CpuSet)  # local CPUs
+    cpuset: CpuSet = CpuSet()  # local CPUs
     # Upstream bridges from the root: ("pci0000:00", "0000:00:01.0", ...).
     # The first entry names the host bridge (root complex).
     pci_path: tuple[str, ...] = ()
     link_gen: int = 0  # current PCIe generation, 0 unknown
     link_width: int = 0  # current lanes, 0 unknown
-    link_speed: Finite = 0.0  # GB/s one direction per hwloc, 0 unknown
+    link_speed: float = 0.0  # GB/s one direction per hwloc, 0 unknown
     # What the link can train at (sysfs max_link_speed/max_link_width), 0
     # unknown: a link below it is a reseat, a riser or a slot (check's inventory).
     link_max_gen: int = 0
     link_max_width: int = 0
 
 
-class GPU(_Record):
+class GPU(Record):
     index: int  # physical index: PCI bus order among GPUs of the node
     vendor: str  # "NVIDIA", "AMD", "Intel"
     model: str = ""
@@ -142,7 +131,7 @@ class GPU(_Record):
     pci_bus_id: str = ""
     uuid: str = ""
     numa_node: int = -1
-    cpuset: CpuSet = msgspec.field(default_factory=CpuSet)
+    cpuset: CpuSet = CpuSet()
     pcie_gen: int = 0
     pcie_width: int = 0
     os_names: tuple[str, ...] = ()  # cuda0, nvml0, card1, rsmi0, opencl0d0...
@@ -158,11 +147,11 @@ class GPU(_Record):
         return f"GPU{self.index}"
 
 
-class Port(_Record):
+class Port(Record):
     number: int
     state: str = ""  # "ACTIVE", "DOWN", "up", "down"...
     link_layer: str = ""  # "InfiniBand", "Ethernet"
-    rate_gbps: Finite = 0.0  # Gb/s as the device reports it
+    rate_gbps: float = 0.0  # Gb/s as the device reports it
 
 
 def gpu_order(key: str) -> int:
@@ -170,12 +159,12 @@ def gpu_order(key: str) -> int:
     return int(key[3:])
 
 
-class NIC(_Record):
+class NIC(Record):
     name: str  # "mlx5_0", "cxi0", "hfi1_0", or netdev "eth0" if no RDMA device
     kind: str  # "InfiniBand" | "Ethernet" | "Slingshot" | "OmniPath" | "unknown"
     pci_bus_id: str = ""
     numa_node: int = -1
-    cpuset: CpuSet = msgspec.field(default_factory=CpuSet)
+    cpuset: CpuSet = CpuSet()
     ports: tuple[Port, ...] = ()
     netdevs: tuple[str, ...] = ()  # ib0, hsn0, eth0
     pci_index: int = -1  # as GPU.pci_index
@@ -186,7 +175,7 @@ class NIC(_Record):
         return self.name
 
 
-class Link(_Record):
+class Link(Record):
     """A direct device link (NVLink, xGMI): `a` and `b` are device keys.
 
     `b` may be "NVSwitch" (any switch, hidden ones included) or "CPU" (POWER9
@@ -199,13 +188,13 @@ class Link(_Record):
     b: str
     kind: str = "NVLink"  # "NVLink", "NVLink-C2C", "xGMI"
     count: int = 1
-    bandwidth: Finite = 0.0
+    bandwidth: float = 0.0
     version: int = 0
     hops: int = 0  # xGMI: GPUs crossed, 1 = direct; 0 unknown or not xGMI
 
 
-class Topology(_Record):
-    machine: Machine = msgspec.field(default_factory=Machine)
+class Topology(Record):
+    machine: Machine = Machine()
     packages: tuple[Package, ...] = ()
     numa_nodes: tuple[NumaNode, ...] = ()
     # SLIT distances, rows/columns in the order of numa_nodes; () unknown
@@ -218,7 +207,7 @@ class Topology(_Record):
     gpus: tuple[GPU, ...] = ()
     nics: tuple[NIC, ...] = ()
     links: tuple[Link, ...] = ()
-    allowed_mems: CpuSet = msgspec.field(default_factory=CpuSet)
+    allowed_mems: CpuSet = CpuSet()
     source: str = ""  # "sysfs:/", "hwloc-xml:file.xml", "+nvml"...
     notes: tuple[str, ...] = ()  # what a source had to guess or repair
 
@@ -314,79 +303,17 @@ class Topology(_Record):
         """A saved Topology (`to_json`), every field checked: an InputError
         naming `where` and the field path ("numa_nodes[2].cpuset").
         `schema`: the document's, when the caller has read it already."""
-        return decode_saved(where, data, _Saved, SCHEMA, WHAT, schema)
+        from . import saved
+
+        return saved.decode(where, data, cls, SCHEMA, WHAT, schema)
 
     @classmethod
     def from_dict(cls, d: object, where: str = "topology", at: str = "") -> "Topology":
         """A saved Topology already parsed (one part of a check document:
         `at` is where it sits, "topology")."""
-        from .. import records
+        from . import saved
 
-        _check_schema(where, d.get("schema") if isinstance(d, dict) else None, SCHEMA, WHAT)
-        return _unwrap(records.convert(where, d, _Saved, WHAT, at, dec_hook=_cpuset))
+        return saved.convert(where, d, cls, SCHEMA, WHAT, at)
 
-
-# --- records <-> JSON ----------------------------------------------------------------
 
 WHAT = "nodemap topology export"
-
-
-class _Saved(Topology, kw_only=True):
-    """A Topology as saved: with its schema."""
-
-    schema: str
-
-
-def _unwrap(saved: _Record) -> _Record:
-    """The record a saved one (a subclass adding `schema`) holds."""
-    cls = type(saved).__bases__[0]
-    return cls(**{name: getattr(saved, name) for name in cls.__struct_fields__})
-
-
-def decode_saved(where: str, data: bytes | str, saved: type, schema: str, what: str, got: str | None = None):
-    """The record saved as JSON (`saved`: a subclass of its type adding a
-    `schema` field), every field checked; a document of another schema
-    (`got`, else read here) is refused first, so a foreign file is named
-    as one, not by its first unknown field."""
-    from .. import records
-
-    if isinstance(data, str):  # (to_json's text)
-        data = data.encode("utf-8", "surrogatepass")
-    _check_schema(where, records.schema_of(where, data, what) if got is None else got, schema, what)
-    return _unwrap(records.decode(where, data, saved, what, dec_hook=_cpuset))
-
-
-def _check_schema(where: str, got: object, schema: str, what: str) -> None:
-    if got != schema:
-        from ..errors import InputError
-
-        raise InputError(where, f"not a {what} (schema {got!r}, expected {schema!r}); give one as nodemap wrote it")
-
-
-def to_builtins(record: _Record) -> dict[str, object]:
-    """A record as JSON's types: a CpuSet as its list ("0-3,8"), tuples as lists."""
-    return _lists(msgspec.to_builtins(record, enc_hook=_cpulist))
-
-
-def _lists(value: object) -> object:
-    # (msgspec.to_builtins keeps tuples: readers of to_dict get JSON's lists, as json.loads gives them)
-    if isinstance(value, dict):
-        return {k: _lists(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_lists(v) for v in value]
-    return value
-
-
-def _cpulist(obj: object) -> str:
-    if isinstance(obj, CpuSet):
-        return obj.format()
-    raise NotImplementedError(f"{type(obj).__name__} in a record")
-
-
-def _cpuset(tp: type, obj: object) -> CpuSet:
-    """msgspec's dec_hook: a CPU list ("0-3,8") as a CpuSet."""
-    if tp is not CpuSet:
-        raise NotImplementedError(f"{tp} in a record")
-    if not isinstance(obj, str):
-        raise TypeError(f"Expected `str`, got `{type(obj).__name__}`")
-    return CpuSet.parse(obj)  # its CpuSetError is a ValueError: named with the field

@@ -9,7 +9,8 @@ to NUMA locality (NODE or SYS) and the Path says so in its note.
 from __future__ import annotations
 
 from .cpuset import CpuSet
-from .model import GPU, NIC, Topology, _Record, norm_bus_id
+from .model import GPU, NIC, Topology, norm_bus_id
+from .record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ XGMI_LEGEND = ("XGMI#", "Connection traversing AMD xGMI (Infinity Fabric) links 
 _LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.9846, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
-class Path(_Record):
+class Path(Record):
     kind: str  # one of ORDER
     nvlinks: int = 0
     bandwidth_gbs: float = 0.0  # per direction, 0 unknown

@@ -195,10 +195,9 @@ def bus_ids(cp: Any, ndev: int) -> list[str]:
 def node_plan(local_size: int, local_rank: int, say: Callable[[str], None]) -> tuple[NodePlan | None, str]:
     """The node's plan for its local ranks: the Request of `nodemap run` without options (the one it
     makes, from its cache when a rank already made it), or None and why not."""
-    from msgspec.structs import asdict
-
     from ...mapping.nodeplan import node_plan as plan_of
     from ...mapping.request import Request
+    from ...topology.record import asdict
 
     try:
         return plan_of(asdict(Request(tasks=local_size)), from_launcher=True, local_rank=local_rank, say=say)[0], ""
