@@ -26,7 +26,7 @@ def topo():
 
 @pytest.mark.parametrize("nt", NT)
 def test_every_kernel_verified_positive_and_counted_the_stream_way(nt):
-    rs = stream.measure(topo(), CPUS, N, hk.KERNELS, 2, nt_stores=nt)
+    rs = stream.measure(topo(), CPUS, N, hk.KERNELS, 2, benchmark="memory", nt_stores=nt)
     assert [r.metric for r in rs] == list(hk.KERNELS)
     words = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "sum": 1}
     for r in rs:
@@ -50,8 +50,8 @@ def test_a_skipped_element_fails_the_check(kernels, nt):
 
 def test_batch_times_back_to_back_repetitions_as_one_sample():
     n = 1 << 21  # 16 MiB per array: a repetition takes milliseconds, far above timer and barrier costs
-    one, = stream.measure(topo(), CPUS, n, ["triad"], 3)
-    eight, = stream.measure(topo(), CPUS, n, ["triad"], 3, batch=8)
+    one, = stream.measure(topo(), CPUS, n, ["triad"], 3, benchmark="memory")
+    eight, = stream.measure(topo(), CPUS, n, ["triad"], 3, benchmark="memory", batch=8)
     assert eight.verified and eight.params["batch"] == 8 and one.params["batch"] == 1
     assert eight.bytes == 8 * one.bytes == 8 * 3 * 8 * n
     assert eight.params["write_allocate_bytes"] == 8 * 4 * 8 * n
@@ -65,9 +65,18 @@ def test_batch_times_back_to_back_repetitions_as_one_sample():
         hk.stream(CPUS, 1000, ["copy"], 1, batch=0)
 
 
+def test_each_kind_says_its_own_progress_line():
+    # stream.py, shared by memory and numa, switched on `benchmark == "memory"`; memory's case says it now
+    order = hm.ThreadOrder(topo(), CPUS, N, ["triad"], benchmark="memory", thread_order="spread")
+    assert order.progress([]) == f"spread: {len(CPUS)} threads"
+    cell = stream.Stream(topo(), CPUS, N, ["triad"], benchmark="numa", label="bandwidth NUMA0 -> NUMA0")
+    r = make_result("numa", "triad", "GB/s", [12.5, 12.0], verified=True)
+    assert (cell.progress([]), cell.progress([r])) == ("bandwidth NUMA0 -> NUMA0", "bandwidth NUMA0 -> NUMA0: 12.5 GB/s")
+
+
 def test_failed_check_is_an_error_not_a_number():
     with pytest.raises(NodemapError, match="check failed"):
-        stream.measure(topo(), CPUS[:1], N, ["triad"], 1, skip=5)
+        stream.measure(topo(), CPUS[:1], N, ["triad"], 1, benchmark="memory", skip=5)
 
 
 def test_kernel_subsets_check_against_replayed_gold_values():

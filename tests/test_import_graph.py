@@ -495,6 +495,19 @@ def test_the_readers_of_what_kinds_measure_import_no_kind():
     assert got == set(), "read the kind through bench.kinds.story (its STORY), not by importing its module"
 
 
+def test_the_host_kinds_shared_rooms_name_no_kind():
+    # bench/host/stream.py (the STREAM case of memory and numa) switched its progress line on
+    # `self.benchmark == "memory"` and defaulted benchmark to "memory", chase.py (latency's and numa's) to
+    # "latency": a kind says what differs in its own module (memory.ThreadOrder) and names itself
+    kind_modules = {m for module in _registered().values() for m in (module, module + "_options")}
+    rooms = [m for m in TREES if m.startswith("nodemap.bench.host.") and m not in kind_modules]
+    assert {"nodemap.bench.host.stream", "nodemap.bench.host.chase"} <= set(rooms)
+    found = {(m, name): line for m in rooms for name, line in kind_names(TREES[m], set(_registered()))}
+    # the pointer chase's errors start "latency:" (what failed, as the user reads it), not the kind
+    assert {k for k in found} <= {("nodemap.bench.host.kernels", "latency")}, \
+        "the kind passes its name and overrides what differs (a Case subclass in its own module)"
+
+
 FINDINGS = "nodemap.check.findings"
 
 

@@ -62,10 +62,10 @@ def test_a_skipped_element_fails_every_isa(monkeypatch, isa):
 
 def test_results_say_which_kernels_ran(monkeypatch):
     monkeypatch.setenv(hk.ISA_ENV, "scalar")
-    rs = stream.measure(pl.flat_topology(CpuSet(CPUS)), CPUS, 1001, ["copy", "triad"], 1)
+    rs = stream.measure(pl.flat_topology(CpuSet(CPUS)), CPUS, 1001, ["copy", "triad"], 1, benchmark="memory")
     assert all(r.params["isa"] == "scalar" and "scalar kernels (forced" in r.notes[0] for r in rs)
     monkeypatch.delenv(hk.ISA_ENV)
-    rs = stream.measure(pl.flat_topology(CpuSet(CPUS)), CPUS, 1001, ["copy"], 1)
+    rs = stream.measure(pl.flat_topology(CpuSet(CPUS)), CPUS, 1001, ["copy"], 1, benchmark="memory")
     assert rs[0].params["isa"] == SUPPORTED[-1] and "best this CPU runs" in rs[0].notes[0]
 
 

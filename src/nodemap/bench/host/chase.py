@@ -30,8 +30,8 @@ class Chase(Case):
     """One working set: a pointer chase on one pinned CPU (native/latency.c
     loops over the repetitions, after one untimed cycle)."""
 
-    def __init__(self, topo: Topology, cpu: int, size: int, loads: int, mem_nodes: CpuSet = CpuSet(),
-                 benchmark: str = "latency", level: str = "", params: dict | None = None) -> None:
+    def __init__(self, topo: Topology, cpu: int, size: int, loads: int, mem_nodes: CpuSet = CpuSet(), *,
+                 benchmark: str, level: str = "", params: dict | None = None) -> None:
         self.topo, self.cpu, self.size, self.loads, self.mem_nodes = topo, cpu, size, loads, mem_nodes
         self.benchmark, self.level = benchmark, level
         self.params = params or {}  # added to the Result's (numa's cell)

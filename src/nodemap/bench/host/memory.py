@@ -98,6 +98,14 @@ def recommendation_text(results: Sequence[Result]) -> str:
 # --- the command ----------------------------------------------------------------------
 
 
+class ThreadOrder(Stream):
+    """STREAM on one thread order: its progress line names the order and its threads (the sweep's orders
+    differ by where the threads are, which a bandwidth alone does not say)."""
+
+    def progress(self, results: list[Result]) -> str:
+        return f"{self.label}: {len(self.cpus)} threads"
+
+
 def plan(opts: Options) -> Plan:
     isa = hostkernels.stream_isa()  # a bad NODEMAP_STREAM_ISA fails before any work
     kernels = parse_kernels(opts.kernels)
@@ -110,8 +118,8 @@ def plan(opts: Options) -> Plan:
     n_bytes, notes = array_size(topo, used, mem, opts.size)
     n = n_bytes // ELEMENT
     peak, unknown = host_peak(opts.peak)
-    cases: list[Case] = [Stream(topo, p.cpus, n, kernels, nt_stores=opts.nt_stores, mem_nodes=mem,
-                                thread_order=p.name, batch=opts.batch, peak=peak) for p in orders]
+    cases: list[Case] = [ThreadOrder(topo, p.cpus, n, kernels, benchmark="memory", nt_stores=opts.nt_stores,
+                                     mem_nodes=mem, thread_order=p.name, batch=opts.batch, peak=peak) for p in orders]
     samples = f"{opts.repeats} samples of {opts.batch} back-to-back repetitions" if opts.batch > 1 else str(opts.repeats)
     head = f"STREAM, {format_size(n_bytes)} per array, best of {samples}" + (
         ", non-temporal stores" if opts.nt_stores else "") + f", {isa_note(isa)}"

@@ -72,9 +72,8 @@ class Stream(Case):
     loops the repetitions (one untimed first, threads pinned and arrays
     first-touched once), each sample `batch` repetitions back to back."""
 
-    def __init__(self, topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], *,
-                 nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), benchmark: str = "memory",
-                 thread_order: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None,
+    def __init__(self, topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], *, benchmark: str,
+                 nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), thread_order: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None,
                  label: str = "", params: dict | None = None, messages: Sequence[str] = ()) -> None:
         self.topo, self.cpus, self.n, self.kernels = topo, list(cpus), n, list(kernels)
         self.nt_stores, self.mem_nodes, self.benchmark, self.thread_order = nt_stores, mem_nodes, benchmark, thread_order
@@ -132,13 +131,9 @@ class Stream(Case):
             ))
         return out
 
-    def progress(self, results: list[Result]) -> str:
-        return f"{self.label}: {len(self.cpus)} threads" if self.benchmark == "memory" else super().progress(results)
-
-
 def measure(topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], reps: int,
             **kw: Any) -> list[Result]:
-    """One Stream case of `reps` samples through the driver (tests, scripts)."""
+    """One Stream case of `reps` samples through the driver (tests, scripts; `benchmark=` the kind it is of)."""
     return driver.measure_case(Stream(topo, cpus, n, kernels, **kw), Repeats(count=reps))
 
 
