@@ -442,6 +442,36 @@ def test_a_process_is_bound_only_by_launch():
     assert found == {}, "bind through nodemap.mapping.launch.apply (one answer to a refused memory policy)"
 
 
+
+def method_bodies(cls: ast.ClassDef) -> dict[str, tuple[int, str]]:
+    """method -> (line, its body less the docstring, as an AST dump)."""
+    out = {}
+    for f in cls.body:
+        if isinstance(f, ast.FunctionDef):
+            body = f.body[1:] if ast.get_docstring(f) is not None else f.body
+            out[f.name] = f.lineno, ast.dump(ast.Module(body=body, type_ignores=[]))
+    return out
+
+
+def classes(tree: ast.AST) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+
+
+def test_no_case_restates_the_drivers_default():
+    # mpi_p2p.MultirailCase.gather returned its results as driver.Case.gather does: a copy that would not
+    # follow a change of the default
+    [case] = [c for c in classes(TREES["nodemap.bench.driver"]) if c.name == "Case"]
+    default = {m: body for m, (_, body) in method_bodies(case).items()}
+
+    def restated(tree: ast.AST) -> list[tuple[str, str, int]]:
+        return [(c.name, m, line) for c in classes(tree) if any(ast.unparse(b).split(".")[-1] == "Case" for b in c.bases)
+                for m, (line, body) in method_bodies(c).items() if default.get(m) == body]
+
+    assert restated(ast.parse("class A(driver.Case):\n    def gather(self, results):\n        return results")) == [
+        ("A", "gather", 2)]
+    found = {m: r for m, t in TREES.items() if (r := restated(t))}
+    assert found == {}, "leave the driver's default to driver.Case: override only what differs"
+
 # --- a kind's story is its own (bench/story.py): the readers of what kinds measure name none ----------------
 
 KIND_READERS = ("nodemap.check", "nodemap.compare", "nodemap.bench.resultfile")

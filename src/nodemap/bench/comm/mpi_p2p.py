@@ -456,9 +456,6 @@ class MultirailCase(Case):
     def teardown(self) -> None:
         self._deadline.close()
 
-    def gather(self, results: list[Result]) -> list[Result]:
-        return results  # rank 0 made them all
-
     def progress(self, results: list[Result]) -> str:
         return self.label
 
