@@ -31,34 +31,34 @@ campaign_start
 { nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
   machine_record; nvcc --version | grep -o 'release [0-9.]*'; } >>"$log" 2>&1
 
-step quick-check "$(left)" nodemap check --level quick -o "$out/quick" -q
+step quick-check "$(campaign_left)" nodemap check --level quick -o "$out/quick" -q
 rm -f "$out/quick/check.html"  # eight files come back from the lent machine: keep the full one's
 
 if [ -d .peers/BabelStream ] && fits babelstream 60; then
-  step babelstream-cmake "$(left)" cmake -S .peers/BabelStream -B /tmp/bs -DMODEL=cuda \
+  step babelstream-cmake "$(campaign_left)" cmake -S .peers/BabelStream -B /tmp/bs -DMODEL=cuda \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCUDA_ARCH=sm_90 -DCMAKE_BUILD_TYPE=Release \
-    && step babelstream-build "$(left)" cmake --build /tmp/bs -j 16
+    && step babelstream-build "$(campaign_left)" cmake --build /tmp/bs -j 16
   if [ -x /tmp/bs/cuda-stream ]; then
-    step_out babelstream "$(left)" "$out/babelstream.csv" /tmp/bs/cuda-stream --arraysize 134217728 --numtimes 100 --csv
+    step_out babelstream "$(campaign_left)" "$out/babelstream.csv" /tmp/bs/cuda-stream --arraysize 134217728 --numtimes 100 --csv
   else
     echo "=== BabelStream did not build (see the log)" >>"$log"
   fi
 fi
 
 for k in gpu copies; do
-  step "bench-$k" "$(left)" nodemap bench "$k" --output "$out/bench_$k.json"
+  step "bench-$k" "$(campaign_left)" nodemap bench "$k" --output "$out/bench_$k.json"
 done
 
-step full-check "$(($(left) - 5))" nodemap check --level full -o "$out/full" -q
+step full-check "$(($(campaign_left) - 5))" nodemap check --level full -o "$out/full" -q
 
 if [ -d .peers/nvbandwidth ] && fits nvbandwidth 90; then
   mkdir -p /tmp/boost && for f in .peers/boost/*.deb; do dpkg -x "$f" /tmp/boost; done
-  step nvbandwidth-cmake "$(($(left) - 20))" cmake -S .peers/nvbandwidth -B /tmp/nvbw -DCMAKE_BUILD_TYPE=Release \
+  step nvbandwidth-cmake "$(($(campaign_left) - 20))" cmake -S .peers/nvbandwidth -B /tmp/nvbw -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH=/tmp/boost/usr -DBoost_USE_STATIC_LIBS=ON \
     -DBoost_DIR=/tmp/boost/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
-    && step nvbandwidth-build "$(($(left) - 15))" cmake --build /tmp/nvbw -j 16
+    && step nvbandwidth-build "$(($(campaign_left) - 15))" cmake --build /tmp/nvbw -j 16
   if [ -x /tmp/nvbw/nvbandwidth ]; then
-    step_out nvbandwidth "$(left)" "$out/nvbandwidth.json" /tmp/nvbw/nvbandwidth \
+    step_out nvbandwidth "$(campaign_left)" "$out/nvbandwidth.json" /tmp/nvbw/nvbandwidth \
       -t host_to_device_memcpy_ce device_to_host_memcpy_ce -j
   else
     echo "=== nvbandwidth did not build in time (see the log)" >>"$log"

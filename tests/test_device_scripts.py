@@ -348,9 +348,9 @@ def test_topo_vs_lstopo_times_both_and_prints_the_markdown_block(fake, tmp_path)
     assert len(topo) == 1 + 1 + 2  # checked once, warmed up once, timed N times
 
 
-def lib(script: str, tmp_path: Path) -> str:
-    """Run bash lines with benchmarks/lib/campaign.sh sourced, in tmp_path; returns the log."""
-    subprocess.run(["bash", "-c", f'set -u; log=log.txt parts=a,b budget=20; . "{BENCH}/lib/campaign.sh"; '
+def lib(script: str, tmp_path: Path, before: str = "budget=20") -> str:
+    """Run bash lines with benchmarks/lib/campaign.sh sourced (after `before`), in tmp_path; returns the log."""
+    subprocess.run(["bash", "-c", f'set -u; log=log.txt parts=a,b; {before}; . "{BENCH}/lib/campaign.sh"; '
                                   f"campaign_start; {script}"], cwd=tmp_path, check=True, timeout=30)
     return (tmp_path / "log.txt").read_text()
 
@@ -371,6 +371,17 @@ def test_want_fits_and_step_cap_keep_to_the_budget(tmp_path):
     assert "=== b: skipped, 20 s left of the budget, needs ~30 s\nb-no" in log
     assert re.search(r"^=== long \[0 s\]: sleep 0\n=== long: rc=0", log, re.M)
     assert "=== late: skipped, budget 5 s spent" in log
+
+
+def test_without_a_budget_every_estimate_fits_and_the_shells_own_names_stay(tmp_path):
+    # a device command sources device_setup.sh (so campaign.sh) into its own shell: left() there read an
+    # unset $budget (under set -u: an error, so `want b 30` was skipped; without: 0 s left, every step
+    # skipped) and replaced the command's own `left` (benchmarks/results/same_figures_world_20261202)
+    log = lib('want b 30 && echo b-asked >>$log; step_cap=1 step capped 5 true; echo "$(left) $(elapsed)" >>$log',
+              tmp_path, before="left() { echo mine; }; elapsed() { echo also-mine; }")
+    assert "b-asked" in log and "skipped" not in log
+    assert re.search(r"^=== capped: rc=0", log, re.M)
+    assert "mine also-mine" in log
 
 
 def test_pack_takes_the_items_that_exist_globs_included(tmp_path):

@@ -3,8 +3,12 @@
 # A script sets, before using them:
 #   log     the file every command, its output and its exit code go to
 #   parts   the comma list of parts asked for (want)
-#   budget  seconds the whole call may take (want's and fits' estimates)
+#   budget  seconds the whole call may take (want's and fits' estimates, step_cap); unset: no budget,
+#           every estimate fits and steps keep their own limits
 # and calls campaign_start once: the call's clock and the environment.
+# Its functions are named for what they do (step, want, pack...) or campaign_*: device_setup.sh sources
+# this into the shell a device command runs in, where a generic name (left, elapsed) would replace
+# the command's own.
 # Tested with stand-in tools by tests/test_device_scripts.py.
 
 campaign_start() {  # the call's clock, the environment every GPU process needs
@@ -18,8 +22,11 @@ campaign_env() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
 
-elapsed() { echo $((SECONDS - ${campaign_t0:-0})); }
-left() { echo $((budget - $(elapsed))); }  # seconds left of the budget
+campaign_elapsed() { echo $((SECONDS - ${campaign_t0:-0})); }
+campaign_left() {  # seconds left of the budget (none set: more than any step asks)
+  [ -n "${budget:-}" ] || { echo $((1 << 30)); return; }
+  echo $((budget - $(campaign_elapsed)))
+}
 
 want() {  # want PART [SECONDS]: asked for in $parts and, given an estimate, it fits in what is left
   [[ ",$parts," == *",$1,"* ]] || return 1
@@ -28,7 +35,7 @@ want() {  # want PART [SECONDS]: asked for in $parts and, given an estimate, it 
 
 fits() {  # fits WHAT SECONDS: the estimate fits in what is left of the budget (else logged as skipped)
   local left
-  left=$(left)
+  left=$(campaign_left)
   [ "$left" -ge "$2" ] && return 0
   echo "=== $1: skipped, ${left} s left of the budget, needs ~$2 s" >>"$log"
   return 1
@@ -43,12 +50,12 @@ step() {
   local name=$1 secs=$2 rc s=$SECONDS left
   shift 2
   if [ -n "${step_cap:-}" ]; then
-    left=$(left)
+    left=$(campaign_left)
     if [ "$left" -le 5 ]; then echo "=== $name: skipped, budget ${budget} s spent" >>"$log"; return 1; fi
     [ "$secs" -gt "$left" ] && secs=$left
   fi
   if [ "$secs" -le 0 ]; then echo "=== $name: skipped, no time left (${secs} s)" >>"$log"; return 1; fi
-  echo "=== $name [$(elapsed) s]: $*" >>"$log"
+  echo "=== $name [$(campaign_elapsed) s]: $*" >>"$log"
   timeout -k 10 -s INT "$secs" "$@" >>"$log" 2>&1
   rc=$?
   echo "=== $name: rc=$rc in $((SECONDS - s)) s" >>"$log"
@@ -58,7 +65,7 @@ step() {
 }
 
 campaign_done() {  # campaign_done [ITEM...]: the call's time in the log, the last pack (of ITEMs if given)
-  echo "=== done in $(elapsed) s" >>"$log"
+  echo "=== done in $(campaign_elapsed) s" >>"$log"
   pack "$@"
 }
 
