@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -629,3 +631,47 @@ def test_usnic_is_ethernet_not_infiniband():
       <object type="OSDev" gp_index="52" name="enp7s0" osdev_type="2"/></object>"""
     t = parse(node_v2(pcis=vic))
     assert [(n.name, n.kind) for n in t.nics] == [("usnic_0", "Ethernet")]
+
+
+# --- the plain parser: expat's events, ElementTree's tree ----------------------------------------------------
+
+
+def _shape(el) -> tuple:
+    children = el.children if isinstance(el, hwloc_xml._Element) else list(el)
+    return el.tag, dict(el.attrib), el.text, [_shape(c) for c in children]
+
+
+_ODD = [b'<t:topology xmlns:t="urn:x" t:a="1" b="2">x<c/>y<d>z</d></t:topology>',
+        b'<topology xmlns="urn:x"><!-- c --><?pi x?><object type="Machine">  </object></topology>',
+        b'<?xml version="1.0"?>\n<!DOCTYPE topology SYSTEM "hwloc.dtd">\n<topology>a&amp;b&#65;<o/></topology>']
+
+
+def test_the_plain_tree_is_elementtrees(fixtures):
+    """_plain_tree builds what ElementTree's C parser builds (tags with
+    their namespace, attributes, text, order), without its import."""
+    import xml.etree.ElementTree as ET  # the reference
+
+    docs = [p.read_bytes() for p in sorted((fixtures / "hwloc-xml").glob("*.xml"))] + _ODD
+    for doc in docs:
+        assert _shape(hwloc_xml._plain_tree(doc)) == _shape(ET.fromstring(doc))
+    top = hwloc_xml._plain_tree(_ODD[0])
+    assert [e.tag for e in top.iter("c")] == ["c"] and top.find("d").text == "z" and top.find("e") is None
+
+
+@pytest.mark.parametrize("doc, words", [
+    (b'<?xml version="1.0"?>\n<!DOCTYPE topology SYSTEM "hwloc.dtd">\n<topology>&foo;</topology>',
+     "undefined entity &foo;: line 3, column 10"),
+    (b"<topology>&foo;</topology>", "undefined entity: line 1, column 10"),
+    (b"<topology><object>", "no element found: line 1, column 18"),
+])
+def test_the_plain_parser_refuses_as_elementtree_did(doc, words):
+    assert words in bad(doc.decode(), "not well-formed XML")
+
+
+def test_reading_xml_imports_no_elementtree(fixtures):
+    """ElementTree's import (with ElementPath, copy, weakref) was 3.5 ms of `topo --input X.xml` (issue 37)."""
+    code = ("import sys; from nodemap.topology import hwloc_xml; hwloc_xml.read(sys.argv[1]); "
+            "print(sorted(m for m in sys.modules if m.startswith('xml.etree')))")
+    out = subprocess.run([sys.executable, "-c", code, str(xml_of(fixtures, "power8gpudistances.xml"))],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,10 +1,11 @@
 """hwloc XML (v1, v2, v3) -> Topology.
 
 `read(path)` and `parse(data, where)` turn what `lstopo --of xml` writes into
-the one model. One ElementTree pass (entity declarations are refused, so a
+the one model. One expat pass (entity declarations are refused, so a
 billion-laughs or XXE file is an InputError, never a hang or a read of
-/etc/passwd: a file that declares none goes to the C parser, any other to
-defusedxml) followed by an iterative walk over <object> elements.
+/etc/passwd: a file that declares none goes to expat, building elements as
+ElementTree would, any other to defusedxml) followed by an iterative walk
+over <object> elements.
 
 What hwloc means and how it lands in the model (NUMA nodes, I/O, OS
 devices, NVLink and xGMI bandwidths, v1/v2/v3 differences): docs/topology.md.
@@ -75,11 +76,9 @@ def parse(data: bytes, where: str) -> Topology:
 
 
 def _xml(data: bytes, where: str):
-    from xml.etree.ElementTree import ParseError
-
     try:
         root = _plain_tree(data) if _declares_nothing(data) else _defused_tree(data)
-    except ParseError as e:
+    except _Malformed as e:
         raise InputError(where, f"not well-formed XML, truncated or damaged ({e})") from None
     except _Refused as e:
         raise InputError(where, f"XML declares entities or external references, which hwloc never writes; "
@@ -97,7 +96,7 @@ class _Refused(Exception):
 # A document in UTF-8 or ASCII whose bytes hold no "<!ENTITY" declares no
 # entity, so it can neither expand one (billion laughs) nor read a file
 # (XXE); expat fetches no external DTD. Such a file, every file hwloc writes,
-# goes to ElementTree's C parser; anything else to defusedxml, whose parser
+# goes to expat (_plain_tree); anything else to defusedxml, whose parser
 # is ElementTree's pure-Python one (4x slower: 44 of 67 ms reading a 192-PU
 # file, benchmarks/results/topo_vs_lstopo.md).
 _ENCODING = re.compile(rb"<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)")
@@ -110,15 +109,89 @@ def _declares_nothing(data: bytes) -> bool:
     return m is None or m.group(1).lower() in (b"utf-8", b"utf8", b"us-ascii", b"ascii")
 
 
-def _plain_tree(data: bytes):
-    from xml.etree.ElementTree import XMLParser
+class _Malformed(Exception):
+    """Not well-formed XML, as expat says (ElementTree's ParseError from defusedxml)."""
 
-    parser = XMLParser()
-    parser.feed(data)
-    return parser.close()
+
+def _plain_tree(data: bytes) -> _Element:
+    """The document's elements, built from expat's events as ElementTree's
+    C parser builds them (namespaced names as {uri}name, an undefined
+    entity refused), without importing ElementTree: its import (ElementPath,
+    copy, weakref) was 3.5 ms of `nodemap topo --input X.xml`, building the
+    elements here costs 0.2 ms more than its C builder."""
+    from pyexpat import ExpatError, ParserCreate
+
+    parser, stack, top = ParserCreate(namespace_separator=_SEP), [], []
+    spaced = b"xmlns" in data  # else no name holds _SEP (no XML name can): hwloc's files
+
+    def start(tag: str, attrib: dict[str, str]) -> None:
+        el = _Element(_qualified(tag), {_qualified(k): v for k, v in attrib.items()}) if spaced else \
+            _Element(tag, attrib)
+        (stack[-1].children if stack else top).append(el)
+        stack.append(el)
+
+    def text(data: str) -> None:
+        el = stack[-1]
+        if not el.children:  # ElementTree's text: what comes before the first child
+            el.text = data if el.text is None else el.text + data
+
+    def other(data: str) -> None:  # ElementTree refuses an entity it was not told of
+        if data.startswith("&"):
+            raise _Malformed(f"undefined entity {data}: line {parser.CurrentLineNumber}, "
+                             f"column {parser.CurrentColumnNumber}")
+
+    parser.StartElementHandler, parser.EndElementHandler = start, lambda tag: stack.pop()
+    parser.CharacterDataHandler, parser.DefaultHandlerExpand = text, other
+    try:
+        parser.Parse(data, True)
+    except ExpatError as e:
+        raise _Malformed(str(e)) from None
+    return top[0]
+
+
+_SEP = "}"
+
+
+def _qualified(name: str) -> str:
+    """expat's "uri}name" as ElementTree writes it, "{uri}name"."""
+    return "{" + name if _SEP in name else name
+
+
+class _Element:
+    """An element as _plain_tree builds it: the part of ElementTree's
+    Element that the reader uses (tag, text, get, find, findall, iterfind,
+    iter), which defusedxml's elements also have."""
+
+    __slots__ = ("tag", "attrib", "text", "children")
+
+    def __init__(self, tag: str, attrib: dict[str, str]) -> None:
+        self.tag, self.attrib, self.text, self.children = tag, attrib, None, []
+
+    def get(self, key: str, default=None):
+        return self.attrib.get(key, default)
+
+    def iterfind(self, tag: str) -> Iterator[_Element]:
+        return (c for c in self.children if c.tag == tag)
+
+    def findall(self, tag: str) -> list[_Element]:
+        return [c for c in self.children if c.tag == tag]
+
+    def find(self, tag: str) -> _Element | None:
+        return next(self.iterfind(tag), None)
+
+    def iter(self, tag: str) -> Iterator[_Element]:
+        """This element and every one below it named `tag`, in document order."""
+        stack = [self]
+        while stack:
+            el = stack.pop()
+            if el.tag == tag:
+                yield el
+            stack.extend(reversed(el.children))
 
 
 def _defused_tree(data: bytes):
+    from xml.etree.ElementTree import ParseError
+
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import fromstring
 
@@ -126,6 +199,8 @@ def _defused_tree(data: bytes):
         return fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     except DefusedXmlException as e:
         raise _Refused(e) from None
+    except ParseError as e:
+        raise _Malformed(str(e)) from None
 
 
 _NL = b"\n"
