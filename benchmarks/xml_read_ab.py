@@ -101,6 +101,17 @@ def _quiet(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
         os.close(out)
 
 
+def interleaved(cases: list[tuple[str, list[str]]], env: dict[str, str], repeat: int) -> dict[str, list]:
+    """Each case's (CPU, wall) ms per round, after a warm-up run each (byte code, page cache)."""
+    for _, cmd in cases:
+        _quiet(cmd, env)
+    res: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in cases}
+    for _ in range(repeat):
+        for name, cmd in cases:
+            res[name].append(_quiet(cmd, env))
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("before")
@@ -124,13 +135,7 @@ def main() -> int:
         print("| file | case | CPU median ms | CPU best | wall median ms | wall best | CPU vs lstopo |")
         print("|---|---|---|---|---|---|---|")
         for xml in args.xml:
-            cases = _cases(trees, xml, args.lstopo)
-            for _, cmd in cases:  # warm-up: byte code, page cache
-                _quiet(cmd, env)
-            res: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in cases}
-            for _ in range(args.repeat):
-                for name, cmd in cases:
-                    res[name].append(_quiet(cmd, env))
+            res = interleaved(_cases(trees, xml, args.lstopo), env, args.repeat)
             base = summary(res["lstopo"])[0]
             for name, xs in res.items():
                 cpu_med, cpu_best, wall_med, wall_best = summary(xs)
