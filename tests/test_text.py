@@ -73,3 +73,28 @@ def test_columns_is_what_shutil_gives(monkeypatch, value):
         assert columns(77) == 77
         return
     assert columns(77) == shutil.get_terminal_size((77, 24)).columns
+
+
+# --- without `re` (off topo's path): each reads as the regular expression it replaced ---
+
+_NAME_CHARS = st.text(st.one_of(st.sampled_from("aZ09_.-:/ \t\n"), DIGITS, st.characters()), max_size=70)
+
+
+@given(_NAME_CHARS)
+def test_natural_key_splits_as_the_regex_did(name):
+    import re
+
+    runs = re.split(r"([0-9]+)", name)
+    assert natural_key(name) == tuple(int(p) if i % 2 else p for i, p in enumerate(runs))
+
+
+@given(_NAME_CHARS, st.sampled_from(["device", "id"]))
+def test_names_and_slurm_node_names_read_as_the_regexes_did(name, kind):
+    import re
+
+    from nodemap.env import slurm_node_name
+    from nodemap.text import name_problem
+
+    grammar = {"device": r"[A-Za-z0-9_.-]*", "id": r"[A-Za-z0-9_.:/-]*"}[kind]
+    assert (name_problem(name, kind) == "") == bool(len(name) <= 64 and re.fullmatch(grammar, name))
+    assert slurm_node_name(name) == bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name))

@@ -76,7 +76,9 @@ def test_a_saved_record_refuses_a_field_it_does_not_declare():
 # as plain classes, benchmarks/results/topo_vs_lstopo_20261202c.md; only reading a saved file needs msgspec). shutil (bz2, lzma: 7M instructions, 3.8%) came with
 # argparse's help formatter, made for every option added: commands.formatter reads the width without it.
 # argparse (with gettext and locale: ~15%) is not needed for a line of topo's own options (cli.plain_args).
-SLOW = {"json", "socket", "ctypes", "dataclasses", "shutil", "argparse", "gettext", "locale", "msgspec", "typing"}
+# re (with enum, ~4 ms): text, units and env read names and sizes without it.
+SLOW = {"json", "socket", "ctypes", "dataclasses", "shutil", "argparse", "gettext", "locale", "msgspec", "typing", "re",
+        "enum"}
 
 
 def _modules(code: str) -> set[str]:

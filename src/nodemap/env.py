@@ -12,11 +12,10 @@ this.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from .errors import NodemapError
-from .text import is_decimal, shown
+from .text import is_decimal, name_problem, shown
 
 # (launcher, local rank variable, local size variable), in the order they are believed
 LOCAL_PAIRS = (
@@ -77,9 +76,12 @@ def mpirun_allocation(env: Mapping[str, str]) -> str:
 
 # The node name slurmd gives its programs and tasks (srun's, prolog, HealthCheckProgram)
 SLURM_NODE = "SLURMD_NODENAME"
-# A Slurm node name nodemap uses (fullmatch): Slurm's own are letters, digits, ".", "_", "-"; it ends up in
-# file names and scontrol command lines
-SLURM_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def slurm_node_name(name: str) -> bool:
+    """Whether `name` is a Slurm node name nodemap uses: Slurm's own are letters, digits, ".", "_", "-" (the
+    first a letter or digit), at most 64; it ends up in file names and scontrol command lines."""
+    return name[:1].isascii() and name[:1].isalnum() and not name_problem(name)
 
 
 def integer(env: Mapping[str, str], name: str, fix: str = LAUNCHER_FIX) -> int:

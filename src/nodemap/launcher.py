@@ -133,12 +133,12 @@ def node_name(env: Mapping[str, str], given: str | None = None, for_slurm: bool 
     host = hostname or socket.gethostname()
     if for_slurm:
         name = given or slurmd or host.split(".")[0]
-        if not launcher_env.SLURM_NODE_NAME.fullmatch(name):
+        if not launcher_env.slurm_node_name(name):
             raise NodemapError(f"node name {shown(name)} has characters a Slurm node name cannot have (letters, "
                                "digits, '.', '_', '-'): set SLURMD_NODENAME or --node-name to the node's NodeName")
         return name
     for name in (given or "", slurmd):
-        if launcher_env.SLURM_NODE_NAME.fullmatch(name):
+        if launcher_env.slurm_node_name(name):
             return name
     return host
 

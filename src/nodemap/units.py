@@ -12,8 +12,6 @@ nvbandwidth and nccl-tests.
 
 from __future__ import annotations
 
-import re
-
 from .errors import NodemapError
 
 GB = 10**9  # bandwidths: GB/s = 1e9 bytes per second
@@ -26,7 +24,7 @@ for _i, _p in enumerate("kmgt", start=1):
     _MULT[_p] = _MULT[_p + "ib"] = 1024**_i
     _MULT[_p + "b"] = 1000**_i
 UNITS_HELP = "K, M, G, T or KiB..TiB = 1024^n; KB, MB, GB, TB = 1000^n; a plain number is bytes"
-_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(?:e(\d{1,2}))?\s*([a-z]*)", re.ASCII)
+_SIZE = r"(\d+(?:\.\d*)?|\.\d+)(?:e(\d{1,2}))?\s*([a-z]*)"  # (compiled where a size is read: `re` is not on topo's path)
 _IEC = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 
 
@@ -43,9 +41,11 @@ def parse_size(text: str, option: str = "size", *, minimum: int = 0) -> int:
     the command line prefixes the (sub)command. `minimum` refuses smaller
     sizes (0 is allowed by default).
     """
+    import re
+
     where = f"{option} {_show(text)}"
     t = str(text).strip().lower()
-    m = _SIZE.fullmatch(t) if len(t) <= 64 else None  # no size needs more; keeps Fraction() cheap
+    m = re.fullmatch(_SIZE, t, re.ASCII) if len(t) <= 64 else None  # no size needs more; keeps Fraction() cheap
     if not m or m.group(3) not in _MULT:
         raise NodemapError(f"{where}: not a size; write bytes or a number with a unit ({UNITS_HELP}), "
                            "e.g. 512M, 2GiB, 4GB")

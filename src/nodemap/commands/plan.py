@@ -183,7 +183,7 @@ def _mpirun_host(topo, args) -> tuple[str, str]:
     if env.mpirun_allocation(os.environ):
         return "", ""
     name = topo.machine.hostname
-    if args.nodes == 1 and env.SLURM_NODE_NAME.fullmatch(name):
+    if args.nodes == 1 and env.slurm_node_name(name):
         return name, ""
     why = f"{args.nodes} nodes" if args.nodes > 1 else "the topology names no usable host"
     return "", (f"no scheduler's allocation here and {why}: the rankfile's relative hosts +n0.. need one "
