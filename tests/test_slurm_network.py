@@ -333,24 +333,30 @@ def resume(cluster, node: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault, says", [
-    (("n2", "rail1", "down"), "nodemap: fleet: topology NIC rail1 port 1 down 0 Gb/s where 2 of 3 nodes have up"),
-    (("n3", "rail0", "delay=2ms"), "nodemap: fleet: pairs mpi latency host rail0 vs rail1 ")])
-def test_a_rail_down_is_found_named_and_drained(net_cluster, tmp_path, fault, says):
+@pytest.mark.parametrize("links, says", [
+    ((("n2", "rail1", "down"),), "nodemap: fleet: topology NIC rail1 port 1 down 0 Gb/s where 2 of 3 nodes have up"),
+    ((("n3", "rail0", "delay=2ms"),), "nodemap: fleet: pairs mpi latency host rail0 vs rail1 "),
+    ((("n1", "rail1", "loss=1%"), ("n1", "rail0", "delay=1us")), "nodemap: fleet: pairs mpi tail host rail1 vs rail0 ")],
+    ids=["down", "delay", "loss"])
+def test_a_rail_down_is_found_named_and_drained(net_cluster, tmp_path, links, says):
     """One node's rail down (its NIC's port where its peers' are up; its ranks plan the other rail, and
-    MPI does not hang), or 2 ms late each way (healthy pairs' latency spreads 1-8x on this shared host,
-    so the rail is judged against the same pair's other rail, measured with it: [fleet] rail_latency):
-    the node is drained in Slurm with a reason naming the rail, the others are not.
+    MPI does not hang), 2 ms late each way (healthy pairs' latency spreads 1-8x on this shared host,
+    so the rail is judged against the same pair's other rail, measured with it: [fleet] rail_latency),
+    or losing 1% (its other rail through the same forwarder, losing nothing: the rails differ by the loss
+    alone, seen in their slowest round trips: [fleet] rail_tail): the node is drained in Slurm with a
+    reason naming the rail, the others are not. The first link is the fault.
     A rail at a tenth of its rate: tests/test_docs_recipes.py runs docs/fleet.md's recipe."""
-    net_cluster.link(*fault)
+    for link in links:
+        net_cluster.link(*link)
     t0 = time.monotonic()
     try:
         got, said = fleet(net_cluster, tmp_path)
     finally:
-        net_cluster.link(*fault[:2], "clear")
+        for link in links:
+            net_cluster.link(*link[:2], "clear")
     took = time.monotonic() - t0
     reasons = slurm_reasons(net_cluster)
-    node, rail = fault[:2]
+    node, rail = links[0][:2]
     try:
         assert [d["node"] for d in got["drain"]] == [node], said
         assert re.search(r"rail\d", got["drain"][0]["reason"]).group() == rail  # the first rail it names
@@ -358,4 +364,4 @@ def test_a_rail_down_is_found_named_and_drained(net_cluster, tmp_path, fault, sa
         assert not any(reasons[n][0].startswith("drain") for n in reasons if n != node), reasons
     finally:
         resume(net_cluster, node)
-    print(f"{fault}: found and drained in {took:.0f} s: {reasons[node][1]}")
+    print(f"{links[0]}: found and drained in {took:.0f} s: {reasons[node][1]}")

@@ -94,7 +94,7 @@ def _evidence(ev: list[Link], th: FleetRules | None) -> str:
         ends = " <-> ".join(f"{x} ({j.nics[x]})" if j.nics and j.nics.get(x) else x for x in (j.a, j.b))
         if j.sibling and is_tail(j.key):
             said = (f"its slowest round trips {j.value:.1f}x the other rail's in most repetitions, measured with "
-                    f"it: {TAIL_CAUSE}")
+                    f"it ({TAIL_CAUSE})")
             rule = "" if th is None else f"bad above {th.rail_tail:g}x"
         elif j.sibling:
             said = (f"at most {j.value:.0%} of the other rail's" if hib else
