@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .nodefile import TopologyView
+import msgspec
+
+from .nodefile import NO_PUS, TopologyView, pus_of
 
 # How bad a difference in a fact is: a missing or degraded part is hardware
 # to repair (fail: memory too, a DIMM lost); anything else differs from the fleet (warn).
@@ -26,9 +28,10 @@ SIZE_TOLERANCE = 0.05
 
 def facts(topo: TopologyView | None) -> dict[str, Any]:
     """Node-independent facts of one topology (as the fleet reads it); {} when unknown."""
-    if topo is None or topo == TopologyView():  # none, or an empty object: unknown
-        return {}
-    out: dict[str, Any] = {"NUMA nodes": len(topo.numa_nodes), "CPUs online": sum(p.online for p in topo.pus)}
+    online, pus = pus_of(topo) if topo is not None else (0, 0)
+    if topo is None or (not pus and msgspec.structs.replace(topo, pus=NO_PUS) == TopologyView()):
+        return {}  # none, or an empty object: unknown
+    out: dict[str, Any] = {"NUMA nodes": len(topo.numa_nodes), "CPUs online": online}
     if topo.machine is not None and topo.machine.memory:
         out["memory"] = topo.machine.memory
     for numa in topo.numa_nodes:

@@ -76,7 +76,7 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
         from . import nodefile
 
         doc = records.parse(path, infile.read(path, infile.MAX_DOCUMENT, nodefile.WHAT), nodefile.WHAT)
-        records.convert(path, doc, nodefile.NodeDoc, nodefile.WHAT)  # as check --fleet --from reads one
+        nodefile.typed_node(path, doc)  # as check --fleet --from reads one
     else:
         doc = check(node, level, expect, in_job)
         doc.setdefault("extra", {})[BOOT_ID] = boot_id()  # nodes measured on one host at once contend

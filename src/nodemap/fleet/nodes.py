@@ -13,7 +13,7 @@ from ..finding import Finding
 from ..text import clipped, printable
 from . import facts as factsmod
 from .nodecheck import BOOT_ID
-from .nodefile import WHAT, BusyView, Fig, NodeDoc, PairResult
+from .nodefile import BusyView, Fig, NodeDoc, PairResult, typed_node
 
 
 @dataclass
@@ -93,18 +93,11 @@ def _texts(key: str, label: str, path: str, unit: str) -> tuple[str, str, str, s
     return name(key), _text(label), _text(path), _text(unit)
 
 
-def typed(doc: Any, where: str = "node document") -> NodeDoc:
-    """A node document already parsed (the driver's, a test's) as the fleet reads one from a file."""
-    from .. import records
-
-    return doc if isinstance(doc, NodeDoc) else records.convert(where, doc, NodeDoc, WHAT)
-
-
 def node_from_doc(doc: NodeDoc | dict[str, Any]) -> Node:
     """A node check document (schema nodemap.check/2 or /1) as the fleet sees it.
     A figure that is not a finite number >= 0 is left out and named in
     `rejected` (the reader refuses the file, the driver says it)."""
-    doc = typed(doc)
+    doc = doc if isinstance(doc, NodeDoc) else typed_node("node document", doc)  # the driver's, a test's
     figs, rejected, aside = {}, [], set()
     for i, f in enumerate(doc.figures):
         if not f.key:
