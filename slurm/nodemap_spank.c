@@ -21,7 +21,8 @@
  *
  * plugstack.conf:  optional /path/nodemap_spank.so [default_on] [no_cache] [nodemap=/path/to/nodemap]
  *                  (default_on: every step, except one that passes --cpu-bind/--gpu-bind/--tres-bind
- *                  (or SLURM_CPU_BIND/SLURM_GPU_BIND) without --nodemap, or --nodemap=off;
+ *                  (or an abbreviation srun takes as one, or SLURM_CPU_BIND/SLURM_GPU_BIND) without
+ *                  --nodemap, or --nodemap=off;
  *                  no_cache: run `nodemap plan` for every step)
  * options:         --nodemap[=off|strict|verbose|threads=T|smt=K|gpus-per-task=G|nic-rails=R,...]
  *                  (checked by srun; --nodemap with a --cpu-bind/--gpu-bind/--tres-bind that binds is
@@ -137,13 +138,37 @@ static const char *bind_in_env(void)
 
 extern int optind;  /* libc's getopt index: srun's parsing left it at the application's argv[0] */
 
-/* The first of srun's own binding options (--cpu-bind, --gpu-bind, --tres-bind; VALUE after '='
- * or as the next word) that asks for something (asks_binding): "--cpu-bind=VALUE" into found, or
- * 0. Only srun's options count: its command line up to the application, whose own arguments are
- * not srun's. */
+/* srun's binding options as getopt_long takes them: the full name or an abbreviation of at least
+ * `shortest` characters; a shorter one is a prefix of another option too (--cpu- of --cpu-freq,
+ * --gpu- of --gpu-freq, --cpu of --cpus-per-task), which srun refuses as ambiguous. The lengths are
+ * those of Slurm 22.05's srun options (src/common/slurm_opt.c); --tres-bind is later Slurm's, beside
+ * --tres-per-task. */
+static const struct binding_option {
+	const char *name;
+	size_t shortest;
+} binding_options[] = {{"cpu-bind", 5}, {"cpu_bind", 4}, {"gpu-bind", 5}, {"tres-bind", 6}, {NULL, 0}};
+
+/* The binding option that srun takes word ("--NAME" or "--NAME=VALUE") as, or NULL. */
+static const char *binding_option(const char *word)
+{
+	size_t len;
+
+	if (strncmp(word, "--", 2))
+		return NULL;
+	word += 2;
+	len = strcspn(word, "=");
+	for (int k = 0; binding_options[k].name; k++)
+		if (len >= binding_options[k].shortest && len <= strlen(binding_options[k].name) &&
+		    !strncmp(word, binding_options[k].name, len))
+			return binding_options[k].name;
+	return NULL;
+}
+
+/* The first of srun's own binding options (binding_option; VALUE after '=' or as the next word)
+ * that asks for something (asks_binding): "--cpu-bind=VALUE" into found, or 0. Only srun's options
+ * count: its command line up to the application, whose own arguments are not srun's. */
 static int srun_binding(char *found, size_t len, int none_counts)
 {
-	static const char *names[] = {"--cpu-bind", "--cpu_bind", "--gpu-bind", "--gpu_bind", "--tres-bind", NULL};
 	static char args[65536];
 	char *words[4096];
 	ssize_t n = 0, r;
@@ -159,21 +184,18 @@ static int srun_binding(char *found, size_t len, int none_counts)
 	for (char *a = args; a < args + n && count < 4096; a += strlen(a) + 1)
 		words[count++] = a;
 	for (int i = 1; i < count; i++) {  /* 0: srun itself */
+		const char *name, *value = strchr(words[i], '=');
 		if ((app > 0 && i >= app) || !strcmp(words[i], "--"))
 			break;  /* the application and its arguments */
-		for (int k = 0; names[k]; k++) {
-			size_t l = strlen(names[k]);
-			const char *value = NULL;
-			if (strncmp(words[i], names[k], l))
-				continue;
-			if (words[i][l] == '=')
-				value = words[i] + l + 1;
-			else if (!words[i][l] && i + 1 < count)
-				value = words[i + 1];
-			if (value && asks_binding(value, none_counts)) {
-				snprintf(found, len, "%s=%s", names[k], value);
-				return 1;
-			}
+		if (!(name = binding_option(words[i])))
+			continue;
+		if (value)
+			value++;
+		else if (i + 1 < count)
+			value = words[i + 1];
+		if (value && asks_binding(value, none_counts)) {
+			snprintf(found, len, "--%s=%s", name, value);
+			return 1;
 		}
 	}
 	return 0;

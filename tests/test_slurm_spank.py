@@ -139,18 +139,33 @@ def test_a_wrong_option_is_refused_by_srun_with_its_reason(spank_cluster, option
     assert p.returncode != 0 and len(said) == 1 and said[0].startswith(f"srun: error: nodemap: {reason}"), p.stderr
 
 
-@pytest.mark.parametrize("binding", [("--cpu-bind=map_cpu:1,0",), ("--cpu-bind", "map_cpu:1,0"), ("--cpu-bind=cores",),
-                                     ("--gpu-bind=closest",), ("--cpu-bind=verbose,mask_cpu:0x1",),
-                                     ("--cpu-bind=none", "--gpu-bind=closest")])
-def test_nodemap_beside_a_binding_srun_was_given_is_refused(spank_cluster, binding):
+@pytest.mark.parametrize("binding,asked", [
+    (("--cpu-bind=map_cpu:1,0",), "--cpu-bind=map_cpu:1,0"), (("--cpu-bind", "map_cpu:1,0"), "--cpu-bind=map_cpu:1,0"),
+    (("--cpu-bind=cores",), "--cpu-bind=cores"), (("--gpu-bind=closest",), "--gpu-bind=closest"),
+    (("--cpu-bind=verbose,mask_cpu:0x1",), "--cpu-bind=verbose,mask_cpu:0x1"),
+    (("--cpu-bind=none", "--gpu-bind=closest"), "--gpu-bind=closest"),
+    # abbreviations srun takes (getopt_long) as those options
+    (("--cpu-b=cores",), "--cpu-bind=cores"), (("--cpu-bi", "cores"), "--cpu-bind=cores"),
+    (("--cpu_b=cores",), "--cpu_bind=cores"), (("--gpu-b=closest",), "--gpu-bind=closest")])
+def test_nodemap_beside_a_binding_srun_was_given_is_refused(spank_cluster, binding, asked):
     """Both asked on srun's command line: the plugin replaced the user's binding without a word."""
     p = spank_cluster.srun("--nodemap", *binding, "-N1", "-n2", PY, "-c", PROBE)
     said = [line for line in p.stderr.splitlines() if "nodemap:" in line]
     assert p.returncode != 0 and p.stdout == "" and len(said) == 1, p.stderr
-    asked = "=".join(binding[-2:]) if binding[0] == "--cpu-bind" else binding[-1]  # the one that binds
     assert said[0] == (f"srun: error: nodemap: --nodemap and {asked} both bind the tasks: give one "
                        "(leave out --nodemap, or --nodemap=off, for Slurm's binding; --cpu-bind=none, or no "
                        "--cpu-bind, for nodemap's)")
+
+
+@pytest.mark.parametrize("option,shortest", [("cpu-bind", 5), ("cpu_bind", 4), ("gpu-bind", 5)])
+def test_the_plugins_shortest_abbreviations_are_srun_s(spank_cluster, option, shortest):
+    """slurm/nodemap_spank.c's binding_options: srun takes the shortest, refuses one shorter."""
+    src = (ROOT / "slurm" / "nodemap_spank.c").read_text()
+    assert f'{{"{option}", {shortest}}}' in src
+    taken = spank_cluster.srun(f"--{option[:shortest]}=none", "-N1", "-n1", "true")
+    ambiguous = spank_cluster.srun(f"--{option[:shortest - 1]}=none", "-N1", "-n1", "true")
+    assert taken.returncode == 0, taken.stderr
+    assert ambiguous.returncode != 0 and "is ambiguous" in ambiguous.stderr, ambiguous.stderr
 
 
 @pytest.mark.parametrize("words", [("--cpu-bind=none",), ("--cpu-bind=verbose",), ("--gpu-bind=none",)])
@@ -226,6 +241,7 @@ def test_later_steps_take_the_plan_from_the_nodes_cache(spank_cluster, tmp_path)
 @pytest.mark.parametrize("args,bound", [
     ((), True),  # default_on: every step
     (("--cpu-bind=cores",), False), (("--gpu-bind=none",), False),  # the job binds itself: Slurm's binding
+    (("--cpu-bi=cores",), False), (("--gpu-b", "none"), False),  # abbreviated, as srun takes them
     (("--nodemap=off",), False),
 ])
 def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, args, bound):
@@ -237,8 +253,9 @@ def test_default_on_steps_aside_for_a_job_that_binds_itself(default_on_cluster, 
 
 def test_default_on_refuses_nodemap_beside_a_binding_srun_was_given(default_on_cluster):
     """Asked for both (it ran nodemap's binding, the user's dropped without a word)."""
-    p = default_on_cluster.srun("--cpu-bind=cores", "--nodemap", "-N1", "-n1", PY, "-c", PROBE)
-    assert p.returncode != 0 and "nodemap: --nodemap and --cpu-bind=cores both bind the tasks: give one" in p.stderr
+    for binding in ("--cpu-bind=cores", "--cpu-bin=cores"):
+        p = default_on_cluster.srun(binding, "--nodemap", "-N1", "-n1", PY, "-c", PROBE)
+        assert p.returncode != 0 and "nodemap: --nodemap and --cpu-bind=cores both bind the tasks: give one" in p.stderr
     # a binding in srun's environment yields to --nodemap on its command line (Slurm's own order)
     (row,) = rows_of(default_on_cluster.srun("--nodemap", "-N1", "-n1", PY, "-c", PROBE, env={"SLURM_CPU_BIND": "cores"}))
     assert row["env"] and row["mode"] == "bind", row
@@ -255,3 +272,4 @@ def test_default_on_reads_srun_s_environment_but_not_the_application_s_arguments
     p = default_on_cluster.srun("-N1", "-n1", PY, "-c", PROBE, *app_args, env=env)
     (row,) = rows_of(p)
     assert bool(row["env"]) == bound and (row["mode"] == "bind") == bound, (row, p.stderr)
+
