@@ -22,7 +22,8 @@
  * plugstack.conf:  optional /path/nodemap_spank.so [default_on] [no_cache] [nodemap=/path/to/nodemap]
  *                  (default_on: every step, except one that passes --cpu-bind/--gpu-bind/--tres-bind
  *                  (or an abbreviation srun takes as one, or SLURM_CPU_BIND/SLURM_GPU_BIND) without
- *                  --nodemap, or --nodemap=off;
+ *                  --nodemap, or --nodemap=off; only steps srun starts: never the batch script,
+ *                  salloc's interactive step or the extern step;
  *                  no_cache: run `nodemap plan` for every step)
  * options:         --nodemap[=off|strict|verbose|threads=T|smt=K|gpus-per-task=G|nic-rails=R,...]
  *                  (checked by srun; --nodemap with a --cpu-bind/--gpu-bind/--tres-bind that binds is
@@ -36,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <slurm/slurm.h>  /* SLURM_MAX_NORMAL_STEP_ID */
 #include <slurm/spank.h>
 
 #include "apply.h"
@@ -238,6 +240,17 @@ static int set_aside(spank_t sp)
 	return opts.enabled == -1 && spank_getenv(sp, ASIDE_VAR, why, sizeof(why)) == ESPANK_SUCCESS;
 }
 
+/* Whether this step is one srun started, the only kind that runs the job's tasks. The batch
+ * script, salloc's interactive step and the extern step are none of them, and what they were given
+ * reached every srun they start (srun exports their environment: OMP_PLACES and the rest of a
+ * one-task plan, into steps that bind themselves too); mpibind's plugin never binds them either. */
+static int srun_step(spank_t sp)
+{
+	uint32_t step;
+
+	return spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step <= SLURM_MAX_NORMAL_STEP_ID;
+}
+
 /* --- planning, once per node --------------------------------------------------------- */
 
 static void fail(const char *fmt, const char *detail)
@@ -309,7 +322,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (!spank_remote(sp) || !active())
 		return 0;
-	if (set_aside(sp)) {
+	if (set_aside(sp) || !srun_step(sp)) {
 		opts.enabled = 0;  /* task_init then leaves the tasks alone */
 		return 0;
 	}

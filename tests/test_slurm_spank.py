@@ -273,3 +273,24 @@ def test_default_on_reads_srun_s_environment_but_not_the_application_s_arguments
     (row,) = rows_of(p)
     assert bool(row["env"]) == bound and (row["mode"] == "bind") == bound, (row, p.stderr)
 
+
+@pytest.mark.parametrize("env", [{}, {"SLURM_CPU_BIND": "cores"}])
+def test_default_on_binds_the_steps_srun_starts_not_the_batch_script(default_on_cluster, tmp_path, env):
+    """The batch script is no task of the job: bound by a plan of one task, its OMP_* and the rest
+    reached every srun in it (srun exports the script's environment), a step that binds itself too."""
+    from nodemap.topology.cpuset import CpuSet
+
+    (tmp_path / "probe.py").write_text(PROBE)
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/sh\n{PY} {tmp_path}/probe.py\nsrun -n1 {PY} {tmp_path}/probe.py\n")
+    out = tmp_path / "out"
+    p = default_on_cluster.run("sbatch", "--wait", "-N1", "-n1", f"--output={out}", str(script), env=env)
+    assert p.returncode == 0, p.stderr + (out.read_text() if out.exists() else "")
+    batch, step = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+    assert batch["env"] == {} and batch["mode"] != "bind", batch
+    if env:  # the step binds itself (SLURM_CPU_BIND): Slurm's binding, none of a plan's variables
+        assert step["env"] == {} and step["mode"] != "bind", step
+    else:
+        plan = planned("--tasks", "1")[0]
+        assert step["mode"] == "bind" and CpuSet(step["cpus"]).issubset(CpuSet.parse(plan["cpus"])), step
+
