@@ -342,6 +342,17 @@ static int parse_list(const char *text, unsigned long *bits, size_t nbits)
 	return 0;
 }
 
+/* How many tab-separated fields text holds (none when NULL): room for a task's variables, however
+ * many its line gives (a fixed array kept the first 256 and dropped the rest without a word). */
+static size_t fields_in(const char *text)
+{
+	size_t n = text ? 1 : 0;
+
+	for (; text && *text; text++)
+		n += *text == '\t';
+	return n;
+}
+
 int nm_parse_plan(char *text, int n, struct nm_task **out)
 {
 	char *save = NULL;
@@ -371,8 +382,9 @@ int nm_parse_plan(char *text, int n, struct nm_task **out)
 		if (strcmp(t->mems_text, "") && parse_list(t->mems_text, t->mems, NM_MAX_NODES) < 0)
 			return -1;
 		t->has_mems = t->mems_text[0] != '\0';
-		t->env = calloc(256, sizeof(char *));
-		for (char *kv = strsep(&fields, "\t"); kv && t->env && t->nenv < 256; kv = strsep(&fields, "\t"))
+		if (!(t->env = calloc(fields_in(fields) + 1, sizeof(char *))))
+			return -1;
+		for (char *kv = strsep(&fields, "\t"); kv; kv = strsep(&fields, "\t"))
 			if (strchr(kv, '='))
 				t->env[t->nenv++] = kv;
 		k++;

@@ -294,3 +294,14 @@ def test_default_on_binds_the_steps_srun_starts_not_the_batch_script(default_on_
         plan = planned("--tasks", "1")[0]
         assert step["mode"] == "bind" and CpuSet(step["cpus"]).issubset(CpuSet.parse(plan["cpus"])), step
 
+
+def test_a_task_line_of_many_variables_is_applied_whole(spank_cluster, tmp_path):
+    """The plugin kept the first 256 variables of a task line and dropped the rest without a word."""
+    extra = "".join(f"\\tNODEMAP_EXTRA{i}={i}" for i in range(300))
+    stand_in = tmp_path / "nodemap"
+    stand_in.write_text(f"#!/bin/sh\n{PY} -m nodemap \"$@\" | sed 's/$/{extra}/'\n")
+    stand_in.chmod(0o755)
+    (row,) = rows_of(spank_cluster.srun("--nodemap", "-N1", "-n1", PY, "-c", PROBE,
+                                        env={"PATH": f"{tmp_path}:/usr/bin:/bin"}))
+    assert {k: v for k, v in row["env"].items() if k.startswith("NODEMAP_EXTRA")} == {
+        f"NODEMAP_EXTRA{i}": str(i) for i in range(300)}, sorted(row["env"])

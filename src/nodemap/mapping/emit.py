@@ -399,10 +399,9 @@ def flux_native(topo, plan, **_) -> dict:
             "wrapper": wrapper(var, _left_env(topo, plan, gpus is not None))}
 
 
-# What the plugin's reader (slurm/apply.c, nm_parse_plan) takes: it keeps 256
-# variables a task and reads 8 MiB of plan; it has no escapes, so a value
+# What the plugin's reader (slurm/apply.c, nm_parse_plan) takes: 8 MiB of
+# plan (any number of variables a task); it has no escapes, so a value
 # holding its separators (tab, newline) or C's string end cannot be written.
-TASK_VARS = 256
 TASK_TEXT = 8 << 20
 
 
@@ -427,8 +426,6 @@ def task_lines(topo, plan) -> str:
 
 
 def _check_task_env(task: int, env) -> None:
-    if len(env) > TASK_VARS:
-        raise NodemapError(f"task {task} has {len(env)} variables, over the {TASK_VARS} the Slurm plugin sets")
     for name, value in env:
         bad = next((c for c in value if c in "\t\n\r\0"), None)
         if not _VAR.fullmatch(name) or bad is not None:
