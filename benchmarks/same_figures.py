@@ -18,9 +18,12 @@ answers:
 
 Both sides load this tree's native library (NODEMAP_NATIVE_LIB): if native/
 differs between REV and here, the script says so, and the figures compare
-the Python around one set of kernels. The old side runs with `python -S`
-and PYTHONPATH=REV/src:site-packages, so an editable install of this tree
-does not shadow it. On a device (GPU kinds):
+the Python around one set of kernels. Both sides run alike, `python -S`
+with PYTHONPATH=SIDE/src:site-packages (REV's src, or this tree's), so an
+editable install of this tree does not shadow the old side and neither side
+starts differently: with the old side alone under -S, one GPU's ring (a
+Python loop of ~20 us steps) read 0.79-0.87x for a tree against itself's
+0.95-1.03x (results/same_figures_20261202c). On a device (GPU kinds):
   python3 benchmarks/same_figures.py --base fffed39~1 -- gpu --kernels triad --repeats 10
 Kinds of several ranks run under a launcher (--launch, split on spaces;
 it must pass the environment on, as MPICH's and Open MPI's -x do):
@@ -79,6 +82,14 @@ def native_lib() -> str:
     return found[0]
 
 
+def side_of(launch: list[str], cmd: list[str], src: Path, lib: str) -> tuple[list[str], dict[str, str]]:
+    """One side's command and environment: its src first on the path, the
+    dependencies after it, no site (no editable finder, no .pth), the one
+    native library."""
+    path = os.pathsep.join([str(src), sysconfig.get_paths()["purelib"], *dependency_paths()])
+    return [*launch, sys.executable, "-S", "-m", *cmd], dict(os.environ, PYTHONPATH=path, NODEMAP_NATIVE_LIB=lib)
+
+
 def run(cmd: list[str], env: dict[str, str]) -> dict:
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode not in (0,):
@@ -121,15 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: native/ differs between {a.base} and this tree; both sides run this tree's kernels")
     cmd = ["nodemap", "bench", *bench, "--json", "-q"]
     with tempfile.TemporaryDirectory(prefix="same_figures.") as tmp:
-        old_src = export(a.base, Path(tmp))
-        old_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(old_src), sysconfig.get_paths()["purelib"],
-                                                               *dependency_paths()]),
-                       NODEMAP_NATIVE_LIB=lib)
-        new_env = dict(os.environ, NODEMAP_NATIVE_LIB=lib)
-        docs: dict[str, list[dict]] = {"base": [], "this": []}
         launch = a.launch.split()
-        sides = {"base": ([*launch, sys.executable, "-S", "-m", *cmd], old_env),
-                 "this": ([*launch, sys.executable, "-m", *cmd], new_env)}
+        sides = {"base": side_of(launch, cmd, export(a.base, Path(tmp)), lib),
+                 "this": side_of(launch, cmd, ROOT / "src", lib)}
+        docs: dict[str, list[dict]] = {"base": [], "this": []}
         for i in range(a.rounds):
             for side in ("base", "this") if i % 2 == 0 else ("this", "base"):  # neither side always runs first
                 docs[side].append(run(*sides[side]))

@@ -45,3 +45,11 @@ def test_the_old_side_keeps_dependency_paths_but_no_second_nodemap(tmp_path, mon
     (tmp_path / "tree" / "nodemap").mkdir(parents=True)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'deps'}:{tmp_path / 'tree'}")
     assert sf.dependency_paths() == [str(tmp_path / "deps")]
+
+
+def test_both_sides_start_alike_but_for_their_source(tmp_path):
+    base = sf.side_of(["mpiexec", "-n", "2"], ["nodemap", "bench", "ring"], tmp_path / "old" / "src", "/lib.so")
+    this = sf.side_of(["mpiexec", "-n", "2"], ["nodemap", "bench", "ring"], tmp_path / "new" / "src", "/lib.so")
+    assert base[0] == this[0] and "-S" in this[0]
+    assert base[1]["PYTHONPATH"].split(os.pathsep)[1:] == this[1]["PYTHONPATH"].split(os.pathsep)[1:]
+    assert this[1]["PYTHONPATH"].startswith(str(tmp_path / "new" / "src")) and this[1]["NODEMAP_NATIVE_LIB"] == "/lib.so"
