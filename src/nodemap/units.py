@@ -24,7 +24,8 @@ for _i, _p in enumerate("kmgt", start=1):
     _MULT[_p] = _MULT[_p + "ib"] = 1024**_i
     _MULT[_p + "b"] = 1000**_i
 UNITS_HELP = "K, M, G, T or KiB..TiB = 1024^n; KB, MB, GB, TB = 1000^n; a plain number is bytes"
-_SIZE = r"(\d+(?:\.\d*)?|\.\d+)(?:e(\d{1,2}))?\s*([a-z]*)"  # (compiled where a size is read: `re` is not on topo's path)
+# (compiled where a size is read: `re` is not on topo's path)
+_SIZE = r"(\d+(?:\.\d*)?|\.\d+)(?:e(\d{1,2}))?\s*([a-z]*)"
 _IEC = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 
 

@@ -269,7 +269,8 @@ FLEET_KEYS = {"warn": _FRACTION, "fail": _FRACTION,
               "link_latency": (float, lambda v: 1 <= v <= 1e6, "a multiple of the lowest pair latency, 1 to 1e6"),
               "rail_bad": (float, lambda v: 0 < v <= 1, "a fraction of the other rail's bandwidth, above 0 and at most 1"),
               "rail_latency": (float, lambda v: 1 <= v <= 1e6, "a multiple of the other rail's latency, 1 to 1e6"),
-              "rail_tail": (float, lambda v: 1 <= v <= 1e6, "a multiple of the other rail's slowest round trips, 1 to 1e6"),
+              "rail_tail": (float, lambda v: 1 <= v <= 1e6,
+                            "a multiple of the other rail's slowest round trips, 1 to 1e6"),
               "min_nodes": (int, lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576"),
               "z_fail": _SIGMAS, "z_fail_below_fail": _SIGMAS}
 RULE_KEYS = {"key": (str, None, ""), "class": (str, None, ""), "warn": _FRACTION, "fail": _FRACTION}

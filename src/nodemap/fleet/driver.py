@@ -803,8 +803,8 @@ class Coordinator:
     def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
         """A pair test's figure (pairtest.run's, or one the driver derives: a total, a rail against its sibling,
         a rail that failed) recorded and appended to pairs.jsonl."""
-        extra = {k: f[k] for k in ("samples", "floors", "ceilings", "nics", "gpus", "rails", "buffers", "transport", "why",
-                                   "error") if k in f}
+        extra = {k: f[k] for k in ("samples", "floors", "ceilings", "nics", "gpus", "rails", "buffers", "transport",
+                                   "why", "error") if k in f}
         r = PairResult(a=key[0], b=key[1], key=name, unit=f["unit"], value=f["value"],
                        higher_is_better=f["higher_is_better"], round=self.round_no, **extra)
         self.pair_results.append(r)

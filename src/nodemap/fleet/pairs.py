@@ -66,7 +66,8 @@ def rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
     return [ps for _, ps in out]
 
 
-RAILS = (0.5, 2.0, 3.0)  # [fleet] rail_bad, rail_latency, rail_tail (check/expectations.toml): a rail against its sibling
+# [fleet] rail_bad, rail_latency, rail_tail (check/expectations.toml): a rail against its sibling
+RAILS = (0.5, 2.0, 3.0)
 
 
 def bad_figures(values: dict[Pair, Figures], directions: dict[str, bool], default: bool = True,

@@ -241,8 +241,8 @@ def _measure(test: str, s: p2p.Side, sz: Sizes) -> dict[str, Any] | None:
                 "samples": samples, "bytes": n,
                 "counting": f"{window} messages of {n} B per window, acknowledged per window", "verified": True}
     return {"test": "latency", "unit": "us", "higher_is_better": False, "value": statistics.median(samples),
-            "samples": samples, "floors": floors, "ceilings": ceilings, "bytes": n, "counting": ROUND_TRIP.format(n=n, iters=iters),
-            "verified": True}
+            "samples": samples, "floors": floors, "ceilings": ceilings, "bytes": n,
+            "counting": ROUND_TRIP.format(n=n, iters=iters), "verified": True}
 
 
 # A pair's latency is a link's: where ranks share CPUs (test nodes on one host, a busy node) a few

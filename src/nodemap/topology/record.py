@@ -89,7 +89,8 @@ def _wrong(cls: type[Record], args: tuple, kwargs: dict[str, Any]) -> str:
     wrong = next((n for n in kwargs if n not in cls._types or given.count(n) > 1), None)
     if wrong is not None:
         return f"{cls.__name__}: unexpected or repeated argument {wrong!r}"
-    return f"{cls.__name__}: missing required argument {next(n for n in names if n not in given and n not in cls._defaults)!r}"
+    missing = next(n for n in names if n not in given and n not in cls._defaults)
+    return f"{cls.__name__}: missing required argument {missing!r}"
 
 
 def replace(record: R, **changes: Any) -> R:

@@ -353,7 +353,6 @@ def _members(tar: tarfile.TarFile, path: str) -> _Tree:
     return tree
 
 
-
 class _Tree:
     """A tarball's members by name ("NAME/sys/..."), laid out as unpacking
     would: each directory's listing, symlink targets, and files as

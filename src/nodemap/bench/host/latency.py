@@ -90,8 +90,8 @@ def plan(opts: Options) -> Plan:
         top = 4 * max((s for _, s in caches), default=64 << 20)
         top = min(top, int(0.6 * free)) if free else top
     todo = sizes(top, max((s for _, s in caches), default=0) if opts.dram_top_only else 0)
-    cases: list[Case] = [Chase(topo, cpu, s, opts.loads, mem, benchmark="latency", level=predicted_level(caches, s) if caches else "")
-                         for s in todo]
+    cases: list[Case] = [Chase(topo, cpu, s, opts.loads, mem, benchmark="latency",
+                               level=predicted_level(caches, s) if caches else "") for s in todo]
     caches_txt = ", ".join(f"{label} {format_size(n)}" for label, n in caches) or "unknown"
     return Plan("bench latency", cases, environment=environment(topo),
                 messages=list(topo.notes) + ["cache sizes unknown: working sets are not labelled with levels"]

@@ -73,7 +73,8 @@ class Stream(Case):
     first-touched once), each sample `batch` repetitions back to back."""
 
     def __init__(self, topo: Topology, cpus: Sequence[int], n: int, kernels: Sequence[str], *, benchmark: str,
-                 nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), thread_order: str = "", batch: int = 1, skip: int = -1, peak: Peak | None = None,
+                 nt_stores: bool = False, mem_nodes: CpuSet = CpuSet(), thread_order: str = "", batch: int = 1,
+                 skip: int = -1, peak: Peak | None = None,
                  label: str = "", params: dict | None = None, messages: Sequence[str] = ()) -> None:
         self.topo, self.cpus, self.n, self.kernels = topo, list(cpus), n, list(kernels)
         self.nt_stores, self.mem_nodes, self.benchmark, self.thread_order = nt_stores, mem_nodes, benchmark, thread_order
