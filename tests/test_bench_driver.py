@@ -87,6 +87,22 @@ def test_a_setup_that_fails_half_way_is_torn_down_and_its_error_kept():
         driver.measure_case(early, Repeats(count=2, warmup=1))
 
 
+def test_a_case_shows_its_first_best_unless_it_says_its_label_alone():
+    # the cases whose first Result is one of many (GPU STREAM kernels, MPI sizes, placement) say the label alone
+    from nodemap.bench.app.placement import Lookups
+    from nodemap.bench.comm.mpi_p2p import MultirailCase, PairCase
+    from nodemap.bench.gpu.memory import Stream
+
+    r = make_result("memory", "triad", "GB/s", [12.5, 12.0], verified=True)
+    case = Case()
+    case.label = "triad"
+    assert (case.progress([]), case.progress([r])) == ("triad", "triad: 12.5 GB/s")
+    for cls in (Lookups, PairCase, MultirailCase, Stream):
+        alone = cls.__new__(cls)
+        alone.label = "triad"
+        assert alone.progress([r]) == "triad", cls
+
+
 def test_warmup_then_the_fixed_count_then_verify_once():
     c = Fake([1.0, 2.0, 3.0])
     got = driver.measure_case(c, Repeats(count=4, warmup=2))

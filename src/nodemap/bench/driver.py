@@ -143,6 +143,7 @@ class Case:
     # case (another pair's), so nothing is measured here; `gather` still runs
     mine = True
     stop: Callable[[], bool] | None = None  # the case's own stop (a pair of ranks agreeing), else the plan's
+    shows_best = True  # the progress line: the label and its first Result's best; False: the label alone
 
     def setup(self) -> None:
         """Allocate and fill inputs (untimed)."""
@@ -170,7 +171,7 @@ class Case:
 
     def progress(self, results: list[Result]) -> str:
         r = results[0] if results else None
-        return f"{self.label}: {r.stats.best:.1f} {r.unit}" if r else self.label
+        return f"{self.label}: {r.stats.best:.1f} {r.unit}" if r and self.shows_best else self.label
 
 
 def samples(case: Case, policy: Repeats, stop: Callable[[], bool] = interrupt.requested) -> list[Any]:

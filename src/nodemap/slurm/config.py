@@ -79,11 +79,6 @@ class _Cores:
         return CpuSet(self.of_pu[p] for p in cpus if p in self.of_pu).format()
 
 
-def local_cores(topo: Topology, key: str) -> str:
-    """The logical indexes of the cores with a PU among the device's local CPUs."""
-    return _Cores(topo).near(cpu_affinities(topo)[key])
-
-
 _RENDER = re.compile(r"renderD[0-9]{1,6}")
 
 

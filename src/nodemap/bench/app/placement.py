@@ -438,6 +438,8 @@ class Lookups(Case):
     checked untimed gather), then every GPU gathers its keys at once; a
     repetition is the slowest GPU's seconds (each GPU's kept for its rate)."""
 
+    shows_best = False
+
     def __init__(self, bench: Bench, s: float, strat: str, analysis: tuple | None = None) -> None:
         self.bench, self.s, self.strat, self.analysis = bench, s, strat, analysis
         self.label = f"s={s} {strat}"
@@ -473,9 +475,6 @@ class Lookups(Case):
         if self.t is not None:
             self.t.free(self.bench.cp)
             self.t = None
-
-    def progress(self, results: list[Result]) -> str:
-        return self.label
 
 
 def _permutation(rng, n: int):

@@ -281,6 +281,7 @@ class PairCase(Case):
     """One test at one size between the pair's ranks (OSU's loops, LOOPS)."""
 
     last = False  # the group's last case: the group's end follows it
+    shows_best = False
 
     def __init__(self, g: Group, test: str, size: int) -> None:
         sw = g.sweep
@@ -346,9 +347,6 @@ class PairCase(Case):
         self.g.results += results
         return self.g.end() if self.last else []
 
-    def progress(self, results: list[Result]) -> str:
-        return self.label
-
 
 def _collect(comm: Any, mine: list[Result], places: list[mc.Place], a: int, b: int, cls: str,
              timeout: float) -> list[Result]:
@@ -401,6 +399,8 @@ class Rails:
 
 class MultirailCase(Case):
     """Every pair runs bw at once at one size; aggregate = all bytes / the slowest sender."""
+
+    shows_best = False
 
     def __init__(self, rails: Rails, size: int) -> None:
         sw = rails.sweep
@@ -455,9 +455,6 @@ class MultirailCase(Case):
 
     def teardown(self) -> None:
         self._deadline.close()
-
-    def progress(self, results: list[Result]) -> str:
-        return self.label
 
 
 # --- text -----------------------------------------------------------------------

@@ -172,6 +172,8 @@ class Stream(Case):
     then n of nstream (ranks that repeat together ask one at a time, so the
     parts alternate); the gold replay follows the rounds as they ran."""
 
+    shows_best = False
+
     def __init__(self, cp: Any, gate: gc.Gate, group: Sequence[gc.Gpu], dtype: str, s: Settings) -> None:
         self.cp, self.gate, self.group, self.dtype, self.s = cp, gate, list(group), dtype, s
         self.label = f"{dtype} on {'+'.join(d.key for d in group)}"
@@ -228,9 +230,6 @@ class Stream(Case):
         for x in self.arrs:
             x.free()
         self.arrs = []
-
-    def progress(self, results: list[Result]) -> str:
-        return self.label
 
 
 def _calibrate(arrs: Sequence[Arrays], kernels: Sequence[str], unroll: int,
