@@ -142,19 +142,23 @@ class Bench:
         return self.hosts[key]
 
     def fill(self, buf: Any, seed: int) -> None:
+        import numpy as np
+
         fn = gc.kernel(self.cp, "copies.cu", "fill")
-        gc.launch(self.cp, fn, self.words, (_p(buf), _i64(self.words), _u32(seed)), None, 256,
+        gc.launch(self.cp, fn, self.words, (np.uintp(_addr(buf)), np.int64(self.words), np.uint32(seed)), None, 256,
                   max_grid=65536)
         self.cp.cuda.Device().synchronize()
 
     def bad_words(self, buf: Any, device: int) -> int:
         """Words of `buf` not holding the source pattern, counted on `device`."""
+        import numpy as np
+
         cp = self.cp
         with cp.cuda.Device(device):
             bad = cp.zeros(1, dtype="uint64")
             fn = gc.kernel(cp, "copies.cu", "check")
-            gc.launch(cp, fn, self.words, (_p(buf), _i64(self.words), _u32(SRC_SEED), bad), None, 256,
-                      max_grid=65536)
+            gc.launch(cp, fn, self.words, (np.uintp(_addr(buf)), np.int64(self.words), np.uint32(SRC_SEED), bad),
+                      None, 256, max_grid=65536)
             return int(bad.get()[0])
 
     def _enable_peers(self) -> bool:
@@ -177,12 +181,14 @@ class Bench:
         return enqueue
 
     def sm(self, dst: Any, src: Any, device: gc.Gpu) -> Callable[[Any], None]:
+        import numpy as np
+
         cp = self.cp
         with cp.cuda.Device(device.ordinal):
             fn = gc.kernel(cp, "copies.cu", "copy16")
         n16 = self.size // 16
         grid = device.sm_count * SM_BLOCKS_PER_SM
-        args = (_p(src), _p(dst), _i64(n16))
+        args = (np.uintp(_addr(src)), np.uintp(_addr(dst)), np.int64(n16))
 
         def enqueue(stream: Any) -> None:
             for _ in range(self.iters):
@@ -403,24 +409,6 @@ class Pattern(Case):
 
 def _addr(buf: Any) -> int:
     return buf if isinstance(buf, int) else buf.data.ptr
-
-
-def _p(buf: Any) -> Any:
-    import numpy
-
-    return numpy.uintp(_addr(buf))
-
-
-def _i64(v: int) -> Any:
-    import numpy
-
-    return numpy.int64(v)
-
-
-def _u32(v: int) -> Any:
-    import numpy
-
-    return numpy.uint32(v)
 
 
 # --- printing ----------------------------------------------------------------------

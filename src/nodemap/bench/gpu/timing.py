@@ -28,8 +28,10 @@ class Gate:
 
     def hold(self, stream: Any) -> None:
         """Queue a spin kernel on `stream` (on its device, the current one)."""
+        import numpy as np
+
         fn = kernel(self.cp, "copies.cu", "spin")
-        fn((1,), (1,), (_ptr(self.ptr), _u64(SPIN_TIMEOUT_NS)), stream=stream)
+        fn((1,), (1,), (np.uintp(self.ptr), np.uint64(SPIN_TIMEOUT_NS)), stream=stream)
 
     def arm(self) -> None:
         self.flag[0] = 0
@@ -89,13 +91,3 @@ def gate(cp: Any) -> Iterator[Gate]:
         g.close()
 
 
-def _ptr(p: int) -> Any:
-    import numpy
-
-    return numpy.uintp(p)
-
-
-def _u64(v: int) -> Any:
-    import numpy
-
-    return numpy.uint64(v)
