@@ -36,6 +36,7 @@ from ..outfile import json_text
 from ..bench import resultfile
 from ..bench.results import ResultFile, ResultSet
 from ..launcher import node_name
+from ..topology import model, saved as saved_records
 from ..topology.model import Topology
 from ..bench.figures import AREAS
 from . import figures as figs
@@ -116,6 +117,11 @@ class SavedExpectations(msgspec.Struct):
     limits: list[Limit] = []
 
 
+# The node as topology/saved.py reads a Topology export, decoded in the document's own pass (its damage named
+# by its path in the document: "topology.numa_nodes[2].cpuset"); written as Topology.to_dict writes it
+SavedTopology = saved_records.document(Topology)
+
+
 class CheckFile(msgspec.Struct, kw_only=True):
     """The document as saved and read. What every check writes and `report` prints (its header) is
     required: a document of only its schema is refused, not reported as an empty check."""
@@ -133,7 +139,7 @@ class CheckFile(msgspec.Struct, kw_only=True):
     busy: Busy | None = None
     remeasured: list[Remeasured] | None = None
     budget: Spent | None = None
-    topology: dict[str, Any] | None = None  # checked by Topology.from_dict (its names too)
+    topology: SavedTopology | None = None  # its names checked by from_file
     environment: dict[str, Any] = {}
     expectations: SavedExpectations = msgspec.field(default_factory=SavedExpectations)
     results: list[ResultFile] = []  # each checked against its kind's parameters (bench/resultfile.py)
@@ -277,7 +283,7 @@ class CheckDoc:
 def decode(where: str, data: bytes, expectations: Expectations | None = None) -> CheckDoc:
     """A saved document's bytes, checked to the last field (an InputError naming `where` and the
     field); re-judged when `expectations` is given, else its own verdicts are kept as saved."""
-    f = records.decode(where, data, CheckFile, WHAT)
+    f = records.decode(where, data, CheckFile, WHAT, dec_hook=saved_records.cpuset)
     if f.schema == V1:
         return from_dict(records.parse(where, data, WHAT), expectations, where)
     return from_file(f, expectations, where)
@@ -288,7 +294,7 @@ def from_dict(d: dict[str, Any], expectations: Expectations | None = None,
     """A saved document already parsed, as `decode`."""
     if isinstance(d, dict) and d.get("schema") == V1 and isinstance(d.get("findings"), list):
         d = {**d, "findings": [_v1(x) for x in d["findings"]]}
-    return from_file(records.convert(where, d, CheckFile, WHAT), expectations, where)
+    return from_file(records.convert(where, d, CheckFile, WHAT, dec_hook=saved_records.cpuset), expectations, where)
 
 
 def _v1(d: Any) -> Any:
@@ -315,7 +321,7 @@ def from_file(f: CheckFile, expectations: Expectations | None = None, where: str
     saved = Expectations(dict(f.expectations.thresholds), tuple(f.expectations.limits),
                          tuple(f.expectations.sources))
     results = [resultfile.result_set(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)]
-    topo = Topology.from_dict(f.topology, where, "topology") if f.topology else None
+    topo = saved_records.within(where, f.topology, model.SCHEMA, model.WHAT) if f.topology else None
     if topo is not None:  # a saved node's names are not the kernel's
         from ..topology import names
 

@@ -33,13 +33,21 @@ def decode(where: str, data: bytes | str, cls: type[R], schema: str, what: str, 
     if isinstance(data, str):  # (to_json's text)
         data = data.encode("utf-8", "surrogatepass")
     check_schema(where, records.schema_of(where, data, what) if got is None else got, schema, what)
-    return _record(records.decode(where, data, _saved(cls), what, dec_hook=_cpuset))
+    return _record(records.decode(where, data, document(cls), what, dec_hook=cpuset))
 
 
 def convert(where: str, obj: object, cls: type[R], schema: str, what: str, at: str = "") -> R:
     """The `cls` record saved in a document already parsed (`at`: where it sits in it, "topology")."""
     check_schema(where, obj.get("schema") if isinstance(obj, dict) else None, schema, what)
-    return _record(records.convert(where, obj, _saved(cls), what, at, dec_hook=_cpuset))
+    return _record(records.convert(where, obj, document(cls), what, at, dec_hook=cpuset))
+
+
+def within(where: str, saved: msgspec.Struct, schema: str, what: str) -> Record:
+    """A record decoded in another document's own pass (a field typed `document(cls)`, its damage named by
+    its whole path there: "topology.numa_nodes[2].cpuset"; that decode's dec_hook is `cpuset`), its schema
+    checked, as its record."""
+    check_schema(where, saved.schema, schema, what)
+    return _record(saved)
 
 
 def check_schema(where: str, got: object, schema: str, what: str) -> None:
@@ -65,8 +73,9 @@ def mirror(cls: type[Record]) -> type[msgspec.Struct]:
 
 
 @functools.cache
-def _saved(cls: type[Record]) -> type[msgspec.Struct]:
-    """The mirror of a record saved as a document: with its schema (checked before, by check_schema)."""
+def document(cls: type[Record]) -> type[msgspec.Struct]:
+    """The mirror of a record saved as a document: with its schema (checked before, by check_schema, or
+    after, by `within`)."""
     return msgspec.defstruct(cls.__name__, [("schema", str)], bases=(mirror(cls),), kw_only=True, module=__name__)
 
 
@@ -93,7 +102,7 @@ def _record(value: object) -> object:
     return value
 
 
-def _cpuset(tp: type, obj: object) -> CpuSet:
+def cpuset(tp: type, obj: object) -> CpuSet:
     """msgspec's dec_hook: a CPU list ("0-3,8") as a CpuSet."""
     if tp is not CpuSet:
         raise NotImplementedError(f"{tp} in a record")
