@@ -11,7 +11,7 @@ import check_synth as syn
 import nodes
 from fleet_docs import node_doc, topology
 from nodemap.check import expectations
-from nodemap.check.document import CheckDoc
+from nodemap.check.document import CheckDoc, Environment
 from nodemap.check.inventory import Check
 from nodemap.fleet.nodefile import PairResult
 from nodemap.units import GiB, MiB
@@ -26,7 +26,7 @@ def check_doc() -> CheckDoc:
                                "link below its capability", "hardware", "reseat it"),
                          Check("inventory/env/OMP", "OMP_PROC_BIND", "unset", "close", "warn", "threads unbound",
                                "configuration", "export OMP_PROC_BIND=close")],
-                 environment={"transparent_hugepage": "never", "variables": {}},
+                 environment=Environment(transparent_hugepage="never", variables={}),
                  host="node7", hostname="node7", started="2026-11-28T02:00:00+0000")
     d.rejudge()
     return d

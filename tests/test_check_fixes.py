@@ -8,7 +8,7 @@ import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
 from nodemap.check import expectations, mpi
-from nodemap.check.document import CheckDoc
+from nodemap.check.document import CheckDoc, Environment
 from nodemap.check.findings import NodeState, thp_mode
 from nodemap.check.node import environment
 from test_check_mpi import mpi_set
@@ -18,7 +18,7 @@ TWO_CORES = nodes.build(nodes.Spec(1, 1, 1, 2))
 
 def doc(*sets, environment=None, checks=(), topo=TWO_CORES):
     d = CheckDoc(level="quick", topology=topo, expectations=expectations.shipped(), results=list(sets),
-                 checks=list(checks), environment=environment or {})
+                 checks=list(checks), environment=Environment(**(environment or {})))
     d.rejudge()
     return d
 
@@ -37,8 +37,8 @@ def test_thp_mode_is_read_through_a_root(tmp_path):
     f = tmp_path / "sys" / "kernel" / "mm" / "transparent_hugepage" / "enabled"
     f.parent.mkdir(parents=True)
     f.write_text("[always] madvise never\n")
-    assert environment(str(tmp_path))["transparent_hugepage"] == "always"
-    assert environment(str(tmp_path / "nothing"))["transparent_hugepage"] == ""
+    assert environment(str(tmp_path)).transparent_hugepage == "always"
+    assert environment(str(tmp_path / "nothing")).transparent_hugepage == ""
 
 
 def test_huge_pages_are_not_advised_where_already_in_effect():
@@ -104,7 +104,7 @@ def test_a_cuda_aware_build_is_not_proposed_where_mpi_is_one():
     assert f.fix.startswith("use a CUDA-aware MPI build")
     # the library says CUDA-aware (ompi_info) while this run staged its device buffers
     aware = mpi._aware_check(True, True, "ompi_info: mpi_built_with_cuda_support:value:true", "")
-    assert NodeState.of({}, [aware]).cuda_aware is True
+    assert NodeState.of(Environment(), [aware]).cuda_aware is True
     f = finding(doc(d2d, staged, topo=nodes.karolina(), checks=[aware]), "CUDA-aware")
     assert "use a CUDA-aware MPI build" not in f.fix and "this MPI is CUDA-aware" in f.fix
     env = {"variables": {"MPIR_CVAR_ENABLE_GPU": "1"}}

@@ -49,7 +49,7 @@ def test_markup_in_text_fields_is_escaped_and_no_form_renders(tmp_path):
     d["checks"][0]["value"] = FORM
     d["skipped"][0]["reason"] = FORM
     d["command"] = FORM
-    d["environment"] = {FORM: FORM, "variables": {FORM: FORM}}
+    d["environment"] = {"kernel": FORM, "variables": {FORM: FORM}}
     out = tmp_path / "r.html"
     r = nodemap("report", _write(tmp_path, d), "--html", str(out), env_=env(tmp_path))
     assert r.returncode in (0, 1), r.stderr

@@ -14,7 +14,7 @@ import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
 from nodemap.check import expectations
-from nodemap.check.document import Busy, CheckDoc, exit_status
+from nodemap.check.document import Busy, CheckDoc, Environment, exit_status
 from nodemap.check.node import virtual_machine
 from nodemap.cli import main
 from nodemap.report import html, prom, terminal
@@ -31,7 +31,7 @@ def _doc(*sets, busy=False, environment=None, level="quick", checks=()):
             rs.environment["busy"] = BUSY
     doc = CheckDoc(level=level, topology=nodes.karolina(), expectations=expectations.shipped(), results=list(sets),
                    checks=list(checks), busy=Busy(True, BUSY["reasons"]) if busy else None,
-                   environment=environment or {})
+                   environment=Environment(**(environment or {})))
     doc.rejudge()
     return doc
 

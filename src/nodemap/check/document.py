@@ -108,6 +108,26 @@ class Summary(msgspec.Struct):
     counts: dict[str, int] = {}
 
 
+class Environment(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What the node ran and what the findings' fixes depend on (check/node.py's `environment`,
+    findings.NodeState); None: not recorded (a document older than the field), a package's "": not installed."""
+
+    nodemap: str = ""
+    python: str = ""
+    kernel: str = ""
+    machine: str = ""
+    variables: dict[str, str] | None = None  # the relevant ones (inventory.relevant_environment)
+    transparent_hugepage: str | None = None  # its mode: always | madvise | never | "" (unreadable)
+    virtual_machine: bool | None = None
+    cupy_cuda12x: str = msgspec.field(default="", name="cupy-cuda12x")
+    cupy_cuda13x: str = msgspec.field(default="", name="cupy-cuda13x")
+    nvidia_ml_py: str = msgspec.field(default="", name="nvidia-ml-py")
+    mpi4py: str = ""
+    numpy: str = ""
+    matplotlib: str = ""
+    fault_injected: str = ""  # fleet/nodecheck.py's test hook scaled the figures: how
+
+
 class SavedExpectations(msgspec.Struct):
     """The expectations a document was judged by (check/expectations.py's table, without its [fleet])."""
 
@@ -140,7 +160,7 @@ class CheckFile(msgspec.Struct, kw_only=True):
     remeasured: list[Remeasured] | None = None
     budget: Spent | None = None
     topology: SavedTopology | None = None  # its names checked by from_file
-    environment: dict[str, Any] = {}
+    environment: Environment = Environment()
     expectations: SavedExpectations = msgspec.field(default_factory=SavedExpectations)
     results: list[ResultFile] = []  # each checked against its kind's parameters (bench/resultfile.py)
     figures: list[Judged] = []
@@ -158,7 +178,7 @@ class CheckDoc:
     results: list[ResultSet] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     host: str = field(default_factory=lambda: node_name(os.environ))  # Slurm's node name, else the hostname
     hostname: str = field(default_factory=socket.gethostname)
     started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))

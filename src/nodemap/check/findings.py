@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..bench.figures import Figure
 from ..bench.kinds import BENCHES, story
@@ -25,6 +25,9 @@ from ..finding import Finding
 from .inventory import Check
 from .mpi import AWARE_KEY
 from .verdicts import RANK, Judged
+
+if TYPE_CHECKING:
+    from .document import Environment
 
 
 PCIE = "inventory/pcie/"  # the inventory's PCIe link checks: PCIE + the GPU's endpoint key
@@ -40,13 +43,12 @@ class NodeState:
     vm: bool | None = None  # the node is a virtual machine (check/node.virtual_machine); None: not recorded
 
     @classmethod
-    def of(cls, environment: dict[str, Any], checks: Sequence[Check] = ()) -> "NodeState":
+    def of(cls, environment: Environment, checks: Sequence[Check] = ()) -> "NodeState":
         """From a check document's environment and inventory checks."""
         aware = next((c.value for c in checks if c.key == AWARE_KEY), None)
-        return cls(thp=str(environment.get("transparent_hugepage") or ""),
-                   env=dict(environment.get("variables") or {}),
+        return cls(thp=environment.transparent_hugepage or "", env=dict(environment.variables or {}),
                    cuda_aware=None if aware in (None, "unknown") else aware == "CUDA-aware",
-                   vm=environment.get("virtual_machine"))
+                   vm=environment.virtual_machine)
 
     def ucx_tls(self, any_of: Sequence[str]) -> bool:
         """UCX_TLS is set and names one of `any_of` (a leading ^ excludes: not in effect)."""

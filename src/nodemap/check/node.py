@@ -20,7 +20,7 @@ from ..bench.kinds import story
 from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
-from .document import UNJUDGED, Busy, CheckDoc
+from .document import UNJUDGED, Busy, CheckDoc, Environment
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
@@ -30,27 +30,24 @@ if TYPE_CHECKING:
     from ..topology.model import Topology
 
 
-def environment(root: str = "/") -> dict[str, object]:
+def environment(root: str = "/") -> Environment:
     """Versions and what the findings' fixes depend on (variables, the transparent huge page mode)."""
+    from importlib.metadata import version
+
     from ..topology.sysfs import Root
     from .findings import thp_mode
 
     fs = Root(root)
-    env = {"nodemap": __version__, "python": platform.python_version(), "kernel": platform.release(),
-           "machine": platform.machine(), "variables": relevant_environment(os.environ),
-           "transparent_hugepage": thp_mode(fs.read("sys/kernel/mm/transparent_hugepage/enabled")),
-           "virtual_machine": virtual_machine(fs, root)}
-    try:
-        from importlib.metadata import version
-
-        for pkg in ("cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "mpi4py", "numpy", "matplotlib"):
-            try:
-                env[pkg] = version(pkg)
-            except Exception:
-                pass
-    except ImportError:
-        pass
-    return env
+    installed = {}
+    for pkg in ("cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "mpi4py", "numpy", "matplotlib"):
+        try:
+            installed[pkg.replace("-", "_")] = version(pkg)
+        except Exception:
+            pass
+    return Environment(nodemap=__version__, python=platform.python_version(), kernel=platform.release(),
+                       machine=platform.machine(), variables=relevant_environment(os.environ),
+                       transparent_hugepage=thp_mode(fs.read("sys/kernel/mm/transparent_hugepage/enabled")),
+                       virtual_machine=virtual_machine(fs, root), **installed)
 
 
 # DMI vendors and products of hypervisors (x86 guests also have the cpuid "hypervisor" flag; Arm ones not)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Callable
 
+import msgspec
+
 from ..check.document import CheckDoc
 from ..check.inventory import VERIFICATION
 from ..htmlpage import Cell, Markup, head, table
@@ -178,8 +180,8 @@ def checks_table(doc: CheckDoc) -> str:
 
 
 def environment(doc: CheckDoc) -> str:
-    env = dict(doc.environment)
-    variables = env.pop("variables", {}) or {}
+    env = msgspec.to_builtins(doc.environment)  # what it recorded, by the names the document gives them
+    variables = env.pop("variables", {})
     rows = [(Cell(k, header=True), v) for k, v in env.items()]
     rows += [(Cell(k, header=True), Markup(f"<code>{escape(str(v))}</code>")) for k, v in variables.items()]
     if not env and not variables:  # bench results: each file's own environment and messages
