@@ -111,7 +111,7 @@ def text(changes: Sequence[Change], before: str, after: str, incomplete: Sequenc
     names the side(s) ("before", "after") that were interrupted checks."""
     from ..text import table
 
-    rows = [[c.key, _n(c.before), _n(c.after), c.unit, f"{c.after / c.before:.3f}" if c.before and c.after else "-",
+    rows = [[c.key, number(c.before), number(c.after), c.unit, f"{c.after / c.before:.3f}" if c.before and c.after else "-",
              c.verdict] for c in changes]
     head = f"before: {before}\nafter:  {after}\n"
     head += "".join(f"{side} is INCOMPLETE (an interrupted check): a figure missing there may be unmeasured, "
@@ -148,7 +148,3 @@ def exit_status(changes: Sequence[Change]) -> int:
     if any(c.verdict == "fail" for c in changes):
         return 1
     return 2 if any(c.verdict == "inconclusive" for c in changes) else 0
-
-
-def _n(x: float | None) -> str:
-    return number(x)
