@@ -168,6 +168,21 @@ def test_gpu_only_nvml_sees_is_appended_and_old_nvlinks_replaced(use):
     assert stale not in t.links and path(t, "GPU1", "GPU0").label == "NV18"
 
 
+def test_a_library_gpu_no_source_saw_keeps_the_librarys_index_only_when_the_source_saw_none():
+    # one merge for NVML and AMD SMI (nvml.merged_gpus): sysfs saw GPU 4 only, so the library's GPU 0 on
+    # another bus is appended after it; with no GPU from sysfs the library's own numbering stands
+    from nodemap.topology.nvml import _SmiGpu, merged_gpus
+
+    found = [_SmiGpu(0, None, "0000:19:00.0"), _SmiGpu(1, None, "0000:b8:00.0")]
+    seen = replace(_sysfs_view(), gpus=(GPU(4, "NVIDIA", pci_bus_id="0000:b8:00.0"),))
+    gpus, mine = merged_gpus(seen, found, "AMD", lambda g, f: replace(g, model=f"m{f.index}"))
+    assert [(g.index, g.vendor, g.model, g.pci_bus_id) for g in gpus] == [
+        (4, "NVIDIA", "m1", "0000:b8:00.0"), (5, "AMD", "m0", "0000:19:00.0")]
+    assert mine["0000:19:00.0"].index == 5
+    gpus, _ = merged_gpus(replace(seen, gpus=()), found[::-1], "AMD", lambda g, f: g)
+    assert [(g.index, g.pci_bus_id) for g in gpus] == [(0, "0000:19:00.0"), (1, "0000:b8:00.0")]
+
+
 def test_the_links_maximum_goes_into_the_model_where_the_source_left_it_out(use):
     # hwloc XML says the current PCIe link only; the GPU's PCIe peak and the check's link inventory read the
     # maximum from the model (was: the GPU kinds opened NVML per GPU for it, and never closed it)

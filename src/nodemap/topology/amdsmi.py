@@ -19,7 +19,7 @@ from __future__ import annotations
 from .model import GPU, Link, Topology, gpu_order, norm_bus_id, replace
 from ..text import decoded
 from .classify import rocr_uuid
-from .nvml import _SmiGpu, _try
+from .nvml import _SmiGpu, _try, merged_gpus
 from .sysfs import pcie_generation, xgmi_hops
 
 TYPE_CHECKING = False
@@ -160,24 +160,14 @@ def _notes(topo: Topology, gpus: list[_AmdGpu]) -> list[str]:
 
 
 def _merge(topo: Topology, amd: list[_AmdGpu], links: list[tuple[str, str, int, float]], notes: list[str]) -> Topology:
-    by_bus = {g.pci_bus_id: g for g in topo.gpus if g.pci_bus_id}
-    next_index = max((g.index for g in topo.gpus), default=-1) + 1
-    keys: dict[str, str] = {}  # bus id -> GPU key
-    merged = []
-    for a in amd:
-        old = by_bus.get(a.bus_id)
-        if old is None:  # AMD SMI sees a GPU sysfs did not: appended (AMD SMI's order when sysfs saw none)
-            old = GPU(index=a.index if not topo.gpus else next_index, vendor="AMD", pci_bus_id=a.bus_id)
-            next_index += 1
-        merged.append(_update(topo, old, a))
-        keys[a.bus_id] = merged[-1].key
-    keep = [g for g in topo.gpus if g.pci_bus_id not in keys]
+    gpus, mine = merged_gpus(topo, amd, "AMD", lambda g, a: _update(topo, g, a))
+    keys = {bus: g.key for bus, g in mine.items()}
     new_links = tuple(_link(keys[x], keys[y], hops, gbs) for x, y, hops, gbs in links)
     ours = set(keys.values())
     old_links = tuple(l for l in topo.links if not (l.kind == "xGMI" and {l.a, l.b} <= ours))
     return replace(
         topo,
-        gpus=tuple(sorted(keep + merged, key=lambda g: g.index)),
+        gpus=gpus,
         links=old_links + new_links,
         source=(topo.source + "+amdsmi") if topo.source else "amdsmi",
         notes=topo.notes + tuple(notes),

@@ -23,7 +23,7 @@ from .model import GPU, HIDDEN_BUS_ID, Link, PciDevice, Topology, gpu_order, nor
 
 TYPE_CHECKING = False  # typing costs ~5 ms to import; `nodemap topo` always comes here
 if TYPE_CHECKING:
-    from typing import Any, Callable, Mapping
+    from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["enrich", "start", "stop", "session", "handles", "gpu_activity", "apply_visible", "hidden_gpus", "visibility_vars",
            "parse_visible", "NVLINK_GBS", "nvlink_generation"]
@@ -279,25 +279,30 @@ def _mig_parent(nvml: Any, mig_uuid: str) -> str:
 # --- merging into the Topology ----------------------------------------------
 
 
-def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
+def merged_gpus(topo: Topology, found: Sequence[_SmiGpu], vendor: str,
+                update: Callable[[GPU, Any], GPU]) -> tuple[tuple[GPU, ...], dict[str, GPU]]:
+    """The topology's GPUs with a management library's `found` merged in by PCI bus id (`update`: the
+    topology's GPU with the library's view), and the library's GPUs by bus id. A GPU the library sees
+    that the other source did not is appended; with no GPUs from the other source the library's order
+    is the bus order, otherwise existing indexes are kept."""
     by_bus = {g.pci_bus_id: g for g in topo.gpus if g.pci_bus_id}
     next_index = max((g.index for g in topo.gpus), default=-1) + 1
-    keep = [g for g in topo.gpus if g.pci_bus_id not in {n.bus_id for n in nv}]
-    keys: dict[str, str] = {}  # bus id -> GPU key
-    merged = []
-    for n in nv:
-        old = by_bus.get(n.bus_id)
-        if old is None:  # NVML sees a GPU the other source did not
-            # With no GPUs from the other source NVML's order is the bus
-            # order; otherwise keep existing indexes and append.
-            index = n.index if not topo.gpus else next_index
+    mine: dict[str, GPU] = {}
+    for f in found:
+        old = by_bus.get(f.bus_id)
+        if old is None:
+            old = GPU(index=f.index if not topo.gpus else next_index, vendor=vendor, pci_bus_id=f.bus_id)
             next_index += 1
-            old = GPU(index=index, vendor="NVIDIA", pci_bus_id=n.bus_id)
-        merged.append(_update(old, n))
-        keys[n.bus_id] = merged[-1].key
-        if n.mig == ():
-            notes.append(f"GPU {old.index} is in MIG mode with no MIG device: CUDA cannot use it")
-    gpus = tuple(sorted(keep + merged, key=lambda g: g.index))
+        mine[f.bus_id] = update(old, f)
+    keep = [g for g in topo.gpus if g.pci_bus_id not in mine]
+    return tuple(sorted(keep + list(mine.values()), key=lambda g: g.index)), mine
+
+
+def _merge(topo: Topology, nv: list[_NvGpu], notes: list[str]) -> Topology:
+    gpus, mine = merged_gpus(topo, nv, "NVIDIA", _update)
+    keys = {bus: g.key for bus, g in mine.items()}
+    notes += [f"GPU {mine[n.bus_id].index} is in MIG mode with no MIG device: CUDA cannot use it"
+              for n in nv if n.mig == ()]
     links, link_notes = _nvlinks(nv, keys)
     nvml_keys = set(keys.values())
     old_links = tuple(l for l in topo.links if not (l.kind == "NVLink" and {l.a, l.b} & nvml_keys))
