@@ -204,13 +204,13 @@ def test_report_compare_and_nodemap_compare_name_different_documents(tmp_path):
 
 def _check_doc() -> dict:
     from nodemap.check import expectations
-    from nodemap.check.document import Busy, CheckDoc, Environment
+    from nodemap.check.document import Busy, CheckDoc, Environment, Extra
     from nodemap.check.inventory import Check, Skipped
 
     d = CheckDoc(level="quick", topology=None, expectations=expectations.shipped(),
                  results=[syn.hbm({0: 1400.0, 1: 900.0}), syn.stream({"1/core": (4, 100.0)})], host="n1",
                  checks=[Check("inventory/x", "a check", "1", "1", "pass", "equal", cause="configuration")],
-                 skipped=[Skipped("nccl", "no GPUs")], busy=Busy(False), extra={"watch": {"a": 1}},
+                 skipped=[Skipped("nccl", "no GPUs")], busy=Busy(False), extra=Extra("0b5e", (1,)),
                  environment=Environment(nodemap="0.1.0", variables={"OMP_NUM_THREADS": "4"},
                                          transparent_hugepage="madvise", virtual_machine=False, numpy="2.4.6"))
     d.rejudge()
@@ -266,6 +266,7 @@ def _held(again, saved) -> bool:
     (lambda d: d.update(busy="yes"), "field busy is str"),
     (lambda d: d["environment"].update(virtual_machine="yes"), "environment.virtual_machine is str, not bool | null"),
     (lambda d: d["environment"]["variables"].update(OMP_NUM_THREADS=4), "environment.variables[...] is int, not text"),
+    (lambda d: d["extra"].update(fleet_silent_ranks=[True]), "extra.fleet_silent_ranks[0] is bool, not an integer"),
     # the header every check writes: without it `report` printed "--level  on , : INCOMPLETE" and exit 0
     (lambda d: d.pop("level"), "field level is missing"),
     (lambda d: d.pop("complete"), "field complete is missing"),

@@ -128,6 +128,13 @@ class Environment(msgspec.Struct, frozen=True, omit_defaults=True):
     fault_injected: str = ""  # fleet/nodecheck.py's test hook scaled the figures: how
 
 
+class Extra(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What `check --fleet` adds to a node's document (into its dict: fleet/nodecheck.py, fleet/driver.py)."""
+
+    boot_id: str = ""  # /proc/sys/kernel/random/boot_id where it was measured: nodes of one host contend
+    fleet_silent_ranks: tuple[int, ...] = ()  # the node's local ranks that stopped answering its MPI step
+
+
 class SavedExpectations(msgspec.Struct):
     """The expectations a document was judged by (check/expectations.py's table, without its [fleet])."""
 
@@ -167,7 +174,7 @@ class CheckFile(msgspec.Struct, kw_only=True):
     checks: list[Check] = []
     findings: list[Finding] = []
     skipped: list[Skipped] = []
-    extra: dict[str, Any] = {}
+    extra: Extra = Extra()
 
 
 @dataclass
@@ -187,7 +194,7 @@ class CheckDoc:
     command: str = ""
     judged: list[Judged] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # sections other commands add (watch: memory timeline)
+    extra: Extra = field(default_factory=Extra)
     busy: Busy | None = None  # check/busy.py's summary: None when not sampled
     # figures measured again because their interval left them undecided (check/remeasure.py)
     remeasured: list[Remeasured] = field(default_factory=list)
