@@ -311,24 +311,23 @@ def decode(where: str, data: bytes, expectations: Expectations | None = None) ->
     """A saved document's bytes, checked to the last field (an InputError naming `where` and the
     field); re-judged when `expectations` is given, else its own verdicts are kept as saved."""
     f = records.decode(where, data, CheckFile, WHAT, dec_hook=saved_records.cpuset)
-    if f.schema == V1:
-        return from_dict(records.parse(where, data, WHAT), expectations, where)
+    if f.schema == V1:  # read again as /1 wrote its findings
+        old = records.decode(where, data, _V1File, WHAT, dec_hook=saved_records.cpuset).findings
+        f.findings = [Finding(**msgspec.structs.asdict(x)) for x in old]
     return from_file(f, expectations, where)
 
 
-def from_dict(d: dict[str, Any], expectations: Expectations | None = None,
-              where: str = "check document") -> CheckDoc:
-    """A saved document already parsed, as `decode`."""
-    if isinstance(d, dict) and d.get("schema") == V1 and isinstance(d.get("findings"), list):
-        d = {**d, "findings": [_v1(x) for x in d["findings"]]}
-    return from_file(records.convert(where, d, CheckFile, WHAT, dec_hook=saved_records.cpuset), expectations, where)
+def from_dict(d: Any, expectations: Expectations | None = None, where: str = "check document") -> CheckDoc:
+    """A saved document already parsed, as `decode` (its JSON as json writes it: NaN read as there)."""
+    return decode(where, json_text(d, None).encode(), expectations)
 
 
-def _v1(d: Any) -> Any:
-    """A /1 finding as /2 holds it: its `severity` (how far off) is the shortfall."""
-    if not isinstance(d, dict) or "severity" not in d:
-        return d
-    return {**{k: v for k, v in d.items() if k != "severity"}, "shortfall": d["severity"]}
+class _V1Finding(Finding, frozen=True):
+    shortfall: float = msgspec.field(default=0.0, name="severity")  # a /1 finding's name for how far off
+
+
+class _V1File(CheckFile, kw_only=True):
+    findings: list[_V1Finding] = []
 
 
 # A kind's message that leaves a figure without its absolute rule -> what is skipped (check/node.py).
