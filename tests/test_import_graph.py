@@ -755,6 +755,11 @@ def test_the_check_document_is_one_class_both_ways():
     assert hints["findings"] == list[Finding] and hints["skipped"] == list[Skipped]
     assert typing.get_type_hints(document.CheckDoc)["budget"] == hints["budget"] == typing.Optional[document.Spent]
     assert typing.get_type_hints(budget.Budget.spent)["return"] is document.Spent
+    # its sections typed (they were dict[str, Any]): the node as the Topology's own saved form, decoded in the
+    # document's one pass; the environment and the fleet's extra as the records the check and report read
+    assert hints["topology"] == typing.Optional[document.SavedTopology]
+    for name, record in (("environment", document.Environment), ("extra", document.Extra)):
+        assert hints[name] is typing.get_type_hints(document.CheckDoc)[name] is record
     # the fleet reads a part of it (fleet/nodefile.py, for speed at 10,000 nodes): the same fields, the same types
     from nodemap.fleet import nodefile
 
