@@ -66,7 +66,7 @@ def test_json_with_matrix_and_atomic_export(saved, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["paths"]["GPU2"]["GPU0"]["label"] == "NV18"
-    assert Topology.from_dict(doc["topology"]) == Topology.from_json(saved.read_text())
+    assert Topology.from_json(json.dumps(doc["topology"])) == Topology.from_json(saved.read_text())
     assert Topology.from_json(out.read_text()) == Topology.from_json(saved.read_text())
     assert [p.name for p in out.parent.iterdir()] == ["again.json"]  # no temp file left
 

@@ -57,13 +57,13 @@ def test_compact_json_and_schema_tag():
     d = json.loads(t.to_json(indent=None))
     assert d["schema"] == m.SCHEMA
     assert d["gpus"][0]["cpuset"] == "0-23,48-71"
-    assert m.Topology.from_dict(d) == t
+    assert m.Topology.from_json(json.dumps(d)) == t
 
 
 def test_float_fields_accept_json_integers():
     d = sample_node().to_dict()
     d["nics"][0]["ports"][0]["rate_gbps"] = 400
-    port = m.Topology.from_dict(d).nics[0].ports[0]
+    port = m.Topology.from_json(json.dumps(d)).nics[0].ports[0]
     assert isinstance(port.rate_gbps, float) and port.rate_gbps == 400.0
 
 

@@ -204,11 +204,12 @@ def test_a_check_document_without_a_node_is_one_line_naming_the_field(tmp_path, 
 
 
 @pytest.mark.parametrize("kind, steps", [("export", ["schema_of", "decode"]),
-                                         ("check", ["schema_of", "decode", "convert"])])
+                                         ("check", ["schema_of", "decode"])])
 def test_a_topology_file_is_read_once(tmp_path, monkeypatch, kind, steps):
     """Its schema read once, its node decoded and checked once (an export's
     schema was read twice; issue 37). A check document's node: the
-    document's head, then the node converted to its records."""
+    document's head, then the node decoded in the document's one pass (it was
+    parsed as a dict, then converted again)."""
     from nodemap import records
 
     calls = []

@@ -18,7 +18,7 @@ import sys
 
 from .. import infile
 from ..errors import InputError, NodemapError
-from .model import SCHEMA, Topology, replace
+from .model import SCHEMA, WHAT, Topology, replace
 from .record import fields
 
 __all__ = ["discover", "SOURCES", "sniff"]
@@ -260,14 +260,14 @@ CHECK_SCHEMAS = ("nodemap.check/1", "nodemap.check/2")
 
 @functools.cache
 def _check() -> type:
-    """The part of a check document read here: the rest is report's to check (a class made once, on the
-    first check document: msgspec is not on the path of a node read live)."""
+    """The part of a check document read here, its node decoded in the same pass as an export is: the rest is
+    report's to check (a class made once, on the first check document: msgspec is not on the path of a node
+    read live)."""
     import msgspec
 
-    class _Check(msgspec.Struct):
-        topology: dict | None = None
+    from . import saved
 
-    return _Check
+    return msgspec.defstruct("_Check", [("topology", saved.document(Topology) | None, None)])
 
 
 def _json(path: str) -> Topology:
@@ -287,15 +287,16 @@ def _in_check(path: str, data: bytes) -> Topology:
     """The topology a check document (nodemap check's check.json) holds, decoded as an export is:
     damage is one InputError naming the field ("topology.numa_nodes[2].cpuset")."""
     from .. import records
+    from . import saved
 
-    saved = records.decode(path, data, _check(), "check document").topology
-    if saved is None:
+    node = records.decode(path, data, _check(), "check document", dec_hook=saved.cpuset).topology
+    if node is None:
         raise InputError(path, "field topology is missing or null: this check document holds no node (give the "
                                "check.json of a nodemap check that read one, or a topo --export file)")
-    if saved.get("schema") != SCHEMA:
-        raise InputError(path, f"field topology.schema is {saved.get('schema')!r}, not {SCHEMA!r}: the check "
+    if node.schema != SCHEMA:
+        raise InputError(path, f"field topology.schema is {node.schema!r}, not {SCHEMA!r}: the check "
                                "document's node is damaged (run the check again, or give a topo --export file)")
-    return Topology.from_dict(saved, path, "topology")
+    return saved.within(path, node, SCHEMA, WHAT)
 
 
 # --- this machine --------------------------------------------------------

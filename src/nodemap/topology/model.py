@@ -307,13 +307,5 @@ class Topology(Record):
 
         return saved.decode(where, data, cls, SCHEMA, WHAT, schema)
 
-    @classmethod
-    def from_dict(cls, d: object, where: str = "topology", at: str = "") -> "Topology":
-        """A saved Topology already parsed (one part of a check document:
-        `at` is where it sits, "topology")."""
-        from . import saved
-
-        return saved.convert(where, d, cls, SCHEMA, WHAT, at)
-
 
 WHAT = "nodemap topology export"

@@ -36,12 +36,6 @@ def decode(where: str, data: bytes | str, cls: type[R], schema: str, what: str, 
     return _record(records.decode(where, data, document(cls), what, dec_hook=cpuset))
 
 
-def convert(where: str, obj: object, cls: type[R], schema: str, what: str, at: str = "") -> R:
-    """The `cls` record saved in a document already parsed (`at`: where it sits in it, "topology")."""
-    check_schema(where, obj.get("schema") if isinstance(obj, dict) else None, schema, what)
-    return _record(records.convert(where, obj, document(cls), what, at, dec_hook=cpuset))
-
-
 def within(where: str, saved: msgspec.Struct, schema: str, what: str) -> Record:
     """A record decoded in another document's own pass (a field typed `document(cls)`, its damage named by
     its whole path there: "topology.numa_nodes[2].cpuset"; that decode's dec_hook is `cpuset`), its schema
