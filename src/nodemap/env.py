@@ -105,6 +105,16 @@ def global_rank(env: Mapping[str, str]) -> int | None:
     return first_integer(env, GLOBAL_RANK_VARS)
 
 
+def global_rank_or(env: Mapping[str, str], default: int | str) -> int | str:
+    """global_rank, `default` when no launcher set one or its variable is no number: where the rank only
+    names something (a timeline, a message) a malformed variable must not stop the process."""
+    try:
+        rank = global_rank(env)
+    except NodemapError:
+        return default
+    return default if rank is None else rank
+
+
 def world_size(env: Mapping[str, str]) -> int:
     """The ranks an MPI launcher started (1 when none did)."""
     return max([integer(env, v) for v in WORLD_SIZE_VARS if env.get(v, "").strip()] or [1])

@@ -144,10 +144,5 @@ def _launcher_rank() -> int:
     import os
 
     from .. import env
-    from ..errors import NodemapError
 
-    try:
-        rank = env.global_rank(os.environ)
-    except NodemapError:  # a malformed rank variable: this process says the error
-        return -1
-    return -1 if rank is None else rank
+    return env.global_rank_or(os.environ, -1)  # a malformed rank variable: this process says the error

@@ -84,16 +84,6 @@ def job_id(env) -> str:
     return f"ppid{os.getppid()}"
 
 
-def global_rank(env, local_rank: int) -> int:
-    # The rank only names the timeline: a launcher variable that is no
-    # number must not stop the application the monitor watches.
-    try:
-        rank = launcher_env.global_rank(env)
-    except NodemapError:
-        rank = None
-    return local_rank if rank is None else rank
-
-
 def default_dir(env) -> str:
     if env.get(ENV_WATCH_DIR):
         return env[ENV_WATCH_DIR]
@@ -211,7 +201,7 @@ def prepare(directory: str | None, interval: float, *, local_rank: int, local_si
     rank's part of the node's plan (mapping.nodeplan.PlannedTask), None when none is known."""
     d = directory or default_dir(env)
     host = socket.gethostname()
-    rank = global_rank(env, local_rank)
+    rank = launcher_env.global_rank_or(env, local_rank)  # it names the timeline: never stops the application
     path = os.path.join(d, f"{host}.r{rank}.{os.getpid()}.watch")
     from ..outfile import make_folder, open_append
 

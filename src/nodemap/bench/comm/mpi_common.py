@@ -60,11 +60,8 @@ def deadline(seconds: float, what: str) -> ContextManager[None]:
     MPI holds the GIL)."""
     from ... import env, proc
 
-    try:
-        rank = env.global_rank(os.environ)
-    except NodemapError:
-        rank = None
-    return proc.deadline(seconds, f"nodemap: error: rank {'?' if rank is None else rank} waited {seconds:g} s "
+    rank = env.global_rank_or(os.environ, "?")
+    return proc.deadline(seconds, f"nodemap: error: rank {rank} waited {seconds:g} s "
                                   f"for {what}: a peer rank died or hangs (raise --timeout if the machine is just slow)")
 
 
