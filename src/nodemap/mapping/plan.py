@@ -67,7 +67,7 @@ def plan(topo: Topology, req: Request) -> Plan:
         bindings = _by_gpu_index(bindings)
     crowded = [b.task for b in bindings if b.threads > len(b.cpus)]
     if crowded:
-        notes.append(f"task(s) {_ranges(crowded)} run more threads than they have PUs")
+        notes.append(f"task(s) {CpuSet(crowded).format()} run more threads than they have PUs")
     notes += _shared_gpus(bindings, req)
     level = ",".join(dict.fromkeys(t.level for t in tasks))
     return Plan(request=req, tasks=tuple(bindings), level=level, notes=tuple(notes))
@@ -317,7 +317,7 @@ def _widen_to_threads(topo: Topology, groups: list[_Group], doms: list[Domain], 
 def _numa_names(ds: list[Domain]) -> str:
     """'NUMA node 1', 'NUMA nodes 0,2' for notes; PUs that no NUMA node holds (numa -1) said as such."""
     known = [d.numa for d in ds if d.numa >= 0]
-    out = [f"NUMA node{'s' if len(known) > 1 else ''} {_ranges(known)}"] if known else []
+    out = [f"NUMA node{'s' if len(known) > 1 else ''} {CpuSet(known).format()}"] if known else []
     return " and ".join(out + (["the PUs outside any NUMA node"] if len(known) < len(ds) else []))
 
 
@@ -506,7 +506,7 @@ def _deal_gpus(topo: Topology, doms: list[Domain], groups: list[_Group], tasks: 
     out = [d for ds in dealt for d in ds]
     bare = [i for i, d in enumerate(out) if not d]
     if bare and gpus and per != 0:
-        notes.append(f"task(s) {_ranges(bare)} have no GPU in their NUMA domain; "
+        notes.append(f"task(s) {CpuSet(bare).format()} have no GPU in their NUMA domain; "
                      "--gpus-per-task 1 gives them the nearest one")
     return out
 
@@ -596,7 +596,3 @@ def _by_gpu_index(bindings: list[TaskBinding]) -> list[TaskBinding]:
     rank); every task keeps its local CPUs, memory and NICs."""
     order = sorted(range(len(bindings)), key=lambda i: (bindings[i].gpus[:1] or (1 << 30,), i))
     return [replace(bindings[j], task=k) for k, j in enumerate(order)]
-
-
-def _ranges(items: list[int]) -> str:
-    return CpuSet(items).format()
