@@ -30,18 +30,23 @@ def _at(obj: Any, path: tuple) -> Any:
     return obj
 
 
+def change(doc: Any, path: tuple, remove: bool, value: Any = None) -> tuple[str, Any]:
+    """(what was done, a copy of `doc` with the value at `path` removed, or replaced by `value`)."""
+    d = copy.deepcopy(doc)
+    parent = _at(d, path[:-1])
+    if remove:
+        del parent[path[-1]]
+        return f"removed {list(path)}", d
+    parent[path[-1]] = value
+    return f"{list(path)} = {value!r}", d
+
+
 @st.composite
 def changed(draw, doc: Any) -> tuple[str, Any]:
     """(what was done, the document with one value replaced or one field/item removed)."""
-    d = copy.deepcopy(doc)
-    path = draw(st.sampled_from(paths(d)[1:]))
-    parent = _at(d, path[:-1])
-    if draw(st.booleans()):
-        del parent[path[-1]]
-        return f"removed {list(path)}", d
-    value = draw(VALUES)
-    parent[path[-1]] = value
-    return f"{list(path)} = {value!r}", d
+    path = draw(st.sampled_from(paths(doc)[1:]))
+    remove = draw(st.booleans())
+    return change(doc, path, remove, None if remove else draw(VALUES))
 
 
 @st.composite

@@ -8,10 +8,12 @@ import os
 import sys
 import types
 
+import msgspec
+
 import check_synth as syn
 import nodes
 from nodemap.check import busy, expectations
-from nodemap.check.document import Busy, CheckDoc, exit_status, from_dict
+from nodemap.check.document import CheckDoc, exit_status, from_dict
 
 ME = 100
 
@@ -83,9 +85,9 @@ def test_one_other_spinning_process_on_two_cores_is_busy(tmp_path):
     hz = busy.HZ
     # the spinner gets 2/3 of a core while the check's two threads run: 6.7 s of 10
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(6.7 * hz), comm="spin"))
-    assert s["busy"] and s["other_cores"] >= 0.6
-    assert "spin (pid 200) 0.67" in s["reasons"][0] and "of the 2 measured" in s["reasons"][0]
-    assert s["load"] == [2.5, 1.0, 0.5]  # recorded, not judged
+    assert s.busy and s.other_cores >= 0.6
+    assert "spin (pid 200) 0.67" in s.reasons[0] and "of the 2 measured" in s.reasons[0]
+    assert s.load == [2.5, 1.0, 0.5]  # recorded, not judged
 
 
 def test_another_user_s_job_is_named_with_its_user(tmp_path):
@@ -94,7 +96,7 @@ def test_another_user_s_job_is_named_with_its_user(tmp_path):
     fake.proc(200, 1, 0, comm="lmp", uid=4242)
     d, clock = detector(fake)
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="lmp", uid=4242))
-    assert s["busy"] and "lmp (pid 200, user " in s["reasons"][0] and s["top"][0]["user"]
+    assert s.busy and "lmp (pid 200, user " in s.reasons[0] and s.top[0].user
 
 
 def test_the_checks_own_processes_and_ranks_are_not_others(tmp_path):
@@ -112,7 +114,7 @@ def test_the_checks_own_processes_and_ranks_are_not_others(tmp_path):
         f.proc(7, 2, 5 * hz, comm="kworker/0:1", kthread=True)  # the kernel's work is not a job
 
     s = run_step(fake, d, clock, spin_ours)
-    assert not s["busy"] and s["other_cores"] == 0.0 and s["reasons"] == []
+    assert not s.busy and s.other_cores == 0.0 and s.reasons == []
 
 
 def test_sibling_ranks_count_as_ours_only_in_a_job(tmp_path):
@@ -122,10 +124,10 @@ def test_sibling_ranks_count_as_ours_only_in_a_job(tmp_path):
     fake.proc(101, 50, 0, comm="nodemap")
     spin = lambda f: f.proc(101, 50, 10 * busy.HZ, comm="nodemap")  # noqa: E731
     d, clock = detector(fake, siblings=True)
-    assert not run_step(fake, d, clock, spin)["busy"]
+    assert not run_step(fake, d, clock, spin).busy
     fake.proc(101, 50, 0, comm="nodemap")
     d, clock = detector(fake, siblings=False)  # `spin & nodemap check` in a script: a sibling that is not ours
-    assert run_step(fake, d, clock, spin)["busy"]
+    assert run_step(fake, d, clock, spin).busy
 
 
 def test_a_process_on_other_cpus_does_not_count(tmp_path):
@@ -134,10 +136,10 @@ def test_a_process_on_other_cpus_does_not_count(tmp_path):
     fake.proc(200, 1, 0, comm="spin", cpus="1")
     d, clock = detector(fake, cpus=(0,))  # taskset -c 0 nodemap check
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="spin", cpus="1"))
-    assert not s["busy"]
+    assert not s.busy
     d, clock = detector(fake, cpus=(0, 1))
     fake.proc(200, 1, 0, comm="spin", cpus="1")
-    assert run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="spin", cpus="1"))["busy"]
+    assert run_step(fake, d, clock, lambda f: f.proc(200, 1, 10 * busy.HZ, comm="spin", cpus="1")).busy
 
 
 def test_a_process_allowed_on_more_cpus_counts_with_the_measured_share(tmp_path):
@@ -148,10 +150,10 @@ def test_a_process_allowed_on_more_cpus_counts_with_the_measured_share(tmp_path)
     fake.proc(200, 1, 0, comm="make", cpus="0-1")
     d, clock = detector(fake, cpus=(0,))
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 8 * busy.HZ, comm="make", cpus="0-1"))
-    assert not s["busy"] and s["other_cores"] == 0.4
+    assert not s.busy and s.other_cores == 0.4
     fake.proc(200, 1, 0, comm="make", cpus="0")
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, 8 * busy.HZ, comm="make", cpus="0"))
-    assert s["busy"] and s["other_cores"] == 0.8
+    assert s.busy and s.other_cores == 0.8
 
 
 def test_a_little_background_work_is_idle(tmp_path):
@@ -160,21 +162,21 @@ def test_a_little_background_work_is_idle(tmp_path):
     fake.proc(200, 1, 0, comm="sshd")
     d, clock = detector(fake)
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(0.3 * busy.HZ), comm="sshd"))  # 0.03 cores
-    assert not s["busy"] and 0 < s["other_cores"] < busy.OTHER_CORES
+    assert not s.busy and 0 < s.other_cores < busy.OTHER_CORES
 
 
 def test_memory_pressure_and_low_available_memory_are_busy(tmp_path):
     fake = FakeProc(tmp_path)
     fake.proc(ME, 1, 0)
     d, clock = detector(fake)
-    assert not run_step(fake, d, clock, lambda f: None)["busy"]  # no PSI file: MemAvailable only
+    assert not run_step(fake, d, clock, lambda f: None).busy  # no PSI file: MemAvailable only
     fake.pressure(25.0)
     s = run_step(fake, d, clock, lambda f: None)
-    assert s["busy"] and "stalled on memory 25%" in s["reasons"][0] and s["memory"]["psi_some_avg10"] == 25.0
+    assert s.busy and "stalled on memory 25%" in s.reasons[0] and s.memory.psi_some_avg10 == 25.0
     fake.pressure(0.0)
     fake.meminfo(24 << 20, 512 << 10)
     s = run_step(fake, d, clock, lambda f: None)
-    assert s["busy"] and "0.5 GiB of 24.0 GiB available" in s["reasons"][0]
+    assert s.busy and "0.5 GiB of 24.0 GiB available" in s.reasons[0]
 
 
 def test_other_processes_on_a_gpu_and_idle_utilisation(tmp_path):
@@ -190,11 +192,11 @@ def test_other_processes_on_a_gpu_and_idle_utilisation(tmp_path):
 
     d, clock = detector(fake, gpus=gpus, gpu_keys={"0000:07:00.0": "GPU0", "0000:0b:00.0": "GPU1"})
     s = d.sample(0.5)  # before the check: utilisation without a process of ours counts
-    assert s["busy"] and ME in seen[0]
-    assert any("GPU0: 1 other process(es) on it: train.py (pid 4242)" in r for r in s["reasons"])
-    assert any(r.startswith("GPU1: 55% busy") for r in s["reasons"])
+    assert s.busy and ME in seen[0]
+    assert any("GPU0: 1 other process(es) on it: train.py (pid 4242)" in r for r in s.reasons)
+    assert any(r.startswith("GPU1: 55% busy") for r in s.reasons)
     s = run_step(fake, d, clock, lambda f: None)  # during a step the utilisation is ours
-    assert not any(r.startswith("GPU1") for r in s["reasons"]) and s["gpus"][0]["others"][0]["pid"] == 4242
+    assert not any(r.startswith("GPU1") for r in s.reasons) and s.gpus[0].others[0].pid == 4242
 
 
 class NVMLError(Exception):
@@ -221,10 +223,10 @@ def test_gpu_activity_through_nvml(monkeypatch):
 
     m.nvmlDeviceGetGraphicsRunningProcesses = graphics
     monkeypatch.setitem(sys.modules, "pynvml", m)
-    got = nvml.gpu_activity({ME})
-    assert [g["utilization"] for g in got] == [90, 0]
-    assert got[0]["others"] == [{"pid": 999999999, "comm": "", "memory": 2 << 30}]
-    assert got[1]["others"] == []  # only our own process there
+    got = msgspec.convert(nvml.gpu_activity({ME}), list[busy.GpuUse])  # as busy.Detector reads it
+    assert [g.utilization for g in got] == [90, 0]
+    assert got[0].others == [busy.GpuProcess(pid=999999999, comm="", memory=2 << 30)]
+    assert got[1].others == []  # only our own process there
     # named as the topology names it: NVML's index counts only what a device cgroup shows (was "GPU0" here)
     assert busy.gpu_reasons(got, before=True, keys={"0000:07:00.0": "GPU4"})[0].startswith(
         "GPU4: 1 other process(es)")
@@ -245,12 +247,12 @@ def test_gpu_activity_through_nvml(monkeypatch):
 def _busy_doc(busy_latency: bool):
     """A node whose DRAM latency fails (a VM): measured busy or idle."""
     lat = syn.latency({"L1d": (32, 1.2), "DRAM": (1 << 20, 547.0)})
-    sample = {"busy": busy_latency, "reasons": ["other processes used 0.98 cores of the 2 measured: spin (pid 7) 0.98"]
-              if busy_latency else []}
+    sample = busy.Sample(busy=busy_latency, reasons=["other processes used 0.98 cores of the 2 measured: spin (pid 7) 0.98"]
+                         if busy_latency else [])
     lat.environment["busy"] = sample
     doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)),
                    expectations=expectations.shipped(), results=[syn.stream({"1/core": (2, 20.0)}), lat])
-    doc.busy = Busy(**busy.summary({"busy": False, "reasons": []}, [("latency against working-set size", sample)]))
+    doc.busy = busy.summary(busy.Sample(), [("latency against working-set size", sample)])
     doc.rejudge()
     return doc
 
@@ -310,8 +312,8 @@ def test_run_check_samples_before_and_around_every_step(monkeypatch, tmp_path):
     monkeypatch.setattr(node, "measure", measure)
     monkeypatch.setenv(suite.TINY_ENV, "1")
     doc = node.run_check("quick", expectations.shipped(), detector=d)
-    assert doc.is_busy() and doc.busy.before["busy"] is False
-    assert [s["busy"] for s in doc.busy.steps] == [k == "latency" for k in steps]
+    assert doc.is_busy() and doc.busy.before.busy is False
+    assert [s.busy for s in doc.busy.steps] == [k == "latency" for k in steps]
     assert doc.busy.reasons[0].startswith("latency against working-set size: other processes used 0.9 cores")
     assert next(j for j in doc.judged if j.figure.key.endswith("DRAM")).verdict == "inconclusive"
     assert exit_status(doc) == 2
@@ -324,14 +326,14 @@ def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
     site.write_text('[[limit]]\nkind = "stream"\nmatch = "."\npeak = 40.0\nwarn = 0.72\nfail = 0.60\n'
                     'source = "our DIMMs"\n')
     exp = expectations.load(str(site))
-    sample = {"busy": True, "cpus": 2, "other_cores": 1.0,
-              "reasons": ["other processes used 1 cores of the 2 measured (at least 0.5 is busy): spin (pid 7) 1"]}
+    sample = busy.Sample(busy=True, cpus=2, other_cores=1.0,
+                         reasons=["other processes used 1 cores of the 2 measured (at least 0.5 is busy): spin (pid 7) 1"])
 
     def judged(best, per_core=None):
         rs = syn.stream({"1/core": (2, per_core or best), "1/L3": (1, best)})
         rs.environment["busy"] = sample
         doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
-        doc.busy = Busy(**busy.summary(None, [("STREAM placement sweep", sample)]))
+        doc.busy = busy.summary(None, [("STREAM placement sweep", sample)])
         doc.rejudge()
         return next(j for j in doc.judged if j.figure.key == "host/stream/best"), doc
 
@@ -342,7 +344,7 @@ def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
     assert placement.figure.kind == "placement" and placement.verdict != "fail"  # its peak shared the interference
     j, doc = judged(19.7)
     assert j.verdict == "inconclusive" and exit_status(doc) == 2
-    pressure = dict(sample, reasons=sample["reasons"] + ["memory pressure: tasks stalled on memory 30% ..."])
+    pressure = msgspec.structs.replace(sample, reasons=sample.reasons + ["memory pressure: tasks stalled on memory 30% ..."])
     rs = syn.stream({"1/core": (2, 2.0)})
     rs.environment["busy"] = pressure  # memory pressure has no measure to credit: not judged
     doc = CheckDoc(level="quick", topology=nodes.build(nodes.Spec(1, 1, 1, 2)), expectations=exp, results=[rs])
@@ -351,13 +353,13 @@ def test_a_bandwidth_no_sharing_explains_still_fails_on_a_busy_node(tmp_path):
 
 
 def test_work_that_stopped_before_the_steps_ran_does_not_make_the_check_busy():
-    cpu = {"busy": True, "reasons": ["other processes used 1 cores of the 2 measured: make (pid 9) 1"]}
-    idle = {"busy": False, "reasons": []}
-    assert busy.summary(cpu, [])["busy"]  # nothing measured yet: what we know is the sample before
+    cpu = busy.Sample(busy=True, reasons=["other processes used 1 cores of the 2 measured: make (pid 9) 1"])
+    idle = busy.Sample()
+    assert busy.summary(cpu, []).busy  # nothing measured yet: what we know is the sample before
     done = busy.summary(cpu, [("STREAM placement sweep", idle)])
-    assert not done["busy"] and done["reasons"][0].startswith("before the check: other processes")  # still said
-    gpu = {"busy": True, "reasons": ["GPU0: 97% busy with no process of this check (at least 10% is busy)"]}
-    assert busy.summary(gpu, [("GPU memory bandwidth (BabelStream)", idle)])["busy"]
+    assert not done.busy and done.reasons[0].startswith("before the check: other processes")  # still said
+    gpu = busy.Sample(busy=True, reasons=["GPU0: 97% busy with no process of this check (at least 10% is busy)"])
+    assert busy.summary(gpu, [("GPU memory bandwidth (BabelStream)", idle)]).busy
 
 
 def test_work_of_another_container_is_seen_through_proc_stat(tmp_path):
@@ -374,7 +376,7 @@ def test_work_of_another_container_is_seen_through_proc_stat(tmp_path):
         f.stat(11 * hz, 11 * hz)
 
     s = run_step(fake, d, clock, hidden_job)
-    assert s["busy"] and s["unseen_cores"] == 1.2 and "1.2 by work not visible here" in s["reasons"][0]
+    assert s.busy and s.unseen_cores == 1.2 and "1.2 by work not visible here" in s.reasons[0]
 
     fake.proc(ME, 1, 0, comm="nodemap")
     fake.stat(0, 0)
@@ -385,7 +387,7 @@ def test_work_of_another_container_is_seen_through_proc_stat(tmp_path):
         f.stat(10 * hz, 10 * hz)
 
     s = run_step(fake, d, clock, our_ranks_ended)
-    assert not s["busy"] and s["unseen_cores"] == 0.0
+    assert not s.busy and s.unseen_cores == 0.0
 
 
 def test_a_short_step_with_a_spinner_is_busy_at_its_real_rate(tmp_path):
@@ -404,15 +406,15 @@ def test_a_short_step_with_a_spinner_is_busy_at_its_real_rate(tmp_path):
         f.stat(round(0.67 * seconds * hz), 0)
 
     s = run_step(fake, d, clock, lambda f: spinning(f, 0.1), seconds=0.1)
-    assert s["busy"] and 0.5 <= s["other_cores"] <= 0.67, s
-    assert s["unseen_cores"] == 0.0  # the spinner's ticks on /proc/stat are not counted twice
+    assert s.busy and 0.5 <= s.other_cores <= 0.67, s
+    assert s.unseen_cores == 0.0  # the spinner's ticks on /proc/stat are not counted twice
 
     fake.proc(200, 1, 0, comm="spin")
     fake.stat(0, 0)
     d, clock = detector(fake)
     d.sleep = lambda seconds: (spinning(fake, seconds), setattr(clock, "t", clock.t + seconds))
     s = d.sample(0.5)  # the sample before the check
-    assert s["busy"] and s["other_cores"] == 0.66, s
+    assert s.busy and s.other_cores == 0.66, s
 
 
 def test_a_short_idle_step_is_not_busy_for_one_clock_tick(tmp_path):
@@ -430,4 +432,4 @@ def test_a_short_idle_step_is_not_busy_for_one_clock_tick(tmp_path):
         f.stat(2, 1)
 
     s = run_step(fake, d, clock, a_tick_each, seconds=0.02)
-    assert not s["busy"] and s["other_cores"] == 0.0 and s["top"] == [], s
+    assert not s.busy and s.other_cores == 0.0 and s.top == [], s

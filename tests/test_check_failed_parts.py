@@ -18,12 +18,12 @@ import check_synth as syn
 from test_jacobi_fake import fake  # noqa: F401 (the fixture: a NumPy stand-in for CuPy)
 from nodemap.bench import driver, harness, interrupt
 from nodemap.bench.results import Failure, ResultSet
-from nodemap.check import document, expectations, failed, node, suite
+from nodemap.check import busy, document, expectations, failed, node, suite
 from nodemap.units import format_size
 
 NCCL = suite.Step("nccl", (), "NCCL all_reduce bus bandwidth")
 STREAM = suite.Step("memory", (), "STREAM placement sweep")
-IDLE = {"busy": False, "reasons": []}
+IDLE = busy.Sample()
 DETECTOR = SimpleNamespace(sample=lambda seconds=0: IDLE, begin=lambda: None, end=lambda utilisation=False: IDLE)
 
 

@@ -6,7 +6,7 @@ import json
 
 import nodes
 from nodemap.bench.results import ResultSet, make_result
-from nodemap.check import document, expectations, remeasure
+from nodemap.check import busy, document, expectations, remeasure
 from nodemap.check.document import CheckDoc
 from nodemap.check.suite import Step
 
@@ -94,13 +94,13 @@ class Idle:
     """A busy detector that always finds the node idle."""
 
     def sample(self, seconds=0):
-        return {"busy": False, "reasons": []}
+        return busy.Sample()
 
     def begin(self):
         pass
 
     def end(self, utilisation=False):
-        return {"busy": False, "reasons": []}
+        return busy.Sample()
 
 
 def test_run_check_measures_a_noisy_step_again(monkeypatch):

@@ -212,7 +212,7 @@ def test_a_site_file_with_the_dram_peak_judges_stream_against_it(monkeypatch, tm
     doc = node.run_check("quick", expectations.load(str(site)), detector=quiet)
     assert not any(s.what.startswith("STREAM against the DRAM peak") for s in doc.skipped)
     best = by_key(doc)["host/stream/best"]
-    assert best.figure.peak == 40.0 and best.expectation["peak"] == 40.0
+    assert best.figure.peak == 40.0 and best.expectation.peak == 40.0
     assert best.verdict == "fail" and "49% of 40" in best.rule  # 19.7 of 40 GB/s
     assert "host/stream/best" not in by_key(doc_of(syn.stream({"1/core": (2, 19.7)})))  # no peak, no figure
 
@@ -227,8 +227,8 @@ def test_site_file_changes_verdicts(tmp_path):
     exp = expectations.load(str(site))
     assert by_key(doc_of(syn.hbm(vals)))["gpu/2/hbm_triad"].verdict == "warn"
     j = by_key(doc_of(syn.hbm(vals), exp=exp))["gpu/2/hbm_triad"]
-    assert j.verdict == "fail" and j.expectation["origin"] == str(site)  # 84% < 90% of datasheet
-    assert j.expectation["source"] == "our acceptance test"
+    assert j.verdict == "fail" and j.expectation.origin == str(site)  # 84% < 90% of datasheet
+    assert j.expectation.source == "our acceptance test"
     site.write_text('[thresholds]\nrelative_warn = 0.90\n')
     assert by_key(doc_of(syn.hbm(vals), exp=expectations.load(str(site))))["gpu/2/hbm_triad"].verdict == "pass"
 

@@ -86,6 +86,39 @@ def test_what_report_writes_reads_back(tmp_path, capsys, kind):
     assert json.loads(capsys.readouterr().out) == json.loads(once)
 
 
+# the parts of a check document check/busy.py's samples and verdicts.py's Bounds are read into
+SAMPLED = (("busy",), ("results", 0, "environment", "busy"), ("figures", 0, "expectation"))
+
+
+def test_a_damaged_busy_sample_or_bound_is_read_or_refused_naming_its_field():
+    """Busy.before and .steps, a step's sample and a figure's expectation were dicts read as they came: damaged,
+    each is read or refused in one line that names the damaged field ("busy.steps[0].gpus[1].utilization")."""
+    from hypothesis import strategies as st
+
+    from nodemap.check import document
+    from nodemap.errors import InputError
+
+    doc = _check_doc()
+    where = [p for p in mutants.paths(doc) if any(len(p) > len(s) and p[:len(s)] == s for s in SAMPLED)]
+    assert ("busy", "steps", 0, "gpus", 1, "others", 0, "pid") in where
+
+    refused = []
+
+    @SETTINGS
+    @given(st.sampled_from(where), st.booleans(), mutants.VALUES)
+    def read(path, remove, value):
+        what, d = mutants.change(doc, path, remove, value)
+        try:
+            document.decode("check.json", json.dumps(d).encode())
+        except InputError as e:
+            named = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+            assert f"field {named}" in str(e) and len(str(e).splitlines()) == 1, (what, str(e))
+            refused.append(what)
+
+    read()
+    assert refused  # (read as they came, none was)
+
+
 NAN, INF = float("nan"), float("inf")
 
 

@@ -498,8 +498,7 @@ def kind_names(tree: ast.AST, kinds: set[str]) -> list[tuple[str, int]]:
 OTHER_WORDS = {
     ("nodemap.check.inventory", "gpu"): 2,  # an Endpoint's kind (bench/endpoints.py: "gpu3"), not bench gpu
     ("nodemap.check.busy", "placement"): 1,
-    ("nodemap.check.busy", "memory"): 1,  # document keys: a busy sample's memory pressure,
-    ("nodemap.check.mpi", "gpu"): 1,  # the CUDA-awareness record's GPU, compare's resource columns
+    ("nodemap.check.mpi", "gpu"): 1,  # document keys: the CUDA-awareness record's GPU, compare's resource columns
     ("nodemap.compare.bindings", "gpu"): 1,
 }
 
@@ -681,7 +680,8 @@ def test_gpu_processes_and_nvml_shutdown_only_in_the_nvml_source():
 # The fleet judges typed records (fleet/nodefile.py's Fig, TopologyView) read straight from the documents:
 # fleet/merge.py walked dicts (figure["median"], doc.get("topology")) beside the reader that had checked them.
 FLEET_JUDGES = ("noise", "verdicts", "remeasure", "findings", "drain", "nodes", "facts", "merge")
-DOCUMENT_STRUCTS = {"nodemap.check.document", "nodemap.fleet.nodefile"}
+# ... and the records the check builds its parts with, where they are built: busy.py's samples, verdicts.py's Bounds
+DOCUMENT_STRUCTS = {"nodemap.check.document", "nodemap.fleet.nodefile", "nodemap.check.busy", "nodemap.check.verdicts"}
 
 
 def keyed_reads(tree: ast.AST) -> list[int]:
@@ -716,7 +716,7 @@ def test_the_check_and_fleet_documents_are_read_by_their_one_reader():
 # ...) and read by mirror Structs in check/saved.py (_Judgement, _Budget, _Remeasured: "mirror of budget.py");
 # now check/document.CheckFile is its one shape both ways, its records the classes the check itself uses.
 CHECK_RECORDS = ("CheckFile", "Judged", "Check", "Skipped", "Limit", "Busy", "Spent", "Remeasured", "Summary",
-                 "SavedExpectations")
+                 "SavedExpectations", "Sample", "Other", "Memory", "GpuUse", "GpuProcess", "Bounds")
 
 # A document is one typed class both ways (issue 37): the writer encodes the record the readers decode, so no
 # hand-built to_dict mirrors its fields beside it (one was missed when a field was added, the other not).
@@ -765,6 +765,30 @@ def test_the_check_document_is_one_class_both_ways():
 
     view, whole = typing.get_type_hints(nodefile.BusyView), typing.get_type_hints(document.Busy)
     assert view == {k: whole[k] for k in view}
+
+
+def test_the_busy_samples_and_a_figures_bounds_are_records():
+    # document.Busy held `before: dict[str, Any]` and `steps: list[dict[str, Any]]`, Judged `expectation: dict[str,
+    # Any]`: built as dicts in busy.py and verdicts.py, walked by .get("reasons", []) there, in findings.py, in
+    # slurm/verdict.py and in report/html.py
+    import typing
+
+    from nodemap.check import busy, verdicts
+
+    def untyped(t: object) -> bool:
+        return t is typing.Any or any(untyped(a) for a in typing.get_args(t))
+
+    assert untyped(dict[str, typing.Any]) and not untyped(list[busy.Sample])
+    records = (busy.Busy, busy.Sample, busy.Other, busy.Memory, busy.GpuUse, busy.GpuProcess, verdicts.Bounds)
+    assert {r.__name__: k for r in records for k, t in typing.get_type_hints(r).items() if untyped(t)} == {}
+    assert typing.get_type_hints(verdicts.Judged)["expectation"] is verdicts.Bounds
+    # keyed reads left: a ResultSet's environment (bench/results.py: a dict of the run's facts), where a step's
+    # sample is kept
+    readers = ("nodemap.check.busy", "nodemap.check.verdicts", "nodemap.check.remeasure", "nodemap.slurm.verdict")
+    found = {m: [ast.unparse(n) for n in ast.walk(TREES[m]) if isinstance(n, ast.Call)
+                 and n.lineno in keyed_reads(TREES[m]) and not ast.unparse(n.func).endswith("environment.get")]
+             for m in readers}
+    assert found == {m: [] for m in readers}, "walk a busy sample and a figure's bounds by their fields"
 
 
 def test_the_pair_tests_conclusion_is_one_class_both_ways():

@@ -202,15 +202,34 @@ def test_report_compare_and_nodemap_compare_name_different_documents(tmp_path):
 # --- check documents ---------------------------------------------------------------
 
 
+def _samples():
+    """A busy sample before the check and one around a step, with every part check/busy.py writes."""
+    from nodemap.check import busy
+
+    gpus = [busy.GpuUse(index=0, bus_id="0000:07:00.0", utilization=3),
+            busy.GpuUse(index=1, bus_id="0000:0b:00.0", utilization=None,
+                        others=[busy.GpuProcess(pid=4242, comm="train.py", memory=1 << 30)])]
+    memory = busy.Memory(24 << 30, 20 << 30, 0.0)
+    before = busy.Sample(seconds=0.5, cpus=4, other_cores=0.02, unseen_cores=0.0, load=[0.5, 0.4, 0.3],
+                         top=[busy.Other(77, "sshd", 0.02, "root")], memory=memory, gpus=gpus)
+    step = busy.Sample(seconds=8.1, cpus=4, other_cores=0.0, unseen_cores=0.0, load=[1.5, 0.6, 0.3],
+                       memory=memory, gpus=gpus)
+    return before, step
+
+
 def _check_doc() -> dict:
-    from nodemap.check import expectations
-    from nodemap.check.document import Busy, CheckDoc, Environment, Extra
+    from nodemap.check import busy, expectations
+    from nodemap.check.document import CheckDoc, Environment, Extra
     from nodemap.check.inventory import Check, Skipped
 
+    before, step = _samples()
+    hbm = syn.hbm({0: 1400.0, 1: 900.0})
+    hbm.environment["busy"] = step
     d = CheckDoc(level="quick", topology=None, expectations=expectations.shipped(),
-                 results=[syn.hbm({0: 1400.0, 1: 900.0}), syn.stream({"1/core": (4, 100.0)})], host="n1",
+                 results=[hbm, syn.stream({"1/core": (4, 100.0)})], host="n1",
                  checks=[Check("inventory/x", "a check", "1", "1", "pass", "equal", cause="configuration")],
-                 skipped=[Skipped("nccl", "no GPUs")], busy=Busy(False), extra=Extra("0b5e", (1,)),
+                 skipped=[Skipped("nccl", "no GPUs")], busy=busy.summary(before, [("GPU memory", step)]),
+                 extra=Extra("0b5e", (1,)),
                  environment=Environment(nodemap="0.1.0", variables={"OMP_NUM_THREADS": "4"},
                                          transparent_hugepage="madvise", virtual_machine=False, numpy="2.4.6"))
     d.rejudge()
@@ -219,12 +238,32 @@ def _check_doc() -> dict:
 
 
 def test_a_check_document_reads_back_without_loss():
-    from nodemap.check import document
+    from nodemap.check import busy, document, verdicts
 
     d = _check_doc()
     doc = document.decode("check.json", json.dumps(d).encode())
     assert json.loads(doc.to_json()) == d
     assert document.SCHEMA in document.SCHEMAS
+    # its busy samples and bounds are read into the records check built them with (check/busy.py, verdicts.py)
+    before, step = _samples()
+    assert doc.busy == busy.summary(before, [("GPU memory", step)]) and doc.results[0].environment["busy"] == step
+    assert d["busy"]["steps"][0]["step"] == "GPU memory" and "step" not in d["busy"]["before"]
+    assert all(isinstance(j.expectation, verdicts.Bounds) for j in doc.judged)
+    assert doc.judged[0].expectation.limit_kind == "hbm" and doc.judged[0].expectation.peers == 2
+
+
+def test_a_busy_section_saved_before_unseen_cores_reads():
+    """A 2026-11-28 sample (benchmarks/results/verdicts_h200x2_20261128): no unseen_cores, whole-number cores."""
+    from nodemap.check import document
+
+    d = _check_doc()
+    for sample in (d["busy"]["before"], *d["busy"]["steps"], d["results"][0]["environment"]["busy"]):
+        del sample["unseen_cores"]
+        sample["other_cores"] = 0
+    d["schema"] = document.V1
+    doc = document.decode("check.json", json.dumps(d).encode())
+    assert doc.busy.before.other_cores == 0 and doc.busy.steps[0].step == "GPU memory"
+    assert "unseen_cores" not in json.loads(doc.to_json())["busy"]["before"]  # not measured: not said to be 0
 
 
 def test_every_check_document_in_the_tree_decodes():
@@ -235,9 +274,11 @@ def test_every_check_document_in_the_tree_decodes():
         d = json.loads(data)
         again = json.loads(doc.to_json())
         d["findings"] = [_as_v2(f) for f in d["findings"]]
-        for key in ("figures", "checks", "findings", "skipped", "environment", "summary"):
-            assert _held(again[key], d[key]), (path, key)  # fields added since are written with defaults
+        for key in ("figures", "checks", "findings", "skipped", "environment", "summary", "busy"):
+            assert _held(again.get(key), d.get(key)), (path, key)  # fields added since are written with defaults
         assert [len(rs["results"]) for rs in again["results"]] == [len(rs["results"]) for rs in d["results"]]
+        assert all(_held(a["environment"], s["environment"]) for a, s in zip(again["results"], d["results"]))
+    assert any(json.loads(data).get("busy") for _, data in _saved("nodemap.check/1", 5)), "a busy section is read"
 
 
 def _as_v2(finding: dict) -> dict:
@@ -267,6 +308,12 @@ def _held(again, saved) -> bool:
     (lambda d: d["environment"].update(virtual_machine="yes"), "environment.virtual_machine is str, not bool | null"),
     (lambda d: d["environment"]["variables"].update(OMP_NUM_THREADS=4), "environment.variables[...] is int, not text"),
     (lambda d: d["extra"].update(fleet_silent_ranks=[True]), "extra.fleet_silent_ranks[0] is bool, not an integer"),
+    (lambda d: d["busy"]["steps"][0]["gpus"][1].update(utilization="high"),
+     "field busy.steps[0].gpus[1].utilization is str, not an integer or null"),
+    (lambda d: d["busy"]["before"]["top"][0].pop("pid"), "field busy.before.top[0].pid is missing"),
+    (lambda d: d["results"][0]["environment"]["busy"].update(cpus=[4]),
+     "field results[0].environment.busy.cpus is array, not an integer"),
+    (lambda d: d["figures"][0]["expectation"].update(peak="1555"), "field figures[0].expectation.peak is str, not a number"),
     # the header every check writes: without it `report` printed "--level  on , : INCOMPLETE" and exit 0
     (lambda d: d.pop("level"), "field level is missing"),
     (lambda d: d.pop("complete"), "field complete is missing"),

@@ -14,6 +14,7 @@ import check_synth as syn
 import nodes
 from nodemap.bench.results import ResultSet, make_result
 from nodemap.check import expectations
+from nodemap.check.busy import Sample
 from nodemap.check.document import Busy, CheckDoc, Environment, exit_status
 from nodemap.check.node import virtual_machine
 from nodemap.cli import main
@@ -21,8 +22,8 @@ from nodemap.report import html, prom, terminal
 from nodemap.text import number
 from nodemap.topology.root import Root
 
-BUSY = {"busy": True, "cpus": 2, "other_cores": 1.2,
-        "reasons": ["other processes used 1.2 cores of the 2 measured (at least 0.5 is busy): make (pid 9) 1.2"]}
+BUSY = Sample(busy=True, cpus=2, other_cores=1.2,
+              reasons=["other processes used 1.2 cores of the 2 measured (at least 0.5 is busy): make (pid 9) 1.2"])
 
 
 def _doc(*sets, busy=False, environment=None, level="quick", checks=()):
@@ -30,7 +31,7 @@ def _doc(*sets, busy=False, environment=None, level="quick", checks=()):
         if busy:
             rs.environment["busy"] = BUSY
     doc = CheckDoc(level=level, topology=nodes.karolina(), expectations=expectations.shipped(), results=list(sets),
-                   checks=list(checks), busy=Busy(True, BUSY["reasons"]) if busy else None,
+                   checks=list(checks), busy=Busy(True, BUSY.reasons) if busy else None,
                    environment=Environment(**(environment or {})))
     doc.rejudge()
     return doc

@@ -47,7 +47,7 @@ def json_text(doc: object, indent: int | None = 1, separators: tuple[str, str] |
 
 def _fields(record: object) -> dict[str, object]:
     """A Struct's or dataclass's fields for json, which walks on into them (less those at their defaults where
-    the Struct omits them)."""
+    the Struct omits them, and those UNSET: as msgspec writes it)."""
     import dataclasses
 
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
@@ -57,9 +57,8 @@ def _fields(record: object) -> dict[str, object]:
     if not isinstance(record, msgspec.Struct):
         raise TypeError(f"{type(record).__name__} in a document")
     fields = msgspec.structs.fields(record)
-    if not record.__struct_config__.omit_defaults:
-        return {f.encode_name: getattr(record, f.name) for f in fields}
-    return {f.encode_name: v for f in fields if (v := getattr(record, f.name)) != _default(f)}
+    omitted = _default if record.__struct_config__.omit_defaults else lambda f: msgspec.UNSET
+    return {f.encode_name: v for f in fields if (v := getattr(record, f.name)) != omitted(f)}
 
 
 def _default(f: object) -> object:

@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from ..units import gib
 
 OTHER_CORES = 0.5  # cores of other CPU time on the measured CPUs
@@ -30,7 +33,68 @@ TICK = 1
 PF_KTHREAD = 0x00200000
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-GpuProbe = Callable[[set], "list[dict[str, Any]] | None"]
+GpuProbe = Callable[[set], "list[dict[str, Any]] | None"]  # topology/nvml.py's gpu_activity: read as GpuUse
+
+
+class Other(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Another process's CPU time on the measured CPUs (a sample's `top`)."""
+
+    pid: int
+    comm: str
+    cores: float
+    user: str = ""  # another user's (their job); "" for this process's own user
+
+
+class Memory(msgspec.Struct, frozen=True, omit_defaults=True):
+    """/proc/meminfo's MemTotal and MemAvailable (bytes), the memory PSI "some avg10" (%): each where the
+    kernel has it."""
+
+    total: int | None = msgspec.field(default=None, name="MemTotal")
+    available: int | None = msgspec.field(default=None, name="MemAvailable")
+    psi_some_avg10: float | None = None
+
+
+class GpuProcess(msgspec.Struct, frozen=True, kw_only=True):
+    pid: int
+    comm: str = ""  # '' when hidden (another PID namespace)
+    memory: int = 0  # bytes
+
+
+class GpuUse(msgspec.Struct, frozen=True, kw_only=True):
+    """A GPU as NVML saw it during a sample: its utilisation (%) and the processes on it not ours."""
+
+    index: int = 0  # NVML's, which counts only the GPUs a device cgroup shows: named by bus_id
+    bus_id: str = ""
+    utilization: int | None = None
+    others: list[GpuProcess] = []
+
+
+class Sample(msgspec.Struct, frozen=True, kw_only=True):
+    """One sample (Detector.end), saved as is: a step's in its results' environment and in Busy.steps
+    (with its `step`), the one before the check in Busy.before. Every field is written; `step`, `gpus`
+    (without NVML) and `unseen_cores` (not measured before 2026-11-28) only where they are set."""
+
+    step: str | UnsetType = UNSET
+    busy: bool = False
+    reasons: list[str] = []
+    seconds: float = 0.0
+    cpus: int = 0
+    other_cores: float = 0.0
+    unseen_cores: float | UnsetType = UNSET
+    top: list[Other] = []
+    load: list[float] | None = None
+    memory: Memory = msgspec.field(default_factory=Memory)
+    gpus: list[GpuUse] | UnsetType = UNSET
+
+
+class Busy(msgspec.Struct, frozen=True):
+    """The check document's `busy` (summary): busy or not, every reason once (with where it was seen), the
+    sample before the steps and each step's (the fleet reads the first two: fleet/nodefile.py)."""
+
+    busy: bool = False
+    reasons: list[str] = []
+    before: Sample | None = None
+    steps: list[Sample] = []
 
 
 @dataclass(frozen=True)
@@ -124,7 +188,7 @@ def user(uid: int | None) -> str:
 
 
 def _other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, mine: set[int],
-               cpus: set[int], root: str = "/") -> tuple[float, list[dict[str, Any]], float]:
+               cpus: set[int], root: str = "/") -> tuple[float, list[Other], float]:
     """Cores' worth of CPU time other processes surely used on `cpus`
     between the two snapshots (each process's ticks less one, TICK, in the
     share of its allowed CPUs that are measured ones), the largest of them,
@@ -151,9 +215,9 @@ def _other_cpu(before: dict[int, Proc], after: dict[int, Proc], seconds: float, 
         cores = round(share * max(0, delta - TICK) / HZ / seconds, 2)
         if cores <= 0:
             continue
-        used.append({"pid": pid, "comm": p.comm, "cores": cores, **({"user": user(uid)} if user(uid) else {})})
-    used.sort(key=lambda u: -u["cores"])
-    return round(sum(u["cores"] for u in used), 2), used[:TOP], most
+        used.append(Other(pid, p.comm, cores, user(uid)))
+    used.sort(key=lambda u: -u.cores)
+    return round(sum(u.cores for u in used), 2), used[:TOP], most
 
 
 def cpu_ticks(root: str = "/") -> dict[int, int] | None:
@@ -208,7 +272,7 @@ def loadavg(root: str = "/") -> list[float] | None:
         return None
 
 
-def memory(root: str = "/") -> dict[str, Any]:
+def memory(root: str = "/") -> Memory:
     """MemAvailable/MemTotal (bytes) and the memory PSI "some avg10" (%) when the kernel has it."""
     out: dict[str, Any] = {}
     for line in (_read(root, "/proc/meminfo") or "").splitlines():
@@ -222,22 +286,22 @@ def memory(root: str = "/") -> dict[str, Any]:
                 out["psi_some_avg10"] = float(fields["avg10"])
             except (KeyError, ValueError):
                 pass
-    return out
+    return msgspec.convert(out, Memory)
 
 
-def memory_reasons(mem: dict[str, Any]) -> list[str]:
+def memory_reasons(mem: Memory) -> list[str]:
     out = []
-    if mem.get("psi_some_avg10", 0.0) >= PSI_MEMORY:
-        out.append(f"memory pressure: tasks stalled on memory {mem['psi_some_avg10']:g}% of the last 10 s "
+    if (mem.psi_some_avg10 or 0.0) >= PSI_MEMORY:
+        out.append(f"memory pressure: tasks stalled on memory {mem.psi_some_avg10:g}% of the last 10 s "
                    f"(at least {PSI_MEMORY:g}% is busy)")
-    total, avail = mem.get("MemTotal"), mem.get("MemAvailable")
+    total, avail = mem.total, mem.available
     if total and avail is not None and avail < MEM_AVAILABLE * total:
         out.append(f"memory: {gib(avail, 1)} GiB of {gib(total, 1)} GiB available "
                    f"(below {MEM_AVAILABLE:.0%})")
     return out
 
 
-def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, before: bool, keys: Mapping[str, str] | None = None
+def gpu_reasons(gpus: Sequence[GpuUse] | UnsetType, before: bool, keys: Mapping[str, str] | None = None
                 ) -> list[str]:
     """Other processes on a GPU, named by `keys` (PCI bus id -> the topology's
     key, "GPU4"), else by its bus id: NVML's index counts only the GPUs a
@@ -248,14 +312,13 @@ def gpu_reasons(gpus: Sequence[dict[str, Any]] | None, before: bool, keys: Mappi
     (a container's job we cannot see) too."""
     out = []
     for g in gpus or ():
-        name = (keys or {}).get(g.get("bus_id", "")) or f"the GPU at {g.get('bus_id') or '?'}"
-        procs = [p for p in g.get("others", []) if before or p.get("comm")]
+        name = (keys or {}).get(g.bus_id) or f"the GPU at {g.bus_id or '?'}"
+        procs = [p for p in g.others if before or p.comm]
         if procs:
-            names = ", ".join(f"{p.get('comm') or 'a process of another container'} (pid {p['pid']})"
-                              for p in procs[:TOP])
+            names = ", ".join(f"{p.comm or 'a process of another container'} (pid {p.pid})" for p in procs[:TOP])
             out.append(f"{name}: {len(procs)} other process(es) on it: {names}")
-        elif before and (g.get("utilization") or 0) >= GPU_UTIL:
-            out.append(f"{name}: {g['utilization']}% busy with no process of this check "
+        elif before and (g.utilization or 0) >= GPU_UTIL:
+            out.append(f"{name}: {g.utilization}% busy with no process of this check "
                        f"(at least {GPU_UTIL}% is busy)")
     return out
 
@@ -267,8 +330,7 @@ def _nvml_probe(mine: set) -> list[dict[str, Any]] | None:
 
 
 class Detector:
-    """Samples the node around a piece of work: `begin()` then `end()` gives
-    one sample (a dict, saved as is in the check document)."""
+    """Samples the node around a piece of work: `begin()` then `end()` gives one Sample."""
 
     def __init__(self, root: str = "/", cpus: Iterable[int] | None = None, me: int | None = None,
                  siblings: bool = False, gpus: GpuProbe | None = _nvml_probe, gpu_keys: Mapping[str, str] | None = None,
@@ -283,7 +345,7 @@ class Detector:
         self._busy0 = cpu_ticks(self.root)
         self._t0 = self.clock()
 
-    def end(self, before: bool = False) -> dict[str, Any]:
+    def end(self, before: bool = False) -> Sample:
         seconds = self.clock() - self._t0
         after = processes(self.root)
         mine = ours(after, self.me, self.siblings) | ours(self._before, self.me, self.siblings)
@@ -292,46 +354,38 @@ class Detector:
                               most, seconds)
         cores = round(visible + unseen, 2)
         mem = memory(self.root)
-        gpus = self.gpus(mine) if self.gpus is not None else None
+        found = self.gpus(mine) if self.gpus is not None else None
+        gpus = msgspec.convert(found, list[GpuUse]) if found is not None else UNSET
         reasons = []
         if cores >= OTHER_CORES:
-            who = [f"{u['comm']} (pid {u['pid']}{', user ' + u['user'] if 'user' in u else ''}) {u['cores']:g}"
-                   for u in top]
+            who = [f"{u.comm} (pid {u.pid}{', user ' + u.user if u.user else ''}) {u.cores:g}" for u in top]
             who += [f"{unseen:g} by work not visible here (other containers, the kernel, the VM host)"] if unseen else []
             reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
                            f"(at least {OTHER_CORES:g} is busy): {', '.join(who)}")
         reasons += memory_reasons(mem) + gpu_reasons(gpus, before, self.gpu_keys)
-        out: dict[str, Any] = {"busy": bool(reasons), "reasons": reasons, "seconds": round(seconds, 2),
-                               "cpus": len(self.cpus), "other_cores": cores, "unseen_cores": unseen, "top": top,
-                               "load": loadavg(self.root), "memory": mem}
-        if gpus is not None:
-            out["gpus"] = gpus
-        return out
+        return Sample(busy=bool(reasons), reasons=reasons, seconds=round(seconds, 2), cpus=len(self.cpus),
+                      other_cores=cores, unseen_cores=unseen, top=top, load=loadavg(self.root), memory=mem, gpus=gpus)
 
-    def sample(self, seconds: float) -> dict[str, Any]:
+    def sample(self, seconds: float) -> Sample:
         """A sample of `seconds` before the check, with nothing of ours running."""
         self.begin()
         self.sleep(seconds)
         return self.end(before=True)
 
 
-def summary(before: dict[str, Any] | None, steps: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The check document's `busy` field (its fields: document.Busy): every reason once (with where it
+def summary(before: Sample | None, steps: Sequence[tuple[str, Sample]]) -> Busy:
+    """The check document's `busy` field: every reason once (with where it
     was seen), the sample before and each step's. The check is busy when a
     step was; before the first step has run, when the sample before was;
     and always when a GPU was busy before it (a job whose processes NVML
     cannot show here, which the steps' samples cannot tell from our own).
     Other work before the check that had stopped when the steps ran does
     not make figures measured on an idle node undecided."""
-    reasons: list[str] = []
-    where: list[tuple[str, dict[str, Any]]] = ([("before the check", before)] if before else []) + list(steps)
-    for name, s in where:
-        reasons += [f"{name}: {r}" for r in s.get("reasons", [])]
-    early = (before or {}).get("reasons", [])
-    busy = (any(s.get("busy") for _, s in steps) or any(r.startswith("GPU") for r in early)
-            or (not steps and bool(early)))
-    return {"busy": busy, "reasons": reasons, "before": before or {},
-            "steps": [{"step": name, **s} for name, s in steps]}
+    where = ([("before the check", before)] if before is not None else []) + list(steps)
+    reasons = [f"{name}: {r}" for name, s in where for r in s.reasons]
+    early = before.reasons if before is not None else []
+    busy = any(s.busy for _, s in steps) or any(r.startswith("GPU") for r in early) or (not steps and bool(early))
+    return Busy(busy, reasons, before, [msgspec.structs.replace(s, step=name) for name, s in steps])
 
 
 def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any = None,
@@ -349,7 +403,7 @@ def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any 
     for j in judged:
         sample = busy.get(j.figure.key)
         if sample is not None and j.verdict in ("warn", "fail"):
-            why = "; ".join(sample.get("reasons", []))
+            why = "; ".join(sample.reasons)
             factor = credit(j, sample)
             if factor is not None:
                 j = Judged.of(j.figure, "fail", f"measured while the node was busy ({why}), yet below its fail limit "
@@ -362,20 +416,22 @@ def under_interference(judged: Sequence[Any], results: Sequence[Any], topo: Any 
     return out
 
 
-def busy_figures(results: Sequence[Any], topo: Any = None, dram_peak: float | None = None) -> dict[str, dict[str, Any]]:
+def busy_figures(results: Sequence[Any], topo: Any = None, dram_peak: float | None = None) -> dict[str, Sample]:
     """Figure key -> the busy sample of the step that measured it, for the
-    figures of steps measured while the node was busy."""
+    figures of steps measured while the node was busy (a check's steps: a
+    bench result file has no sample; a check document's are read as Samples,
+    document.from_file)."""
     from . import figures as figs
 
-    busy: dict[str, dict[str, Any]] = {}
+    busy: dict[str, Sample] = {}
     for rs in results:
-        sample = rs.environment.get("busy") or {}
-        if sample.get("busy"):
+        sample = rs.environment.get("busy")
+        if isinstance(sample, Sample) and sample.busy:
             busy.update({f.key: sample for f in figs.extract([rs], topo, dram_peak)})
     return busy
 
 
-def credit(j: Any, sample: dict[str, Any]) -> float | None:
+def credit(j: Any, sample: Sample) -> float | None:
     """For a failed bandwidth of a busy step: n / (n - c), others having
     used c of the n measured CPUs (the most their share of the CPUs can
     have cost it), when the figure times that still fails: its upper end
@@ -384,9 +440,9 @@ def credit(j: Any, sample: dict[str, Any]) -> float | None:
     one process sharing a core can stretch without bound (MPI 3.3 -> 14.6 us)
     and only with CPU time as the interference (memory pressure and GPU
     sharing have no such measure)."""
-    f, c, n = j.figure, float(sample.get("other_cores") or 0.0), int(sample.get("cpus") or 0)
-    bound = j.expectation.get("fail_below")
-    only_cpu = all(r.startswith("other processes used") for r in sample.get("reasons", []))
+    f, c, n = j.figure, sample.other_cores, sample.cpus
+    bound = j.expectation.fail_below
+    only_cpu = all(r.startswith("other processes used") for r in sample.reasons)
     # against another measurement of the same step (STREAM's placement: one thread per core against the
     # sweep's best) the interference falls on both, unevenly within the step: no bound to credit
     measured_peak = bool(f.peak_spread) or f.kind == "placement"

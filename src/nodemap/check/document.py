@@ -40,7 +40,7 @@ from ..topology import model, saved as saved_records
 from ..topology.model import Topology
 from ..bench.figures import AREAS
 from . import figures as figs
-from .busy import under_interference
+from .busy import Busy, Sample, under_interference
 from .expectations import SCHEMA as EXPECTATIONS, Expectations, Limit
 from ..finding import Finding
 from .findings import NodeState, derive
@@ -52,16 +52,6 @@ SCHEMA = "nodemap.check/2"
 V1 = "nodemap.check/1"
 SCHEMAS = (V1, SCHEMA)
 WHAT = "check document"
-
-
-class Busy(msgspec.Struct):
-    """check/busy.py's summary: busy or not, every reason once (with where it was seen), the sample
-    before the steps and each step's (the fleet reads the first two: fleet/nodefile.py)."""
-
-    busy: bool = False
-    reasons: list[str] = []
-    before: dict[str, Any] = {}
-    steps: list[dict[str, Any]] = []
 
 
 class Spent(msgspec.Struct, frozen=True):
@@ -347,6 +337,10 @@ def from_file(f: CheckFile, expectations: Expectations | None = None, where: str
     saved = Expectations(dict(f.expectations.thresholds), tuple(f.expectations.limits),
                          tuple(f.expectations.sources))
     results = [resultfile.result_set(where, r, f"results[{i}]", WHAT) for i, r in enumerate(f.results)]
+    for i, rs in enumerate(results):  # a step's busy sample (busy.busy_figures reads it)
+        if "busy" in rs.environment:
+            rs.environment["busy"] = records.convert(where, rs.environment["busy"], Sample, WHAT,
+                                                     f"results[{i}].environment.busy")
     topo = saved_records.within(where, f.topology, model.SCHEMA, model.WHAT) if f.topology else None
     if topo is not None:  # a saved node's names are not the kernel's
         from ..topology import names

@@ -82,7 +82,7 @@ def derive(judged: Sequence[Judged], checks: Sequence[Check], state: NodeState |
 def _off(j: Judged) -> float:
     """How far below (or above, latency) its reference the figure is: 0..1+."""
     f = j.figure
-    ref = j.expectation.get("peak") or j.expectation.get("median_of_peers") or j.expectation.get("minimum_of_peers")
+    ref = j.expectation.peak or j.expectation.median_of_peers or j.expectation.minimum_of_peers
     if not ref:
         return 0.0
     return max(0.0, 1 - f.value / ref) if f.higher_is_better else max(0.0, f.value / ref - 1)

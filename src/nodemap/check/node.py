@@ -20,7 +20,7 @@ from ..bench.kinds import story
 from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
-from .document import UNJUDGED, Busy, CheckDoc, Environment
+from .document import UNJUDGED, CheckDoc, Environment
 from .expectations import Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
@@ -127,8 +127,8 @@ class _Measuring:
         self.doc, self.topo, self.level, self.in_job, self.detector = doc, topo, level, in_job, detector
         self.budget, self.progress, self.on_update = budget, progress, on_update
         self.before = detector.sample(BUSY_SAMPLE)
-        self.sampled: list[tuple[str, dict]] = []
-        doc.busy = Busy(**busy.summary(self.before, self.sampled))
+        self.sampled: list[tuple[str, busy.Sample]] = []
+        doc.busy = busy.summary(self.before, self.sampled)
         doc.rejudge()
         on_update(doc)
         self.t0 = time.monotonic()
@@ -207,7 +207,7 @@ class _Measuring:
         sample = self.detector.end()
         rs.environment["busy"] = sample  # its figures are judged knowing it (busy.under_interference)
         self.sampled.append((step.what, sample))
-        doc.busy = Busy(**busy.summary(self.before, self.sampled))
+        doc.busy = busy.summary(self.before, self.sampled)
         return rs
 
     def rerun(self, step):

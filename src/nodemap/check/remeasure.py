@@ -109,6 +109,6 @@ def pool(old: ResultSet, new: ResultSet) -> ResultSet:
         samples = tuple(r.samples) + tuple(n.samples)
         out.append(replace(r, samples=samples, stats=Stats.of(samples, HIGHER_IS_BETTER.get(r.unit, True)),
                            params={**r.params, ROUNDS_KEY: int(r.params.get(ROUNDS_KEY, 1)) + 1}))
-    busy = new.environment.get("busy") or {}
-    env = {**old.environment, "busy": busy} if busy.get("busy") else old.environment  # a busy re-run says so
+    busy = new.environment.get("busy")  # its busy.Sample (check/node.py): a busy re-run says so
+    env = {**old.environment, "busy": busy} if busy is not None and busy.busy else old.environment
     return replace(old, results=out, environment=env, messages=list(old.messages), on_add=None)

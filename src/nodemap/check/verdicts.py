@@ -16,8 +16,11 @@ fleet (issue 15) calls the same functions with figures from many nodes.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterable, Literal, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Iterable, Literal, Sequence
+
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from ..text import number
 from .expectations import Expectations, Limit
@@ -31,11 +34,39 @@ VERDICTS = ("pass", "info", "inconclusive", "warn", "fail")  # "info": no rule a
 RANK = {"info": 0, "pass": 1, "inconclusive": 2, "warn": 3, "fail": 4}
 
 
+class Bounds(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The bounds a figure was judged by, with their source (Judged.expectation): its practical-limit row's
+    (absolute) and its peers' (relative). A bound its rules did not use is absent; one a row leaves out (a
+    site row with a fail limit and no warn) is null."""
+
+    source: str | UnsetType = UNSET
+    origin: str | UnsetType = UNSET
+    limit_kind: str | UnsetType = UNSET
+    match: str | UnsetType = UNSET
+    peak: float | UnsetType = UNSET
+    warn_above: float | None | UnsetType = UNSET
+    fail_above: float | None | UnsetType = UNSET
+    warn_below: float | None | UnsetType = UNSET
+    fail_below: float | None | UnsetType = UNSET
+    median_of_peers: float | UnsetType = UNSET  # bandwidth's reference
+    minimum_of_peers: float | UnsetType = UNSET  # latency's
+    peers: int | UnsetType = UNSET
+    relative_warn_below: float | UnsetType = UNSET
+    relative_fail_below: float | UnsetType = UNSET
+    relative_warn_above: float | UnsetType = UNSET
+    relative_fail_above: float | UnsetType = UNSET
+
+    def joined(self, other: "Bounds") -> "Bounds":
+        """These bounds with those `other` sets (an absolute rule's with its peers')."""
+        return msgspec.structs.replace(self, **{k: v for k in other.__struct_fields__
+                                                if (v := getattr(other, k)) is not UNSET})
+
+
 @dataclass(frozen=True)
 class Verdict:
     verdict: str
     rule: str  # the sentence that decided it
-    expectation: dict[str, Any] = field(default_factory=dict)  # the bounds used, with their source
+    expectation: Bounds = Bounds()
     noisy: bool = False  # the interval straddled a limit: measuring again may decide it
 
 
@@ -43,14 +74,14 @@ class Verdict:
 class Judged(Figure):
     """A figure with its verdict: one entry of the check document's `figures`, as saved and read."""
 
-    expectation: dict[str, Any] = field(default_factory=dict)  # the bounds used, with their source
+    expectation: Bounds = Bounds()
     verdict: Literal[VERDICTS] = "info"
     rule: str = ""
     relative: Finite | None = None  # the figure's median / its group's median of medians (latency: minimum)
     noisy: bool = False  # undecided by its interval: check re-measures it (check/remeasure.py)
 
     @classmethod
-    def of(cls, f: Figure, verdict: str, rule: str, expectation: dict[str, Any], relative: float | None,
+    def of(cls, f: Figure, verdict: str, rule: str, expectation: Bounds, relative: float | None,
            noisy: bool = False) -> "Judged":
         return cls(**{k.name: getattr(f, k.name) for k in fields(Figure)}, expectation=expectation,
                    verdict=verdict, rule=rule, relative=relative, noisy=noisy)
@@ -89,10 +120,8 @@ def judge(figures: Sequence[Figure], exp: Expectations) -> list[Judged]:
         if a is None and r is not None and f.kind:
             chosen = Verdict(chosen.verdict, chosen.rule + f"; {no_limit(f)}", chosen.expectation, chosen.noisy)
         ratio = point(f) / ref.point if ref and ref.point else None
-        exp_d = dict(a.expectation) if a else {}
-        if r is not None:
-            exp_d.update(r.expectation)
-        out.append(Judged.of(f, chosen.verdict, chosen.rule, exp_d, ratio,
+        bounds = (a.expectation if a else Bounds()).joined(r.expectation if r else Bounds())
+        out.append(Judged.of(f, chosen.verdict, chosen.rule, bounds, ratio,
                           any(v is not None and v.noisy for v in (a, r))))
     return out
 
@@ -199,7 +228,7 @@ def absolute(f: Figure, lim: Limit | None) -> Verdict | None:
     (fractions without a known peak)."""
     if lim is None:
         return None
-    src = {"source": lim.source, "origin": lim.origin, "limit_kind": lim.kind, "match": lim.match}
+    src = dict(source=lim.source, origin=lim.origin, limit_kind=lim.kind, match=lim.match)
     if lim.warn_above is not None or lim.fail_above is not None:
         return _bounds(f, lim.warn_above, lim.fail_above, above=True, src=src)
     if lim.warn_below is not None or lim.fail_below is not None:
@@ -207,7 +236,7 @@ def absolute(f: Figure, lim: Limit | None) -> Verdict | None:
     peak = lim.peak or f.peak
     if not peak:
         return None
-    exp = {**src, "peak": peak, "warn_below": _mul(lim.warn, peak), "fail_below": _mul(lim.fail, peak)}
+    exp = Bounds(**src, peak=peak, warn_below=_mul(lim.warn, peak), fail_below=_mul(lim.fail, peak))
     measured = bool(f.peak_high) and not lim.peak  # the peak is another measurement: medians against medians
     ref = f.peak_median if measured else peak
     lo, hi = fractions(f) if measured else (span(f)[0] / peak, span(f)[1] / peak)
@@ -238,7 +267,7 @@ def _mul(a: float | None, b: float) -> float | None:
 
 
 def _bounds(f: Figure, warn: float | None, fail: float | None, above: bool, src: dict) -> Verdict:
-    exp = {**src, ("warn_above" if above else "warn_below"): warn, ("fail_above" if above else "fail_below"): fail}
+    exp = Bounds(**src, warn_above=warn, fail_above=fail) if above else Bounds(**src, warn_below=warn, fail_below=fail)
     lo, hi = span(f)
     verdict, undecided = classify(lo, hi, f.n, warn, fail, above)
     word = "above" if above else "below"
@@ -268,8 +297,8 @@ def relative(f: Figure, ref: Reference, t: dict[str, float]) -> Verdict | None:
     of, word = ("median", "below") if hib else ("minimum", "above")
     bound = (lambda x: f"{x:.0%}") if hib else (lambda x: f"{x:g}x")  # noqa: E731
     times = (lambda x: f"{x:.0%} of") if hib else (lambda x: f"{x:.2f}x")  # noqa: E731
-    exp = {f"{of}_of_peers": base, "peers": n, f"relative_warn_{word}": warn * base,
-           f"relative_fail_{word}": fail * base}
+    exp = Bounds(**{f"{of}_of_peers": base, f"relative_warn_{word}": warn * base, f"relative_fail_{word}": fail * base},
+                 peers=n)
     what = f"{shown(f)} = {times(point(f) / base)} the {of} of {n} peers on this node ({number(base)} {f.unit})"
     ratios = f"[{bound(rlo)}, {bound(rhi)}]" if hib else f"[{rlo:.2f}x, {rhi:.2f}x]"
     limit = lambda x: f"{bound(x)} of the peers' {of}" if hib else f"{bound(x)} the peers' {of}"  # noqa: E731

@@ -141,7 +141,7 @@ def _measurement_rows(group: list) -> list[list]:
     lines = []
     for n, j in enumerate(group):
         figure = Markup(f"<code>{escape(j.figure.key)}</code><br>{escape(j.figure.label)}")
-        rule = Markup(f"{escape(j.rule)}<br><span class='note'>{escape(str(j.expectation.get('source', '')))}</span>")
+        rule = Markup(f"{escape(j.rule)}<br><span class='note'>{escape(j.expectation.source or '')}</span>")
         if n == 0:
             lines.append([Cell(f.area, rowspan=span), figure, Cell(_num(f.value), cls="num", rowspan=span),
                           Cell(Markup(interval(f)), cls="num", rowspan=span), Cell(f.unit, rowspan=span),

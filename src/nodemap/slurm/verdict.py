@@ -14,9 +14,6 @@ from ..check.document import CheckDoc, not_judged
 from ..text import number
 from .drain import PREFIX, head, names, reason
 
-# Expectation keys holding a failing figure's limit, in the order tried.
-_LIMIT_KEYS = ("fail_below", "fail_above", "relative_fail_below", "relative_fail_above")
-
 
 def hardware_failures(doc: CheckDoc) -> list[str]:
     """Drain reasons of every failed check and figure the node's verdict
@@ -28,7 +25,9 @@ def hardware_failures(doc: CheckDoc) -> list[str]:
     rank = {k: i for i, f in enumerate(doc.findings) for k in reversed(f.keys)}
     failed = [j for j in doc.judged if j.verdict == "fail" and node(j.figure.key)]
     for j in sorted(failed, key=lambda j: rank.get(j.figure.key, len(rank))):
-        lim = next((j.expectation[k] for k in _LIMIT_KEYS if j.expectation.get(k) is not None), None)
+        e = j.expectation  # the limit it fell past: an absolute one, else its peers' (unset or null: none)
+        lim = next((v for v in (e.fail_below, e.fail_above, e.relative_fail_below, e.relative_fail_above)
+                    if isinstance(v, (int, float))), None)
         out.append(reason(j.figure.area, j.figure.key, f"{number(j.figure.value)} {j.figure.unit}",
                           f"{number(lim)} {j.figure.unit}" if lim is not None else ""))
     return out
