@@ -15,6 +15,8 @@ import nodes
 from nodemap.check import busy, expectations
 from nodemap.check.document import CheckDoc, exit_status, from_dict
 
+SHIPPED = expectations.shipped().table(expectations.BusyRules)
+
 ME = 100
 
 
@@ -162,7 +164,20 @@ def test_a_little_background_work_is_idle(tmp_path):
     fake.proc(200, 1, 0, comm="sshd")
     d, clock = detector(fake)
     s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(0.3 * busy.HZ), comm="sshd"))  # 0.03 cores
-    assert not s.busy and 0 < s.other_cores < busy.OTHER_CORES
+    assert not s.busy and 0 < s.other_cores < SHIPPED.other_cores
+
+
+def test_a_site_files_busy_table_moves_the_line(tmp_path):
+    """[busy] other_cores of a site file (check --expect) judges the sample: 0.03 cores of sshd are busy at 0.02."""
+    fake = FakeProc(tmp_path)
+    fake.proc(ME, 1, 0, comm="nodemap")
+    fake.proc(200, 1, 0, comm="sshd")
+    (tmp_path / "site.toml").write_text("[busy]\nother_cores = 0.02\n")
+    limits = expectations.load(str(tmp_path / "site.toml")).table(expectations.BusyRules)
+    d = busy.Detector(str(fake.root), cpus=(0, 1), me=ME, gpus=None, clock=(clock := Clock()), sleep=lambda s: None,
+                      limits=limits)
+    s = run_step(fake, d, clock, lambda f: f.proc(200, 1, int(0.3 * busy.HZ), comm="sshd"))
+    assert s.busy and "(at least 0.02 is busy): sshd" in s.reasons[0]
 
 
 def test_memory_pressure_and_low_available_memory_are_busy(tmp_path):
@@ -228,11 +243,11 @@ def test_gpu_activity_through_nvml(monkeypatch):
     assert got[0].others == [busy.GpuProcess(pid=999999999, comm="", memory=2 << 30)]
     assert got[1].others == []  # only our own process there
     # named as the topology names it: NVML's index counts only what a device cgroup shows (was "GPU0" here)
-    assert busy.gpu_reasons(got, before=True, keys={"0000:07:00.0": "GPU4"})[0].startswith(
+    assert busy.gpu_reasons(got, True, SHIPPED, keys={"0000:07:00.0": "GPU4"})[0].startswith(
         "GPU4: 1 other process(es)")
-    assert busy.gpu_reasons(got, before=True)[0].startswith("the GPU at 0000:07:00.0: 1 other process(es)")
+    assert busy.gpu_reasons(got, True, SHIPPED)[0].startswith("the GPU at 0000:07:00.0: 1 other process(es)")
     # during a step a process not visible here (a host PID seen from a container) may be the check itself
-    assert busy.gpu_reasons(got, before=False) == []
+    assert busy.gpu_reasons(got, False, SHIPPED) == []
 
     def broken():
         raise NVMLError("Driver Not Loaded")

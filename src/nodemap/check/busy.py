@@ -19,16 +19,13 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..units import gib
+from .expectations import BusyRules, shipped
 
-OTHER_CORES = 0.5  # cores of other CPU time on the measured CPUs
-PSI_MEMORY = 10.0  # % of time some task stalled on memory (avg10)
-MEM_AVAILABLE = 0.05  # fraction of MemTotal still available
-GPU_UTIL = 10  # % utilisation of a GPU with no process of ours, before the check
 TOP = 3  # other processes named per sample
 # /proc counts CPU time in whole clock ticks (1/HZ s), each counter truncated: a difference of d ticks
 # means more than d - 1 ticks of work. Rates are over the real window, from these lower bounds (one tick
 # less per process and per CPU counter), so a short idle step is not busy for one tick and a short busy
-# step is still busy: one core for w ticks reads (w - 1) / w, which reaches OTHER_CORES from 2 ticks.
+# step is still busy: one core for w ticks reads (w - 1) / w, which reaches [busy] other_cores from 2 ticks.
 TICK = 1
 PF_KTHREAD = 0x00200000
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -289,20 +286,20 @@ def memory(root: str = "/") -> Memory:
     return msgspec.convert(out, Memory)
 
 
-def memory_reasons(mem: Memory) -> list[str]:
+def memory_reasons(mem: Memory, limits: BusyRules) -> list[str]:
     out = []
-    if (mem.psi_some_avg10 or 0.0) >= PSI_MEMORY:
+    if (mem.psi_some_avg10 or 0.0) >= limits.psi_memory:
         out.append(f"memory pressure: tasks stalled on memory {mem.psi_some_avg10:g}% of the last 10 s "
-                   f"(at least {PSI_MEMORY:g}% is busy)")
+                   f"(at least {limits.psi_memory:g}% is busy)")
     total, avail = mem.total, mem.available
-    if total and avail is not None and avail < MEM_AVAILABLE * total:
+    if total and avail is not None and avail < limits.mem_available * total:
         out.append(f"memory: {gib(avail, 1)} GiB of {gib(total, 1)} GiB available "
-                   f"(below {MEM_AVAILABLE:.0%})")
+                   f"(below {limits.mem_available:.0%})")
     return out
 
 
-def gpu_reasons(gpus: Sequence[GpuUse] | UnsetType, before: bool, keys: Mapping[str, str] | None = None
-                ) -> list[str]:
+def gpu_reasons(gpus: Sequence[GpuUse] | UnsetType, before: bool, limits: BusyRules,
+                keys: Mapping[str, str] | None = None) -> list[str]:
     """Other processes on a GPU, named by `keys` (PCI bus id -> the topology's
     key, "GPU4"), else by its bus id: NVML's index counts only the GPUs a
     device cgroup lets it see, so NVML's GPU 0 may be the node's GPU4. During a step only those this process can
@@ -317,9 +314,9 @@ def gpu_reasons(gpus: Sequence[GpuUse] | UnsetType, before: bool, keys: Mapping[
         if procs:
             names = ", ".join(f"{p.comm or 'a process of another container'} (pid {p.pid})" for p in procs[:TOP])
             out.append(f"{name}: {len(procs)} other process(es) on it: {names}")
-        elif before and (g.utilization or 0) >= GPU_UTIL:
+        elif before and (g.utilization or 0) >= limits.gpu_util:
             out.append(f"{name}: {g.utilization}% busy with no process of this check "
-                       f"(at least {GPU_UTIL}% is busy)")
+                       f"(at least {limits.gpu_util:g}% is busy)")
     return out
 
 
@@ -330,12 +327,15 @@ def _nvml_probe(mine: set) -> list[dict[str, Any]] | None:
 
 
 class Detector:
-    """Samples the node around a piece of work: `begin()` then `end()` gives one Sample."""
+    """Samples the node around a piece of work: `begin()` then `end()` gives one Sample, busy by `limits` (the
+    check's [busy])."""
 
     def __init__(self, root: str = "/", cpus: Iterable[int] | None = None, me: int | None = None,
                  siblings: bool = False, gpus: GpuProbe | None = _nvml_probe, gpu_keys: Mapping[str, str] | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 limits: BusyRules | None = None) -> None:
         self.root, self.me, self.siblings, self.gpus, self.gpu_keys = root, me or os.getpid(), siblings, gpus, gpu_keys
+        self.limits = limits or shipped().table(BusyRules)
         self.clock, self.sleep = clock, sleep
         self.cpus = set(cpus) if cpus is not None else set(os.sched_getaffinity(0))
         self._t0, self._before, self._busy0 = 0.0, {}, None
@@ -357,12 +357,12 @@ class Detector:
         found = self.gpus(mine) if self.gpus is not None else None
         gpus = msgspec.convert(found, list[GpuUse]) if found is not None else UNSET
         reasons = []
-        if cores >= OTHER_CORES:
+        if cores >= self.limits.other_cores:
             who = [f"{u.comm} (pid {u.pid}{', user ' + u.user if u.user else ''}) {u.cores:g}" for u in top]
             who += [f"{unseen:g} by work not visible here (other containers, the kernel, the VM host)"] if unseen else []
             reasons.append(f"other processes used {cores:g} cores of the {len(self.cpus)} measured "
-                           f"(at least {OTHER_CORES:g} is busy): {', '.join(who)}")
-        reasons += memory_reasons(mem) + gpu_reasons(gpus, before, self.gpu_keys)
+                           f"(at least {self.limits.other_cores:g} is busy): {', '.join(who)}")
+        reasons += memory_reasons(mem, self.limits) + gpu_reasons(gpus, before, self.limits, self.gpu_keys)
         return Sample(busy=bool(reasons), reasons=reasons, seconds=round(seconds, 2), cpus=len(self.cpus),
                       other_cores=cores, unseen_cores=unseen, top=top, load=loadavg(self.root), memory=mem, gpus=gpus)
 

@@ -6,8 +6,11 @@ with `--expect` has the same keys: its [thresholds] replace the shipped
 ones key by key and its [[limit]] rows are tried before the shipped rows,
 so a site can tighten one GPU model or one path without code. Its [fleet]
 table (the fleet's verdicts against peers: `FleetRules`) replaces the
-shipped one key by key, its [[fleet.rule]] rows tried first. A broken
-site file is one line naming the file, line and key (ExpectError, exit 2).
+shipped one key by key, its [[fleet.rule]] rows tried first; so do its
+[busy], [watch] and [compare] tables (what makes the node busy, a memory
+timeline's shapes and findings, a binding's difference: `BusyRules`, `WatchRules`,
+`CompareRules`). A broken site file is one line naming the file, line and key
+(ExpectError, exit 2).
 """
 
 from __future__ import annotations
@@ -16,14 +19,13 @@ import fnmatch
 import math
 import re
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from . import sitefile
 
 SCHEMA = "nodemap.expectations/1"
-THRESHOLDS = ("relative_warn", "relative_fail", "latency_warn", "latency_fail", "compare_warn", "compare_fail")
 LIMIT_KEYS = {"kind": str, "match": str, "warn": float, "fail": float, "warn_below": float, "fail_below": float,
               "warn_above": float, "fail_above": float, "peak": float, "source": str}
 BOUNDS = (("warn", "fail"), ("warn_below", "fail_below"), ("warn_above", "fail_above"))
@@ -62,20 +64,71 @@ class Rule:
     fail: float = 0.90
 
 
+# A table's key: its type, what its numbers may be and what it is (said when a value is refused). nan, inf, 0 and
+# negative values passed once: the fleet drained healthy nodes or none, a check crashed after it had measured.
+Spec = tuple[type, "Callable[[Any], bool] | None", str]
+
+
+def _key(spec: Spec) -> Any:
+    """A field of a table's record ([fleet], [busy], [watch], [compare]) with its spec, read by `_table`."""
+    return field(metadata={"spec": spec})
+
+
+def _fraction(of: str) -> Spec:
+    return float, lambda v: 0 < v <= 1, f"a fraction of {of}, above 0 and at most 1"
+
+
+def _multiple(of: str) -> Spec:
+    return float, lambda v: 1 <= v <= 1e6, f"a multiple of {of}, at least 1 and at most 1e6"
+
+
+def _share(of: str) -> Spec:
+    return float, lambda v: 0 <= v < 0.5, f"a fraction of {of}, from 0 and below 0.5"
+
+
+def _mebibytes(what: str) -> Spec:
+    return float, lambda v: 0 <= v <= 1 << 30, f"{what} in MiB, 0 to 2^30"
+
+
+def _percent(of: str) -> Spec:
+    return float, lambda v: 0 < v <= 100, f"a percentage of {of}, above 0 and at most 100"
+
+
+_SIGMAS: Spec = (float, lambda v: 0 < v <= 100, "a number of sigmas, above 0 and at most 100")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """[thresholds]: within the node (check/verdicts.py) and `report --compare`; kept as a dict (documents)."""
+
+    relative_warn: float = _key(_fraction("the peers' median"))
+    relative_fail: float = _key(_fraction("the peers' median"))
+    latency_warn: float = _key(_multiple("the node's minimum"))
+    latency_fail: float = _key(_multiple("the node's minimum"))
+    compare_warn: float = _key(_fraction("BEFORE's figure"))
+    compare_fail: float = _key(_fraction("BEFORE's figure"))
+
+
+THRESHOLDS = tuple(f.name for f in fields(Thresholds))
+
+
 @dataclass(frozen=True)
 class FleetRules:
     """[fleet]: the fleet's thresholds (fleet/verdicts.py, links.py), the shipped table's with a site's."""
 
-    warn: float  # of the fleet median (latency: median / value)
-    fail: float
-    link_bad: float  # of the best pair's bandwidth
-    link_latency: float  # x the lowest pair latency
-    rail_bad: float  # of the same pair's other rail's bandwidth, every repetition against every one
-    rail_latency: float  # x the same pair's other rail's latency, every repetition against every one
-    rail_tail: float  # x the same pair's other rail's slowest round trips (fleet/pairs.tail_ratio)
-    min_nodes: int  # fewer nodes of a class with a figure: no fleet verdict (the median of two is their mean)
-    z_fail: float  # below warn, fails only this many sigmas (the noise) below the median
-    z_fail_below_fail: float  # below fail, this many suffice
+    warn: float = _key(_fraction("the fleet median"))  # of the fleet median (latency: median / value)
+    fail: float = _key(_fraction("the fleet median"))
+    link_bad: float = _key(_fraction("the best pair"))  # of the best pair's bandwidth
+    link_latency: float = _key(_multiple("the lowest pair latency"))  # x the lowest pair latency
+    # of the same pair's other rail's bandwidth, every repetition against every one
+    rail_bad: float = _key(_fraction("the other rail's bandwidth"))
+    rail_latency: float = _key(_multiple("the other rail's latency"))  # x the same pair's other rail's latency
+    # x the same pair's other rail's slowest round trips (fleet/pairs.tail_ratio)
+    rail_tail: float = _key(_multiple("the other rail's slowest round trips"))
+    # fewer nodes of a class with a figure: no fleet verdict (the median of two is their mean)
+    min_nodes: int = _key((int, lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576"))
+    z_fail: float = _key(_SIGMAS)  # below warn, fails only this many sigmas (the noise) below the median
+    z_fail_below_fail: float = _key(_SIGMAS)  # below fail, this many suffice
     rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
 
     def for_figure(self, key: str, node_class: str) -> tuple[float, float]:
@@ -86,18 +139,62 @@ class FleetRules:
 
 
 @dataclass(frozen=True)
+class BusyRules:
+    """[busy]: what makes a sample of the node busy (check/busy.py); the reasons: expectations.toml."""
+
+    other_cores: float = _key((float, lambda v: 0 < v <= 1 << 20, "cores of CPU time, above 0"))
+    psi_memory: float = _key(_percent("time"))
+    mem_available: float = _key(_fraction("MemTotal"))
+    gpu_util: float = _key(_percent("utilisation"))
+
+
+@dataclass(frozen=True)
+class WatchRules:
+    """[watch]: a memory timeline's shapes and findings (watch/analysis.py)."""
+
+    warmup: float = _key(_share("the run"))
+    teardown: float = _key(_share("the run"))
+    windows: int = _key((int, lambda v: 2 <= v <= 1000, "a count of windows, 2 to 1000"))
+    min_growth_mib: float = _key(_mebibytes("a growth"))
+    growth_fraction: float = _key(_fraction("the peak"))
+    floor_given_back: float = _key(_fraction("the floor's rise"))
+    imbalance: float = _key(_multiple("the peers' median peak"))
+    imbalance_min_mib: float = _key(_mebibytes("a peak above the peers' median"))
+    near_capacity: float = _key(_fraction("a GPU's memory"))
+    host_near_capacity: float = _key(_fraction("the host's memory"))
+    foreign_min_mib: float = _key(_mebibytes("another process's memory on a rank's GPU"))
+
+
+@dataclass(frozen=True)
+class CompareRules:
+    """[compare]: when a binding's figure differs from the plan's (compare/probes.py)."""
+
+    min_noise: float = _key((float, lambda v: 0 <= v < 1, "a fraction of the plan's figure, from 0 and below 1"))
+
+
+TABLES = {"fleet": FleetRules, "busy": BusyRules, "watch": WatchRules, "compare": CompareRules}
+Table = TypeVar("Table", BusyRules, WatchRules, CompareRules)
+
+
+@dataclass(frozen=True)
 class Expectations:
     thresholds: dict[str, float]
     limits: tuple[Limit, ...]
     sources: tuple[str, ...] = field(default=("nodemap",))  # the files merged, site last
-    fleet: dict[str, Any] = field(default_factory=dict)  # [fleet] as given ("rule": its rows), see `fleet_rules`
+    # [fleet] ("rule": its rows), [busy], [watch], [compare] as given: see `fleet_rules` and `table`
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def fleet_rules(self) -> FleetRules:
         """[fleet]: a rule without warn or fail takes the table's."""
-        t = {k: v for k, v in self.fleet.items() if k != "rule"}
+        t = {k: v for k, v in self.tables.get("fleet", {}).items() if k != "rule"}
         rules = tuple(Rule(r.get("key", "*"), r.get("class", "*"), r.get("warn", t["warn"]), r.get("fail", t["fail"]))
-                      for r in self.fleet.get("rule", ()))
+                      for r in self.tables.get("fleet", {}).get("rule", ()))
         return FleetRules(**t, rules=rules)
+
+    def table(self, record: type[Table]) -> Table:
+        """[busy], [watch] or [compare] as its record; a document read back (no tables) judges by the shipped."""
+        name = next(n for n, r in TABLES.items() if r is record)
+        return record(**{**shipped().tables[name], **self.tables.get(name, {})})
 
     def limit_for(self, kind: str, part: str) -> Limit | None:
         return next((lim for lim in self.limits if lim.applies(kind, part)), None)
@@ -132,9 +229,10 @@ def load(site: str | None = None) -> Expectations:
 
 
 def merge(base: Expectations, site: Expectations) -> Expectations:
-    rules = tuple(site.fleet.get("rule", ())) + tuple(base.fleet.get("rule", ()))
+    tables = {name: {**base.tables.get(name, {}), **site.tables.get(name, {})} for name in TABLES}
+    tables["fleet"]["rule"] = tuple(site.tables["fleet"].get("rule", ())) + tuple(base.tables["fleet"].get("rule", ()))
     return Expectations({**base.thresholds, **site.thresholds}, site.limits + base.limits,
-                        base.sources + site.sources, {**base.fleet, **site.fleet, "rule": rules})
+                        base.sources + site.sources, tables)
 
 
 def parse(text: str, name: str, origin: str, partial: bool = False, data: dict[str, Any] | None = None) -> Expectations:
@@ -143,41 +241,25 @@ def parse(text: str, name: str, origin: str, partial: bool = False, data: dict[s
     if data is None:
         data = sitefile.parse(text, name)
     where = _Locator(text, name)
-    unknown = set(data) - {"schema", "thresholds", "limit", "fleet"}
+    unknown = set(data) - {"schema", "thresholds", "limit", *TABLES}
     if unknown:
         key = sorted(unknown)[0]
-        raise ExpectError(f"{where.at(key)}: unknown key {key!r}; use schema, [thresholds], [[limit]] or [fleet]")
+        raise ExpectError(f"{where.at(key)}: unknown key {key!r}; use schema, [thresholds], [[limit]], "
+                          f"{', '.join(f'[{t}]' for t in TABLES)}")
     if "schema" in data and data["schema"] != SCHEMA:
         raise ExpectError(f"{where.at('schema')}: key 'schema' is {data['schema']!r}, expected {SCHEMA!r}")
-    thresholds = _thresholds(data.get("thresholds", {}), where, partial)
+    thresholds = _table("thresholds", Thresholds, data.get("thresholds", {}), where, partial)
     rows = data.get("limit", [])
     if not isinstance(rows, list):
         raise ExpectError(f"{where.at('limit')}: key 'limit' must be an array of tables, written [[limit]]")
     limits = tuple(_limit(row, i, where, origin) for i, row in enumerate(rows))
-    exp = Expectations(thresholds, limits, (origin,), _fleet(data.get("fleet", {}), where))
+    tables = {name: _table(name, record, data.get(name, {}), where, partial) for name, record in TABLES.items()}
+    tables["fleet"]["rule"] = _rules(data.get("fleet", {}).get("rule", []), where)
+    exp = Expectations(thresholds, limits, (origin,), tables)
     if not partial:
         check_order(exp.thresholds, where)
         _fleet_order(exp.fleet_rules(), where)
     return exp
-
-
-def _thresholds(table: Any, where: "_Locator", partial: bool) -> dict[str, float]:
-    if not isinstance(table, dict):
-        raise ExpectError(f"{where.at('thresholds')}: 'thresholds' must be a table, written [thresholds]")
-    out = {}
-    for key, value in table.items():
-        if key not in THRESHOLDS:
-            raise ExpectError(f"{where.at(key, '[thresholds]')}: unknown key 'thresholds.{key}'; "
-                              f"known: {', '.join(THRESHOLDS)}")
-        if not _positive(value):
-            raise ExpectError(f"{where.at(key, '[thresholds]')}: key 'thresholds.{key}' must be a finite number "
-                              f"above 0, got {value!r}")
-        _threshold_range(key, float(value), where)
-        out[key] = float(value)
-    missing = [k for k in THRESHOLDS if k not in out]
-    if missing and not partial:
-        raise ExpectError(f"{where.name}: [thresholds] lacks {', '.join(missing)}")
-    return out
 
 
 def _limit(row: Any, i: int, where: "_Locator", origin: str) -> Limit:
@@ -213,22 +295,10 @@ def _positive(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < math.inf
 
 
-# Thresholds that are fractions of a reference (higher is better) and those
-# that are multiples of a minimum (latency); warn must be the milder one.
-FRACTIONS = ("relative_warn", "relative_fail", "compare_warn", "compare_fail")
+# warn must be the milder one: thresholds that are fractions of a reference (higher is better) and those that are
+# multiples of a minimum (latency)
 PAIRS = (("relative_warn", "relative_fail", "at least"), ("compare_warn", "compare_fail", "at least"),
          ("latency_warn", "latency_fail", "at most"))
-
-
-def _threshold_range(key: str, value: float, where: "_Locator") -> None:
-    at = where.at(key, "[thresholds]")
-    if key in FRACTIONS and value > 1:
-        hint = f"write {value / 100:g} for {value:g}%" if value <= 100 else "write a fraction like 0.95"
-        raise ExpectError(f"{at}: key 'thresholds.{key}' is {value:g}, a fraction of the reference is at most 1; "
-                          f"{hint}")
-    if key not in FRACTIONS and value < 1:
-        raise ExpectError(f"{at}: key 'thresholds.{key}' is {value:g}, a multiple of the node's minimum is at "
-                          "least 1; write e.g. 1.5 for 1.5x")
 
 
 def check_order(t: dict[str, float], where: "_Locator", site: dict[str, float] | None = None) -> None:
@@ -259,47 +329,46 @@ def _limit_bounds(vals: dict[str, float], at: Callable[[str], str]) -> None:
                               "(warn comes before fail); swap them")
 
 
-# [fleet]: each key's type and what its numbers may be (fractions of a median or of the best pair, a multiple
-# of the lowest latency, a count of nodes; nan, inf, 0 and negative values passed once and drained healthy
-# nodes or none)
-_FRACTION = (float, lambda v: 0 < v <= 1, "a fraction of the fleet median, above 0 and at most 1")
-_SIGMAS = (float, lambda v: 0 < v <= 100, "a number of sigmas, above 0 and at most 100")
-FLEET_KEYS = {"warn": _FRACTION, "fail": _FRACTION,
-              "link_bad": (float, lambda v: 0 < v <= 1, "a fraction of the best pair, above 0 and at most 1"),
-              "link_latency": (float, lambda v: 1 <= v <= 1e6, "a multiple of the lowest pair latency, 1 to 1e6"),
-              "rail_bad": (float, lambda v: 0 < v <= 1, "a fraction of the other rail's bandwidth, above 0 and at most 1"),
-              "rail_latency": (float, lambda v: 1 <= v <= 1e6, "a multiple of the other rail's latency, 1 to 1e6"),
-              "rail_tail": (float, lambda v: 1 <= v <= 1e6,
-                            "a multiple of the other rail's slowest round trips, 1 to 1e6"),
-              "min_nodes": (int, lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576"),
-              "z_fail": _SIGMAS, "z_fail_below_fail": _SIGMAS}
-RULE_KEYS = {"key": (str, None, ""), "class": (str, None, ""), "warn": _FRACTION, "fail": _FRACTION}
+RULE_KEYS: dict[str, Spec] = {"key": (str, None, ""), "class": (str, None, ""),
+                              "warn": _fraction("the fleet median"), "fail": _fraction("the fleet median")}
 
 
-def _fleet(table: Any, where: "_Locator") -> dict[str, Any]:
-    """[fleet] and its [[fleet.rule]] rows, each value typed and in its range."""
+def _specs(record: type) -> dict[str, Spec]:
+    return {f.name: f.metadata["spec"] for f in fields(record) if "spec" in f.metadata}
+
+
+def _table(name: str, record: type, table: Any, where: "_Locator", partial: bool) -> dict[str, Any]:
+    """[name]: each value typed and in its range (the record's specs); the shipped table gives every key."""
     if not isinstance(table, dict):
-        raise ExpectError(f"{where.at('fleet')}: fleet must be a table, written [fleet]")
-    out = {k: _fleet_value(where.at(k, "[fleet]"), f"fleet.{k}", v, FLEET_KEYS) for k, v in table.items() if k != "rule"}
-    rows = table.get("rule", [])
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise ExpectError(f"{where.at('rule')}: fleet.rule must be an array of tables, written [[fleet.rule]]")
-    out["rule"] = tuple({k: _fleet_value(where.at(k, "[[fleet.rule]]", i), f"fleet.rule[{i}].{k}", v, RULE_KEYS)
-                         for k, v in r.items()} for i, r in enumerate(rows))
+        raise ExpectError(f"{where.at(name)}: {name} must be a table, written [{name}]")
+    specs = _specs(record)
+    out = {k: _value(where.at(k, f"[{name}]"), f"{name}.{k}", v, specs) for k, v in table.items()
+           if not (k == "rule" and record is FleetRules)}  # [[fleet.rule]]: `_rules`
+    missing = [k for k in specs if k not in out]
+    if missing and not partial:
+        raise ExpectError(f"{where.name}: [{name}] lacks {', '.join(missing)}")
     return out
 
 
-def _fleet_value(at: str, name: str, value: Any, keys: dict[str, tuple[type, Any, str]]) -> Any:
-    kind, ok, what = keys.get(name.rpartition(".")[2], (None, None, ""))
+def _rules(rows: Any, where: "_Locator") -> tuple[dict[str, Any], ...]:
+    """[[fleet.rule]] rows, each value typed and in its range."""
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ExpectError(f"{where.at('rule')}: fleet.rule must be an array of tables, written [[fleet.rule]]")
+    return tuple({k: _value(where.at(k, "[[fleet.rule]]", i), f"fleet.rule[{i}].{k}", v, RULE_KEYS)
+                  for k, v in r.items()} for i, r in enumerate(rows))
+
+
+def _value(at: str, name: str, value: Any, specs: dict[str, Spec]) -> Any:
+    kind, ok, what = specs.get(name.rpartition(".")[2], (None, None, ""))
     if kind is None:
-        raise ExpectError(f"{at}: unknown key {name} (known: {', '.join(sorted(FLEET_KEYS))}; "
-                          f"in [[fleet.rule]]: {', '.join(sorted(RULE_KEYS))})")
+        raise ExpectError(f"{at}: unknown key {name} (known: {', '.join(sorted(specs))})")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ExpectError(f"{at}: {name} = {value!r} must be a {kind.__name__}")
     if ok is not None and not ok(value):
-        raise ExpectError(f"{at}: {name} = {value!r} must be {what}")
+        hint = f"; write {value / 100:g} for {value:g}%" if what.startswith("a fraction") and 1 < value <= 100 else ""
+        raise ExpectError(f"{at}: {name} = {value!r} must be {what}{hint}")
     return value
 
 

@@ -21,7 +21,7 @@ from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
 from .document import UNJUDGED, CheckDoc, Environment
-from .expectations import Expectations
+from .expectations import BusyRules, Expectations
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
 from .suite import TINY_ENV, KindFailed, measure, plan
@@ -97,7 +97,7 @@ def run_check(level: str, expectations: Expectations, on_update: Callable[[Check
     steps, skipped = plan(topo, level, in_job=in_job)
     steps = order(steps)  # most telling first: what a cut-short check keeps (check/budget.py)
     doc.skipped += skipped
-    detector = detector or busy.Detector(siblings=in_job is not None,
+    detector = detector or busy.Detector(siblings=in_job is not None, limits=expectations.table(BusyRules),
                                          gpu_keys={g.pci_bus_id: g.key for g in topo.gpus if g.pci_bus_id})
     check = _Measuring(doc, topo, level, in_job, detector, budget, progress, on_update)
     check.run(steps, remeasure_budget)
