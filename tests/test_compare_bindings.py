@@ -10,11 +10,14 @@ import os
 import check_synth as syn
 import pytest
 
+from nodemap.check import expectations
 from nodemap.compare import bindings as cb
 from nodemap.mapping.plan import plan
 from nodemap.mapping.request import Request
 from nodemap.topology.cpuset import CpuSet
 from nodemap.topology.discover import discover
+
+RULES = expectations.shipped().table(expectations.CompareRules)
 
 MACHINES = ["hwloc-xml/24em64t-2n6c2t-pci.xml", "hwloc-xml/32em64t-2n8c2t-pci-normalio.xml",
             "hwloc-xml/power8gpudistances.xml", "mpibind/topo-xml/coral-lassen.xml",
@@ -243,7 +246,7 @@ def verdicts(factor, seeds=200):
     for seed in range(seeds):
         plan_row = measured("plan", "stream", noisy(155.8, 4, 10, 0.10, seed), rounds=2)
         other = measured("launcher", "stream", noisy(155.8 * factor, 4, 10, 0.10, seed + 10_000), rounds=2)
-        out.append(pr.verdict(other, plan_row, cb.Binding("launcher", "", ())))
+        out.append(pr.verdict(other, plan_row, cb.Binding("launcher", "", ()), RULES))
     return out
 
 
@@ -269,11 +272,11 @@ def test_the_verdict_names_the_ratio_and_its_interval():
 
     plan_row = measured("plan", "stream", [[10.0, 10.2, 9.8, 10.1, 9.9, 10.0]])
     low = measured("remote-gpu", "stream", [[6.0, 6.1, 5.9, 6.0, 6.05, 5.95]])
-    v = pr.verdict(low, plan_row, cb.Binding("remote-gpu", "", (), bad="rank 0 on NUMA 0 drives GPU2 on NUMA 8"))
+    v = pr.verdict(low, plan_row, cb.Binding("remote-gpu", "", (), bad="rank 0 on NUMA 0 drives GPU2 on NUMA 8"), RULES)
     # medians 6.0 and 10.0; the intervals of 6 repetitions are their ranges: 5.9 / 10.2 to 6.1 / 9.8
     assert v == ("stream: 6.0 GB/s, 40% lower than the plan's (0.60x the plan's, interval 0.58-0.62x, "
                  "beyond noise) (rank 0 on NUMA 0 drives GPU2 on NUMA 8)")
-    ref = pr.verdict(plan_row, None, cb.Binding("plan", "", ()))
+    ref = pr.verdict(plan_row, None, cb.Binding("plan", "", ()), RULES)
     assert ref == "stream: 10.0 GB/s (the reference; 9.8-10.2 GB/s: 97% interval of the median of 6 repetitions " \
                   "(order statistics) of the whole binding)"
 
@@ -283,13 +286,24 @@ def test_tight_repetitions_still_need_three_percent():
 
     b = cb.Binding("remote-gpu", "", (), bad="rank 0 on NUMA 0 drives GPU2 on NUMA 8")
     plan_row = measured("plan", "h2d", [[50.0] * 6])
-    v = pr.verdict(measured("remote-gpu", "h2d", [[49.0] * 6]), plan_row, b)
+    v = pr.verdict(measured("remote-gpu", "h2d", [[49.0] * 6]), plan_row, b, RULES)
     assert "no difference beyond noise (0.98x the plan's, interval 0.98-0.98x: a change within 3%)" in v
-    v = pr.verdict(measured("remote-gpu", "h2d", [[35.0, 35.1, 34.9, 35.0, 35.0, 35.0]]), plan_row, b)
+    v = pr.verdict(measured("remote-gpu", "h2d", [[35.0, 35.1, 34.9, 35.0, 35.0, 35.0]]), plan_row, b, RULES)
     assert "30% lower" in v and "drives GPU2 on NUMA 8" in v
     slower = pr.verdict(measured("remote-gpu", "jacobi", [[1200.0, 1210, 1190]]),
-                        measured("plan", "jacobi", [[1000.0, 1010, 990]]), b)
+                        measured("plan", "jacobi", [[1000.0, 1010, 990]]), b, RULES)
     assert "20% slower" in slower
+
+
+def test_a_site_files_min_noise_decides_a_difference(tmp_path):
+    """[compare] min_noise of a site file (compare --expect): 2% of tight repetitions is a difference at 0.01."""
+    from nodemap.compare import probes as pr
+
+    (tmp_path / "site.toml").write_text("[compare]\nmin_noise = 0.01\n")
+    rules = expectations.load(str(tmp_path / "site.toml")).table(expectations.CompareRules)
+    b = cb.Binding("remote-gpu", "", ())
+    v = pr.verdict(measured("remote-gpu", "h2d", [[49.0] * 6]), measured("plan", "h2d", [[50.0] * 6]), b, rules)
+    assert "2% lower than the plan's (0.98x the plan's, interval 0.98-0.98x, beyond noise)" in v
 
 
 def test_the_slowest_rank_sets_each_repetition_of_a_step_time():
@@ -307,7 +321,7 @@ def test_rounds_join_and_a_rank_that_failed_once_is_not_measured():
     assert r.totals == [2.0, 4.0, 3.0, 5.0] and r.total == 3.5 and r.values == [2.5, 1.0]
     r.add(pr.Row("plan", "stream", [5.0, None], ["rank 1: no result"], [], [], [(0,), (1,)], [[5.0], []], []))
     assert r.values[1] is None and r.total is None and r.errors == ["rank 1: no result"]
-    assert "not measured (rank 1: no result)" in pr.verdict(r, None, cb.Binding("plan", "", ()))
+    assert "not measured (rank 1: no result)" in pr.verdict(r, None, cb.Binding("plan", "", ()), RULES)
 
 
 def test_bindings_that_cannot_differ_say_so():
@@ -324,7 +338,7 @@ def test_bindings_that_cannot_differ_say_so():
     stacked = cb.Binding("stacked", "", tuple(cb._with(t, cpus=CpuSet([0])) for t in planned.tasks))
     assert not cb.cannot_differ(topo, stacked, planned)  # two ranks on one core can differ
     v = pr.verdict(measured("moved", "stream", [[1.5] * 6, [1.5] * 6]), measured("plan", "stream", [[2.0] * 6] * 2),
-                   moved, same=True)
+                   moved, RULES, same=True)
     assert "cannot differ from the plan here" in v and "25% lower" in v
 
 

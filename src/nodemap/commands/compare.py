@@ -28,7 +28,8 @@ Each binding runs --rounds times, the bindings in alternating order (A B C,
 C B A, ...) so drift over the run biases none; a binding's figure is the
 median over its repetitions of the whole binding (ranks combined), and a
 difference from the plan is one where the two medians' 95% intervals
-allow no ratio of 1."""
+allow no ratio of 1 and the change is over [compare] min_noise of the
+expectations (3%; a site file given with --expect sets its own)."""
 
 EPILOG = """\
 examples:
@@ -58,9 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
     p.add_argument("--output", "-o", metavar="FILE", help="also save the comparison (JSON) to FILE")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--expect", metavar="FILE", help="site expectations file (TOML, as check's): its [compare] "
+                                                    "min_noise decides a difference")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..check import expectations
     from ..compare import bindings as cb
     from ..compare import probes as pr
     from ..mapping.plan import plan
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         from ..outfile import check
 
         check(args.output)  # before the probes: a folder or FIFO at -o once lost every measurement
+    rules = expectations.load(args.expect).table(expectations.CompareRules)  # a broken file: before measuring
     topo = discover(args.topology) if args.topology else discover()
     wanted = [s.strip() for s in args.bindings.split(",") if s.strip()]
     if not wanted or any(w not in cb.NAMES for w in wanted):
@@ -111,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             iv = row.interval
             entry.probes[probe] = cb.Outcome(row.values, row.total, pr.probe_of(probe).unit, row.totals, row.rounds,
                                              row.together, [iv.low, iv.high] if iv else None, row.noise, row.errors,
-                                             row.warnings, pr.verdict(row, rows.get(("plan", probe)), b,
+                                             row.warnings, pr.verdict(row, rows.get(("plan", probe)), b, rules,
                                                                       same=cb.cannot_differ(topo, b, planned)))
         out.bindings.append(entry)
     out.bindings.sort(key=lambda e: cb.NAMES.index(e.name))

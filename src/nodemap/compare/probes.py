@@ -25,6 +25,7 @@ from ..bench.intervals import Interval, median_interval, ratio_interval
 from ..bench.kinds import BENCHES, story
 from ..bench.results import HIGHER_IS_BETTER, Result, ResultSet
 from ..bench.story import Probe
+from ..check.expectations import CompareRules
 from ..errors import NodemapError
 from ..mapping import launch
 from ..mapping.emit import gpu_env
@@ -243,16 +244,13 @@ def _binder(t: TaskBinding) -> Any:
     return bind
 
 
-MIN_NOISE = 0.03  # below this a difference is not told apart even with tight repetitions
-
-
-def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> str:
+def verdict(row: Row, plan_row: Row | None, b: Binding, rules: CompareRules, same: bool = False) -> str:
     """One sentence: how this binding's figure compares with the plan's, and
     why. Each figure is the median over repetitions of the whole binding
     (its ranks' figures of one repetition, run together, combined); the
     ratio to the plan's is a difference when the ratio's interval (from
     both medians' 95% intervals, bench/intervals.py) excludes 1 and the
-    change exceeds MIN_NOISE. `same`: the binding cannot differ from the
+    change exceeds [compare] min_noise (`rules`, the expectations'). `same`: the binding cannot differ from the
     plan (every rank got the plan's CPUs, memory and GPUs, or, on a node of
     one NUMA node, as many cores of its own)."""
     if row.total is None:
@@ -273,8 +271,8 @@ def verdict(row: Row, plan_row: Row | None, b: Binding, same: bool = False) -> s
     change = abs(ratio - 1)
     how = ("slower" if worse else "faster") if lower else ("lower" if worse else "higher")
     band = f"{ratio:.2f}x the plan's, interval {lo:.2f}-{hi:.2f}x"
-    if lo <= 1 <= hi or change <= MIN_NOISE:
-        held = "holds 1" if lo <= 1 <= hi else f"a change within {100 * MIN_NOISE:.0f}%"
+    if lo <= 1 <= hi or change <= rules.min_noise:
+        held = "holds 1" if lo <= 1 <= hi else f"a change within {100 * rules.min_noise:.0f}%"
         why = "; it cannot differ from the plan here" if same else ""
         return f"{value}: no difference beyond noise ({band}: {held}){why}"
     if same:
