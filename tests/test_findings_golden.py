@@ -15,6 +15,7 @@ import pytest
 
 import findings_inputs as inputs
 from nodemap.report import prom
+from nodemap.check import expectations
 from nodemap.check.document import exit_status, from_dict
 from nodemap.fleet import html as fleet_html
 from nodemap.fleet import merge, output
@@ -23,6 +24,8 @@ from nodemap.report import html, terminal
 from nodemap.report import watch as watch_report
 from nodemap.slurm import verdict
 from nodemap.watch import analysis, summary, timeline
+
+RULES = expectations.shipped().table(expectations.WatchRules)
 
 
 def check_outputs(doc) -> dict[str, str]:
@@ -42,7 +45,7 @@ def fleet_outputs(monkeypatch) -> dict[str, str]:
 def watch_outputs(tmp_path) -> dict[str, str]:
     inputs.watch_dir(tmp_path / "w")
     tls = timeline.read_dir(str(tmp_path / "w"))
-    a = analysis.analyse(tls)
+    a = analysis.analyse(tls, RULES)
     found = re.search(r"<ol id='watch-findings'>.*?</ol>", watch_report.section(tls, a).html, re.S)
     return {"summary": summary.render(a), "html": found.group(0) if found else ""}
 

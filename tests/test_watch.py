@@ -12,9 +12,12 @@ import time
 
 import pytest
 
+from nodemap.check import expectations
 from nodemap.watch import analysis, summary, timeline
 from nodemap.watch.analysis import classify
 from nodemap.units import GiB, MiB
+
+RULES = expectations.shipped().table(expectations.WatchRules)
 
 # --- the classifier on synthetic series ---------------------------------------------------
 
@@ -26,13 +29,13 @@ def _ts(n=100, dt=0.2):
 def test_steady_series_is_steady():
     t = _ts()
     y = [4 * GiB + (i % 3) * MiB for i in range(len(t))]
-    assert classify(t, y).kind == "steady"
+    assert classify(t, y, RULES).kind == "steady"
 
 
 def test_leak_is_growing_with_its_slope_and_total():
     t = _ts()
     y = [2 * GiB + i * 100 * MiB for i in range(len(t))]  # 100 MiB per 0.2 s sample
-    s = classify(t, y)
+    s = classify(t, y, RULES)
     assert s.kind == "growing"
     assert s.slope == pytest.approx(500 * MiB, rel=0.01)
     assert s.growth > 7 * GiB and s.peak == y[-1]
@@ -43,13 +46,13 @@ def test_staircase_leak_freed_at_exit_is_still_growing():
     t = _ts(200)
     y = [1 * GiB + (i // 10) * 256 * MiB for i in range(len(t))]
     y[-3:] = [1 * GiB] * 3
-    assert classify(t, y).kind == "growing"
+    assert classify(t, y, RULES).kind == "growing"
 
 
 def test_short_leak_with_a_teardown_of_two_samples_is_growing():
     t = _ts(30)
     y = [500 * MiB + i * 256 * MiB for i in range(28)] + [300 * MiB, 0]
-    assert classify(t, y).kind == "growing"
+    assert classify(t, y, RULES).kind == "growing"
 
 
 def test_spike_given_back_is_a_spike():
@@ -57,18 +60,18 @@ def test_spike_given_back_is_a_spike():
     y = [3 * GiB] * len(t)
     for i in range(40, 50):
         y[i] = 9 * GiB
-    s = classify(t, y)
+    s = classify(t, y, RULES)
     assert s.kind == "spike" and s.peak == 9 * GiB
 
 
 def test_allocation_at_start_then_flat_is_ramp_not_growth():
     t = _ts()
     y = [min(i, 30) * 200 * MiB for i in range(len(t))]
-    assert classify(t, y).kind == "ramp"
+    assert classify(t, y, RULES).kind == "ramp"
 
 
 def test_too_few_samples_is_short():
-    assert classify([0.0, 0.2], [1, 2]).kind == "short"
+    assert classify([0.0, 0.2], [1, 2], RULES).kind == "short"
 
 
 # --- findings on synthetic timelines --------------------------------------------------------
@@ -95,7 +98,7 @@ def _write(path, rank, own, *, used=None, total=80 * GiB, job="j1", pid=None, gp
 
 
 def _analyse(tmp_path):
-    return analysis.analyse(timeline.read_dir(str(tmp_path)))
+    return analysis.analyse(timeline.read_dir(str(tmp_path)), RULES)
 
 
 def test_leaking_rank_gets_a_growth_finding_with_the_pool_fix(tmp_path):
@@ -206,7 +209,7 @@ def test_torn_last_line_and_killed_monitor(tmp_path):
         f.write('[4.0,123,45')  # cut by a kill
     tl = timeline.read(str(p))
     assert tl.torn == 1 and len(tl.t) == 20 and not tl.ended
-    assert any("has no end" in n for n in analysis.analyse([tl]).notes)
+    assert any("has no end" in n for n in analysis.analyse([tl], RULES).notes)
 
 
 def test_not_a_timeline_is_skipped(tmp_path):
@@ -394,7 +397,7 @@ def test_a_damaged_line_before_the_last_is_named_a_torn_last_one_is_skipped(tmp_
         f.write('[4.2,1,')  # the monitor killed in its last write
     tl = timeline.read(str(p))
     assert tl.torn == 1 and len(tl.t) == 20
-    assert any("1 line(s) of its timeline could not be read" in n for n in analysis.analyse([tl]).notes)
+    assert any("1 line(s) of its timeline could not be read" in n for n in analysis.analyse([tl], RULES).notes)
 
 
 @pytest.mark.parametrize("prog", ["/nonexistent/app", "nodemap-no-such-program", "script"])
@@ -557,7 +560,7 @@ def test_two_gpus_no_topology_named_stay_apart_in_the_analysis(tmp_path):
                            used=[[GiB, 2 * GiB]] * 2, own=[[0, 0]] * 2,
                            gpus=[timeline.Gpu(-1, bus_id="0000:9b:00.0", total=80 * GiB),
                                  timeline.Gpu(-1, bus_id="0000:bb:00.0", total=80 * GiB)])  # two monitors' -1
-    st = _gpu_stats([tl])
+    st = _gpu_stats([tl], RULES)
     assert [(g.label, g.peak_used) for g in st] == [("the GPU at 0000:9b:00.0", GiB), ("the GPU at 0000:bb:00.0", 2 * GiB)]
 
 
@@ -652,7 +655,7 @@ def test_interval_parser_never_crashes(text):
        st.floats(min_value=0.01, max_value=10))
 def test_shape_does_not_depend_on_the_time_unit(ys, dt):
     t = [i * 0.2 for i in range(len(ys))]
-    base, scaled = classify(t, ys), classify([x * dt for x in t], ys)
+    base, scaled = classify(t, ys, RULES), classify([x * dt for x in t], ys, RULES)
     assert scaled.kind == base.kind and scaled.growth == base.growth and scaled.peak == max(ys)
 
 
@@ -690,7 +693,7 @@ def test_leak_under_freed_temporaries_is_growing(base, n, leak_gib, temp_mib, ev
     """A temporary allocated and freed every few samples must not hide the growth beneath it."""
     leak = max(leak_gib * GiB, base // 5)
     y = [base + leak * i // n + (temp_mib * MiB if i % every == 0 else 0) for i in range(n)]
-    s = classify(_ts(n), y)
+    s = classify(_ts(n), y, RULES)
     assert s.kind == "growing" and s.growth > leak // 2
 
 
@@ -699,14 +702,14 @@ def test_leak_under_freed_temporaries_is_growing(base, n, leak_gib, temp_mib, ev
 def test_leak_under_noise_is_growing(base, n, leak_gib, seed):
     leak = max(leak_gib * GiB, base // 5)
     y = [base + leak * i // n + e for i, e in enumerate(_noise(seed, n, leak // 16))]
-    assert classify(_ts(n), y).kind == "growing"
+    assert classify(_ts(n), y, RULES).kind == "growing"
 
 
 @settings(max_examples=60, deadline=None)
 @given(_base, _n, st.integers(min_value=0, max_value=2**31), st.floats(min_value=0, max_value=0.02))
 def test_steady_with_noise_is_not_growing(base, n, seed, amp):
     y = [base + e for e in _noise(seed, n, int(amp * base))]
-    assert classify(_ts(n), y).kind == "steady"
+    assert classify(_ts(n), y, RULES).kind == "steady"
 
 
 @settings(max_examples=60, deadline=None)
@@ -717,7 +720,7 @@ def test_spike_given_back_is_not_growing(base, n, where, width, height_gib):
     a = int(n * where)
     for i in range(a, min(n - 1, a + max(1, int(n * width)))):
         y[i] = base + max(height_gib * GiB, base // 5)  # above the growth threshold (5% of the peak)
-    assert classify(_ts(n), y).kind == "spike"
+    assert classify(_ts(n), y, RULES).kind == "spike"
 
 
 def test_rank_0_stops_waiting_for_a_peer_that_never_wrote_a_timeline(tmp_path, monkeypatch):

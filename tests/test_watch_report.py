@@ -16,6 +16,8 @@ from test_watch import _write
 
 from nodemap.units import GiB, MiB
 
+RULES = expectations.shipped().table(expectations.WatchRules)
+
 
 def nodemap(*args):
     return subprocess.run([sys.executable, "-m", "nodemap", *args], capture_output=True, text=True, timeout=120)
@@ -45,6 +47,21 @@ def test_report_dir_json_has_analysis_and_series(tmp_path):
     assert len(job["series"]) == 2 and len(job["series"][0]["t"]) == 100 and job["series"][0]["gpu_what"] == "own"
 
 
+def test_a_site_files_watch_table_judges_the_timelines(tmp_path):
+    """`report DIR --expect SITE`: [watch] of a site file: a 4.8 GiB rise is no growth under 8 GiB, nor a 2x
+    peak an imbalance at 3x; a hostile value is one line naming the file, line and key, exit 2."""
+    d = _timelines(tmp_path / "w")
+    (tmp_path / "site.toml").write_text("[watch]\nmin_growth_mib = 8192\nimbalance = 3\n")
+    r = nodemap("report", str(d), "--json", "--expect", str(tmp_path / "site.toml"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"][0]["analysis"]["findings"] == []
+    (tmp_path / "site.toml").write_text("[watch]\n\nwindows = 1\n")
+    r = nodemap("report", str(d), "--expect", str(tmp_path / "site.toml"))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [f"nodemap report: error: {tmp_path / 'site.toml'}, line 3: "
+                                             "watch.windows = 1 must be a count of windows, 2 to 1000"]
+
+
 
 def test_the_report_json_reads_back_as_the_class_that_wrote_it(tmp_path):
     """One class both ways: what --json wrote decodes into report/watch.py's Report, equal to the one it was
@@ -57,7 +74,7 @@ def test_the_report_json_reads_back_as_the_class_that_wrote_it(tmp_path):
     d = _timelines(tmp_path / "w")
     r = nodemap("report", str(d), "--json")
     back = records.decode("r.json", r.stdout.encode(), watch.Report, watch.WHAT)
-    assert back == watch.document(watch.runs(timeline.read_dir(str(d))))
+    assert back == watch.document(watch.runs(timeline.read_dir(str(d)), RULES))
     assert back.jobs[0].analysis.findings[0].kind == "growth" and back.jobs[0].analysis.gpus[0].margin > 0
     bad = json.loads(r.stdout)
     bad["jobs"][0]["analysis"]["ranks"][1]["gpu"]["peak"] = "x"
@@ -219,7 +236,7 @@ def test_a_gap_in_the_samples_is_a_short_series_not_a_crash():
     left between warm-up and teardown; it classified with an empty window."""
     from nodemap.watch import analysis
 
-    s = analysis.classify([0.0, 0.2, 0.4, 0.6, 30.0], [GiB, GiB, GiB, GiB, 2 * GiB])
+    s = analysis.classify([0.0, 0.2, 0.4, 0.6, 30.0], [GiB, GiB, GiB, GiB, 2 * GiB], RULES)
     assert s.kind == "short" and s.peak == 2 * GiB
 
 

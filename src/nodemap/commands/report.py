@@ -25,8 +25,9 @@ regressed), else 0.
 A folder of `nodemap run --watch` timelines (or .watch files) gives each
 rank's memory peak, growth and shape, per GPU the peak against its memory,
 and findings (growth and its likely cause, imbalance, near capacity, other
-processes); with --html a plot of memory against time per rank. Given with
-a check document, the memory section joins its report."""
+processes), by the [watch] thresholds of the expectations (a site file's
+with --expect); with --html a plot of memory against time per rank. Given
+with a check document, the memory section joins its report."""
 
 EPILOG = """\
 examples:
@@ -45,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print the (merged) check document as JSON")
     out.add_argument("--html", metavar="OUT", help="write the HTML report to OUT")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="per-figure ratios of AFTER to BEFORE")
-    p.add_argument("--expect", metavar="FILE", help="judge again against this site expectations file (TOML)")
+    p.add_argument("--expect", metavar="FILE", help="judge again against this site expectations file (TOML); watch "
+                                                    "timelines by its [watch]")
     p.add_argument("--job", metavar="ID", help="watch timelines: only this run's (default every run in the folder, "
                                                "newest first)")
 
@@ -137,11 +139,13 @@ def run(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace, paths: list[str], others: list[str]) -> int:
     """Memory timelines alone, or beside a check document (their section joins its report)."""
     from .. import outfile
+    from ..check import expectations
     from ..check.document import exit_status
     from ..report import html, terminal, watch
 
     unreadable: list = []
-    jobs = watch.runs(watch.load(paths, unreadable), args.job)
+    rules = expectations.load(args.expect).table(expectations.WatchRules)
+    jobs = watch.runs(watch.load(paths, unreadable), rules, args.job)
     where = ", ".join(paths)
     doc = load(others, args.expect) if others else None
     if args.html:

@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from ..check.expectations import WatchRules
 from ..htmlpage import Cell, head, table
 from ..units import GiB, gib
 from ..watch import analysis, summary, timeline
@@ -60,8 +61,9 @@ def load(paths: list[str], unreadable: list[timeline.Skipped] | None = None) -> 
 Run = tuple[list[timeline.Timeline], analysis.Analysis]  # one job's timelines and their analysis
 
 
-def runs(timelines: list[timeline.Timeline], job: str | None = None) -> list[Run]:
-    """Each job of the folder apart, newest first; only `job` when given."""
+def runs(timelines: list[timeline.Timeline], rules: WatchRules, job: str | None = None) -> list[Run]:
+    """Each job of the folder apart, newest first, judged by `rules` (the expectations' [watch]); only `job` when
+    given."""
     from ..errors import NodemapError
 
     groups = analysis.by_job(timelines)
@@ -70,7 +72,7 @@ def runs(timelines: list[timeline.Timeline], job: str | None = None) -> list[Run
         if not groups:
             raise NodemapError(f"no timelines of job {job!r}: the folder holds job(s) "
                                f"{', '.join(g[0].job for g in analysis.by_job(timelines))} (--job)")
-    return [(g, analysis.analyse(g)) for g in groups]
+    return [(g, analysis.analyse(g, rules)) for g in groups]
 
 
 class Job(msgspec.Struct):

@@ -2,7 +2,8 @@
 
 Pure: `analyse` turns one job's timelines (nodemap.watch.timeline) into per
 rank statistics (peak, growth, shape), per GPU sums against capacity and
-findings with evidence and fix.
+findings with evidence and fix, by the [watch] thresholds of the expectations
+(`WatchRules`: check/expectations.toml says what each is and why it is there).
 """
 
 from __future__ import annotations
@@ -11,21 +12,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..check.expectations import WatchRules
 from ..finding import Finding
-from ..units import GiB, MiB, gib
+from ..units import MiB, gib
 from .timeline import Timeline
-
-WARMUP = 0.10  # fraction of the run treated as start-up (allocation there is not growth)
-TEARDOWN = 0.05  # and the last part, where the application frees everything on its way out
-MIN_GROWTH = 64 * MiB  # growth below max(this, GROWTH_FRACTION x peak) is noise
-GROWTH_FRACTION = 0.05
-WINDOWS = 8  # the run after start-up is cut into this many windows; their minima (the floor) judge growth
-FLOOR_GIVEN_BACK = 0.25  # a floor that falls back more than this fraction of its rise is not growing
-IMBALANCE = 1.5  # a rank's peak above this x its peers' median (and 1 GiB more) is flagged
-IMBALANCE_MIN = 1 * GiB
-NEAR_CAPACITY = 0.90  # GPU used above this fraction of its memory
-HOST_NEAR_CAPACITY = 0.90
-FOREIGN_MIN = 64 * MiB
 
 # /2: findings are nodemap/finding.py's (/1: severity, host and what, now verdict, node and text). Written and
 # read as Analysis (a part of report/watch.py's Report)
@@ -48,11 +38,11 @@ class Shape(msgspec.Struct):
     span: float = 0.0  # s
 
 
-def classify(t: list[float], y: list[int]) -> Shape:
+def classify(t: list[float], y: list[int], rules: WatchRules) -> Shape:
     """steady, growing (its floor rises through the run), ramp (grew at start-up, then held), spike (a
     transient peak it gave back) or short (too few samples).
 
-    Growth is judged on the floor: the lowest value of each of WINDOWS windows. A leak under temporaries that
+    Growth is judged on the floor: the lowest value of each of `rules.windows` windows. A leak under temporaries that
     are freed every iteration, or under noise, raises the floor though the series goes down every other
     sample; a pool that gives memory back lowers it."""
     if not y:
@@ -62,28 +52,29 @@ def classify(t: list[float], y: list[int]) -> Shape:
     if len(y) < 5 or s.span <= 0:
         return s
     eps = 1e-9 * s.span  # boundaries must not move with rounding (the time unit)
-    i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + WARMUP * s.span - eps)
-    i1 = min(len(y), max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - TEARDOWN * s.span - eps)))
+    i0 = next(i for i, ti in enumerate(t) if ti >= t[0] + rules.warmup * s.span - eps)
+    i1 = min(len(y), max(i0 + 3, next(i for i, ti in enumerate(t) if ti >= t[-1] - rules.teardown * s.span - eps)))
     if i1 - i0 < 3:  # a gap (a suspended job, a sleeping machine) left too few samples between the two
         return s
     noise = max(MiB, peak // 1000)
     while i1 > i0 + 3 and y[i1 - 1] < y[i1 - 2] - noise:  # the application freeing all as it exits
         i1 -= 1
     ts, ys = t[i0:i1], y[i0:i1]
-    floors = _floors(ys)
+    floors = _floors(ys, rules.windows)
     s.start, s.end, s.growth, s.slope = floors[0], floors[-1], floors[-1] - floors[0], _slope(ts, ys)
-    big = max(MIN_GROWTH, GROWTH_FRACTION * peak)
+    big = max(rules.min_growth_mib * MiB, rules.growth_fraction * peak)
     given_back = -sum(min(b - a, 0) for a, b in zip(floors, floors[1:]))
     mid = len(floors) // 2
     late = floors[-1] - floors[mid]
     expected_late = s.growth * (len(floors) - 1 - mid) / max(len(floors) - 1, 1)
     med = sorted(ys)[len(ys) // 2]
-    if s.growth > big and given_back <= FLOOR_GIVEN_BACK * s.growth and late > 0.25 * expected_late \
+    kept = given_back <= rules.floor_given_back * s.growth
+    if s.growth > big and kept and late > 0.25 * expected_late \
             and late > noise:
         s.kind = "growing"
     elif peak - med > big and ys[-1] < peak - (peak - med) / 2:
         s.kind = "spike"
-    elif s.growth > big and given_back <= FLOOR_GIVEN_BACK * s.growth:
+    elif s.growth > big and kept:
         s.kind = "ramp"
     elif y[i0] - y[0] > big and abs(s.growth) <= big:
         s.kind = "ramp"
@@ -92,9 +83,9 @@ def classify(t: list[float], y: list[int]) -> Shape:
     return s
 
 
-def _floors(y: list[int]) -> list[int]:
-    """The lowest value of each of WINDOWS consecutive windows (of at least 2 samples when there are enough)."""
-    k = max(2, min(WINDOWS, len(y) // 2))
+def _floors(y: list[int], windows: int) -> list[int]:
+    """The lowest value of each of `windows` consecutive windows (of at least 2 samples when there are enough)."""
+    k = max(2, min(windows, len(y) // 2))
     return [min(y[len(y) * i // k: len(y) * (i + 1) // k]) for i in range(k)]
 
 
@@ -170,36 +161,38 @@ def by_job(timelines: list[Timeline]) -> list[list[Timeline]]:
     return sorted(jobs.values(), key=lambda tls: -max(t.header.start for t in tls))
 
 
-def analyse(timelines: list[Timeline]) -> Analysis:
-    """Statistics and findings of one run (see by_job for a folder of several)."""
+def analyse(timelines: list[Timeline], rules: WatchRules) -> Analysis:
+    """Statistics and findings of one run (see by_job for a folder of several), by `rules` (the expectations'
+    [watch])."""
     if len({tl.job for tl in timelines}) > 1:
         raise ValueError("analyse one job at a time (by_job)")
-    ranks = [_rank_stats(tl) for tl in timelines]
-    gpus = _gpu_stats(timelines)
+    ranks = [_rank_stats(tl, rules) for tl in timelines]
+    gpus = _gpu_stats(timelines, rules)
     pids = _pids(timelines)
+    growing = {id(tl) for tl, r in zip(timelines, ranks) if r.gpu.kind == "growing"}
     findings: list[Finding] = []
     for tl, r in zip(timelines, ranks):
-        findings += _growth(tl, r, pids)
+        findings += _growth(tl, r, pids, growing)
     findings += _unattributed_growth(timelines, gpus, ranks)
-    findings += _imbalance(ranks)
-    findings += _near_capacity(gpus, timelines)
-    findings += _other_processes(timelines, pids)
+    findings += _imbalance(ranks, rules)
+    findings += _near_capacity(gpus, timelines, rules)
+    findings += _other_processes(timelines, pids, growing, rules)
     start = min((tl.header.start for tl in timelines), default=0.0)
     return Analysis(job=timelines[0].job if timelines else "", start=start, ranks=ranks, gpus=gpus, findings=findings,
                     notes=_notes(timelines))
 
 
-def _rank_stats(tl: Timeline) -> RankStats:
+def _rank_stats(tl: Timeline, rules: WatchRules) -> RankStats:
     y, what = tl.gpu_series()
     end = {k: getattr(tl.end, k, None) for k in ("exit", "signal")}
     return RankStats(tl.host, tl.job, tl.rank, tl.header.local_rank, tl.header.pid,
                      list(tl.header.argv), [g.index for g in tl.gpus], what,
-                     classify(tl.t, y) if y else Shape("none"), classify(tl.t, tl.rss),
+                     classify(tl.t, y, rules) if y else Shape("none"), classify(tl.t, tl.rss, rules),
                      len(tl.t), tl.t[-1] if tl.t else 0.0, tl.ended,
                      {k: v for k, v in end.items() if v is not None})
 
 
-def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
+def _gpu_stats(timelines: list[Timeline], rules: WatchRules) -> list[GpuStats]:
     out: dict[tuple[str, int, str], GpuStats] = {}
     for tl in timelines:
         for k, g in enumerate(tl.gpus):
@@ -213,7 +206,7 @@ def _gpu_stats(timelines: list[Timeline]) -> list[GpuStats]:
             st.ranks_peak_sum += max(own, default=0)
             if max(used, default=0) >= st.peak_used:
                 st.peak_used = max(used, default=0)
-                st.used = classify(tl.t, used) if used else Shape("none")
+                st.used = classify(tl.t, used, rules) if used else Shape("none")
     for st in out.values():
         st.margin = st.total - st.peak_used
     return sorted(out.values(), key=lambda g: (g.host, g.index, g.bus_id))
@@ -231,7 +224,7 @@ def _pids(timelines: list[Timeline]) -> Pids:
     return out
 
 
-def _peers_on_gpu(tl: Timeline, pids: Pids) -> list[tuple[str, bool, bool]]:
+def _peers_on_gpu(tl: Timeline, pids: Pids, growing: set[int]) -> list[tuple[str, bool, bool]]:
     """Other ranks of this job whose processes hold this rank's GPUs (as they must to map its memory
     through CUDA IPC): (what, whether the plan gave them that GPU, whether their own GPU memory grows)."""
     peers = {pid: t for pid, t in pids.get((tl.job, tl.host), {}).items() if t is not tl}
@@ -245,7 +238,7 @@ def _peers_on_gpu(tl: Timeline, pids: Pids) -> list[tuple[str, bool, bool]]:
             out.append((f"rank {hit.rank} (pid {pid} {comm}) also holds GPU {g}"
                         + ("" if g in planned else
                            f" though its plan gave it GPU(s) {','.join(map(str, planned)) or '-'}"),
-                        g in planned, _rank_stats(hit).gpu.kind == "growing"))
+                        g in planned, id(hit) in growing))
     return out
 
 
@@ -292,12 +285,12 @@ def _growth_causes(tl: Timeline, peers: list[str]) -> tuple[str, list[str], list
     return kind, evidence, fixes
 
 
-def _growth(tl: Timeline, r: RankStats, pids: Pids) -> list[Finding]:
+def _growth(tl: Timeline, r: RankStats, pids: Pids, growing: set[int]) -> list[Finding]:
     out = []
     if r.gpu.kind == "growing":
         # a peer the plan did not put on this GPU maps its memory; one the plan put there holds it anyway (its own
         # context), which is no evidence of IPC: the ranks' runtimes come first, IPC last
-        peers = _peers_on_gpu(tl, pids)
+        peers = _peers_on_gpu(tl, pids, growing)
         # IPC's signature: the importer's memory grows while the exporter that owns the buffers holds steady; a
         # peer the plan did not put here maps memory by being here at all. Ranks that grow alike share a leak.
         asymmetric = [f"{p}, as planned, and holds steady while this rank grows" for p, planned, grows in peers
@@ -344,7 +337,7 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
     return out
 
 
-def _imbalance(ranks: list[RankStats]) -> list[Finding]:
+def _imbalance(ranks: list[RankStats], rules: WatchRules) -> list[Finding]:
     out = []
     hosts: dict[str, list[RankStats]] = {}
     for r in ranks:
@@ -356,7 +349,7 @@ def _imbalance(ranks: list[RankStats]) -> list[Finding]:
                 peers = sorted(getattr(p, series).peak for p in rs if p is not r)
                 med = peers[len(peers) // 2] if len(peers) % 2 else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
                 peak = getattr(r, series).peak
-                if peak > IMBALANCE * med and peak - med > IMBALANCE_MIN:
+                if peak > rules.imbalance * med and peak - med > rules.imbalance_min_mib * MiB:
                     out.append(Finding("warn", f"rank {r.rank}: {label} memory peak far above its peers'",
                                        f"peak {gib(peak)} GiB against a median of {gib(med)} GiB for the other "
                                        f"{len(peers)} rank(s) of {host} ({peak / max(med, 1):.1f}x)",
@@ -367,10 +360,10 @@ def _imbalance(ranks: list[RankStats]) -> list[Finding]:
     return out
 
 
-def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Finding]:
+def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline], rules: WatchRules) -> list[Finding]:
     out = []
     for g in gpus:
-        if g.total and g.peak_used >= NEAR_CAPACITY * g.total:
+        if g.total and g.peak_used >= rules.near_capacity * g.total:
             out.append(Finding("warn", f"{g.label} on {g.host}: memory near capacity",
                                f"peak used {gib(g.peak_used)} of {gib(g.total)} GiB: margin {gib(g.margin)} GiB "
                                f"({100 * g.margin / g.total:.1f}%); ranks {','.join(map(str, g.ranks))} held at most "
@@ -387,7 +380,7 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
             continue
         total = tls[0].header.mem_total
         low = min(min(t.avail) for t in tls)
-        if low < (1 - HOST_NEAR_CAPACITY) * total:
+        if low < (1 - rules.host_near_capacity) * total:
             out.append(Finding("warn", f"{host}: host memory near capacity",
                                f"available memory fell to {gib(low)} of {gib(total)} GiB",
                                "fewer ranks per node, smaller host buffers, or more nodes",
@@ -395,7 +388,7 @@ def _near_capacity(gpus: list[GpuStats], timelines: list[Timeline]) -> list[Find
     return out
 
 
-def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
+def _other_processes(timelines: list[Timeline], pids: Pids, growing: set[int], rules: WatchRules) -> list[Finding]:
     """Memory on a rank's GPU held by a process that is not one of this job's ranks on this node."""
     out, said = [], set()
     for tl in timelines:
@@ -405,7 +398,7 @@ def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
             procs = tl.other_procs.get(g.index, [])
             foreign = [p for p in procs if not any(a in ranks for a in [p[0], *p[2]])]
             key = _gpu_key(tl.host, g)
-            if foreign and held >= FOREIGN_MIN and key not in said:
+            if foreign and held >= rules.foreign_min_mib * MiB and key not in said:
                 said.add(key)
                 names = ", ".join(f"pid {p[0]} {p[1] or '?'}" for p in foreign[:4])
                 out.append(Finding("warn", f"{gpu_label(g)} on {tl.host}: another process holds memory there",
@@ -414,7 +407,7 @@ def _other_processes(timelines: list[Timeline], pids: Pids) -> list[Finding]:
                                    "process (a leftover run, a notebook, a monitoring agent with a context)",
                                    node=tl.host, kind="foreign", rank=tl.rank))
     for tl in timelines:
-        for peer in [p for p, planned, _ in _peers_on_gpu(tl, pids) if not planned]:
+        for peer in [p for p, planned, _ in _peers_on_gpu(tl, pids, growing) if not planned]:
             out.append(Finding("info", f"rank {tl.rank}: another rank uses its GPU though the plan did not share it",
                                peer, "a rank that opens more GPUs than its own (peer access, CUDA IPC, a library "
                                      "that touches every visible device) costs a context on each: set "

@@ -511,6 +511,7 @@ class _Gpus:
 
 def _summary(w: Watch) -> None:
     """Local rank 0 prints the node's summary once the other ranks' monitors have ended."""
+    from ..check.expectations import WatchRules, shipped
     from .analysis import analyse
     from .summary import render
     from .timeline import Skipped, read_dir, say_unreadable
@@ -519,7 +520,7 @@ def _summary(w: Watch) -> None:
     _await_peers(d, w.header)
     unreadable: list[Skipped] = []
     tls = [t for t in read_dir(d, unreadable) if t.job == w.header.job and t.host == w.header.host]
-    a = analyse(tls)
+    a = analyse(tls, shipped().table(WatchRules))  # run has no --expect: `report --expect SITE DIR` takes a site's
     try:
         say_unreadable(unreadable, sys.stderr)
         sys.stderr.write(render(a, d))
