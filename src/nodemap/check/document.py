@@ -136,7 +136,7 @@ class SavedExpectations(msgspec.Struct):
 
 # The node as topology/saved.py reads a Topology export, decoded in the document's own pass (its damage named
 # by its path in the document: "topology.numa_nodes[2].cpuset"); written as Topology.to_dict writes it
-SavedTopology = saved_records.document(Topology)
+SavedTopology = saved_records.document(Topology, model.SCHEMA)
 
 
 class CheckFile(msgspec.Struct, kw_only=True):
@@ -341,7 +341,7 @@ def from_file(f: CheckFile, expectations: Expectations | None = None, where: str
         if "busy" in rs.environment:
             rs.environment["busy"] = records.convert(where, rs.environment["busy"], Sample, WHAT,
                                                      f"results[{i}].environment.busy")
-    topo = saved_records.within(where, f.topology, model.SCHEMA, model.WHAT) if f.topology else None
+    topo = saved_records.record(f.topology) if f.topology else None
     if topo is not None:  # a saved node's names are not the kernel's
         from ..topology import names
 

@@ -18,7 +18,7 @@ import sys
 
 from .. import infile
 from ..errors import InputError, NodemapError
-from .model import SCHEMA, WHAT, Topology, replace
+from .model import SCHEMA, Topology, replace
 from .record import fields
 
 __all__ = ["discover", "SOURCES", "sniff"]
@@ -267,7 +267,7 @@ def _check() -> type:
 
     from . import saved
 
-    return msgspec.defstruct("_Check", [("topology", saved.document(Topology) | None, None)])
+    return msgspec.defstruct("_Check", [("topology", saved.document(Topology, SCHEMA) | None, None)])
 
 
 def _json(path: str) -> Topology:
@@ -293,10 +293,7 @@ def _in_check(path: str, data: bytes) -> Topology:
     if node is None:
         raise InputError(path, "field topology is missing or null: this check document holds no node (give the "
                                "check.json of a nodemap check that read one, or a topo --export file)")
-    if node.schema != SCHEMA:
-        raise InputError(path, f"field topology.schema is {node.schema!r}, not {SCHEMA!r}: the check "
-                               "document's node is damaged (run the check again, or give a topo --export file)")
-    return saved.within(path, node, SCHEMA, WHAT)
+    return saved.record(node)
 
 
 # --- this machine --------------------------------------------------------

@@ -33,15 +33,7 @@ def decode(where: str, data: bytes | str, cls: type[R], schema: str, what: str, 
     if isinstance(data, str):  # (to_json's text)
         data = data.encode("utf-8", "surrogatepass")
     check_schema(where, records.schema_of(where, data, what) if got is None else got, schema, what)
-    return _record(records.decode(where, data, document(cls), what, dec_hook=cpuset))
-
-
-def within(where: str, saved: msgspec.Struct, schema: str, what: str) -> Record:
-    """A record decoded in another document's own pass (a field typed `document(cls)`, its damage named by
-    its whole path there: "topology.numa_nodes[2].cpuset"; that decode's dec_hook is `cpuset`), its schema
-    checked, as its record."""
-    check_schema(where, saved.schema, schema, what)
-    return _record(saved)
+    return record(records.decode(where, data, document(cls, schema), what, dec_hook=cpuset))
 
 
 def check_schema(where: str, got: object, schema: str, what: str) -> None:
@@ -67,10 +59,12 @@ def mirror(cls: type[Record]) -> type[msgspec.Struct]:
 
 
 @functools.cache
-def document(cls: type[Record]) -> type[msgspec.Struct]:
-    """The mirror of a record saved as a document: with its schema (checked before, by check_schema, or
-    after, by `within`)."""
-    return msgspec.defstruct(cls.__name__, [("schema", str)], bases=(mirror(cls),), kw_only=True, module=__name__)
+def document(cls: type[Record], schema: str) -> type[msgspec.Struct]:
+    """The mirror of a record saved as a document, with its schema. A field of another document typed so is
+    checked in that document's own pass, its damage named by its whole path there ("topology.numa_nodes[2].
+    cpuset"; that decode's dec_hook is `cpuset`); `record` makes it the record."""
+    return msgspec.defstruct(cls.__name__, [("schema", typing.Literal[schema])], bases=(mirror(cls),),
+                             kw_only=True, module=__name__)
 
 
 def _mirrored(tp: object) -> object:
@@ -86,13 +80,13 @@ def _mirrored(tp: object) -> object:
     return tuple[inner] if typing.get_origin(tp) is tuple else typing.Union[inner]  # (X | None: the only other)
 
 
-def _record(value: object) -> object:
+def record(value: object) -> object:
     """A checked mirror as its record (nested ones too)."""
     cls = getattr(type(value), "_record", None)
     if cls is not None:
-        return cls(**{name: _record(getattr(value, name)) for name in fields(cls)})
+        return cls(**{name: record(getattr(value, name)) for name in fields(cls)})
     if type(value) is tuple and value and not isinstance(value[0], (int, str)):
-        return tuple(map(_record, value))
+        return tuple(map(record, value))
     return value
 
 
