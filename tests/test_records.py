@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 
+import msgspec
 import pytest
 
 import check_synth as syn
@@ -264,6 +265,25 @@ def test_a_busy_section_saved_before_unseen_cores_reads():
     doc = document.decode("check.json", json.dumps(d).encode())
     assert doc.busy.before.other_cores == 0 and doc.busy.steps[0].step == "GPU memory"
     assert "unseen_cores" not in json.loads(doc.to_json())["busy"]["before"]  # not measured: not said to be 0
+
+
+def test_the_environment_and_extra_are_written_as_read():
+    """The check document's environment and extra were dicts; as typed records their JSON is the same, names
+    and order, and a field an older document lacks stays absent (not written as its default)."""
+    from nodemap.check import document, node
+    from nodemap.outfile import json_text
+
+    env = json.loads(json_text(node.environment()))
+    assert list(env)[:7] == ["nodemap", "python", "kernel", "machine", "variables", "transparent_hugepage",
+                             "virtual_machine"] and set(list(env)[7:]) <= {"cupy-cuda12x", "cupy-cuda13x",
+                                                                             "nvidia-ml-py", "mpi4py", "numpy",
+                                                                             "matplotlib"}
+    older = {"nodemap": "0.1.0", "python": "3.10.12", "kernel": "5.14", "machine": "x86_64", "variables": {},
+             "cupy-cuda13x": "13.6.0", "numpy": "2.2.6"}  # before the THP mode and the VM were recorded
+    fleet = {"boot_id": "0b5e", "fleet_silent_ranks": [1]}
+    for cls, d in ((document.Environment, older), (document.Environment, {**older, "fault_injected": "x=0.5"}),
+                   (document.Extra, fleet), (document.Extra, {})):
+        assert json_text(msgspec.convert(d, cls)) == json_text(d)
 
 
 def test_every_check_document_in_the_tree_decodes():
