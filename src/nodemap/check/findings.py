@@ -71,7 +71,9 @@ def rank(findings: Sequence[Finding]) -> list[Finding]:
 def derive(judged: Sequence[Judged], checks: Sequence[Check], state: NodeState | None = None) -> list[Finding]:
     by_key = {j.figure.key: j for j in judged}
     links = {c.key: c for c in checks if c.key.startswith(PCIE)}
-    state = state or NodeState.of({}, checks)
+    from .document import Environment  # (document.py imports this module)
+
+    state = state or NodeState.of(Environment(), checks)
     out = [f for j in judged if j.verdict in ("warn", "fail") for f in [figure_finding(j, by_key, links, state)]
            if f]
     used = {k for f in out for k in f.keys}
