@@ -72,7 +72,9 @@ def _check(monkeypatch, options):
 
     step = suite.Step(kf.KIND, (), "host buffer copies", options)
     monkeypatch.setattr(node, "plan", lambda topo, level, in_job=None: ([step], []))
-    idle = {"busy": False, "reasons": []}
+    from nodemap.check.busy import Sample
+
+    idle = Sample()
     detector = SimpleNamespace(sample=lambda seconds=0: idle, begin=lambda: None, end=lambda utilisation=False: idle)
     return node.run_check("quick", expectations.shipped(), detector=detector)
 
@@ -90,13 +92,13 @@ def test_check_measures_and_judges_it_and_its_failed_part(registered, monkeypatc
 def test_check_explains_its_slow_figure_by_its_story(registered):
     from nodemap.bench.results import make_result
     from nodemap.check.findings import derive
-    from nodemap.check.verdicts import Judged
+    from nodemap.check.verdicts import Bounds, Judged
 
     slow, peer = kf.figures([make_result(kf.KIND, "copy", "GB/s", [gb], verified=True,
                                          params={"part": i, "bytes": 1 << 20}) for i, gb in ((0, 5.0), (1, 10.0))],
                             kf.Given())
-    [f] = derive([Judged.of(slow, "fail", "below its peers", {"median_of_peers": 10.0}, 0.5),
-                  Judged.of(peer, "pass", "", {}, 1.0)], [])
+    [f] = derive([Judged.of(slow, "fail", "below its peers", Bounds(median_of_peers=10.0), 0.5),
+                  Judged.of(peer, "pass", "", Bounds(), 1.0)], [])
     assert (f.text, f.fix, f.keys, f.cause) == ("copy 0 of 1 MiB: 5.00 GB/s, 50% of the median of its peers on this "
                                                 "node, slower than its peer", "test the DIMMs (memtester)",
                                                 ("bytecopy/0",), "hardware")

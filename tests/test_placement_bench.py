@@ -170,7 +170,9 @@ def _checked(monkeypatch, case):
     monkeypatch.setattr(pb, "plan", lambda opts: Plan("bench placement", [case], pb.text))
     step = suite.Step("placement", (), "GPU data placement", pb.Options())
     monkeypatch.setattr(node, "plan", lambda topo, level, in_job=None: ([step], []))
-    idle = {"busy": False, "reasons": []}
+    from nodemap.check.busy import Sample
+
+    idle = Sample()
     detector = SimpleNamespace(sample=lambda seconds=0: idle, begin=lambda: None, end=lambda utilisation=False: idle)
     doc = node.run_check("quick", expectations.shipped(), detector=detector)
     assert doc.complete and not doc.results

@@ -84,10 +84,10 @@ def test_an_areas_headline_is_its_worst_figures_judged_median():
 
 
 def test_the_worst_latency_is_the_slowest_against_its_peers():
-    from nodemap.check.verdicts import Judged
+    from nodemap.check.verdicts import Bounds, Judged
 
     f = _doc(_mpi_latency([6.0, 6.1, 6.2])).judged[0].figure
-    slow, fast = (Judged.of(f, "warn", "", {}, r) for r in (3.0, 1.5))
+    slow, fast = (Judged.of(f, "warn", "", Bounds(), r) for r in (3.0, 1.5))
     assert terminal._badness(slow) > terminal._badness(fast)  # 3x its peers' minimum is worse (was: the 1.5x)
 
 
