@@ -17,25 +17,21 @@ from test_check_verdicts import by_key, doc_of
 WHAT = "MPI point-to-point, host and device buffers"  # the check's MPI step (bench/comm/mpi_p2p.py)
 
 MIB16 = 16 << 20
-PLAIN = {"gpu": True, "aware": False, "how": "MPIX_Query_cuda_support() = 0 in libmpi.so.12"}
-AWARE = {"gpu": True, "aware": True, "how": "MPIX_Query_cuda_support() = 1 in libmpi.so.40"}
+PLAIN = mc.Awareness(gpu=True, aware=False, how="MPIX_Query_cuda_support() = 0 in libmpi.so.12")
+AWARE = mc.Awareness(gpu=True, aware=True, how="MPIX_Query_cuda_support() = 1 in libmpi.so.40")
 
 
 def figs(dd_bw=None, transport="staged (pinned host)", hh_bw=9.0, lat=0.8):
     """What pairtest.run returns on the sender's side."""
-    out = [{"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": hh_bw, "samples": [hh_bw, hh_bw * .99],
-            "bytes": MIB16, "counting": "8 messages", "verified": True, "buffers": "host", "transport": "host",
-            "why": ""},
-           {"test": "latency", "unit": "us", "higher_is_better": False, "value": lat, "samples": [lat, lat * 1.01],
-            "bytes": 8, "counting": "half the round trip", "verified": True, "buffers": "host", "transport": "host",
-            "why": ""}]
+    out = [pairtest.Figure("bw", "host", "GB/s", True, hh_bw, samples=[hh_bw, hh_bw * .99], bytes=MIB16,
+                           counting="8 messages", verified=True, transport="host"),
+           pairtest.Figure("latency", "host", "us", False, lat, samples=[lat, lat * 1.01], bytes=8,
+                           counting="half the round trip", verified=True, transport="host")]
     if dd_bw is None:
-        out.append({"test": "skipped", "buffers": "device", "reason": "device buffers skipped: no GPU visible on "
-                                                                     "both sides"})
+        out.append(pairtest.Figure("skipped", "device", reason="device buffers skipped: no GPU visible on both sides"))
     else:
-        out.append({"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": dd_bw,
-                    "samples": [dd_bw, dd_bw * .99], "bytes": MIB16, "counting": "8 messages", "verified": True,
-                    "buffers": "device", "transport": transport, "why": "the reason"})
+        out.append(pairtest.Figure("bw", "device", "GB/s", True, dd_bw, samples=[dd_bw, dd_bw * .99], bytes=MIB16,
+                                   counting="8 messages", verified=True, transport=transport, why="the reason"))
     return out
 
 
@@ -49,7 +45,7 @@ def test_the_figure_size_is_the_checks():
 
 
 def test_host_figures_are_the_single_node_checks(monkeypatch):
-    monkeypatch.setattr(pairtest, "device_capability", lambda: {"gpu": False, "aware": False, "how": "no GPU"})
+    monkeypatch.setattr(pairtest, "device_capability", lambda: mc.Awareness(gpu=False, aware=False, how="no GPU"))
     topo = nodes.karolina()
     rs = localpair.result_set(figs(), places(topo), topo, ("host", "device"))
     assert rs.command.startswith("bench mpi") and "ranks 5 and 6" in rs.command
@@ -132,6 +128,7 @@ def test_the_second_ranks_gpu_is_the_one_it_names(monkeypatch):
 def test_the_second_rank_is_released_when_the_leaders_check_raises(monkeypatch):
     """Else it waits out check_timeout + join_timeout for a word that never comes."""
     from nodemap.fleet import driver, localpair, nodecheck
+    from nodemap.fleet.messages import Role
 
     released = []
 
@@ -154,5 +151,5 @@ def test_the_second_rank_is_released_when_the_leaders_check_raises(monkeypatch):
     monkeypatch.setattr(nodecheck, "run_check", broken)
     cfg = types.SimpleNamespace(pair_timeout=5.0, buffers=("host",), level="quick", expect=None)
     with pytest.raises(RuntimeError):
-        driver.lead_check(None, cfg, None, "n0", 1, [0], pairtest.Seat())
+        driver.lead_check(None, cfg, None, "n0", Role(pairtest.Seat(), True, 1, [0]))
     assert released == [True]

@@ -303,6 +303,14 @@ def test_saved_conclusion_is_read_back_and_wins_over_a_replay(tmp_path):
     assert [d.node for d in f.drain] == ["n05"] and f.file([]).isolation == said_other
 
 
+def test_fleet_json_says_isolation_is_empty_without_pair_tests():
+    """As fleet.json always has ({}), through both of its writers (msgspec, and json_text for --json)."""
+    from nodemap.outfile import json_text
+
+    f = merge.merge([fnodes.Node(x) for x in ("n0", "n1")]).file([])
+    assert b'"isolation":{}' in msgspec.json.encode(f) and '"isolation": {}' in json_text(f, indent=None)
+
+
 def test_two_runs_read_together_are_concluded_again_not_by_the_last(tmp_path):
     """--from jobA jobB: keeping jobB's conclusion alone would drop jobA's bad node."""
     for job, bad in (("a", 3), ("b", 7)):

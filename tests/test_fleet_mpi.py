@@ -460,13 +460,14 @@ def test_a_file_planted_in_the_output_folder_stops_the_fleet_in_one_line_before_
 
 def test_a_file_planted_after_the_check_costs_only_that_file(tmp_path):
     from nodemap.fleet.driver import Config, Coordinator
+    from nodemap.fleet.output import NodeLine
 
     secret = tmp_path / "secret"
     secret.write_text("secret\n")
     c = Coordinator(None, Config(outdir=str(tmp_path / "out")), None)
     c.out.check()
     (tmp_path / "out" / "nodes.jsonl").symlink_to(secret)  # planted once the run has started
-    c.saving(c.out.node_line, {"host": "n1", "figures": []})
+    c.saving(c.out.node_line, NodeLine.of({"host": "n1", "figures": []}))
     assert len(c.messages) == 1 and "not written: --output:" in c.messages[0], c.messages
     assert "nodes.jsonl is a symbolic link" in c.messages[0] and secret.read_text() == "secret\n"
 

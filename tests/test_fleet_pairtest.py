@@ -18,11 +18,17 @@ import pytest
 import fake_cupy
 from nodemap.bench.comm import mpi_common, p2p
 from nodemap.fleet import pairtest
+from nodemap.fleet.messages import Hello, PairReport
 from nodemap.fleet.nodefile import PairResult
 
-AWARE = {"gpu": True, "aware": True, "how": "MPIX_Query_cuda_support() = 1"}
-PLAIN = {"gpu": True, "aware": False, "how": "MPIX_Query_cuda_support() = 0"}
-NOGPU = {"gpu": False, "aware": False, "how": "no GPU visible to CuPy"}
+AWARE = mpi_common.Awareness(gpu=True, aware=True, how="MPIX_Query_cuda_support() = 1")
+PLAIN = mpi_common.Awareness(gpu=True, aware=False, how="MPIX_Query_cuda_support() = 0")
+NOGPU = mpi_common.Awareness(gpu=False, aware=False, how="no GPU visible to CuPy")
+def hello(rank, nic=""):
+    """What a rank of node n1 (0, 1) or n2 (2, 3) on one host says of itself (driver.Coordinator.join)."""
+    return Hello(rank, f"n{1 + rank // 2}", "host", [], (), nic, "")
+
+
 KINDS = {"host": ("HH", "H", False), "cuda-aware": ("DD", "D", True), "staged": ("DD", "D", False)}
 
 
@@ -104,7 +110,7 @@ def test_no_gpu_no_cupy_is_a_capability_not_an_error(monkeypatch):
     monkeypatch.setattr(mpi_common, "query_cuda_support", lambda: (False, "MPIX_Query_cuda_support() = 0"))
     pairtest.device_capability.cache_clear()
     try:
-        assert pairtest.device_capability() == {**PLAIN, "gpu": False}
+        assert pairtest.device_capability() == mpi_common.Awareness(gpu=False, aware=False, how=PLAIN.how)
     finally:
         pairtest.device_capability.cache_clear()
 
@@ -115,14 +121,14 @@ def test_tags_of_a_round_stay_inside_it():
 
 
 PAIR = """
-import json, sys
+import dataclasses, json, sys
 import fake_cupy
 sys.modules["cupy"] = fake_cupy
 from mpi4py import MPI
-from nodemap.bench.comm import p2p
+from nodemap.bench.comm import mpi_common, p2p
 from nodemap.fleet import pairtest
 rank = MPI.COMM_WORLD.Get_rank()
-pairtest.device_capability = lambda: {"gpu": True, "aware": True, "how": "said so"}
+pairtest.device_capability = lambda: mpi_common.Awareness(gpu=True, aware=True, how="said so")
 if sys.argv[1] == "corrupt" and rank == 1:  # this side's proof transfer arrives damaged
     pairtest.p2p = type(sys)("p2p_damaged")
     pairtest.p2p.__dict__.update(p2p.__dict__, transfer_checked=lambda *a: p2p.transfer_checked(*a) and False)
@@ -130,11 +136,11 @@ if sys.argv[1] == "damaged" and rank == 1:  # every repetition arrives damaged h
     p2p.Endpoint.check = lambda self, n, seed: False
 sizes = pairtest.Sizes(bw_bytes=4096, window=4, bw_windows=2, lat_iters=5, repeats=2)
 try:
-    figs = pairtest.run(MPI.COMM_WORLD, 1 - rank, 1, rank == 0, ("bw", "latency"), sizes, 60.0, ("host", "device"))
+    figs = pairtest.run(MPI.COMM_WORLD, 1 - rank, 1, rank == 0, sizes, 60.0, ("host", "device"))
 except ValueError as e:
     figs = {"error": str(e)}
 if rank == 0:
-    print(json.dumps(figs))
+    print(json.dumps(figs if isinstance(figs, dict) else [dataclasses.asdict(f) for f in figs]))
 """
 
 
@@ -222,9 +228,10 @@ def test_a_fleet_rank_drives_its_planned_gpu_not_its_rail_mod_gpus(perlmutter_cu
     co = driver.Coordinator(None, driver.Config(str(tmp_path)), None)
     co.nodes = {"n1": driver.NodeRec("n1", driver.leader_first([0, 1, 2, 3]))}
     co.node_of = {r: "n1" for r in range(4)}
+    co.hellos = {r: hello(r) for r in range(4)}
     got = []
     for rail, rank in enumerate(co.nodes["n1"].ranks):
-        seat = pairtest.Seat.of(co.seat(rank))  # what rank 0 sends it with its role and every pair command
+        seat = co.seat(rank)  # what rank 0 sends it with its role and every pair command
         assert (seat.local_rank, seat.local_size) == (rank, 4)
         mode, _ = pairtest._transport(None, "device", PLAIN, PLAIN, seat)
         got.append((cp.Device.current, pairtest.gpu_key(seat)))
@@ -234,9 +241,9 @@ def test_a_fleet_rank_drives_its_planned_gpu_not_its_rail_mod_gpus(perlmutter_cu
 
 
 def test_a_rank_placed_by_its_launcher_keeps_device_0_of_what_it_sees(perlmutter_cuda, monkeypatch):
-    vis = [[["CUDA_VISIBLE_DEVICES", str(3 - k)]] for k in range(4)]  # srun --gpu-bind=map_gpu:3,2,1,0
+    vis = tuple((("CUDA_VISIBLE_DEVICES", str(3 - k)),) for k in range(4))  # srun --gpu-bind=map_gpu:3,2,1,0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    d = pairtest.gpu_for(pairtest.Seat.of({"local_rank": 2, "local_size": 4, "visibility": vis}))
+    d = pairtest.gpu_for(pairtest.Seat(2, 4, vis))
     assert (d.device, d.how) == (0, "visibility")
 
 
@@ -250,16 +257,15 @@ def test_rails_pair_local_ranks_named_by_their_plan_and_a_failed_rail_is_judged(
     co = driver.Coordinator(None, driver.Config(str(tmp_path)), None)
     co.nodes = {"n1": driver.NodeRec("n1", driver.leader_first([0, 1])), "n2": driver.NodeRec("n2", [2, 3])}
     co.node_of = {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
-    co.nic = {0: "rail0", 1: "rail1", 2: "rail0", 3: "rail1"}
+    co.hellos = {r: hello(r, f"rail{r % 2}") for r in range(4)}
     co.round_no = 1
     assert co.nodes["n1"].ranks == [1, 0] and [co.nodes["n1"].rail_rank(k) for k in (0, 1)] == [0, 1]
     assert co.rail_nics(("n1", "n2"), 1) == ["rail1", "rail1"]
-    bw = {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": 0.025, "buffers": "host"}
-    lat = {"test": "latency", "unit": "us", "higher_is_better": False, "value": 90.0, "buffers": "host"}
-    reports = [{"pair": ["n1", "n2"], "rail": 0, "round": 1, "rank": 0, "figures": [bw, lat]},
-               {"pair": ["n1", "n2"], "rail": 0, "round": 1, "rank": 2, "figures": []},
-               {"pair": ["n1", "n2"], "rail": 1, "round": 1, "rank": 1, "error": "rank 3 did not answer within 60 s"},
-               {"pair": ["n1", "n2"], "rail": 1, "round": 1, "rank": 3, "error": "rank 1 did not answer within 60 s"}]
+    bw = pairtest.Figure("bw", unit="GB/s", value=0.025)
+    lat = pairtest.Figure("latency", unit="us", higher_is_better=False, value=90.0)
+    reports = [PairReport(1, ("n1", "n2"), 0, 0, [bw, lat]), PairReport(1, ("n1", "n2"), 0, 2),
+               PairReport(1, ("n1", "n2"), 1, 1, error="rank 3 did not answer within 60 s"),
+               PairReport(1, ("n1", "n2"), 1, 3, error="rank 1 did not answer within 60 s")]
     alive = [co.nodes["n1"], co.nodes["n2"]]
     got = co.take_reports(alive, [(0, 1)], reports)
     assert got[(0, 1)] == {"mpi bw host": 0.025, "mpi bw host rail0": 0.025, "mpi bw host rail1": 0.0,
@@ -279,18 +285,17 @@ def test_each_rail_s_slowest_round_trips_are_judged_against_its_sibling_s(tmp_pa
     co = driver.Coordinator(None, driver.Config(str(tmp_path)), None)
     co.nodes = {"n1": driver.NodeRec("n1", [0, 1]), "n2": driver.NodeRec("n2", [2, 3])}
     co.node_of = {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
-    co.nic = {0: "rail0", 1: "rail1", 2: "rail0", 3: "rail1"}
+    co.hellos = {r: hello(r, f"rail{r % 2}") for r in range(4)}
     co.round_no = 1
 
     def lat(ceilings):
-        return {"test": "latency", "unit": "us", "higher_is_better": False, "value": 90.0, "buffers": "host",
-                "samples": [90.0] * 5, "floors": [40.0] * 5, "ceilings": ceilings}
+        return pairtest.Figure("latency", unit="us", higher_is_better=False, value=90.0, samples=[90.0] * 5,
+                               floors=[40.0] * 5, ceilings=ceilings)
 
-    bw = {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": 0.025, "buffers": "host"}
+    bw = pairtest.Figure("bw", unit="GB/s", value=0.025)
     lossy = [106_000.0, 104_700.0, 211_200.0, 105_000.0, 3_900.0]  # 4 of 5 waited for a retransmit
-    reports = [{"pair": ["n1", "n2"], "rail": 0, "round": 1, "rank": 0, "figures": [bw, lat([3800.0, 16600.0, 3100.0,
-                                                                                             3900.0, 7100.0])]},
-               {"pair": ["n1", "n2"], "rail": 1, "round": 1, "rank": 1, "figures": [bw, lat(lossy)]}]
+    reports = [PairReport(1, ("n1", "n2"), 0, 0, [bw, lat([3800.0, 16600.0, 3100.0, 3900.0, 7100.0])]),
+               PairReport(1, ("n1", "n2"), 1, 1, [bw, lat(lossy)])]
     got = co.take_reports([co.nodes["n1"], co.nodes["n2"]], [(0, 1)], reports)[(0, 1)]
     assert got["mpi tail host rail1 vs rail0"] == pytest.approx(105_000.0 / 25_000.0)  # the sibling's 7.1 ms: the floor
     assert got["mpi tail host rail0 vs rail1"] < 0.1 and got["mpi latency host rail1 vs rail0"] == 1.0

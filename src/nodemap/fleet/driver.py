@@ -55,11 +55,13 @@ from ..errors import NodemapError
 from ..outfile import json_text
 from . import liveness, nodecheck, output, pairtest, wire
 from . import merge as mergemod
+from .messages import Done, Hello, PairReport, PairTest, Remeasure, Role
 from .noise import REMEASURES
 from .nodes import Node, missing_node, node_from_doc
 from .nodes import name as fleet_name
 from .remeasure import suspects
-from .nodefile import Conclusion, Judged, PairResult, Remeasured
+from .nodefile import Conclusion, Judged, PairResult, Remeasured, node_document
+from .output import NodeLine
 from .pairs import (TAIL, Figures, Pair, against_siblings, conclusion, is_tail, isolate, rail_rules, said,
                     sibling_key, tail_ratio)
 
@@ -119,11 +121,11 @@ def main(cfg: Config, check: nodecheck.CheckFn) -> int:
     comm = MPI.COMM_WORLD
     _refuse_singletons(comm.Get_size())
     signal.signal(signal.SIGTERM, _interrupt)  # the job's time limit: write what was gathered
-    me = {"rank": comm.Get_rank(), "node": nodecheck.node_name(comm.Get_rank()), "host": socket.gethostname(),
-          "pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0)), "visibility": world.visibility(os.environ),
-          "nic": os.environ.get("NODEMAP_NIC", ""), "netns": _netns()}
+    rank = comm.Get_rank()
+    me = Hello(rank, nodecheck.node_name(rank), socket.gethostname(), sorted(os.sched_getaffinity(0)),
+               world.visibility(os.environ), os.environ.get("NODEMAP_NIC", ""), _netns())
     try:
-        if comm.Get_rank() == 0:
+        if rank == 0:
             return Coordinator(comm, cfg, check).run(me)
         return member(comm, cfg, check, me)
     except NodemapError as e:  # a folder that cannot be written: every rank ends at once, one line says why
@@ -181,26 +183,26 @@ class Kept:
     path: str = ""
 
 
-def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any]) -> int:
+def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: Hello) -> int:
     kept = Kept()
     pulse = liveness.Pulse(comm, [0], lambda ranks: _lost_rank0(me, kept, cfg), cfg.gone_after).start()
     if nodecheck.hang_point() == "join":
         nodecheck.hang_forever()
     try:
         wire.send(comm, me, 0, wire.HELLO, wire.deadline(cfg.join_timeout))
-        role = wire.recv(comm, 0, wire.ROLE, wire.deadline(2 * cfg.join_timeout))
-        if role["leader"]:
-            output.check_nodes(cfg.outdir, [me["node"]])  # where DIR is not shared, rank 0 did not see it
-            wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me['rank']})", 0,
+        role: Role = wire.recv(comm, 0, wire.ROLE, wire.deadline(2 * cfg.join_timeout))
+        if role.leader:
+            output.check_nodes(cfg.outdir, [me.node])  # where DIR is not shared, rank 0 did not see it
+            wire.post(comm, f"running its node check since {time.strftime('%H:%M:%S')} (rank {me.rank})", 0,
                       wire.STATE)
             with liveness.keeping():  # measured, not yet saved: losing rank 0 cuts the check, which keeps it
-                kept.doc = lead_check(comm, cfg, check, me["node"], role.get("partner"),
-                                      role.get("partner_cpus", []), pairtest.Seat.of(role.get("seat")))
+                kept.doc = lead_check(comm, cfg, check, me.node, role)
                 kept.path = saved(kept.doc, cfg)
-            wire.send(comm, nodecheck.compact(kept.doc, kept.path), 0, wire.DOC, wire.deadline(cfg.check_timeout))
-        elif role.get("lead") is not None:
-            await_leader(comm, role["lead"], cfg, pairtest.Seat.of(role.get("seat")))
-        code = serve(comm, cfg, lambda keys: remeasure(check, me["node"], cfg, keys))
+            wire.send(comm, NodeLine.of(nodecheck.compact(kept.doc, kept.path)), 0, wire.DOC,
+                      wire.deadline(cfg.check_timeout))
+        elif role.lead is not None:
+            await_leader(comm, role.lead, cfg, role.seat)
+        code = serve(comm, cfg, lambda keys: remeasure(check, me.node, cfg, keys))
         if nodecheck.hang_point() == "end":
             nodecheck.hang_forever()
     except (wire.Late, KeyboardInterrupt) as e:
@@ -210,7 +212,7 @@ def member(comm: Any, cfg: Config, check: nodecheck.CheckFn, me: dict[str, Any])
     return _finalizable(pulse, code)
 
 
-def _lost_rank0(me: dict[str, Any], kept: Kept, cfg: Config) -> None:
+def _lost_rank0(me: Hello, kept: Kept, cfg: Config) -> None:
     """Rank 0 is gone (the pulse's watch thread): end this rank now when
     it holds nothing unsaved (its main thread may be blocked in MPI for
     good: an MPI call to a dead rank can hang), else cut its node check,
@@ -252,19 +254,18 @@ def _exit(code: int) -> NoReturn:
     os._exit(code)
 
 
-def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, partner: int | None,
-               partner_cpus: list[int], seat: pairtest.Seat) -> dict[str, Any]:
-    """The node's check, its MPI step run with `partner` (the node's second
+def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, role: Role) -> dict[str, Any]:
+    """The node's check, its MPI step run with the role's partner (the node's second
     local rank; None: the node has one), which is released after it either way."""
     from .localpair import Lead
 
-    lead = Lead(comm, partner, partner_cpus, cfg.pair_timeout, cfg.buffers, node, seat)
+    lead = Lead(comm, role.partner, role.partner_cpus, cfg.pair_timeout, cfg.buffers, node, role.seat)
     try:
         doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, lead.step())
     finally:  # else the second rank waits out its timeout for a word that never comes
         lead.release()
     if lead.silent:  # for rank 0, which ends the job with MPI_Abort rather than wait on it at the end
-        doc.setdefault("extra", {})[SILENT] = [partner]
+        doc.setdefault("extra", {})[SILENT] = [role.partner]
     return doc
 
 
@@ -299,31 +300,31 @@ def _await_rank0(grace_s: float = 30.0) -> int:
     return 130
 
 
-def gathered(doc: dict[str, Any], cfg: Config) -> dict[str, Any]:
+def gathered(doc: dict[str, Any], cfg: Config) -> NodeLine:
     """The compact document rank 0 gathers; the full one is kept by the
     leader as DIR/nodes/NAME.check.json (on its own file system when DIR is
     not shared)."""
-    return nodecheck.compact(doc, saved(doc, cfg))
+    return NodeLine.of(nodecheck.compact(doc, saved(doc, cfg)))
 
 
 def saved(doc: dict[str, Any], cfg: Config) -> str:
     """DIR/nodes/NAME.check.json, the full document written; "" when it could not be."""
     try:
-        return output.save_node(cfg.outdir, doc, ".check.json")
+        return output.save_node(cfg.outdir, NodeLine.of(doc), ".check.json")
     except (OSError, NodemapError):
         return ""
 
 
-def serve(comm: Any, cfg: Config, redo: Callable[[list[str]], dict[str, Any]]) -> int:
+def serve(comm: Any, cfg: Config, redo: Callable[[list[str]], dict[str, Judged | str]]) -> int:
     """Run rank 0's commands until it says done (a leader may be asked to
     measure its suspect figures again first: `redo`)."""
     patience = 2 * cfg.check_timeout + cfg.join_timeout + 8 * cfg.pair_timeout
     while True:
-        cmd = wire.recv(comm, 0, wire.CMD, wire.deadline(patience))
-        if cmd["op"] == "done":
+        cmd: PairTest | Remeasure | Done = wire.recv(comm, 0, wire.CMD, wire.deadline(patience))
+        if isinstance(cmd, Done):
             return 0
-        if cmd["op"] == "remeasure":
-            wire.send(comm, {"remeasured": redo(cmd["keys"])}, 0, wire.REPORT, wire.deadline(cfg.check_timeout))
+        if isinstance(cmd, Remeasure):
+            wire.send(comm, redo(cmd.keys), 0, wire.REPORT, wire.deadline(cfg.check_timeout))
             continue
         wire.send(comm, do_pair(comm, cmd, cfg), 0, wire.REPORT, wire.deadline(cfg.pair_timeout))
 
@@ -331,56 +332,51 @@ def serve(comm: Any, cfg: Config, redo: Callable[[list[str]], dict[str, Any]]) -
 REDO_WHY = "the fleet's re-measure of suspect figures runs without the node's MPI step"
 
 
-def remeasure(check: nodecheck.CheckFn, node: str, cfg: Config, keys: list[str]) -> dict[str, Any]:
+def remeasure(check: nodecheck.CheckFn, node: str, cfg: Config, keys: list[str]) -> dict[str, Judged | str]:
     """The node's check once more, for its suspect figures: key -> the new
-    figure record, or why there is none. The MPI step is left out (its
+    figure record as the check judged it, or why there is none. The MPI step is left out (its
     partner rank is serving rank 0 by now): an MPI figure is not re-measured."""
+    from .. import records
     from ..check.mpi import InJob
+    from ..errors import InputError
 
     try:
         doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, InJob(None, REDO_WHY), again=True)
     except Exception as e:  # the first check passed: whatever fails now is said, the first value stands
         return {k: f"its node check failed when run again ({type(e).__name__}: {e})" for k in keys}
     got = {f.get("key"): f for f in doc.get("figures", ()) if f.get("key") in keys}
-    return {k: got.get(k) or ("an MPI figure: " + REDO_WHY if k.startswith("mpi/") else
-                              "the check run again did not measure it") for k in keys}
+    out: dict[str, Judged | str] = {}
+    for k in keys:
+        if not got.get(k):
+            out[k] = "an MPI figure: " + REDO_WHY if k.startswith("mpi/") else "the check run again did not measure it"
+            continue
+        try:  # typed here: what is wrong with the record is said as why none came
+            out[k] = records.convert(f"{node}'s re-measure of {k}", got[k], Judged, "figure record")
+        except InputError as e:
+            out[k] = str(e)
+    return out
 
 
-def _judged(node: str, key: str, got: Any) -> Judged | str:
-    """A re-measure as it came back (a figure record of the node's check document, or why none came),
-    typed: the record the check judged, or the line saying what is wrong with it."""
-    from .. import records
-    from ..errors import InputError
-
-    if not isinstance(got, dict):
-        return str(got)
-    try:
-        return records.convert(f"{node}'s re-measure of {key}", got, Judged, "figure record")
-    except InputError as e:
-        return str(e)
-
-
-def do_pair(comm: Any, cmd: dict[str, Any], cfg: Config) -> dict[str, Any]:
+def do_pair(comm: Any, cmd: PairTest, cfg: Config) -> PairReport:
     """One side of one pair test, as rank 0 asked; errors become the report."""
-    rep = {"round": cmd["round"], "pair": cmd["pair"], "rail": cmd["rail"], "rank": comm.Get_rank()}
+    rep = PairReport(cmd.round, cmd.pair, cmd.rail, comm.Get_rank())
     try:
-        rep["figures"] = pairtest.run(comm, cmd["peer"], cmd["round"], cmd["sends"], tuple(cmd["tests"]),
-                                      cfg.sizes, cfg.pair_timeout, cfg.buffers, pairtest.Seat.of(cmd.get("seat")),
-                                      bool(cmd.get("nap")))
+        rep.figures = pairtest.run(comm, cmd.peer, cmd.round, cmd.sends, cfg.sizes, cfg.pair_timeout, cfg.buffers,
+                                   cmd.seat, cmd.nap)
     except wire.Gone:
-        rep["error"] = f"rank {cmd['peer']} stopped answering (no heartbeat for {cfg.gone_after:g} s)"
-        rep["gone"] = True  # a dead rank, not a failed rail: the pair is not measured
+        rep.error = f"rank {cmd.peer} stopped answering (no heartbeat for {cfg.gone_after:g} s)"
+        rep.gone = True
     except wire.Late:
-        rep["error"] = f"rank {cmd['peer']} did not answer within {cfg.pair_timeout:g} s"
+        rep.error = f"rank {cmd.peer} did not answer within {cfg.pair_timeout:g} s"
     except ValueError as e:
-        rep["error"] = str(e)
+        rep.error = str(e)
     return rep
 
 
 _ending = threading.Lock()  # one thread ends an orphan: the main one, or the pulse's when the main one is blocked
 
 
-def _orphan(me: dict[str, Any], kept: Kept, cfg: Config) -> NoReturn:
+def _orphan(me: Hello, kept: Kept, cfg: Config) -> NoReturn:
     """Rank 0 stopped answering: keep this node's document beside its
     output, say how to finish the report (a leader: one line per node),
     and end, without MPI_Finalize."""
@@ -394,7 +390,7 @@ def _orphan(me: dict[str, Any], kept: Kept, cfg: Config) -> NoReturn:
     _exit(2)
 
 
-def _orphan_line(me: dict[str, Any], kept: Kept, cfg: Config, cut: bool = False) -> str:
+def _orphan_line(me: Hello, kept: Kept, cfg: Config, cut: bool = False) -> str:
     """What a rank that lost rank 0 says; `cut`: when its node check did not stop in time."""
     why = (f"no heartbeat for {cfg.gone_after:g} s: it died or its MPI hangs" if 0 in wire.gone else
            "no answer within its timeout")
@@ -406,7 +402,7 @@ def _orphan_line(me: dict[str, Any], kept: Kept, cfg: Config, cut: bool = False)
                 + f" in {kept.path}")
     else:
         what = f"its node document could not be saved in {os.path.join(cfg.outdir, 'nodes')}"
-    return (f"nodemap check --fleet: rank {me['rank']} ({me['node']}) lost rank 0 ({why}); {what}: when every "
+    return (f"nodemap check --fleet: rank {me.rank} ({me.node}) lost rank 0 ({why}); {what}: when every "
             f"rank has ended, nodemap check --fleet --from {cfg.outdir} -o {cfg.outdir} makes the fleet's report")
 
 
@@ -418,9 +414,7 @@ class Coordinator:
         self.comm, self.cfg, self.check = comm, cfg, check
         self.nodes: dict[str, NodeRec] = {}
         self.node_of: dict[int, str] = {}
-        self.cpus: dict[int, set[int]] = {}  # rank -> the CPUs it runs on (its hello)
-        self.visibility: dict[int, Any] = {}  # rank -> its device visibility variables (its hello)
-        self.nic: dict[int, str] = {}  # rank -> the NICs its plan gave it (NODEMAP_NIC, its hello)
+        self.hellos: dict[int, Hello] = {}  # rank -> what it said of itself
         self.crowded: set[int] = set()  # ranks on a host with other nodes' ranks
         self.linked = True  # every node has a network stack of its own (`join`)
         self.never_joined: list[int] = []
@@ -438,7 +432,7 @@ class Coordinator:
             sys.stderr.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
             sys.stderr.flush()
 
-    def run(self, me: dict[str, Any]) -> int:
+    def run(self, me: Hello) -> int:
         interrupted = False
         self.out.check()
         self.pulse = liveness.Pulse(self.comm, range(self.comm.Get_size()), self.lost, self.cfg.gone_after).start()
@@ -487,23 +481,21 @@ class Coordinator:
 
     # phases
 
-    def join(self, me: dict[str, Any]) -> None:
+    def join(self, me: Hello) -> None:
         n = self.comm.Get_size()
         hellos = {0: me}
         at = wire.deadline(self.cfg.join_timeout)
         for src, hello in wire.arriving(self.comm, (wire.HELLO,), at, lambda: len(set(hellos) | wire.gone) < n):
             hellos[src] = hello
-        self.cpus = {r: set(h.get("cpus", ())) for r, h in hellos.items()}
-        self.visibility = {r: h.get("visibility", ()) for r, h in hellos.items()}
-        self.nic = {r: str(h.get("nic") or "") for r, h in hellos.items()}
+        self.hellos = hellos
         nodes_on: dict[str, set[str]] = {}
         for h in hellos.values():
-            nodes_on.setdefault(str(h.get("host")), set()).add(str(h["node"]))
+            nodes_on.setdefault(h.host, set()).add(h.node)
         # ranks of nodes that share a host (test nodes on one machine) share its CPUs: their waits nap
-        self.crowded = {r for r, h in hellos.items() if len(nodes_on[str(h.get("host"))]) > 1}
-        stacks = {(str(h.get("host")), str(h.get("netns", ""))) for h in hellos.values()}
+        self.crowded = {r for r, h in hellos.items() if len(nodes_on[h.host]) > 1}
+        stacks = {(h.host, h.netns) for h in hellos.values()}
         # every node on a network stack of its own (hosts, or namespaces of one): its pairs cross links
-        self.linked = len(stacks) == len({str(h["node"]) for h in hellos.values()})
+        self.linked = len(stacks) == len({h.node for h in hellos.values()})
         self.never_joined = sorted(set(range(n)) - set(hellos))
         if self.never_joined:
             self.late = True
@@ -511,7 +503,7 @@ class Coordinator:
                                  f"did not join within {self.cfg.join_timeout:g} s")
         by_node: dict[str, list[int]] = {}
         for r, h in hellos.items():
-            by_node.setdefault(fleet_name(h["node"]), []).append(r)  # as its document's host will be named
+            by_node.setdefault(fleet_name(h.node), []).append(r)  # as its document's host will be named
         for name, ranks in sorted(by_node.items()):
             self.nodes[name] = NodeRec(name, leader_first(ranks))
             for r in self.nodes[name].ranks:
@@ -523,38 +515,33 @@ class Coordinator:
                     wire.post(self.comm, self.role(node, i), r, wire.ROLE)
         self.say(f"{len(hellos)} of {n} ranks joined, {len(self.nodes)} nodes")
 
-    def role(self, node: NodeRec, i: int) -> dict[str, Any]:
+    def role(self, node: NodeRec, i: int) -> Role:
         """A rank's part: the leader (i = 0) is told its MPI step's partner,
         the node's second rank (i = 1) its leader."""
-        out: dict[str, Any] = {"leader": i == 0, "node": node.name, "local": i, "seat": self.seat(node.ranks[i])}
-        if i == 0 and len(node.ranks) > 1:
-            out |= {"partner": node.ranks[1], "partner_cpus": sorted(self.cpus.get(node.ranks[1], ()))}
-        if i == 1:
-            out["lead"] = node.leader
-        return out
+        partner = node.ranks[1] if i == 0 and len(node.ranks) > 1 else None
+        cpus = sorted(self.hellos[partner].cpus) if partner is not None else []
+        return Role(self.seat(node.ranks[i]), i == 0, partner, cpus, node.leader if i == 1 else None)
 
-    def seat(self, r: int) -> dict[str, Any]:
-        """Where rank r is on its node (pairtest.Seat, for its GPU): its local rank in the
+    def seat(self, r: int) -> pairtest.Seat:
+        """Where rank r is on its node (for its GPU): its local rank in the
         launcher's order (by rank, not leader first), and the node's ranks' device visibility."""
         order = sorted(self.nodes[self.node_of[r]].ranks)
-        return {"local_rank": order.index(r), "local_size": len(order),
-                "visibility": [self.visibility.get(x, ()) for x in order]}
+        return pairtest.Seat(order.index(r), len(order), tuple(self.hellos[x].visibility for x in order))
 
-    def checks(self, me: dict[str, Any]) -> None:
+    def checks(self, me: Hello) -> None:
         from . import localpair
 
-        mine = self.nodes[me["node"]]
+        mine = self.nodes[me.node]
         if mine.leader == 0:  # rank 0 leads only where it is alone: no partner for the MPI step
             mine.state = "running its node check (rank 0)"
-            doc = lead_check(self.comm, self.cfg, self.check, mine.name, None, [], pairtest.Seat.of(self.seat(0)))
+            doc = lead_check(self.comm, self.cfg, self.check, mine.name, Role(self.seat(0), True))
             self.arrived(mine, gathered(doc, self.cfg))
         lead = mine.leader if mine.ranks[1:2] == [0] else None  # rank 0 is its node's second rank
         at = wire.deadline(self.cfg.check_timeout)
         while any(n.seen is None and n.leader not in wire.gone for n in self.nodes.values()) and wire.left(at) > 0:
             said = localpair.heard(self.comm, lead) if lead is not None else None
             if said is not None:
-                localpair.follow(self.comm, lead, self.cfg.pair_timeout, self.cfg.buffers, said,
-                                 pairtest.Seat.of(self.seat(0)))
+                localpair.follow(self.comm, lead, self.cfg.pair_timeout, self.cfg.buffers, said, self.seat(0))
                 lead = None
                 continue
             got = wire.poll(self.comm, (wire.DOC, wire.STATE))
@@ -578,21 +565,23 @@ class Coordinator:
                 else:
                     self.say(f"{node.name}: no node document within {self.cfg.check_timeout:g} s ({node.state})")
 
-    def arrived(self, node: NodeRec, doc: dict[str, Any]) -> None:
+    def arrived(self, node: NodeRec, line: NodeLine) -> None:
+        doc = node_document(f"{node.name}'s node document", line.text.encode())
+        assert doc is not None  # a check's, of its schema
         node.seen = node_from_doc(doc)
         for why in node.seen.rejected:
             self.messages.append(f"{node.name}: its document's {why}: left out (a figure is a finite number >= 0)")
-        node.nics = [(str(n.get("name")), str(n.get("cpuset", ""))) for n in (doc.get("topology") or {}).get("nics", ())]
+        node.nics = [(n.name, n.cpuset) for n in doc.topology.nics] if doc.topology else []
         node.state = "node check done"
-        for r in (doc.get("extra") or {}).get(SILENT, ()):
+        for r in doc.extra.get(SILENT, ()):
             self.late = True
             self.messages.append(f"{node.name}: rank {r}, its second local rank, did not answer or finish "
                                  f"the node's MPI step within {self.cfg.pair_timeout:g} s")
-        self.saving(self.out.node_line, doc)
+        self.saving(self.out.node_line, line)
         done = sum(n.seen is not None for n in self.nodes.values())
-        self.say(f"{node.name}: node check done ({len(doc.get('figures', ()))} figures; {done}/{len(self.nodes)})")
+        self.say(f"{node.name}: node check done ({len(doc.figures)} figures; {done}/{len(self.nodes)})")
 
-    def remeasure_phase(self, me: dict[str, Any]) -> None:
+    def remeasure_phase(self, me: Hello) -> None:
         """Every node with a suspect figure (failing against the fleet, or
         below `warn` by noise.Z_SUSPECT of its figure's noise) measures it
         again, all at once, round after round until each is settled
@@ -609,7 +598,6 @@ class Coordinator:
             for name, got in self.remeasure_round(asked).items():
                 mine = self.remeasured.setdefault(name, {})
                 for k, v in got.items():
-                    v = _judged(name, k, v)
                     if isinstance(v, Judged) and not isinstance(mine.get(k), str):
                         mine.setdefault(k, []).append(v)  # type: ignore[union-attr]
                     else:  # why none came: the first measurement stands, said so
@@ -617,9 +605,9 @@ class Coordinator:
         if self.remeasured:
             self.saving(self.out.remeasured, self.remeasured)
 
-    def remeasure_round(self, asked: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    def remeasure_round(self, asked: dict[str, list[str]]) -> dict[str, dict[str, Judged | str]]:
         """One round: each asked node's leader runs its check again; node -> key -> figure record or why not."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, Judged | str]] = {}
         waiting = {}
         for name, keys in asked.items():
             leader = self.nodes[name].leader
@@ -628,13 +616,13 @@ class Coordinator:
             elif leader in wire.gone:
                 out[name] = {k: "its leader stopped answering (no heartbeat)" for k in keys}
             else:
-                wire.post(self.comm, {"op": "remeasure", "keys": keys}, leader, wire.CMD)
+                wire.post(self.comm, Remeasure(keys), leader, wire.CMD)
                 waiting[leader] = name
         at = wire.deadline(self.cfg.check_timeout)
         for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(set(waiting) - wire.gone)):
             name = waiting.pop(src, None)
             if name:
-                out[name] = rep.get("remeasured", {})
+                out[name] = rep if isinstance(rep, dict) else {}
         for leader, name in waiting.items():
             self.late = True
             why = ("stopped answering (no heartbeat)" if leader in wire.gone else
@@ -662,19 +650,17 @@ class Coordinator:
     def run_round(self, alive: list[NodeRec], rnd: list[Pair]) -> dict[Pair, Figures]:
         """One round of pair tests; each pair's figures (`take_reports`)."""
         self.round_no += 1
-        cmds: dict[int, dict[str, Any]] = {}
+        cmds: dict[int, PairTest] = {}
         for p in rnd:
             a, b = alive[p[0]], alive[p[1]]
             rails = range(min(len(a.ranks), len(b.ranks)))
             if any(x.rail_rank(k) in wire.gone for x in (a, b) for k in rails):
                 continue  # not measured: `isolate` leaves the pair out
             for k in rails:
-                tests = ["bw", "latency"]  # every rail's latency: a delay on one rail shows in no bandwidth
                 ra, rb = a.rail_rank(k), b.rail_rank(k)
-                base = {"op": "pair", "round": self.round_no, "pair": [a.name, b.name], "rail": k, "tests": tests,
-                        "nap": bool({ra, rb} & self.crowded)}
-                cmds[ra] = {**base, "peer": rb, "sends": True, "seat": self.seat(ra)}
-                cmds[rb] = {**base, "peer": ra, "sends": False, "seat": self.seat(rb)}
+                nap = bool({ra, rb} & self.crowded)
+                cmds[ra] = PairTest(self.round_no, (a.name, b.name), k, rb, True, self.seat(ra), nap)
+                cmds[rb] = PairTest(self.round_no, (a.name, b.name), k, ra, False, self.seat(rb), nap)
         for r, c in cmds.items():
             if r != 0:
                 wire.post(self.comm, c, r, wire.CMD)
@@ -682,7 +668,7 @@ class Coordinator:
         at = wire.deadline(self.cfg.pair_timeout + 5)
         waiting = set(cmds) - {0}
         for src, rep in wire.arriving(self.comm, (wire.REPORT,), at, lambda: bool(waiting - wire.gone)):
-            if "pair" in rep:  # else a re-measure that came past its deadline
+            if isinstance(rep, PairReport):  # else a re-measure that came past its deadline
                 waiting.discard(src)
                 reports.append(rep)
         for r in waiting:
@@ -691,8 +677,7 @@ class Coordinator:
             node.state = f"node check done; rank {r} stopped answering in pair round {self.round_no}"
         return self.take_reports(alive, rnd, reports)
 
-    def take_reports(self, alive: list[NodeRec], rnd: list[Pair], reports: list[dict[str, Any]]
-                     ) -> dict[Pair, Figures]:
+    def take_reports(self, alive: list[NodeRec], rnd: list[Pair], reports: list[PairReport]) -> dict[Pair, Figures]:
         """Each pair's figures: latency per buffer kind (rail 0's), bandwidth per
         buffer kind summed over its rails, and with several rails each rail's
         bandwidth and latency, judged on their own (a rail at a tenth of its rate
@@ -705,47 +690,44 @@ class Coordinator:
         failed: dict[tuple[str, str], dict[int, str]] = {}
         repeats: dict[tuple[str, str], dict[str, dict[int, list[float]]]] = {}  # pair -> figure -> rail -> samples
         for rep in reports:
-            key = tuple(rep["pair"])
-            if "error" in rep:
-                self.messages.append(f"pair {key[0]} <-> {key[1]} rail {rep['rail']}: {rep['error']}")
-                if not rep.get("gone"):
-                    failed.setdefault(key, {}).setdefault(rep["rail"], rep["error"])
+            key = rep.pair
+            if rep.error:
+                self.messages.append(f"pair {key[0]} <-> {key[1]} rail {rep.rail}: {rep.error}")
+                if not rep.gone:
+                    failed.setdefault(key, {}).setdefault(rep.rail, rep.error)
                 continue
-            if any(f["test"] == "bw" for f in rep.get("figures", ())):  # the sender's side of a rail
+            if any(f.test == "bw" for f in rep.figures):  # the sender's side of a rail
                 complete[key] = complete.get(key, 0) + 1
-            for f in rep.get("figures", ()):
-                kind = f.get("buffers", "host")
-                if f["test"] == "skipped":
-                    self.note_once(f"pair tests, {kind} buffers: {f['reason']}")
+            for f in rep.figures:
+                if f.test == "skipped":
+                    self.note_once(f"pair tests, {f.buffers} buffers: {f.reason}")
                     continue
-                name = f"mpi {f['test']} {kind}"
-                rail = f"{name} rail{rep['rail']}"
-                if f["test"] == "bw" or rails_of.get(key, 1) > 1:
-                    self.add_pair(key, rail, {**f, "nics": self.rail_nics(key, rep["rail"])})
+                name = f"mpi {f.test} {f.buffers}"
+                rail = f"{name} rail{rep.rail}"
+                if f.test == "bw" or rails_of.get(key, 1) > 1:
+                    self.add_measured(key, rail, f, self.rail_nics(key, rep.rail))
                     if rails_of.get(key, 1) > 1:
-                        lat.setdefault(key, {})[rail] = f["value"]
-                        self.directions[rail] = bool(f["higher_is_better"])
-                        repeats.setdefault(key, {}).setdefault(name, {})[rep["rail"]] = list(
-                            f.get("floors") or f.get("samples", ()))  # latency: its floors (pairtest.FLOOR)
-                        if f.get("ceilings"):  # and its slowest round trips (pairtest.CEILING)
-                            tail = f"mpi {TAIL} {kind}"
-                            repeats[key].setdefault(tail, {})[rep["rail"]] = list(f["ceilings"])
+                        lat.setdefault(key, {})[rail] = f.value
+                        self.directions[rail] = f.higher_is_better
+                        # latency: its floors (pairtest.FLOOR)
+                        repeats.setdefault(key, {}).setdefault(name, {})[rep.rail] = list(f.floors or f.samples)
+                        if f.ceilings:  # and its slowest round trips (pairtest.CEILING)
+                            tail = f"mpi {TAIL} {f.buffers}"
+                            repeats[key].setdefault(tail, {})[rep.rail] = list(f.ceilings)
                             self.directions[tail] = False
-                if f["test"] == "bw":
-                    totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f["value"]
-                elif rep["rail"] == 0:
-                    self.add_pair(key, name, f)
-                    lat.setdefault(key, {})[name] = f["value"]
-                self.directions[name] = bool(f["higher_is_better"])
+                if f.test == "bw":
+                    totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0) + f.value
+                elif rep.rail == 0:
+                    self.add_measured(key, name, f)
+                    lat.setdefault(key, {})[name] = f.value
+                self.directions[name] = f.higher_is_better
         for key, rails in failed.items():  # a rail that failed its test (past the pair's timeout: cut, or
             for k, err in rails.items():  # too slow to finish) carries nothing: it is judged so, not left out
                 name = "mpi bw host"
-                if any(r.get("rail") == k and tuple(r["pair"]) == key and any(f.get("test") == "bw" for f in
-                                                                                 r.get("figures", ())) for r in reports):
+                if any(r.rail == k and r.pair == key and any(f.test == "bw" for f in r.figures) for r in reports):
                     continue  # its sender measured it: the error is the other side's epilogue
                 complete[key] = complete.get(key, 0) + 1
-                self.add_pair(key, f"{name} rail{k}", {"unit": "GB/s", "higher_is_better": True, "value": 0.0,
-                                                       "nics": self.rail_nics(key, k), "error": err})
+                self.add_pair(key, f"{name} rail{k}", "GB/s", 0.0, True, nics=self.rail_nics(key, k), error=err)
                 totals.setdefault(key, {})[name] = totals.get(key, {}).get(name, 0.0)
                 if rails_of.get(key, 1) > 1:
                     lat.setdefault(key, {})[f"{name} rail{k}"] = 0.0
@@ -758,8 +740,7 @@ class Coordinator:
                 hib = self.directions[name]
                 for (k, j), ratio in against_siblings(by_rail, hib, tail_ratio if is_tail(name) else None).items():
                     sib = sibling_key(name, k, j)
-                    self.add_pair(key, sib, {"unit": "x", "higher_is_better": hib, "value": ratio,
-                                             "nics": self.rail_nics(key, k)})
+                    self.add_pair(key, sib, "x", ratio, hib, nics=self.rail_nics(key, k))
                     lat.setdefault(key, {})[sib] = ratio
                     self.directions[sib] = hib
         out = {}
@@ -771,7 +752,7 @@ class Coordinator:
                 continue
             out[p] = dict(lat.get(key, {}))
             for name, v in totals.get(key, {}).items():
-                self.add_pair(key, name, {"unit": "GB/s", "higher_is_better": True, "value": v, "rails": rails})
+                self.add_pair(key, name, "GB/s", v, True, rails=rails)
                 out[p][name] = v
         return out
 
@@ -798,15 +779,21 @@ class Coordinator:
         r = node.rail_rank(rail) if rail < len(node.ranks) else None
         if r is None:
             return ""
-        return self.nic.get(r) or nearest_nic(node.nics, self.cpus.get(r, set()))
+        return self.hellos[r].nic or nearest_nic(node.nics, set(self.hellos[r].cpus))
 
-    def add_pair(self, key: tuple[str, ...], name: str, f: dict[str, Any]) -> None:
-        """A pair test's figure (pairtest.run's, or one the driver derives: a total, a rail against its sibling,
-        a rail that failed) recorded and appended to pairs.jsonl."""
-        extra = {k: f[k] for k in ("samples", "floors", "ceilings", "nics", "gpus", "rails", "buffers", "transport",
-                                   "why", "error") if k in f}
-        r = PairResult(a=key[0], b=key[1], key=name, unit=f["unit"], value=f["value"],
-                       higher_is_better=f["higher_is_better"], round=self.round_no, **extra)
+    def add_measured(self, key: tuple[str, str], name: str, f: pairtest.Figure, nics: list[str] | None = None
+                     ) -> None:
+        """A figure as pairtest.run measured it (`nics`: a rail's), recorded (`add_pair`)."""
+        self.add_pair(key, name, f.unit, f.value, f.higher_is_better, samples=f.samples, floors=f.floors,
+                      ceilings=f.ceilings, nics=nics or [], gpus=f.gpus, buffers=f.buffers, transport=f.transport,
+                      why=f.why)
+
+    def add_pair(self, key: tuple[str, str], name: str, unit: str, value: float, higher_is_better: bool,
+                 **more: Any) -> None:
+        """A pair test's figure (`add_measured`'s, or one the driver derives: a total, a rail against its sibling,
+        a rail that failed) recorded and appended to pairs.jsonl; `more`: the PairResult's other fields."""
+        r = PairResult(a=key[0], b=key[1], key=name, unit=unit, value=value, higher_is_better=higher_is_better,
+                       round=self.round_no, **more)
         self.pair_results.append(r)
         self.saving(self.out.pair_line, r)
 
@@ -841,7 +828,7 @@ class Coordinator:
         return fleet
 
     def done(self) -> None:
-        reqs = [wire.post(self.comm, {"op": "done"}, r, wire.CMD) for r in self.node_of if r != 0 and r not in wire.gone]
+        reqs = [wire.post(self.comm, Done(), r, wire.CMD) for r in self.node_of if r != 0 and r not in wire.gone]
         try:
             wire.wait_all(reqs, wire.deadline(10), spin=False)
         except wire.Late:

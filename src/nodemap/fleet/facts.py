@@ -18,6 +18,8 @@ import msgspec
 
 from .nodefile import NO_PUS, TopologyView, pus_of
 
+Facts = dict[str, int | str]  # fact name -> its value (a count, a size in bytes, a model, a link's width)
+
 # How bad a difference in a fact is: a missing or degraded part is hardware
 # to repair (fail: memory too, a DIMM lost); anything else differs from the fleet (warn).
 FAIL_PREFIXES = ("GPU", "NVLink", "NIC", "memory")
@@ -26,12 +28,12 @@ FAIL_PREFIXES = ("GPU", "NVLink", "NIC", "memory")
 SIZE_TOLERANCE = 0.05
 
 
-def facts(topo: TopologyView | None) -> dict[str, Any]:
+def facts(topo: TopologyView | None) -> Facts:
     """Node-independent facts of one topology (as the fleet reads it); {} when unknown."""
     online, pus = pus_of(topo) if topo is not None else (0, 0)
     if topo is None or (not pus and msgspec.structs.replace(topo, pus=NO_PUS) == TopologyView()):
         return {}  # none, or an empty object: unknown
-    out: dict[str, Any] = {"NUMA nodes": len(topo.numa_nodes), "CPUs online": online}
+    out: Facts = {"NUMA nodes": len(topo.numa_nodes), "CPUs online": online}
     if topo.machine is not None and topo.machine.memory:
         out["memory"] = topo.machine.memory
     for numa in topo.numa_nodes:
@@ -81,7 +83,7 @@ def verdict(name: str) -> str:
     return "fail" if name.startswith(FAIL_PREFIXES) else "warn"
 
 
-def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+def differences(node_facts: dict[str, Facts]) -> dict[str, list[tuple[str, str]]]:
     """node -> [(fail | warn, sentence)] for every fact that differs from the
     value most nodes (of these, one class) have; a fact without a majority
     value sets no norm."""
@@ -110,7 +112,7 @@ def differences(node_facts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[s
     return out
 
 
-def _size_norm(node_facts: dict[str, dict[str, Any]], k: str) -> tuple[Any, int]:
+def _size_norm(node_facts: dict[str, Facts], k: str) -> tuple[Any, int]:
     """A size's norm: the median of the nodes' values, held by those within SIZE_TOLERANCE of it."""
     values = sorted(f[k] for f in node_facts.values() if isinstance(f.get(k), (int, float)))
     med = values[len(values) // 2]

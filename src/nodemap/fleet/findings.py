@@ -43,7 +43,7 @@ def _configuration(f: Finding) -> str:
 
 
 def topology_findings(nodes: list[Node]) -> list[Finding]:
-    by_class: dict[str, dict[str, dict[str, Any]]] = {}
+    by_class: dict[str, dict[str, factsmod.Facts]] = {}  # class -> node -> its facts
     for n in nodes:
         if n.facts:
             by_class.setdefault(n.node_class, {})[n.name] = n.facts

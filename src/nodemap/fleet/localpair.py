@@ -26,7 +26,6 @@ from typing import Any
 from . import nodecheck, pairtest, wire
 
 ROUND = 0  # pair-test tag round: rank 0 numbers the inter-node rounds from 1
-TESTS = ("bw", "latency")
 # The single-node check's figure size (bench/comm/mpi_common.FIGURE_SIZE, tested equal: not imported, so that the
 # ranks that only follow do not load the check); 8 per window (past a few MiB the link is saturated by 8
 # messages, bench/mpi_p2p.window_for); each side holds a 16 MiB send and receive buffer (bench/comm/p2p.py).
@@ -59,8 +58,7 @@ class Lead:
         self.tell("go")
         try:
             theirs = wire.recv(self.comm, self.partner, wire.LOCAL, wire.deadline(self.timeout))  # its GPU
-            figs = pairtest.run(self.comm, self.partner, ROUND, True, TESTS, SIZES, self.timeout, self.buffers,
-                                 self.seat)
+            figs = pairtest.run(self.comm, self.partner, ROUND, True, SIZES, self.timeout, self.buffers, self.seat)
         except wire.Late as e:
             self.silent = True
             why = ("stopped answering (no heartbeat)" if isinstance(e, wire.Gone) else
@@ -82,14 +80,14 @@ class Lead:
     def release(self) -> None:
         self.tell("skip")
 
-    def places(self, topo: Any, figs: list[dict[str, Any]], theirs: dict[str, str]) -> list[Any]:
+    def places(self, topo: Any, figs: list[pairtest.Figure], theirs: dict[str, str]) -> list[Any]:
         """Both ranks' Places (their GPUs named where device figures exist), for the path and its class."""
         import os
 
         from ..bench.comm import mpi_common as mc
         from ..bench.gpu.devices import match_gpu
 
-        device = any(f.get("buffers") == "device" and f["test"] != "skipped" for f in figs)
+        device = any(f.buffers == "device" and f.test != "skipped" for f in figs)
         mine = gpu_of(self.seat, topo) if device else {}
         peer_gpu = match_gpu(topo, theirs.get("bus", ""), theirs.get("uuid", "")) if device and theirs else None
         peer_key = peer_gpu.key if peer_gpu is not None else theirs.get("key", "") if device else ""
@@ -102,7 +100,7 @@ def gpu_of(seat: pairtest.Seat, topo: Any = None) -> dict[str, str]:
     """The GPU a rank at `seat` uses in the step (pairtest.gpu_for: the node's plan),
     as its own CUDA runtime sees it (each rank may see other GPUs: --gpus-per-task):
     PCI bus id, UUID, Topology key ("GPU1"; "cudaN" without the topology); {} without one."""
-    if not pairtest.device_capability()["gpu"]:
+    if not pairtest.device_capability().gpu:
         return {}
     try:
         import cupy as cp
@@ -125,7 +123,7 @@ def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], sai
         nodecheck.hang_forever()
     try:
         wire.send(comm, gpu_of(seat) if "device" in buffers else {}, leader, wire.LOCAL, wire.deadline(timeout))
-        pairtest.run(comm, leader, ROUND, False, TESTS, SIZES, timeout, buffers, seat)
+        pairtest.run(comm, leader, ROUND, False, SIZES, timeout, buffers, seat)
     except (wire.Late, ValueError):
         pass
 
@@ -136,7 +134,7 @@ def heard(comm: Any, leader: int) -> str | None:
     return msg.recv() if msg is not None else None
 
 
-def result_set(figs: list[dict[str, Any]], places: list[Any], topo: Any, buffers: tuple[str, ...]) -> Any:
+def result_set(figs: list[pairtest.Figure], places: list[Any], topo: Any, buffers: tuple[str, ...]) -> Any:
     """The sender's figures as `bench mpi`'s ResultSet: params buffers HH/DD,
     size and transport; the path and its class as `bench mpi` names them."""
     from ..bench.comm import mpi_common as mc
@@ -149,31 +147,31 @@ def result_set(figs: list[dict[str, Any]], places: list[Any], topo: Any, buffers
     rs.environment = {"mpi": mc.library(), "ranks": 2, "places": [asdict(p) for p in places],
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for f in figs:
-        if f["test"] == "skipped":
-            rs.messages.append(f["reason"])
+        if f.test == "skipped":
+            rs.messages.append(f.reason)
             continue
-        buf, transport = pairtest.BUFFERS[f["buffers"]], TRANSPORT.get(f["transport"], f["transport"])
+        buf, transport = pairtest.BUFFERS[f.buffers], TRANSPORT.get(f.transport, f.transport)
         cls = (gpu_class(topo, a, b) or mc.pair_class(a, b)) if buf == "DD" else mc.pair_class(a, b)
         rs.results.append(make_result(
-            "mpi", f["test"], f["unit"], f["samples"], verified=f["verified"],
-            params={"size": f["bytes"], "buffers": buf, "transport": transport,
-                    "window": SIZES.window if f["test"] == "bw" else 1},
-            bytes=f["bytes"] * SIZES.window * SIZES.bw_windows if f["test"] == "bw" else 0,
-            counting=f["counting"], path=f"{a.label()} -> {b.label()}{via(transport)}", path_class=cls,
+            "mpi", f.test, f.unit, f.samples, verified=f.verified,
+            params={"size": f.bytes, "buffers": buf, "transport": transport,
+                    "window": SIZES.window if f.test == "bw" else 1},
+            bytes=f.bytes * SIZES.window * SIZES.bw_windows if f.test == "bw" else 0,
+            counting=f.counting, path=f"{a.label()} -> {b.label()}{via(transport)}", path_class=cls,
             verification="receive buffers poisoned (0xFF) before every repetition, compared with the sender's "
                          "pattern after it (fleet/pairtest.py)",
-            notes=(f["why"],) if f.get("why") else ()))
+            notes=(f.why,) if f.why else ()))
     if "device" in buffers:
         rs.environment["cuda_aware"] = awareness(figs)
     return rs
 
 
-def awareness(figs: list[dict[str, Any]]) -> dict[str, Any]:
+def awareness(figs: list[pairtest.Figure]) -> dict[str, Any]:
     """`bench mpi`'s cuda_aware record from this rank's library (its word
     with or without a GPU, mpi_common.capability) and the device test:
     proven when the device figures went straight to MPI."""
     cap = pairtest.device_capability()
-    device = [f for f in figs if f.get("buffers") == "device"]
-    proven = any(f.get("transport") == "cuda-aware" for f in device)
-    ran = any(f["test"] != "skipped" for f in device)
-    return {"gpu": bool(cap["gpu"] and ran), "aware": bool(cap["aware"]), "proven": proven, "how": cap["how"]}
+    device = [f for f in figs if f.buffers == "device"]
+    proven = any(f.transport == "cuda-aware" for f in device)
+    ran = any(f.test != "skipped" for f in device)
+    return {"gpu": bool(cap.gpu and ran), "aware": bool(cap.aware), "proven": proven, "how": cap.how}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from ..check.expectations import FleetRules, fleet_defaults
 from ..finding import Finding
@@ -21,7 +21,7 @@ from .drain import Drain, drain_list
 from .findings import co_hosted, contended, own_findings, status_findings, too_few_notes, topology_findings
 from .links import judge_links
 from .noise import Baseline
-from .nodefile import Conclusion, Link, NodeRow, PairResult, Remeasured
+from .nodefile import Conclusion, Link, NodeRow, NoPairTests, PairResult, Remeasured
 from .nodes import Node
 from .pairs import rail_rules, replay
 from .remeasure import confirm, said_remeasured
@@ -61,7 +61,7 @@ class Fleet:
         return FleetFile(SCHEMA, self.complete, self.thresholds,
                          [NodeRow(n.name, n.status, n.node_class, n.last_state, self.verdict(n.name), len(n.figures))
                           for n in self.nodes], self.baselines, self.keys, self.ratios, self.findings, self.links,
-                         self.isolation if self.isolation is not None else {}, self.notes, self.drain,
+                         self.isolation if self.isolation is not None else NoPairTests(), self.notes, self.drain,
                          self.remeasured, messages)
 
 
@@ -78,7 +78,7 @@ class FleetFile:
     ratios: dict[str, list[float | None]]
     findings: list[Finding]
     links: list[Link]
-    isolation: Conclusion | dict[str, Any]  # {} without pair tests (as fleet.json has always said)
+    isolation: Conclusion | NoPairTests
     notes: list[str]
     drain: list[Drain]
     remeasured: Remeasured

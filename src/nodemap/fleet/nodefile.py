@@ -119,6 +119,7 @@ class _Port(msgspec.Struct, gc=False):
 
 class _Nic(msgspec.Struct, gc=False):
     name: str = ""
+    cpuset: str = ""  # its local CPUs (driver.nearest_nic)
     kind: str = ""
     numa_node: int = -1
     pci_bus_id: str = ""
@@ -239,6 +240,10 @@ class Conclusion(msgspec.Struct):
     tests: int = 0
     rounds: int = 0
     all_pairs: int = 0  # what testing every pair would have taken
+
+
+class NoPairTests(msgspec.Struct):
+    """fleet.json's isolation without pair tests: {}, as it has always said."""
 
 
 class Isolation(msgspec.Struct):  # isolation.json

@@ -24,7 +24,7 @@ class Node:
     status: str = "complete"  # complete | incomplete | missing
     node_class: str = "unknown"
     figures: dict[str, Fig] = field(default_factory=dict)  # key -> figure record
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: factsmod.Facts = field(default_factory=dict)
     last_state: str = ""  # for a missing node: the last thing it said
     busy: str = ""  # its own check found the node busy (check/busy.py): the first reason; "" when idle
     findings: list[Finding] = field(default_factory=list)  # its own check's (`_own`)

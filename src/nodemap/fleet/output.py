@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import msgspec
@@ -26,12 +27,26 @@ def safe_name(node: str) -> str:
 NODE_SUFFIXES = (".json", ".check.json")  # nodes/NAME.json (what rank 0 gathered), NAME.check.json (the leader's)
 
 
-def save_node(outdir: str, doc: dict[str, Any], suffix: str = ".json") -> str:
+@dataclass(frozen=True)
+class NodeLine:
+    """A node document as nodes.jsonl holds it, one line, encoded once (by its leader: rank 0 writes and
+    reads these bytes, nodefile.node_document), and the host it names."""
+
+    host: str
+    text: str
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> NodeLine:
+        """A node check's document (nodecheck.run_check's)."""
+        return cls(str(doc.get("host", "?")), json_text(doc, indent=None))
+
+
+def save_node(outdir: str, line: NodeLine, suffix: str = ".json") -> str:
     """DIR/nodes/NAME{suffix}: the node document on one line, as nodes.jsonl holds it."""
     folder = os.path.join(outdir, "nodes")
     make_folder(folder, "--output")
-    path = os.path.join(folder, safe_name(str(doc.get("host", "?"))) + suffix)
-    write(path, json_text(doc, indent=None))
+    path = os.path.join(folder, safe_name(line.host) + suffix)
+    write(path, line.text)
     return path
 
 
@@ -63,21 +78,21 @@ class FleetOutput:
         check_folder(self.outdir, "--output", written=[name(self.json_path), name(self.html_path), ISOLATION,
                                                       REMEASURED], appended=[name(self.nodes_path), name(self.pairs_path)])
 
-    def _append(self, path: str, obj: Any) -> None:
+    def _append(self, path: str, line: str) -> None:
         # One write per line, synced: a run killed later keeps every line written. The folder may
         # be shared (docs/fleet.md): never appended through a link planted in it.
         fd = open_append(self.outdir, os.path.basename(path), "--output")
         with os.fdopen(fd, "w") as f:
-            f.write(json_text(obj, indent=None) + "\n")
+            f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
 
-    def node_line(self, doc: dict[str, Any]) -> None:
-        self._append(self.nodes_path, doc)
-        save_node(self.outdir, doc)
+    def node_line(self, line: NodeLine) -> None:
+        self._append(self.nodes_path, line.text)
+        save_node(self.outdir, line)
 
     def pair_line(self, r: PairResult) -> None:
-        self._append(self.pairs_path, r)
+        self._append(self.pairs_path, json_text(r, indent=None))
 
     def isolation(self, conclusion: Conclusion) -> None:
         write(os.path.join(self.outdir, ISOLATION), msgspec.json.encode(Isolation(conclusion)))

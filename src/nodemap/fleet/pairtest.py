@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import functools
 import statistics
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..bench.comm import p2p
 from . import wire
+
+if TYPE_CHECKING:
+    from ..bench.comm.mpi_common import Awareness
 
 KINDS = ("host", "device")
 STEP = 16  # tags per round: hello 0, tests 1..5, every test's sync 6 and acks and agreements 7
@@ -53,27 +56,47 @@ class Sizes:
 
 
 @functools.lru_cache(maxsize=None)
-def device_capability() -> dict[str, Any]:
+def device_capability() -> Awareness:
     """This rank's side of the device decision (asked once per process), as bench mpi asks it."""
     from ..bench.comm import mpi_common
 
-    cap = mpi_common.capability()
-    return {"gpu": cap.gpu, "aware": cap.aware, "how": cap.how}
+    return mpi_common.capability()
 
 
-def device_mode(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> tuple[str | None, str]:
+def device_mode(mine: Awareness | None, theirs: Awareness | None) -> tuple[str | None, str]:
     """("cuda-aware" | "staged" | None to skip, why); the same on both sides
     (it reads both capabilities, which both sides have after the handshake;
     mpi_common.agreed, bench mpi's rule over its ranks)."""
-    from ..bench.comm.mpi_common import NOT_AWARE, Awareness, agreed
+    from ..bench.comm.mpi_common import NOT_AWARE, agreed
 
-    if not (mine and mine.get("gpu") and theirs and theirs.get("gpu")):
-        return None, "device buffers skipped: no GPU visible on " + ("both sides" if not (mine or {}).get("gpu") and
-                                                                      not (theirs or {}).get("gpu") else "one side")
-    both = agreed([Awareness(**mine), Awareness(**theirs)])
+    if not (mine and mine.gpu and theirs and theirs.gpu):
+        return None, "device buffers skipped: no GPU visible on " + ("both sides" if not (mine and mine.gpu) and
+                                                                      not (theirs and theirs.gpu) else "one side")
+    both = agreed([mine, theirs])
     if both.aware:
         return "cuda-aware", f"both sides' MPI says it is CUDA-aware ({both.how})"
     return "staged", f"{NOT_AWARE} ({both.how})"
+
+
+@dataclass
+class Figure:
+    """One test's record on the sender's side, or a buffer kind it could not test (test "skipped", `reason`)."""
+
+    test: str  # bw | latency | skipped
+    buffers: str = "host"  # KINDS
+    unit: str = ""
+    higher_is_better: bool = True
+    value: float = 0.0
+    samples: list[float] = field(default_factory=list)
+    floors: list[float] = field(default_factory=list)  # latency: FLOOR
+    ceilings: list[float] = field(default_factory=list)  # latency: CEILING
+    bytes: int = 0  # per message
+    counting: str = ""
+    verified: bool = False
+    transport: str = ""  # TRANSPORT's
+    why: str = ""  # how the transport was chosen
+    gpus: list[str] = field(default_factory=list)  # device buffers: both sides' GPUs
+    reason: str = ""  # why skipped
 
 
 @dataclass(frozen=True)
@@ -85,14 +108,7 @@ class Seat:
 
     local_rank: int = 0
     local_size: int = 1
-    visibility: tuple[tuple[tuple[str, str], ...], ...] = ()
-
-    @classmethod
-    def of(cls, d: dict[str, Any] | None) -> Seat:
-        """From a role or command (its lists made tuples, so that the seat is a key)."""
-        d = d or {}
-        vis = tuple(tuple((str(k), str(v)) for k, v in r) for r in d.get("visibility", ()))
-        return cls(int(d.get("local_rank", 0)), int(d.get("local_size", 1)), vis)
+    visibility: tuple[tuple[tuple[str, str], ...], ...] = ()  # tuples: the seat is a key (gpu_for)
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,12 +142,12 @@ def gpu_key(seat: Seat) -> str:
 # --- the test ---------------------------------------------------------------------
 
 
-def run(comm: Any, peer: int, rnd: int, sends: bool, tests: tuple[str, ...], sizes: Sizes,
+def run(comm: Any, peer: int, rnd: int, sends: bool, sizes: Sizes,
         timeout: float, buffers: tuple[str, ...] = ("host",), seat: Seat = Seat(), nap: bool = False
-        ) -> list[dict[str, Any]]:
+        ) -> list[Figure]:
     """This rank's side of one pair test; the sender's side returns the
-    figures (each with its "buffers" kind and "transport"; device figures
-    name both sides' GPUs, "gpus") and, for a kind it could not test, a
+    figures (each with its buffers' kind and transport; device figures
+    name both sides' GPUs) and, for a kind it could not test, a
     record with the reason ("skipped"). `seat`: where this rank is on its
     node, for its GPU (`gpu_for`). `nap`: ranks of several nodes share this
     host's CPUs, so the bandwidth loop's waits nap too (wire.wait_all)."""
@@ -140,23 +156,25 @@ def run(comm: Any, peer: int, rnd: int, sends: bool, tests: tuple[str, ...], siz
     tag = wire.PAIR + rnd * STEP
     at = wire.deadline(timeout)
     mine = device_capability() if "device" in buffers else None
-    gpu = gpu_key(seat) if mine and mine["gpu"] else ""
+    gpu = gpu_key(seat) if mine and mine.gpu else ""
     token = comm.isend(("hello", rnd, mine, gpu), dest=peer, tag=tag)
     _, _, theirs, their_gpu = wire.recv(comm, peer, tag, at)
     wire.wait(token, at, peer=peer)
     end = End(MPI, comm, peer, tag, sends, functools.partial(wire.wait_all, at=at, peer=peer, nap=nap),
               functools.partial(wire.wait_all, at=at, peer=peer, nap=True))
-    out: list[dict[str, Any]] = []
+    out: list[Figure] = []
     try:
         for kind in buffers:
             transport, note = _transport(end, kind, mine, theirs, seat)
             if transport is None:
-                out.append({"test": "skipped", "buffers": kind, "reason": note})
+                out.append(Figure("skipped", kind, reason=note))
                 continue
-            gpus = {"gpus": [gpu, their_gpu]} if kind == "device" else {}
-            for test in (t for t in ("bw", "latency") if t in tests):
+            for test in ("bw", "latency"):  # every rail's latency too: a delay on one rail shows in no bandwidth
                 fig = _measure(test, end.side(kind, transport, test, sizes), sizes)
-                out += [{**fig, "buffers": kind, "transport": TRANSPORT[transport], "why": note, **gpus}] if fig else []
+                if fig:
+                    fig.buffers, fig.transport, fig.why = kind, TRANSPORT[transport], note
+                    fig.gpus = [gpu, their_gpu] if kind == "device" else []
+                    out.append(fig)
     except Mismatch:
         if sends:
             raise
@@ -187,7 +205,8 @@ class End:
                         ack_tag=self.tag + ACK)
 
 
-def _transport(end: End, kind: str, mine: Any, theirs: Any, seat: Seat) -> tuple[str | None, str]:
+def _transport(end: End, kind: str, mine: Awareness | None, theirs: Awareness | None, seat: Seat
+               ) -> tuple[str | None, str]:
     """How this kind's buffers go to MPI for this pair ("host", "cuda-aware",
     "staged"; None: skipped), and why."""
     if kind == "host":
@@ -213,7 +232,7 @@ def _prove(end: End, n: int = 1 << 16) -> bool:
     return p2p.Side(end.MPI, end.comm, ep, end.peer, end.sends, ack_tag=end.tag + ACK).agree(ok)
 
 
-def _measure(test: str, s: p2p.Side, sz: Sizes) -> dict[str, Any] | None:
+def _measure(test: str, s: p2p.Side, sz: Sizes) -> Figure | None:
     """sz.repeats repetitions of bench mpi's loop (p2p.LOOPS), each into a
     poisoned receive buffer and checked after it on both sides, who stop
     alike at a mismatch; the sender's record.
@@ -237,12 +256,11 @@ def _measure(test: str, s: p2p.Side, sz: Sizes) -> dict[str, Any] | None:
     if not s.first:
         return None
     if test == "bw":
-        return {"test": "bw", "unit": "GB/s", "higher_is_better": True, "value": statistics.median(samples),
-                "samples": samples, "bytes": n,
-                "counting": f"{window} messages of {n} B per window, acknowledged per window", "verified": True}
-    return {"test": "latency", "unit": "us", "higher_is_better": False, "value": statistics.median(samples),
-            "samples": samples, "floors": floors, "ceilings": ceilings, "bytes": n,
-            "counting": ROUND_TRIP.format(n=n, iters=iters), "verified": True}
+        return Figure("bw", unit="GB/s", value=statistics.median(samples), samples=samples, bytes=n,
+                      counting=f"{window} messages of {n} B per window, acknowledged per window", verified=True)
+    return Figure("latency", unit="us", higher_is_better=False, value=statistics.median(samples), samples=samples,
+                  floors=floors, ceilings=ceilings, bytes=n, counting=ROUND_TRIP.format(n=n, iters=iters),
+                  verified=True)
 
 
 # A pair's latency is a link's: where ranks share CPUs (test nodes on one host, a busy node) a few
