@@ -11,6 +11,7 @@ import check_synth as syn
 import nodes
 from nodemap.bench.comm import mpi_common as mc
 from nodemap.check import mpi, suite
+from nodemap.bench.gpu.devices import Gpu
 from nodemap.fleet import localpair, pairtest
 from test_check_verdicts import by_key, doc_of
 
@@ -117,11 +118,12 @@ def test_the_second_ranks_gpu_is_the_one_it_names(monkeypatch):
     """With a GPU per task each rank sees its own "device 0": the partner's GPU
     is the one it reports (PCI bus id), not the leader's guess."""
     topo = nodes.karolina()
-    monkeypatch.setattr(localpair, "gpu_of", lambda local, topo=None: {"bus": "0000:10:00.0", "uuid": "", "key": "GPU0"})
+    monkeypatch.setattr(localpair, "gpu_of", lambda local, topo=None: Gpu(0, "", 0, 0, 0, "0000:10:00.0", key="GPU0"))
     lead = localpair.Lead(Rank(5), 6, [1], 5.0, ("host", "device"), "n1")
-    me, peer = lead.places(topo, figs(dd_bw=11.0), {"bus": "0000:11:00.0", "uuid": "", "key": "cuda0"})
+    theirs = Gpu(0, "", 0, 0, 0, "0000:11:00.0", key="cuda0")
+    me, peer = lead.places(topo, figs(dd_bw=11.0), theirs)
     assert (me.gpu, peer.gpu) == ("GPU0", "GPU1") and peer.rank == 6 and peer.local_rank == 1
-    me, peer = lead.places(topo, figs(), {"bus": "0000:11:00.0", "uuid": "", "key": "cuda0"})
+    me, peer = lead.places(topo, figs(), theirs)
     assert (me.gpu, peer.gpu) == ("", "")  # no device figures: no GPU in the path
 
 

@@ -745,9 +745,8 @@ class Coordinator:
                     self.directions[sib] = hib
         out = {}
         for p in rnd:
-            a, b = alive[p[0]], alive[p[1]]
-            key = (a.name, b.name)
-            rails = min(len(a.ranks), len(b.ranks))
+            key = (alive[p[0]].name, alive[p[1]].name)
+            rails = rails_of[key]
             if complete.get(key) != rails:
                 continue
             out[p] = dict(lat.get(key, {}))

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import nodecheck, pairtest, wire
+
+if TYPE_CHECKING:
+    from ..bench.gpu.devices import Gpu
 
 ROUND = 0  # pair-test tag round: rank 0 numbers the inter-node rounds from 1
 # The single-node check's figure size (bench/comm/mpi_common.FIGURE_SIZE, tested equal: not imported, so that the
@@ -80,7 +83,7 @@ class Lead:
     def release(self) -> None:
         self.tell("skip")
 
-    def places(self, topo: Any, figs: list[pairtest.Figure], theirs: dict[str, str]) -> list[Any]:
+    def places(self, topo: Any, figs: list[pairtest.Figure], theirs: Gpu | None) -> list[Any]:
         """Both ranks' Places (their GPUs named where device figures exist), for the path and its class."""
         import os
 
@@ -88,29 +91,28 @@ class Lead:
         from ..bench.gpu.devices import match_gpu
 
         device = any(f.buffers == "device" and f.test != "skipped" for f in figs)
-        mine = gpu_of(self.seat, topo) if device else {}
-        peer_gpu = match_gpu(topo, theirs.get("bus", ""), theirs.get("uuid", "")) if device and theirs else None
-        peer_key = peer_gpu.key if peer_gpu is not None else theirs.get("key", "") if device else ""
-        me = mc.place_of(self.comm.Get_rank(), self.host, os.sched_getaffinity(0), 0, topo, mine.get("key", ""))
+        mine = gpu_of(self.seat, topo) if device else None
+        peer_gpu = match_gpu(topo, theirs.bus_id, theirs.uuid) if device and theirs else None
+        peer_key = peer_gpu.key if peer_gpu is not None else theirs.key if device and theirs else ""
+        me = mc.place_of(self.comm.Get_rank(), self.host, os.sched_getaffinity(0), 0, topo, mine.key if mine else "")
         peer = mc.place_of(self.partner, self.host, self.partner_cpus, 1, topo, peer_key)
         return [me, peer]
 
 
-def gpu_of(seat: pairtest.Seat, topo: Any = None) -> dict[str, str]:
+def gpu_of(seat: pairtest.Seat, topo: Any = None) -> Gpu | None:
     """The GPU a rank at `seat` uses in the step (pairtest.gpu_for: the node's plan),
     as its own CUDA runtime sees it (each rank may see other GPUs: --gpus-per-task):
-    PCI bus id, UUID, Topology key ("GPU1"; "cudaN" without the topology); {} without one."""
+    PCI bus id, UUID, Topology key ("GPU1"; "cudaN" without the topology); None without one."""
     if not pairtest.device_capability().gpu:
-        return {}
+        return None
     try:
         import cupy as cp
 
         from ..bench.gpu.devices import describe
 
-        g = describe(cp, pairtest.gpu_for(seat).device, topo)
-        return {"bus": g.bus_id, "uuid": g.uuid, "key": g.key}
+        return describe(cp, pairtest.gpu_for(seat).device, topo)
     except Exception:  # a label, never a reason to stop
-        return {}
+        return None
 
 
 def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], said: str,
@@ -122,7 +124,7 @@ def follow(comm: Any, leader: int, timeout: float, buffers: tuple[str, ...], sai
     if nodecheck.hang_point() == "local":
         nodecheck.hang_forever()
     try:
-        wire.send(comm, gpu_of(seat) if "device" in buffers else {}, leader, wire.LOCAL, wire.deadline(timeout))
+        wire.send(comm, gpu_of(seat) if "device" in buffers else None, leader, wire.LOCAL, wire.deadline(timeout))
         pairtest.run(comm, leader, ROUND, False, SIZES, timeout, buffers, seat)
     except (wire.Late, ValueError):
         pass

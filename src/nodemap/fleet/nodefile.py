@@ -307,8 +307,8 @@ def node_document(where: str, data: bytes) -> NodeDoc | None:
 
 
 def typed_node(where: str, doc: Any) -> NodeDoc:
-    """A node document already parsed (the driver's, a test's, a file json had to read) as a NodeDoc, checked
-    as `node_document` checks one."""
+    """A node document already parsed (nodecheck's replayed one, a test's, a file json had to read) as a NodeDoc,
+    checked as `node_document` checks one."""
     if isinstance(doc, dict) and isinstance(doc.get("topology"), dict) and "pus" in doc["topology"]:
         topo = doc["topology"]  # its PUs as the JSON they would be read from
         doc = {**doc, "topology": {**topo, "pus": msgspec.Raw(msgspec.json.encode(topo["pus"]))}}

@@ -62,17 +62,6 @@ def _text(value: str) -> str:
     return printable(value)
 
 
-def cleaned(obj: Any) -> Any:
-    """`obj` (parsed JSON) with each text and key printable and bounded."""
-    if isinstance(obj, str):
-        return _text(obj)
-    if isinstance(obj, list):
-        return [cleaned(v) for v in obj]
-    if isinstance(obj, dict):
-        return {_text(k): cleaned(v) for k, v in obj.items()}
-    return obj
-
-
 def shown(f: Fig) -> Fig:
     """A figure with its texts as the fleet shows them (in place: it is the fleet's own copy)."""
     f.key, f.label, f.path, f.unit = _texts(f.key, f.label, f.path, f.unit)
@@ -97,7 +86,7 @@ def node_from_doc(doc: NodeDoc | dict[str, Any]) -> Node:
     """A node check document (schema nodemap.check/2 or /1) as the fleet sees it.
     A figure that is not a finite number >= 0 is left out and named in
     `rejected` (the reader refuses the file, the driver says it)."""
-    doc = doc if isinstance(doc, NodeDoc) else typed_node("node document", doc)  # the driver's, a test's
+    doc = doc if isinstance(doc, NodeDoc) else typed_node("node document", doc)  # a test's
     figs, rejected, aside = {}, [], set()
     for i, f in enumerate(doc.figures):
         if not f.key:
@@ -118,7 +107,7 @@ def node_from_doc(doc: NodeDoc | dict[str, Any]) -> Node:
         status="complete" if doc.complete else "incomplete",
         node_class=name(factsmod.node_class(doc.topology)),
         figures=figs,
-        facts=cleaned(factsmod.facts(doc.topology)),
+        facts={_text(k): _text(v) if isinstance(v, str) else v for k, v in factsmod.facts(doc.topology).items()},
         findings=[_own(x) for x in doc.findings],
         busy=_busy(doc.busy),
         rejected=rejected,

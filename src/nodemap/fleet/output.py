@@ -15,9 +15,10 @@ from typing import Any, Iterable
 import msgspec
 
 from ..outfile import check_folder, json_text, make_folder, open_append, write
+from ..text import printable
 from .merge import Fleet, no_gc
 from .nodefile import Conclusion, Isolation, Judged, NodeDoc, PairResult, Remeasured, RemeasuredFile, node_document
-from .nodes import Node, cleaned, name, node_from_doc, shown_pair
+from .nodes import Node, name, node_from_doc, shown_pair
 
 
 def safe_name(node: str) -> str:
@@ -196,7 +197,7 @@ def read_remeasured(dirs: list[str]) -> Remeasured | None:
         return None
     what = "fleet document (nodemap check --fleet wrote it)"
     got = records.decode(found[0], infile.read(found[0], infile.MAX_DOCUMENT, what), RemeasuredFile, what)
-    return {name(node): {name(k): [v] if isinstance(v, Judged) else v if isinstance(v, list) else cleaned(v)
+    return {name(node): {name(k): [v] if isinstance(v, Judged) else v if isinstance(v, list) else printable(v)
                          for k, v in keys.items()} for node, keys in got.remeasured.items()}
 
 
