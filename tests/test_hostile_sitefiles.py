@@ -62,6 +62,26 @@ def test_numbers_of_the_fleet_table(tmp_path, text, words):
     refused(r, "site.toml", *words)
 
 
+@pytest.mark.parametrize("command, text, words", [
+    (("check",), "[busy]\nother_cores = nan\n", ["line 2", "busy.other_cores = nan", "cores of CPU time"]),
+    (("check",), "[busy]\nmem_available = 5\n", ["busy.mem_available = 5.0", "write 0.05 for 5%"]),
+    (("check",), "[busy]\ngpu_util = true\n", ["busy.gpu_util = True must be a float"]),
+    (("check",), "[busy]\nother_core = 1\n", ["unknown key busy.other_core", "other_cores"]),
+    (("compare", "--dry-run"), "[compare]\nmin_noise = -0.1\n", ["compare.min_noise = -0.1", "below 1"]),
+    (("compare", "--dry-run"), "[watch]\nwarmup = 0.9\n", ["watch.warmup = 0.9", "below 0.5"]),
+    (("report", "w"), "[watch]\nforeign_min_mib = inf\n", ["watch.foreign_min_mib = inf", "in MiB"]),
+    (("report", "w"), "watch = 1\n", ["watch must be a table, written [watch]"]),
+])
+def test_numbers_of_the_busy_watch_and_compare_tables(tmp_path, command, text, words):
+    """[busy], [watch] and [compare] are read by the same validator as the other tables: one line naming the
+    file, line and key, exit 2, before anything is measured or read."""
+    site = _site(tmp_path, text)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "n1.r0.1.watch").write_text("")  # a watch folder: `report` reads the site file first
+    r = nodemap(*[str(tmp_path / "w") if a == "w" else a for a in command], "--expect", site, env_=env(tmp_path))
+    refused(r, "site.toml", *words)
+
+
 def _dotted(parts: int) -> str:
     return "a" + ".a" * (parts - 1) + " = 1\n"
 
