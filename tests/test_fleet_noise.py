@@ -58,6 +58,19 @@ def test_a_shortfall_within_the_figures_noise_warns_and_one_beyond_it_fails():
     assert "noisy" in {d.node for d in fleet_of(docs_of(noisy={STREAM: 0.85})).drain}
 
 
+def test_a_site_files_fleet_table_decides_who_is_measured_again_and_drained(tmp_path):
+    """[fleet] z_suspect, min_fresh of a site file (check --fleet --expect): a figure 3.75 sigmas low is no
+    suspect at z_suspect 5; one confirming re-measure drains at min_fresh 1 (2 by default: none)."""
+    nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.08}, lasting={HBM: 0.85}, noisy={STREAM: 0.85})]
+    (tmp_path / "site.toml").write_text("[fleet]\nz_suspect = 5\nmin_fresh = 1\n")
+    th = expectations.load(str(tmp_path / "site.toml")).fleet_rules()
+    assert remeasure.suspects(nodes) == {"lasting": [HBM], "noisy": [STREAM]}
+    assert remeasure.suspects(nodes, th) == {"lasting": [HBM]}
+    again = {"lasting": {HBM: [again_(HBM, 3000 * 0.86, spread=0.004)]}}
+    assert not merge.merge(nodes, remeasured=again).drain
+    assert [d.node for d in merge.merge(nodes, thresholds=th, remeasured=again).drain] == ["lasting"]
+
+
 def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     slow = {"lasting": {HBM: 0.85}, "passing": {HBM: 0.85}, "wavering": {HBM: 0.85}, "noisy": {STREAM: 0.85}}
     nodes = [fnodes.node_from_doc(d) for d in docs_of(spread={STREAM: 0.08}, **slow)]
@@ -73,7 +86,7 @@ def test_a_failure_is_drained_only_when_its_re_measures_confirm_it():
     again = {"lasting": {HBM: [at(HBM, 0.86)]}, "passing": {HBM: [at(HBM, 1.0)]},
              "wavering": {HBM: [at(HBM, 0.93, spread=0.3)]},  # below 95% but within its own noise
              "noisy": {STREAM: [at(STREAM, 0.85)]}}
-    # one re-measure drains nothing (MIN_FRESH: a healthy node's outlier cannot confirm its first);
+    # one re-measure drains nothing ([fleet] min_fresh: a healthy node's outlier cannot confirm its first);
     # one wholly above the line clears
     assert remeasure.suspects(nodes, remeasured=again) == {"lasting": [HBM], "wavering": [HBM], "noisy": [STREAM]}
     f = merge.merge(nodes, remeasured=again)

@@ -51,6 +51,8 @@ def test_numbers_of_the_expectations_are_finite_and_in_range(tmp_path, text, wor
     ("[fleet]\nlink_latency = inf\n", ["fleet.link_latency = inf"]),
     ("[fleet]\nlink_latency = 0.5\n", ["fleet.link_latency = 0.5"]),
     ("[fleet]\nrail_tail = 0.5\n", ["fleet.rail_tail = 0.5", "other rail's slowest round trips"]),
+    ("[fleet]\nmin_fresh = 0\n", ["fleet.min_fresh = 0", "count of re-measures"]),
+    ("[fleet]\nz_drain = nan\n", ["fleet.z_drain = nan", "number of sigmas"]),
     ("[[fleet.rule]]\nkey = \"gpu/*\"\nwarn = nan\n", ["fleet.rule[0].warn = nan"]),
     ("fleet = 3\n", ["fleet must be a table"]),
     ("fleet.rule = [1]\n", ["fleet.rule must be an array of tables"]),

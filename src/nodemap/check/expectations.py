@@ -129,6 +129,11 @@ class FleetRules:
     min_nodes: int = _key((int, lambda v: 1 <= v <= 1 << 20, "a count of nodes, 1 to 1048576"))
     z_fail: float = _key(_SIGMAS)  # below warn, fails only this many sigmas (the noise) below the median
     z_fail_below_fail: float = _key(_SIGMAS)  # below fail, this many suffice
+    # a suspect is measured again (fleet/remeasure.py): a failure, or below warn this many sigmas below the median
+    z_suspect: float = _key(_SIGMAS)
+    z_drain: float = _key(_SIGMAS)  # drained: its pooled measurements this many sigmas wholly below the warn line
+    min_fresh: int = _key((int, lambda v: 1 <= v <= 100, "a count of re-measures, 1 to 100"))  # and at least this many
+    z_fresh: float = _key(_SIGMAS)  # re-measures, alone this many of their sigmas below the line
     rules: tuple[Rule, ...] = ()  # per-figure overrides, first match wins
 
     def for_figure(self, key: str, node_class: str) -> tuple[float, float]:

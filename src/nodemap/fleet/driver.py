@@ -583,7 +583,7 @@ class Coordinator:
 
     def remeasure_phase(self, me: Hello) -> None:
         """Every node with a suspect figure (failing against the fleet, or
-        below `warn` by noise.Z_SUSPECT of its figure's noise) measures it
+        below `warn` by [fleet] z_suspect of its figure's noise) measures it
         again, all at once, round after round until each is settled
         (`remeasure.suspects`, `remeasure.settle`: drained once its pooled
         measurements lie wholly below the line, cleared once they reach it;

@@ -69,36 +69,19 @@ def own_noise(f: Fig) -> float:
     return s / 2 if isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s > 0 else 0.0
 
 
-REMEASURES = 5  # at most this many re-measures of one suspect figure
+REMEASURES = 5  # at most this many re-measures of one suspect figure (the driver's rounds)
 
 
-# Who is measured again: a figure below `warn` of the median and this many
-# sigmas below it (a first-pass z; a failure is one too). Lower than z_fail:
-# a re-measure is cheap, and the drain needs the pooled evidence (`settle`).
-Z_SUSPECT = 2.5
-
-
-# The drain: the pooled statistic's one-sided interval (this many sigmas of
-# the pooled mean) lies wholly below the figure's `warn` line.
-Z_DRAIN = 3.0
-
-
-MIN_FRESH = 2  # re-measures before a drain: one heavy-tailed outlier of a healthy node cannot confirm another
-
-
-Z_FRESH = 2.0  # the re-measures alone, without the first pass that picked the suspect, this far below the line
-
-
-def resolvable(b: Baseline, warn: float, fail: float) -> bool:
+def resolvable(b: Baseline, warn: float, fail: float, z_drain: float) -> bool:
     """Whether all the re-measures a suspect may get could confirm a fault
     in the middle of the band the fleet looks for (as far below `fail` as
     `fail` is below `warn`: 85% by default) wholly below the `warn` line:
     the pooled interval of 1 + REMEASURES measurements of the figure's
-    typical noise fits in warn - (2 fail - warn). Where it cannot (checks
+    typical noise (z_drain of its sigmas, [fleet]) fits in warn - (2 fail - warn). Where it cannot (checks
     co-scheduled on one machine: sigma 17-46%) a re-measure settles
     nothing, and the pooled mean of a few such skewed, heavy-tailed
     measurements is no normal one: only a failure is measured again."""
-    return Z_DRAIN * (b.repetition or b.noise) / math.sqrt(1 + REMEASURES) <= 2 * (warn - fail)
+    return z_drain * (b.repetition or b.noise) / math.sqrt(1 + REMEASURES) <= 2 * (warn - fail)
 
 
 @dataclass(frozen=True)

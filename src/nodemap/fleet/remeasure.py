@@ -1,7 +1,7 @@
 """Suspects measured again before any drain: who is a suspect, and where its
 measurements, pooled (fleet/noise.py), leave it.
 
-A failed figure (or one below 95% and Z_SUSPECT of its figure's noise below
+A failed figure (or one below 95% and [fleet] z_suspect of its figure's noise below
 the median) is a suspect: the driver measures it again, round by round
 (`suspects`, `settle`), and the node is drained only once its measurements,
 pooled, lie wholly below the `warn` line against the same baseline (`confirm`).
@@ -16,8 +16,7 @@ import msgspec
 from ..check.expectations import FleetRules, fleet_defaults
 from ..finding import Finding
 from .findings import co_hosted
-from .noise import (MIN_FRESH, REMEASURES, Z_DRAIN, Z_FRESH, Z_SUSPECT, Baseline, Pooled, as_read, below, num,
-                    pooled, resolvable)
+from .noise import REMEASURES, Baseline, Pooled, as_read, below, num, pooled, resolvable
 from .nodefile import Fig, Judged, Remeasured
 from .nodes import Node
 from .verdicts import judge_figures
@@ -26,7 +25,7 @@ from .verdicts import judge_figures
 def suspects(nodes: list[Node], th: FleetRules | None = None, remeasured: Remeasured | None = None
              ) -> dict[str, list[str]]:
     """node -> the figure keys to measure (again) on it: those that fail
-    against the fleet, or lie below `warn` by Z_SUSPECT of the figure's
+    against the fleet, or lie below `warn` by z_suspect of the figure's
     noise where re-measures can resolve it (`_suspect`), and that the re-measures so far (`remeasured`) have not settled; {}
     when none is left. The driver calls it round after round (`settle`)."""
     th = th or fleet_defaults()
@@ -55,7 +54,7 @@ def _baselines_of(baselines: list[Baseline], nodes: list[Node], findings: list[F
 
 
 def _suspect(f: Finding, th: FleetRules, by: dict[tuple[str, str], Baseline]) -> bool:
-    """A figure failure, or one below `warn` at least Z_SUSPECT of the
+    """A figure failure, or one below `warn` at least z_suspect of the
     figure's typical sigmas (`Baseline.noise`, not the node's own: a noisy
     first pass is the one to measure again) below the median: a re-measure
     can tell it from noise (a figure whose noise is
@@ -66,7 +65,8 @@ def _suspect(f: Finding, th: FleetRules, by: dict[tuple[str, str], Baseline]) ->
     b = by[(f.node, f.key)]
     warn, fail = th.for_figure(f.key, b.node_class)
     return f.verdict == "fail" or (f.ratio is not None and b.noise > 0 and f.ratio < warn
-                                    and (f.ratio - 1) / b.noise <= -Z_SUSPECT and resolvable(b, warn, fail))
+                                    and (f.ratio - 1) / b.noise <= -th.z_suspect
+                                    and resolvable(b, warn, fail, th.z_drain))
 
 
 def _rounds(got: list[Judged] | str | None) -> list[Fig] | str | None:
@@ -80,9 +80,9 @@ def _rounds(got: list[Judged] | str | None) -> list[Fig] | str | None:
 def settle(f: Finding, first: Fig, rounds: list[Fig], b: Baseline, th: FleetRules
            ) -> tuple[str, list[str], Pooled | None]:
     """Where a suspect stands after its re-measures, pooled with its first
-    pass (`pooled`): "drain" once the pooled interval's upper end (Z_DRAIN
+    pass (`pooled`): "drain" once the pooled interval's upper end (z_drain
     sigmas) lies below the figure's `warn` line and the re-measures alone
-    are below it by Z_FRESH of their sigmas (the first pass was picked for
+    are below it by z_fresh of their sigmas (the first pass was picked for
     being low: a heavy-tailed outlier of a healthy node must not drain it); "clear" once the pooled ratio is at least that line;
     "unsettled" after REMEASURES without either, else "open" (measure it
     again). With no noise known, the line is `fail` and the pooled ratio
@@ -92,10 +92,10 @@ def settle(f: Finding, first: Fig, rounds: list[Fig], b: Baseline, th: FleetRule
     if p is not None:
         warn, fail = th.for_figure(b.key, b.node_class)
         line = warn if p.sigma > 0 else fail
-        if (p.k > MIN_FRESH and p.ratio + Z_DRAIN * p.sigma < line
-                and p.fresh + Z_FRESH * p.fresh_sigma < line):
+        if (p.k > th.min_fresh and p.ratio + th.z_drain * p.sigma < line
+                and p.fresh + th.z_fresh * p.fresh_sigma < line):
             return "drain", said, p
-        if p.ratio >= line or p.fresh - Z_FRESH * p.fresh_sigma >= line:
+        if p.ratio >= line or p.fresh - th.z_fresh * p.fresh_sigma >= line:
             return "clear", said, p
     return ("unsettled" if len(rounds) >= REMEASURES else "open"), said, p
 
@@ -106,8 +106,8 @@ def _pooled_text(p: Pooled | None, b: Baseline, th: FleetRules) -> str:
     line = th.for_figure(b.key, b.node_class)[0 if p.sigma > 0 else 1]
     if p.sigma <= 0:
         return f"{p.k} measurements pooled: {as_read(p.ratio, b)} (noise unknown: against {below(b, line)})"
-    hi = p.ratio + Z_DRAIN * p.sigma
-    return (f"{p.k} measurements pooled: {as_read(p.ratio, b)}, {Z_DRAIN:g} sigma ({p.sigma:.1%}) up to "
+    hi = p.ratio + th.z_drain * p.sigma
+    return (f"{p.k} measurements pooled: {as_read(p.ratio, b)}, {th.z_drain:g} sigma ({p.sigma:.1%}) up to "
             f"{as_read(hi, b)}, against the line {below(b, line)}")
 
 
