@@ -91,7 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "check document: its topology)")
     p.add_argument("--output", "-o", metavar="DIR",
                    help="folder for check.json and check.html (default ./nodemap-check-HOST-YYYYmmdd-HHMMSS)")
-    p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits")
+    p.add_argument("--expect", metavar="FILE", help="site expectations (TOML) overriding the shipped limits and "
+                                                    "thresholds ([thresholds], [busy], [fleet]: docs/check.md)")
     p.add_argument("--json", action="store_true", help="print the check document as JSON on stdout")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.add_argument("--prom", metavar="FILE",
