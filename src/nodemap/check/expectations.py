@@ -163,6 +163,8 @@ class WatchRules:
     min_growth_mib: float = _key(_mebibytes("a growth"))
     growth_fraction: float = _key(_fraction("the peak"))
     floor_given_back: float = _key(_fraction("the floor's rise"))
+    late_rise: float = _key(_fraction("the trend's rise in the second half"))
+    own_share: float = _key(_fraction("the GPU's growth"))
     imbalance: float = _key(_multiple("the peers' median peak"))
     imbalance_min_mib: float = _key(_mebibytes("a peak above the peers' median"))
     near_capacity: float = _key(_fraction("a GPU's memory"))

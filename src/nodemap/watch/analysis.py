@@ -69,7 +69,7 @@ def classify(t: list[float], y: list[int], rules: WatchRules) -> Shape:
     expected_late = s.growth * (len(floors) - 1 - mid) / max(len(floors) - 1, 1)
     med = sorted(ys)[len(ys) // 2]
     kept = given_back <= rules.floor_given_back * s.growth
-    if s.growth > big and kept and late > 0.25 * expected_late \
+    if s.growth > big and kept and late > rules.late_rise * expected_late \
             and late > noise:
         s.kind = "growing"
     elif peak - med > big and ys[-1] < peak - (peak - med) / 2:
@@ -173,7 +173,7 @@ def analyse(timelines: list[Timeline], rules: WatchRules) -> Analysis:
     findings: list[Finding] = []
     for tl, r in zip(timelines, ranks):
         findings += _growth(tl, r, pids, growing)
-    findings += _unattributed_growth(timelines, gpus, ranks)
+    findings += _unattributed_growth(gpus, ranks, rules)
     findings += _imbalance(ranks, rules)
     findings += _near_capacity(gpus, timelines, rules)
     findings += _other_processes(timelines, pids, growing, rules)
@@ -315,7 +315,7 @@ def _growth(tl: Timeline, r: RankStats, pids: Pids, growing: set[int]) -> list[F
     return out
 
 
-def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks: list[RankStats]) -> list[Finding]:
+def _unattributed_growth(gpus: list[GpuStats], ranks: list[RankStats], rules: WatchRules) -> list[Finding]:
     """A GPU whose used memory grows while no watched rank's own memory does: memory held for someone else."""
     out = []
     for g in gpus:
@@ -325,7 +325,7 @@ def _unattributed_growth(timelines: list[Timeline], gpus: list[GpuStats], ranks:
         if any(r.gpu.kind == "growing" and r.gpu_what == "own" for r in mine):
             continue  # already a rank's finding
         own_growth = sum(max(r.gpu.growth, 0) for r in mine if r.gpu_what == "own")
-        if own_growth > 0.5 * g.used.growth or all(r.gpu_what == "gpu-used" for r in mine):
+        if own_growth > rules.own_share * g.used.growth or all(r.gpu_what == "gpu-used" for r in mine):
             continue
         out.append(Finding("warn", f"{g.label} on {g.host}: used memory grows though the ranks' own allocations "
                            "do not",
