@@ -573,7 +573,7 @@ class Coordinator:
             self.messages.append(f"{node.name}: its document's {why}: left out (a figure is a finite number >= 0)")
         node.nics = [(n.name, n.cpuset) for n in doc.topology.nics] if doc.topology else []
         node.state = "node check done"
-        for r in doc.extra.get(SILENT, ()):
+        for r in doc.extra.fleet_silent_ranks:
             self.late = True
             self.messages.append(f"{node.name}: rank {r}, its second local rank, did not answer or finish "
                                  f"the node's MPI step within {self.cfg.pair_timeout:g} s")

@@ -23,7 +23,7 @@ import msgspec
 
 from .. import records
 from ..records import finite
-from ..check.document import SCHEMAS
+from ..check.document import SCHEMAS, Extra
 from ..check.verdicts import VERDICTS, Judged
 from ..errors import InputError
 from ..finding import Finding
@@ -163,7 +163,7 @@ class NodeDoc(msgspec.Struct):
     started: str | None = None
     finished: str | None = None
     topology: TopologyView | None = None
-    extra: dict[str, Any] = {}
+    extra: Extra = Extra()  # what the fleet added: the boot id, the silent ranks
     figures: list[Fig] = []
     busy: BusyView | None = None  # check/busy.py's summary
     findings: list[str | Finding] = []  # a sentence: node checks before findings had fields

@@ -12,7 +12,6 @@ from typing import Any
 from ..finding import Finding
 from ..text import clipped, printable
 from . import facts as factsmod
-from .nodecheck import BOOT_ID
 from .nodefile import BusyView, Fig, NodeDoc, PairResult, typed_node
 
 
@@ -131,7 +130,7 @@ def measured_on(doc: NodeDoc) -> dict[str, Any]:
     name do not), else its hostname; and its GPUs' UUIDs."""
     topo = doc.topology
     host = name(topo.machine.hostname if topo is not None and topo.machine is not None else "")
-    boot = name(doc.extra.get(BOOT_ID) or "")
+    boot = name(doc.extra.boot_id)
     start, end = _when(doc.started), _when(doc.finished)
     if not (host or boot) or start is None or end is None:
         return {}
