@@ -43,12 +43,14 @@ class NodeState:
     vm: bool | None = None  # the node is a virtual machine (check/node.virtual_machine); None: not recorded
 
     @classmethod
-    def of(cls, environment: Environment, checks: Sequence[Check] = ()) -> "NodeState":
-        """From a check document's environment and inventory checks."""
+    def of(cls, environment: Environment | None, checks: Sequence[Check] = ()) -> "NodeState":
+        """From a check document's environment (None: not recorded) and inventory checks."""
         aware = next((c.value for c in checks if c.key == AWARE_KEY), None)
+        aware = None if aware in (None, "unknown") else aware == "CUDA-aware"
+        if environment is None:
+            return cls(cuda_aware=aware)
         return cls(thp=environment.transparent_hugepage or "", env=dict(environment.variables or {}),
-                   cuda_aware=None if aware in (None, "unknown") else aware == "CUDA-aware",
-                   vm=environment.virtual_machine)
+                   cuda_aware=aware, vm=environment.virtual_machine)
 
     def ucx_tls(self, any_of: Sequence[str]) -> bool:
         """UCX_TLS is set and names one of `any_of` (a leading ^ excludes: not in effect)."""
@@ -71,9 +73,7 @@ def rank(findings: Sequence[Finding]) -> list[Finding]:
 def derive(judged: Sequence[Judged], checks: Sequence[Check], state: NodeState | None = None) -> list[Finding]:
     by_key = {j.figure.key: j for j in judged}
     links = {c.key: c for c in checks if c.key.startswith(PCIE)}
-    from .document import Environment  # (document.py imports this module)
-
-    state = state or NodeState.of(Environment(), checks)
+    state = state or NodeState.of(None, checks)
     out = [f for j in judged if j.verdict in ("warn", "fail") for f in [figure_finding(j, by_key, links, state)]
            if f]
     used = {k for f in out for k in f.keys}
