@@ -10,10 +10,13 @@ import json
 import pytest
 
 import nodes
+from nodemap.check import expectations
 from nodemap.check import expected as exp
 from nodemap.cli import main
 from nodemap.topology.model import NumaNode, replace
 from test_slurm_drain import slurm  # noqa: F401  (the recording scontrol on PATH)
+
+FLOOR = expectations.shipped().table(expectations.NodeClassRules).memory_floor
 
 GIB = 1 << 30
 
@@ -69,11 +72,12 @@ def test_a_vms_undercounting_numa_memory_is_not_judged_its_total_is():
     node = nodes.two_socket_four_nics()
     cls = _vm(node, 8 * GIB, 126 * GIB)  # saved when the hypervisor had initialised 16 of 126 GiB
     now = _vm(node, int(2.3 * GIB), 126 * GIB)  # later, less of it counted per node: the same machine
-    c = {x.key: x for x in exp.compare(cls, now)}
+    c = {x.key: x for x in exp.compare(cls, now, FLOOR)}
     assert c["inventory/expected/memory/total"].verdict == "pass"
     numa = c["inventory/expected/memory/numa0"]
     assert numa.verdict == "info" and "not judged" in numa.rule and "the total is judged instead" in numa.rule
-    lost = {x.key: x for x in exp.compare(cls, _vm(node, int(2.3 * GIB), 100 * GIB))}  # a DIMM gone: MemTotal fell
+    # a DIMM gone: MemTotal fell
+    lost = {x.key: x for x in exp.compare(cls, _vm(node, int(2.3 * GIB), 100 * GIB), FLOOR)}
     assert lost["inventory/expected/memory/total"].verdict == "fail"
     assert lost["inventory/expected/memory/total"].cause == "hardware"
 
@@ -83,7 +87,7 @@ def test_trusted_numa_memory_is_still_judged_per_node():
     cls = _vm(node, 64 * GIB, 128 * GIB)
     half = replace(cls, numa_nodes=(replace(cls.numa_nodes[0], memory=32 * GIB),) + cls.numa_nodes[1:],
                    machine=replace(cls.machine, mem_total=96 * GIB))
-    c = {x.key: x for x in exp.compare(cls, half)}
+    c = {x.key: x for x in exp.compare(cls, half, FLOOR)}
     assert c["inventory/expected/memory/numa0"].verdict == "fail" and "50%" in c["inventory/expected/memory/numa0"].rule
     assert c["inventory/expected/memory/numa1"].verdict == "pass"
     assert c["inventory/expected/memory/total"].verdict == "fail"  # 75%
@@ -102,18 +106,18 @@ def test_each_gpus_memory_and_mig_mode_are_compared_with_the_class():
     """A 1x H200 node passed a class giving its GPU twice its memory; a GPU left in MIG mode passed too."""
     cls = nodes.karolina()
     small = replace(cls, gpus=tuple(replace(g, memory=g.memory // 2) if g.index == 3 else g for g in cls.gpus))
-    c = {x.key: x for x in exp.compare(cls, small)}
+    c = {x.key: x for x in exp.compare(cls, small, FLOOR)}
     assert c["inventory/expected/gpu_memory/gpu3"].verdict == "fail"
     assert c["inventory/expected/gpu_memory/gpu3"].cause == "hardware"
     assert "50% of the node class's A100-SXM4-40GB" in c["inventory/expected/gpu_memory/gpu3"].rule
     assert c["inventory/expected/gpu_memory/gpu2"].verdict == "pass"
     mig = replace(cls, gpus=tuple(replace(g, mig=("MIG-a", "MIG-b")) if g.index == 1 else g for g in cls.gpus))
-    c = {x.key: x for x in exp.compare(cls, mig)}
+    c = {x.key: x for x in exp.compare(cls, mig, FLOOR)}
     assert c["inventory/expected/mig/gpu1"].verdict == "fail" and c["inventory/expected/mig/gpu1"].value == "on"
     assert "inventory/expected/mig/gpu0" not in c  # as the class: nothing to say
-    back = {x.key: x for x in exp.compare(mig, cls)}["inventory/expected/mig/gpu1"]  # the class wants it on
+    back = {x.key: x for x in exp.compare(mig, cls, FLOOR)}["inventory/expected/mig/gpu1"]  # the class wants it on
     assert (back.verdict, back.value, back.expected) == ("fail", "off", "on")
-    assert all(x.verdict in ("pass", "info") for x in exp.compare(cls, cls))
+    assert all(x.verdict in ("pass", "info") for x in exp.compare(cls, cls, FLOOR))
 
 
 def test_a_gpu_with_half_the_class_memory_drains_the_node(slurm, tmp_path, capsys):  # noqa: F811
@@ -121,3 +125,13 @@ def test_a_gpu_with_half_the_class_memory_drains_the_node(slurm, tmp_path, capsy
     have, want = _files(tmp_path, lambda d: [g.update(memory=2 * g["memory"]) for g in d["gpus"]], node)
     assert _health("--input", have, "--expect-topology", want, "--slurm-drain") == 1
     assert slurm.calls()[-1].startswith("update NodeName=n2 State=DRAIN Reason=nodemap: inventory: GPU0 memory 40")
+
+
+def test_a_site_files_memory_floor_judges_the_class(slurm, tmp_path, capsys):  # noqa: F811
+    """[node_class] memory_floor of a site file (--expect): half the class's GPU memory passes at 0.4."""
+    node = nodes.karolina()
+    have, want = _files(tmp_path, lambda d: [g.update(memory=2 * g["memory"]) for g in d["gpus"]], node)
+    (tmp_path / "site.toml").write_text("[node_class]\nmemory_floor = 0.4\n")
+    assert _health("--input", have, "--expect-topology", want, "--expect", str(tmp_path / "site.toml"),
+                   "--slurm-drain") == 0
+    assert not any(c.startswith("update NodeName=n2 State=DRAIN") for c in slurm.calls())

@@ -14,6 +14,7 @@ from conftest import FIXTURES
 
 import nodes
 from nodemap.bench import harness
+from nodemap.check import expectations
 from nodemap.check import expected as exp
 from nodemap.cli import main
 from nodemap.slurm import verdict
@@ -23,6 +24,7 @@ from nodemap.topology.model import NIC, Port, Topology, replace
 SNAP = FIXTURES / "hwloc-linux" / "32intel64-2p8co2t+8ve.tar.bz2"
 # An NEC vector engine of that snapshot, x16 Gen3 behind a x16 switch port,
 # made an NVIDIA GPU in the copy so the GPU rules apply to a real tree.
+FLOOR = expectations.shipped().table(expectations.NodeClassRules).memory_floor
 VE = "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/0000:3c:04.0/0000:3d:00.0"
 
 
@@ -154,14 +156,14 @@ def test_half_the_memory_a_gpu_missing_and_a_port_down():
     nics[0] = replace(nics[0], ports=(Port(1, "1: DOWN", "InfiniBand", 0.0),))
     nics[1] = replace(nics[1], ports=(Port(1, "4: ACTIVE", "InfiniBand", 100.0),))
     have = replace(want, numa_nodes=tuple(numa), gpus=want.gpus[:7], nics=tuple(nics))
-    c = _by_key(exp.compare(want, have))
+    c = _by_key(exp.compare(want, have, FLOOR))
     assert c["inventory/expected/memory/numa2"].verdict == "fail" and "50%" in c["inventory/expected/memory/numa2"].rule
     assert c["inventory/expected/memory/numa1"].verdict == "pass"
     gpus = c["inventory/expected/gpus/A100-SXM4-40GB"]
     assert (gpus.value, gpus.expected, gpus.verdict, gpus.cause) == ("7", "8", "fail", "hardware")
     assert c["inventory/expected/nic/mlx5_0/port1"].rule == "port down"
     assert "100 of 200" in c["inventory/expected/nic/mlx5_1/port1"].rule
-    assert all(x.verdict == "pass" for x in exp.compare(want, want))
+    assert all(x.verdict == "pass" for x in exp.compare(want, want, FLOOR))
 
 
 def test_offline_cpus_are_configuration_missing_ones_hardware():
@@ -178,7 +180,7 @@ def test_a_hardware_failure_is_a_drain_reason():
 
     want = nodes.karolina()
     doc = CheckDoc("health", want, expectations.shipped(), checks=exp.compare(want, replace(
-        want, nics=want.nics[:3])))
+        want, nics=want.nics[:3]), FLOOR))
     doc.rejudge()
     assert verdict.health(doc) == (False, "nodemap: inventory: NICs 3 (limit 4)")
 

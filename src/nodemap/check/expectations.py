@@ -7,10 +7,11 @@ ones key by key and its [[limit]] rows are tried before the shipped rows,
 so a site can tighten one GPU model or one path without code. Its [fleet]
 table (the fleet's verdicts against peers: `FleetRules`) replaces the
 shipped one key by key, its [[fleet.rule]] rows tried first; so do its
-[busy], [watch] and [compare] tables (what makes the node busy, a memory
-timeline's shapes and findings, a binding's difference: `BusyRules`, `WatchRules`,
-`CompareRules`). A broken site file is one line naming the file, line and key
-(ExpectError, exit 2).
+[busy], [node_class], [watch] and [compare] tables (what makes the node
+busy, the node against its class, a memory timeline's shapes and findings,
+a binding's difference: `BusyRules`, `NodeClassRules`, `WatchRules`,
+`CompareRules`). A broken site file is one line naming the file, line and
+key (ExpectError, exit 2).
 """
 
 from __future__ import annotations
@@ -154,6 +155,13 @@ class BusyRules:
 
 
 @dataclass(frozen=True)
+class NodeClassRules:
+    """[node_class]: the node against its node class (check --expect-topology, check/expected.py)."""
+
+    memory_floor: float = _key(_fraction("the class's memory"))
+
+
+@dataclass(frozen=True)
 class WatchRules:
     """[watch]: a memory timeline's shapes and findings (watch/analysis.py)."""
 
@@ -179,8 +187,9 @@ class CompareRules:
     min_noise: float = _key((float, lambda v: 0 <= v < 1, "a fraction of the plan's figure, from 0 and below 1"))
 
 
-TABLES = {"fleet": FleetRules, "busy": BusyRules, "watch": WatchRules, "compare": CompareRules}
-Table = TypeVar("Table", BusyRules, WatchRules, CompareRules)
+TABLES = {"fleet": FleetRules, "busy": BusyRules, "node_class": NodeClassRules, "watch": WatchRules,
+          "compare": CompareRules}
+Table = TypeVar("Table", BusyRules, NodeClassRules, WatchRules, CompareRules)
 
 
 @dataclass(frozen=True)

@@ -27,16 +27,13 @@ from ..topology.sysfs import nodes_undercount
 from ..units import format_size
 from .inventory import Check
 
-# Memory the kernel reserves moves between boots: below 90% of the expected
-# size is a DIMM lost, not a kernel update. A GPU's memory is fixed by its
-# SKU (ECC on GDDR takes ~6%): below 90% is another SKU.
-MEMORY_FLOOR = 0.9
 KEY = "inventory/expected"
 
 
-def compare(expected: Topology, actual: Topology) -> list[Check]:
-    return (devices(expected, actual) + gpus(expected, actual) + nvlinks(expected, actual)
-            + links(expected, actual) + nic_ports(expected, actual) + memory(expected, actual)
+def compare(expected: Topology, actual: Topology, floor: float) -> list[Check]:
+    """`floor`: memory below this fraction of the class's fails ([node_class] memory_floor of the expectations)."""
+    return (devices(expected, actual) + gpus(expected, actual, floor) + nvlinks(expected, actual)
+            + links(expected, actual) + nic_ports(expected, actual) + memory(expected, actual, floor)
             + cpus(expected, actual))
 
 
@@ -168,13 +165,13 @@ def nic_ports(expected: Topology, actual: Topology) -> list[Check]:
     return out
 
 
-def _floor(key: str, label: str, got: int, want: int, what: str, fix: str) -> Check:
-    """`got` bytes against the class's `want`: below MEMORY_FLOOR of it fails for hardware."""
+def _floor(key: str, label: str, got: int, want: int, what: str, fix: str, floor: float) -> Check:
+    """`got` bytes against the class's `want`: below `floor` of it fails for hardware."""
     whose = " ".join(("the node class's", what)).strip()
-    if got < MEMORY_FLOOR * want:
+    if got < floor * want:
         return Check(key, label, format_size(got), format_size(want), "fail", f"{got / want:.0%} of {whose}",
                      "hardware", fix)
-    return Check(key, label, format_size(got), format_size(want), "pass", f"at least {MEMORY_FLOOR:.0%} of {whose}")
+    return Check(key, label, format_size(got), format_size(want), "pass", f"at least {floor:.0%} of {whose}")
 
 
 def host_total(topo: Topology) -> int:
@@ -190,7 +187,7 @@ def per_node_trusted(topo: Topology) -> bool:
 DIMM_FIX = "a DIMM is missing or disabled: dmidecode -t 17, the BMC's memory log"
 
 
-def memory(expected: Topology, actual: Topology) -> list[Check]:
+def memory(expected: Topology, actual: Topology, floor: float) -> list[Check]:
     """NUMA layout (nodes with CPUs), memory in total, and per node where
     both sides' per-node figures can be trusted (module doc)."""
     out = []
@@ -200,7 +197,7 @@ def memory(expected: Topology, actual: Topology) -> list[Check]:
                       "check the BIOS NUMA setting (NPS, SNC) and the memory log"))
     if host_total(expected):
         out.append(_floor(f"{KEY}/memory/total", "host memory", host_total(actual), host_total(expected), "total",
-                          DIMM_FIX))
+                          DIMM_FIX, floor))
     untrusted = [t for t, ok in (("this node's", per_node_trusted(actual)), ("the node class's",
                                                                             per_node_trusted(expected))) if not ok]
     for n in want_nodes:
@@ -213,11 +210,11 @@ def memory(expected: Topology, actual: Topology) -> list[Check]:
                              f"not judged: {' and '.join(untrusted)} NUMA nodes add up to less than 90% of "
                              "its MemTotal (a VM's sysfs undercounts): the total is judged instead"))
         else:
-            out.append(_floor(key, label, got.memory, n.memory, "", DIMM_FIX))
+            out.append(_floor(key, label, got.memory, n.memory, "", DIMM_FIX, floor))
     return out
 
 
-def gpus(expected: Topology, actual: Topology) -> list[Check]:
+def gpus(expected: Topology, actual: Topology, floor: float) -> list[Check]:
     """Each GPU's memory against the class's for its model (a smaller SKU of
     one name), and its MIG mode against the class's (a GPU left in MIG mode
     hands jobs slices, or nothing CUDA can use)."""
@@ -228,7 +225,7 @@ def gpus(expected: Topology, actual: Topology) -> list[Check]:
         if known and g.memory:
             out.append(_floor(f"{KEY}/gpu_memory/{g.key.lower()}", f"{g.key} memory", g.memory, min(known),
                               g.model or "GPUs'", "another SKU, or memory disabled: nvidia-smi -q -d MEMORY; "
-                              "replace the GPU, or save the class again if it is intended"))
+                              "replace the GPU, or save the class again if it is intended", floor))
         w = same.get(g.index)  # MIG is set per GPU: the class's GPU of this index, if of this model
         if w is not None and w.model == g.model and bool(w.mig) != bool(g.mig):
             want = "on" if w.mig else "off"

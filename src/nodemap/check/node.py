@@ -21,7 +21,7 @@ from ..topology.nvml import session as one_nvml_session
 from . import busy, failed, remeasure
 from .budget import Budget, order
 from .document import UNJUDGED, CheckDoc, Environment
-from .expectations import BusyRules, Expectations
+from .expectations import BusyRules, Expectations, NodeClassRules
 from .inventory import Skipped, collect, relevant_environment
 from .mpi import InJob, awareness_check
 from .suite import TINY_ENV, KindFailed, measure, plan
@@ -113,7 +113,7 @@ def _inventory(level: str, topo: "Topology", expectations: Expectations, command
     if expected is not None:
         from .expected import compare
 
-        doc.checks += compare(expected, topo)
+        doc.checks += compare(expected, topo, expectations.table(NodeClassRules).memory_floor)
     return doc
 
 
@@ -361,7 +361,7 @@ def run_health(expectations: Expectations, expected: "Topology | None" = None, i
     elif any(g.vendor == "NVIDIA" for g in topo.gpus):
         doc.skipped.append(XID_SKIP)
     if expected is not None:
-        doc.checks += compare(expected, topo)
+        doc.checks += compare(expected, topo, expectations.table(NodeClassRules).memory_floor)
     else:
         doc.skipped.append(Skipped("this node against its node class (missing GPUs, NICs, links, memory)",
                                    "no --expect-topology FILE (save one with nodemap topo --export FILE on a good "
