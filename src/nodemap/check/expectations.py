@@ -20,49 +20,17 @@ import fnmatch
 import math
 import re
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from importlib import resources
 from typing import Any, Callable, TypeVar
 
 from . import sitefile
 
 SCHEMA = "nodemap.expectations/1"
-LIMIT_KEYS = {"kind": str, "match": str, "warn": float, "fail": float, "warn_below": float, "fail_below": float,
-              "warn_above": float, "fail_above": float, "peak": float, "source": str}
 BOUNDS = (("warn", "fail"), ("warn_below", "fail_below"), ("warn_above", "fail_above"))
 
 
 ExpectError = sitefile.SiteError  # a site expectations file that cannot be used: file, line and key named
-
-
-@dataclass(frozen=True)
-class Limit:
-    """One row: which figures (kind, regex on the part) and their bounds."""
-
-    kind: str
-    match: str
-    source: str
-    warn: float | None = None  # fractions of the peak (higher is better)
-    fail: float | None = None
-    warn_below: float | None = None  # absolute floors, in the figure's unit
-    fail_below: float | None = None
-    warn_above: float | None = None  # absolute ceilings (latency)
-    fail_above: float | None = None
-    peak: float | None = None  # replaces the Result's peak when given
-    origin: str = "nodemap"  # "nodemap" or the site file's name
-
-    def applies(self, kind: str, part: str) -> bool:
-        return self.kind == kind and re.search(self.match, part, re.IGNORECASE) is not None
-
-
-@dataclass(frozen=True)
-class Rule:
-    """[[fleet.rule]]: thresholds of one figure pattern (fnmatch on the key, and on the class)."""
-
-    key: str = "*"
-    node_class: str = "*"
-    warn: float = 0.95
-    fail: float = 0.90
 
 
 # A table's key: its type, what its numbers may be and what it is (said when a value is refused). nan, inf, 0 and
@@ -70,9 +38,9 @@ class Rule:
 Spec = tuple[type, "Callable[[Any], bool] | None", str]
 
 
-def _key(spec: Spec) -> Any:
-    """A field of a table's record ([fleet], [busy], [watch], [compare]) with its spec, read by `_table`."""
-    return field(metadata={"spec": spec})
+def _key(spec: Spec, default: Any = MISSING) -> Any:
+    """A field of a table's record ([[limit]], [fleet], [busy]...) with its spec, read by `_value`."""
+    return field(default=default, metadata={"spec": spec})
 
 
 def _fraction(of: str) -> Spec:
@@ -96,6 +64,39 @@ def _percent(of: str) -> Spec:
 
 
 _SIGMAS: Spec = (float, lambda v: 0 < v <= 100, "a number of sigmas, above 0 and at most 100")
+_TEXT: Spec = (str, None, "text")
+# nan passed here once and crashed the check after it had measured; 0 and inf judge nothing
+_POSITIVE: Spec = (float, lambda v: 0 < v < math.inf, "a finite number above 0")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One row: which figures (kind, regex on the part) and their bounds."""
+
+    kind: str = _key(_TEXT)
+    match: str = _key(_TEXT)
+    source: str = _key(_TEXT)
+    warn: float | None = _key(_fraction("the peak"), None)  # fractions of the peak (higher is better)
+    fail: float | None = _key(_fraction("the peak"), None)
+    warn_below: float | None = _key(_POSITIVE, None)  # absolute floors, in the figure's unit
+    fail_below: float | None = _key(_POSITIVE, None)
+    warn_above: float | None = _key(_POSITIVE, None)  # absolute ceilings (latency)
+    fail_above: float | None = _key(_POSITIVE, None)
+    peak: float | None = _key(_POSITIVE, None)  # replaces the Result's peak when given
+    origin: str = "nodemap"  # "nodemap" or the site file's name
+
+    def applies(self, kind: str, part: str) -> bool:
+        return self.kind == kind and re.search(self.match, part, re.IGNORECASE) is not None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """[[fleet.rule]]: thresholds of one figure pattern (fnmatch on the key, and on the class)."""
+
+    key: str = "*"
+    node_class: str = "*"
+    warn: float = 0.95
+    fail: float = 0.90
 
 
 @dataclass(frozen=True)
@@ -282,15 +283,7 @@ def _limit(row: Any, i: int, where: "_Locator", origin: str) -> Limit:
     at = lambda key: where.at(key, "[[limit]]", i)  # noqa: E731
     if not isinstance(row, dict):
         raise ExpectError(f"{at('limit')}: each [[limit]] must be a table")
-    for key, value in row.items():
-        want = LIMIT_KEYS.get(key)
-        if want is None:
-            raise ExpectError(f"{at(key)}: unknown key 'limit.{key}'; known: {', '.join(LIMIT_KEYS)}")
-        ok = isinstance(value, str) if want is str else _positive(value)
-        if not ok:
-            # nan passed here once and crashed the check after it had measured; 0 and inf judge nothing
-            raise ExpectError(f"{at(key)}: key 'limit.{key}' must be "
-                              f"{'text' if want is str else 'a finite number above 0'}, got {value!r}")
+    row = {k: _value(at(k), f"limit.{k}", v, _specs(Limit)) for k, v in row.items()}
     for key in ("kind", "source"):
         if key not in row:
             raise ExpectError(f"{at('limit')}: [[limit]] number {i + 1} lacks key '{key}'")
@@ -301,14 +294,9 @@ def _limit(row: Any, i: int, where: "_Locator", origin: str) -> Limit:
     if not any(w in row or f in row for w, f in BOUNDS):
         raise ExpectError(f"{at('limit')}: [[limit]] number {i + 1} has no bound; give warn/fail (fractions of "
                           "the peak), warn_below/fail_below or warn_above/fail_above")
-    vals = {k: float(v) for k, v in row.items() if LIMIT_KEYS[k] is float}
+    vals = {k: v for k, v in row.items() if isinstance(v, float)}
     _limit_bounds(vals, at)
     return Limit(kind=row["kind"], match=row.get("match", "."), source=row["source"], origin=origin, **vals)
-
-
-def _positive(value: Any) -> bool:
-    """A number of TOML (not a bool) that is finite and above 0."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < math.inf
 
 
 # warn must be the milder one: thresholds that are fractions of a reference (higher is better) and those that are
@@ -333,11 +321,6 @@ def check_order(t: dict[str, float], where: "_Locator", site: dict[str, float] |
 
 
 def _limit_bounds(vals: dict[str, float], at: Callable[[str], str]) -> None:
-    for key in ("warn", "fail"):
-        if key in vals and not 0 < vals[key] <= 1:
-            v = vals[key]
-            hint = f"write {v / 100:g} for {v:g}%" if 1 < v <= 100 else "write a fraction like 0.85"
-            raise ExpectError(f"{at(key)}: key 'limit.{key}' is {v:g}, a fraction of the peak (0 to 1); {hint}")
     for (warn, fail), above in zip(BOUNDS, (False, False, True)):
         if warn in vals and fail in vals and (vals[warn] > vals[fail] if above else vals[warn] < vals[fail]):
             raise ExpectError(f"{at(warn)}: key 'limit.{warn}' = {vals[warn]:g} must be "
@@ -375,17 +358,18 @@ def _rules(rows: Any, where: "_Locator") -> tuple[dict[str, Any], ...]:
 
 
 def _value(at: str, name: str, value: Any, specs: dict[str, Spec]) -> Any:
+    """One key's value of its spec's type (an integer where a float is wanted is one) and within its bounds; the
+    error names the value as written."""
     kind, ok, what = specs.get(name.rpartition(".")[2], (None, None, ""))
     if kind is None:
         raise ExpectError(f"{at}: unknown key {name} (known: {', '.join(sorted(specs))})")
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
+    typed = float(value) if kind is float and isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(typed, kind) or isinstance(typed, bool):
         raise ExpectError(f"{at}: {name} = {value!r} must be a {kind.__name__}")
-    if ok is not None and not ok(value):
-        hint = f"; write {value / 100:g} for {value:g}%" if what.startswith("a fraction") and 1 < value <= 100 else ""
+    if ok is not None and not ok(typed):
+        hint = f"; write {typed / 100:g} for {typed:g}%" if what.startswith("a fraction") and 1 < typed <= 100 else ""
         raise ExpectError(f"{at}: {name} = {value!r} must be {what}{hint}")
-    return value
+    return typed
 
 
 def _fleet_order(th: FleetRules, where: "_Locator") -> None:
