@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 DESCRIPTION = """\
 Report what each rank really got: host, rank, local rank, the PUs it may run
@@ -76,8 +77,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _alone_note(env) -> None:
-    import sys
-
     from .. import env as launcher_env
     from ..launcher import ALONE_FIX, srun_tasks
 
@@ -88,12 +87,16 @@ def _alone_note(env) -> None:
 
 
 def _print(args, rows, show) -> None:
+    # One write: where each rank prints its own rows, ranks' outputs share the launcher's stdout, and under
+    # Open MPI (a pty, so line-buffered) print's line-by-line writes interleaved two ranks' JSON
     if args.json:
         import json
 
-        print(json.dumps({"schema": "nodemap.show/1", "rows": show.sort_rows(rows)}, indent=1))
+        text = json.dumps({"schema": "nodemap.show/1", "rows": show.sort_rows(rows)}, indent=1) + "\n"
     else:
-        print(show.table(rows), end="")
+        text = show.table(rows)
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _deadline(seconds: float, what: str):
@@ -122,8 +125,6 @@ def _mpi_comm(env):
     why = foreign_mpi(env, MPI.Get_library_version())
     if why:
         if launcher_env.global_rank(env) == 0:
-            import sys
-
             print(f"nodemap show: note: {why}; each rank prints its own row", file=sys.stderr)
         return None
     if not MPI.Is_initialized():
