@@ -245,7 +245,7 @@ def test_a_replayed_node_document_is_read_as_the_fleet_reads_one(tmp_path, monke
         nodecheck.run_check(lambda *a: {}, "n1", "quick", None)
     assert str(e.value).startswith(str(tmp_path / "doc.json")) and words in str(e.value), e.value
     (tmp_path / "doc.json").write_text(json.dumps(_fleet_folder()["nodes.jsonl"][0]))
-    assert nodecheck.run_check(lambda *a: {}, "n7", "quick", None)["host"] == "n7"
+    assert nodecheck.run_check(lambda *a: {}, "n7", "quick", None).host == "n7"
 
 
 # --- watch timelines (nodemap report FILE.watch; the summary of run --watch) ---------

@@ -303,13 +303,6 @@ def test_a_bad_site_file_stops_before_mpi_in_one_line(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_node_schema_is_the_checks():
-    from nodemap.check.document import SCHEMA
-    from nodemap.fleet.nodecheck import SCHEMA as FLEET_SCHEMA
-
-    assert SCHEMA == FLEET_SCHEMA
-
-
 def test_a_rail_is_named_by_the_nic_local_to_its_rank():
     from nodemap.fleet.driver import nearest_nic
 
@@ -467,7 +460,7 @@ def test_a_file_planted_after_the_check_costs_only_that_file(tmp_path):
     c = Coordinator(None, Config(outdir=str(tmp_path / "out")), None)
     c.out.check()
     (tmp_path / "out" / "nodes.jsonl").symlink_to(secret)  # planted once the run has started
-    c.saving(c.out.node_line, NodeLine.of({"host": "n1", "figures": []}))
+    c.saving(c.out.node_line, NodeLine("n1", '{"host": "n1", "figures": []}'))
     assert len(c.messages) == 1 and "not written: --output:" in c.messages[0], c.messages
     assert "nodes.jsonl is a symbolic link" in c.messages[0] and secret.read_text() == "secret\n"
 

@@ -229,7 +229,7 @@ def test_two_documents_of_one_node_name_are_refused_one_seen_twice_is_one(tmp_pa
     docs = docs_of(n=3)
     out = output.FleetOutput(str(tmp_path / "run"))
     for d in docs:
-        out.node_line(output.NodeLine.of(d))  # nodes.jsonl and nodes/NAME.json: the same document twice
+        out.node_line(output.NodeLine(d["host"], json.dumps(d)))  # nodes.jsonl and nodes/NAME.json: the same document twice
     nodes, _, _ = output.read_saved([str(tmp_path / "run")])
     assert sorted(n.name for n in nodes) == ["n0", "n1", "n2"]
     other = dict(docs_of(n=2, seed=9)[1], host="n1")

@@ -135,7 +135,7 @@ def test_fleet_appends_as_two_users(shared):
     _plant(os.path.join(out, "nodes"), private)
     code = ("from nodemap.fleet.output import FleetOutput, NodeLine\nfrom nodemap.errors import NodemapError\n"
             f"o = FleetOutput({out!r})\n"
-            "for call in (lambda: o.pair_line({'a': 1}), lambda: o.node_line(NodeLine.of({'host': 'n1'}))):\n"
+            "for call in (lambda: o.pair_line({'a': 1}), lambda: o.node_line(NodeLine('n1', '{}'))):\n"
             "    try:\n        call()\n    except NodemapError as e:\n        print('refused:', e)\n")
     r = _as(VICTIM, code)
     lines = r.stdout.splitlines()

@@ -119,7 +119,7 @@ class Environment(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Extra(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What `check --fleet` adds to a node's document (into its dict: fleet/nodecheck.py, fleet/driver.py)."""
+    """What `check --fleet` adds to a node's document (fleet/nodecheck.py, fleet/driver.py: a replaced record)."""
 
     boot_id: str = ""  # /proc/sys/kernel/random/boot_id where it was measured: nodes of one host contend
     fleet_silent_ranks: tuple[int, ...] = ()  # the node's local ranks that stopped answering its MPI step

@@ -10,6 +10,10 @@ import time
 from ..errors import NodemapError
 from ..units import seconds
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..check.document import CheckFile
+
 FLEET_HELP = """\
 fleet (--fleet, under the launcher, all ranks of all nodes):
   srun --mpi=pmi2 -N 64 --ntasks-per-node=4 nodemap check --fleet -o DIR
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def node_check(node: str, level: str, expect: str | None, in_job: object = None,
-               slurm: tuple[bool, float, str | None] | None = None) -> dict:
+               slurm: tuple[bool, float, str | None] | None = None) -> CheckFile:
     """What each node's leader runs: `nodemap check`'s own entry, silent
     (rank 0 reports each node as it finishes), as its JSON document; its
     MPI step is `in_job` (fleet/localpair.py: with the node's second rank).
@@ -104,8 +108,6 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
     leader drains or resumes its own node on its own document, as `nodemap
     check --slurm-drain` does; what only the fleet sees (bad pairs, a part
     its peers have) rank 0 drains after the merge (fleet/drain.py)."""
-    import msgspec
-
     from ..check import expectations
     from ..check.node import run_check
 
@@ -113,7 +115,7 @@ def node_check(node: str, level: str, expect: str | None, in_job: object = None,
                     in_job=in_job)
     if slurm is not None:
         _drain(doc, *slurm)
-    return msgspec.to_builtins(doc.saved())
+    return doc.saved()
 
 
 LOCK_WAIT = 10.0  # s a leader waits for its node's lock (a health check holds it ~1 s) before leaving it be

@@ -50,6 +50,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
 
+from msgspec.structs import replace
+
+from ..check.document import SCHEMAS, CheckFile
 from ..check.expectations import FleetRules, fleet_defaults
 from ..errors import NodemapError
 from ..outfile import json_text
@@ -179,7 +182,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 class Kept:
     """A leader's node document and where it is saved ("": not yet)."""
 
-    doc: dict[str, Any] | None = None
+    doc: CheckFile | None = None
     path: str = ""
 
 
@@ -254,7 +257,7 @@ def _exit(code: int) -> NoReturn:
     os._exit(code)
 
 
-def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, role: Role) -> dict[str, Any]:
+def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, role: Role) -> CheckFile:
     """The node's check, its MPI step run with the role's partner (the node's second
     local rank; None: the node has one), which is released after it either way."""
     from .localpair import Lead
@@ -265,12 +268,11 @@ def lead_check(comm: Any, cfg: Config, check: nodecheck.CheckFn, node: str, role
     finally:  # else the second rank waits out its timeout for a word that never comes
         lead.release()
     if lead.silent:  # for rank 0, which ends the job with MPI_Abort rather than wait on it at the end
-        doc.setdefault("extra", {})[SILENT] = [role.partner]
+        doc = replace(doc, extra=replace(doc.extra, fleet_silent_ranks=(role.partner,)))
     return doc
 
 
 ABORT_GRACE_S = 0.5  # after the report is printed, before MPI_Abort ends a job with silent ranks
-SILENT = "fleet_silent_ranks"  # the node document's extra: local ranks that stopped answering
 
 
 def await_leader(comm: Any, leader: int, cfg: Config, seat: pairtest.Seat) -> None:
@@ -300,14 +302,14 @@ def _await_rank0(grace_s: float = 30.0) -> int:
     return 130
 
 
-def gathered(doc: dict[str, Any], cfg: Config) -> NodeLine:
+def gathered(doc: CheckFile, cfg: Config) -> NodeLine:
     """The compact document rank 0 gathers; the full one is kept by the
     leader as DIR/nodes/NAME.check.json (on its own file system when DIR is
     not shared)."""
     return NodeLine.of(nodecheck.compact(doc, saved(doc, cfg)))
 
 
-def saved(doc: dict[str, Any], cfg: Config) -> str:
+def saved(doc: CheckFile, cfg: Config) -> str:
     """DIR/nodes/NAME.check.json, the full document written; "" when it could not be."""
     try:
         return output.save_node(cfg.outdir, NodeLine.of(doc), ".check.json")
@@ -336,25 +338,15 @@ def remeasure(check: nodecheck.CheckFn, node: str, cfg: Config, keys: list[str])
     """The node's check once more, for its suspect figures: key -> the new
     figure record as the check judged it, or why there is none. The MPI step is left out (its
     partner rank is serving rank 0 by now): an MPI figure is not re-measured."""
-    from .. import records
     from ..check.mpi import InJob
-    from ..errors import InputError
 
     try:
         doc = nodecheck.run_check(check, node, cfg.level, cfg.expect, InJob(None, REDO_WHY), again=True)
     except Exception as e:  # the first check passed: whatever fails now is said, the first value stands
         return {k: f"its node check failed when run again ({type(e).__name__}: {e})" for k in keys}
-    got = {f.get("key"): f for f in doc.get("figures", ()) if f.get("key") in keys}
-    out: dict[str, Judged | str] = {}
-    for k in keys:
-        if not got.get(k):
-            out[k] = "an MPI figure: " + REDO_WHY if k.startswith("mpi/") else "the check run again did not measure it"
-            continue
-        try:  # typed here: what is wrong with the record is said as why none came
-            out[k] = records.convert(f"{node}'s re-measure of {k}", got[k], Judged, "figure record")
-        except InputError as e:
-            out[k] = str(e)
-    return out
+    got = {f.key: f for f in doc.figures}
+    return {k: got.get(k) or ("an MPI figure: " + REDO_WHY if k.startswith("mpi/") else
+                              "the check run again did not measure it") for k in keys}
 
 
 def do_pair(comm: Any, cmd: PairTest, cfg: Config) -> PairReport:
@@ -398,7 +390,7 @@ def _orphan_line(me: Hello, kept: Kept, cfg: Config, cut: bool = False) -> str:
         what = (f"its node check did not stop within {liveness.WRAP_UP_S:g} s (blocked in MPI): ended; what it "
                 f"kept is in {os.path.join(cfg.outdir, 'nodes')}")
     elif kept.path:
-        what = ("its node document is kept" + ("" if kept.doc and kept.doc.get("complete") else " (incomplete)")
+        what = ("its node document is kept" + ("" if kept.doc and kept.doc.complete else " (incomplete)")
                 + f" in {kept.path}")
     else:
         what = f"its node document could not be saved in {os.path.join(cfg.outdir, 'nodes')}"
@@ -849,7 +841,7 @@ def run_from(dirs: list[str], cfg: Config) -> int:
     remeasured = output.read_remeasured(dirs)
     if not nodes:
         raise NodemapError(f"--from {' '.join(dirs)}: no node documents (nodes/*.json, nodes.jsonl or *.json of "
-                           f"schema {' or '.join(nodecheck.SCHEMAS)}) found{output.what_files(dirs)}; run "
+                           f"schema {' or '.join(SCHEMAS)}) found{output.what_files(dirs)}; run "
                            "`nodemap check --output DIR` on each node first")
     out = output.FleetOutput(cfg.outdir)
     fleet = mergemod.merge(nodes, pair_results, cfg.thresholds, isolation, remeasured)

@@ -25,22 +25,42 @@ Test hooks (environment, read only here):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, Callable
+
+import msgspec
+from msgspec.structs import replace
+
+from ..check.document import CheckFile
 
 NODE_ENV = "NODEMAP_FLEET_NODE"
 DOC_ENV = "NODEMAP_FLEET_NODE_DOC"
 SCALE_ENV = "NODEMAP_FLEET_SCALE"
 ONCE_ENV = "NODEMAP_FLEET_SCALE_ONCE"
-BOOT_ID = "boot_id"  # the document's extra: /proc/sys/kernel/random/boot_id where it was measured
 HANG_ENV = "NODEMAP_FLEET_HANG"
 SLOW_ENV = "NODEMAP_FLEET_SLOW"
-SCHEMA = "nodemap.check/2"  # check/document.py's (tested equal), without importing the check
-SCHEMAS = ("nodemap.check/1", SCHEMA)  # check/document.py's: the versions a node document is read in
 
 # (node name, level, expect file, the MPI step: check/mpi.InJob) -> document
-CheckFn = Callable[[str, str, "str | None", Any], dict[str, Any]]
+CheckFn = Callable[[str, str, "str | None", Any], CheckFile]
+
+
+class Replayed(CheckFile, kw_only=True):
+    """A saved document the test hook replays: its topology kept as written (a synthetic fleet's is not a whole
+    Topology), a start time not required; the rest read as the check's."""
+
+    started: str = ""
+    topology: dict[str, Any] | None = None
+
+
+class Gathered(CheckFile, kw_only=True):
+    """What rank 0 gathers of a node's document: all but every ResultSet with its samples and the expectations
+    table (those stay in the leader's full copy), and where that copy is."""
+
+    results: msgspec.UnsetType = msgspec.UNSET
+    expectations: msgspec.UnsetType = msgspec.UNSET
+    full_document: str | msgspec.UnsetType = msgspec.UNSET
 
 
 def node_name(rank: int) -> str:
@@ -61,7 +81,7 @@ def hang_forever() -> None:
 
 
 def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job: Any = None,
-              again: bool = False) -> dict[str, Any]:
+              again: bool = False) -> CheckFile:
     """The node's document, through the hooks (a replayed one is as saved: no
     step runs); `again`: the fleet's re-measure of a suspect (the hang hooks
     and NODEMAP_FLEET_SCALE_ONCE apply to the first check only)."""
@@ -75,14 +95,13 @@ def run_check(check: CheckFn, node: str, level: str, expect: str | None, in_job:
         from .. import infile, records
         from . import nodefile
 
-        doc = records.parse(path, infile.read(path, infile.MAX_DOCUMENT, nodefile.WHAT), nodefile.WHAT)
-        nodefile.typed_node(path, doc)  # as check --fleet --from reads one
+        data = infile.read(path, infile.MAX_DOCUMENT, nodefile.WHAT)
+        nodefile.node_document(path, data)  # as check --fleet --from reads one
+        doc: CheckFile = records.decode(path, data, Replayed, nodefile.WHAT)
     else:
-        doc = check(node, level, expect, in_job)
-        doc.setdefault("extra", {})[BOOT_ID] = boot_id()  # nodes measured on one host at once contend
-    doc["host"] = node
-    if cut:
-        doc["complete"] = False
+        doc = check(node, level, expect, in_job)  # nodes measured on one host at once contend:
+        doc = replace(doc, extra=replace(doc.extra, boot_id=boot_id()))
+    doc = replace(doc, host=node, complete=doc.complete and not cut)
     for env in (SCALE_ENV,) if again else (SCALE_ENV, ONCE_ENV):
         if os.environ.get(env):
             doc = scaled(doc, float(os.environ[env]), env)
@@ -113,26 +132,19 @@ def boot_id() -> str:
         return ""
 
 
-def scaled(doc: dict[str, Any], x: float, env: str = SCALE_ENV) -> dict[str, Any]:
+def scaled(doc: CheckFile, x: float, env: str = SCALE_ENV) -> CheckFile:
     """Every figure x times as good (x < 1: worse), recorded in the document."""
-    figs = []
-    for f in doc.get("figures", ()):
-        f = dict(f)
-        for k in ("value", "median", "low", "high"):  # the statistic the fleet judges moves with it
-            if isinstance(f.get(k), (int, float)):
-                f[k] = f[k] * x if f.get("higher_is_better", True) else f[k] / x
-        figs.append(f)
-    said = dict(doc.get("environment", {}), fault_injected=f"{env}={x:g}")
-    return {**doc, "figures": figs, "environment": said}
+    def by(f: Any) -> Any:  # the statistic the fleet judges moves with it
+        move = (lambda v: v * x) if f.higher_is_better else (lambda v: v / x)
+        return dataclasses.replace(f, value=move(f.value), median=move(f.median), low=move(f.low), high=move(f.high))
+
+    return replace(doc, figures=[by(f) for f in doc.figures],
+                   environment=replace(doc.environment, fault_injected=f"{env}={x:g}"))
 
 
-# What rank 0 needs of a node document; the rest (every ResultSet with its
-# samples, the expectations table) stays in the leader's own copy.
-HEAVY = ("results", "expectations")
+def compact(doc: CheckFile, full_path: str = "") -> Gathered:
+    return Gathered(**{k: v for k, v in msgspec.structs.asdict(doc).items() if k not in HEAVY},
+                    full_document=full_path or msgspec.UNSET)
 
 
-def compact(doc: dict[str, Any], full_path: str = "") -> dict[str, Any]:
-    out = {k: v for k, v in doc.items() if k not in HEAVY}
-    if full_path:
-        out["full_document"] = full_path
-    return out
+HEAVY = ("results", "expectations")  # what Gathered leaves out

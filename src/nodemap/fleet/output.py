@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 import msgspec
 
+from ..check.document import CheckFile
 from ..outfile import check_folder, json_text, make_folder, open_append, write
 from ..text import printable
 from .merge import Fleet, no_gc
@@ -37,9 +38,9 @@ class NodeLine:
     text: str
 
     @classmethod
-    def of(cls, doc: dict[str, Any]) -> NodeLine:
-        """A node check's document (nodecheck.run_check's)."""
-        return cls(str(doc.get("host", "?")), json_text(doc, indent=None))
+    def of(cls, doc: CheckFile) -> NodeLine:
+        """A node check's document (nodecheck.run_check's, or what rank 0 gathers of it: nodecheck.compact)."""
+        return cls(doc.host, json_text(doc, indent=None))
 
 
 def save_node(outdir: str, line: NodeLine, suffix: str = ".json") -> str:
