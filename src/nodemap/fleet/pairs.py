@@ -30,6 +30,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Union
 
+from ..check.expectations import fleet_defaults
 from .nodefile import Conclusion, PairResult
 
 Pair = tuple[int, int]
@@ -66,12 +67,15 @@ def rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
     return [ps for _, ps in out]
 
 
-# [fleet] rail_bad, rail_latency, rail_tail (check/expectations.toml): a rail against its sibling
-RAILS = (0.5, 2.0, 3.0)
+# The defaults below are the shipped [fleet] table's (check/expectations.toml), never a second copy of its
+# numbers: link_bad, link_latency; a rail against its sibling: rail_bad, rail_latency, rail_tail
+_SHIPPED = fleet_defaults()
+LINK_BAD, LINK_LATENCY = _SHIPPED.link_bad, _SHIPPED.link_latency
+RAILS = (_SHIPPED.rail_bad, _SHIPPED.rail_latency, _SHIPPED.rail_tail)
 
 
 def bad_figures(values: dict[Pair, Figures], directions: dict[str, bool], default: bool = True,
-                bad_ratio: float = 0.93, latency_factor: float = 2.1, rails: tuple[float, ...] = RAILS
+                bad_ratio: float = LINK_BAD, latency_factor: float = LINK_LATENCY, rails: tuple[float, ...] = RAILS
                 ) -> set[Pair]:
     """The pairs bad by any of their figures (each judged among its own kind; a rail against its
     sibling, `sibling_key`, by `rails`: (rail_bad, rail_latency, rail_tail))."""
@@ -170,8 +174,8 @@ def against_siblings(samples: dict[int, list[float]], higher_is_better: bool,
     return out
 
 
-def bad_pairs(values: dict[Pair, float], higher_is_better: bool, bad_ratio: float = 0.93,
-              latency_factor: float = 2.1) -> set[Pair]:
+def bad_pairs(values: dict[Pair, float], higher_is_better: bool, bad_ratio: float = LINK_BAD,
+              latency_factor: float = LINK_LATENCY) -> set[Pair]:
     """ClusterKit's rule over the pairs measured so far."""
     if not values:
         return set()
@@ -199,7 +203,7 @@ Measure = Callable[[list[Pair]], dict[Pair, Union[float, Figures]]]
 
 
 def isolate(n: int, measure: Measure, higher_is_better: bool = True, shifts: Iterable[int] = (1, 2),
-            bad_ratio: float = 0.93, latency_factor: float = 2.1,
+            bad_ratio: float = LINK_BAD, latency_factor: float = LINK_LATENCY,
             directions: dict[str, bool] | None = None, by_ring: bool = True,
             rails: tuple[float, ...] = RAILS) -> Isolation:
     """Ring, then re-test rounds until every suspect is settled.
@@ -328,7 +332,7 @@ def said(c: Conclusion) -> str:
             f"bad links: {names(c.bad_links)}; transient: {names(c.transient)}")
 
 
-def replay(results: list[PairResult], bad_ratio: float = 0.93, latency_factor: float = 2.1,
+def replay(results: list[PairResult], bad_ratio: float = LINK_BAD, latency_factor: float = LINK_LATENCY,
            shifts: Iterable[int] = (1, 2), rails: tuple[float, ...] = RAILS) -> Conclusion:
     """`isolate` over recorded pair results (in the order they were measured;
     a rail's figures are judged on their own as the live run judges them):
